@@ -1,0 +1,86 @@
+#include "common/grpc_util.h"
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace rl {
+namespace {
+
+int Millis(absl::Duration d) {
+  return static_cast<int>(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+void RunningServer::SetServing(bool serving) {
+  if (server && server->GetHealthCheckService() != nullptr) {
+    server->GetHealthCheckService()->SetServingStatus(serving);
+  }
+}
+
+absl::StatusOr<RunningServer> StartServer(
+    const std::vector<grpc::Service*>& services, const ServerOptions& options) {
+  // Both are process-wide switches read when a server is built.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+
+  RunningServer result;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
+                           &result.port);
+  // gRPC sets SO_REUSEPORT by default, which lets a second server bind a
+  // port already in use and silently share its traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_send_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             Millis(options.keepalive_time));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             Millis(options.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Accept client keepalive pings as often as clients are configured to send.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  result.server = builder.BuildAndStart();
+  if (result.server == nullptr || result.port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.address,
+                     " (address in use or not valid)"));
+  }
+  result.SetServing(true);
+  return result;
+}
+
+grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  args.SetMaxSendMessageSize(options.max_send_message_bytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Millis(options.keepalive_time));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(options.keepalive_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+              Millis(options.max_reconnect_backoff));
+  // Each process opens its own connection rather than sharing a subchannel
+  // with other channels to the same target: streams stay independent.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const ChannelOptions& options) {
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                   MakeChannelArguments(options));
+}
+
+std::unique_ptr<grpc::ClientContext> ContextWithDeadline(
+    absl::Duration timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  return context;
+}
+
+}  // namespace rl

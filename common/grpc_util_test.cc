@@ -1,0 +1,122 @@
+// LibTorch, protobuf and a gRPC server in one process: a server started
+// through the project's helper answers grpc.health.v1, and streams policy
+// weights encoded from torch tensors that the client decodes bit-exactly.
+#include "common/grpc_util.h"
+
+#include <torch/torch.h>
+
+#include "common/grpc_status.h"
+#include "common/tensor_codec.h"
+#include "gtest/gtest.h"
+#include "proto/learner.grpc.pb.h"
+#include "third_party/grpc_health/health.grpc.pb.h"
+
+namespace rl {
+namespace {
+
+// Serves versions 1..3 of a tiny "policy" made with LibTorch.
+class TorchPolicyService final : public LearnerService::Service {
+ public:
+  grpc::Status SubscribePolicy(grpc::ServerContext*,
+                               const SubscribePolicyRequest* request,
+                               grpc::ServerWriter<PolicyUpdate>* writer) override {
+    for (int64_t version = request->have_version() + 1; version <= 3;
+         ++version) {
+      PolicyUpdate update;
+      update.set_version(version);
+      NamedTensor* weight = update.add_parameters();
+      weight->set_name("fc.weight");
+      const absl::Status status =
+          EncodeTensor(Weights(version), weight->mutable_tensor());
+      if (!status.ok()) return ToGrpcStatus(status);
+      writer->Write(update);
+    }
+    return grpc::Status::OK;
+  }
+
+  static at::Tensor Weights(int64_t version) {
+    torch::manual_seed(version);
+    return torch::nn::Linear(4, 3)->weight.detach() * version;
+  }
+};
+
+TEST(GrpcUtilTest, TorchTensorsStreamThroughARealServer) {
+  TorchPolicyService service;
+  auto server = StartServer({&service}, ServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_GT(server->port, 0);
+  auto channel = CreateChannel("127.0.0.1:" + std::to_string(server->port));
+
+  auto stub = LearnerService::NewStub(channel);
+  SubscribePolicyRequest request;
+  request.set_have_version(1);
+  auto context = ContextWithDeadline(absl::Seconds(10));
+  auto reader = stub->SubscribePolicy(context.get(), request);
+  PolicyUpdate update;
+  std::vector<int64_t> versions;
+  while (reader->Read(&update)) {
+    versions.push_back(update.version());
+    auto weights = DecodeTensor(update.parameters(0).tensor());
+    ASSERT_TRUE(weights.ok()) << weights.status();
+    EXPECT_TRUE(torch::equal(
+        *weights, TorchPolicyService::Weights(update.version())));
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(versions, (std::vector<int64_t>{2, 3}));
+  server->server->Shutdown();
+}
+
+TEST(GrpcUtilTest, HealthCheckFollowsServingState) {
+  TorchPolicyService service;
+  auto server = StartServer({&service}, ServerOptions{});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto health = grpc::health::v1::Health::NewStub(
+      CreateChannel("127.0.0.1:" + std::to_string(server->port)));
+
+  auto check = [&](const std::string& name) {
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(name);
+    grpc::health::v1::HealthCheckResponse response;
+    auto context = ContextWithDeadline(absl::Seconds(10));
+    const grpc::Status status = health->Check(context.get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.status();
+  };
+  EXPECT_EQ(check(""), grpc::health::v1::HealthCheckResponse::SERVING);
+  server->SetServing(false);
+  EXPECT_EQ(check(""), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  server->server->Shutdown();
+}
+
+TEST(GrpcUtilTest, BusyPortIsUnavailable) {
+  TorchPolicyService service;
+  auto first = StartServer({&service}, ServerOptions{});
+  ASSERT_TRUE(first.ok());
+  TorchPolicyService other;
+  ServerOptions options;
+  options.address = "127.0.0.1:" + std::to_string(first->port);
+  auto second = StartServer({&other}, options);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(second.status().message()).find(options.address),
+            std::string::npos);
+  first->server->Shutdown();
+}
+
+TEST(GrpcUtilTest, MessageLimitIsEnforced) {
+  TorchPolicyService service;
+  ServerOptions options;
+  options.max_send_message_bytes = 16;  // Smaller than one policy update.
+  auto server = StartServer({&service}, options);
+  ASSERT_TRUE(server.ok());
+  auto stub = LearnerService::NewStub(
+      CreateChannel("127.0.0.1:" + std::to_string(server->port)));
+  auto context = ContextWithDeadline(absl::Seconds(10));
+  auto reader = stub->SubscribePolicy(context.get(), SubscribePolicyRequest());
+  PolicyUpdate update;
+  EXPECT_FALSE(reader->Read(&update));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  server->server->Shutdown();
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# One idempotent set-up step for building, testing and running the service.
+#
+#   tools/setup.sh          install what is missing; seconds when nothing is.
+#
+# Installs (pinned): Debian packages for the toolchain and C++ libraries, and a
+# project virtual environment (.venv) holding LibTorch (PyPI torch, C++ side
+# only) and the Python client's dependencies. Writes .bazelrc.local, which
+# points Bazel's Python rules at the venv. Both README commands run this first.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# --- Debian packages (exact versions of Debian 12 "bookworm") -------------
+APT_PACKAGES=(
+  "bazel-bootstrap=4.2.3+ds-9"
+  "libgrpc++-dev=1.51.1-3+b1"
+  "protobuf-compiler-grpc=1.51.1-3+b1"
+  "libprotobuf-dev=3.21.12-3+deb12u1"
+  "protobuf-compiler=3.21.12-3+deb12u1"
+  "libabsl-dev=20220623.1-1+deb12u2"
+  "libspdlog-dev=1:1.10.0+ds-0.4"
+  "libfmt-dev=9.1.0+ds1-2"
+  "libyaml-cpp-dev=0.7.0+dfsg-8+b1"
+  "libgmock-dev=1.12.1-0.2"
+  "libgtest-dev=1.12.1-0.2"
+  "libbenchmark-dev=1.7.1-1"
+  "libsqlite3-dev=3.40.1-2+deb12u2"
+  "python3-venv=3.11.2-1+b1"
+)
+
+missing=()
+for spec in "${APT_PACKAGES[@]}"; do
+  pkg="${spec%%=*}"
+  want="${spec#*=}"
+  have="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
+  if [[ "$have" != "install ok installed $want" ]]; then
+    missing+=("$spec")
+  fi
+done
+if ((${#missing[@]})); then
+  log "installing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
+  $SUDO apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
+    --allow-downgrades "${missing[@]}" >/dev/null
+else
+  log "Debian packages: up to date"
+fi
+
+# --- Python virtual environment ---------------------------------------------
+VENV="$ROOT/.venv"
+REQS="$ROOT/tools/requirements.txt"
+TORCH_REQS="$ROOT/tools/requirements-torch.txt"
+STAMP="$VENV/.rl_setup_stamp"
+want_stamp="$(cat "$REQS" "$TORCH_REQS" | sha256sum | cut -d' ' -f1)"
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating virtual environment $VENV"
+  "${PYTHON:-/usr/bin/python3}" -m venv "$VENV"
+fi
+if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$want_stamp" ]]; then
+  log "installing Python packages into .venv (first time: ~1 GB download)"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQS"
+  # torch is installed without its dependency list: the C++ build needs only
+  # libtorch_cpu and the two CUDA runtime libraries it is linked against
+  # (listed in requirements-torch.txt), not the ~2.5 GB of cuDNN/cuBLAS/NCCL
+  # wheels that GPU training from Python would pull in.
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+    -r "$TORCH_REQS"
+  echo "$want_stamp" >"$STAMP"
+else
+  log "Python packages: up to date"
+fi
+
+# --- Bazel settings local to this checkout --------------------------------
+cat >"$ROOT/.bazelrc.local" <<EOF
+# Written by tools/setup.sh; local to this checkout, not committed.
+build --python_path=$VENV/bin/python3
+build --repo_env=RL_VENV=$VENV
+EOF
+log "done"
