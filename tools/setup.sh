@@ -79,6 +79,8 @@ fi
 # --- Bazel settings local to this checkout --------------------------------
 cat >"$ROOT/.bazelrc.local" <<EOF
 # Written by tools/setup.sh; local to this checkout, not committed.
+# Python rules use the venv's interpreter (grpcio, protobuf, the client).
+build --incompatible_use_python_toolchains=false
 build --python_path=$VENV/bin/python3
 build --repo_env=RL_VENV=$VENV
 EOF

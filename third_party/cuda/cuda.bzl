@@ -20,7 +20,6 @@ genrule(
 cc_library(name = "cudart")
 """.format(home = home))
         return
-    rctx.symlink(rctx.path(home + "/bin"), "bin")
     rctx.symlink(rctx.path(home + "/include"), "include")
     lib = rctx.path(home + "/lib64")
     rctx.file("BUILD", """
@@ -33,9 +32,12 @@ sh_binary(
     srcs = ["nvcc.sh"],
 )
 
+# The CUDA runtime API (cuda_runtime.h) for host code, statically linked.
 cc_library(
     name = "cudart",
-    linkopts = ["-L{lib}", "-Wl,-rpath,{lib}", "-lcudart_static", "-ldl", "-lrt", "-lpthread"],
+    hdrs = glob(["include/*.h", "include/crt/*.h", "include/crt/*.hpp"]),
+    includes = ["include"],
+    linkopts = ["-L{lib}", "-lcudart_static", "-ldl", "-lrt", "-lpthread"],
 )
 """.format(lib = lib))
     rctx.file("nvcc.sh", "#!/bin/sh\nexec {home}/bin/nvcc \"$@\"\n".format(home = home), executable = True)
