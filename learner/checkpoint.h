@@ -1,0 +1,40 @@
+// Checkpoints: a directory <root>/ckpt-<counter> holding the policy
+// (weights, normaliser statistics), the optimizer state and named extra
+// tensors (counters, random-generator states, environment state). Written to
+// a temporary directory, completed with a COMPLETE marker, then renamed, so
+// a crash never leaves a partial checkpoint under a final name.
+#ifndef RL_LEARNER_CHECKPOINT_H_
+#define RL_LEARNER_CHECKPOINT_H_
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "policy/actor_critic.h"
+
+namespace rl {
+
+using TensorMap = std::map<std::string, torch::Tensor>;
+
+// Writes checkpoint `counter` under `root` and keeps only the newest `keep`.
+// Returns the checkpoint's directory.
+absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
+                                            int64_t counter, ActorCritic& policy,
+                                            torch::optim::Optimizer& optimizer,
+                                            const TensorMap& extra, int keep);
+
+// The newest complete checkpoint under `root`; NOT_FOUND if there is none.
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& root);
+
+// Loads a checkpoint directory into `policy` (shapes must match: else
+// INVALID_ARGUMENT), `optimizer` (may be null) and `extra` (may be null).
+absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
+                            torch::optim::Optimizer* optimizer,
+                            TensorMap* extra);
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_CHECKPOINT_H_

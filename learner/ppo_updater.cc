@@ -1,0 +1,166 @@
+#include "learner/ppo_updater.h"
+
+#include <algorithm>
+
+#include "learner/gae.h"
+
+namespace rl {
+
+PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
+                       int64_t total_env_steps, uint64_t seed)
+    : policy_(std::move(policy)),
+      config_(config),
+      total_env_steps_(std::max<int64_t>(1, total_env_steps)),
+      optimizer_(std::make_unique<torch::optim::Adam>(
+          policy_->parameters(),
+          torch::optim::AdamOptions(config.learning_rate()).eps(1e-5))),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
+
+UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
+  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
+  const int64_t batch = T * E;
+
+  // GAE on the host buffers (the rollout is CPU-resident).
+  torch::Tensor advantages = torch::empty({T, E});
+  torch::Tensor returns = torch::empty({T, E});
+  const Rollout& r = rollout;
+  ComputeGae({T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
+              r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
+              r.truncated.data_ptr<uint8_t>(),
+              r.truncated_values.data_ptr<float>()},
+             config_.gamma(), config_.gae_lambda(), advantages.data_ptr<float>(),
+             returns.data_ptr<float>());
+
+  const torch::Tensor obs = r.observations.reshape({batch, -1});
+  const torch::Tensor actions =
+      policy_->discrete() ? r.actions.reshape({batch})
+                          : r.actions.reshape({batch, -1});
+  const torch::Tensor old_log_probs = r.log_probs.reshape({batch});
+  const torch::Tensor old_values = r.values.reshape({batch});
+  advantages = advantages.reshape({batch});
+  returns = returns.reshape({batch});
+
+  double lr = config_.learning_rate();
+  if (config_.anneal_learning_rate()) {
+    const double frac =
+        1.0 - static_cast<double>(env_steps_done) / total_env_steps_;
+    lr *= std::max(frac, 0.0);
+  }
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
+  }
+
+  const int64_t num_minibatches = config_.num_minibatches();
+  const int64_t minibatch = batch / num_minibatches;
+  const float clip = config_.clip_coef();
+  torch::Tensor sum_policy_loss = torch::zeros({});
+  torch::Tensor sum_value_loss = torch::zeros({});
+  torch::Tensor sum_entropy = torch::zeros({});
+  torch::Tensor sum_kl = torch::zeros({});
+  torch::Tensor sum_clip = torch::zeros({});
+  torch::Tensor sum_grad_norm = torch::zeros({});
+  int64_t minibatches_run = 0;
+  int epochs = 0;
+  std::vector<torch::Tensor> params = policy_->parameters();
+
+  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
+    const torch::Tensor order = torch::randperm(batch, generator_);
+    torch::Tensor epoch_kl = torch::zeros({});
+    for (int64_t m = 0; m < num_minibatches; ++m) {
+      const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
+      const PolicyEvaluation eval =
+          policy_->Evaluate(obs.index_select(0, idx), actions.index_select(0, idx));
+      const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
+      torch::Tensor mb_adv = advantages.index_select(0, idx);
+      if (config_.normalize_advantages() && minibatch > 1) {
+        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+      }
+      const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
+      const torch::Tensor ratio = log_ratio.exp();
+      const torch::Tensor policy_loss =
+          torch::max(-mb_adv * ratio,
+                     -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
+              .mean();
+      const torch::Tensor mb_returns = returns.index_select(0, idx);
+      torch::Tensor value_loss;
+      if (config_.clip_value_loss()) {
+        const torch::Tensor mb_old_values = old_values.index_select(0, idx);
+        const torch::Tensor clipped =
+            mb_old_values + torch::clamp(eval.values - mb_old_values, -clip, clip);
+        value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
+                                      (clipped - mb_returns).pow(2))
+                               .mean();
+      } else {
+        value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
+      }
+      const torch::Tensor entropy = eval.entropy.mean();
+      const torch::Tensor loss = policy_loss -
+                                 config_.entropy_coef() * entropy +
+                                 config_.value_coef() * value_loss;
+      optimizer_->zero_grad();
+      loss.backward();
+      torch::Tensor grad_norm;
+      {
+        torch::NoGradGuard no_grad;
+        std::vector<torch::Tensor> norms;
+        norms.reserve(params.size());
+        for (const auto& p : params) {
+          if (p.grad().defined()) norms.push_back(p.grad().norm());
+        }
+        grad_norm = torch::stack(norms).norm();
+        if (config_.max_grad_norm() > 0) {
+          // Scale without reading the norm back: clip_coef = min(1, max/norm).
+          const torch::Tensor scale =
+              torch::clamp_max(config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
+          for (auto& p : params) {
+            if (p.grad().defined()) p.grad().mul_(scale);
+          }
+        }
+      }
+      optimizer_->step();
+
+      torch::NoGradGuard no_grad;
+      const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
+      epoch_kl += kl;
+      sum_policy_loss += policy_loss.detach();
+      sum_value_loss += value_loss.detach();
+      sum_entropy += entropy.detach();
+      sum_kl += kl;
+      sum_clip += ((ratio - 1).abs() > clip).to(torch::kFloat32).mean();
+      sum_grad_norm += grad_norm;
+      ++minibatches_run;
+    }
+    ++epochs;
+    if (config_.target_kl() > 0 &&
+        (epoch_kl / num_minibatches).item<double>() > config_.target_kl()) {
+      break;
+    }
+  }
+
+  UpdateStats stats;
+  // One read-back of everything reported.
+  const torch::Tensor y_var = returns.var();
+  const torch::Tensor explained = 1 - (returns - old_values).var() / y_var;
+  const torch::Tensor packed =
+      torch::stack({sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
+                    sum_clip, sum_grad_norm}) /
+      static_cast<double>(std::max<int64_t>(minibatches_run, 1));
+  const auto values = packed.to(torch::kFloat64).contiguous();
+  const double* v = values.data_ptr<double>();
+  stats.policy_loss = v[0];
+  stats.value_loss = v[1];
+  stats.entropy = v[2];
+  stats.approx_kl = v[3];
+  stats.clip_fraction = v[4];
+  stats.grad_norm = v[5];
+  const double yv = y_var.item<double>();
+  stats.explained_variance = yv == 0 ? 0.0 : explained.item<double>();
+  stats.learning_rate = lr;
+  stats.epochs = epochs;
+
+  policy_->UpdateObservationStatistics(
+      rollout.observations.reshape({batch, -1}));
+  return stats;
+}
+
+}  // namespace rl

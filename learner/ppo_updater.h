@@ -1,0 +1,59 @@
+// One PPO update over a rollout: GAE -> advantage normalisation -> epochs x
+// minibatches of the clipped surrogate (+ optional value clipping, entropy
+// bonus), Adam with linear learning-rate annealing, global gradient-norm
+// clipping, optional early stop on approximate KL.
+//
+// Numbers are read back to the host once per epoch (the KL check) and once
+// at the end (the reported statistics); nothing else synchronises.
+#ifndef RL_LEARNER_PPO_UPDATER_H_
+#define RL_LEARNER_PPO_UPDATER_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "policy/actor_critic.h"
+#include "policy/rollout.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+// Reported per update.
+struct UpdateStats {
+  double policy_loss = 0;
+  double value_loss = 0;
+  double entropy = 0;
+  double approx_kl = 0;
+  double clip_fraction = 0;
+  double explained_variance = 0;
+  double grad_norm = 0;
+  double learning_rate = 0;
+  int epochs = 0;  // epochs run (fewer than configured after a KL stop)
+};
+
+class PpoUpdater {
+ public:
+  // `total_env_steps` is the annealing horizon.
+  PpoUpdater(ActorCritic policy, const PPOConfig& config,
+             int64_t total_env_steps, uint64_t seed);
+
+  // Updates the policy from `rollout` (collected by the policy as it is
+  // now). `env_steps_done` (before this rollout) sets the annealed rate.
+  // Afterwards folds the rollout's observations into the normaliser.
+  UpdateStats Update(const Rollout& rollout, int64_t env_steps_done);
+
+  torch::optim::Adam& optimizer() { return *optimizer_; }
+  // Minibatch shuffling stream; part of a checkpoint.
+  at::Generator& generator() { return generator_; }
+
+ private:
+  ActorCritic policy_;
+  PPOConfig config_;
+  int64_t total_env_steps_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+  at::Generator generator_;
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_PPO_UPDATER_H_

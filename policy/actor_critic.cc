@@ -1,0 +1,152 @@
+#include "policy/actor_critic.h"
+
+#include <cmath>
+
+namespace rl {
+namespace {
+
+constexpr double kLogSqrt2Pi = 0.91893853320467274178;  // log(sqrt(2 pi))
+
+torch::nn::Linear OrthogonalLinear(int in, int out, double gain) {
+  torch::nn::Linear layer(in, out);
+  torch::NoGradGuard no_grad;
+  torch::nn::init::orthogonal_(layer->weight, gain);
+  torch::nn::init::zeros_(layer->bias);
+  return layer;
+}
+
+torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden) {
+  torch::nn::Sequential trunk;
+  for (int size : hidden) {
+    trunk->push_back(OrthogonalLinear(in, size, std::sqrt(2.0)));
+    trunk->push_back(torch::nn::Tanh());
+    in = size;
+  }
+  return trunk;
+}
+
+}  // namespace
+
+ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
+    : config_(config) {
+  const int features =
+      config.hidden_sizes.empty() ? config.observation_size
+                                  : config.hidden_sizes.back();
+  policy_trunk_ = register_module(
+      "policy_trunk", MakeTrunk(config.observation_size, config.hidden_sizes));
+  if (!config.shared_trunk) {
+    value_trunk_ = register_module(
+        "value_trunk", MakeTrunk(config.observation_size, config.hidden_sizes));
+  }
+  const int head_size = discrete() ? config.num_actions : config.action_size;
+  // Small policy-head gain: near-uniform initial policy (common PPO practice).
+  policy_head_ =
+      register_module("policy_head", OrthogonalLinear(features, head_size, 0.01));
+  value_head_ = register_module("value_head", OrthogonalLinear(features, 1, 1.0));
+  if (!discrete()) {
+    log_std_ = register_parameter(
+        "log_std", torch::full({config.action_size}, config.initial_log_std));
+  }
+  obs_mean_ = register_buffer("obs_mean", torch::zeros({config.observation_size}));
+  obs_var_ = register_buffer("obs_var", torch::ones({config.observation_size}));
+  obs_count_ = register_buffer("obs_count", torch::full({}, 1e-4, torch::kFloat64));
+}
+
+torch::Tensor ActorCriticImpl::NormalizeObservations(
+    const torch::Tensor& observations) const {
+  if (!config_.normalize_observations) return observations;
+  return ((observations - obs_mean_) * torch::rsqrt(obs_var_ + 1e-8))
+      .clamp(-config_.observation_clip, config_.observation_clip);
+}
+
+std::pair<torch::Tensor, torch::Tensor> ActorCriticImpl::Trunks(
+    const torch::Tensor& x) {
+  const torch::Tensor policy = policy_trunk_->forward(x);
+  if (config_.shared_trunk) return {policy, policy};
+  return {policy, value_trunk_->forward(x)};
+}
+
+torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
+  return policy_head_->forward(features);
+}
+
+PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
+                                c10::optional<at::Generator> generator,
+                                bool deterministic) {
+  const auto [policy_features, value_features] =
+      Trunks(NormalizeObservations(observations));
+  const torch::Tensor out = PolicyHead(policy_features);
+  PolicyStep step;
+  step.values = value_head_->forward(value_features).squeeze(-1);
+  if (discrete()) {
+    const torch::Tensor log_probs = torch::log_softmax(out, -1);
+    if (deterministic) {
+      step.actions = out.argmax(-1);
+    } else {
+      // Gumbel-max: one uniform draw per logit, no CDF search.
+      const torch::Tensor u =
+          torch::rand(out.sizes(), generator, out.options())
+              .clamp_(1e-12, 1.0 - 1e-7);
+      step.actions = (log_probs - torch::log(-torch::log(u))).argmax(-1);
+    }
+    step.log_probs = log_probs.gather(-1, step.actions.unsqueeze(-1)).squeeze(-1);
+  } else {
+    const torch::Tensor std = log_std_.exp();
+    if (deterministic) {
+      step.actions = out;
+    } else {
+      step.actions =
+          out + std * torch::randn(out.sizes(), generator, out.options());
+    }
+    const torch::Tensor z = (step.actions - out) / std;
+    step.log_probs =
+        (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
+  }
+  return step;
+}
+
+torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations) {
+  return value_head_->forward(Trunks(NormalizeObservations(observations)).second)
+      .squeeze(-1);
+}
+
+PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
+                                           const torch::Tensor& actions) {
+  const auto [policy_features, value_features] =
+      Trunks(NormalizeObservations(observations));
+  const torch::Tensor out = PolicyHead(policy_features);
+  PolicyEvaluation eval;
+  eval.values = value_head_->forward(value_features).squeeze(-1);
+  if (discrete()) {
+    const torch::Tensor log_probs = torch::log_softmax(out, -1);
+    eval.log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
+    eval.entropy = -(log_probs.exp() * log_probs).sum(-1);
+  } else {
+    const torch::Tensor z = (actions - out) * torch::exp(-log_std_);
+    eval.log_probs = (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
+    eval.entropy = (log_std_ + 0.5 + kLogSqrt2Pi).sum().expand({out.size(0)});
+  }
+  return eval;
+}
+
+void ActorCriticImpl::UpdateObservationStatistics(
+    const torch::Tensor& observations) {
+  if (!config_.normalize_observations || observations.size(0) == 0) return;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = observations.to(torch::kFloat64);
+  const torch::Tensor batch_mean = x.mean(0);
+  const torch::Tensor batch_var = x.var(0, /*unbiased=*/false);
+  const double batch_count = static_cast<double>(x.size(0));
+  const torch::Tensor count = obs_count_;
+  const torch::Tensor total = count + batch_count;
+  const torch::Tensor delta = batch_mean - obs_mean_.to(torch::kFloat64);
+  const torch::Tensor new_mean = obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
+  const torch::Tensor m2 = obs_var_.to(torch::kFloat64) * count +
+                           batch_var * batch_count +
+                           delta * delta * count * batch_count / total;
+  obs_mean_.copy_(new_mean);
+  obs_var_.copy_(m2 / total);
+  obs_count_.copy_(total);
+}
+
+}  // namespace rl

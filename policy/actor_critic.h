@@ -1,0 +1,88 @@
+// The policy both sides of the wire agree on: an actor-critic MLP with a
+// categorical head (discrete actions) or a diagonal Gaussian head with a
+// state-independent log-std (continuous actions), and optional running
+// observation normalisation whose statistics are buffers of the module, so
+// they travel with the weights and the checkpoints.
+#ifndef RL_POLICY_ACTOR_CRITIC_H_
+#define RL_POLICY_ACTOR_CRITIC_H_
+
+#include <torch/torch.h>
+
+#include <vector>
+
+namespace rl {
+
+struct ActorCriticConfig {
+  int observation_size = 0;
+  int num_actions = 0;  // discrete; 0 if continuous
+  int action_size = 0;  // continuous; 0 if discrete
+  std::vector<int> hidden_sizes = {64, 64};
+  bool shared_trunk = false;
+  float initial_log_std = 0.0f;
+  bool normalize_observations = false;
+  float observation_clip = 10.0f;
+};
+
+// Output of acting on a batch of observations.
+struct PolicyStep {
+  torch::Tensor actions;    // [B] int64 or [B, A] float
+  torch::Tensor log_probs;  // [B]
+  torch::Tensor values;     // [B]
+};
+
+// Output of evaluating stored actions during an update.
+struct PolicyEvaluation {
+  torch::Tensor log_probs;  // [B]
+  torch::Tensor entropy;    // [B]
+  torch::Tensor values;     // [B]
+};
+
+class ActorCriticImpl : public torch::nn::Module {
+ public:
+  explicit ActorCriticImpl(const ActorCriticConfig& config);
+
+  const ActorCriticConfig& config() const { return config_; }
+  bool discrete() const { return config_.num_actions > 0; }
+
+  // Raw observations [B, obs] -> normalised (identity if normalisation is
+  // off), with the statistics as they are now.
+  torch::Tensor NormalizeObservations(const torch::Tensor& observations) const;
+
+  // Samples actions (argmax / mean when `deterministic`) with `generator`.
+  PolicyStep Act(const torch::Tensor& observations,
+                 c10::optional<at::Generator> generator,
+                 bool deterministic = false);
+
+  // Value estimates [B] of raw observations.
+  torch::Tensor Value(const torch::Tensor& observations);
+
+  // Log-probabilities, entropy and values of `actions` taken at raw
+  // `observations`, with gradients.
+  PolicyEvaluation Evaluate(const torch::Tensor& observations,
+                            const torch::Tensor& actions);
+
+  // Folds a batch of raw observations [N, obs] into the running mean and
+  // variance (parallel algorithm of Chan et al.). No-op if disabled.
+  void UpdateObservationStatistics(const torch::Tensor& observations);
+
+ private:
+  // Policy-head input and value-head input (equal with a shared trunk).
+  std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
+  // Logits [B, n] or Gaussian means [B, A].
+  torch::Tensor PolicyHead(const torch::Tensor& policy_features);
+
+  ActorCriticConfig config_;
+  torch::nn::Sequential policy_trunk_{nullptr};
+  torch::nn::Sequential value_trunk_{nullptr};
+  torch::nn::Linear policy_head_{nullptr};
+  torch::nn::Linear value_head_{nullptr};
+  torch::Tensor log_std_;    // [A], continuous only
+  torch::Tensor obs_mean_;   // [obs] buffer
+  torch::Tensor obs_var_;    // [obs] buffer
+  torch::Tensor obs_count_;  // [] float64 buffer
+};
+TORCH_MODULE(ActorCritic);
+
+}  // namespace rl
+
+#endif  // RL_POLICY_ACTOR_CRITIC_H_

@@ -1,0 +1,49 @@
+// A rollout segment as tensors: T steps of E environments, time-major
+// [T, E, ...]. Actors fill it in place (the environments write straight into
+// its rows); learners consume it. CPU tensors, allocated once and reused.
+#ifndef RL_POLICY_ROLLOUT_H_
+#define RL_POLICY_ROLLOUT_H_
+
+#include <torch/torch.h>
+
+namespace rl {
+
+struct Rollout {
+  torch::Tensor observations;      // [T, E, obs] float: raw, before each step
+  torch::Tensor actions;           // [T, E] int64 or [T, E, A] float
+  torch::Tensor log_probs;         // [T, E] float
+  torch::Tensor values;            // [T, E] float
+  torch::Tensor rewards;           // [T, E] float (scaled if enabled)
+  torch::Tensor terminated;        // [T, E] uint8
+  torch::Tensor truncated;         // [T, E] uint8
+  torch::Tensor truncated_values;  // [T, E] float: V(final obs) where truncated
+  torch::Tensor next_observations;  // [E, obs] float: after the last step
+  torch::Tensor next_values;        // [E] float: V(next_observations)
+
+  int64_t num_steps() const { return rewards.size(0); }
+  int64_t num_envs() const { return rewards.size(1); }
+
+  // Zero-filled tensors for T x E steps; action_size 0 means discrete.
+  static Rollout Allocate(int64_t num_steps, int64_t num_envs,
+                          int64_t observation_size, int64_t action_size) {
+    Rollout r;
+    const auto f = torch::kFloat32;
+    r.observations = torch::zeros({num_steps, num_envs, observation_size}, f);
+    r.actions = action_size == 0
+                    ? torch::zeros({num_steps, num_envs}, torch::kInt64)
+                    : torch::zeros({num_steps, num_envs, action_size}, f);
+    r.log_probs = torch::zeros({num_steps, num_envs}, f);
+    r.values = torch::zeros({num_steps, num_envs}, f);
+    r.rewards = torch::zeros({num_steps, num_envs}, f);
+    r.terminated = torch::zeros({num_steps, num_envs}, torch::kUInt8);
+    r.truncated = torch::zeros({num_steps, num_envs}, torch::kUInt8);
+    r.truncated_values = torch::zeros({num_steps, num_envs}, f);
+    r.next_observations = torch::zeros({num_envs, observation_size}, f);
+    r.next_values = torch::zeros({num_envs}, f);
+    return r;
+  }
+};
+
+}  // namespace rl
+
+#endif  // RL_POLICY_ROLLOUT_H_
