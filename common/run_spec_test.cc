@@ -23,7 +23,7 @@ TEST(RunSpecTest, ExampleRunFilesLoad) {
   ASSERT_TRUE(cartpole.ok()) << cartpole.status();
   EXPECT_EQ(cartpole->env().id(), "CartPole-v1");
   EXPECT_EQ(cartpole->envs_per_actor(), 8);
-  EXPECT_FLOAT_EQ(cartpole->ppo().learning_rate(), 2.5e-4f);
+  EXPECT_FLOAT_EQ(cartpole->ppo().learning_rate(), 1e-3f);
   EXPECT_EQ(cartpole->ppo().hidden_sizes_size(), 2);
   EXPECT_EQ(cartpole->sync_mode(), SYNC);
   EXPECT_DOUBLE_EQ(cartpole->target_return(), 475);

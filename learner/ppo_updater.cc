@@ -1,6 +1,7 @@
 #include "learner/ppo_updater.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "learner/gae.h"
 
@@ -21,6 +22,7 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   const int64_t batch = T * E;
 
   // GAE on the host buffers (the rollout is CPU-resident).
+  const auto gae_start = std::chrono::steady_clock::now();
   torch::Tensor advantages = torch::empty({T, E});
   torch::Tensor returns = torch::empty({T, E});
   const Rollout& r = rollout;
@@ -30,6 +32,9 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
               r.truncated_values.data_ptr<float>()},
              config_.gamma(), config_.gae_lambda(), advantages.data_ptr<float>(),
              returns.data_ptr<float>());
+  const double gae_seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - gae_start)
+                                 .count();
 
   const torch::Tensor obs = r.observations.reshape({batch, -1});
   const torch::Tensor actions =
@@ -157,6 +162,7 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   stats.explained_variance = yv == 0 ? 0.0 : explained.item<double>();
   stats.learning_rate = lr;
   stats.epochs = epochs;
+  stats.gae_seconds = gae_seconds;
 
   policy_->UpdateObservationStatistics(
       rollout.observations.reshape({batch, -1}));

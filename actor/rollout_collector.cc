@@ -1,0 +1,202 @@
+#include "actor/rollout_collector.h"
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+
+namespace rl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Seed of the action-sampling stream, distinct from the environments'.
+uint64_t SamplingSeed(uint64_t seed) {
+  return seed * 0x9E3779B97F4A7C15ull + 17;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
+    const RunSpec& spec, uint64_t seed, int env_threads) {
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<BatchedEnv> env,
+      BatchedEnv::Create(spec.env().id(), spec.envs_per_actor(), seed,
+                         env_threads, spec.env().max_episode_steps()));
+  return std::unique_ptr<RolloutCollector>(
+      new RolloutCollector(spec, std::move(env), seed));
+}
+
+RolloutCollector::RolloutCollector(const RunSpec& spec,
+                                   std::unique_ptr<BatchedEnv> env,
+                                   uint64_t seed)
+    : spec_(spec),
+      env_(std::move(env)),
+      num_steps_(spec.segment_length()),
+      num_envs_(spec.envs_per_actor()),
+      generator_(at::make_generator<at::CPUGeneratorImpl>(SamplingSeed(seed))) {
+  const int64_t obs = env_->info().observation_size;
+  current_observations_ = torch::zeros({num_envs_, obs});
+  final_observations_ = torch::zeros({num_steps_, num_envs_, obs});
+  episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
+  episode_length_rows_ = torch::zeros({num_steps_, num_envs_}, torch::kInt32);
+  env_->Reset(current_observations_.data_ptr<float>());
+  if (spec.ppo().normalize_rewards()) {
+    reward_scaler_ =
+        std::make_unique<RewardScaler>(num_envs_, spec.ppo().gamma());
+  }
+}
+
+ActorCriticConfig RolloutCollector::PolicyConfig(const PPOConfig& ppo) const {
+  ActorCriticConfig config;
+  config.observation_size = env_->info().observation_size;
+  config.num_actions = env_->info().num_actions;
+  config.action_size = env_->info().action_size;
+  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
+                             ppo.hidden_sizes().end());
+  config.shared_trunk = ppo.shared_trunk();
+  config.initial_log_std = ppo.initial_log_std();
+  config.normalize_observations = ppo.normalize_observations();
+  return config;
+}
+
+Rollout RolloutCollector::AllocateRollout() const {
+  return Rollout::Allocate(num_steps_, num_envs_, env_->info().observation_size,
+                           env_->info().action_size);
+}
+
+absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
+                                       CollectTimings* timings) {
+  if (rollout->num_steps() != num_steps_ || rollout->num_envs() != num_envs_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollout has shape [", rollout->num_steps(), ", ", rollout->num_envs(),
+        "], the run needs [", num_steps_, ", ", num_envs_, "]"));
+  }
+  c10::InferenceMode inference;
+  CollectTimings local;
+  const bool discrete = env_->info().discrete();
+  rollout->observations[0].copy_(current_observations_);
+
+  for (int64_t t = 0; t < num_steps_; ++t) {
+    auto start = Clock::now();
+    const PolicyStep step =
+        policy->Act(rollout->observations[t], generator_, false);
+    rollout->actions[t].copy_(step.actions);
+    rollout->log_probs[t].copy_(step.log_probs);
+    rollout->values[t].copy_(step.values);
+    local.inference_seconds += SecondsSince(start);
+
+    start = Clock::now();
+    StepOutputs out;
+    out.observations = t + 1 < num_steps_
+                           ? rollout->observations[t + 1].data_ptr<float>()
+                           : rollout->next_observations.data_ptr<float>();
+    out.rewards = rollout->rewards[t].data_ptr<float>();
+    out.terminated = rollout->terminated[t].data_ptr<uint8_t>();
+    out.truncated = rollout->truncated[t].data_ptr<uint8_t>();
+    out.final_observations = final_observations_[t].data_ptr<float>();
+    out.episode_returns = episode_return_rows_[t].data_ptr<float>();
+    out.episode_lengths = episode_length_rows_[t].data_ptr<int32_t>();
+    const absl::Status status =
+        discrete
+            ? env_->StepDiscrete(rollout->actions[t].data_ptr<int64_t>(), out)
+            : env_->StepContinuous(rollout->actions[t].data_ptr<float>(), out);
+    local.env_seconds += SecondsSince(start);
+    RETURN_IF_ERROR(status);
+  }
+
+  auto start = Clock::now();
+  current_observations_.copy_(rollout->next_observations);
+  rollout->next_values.copy_(policy->Value(rollout->next_observations));
+  // Bootstrap values of truncated episodes: one forward over just those rows.
+  rollout->truncated_values.zero_();
+  const torch::Tensor truncated = rollout->truncated.to(torch::kBool);
+  const torch::Tensor rows = truncated.nonzero();
+  if (rows.size(0) > 0) {
+    const torch::Tensor final_obs =
+        final_observations_.index({truncated});  // [K, obs]
+    rollout->truncated_values.index_put_({truncated}, policy->Value(final_obs));
+  }
+  local.inference_seconds += SecondsSince(start);
+
+  // Episode statistics (raw rewards, from the environments).
+  episode_returns_.clear();
+  episode_lengths_.clear();
+  const uint8_t* term = rollout->terminated.data_ptr<uint8_t>();
+  const uint8_t* trunc = rollout->truncated.data_ptr<uint8_t>();
+  const float* returns = episode_return_rows_.data_ptr<float>();
+  const int32_t* lengths = episode_length_rows_.data_ptr<int32_t>();
+  for (int64_t i = 0; i < num_steps_ * num_envs_; ++i) {
+    if (term[i] | trunc[i]) {
+      episode_returns_.push_back(returns[i]);
+      episode_lengths_.push_back(lengths[i]);
+    }
+  }
+  if (reward_scaler_ != nullptr) {
+    reward_scaler_->Apply(rollout->rewards.data_ptr<float>(), term, trunc,
+                          num_steps_);
+  }
+  if (timings != nullptr) {
+    timings->env_seconds += local.env_seconds;
+    timings->inference_seconds += local.inference_seconds;
+  }
+  return absl::OkStatus();
+}
+
+std::map<std::string, torch::Tensor> RolloutCollector::SaveState() const {
+  std::map<std::string, torch::Tensor> state;
+  const std::string env_bytes = env_->SaveState();
+  state["collector.env"] =
+      torch::from_blob(const_cast<char*>(env_bytes.data()),
+                       {static_cast<int64_t>(env_bytes.size())}, torch::kUInt8)
+          .clone();
+  state["collector.observations"] = current_observations_.clone();
+  state["collector.generator"] = generator_.get_state();
+  if (reward_scaler_ != nullptr) {
+    const std::vector<double> scaler = reward_scaler_->SaveState();
+    state["collector.reward_scaler"] =
+        torch::tensor(at::ArrayRef<double>(scaler), torch::kFloat64);
+  }
+  return state;
+}
+
+absl::Status RolloutCollector::RestoreState(
+    const std::map<std::string, torch::Tensor>& state) {
+  auto get = [&](const std::string& key) -> absl::StatusOr<torch::Tensor> {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint state has no ", key));
+    }
+    return it->second.contiguous();
+  };
+  ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
+  RETURN_IF_ERROR(env_->RestoreState(std::string(
+      static_cast<const char*>(env_bytes.data_ptr()), env_bytes.numel())));
+  ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
+  if (!obs.sizes().equals(current_observations_.sizes())) {
+    return absl::InvalidArgumentError(
+        "checkpoint observations do not fit this run's environments");
+  }
+  current_observations_.copy_(obs);
+  ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
+  generator_.set_state(generator);
+  if (reward_scaler_ != nullptr) {
+    ASSIGN_OR_RETURN(const torch::Tensor scaler,
+                     get("collector.reward_scaler"));
+    const double* p = scaler.data_ptr<double>();
+    if (!reward_scaler_->RestoreState(
+            std::vector<double>(p, p + scaler.numel()))) {
+      return absl::InvalidArgumentError(
+          "checkpoint reward-scaler state does not fit this run");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rl

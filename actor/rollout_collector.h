@@ -1,0 +1,83 @@
+// Collects rollout segments: batched environments + local policy inference,
+// written in place into a preallocated Rollout.
+//
+// Data flow per step t: observations[t] (a view of the buffer) -> policy
+// forward under InferenceMode -> actions/log-probs/values[t] -> one batched
+// env step writes observations[t+1] (or next_observations), rewards[t] and
+// the flags straight into the buffer. Once per segment: values of the final
+// observations of truncated episodes (one batched forward), V(next obs),
+// reward scaling, episode statistics.
+#ifndef RL_ACTOR_ROLLOUT_COLLECTOR_H_
+#define RL_ACTOR_ROLLOUT_COLLECTOR_H_
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actor/batched_env.h"
+#include "actor/reward_scaler.h"
+#include "policy/actor_critic.h"
+#include "policy/rollout.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+struct CollectTimings {
+  double env_seconds = 0;
+  double inference_seconds = 0;
+};
+
+class RolloutCollector {
+ public:
+  // Environments from `spec` (id, envs_per_actor, time limit), seeded with
+  // `seed`; `env_threads` threads step them.
+  static absl::StatusOr<std::unique_ptr<RolloutCollector>> Create(
+      const RunSpec& spec, uint64_t seed, int env_threads);
+
+  const EnvInfo& env_info() const { return env_->info(); }
+
+  // The policy network configuration that fits these environments.
+  ActorCriticConfig PolicyConfig(const PPOConfig& ppo) const;
+
+  // A zeroed rollout of the run's segment shape.
+  Rollout AllocateRollout() const;
+
+  // Fills `rollout` with one segment collected by `policy`.
+  absl::Status Collect(ActorCritic& policy, Rollout* rollout,
+                       CollectTimings* timings = nullptr);
+
+  // Returns and lengths of the episodes that ended in the last Collect().
+  const std::vector<float>& episode_returns() const { return episode_returns_; }
+  const std::vector<int32_t>& episode_lengths() const {
+    return episode_lengths_;
+  }
+
+  // Everything needed to continue exactly: env state, current observations,
+  // sampling generator, reward-scaler state.
+  std::map<std::string, torch::Tensor> SaveState() const;
+  absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
+
+ private:
+  RolloutCollector(const RunSpec& spec, std::unique_ptr<BatchedEnv> env,
+                   uint64_t seed);
+
+  RunSpec spec_;
+  std::unique_ptr<BatchedEnv> env_;
+  int64_t num_steps_;
+  int64_t num_envs_;
+  torch::Tensor current_observations_;  // [E, obs]
+  torch::Tensor final_observations_;    // [T, E, obs] scratch
+  torch::Tensor episode_return_rows_;   // [T, E] scratch
+  torch::Tensor episode_length_rows_;   // [T, E] int32 scratch
+  at::Generator generator_;
+  std::unique_ptr<RewardScaler> reward_scaler_;
+  std::vector<float> episode_returns_;
+  std::vector<int32_t> episode_lengths_;
+};
+
+}  // namespace rl
+
+#endif  // RL_ACTOR_ROLLOUT_COLLECTOR_H_

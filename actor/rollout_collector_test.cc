@@ -1,0 +1,88 @@
+#include "actor/rollout_collector.h"
+
+#include "common/run_spec.h"
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+RunSpec Spec(const std::string& yaml) {
+  auto spec = LoadRunSpec(yaml, RunFileFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
+  const RunSpec spec = Spec(
+      "env: {id: CartPole-v1, max_episode_steps: 20}\n"
+      "envs_per_actor: 6\nsegment_length: 50\nppo: {num_minibatches: 2}");
+  auto collector = RolloutCollector::Create(spec, 3, 1);
+  ASSERT_TRUE(collector.ok()) << collector.status();
+  torch::manual_seed(0);
+  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  Rollout rollout = (*collector)->AllocateRollout();
+  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+
+  EXPECT_TRUE(torch::all(rollout.rewards == 1).item<bool>());
+  // The time limit of 20 < 50 steps: some episodes were truncated, and
+  // their bootstrap values were filled in (non-zero exactly there).
+  const torch::Tensor truncated = rollout.truncated.to(torch::kBool);
+  EXPECT_GT(truncated.sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::all(rollout.truncated_values.index({~truncated}) == 0)
+                  .item<bool>());
+  EXPECT_TRUE(torch::all(rollout.truncated_values.index({truncated}) != 0)
+                  .item<bool>());
+  // Stored log-probs and values are those of the policy on the stored data.
+  const PolicyEvaluation eval = policy->Evaluate(
+      rollout.observations.reshape({300, 4}), rollout.actions.reshape({300}));
+  EXPECT_TRUE(torch::allclose(eval.log_probs, rollout.log_probs.reshape({300}),
+                              1e-5, 1e-5));
+  EXPECT_TRUE(
+      torch::allclose(eval.values, rollout.values.reshape({300}), 1e-5, 1e-5));
+  // Every finished episode is reported with its return (= its length here).
+  const auto& returns = (*collector)->episode_returns();
+  const auto& lengths = (*collector)->episode_lengths();
+  ASSERT_EQ(returns.size(), lengths.size());
+  const int64_t ended =
+      (rollout.terminated | rollout.truncated).sum().item<int64_t>();
+  EXPECT_EQ(static_cast<int64_t>(returns.size()), ended);
+  for (size_t i = 0; i < returns.size(); ++i) {
+    EXPECT_FLOAT_EQ(returns[i], lengths[i]);
+    EXPECT_LE(lengths[i], 20);
+  }
+  // The next segment continues from next_observations.
+  const torch::Tensor next = rollout.next_observations.clone();
+  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+  EXPECT_TRUE(torch::equal(rollout.observations[0], next));
+}
+
+TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
+  const RunSpec spec = Spec(
+      "env: {id: Pendulum-v1}\nenvs_per_actor: 4\nsegment_length: 64\n"
+      "ppo: {normalize_rewards: true, num_minibatches: 1}");
+  auto collector = RolloutCollector::Create(spec, 1, 1);
+  ASSERT_TRUE(collector.ok());
+  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  Rollout rollout = (*collector)->AllocateRollout();
+  EXPECT_EQ(rollout.actions.sizes(), (std::vector<int64_t>{64, 4, 1}));
+  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+  // Pendulum rewards are in [-16.3, 0]; scaled ones are still <= 0, and
+  // differ from the raw ones.
+  EXPECT_TRUE(torch::all(rollout.rewards <= 0).item<bool>());
+  EXPECT_GT(rollout.rewards.abs().max().item<float>(), 0);
+}
+
+TEST(RolloutCollectorTest, WrongRolloutShapeIsAnError) {
+  const RunSpec spec = Spec(
+      "env: {id: CartPole-v1}\nenvs_per_actor: 4\n"
+      "segment_length: 8\nppo: {num_minibatches: 1}");
+  auto collector = RolloutCollector::Create(spec, 1, 1);
+  ASSERT_TRUE(collector.ok());
+  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  Rollout wrong = Rollout::Allocate(8, 5, 4, 0);
+  EXPECT_EQ((*collector)->Collect(policy, &wrong).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,71 @@
+// Learning bar: train a run file over 5 seeds (two at a time) and require
+// that at least --need of them reach --target (mean return of the last 100
+// episodes) within --steps environment steps. Not timed.
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "common/run_spec.h"
+#include "gtest/gtest.h"
+#include "trainer/local_trainer.h"
+
+ABSL_FLAG(std::string, run, "", "run file");
+ABSL_FLAG(int64_t, steps, 0, "step budget");
+ABSL_FLAG(double, target, 0, "target mean return");
+ABSL_FLAG(int, need, 4, "seeds out of 5 that must reach the target");
+
+namespace rl {
+namespace {
+
+TEST(LearningTest, ReachesTargetInEnoughSeeds) {
+  auto spec = LoadRunSpecFile(absl::GetFlag(FLAGS_run));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->set_total_env_steps(absl::GetFlag(FLAGS_steps));
+  spec->set_target_return(absl::GetFlag(FLAGS_target));
+  torch::set_num_threads(1);
+
+  std::mutex mu;
+  int reached = 0;
+  std::vector<int> seeds = {1, 2, 3, 4, 5};
+  auto run_seed = [&](int seed) {
+    RunSpec s = *spec;
+    s.set_seed(seed);
+    auto trainer = LocalTrainer::Create(s, TrainerOptions{});
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto result = (*trainer)->Train();
+    ASSERT_TRUE(result.ok()) << result.status();
+    std::lock_guard<std::mutex> lock(mu);
+    std::printf("seed %d: %s, mean return %.1f after %lld steps (%.0f steps/s)\n",
+                seed, result->target_reached ? "reached" : "NOT reached",
+                result->progress.mean_return,
+                static_cast<long long>(result->progress.env_steps),
+                result->progress.steps_per_second);
+    std::fflush(stdout);
+    reached += result->target_reached;
+  };
+  for (size_t i = 0; i < seeds.size(); i += 2) {
+    std::vector<std::thread> threads;
+    for (size_t j = i; j < std::min(i + 2, seeds.size()); ++j) {
+      threads.emplace_back(run_seed, seeds[j]);
+    }
+    for (auto& t : threads) t.join();
+  }
+  EXPECT_GE(reached, absl::GetFlag(FLAGS_need))
+      << "target " << absl::GetFlag(FLAGS_target) << " within "
+      << absl::GetFlag(FLAGS_steps) << " steps";
+}
+
+}  // namespace
+}  // namespace rl
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,214 @@
+#include "trainer/local_trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "learner/checkpoint.h"
+
+namespace rl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kReturnWindow = 100;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
+    const RunSpec& spec, const TrainerOptions& options) {
+  ASSIGN_OR_RETURN(auto collector,
+                   RolloutCollector::Create(spec, spec.seed(),
+                                            std::max(1, options.env_threads)));
+  return std::unique_ptr<LocalTrainer>(
+      new LocalTrainer(spec, options, std::move(collector)));
+}
+
+LocalTrainer::LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
+                           std::unique_ptr<RolloutCollector> collector)
+    : spec_(spec), options_(options), collector_(std::move(collector)) {
+  torch::manual_seed(spec.seed());  // Initial weights.
+  policy_ = ActorCritic(collector_->PolicyConfig(spec.ppo()));
+  updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
+                                          spec.total_env_steps(), spec.seed());
+  rollout_ = collector_->AllocateRollout();
+  progress_.total_env_steps = spec.total_env_steps();
+  progress_.mean_return = std::numeric_limits<double>::quiet_NaN();
+}
+
+bool LocalTrainer::Done() const {
+  return progress_.env_steps >= spec_.total_env_steps() || target_reached_;
+}
+
+absl::Status LocalTrainer::Step() {
+  auto start = Clock::now();
+  CollectTimings timings;
+  RETURN_IF_ERROR(collector_->Collect(policy_, &rollout_, &timings));
+  time_.env += timings.env_seconds;
+  time_.inference += timings.inference_seconds;
+  const double collect_seconds = SecondsSince(start);
+
+  start = Clock::now();
+  progress_.last_update = updater_->Update(rollout_, progress_.env_steps);
+  time_.gae += progress_.last_update.gae_seconds;
+  time_.update += SecondsSince(start) - progress_.last_update.gae_seconds;
+
+  start = Clock::now();
+  progress_.env_steps += rollout_.num_steps() * rollout_.num_envs();
+  progress_.updates += 1;
+  for (float r : collector_->episode_returns()) {
+    recent_returns_.push_back(r);
+    if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
+  }
+  progress_.episodes += collector_->episode_returns().size();
+  if (!recent_returns_.empty()) {
+    progress_.mean_return =
+        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+        recent_returns_.size();
+  }
+  if (spec_.has_target_return() && !target_reached_ &&
+      recent_returns_.size() >= kReturnWindow &&
+      progress_.mean_return >= spec_.target_return()) {
+    target_reached_ = true;
+    target_reached_at_ = progress_.env_steps;
+  }
+  time_.other += SecondsSince(start) + collect_seconds - timings.env_seconds -
+                 timings.inference_seconds;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrainResult> LocalTrainer::Train(
+    const std::function<void(const TrainerProgress&)>& on_update,
+    int64_t max_updates) {
+  const auto start = Clock::now();
+  int64_t updates = 0;
+  while (!Done() && (max_updates == 0 || updates < max_updates)) {
+    RETURN_IF_ERROR(Step());
+    ++updates;
+    progress_.seconds = seconds_before_resume_ + SecondsSince(start);
+    progress_.steps_per_second = progress_.env_steps / progress_.seconds;
+    if (!options_.run_dir.empty() && spec_.checkpoint_interval() > 0 &&
+        progress_.updates % spec_.checkpoint_interval() == 0) {
+      const auto ckpt_start = Clock::now();
+      RETURN_IF_ERROR(WriteCheckpoint().status());
+      time_.other += SecondsSince(ckpt_start);
+    }
+    if (on_update) on_update(progress_);
+  }
+  if (!options_.run_dir.empty()) RETURN_IF_ERROR(WriteCheckpoint().status());
+  TrainResult result;
+  result.progress = progress_;
+  result.target_reached = target_reached_;
+  result.target_reached_at_steps = target_reached_at_;
+  result.time = time_;
+  result.last_checkpoint = last_checkpoint_;
+  return result;
+}
+
+absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
+  TensorMap extra = collector_->SaveState();
+  extra["trainer.counters"] = torch::tensor(
+      {progress_.env_steps, progress_.updates, progress_.episodes,
+       static_cast<int64_t>(target_reached_), target_reached_at_},
+      torch::kInt64);
+  extra["trainer.seconds"] = torch::tensor({progress_.seconds}, torch::kFloat64);
+  extra["trainer.recent_returns"] = torch::tensor(
+      std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
+      torch::kFloat32);
+  extra["updater.generator"] = updater_->generator().get_state();
+  ASSIGN_OR_RETURN(
+      last_checkpoint_,
+      rl::WriteCheckpoint(
+          (std::filesystem::path(options_.run_dir) / "checkpoints").string(),
+          progress_.updates, policy_, updater_->optimizer(), extra,
+          spec_.keep_checkpoints()));
+  return last_checkpoint_;
+}
+
+absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
+  TensorMap extra;
+  RETURN_IF_ERROR(ReadCheckpoint(checkpoint_dir, policy_,
+                                 &updater_->optimizer(), &extra));
+  RETURN_IF_ERROR(collector_->RestoreState(extra));
+  for (const char* key : {"trainer.counters", "trainer.seconds",
+                          "trainer.recent_returns", "updater.generator"}) {
+    if (extra.count(key) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", checkpoint_dir, " has no ", key));
+    }
+  }
+  const torch::Tensor counters = extra["trainer.counters"];
+  progress_.env_steps = counters[0].item<int64_t>();
+  progress_.updates = counters[1].item<int64_t>();
+  progress_.episodes = counters[2].item<int64_t>();
+  target_reached_ = counters[3].item<int64_t>() != 0;
+  target_reached_at_ = counters[4].item<int64_t>();
+  seconds_before_resume_ = extra["trainer.seconds"][0].item<double>();
+  const torch::Tensor returns = extra["trainer.recent_returns"].contiguous();
+  recent_returns_.assign(returns.data_ptr<float>(),
+                         returns.data_ptr<float>() + returns.numel());
+  if (!recent_returns_.empty()) {
+    progress_.mean_return =
+        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+        recent_returns_.size();
+  }
+  updater_->generator().set_state(extra["updater.generator"]);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
+                                      int episodes, uint64_t seed) {
+  if (episodes < 1) {
+    return absl::InvalidArgumentError("episodes must be >= 1");
+  }
+  RunSpec eval_spec = spec;
+  eval_spec.set_envs_per_actor(std::min(episodes, 64));
+  ASSIGN_OR_RETURN(auto env,
+                   BatchedEnv::Create(spec.env().id(), eval_spec.envs_per_actor(),
+                                      seed, 1, spec.env().max_episode_steps()));
+  const EnvInfo& info = env->info();
+  const int64_t E = eval_spec.envs_per_actor();
+  torch::Tensor obs = torch::zeros({E, info.observation_size});
+  torch::Tensor returns = torch::zeros({E});
+  torch::Tensor lengths = torch::zeros({E}, torch::kInt32);
+  torch::Tensor rewards = torch::zeros({E});
+  torch::Tensor term = torch::zeros({E}, torch::kUInt8);
+  torch::Tensor trunc = torch::zeros({E}, torch::kUInt8);
+  env->Reset(obs.data_ptr<float>());
+  // Each env slot plays episodes until `episodes` have finished in total;
+  // only the first `episodes` completions count, in slot order per step.
+  std::vector<double> finished;
+  c10::InferenceMode inference;
+  while (static_cast<int>(finished.size()) < episodes) {
+    const PolicyStep step = policy->Act(obs, c10::nullopt, true);
+    StepOutputs out;
+    out.observations = obs.data_ptr<float>();
+    out.rewards = rewards.data_ptr<float>();
+    out.terminated = term.data_ptr<uint8_t>();
+    out.truncated = trunc.data_ptr<uint8_t>();
+    out.episode_returns = returns.data_ptr<float>();
+    out.episode_lengths = lengths.data_ptr<int32_t>();
+    const torch::Tensor actions = step.actions.contiguous();
+    RETURN_IF_ERROR(info.discrete()
+                        ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
+                        : env->StepContinuous(actions.data_ptr<float>(), out));
+    for (int64_t e = 0; e < E; ++e) {
+      if (term.data_ptr<uint8_t>()[e] | trunc.data_ptr<uint8_t>()[e]) {
+        if (static_cast<int>(finished.size()) < episodes) {
+          finished.push_back(returns.data_ptr<float>()[e]);
+        }
+      }
+    }
+  }
+  return std::accumulate(finished.begin(), finished.end(), 0.0) /
+         finished.size();
+}
+
+}  // namespace rl

@@ -1,0 +1,112 @@
+// The one-process trainer: an actor's RolloutCollector and a learner's
+// PpoUpdater composed in-process (no network), driven by a RunSpec.
+//
+// Loop: collect one segment (T x E steps) -> PPO update -> progress,
+// checkpoint every `checkpoint_interval` updates -> until the step budget or
+// the target return (mean of the last 100 episodes) is reached.
+#ifndef RL_TRAINER_LOCAL_TRAINER_H_
+#define RL_TRAINER_LOCAL_TRAINER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actor/rollout_collector.h"
+#include "learner/ppo_updater.h"
+#include "policy/actor_critic.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+struct TrainerOptions {
+  // Checkpoints go to <run_dir>/checkpoints; empty: no checkpoints.
+  std::string run_dir;
+  // Threads stepping the environments.
+  int env_threads = 1;
+};
+
+// Where the time of the run went, in seconds.
+struct TimeBreakdown {
+  double env = 0;
+  double inference = 0;
+  double gae = 0;
+  double update = 0;  // PPO epochs
+  double other = 0;   // checkpoints, bookkeeping
+};
+
+// State after each update, for progress displays.
+struct TrainerProgress {
+  int64_t env_steps = 0;
+  int64_t total_env_steps = 0;
+  int64_t updates = 0;
+  int64_t episodes = 0;
+  double mean_return = 0;  // last 100 episodes; NaN before any
+  double seconds = 0;
+  double steps_per_second = 0;
+  UpdateStats last_update;
+};
+
+struct TrainResult {
+  TrainerProgress progress;
+  bool target_reached = false;
+  int64_t target_reached_at_steps = 0;
+  TimeBreakdown time;
+  std::string last_checkpoint;
+};
+
+class LocalTrainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalTrainer>> Create(
+      const RunSpec& spec, const TrainerOptions& options);
+
+  // Restores policy, optimizer, counters, episode window and the collector's
+  // exact state from a checkpoint directory.
+  absl::Status Restore(const std::string& checkpoint_dir);
+
+  // One segment and one update.
+  absl::Status Step();
+
+  // Steps until the budget is used, the target return is reached, or
+  // `max_updates` more updates have run (0: no limit). Calls `on_update`
+  // after each update. Writes a final checkpoint when checkpoints are on.
+  absl::StatusOr<TrainResult> Train(
+      const std::function<void(const TrainerProgress&)>& on_update = nullptr,
+      int64_t max_updates = 0);
+
+  absl::StatusOr<std::string> WriteCheckpoint();
+
+  const TrainerProgress& progress() const { return progress_; }
+  ActorCritic& policy() { return policy_; }
+  const RunSpec& spec() const { return spec_; }
+  bool Done() const;
+
+ private:
+  LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
+               std::unique_ptr<RolloutCollector> collector);
+
+  RunSpec spec_;
+  TrainerOptions options_;
+  std::unique_ptr<RolloutCollector> collector_;
+  ActorCritic policy_{nullptr};
+  std::unique_ptr<PpoUpdater> updater_;
+  Rollout rollout_;
+  TrainerProgress progress_;
+  std::deque<float> recent_returns_;
+  TimeBreakdown time_;
+  bool target_reached_ = false;
+  int64_t target_reached_at_ = 0;
+  double seconds_before_resume_ = 0;
+  std::string last_checkpoint_;
+};
+
+// Plays `episodes` episodes (seeded environments, deterministic actions:
+// argmax / Gaussian mean) with `policy`; returns their mean return.
+absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
+                                      int episodes, uint64_t seed);
+
+}  // namespace rl
+
+#endif  // RL_TRAINER_LOCAL_TRAINER_H_

@@ -1,0 +1,131 @@
+#include "trainer/local_trainer.h"
+
+#include <filesystem>
+
+#include "common/run_spec.h"
+#include "gtest/gtest.h"
+#include "learner/checkpoint.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+RunSpec SmallRun(const std::string& env_yaml) {
+  auto spec = LoadRunSpec(env_yaml + R"(
+envs_per_actor: 4
+segment_length: 16
+total_env_steps: 100000
+seed: 7
+ppo: {num_minibatches: 2, num_epochs: 2, normalize_observations: true, normalize_rewards: true}
+)",
+                          RunFileFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+std::string TempDir(const std::string& name) {
+  const fs::path dir = fs::path(testing::TempDir()) / name;
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+void ExpectSameParameters(LocalTrainer& a, LocalTrainer& b) {
+  const auto pa = a.policy()->named_parameters();
+  const auto pb = b.policy()->named_parameters();
+  for (const auto& item : pa) {
+    EXPECT_TRUE(torch::equal(item.value(), pb[item.key()])) << item.key();
+  }
+  const auto ba = a.policy()->named_buffers();
+  const auto bb = b.policy()->named_buffers();
+  for (const auto& item : ba) {
+    EXPECT_TRUE(torch::equal(item.value(), bb[item.key()])) << item.key();
+  }
+}
+
+// An interrupted and resumed run matches an uninterrupted one exactly.
+void CheckResume(const std::string& env_yaml, const std::string& name) {
+  const RunSpec spec = SmallRun(env_yaml);
+  TrainerOptions plain;
+  auto straight = LocalTrainer::Create(spec, plain);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  ASSERT_TRUE((*straight)->Train(nullptr, 6).ok());
+
+  TrainerOptions with_dir;
+  with_dir.run_dir = TempDir(name);
+  auto first = LocalTrainer::Create(spec, with_dir);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE((*first)->Train(nullptr, 3).ok());  // Writes a final checkpoint.
+  auto latest = LatestCheckpoint(with_dir.run_dir + "/checkpoints");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+
+  auto resumed = LocalTrainer::Create(spec, with_dir);
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_TRUE((*resumed)->Restore(*latest).ok());
+  EXPECT_EQ((*resumed)->progress().env_steps, 3 * 4 * 16);
+  EXPECT_EQ((*resumed)->progress().updates, 3);
+  ASSERT_TRUE((*resumed)->Train(nullptr, 3).ok());
+  EXPECT_EQ((*resumed)->progress().env_steps,
+            (*straight)->progress().env_steps);
+  EXPECT_EQ((*resumed)->progress().episodes, (*straight)->progress().episodes);
+  ExpectSameParameters(**straight, **resumed);
+}
+
+TEST(LocalTrainerTest, ResumedRunMatchesUninterruptedDiscrete) {
+  CheckResume("env: {id: CartPole-v1}", "resume_cartpole");
+}
+
+TEST(LocalTrainerTest, ResumedRunMatchesUninterruptedContinuous) {
+  CheckResume("env: {id: Pendulum-v1}", "resume_pendulum");
+}
+
+TEST(LocalTrainerTest, SameSeedSameRun) {
+  const RunSpec spec = SmallRun("env: {id: Acrobot-v1}");
+  auto a = LocalTrainer::Create(spec, {});
+  auto b = LocalTrainer::Create(spec, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Train(nullptr, 3).ok());
+  ASSERT_TRUE((*b)->Train(nullptr, 3).ok());
+  ExpectSameParameters(**a, **b);
+}
+
+TEST(LocalTrainerTest, CountsStepsAndStopsAtTheBudget) {
+  RunSpec spec = SmallRun("env: {id: MountainCar-v0}");
+  spec.set_total_env_steps(200);  // 4 x 16 = 64 per update -> 4 updates.
+  auto trainer = LocalTrainer::Create(spec, {});
+  ASSERT_TRUE(trainer.ok());
+  auto result = (*trainer)->Train();
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->progress.updates, 4);
+  EXPECT_EQ(result->progress.env_steps, 256);
+  EXPECT_GT(result->time.update, 0);
+  EXPECT_GT(result->time.env, 0);
+}
+
+TEST(LocalTrainerTest, EvaluationIsDeterministic) {
+  const RunSpec spec = SmallRun("env: {id: CartPole-v1}");
+  auto trainer = LocalTrainer::Create(spec, {});
+  ASSERT_TRUE(trainer.ok());
+  auto a = EvaluatePolicy(spec, (*trainer)->policy(), 10, 99);
+  auto b = EvaluatePolicy(spec, (*trainer)->policy(), 10, 99);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_GE(*a, 8);  // CartPole episodes last at least 8 steps.
+  EXPECT_EQ(EvaluatePolicy(spec, (*trainer)->policy(), 0, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(LocalTrainerTest, CheckpointOfAnotherEnvironmentIsRejected) {
+  TrainerOptions options;
+  options.run_dir = TempDir("mismatch");
+  auto cartpole = LocalTrainer::Create(SmallRun("env: {id: CartPole-v1}"), options);
+  ASSERT_TRUE(cartpole.ok());
+  auto dir = (*cartpole)->WriteCheckpoint();
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  auto acrobot = LocalTrainer::Create(SmallRun("env: {id: Acrobot-v1}"), {});
+  ASSERT_TRUE(acrobot.ok());
+  EXPECT_EQ((*acrobot)->Restore(*dir).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace rl
