@@ -9,9 +9,9 @@
 
 #include "actor/env_batch.h"
 #include "actor/env_registry.h"
-#include "common/run_spec.h"
 #include "actor/envs/random_stream.h"
 #include "actor/envs/trig.h"
+#include "common/run_spec.h"
 #include "gtest/gtest.h"
 
 namespace rl {

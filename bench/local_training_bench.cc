@@ -5,10 +5,9 @@
 //   bazel run --config=opt //bench:local_training_bench -- \
 //       --run=$PWD/examples/cartpole_throughput.yaml [--steps=1000000]
 #include <sys/resource.h>
+#include <torch/torch.h>
 
 #include <cstdio>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -47,22 +46,28 @@ int main(int argc, char** argv) {
   struct rusage usage;
   getrusage(RUSAGE_SELF, &usage);
   const double peak_mib = usage.ru_maxrss / 1024.0;
-  std::printf("run file            %s (%d envs x %d steps, %d epochs x %d minibatches)\n",
-              absl::GetFlag(FLAGS_run).c_str(), spec->envs_per_actor(),
-              spec->segment_length(), spec->ppo().num_epochs(),
-              spec->ppo().num_minibatches());
+  std::printf(
+      "run file            %s (%d envs x %d steps, %d epochs x %d "
+      "minibatches)\n",
+      absl::GetFlag(FLAGS_run).c_str(), spec->envs_per_actor(),
+      spec->segment_length(), spec->ppo().num_epochs(),
+      spec->ppo().num_minibatches());
   std::printf("threads             torch %d, env %d\n",
-              absl::GetFlag(FLAGS_torch_threads), absl::GetFlag(FLAGS_env_threads));
+              absl::GetFlag(FLAGS_torch_threads),
+              absl::GetFlag(FLAGS_env_threads));
   std::printf("env steps           %lld in %.2f s\n",
               static_cast<long long>(result->progress.env_steps),
               result->progress.seconds);
+  std::printf("mean return (100)   %.1f (the run still learns at this speed)\n",
+              result->progress.mean_return);
   std::printf("throughput          %.0f env steps/s  (goal >= 100000: %.2fx)\n",
               result->progress.steps_per_second,
               result->progress.steps_per_second / 100000.0);
-  std::printf("time fractions      env %.3f | inference %.3f | GAE %.3f | "
-              "update %.3f | other %.3f\n",
-              t.env / total, t.inference / total, t.gae / total,
-              t.update / total, t.other / total);
+  std::printf(
+      "time fractions      env %.3f | inference %.3f | GAE %.3f | "
+      "update %.3f | other %.3f\n",
+      t.env / total, t.inference / total, t.gae / total, t.update / total,
+      t.other / total);
   std::printf("peak memory (RSS)   %.0f MiB  (goal <= 1024 MiB: %.2fx)\n",
               peak_mib, peak_mib / 1024.0);
   return 0;

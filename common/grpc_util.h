@@ -54,11 +54,12 @@ struct ChannelOptions {
 grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options);
 
 // An insecure channel to `target` ("host:port") with `options`.
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
-                                             const ChannelOptions& options = {});
+std::shared_ptr<grpc::Channel> CreateChannel(
+    const std::string& target, const ChannelOptions& options = {});
 
 // A client context whose deadline is now + `timeout`.
-std::unique_ptr<grpc::ClientContext> ContextWithDeadline(absl::Duration timeout);
+std::unique_ptr<grpc::ClientContext> ContextWithDeadline(
+    absl::Duration timeout);
 
 }  // namespace rl
 

@@ -17,9 +17,9 @@ namespace {
 // Serves versions 1..3 of a tiny "policy" made with LibTorch.
 class TorchPolicyService final : public LearnerService::Service {
  public:
-  grpc::Status SubscribePolicy(grpc::ServerContext*,
-                               const SubscribePolicyRequest* request,
-                               grpc::ServerWriter<PolicyUpdate>* writer) override {
+  grpc::Status SubscribePolicy(
+      grpc::ServerContext*, const SubscribePolicyRequest* request,
+      grpc::ServerWriter<PolicyUpdate>* writer) override {
     for (int64_t version = request->have_version() + 1; version <= 3;
          ++version) {
       PolicyUpdate update;
@@ -58,8 +58,8 @@ TEST(GrpcUtilTest, TorchTensorsStreamThroughARealServer) {
     versions.push_back(update.version());
     auto weights = DecodeTensor(update.parameters(0).tensor());
     ASSERT_TRUE(weights.ok()) << weights.status();
-    EXPECT_TRUE(torch::equal(
-        *weights, TorchPolicyService::Weights(update.version())));
+    EXPECT_TRUE(
+        torch::equal(*weights, TorchPolicyService::Weights(update.version())));
   }
   EXPECT_TRUE(reader->Finish().ok());
   EXPECT_EQ(versions, (std::vector<int64_t>{2, 3}));
@@ -78,7 +78,8 @@ TEST(GrpcUtilTest, HealthCheckFollowsServingState) {
     request.set_service(name);
     grpc::health::v1::HealthCheckResponse response;
     auto context = ContextWithDeadline(absl::Seconds(10));
-    const grpc::Status status = health->Check(context.get(), request, &response);
+    const grpc::Status status =
+        health->Check(context.get(), request, &response);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return response.status();
   };
@@ -114,7 +115,8 @@ TEST(GrpcUtilTest, MessageLimitIsEnforced) {
   auto reader = stub->SubscribePolicy(context.get(), SubscribePolicyRequest());
   PolicyUpdate update;
   EXPECT_FALSE(reader->Read(&update));
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(reader->Finish().error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
   server->server->Shutdown();
 }
 

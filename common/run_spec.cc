@@ -218,12 +218,13 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (spec.env().id().empty()) {
     p.Add("env.id", "required, one of " + absl::StrJoin(ids, ", "), "nothing");
   } else if (std::find(ids.begin(), ids.end(), spec.env().id()) == ids.end()) {
-    p.Add("env.id", "unknown environment, expected one of " +
-                        absl::StrJoin(ids, ", "),
+    p.Add("env.id",
+          "unknown environment, expected one of " + absl::StrJoin(ids, ", "),
           JsonQuote(spec.env().id()));
   }
   if (spec.env().max_episode_steps() < 0) {
-    p.Add("env.max_episode_steps", "must be >= 0", spec.env().max_episode_steps());
+    p.Add("env.max_episode_steps", "must be >= 0",
+          spec.env().max_episode_steps());
   }
   if (spec.envs_per_actor() < 1 || spec.envs_per_actor() > (1 << 20)) {
     p.Add("envs_per_actor", "must be in [1, 1048576]", spec.envs_per_actor());
@@ -308,7 +309,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
           JsonQuote(res.actor_device()));
   }
   if (res.actor_threads() < 1 || res.actor_threads() > 1024) {
-    p.Add("resources.actor_threads", "must be in [1, 1024]", res.actor_threads());
+    p.Add("resources.actor_threads", "must be in [1, 1024]",
+          res.actor_threads());
   }
 
   if (spec.max_policy_lag() < 0) {

@@ -5,11 +5,11 @@
 #define RL_COMMON_RUN_SPEC_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -37,7 +37,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 absl::StatusOr<RunSpec> LoadRunSpecFile(const std::string& path);
 
 // Same, for text already in memory (e.g. a submitted run file).
-absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text, RunFileFormat format);
+absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text,
+                                    RunFileFormat format);
 
 }  // namespace rl
 

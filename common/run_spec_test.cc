@@ -76,7 +76,8 @@ resources: {num_actors: 2, min_actors: 5, learner_device: tpu}
   const std::string m = Message(status);
   EXPECT_THAT(m, HasSubstr("ppo.gamma: must be in (0, 1] (got 1.5)"));
   EXPECT_THAT(m, HasSubstr("ppo.learning_rate: must be in (0, 1) (got -1)"));
-  EXPECT_THAT(m, HasSubstr("ppo.hidden_sizes[1]: must be in [1, 65536] (got 0)"));
+  EXPECT_THAT(m,
+              HasSubstr("ppo.hidden_sizes[1]: must be in [1, 65536] (got 0)"));
   EXPECT_THAT(m, HasSubstr("resources.min_actors"));
   EXPECT_THAT(m, HasSubstr("resources.learner_device"));
 }
@@ -126,9 +127,10 @@ TEST(RunSpecTest, SyntaxErrorsAndMissingFiles) {
 }
 
 TEST(RunSpecTest, SyncModeRejectsPolicyLag) {
-  EXPECT_THAT(Message(LoadYaml(
-                  "env: {id: CartPole-v1}\nsync_mode: SYNC\nmax_policy_lag: 2")),
-              HasSubstr("max_policy_lag: must be 0 in SYNC mode"));
+  EXPECT_THAT(
+      Message(LoadYaml(
+          "env: {id: CartPole-v1}\nsync_mode: SYNC\nmax_policy_lag: 2")),
+      HasSubstr("max_policy_lag: must be 0 in SYNC mode"));
   EXPECT_TRUE(LoadYaml("env: {id: CartPole-v1}\nsync_mode: ASYNC\n"
                        "max_policy_lag: 2")
                   .ok());

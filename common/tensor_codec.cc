@@ -1,9 +1,9 @@
 #include "common/tensor_codec.h"
 
+#include <torch/torch.h>
+
 #include <cstring>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -35,9 +35,8 @@ absl::StatusOr<DType> ToWireDType(c10::ScalarType type) {
     case torch::kBool:
       return DTYPE_BOOL;
     default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor dtype ", c10::toString(type),
-                       " has no wire representation"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor dtype ", c10::toString(type), " has no wire representation"));
   }
 }
 

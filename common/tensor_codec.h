@@ -7,10 +7,9 @@
 #ifndef RL_COMMON_TENSOR_CODEC_H_
 #define RL_COMMON_TENSOR_CODEC_H_
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/common.pb.h"
 
 namespace at {

@@ -18,11 +18,11 @@ struct DTypeCase {
 };
 
 const DTypeCase kCases[] = {
-    {torch::kFloat32, DTYPE_FLOAT32, 4},  {torch::kFloat64, DTYPE_FLOAT64, 8},
-    {torch::kFloat16, DTYPE_FLOAT16, 2},  {torch::kBFloat16, DTYPE_BFLOAT16, 2},
-    {torch::kInt8, DTYPE_INT8, 1},        {torch::kUInt8, DTYPE_UINT8, 1},
-    {torch::kInt16, DTYPE_INT16, 2},      {torch::kInt32, DTYPE_INT32, 4},
-    {torch::kInt64, DTYPE_INT64, 8},      {torch::kBool, DTYPE_BOOL, 1},
+    {torch::kFloat32, DTYPE_FLOAT32, 4}, {torch::kFloat64, DTYPE_FLOAT64, 8},
+    {torch::kFloat16, DTYPE_FLOAT16, 2}, {torch::kBFloat16, DTYPE_BFLOAT16, 2},
+    {torch::kInt8, DTYPE_INT8, 1},       {torch::kUInt8, DTYPE_UINT8, 1},
+    {torch::kInt16, DTYPE_INT16, 2},     {torch::kInt32, DTYPE_INT32, 4},
+    {torch::kInt64, DTYPE_INT64, 8},     {torch::kBool, DTYPE_BOOL, 1},
 };
 
 at::Tensor Sample(c10::ScalarType type, at::IntArrayRef shape) {

@@ -46,8 +46,8 @@ absl::StatusOr<int64_t> ValidateTensorLayout(const Tensor& tensor,
   for (int i = 0; i < tensor.shape_size(); ++i) {
     const int64_t dim = tensor.shape(i);
     if (dim < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".shape[", i, "]: must be >= 0 (got ", dim, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".shape[", i, "]: must be >= 0 (got ", dim, ")"));
     }
     if (dim != 0 && numel > kMax / element_size / dim) {
       return absl::InvalidArgumentError(

@@ -5,9 +5,9 @@
 #define RL_COMMON_TENSOR_LAYOUT_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -17,8 +17,8 @@ int64_t DTypeSize(DType dtype);
 
 // Number of elements of `tensor`, or INVALID_ARGUMENT naming `field` and the
 // problem (unknown dtype, negative or overflowing shape, wrong byte length).
-absl::StatusOr<int64_t> ValidateTensorLayout(const Tensor& tensor,
-                                             absl::string_view field = "tensor");
+absl::StatusOr<int64_t> ValidateTensorLayout(
+    const Tensor& tensor, absl::string_view field = "tensor");
 
 }  // namespace rl
 

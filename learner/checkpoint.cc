@@ -37,7 +37,8 @@ std::vector<fs::path> CompleteCheckpoints(const std::string& root) {
 }  // namespace
 
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
-                                            int64_t counter, ActorCritic& policy,
+                                            int64_t counter,
+                                            ActorCritic& policy,
                                             torch::optim::Optimizer& optimizer,
                                             const TensorMap& extra, int keep) {
   const fs::path final_dir =
@@ -48,8 +49,8 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
   fs::create_directories(root, ec);
   fs::remove_all(tmp_dir, ec);
   if (!fs::create_directories(tmp_dir, ec)) {
-    return absl::InternalError(absl::StrCat("cannot create ", tmp_dir.string(),
-                                            ": ", ec.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot create ", tmp_dir.string(), ": ", ec.message()));
   }
   try {
     torch::serialize::OutputArchive model;
@@ -62,8 +63,8 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
     for (const auto& [name, tensor] : extra) state.write(name, tensor);
     state.save_to((tmp_dir / "state.pt").string());
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("writing checkpoint: ",
-                                            e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("writing checkpoint: ", e.what_without_backtrace()));
   }
   {
     std::ofstream marker(tmp_dir / kComplete);
@@ -97,8 +98,8 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
                             torch::optim::Optimizer* optimizer,
                             TensorMap* extra) {
   if (!IsComplete(dir)) {
-    return absl::NotFoundError(
-        absl::StrCat(dir, " is not a complete checkpoint (no COMPLETE marker)"));
+    return absl::NotFoundError(absl::StrCat(
+        dir, " is not a complete checkpoint (no COMPLETE marker)"));
   }
   // Module::load replaces tensors whatever their shape; check it ourselves.
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
@@ -133,9 +134,9 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
       }
     }
   } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint ", dir, " does not fit this run: ",
-        e.what_without_backtrace()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", dir,
+                     " does not fit this run: ", e.what_without_backtrace()));
   }
   return absl::OkStatus();
 }

@@ -22,7 +22,8 @@ using TensorMap = std::map<std::string, torch::Tensor>;
 // Writes checkpoint `counter` under `root` and keeps only the newest `keep`.
 // Returns the checkpoint's directory.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
-                                            int64_t counter, ActorCritic& policy,
+                                            int64_t counter,
+                                            ActorCritic& policy,
                                             torch::optim::Optimizer& optimizer,
                                             const TensorMap& extra, int keep);
 

@@ -27,7 +27,8 @@ TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
   const std::string root = TempDir("roundtrip");
   torch::manual_seed(1);
   ActorCritic policy(Config(8));
-  torch::optim::Adam adam(policy->parameters(), torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam adam(policy->parameters(),
+                          torch::optim::AdamOptions(1e-3));
   // One optimizer step so that Adam has state to save.
   policy->Value(torch::randn({3, 4})).sum().backward();
   adam.step();
@@ -55,7 +56,8 @@ TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
   adam.step();
   other_adam.step();
   for (const auto& item : policy->named_parameters()) {
-    EXPECT_TRUE(torch::equal(item.value(), other->named_parameters()[item.key()]));
+    EXPECT_TRUE(
+        torch::equal(item.value(), other->named_parameters()[item.key()]));
   }
 }
 
@@ -73,7 +75,8 @@ TEST(CheckpointTest, KeepsNewestAndIgnoresIncomplete) {
   EXPECT_EQ(complete, 2);
   // A crash mid-write leaves a directory without the marker: not picked.
   fs::create_directories(fs::path(root) / "ckpt-000000000099");
-  EXPECT_NE(*LatestCheckpoint(root), (fs::path(root) / "ckpt-000000000099").string());
+  EXPECT_NE(*LatestCheckpoint(root),
+            (fs::path(root) / "ckpt-000000000099").string());
   EXPECT_EQ(ReadCheckpoint((fs::path(root) / "ckpt-000000000099").string(),
                            policy, nullptr, nullptr)
                 .code(),
@@ -91,7 +94,8 @@ TEST(CheckpointTest, MismatchedShapesAreRejected) {
   ActorCritic big(Config(16));
   const absl::Status status = ReadCheckpoint(*dir, big, nullptr, nullptr);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(std::string(status.message()).find("does not fit"), std::string::npos);
+  EXPECT_NE(std::string(status.message()).find("does not fit"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -14,8 +14,8 @@ TEST(GaeTest, SingleEnvHandComputed) {
   const std::vector<float> next = {2};
   const std::vector<uint8_t> term = {0, 1, 0}, trunc = {0, 0, 0};
   const std::vector<float> trunc_v = {0, 0, 0};
-  GaeInputs in{3, 1, rewards.data(), values.data(), next.data(),
-               term.data(), trunc.data(), trunc_v.data()};
+  GaeInputs in{3,           1,           rewards.data(), values.data(),
+               next.data(), term.data(), trunc.data(),   trunc_v.data()};
   std::vector<float> adv(3), ret(3);
   const float g = 0.9f, l = 0.5f;
   ComputeGae(in, g, l, adv.data(), ret.data());
@@ -32,8 +32,8 @@ TEST(GaeTest, TruncationBootstrapsFromFinalObservationValue) {
   const std::vector<float> rewards = {1, 1}, values = {0, 0}, next = {100};
   const std::vector<uint8_t> term = {0, 0}, trunc = {1, 0};
   const std::vector<float> trunc_v = {10, 0};
-  GaeInputs in{2, 1, rewards.data(), values.data(), next.data(),
-               term.data(), trunc.data(), trunc_v.data()};
+  GaeInputs in{2,           1,           rewards.data(), values.data(),
+               next.data(), term.data(), trunc.data(),   trunc_v.data()};
   std::vector<float> adv(2), ret(2);
   ComputeGae(in, 0.5f, 1.0f, adv.data(), ret.data());
   EXPECT_FLOAT_EQ(adv[1], 1 + 0.5f * 100);

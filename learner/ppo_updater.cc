@@ -26,20 +26,20 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   torch::Tensor advantages = torch::empty({T, E});
   torch::Tensor returns = torch::empty({T, E});
   const Rollout& r = rollout;
-  ComputeGae({T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
-              r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
-              r.truncated.data_ptr<uint8_t>(),
-              r.truncated_values.data_ptr<float>()},
-             config_.gamma(), config_.gae_lambda(), advantages.data_ptr<float>(),
-             returns.data_ptr<float>());
+  ComputeGae(
+      {T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
+       r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
+       r.truncated.data_ptr<uint8_t>(), r.truncated_values.data_ptr<float>()},
+      config_.gamma(), config_.gae_lambda(), advantages.data_ptr<float>(),
+      returns.data_ptr<float>());
   const double gae_seconds = std::chrono::duration<double>(
                                  std::chrono::steady_clock::now() - gae_start)
                                  .count();
 
   const torch::Tensor obs = r.observations.reshape({batch, -1});
-  const torch::Tensor actions =
-      policy_->discrete() ? r.actions.reshape({batch})
-                          : r.actions.reshape({batch, -1});
+  const torch::Tensor actions = policy_->discrete()
+                                    ? r.actions.reshape({batch})
+                                    : r.actions.reshape({batch, -1});
   const torch::Tensor old_log_probs = r.log_probs.reshape({batch});
   const torch::Tensor old_values = r.values.reshape({batch});
   advantages = advantages.reshape({batch});
@@ -73,8 +73,8 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
     torch::Tensor epoch_kl = torch::zeros({});
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
-      const PolicyEvaluation eval =
-          policy_->Evaluate(obs.index_select(0, idx), actions.index_select(0, idx));
+      const PolicyEvaluation eval = policy_->Evaluate(
+          obs.index_select(0, idx), actions.index_select(0, idx));
       const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
       torch::Tensor mb_adv = advantages.index_select(0, idx);
       if (config_.normalize_advantages() && minibatch > 1) {
@@ -91,7 +91,8 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
       if (config_.clip_value_loss()) {
         const torch::Tensor mb_old_values = old_values.index_select(0, idx);
         const torch::Tensor clipped =
-            mb_old_values + torch::clamp(eval.values - mb_old_values, -clip, clip);
+            mb_old_values +
+            torch::clamp(eval.values - mb_old_values, -clip, clip);
         value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
                                       (clipped - mb_returns).pow(2))
                                .mean();
@@ -115,8 +116,8 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
         grad_norm = torch::stack(norms).norm();
         if (config_.max_grad_norm() > 0) {
           // Scale without reading the norm back: clip_coef = min(1, max/norm).
-          const torch::Tensor scale =
-              torch::clamp_max(config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
+          const torch::Tensor scale = torch::clamp_max(
+              config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
           for (auto& p : params) {
             if (p.grad().defined()) p.grad().mul_(scale);
           }

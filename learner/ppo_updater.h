@@ -28,7 +28,7 @@ struct UpdateStats {
   double explained_variance = 0;
   double grad_norm = 0;
   double learning_rate = 0;
-  int epochs = 0;  // epochs run (fewer than configured after a KL stop)
+  int epochs = 0;          // epochs run (fewer than configured after a KL stop)
   double gae_seconds = 0;  // wall time of the advantage computation
 };
 

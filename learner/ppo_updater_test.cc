@@ -42,8 +42,8 @@ struct Bandit {
 };
 
 PPOConfig Ppo(const std::string& yaml) {
-  auto spec = LoadRunSpec("env: {id: CartPole-v1}\nppo: " + yaml,
-                          RunFileFormat::kYaml);
+  auto spec =
+      LoadRunSpec("env: {id: CartPole-v1}\nppo: " + yaml, RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return spec->ppo();
 }
@@ -106,7 +106,8 @@ TEST(PpoUpdaterTest, GradientNormIsClipped) {
   EXPECT_GT(stats.grad_norm, 0.0001);  // reported norm is before clipping
   // Adam normalises step sizes, so check the update is still finite/sane.
   for (size_t i = 0; i < before.size(); ++i) {
-    EXPECT_TRUE(torch::isfinite(bandit.policy->parameters()[i]).all().item<bool>());
+    EXPECT_TRUE(
+        torch::isfinite(bandit.policy->parameters()[i]).all().item<bool>());
   }
 }
 

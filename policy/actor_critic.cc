@@ -29,9 +29,8 @@ torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden) {
 
 ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     : config_(config) {
-  const int features =
-      config.hidden_sizes.empty() ? config.observation_size
-                                  : config.hidden_sizes.back();
+  const int features = config.hidden_sizes.empty() ? config.observation_size
+                                                   : config.hidden_sizes.back();
   policy_trunk_ = register_module(
       "policy_trunk", MakeTrunk(config.observation_size, config.hidden_sizes));
   if (!config.shared_trunk) {
@@ -40,16 +39,19 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   }
   const int head_size = discrete() ? config.num_actions : config.action_size;
   // Small policy-head gain: near-uniform initial policy (common PPO practice).
-  policy_head_ =
-      register_module("policy_head", OrthogonalLinear(features, head_size, 0.01));
-  value_head_ = register_module("value_head", OrthogonalLinear(features, 1, 1.0));
+  policy_head_ = register_module("policy_head",
+                                 OrthogonalLinear(features, head_size, 0.01));
+  value_head_ =
+      register_module("value_head", OrthogonalLinear(features, 1, 1.0));
   if (!discrete()) {
     log_std_ = register_parameter(
         "log_std", torch::full({config.action_size}, config.initial_log_std));
   }
-  obs_mean_ = register_buffer("obs_mean", torch::zeros({config.observation_size}));
+  obs_mean_ =
+      register_buffer("obs_mean", torch::zeros({config.observation_size}));
   obs_var_ = register_buffer("obs_var", torch::ones({config.observation_size}));
-  obs_count_ = register_buffer("obs_count", torch::full({}, 1e-4, torch::kFloat64));
+  obs_count_ =
+      register_buffer("obs_count", torch::full({}, 1e-4, torch::kFloat64));
 }
 
 torch::Tensor ActorCriticImpl::NormalizeObservations(
@@ -84,12 +86,12 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
       step.actions = out.argmax(-1);
     } else {
       // Gumbel-max: one uniform draw per logit, no CDF search.
-      const torch::Tensor u =
-          torch::rand(out.sizes(), generator, out.options())
-              .clamp_(1e-12, 1.0 - 1e-7);
+      const torch::Tensor u = torch::rand(out.sizes(), generator, out.options())
+                                  .clamp_(1e-12, 1.0 - 1e-7);
       step.actions = (log_probs - torch::log(-torch::log(u))).argmax(-1);
     }
-    step.log_probs = log_probs.gather(-1, step.actions.unsqueeze(-1)).squeeze(-1);
+    step.log_probs =
+        log_probs.gather(-1, step.actions.unsqueeze(-1)).squeeze(-1);
   } else {
     const torch::Tensor std = log_std_.exp();
     if (deterministic) {
@@ -99,14 +101,14 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
           out + std * torch::randn(out.sizes(), generator, out.options());
     }
     const torch::Tensor z = (step.actions - out) / std;
-    step.log_probs =
-        (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
+    step.log_probs = (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
   }
   return step;
 }
 
 torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations) {
-  return value_head_->forward(Trunks(NormalizeObservations(observations)).second)
+  return value_head_
+      ->forward(Trunks(NormalizeObservations(observations)).second)
       .squeeze(-1);
 }
 
@@ -140,7 +142,8 @@ void ActorCriticImpl::UpdateObservationStatistics(
   const torch::Tensor count = obs_count_;
   const torch::Tensor total = count + batch_count;
   const torch::Tensor delta = batch_mean - obs_mean_.to(torch::kFloat64);
-  const torch::Tensor new_mean = obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
+  const torch::Tensor new_mean =
+      obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
   const torch::Tensor m2 = obs_var_.to(torch::kFloat64) * count +
                            batch_var * batch_count +
                            delta * delta * count * batch_count / total;

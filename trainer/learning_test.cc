@@ -1,13 +1,13 @@
 // Learning bar: train a run file over 5 seeds (two at a time) and require
 // that at least --need of them reach --target (mean return of the last 100
 // episodes) within --steps environment steps. Not timed.
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -41,11 +41,12 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
     auto result = (*trainer)->Train();
     ASSERT_TRUE(result.ok()) << result.status();
     std::lock_guard<std::mutex> lock(mu);
-    std::printf("seed %d: %s, mean return %.1f after %lld steps (%.0f steps/s)\n",
-                seed, result->target_reached ? "reached" : "NOT reached",
-                result->progress.mean_return,
-                static_cast<long long>(result->progress.env_steps),
-                result->progress.steps_per_second);
+    std::printf(
+        "seed %d: %s, mean return %.1f after %lld steps (%.0f steps/s)\n", seed,
+        result->target_reached ? "reached" : "NOT reached",
+        result->progress.mean_return,
+        static_cast<long long>(result->progress.env_steps),
+        result->progress.steps_per_second);
     std::fflush(stdout);
     reached += result->target_reached;
   };

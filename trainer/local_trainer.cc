@@ -114,11 +114,12 @@ absl::StatusOr<TrainResult> LocalTrainer::Train(
 
 absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   TensorMap extra = collector_->SaveState();
-  extra["trainer.counters"] = torch::tensor(
-      {progress_.env_steps, progress_.updates, progress_.episodes,
-       static_cast<int64_t>(target_reached_), target_reached_at_},
-      torch::kInt64);
-  extra["trainer.seconds"] = torch::tensor({progress_.seconds}, torch::kFloat64);
+  extra["trainer.counters"] =
+      torch::tensor({progress_.env_steps, progress_.updates, progress_.episodes,
+                     static_cast<int64_t>(target_reached_), target_reached_at_},
+                    torch::kInt64);
+  extra["trainer.seconds"] =
+      torch::tensor({progress_.seconds}, torch::kFloat64);
   extra["trainer.recent_returns"] = torch::tensor(
       std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
       torch::kFloat32);
@@ -134,8 +135,8 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
 
 absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   TensorMap extra;
-  RETURN_IF_ERROR(ReadCheckpoint(checkpoint_dir, policy_,
-                                 &updater_->optimizer(), &extra));
+  RETURN_IF_ERROR(
+      ReadCheckpoint(checkpoint_dir, policy_, &updater_->optimizer(), &extra));
   RETURN_IF_ERROR(collector_->RestoreState(extra));
   for (const char* key : {"trainer.counters", "trainer.seconds",
                           "trainer.recent_returns", "updater.generator"}) {
@@ -170,9 +171,9 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   }
   RunSpec eval_spec = spec;
   eval_spec.set_envs_per_actor(std::min(episodes, 64));
-  ASSIGN_OR_RETURN(auto env,
-                   BatchedEnv::Create(spec.env().id(), eval_spec.envs_per_actor(),
-                                      seed, 1, spec.env().max_episode_steps()));
+  ASSIGN_OR_RETURN(
+      auto env, BatchedEnv::Create(spec.env().id(), eval_spec.envs_per_actor(),
+                                   seed, 1, spec.env().max_episode_steps()));
   const EnvInfo& info = env->info();
   const int64_t E = eval_spec.envs_per_actor();
   torch::Tensor obs = torch::zeros({E, info.observation_size});

@@ -118,13 +118,15 @@ TEST(LocalTrainerTest, EvaluationIsDeterministic) {
 TEST(LocalTrainerTest, CheckpointOfAnotherEnvironmentIsRejected) {
   TrainerOptions options;
   options.run_dir = TempDir("mismatch");
-  auto cartpole = LocalTrainer::Create(SmallRun("env: {id: CartPole-v1}"), options);
+  auto cartpole =
+      LocalTrainer::Create(SmallRun("env: {id: CartPole-v1}"), options);
   ASSERT_TRUE(cartpole.ok());
   auto dir = (*cartpole)->WriteCheckpoint();
   ASSERT_TRUE(dir.ok()) << dir.status();
   auto acrobot = LocalTrainer::Create(SmallRun("env: {id: Acrobot-v1}"), {});
   ASSERT_TRUE(acrobot.ok());
-  EXPECT_EQ((*acrobot)->Restore(*dir).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*acrobot)->Restore(*dir).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

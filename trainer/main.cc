@@ -3,14 +3,13 @@
 //
 //   rl_local train --run=examples/cartpole.yaml --run_dir=runs/cartpole
 //   rl_local eval  --run=examples/cartpole.yaml --checkpoint=runs/cartpole
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -83,10 +82,10 @@ int Train(const RunSpec& spec) {
                   static_cast<long long>((*trainer)->progress().env_steps));
     }
   }
-  std::printf("training %s on %s: %d envs x %d steps per update, budget %lld steps\n",
-              spec.name().c_str(), spec.env().id().c_str(),
-              spec.envs_per_actor(), spec.segment_length(),
-              static_cast<long long>(spec.total_env_steps()));
+  std::printf(
+      "training %s on %s: %d envs x %d steps per update, budget %lld steps\n",
+      spec.name().c_str(), spec.env().id().c_str(), spec.envs_per_actor(),
+      spec.segment_length(), static_cast<long long>(spec.total_env_steps()));
   const bool live = absl::GetFlag(FLAGS_progress);
   const bool tty = isatty(fileno(stdout));
   double last_print = -1e9;
@@ -107,24 +106,25 @@ int Train(const RunSpec& spec) {
   const TimeBreakdown& t = result->time;
   const double total = t.env + t.inference + t.gae + t.update + t.other;
   if (result->target_reached) {
-    std::printf("solved at %lld steps in %.1f s, %.0f steps/s (mean return of "
-                "the last 100 episodes %.1f >= %.1f)\n",
-                static_cast<long long>(result->target_reached_at_steps),
-                p.seconds, p.steps_per_second, p.mean_return,
-                spec.target_return());
+    std::printf(
+        "solved at %lld steps in %.1f s, %.0f steps/s (mean return of "
+        "the last 100 episodes %.1f >= %.1f)\n",
+        static_cast<long long>(result->target_reached_at_steps), p.seconds,
+        p.steps_per_second, p.mean_return, spec.target_return());
   } else {
-    std::printf("%s after %lld steps in %.1f s, %.0f steps/s (mean return of "
-                "the last 100 episodes %.1f)\n",
-                spec.has_target_return() ? "NOT solved" : "finished",
-                static_cast<long long>(p.env_steps), p.seconds,
-                p.steps_per_second, p.mean_return);
+    std::printf(
+        "%s after %lld steps in %.1f s, %.0f steps/s (mean return of "
+        "the last 100 episodes %.1f)\n",
+        spec.has_target_return() ? "NOT solved" : "finished",
+        static_cast<long long>(p.env_steps), p.seconds, p.steps_per_second,
+        p.mean_return);
   }
   if (total > 0) {
-    std::printf("time: env %.0f%%, inference %.0f%%, GAE %.0f%%, update %.0f%%, "
-                "other %.0f%%\n",
-                100 * t.env / total, 100 * t.inference / total,
-                100 * t.gae / total, 100 * t.update / total,
-                100 * t.other / total);
+    std::printf(
+        "time: env %.0f%%, inference %.0f%%, GAE %.0f%%, update %.0f%%, "
+        "other %.0f%%\n",
+        100 * t.env / total, 100 * t.inference / total, 100 * t.gae / total,
+        100 * t.update / total, 100 * t.other / total);
   }
   std::printf("checkpoint: %s\n", result->last_checkpoint.c_str());
   return spec.has_target_return() && !result->target_reached ? 3 : 0;
@@ -143,17 +143,18 @@ int Evaluate(const RunSpec& spec) {
   TrainerOptions options;
   auto trainer = LocalTrainer::Create(spec, options);
   if (!trainer.ok()) return Fail(trainer.status());
-  const absl::Status restored = ReadCheckpoint(path, (*trainer)->policy(),
-                                               nullptr, nullptr);
+  const absl::Status restored =
+      ReadCheckpoint(path, (*trainer)->policy(), nullptr, nullptr);
   if (!restored.ok()) return Fail(restored);
-  auto mean = EvaluatePolicy(spec, (*trainer)->policy(),
-                             absl::GetFlag(FLAGS_episodes),
-                             absl::GetFlag(FLAGS_eval_seed));
+  auto mean =
+      EvaluatePolicy(spec, (*trainer)->policy(), absl::GetFlag(FLAGS_episodes),
+                     absl::GetFlag(FLAGS_eval_seed));
   if (!mean.ok()) return Fail(mean.status());
-  std::printf("evaluated %s: mean return %.2f over %d episodes "
-              "(deterministic actions, seed %llu)\n",
-              path.c_str(), *mean, absl::GetFlag(FLAGS_episodes),
-              static_cast<unsigned long long>(absl::GetFlag(FLAGS_eval_seed)));
+  std::printf(
+      "evaluated %s: mean return %.2f over %d episodes "
+      "(deterministic actions, seed %llu)\n",
+      path.c_str(), *mean, absl::GetFlag(FLAGS_episodes),
+      static_cast<unsigned long long>(absl::GetFlag(FLAGS_eval_seed)));
   return 0;
 }
 
@@ -176,5 +177,6 @@ int main(int argc, char** argv) {
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
   auto spec = rl::LoadRunSpecFile(absl::GetFlag(FLAGS_run));
   if (!spec.ok()) return rl::Fail(spec.status());
-  return std::string(args[1]) == "train" ? rl::Train(*spec) : rl::Evaluate(*spec);
+  return std::string(args[1]) == "train" ? rl::Train(*spec)
+                                         : rl::Evaluate(*spec);
 }
