@@ -2,7 +2,7 @@
 // PPO updates) with a throughput-oriented run file, where the time goes, and
 // the process's peak memory.
 //
-//   bazel run --config=opt //bench:local_training_bench -- \
+//   bazel run --config=opt //bench:local_training_bench --
 //       --run=$PWD/examples/cartpole_throughput.yaml [--steps=1000000]
 #include <sys/resource.h>
 #include <torch/torch.h>

@@ -1,0 +1,547 @@
+#include "learner/learner_core.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "actor/env_registry.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "learner/checkpoint.h"
+#include "learner/ppo_updater.h"
+#include "policy/actor_critic.h"
+#include "policy/policy_codec.h"
+#include "policy/segment_codec.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kReturnWindow = 100;
+constexpr int64_t kFirstVersion = 1;
+
+ActorCriticConfig PolicyConfigFor(const EnvInfo& info, const PPOConfig& ppo) {
+  ActorCriticConfig config;
+  config.observation_size = info.observation_size;
+  config.num_actions = info.num_actions;
+  config.action_size = info.action_size;
+  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
+                             ppo.hidden_sizes().end());
+  config.shared_trunk = ppo.shared_trunk();
+  config.initial_log_std = ppo.initial_log_std();
+  config.normalize_observations = ppo.normalize_observations();
+  return config;
+}
+
+}  // namespace
+
+// A validated segment waiting in the queue or the staging area.
+struct LearnerCore::Staged {
+  int actor_id = 0;
+  int64_t sequence_number = 0;
+  int64_t policy_version = 0;
+  std::unique_ptr<RolloutSegment> proto;  // owns the bytes `rollout` views
+  Rollout rollout;
+};
+
+class LearnerCore::Impl {
+ public:
+  Impl(const LearnerOptions& options, const EnvInfo& info)
+      : options_(options), info_(info) {
+    const RunSpec& spec = options.spec;
+    shape_.env.set_id(info.id);
+    shape_.env.set_max_episode_steps(info.max_episode_steps);
+    shape_.env.set_observation_size(info.observation_size);
+    shape_.env.set_num_discrete_actions(info.num_actions);
+    shape_.env.set_continuous_action_size(info.action_size);
+    shape_.num_steps = spec.segment_length();
+    shape_.num_envs = spec.envs_per_actor();
+    credits_ = std::max(2, spec.resources().num_actors() + 1);
+    queue_capacity_ = static_cast<size_t>(
+        credits_ * std::max(1, spec.resources().num_actors()) * 2);
+    torch::manual_seed(spec.seed());
+    policy_ = ActorCritic(PolicyConfigFor(info, spec.ppo()));
+    updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
+                                            spec.total_env_steps(), spec.seed());
+    status_.set_run_id(options.run_id);
+    status_.set_policy_version(kFirstVersion);
+  }
+
+  absl::Status Start() {
+    if (!options_.run_dir.empty()) {
+      auto latest = LatestCheckpoint(CheckpointRoot());
+      if (latest.ok()) {
+        RETURN_IF_ERROR(Restore(*latest));
+        RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
+                    status_.policy_version(), status_.env_steps());
+      }
+    }
+    RETURN_IF_ERROR(Publish(/*final=*/false));
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  ~Impl() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int credits() const { return credits_; }
+
+  int64_t OpenStream(int actor_id, AckCallback on_ack) {
+    absl::MutexLock lock(&mu_);
+    const int64_t id = ++next_stream_id_;
+    streams_[id] = Stream{actor_id, std::move(on_ack)};
+    actor_stream_[actor_id] = id;
+    status_.set_connected_actors(ConnectedActors());
+    return id;
+  }
+
+  void CloseStream(int64_t stream_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(stream_id);
+    if (it == streams_.end()) return;
+    const int actor = it->second.actor_id;
+    streams_.erase(it);
+    auto a = actor_stream_.find(actor);
+    if (a != actor_stream_.end() && a->second == stream_id) {
+      actor_stream_.erase(a);
+    }
+    status_.set_connected_actors(ConnectedActors());
+  }
+
+  absl::Status SubmitSegment(int64_t stream_id,
+                             std::unique_ptr<RolloutSegment> segment) {
+    auto reject = [&](absl::Status status) {
+      absl::MutexLock lock(&mu_);
+      status_.set_segments_rejected(status_.segments_rejected() + 1);
+      return status;
+    };
+    if (!options_.run_id.empty() && !segment->run_id().empty() &&
+        segment->run_id() != options_.run_id) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("segment.run_id: this learner serves \"",
+                       options_.run_id, "\" (got \"", segment->run_id(), "\")")));
+    }
+    if (segment->sequence_number() < 1) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("segment.sequence_number: must be >= 1 (got ",
+                       segment->sequence_number(), ")")));
+    }
+    if (segment->policy_version() < kFirstVersion) {
+      return reject(absl::InvalidArgumentError(
+          absl::StrCat("segment.policy_version: must be >= 1 (got ",
+                       segment->policy_version(), ")")));
+    }
+    int actor_id;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = streams_.find(stream_id);
+      if (it == streams_.end()) {
+        return absl::FailedPreconditionError("stream is closed");
+      }
+      actor_id = it->second.actor_id;
+    }
+    if (segment->actor_id() != actor_id) {
+      return reject(absl::InvalidArgumentError(absl::StrCat(
+          "segment.actor_id: a stream carries one actor's segments (opened by ",
+          actor_id, ", got ", segment->actor_id(), ")")));
+    }
+    auto rollout = DecodeSegment(*segment, shape_);
+    if (!rollout.ok()) return reject(rollout.status());
+
+    absl::MutexLock lock(&mu_);
+    status_.set_segments_received(status_.segments_received() + 1);
+    int64_t& last = last_sequence_[actor_id];
+    if (segment->sequence_number() <= last) {
+      // Resent after a reconnect: already queued or processed.
+      status_.set_segments_duplicate(status_.segments_duplicate() + 1);
+      if (segment->sequence_number() <= acked_[actor_id]) SendAck(actor_id);
+      return absl::OkStatus();
+    }
+    if (queue_.size() >= queue_capacity_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "segment queue full: actor ", actor_id, " exceeded its ", credits_,
+          " credits"));
+    }
+    last = segment->sequence_number();
+    auto staged = std::make_unique<Staged>();
+    staged->actor_id = actor_id;
+    staged->sequence_number = segment->sequence_number();
+    staged->policy_version = segment->policy_version();
+    staged->rollout = *std::move(rollout);
+    staged->proto = std::move(segment);
+    queue_.push_back(std::move(staged));
+    return absl::OkStatus();
+  }
+
+  int64_t Subscribe(PolicyCallback on_update,
+                    std::shared_ptr<const PolicyUpdate>* latest) {
+    absl::MutexLock lock(&subscribers_mu_);
+    const int64_t id = ++next_subscriber_id_;
+    subscribers_[id] = std::move(on_update);
+    *latest = latest_policy_;
+    return id;
+  }
+
+  void Unsubscribe(int64_t id) {
+    absl::MutexLock lock(&subscribers_mu_);
+    subscribers_.erase(id);
+  }
+
+  std::shared_ptr<const PolicyUpdate> LatestPolicy() const {
+    absl::MutexLock lock(&subscribers_mu_);
+    return latest_policy_;
+  }
+
+  LearnerStatus GetStatus() const {
+    absl::MutexLock lock(&mu_);
+    return status_;
+  }
+
+  bool WaitUntilDone(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+  }
+
+  absl::Status final_status() const {
+    absl::MutexLock lock(&mu_);
+    return final_status_;
+  }
+
+ private:
+  struct Stream {
+    int actor_id;
+    AckCallback on_ack;
+  };
+
+  std::string CheckpointRoot() const {
+    return (std::filesystem::path(options_.run_dir) / "checkpoints").string();
+  }
+
+  int ConnectedActors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return static_cast<int>(actor_stream_.size());
+  }
+
+  // Sends actor `actor_id` its current ack, if it has a stream.
+  void SendAck(int actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto s = actor_stream_.find(actor_id);
+    if (s == actor_stream_.end()) return;
+    RolloutAck ack;
+    ack.set_acked_sequence_number(acked_[actor_id]);
+    ack.set_credits(credits_);
+    ack.set_dropped_stale(dropped_stale_[actor_id]);
+    ack.set_latest_policy_version(status_.policy_version());
+    streams_[s->second].on_ack(ack);
+  }
+
+  void Run() {
+    absl::Status status = Loop();
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      RL_LOG_ERROR("learner stopped: {}", std::string(status.message()));
+    }
+    final_status_ = status;
+    done_ = true;
+  }
+
+  absl::Status Loop() {
+    while (true) {
+      std::unique_ptr<Staged> next;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stop_ || !queue_.empty();
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(50));
+        if (stop_) return absl::OkStatus();
+        if (!queue_.empty()) {
+          next = std::move(queue_.front());
+          queue_.pop_front();
+          StageOrDrop(std::move(next));
+        }
+        if (!BatchComplete()) continue;
+      }
+      RETURN_IF_ERROR(UpdateFromStaged());
+      if (Finished()) {
+        RETURN_IF_ERROR(Publish(/*final=*/true));
+        if (!options_.run_dir.empty()) RETURN_IF_ERROR(Checkpoint());
+        return absl::OkStatus();
+      }
+    }
+  }
+
+  void StageOrDrop(std::unique_ptr<Staged> segment)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t version = status_.policy_version();
+    const int64_t lag = version - segment->policy_version;
+    const int64_t max_lag =
+        options_.spec.sync_mode() == ASYNC ? options_.spec.max_policy_lag() : 0;
+    // A version from the future comes from before a learner restart (the
+    // checkpoint is older than the actor's policy): as unusable as a stale one.
+    if (lag > max_lag || lag < 0) {
+      status_.set_segments_dropped_stale(status_.segments_dropped_stale() + 1);
+      dropped_stale_[segment->actor_id] += 1;
+      acked_[segment->actor_id] =
+          std::max(acked_[segment->actor_id], segment->sequence_number);
+      SendAck(segment->actor_id);
+      return;
+    }
+    staged_steps_ += segment->rollout.num_steps() * segment->rollout.num_envs();
+    staged_.push_back(std::move(segment));
+  }
+
+  bool BatchComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (staged_.empty()) return false;
+    const RunSpec& spec = options_.spec;
+    const int64_t batch_steps = static_cast<int64_t>(spec.segment_length()) *
+                                spec.envs_per_actor() *
+                                spec.resources().num_actors();
+    if (staged_steps_ >= batch_steps) return true;
+    if (spec.sync_mode() == ASYNC) return false;
+    // SYNC: every connected actor has contributed (the others wait for us).
+    std::set<int> contributed;
+    for (const auto& s : staged_) contributed.insert(s->actor_id);
+    for (const auto& [actor, stream] : actor_stream_) {
+      if (contributed.count(actor) == 0) return false;
+    }
+    return true;
+  }
+
+  absl::Status UpdateFromStaged() {
+    std::vector<std::unique_ptr<Staged>> batch;
+    int64_t env_steps_before;
+    {
+      absl::MutexLock lock(&mu_);
+      batch.swap(staged_);
+      staged_steps_ = 0;
+      env_steps_before = status_.env_steps();
+    }
+    std::vector<Rollout> parts;
+    parts.reserve(batch.size());
+    for (const auto& s : batch) parts.push_back(s->rollout);
+    const Rollout rollout = ConcatenateRollouts(parts);
+    const auto start = std::chrono::steady_clock::now();
+    UpdateStats stats;
+    try {
+      stats = updater_->Update(rollout, env_steps_before);
+    } catch (const c10::Error& e) {
+      return absl::InternalError(
+          absl::StrCat("PPO update failed: ", e.what_without_backtrace()));
+    }
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+    {
+      absl::MutexLock lock(&mu_);
+      const int64_t steps = rollout.num_steps() * rollout.num_envs();
+      status_.set_env_steps(status_.env_steps() + steps);
+      status_.set_updates(status_.updates() + 1);
+      status_.set_policy_version(status_.policy_version() + 1);
+      for (const auto& s : batch) {
+        for (float r : s->proto->episode_returns()) {
+          recent_returns_.push_back(r);
+          if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
+        }
+        episodes_ += s->proto->episode_returns_size();
+      }
+      RunProgress* progress = status_.mutable_progress();
+      progress->set_env_steps(status_.env_steps());
+      progress->set_policy_version(status_.policy_version());
+      progress->set_episodes(episodes_);
+      progress->set_mean_return(MeanReturn());
+      const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
+      progress->set_steps_per_second(
+          elapsed > 0 ? (status_.env_steps() - steps_at_start_) / elapsed : 0);
+      const RunSpec& spec = options_.spec;
+      if (spec.has_target_return() && !target_reached_ &&
+          recent_returns_.size() >= kReturnWindow &&
+          MeanReturn() >= spec.target_return()) {
+        target_reached_ = true;
+        target_reached_at_ = status_.env_steps();
+      }
+      RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
+                   status_.updates(), batch.size(), seconds, stats.approx_kl);
+    }
+    RETURN_IF_ERROR(Publish(/*final=*/false));
+    {
+      // The batch's segments are used: acknowledge them.
+      absl::MutexLock lock(&mu_);
+      std::set<int> actors;
+      for (const auto& s : batch) {
+        acked_[s->actor_id] = std::max(acked_[s->actor_id], s->sequence_number);
+        actors.insert(s->actor_id);
+      }
+      for (int actor : actors) SendAck(actor);
+    }
+    const int interval = options_.spec.checkpoint_interval();
+    if (!options_.run_dir.empty() && interval > 0 &&
+        GetStatus().updates() % interval == 0) {
+      RETURN_IF_ERROR(Checkpoint());
+    }
+    return absl::OkStatus();
+  }
+
+  double MeanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (recent_returns_.empty()) return std::numeric_limits<double>::quiet_NaN();
+    return std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+           recent_returns_.size();
+  }
+
+  bool Finished() {
+    absl::MutexLock lock(&mu_);
+    return status_.env_steps() >= options_.spec.total_env_steps() ||
+           target_reached_;
+  }
+
+  // Encodes the weights once and hands the same message to every subscriber.
+  absl::Status Publish(bool final) {
+    auto update = std::make_shared<PolicyUpdate>();
+    RETURN_IF_ERROR(EncodePolicy(policy_, update.get()));
+    {
+      absl::MutexLock lock(&mu_);
+      update->set_version(status_.policy_version());
+      update->set_env_steps(status_.env_steps());
+    }
+    update->set_final(final);
+    std::shared_ptr<const PolicyUpdate> shared = std::move(update);
+    absl::MutexLock lock(&subscribers_mu_);
+    latest_policy_ = shared;
+    for (const auto& [id, callback] : subscribers_) callback(shared);
+    return absl::OkStatus();
+  }
+
+  absl::Status Checkpoint() {
+    TensorMap extra;
+    {
+      absl::MutexLock lock(&mu_);
+      extra["learner.counters"] = torch::tensor(
+          {status_.env_steps(), status_.policy_version(), status_.updates(),
+           episodes_, static_cast<int64_t>(target_reached_), target_reached_at_},
+          torch::kInt64);
+      extra["learner.recent_returns"] = torch::tensor(
+          std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
+          torch::kFloat32);
+    }
+    extra["updater.generator"] = updater_->generator().get_state();
+    ASSIGN_OR_RETURN(const std::string dir,
+                     WriteCheckpoint(CheckpointRoot(), GetStatus().updates(),
+                                     policy_, updater_->optimizer(), extra,
+                                     options_.spec.keep_checkpoints()));
+    RL_LOG_DEBUG("checkpoint {}", dir);
+    return absl::OkStatus();
+  }
+
+  absl::Status Restore(const std::string& dir) {
+    TensorMap extra;
+    RETURN_IF_ERROR(
+        ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
+    for (const char* key : {"learner.counters", "learner.recent_returns",
+                            "updater.generator"}) {
+      if (extra.count(key) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint ", dir, " has no ", key));
+      }
+    }
+    const torch::Tensor c = extra["learner.counters"];
+    absl::MutexLock lock(&mu_);
+    status_.set_env_steps(c[0].item<int64_t>());
+    status_.set_policy_version(c[1].item<int64_t>());
+    status_.set_updates(c[2].item<int64_t>());
+    episodes_ = c[3].item<int64_t>();
+    target_reached_ = c[4].item<int64_t>() != 0;
+    target_reached_at_ = c[5].item<int64_t>();
+    const torch::Tensor r = extra["learner.recent_returns"].contiguous();
+    recent_returns_.assign(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
+    updater_->generator().set_state(extra["updater.generator"]);
+    steps_at_start_ = status_.env_steps();
+    return absl::OkStatus();
+  }
+
+  const LearnerOptions options_;
+  const EnvInfo info_;
+  SegmentShape shape_;
+  int credits_ = 2;
+  size_t queue_capacity_ = 8;
+  ActorCritic policy_{nullptr};
+  std::unique_ptr<PpoUpdater> updater_;
+  std::thread thread_;
+  const absl::Time started_ = absl::Now();
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  LearnerStatus status_ ABSL_GUARDED_BY(mu_);
+  int64_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<int64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> actor_stream_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> acked_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> dropped_stale_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<Staged>> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Staged>> staged_ ABSL_GUARDED_BY(mu_);
+  int64_t staged_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<float> recent_returns_ ABSL_GUARDED_BY(mu_);
+  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool target_reached_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t target_reached_at_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t steps_at_start_ ABSL_GUARDED_BY(mu_) = 0;
+
+  mutable absl::Mutex subscribers_mu_;
+  int64_t next_subscriber_id_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
+  std::map<int64_t, PolicyCallback> subscribers_ ABSL_GUARDED_BY(subscribers_mu_);
+  std::shared_ptr<const PolicyUpdate> latest_policy_
+      ABSL_GUARDED_BY(subscribers_mu_);
+};
+
+absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
+    const LearnerOptions& options) {
+  ASSIGN_OR_RETURN(const EnvKind kind, FindEnvKind(options.spec.env().id()));
+  EnvInfo info = DescribeEnv(kind);
+  if (options.spec.env().max_episode_steps() > 0) {
+    info.max_episode_steps = options.spec.env().max_episode_steps();
+  }
+  auto impl = std::make_unique<Impl>(options, info);
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
+}
+
+LearnerCore::LearnerCore(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)), credits_(impl_->credits()) {}
+
+LearnerCore::~LearnerCore() = default;
+
+int64_t LearnerCore::OpenStream(int actor_id, AckCallback on_ack) {
+  return impl_->OpenStream(actor_id, std::move(on_ack));
+}
+void LearnerCore::CloseStream(int64_t stream_id) {
+  impl_->CloseStream(stream_id);
+}
+absl::Status LearnerCore::SubmitSegment(
+    int64_t stream_id, std::unique_ptr<RolloutSegment> segment) {
+  return impl_->SubmitSegment(stream_id, std::move(segment));
+}
+int64_t LearnerCore::Subscribe(PolicyCallback on_update,
+                               std::shared_ptr<const PolicyUpdate>* latest) {
+  return impl_->Subscribe(std::move(on_update), latest);
+}
+void LearnerCore::Unsubscribe(int64_t id) { impl_->Unsubscribe(id); }
+std::shared_ptr<const PolicyUpdate> LearnerCore::LatestPolicy() const {
+  return impl_->LatestPolicy();
+}
+LearnerStatus LearnerCore::GetStatus() const { return impl_->GetStatus(); }
+bool LearnerCore::WaitUntilDone(absl::Duration timeout) {
+  return impl_->WaitUntilDone(timeout);
+}
+absl::Status LearnerCore::final_status() const { return impl_->final_status(); }
+
+}  // namespace rl

@@ -1,0 +1,96 @@
+// The learner's core, free of gRPC: validated rollout segments in, PPO
+// updates, versioned policies out.
+//
+// Data flow: stream reactors -> SubmitSegment (validate, dedupe by
+// (actor, sequence number)) -> bounded segment queue -> PPO thread: drop
+// stale segments, stage the rest -> when the batch is complete: concatenate,
+// PPO update, version++ -> encode the weights once -> notify subscribers;
+// acknowledge the segments used or dropped to their actors.
+//
+// Batch completion: SYNC mode updates once every connected actor has staged
+// a segment of the current version (strictly on-policy: actors wait for the
+// next version), ASYNC mode once num_actors segments' worth of steps is
+// staged. Segments whose version lags by more than max_policy_lag (SYNC: any
+// lag) are dropped and counted.
+#ifndef RL_LEARNER_LEARNER_CORE_H_
+#define RL_LEARNER_LEARNER_CORE_H_
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/common.pb.h"
+#include "proto/learner.pb.h"
+
+namespace rl {
+
+struct LearnerOptions {
+  RunSpec spec;
+  std::string run_id;
+  // Checkpoints under <run_dir>/checkpoints; the newest complete one is
+  // resumed at start. Empty: no checkpoints.
+  std::string run_dir;
+};
+
+using AckCallback = std::function<void(const RolloutAck&)>;
+using PolicyCallback =
+    std::function<void(std::shared_ptr<const PolicyUpdate>)>;
+
+class LearnerCore {
+ public:
+  // Builds the policy and optimizer (resuming from the newest checkpoint in
+  // run_dir if any) and starts the PPO thread.
+  static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
+      const LearnerOptions& options);
+  ~LearnerCore();  // Stops and joins the PPO thread.
+
+  // A rollout stream of `actor_id` opened; acks for this actor go to
+  // `on_ack` (called from the PPO thread) until CloseStream. A newer stream
+  // of the same actor replaces an older one. Returns a stream id.
+  int64_t OpenStream(int actor_id, AckCallback on_ack);
+  void CloseStream(int64_t stream_id);
+
+  // Validates `segment` and queues it. A duplicate (already seen sequence
+  // number of this actor) is dropped and acknowledged again. Errors:
+  // INVALID_ARGUMENT naming the field (the stream must end with it),
+  // RESOURCE_EXHAUSTED if the actor exceeded its credits.
+  absl::Status SubmitSegment(int64_t stream_id,
+                             std::unique_ptr<RolloutSegment> segment);
+
+  // Policy subscribers: `on_update` is called with every new version (from
+  // the PPO thread); Subscribe returns the latest at once as well.
+  int64_t Subscribe(PolicyCallback on_update,
+                    std::shared_ptr<const PolicyUpdate>* latest);
+  void Unsubscribe(int64_t subscriber_id);
+  std::shared_ptr<const PolicyUpdate> LatestPolicy() const;
+
+  LearnerStatus GetStatus() const;
+  // Segments an actor may have in flight beyond its last ack.
+  int credits() const { return credits_; }
+
+  // True once the budget or the target return is reached (the final policy
+  // has been published and the last checkpoint written).
+  bool WaitUntilDone(absl::Duration timeout);
+  // OK, or the error that stopped the PPO thread.
+  absl::Status final_status() const;
+
+ private:
+  struct Staged;
+  class Impl;
+  explicit LearnerCore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  int credits_;
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_LEARNER_CORE_H_

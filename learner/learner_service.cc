@@ -1,0 +1,171 @@
+#include "learner/learner_service.h"
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+
+namespace rl {
+namespace {
+
+class RolloutStreamReactor final
+    : public grpc::ServerBidiReactor<RolloutSegment, RolloutAck> {
+ public:
+  explicit RolloutStreamReactor(LearnerCore* core) : core_(core) {
+    incoming_ = std::make_unique<RolloutSegment>();
+    StartRead(incoming_.get());
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {  // The actor closed its side (or the stream broke).
+      FinishOnce(grpc::Status::OK);
+      return;
+    }
+    if (stream_id_ == 0) {
+      stream_id_ = core_->OpenStream(
+          incoming_->actor_id(), [this](const RolloutAck& ack) { Ack(ack); });
+    }
+    const absl::Status status =
+        core_->SubmitSegment(stream_id_, std::move(incoming_));
+    if (!status.ok()) {
+      FinishOnce(ToGrpcStatus(status));
+      return;
+    }
+    incoming_ = std::make_unique<RolloutSegment>();
+    StartRead(incoming_.get());
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (ok && has_pending_ && !finished_) WriteLocked();
+  }
+
+  void OnDone() override {
+    if (stream_id_ != 0) core_->CloseStream(stream_id_);
+    delete this;
+  }
+
+ private:
+  // From the core's PPO thread.
+  void Ack(const RolloutAck& ack) {
+    absl::MutexLock lock(&mu_);
+    pending_ = ack;
+    has_pending_ = true;
+    if (!writing_ && !finished_) WriteLocked();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;
+    has_pending_ = false;
+    outgoing_ = pending_;
+    StartWrite(&outgoing_);
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  LearnerCore* core_;
+  int64_t stream_id_ = 0;  // Only touched by the read path.
+  std::unique_ptr<RolloutSegment> incoming_;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  RolloutAck pending_ ABSL_GUARDED_BY(mu_);
+  RolloutAck outgoing_ ABSL_GUARDED_BY(mu_);
+};
+
+class PolicyStreamReactor final : public grpc::ServerWriteReactor<PolicyUpdate> {
+ public:
+  PolicyStreamReactor(LearnerCore* core, int64_t have_version)
+      : core_(core), sent_version_(have_version) {
+    std::shared_ptr<const PolicyUpdate> latest;
+    subscriber_ = core_->Subscribe(
+        [this](std::shared_ptr<const PolicyUpdate> update) {
+          Offer(std::move(update));
+        },
+        &latest);
+    if (latest != nullptr) Offer(std::move(latest));
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    sent_version_ = in_flight_->version();
+    if (in_flight_->final()) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    if (newest_ != nullptr && newest_->version() > sent_version_) WriteLocked();
+  }
+
+  void OnDone() override {
+    core_->Unsubscribe(subscriber_);
+    delete this;
+  }
+
+ private:
+  void Offer(std::shared_ptr<const PolicyUpdate> update) {
+    absl::MutexLock lock(&mu_);
+    if (newest_ == nullptr || update->version() >= newest_->version()) {
+      newest_ = std::move(update);
+    }
+    const bool newer = newest_->version() > sent_version_ || newest_->final();
+    if (!writing_ && !finished_ && newer) WriteLocked();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    writing_ = true;
+    in_flight_ = newest_;  // Shared, not copied: encoded once per version.
+    StartWrite(in_flight_.get());
+  }
+
+  void FinishLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  LearnerCore* core_;
+  int64_t subscriber_ = 0;
+  absl::Mutex mu_;
+  int64_t sent_version_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<const PolicyUpdate> newest_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<RolloutSegment, RolloutAck>*
+LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
+  return new RolloutStreamReactor(core_);
+}
+
+grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
+    grpc::CallbackServerContext*, const SubscribePolicyRequest* request) {
+  return new PolicyStreamReactor(core_, request->have_version());
+}
+
+grpc::ServerUnaryReactor* LearnerServiceImpl::GetStatus(
+    grpc::CallbackServerContext* context, const GetLearnerStatusRequest*,
+    LearnerStatus* response) {
+  *response = core_->GetStatus();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace rl

@@ -1,0 +1,159 @@
+// learner: serves LearnerService for one run: actors stream rollouts in,
+// policies stream out; PPO updates in between.
+//
+//   learner --run=examples/cartpole.yaml --port=0 --run_dir=runs/cartpole
+// prints "learner listening on HOST:PORT" (and writes PORT to --port_file).
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <torch/torch.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/run_spec.h"
+#include "learner/learner_core.h"
+#include "learner/learner_service.h"
+
+ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
+ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
+ABSL_FLAG(int, port, 0, "Port; 0 picks a free one.");
+ABSL_FLAG(std::string, port_file, "", "Write the bound port here.");
+ABSL_FLAG(std::string, run_dir, "",
+          "Checkpoints go to <run_dir>/checkpoints; resumes from the newest.");
+ABSL_FLAG(std::string, run_id, "", "Run id (default: the run's name).");
+ABSL_FLAG(std::string, result_file, "",
+          "At the end, write a JSON summary of the run here.");
+ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(int, max_message_mb, 256,
+          "Largest rollout segment accepted, in MiB.");
+
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+bool WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) return false;
+  }
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+std::string ResultJson(const rl::LearnerStatus& s, bool done) {
+  const double mean = s.progress().mean_return();
+  return absl::StrFormat(
+      "{\"done\": %s, \"env_steps\": %d, \"updates\": %d, "
+      "\"policy_version\": %d, \"episodes\": %d, \"mean_return\": %s, "
+      "\"steps_per_second\": %.1f, \"segments_received\": %d, "
+      "\"segments_rejected\": %d, \"segments_dropped_stale\": %d, "
+      "\"segments_duplicate\": %d}\n",
+      done ? "true" : "false", s.env_steps(), s.updates(), s.policy_version(),
+      s.progress().episodes(),
+      std::isfinite(mean) ? absl::StrFormat("%.3f", mean) : "null",
+      s.progress().steps_per_second(), s.segments_received(),
+      s.segments_rejected(), s.segments_dropped_stale(),
+      s.segments_duplicate());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  rl::InitLogging("learner");
+  if (absl::GetFlag(FLAGS_run).empty()) {
+    std::fprintf(stderr, "error: --run is required (a run file)\n");
+    return 2;
+  }
+  auto spec = rl::LoadRunSpecFile(absl::GetFlag(FLAGS_run));
+  if (!spec.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
+
+  rl::LearnerOptions options;
+  options.spec = *spec;
+  options.run_id = absl::GetFlag(FLAGS_run_id).empty()
+                       ? spec->name()
+                       : absl::GetFlag(FLAGS_run_id);
+  options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  auto core = rl::LearnerCore::Create(options);
+  if (!core.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(core.status().message()).c_str());
+    return 1;
+  }
+  rl::LearnerServiceImpl service(core->get());
+  rl::ServerOptions server_options;
+  server_options.address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  // Rollout segments are large; other messages are small anyway.
+  server_options.max_receive_message_bytes =
+      absl::GetFlag(FLAGS_max_message_mb) << 20;
+  server_options.max_send_message_bytes = 256 << 20;
+  auto server = rl::StartServer({&service}, server_options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
+              server->port);
+  std::fflush(stdout);
+  if (!absl::GetFlag(FLAGS_port_file).empty() &&
+      !WriteFileAtomically(absl::GetFlag(FLAGS_port_file),
+                           absl::StrCat(server->port, "\n"))) {
+    std::fprintf(stderr, "error: cannot write %s\n",
+                 absl::GetFlag(FLAGS_port_file).c_str());
+    return 1;
+  }
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+
+  bool done = false;
+  absl::Time last_log = absl::Now();
+  while (!g_stop && !done) {
+    done = (*core)->WaitUntilDone(absl::Milliseconds(200));
+    if (absl::Now() - last_log > absl::Seconds(5)) {
+      const rl::LearnerStatus s = (*core)->GetStatus();
+      RL_LOG_INFO("version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
+                  "actors {} | rejected {} stale {} duplicate {}",
+                  s.policy_version(), s.env_steps(),
+                  s.progress().steps_per_second(), s.progress().mean_return(),
+                  s.connected_actors(), s.segments_rejected(),
+                  s.segments_dropped_stale(), s.segments_duplicate());
+      last_log = absl::Now();
+    }
+  }
+  const rl::LearnerStatus status = (*core)->GetStatus();
+  if (done) {
+    // Give subscribers a moment to receive the final version.
+    const absl::Time deadline = absl::Now() + absl::Seconds(5);
+    while (absl::Now() < deadline && (*core)->GetStatus().connected_actors() > 0) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+  }
+  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (!absl::GetFlag(FLAGS_result_file).empty()) {
+    WriteFileAtomically(absl::GetFlag(FLAGS_result_file),
+                        ResultJson(status, done));
+  }
+  const absl::Status final_status = (*core)->final_status();
+  if (!final_status.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(final_status.message()).c_str());
+    return 1;
+  }
+  std::printf("learner %s: %lld env steps, %lld updates, mean return %.1f\n",
+              done ? "done" : "stopped",
+              static_cast<long long>(status.env_steps()),
+              static_cast<long long>(status.updates()),
+              status.progress().mean_return());
+  return 0;
+}

@@ -1,0 +1,70 @@
+#include "policy/policy_codec.h"
+
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "common/tensor_codec.h"
+
+namespace rl {
+namespace {
+
+// Parameters and buffers by name.
+std::map<std::string, torch::Tensor> NamedState(ActorCritic& policy) {
+  std::map<std::string, torch::Tensor> state;
+  for (const auto& item : policy->named_parameters()) {
+    state[item.key()] = item.value();
+  }
+  for (const auto& item : policy->named_buffers()) {
+    state[item.key()] = item.value();
+  }
+  return state;
+}
+
+}  // namespace
+
+absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update) {
+  update->clear_parameters();
+  for (const auto& [name, tensor] : NamedState(policy)) {
+    NamedTensor* named = update->add_parameters();
+    named->set_name(name);
+    RETURN_IF_ERROR(EncodeTensor(tensor.detach(), named->mutable_tensor()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
+  std::map<std::string, torch::Tensor> state = NamedState(policy);
+  std::map<std::string, torch::Tensor> decoded;
+  for (int i = 0; i < update.parameters_size(); ++i) {
+    const NamedTensor& named = update.parameters(i);
+    const std::string field = absl::StrCat("parameters[", i, "] (", named.name(), ")");
+    auto it = state.find(named.name());
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": the policy has no such tensor"));
+    }
+    ASSIGN_OR_RETURN(torch::Tensor tensor,
+                     DecodeTensorView(named.tensor(), field));
+    if (tensor.scalar_type() != it->second.scalar_type() ||
+        !tensor.sizes().equals(it->second.sizes())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": expected ", c10::toString(it->second.scalar_type()),
+          c10::str(it->second.sizes()), ", got ",
+          c10::toString(tensor.scalar_type()), c10::str(tensor.sizes())));
+    }
+    decoded[named.name()] = tensor;
+  }
+  for (const auto& [name, unused] : state) {
+    if (decoded.count(name) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameters: missing tensor ", name));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (auto& [name, target] : state) target.copy_(decoded[name]);
+  return absl::OkStatus();
+}
+
+}  // namespace rl

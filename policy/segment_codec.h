@@ -1,0 +1,40 @@
+// Rollout segments on the wire: Rollout tensors <-> RolloutSegment, and the
+// learner-side validation of everything a peer sends (env spec, shapes,
+// dtypes, finite values), each error naming the field.
+#ifndef RL_POLICY_SEGMENT_CODEC_H_
+#define RL_POLICY_SEGMENT_CODEC_H_
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "policy/rollout.h"
+#include "proto/learner.pb.h"
+
+namespace rl {
+
+// The shape every segment of a run must have.
+struct SegmentShape {
+  EnvSpec env;  // id and sizes (observation, actions)
+  int64_t num_steps = 0;
+  int64_t num_envs = 0;
+};
+
+// Writes the rollout's tensors into `segment` (identity fields and episode
+// statistics are the caller's). One copy per tensor.
+absl::Status EncodeSegment(const Rollout& rollout, RolloutSegment* segment);
+
+// Validates `segment` against `shape` and returns its tensors as a Rollout
+// that aliases the segment's bytes (keep `segment` alive while it is used).
+// INVALID_ARGUMENT naming the field: env mismatch, wrong dtype or shape,
+// non-finite float, discrete action out of range, flag not 0/1, episode
+// statistics of unequal length.
+absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& segment,
+                                      const SegmentShape& shape);
+
+// Concatenates rollouts of equal T along the environment axis.
+Rollout ConcatenateRollouts(const std::vector<Rollout>& rollouts);
+
+}  // namespace rl
+
+#endif  // RL_POLICY_SEGMENT_CODEC_H_

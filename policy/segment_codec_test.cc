@@ -1,0 +1,103 @@
+#include "policy/segment_codec.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+SegmentShape Shape() {
+  SegmentShape shape;
+  shape.env.set_id("CartPole-v1");
+  shape.env.set_observation_size(4);
+  shape.env.set_num_discrete_actions(2);
+  shape.num_steps = 3;
+  shape.num_envs = 2;
+  return shape;
+}
+
+RolloutSegment Valid() {
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.observations.uniform_();
+  r.actions.fill_(1);
+  r.terminated[1][0] = 1;
+  RolloutSegment s;
+  EXPECT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = Shape().env;
+  s.add_episode_returns(12.0f);
+  s.add_episode_lengths(12);
+  return s;
+}
+
+std::string Error(const RolloutSegment& s) {
+  auto r = DecodeSegment(s, Shape());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+TEST(SegmentCodecTest, RoundTrip) {
+  const RolloutSegment s = Valid();
+  auto r = DecodeSegment(s, Shape());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->terminated.scalar_type(), torch::kUInt8);
+  EXPECT_EQ(r->terminated[1][0].item<int>(), 1);
+  EXPECT_EQ(r->num_steps(), 3);
+  EXPECT_TRUE(torch::all(r->actions == 1).item<bool>());
+}
+
+TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
+  RolloutSegment s = Valid();
+  s.mutable_env()->set_id("Acrobot-v1");
+  EXPECT_THAT(Error(s), HasSubstr("segment.env.id"));
+
+  s = Valid();
+  s.mutable_env()->set_observation_size(6);
+  EXPECT_THAT(Error(s), HasSubstr("segment.env: sizes"));
+
+  s = Valid();
+  s.mutable_rewards()->set_shape(0, 4);
+  EXPECT_THAT(Error(s), HasSubstr("segment.rewards"));
+
+  s = Valid();
+  s.mutable_observations()->mutable_data()->pop_back();
+  EXPECT_THAT(Error(s), HasSubstr("segment.observations.data"));
+
+  s = Valid();
+  s.mutable_values()->set_dtype(DTYPE_INT32);  // same size, wrong type
+  EXPECT_THAT(Error(s), HasSubstr("segment.values: dtype"));
+
+  s = Valid();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  s.mutable_log_probs()->mutable_data()->replace(0, 4, reinterpret_cast<const char*>(&nan), 4);
+  EXPECT_THAT(Error(s), HasSubstr("segment.log_probs: values must be finite"));
+
+  s = Valid();
+  (*s.mutable_actions()->mutable_data())[0] = 7;  // action 7 of 2
+  EXPECT_THAT(Error(s), HasSubstr("segment.actions: must be in [0, 2)"));
+
+  s = Valid();
+  (*s.mutable_truncated()->mutable_data())[0] = 5;
+  EXPECT_THAT(Error(s), HasSubstr("segment.truncated: bytes must be 0 or 1"));
+
+  s = Valid();
+  s.add_episode_returns(1.0f);
+  EXPECT_THAT(Error(s), HasSubstr("segment.episode_returns"));
+
+  s = Valid();
+  s.clear_next_values();
+  EXPECT_THAT(Error(s), HasSubstr("segment.next_values"));
+}
+
+TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {
+  Rollout a = Rollout::Allocate(3, 2, 4, 0), b = Rollout::Allocate(3, 5, 4, 0);
+  b.rewards.fill_(1);
+  const Rollout c = ConcatenateRollouts({a, b});
+  EXPECT_EQ(c.num_envs(), 7);
+  EXPECT_EQ(c.next_observations.size(0), 7);
+  EXPECT_EQ(c.rewards.sum().item<float>(), 15.0f);
+}
+
+}  // namespace
+}  // namespace rl
