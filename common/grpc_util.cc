@@ -7,6 +7,9 @@
 namespace rl {
 namespace {
 
+constexpr int kMaxFrameBytes = (1 << 24) - 1;  // HTTP/2's largest frame.
+constexpr int kStreamWindowBytes = 64 << 20;
+
 int Millis(absl::Duration d) {
   return static_cast<int>(absl::ToInt64Milliseconds(d));
 }
@@ -43,6 +46,12 @@ absl::StatusOr<RunningServer> StartServer(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  // Bulk tensors: large HTTP/2 frames and a large initial flow-control
+  // window, so a multi-megabyte segment is not chopped into 16 KiB frames
+  // and throttled by window updates (measured by bench/transport_bench).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES,
+                             kStreamWindowBytes);
   for (grpc::Service* service : services) builder.RegisterService(service);
   result.server = builder.BuildAndStart();
   if (result.server == nullptr || result.port == 0) {
@@ -62,6 +71,8 @@ grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Millis(options.keepalive_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, kMaxFrameBytes);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, kStreamWindowBytes);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               Millis(options.max_reconnect_backoff));
   // Each process opens its own connection rather than sharing a subchannel

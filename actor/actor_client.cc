@@ -1,0 +1,653 @@
+#include "actor/actor_client.h"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "policy/policy_codec.h"
+#include "policy/segment_codec.h"
+
+namespace rl {
+namespace {
+
+// Segments and policies carry tensors: up to ~100 MB for big runs.
+constexpr int kMaxMessageBytes = 256 << 20;
+// How often blocked waits wake to check the connection watchdog.
+constexpr absl::Duration kPollInterval = absl::Milliseconds(200);
+// After WritesDone, how long the sender waits for the learner to end the
+// stream before cancelling it.
+constexpr absl::Duration kCloseTimeout = absl::Seconds(1);
+// How long Run() lets the sender close gracefully before cancelling its call.
+constexpr absl::Duration kSenderExitTimeout = absl::Seconds(3);
+// How often the step loop logs progress.
+constexpr absl::Duration kProgressLogInterval = absl::Seconds(30);
+
+// While the learner stays away, only every this many failed attempts of a
+// stream is logged as a warning (the others at debug level).
+constexpr int kWarnEveryFailures = 10;
+
+std::string FormatDelay(absl::Duration delay) {
+  return absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1)));
+}
+
+void SetThreadName(const char* name) {
+  pthread_setname_np(pthread_self(), name);  // at most 15 characters
+}
+
+std::string Describe(const grpc::Status& status) {
+  return FromGrpcStatus(status).ToString();
+}
+
+EnvSpec MakeEnvSpec(const EnvInfo& info) {
+  EnvSpec spec;
+  spec.set_id(info.id);
+  spec.set_max_episode_steps(info.max_episode_steps);
+  spec.set_observation_size(info.observation_size);
+  spec.set_num_discrete_actions(info.num_actions);
+  spec.set_continuous_action_size(info.action_size);
+  return spec;
+}
+
+ChannelOptions LearnerChannelOptions() {
+  ChannelOptions options;
+  options.max_send_message_bytes = kMaxMessageBytes;
+  options.max_receive_message_bytes = kMaxMessageBytes;
+  return options;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
+    const ActorOptions& options) {
+  if (options.learner_address.empty()) {
+    return absl::InvalidArgumentError("learner address: must not be empty");
+  }
+  if (options.actor_id < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("actor_id: must be >= 0 (got ", options.actor_id, ")"));
+  }
+  if (options.env_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env_threads: must be >= 1 (got ", options.env_threads, ")"));
+  }
+  if (options.initial_credits < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initial_credits: must be >= 1 (got ", options.initial_credits, ")"));
+  }
+  if (options.max_disconnected <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("max_disconnected: must be positive");
+  }
+  const uint64_t seed = options.spec.seed() +
+                        1000003ull * static_cast<uint64_t>(options.actor_id);
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<RolloutCollector> collector,
+      RolloutCollector::Create(options.spec, seed, options.env_threads));
+  return std::unique_ptr<ActorClient>(
+      new ActorClient(options, std::move(collector)));
+}
+
+ActorClient::ActorClient(const ActorOptions& options,
+                         std::unique_ptr<RolloutCollector> collector)
+    : options_(options),
+      run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
+      env_spec_(MakeEnvSpec(collector->env_info())),
+      policy_config_(collector->PolicyConfig(options.spec.ppo())),
+      sync_mode_(options.spec.sync_mode() != ASYNC),
+      collector_(std::move(collector)),
+      channel_(CreateChannel(options.learner_address, LearnerChannelOptions())),
+      stub_(LearnerService::NewStub(channel_)),
+      buffers_{collector_->AllocateRollout(), collector_->AllocateRollout()} {
+  credits_ = options.initial_credits;
+}
+
+ActorClient::~ActorClient() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_requested_ = true;
+    shutting_down_ = true;
+    if (rollout_context_ != nullptr) rollout_context_->TryCancel();
+    if (policy_context_ != nullptr) policy_context_->TryCancel();
+  }
+  if (sender_thread_.joinable()) sender_thread_.join();
+  if (policy_thread_.joinable()) policy_thread_.join();
+}
+
+void ActorClient::Stop() {
+  absl::MutexLock lock(&mu_);
+  stop_requested_ = true;
+}
+
+ActorCounters ActorClient::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+bool ActorClient::AwaitCounters(
+    const std::function<bool(const ActorCounters&)>& predicate,
+    absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  auto holds = [&]() {
+    mu_.AssertReaderHeld();
+    return predicate(counters_);
+  };
+  return mu_.AwaitWithTimeout(absl::Condition(&holds), timeout);
+}
+
+absl::Duration ActorClient::NextBackoff(absl::Duration* backoff) {
+  thread_local absl::BitGen bitgen;
+  const absl::Duration delay = *backoff * absl::Uniform(bitgen, 0.8, 1.2);
+  *backoff = std::min(*backoff * 2, options_.max_backoff);
+  return delay;
+}
+
+absl::Status ActorClient::Run() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (run_called_) {
+      return absl::FailedPreconditionError("ActorClient::Run called twice");
+    }
+    run_called_ = true;
+    last_connected_ = absl::Now();
+  }
+  RL_LOG_INFO(
+      "actor {} of run \"{}\": {} x {} steps of {} per segment, {} mode",
+      options_.actor_id, run_id_, options_.spec.envs_per_actor(),
+      options_.spec.segment_length(), env_spec_.id(),
+      sync_mode_ ? "sync" : "async");
+  sender_thread_ = std::thread([this] {
+    SetThreadName("actor-send");
+    SenderLoop();
+  });
+  policy_thread_ = std::thread([this] {
+    SetThreadName("actor-policy");
+    PolicyLoop();
+  });
+
+  const absl::Status status = StepLoop();
+  bool final_received;
+  {
+    absl::MutexLock lock(&mu_);
+    final_received = final_received_;
+  }
+  // After the final policy the run is over and nobody needs the queue.
+  if (status.ok() && !final_received) Flush();
+
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    if (policy_context_ != nullptr) policy_context_->TryCancel();
+    auto sender_done = [this]() {
+      mu_.AssertReaderHeld();
+      return sender_done_;
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&sender_done),
+                              kSenderExitTimeout) &&
+        rollout_context_ != nullptr) {
+      rollout_context_->TryCancel();
+    }
+  }
+  sender_thread_.join();
+  policy_thread_.join();
+  const ActorCounters c = counters();
+  RL_LOG_INFO(
+      "actor stopped ({}): {} segments collected, {} sent ({} resent), {} "
+      "acknowledged, {} reconnects, {} policy updates, latest version {}",
+      status.ok() ? (c.final_received ? "final policy" : "stop requested")
+                  : status.ToString(),
+      c.segments_collected, c.segments_sent, c.segments_resent,
+      c.segments_acked, c.reconnects, c.policy_updates_received,
+      c.latest_version);
+  return status;
+}
+
+absl::Status ActorClient::CheckConnected() {
+  const absl::Time now = absl::Now();
+  if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    last_connected_ = now;
+    return absl::OkStatus();
+  }
+  if (now - last_connected_ > options_.max_disconnected) {
+    return absl::UnavailableError(absl::StrCat(
+        "no connection to the learner at ", options_.learner_address, " for ",
+        absl::FormatDuration(
+            absl::Trunc(now - last_connected_, absl::Milliseconds(100))),
+        " (limit ", absl::FormatDuration(options_.max_disconnected), ")"));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Ready>
+absl::StatusOr<bool> ActorClient::AwaitForStepLoop(const Ready& ready) {
+  auto wake = [&]() {
+    mu_.AssertReaderHeld();
+    return stop_requested_ || final_received_ || !sender_error_.ok() || ready();
+  };
+  while (true) {
+    mu_.AwaitWithTimeout(absl::Condition(&wake), kPollInterval);
+    if (!sender_error_.ok()) return sender_error_;
+    if (stop_requested_ || final_received_) return false;
+    if (ready()) return true;
+    RETURN_IF_ERROR(CheckConnected());
+  }
+}
+
+absl::Status ActorClient::StepLoop() {
+  int64_t collected_with = 0;  // policy version of the last segment
+  absl::Time last_log = absl::Now();
+  while (true) {
+    std::shared_ptr<const PolicyVersion> policy;
+    int buffer = 0;
+    int64_t sequence_number = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      sequence_number = last_assigned_ + 1;
+      buffer = static_cast<int>(sequence_number % 2);
+      // Credits: at most `credits_` segments in flight beyond the acked one,
+      // plus the one about to be collected.
+      auto ready = [&]() {
+        mu_.AssertReaderHeld();
+        return policy_ != nullptr &&
+               (!sync_mode_ || policy_->version != collected_with) &&
+               sequence_number - acked_ <= credits_ + 1 && free_[buffer];
+      };
+      if (sync_mode_) counters_.waiting_for_newer_than = collected_with;
+      absl::StatusOr<bool> go = AwaitForStepLoop(ready);
+      counters_.waiting_for_newer_than = 0;
+      if (!go.ok()) return go.status();
+      if (!*go) return absl::OkStatus();
+      policy = policy_;
+      free_[buffer] = false;
+    }
+
+    ActorCritic net = policy->policy;
+    absl::Status status;
+    try {
+      status = collector_->Collect(net, &buffers_[buffer]);
+    } catch (const c10::Error& e) {
+      status = absl::InternalError(
+          absl::StrCat("collecting a segment: ", e.what_without_backtrace()));
+    }
+
+    absl::MutexLock lock(&mu_);
+    if (!status.ok()) {
+      free_[buffer] = true;
+      return status;
+    }
+    ++counters_.segments_collected;
+    if (final_received_) {
+      free_[buffer] = true;  // the run is over; nobody needs it
+      return absl::OkStatus();
+    }
+    last_assigned_ = sequence_number;
+    collected_with = policy->version;
+    handoffs_.push_back(Handoff{buffer, sequence_number, policy->version,
+                                collector_->episode_returns(),
+                                collector_->episode_lengths()});
+    if (absl::Now() - last_log >= kProgressLogInterval) {
+      last_log = absl::Now();
+      RL_LOG_INFO(
+          "{} segments collected, {} acknowledged, policy version {}, {} "
+          "reconnects",
+          counters_.segments_collected, counters_.segments_acked,
+          counters_.latest_version, counters_.reconnects);
+    }
+  }
+}
+
+void ActorClient::Flush() {
+  absl::MutexLock lock(&mu_);
+  auto flushed = [this]() {
+    mu_.AssertReaderHeld();
+    // Not handoffs_/unacked_ being empty: a segment being encoded is in
+    // neither.
+    return acked_ >= last_assigned_ || !sender_error_.ok();
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&flushed),
+                            options_.flush_timeout)) {
+    RL_LOG_WARNING(
+        "stopping with {} segments not acknowledged by the learner after {}",
+        last_assigned_ - acked_, FormatDelay(options_.flush_timeout));
+  }
+}
+
+void ActorClient::EncodeHandoff(const Handoff& handoff) {
+  auto segment = std::make_shared<RolloutSegment>();
+  segment->set_run_id(run_id_);
+  segment->set_actor_id(options_.actor_id);
+  segment->set_sequence_number(handoff.sequence_number);
+  segment->set_policy_version(handoff.policy_version);
+  *segment->mutable_env() = env_spec_;
+  absl::Status status;
+  try {
+    status = EncodeSegment(buffers_[handoff.buffer], segment.get());
+  } catch (const c10::Error& e) {
+    status = absl::InternalError(e.what_without_backtrace());
+  }
+  segment->mutable_episode_returns()->Add(handoff.episode_returns.begin(),
+                                          handoff.episode_returns.end());
+  segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),
+                                          handoff.episode_lengths.end());
+  absl::MutexLock lock(&mu_);
+  free_[handoff.buffer] = true;
+  if (!status.ok()) {
+    // A gap in sequence numbers is not allowed, so this ends the run.
+    sender_error_ = absl::InternalError(absl::StrCat(
+        "encoding segment ", handoff.sequence_number, ": ", status.ToString()));
+    RL_LOG_ERROR("{}", sender_error_.ToString());
+    return;
+  }
+  unacked_.push_back(PendingSegment{handoff.sequence_number, std::move(segment),
+                                    /*written_before=*/false});
+}
+
+void ActorClient::AckReaderLoop(
+    grpc::ClientReaderWriter<RolloutSegment, RolloutAck>* stream) {
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+    absl::MutexLock lock(&mu_);
+    stream_got_ack_ = true;
+    last_connected_ = absl::Now();
+    // Never beyond what exists: the learner cannot have processed more.
+    const int64_t newest = acked_ + static_cast<int64_t>(unacked_.size());
+    const int64_t acked = std::min(ack.acked_sequence_number(), newest);
+    while (!unacked_.empty() && unacked_.front().sequence_number <= acked) {
+      unacked_.pop_front();
+    }
+    acked_ = std::max(acked_, acked);
+    credits_ = std::max(0, ack.credits());
+    counters_.segments_acked = acked_;
+    counters_.dropped_stale = ack.dropped_stale();
+  }
+  absl::MutexLock lock(&mu_);
+  stream_broken_ = true;
+  ack_reader_done_ = true;
+}
+
+void ActorClient::SenderLoop() {
+  using Stream = grpc::ClientReaderWriter<RolloutSegment, RolloutAck>;
+  absl::Duration backoff = options_.initial_backoff;
+  absl::Time reconnect_at = absl::InfinitePast();
+  std::unique_ptr<grpc::ClientContext> context;
+  std::unique_ptr<Stream> stream;
+  std::thread ack_reader;
+  int64_t streams_opened = 0;
+  int failures = 0;  // consecutive streams that ended without an ack
+
+  // Ends the current stream; graceful: half-close and let the learner end it.
+  // Returns its status and whether it carried any ack.
+  auto close_stream = [&](bool graceful) -> std::pair<grpc::Status, bool> {
+    if (graceful) stream->WritesDone();
+    {
+      absl::MutexLock lock(&mu_);
+      auto reader_done = [this]() {
+        mu_.AssertReaderHeld();
+        return ack_reader_done_;
+      };
+      if (graceful) {
+        mu_.AwaitWithTimeout(absl::Condition(&reader_done), kCloseTimeout);
+      }
+      if (!ack_reader_done_) context->TryCancel();
+    }
+    ack_reader.join();
+    grpc::Status status = stream->Finish();
+    bool got_ack;
+    {
+      absl::MutexLock lock(&mu_);
+      rollout_context_ = nullptr;
+      got_ack = stream_got_ack_;
+    }
+    stream.reset();
+    context.reset();
+    return {status, got_ack};
+  };
+
+  while (true) {
+    enum class Action { kNone, kEncode, kOpen, kWrite, kTeardown, kExit };
+    Action action = Action::kNone;
+    std::optional<Handoff> handoff;
+    std::shared_ptr<const RolloutSegment> to_write;
+    int64_t write_sequence_number = 0;
+    bool resend = false;
+    {
+      absl::MutexLock lock(&mu_);
+      // The next segment to write on this stream, if credits allow.
+      auto next_writable = [&]() -> PendingSegment* {
+        mu_.AssertReaderHeld();
+        const int64_t index = std::max(written_on_stream_, acked_) - acked_;
+        if (index >= static_cast<int64_t>(unacked_.size())) return nullptr;
+        PendingSegment& pending = unacked_[index];
+        if (pending.sequence_number > acked_ + credits_) return nullptr;
+        return &pending;
+      };
+      auto has_work = [&]() {
+        mu_.AssertReaderHeld();
+        if (!handoffs_.empty() || shutting_down_) return true;
+        if (stream == nullptr) return absl::Now() >= reconnect_at;
+        return stream_broken_ || next_writable() != nullptr;
+      };
+      absl::Duration wait = kPollInterval;
+      if (stream == nullptr) {
+        wait = std::clamp(reconnect_at - absl::Now(), absl::ZeroDuration(),
+                          kPollInterval);
+      }
+      mu_.AwaitWithTimeout(absl::Condition(&has_work), wait);
+      if (stream != nullptr &&
+          channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) {
+        last_connected_ = absl::Now();
+      }
+      if (!handoffs_.empty()) {
+        action = Action::kEncode;
+        handoff = std::move(handoffs_.front());
+        handoffs_.pop_front();
+      } else if (shutting_down_) {
+        action = Action::kExit;
+      } else if (stream == nullptr) {
+        if (absl::Now() >= reconnect_at) action = Action::kOpen;
+      } else if (stream_broken_) {
+        action = Action::kTeardown;
+      } else if (PendingSegment* pending = next_writable()) {
+        action = Action::kWrite;
+        to_write = pending->segment;
+        write_sequence_number = pending->sequence_number;
+        resend = pending->written_before;
+      }
+    }
+
+    switch (action) {
+      case Action::kNone:
+        break;
+      case Action::kEncode:
+        EncodeHandoff(*handoff);
+        break;
+      case Action::kOpen: {
+        context = std::make_unique<grpc::ClientContext>();
+        {
+          absl::MutexLock lock(&mu_);
+          if (shutting_down_) {
+            context.reset();
+            break;
+          }
+          rollout_context_ = context.get();
+          written_on_stream_ = acked_;
+          stream_broken_ = false;
+          stream_got_ack_ = false;
+          ack_reader_done_ = false;
+          credits_ = options_.initial_credits;
+          if (++streams_opened > 1) ++counters_.reconnects;
+        }
+        stream = stub_->StreamRollouts(context.get());
+        ack_reader = std::thread([this, s = stream.get()] {
+          SetThreadName("actor-acks");
+          AckReaderLoop(s);
+        });
+        break;
+      }
+      case Action::kWrite: {
+        const bool ok = stream->Write(*to_write);
+        absl::MutexLock lock(&mu_);
+        if (!ok) {
+          stream_broken_ = true;
+          break;
+        }
+        written_on_stream_ =
+            std::max(written_on_stream_, write_sequence_number);
+        ++counters_.segments_sent;
+        if (resend) ++counters_.segments_resent;
+        last_connected_ = absl::Now();
+        const int64_t index = write_sequence_number - acked_ - 1;
+        if (index >= 0 && index < static_cast<int64_t>(unacked_.size())) {
+          unacked_[index].written_before = true;
+        }
+        break;
+      }
+      case Action::kTeardown: {
+        const auto [status, got_ack] = close_stream(/*graceful=*/false);
+        if (got_ack) {
+          backoff = options_.initial_backoff;
+          failures = 0;
+        }
+        const absl::Duration delay = NextBackoff(&backoff);
+        reconnect_at = absl::Now() + delay;
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+          RL_LOG_ERROR(
+              "THE LEARNER REJECTED A SEGMENT (a bug on the actor side): {}; "
+              "reconnecting in {}",
+              Describe(status), FormatDelay(delay));
+        } else if (failures++ % kWarnEveryFailures == 0) {
+          RL_LOG_WARNING(
+              "rollout stream to {} ended: {}; reconnecting in {} "
+              "(attempt {})",
+              options_.learner_address, Describe(status), FormatDelay(delay),
+              failures);
+        } else {
+          RL_LOG_DEBUG("rollout stream to {} ended: {}; reconnecting in {}",
+                       options_.learner_address, Describe(status),
+                       FormatDelay(delay));
+        }
+        break;
+      }
+      case Action::kExit: {
+        if (stream != nullptr) {
+          const auto [status, got_ack] = close_stream(/*graceful=*/true);
+          if (!status.ok()) {
+            RL_LOG_DEBUG("rollout stream closed: {}", Describe(status));
+          }
+        }
+        absl::MutexLock lock(&mu_);
+        sender_done_ = true;
+        return;
+      }
+    }
+  }
+}
+
+void ActorClient::PolicyLoop() {
+  absl::Duration backoff = options_.initial_backoff;
+  int64_t streams_opened = 0;
+  int failures = 0;  // consecutive streams that ended without an update
+  while (true) {
+    grpc::ClientContext context;
+    SubscribePolicyRequest request;
+    request.set_run_id(run_id_);
+    request.set_actor_id(options_.actor_id);
+    {
+      absl::MutexLock lock(&mu_);
+      if (shutting_down_) return;
+      policy_context_ = &context;
+      // Ask for the learner's current version even if it is not newer: a
+      // restarted learner may have resumed from an older checkpoint, and
+      // its versions are the ones that count from now on.
+      request.set_have_version(0);
+      if (++streams_opened > 1) ++counters_.reconnects;
+    }
+    const absl::Time opened_at = absl::Now();
+    std::unique_ptr<grpc::ClientReader<PolicyUpdate>> reader =
+        stub_->SubscribePolicy(&context, request);
+    bool got_update = false;
+    bool first_of_stream = true;
+    bool final_update = false;
+    PolicyUpdate update;
+    while (reader->Read(&update)) {
+      got_update = true;
+      int64_t have_version;
+      {
+        absl::MutexLock lock(&mu_);
+        last_connected_ = absl::Now();
+        ++counters_.policy_updates_received;
+        have_version = counters_.latest_version;
+      }
+      if (update.final()) {
+        final_update = true;
+        break;
+      }
+      // The first update of a stream is the learner's current version, even
+      // if lower than ours (learner restart); after it, only newer ones.
+      if (!first_of_stream && update.version() <= have_version) continue;
+      first_of_stream = false;
+      auto published = std::make_shared<PolicyVersion>();
+      published->version = update.version();
+      absl::Status status;
+      try {
+        published->policy = ActorCritic(policy_config_);
+        status = DecodePolicy(update, published->policy);
+      } catch (const c10::Error& e) {
+        status = absl::InternalError(e.what_without_backtrace());
+      }
+      if (!status.ok()) {
+        RL_LOG_ERROR("policy version {} from the learner does not fit: {}",
+                     update.version(), status.ToString());
+        continue;
+      }
+      absl::MutexLock lock(&mu_);
+      if (counters_.latest_version == 0) {
+        RL_LOG_INFO("received policy version {} ({} env steps)",
+                    update.version(), update.env_steps());
+      } else {
+        RL_LOG_DEBUG("received policy version {} ({} env steps)",
+                     update.version(), update.env_steps());
+      }
+      policy_ = std::move(published);
+      counters_.latest_version = update.version();
+    }
+    if (final_update) {
+      RL_LOG_INFO("the learner sent its final policy (version {}); stopping",
+                  update.version());
+      context.TryCancel();
+    }
+    const grpc::Status status = reader->Finish();
+    absl::MutexLock lock(&mu_);
+    policy_context_ = nullptr;
+    if (final_update) {
+      final_received_ = true;
+      counters_.final_received = true;
+      return;
+    }
+    if (shutting_down_) return;
+    if (got_update || absl::Now() - opened_at > options_.max_backoff) {
+      backoff = options_.initial_backoff;
+      failures = 0;
+    }
+    const absl::Duration delay = NextBackoff(&backoff);
+    if (failures++ % kWarnEveryFailures == 0) {
+      RL_LOG_WARNING(
+          "policy stream from {} ended: {}; reconnecting in {} (attempt {})",
+          options_.learner_address, Describe(status), FormatDelay(delay),
+          failures);
+    } else {
+      RL_LOG_DEBUG("policy stream from {} ended: {}; reconnecting in {}",
+                   options_.learner_address, Describe(status),
+                   FormatDelay(delay));
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), delay);
+  }
+}
+
+}  // namespace rl

@@ -1,0 +1,203 @@
+// The actor process's core: collects rollout segments with the newest policy
+// it has and streams them to a learner, which streams policies back.
+//
+// Data flow: policy thread (SubscribePolicy) -> decoded ActorCritic, swapped
+// in at a segment boundary -> step loop (Run's thread) fills one of two
+// Rollout buffers -> sender thread encodes it into a RolloutSegment, keeps it
+// in the bounded unacked window and writes it on StreamRollouts -> ack reader
+// thread frees the window and grants credits.
+//
+// Threads (named, all joined before Run() returns):
+//   Run()         step loop; waits only for a free buffer, for credits and, in
+//                 SYNC mode, for a policy newer than the one it collected with.
+//   actor-send    owns the StreamRollouts stream: encodes, (re)sends in
+//                 sequence order, reconnects with jittered backoff.
+//   actor-acks    one per StreamRollouts stream: reads RolloutAcks.
+//   actor-policy  owns the SubscribePolicy stream, reconnects with backoff.
+#ifndef RL_ACTOR_ACTOR_CLIENT_H_
+#define RL_ACTOR_ACTOR_CLIENT_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "actor/rollout_collector.h"
+#include "grpcpp/grpcpp.h"
+#include "policy/actor_critic.h"
+#include "policy/rollout.h"
+#include "proto/common.pb.h"
+#include "proto/learner.grpc.pb.h"
+
+namespace rl {
+
+struct ActorOptions {
+  // "host:port" of the learner.
+  std::string learner_address;
+  // The run (validated, defaults applied: LoadRunSpecFile's result).
+  RunSpec spec;
+  // Sent with every segment and subscription; empty: spec.name().
+  std::string run_id;
+  // Rank of this actor in the run; also offsets its seed.
+  int actor_id = 0;
+  // Threads stepping the environments.
+  int env_threads = 1;
+  // Run() fails with UNAVAILABLE after this long without a connection.
+  absl::Duration max_disconnected = absl::Seconds(120);
+  // Reconnect backoff: doubles from initial to max, with +-20% jitter.
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  absl::Duration max_backoff = absl::Seconds(5);
+  // On Stop(): how long to wait for the learner to acknowledge what is queued.
+  absl::Duration flush_timeout = absl::Seconds(5);
+  // Credits assumed on a new stream before the learner's first ack.
+  int initial_credits = 2;
+};
+
+// Monotone counters, for logs and tests.
+struct ActorCounters {
+  int64_t segments_collected = 0;
+  // Successful writes, resends included.
+  int64_t segments_sent = 0;
+  // Writes of a segment already written on an earlier stream.
+  int64_t segments_resent = 0;
+  // Highest acknowledged sequence number (= segments acknowledged).
+  int64_t segments_acked = 0;
+  // Attempts (either method) to open a stream again after one ended.
+  int64_t reconnects = 0;
+  int64_t policy_updates_received = 0;
+  // Newest policy version received (0: none yet).
+  int64_t latest_version = 0;
+  // As last reported by the learner.
+  int64_t dropped_stale = 0;
+  // SYNC mode: the step loop waits for a version newer than this (0: not
+  // waiting).
+  int64_t waiting_for_newer_than = 0;
+  bool final_received = false;
+};
+
+class ActorClient {
+ public:
+  // INVALID_ARGUMENT for a bad address or a run the environments reject.
+  // Connects lazily; nothing is sent before Run().
+  static absl::StatusOr<std::unique_ptr<ActorClient>> Create(
+      const ActorOptions& options);
+
+  ~ActorClient();
+  ActorClient(const ActorClient&) = delete;
+  ActorClient& operator=(const ActorClient&) = delete;
+
+  // Collects and streams until the learner sends its final policy or Stop()
+  // is called (OK), or fails: UNAVAILABLE after max_disconnected without a
+  // connection to the learner, or a collection error. Call once.
+  absl::Status Run() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Asks Run() to stop at the next segment boundary, flush what is queued
+  // (bounded by flush_timeout) and return. Thread-safe; not signal-safe.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  ActorCounters counters() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Waits until `predicate(counters())` holds; false at the timeout.
+  bool AwaitCounters(const std::function<bool(const ActorCounters&)>& predicate,
+                     absl::Duration timeout) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  // A policy version as the step loop uses it.
+  struct PolicyVersion {
+    int64_t version = 0;
+    ActorCritic policy{nullptr};
+  };
+  // A filled buffer handed from the step loop to the sender.
+  struct Handoff {
+    int buffer = 0;
+    int64_t sequence_number = 0;
+    int64_t policy_version = 0;
+    std::vector<float> episode_returns;
+    std::vector<int32_t> episode_lengths;
+  };
+  struct PendingSegment {
+    int64_t sequence_number = 0;
+    std::shared_ptr<const RolloutSegment> segment;
+    // Written on some stream before (a later write is a resend).
+    bool written_before = false;
+  };
+
+  ActorClient(const ActorOptions& options,
+              std::unique_ptr<RolloutCollector> collector);
+
+  absl::Status StepLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits (holding mu_) until `ready` or a stop; checks the connection
+  // watchdog every poll. True when `ready` holds and no stop was requested.
+  template <typename Ready>
+  absl::StatusOr<bool> AwaitForStepLoop(const Ready& ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckConnected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Flush() ABSL_LOCKS_EXCLUDED(mu_);
+
+  void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  void EncodeHandoff(const Handoff& handoff) ABSL_LOCKS_EXCLUDED(mu_);
+  void AckReaderLoop(
+      grpc::ClientReaderWriter<RolloutSegment, RolloutAck>* stream)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void PolicyLoop() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Next reconnect delay; doubles `*backoff` up to the maximum.
+  absl::Duration NextBackoff(absl::Duration* backoff);
+
+  const ActorOptions options_;
+  const std::string run_id_;
+  const EnvSpec env_spec_;
+  const ActorCriticConfig policy_config_;
+  const bool sync_mode_;
+  std::unique_ptr<RolloutCollector> collector_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<LearnerService::Stub> stub_;
+  // Buffer i is written by the step loop while free_[i], read by the sender
+  // until it sets free_[i] again.
+  std::array<Rollout, 2> buffers_;
+
+  mutable absl::Mutex mu_;
+  bool run_called_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_received_ ABSL_GUARDED_BY(mu_) = false;
+  // Tells the sender and policy threads to wind down.
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool sender_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Set by the sender when it cannot go on (ends Run with it).
+  absl::Status sender_error_ ABSL_GUARDED_BY(mu_);
+  std::array<bool, 2> free_ ABSL_GUARDED_BY(mu_) = {true, true};
+  std::shared_ptr<const PolicyVersion> policy_ ABSL_GUARDED_BY(mu_);
+  std::deque<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
+  // Encoded, not yet acknowledged, in sequence order from acked_ + 1.
+  std::deque<PendingSegment> unacked_ ABSL_GUARDED_BY(mu_);
+  int64_t last_assigned_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  int credits_ ABSL_GUARDED_BY(mu_) = 0;
+  // Current StreamRollouts stream: highest sequence number written on it,
+  // whether it broke, whether the learner acked on it.
+  int64_t written_on_stream_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_got_ack_ ABSL_GUARDED_BY(mu_) = false;
+  bool ack_reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  // Contexts of the open calls, for TryCancel from other threads.
+  grpc::ClientContext* rollout_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::ClientContext* policy_context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  absl::Time last_connected_ ABSL_GUARDED_BY(mu_);
+  ActorCounters counters_ ABSL_GUARDED_BY(mu_);
+
+  std::thread sender_thread_;
+  std::thread policy_thread_;
+};
+
+}  // namespace rl
+
+#endif  // RL_ACTOR_ACTOR_CLIENT_H_

@@ -1,0 +1,248 @@
+// The learner and actors as real processes on loopback: learning in sync and
+// async mode, an actor killed, the learner killed and restarted, and a
+// malformed segment from a rogue client.
+#include <signal.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "gtest/gtest.h"
+#include "proto/learner.grpc.pb.h"
+#include "tests/subprocess.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Subprocess;
+using testing::WaitForFile;
+
+constexpr char kLearner[] = "learner/learner_main";
+constexpr char kActor[] = "actor/actor_main";
+
+// CartPole with two actors; the learner stops once the mean return of the
+// last 100 episodes reaches 475.
+std::string CartPoleRun(const std::string& mode) {
+  return absl::StrCat(R"(name: cartpole
+env: {id: CartPole-v1}
+envs_per_actor: 8
+segment_length: 32
+total_env_steps: 300000
+seed: 1
+target_return: 475
+ppo:
+  learning_rate: 1.0e-3
+  gamma: 0.98
+  gae_lambda: 0.8
+  num_epochs: 20
+  num_minibatches: 1
+  clip_value_loss: false
+  entropy_coef: 0.0
+resources: {num_actors: 2}
+checkpoint_interval: 5
+)",
+                      mode);
+}
+
+struct Result {
+  bool done = false;
+  double mean_return = 0;
+  int64_t env_steps = 0;
+  int64_t rejected = 0;
+};
+
+class DistributedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string WriteRunFile(const std::string& yaml) {
+    const std::string path = Path("run.yaml");
+    std::ofstream(path) << yaml;
+    return path;
+  }
+
+  // Starts a learner and returns its port (0 on failure).
+  int StartLearner(const std::string& run_file, int port = 0) {
+    const std::string port_file = Path(absl::StrCat("port.", ++learners_));
+    learner_ = std::make_unique<Subprocess>(
+        std::vector<std::string>{
+            kLearner, "--run=" + run_file, absl::StrCat("--port=", port),
+            "--port_file=" + port_file, "--run_dir=" + Path("run"),
+            "--result_file=" + Path("result.json")},
+        Path("learner.log"));
+    auto text = WaitForFile(port_file, absl::Seconds(60));
+    return text ? std::atoi(text->c_str()) : 0;
+  }
+
+  void StartActor(const std::string& run_file, int port, int id) {
+    actors_.push_back(std::make_unique<Subprocess>(
+        std::vector<std::string>{kActor, absl::StrCat("--learner=127.0.0.1:", port),
+                                 "--run=" + run_file,
+                                 absl::StrCat("--actor_id=", id)},
+        Path(absl::StrCat("actor", id, ".log"))));
+  }
+
+  LearnerStatus Status(int port) {
+    auto stub = LearnerService::NewStub(
+        CreateChannel(absl::StrCat("127.0.0.1:", port)));
+    auto context = ContextWithDeadline(absl::Seconds(5));
+    LearnerStatus status;
+    stub->GetStatus(context.get(), GetLearnerStatusRequest(), &status);
+    return status;
+  }
+
+  bool WaitForSteps(int port, int64_t steps) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(120);
+    while (absl::Now() < deadline) {
+      if (Status(port).env_steps() >= steps) return true;
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return false;
+  }
+
+  // Waits for the learner to finish and reads its result file.
+  Result Finish() {
+    Result result;
+    auto code = learner_->Wait(absl::Seconds(300));
+    EXPECT_EQ(code, std::optional<int>(0)) << learner_->Log();
+    auto text = WaitForFile(Path("result.json"), absl::Seconds(1));
+    if (!text) return result;
+    std::smatch m;
+    result.done = text->find("\"done\": true") != std::string::npos;
+    if (std::regex_search(*text, m, std::regex("\"mean_return\": ([-0-9.]+)"))) {
+      result.mean_return = std::stod(m[1]);
+    }
+    if (std::regex_search(*text, m, std::regex("\"env_steps\": ([0-9]+)"))) {
+      result.env_steps = std::stoll(m[1]);
+    }
+    if (std::regex_search(*text, m, std::regex("\"segments_rejected\": ([0-9]+)"))) {
+      result.rejected = std::stoll(m[1]);
+    }
+    // Actors stop by themselves after the final policy.
+    for (auto& actor : actors_) {
+      if (actor->running()) {
+        EXPECT_EQ(actor->Wait(absl::Seconds(30)), std::optional<int>(0))
+            << actor->Log();
+      }
+    }
+    return result;
+  }
+
+  fs::path dir_;
+  int learners_ = 0;
+  std::unique_ptr<Subprocess> learner_;
+  std::vector<std::unique_ptr<Subprocess>> actors_;
+};
+
+TEST_F(DistributedTest, SyncModeSolvesCartPole) {
+  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
+  const int port = StartLearner(run);
+  ASSERT_GT(port, 0) << learner_->Log();
+  StartActor(run, port, 0);
+  StartActor(run, port, 1);
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_GE(result.mean_return, 475);
+}
+
+TEST_F(DistributedTest, AsyncModeSolvesCartPole) {
+  const std::string run =
+      WriteRunFile(CartPoleRun("sync_mode: ASYNC\nmax_policy_lag: 2\n"));
+  const int port = StartLearner(run);
+  ASSERT_GT(port, 0) << learner_->Log();
+  StartActor(run, port, 0);
+  StartActor(run, port, 1);
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_GE(result.mean_return, 475);
+}
+
+TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {
+  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
+  const int port = StartLearner(run);
+  ASSERT_GT(port, 0) << learner_->Log();
+  StartActor(run, port, 0);
+  StartActor(run, port, 1);
+  ASSERT_TRUE(WaitForSteps(port, 10000));
+  actors_[1]->Signal(SIGKILL);
+  EXPECT_EQ(actors_[1]->Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  const int64_t at_kill = Status(port).env_steps();
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_GT(result.env_steps, at_kill);
+  EXPECT_GE(result.mean_return, 475);
+}
+
+TEST_F(DistributedTest, RestartedLearnerResumesAndActorsReconnect) {
+  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
+  const int port = StartLearner(run);
+  ASSERT_GT(port, 0) << learner_->Log();
+  StartActor(run, port, 0);
+  StartActor(run, port, 1);
+  ASSERT_TRUE(WaitForSteps(port, 20000));
+  learner_->Signal(SIGKILL);
+  learner_->Wait(absl::Seconds(10));
+  // Same port, same run directory: resumes from the newest checkpoint.
+  ASSERT_EQ(StartLearner(run, port), port) << learner_->Log();
+  const LearnerStatus resumed = Status(port);
+  EXPECT_GE(resumed.env_steps(), 10000);  // not from scratch
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_GE(result.mean_return, 475);
+}
+
+TEST_F(DistributedTest, MalformedSegmentIsRejectedWhileActorsTrain) {
+  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
+  const int port = StartLearner(run);
+  ASSERT_GT(port, 0) << learner_->Log();
+  StartActor(run, port, 0);
+  StartActor(run, port, 1);
+  ASSERT_TRUE(WaitForSteps(port, 5000));
+
+  auto stub = LearnerService::NewStub(
+      CreateChannel(absl::StrCat("127.0.0.1:", port)));
+  grpc::ClientContext context;
+  auto stream = stub->StreamRollouts(&context);
+  RolloutSegment bad;
+  bad.set_run_id("cartpole");
+  bad.set_actor_id(7);
+  bad.set_sequence_number(1);
+  bad.set_policy_version(1);
+  bad.mutable_env()->set_id("CartPole-v1");
+  bad.mutable_env()->set_observation_size(4);
+  bad.mutable_env()->set_num_discrete_actions(2);
+  bad.mutable_observations()->set_dtype(DTYPE_FLOAT32);
+  bad.mutable_observations()->add_shape(3);  // but no bytes
+  stream->Write(bad);
+  stream->WritesDone();
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("segment.observations"),
+            std::string::npos)
+      << status.error_message();
+
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_EQ(result.rejected, 1);
+  EXPECT_GE(result.mean_return, 475);
+}
+
+}  // namespace
+}  // namespace rl

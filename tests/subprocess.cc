@@ -1,0 +1,91 @@
+#include "tests/subprocess.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "absl/time/clock.h"
+
+namespace rl::testing {
+
+Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
+    : log_path_(std::move(log_path)) {
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) {
+    std::perror("fork");
+    std::abort();
+  }
+  if (pid_ == 0) {
+    const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    execv(args[0], args.data());
+    std::perror("execv");
+    _exit(127);
+  }
+}
+
+Subprocess::~Subprocess() {
+  if (running()) {
+    Signal(SIGKILL);
+    Wait(absl::Seconds(10));
+  }
+}
+
+void Subprocess::Signal(int signal) {
+  if (pid_ > 0 && !exit_code_) kill(pid_, signal);
+}
+
+std::optional<int> Subprocess::Wait(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!exit_code_) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status)
+                                     : 128 + WTERMSIG(status);
+      break;
+    }
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return exit_code_;
+}
+
+bool Subprocess::running() { return !Wait(absl::ZeroDuration()).has_value(); }
+
+std::string Subprocess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::optional<std::string> WaitForFile(const std::string& path,
+                                       absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(path);
+    if (in) {
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!text.str().empty()) return text.str();
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return std::nullopt;
+}
+
+}  // namespace rl::testing

@@ -1,0 +1,47 @@
+// Test utility: real child processes (the project's binaries) with their
+// output in a log file, signals, and waits with deadlines.
+#ifndef RL_TESTS_SUBPROCESS_H_
+#define RL_TESTS_SUBPROCESS_H_
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace rl::testing {
+
+class Subprocess {
+ public:
+  // Starts `argv` (argv[0] is the program path) with stdout and stderr
+  // appended to `log_path`. Aborts the test binary if fork fails.
+  Subprocess(std::vector<std::string> argv, std::string log_path);
+  ~Subprocess();  // SIGKILLs a process still running.
+
+  Subprocess(const Subprocess&) = delete;
+  Subprocess& operator=(const Subprocess&) = delete;
+
+  void Signal(int signal);
+  // The exit code (128+N when killed by signal N), or nullopt if the process
+  // is still running at the deadline.
+  std::optional<int> Wait(absl::Duration timeout);
+  bool running();
+  const std::string& log_path() const { return log_path_; }
+  // The log so far (for failure messages).
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+  std::string log_path_;
+};
+
+// Waits until `path` exists and is non-empty; returns its contents.
+std::optional<std::string> WaitForFile(const std::string& path,
+                                       absl::Duration timeout);
+
+}  // namespace rl::testing
+
+#endif  // RL_TESTS_SUBPROCESS_H_
