@@ -106,7 +106,12 @@ class PolicyStreamReactor final : public grpc::ServerWriteReactor<PolicyUpdate> 
       FinishLocked(grpc::Status::OK);
       return;
     }
-    if (newest_ != nullptr && newest_->version() > sent_version_) WriteLocked();
+    // A newer version, or the final one (same version, final flag) that
+    // arrived while its non-final twin was being written.
+    if (newest_ != nullptr && newest_ != in_flight_ &&
+        (newest_->version() > sent_version_ || newest_->final())) {
+      WriteLocked();
+    }
   }
 
   void OnDone() override {
