@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <torch/torch.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,8 +18,6 @@
 #include <cstdio>
 #include <thread>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -118,7 +117,8 @@ Figure MeasureGrpc(const RolloutSegment& segment, double seconds, int credits) {
   const auto start = Clock::now();
   int64_t sent = 0;
   grpc::WriteOptions write_options;
-  while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+  while (std::chrono::duration<double>(Clock::now() - start).count() <
+         seconds) {
     while (sent - acked.load() >= credits) std::this_thread::yield();
     message.set_sequence_number(++sent);
     stream->Write(message, write_options);
@@ -165,7 +165,8 @@ Figure MeasureSocket(size_t bytes_per_segment, double seconds) {
   std::vector<char> payload(bytes_per_segment, 7);
   const auto start = Clock::now();
   int64_t sent = 0;
-  while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+  while (std::chrono::duration<double>(Clock::now() - start).count() <
+         seconds) {
     size_t off = 0;
     while (off < payload.size()) {
       const ssize_t n = write(fd, payload.data() + off, payload.size() - off);
@@ -189,8 +190,8 @@ Figure MeasureSocket(size_t bytes_per_segment, double seconds) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const double seconds = absl::GetFlag(FLAGS_seconds);
-  std::printf("%-34s %12s %12s %12s %10s\n", "segment (CartPole, T=64)", "MiB/segment",
-              "gRPC seg/s", "socket seg/s", "gRPC/socket");
+  std::printf("%-34s %12s %12s %12s %10s\n", "segment (CartPole, T=64)",
+              "MiB/segment", "gRPC seg/s", "socket seg/s", "gRPC/socket");
   for (int64_t envs : {1024, 16384}) {
     const rl::RolloutSegment segment = rl::MakeSegment(envs, 64);
     const size_t bytes = segment.ByteSizeLong();

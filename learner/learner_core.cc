@@ -66,8 +66,8 @@ class LearnerCore::Impl {
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
     torch::manual_seed(spec.seed());
     policy_ = ActorCritic(PolicyConfigFor(info, spec.ppo()));
-    updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
-                                            spec.total_env_steps(), spec.seed());
+    updater_ = std::make_unique<PpoUpdater>(
+        policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     status_.set_run_id(options.run_id);
     status_.set_policy_version(kFirstVersion);
   }
@@ -127,9 +127,9 @@ class LearnerCore::Impl {
     };
     if (!options_.run_id.empty() && !segment->run_id().empty() &&
         segment->run_id() != options_.run_id) {
-      return reject(absl::InvalidArgumentError(
-          absl::StrCat("segment.run_id: this learner serves \"",
-                       options_.run_id, "\" (got \"", segment->run_id(), "\")")));
+      return reject(absl::InvalidArgumentError(absl::StrCat(
+          "segment.run_id: this learner serves \"", options_.run_id,
+          "\" (got \"", segment->run_id(), "\")")));
     }
     if (segment->sequence_number() < 1) {
       return reject(absl::InvalidArgumentError(
@@ -168,9 +168,9 @@ class LearnerCore::Impl {
       return absl::OkStatus();
     }
     if (queue_.size() >= queue_capacity_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "segment queue full: actor ", actor_id, " exceeded its ", credits_,
-          " credits"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("segment queue full: actor ", actor_id, " exceeded its ",
+                       credits_, " credits"));
     }
     last = segment->sequence_number();
     auto staged = std::make_unique<Staged>();
@@ -337,9 +337,9 @@ class LearnerCore::Impl {
       return absl::InternalError(
           absl::StrCat("PPO update failed: ", e.what_without_backtrace()));
     }
-    const double seconds = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - start)
-                               .count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
     {
       absl::MutexLock lock(&mu_);
       const int64_t steps = rollout.num_steps() * rollout.num_envs();
@@ -349,7 +349,8 @@ class LearnerCore::Impl {
       for (const auto& s : batch) {
         for (float r : s->proto->episode_returns()) {
           recent_returns_.push_back(r);
-          if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
+          if (recent_returns_.size() > kReturnWindow)
+            recent_returns_.pop_front();
         }
         episodes_ += s->proto->episode_returns_size();
       }
@@ -391,8 +392,10 @@ class LearnerCore::Impl {
   }
 
   double MeanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (recent_returns_.empty()) return std::numeric_limits<double>::quiet_NaN();
-    return std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+    if (recent_returns_.empty())
+      return std::numeric_limits<double>::quiet_NaN();
+    return std::accumulate(recent_returns_.begin(), recent_returns_.end(),
+                           0.0) /
            recent_returns_.size();
   }
 
@@ -425,7 +428,8 @@ class LearnerCore::Impl {
       absl::MutexLock lock(&mu_);
       extra["learner.counters"] = torch::tensor(
           {status_.env_steps(), status_.policy_version(), status_.updates(),
-           episodes_, static_cast<int64_t>(target_reached_), target_reached_at_},
+           episodes_, static_cast<int64_t>(target_reached_),
+           target_reached_at_},
           torch::kInt64);
       extra["learner.recent_returns"] = torch::tensor(
           std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
@@ -444,8 +448,8 @@ class LearnerCore::Impl {
     TensorMap extra;
     RETURN_IF_ERROR(
         ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
-    for (const char* key : {"learner.counters", "learner.recent_returns",
-                            "updater.generator"}) {
+    for (const char* key :
+         {"learner.counters", "learner.recent_returns", "updater.generator"}) {
       if (extra.count(key) == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("checkpoint ", dir, " has no ", key));
@@ -460,7 +464,8 @@ class LearnerCore::Impl {
     target_reached_ = c[4].item<int64_t>() != 0;
     target_reached_at_ = c[5].item<int64_t>();
     const torch::Tensor r = extra["learner.recent_returns"].contiguous();
-    recent_returns_.assign(r.data_ptr<float>(), r.data_ptr<float>() + r.numel());
+    recent_returns_.assign(r.data_ptr<float>(),
+                           r.data_ptr<float>() + r.numel());
     updater_->generator().set_state(extra["updater.generator"]);
     steps_at_start_ = status_.env_steps();
     return absl::OkStatus();
@@ -498,7 +503,8 @@ class LearnerCore::Impl {
 
   mutable absl::Mutex subscribers_mu_;
   int64_t next_subscriber_id_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
-  std::map<int64_t, PolicyCallback> subscribers_ ABSL_GUARDED_BY(subscribers_mu_);
+  std::map<int64_t, PolicyCallback> subscribers_
+      ABSL_GUARDED_BY(subscribers_mu_);
   std::shared_ptr<const PolicyUpdate> latest_policy_
       ABSL_GUARDED_BY(subscribers_mu_);
 };

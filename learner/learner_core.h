@@ -42,8 +42,7 @@ struct LearnerOptions {
 };
 
 using AckCallback = std::function<void(const RolloutAck&)>;
-using PolicyCallback =
-    std::function<void(std::shared_ptr<const PolicyUpdate>)>;
+using PolicyCallback = std::function<void(std::shared_ptr<const PolicyUpdate>)>;
 
 class LearnerCore {
  public:

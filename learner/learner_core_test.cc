@@ -17,7 +17,8 @@ RunSpec Spec(const std::string& extra) {
   auto spec = LoadRunSpec(
       "name: t\nenv: {id: CartPole-v1}\nenvs_per_actor: 2\nsegment_length: 4\n"
       "total_env_steps: 1000000\nppo: {num_minibatches: 1, num_epochs: 1}\n"
-      "resources: {num_actors: 2}\n" + extra,
+      "resources: {num_actors: 2}\n" +
+          extra,
       RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
@@ -134,12 +135,15 @@ TEST(LearnerCoreTest, MalformedSegmentsAreRejectedAndHarmNothing) {
 
   auto wrong_run = Segment(0, 1, 1);
   wrong_run->set_run_id("other");
-  EXPECT_THAT(std::string((*core)->SubmitSegment(s, std::move(wrong_run)).message()),
-              HasSubstr("segment.run_id"));
-  EXPECT_THAT(std::string((*core)->SubmitSegment(s, Segment(0, 0, 1)).message()),
-              HasSubstr("segment.sequence_number"));
-  EXPECT_THAT(std::string((*core)->SubmitSegment(s, Segment(3, 1, 1)).message()),
-              HasSubstr("segment.actor_id"));
+  EXPECT_THAT(
+      std::string((*core)->SubmitSegment(s, std::move(wrong_run)).message()),
+      HasSubstr("segment.run_id"));
+  EXPECT_THAT(
+      std::string((*core)->SubmitSegment(s, Segment(0, 0, 1)).message()),
+      HasSubstr("segment.sequence_number"));
+  EXPECT_THAT(
+      std::string((*core)->SubmitSegment(s, Segment(3, 1, 1)).message()),
+      HasSubstr("segment.actor_id"));
   EXPECT_EQ((*core)->GetStatus().segments_rejected(), 4);
 
   // The good segment after them is used normally.
@@ -149,8 +153,9 @@ TEST(LearnerCoreTest, MalformedSegmentsAreRejectedAndHarmNothing) {
 
 TEST(LearnerCoreTest, AsyncToleratesLagUpToTheLimit) {
   LearnerOptions options;
-  options.spec = Spec("sync_mode: ASYNC\nmax_policy_lag: 1\n"
-                      "resources: {num_actors: 1}");
+  options.spec = Spec(
+      "sync_mode: ASYNC\nmax_policy_lag: 1\n"
+      "resources: {num_actors: 1}");
   auto core = LearnerCore::Create(options);
   ASSERT_TRUE(core.ok());
   AckLog log;
@@ -159,7 +164,8 @@ TEST(LearnerCoreTest, AsyncToleratesLagUpToTheLimit) {
   ASSERT_TRUE(WaitForVersion(**core, 2));
   ASSERT_TRUE((*core)->SubmitSegment(s, Segment(0, 2, 1)).ok());  // lag 1: used
   ASSERT_TRUE(WaitForVersion(**core, 3));
-  ASSERT_TRUE((*core)->SubmitSegment(s, Segment(0, 3, 1)).ok());  // lag 2: dropped
+  ASSERT_TRUE(
+      (*core)->SubmitSegment(s, Segment(0, 3, 1)).ok());  // lag 2: dropped
   ASSERT_TRUE(log.WaitForAck(3));
   EXPECT_EQ((*core)->GetStatus().segments_dropped_stale(), 1);
   EXPECT_EQ((*core)->GetStatus().policy_version(), 3);

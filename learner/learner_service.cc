@@ -81,7 +81,8 @@ class RolloutStreamReactor final
   RolloutAck outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
-class PolicyStreamReactor final : public grpc::ServerWriteReactor<PolicyUpdate> {
+class PolicyStreamReactor final
+    : public grpc::ServerWriteReactor<PolicyUpdate> {
  public:
   PolicyStreamReactor(LearnerCore* core, int64_t have_version)
       : core_(core), sent_version_(have_version) {

@@ -3,12 +3,12 @@
 //
 //   learner --run=examples/cartpole.yaml --port=0 --run_dir=runs/cartpole
 // prints "learner listening on HOST:PORT" (and writes PORT to --port_file).
+#include <torch/torch.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
-
-#include <torch/torch.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -75,7 +75,8 @@ int main(int argc, char** argv) {
   }
   auto spec = rl::LoadRunSpecFile(absl::GetFlag(FLAGS_run));
   if (!spec.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(spec.status().message()).c_str());
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(spec.status().message()).c_str());
     return 2;
   }
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   auto core = rl::LearnerCore::Create(options);
   if (!core.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(core.status().message()).c_str());
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(core.status().message()).c_str());
     return 1;
   }
   rl::LearnerServiceImpl service(core->get());
@@ -96,12 +98,13 @@ int main(int argc, char** argv) {
   server_options.address =
       absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
   // Rollout segments are large; other messages are small anyway.
-  server_options.max_receive_message_bytes =
-      absl::GetFlag(FLAGS_max_message_mb) << 20;
+  server_options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_mb)
+                                             << 20;
   server_options.max_send_message_bytes = 256 << 20;
   auto server = rl::StartServer({&service}, server_options);
   if (!server.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(server.status().message()).c_str());
     return 1;
   }
   std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
@@ -123,12 +126,13 @@ int main(int argc, char** argv) {
     done = (*core)->WaitUntilDone(absl::Milliseconds(200));
     if (absl::Now() - last_log > absl::Seconds(5)) {
       const rl::LearnerStatus s = (*core)->GetStatus();
-      RL_LOG_INFO("version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
-                  "actors {} | rejected {} stale {} duplicate {}",
-                  s.policy_version(), s.env_steps(),
-                  s.progress().steps_per_second(), s.progress().mean_return(),
-                  s.connected_actors(), s.segments_rejected(),
-                  s.segments_dropped_stale(), s.segments_duplicate());
+      RL_LOG_INFO(
+          "version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
+          "actors {} | rejected {} stale {} duplicate {}",
+          s.policy_version(), s.env_steps(), s.progress().steps_per_second(),
+          s.progress().mean_return(), s.connected_actors(),
+          s.segments_rejected(), s.segments_dropped_stale(),
+          s.segments_duplicate());
       last_log = absl::Now();
     }
   }
@@ -136,7 +140,8 @@ int main(int argc, char** argv) {
   if (done) {
     // Give subscribers a moment to receive the final version.
     const absl::Time deadline = absl::Now() + absl::Seconds(5);
-    while (absl::Now() < deadline && (*core)->GetStatus().connected_actors() > 0) {
+    while (absl::Now() < deadline &&
+           (*core)->GetStatus().connected_actors() > 0) {
       absl::SleepFor(absl::Milliseconds(50));
     }
   }
@@ -147,7 +152,8 @@ int main(int argc, char** argv) {
   }
   const absl::Status final_status = (*core)->final_status();
   if (!final_status.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(final_status.message()).c_str());
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(final_status.message()).c_str());
     return 1;
   }
   std::printf("learner %s: %lld env steps, %lld updates, mean return %.1f\n",

@@ -39,7 +39,8 @@ absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
   std::map<std::string, torch::Tensor> decoded;
   for (int i = 0; i < update.parameters_size(); ++i) {
     const NamedTensor& named = update.parameters(i);
-    const std::string field = absl::StrCat("parameters[", i, "] (", named.name(), ")");
+    const std::string field =
+        absl::StrCat("parameters[", i, "] (", named.name(), ")");
     auto it = state.find(named.name());
     if (it == state.end()) {
       return absl::InvalidArgumentError(

@@ -24,9 +24,9 @@ absl::StatusOr<torch::Tensor> Field(const Tensor& proto, const char* name,
                      c10::toString(t.scalar_type()), ")"));
   }
   if (!t.sizes().equals(shape)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": shape must be ", ShapeString(shape), " (got ",
-                     c10::str(t.sizes()), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ": shape must be ",
+                                                   ShapeString(shape), " (got ",
+                                                   c10::str(t.sizes()), ")"));
   }
   if (t.is_floating_point() && t.numel() > 0 &&
       !torch::isfinite(t).all().item<bool>()) {
@@ -44,10 +44,10 @@ absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
   RETURN_IF_ERROR(EncodeTensor(r.log_probs, s->mutable_log_probs()));
   RETURN_IF_ERROR(EncodeTensor(r.values, s->mutable_values()));
   RETURN_IF_ERROR(EncodeTensor(r.rewards, s->mutable_rewards()));
-  RETURN_IF_ERROR(EncodeTensor(r.terminated.to(torch::kBool),
-                               s->mutable_terminated()));
-  RETURN_IF_ERROR(EncodeTensor(r.truncated.to(torch::kBool),
-                               s->mutable_truncated()));
+  RETURN_IF_ERROR(
+      EncodeTensor(r.terminated.to(torch::kBool), s->mutable_terminated()));
+  RETURN_IF_ERROR(
+      EncodeTensor(r.truncated.to(torch::kBool), s->mutable_truncated()));
   RETURN_IF_ERROR(
       EncodeTensor(r.truncated_values, s->mutable_truncated_values()));
   RETURN_IF_ERROR(
@@ -60,8 +60,9 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                                       const SegmentShape& shape) {
   const EnvSpec& want = shape.env;
   if (s.env().id() != want.id()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "segment.env.id: must be \"", want.id(), "\" (got \"", s.env().id(), "\")"));
+    return absl::InvalidArgumentError(absl::StrCat("segment.env.id: must be \"",
+                                                   want.id(), "\" (got \"",
+                                                   s.env().id(), "\")"));
   }
   if (s.env().observation_size() != want.observation_size() ||
       s.env().num_discrete_actions() != want.num_discrete_actions() ||
@@ -90,9 +91,8 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                        want.num_discrete_actions(), ")"));
     }
   } else {
-    ASSIGN_OR_RETURN(r.actions,
-                     Field(s.actions(), "actions", torch::kFloat32,
-                           {T, E, want.continuous_action_size()}));
+    ASSIGN_OR_RETURN(r.actions, Field(s.actions(), "actions", torch::kFloat32,
+                                      {T, E, want.continuous_action_size()}));
   }
   ASSIGN_OR_RETURN(r.log_probs,
                    Field(s.log_probs(), "log_probs", torch::kFloat32, {T, E}));
@@ -105,9 +105,9 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   ASSIGN_OR_RETURN(torch::Tensor truncated,
                    Field(s.truncated(), "truncated", torch::kBool, {T, E}));
   // Bool bytes other than 0/1 are undefined behaviour once read as bool.
-  for (const auto& [name, t] : {std::pair<const char*, torch::Tensor>{
-                                    "terminated", terminated},
-                                {"truncated", truncated}}) {
+  for (const auto& [name, t] :
+       {std::pair<const char*, torch::Tensor>{"terminated", terminated},
+        {"truncated", truncated}}) {
     const torch::Tensor bytes = t.view(torch::kUInt8);
     if (bytes.numel() > 0 && (bytes > 1).any().item<bool>()) {
       return absl::InvalidArgumentError(
@@ -116,14 +116,14 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   }
   r.terminated = terminated.view(torch::kUInt8);
   r.truncated = truncated.view(torch::kUInt8);
-  ASSIGN_OR_RETURN(r.truncated_values,
-                   Field(s.truncated_values(), "truncated_values",
-                         torch::kFloat32, {T, E}));
+  ASSIGN_OR_RETURN(
+      r.truncated_values,
+      Field(s.truncated_values(), "truncated_values", torch::kFloat32, {T, E}));
   ASSIGN_OR_RETURN(r.next_observations,
                    Field(s.next_observations(), "next_observations",
                          torch::kFloat32, {E, obs}));
-  ASSIGN_OR_RETURN(r.next_values, Field(s.next_values(), "next_values",
-                                        torch::kFloat32, {E}));
+  ASSIGN_OR_RETURN(r.next_values,
+                   Field(s.next_values(), "next_values", torch::kFloat32, {E}));
   if (s.episode_returns_size() != s.episode_lengths_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "segment.episode_returns: ", s.episode_returns_size(),

@@ -70,7 +70,8 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
 
   s = Valid();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  s.mutable_log_probs()->mutable_data()->replace(0, 4, reinterpret_cast<const char*>(&nan), 4);
+  s.mutable_log_probs()->mutable_data()->replace(
+      0, 4, reinterpret_cast<const char*>(&nan), 4);
   EXPECT_THAT(Error(s), HasSubstr("segment.log_probs: values must be finite"));
 
   s = Valid();

@@ -67,7 +67,9 @@ class DistributedTest : public ::testing::Test {
     fs::create_directories(dir_);
   }
 
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string Path(const std::string& name) const {
+    return (dir_ / name).string();
+  }
 
   std::string WriteRunFile(const std::string& yaml) {
     const std::string path = Path("run.yaml");
@@ -90,9 +92,9 @@ class DistributedTest : public ::testing::Test {
 
   void StartActor(const std::string& run_file, int port, int id) {
     actors_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{kActor, absl::StrCat("--learner=127.0.0.1:", port),
-                                 "--run=" + run_file,
-                                 absl::StrCat("--actor_id=", id)},
+        std::vector<std::string>{
+            kActor, absl::StrCat("--learner=127.0.0.1:", port),
+            "--run=" + run_file, absl::StrCat("--actor_id=", id)},
         Path(absl::StrCat("actor", id, ".log"))));
   }
 
@@ -123,13 +125,15 @@ class DistributedTest : public ::testing::Test {
     if (!text) return result;
     std::smatch m;
     result.done = text->find("\"done\": true") != std::string::npos;
-    if (std::regex_search(*text, m, std::regex("\"mean_return\": ([-0-9.]+)"))) {
+    if (std::regex_search(*text, m,
+                          std::regex("\"mean_return\": ([-0-9.]+)"))) {
       result.mean_return = std::stod(m[1]);
     }
     if (std::regex_search(*text, m, std::regex("\"env_steps\": ([0-9]+)"))) {
       result.env_steps = std::stoll(m[1]);
     }
-    if (std::regex_search(*text, m, std::regex("\"segments_rejected\": ([0-9]+)"))) {
+    if (std::regex_search(*text, m,
+                          std::regex("\"segments_rejected\": ([0-9]+)"))) {
       result.rejected = std::stoll(m[1]);
     }
     // Actors stop by themselves after the final policy.
@@ -179,7 +183,8 @@ TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {
   StartActor(run, port, 1);
   ASSERT_TRUE(WaitForSteps(port, 10000));
   actors_[1]->Signal(SIGKILL);
-  EXPECT_EQ(actors_[1]->Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+  EXPECT_EQ(actors_[1]->Wait(absl::Seconds(10)),
+            std::optional<int>(128 + SIGKILL));
   const int64_t at_kill = Status(port).env_steps();
   const Result result = Finish();
   EXPECT_TRUE(result.done);
@@ -213,8 +218,8 @@ TEST_F(DistributedTest, MalformedSegmentIsRejectedWhileActorsTrain) {
   StartActor(run, port, 1);
   ASSERT_TRUE(WaitForSteps(port, 5000));
 
-  auto stub = LearnerService::NewStub(
-      CreateChannel(absl::StrCat("127.0.0.1:", port)));
+  auto stub =
+      LearnerService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port)));
   grpc::ClientContext context;
   auto stream = stub->StreamRollouts(&context);
   RolloutSegment bad;
