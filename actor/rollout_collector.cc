@@ -53,16 +53,9 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
 }
 
 ActorCriticConfig RolloutCollector::PolicyConfig(const PPOConfig& ppo) const {
-  ActorCriticConfig config;
-  config.observation_size = env_->info().observation_size;
-  config.num_actions = env_->info().num_actions;
-  config.action_size = env_->info().action_size;
-  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
-                             ppo.hidden_sizes().end());
-  config.shared_trunk = ppo.shared_trunk();
-  config.initial_log_std = ppo.initial_log_std();
-  config.normalize_observations = ppo.normalize_observations();
-  return config;
+  const EnvInfo& info = env_->info();
+  return MakeActorCriticConfig(info.observation_size, info.num_actions,
+                               info.action_size, ppo);
 }
 
 Rollout RolloutCollector::AllocateRollout() const {

@@ -2,7 +2,7 @@
 // processes, gRPC on loopback, ASYNC mode) next to the local trainer (one
 // process) with the same run file, in one run.
 //
-//   bazel run --config=opt //bench:distributed_bench -- \
+//   bazel run --config=opt //bench:distributed_bench --
 //       --run=$PWD/examples/cartpole_throughput.yaml
 //
 // Steps/s are taken over the steady part of each run (from the first

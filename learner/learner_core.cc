@@ -25,19 +25,6 @@ namespace {
 constexpr size_t kReturnWindow = 100;
 constexpr int64_t kFirstVersion = 1;
 
-ActorCriticConfig PolicyConfigFor(const EnvInfo& info, const PPOConfig& ppo) {
-  ActorCriticConfig config;
-  config.observation_size = info.observation_size;
-  config.num_actions = info.num_actions;
-  config.action_size = info.action_size;
-  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
-                             ppo.hidden_sizes().end());
-  config.shared_trunk = ppo.shared_trunk();
-  config.initial_log_std = ppo.initial_log_std();
-  config.normalize_observations = ppo.normalize_observations();
-  return config;
-}
-
 }  // namespace
 
 // A validated segment waiting in the queue or the staging area.
@@ -65,7 +52,8 @@ class LearnerCore::Impl {
     queue_capacity_ = static_cast<size_t>(
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
     torch::manual_seed(spec.seed());
-    policy_ = ActorCritic(PolicyConfigFor(info, spec.ppo()));
+    policy_ = ActorCritic(MakeActorCriticConfig(
+        info.observation_size, info.num_actions, info.action_size, spec.ppo()));
     updater_ = std::make_unique<PpoUpdater>(
         policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     status_.set_run_id(options.run_id);

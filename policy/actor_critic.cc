@@ -27,6 +27,20 @@ torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden) {
 
 }  // namespace
 
+ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
+                                        int action_size, const PPOConfig& ppo) {
+  ActorCriticConfig config;
+  config.observation_size = observation_size;
+  config.num_actions = num_actions;
+  config.action_size = action_size;
+  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
+                             ppo.hidden_sizes().end());
+  config.shared_trunk = ppo.shared_trunk();
+  config.initial_log_std = ppo.initial_log_std();
+  config.normalize_observations = ppo.normalize_observations();
+  return config;
+}
+
 ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     : config_(config) {
   const int features = config.hidden_sizes.empty() ? config.observation_size

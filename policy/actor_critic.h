@@ -10,6 +10,8 @@
 
 #include <vector>
 
+#include "proto/common.pb.h"
+
 namespace rl {
 
 struct ActorCriticConfig {
@@ -22,6 +24,11 @@ struct ActorCriticConfig {
   bool normalize_observations = false;
   float observation_clip = 10.0f;
 };
+
+// The network a run's PPO settings ask for, for an environment with these
+// sizes (num_actions 0: continuous with action_size components).
+ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
+                                        int action_size, const PPOConfig& ppo);
 
 // Output of acting on a batch of observations.
 struct PolicyStep {

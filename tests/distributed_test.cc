@@ -98,6 +98,18 @@ class DistributedTest : public ::testing::Test {
         Path(absl::StrCat("actor", id, ".log"))));
   }
 
+  // A learner and two actors on `yaml`; returns the learner's port.
+  int StartRun(const std::string& yaml) {
+    run_file_ = WriteRunFile(yaml);
+    const int port = StartLearner(run_file_);
+    EXPECT_GT(port, 0) << learner_->Log();
+    if (port > 0) {
+      StartActor(run_file_, port, 0);
+      StartActor(run_file_, port, 1);
+    }
+    return port;
+  }
+
   LearnerStatus Status(int port) {
     auto stub = LearnerService::NewStub(
         CreateChannel(absl::StrCat("127.0.0.1:", port)));
@@ -147,40 +159,32 @@ class DistributedTest : public ::testing::Test {
   }
 
   fs::path dir_;
+  std::string run_file_;
   int learners_ = 0;
   std::unique_ptr<Subprocess> learner_;
   std::vector<std::unique_ptr<Subprocess>> actors_;
 };
 
 TEST_F(DistributedTest, SyncModeSolvesCartPole) {
-  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
-  const int port = StartLearner(run);
-  ASSERT_GT(port, 0) << learner_->Log();
-  StartActor(run, port, 0);
-  StartActor(run, port, 1);
+  const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
+  ASSERT_GT(port, 0);
   const Result result = Finish();
   EXPECT_TRUE(result.done);
   EXPECT_GE(result.mean_return, 475);
 }
 
 TEST_F(DistributedTest, AsyncModeSolvesCartPole) {
-  const std::string run =
-      WriteRunFile(CartPoleRun("sync_mode: ASYNC\nmax_policy_lag: 2\n"));
-  const int port = StartLearner(run);
-  ASSERT_GT(port, 0) << learner_->Log();
-  StartActor(run, port, 0);
-  StartActor(run, port, 1);
+  const int port =
+      StartRun(CartPoleRun("sync_mode: ASYNC\nmax_policy_lag: 2\n"));
+  ASSERT_GT(port, 0);
   const Result result = Finish();
   EXPECT_TRUE(result.done);
   EXPECT_GE(result.mean_return, 475);
 }
 
 TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {
-  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
-  const int port = StartLearner(run);
-  ASSERT_GT(port, 0) << learner_->Log();
-  StartActor(run, port, 0);
-  StartActor(run, port, 1);
+  const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
+  ASSERT_GT(port, 0);
   ASSERT_TRUE(WaitForSteps(port, 10000));
   actors_[1]->Signal(SIGKILL);
   EXPECT_EQ(actors_[1]->Wait(absl::Seconds(10)),
@@ -193,16 +197,13 @@ TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {
 }
 
 TEST_F(DistributedTest, RestartedLearnerResumesAndActorsReconnect) {
-  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
-  const int port = StartLearner(run);
-  ASSERT_GT(port, 0) << learner_->Log();
-  StartActor(run, port, 0);
-  StartActor(run, port, 1);
+  const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
+  ASSERT_GT(port, 0);
   ASSERT_TRUE(WaitForSteps(port, 20000));
   learner_->Signal(SIGKILL);
   learner_->Wait(absl::Seconds(10));
   // Same port, same run directory: resumes from the newest checkpoint.
-  ASSERT_EQ(StartLearner(run, port), port) << learner_->Log();
+  ASSERT_EQ(StartLearner(run_file_, port), port) << learner_->Log();
   const LearnerStatus resumed = Status(port);
   EXPECT_GE(resumed.env_steps(), 10000);  // not from scratch
   const Result result = Finish();
@@ -211,11 +212,8 @@ TEST_F(DistributedTest, RestartedLearnerResumesAndActorsReconnect) {
 }
 
 TEST_F(DistributedTest, MalformedSegmentIsRejectedWhileActorsTrain) {
-  const std::string run = WriteRunFile(CartPoleRun("sync_mode: SYNC\n"));
-  const int port = StartLearner(run);
-  ASSERT_GT(port, 0) << learner_->Log();
-  StartActor(run, port, 0);
-  StartActor(run, port, 1);
+  const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
+  ASSERT_GT(port, 0);
   ASSERT_TRUE(WaitForSteps(port, 5000));
 
   auto stub =
