@@ -1,0 +1,357 @@
+#include "coordinator/run_store.h"
+
+#include <sqlite3.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+
+namespace rl {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS runs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT UNIQUE,
+  state INTEGER NOT NULL,
+  idempotency_key TEXT UNIQUE,
+  run BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id TEXT NOT NULL,
+  from_state INTEGER NOT NULL,
+  to_state INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  time_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id);
+)sql";
+
+bool IsFinal(RunState s) {
+  return s == SUCCEEDED || s == FAILED || s == CANCELLED;
+}
+
+void SetTime(google::protobuf::Timestamp* ts, absl::Time t) {
+  const int64_t ns = absl::ToUnixNanos(t);
+  ts->set_seconds(ns / 1000000000);
+  ts->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+// A prepared statement that finalizes itself.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    db_ = db;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  absl::Status status() const {
+    if (rc_ == SQLITE_OK) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("sqlite prepare: ", sqlite3_errmsg(db_)));
+  }
+  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+  void Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void BindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()),
+                      SQLITE_TRANSIENT);
+  }
+  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
+  int Step() { return sqlite3_step(stmt_); }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::string Blob(int col) {
+    const void* p = sqlite3_column_blob(stmt_, col);
+    return std::string(static_cast<const char*>(p),
+                       sqlite3_column_bytes(stmt_, col));
+  }
+  std::string Text(int col) {
+    const unsigned char* p = sqlite3_column_text(stmt_, col);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  }
+  absl::Status Done(int rc) {
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return absl::OkStatus();
+    return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_)));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_;
+};
+
+absl::StatusOr<Run> ParseRun(const std::string& blob) {
+  Run run;
+  if (!run.ParseFromString(blob)) {
+    return absl::DataLossError("stored run does not parse");
+  }
+  return run;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
+    const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    const std::string error = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::UnavailableError(
+        absl::StrCat("cannot open store ", path, ": ", error));
+  }
+  sqlite3_busy_timeout(db, 5000);
+  auto store = std::unique_ptr<RunStore>(new RunStore(db));
+  absl::MutexLock lock(&store->mu_);
+  // WAL + synchronous=FULL: a committed transaction survives a crash.
+  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL;"));
+  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL;"));
+  RETURN_IF_ERROR(store->Exec(kSchema));
+  return store;
+}
+
+RunStore::~RunStore() {
+  absl::MutexLock lock(&mu_);
+  sqlite3_close(db_);
+}
+
+absl::Status RunStore::Exec(const std::string& sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
+    const std::string message = error ? error : "unknown error";
+    sqlite3_free(error);
+    return absl::InternalError(absl::StrCat("sqlite: ", message));
+  }
+  return absl::OkStatus();
+}
+
+bool RunStore::TransitionAllowed(RunState from, RunState to) {
+  if (IsFinal(from)) return false;
+  if (to == FAILED || to == CANCELLED) return true;
+  switch (from) {
+    case QUEUED:
+      return to == PLACING;
+    case PLACING:
+      return to == RUNNING || to == QUEUED;
+    case RUNNING:
+      return to == SUCCEEDED || to == PLACING;
+    default:
+      return false;
+  }
+}
+
+absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
+                                        const std::string& idempotency_key,
+                                        bool* created) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  auto rollback = [&](absl::Status status) {
+    Exec("ROLLBACK;").IgnoreError();
+    return status;
+  };
+  if (!idempotency_key.empty()) {
+    Statement find(db_, "SELECT run FROM runs WHERE idempotency_key = ?;");
+    RETURN_IF_ERROR(find.status());
+    find.Bind(1, idempotency_key);
+    if (find.Step() == SQLITE_ROW) {
+      auto run = ParseRun(find.Blob(0));
+      RETURN_IF_ERROR(Exec("COMMIT;"));
+      *created = false;
+      return run;
+    }
+  }
+  Statement insert(db_,
+                   "INSERT INTO runs(state, idempotency_key, run) "
+                   "VALUES(?, ?, x'');");
+  RETURN_IF_ERROR(insert.status());
+  insert.Bind(1, static_cast<int64_t>(QUEUED));
+  if (idempotency_key.empty()) {
+    insert.BindNull(2);
+  } else {
+    insert.Bind(2, idempotency_key);
+  }
+  absl::Status status = insert.Done(insert.Step());
+  if (!status.ok()) return rollback(status);
+  const int64_t seq = sqlite3_last_insert_rowid(db_);
+
+  Run run;
+  run.set_run_id(absl::StrFormat("run-%06d", seq));
+  *run.mutable_spec() = spec;
+  run.set_state(QUEUED);
+  run.set_generation(1);
+  const absl::Time now = absl::Now();
+  SetTime(run.mutable_create_time(), now);
+  SetTime(run.mutable_update_time(), now);
+  run.mutable_progress()->set_mean_return(std::nan(""));
+
+  Statement update(db_, "UPDATE runs SET run_id = ?, run = ? WHERE seq = ?;");
+  RETURN_IF_ERROR(update.status());
+  update.Bind(1, run.run_id());
+  update.BindBlob(2, run.SerializeAsString());
+  update.Bind(3, seq);
+  status = update.Done(update.Step());
+  if (!status.ok()) return rollback(status);
+
+  Statement event(db_,
+                  "INSERT INTO run_events(run_id, from_state, to_state, "
+                  "reason, time_ns) VALUES(?, ?, ?, 'submitted', ?);");
+  RETURN_IF_ERROR(event.status());
+  event.Bind(1, run.run_id());
+  event.Bind(2, static_cast<int64_t>(RUN_STATE_UNSPECIFIED));
+  event.Bind(3, static_cast<int64_t>(QUEUED));
+  event.Bind(4, absl::ToUnixNanos(now));
+  status = event.Done(event.Step());
+  if (!status.ok()) return rollback(status);
+  RETURN_IF_ERROR(Exec("COMMIT;"));
+  *created = true;
+  return run;
+}
+
+absl::StatusOr<Run> RunStore::GetRunLocked(const std::string& run_id) {
+  Statement find(db_, "SELECT run FROM runs WHERE run_id = ?;");
+  RETURN_IF_ERROR(find.status());
+  find.Bind(1, run_id);
+  if (find.Step() != SQLITE_ROW) {
+    return absl::NotFoundError(absl::StrCat("no run with id \"", run_id, "\""));
+  }
+  return ParseRun(find.Blob(0));
+}
+
+absl::StatusOr<Run> RunStore::GetRun(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  return GetRunLocked(run_id);
+}
+
+absl::StatusOr<std::vector<Run>> RunStore::ListRuns(
+    const std::vector<RunState>& states, int page_size,
+    const std::string& page_token, std::string* next_page_token) {
+  int64_t before = std::numeric_limits<int64_t>::max();
+  if (!page_token.empty() &&
+      (!absl::SimpleAtoi(page_token, &before) || before < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_token: not a token from ListRuns (got \"", page_token, "\")"));
+  }
+  if (page_size <= 0) page_size = 50;
+  page_size = std::min(page_size, 1000);
+  std::string sql = "SELECT seq, run FROM runs WHERE seq < ?";
+  if (!states.empty()) {
+    std::vector<std::string> numbers;
+    for (RunState s : states)
+      numbers.push_back(absl::StrCat(static_cast<int>(s)));
+    absl::StrAppend(&sql, " AND state IN (", absl::StrJoin(numbers, ","), ")");
+  }
+  absl::StrAppend(&sql, " ORDER BY seq DESC LIMIT ?;");
+  absl::MutexLock lock(&mu_);
+  Statement list(db_, sql.c_str());
+  RETURN_IF_ERROR(list.status());
+  list.Bind(1, before);
+  list.Bind(2, static_cast<int64_t>(page_size) + 1);
+  std::vector<Run> runs;
+  int64_t last_seq = 0;
+  next_page_token->clear();
+  int rc;
+  while ((rc = list.Step()) == SQLITE_ROW) {
+    if (static_cast<int>(runs.size()) == page_size) {
+      *next_page_token = absl::StrCat(last_seq);
+      break;
+    }
+    last_seq = list.Int(0);
+    ASSIGN_OR_RETURN(Run run, ParseRun(list.Blob(1)));
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+absl::StatusOr<Run> RunStore::Transition(const std::string& run_id, RunState to,
+                                         const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  auto rollback = [&](absl::Status status) {
+    Exec("ROLLBACK;").IgnoreError();
+    return status;
+  };
+  auto run = GetRunLocked(run_id);
+  if (!run.ok()) return rollback(run.status());
+  const RunState from = run->state();
+  if (!TransitionAllowed(from, to)) {
+    return rollback(absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " cannot go from ", RunState_Name(from),
+                     " to ", RunState_Name(to))));
+  }
+  const absl::Time now = absl::Now();
+  run->set_state(to);
+  run->set_generation(run->generation() + 1);
+  SetTime(run->mutable_update_time(), now);
+  if (to == FAILED) run->set_failure_reason(reason);
+
+  Statement update(db_, "UPDATE runs SET state = ?, run = ? WHERE run_id = ?;");
+  RETURN_IF_ERROR(update.status());
+  update.Bind(1, static_cast<int64_t>(to));
+  update.BindBlob(2, run->SerializeAsString());
+  update.Bind(3, run_id);
+  absl::Status status = update.Done(update.Step());
+  if (!status.ok()) return rollback(status);
+  Statement event(db_,
+                  "INSERT INTO run_events(run_id, from_state, to_state, "
+                  "reason, time_ns) VALUES(?, ?, ?, ?, ?);");
+  RETURN_IF_ERROR(event.status());
+  event.Bind(1, run_id);
+  event.Bind(2, static_cast<int64_t>(from));
+  event.Bind(3, static_cast<int64_t>(to));
+  event.Bind(4, reason);
+  event.Bind(5, absl::ToUnixNanos(now));
+  status = event.Done(event.Step());
+  if (!status.ok()) return rollback(status);
+  RETURN_IF_ERROR(Exec("COMMIT;"));
+  return *run;
+}
+
+absl::Status RunStore::UpdateProgress(const std::string& run_id,
+                                      const RunProgress& progress) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  auto run = GetRunLocked(run_id);
+  if (!run.ok()) {
+    Exec("ROLLBACK;").IgnoreError();
+    return run.status();
+  }
+  *run->mutable_progress() = progress;
+  SetTime(run->mutable_update_time(), absl::Now());
+  Statement update(db_, "UPDATE runs SET run = ? WHERE run_id = ?;");
+  RETURN_IF_ERROR(update.status());
+  update.BindBlob(1, run->SerializeAsString());
+  update.Bind(2, run_id);
+  const absl::Status status = update.Done(update.Step());
+  if (!status.ok()) {
+    Exec("ROLLBACK;").IgnoreError();
+    return status;
+  }
+  return Exec("COMMIT;");
+}
+
+absl::StatusOr<std::vector<RunEventRecord>> RunStore::Events(
+    const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  Statement list(db_,
+                 "SELECT from_state, to_state, reason, time_ns FROM "
+                 "run_events WHERE run_id = ? ORDER BY id;");
+  RETURN_IF_ERROR(list.status());
+  list.Bind(1, run_id);
+  std::vector<RunEventRecord> events;
+  while (list.Step() == SQLITE_ROW) {
+    RunEventRecord e;
+    e.run_id = run_id;
+    e.from = static_cast<RunState>(list.Int(0));
+    e.to = static_cast<RunState>(list.Int(1));
+    e.reason = list.Text(2);
+    e.time = absl::FromUnixNanos(list.Int(3));
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+}  // namespace rl

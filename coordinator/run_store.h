@@ -1,0 +1,85 @@
+// Durable state of the coordinator's runs in SQLite (WAL mode): every
+// submission and state transition is one transaction, recorded in an event
+// log. After a crash, reopening the file gives back every committed run.
+//
+// Run lifecycle (enforced here):
+//   QUEUED -> PLACING -> RUNNING -> SUCCEEDED
+//   PLACING -> QUEUED (placement undone), RUNNING -> PLACING (learner lost)
+//   any non-final state -> FAILED | CANCELLED
+#ifndef RL_COORDINATOR_RUN_STORE_H_
+#define RL_COORDINATOR_RUN_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.pb.h"
+
+struct sqlite3;
+
+namespace rl {
+
+// One recorded transition.
+struct RunEventRecord {
+  std::string run_id;
+  RunState from = RUN_STATE_UNSPECIFIED;
+  RunState to = RUN_STATE_UNSPECIFIED;
+  std::string reason;
+  absl::Time time;
+};
+
+class RunStore {
+ public:
+  // Opens (creating if needed) the database file at `path`.
+  static absl::StatusOr<std::unique_ptr<RunStore>> Open(
+      const std::string& path);
+  ~RunStore();
+
+  // Stores a new QUEUED run, or, when `idempotency_key` is non-empty and
+  // already used, returns the run it created (`*created` false).
+  absl::StatusOr<Run> SubmitRun(const RunSpec& spec,
+                                const std::string& idempotency_key,
+                                bool* created);
+
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<Run> GetRun(const std::string& run_id);
+
+  // Newest first. `states` empty: all. `page_token` from the previous page.
+  // INVALID_ARGUMENT for a malformed token.
+  absl::StatusOr<std::vector<Run>> ListRuns(const std::vector<RunState>& states,
+                                            int page_size,
+                                            const std::string& page_token,
+                                            std::string* next_page_token);
+
+  // Moves a run to `to` (FAILED_PRECONDITION if the lifecycle forbids it,
+  // NOT_FOUND for an unknown id) and logs the event, in one transaction.
+  absl::StatusOr<Run> Transition(const std::string& run_id, RunState to,
+                                 const std::string& reason);
+
+  // Records progress reported by the run's learner.
+  absl::Status UpdateProgress(const std::string& run_id,
+                              const RunProgress& progress);
+
+  // The event log of a run, oldest first.
+  absl::StatusOr<std::vector<RunEventRecord>> Events(const std::string& run_id);
+
+  // True if the lifecycle allows `from` -> `to`.
+  static bool TransitionAllowed(RunState from, RunState to);
+
+ private:
+  explicit RunStore(sqlite3* db) : db_(db) {}
+  absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Run> GetRunLocked(const std::string& run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_RUN_STORE_H_
