@@ -1,0 +1,199 @@
+#include "coordinator/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace rl {
+
+Scheduler::Scheduler(Clock clock, absl::Duration lease_ttl)
+    : clock_(std::move(clock)), lease_ttl_(lease_ttl) {}
+
+Lease Scheduler::Register(const std::string& worker_id, WorkerRole role,
+                          std::vector<std::string> devices,
+                          const std::string& address, const std::string& run_id,
+                          int rank) {
+  SchedulerWorker& w = workers_[worker_id];
+  w.worker_id = worker_id;
+  w.role = role;
+  w.devices = std::move(devices);
+  w.address = address;
+  w.epoch = ++next_epoch_;
+  w.lease_expiry = clock_() + lease_ttl_;
+  // A worker keeps the run it reports only if that run is still placed (a
+  // coordinator restart restores placed runs with MarkPlaced).
+  const bool keep = !run_id.empty() && placed_.count(run_id) > 0;
+  w.run_id = keep ? run_id : "";
+  w.rank = keep ? rank : 0;
+  Lease lease;
+  lease.set_ttl_seconds(absl::ToDoubleSeconds(lease_ttl_));
+  lease.set_epoch(w.epoch);
+  return lease;
+}
+
+absl::StatusOr<Lease> Scheduler::Heartbeat(const std::string& worker_id,
+                                           int64_t epoch) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("unknown worker ", worker_id, "; register first"));
+  }
+  SchedulerWorker& w = it->second;
+  if (epoch != w.epoch) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale lease epoch ", epoch, " (current ", w.epoch, "); re-register"));
+  }
+  if (clock_() > w.lease_expiry) {
+    return absl::FailedPreconditionError("lease expired; re-register");
+  }
+  w.lease_expiry = clock_() + lease_ttl_;
+  Lease lease;
+  lease.set_ttl_seconds(absl::ToDoubleSeconds(lease_ttl_));
+  lease.set_epoch(w.epoch);
+  return lease;
+}
+
+std::vector<LostWorker> Scheduler::ExpireLeases() {
+  std::vector<LostWorker> lost;
+  const absl::Time now = clock_();
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (now > it->second.lease_expiry) {
+      lost.push_back({it->first, it->second.role, it->second.run_id});
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return lost;
+}
+
+void Scheduler::Enqueue(const std::string& run_id, const RunSpec& spec,
+                        int64_t order) {
+  if (queued(run_id)) return;
+  placed_.erase(run_id);
+  for (auto& [id, w] : workers_) {
+    if (w.run_id == run_id) w.run_id.clear();
+  }
+  queue_.push_back({run_id, spec, order});
+}
+
+void Scheduler::MarkPlaced(const std::string& run_id, const RunSpec& spec) {
+  placed_[run_id] = spec;
+}
+
+std::vector<std::string> Scheduler::Release(const std::string& run_id) {
+  queue_.erase(
+      std::remove_if(queue_.begin(), queue_.end(),
+                     [&](const QueuedRun& q) { return q.run_id == run_id; }),
+      queue_.end());
+  placed_.erase(run_id);
+  std::vector<std::string> freed;
+  for (auto& [id, w] : workers_) {
+    if (w.run_id == run_id) {
+      w.run_id.clear();
+      freed.push_back(id);
+    }
+  }
+  return freed;
+}
+
+bool Scheduler::Fits(const SchedulerWorker& w, WorkerRole role,
+                     const std::string& device) const {
+  if (w.role != role || !w.run_id.empty()) return false;
+  if (device.empty() || device == "cpu") return true;
+  // "cuda" fits any CUDA device, "cuda:N" that one.
+  for (const std::string& d : w.devices) {
+    if (device == "cuda" ? absl::StartsWith(d, "cuda") : d == device) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<Placement> Scheduler::Place() {
+  std::stable_sort(queue_.begin(), queue_.end(),
+                   [](const QueuedRun& a, const QueuedRun& b) {
+                     if (a.spec.priority() != b.spec.priority()) {
+                       return a.spec.priority() > b.spec.priority();
+                     }
+                     return a.order < b.order;
+                   });
+  std::vector<Placement> placements;
+  for (auto q = queue_.begin(); q != queue_.end();) {
+    const Resources& res = q->spec.resources();
+    std::vector<std::string> learners, actors;
+    for (const auto& [id, w] : workers_) {
+      if (static_cast<int>(learners.size()) < res.num_learners() &&
+          Fits(w, LEARNER, res.learner_device())) {
+        learners.push_back(id);
+      } else if (static_cast<int>(actors.size()) < res.num_actors() &&
+                 Fits(w, ACTOR, res.actor_device())) {
+        actors.push_back(id);
+      }
+    }
+    const int min_actors =
+        res.min_actors() > 0 ? res.min_actors() : res.num_actors();
+    if (static_cast<int>(learners.size()) < res.num_learners() ||
+        static_cast<int>(actors.size()) < min_actors) {
+      ++q;  // Does not fit now; later runs may.
+      continue;
+    }
+    Placement p{q->run_id, learners, actors};
+    for (size_t i = 0; i < learners.size(); ++i) {
+      workers_[learners[i]].run_id = q->run_id;
+      workers_[learners[i]].rank = static_cast<int>(i);
+    }
+    for (size_t i = 0; i < actors.size(); ++i) {
+      workers_[actors[i]].run_id = q->run_id;
+      workers_[actors[i]].rank = static_cast<int>(i);
+    }
+    placed_[q->run_id] = q->spec;
+    placements.push_back(std::move(p));
+    q = queue_.erase(q);
+  }
+  return placements;
+}
+
+std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
+  std::vector<std::pair<std::string, std::string>> added;
+  for (const auto& [run_id, spec] : placed_) {
+    std::vector<bool> rank_taken(spec.resources().num_actors(), false);
+    for (const auto& [id, w] : workers_) {
+      if (w.run_id == run_id && w.role == ACTOR &&
+          w.rank < static_cast<int>(rank_taken.size())) {
+        rank_taken[w.rank] = true;
+      }
+    }
+    for (size_t rank = 0; rank < rank_taken.size(); ++rank) {
+      if (rank_taken[rank]) continue;
+      for (auto& [id, w] : workers_) {
+        if (Fits(w, ACTOR, spec.resources().actor_device())) {
+          w.run_id = run_id;
+          w.rank = static_cast<int>(rank);
+          added.emplace_back(run_id, id);
+          break;
+        }
+      }
+    }
+  }
+  return added;
+}
+
+const SchedulerWorker* Scheduler::worker(const std::string& worker_id) const {
+  auto it = workers_.find(worker_id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+std::vector<SchedulerWorker> Scheduler::workers() const {
+  std::vector<SchedulerWorker> all;
+  for (const auto& [id, w] : workers_) all.push_back(w);
+  return all;
+}
+
+bool Scheduler::queued(const std::string& run_id) const {
+  return std::any_of(queue_.begin(), queue_.end(),
+                     [&](const QueuedRun& q) { return q.run_id == run_id; });
+}
+
+}  // namespace rl

@@ -1,0 +1,106 @@
+// Placement of runs on workers; pure logic over an injected clock, no I/O.
+//
+// Workers register (role, CPUs, devices) and hold a lease renewed by
+// heartbeats; a worker whose lease expires is gone and its run loses it.
+// Runs wait in a queue ordered by priority (higher first), then submission
+// order. A run is placed as a gang: all its learners and at least
+// min_actors actors at once (actors up to num_actors when free), on workers
+// whose devices fit; otherwise it keeps waiting and does not block smaller
+// runs behind it from fitting elsewhere.
+#ifndef RL_COORDINATOR_SCHEDULER_H_
+#define RL_COORDINATOR_SCHEDULER_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/coordinator.pb.h"
+
+namespace rl {
+
+struct SchedulerWorker {
+  std::string worker_id;
+  WorkerRole role = WORKER_ROLE_UNSPECIFIED;
+  std::vector<std::string> devices;  // e.g. {"cuda:0"}; empty: CPU only
+  std::string address;
+  int64_t epoch = 0;
+  absl::Time lease_expiry;
+  std::string run_id;  // empty: idle
+  int rank = 0;
+};
+
+struct Placement {
+  std::string run_id;
+  std::vector<std::string> learners;  // worker ids, rank order
+  std::vector<std::string> actors;
+};
+
+// A worker that was lost, and the run it was working for (may be empty).
+struct LostWorker {
+  std::string worker_id;
+  WorkerRole role = WORKER_ROLE_UNSPECIFIED;
+  std::string run_id;
+};
+
+class Scheduler {
+ public:
+  using Clock = std::function<absl::Time()>;
+  Scheduler(Clock clock, absl::Duration lease_ttl);
+
+  // Registers (or re-registers, keeping the id) worker `worker_id`; a new
+  // epoch is granted. If `run_id` is non-empty the worker keeps running it
+  // (after a coordinator restart) as rank `rank`.
+  Lease Register(const std::string& worker_id, WorkerRole role,
+                 std::vector<std::string> devices, const std::string& address,
+                 const std::string& run_id = "", int rank = 0);
+
+  // Renews the lease. NOT_FOUND for an unknown worker, FAILED_PRECONDITION
+  // for an expired lease or a stale epoch (the worker must re-register).
+  absl::StatusOr<Lease> Heartbeat(const std::string& worker_id, int64_t epoch);
+
+  // Removes every worker whose lease has expired.
+  std::vector<LostWorker> ExpireLeases();
+
+  // Queues run `run_id` (idempotent).
+  void Enqueue(const std::string& run_id, const RunSpec& spec, int64_t order);
+  // After a coordinator restart: `run_id` was placed (RUNNING), so workers
+  // that re-register with it keep it.
+  void MarkPlaced(const std::string& run_id, const RunSpec& spec);
+  // Dequeues it or frees its workers; returns the workers freed.
+  std::vector<std::string> Release(const std::string& run_id);
+
+  // Places as many queued runs as fit, best first.
+  std::vector<Placement> Place();
+
+  // Runs that still need actors (placed with fewer than num_actors) get idle
+  // actors; returns (run_id, worker_id) pairs.
+  std::vector<std::pair<std::string, std::string>> TopUpActors();
+
+  const SchedulerWorker* worker(const std::string& worker_id) const;
+  std::vector<SchedulerWorker> workers() const;
+  bool queued(const std::string& run_id) const;
+
+ private:
+  struct QueuedRun {
+    std::string run_id;
+    RunSpec spec;
+    int64_t order = 0;
+  };
+  bool Fits(const SchedulerWorker& w, WorkerRole role,
+            const std::string& device) const;
+
+  Clock clock_;
+  absl::Duration lease_ttl_;
+  int64_t next_epoch_ = 0;
+  std::map<std::string, SchedulerWorker> workers_;
+  std::vector<QueuedRun> queue_;
+  std::map<std::string, RunSpec> placed_;  // run_id -> spec
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_SCHEDULER_H_

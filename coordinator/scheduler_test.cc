@@ -1,0 +1,142 @@
+#include "coordinator/scheduler.h"
+
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  SchedulerTest() : scheduler_([this] { return now_; }, absl::Seconds(10)) {}
+
+  RunSpec Spec(int learners, int actors, int min_actors = 0, int priority = 0,
+               const std::string& learner_device = "cpu") {
+    RunSpec spec;
+    spec.set_priority(priority);
+    spec.mutable_resources()->set_num_learners(learners);
+    spec.mutable_resources()->set_num_actors(actors);
+    spec.mutable_resources()->set_min_actors(min_actors);
+    spec.mutable_resources()->set_learner_device(learner_device);
+    spec.mutable_resources()->set_actor_device("cpu");
+    return spec;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  Scheduler scheduler_;
+};
+
+TEST_F(SchedulerTest, GangPlacementWaitsForLearnersAndMinActors) {
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("run-1", Spec(1, 2, 1), 1);
+  EXPECT_TRUE(scheduler_.Place().empty());  // no learner yet
+  scheduler_.Register("l0", LEARNER, {}, "127.0.0.1:1");
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].learners, std::vector<std::string>{"l0"});
+  EXPECT_EQ(placements[0].actors, std::vector<std::string>{"a0"});
+  EXPECT_EQ(scheduler_.worker("a0")->run_id, "run-1");
+  // A second actor arrives: the run gets it up to num_actors.
+  scheduler_.Register("a1", ACTOR, {}, "");
+  const auto added = scheduler_.TopUpActors();
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0], std::make_pair(std::string("run-1"), std::string("a1")));
+  EXPECT_EQ(scheduler_.worker("a1")->rank, 1);
+}
+
+TEST_F(SchedulerTest, DeviceFit) {
+  scheduler_.Register("cpu-learner", LEARNER, {}, "");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("gpu-run", Spec(1, 1, 1, 0, "cuda"), 1);
+  EXPECT_TRUE(scheduler_.Place().empty());
+  scheduler_.Register("gpu-learner", LEARNER, {"cuda:0"}, "");
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].learners, std::vector<std::string>{"gpu-learner"});
+}
+
+TEST_F(SchedulerTest, PriorityFirstThenSubmissionOrderAndSmallerRunsFit) {
+  scheduler_.Register("l0", LEARNER, {}, "");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("big", Spec(2, 1), 1);  // cannot fit: one learner
+  scheduler_.Enqueue("low", Spec(1, 1), 2);
+  scheduler_.Enqueue("high", Spec(1, 1, 0, 5), 3);
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].run_id, "high");
+  EXPECT_TRUE(scheduler_.queued("big"));
+  EXPECT_TRUE(scheduler_.queued("low"));
+}
+
+TEST_F(SchedulerTest, TwoRunsShareThePool) {
+  for (const char* id : {"l0", "l1"}) scheduler_.Register(id, LEARNER, {}, "");
+  for (const char* id : {"a0", "a1"}) scheduler_.Register(id, ACTOR, {}, "");
+  scheduler_.Enqueue("r1", Spec(1, 1), 1);
+  scheduler_.Enqueue("r2", Spec(1, 1), 2);
+  EXPECT_EQ(scheduler_.Place().size(), 2u);
+}
+
+TEST_F(SchedulerTest, LeasesExpireAndFreeTheRunForRescheduling) {
+  const Lease lease = scheduler_.Register("l0", LEARNER, {}, "");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("r1", Spec(1, 1), 1);
+  ASSERT_EQ(scheduler_.Place().size(), 1u);
+  now_ += absl::Seconds(8);
+  ASSERT_TRUE(scheduler_.Heartbeat("a0", scheduler_.worker("a0")->epoch).ok());
+  EXPECT_TRUE(scheduler_.ExpireLeases().empty());
+  now_ += absl::Seconds(5);  // l0 missed its lease (13 s > 10 s); a0 did not.
+  const auto lost = scheduler_.ExpireLeases();
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].worker_id, "l0");
+  EXPECT_EQ(lost[0].run_id, "r1");
+  EXPECT_EQ(scheduler_.Heartbeat("l0", lease.epoch()).status().code(),
+            absl::StatusCode::kNotFound);
+  // The coordinator requeues the run: its actor is freed, and a new learner
+  // takes it.
+  scheduler_.Enqueue("r1", Spec(1, 1), 1);
+  EXPECT_EQ(scheduler_.worker("a0")->run_id, "");
+  scheduler_.Register("l1", LEARNER, {}, "");
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].learners, std::vector<std::string>{"l1"});
+}
+
+TEST_F(SchedulerTest, StaleEpochAndExpiredLeaseAreRejected) {
+  const Lease first = scheduler_.Register("a0", ACTOR, {}, "");
+  const Lease second = scheduler_.Register("a0", ACTOR, {}, "");
+  EXPECT_GT(second.epoch(), first.epoch());
+  EXPECT_EQ(scheduler_.Heartbeat("a0", first.epoch()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  now_ += absl::Seconds(11);
+  EXPECT_EQ(scheduler_.Heartbeat("a0", second.epoch()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SchedulerTest, CancelFreesWorkers) {
+  scheduler_.Register("l0", LEARNER, {}, "");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("r1", Spec(1, 1), 1);
+  scheduler_.Enqueue("r2", Spec(1, 1), 2);
+  ASSERT_EQ(scheduler_.Place().size(), 1u);
+  const auto freed = scheduler_.Release("r1");
+  EXPECT_EQ(freed.size(), 2u);
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  EXPECT_EQ(placements[0].run_id, "r2");
+  scheduler_.Release("r2");
+  EXPECT_FALSE(scheduler_.queued("r2"));
+}
+
+TEST_F(SchedulerTest, WorkersKeepTheirRunAcrossACoordinatorRestart) {
+  // A fresh scheduler (after restart) knows r1 was RUNNING.
+  scheduler_.MarkPlaced("r1", Spec(1, 1));
+  scheduler_.Register("l0", LEARNER, {}, "", "r1", 0);
+  scheduler_.Register("a0", ACTOR, {}, "", "gone-run", 0);
+  EXPECT_EQ(scheduler_.worker("l0")->run_id, "r1");
+  EXPECT_EQ(scheduler_.worker("a0")->run_id, "");  // unknown run: idle
+  const auto added = scheduler_.TopUpActors();
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].second, "a0");
+}
+
+}  // namespace
+}  // namespace rl
