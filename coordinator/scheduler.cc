@@ -180,6 +180,18 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
   return added;
 }
 
+std::vector<std::string> Scheduler::PlacedRunsWithoutLearners() const {
+  std::vector<std::string> runs;
+  for (const auto& [run_id, spec] : placed_) {
+    const bool has_learner =
+        std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+          return entry.second.run_id == run_id && entry.second.role == LEARNER;
+        });
+    if (!has_learner) runs.push_back(run_id);
+  }
+  return runs;
+}
+
 const SchedulerWorker* Scheduler::worker(const std::string& worker_id) const {
   auto it = workers_.find(worker_id);
   return it == workers_.end() ? nullptr : &it->second;

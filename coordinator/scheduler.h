@@ -80,6 +80,9 @@ class Scheduler {
   // actors; returns (run_id, worker_id) pairs.
   std::vector<std::pair<std::string, std::string>> TopUpActors();
 
+  // Placed runs none of whose learners is registered.
+  std::vector<std::string> PlacedRunsWithoutLearners() const;
+
   const SchedulerWorker* worker(const std::string& worker_id) const;
   std::vector<SchedulerWorker> workers() const;
   bool queued(const std::string& run_id) const;

@@ -1,0 +1,317 @@
+#include "coordinator/coordinator_core.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/run_spec.h"
+#include "common/status.h"
+
+namespace rl {
+
+absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
+    const CoordinatorOptions& options) {
+  ASSIGN_OR_RETURN(auto store, RunStore::Open(options.store_path));
+  auto core = std::unique_ptr<CoordinatorCore>(
+      new CoordinatorCore(options, std::move(store)));
+  RETURN_IF_ERROR(core->Recover());
+  return core;
+}
+
+CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
+                                 std::unique_ptr<RunStore> store)
+    : options_(options),
+      store_(std::move(store)),
+      started_(options.clock()),
+      scheduler_(options.clock, options.lease_ttl) {}
+
+absl::Status CoordinatorCore::Recover() {
+  std::string token;
+  int recovered = 0;
+  absl::MutexLock lock(&mu_);
+  std::vector<Run> all;
+  do {
+    ASSIGN_OR_RETURN(
+        std::vector<Run> page,
+        store_->ListRuns({QUEUED, PLACING, RUNNING}, 1000, token, &token));
+    all.insert(all.end(), page.begin(), page.end());
+  } while (!token.empty());
+  // Oldest first, so the queue keeps submission order.
+  std::reverse(all.begin(), all.end());
+  for (const Run& run : all) {
+    if (run.state() == RUNNING) {
+      scheduler_.MarkPlaced(run.run_id(), run.spec());
+    } else {
+      scheduler_.Enqueue(run.run_id(), run.spec(), ++next_order_);
+    }
+    ++recovered;
+  }
+  if (recovered > 0) RL_LOG_INFO("recovered {} unfinished runs", recovered);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
+    const SubmitRunRequest& request) {
+  RunSpec spec = request.spec();
+  ApplyRunSpecDefaults(&spec);
+  const absl::Status valid = ValidateRunSpec(spec);
+  if (!valid.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", valid.message()));
+  }
+  if (request.idempotency_key().size() > 256) {
+    return absl::InvalidArgumentError("idempotency_key: at most 256 bytes");
+  }
+  SubmitRunResponse response;
+  bool created = false;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(
+        *response.mutable_run(),
+        store_->SubmitRun(spec, request.idempotency_key(), &created));
+    if (created) {
+      scheduler_.Enqueue(response.run().run_id(), spec, ++next_order_);
+    }
+  }
+  response.set_created(created);
+  if (created) Notify(response.run());
+  return response;
+}
+
+absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id) {
+  return store_->GetRun(run_id);
+}
+
+absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
+    const ListRunsRequest& request) {
+  if (request.page_size() < 0 || request.page_size() > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size: must be in [0, 1000] (got ", request.page_size(), ")"));
+  }
+  std::vector<RunState> states;
+  for (int s : request.states()) states.push_back(static_cast<RunState>(s));
+  ListRunsResponse response;
+  std::string next;
+  ASSIGN_OR_RETURN(std::vector<Run> runs,
+                   store_->ListRuns(states, request.page_size(),
+                                    request.page_token(), &next));
+  for (Run& run : runs) *response.add_runs() = std::move(run);
+  response.set_next_page_token(next);
+  return response;
+}
+
+absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
+  Run run;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(run, store_->GetRun(run_id));
+    if (run.state() == SUCCEEDED || run.state() == FAILED ||
+        run.state() == CANCELLED) {
+      return run;  // Idempotent.
+    }
+    ASSIGN_OR_RETURN(
+        run, store_->Transition(run_id, CANCELLED, "cancelled by a user"));
+    scheduler_.Release(run_id);
+  }
+  Notify(run);
+  return run;
+}
+
+absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
+    const RegisterWorkerRequest& request) {
+  if (request.worker_name().empty()) {
+    return absl::InvalidArgumentError("worker_name: required");
+  }
+  const WorkerRole role = request.capabilities().role();
+  if (role != LEARNER && role != ACTOR) {
+    return absl::InvalidArgumentError(
+        "capabilities.role: must be LEARNER or ACTOR");
+  }
+  if (role == LEARNER && request.address().empty()) {
+    return absl::InvalidArgumentError(
+        "address: a learner must give the address actors reach it at");
+  }
+  absl::MutexLock lock(&mu_);
+  RegisterWorkerResponse response;
+  std::vector<std::string> devices(request.capabilities().devices().begin(),
+                                   request.capabilities().devices().end());
+  *response.mutable_lease() = scheduler_.Register(
+      request.worker_name(), role, std::move(devices), request.address(),
+      request.current_assignment().run_id(),
+      request.current_assignment().rank());
+  if (!request.current_assignment().run_id().empty() &&
+      scheduler_.worker(request.worker_name())->run_id ==
+          request.current_assignment().run_id()) {
+    // Kept: the same assignment id, so the worker does not restart.
+    assignment_ids_[request.worker_name()] =
+        request.current_assignment().assignment_id();
+    assigned_run_[request.worker_name()] =
+        request.current_assignment().run_id();
+    next_assignment_id_ = std::max(
+        next_assignment_id_, request.current_assignment().assignment_id());
+  }
+  response.set_worker_id(request.worker_name());
+  return response;
+}
+
+Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
+  Assignment assignment;
+  if (worker.run_id.empty()) {
+    assigned_run_.erase(worker.worker_id);
+    return assignment;
+  }
+  if (assigned_run_[worker.worker_id] != worker.run_id) {
+    assigned_run_[worker.worker_id] = worker.run_id;
+    assignment_ids_[worker.worker_id] = ++next_assignment_id_;
+  }
+  auto run = store_->GetRun(worker.run_id);
+  if (!run.ok()) return assignment;
+  assignment.set_run_id(worker.run_id);
+  assignment.set_role(worker.role);
+  *assignment.mutable_spec() = run->spec();
+  assignment.set_rank(worker.rank);
+  std::vector<std::pair<int, std::string>> learners;
+  for (const SchedulerWorker& w : scheduler_.workers()) {
+    if (w.run_id == worker.run_id && w.role == LEARNER) {
+      learners.emplace_back(w.rank, w.address);
+    }
+  }
+  std::sort(learners.begin(), learners.end());
+  for (const auto& [rank, address] : learners) {
+    assignment.add_learner_addresses(address);
+  }
+  assignment.set_checkpoint_dir(
+      (std::filesystem::path(options_.runs_dir) / worker.run_id).string());
+  assignment.set_assignment_id(assignment_ids_[worker.worker_id]);
+  return assignment;
+}
+
+absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
+    const HeartbeatRequest& request) {
+  absl::MutexLock lock(&mu_);
+  HeartbeatResponse response;
+  ASSIGN_OR_RETURN(
+      *response.mutable_lease(),
+      scheduler_.Heartbeat(request.worker_id(), request.lease_epoch()));
+  *response.mutable_assignment() =
+      AssignmentFor(*scheduler_.worker(request.worker_id()));
+  return response;
+}
+
+absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
+  std::string run_id;
+  WorkerRole role;
+  {
+    absl::MutexLock lock(&mu_);
+    const SchedulerWorker* worker = scheduler_.worker(request.worker_id());
+    if (worker == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown worker ", request.worker_id()));
+    }
+    if (request.assignment_id() != assignment_ids_[request.worker_id()] ||
+        worker->run_id.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "assignment ", request.assignment_id(), " is not current"));
+    }
+    run_id = worker->run_id;
+    role = worker->role;
+  }
+  if (role == LEARNER && request.has_progress()) {
+    RETURN_IF_ERROR(store_->UpdateProgress(run_id, request.progress()));
+  }
+  if (!request.finished() && request.error().empty()) {
+    if (auto run = store_->GetRun(run_id); run.ok()) Notify(*run);
+    return absl::OkStatus();
+  }
+  if (role != LEARNER) return absl::OkStatus();  // Actors end with the run.
+  absl::StatusOr<Run> run;
+  {
+    absl::MutexLock lock(&mu_);
+    run = request.error().empty()
+              ? store_->Transition(run_id, SUCCEEDED, "step budget reached")
+              : store_->Transition(run_id, FAILED, request.error());
+    if (run.ok()) scheduler_.Release(run_id);
+  }
+  RETURN_IF_ERROR(run.status());
+  Notify(*run);
+  return absl::OkStatus();
+}
+
+ListWorkersResponse CoordinatorCore::ListWorkers() {
+  absl::MutexLock lock(&mu_);
+  ListWorkersResponse response;
+  for (const SchedulerWorker& w : scheduler_.workers()) {
+    Worker* out = response.add_workers();
+    out->set_worker_id(w.worker_id);
+    out->set_worker_name(w.worker_id);
+    out->mutable_capabilities()->set_role(w.role);
+    for (const auto& d : w.devices) out->mutable_capabilities()->add_devices(d);
+    out->set_address(w.address);
+    *out->mutable_assignment() = AssignmentFor(w);
+    out->set_alive(true);
+  }
+  return response;
+}
+
+void CoordinatorCore::RequeueLocked(const std::string& run_id,
+                                    const std::string& reason) {
+  auto run = store_->GetRun(run_id);
+  if (!run.ok()) return;
+  if (run->state() == RUNNING) {
+    run = store_->Transition(run_id, PLACING, reason);
+    if (!run.ok()) return;
+  }
+  RL_LOG_WARNING("run {} back in the queue: {}", run_id, reason);
+  scheduler_.Enqueue(run_id, run->spec(), ++next_order_);
+}
+
+void CoordinatorCore::Tick() {
+  std::vector<Run> changed;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const LostWorker& lost : scheduler_.ExpireLeases()) {
+      assigned_run_.erase(lost.worker_id);
+      if (!lost.run_id.empty() && lost.role == LEARNER) {
+        RequeueLocked(lost.run_id,
+                      absl::StrCat("learner ", lost.worker_id, " lost"));
+      }
+    }
+    if (options_.clock() - started_ > options_.lease_ttl) {
+      for (const std::string& run_id : scheduler_.PlacedRunsWithoutLearners()) {
+        RequeueLocked(run_id, "no learner re-registered");
+      }
+    }
+    for (const Placement& p : scheduler_.Place()) {
+      auto run = store_->GetRun(p.run_id);
+      if (run.ok() && run->state() == QUEUED) {
+        run = store_->Transition(p.run_id, PLACING, "workers found");
+      }
+      if (run.ok()) {
+        run = store_->Transition(p.run_id, RUNNING,
+                                 absl::StrCat(p.learners.size(), " learners, ",
+                                              p.actors.size(), " actors"));
+      }
+      if (run.ok()) changed.push_back(*run);
+    }
+    scheduler_.TopUpActors();
+  }
+  for (const Run& run : changed) Notify(run);
+}
+
+int64_t CoordinatorCore::Watch(std::function<void(const Run&)> on_change) {
+  absl::MutexLock lock(&watchers_mu_);
+  watchers_[++next_watcher_] = std::move(on_change);
+  return next_watcher_;
+}
+
+void CoordinatorCore::Unwatch(int64_t id) {
+  absl::MutexLock lock(&watchers_mu_);
+  watchers_.erase(id);
+}
+
+void CoordinatorCore::Notify(const Run& run) {
+  absl::MutexLock lock(&watchers_mu_);
+  for (const auto& [id, callback] : watchers_) callback(run);
+}
+
+}  // namespace rl

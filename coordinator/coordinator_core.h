@@ -1,0 +1,89 @@
+// The coordinator's core, free of gRPC: runs (validated, stored durably,
+// queued), workers (leases), and the placement loop that connects them.
+//
+// Data flow: SubmitRun -> validate -> RunStore (QUEUED) -> Scheduler queue;
+// Tick (every ~200 ms): expire leases (a lost learner sends its run back to
+// the queue, to resume from its checkpoint; lost actors are replaced) ->
+// place queued runs (QUEUED -> PLACING -> RUNNING). Workers learn their
+// assignment from the heartbeat reply and report progress and completion.
+// On start, runs in the store are recovered: QUEUED/PLACING are queued again,
+// RUNNING ones keep the workers that re-register with them.
+#ifndef RL_COORDINATOR_COORDINATOR_CORE_H_
+#define RL_COORDINATOR_COORDINATOR_CORE_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/run_store.h"
+#include "coordinator/scheduler.h"
+#include "proto/coordinator.pb.h"
+
+namespace rl {
+
+struct CoordinatorOptions {
+  std::string store_path;
+  // Checkpoints of run R go to <runs_dir>/<R>.
+  std::string runs_dir = "runs";
+  absl::Duration lease_ttl = absl::Seconds(10);
+  Scheduler::Clock clock = [] { return absl::Now(); };
+};
+
+class CoordinatorCore {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(
+      const CoordinatorOptions& options);
+
+  absl::StatusOr<SubmitRunResponse> SubmitRun(const SubmitRunRequest& request);
+  absl::StatusOr<Run> GetRun(const std::string& run_id);
+  absl::StatusOr<ListRunsResponse> ListRuns(const ListRunsRequest& request);
+  absl::StatusOr<Run> CancelRun(const std::string& run_id);
+
+  absl::StatusOr<RegisterWorkerResponse> RegisterWorker(
+      const RegisterWorkerRequest& request);
+  absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
+  absl::Status ReportStatus(const ReportStatusRequest& request);
+  ListWorkersResponse ListWorkers();
+
+  // Expires leases and places runs; called periodically by the service.
+  void Tick();
+
+  // Called with the run after every change (state or progress).
+  int64_t Watch(std::function<void(const Run&)> on_change);
+  void Unwatch(int64_t id);
+
+ private:
+  explicit CoordinatorCore(const CoordinatorOptions& options,
+                           std::unique_ptr<RunStore> store);
+  absl::Status Recover();
+  Assignment AssignmentFor(const SchedulerWorker& worker)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Notify(const Run& run);
+  void RequeueLocked(const std::string& run_id, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  std::unique_ptr<RunStore> store_;
+  // Workers of recovered runs get one lease period to re-register.
+  const absl::Time started_;
+
+  absl::Mutex mu_;
+  Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
+  // Assignment ids per worker, bumped when its run changes.
+  std::map<std::string, int64_t> assignment_ids_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> assigned_run_ ABSL_GUARDED_BY(mu_);
+  int64_t next_assignment_id_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+
+  absl::Mutex watchers_mu_;
+  int64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 0;
+  std::map<int64_t, std::function<void(const Run&)>> watchers_
+      ABSL_GUARDED_BY(watchers_mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_COORDINATOR_CORE_H_
