@@ -1,0 +1,158 @@
+#include "coordinator/coordinator_service.h"
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+
+namespace rl {
+namespace {
+
+// Finishes a unary call with `result`'s status, moving its value into
+// `response` when OK.
+template <typename T>
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
+                                absl::StatusOr<T> result, T* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (result.ok()) *response = *std::move(result);
+  reactor->Finish(ToGrpcStatus(result.status()));
+  return reactor;
+}
+
+bool IsFinal(RunState state) {
+  return state == SUCCEEDED || state == FAILED || state == CANCELLED;
+}
+
+class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
+ public:
+  WatchReactor(CoordinatorCore* core, const std::string& run_id)
+      : core_(core), run_id_(run_id) {
+    auto run = core_->GetRun(run_id);
+    if (!run.ok()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(ToGrpcStatus(run.status()));
+      return;
+    }
+    watch_id_ = core_->Watch([this](const Run& r) {
+      if (r.run_id() == run_id_) Offer(r);
+    });
+    Offer(*run);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (IsFinal(out_.run().state())) {
+      FinishLocked(grpc::Status::OK);
+      return;
+    }
+    if (pending_) WriteLocked();
+  }
+
+  void OnDone() override {
+    if (watch_id_ != 0) core_->Unwatch(watch_id_);
+    delete this;
+  }
+
+ private:
+  void Offer(const Run& run) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    // Keep the newest by generation (progress keeps the generation).
+    if (!pending_ || run.generation() >= next_.generation()) next_ = run;
+    pending_ = true;
+    if (!writing_) WriteLocked();
+  }
+
+  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    pending_ = false;
+    writing_ = true;
+    *out_.mutable_run() = next_;
+    StartWrite(&out_);
+  }
+
+  void FinishLocked(const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status);
+  }
+
+  CoordinatorCore* core_;
+  const std::string run_id_;
+  int64_t watch_id_ = 0;
+  absl::Mutex mu_;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  Run next_ ABSL_GUARDED_BY(mu_);
+  RunEvent out_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
+    grpc::CallbackServerContext* context, const SubmitRunRequest* request,
+    SubmitRunResponse* response) {
+  return Reply(context, core_->SubmitRun(*request), response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::GetRun(
+    grpc::CallbackServerContext* context, const GetRunRequest* request,
+    Run* response) {
+  return Reply(context, core_->GetRun(request->run_id()), response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::ListRuns(
+    grpc::CallbackServerContext* context, const ListRunsRequest* request,
+    ListRunsResponse* response) {
+  return Reply(context, core_->ListRuns(*request), response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
+    grpc::CallbackServerContext* context, const CancelRunRequest* request,
+    Run* response) {
+  return Reply(context, core_->CancelRun(request->run_id()), response);
+}
+
+grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
+    grpc::CallbackServerContext*, const WatchRunRequest* request) {
+  return new WatchReactor(core_, request->run_id());
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(
+    grpc::CallbackServerContext* context, const ListWorkersRequest*,
+    ListWorkersResponse* response) {
+  return Reply(context,
+               absl::StatusOr<ListWorkersResponse>(core_->ListWorkers()),
+               response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
+    grpc::CallbackServerContext* context, const RegisterWorkerRequest* request,
+    RegisterWorkerResponse* response) {
+  return Reply(context, core_->RegisterWorker(*request), response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* context, const HeartbeatRequest* request,
+    HeartbeatResponse* response) {
+  return Reply(context, core_->Heartbeat(*request), response);
+}
+
+grpc::ServerUnaryReactor* WorkerServiceImpl::ReportStatus(
+    grpc::CallbackServerContext* context, const ReportStatusRequest* request,
+    ReportStatusResponse* response) {
+  absl::Status status = core_->ReportStatus(*request);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace rl

@@ -1,0 +1,104 @@
+// The coordinator's services in-process over a real gRPC port.
+#include "coordinator/coordinator_service.h"
+
+#include <filesystem>
+
+#include "common/grpc_util.h"
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+
+class CoordinatorServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const fs::path dir = fs::path(testing::TempDir()) / "service";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    CoordinatorOptions options;
+    options.store_path = (dir / "coordinator.db").string();
+    options.runs_dir = (dir / "runs").string();
+    auto core = CoordinatorCore::Create(options);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+    runs_ = std::make_unique<RunServiceImpl>(core_.get());
+    workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
+    ServerOptions server_options;
+    server_options.max_receive_message_bytes = 64 << 10;
+    auto server = StartServer({runs_.get(), workers_.get()}, server_options);
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(*server);
+    stub_ = RunService::NewStub(
+        CreateChannel("127.0.0.1:" + std::to_string(server_.port)));
+  }
+  void TearDown() override { server_.server->Shutdown(); }
+
+  std::unique_ptr<CoordinatorCore> core_;
+  std::unique_ptr<RunServiceImpl> runs_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  RunningServer server_;
+  std::unique_ptr<RunService::Stub> stub_;
+};
+
+TEST_F(CoordinatorServiceTest, SubmitGetListCancelAndStatusCodes) {
+  SubmitRunRequest request;
+  request.mutable_spec()->mutable_env()->set_id("CartPole-v1");
+  SubmitRunResponse submitted;
+  auto context = ContextWithDeadline(absl::Seconds(5));
+  ASSERT_TRUE(stub_->SubmitRun(context.get(), request, &submitted).ok());
+  EXPECT_TRUE(submitted.created());
+
+  SubmitRunRequest bad = request;
+  bad.mutable_spec()->mutable_env()->set_id("Pong-v5");
+  SubmitRunResponse unused;
+  context = ContextWithDeadline(absl::Seconds(5));
+  grpc::Status status = stub_->SubmitRun(context.get(), bad, &unused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("spec: env.id"), std::string::npos);
+
+  SubmitRunRequest huge = request;
+  huge.mutable_spec()->set_name(std::string(100 << 10, 'x'));
+  context = ContextWithDeadline(absl::Seconds(5));
+  EXPECT_EQ(stub_->SubmitRun(context.get(), huge, &unused).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  GetRunRequest get;
+  get.set_run_id("run-777");
+  rl::Run run;
+  context = ContextWithDeadline(absl::Seconds(5));
+  EXPECT_EQ(stub_->GetRun(context.get(), get, &run).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  ListRunsResponse list;
+  context = ContextWithDeadline(absl::Seconds(5));
+  ASSERT_TRUE(stub_->ListRuns(context.get(), ListRunsRequest(), &list).ok());
+  ASSERT_EQ(list.runs_size(), 1);  // The rejected ones were not stored.
+
+  // Watch, then cancel: the stream ends after the final state.
+  grpc::ClientContext watch_context;
+  WatchRunRequest watch;
+  watch.set_run_id(submitted.run().run_id());
+  auto reader = stub_->WatchRun(&watch_context, watch);
+  RunEvent event;
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.run().state(), QUEUED);
+  CancelRunRequest cancel;
+  cancel.set_run_id(submitted.run().run_id());
+  context = ContextWithDeadline(absl::Seconds(5));
+  ASSERT_TRUE(stub_->CancelRun(context.get(), cancel, &run).ok());
+  RunState last = QUEUED;
+  while (reader->Read(&event)) last = event.run().state();
+  EXPECT_EQ(last, CANCELLED);
+  EXPECT_TRUE(reader->Finish().ok());
+
+  grpc::ClientContext unknown_context;
+  watch.set_run_id("run-404");
+  auto unknown = stub_->WatchRun(&unknown_context, watch);
+  EXPECT_FALSE(unknown->Read(&event));
+  EXPECT_EQ(unknown->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace rl
