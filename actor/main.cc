@@ -23,9 +23,11 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "actor/actor_client.h"
 #include "common/logging.h"
 #include "common/run_spec.h"
+#include "coordinator/worker_agent.h"
 
 ABSL_FLAG(std::string, learner, "", "Learner address HOST:PORT (required).");
 ABSL_FLAG(std::string, run, "", "Run file, YAML or JSON (required).");
@@ -34,6 +36,11 @@ ABSL_FLAG(std::string, run_id, "",
 ABSL_FLAG(int, actor_id, 0, "Rank of this actor in the run (>= 0).");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(std::string, coordinator, "",
+          "Worker mode: register with this coordinator (HOST:PORT) and run "
+          "the assignments it gives (no --learner/--run needed).");
+ABSL_FLAG(std::string, worker_name, "",
+          "Worker mode: stable name (default actor-<pid>).");
 ABSL_FLAG(int, max_disconnected_seconds, 120,
           "Exit with an error after this long without a learner connection.");
 
@@ -131,7 +138,84 @@ class SignalWatcher {
   std::thread thread_;
 };
 
+// Worker mode: one ActorClient per assignment from the coordinator; a new
+// assignment stops the old client first.
+int WorkerMain() {
+  InitLogging("actor");
+  SignalWatcher::BlockSignals();
+  torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
+  absl::Mutex mu;
+  Assignment desired;
+  bool changed = false;
+  WorkerAgentOptions agent_options;
+  agent_options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  agent_options.role = ACTOR;
+  agent_options.worker_name = absl::GetFlag(FLAGS_worker_name).empty()
+                                  ? absl::StrCat("actor-", getpid())
+                                  : absl::GetFlag(FLAGS_worker_name);
+  WorkerAgent agent(agent_options, [&](const Assignment& assignment) {
+    absl::MutexLock lock(&mu);
+    desired = assignment;
+    changed = true;
+  });
+  agent.Start();
+
+  std::unique_ptr<ActorClient> client;
+  std::thread runner;
+  auto stop_client = [&]() {
+    if (client != nullptr) client->Stop();
+    if (runner.joinable()) runner.join();
+    client.reset();
+  };
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  const timespec poll = {0, 100 * 1000 * 1000};
+  while (true) {
+    const int signal = sigtimedwait(&signals, nullptr, &poll);
+    if (signal == SIGTERM || signal == SIGINT) break;
+    Assignment assignment;
+    {
+      absl::MutexLock lock(&mu);
+      if (!changed) continue;
+      changed = false;
+      assignment = desired;
+    }
+    stop_client();
+    if (assignment.run_id().empty() || assignment.learner_addresses().empty()) {
+      RL_LOG_INFO("idle");
+      continue;
+    }
+    ActorOptions options;
+    options.learner_address = assignment.learner_addresses(0);
+    options.spec = assignment.spec();
+    options.run_id = assignment.run_id();
+    options.actor_id = assignment.rank();
+    options.env_threads = absl::GetFlag(FLAGS_env_threads);
+    options.max_disconnected =
+        absl::Seconds(absl::GetFlag(FLAGS_max_disconnected_seconds));
+    auto created = ActorClient::Create(options);
+    if (!created.ok()) {
+      RL_LOG_ERROR("assignment {}: {}", assignment.assignment_id(),
+                   created.status().ToString());
+      continue;
+    }
+    RL_LOG_INFO("actor {} of run {} (learner {})", assignment.rank(),
+                assignment.run_id(), options.learner_address);
+    client = std::move(*created);
+    runner = std::thread([c = client.get()] {
+      const absl::Status status = c->Run();
+      if (!status.ok()) RL_LOG_WARNING("actor ended: {}", status.ToString());
+    });
+  }
+  stop_client();
+  agent.Stop();
+  return 0;
+}
+
 int Main() {
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) return WorkerMain();
   const std::string learner = absl::GetFlag(FLAGS_learner);
   const std::string run = absl::GetFlag(FLAGS_run);
   const int actor_id = absl::GetFlag(FLAGS_actor_id);

@@ -22,7 +22,7 @@
 #include "common/run_spec.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/learner.grpc.pb.h"
-#include "tests/subprocess.h"
+#include "common/subprocess.h"
 #include "trainer/local_trainer.h"
 
 ABSL_FLAG(std::string, run, "examples/cartpole_throughput.yaml", "run file");
@@ -55,16 +55,16 @@ double DistributedStepsPerSecond(const RunSpec& spec, const std::string& dir) {
   const std::string run_file = dir + "/run.json";
   std::ofstream(run_file) << json;
   const std::string port_file = dir + "/port";
-  testing::Subprocess learner(
+  rl::Subprocess learner(
       {"learner/learner_main", "--run=" + run_file, "--port_file=" + port_file,
        absl::StrCat("--torch_threads=",
                     absl::GetFlag(FLAGS_learner_torch_threads))},
       dir + "/learner.log");
-  auto port = testing::WaitForFile(port_file, absl::Seconds(60));
+  auto port = rl::WaitForFile(port_file, absl::Seconds(60));
   if (!port) std::abort();
   const std::string address =
       absl::StrCat("127.0.0.1:", std::atoi(port->c_str()));
-  testing::Subprocess actor(
+  rl::Subprocess actor(
       {"actor/actor_main", "--learner=" + address, "--run=" + run_file},
       dir + "/actor.log");
   auto stub = LearnerService::NewStub(CreateChannel(address));

@@ -12,7 +12,8 @@ namespace {
 class RolloutStreamReactor final
     : public grpc::ServerBidiReactor<RolloutSegment, RolloutAck> {
  public:
-  explicit RolloutStreamReactor(LearnerCore* core) : core_(core) {
+  explicit RolloutStreamReactor(std::shared_ptr<LearnerCore> core)
+      : core_(std::move(core)) {
     incoming_ = std::make_unique<RolloutSegment>();
     StartRead(incoming_.get());
   }
@@ -70,7 +71,7 @@ class RolloutStreamReactor final
     Finish(status);
   }
 
-  LearnerCore* core_;
+  std::shared_ptr<LearnerCore> core_;
   int64_t stream_id_ = 0;  // Only touched by the read path.
   std::unique_ptr<RolloutSegment> incoming_;
   absl::Mutex mu_;
@@ -84,8 +85,8 @@ class RolloutStreamReactor final
 class PolicyStreamReactor final
     : public grpc::ServerWriteReactor<PolicyUpdate> {
  public:
-  PolicyStreamReactor(LearnerCore* core, int64_t have_version)
-      : core_(core), sent_version_(have_version) {
+  PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version)
+      : core_(std::move(core)), sent_version_(have_version) {
     std::shared_ptr<const PolicyUpdate> latest;
     subscriber_ = core_->Subscribe(
         [this](std::shared_ptr<const PolicyUpdate> update) {
@@ -143,7 +144,7 @@ class PolicyStreamReactor final
     Finish(status);
   }
 
-  LearnerCore* core_;
+  std::shared_ptr<LearnerCore> core_;
   int64_t subscriber_ = 0;
   absl::Mutex mu_;
   int64_t sent_version_ ABSL_GUARDED_BY(mu_);
@@ -153,23 +154,57 @@ class PolicyStreamReactor final
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
+const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
+                          "this learner has no run assigned (yet)");
+
+// A stream that fails at once (no run to serve).
+template <typename Base>
+class Refused final : public Base {
+ public:
+  Refused() { this->Finish(kNoRun); }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
+
+void LearnerServiceImpl::SetCore(std::shared_ptr<LearnerCore> core) {
+  absl::MutexLock lock(&mu_);
+  core_ = std::move(core);
+}
+
+std::shared_ptr<LearnerCore> LearnerServiceImpl::core() {
+  absl::MutexLock lock(&mu_);
+  return core_;
+}
 
 grpc::ServerBidiReactor<RolloutSegment, RolloutAck>*
 LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
-  return new RolloutStreamReactor(core_);
+  std::shared_ptr<LearnerCore> core = this->core();
+  if (core == nullptr) {
+    return new Refused<grpc::ServerBidiReactor<RolloutSegment, RolloutAck>>();
+  }
+  return new RolloutStreamReactor(std::move(core));
 }
 
 grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
     grpc::CallbackServerContext*, const SubscribePolicyRequest* request) {
-  return new PolicyStreamReactor(core_, request->have_version());
+  std::shared_ptr<LearnerCore> core = this->core();
+  if (core == nullptr) {
+    return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>();
+  }
+  return new PolicyStreamReactor(std::move(core), request->have_version());
 }
 
 grpc::ServerUnaryReactor* LearnerServiceImpl::GetStatus(
     grpc::CallbackServerContext* context, const GetLearnerStatusRequest*,
     LearnerStatus* response) {
-  *response = core_->GetStatus();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::shared_ptr<LearnerCore> core = this->core();
+  if (core == nullptr) {
+    reactor->Finish(kNoRun);
+    return reactor;
+  }
+  *response = core->GetStatus();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

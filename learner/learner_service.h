@@ -11,6 +11,9 @@
 #ifndef RL_LEARNER_LEARNER_SERVICE_H_
 #define RL_LEARNER_LEARNER_SERVICE_H_
 
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
 #include "learner/learner_core.h"
 #include "proto/learner.grpc.pb.h"
 
@@ -18,7 +21,13 @@ namespace rl {
 
 class LearnerServiceImpl final : public LearnerService::CallbackService {
  public:
-  explicit LearnerServiceImpl(LearnerCore* core) : core_(core) {}
+  // `core` may be null: calls then fail with UNAVAILABLE until SetCore.
+  explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr)
+      : core_(std::move(core)) {}
+
+  // Switches the run this server serves (a learner worker gets a new core
+  // per assignment). Streams already open keep the core they started with.
+  void SetCore(std::shared_ptr<LearnerCore> core) ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::ServerBidiReactor<RolloutSegment, RolloutAck>* StreamRollouts(
       grpc::CallbackServerContext* context) override;
@@ -30,7 +39,10 @@ class LearnerServiceImpl final : public LearnerService::CallbackService {
                                       LearnerStatus* response) override;
 
  private:
-  LearnerCore* core_;
+  std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Mutex mu_;
+  std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rl

@@ -17,6 +17,7 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/run_spec.h"
+#include "coordinator/worker_agent.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 
@@ -30,6 +31,11 @@ ABSL_FLAG(std::string, run_id, "", "Run id (default: the run's name).");
 ABSL_FLAG(std::string, result_file, "",
           "At the end, write a JSON summary of the run here.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(std::string, coordinator, "",
+          "Worker mode: register with this coordinator (host:port) and train "
+          "the runs it assigns (no --run needed).");
+ABSL_FLAG(std::string, worker_name, "",
+          "Worker mode: stable name (default learner-<host>-<port>).");
 ABSL_FLAG(int, max_message_mb, 256,
           "Largest rollout segment accepted, in MiB.");
 
@@ -64,11 +70,118 @@ std::string ResultJson(const rl::LearnerStatus& s, bool done) {
       s.segments_duplicate());
 }
 
+absl::StatusOr<rl::RunningServer> Serve(rl::LearnerServiceImpl* service) {
+  rl::ServerOptions server_options;
+  server_options.address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
+  // Rollout segments are large; other messages are small anyway.
+  server_options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_mb)
+                                             << 20;
+  server_options.max_send_message_bytes = 256 << 20;
+  auto server = rl::StartServer({service}, server_options);
+  if (!server.ok()) return server;
+  std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
+              server->port);
+  std::fflush(stdout);
+  if (!absl::GetFlag(FLAGS_port_file).empty() &&
+      !WriteFileAtomically(absl::GetFlag(FLAGS_port_file),
+                           absl::StrCat(server->port, "\n"))) {
+    return absl::InternalError(
+        absl::StrCat("cannot write ", absl::GetFlag(FLAGS_port_file)));
+  }
+  return server;
+}
+
+// Worker mode: one LearnerCore per assignment from the coordinator; progress
+// reported every second, the end of the run once.
+int RunWorker() {
+  rl::LearnerServiceImpl service;
+  auto server = Serve(&service);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n",
+                 std::string(server.status().message()).c_str());
+    return 1;
+  }
+  absl::Mutex mu;
+  std::shared_ptr<rl::LearnerCore> current;
+  bool reported_end = false;
+  rl::WorkerAgentOptions options;
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.role = rl::LEARNER;
+  options.address = absl::StrCat(absl::GetFlag(FLAGS_host), ":", server->port);
+  options.worker_name = absl::GetFlag(FLAGS_worker_name).empty()
+                            ? absl::StrCat("learner-", options.address)
+                            : absl::GetFlag(FLAGS_worker_name);
+  std::string assignment_error;
+  rl::WorkerAgent agent(options, [&](const rl::Assignment& assignment) {
+    std::shared_ptr<rl::LearnerCore> core;
+    std::string error;
+    if (!assignment.run_id().empty()) {
+      RL_LOG_INFO("assigned run {} (assignment {})", assignment.run_id(),
+                  assignment.assignment_id());
+      rl::LearnerOptions learner;
+      learner.spec = assignment.spec();
+      learner.run_id = assignment.run_id();
+      learner.run_dir = assignment.checkpoint_dir();
+      auto created = rl::LearnerCore::Create(learner);
+      if (created.ok()) {
+        core = std::move(*created);
+      } else {
+        error = std::string(created.status().message());
+      }
+    } else {
+      RL_LOG_INFO("assignment ended; idle");
+    }
+    service.SetCore(core);
+    absl::MutexLock lock(&mu);
+    current = core;
+    reported_end = false;
+    assignment_error = error;
+  });
+  agent.Start();
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  while (!g_stop) {
+    absl::SleepFor(absl::Seconds(1));
+    std::shared_ptr<rl::LearnerCore> core;
+    std::string error;
+    bool reported;
+    {
+      absl::MutexLock lock(&mu);
+      core = current;
+      error = assignment_error;
+      reported = reported_end;
+    }
+    if (!error.empty() && !reported) {
+      agent.Report(rl::RunProgress(), true, error).IgnoreError();
+      absl::MutexLock lock(&mu);
+      reported_end = true;
+      continue;
+    }
+    if (core == nullptr || reported) continue;
+    const bool done = core->WaitUntilDone(absl::ZeroDuration());
+    const absl::Status final_status = core->final_status();
+    agent
+        .Report(core->GetStatus().progress(), done,
+                final_status.ok() ? "" : std::string(final_status.message()))
+        .IgnoreError();
+    if (done) {
+      absl::MutexLock lock(&mu);
+      reported_end = true;
+    }
+  }
+  agent.Stop();
+  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   rl::InitLogging("learner");
+  torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) return RunWorker();
   if (absl::GetFlag(FLAGS_run).empty()) {
     std::fprintf(stderr, "error: --run is required (a run file)\n");
     return 2;
@@ -79,8 +192,6 @@ int main(int argc, char** argv) {
                  std::string(spec.status().message()).c_str());
     return 2;
   }
-  torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
-
   rl::LearnerOptions options;
   options.spec = *spec;
   options.run_id = absl::GetFlag(FLAGS_run_id).empty()
@@ -93,28 +204,12 @@ int main(int argc, char** argv) {
                  std::string(core.status().message()).c_str());
     return 1;
   }
-  rl::LearnerServiceImpl service(core->get());
-  rl::ServerOptions server_options;
-  server_options.address =
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", absl::GetFlag(FLAGS_port));
-  // Rollout segments are large; other messages are small anyway.
-  server_options.max_receive_message_bytes = absl::GetFlag(FLAGS_max_message_mb)
-                                             << 20;
-  server_options.max_send_message_bytes = 256 << 20;
-  auto server = rl::StartServer({&service}, server_options);
+  std::shared_ptr<rl::LearnerCore> shared_core = std::move(*core);
+  rl::LearnerServiceImpl service(shared_core);
+  auto server = Serve(&service);
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n",
                  std::string(server.status().message()).c_str());
-    return 1;
-  }
-  std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
-              server->port);
-  std::fflush(stdout);
-  if (!absl::GetFlag(FLAGS_port_file).empty() &&
-      !WriteFileAtomically(absl::GetFlag(FLAGS_port_file),
-                           absl::StrCat(server->port, "\n"))) {
-    std::fprintf(stderr, "error: cannot write %s\n",
-                 absl::GetFlag(FLAGS_port_file).c_str());
     return 1;
   }
   std::signal(SIGTERM, OnSignal);
@@ -123,9 +218,9 @@ int main(int argc, char** argv) {
   bool done = false;
   absl::Time last_log = absl::Now();
   while (!g_stop && !done) {
-    done = (*core)->WaitUntilDone(absl::Milliseconds(200));
+    done = shared_core->WaitUntilDone(absl::Milliseconds(200));
     if (absl::Now() - last_log > absl::Seconds(5)) {
-      const rl::LearnerStatus s = (*core)->GetStatus();
+      const rl::LearnerStatus s = shared_core->GetStatus();
       RL_LOG_INFO(
           "version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
           "actors {} | rejected {} stale {} duplicate {}",
@@ -136,12 +231,12 @@ int main(int argc, char** argv) {
       last_log = absl::Now();
     }
   }
-  const rl::LearnerStatus status = (*core)->GetStatus();
+  const rl::LearnerStatus status = shared_core->GetStatus();
   if (done) {
     // Give subscribers a moment to receive the final version.
     const absl::Time deadline = absl::Now() + absl::Seconds(5);
     while (absl::Now() < deadline &&
-           (*core)->GetStatus().connected_actors() > 0) {
+           shared_core->GetStatus().connected_actors() > 0) {
       absl::SleepFor(absl::Milliseconds(50));
     }
   }
@@ -150,7 +245,7 @@ int main(int argc, char** argv) {
     WriteFileAtomically(absl::GetFlag(FLAGS_result_file),
                         ResultJson(status, done));
   }
-  const absl::Status final_status = (*core)->final_status();
+  const absl::Status final_status = shared_core->final_status();
   if (!final_status.ok()) {
     std::fprintf(stderr, "error: %s\n",
                  std::string(final_status.message()).c_str());

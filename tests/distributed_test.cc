@@ -15,14 +15,14 @@
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
 #include "proto/learner.grpc.pb.h"
-#include "tests/subprocess.h"
+#include "common/subprocess.h"
 
 namespace rl {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::Subprocess;
-using testing::WaitForFile;
+using ::rl::Subprocess;
+using ::rl::WaitForFile;
 
 constexpr char kLearner[] = "learner/learner_main";
 constexpr char kActor[] = "actor/actor_main";

@@ -1,7 +1,7 @@
-// Test utility: real child processes (the project's binaries) with their
+// Child processes (the project's binaries) with their
 // output in a log file, signals, and waits with deadlines.
-#ifndef RL_TESTS_SUBPROCESS_H_
-#define RL_TESTS_SUBPROCESS_H_
+#ifndef RL_COMMON_SUBPROCESS_H_
+#define RL_COMMON_SUBPROCESS_H_
 
 #include <sys/types.h>
 
@@ -11,12 +11,12 @@
 
 #include "absl/time/time.h"
 
-namespace rl::testing {
+namespace rl {
 
 class Subprocess {
  public:
   // Starts `argv` (argv[0] is the program path) with stdout and stderr
-  // appended to `log_path`. Aborts the test binary if fork fails.
+  // appended to `log_path`. Aborts the process if fork fails.
   Subprocess(std::vector<std::string> argv, std::string log_path);
   ~Subprocess();  // SIGKILLs a process still running.
 
@@ -42,6 +42,6 @@ class Subprocess {
 std::optional<std::string> WaitForFile(const std::string& path,
                                        absl::Duration timeout);
 
-}  // namespace rl::testing
+}  // namespace rl
 
-#endif  // RL_TESTS_SUBPROCESS_H_
+#endif  // RL_COMMON_SUBPROCESS_H_

@@ -1,4 +1,4 @@
-#include "tests/subprocess.h"
+#include "common/subprocess.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 
 #include "absl/time/clock.h"
 
-namespace rl::testing {
+namespace rl {
 
 Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
     : log_path_(std::move(log_path)) {
@@ -88,4 +88,4 @@ std::optional<std::string> WaitForFile(const std::string& path,
   return std::nullopt;
 }
 
-}  // namespace rl::testing
+}  // namespace rl

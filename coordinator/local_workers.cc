@@ -1,0 +1,110 @@
+#include "coordinator/local_workers.h"
+
+#include <signal.h>
+
+#include <filesystem>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+
+namespace rl {
+
+absl::Status ParseLocalWorkers(const std::string& text,
+                               LocalWorkerOptions* options) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    std::vector<std::string> kv = absl::StrSplit(part, '=');
+    int count;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &count) || count < 0 ||
+        count > 64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--local_workers: expected learners=N,actors=M with N, M in [0, 64] "
+          "(got \"",
+          part, "\")"));
+    }
+    if (kv[0] == "learners") {
+      options->learners = count;
+    } else if (kv[0] == "actors") {
+      options->actors = count;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--local_workers: unknown kind \"", kv[0], "\" (learners, actors)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
+    : options_(options) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.log_dir, ec);
+  auto add = [&](const std::string& binary, const std::string& name,
+                 std::vector<std::string> extra) {
+    Child child;
+    child.name = name;
+    child.argv = {binary, "--coordinator=" + options.coordinator_address,
+                  "--worker_name=" + name};
+    child.argv.insert(child.argv.end(), extra.begin(), extra.end());
+    child.next_start = absl::InfinitePast();
+    children_.push_back(std::move(child));
+  };
+  for (int i = 0; i < options.learners; ++i) {
+    add(options.learner_binary, absl::StrCat("local-learner-", i),
+        {"--port=0"});
+  }
+  for (int i = 0; i < options.actors; ++i) {
+    add(options.actor_binary, absl::StrCat("local-actor-", i), {});
+  }
+}
+
+LocalWorkerPool::~LocalWorkerPool() { Shutdown(); }
+
+void LocalWorkerPool::Supervise() {
+  const absl::Time now = absl::Now();
+  for (Child& child : children_) {
+    if (child.process != nullptr) {
+      if (child.process->running()) {
+        // A child that has stayed up a while starts its backoff afresh.
+        if (now - child.started > absl::Minutes(1)) {
+          child.backoff = absl::Seconds(1);
+        }
+        continue;
+      }
+      const int code = child.process->Wait(absl::ZeroDuration()).value_or(-1);
+      RL_LOG_WARNING("{} exited with {}; restarting in {}", child.name, code,
+                     absl::FormatDuration(child.backoff));
+      child.process.reset();
+      child.next_start = now + child.backoff;
+      child.backoff = std::min(child.backoff * 2, absl::Seconds(30));
+      ++restarts_;
+      continue;
+    }
+    if (now < child.next_start) continue;
+    child.process = std::make_unique<Subprocess>(
+        child.argv,
+        (std::filesystem::path(options_.log_dir) / (child.name + ".log"))
+            .string());
+    child.started = now;
+    ++child.starts;
+  }
+}
+
+void LocalWorkerPool::Shutdown(absl::Duration grace) {
+  for (Child& child : children_) {
+    if (child.process != nullptr) child.process->Signal(SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + grace;
+  for (Child& child : children_) {
+    if (child.process == nullptr) continue;
+    if (!child.process->Wait(
+            std::max(deadline - absl::Now(), absl::ZeroDuration()))) {
+      child.process->Signal(SIGKILL);
+      child.process->Wait(absl::Seconds(5));
+    }
+    child.process.reset();
+  }
+  children_.clear();
+}
+
+}  // namespace rl

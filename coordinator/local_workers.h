@@ -1,0 +1,61 @@
+// The embedded default: a pool of learner and actor workers on this machine,
+// as child processes of the coordinator. Each child registers with the
+// coordinator like any worker; the pool restarts a child that dies (with
+// exponential backoff) and stops them all on shutdown (SIGTERM, then
+// SIGKILL after a grace period).
+#ifndef RL_COORDINATOR_LOCAL_WORKERS_H_
+#define RL_COORDINATOR_LOCAL_WORKERS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/subprocess.h"
+
+namespace rl {
+
+struct LocalWorkerOptions {
+  int learners = 0;
+  int actors = 0;
+  std::string learner_binary;
+  std::string actor_binary;
+  std::string coordinator_address;
+  std::string log_dir;
+};
+
+// Parses "learners=1,actors=2" into `options` (INVALID_ARGUMENT naming the
+// part that is wrong).
+absl::Status ParseLocalWorkers(const std::string& text,
+                               LocalWorkerOptions* options);
+
+class LocalWorkerPool {
+ public:
+  explicit LocalWorkerPool(const LocalWorkerOptions& options);
+  ~LocalWorkerPool();  // Shutdown().
+
+  // Starts every worker that is not running and whose backoff has passed;
+  // call periodically.
+  void Supervise();
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+  int restarts() const { return restarts_; }
+
+ private:
+  struct Child {
+    std::string name;
+    std::vector<std::string> argv;
+    std::unique_ptr<Subprocess> process;
+    absl::Duration backoff = absl::Seconds(1);
+    absl::Time next_start;
+    absl::Time started;
+    int starts = 0;
+  };
+  LocalWorkerOptions options_;
+  std::vector<Child> children_;
+  int restarts_ = 0;
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_LOCAL_WORKERS_H_
