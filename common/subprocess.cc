@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +15,10 @@
 
 namespace rl {
 
-Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
+Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
+                       bool die_with_parent)
     : log_path_(std::move(log_path)) {
+  const pid_t parent = getpid();
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
@@ -25,6 +28,10 @@ Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path)
     std::abort();
   }
   if (pid_ == 0) {
+    if (die_with_parent) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);  // The parent died before prctl.
+    }
     const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);

@@ -17,7 +17,10 @@ class Subprocess {
  public:
   // Starts `argv` (argv[0] is the program path) with stdout and stderr
   // appended to `log_path`. Aborts the process if fork fails.
-  Subprocess(std::vector<std::string> argv, std::string log_path);
+  // With `die_with_parent`, the child gets SIGTERM when this process dies
+  // (even by SIGKILL), so no orphan outlives its supervisor.
+  Subprocess(std::vector<std::string> argv, std::string log_path,
+             bool die_with_parent = false);
   ~Subprocess();  // SIGKILLs a process still running.
 
   Subprocess(const Subprocess&) = delete;

@@ -24,7 +24,8 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
     : options_(options),
       store_(std::move(store)),
       started_(options.clock()),
-      scheduler_(options.clock, options.lease_ttl) {}
+      scheduler_(options.clock, options.lease_ttl),
+      next_assignment_id_(absl::ToUnixMicros(absl::Now())) {}
 
 absl::Status CoordinatorCore::Recover() {
   std::string token;
@@ -145,8 +146,8 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     // Kept: the same assignment id, so the worker does not restart.
     assignment_ids_[request.worker_name()] =
         request.current_assignment().assignment_id();
-    assigned_run_[request.worker_name()] =
-        request.current_assignment().run_id();
+    assigned_placement_[request.worker_name()] =
+        scheduler_.worker(request.worker_name())->placement;
     next_assignment_id_ = std::max(
         next_assignment_id_, request.current_assignment().assignment_id());
   }
@@ -157,11 +158,14 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
 Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   Assignment assignment;
   if (worker.run_id.empty()) {
-    assigned_run_.erase(worker.worker_id);
+    assigned_placement_.erase(worker.worker_id);
+    assignment_ids_.erase(worker.worker_id);
     return assignment;
   }
-  if (assigned_run_[worker.worker_id] != worker.run_id) {
-    assigned_run_[worker.worker_id] = worker.run_id;
+  auto placed = assigned_placement_.find(worker.worker_id);
+  if (placed == assigned_placement_.end() ||
+      placed->second != worker.placement) {
+    assigned_placement_[worker.worker_id] = worker.placement;
     assignment_ids_[worker.worker_id] = ++next_assignment_id_;
   }
   auto run = store_->GetRun(worker.run_id);
@@ -270,7 +274,8 @@ void CoordinatorCore::Tick() {
   {
     absl::MutexLock lock(&mu_);
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
-      assigned_run_.erase(lost.worker_id);
+      assigned_placement_.erase(lost.worker_id);
+      assignment_ids_.erase(lost.worker_id);
       if (!lost.run_id.empty() && lost.role == LEARNER) {
         RequeueLocked(lost.run_id,
                       absl::StrCat("learner ", lost.worker_id, " lost"));

@@ -72,10 +72,12 @@ class CoordinatorCore {
 
   absl::Mutex mu_;
   Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
-  // Assignment ids per worker, bumped when its run changes.
+  // Assignment id per worker, and the scheduler placement it stands for; a
+  // new placement gets a new id. Ids start from the clock (microseconds) so
+  // that they stay unique across coordinator restarts.
   std::map<std::string, int64_t> assignment_ids_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::string> assigned_run_ ABSL_GUARDED_BY(mu_);
-  int64_t next_assignment_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int64_t> assigned_placement_ ABSL_GUARDED_BY(mu_);
+  int64_t next_assignment_id_ ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex watchers_mu_;

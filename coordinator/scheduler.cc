@@ -98,6 +98,13 @@ std::vector<std::string> Scheduler::Release(const std::string& run_id) {
   return freed;
 }
 
+void Scheduler::Assign(SchedulerWorker& w, const std::string& run_id,
+                       int rank) {
+  w.run_id = run_id;
+  w.rank = rank;
+  w.placement = ++next_placement_;
+}
+
 bool Scheduler::Fits(const SchedulerWorker& w, WorkerRole role,
                      const std::string& device) const {
   if (w.role != role || !w.run_id.empty()) return false;
@@ -141,12 +148,10 @@ std::vector<Placement> Scheduler::Place() {
     }
     Placement p{q->run_id, learners, actors};
     for (size_t i = 0; i < learners.size(); ++i) {
-      workers_[learners[i]].run_id = q->run_id;
-      workers_[learners[i]].rank = static_cast<int>(i);
+      Assign(workers_[learners[i]], q->run_id, static_cast<int>(i));
     }
     for (size_t i = 0; i < actors.size(); ++i) {
-      workers_[actors[i]].run_id = q->run_id;
-      workers_[actors[i]].rank = static_cast<int>(i);
+      Assign(workers_[actors[i]], q->run_id, static_cast<int>(i));
     }
     placed_[q->run_id] = q->spec;
     placements.push_back(std::move(p));
@@ -158,6 +163,13 @@ std::vector<Placement> Scheduler::Place() {
 std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
   std::vector<std::pair<std::string, std::string>> added;
   for (const auto& [run_id, spec] : placed_) {
+    // Actors join a run only once it has its learners (after a coordinator
+    // restart, they may not have re-registered yet).
+    const bool has_learner =
+        std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
+          return entry.second.run_id == run_id && entry.second.role == LEARNER;
+        });
+    if (!has_learner) continue;
     std::vector<bool> rank_taken(spec.resources().num_actors(), false);
     for (const auto& [id, w] : workers_) {
       if (w.run_id == run_id && w.role == ACTOR &&
@@ -169,8 +181,7 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
       if (rank_taken[rank]) continue;
       for (auto& [id, w] : workers_) {
         if (Fits(w, ACTOR, spec.resources().actor_device())) {
-          w.run_id = run_id;
-          w.rank = static_cast<int>(rank);
+          Assign(w, run_id, static_cast<int>(rank));
           added.emplace_back(run_id, id);
           break;
         }

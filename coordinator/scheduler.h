@@ -31,6 +31,9 @@ struct SchedulerWorker {
   absl::Time lease_expiry;
   std::string run_id;  // empty: idle
   int rank = 0;
+  // Bumped every time the scheduler gives the worker a run, so that a new
+  // placement on the same run is still a new assignment.
+  int64_t placement = 0;
 };
 
 struct Placement {
@@ -95,10 +98,12 @@ class Scheduler {
   };
   bool Fits(const SchedulerWorker& w, WorkerRole role,
             const std::string& device) const;
+  void Assign(SchedulerWorker& w, const std::string& run_id, int rank);
 
   Clock clock_;
   absl::Duration lease_ttl_;
   int64_t next_epoch_ = 0;
+  int64_t next_placement_ = 0;
   std::map<std::string, SchedulerWorker> workers_;
   std::vector<QueuedRun> queue_;
   std::map<std::string, RunSpec> placed_;  // run_id -> spec
