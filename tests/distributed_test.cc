@@ -13,9 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/subprocess.h"
 #include "gtest/gtest.h"
 #include "proto/learner.grpc.pb.h"
-#include "common/subprocess.h"
 
 namespace rl {
 namespace {

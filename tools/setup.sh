@@ -76,6 +76,28 @@ else
   log "Python packages: up to date"
 fi
 
+# --- Python client (rlservice + rlctl), installed into .venv ---------------
+# Stubs are generated with Debian's protoc into rlservice/proto, with the
+# imports rewritten to that package; regenerated when a .proto changes.
+PY_STAMP="$VENV/.rl_client_stamp"
+want_py="$(cat proto/*.proto python/pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [[ "$(cat "$PY_STAMP" 2>/dev/null || true)" != "$want_py" ]]; then
+  log "installing the Python client (rlservice, rlctl) into .venv"
+  gen="$(mktemp -d)"
+  mkdir -p "$gen/rlservice/proto" python/rlservice/proto
+  for f in proto/*.proto; do
+    sed 's|import "proto/|import "rlservice/proto/|' "$f" >"$gen/rlservice/proto/$(basename "$f")"
+  done
+  protoc -I "$gen" --python_out=python --grpc_out=python \
+    --plugin=protoc-gen-grpc="$(command -v grpc_python_plugin)" \
+    "$gen"/rlservice/proto/*.proto
+  touch python/rlservice/proto/__init__.py
+  rm -rf "$gen"
+  "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
+    --no-deps -e python
+  echo "$want_py" >"$PY_STAMP"
+fi
+
 # --- Bazel settings local to this checkout --------------------------------
 cat >"$ROOT/.bazelrc.local" <<EOF
 # Written by tools/setup.sh; local to this checkout, not committed.

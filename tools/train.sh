@@ -1,22 +1,42 @@
 #!/usr/bin/env bash
-# The README's main-job command: set up (idempotent), build the trainer with
-# optimisations, train a run file from scratch on this machine, then evaluate
-# the checkpoint it leaves.
+# The README's main-job command: set up (idempotent), build with
+# optimisations, start the embedded system (a coordinator that spawns and
+# supervises local learner and actor workers), train a run file through it
+# with rlctl (live progress until the run ends), evaluate the checkpoint it
+# leaves, and stop the system.
 #
-#   tools/train.sh [RUN_FILE] [rl_local flags...]     (default examples/cartpole.yaml)
+#   tools/train.sh [RUN_FILE] [--local_workers=learners=1,actors=1]
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 RUN_FILE="${1:-examples/cartpole.yaml}"
-shift || true
+WORKERS="${2:---local_workers=learners=1,actors=1}"
 bash tools/setup.sh
-bazel build --config=opt //trainer:rl_local
-NAME="$(basename "${RUN_FILE%.*}")"
-RUN_DIR="$ROOT/runs/$NAME"
-rm -rf "$RUN_DIR"
+bazel build --config=opt //coordinator:coordinator_main //learner:learner_main \
+  //actor:actor_main //trainer:rl_local
+BIN="$(bazel info --config=opt bazel-bin 2>/dev/null)"
+STATE="$ROOT/runs/embedded"
+mkdir -p "$STATE"
+rm -f "$STATE/port"
+"$BIN/coordinator/coordinator_main" --port=0 --port_file="$STATE/port" \
+  --store="$STATE/coordinator.db" --runs_dir="$STATE" --log_dir="$STATE/logs" \
+  "$WORKERS" >"$STATE/coordinator.log" 2>&1 &
+COORDINATOR=$!
+trap 'kill -TERM $COORDINATOR 2>/dev/null; wait $COORDINATOR 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [[ -s "$STATE/port" ]] && break; sleep 0.1; done
+if [[ ! -s "$STATE/port" ]]; then
+  echo "coordinator did not start; see $STATE/coordinator.log" >&2
+  exit 1
+fi
+export RL_COORDINATOR="127.0.0.1:$(cat "$STATE/port")"
+echo "embedded system up: coordinator $RL_COORDINATOR (state and logs in $STATE)"
 status=0
-bazel-bin/trainer/rl_local train --run="$RUN_FILE" --run_dir="$RUN_DIR" "$@" || status=$?
-if [[ -d "$RUN_DIR/checkpoints" ]]; then
-  bazel-bin/trainer/rl_local eval --run="$RUN_FILE" --checkpoint="$RUN_DIR" --episodes=100
+OUT="$(mktemp)"
+.venv/bin/rlctl submit "$RUN_FILE" --watch | tee "$OUT" || status=$?
+RUN_ID="$(sed -n 's/^submitted \(run-[0-9]*\).*/\1/p' "$OUT" | head -1)"
+rm -f "$OUT"
+if [[ -n "$RUN_ID" && -d "$STATE/$RUN_ID/checkpoints" ]]; then
+  "$BIN/trainer/rl_local" eval --run="$RUN_FILE" --checkpoint="$STATE/$RUN_ID" \
+    --episodes=100
 fi
 exit "$status"
