@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <random>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -97,6 +98,8 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
 ActorClient::ActorClient(const ActorOptions& options,
                          std::unique_ptr<RolloutCollector> collector)
     : options_(options),
+      incarnation_((static_cast<uint64_t>(std::random_device{}()) << 32) ^
+                   static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
       env_spec_(MakeEnvSpec(collector->env_info())),
       policy_config_(collector->PolicyConfig(options.spec.ppo())),
@@ -323,6 +326,7 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   segment->set_run_id(run_id_);
   segment->set_actor_id(options_.actor_id);
   segment->set_sequence_number(handoff.sequence_number);
+  segment->set_actor_incarnation(incarnation_);
   segment->set_policy_version(handoff.policy_version);
   *segment->mutable_env() = env_spec_;
   absl::Status status;

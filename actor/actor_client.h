@@ -154,6 +154,9 @@ class ActorClient {
   absl::Duration NextBackoff(absl::Duration* backoff);
 
   const ActorOptions options_;
+  // Random per process: the learner restarts duplicate detection when a new
+  // process takes over this actor_id.
+  const uint64_t incarnation_;
   const std::string run_id_;
   const EnvSpec env_spec_;
   const ActorCriticConfig policy_config_;

@@ -30,6 +30,7 @@ constexpr int64_t kFirstVersion = 1;
 // A validated segment waiting in the queue or the staging area.
 struct LearnerCore::Staged {
   int actor_id = 0;
+  uint64_t incarnation = 0;
   int64_t sequence_number = 0;
   int64_t policy_version = 0;
   std::unique_ptr<RolloutSegment> proto;  // owns the bytes `rollout` views
@@ -148,6 +149,14 @@ class LearnerCore::Impl {
 
     absl::MutexLock lock(&mu_);
     status_.set_segments_received(status_.segments_received() + 1);
+    auto incarnation = incarnation_.find(actor_id);
+    if (incarnation == incarnation_.end() ||
+        incarnation->second != segment->actor_incarnation()) {
+      // A new actor process under this id: its numbering starts afresh.
+      incarnation_[actor_id] = segment->actor_incarnation();
+      last_sequence_[actor_id] = 0;
+      acked_[actor_id] = 0;
+    }
     int64_t& last = last_sequence_[actor_id];
     if (segment->sequence_number() <= last) {
       // Resent after a reconnect: already queued or processed.
@@ -163,6 +172,7 @@ class LearnerCore::Impl {
     last = segment->sequence_number();
     auto staged = std::make_unique<Staged>();
     staged->actor_id = actor_id;
+    staged->incarnation = segment->actor_incarnation();
     staged->sequence_number = segment->sequence_number();
     staged->policy_version = segment->policy_version();
     staged->rollout = *std::move(rollout);
@@ -231,6 +241,12 @@ class LearnerCore::Impl {
     streams_[s->second].on_ack(ack);
   }
 
+  // Marks `s` processed, unless its actor process has been replaced since.
+  void Acknowledge(const Staged& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (incarnation_[s.actor_id] != s.incarnation) return;
+    acked_[s.actor_id] = std::max(acked_[s.actor_id], s.sequence_number);
+  }
+
   void Run() {
     absl::Status status = Loop();
     absl::MutexLock lock(&mu_);
@@ -278,8 +294,7 @@ class LearnerCore::Impl {
     if (lag > max_lag || lag < 0) {
       status_.set_segments_dropped_stale(status_.segments_dropped_stale() + 1);
       dropped_stale_[segment->actor_id] += 1;
-      acked_[segment->actor_id] =
-          std::max(acked_[segment->actor_id], segment->sequence_number);
+      Acknowledge(*segment);
       SendAck(segment->actor_id);
       return;
     }
@@ -366,7 +381,7 @@ class LearnerCore::Impl {
       absl::MutexLock lock(&mu_);
       std::set<int> actors;
       for (const auto& s : batch) {
-        acked_[s->actor_id] = std::max(acked_[s->actor_id], s->sequence_number);
+        Acknowledge(*s);
         actors.insert(s->actor_id);
       }
       for (int actor : actors) SendAck(actor);
@@ -477,6 +492,7 @@ class LearnerCore::Impl {
   int64_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> actor_stream_ ABSL_GUARDED_BY(mu_);
+  std::map<int, uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> acked_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> dropped_stale_ ABSL_GUARDED_BY(mu_);

@@ -118,6 +118,27 @@ TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {
   EXPECT_EQ(log.acks.back().dropped_stale(), 1);
 }
 
+TEST(LearnerCoreTest, ARestartedActorProcessNumbersAfresh) {
+  LearnerOptions options;
+  options.spec = Spec("resources: {num_actors: 1}");
+  auto core = LearnerCore::Create(options);
+  ASSERT_TRUE(core.ok());
+  AckLog log;
+  const int64_t s = (*core)->OpenStream(0, log.Callback());
+  auto first = Segment(0, 1, 1);
+  first->set_actor_incarnation(111);
+  ASSERT_TRUE((*core)->SubmitSegment(s, std::move(first)).ok());
+  ASSERT_TRUE(WaitForVersion(**core, 2));
+  // Same actor id, new process: sequence number 1 again is not a duplicate.
+  (*core)->CloseStream(s);
+  const int64_t s2 = (*core)->OpenStream(0, log.Callback());
+  auto second = Segment(0, 1, 2);
+  second->set_actor_incarnation(222);
+  ASSERT_TRUE((*core)->SubmitSegment(s2, std::move(second)).ok());
+  ASSERT_TRUE(WaitForVersion(**core, 3));
+  EXPECT_EQ((*core)->GetStatus().segments_duplicate(), 0);
+}
+
 TEST(LearnerCoreTest, MalformedSegmentsAreRejectedAndHarmNothing) {
   LearnerOptions options;
   options.spec = Spec("resources: {num_actors: 1}");

@@ -2,6 +2,7 @@
 // learner and actor workers, driven through RunService over gRPC.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -164,6 +165,45 @@ TEST_F(CoordinatorTest, TwoRunsShareThePool) {
     });
     EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
   }
+  StopCoordinator(SIGTERM);
+}
+
+// The pid of this coordinator's local worker `name` (from /proc), or -1.
+pid_t FindWorker(int coordinator_port, const std::string& name) {
+  const std::string want_coordinator =
+      absl::StrCat("--coordinator=127.0.0.1:", coordinator_port);
+  const std::string want_name = "--worker_name=" + name;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(want_coordinator) != std::string::npos &&
+        cmdline.find(want_name + " ") != std::string::npos) {
+      return std::atoi(pid.c_str());
+    }
+  }
+  return -1;
+}
+
+TEST_F(CoordinatorTest, KilledWorkerIsReplacedAndTheRunSucceeds) {
+  StartCoordinator("learners=1,actors=1");
+  const rl::Run run = Submit(CartPole("resilient", 300000));
+  ASSERT_EQ(
+      WaitFor(run.run_id(),
+              [](const rl::Run& r) { return r.progress().env_steps() > 5000; })
+          .state(),
+      RUNNING);
+  const pid_t actor = FindWorker(port_, "local-actor-0");
+  ASSERT_GT(actor, 0);
+  kill(actor, SIGKILL);
+  const rl::Run done = WaitFor(run.run_id(), [](const rl::Run& r) {
+    return r.state() == SUCCEEDED || r.state() == FAILED;
+  });
+  EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  EXPECT_NE(FindWorker(port_, "local-actor-0"), actor);  // a new process
   StopCoordinator(SIGTERM);
 }
 
