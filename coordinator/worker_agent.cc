@@ -1,5 +1,6 @@
 #include "coordinator/worker_agent.h"
 
+#include <algorithm>
 #include <random>
 
 #include "common/grpc_status.h"
@@ -86,8 +87,11 @@ void WorkerAgent::Loop() {
       backoff = absl::Milliseconds(100);
       registered = true;
       epoch = response.lease().epoch();
-      interval =
-          absl::Seconds(std::max(0.1, response.lease().ttl_seconds() / 3));
+      // Heartbeats also deliver assignments, so they are frequent (at most
+      // 0.5 s apart) to keep the time from submit to work short; a third of
+      // the TTL when that is shorter.
+      interval = absl::Seconds(
+          std::clamp(response.lease().ttl_seconds() / 3, 0.05, 0.5));
       absl::MutexLock lock(&mu_);
       worker_id_ = response.worker_id();
     }

@@ -1,8 +1,9 @@
 // The worker side of WorkerService, shared by the learner and actor
-// binaries: registers with the coordinator, heartbeats (a third of the lease
-// TTL), re-registers (keeping its current assignment) when the lease is lost
-// or the coordinator restarted, and hands every change of assignment to the
-// worker. Runs in its own thread; Stop() ends it.
+// binaries: registers with the coordinator, heartbeats (every 0.5 s, or a
+// third of the lease TTL if shorter), re-registers (keeping its current
+// assignment) when the lease is lost or the coordinator restarted, and hands
+// every change of assignment to the worker. Runs in its own thread; Stop() ends
+// it.
 #ifndef RL_COORDINATOR_WORKER_AGENT_H_
 #define RL_COORDINATOR_WORKER_AGENT_H_
 
