@@ -48,7 +48,15 @@ absl::Status CoordinatorCore::Recover() {
     }
     ++recovered;
   }
-  if (recovered > 0) RL_LOG_INFO("recovered {} unfinished runs", recovered);
+  ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assignments,
+                   store_->Assignments());
+  for (AssignmentRecord& a : assignments) {
+    recovered_assignments_[a.worker_id] = std::move(a);
+  }
+  if (recovered > 0) {
+    RL_LOG_INFO("recovered {} unfinished runs, {} worker assignments",
+                recovered, recovered_assignments_.size());
+  }
   return absl::OkStatus();
 }
 
@@ -132,24 +140,41 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     return absl::InvalidArgumentError(
         "address: a learner must give the address actors reach it at");
   }
+  RETURN_IF_ERROR(
+      store_->PutWorker(request.worker_name(), role, request.address()));
   absl::MutexLock lock(&mu_);
+  const Assignment& reported = request.current_assignment();
+  // Keep the reported assignment only if it is the one recorded for this
+  // worker (before a coordinator restart) or the one it holds now.
+  bool recorded = false;
+  if (auto it = recovered_assignments_.find(request.worker_name());
+      it != recovered_assignments_.end()) {
+    recorded = it->second.run_id == reported.run_id() &&
+               it->second.assignment_id == reported.assignment_id();
+    recovered_assignments_.erase(it);
+  } else if (auto id = assignment_ids_.find(request.worker_name());
+             id != assignment_ids_.end()) {
+    recorded = id->second == reported.assignment_id();
+  }
+  const std::string keep_run =
+      recorded && !reported.run_id().empty() ? reported.run_id() : "";
   RegisterWorkerResponse response;
   std::vector<std::string> devices(request.capabilities().devices().begin(),
                                    request.capabilities().devices().end());
-  *response.mutable_lease() = scheduler_.Register(
-      request.worker_name(), role, std::move(devices), request.address(),
-      request.current_assignment().run_id(),
-      request.current_assignment().rank());
-  if (!request.current_assignment().run_id().empty() &&
-      scheduler_.worker(request.worker_name())->run_id ==
-          request.current_assignment().run_id()) {
+  *response.mutable_lease() =
+      scheduler_.Register(request.worker_name(), role, std::move(devices),
+                          request.address(), keep_run, reported.rank());
+  if (!keep_run.empty() &&
+      scheduler_.worker(request.worker_name())->run_id == keep_run) {
     // Kept: the same assignment id, so the worker does not restart.
-    assignment_ids_[request.worker_name()] =
-        request.current_assignment().assignment_id();
+    assignment_ids_[request.worker_name()] = reported.assignment_id();
     assigned_placement_[request.worker_name()] =
         scheduler_.worker(request.worker_name())->placement;
-    next_assignment_id_ = std::max(
-        next_assignment_id_, request.current_assignment().assignment_id());
+    next_assignment_id_ =
+        std::max(next_assignment_id_, reported.assignment_id());
+  } else if (assignment_ids_.erase(request.worker_name()) > 0) {
+    assigned_placement_.erase(request.worker_name());
+    store_->ClearAssignment(request.worker_name()).IgnoreError();
   }
   response.set_worker_id(request.worker_name());
   return response;
@@ -159,7 +184,9 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   Assignment assignment;
   if (worker.run_id.empty()) {
     assigned_placement_.erase(worker.worker_id);
-    assignment_ids_.erase(worker.worker_id);
+    if (assignment_ids_.erase(worker.worker_id) > 0) {
+      store_->ClearAssignment(worker.worker_id).IgnoreError();
+    }
     return assignment;
   }
   auto placed = assigned_placement_.find(worker.worker_id);
@@ -167,6 +194,17 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
       placed->second != worker.placement) {
     assigned_placement_[worker.worker_id] = worker.placement;
     assignment_ids_[worker.worker_id] = ++next_assignment_id_;
+    AssignmentRecord record;
+    record.worker_id = worker.worker_id;
+    record.run_id = worker.run_id;
+    record.role = worker.role;
+    record.rank = worker.rank;
+    record.assignment_id = assignment_ids_[worker.worker_id];
+    const absl::Status stored = store_->PutAssignment(record);
+    if (!stored.ok()) {
+      RL_LOG_ERROR("cannot store the assignment of {}: {}", worker.worker_id,
+                   stored.ToString());
+    }
   }
   auto run = store_->GetRun(worker.run_id);
   if (!run.ok()) return assignment;
@@ -254,6 +292,17 @@ ListWorkersResponse CoordinatorCore::ListWorkers() {
     *out->mutable_assignment() = AssignmentFor(w);
     out->set_alive(true);
   }
+  // Known from before a restart, not registered again (yet).
+  for (const auto& [name, a] : recovered_assignments_) {
+    Worker* out = response.add_workers();
+    out->set_worker_id(name);
+    out->set_worker_name(name);
+    out->mutable_capabilities()->set_role(a.role);
+    out->mutable_assignment()->set_run_id(a.run_id);
+    out->mutable_assignment()->set_rank(a.rank);
+    out->mutable_assignment()->set_assignment_id(a.assignment_id);
+    out->set_alive(false);
+  }
   return response;
 }
 
@@ -276,6 +325,7 @@ void CoordinatorCore::Tick() {
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
+      store_->ClearAssignment(lost.worker_id).IgnoreError();
       if (!lost.run_id.empty() && lost.role == LEARNER) {
         RequeueLocked(lost.run_id,
                       absl::StrCat("learner ", lost.worker_id, " lost"));

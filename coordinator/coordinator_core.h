@@ -78,6 +78,10 @@ class CoordinatorCore {
   std::map<std::string, int64_t> assignment_ids_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> assigned_placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_assignment_id_ ABSL_GUARDED_BY(mu_);
+  // Assignments stored before a restart: a re-registering worker keeps its
+  // run only if it reports the very assignment recorded for it.
+  std::map<std::string, AssignmentRecord> recovered_assignments_
+      ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex watchers_mu_;

@@ -179,5 +179,26 @@ TEST_F(CoordinatorCoreTest, RestartRecoversRunsAndWorkersKeepTheirAssignments) {
   EXPECT_EQ(core_->GetRun(queued)->state(), QUEUED);  // pool is busy
 }
 
+TEST_F(CoordinatorCoreTest, AWorkerReportingAnUnrecordedAssignmentStartsIdle) {
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  Assignment learner = Beat(*core_, "learner-0", l);
+  ASSERT_EQ(learner.run_id(), id);
+  core_.reset();
+  core_ = Make();
+  // Before it re-registers, the stored assignment (the learner's: it is
+  // the one that heartbeated) is listed as not alive.
+  const ListWorkersResponse listed = core_->ListWorkers();
+  ASSERT_EQ(listed.workers_size(), 1);
+  EXPECT_EQ(listed.workers(0).worker_id(), "learner-0");
+  EXPECT_EQ(listed.workers(0).assignment().run_id(), id);
+  EXPECT_FALSE(listed.workers(0).alive());
+  learner.set_assignment_id(learner.assignment_id() + 1000);  // not recorded
+  const int64_t l2 = Register(*core_, "learner-0", LEARNER, learner);
+  EXPECT_EQ(Beat(*core_, "learner-0", l2).run_id(), "");
+}
+
 }  // namespace
 }  // namespace rl

@@ -28,6 +28,19 @@ CREATE TABLE IF NOT EXISTS run_events (
   time_ns INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS run_events_by_run ON run_events(run_id);
+CREATE TABLE IF NOT EXISTS workers (
+  worker_id TEXT PRIMARY KEY,
+  role INTEGER NOT NULL,
+  address TEXT NOT NULL,
+  registered_ns INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS assignments (
+  worker_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  role INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  assignment_id INTEGER NOT NULL
+);
 )sql";
 
 bool IsFinal(RunState s) {
@@ -331,6 +344,61 @@ absl::Status RunStore::UpdateProgress(const std::string& run_id,
     return status;
   }
   return Exec("COMMIT;");
+}
+
+absl::Status RunStore::PutWorker(const std::string& worker_id, WorkerRole role,
+                                 const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  Statement put(db_,
+                "INSERT OR REPLACE INTO workers(worker_id, role, address, "
+                "registered_ns) VALUES(?, ?, ?, ?);");
+  RETURN_IF_ERROR(put.status());
+  put.Bind(1, worker_id);
+  put.Bind(2, static_cast<int64_t>(role));
+  put.Bind(3, address);
+  put.Bind(4, absl::ToUnixNanos(absl::Now()));
+  return put.Done(put.Step());
+}
+
+absl::Status RunStore::PutAssignment(const AssignmentRecord& a) {
+  absl::MutexLock lock(&mu_);
+  Statement put(db_,
+                "INSERT OR REPLACE INTO assignments(worker_id, run_id, role, "
+                "rank, assignment_id) VALUES(?, ?, ?, ?, ?);");
+  RETURN_IF_ERROR(put.status());
+  put.Bind(1, a.worker_id);
+  put.Bind(2, a.run_id);
+  put.Bind(3, static_cast<int64_t>(a.role));
+  put.Bind(4, static_cast<int64_t>(a.rank));
+  put.Bind(5, a.assignment_id);
+  return put.Done(put.Step());
+}
+
+absl::Status RunStore::ClearAssignment(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  Statement del(db_, "DELETE FROM assignments WHERE worker_id = ?;");
+  RETURN_IF_ERROR(del.status());
+  del.Bind(1, worker_id);
+  return del.Done(del.Step());
+}
+
+absl::StatusOr<std::vector<AssignmentRecord>> RunStore::Assignments() {
+  absl::MutexLock lock(&mu_);
+  Statement list(db_,
+                 "SELECT worker_id, run_id, role, rank, assignment_id FROM "
+                 "assignments ORDER BY worker_id;");
+  RETURN_IF_ERROR(list.status());
+  std::vector<AssignmentRecord> all;
+  while (list.Step() == SQLITE_ROW) {
+    AssignmentRecord a;
+    a.worker_id = list.Text(0);
+    a.run_id = list.Text(1);
+    a.role = static_cast<WorkerRole>(list.Int(2));
+    a.rank = static_cast<int>(list.Int(3));
+    a.assignment_id = list.Int(4);
+    all.push_back(std::move(a));
+  }
+  return all;
 }
 
 absl::StatusOr<std::vector<RunEventRecord>> RunStore::Events(

@@ -1,6 +1,7 @@
-// Durable state of the coordinator's runs in SQLite (WAL mode): every
-// submission and state transition is one transaction, recorded in an event
-// log. After a crash, reopening the file gives back every committed run.
+// Durable state of the coordinator in SQLite (WAL mode): runs, every
+// submission and state transition as one transaction recorded in an event
+// log, and the workers with their current assignments. After a crash,
+// reopening the file gives back everything committed.
 //
 // Run lifecycle (enforced here):
 //   QUEUED -> PLACING -> RUNNING -> SUCCEEDED
@@ -22,6 +23,15 @@
 struct sqlite3;
 
 namespace rl {
+
+// A worker's current assignment, as last granted.
+struct AssignmentRecord {
+  std::string worker_id;
+  std::string run_id;
+  WorkerRole role = WORKER_ROLE_UNSPECIFIED;
+  int rank = 0;
+  int64_t assignment_id = 0;
+};
 
 // One recorded transition.
 struct RunEventRecord {
@@ -66,6 +76,14 @@ class RunStore {
 
   // The event log of a run, oldest first.
   absl::StatusOr<std::vector<RunEventRecord>> Events(const std::string& run_id);
+
+  // Workers: their registration (upserted) and current assignment (one row
+  // per worker; cleared when the worker is idle or gone).
+  absl::Status PutWorker(const std::string& worker_id, WorkerRole role,
+                         const std::string& address);
+  absl::Status PutAssignment(const AssignmentRecord& assignment);
+  absl::Status ClearAssignment(const std::string& worker_id);
+  absl::StatusOr<std::vector<AssignmentRecord>> Assignments();
 
   // True if the lifecycle allows `from` -> `to`.
   static bool TransitionAllowed(RunState from, RunState to);

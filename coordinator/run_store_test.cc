@@ -126,6 +126,27 @@ TEST(RunStoreTest, StateSurvivesReopen) {
   EXPECT_FALSE(created);
 }
 
+TEST(RunStoreTest, WorkersAndAssignmentsArePersisted) {
+  const std::string path = DbPath("assignments");
+  {
+    auto store = RunStore::Open(path);
+    ASSERT_TRUE(store.ok());
+    ASSERT_TRUE((*store)->PutWorker("w1", LEARNER, "127.0.0.1:1").ok());
+    AssignmentRecord a{"w1", "run-000001", LEARNER, 0, 42};
+    ASSERT_TRUE((*store)->PutAssignment(a).ok());
+    AssignmentRecord b{"w2", "run-000001", ACTOR, 1, 43};
+    ASSERT_TRUE((*store)->PutAssignment(b).ok());
+    ASSERT_TRUE((*store)->ClearAssignment("w2").ok());
+  }
+  auto store = RunStore::Open(path);
+  auto all = (*store)->Assignments();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].worker_id, "w1");
+  EXPECT_EQ((*all)[0].assignment_id, 42);
+  EXPECT_EQ((*all)[0].role, LEARNER);
+}
+
 // A child process submits and transitions runs as fast as it can and is
 // SIGKILLed at a random moment, five times over. Every run found afterwards
 // is consistent with its event log, and ids are never duplicated.
