@@ -94,9 +94,7 @@ class BatchedEnv {
   // environment `env`'s elapsed-step counter after SetState zeroed it.
   // INVALID_ARGUMENT for a wrong env index or a count outside
   // [0, max_episode_steps).
-  virtual absl::Status SetElapsedSteps(int env, int elapsed_steps) {
-    return absl::UnimplementedError("SetElapsedSteps");
-  }
+  virtual absl::Status SetElapsedSteps(int env, int elapsed_steps) = 0;
 
   // Checkpoints: the batch's whole dynamic state (physics, elapsed steps,
   // episode counters, running episode returns and lengths) as bytes, and

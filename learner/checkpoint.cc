@@ -1,5 +1,7 @@
 #include "learner/checkpoint.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -43,8 +45,10 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                                             const TensorMap& extra, int keep) {
   const fs::path final_dir =
       fs::path(root) / absl::StrFormat("%s%012d", kPrefix, counter);
+  // Unique per process, so that a writer never removes another's work.
   const fs::path tmp_dir =
-      fs::path(root) / absl::StrFormat(".tmp-%s%012d", kPrefix, counter);
+      fs::path(root) /
+      absl::StrFormat(".tmp-%s%012d-%d", kPrefix, counter, getpid());
   std::error_code ec;
   fs::create_directories(root, ec);
   fs::remove_all(tmp_dir, ec);
@@ -73,6 +77,12 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
   }
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
+  if (ec && IsComplete(final_dir)) {
+    // Another writer (a learner being replaced) completed this checkpoint
+    // between our remove and rename; its copy is as good as ours.
+    fs::remove_all(tmp_dir, ec);
+    ec.clear();
+  }
   if (ec) {
     return absl::InternalError(absl::StrCat("cannot rename checkpoint to ",
                                             final_dir.string(), ": ",
