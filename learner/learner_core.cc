@@ -522,7 +522,9 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   }
   auto impl = std::make_unique<Impl>(options, info);
   RETURN_IF_ERROR(impl->Start());
-  return std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
+  auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
+  core->run_id_ = options.run_id;
+  return core;
 }
 
 LearnerCore::LearnerCore(std::unique_ptr<Impl> impl)

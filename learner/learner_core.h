@@ -73,6 +73,8 @@ class LearnerCore {
   std::shared_ptr<const PolicyUpdate> LatestPolicy() const;
 
   LearnerStatus GetStatus() const;
+  // The run this core trains.
+  const std::string& run_id() const { return run_id_; }
   // Segments an actor may have in flight beyond its last ack.
   int credits() const { return credits_; }
 
@@ -88,6 +90,7 @@ class LearnerCore {
   explicit LearnerCore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   int credits_;
+  std::string run_id_;
 };
 
 }  // namespace rl

@@ -155,7 +155,7 @@ class PolicyStreamReactor final
 };
 
 const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
-                          "this learner has no run assigned (yet)");
+                          "this learner does not serve that run (yet)");
 
 // A stream that fails at once (no run to serve).
 template <typename Base>
@@ -189,7 +189,11 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
 grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
     grpc::CallbackServerContext*, const SubscribePolicyRequest* request) {
   std::shared_ptr<LearnerCore> core = this->core();
-  if (core == nullptr) {
+  // A subscriber of another run (its assignment reached it before this
+  // learner switched runs) must not get this run's weights: it retries.
+  if (core == nullptr ||
+      (!request->run_id().empty() && !core->run_id().empty() &&
+       request->run_id() != core->run_id())) {
     return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>();
   }
   return new PolicyStreamReactor(std::move(core), request->have_version());
