@@ -10,17 +10,6 @@
 namespace rl {
 namespace {
 
-// Finishes a unary call with `result`'s status, moving its value into
-// `response` when OK.
-template <typename T>
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
-                                absl::StatusOr<T> result, T* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (result.ok()) *response = *std::move(result);
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
-}
-
 bool IsFinal(RunState state) {
   return state == SUCCEEDED || state == FAILED || state == CANCELLED;
 }
@@ -100,25 +89,25 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
-  return Reply(context, core_->SubmitRun(*request), response);
+  return ReplyUnary(context, core_->SubmitRun(*request), response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(
     grpc::CallbackServerContext* context, const GetRunRequest* request,
     Run* response) {
-  return Reply(context, core_->GetRun(request->run_id()), response);
+  return ReplyUnary(context, core_->GetRun(request->run_id()), response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::ListRuns(
     grpc::CallbackServerContext* context, const ListRunsRequest* request,
     ListRunsResponse* response) {
-  return Reply(context, core_->ListRuns(*request), response);
+  return ReplyUnary(context, core_->ListRuns(*request), response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
     grpc::CallbackServerContext* context, const CancelRunRequest* request,
     Run* response) {
-  return Reply(context, core_->CancelRun(request->run_id()), response);
+  return ReplyUnary(context, core_->CancelRun(request->run_id()), response);
 }
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
@@ -129,7 +118,7 @@ grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
 grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(
     grpc::CallbackServerContext* context, const ListWorkersRequest*,
     ListWorkersResponse* response) {
-  return Reply(context,
+  return ReplyUnary(context,
                absl::StatusOr<ListWorkersResponse>(core_->ListWorkers()),
                response);
 }
@@ -137,13 +126,13 @@ grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     grpc::CallbackServerContext* context, const RegisterWorkerRequest* request,
     RegisterWorkerResponse* response) {
-  return Reply(context, core_->RegisterWorker(*request), response);
+  return ReplyUnary(context, core_->RegisterWorker(*request), response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::Heartbeat(
     grpc::CallbackServerContext* context, const HeartbeatRequest* request,
     HeartbeatResponse* response) {
-  return Reply(context, core_->Heartbeat(*request), response);
+  return ReplyUnary(context, core_->Heartbeat(*request), response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::ReportStatus(

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/sqlite_util.h"
 #include "common/status.h"
 
 namespace rl {
@@ -53,51 +54,6 @@ void SetTime(google::protobuf::Timestamp* ts, absl::Time t) {
   ts->set_nanos(static_cast<int32_t>(ns % 1000000000));
 }
 
-// A prepared statement that finalizes itself.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-    db_ = db;
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  absl::Status status() const {
-    if (rc_ == SQLITE_OK) return absl::OkStatus();
-    return absl::InternalError(
-        absl::StrCat("sqlite prepare: ", sqlite3_errmsg(db_)));
-  }
-  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  void Bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()),
-                      SQLITE_TRANSIENT);
-  }
-  void BindBlob(int i, const std::string& v) {
-    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()),
-                      SQLITE_TRANSIENT);
-  }
-  void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
-  int Step() { return sqlite3_step(stmt_); }
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-  std::string Blob(int col) {
-    const void* p = sqlite3_column_blob(stmt_, col);
-    return std::string(static_cast<const char*>(p),
-                       sqlite3_column_bytes(stmt_, col));
-  }
-  std::string Text(int col) {
-    const unsigned char* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
-  }
-  absl::Status Done(int rc) {
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return absl::OkStatus();
-    return absl::InternalError(absl::StrCat("sqlite: ", sqlite3_errmsg(db_)));
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
-
 absl::StatusOr<Run> ParseRun(const std::string& blob) {
   Run run;
   if (!run.ParseFromString(blob)) {
@@ -110,19 +66,9 @@ absl::StatusOr<Run> ParseRun(const std::string& blob) {
 
 absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
     const std::string& path) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
-    const std::string error = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    return absl::UnavailableError(
-        absl::StrCat("cannot open store ", path, ": ", error));
-  }
-  sqlite3_busy_timeout(db, 5000);
+  ASSIGN_OR_RETURN(sqlite3* db, OpenDurableDatabase(path));
   auto store = std::unique_ptr<RunStore>(new RunStore(db));
   absl::MutexLock lock(&store->mu_);
-  // WAL + synchronous=FULL: a committed transaction survives a crash.
-  RETURN_IF_ERROR(store->Exec("PRAGMA journal_mode=WAL;"));
-  RETURN_IF_ERROR(store->Exec("PRAGMA synchronous=FULL;"));
   RETURN_IF_ERROR(store->Exec(kSchema));
   return store;
 }
@@ -133,13 +79,7 @@ RunStore::~RunStore() {
 }
 
 absl::Status RunStore::Exec(const std::string& sql) {
-  char* error = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error) != SQLITE_OK) {
-    const std::string message = error ? error : "unknown error";
-    sqlite3_free(error);
-    return absl::InternalError(absl::StrCat("sqlite: ", message));
-  }
-  return absl::OkStatus();
+  return ExecSql(db_, sql);
 }
 
 bool RunStore::TransitionAllowed(RunState from, RunState to) {

@@ -1,0 +1,18 @@
+// Port files: a server bound to port 0 tells others where it listens by
+// writing the port to a file, atomically (write a temporary, then rename),
+// so a reader polling for the file never sees it half-written.
+#ifndef RL_COMMON_PORT_FILE_H_
+#define RL_COMMON_PORT_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace rl {
+
+// Does nothing for an empty `path`.
+absl::Status WritePortFile(const std::string& path, int port);
+
+}  // namespace rl
+
+#endif  // RL_COMMON_PORT_FILE_H_

@@ -1,0 +1,410 @@
+#include "telemetry/emitter.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <random>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+
+namespace rl {
+namespace {
+
+int64_t CoarseWallNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t RoundUpPowerOfTwo(uint64_t n) {
+  uint64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+constexpr char kDefaultRun[] = "system";
+
+}  // namespace
+
+// One ring entry; two cache lines so neighbouring producers do not share.
+struct alignas(64) Emitter::Slot {
+  std::atomic<uint64_t> sequence{0};
+  int64_t step = 0;
+  int64_t wall_ns = 0;
+  double value = 0;
+  uint32_t labels_id = 0;
+  uint32_t run_index = 0;
+  uint8_t name_len = 0;
+  char name[kMaxNameBytes];
+};
+
+struct Emitter::State {
+  EmitterOptions options;
+  std::unique_ptr<MetricTransport> transport;
+
+  // The ring (Vyukov's bounded queue; many producers, one consumer).
+  std::unique_ptr<Slot[]> slots;
+  uint64_t mask = 0;
+  alignas(64) std::atomic<uint64_t> enqueue_pos{0};
+  alignas(64) std::atomic<uint64_t> dequeue_pos{0};  // written by the sender
+  alignas(64) std::atomic<int64_t> dropped{0};
+  std::atomic<uint32_t> run_index{0};
+
+  absl::Mutex mu;
+  std::vector<std::string> runs ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, uint32_t> labels_ids ABSL_GUARDED_BY(mu);
+  // Index 0: no labels. Entries are never removed (ids stay valid).
+  std::deque<MetricLabelList> labels_by_id ABSL_GUARDED_BY(mu);
+
+  std::deque<std::shared_ptr<const MetricBatch>> unacked ABSL_GUARDED_BY(mu);
+  int64_t unacked_points ABSL_GUARDED_BY(mu) = 0;
+  int64_t pending_points ABSL_GUARDED_BY(mu) = 0;  // drained, not sealed
+  int64_t next_sequence ABSL_GUARDED_BY(mu) = 1;
+  int64_t acked_sequence ABSL_GUARDED_BY(mu) = 0;
+  int64_t acked_points ABSL_GUARDED_BY(mu) = 0;
+  int64_t sent_batches ABSL_GUARDED_BY(mu) = 0;
+  int64_t connects ABSL_GUARDED_BY(mu) = 0;
+  bool connected ABSL_GUARDED_BY(mu) = false;
+  bool acked_since_connect ABSL_GUARDED_BY(mu) = false;
+  int64_t generation ABSL_GUARDED_BY(mu) = 0;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  int flush_requests ABSL_GUARDED_BY(mu) = 0;
+
+  std::thread sender;
+  std::thread ack_reader;  // owned by the sender thread
+};
+
+Emitter::Emitter(std::unique_ptr<MetricTransport> transport,
+                 EmitterOptions options)
+    : enabled_(transport != nullptr), state_(std::make_unique<State>()) {
+  State& s = *state_;
+  if (options.incarnation == 0) {
+    std::random_device rd;
+    options.incarnation =
+        static_cast<int64_t>((uint64_t{rd()} << 31) ^ rd()) & 0x7fffffffffff;
+    if (options.incarnation == 0) options.incarnation = 1;
+  }
+  options.batch_max_points = std::max(1, options.batch_max_points);
+  s.options = std::move(options);
+  s.transport = std::move(transport);
+  {
+    absl::MutexLock lock(&s.mu);
+    s.runs.push_back(kDefaultRun);
+    s.labels_by_id.emplace_back();
+  }
+  if (!enabled_) return;
+  const uint64_t capacity =
+      RoundUpPowerOfTwo(std::max(2, s.options.queue_capacity));
+  s.slots.reset(new Slot[capacity]);
+  s.mask = capacity - 1;
+  for (uint64_t i = 0; i < capacity; ++i) {
+    s.slots[i].sequence.store(i, std::memory_order_relaxed);
+  }
+  s.sender = std::thread([this] { SenderLoop(); });
+}
+
+Emitter::~Emitter() {
+  State& s = *state_;
+  {
+    absl::MutexLock lock(&s.mu);
+    s.stop = true;
+  }
+  if (s.sender.joinable()) s.sender.join();
+}
+
+void Emitter::SetRun(absl::string_view run_id) {
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  const std::string id = run_id.empty() ? kDefaultRun : std::string(run_id);
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    if (s.runs[i] == id) {
+      s.run_index.store(static_cast<uint32_t>(i), std::memory_order_relaxed);
+      return;
+    }
+  }
+  s.runs.push_back(id);
+  s.run_index.store(static_cast<uint32_t>(s.runs.size() - 1),
+                    std::memory_order_relaxed);
+}
+
+void Emitter::Emit(absl::string_view name, int64_t step, double value) {
+  if (!enabled_) return;
+  EmitInternal(name, step, value, 0);
+}
+
+void Emitter::Emit(absl::string_view name, int64_t step, double value,
+                   const MetricLabelList& labels) {
+  if (!enabled_) return;
+  EmitInternal(name, step, value, labels.empty() ? 0 : InternLabels(labels));
+}
+
+uint32_t Emitter::InternLabels(const MetricLabelList& labels) {
+  MetricLabelList sorted = labels;
+  std::sort(sorted.begin(), sorted.end());
+  std::string key;
+  for (const auto& [k, v] : sorted) absl::StrAppend(&key, k, "\x1f", v, "\x1e");
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  auto [it, inserted] = s.labels_ids.try_emplace(
+      key, static_cast<uint32_t>(s.labels_by_id.size()));
+  if (inserted) s.labels_by_id.push_back(std::move(sorted));
+  return it->second;
+}
+
+void Emitter::EmitInternal(absl::string_view name, int64_t step, double value,
+                           uint32_t labels_id) {
+  State& s = *state_;
+  if (name.empty() || name.size() > kMaxNameBytes) {
+    s.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  uint64_t pos = s.enqueue_pos.load(std::memory_order_relaxed);
+  Slot* slot;
+  for (;;) {
+    slot = &s.slots[pos & s.mask];
+    const uint64_t seq = slot->sequence.load(std::memory_order_acquire);
+    const int64_t dif = static_cast<int64_t>(seq - pos);
+    if (dif == 0) {
+      if (s.enqueue_pos.compare_exchange_weak(pos, pos + 1,
+                                              std::memory_order_relaxed)) {
+        break;
+      }
+    } else if (dif < 0) {
+      s.dropped.fetch_add(1, std::memory_order_relaxed);  // full
+      return;
+    } else {
+      pos = s.enqueue_pos.load(std::memory_order_relaxed);
+    }
+  }
+  slot->step = step;
+  slot->wall_ns = CoarseWallNanos();
+  slot->value = value;
+  slot->labels_id = labels_id;
+  slot->run_index = s.run_index.load(std::memory_order_relaxed);
+  slot->name_len = static_cast<uint8_t>(name.size());
+  std::memcpy(slot->name, name.data(), name.size());
+  slot->sequence.store(pos + 1, std::memory_order_release);
+}
+
+EmitterStats Emitter::stats() const {
+  State& s = *state_;
+  EmitterStats out;
+  out.emitted = static_cast<int64_t>(
+      s.enqueue_pos.load(std::memory_order_relaxed));
+  out.dropped = s.dropped.load(std::memory_order_relaxed);
+  absl::MutexLock lock(&s.mu);
+  out.sent_batches = s.sent_batches;
+  out.acked_points = s.acked_points;
+  out.unacked_points = s.unacked_points;
+  out.acked_sequence_number = s.acked_sequence;
+  out.connects = s.connects;
+  out.connected = s.connected;
+  return out;
+}
+
+absl::Status Emitter::Flush(absl::Duration timeout) {
+  if (!enabled_) return absl::OkStatus();
+  State& s = *state_;
+  const uint64_t target = s.enqueue_pos.load(std::memory_order_acquire);
+  absl::MutexLock lock(&s.mu);
+  ++s.flush_requests;
+  auto done = [&s, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    return s.stop ||
+           (s.dequeue_pos.load(std::memory_order_acquire) >= target &&
+            s.pending_points == 0 && s.unacked_points == 0);
+  };
+  const bool ok = s.mu.AwaitWithTimeout(absl::Condition(&done), timeout);
+  --s.flush_requests;
+  if (ok) return absl::OkStatus();
+  const int64_t queued = static_cast<int64_t>(
+      target - std::min(target, s.dequeue_pos.load(std::memory_order_acquire)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "telemetry flush: ", s.unacked_points + s.pending_points + queued,
+      " points not acknowledged after ", absl::FormatDuration(timeout),
+      s.connected ? "" : " (not connected to the telemetry service)"));
+}
+
+void Emitter::AckLoop(int64_t generation) {
+  State& s = *state_;
+  for (;;) {
+    absl::StatusOr<int64_t> ack = s.transport->ReadAck();
+    absl::MutexLock lock(&s.mu);
+    if (!ack.ok()) {
+      if (s.generation == generation) {
+        s.connected = false;
+        if (ack.status().code() == absl::StatusCode::kInvalidArgument &&
+            !s.unacked.empty()) {
+          // The service refused the oldest unacknowledged batch (everything
+          // before it was acknowledged first): drop it, never resend it.
+          const auto& bad = s.unacked.front();
+          RL_LOG_ERROR("telemetry: batch {} ({} points) rejected: {}",
+                       bad->sequence_number(), bad->points_size(),
+                       ack.status().ToString());
+          s.dropped.fetch_add(bad->points_size(), std::memory_order_relaxed);
+          s.unacked_points -= bad->points_size();
+          s.unacked.pop_front();
+        }
+      }
+      return;
+    }
+    s.acked_sequence = std::max(s.acked_sequence, *ack);
+    s.acked_since_connect = true;
+    while (!s.unacked.empty() &&
+           s.unacked.front()->sequence_number() <= s.acked_sequence) {
+      s.unacked_points -= s.unacked.front()->points_size();
+      s.acked_points += s.unacked.front()->points_size();
+      s.unacked.pop_front();
+    }
+  }
+}
+
+void Emitter::SenderLoop() {
+  State& s = *state_;
+  const EmitterOptions& o = s.options;
+  std::mt19937_64 rng(static_cast<uint64_t>(o.incarnation));
+  absl::Duration backoff = o.min_backoff;
+  absl::Time next_connect = absl::InfinitePast();
+  absl::Time first_pending = absl::InfiniteFuture();
+  // The batch being filled, per run.
+  std::shared_ptr<MetricBatch> open;
+  uint32_t open_run = 0;
+  const absl::Duration poll =
+      std::clamp(o.batch_interval / 4, absl::Milliseconds(1),
+                 absl::Milliseconds(20));
+
+  auto disconnect = [&]() {
+    s.transport->Close();
+    if (s.ack_reader.joinable()) s.ack_reader.join();
+    absl::MutexLock lock(&s.mu);
+    s.connected = false;
+  };
+  // Sends `batch` if connected; a failed send drops the connection (the
+  // batch stays unacknowledged and is resent after the reconnect).
+  auto send = [&](const MetricBatch& batch) {
+    {
+      absl::MutexLock lock(&s.mu);
+      if (!s.connected) return;
+      ++s.sent_batches;
+    }
+    if (!s.transport->Send(batch)) {
+      absl::MutexLock lock(&s.mu);
+      s.connected = false;
+    }
+  };
+  auto seal = [&]() {
+    if (!open || open->points_size() == 0) return;
+    std::shared_ptr<const MetricBatch> batch;
+    {
+      absl::MutexLock lock(&s.mu);
+      open->set_sequence_number(s.next_sequence++);
+      open->set_run_id(s.runs[open_run]);
+      open->set_source(o.source);
+      open->set_incarnation(o.incarnation);
+      open->set_dropped_points(s.dropped.load(std::memory_order_relaxed));
+      s.pending_points = 0;
+      s.unacked_points += open->points_size();
+      batch = std::move(open);
+      s.unacked.push_back(batch);
+    }
+    open.reset();
+    first_pending = absl::InfiniteFuture();
+    send(*batch);
+  };
+
+  for (;;) {
+    bool stop, connected, flush;
+    int64_t budget;
+    {
+      absl::MutexLock lock(&s.mu);
+      stop = s.stop;
+      connected = s.connected;
+      flush = s.flush_requests > 0;
+      budget = o.max_unacked_points - s.unacked_points - s.pending_points;
+    }
+    if (stop) break;
+    const absl::Time now = absl::Now();
+
+    if (!connected && now >= next_connect) {
+      disconnect();  // join the previous ack reader
+      if (absl::Status st = s.transport->Connect(); st.ok()) {
+        int64_t generation;
+        std::vector<std::shared_ptr<const MetricBatch>> resend;
+        {
+          absl::MutexLock lock(&s.mu);
+          s.connected = true;
+          generation = ++s.generation;
+          ++s.connects;
+          resend.assign(s.unacked.begin(), s.unacked.end());
+        }
+        s.ack_reader = std::thread([this, generation] { AckLoop(generation); });
+        for (const auto& batch : resend) send(*batch);
+      }
+      // The next attempt (if this connection fails) waits; the backoff is
+      // reset once the service acknowledges something.
+      std::uniform_real_distribution<double> jitter(0.5, 1.0);
+      next_connect = now + backoff * jitter(rng);
+      backoff = std::min(backoff * 2, o.max_backoff);
+    }
+    {
+      absl::MutexLock lock(&s.mu);
+      if (s.acked_since_connect) {
+        s.acked_since_connect = false;
+        backoff = o.min_backoff;
+      }
+    }
+
+    // Drain the ring within the unacknowledged-points budget.
+    int64_t drained = 0;
+    uint64_t pos = s.dequeue_pos.load(std::memory_order_relaxed);
+    while (drained < budget) {
+      Slot& slot = s.slots[pos & s.mask];
+      if (slot.sequence.load(std::memory_order_acquire) != pos + 1) break;
+      if (open && slot.run_index != open_run) seal();
+      if (!open) {
+        open = std::make_shared<MetricBatch>();
+        open_run = slot.run_index;
+        first_pending = now;
+      }
+      MetricPoint* p = open->add_points();
+      p->set_name(slot.name, slot.name_len);
+      p->set_step(slot.step);
+      p->set_wall_time_ns(slot.wall_ns);
+      p->set_value(slot.value);
+      const uint32_t labels_id = slot.labels_id;
+      slot.sequence.store(pos + s.mask + 1, std::memory_order_release);
+      ++pos;
+      s.dequeue_pos.store(pos, std::memory_order_release);
+      ++drained;
+      if (labels_id != 0) {
+        absl::MutexLock lock(&s.mu);
+        for (const auto& [k, v] : s.labels_by_id[labels_id]) {
+          (*p->mutable_labels())[k] = v;
+        }
+      }
+      if (open->points_size() >= o.batch_max_points) seal();
+    }
+    if (drained > 0) {
+      absl::MutexLock lock(&s.mu);
+      s.pending_points = open ? open->points_size() : 0;
+    }
+    if (open && (flush || now - first_pending >= o.batch_interval)) seal();
+
+    if (drained == 0) {
+      absl::MutexLock lock(&s.mu);
+      auto wake = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+        return s.stop || s.flush_requests > 0;
+      };
+      if (!flush) s.mu.AwaitWithTimeout(absl::Condition(&wake), poll);
+      else s.mu.AwaitWithTimeout(absl::Condition(&s.stop), absl::Milliseconds(1));
+    }
+  }
+  disconnect();
+}
+
+}  // namespace rl

@@ -1,0 +1,124 @@
+// The metric emitter: `Emit(name, step, value, labels)` from any thread,
+// never blocking. Points go into a bounded lock-free ring; when it is full
+// the point is dropped and counted (the count travels with every batch and
+// is stored as the series "telemetry/dropped_points"). A background thread
+// drains the ring into batches (by size or interval), streams them through a
+// `MetricTransport`, keeps every batch until the service acknowledges it as
+// durable, and resends the unacknowledged ones, with their sequence numbers,
+// after a reconnect. No gRPC here: the transport is an interface
+// (telemetry/grpc_transport.h has the real one).
+//
+// Limits, by design of the hot path: names are at most `kMaxNameBytes` bytes
+// (longer ones are dropped and counted as invalid); points with labels pay
+// for a lookup of their label set (~100 ns) where plain points cost a copy
+// into the ring. Wall time is read from CLOCK_REALTIME_COARSE (a few
+// milliseconds of resolution, a few nanoseconds to read).
+#ifndef RL_TELEMETRY_EMITTER_H_
+#define RL_TELEMETRY_EMITTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "proto/telemetry.pb.h"
+
+namespace rl {
+
+using MetricLabelList = std::vector<std::pair<std::string, std::string>>;
+
+// One connection to the telemetry service. Used from two threads: the
+// emitter's sender calls Connect/Send/Close, its ack reader calls ReadAck.
+class MetricTransport {
+ public:
+  virtual ~MetricTransport() = default;
+  // Opens a new stream (dropping any previous one).
+  virtual absl::Status Connect() = 0;
+  // False if the stream is broken.
+  virtual bool Send(const MetricBatch& batch) = 0;
+  // Blocks for the next acknowledgement; an error status when the stream
+  // ended (the server's status, or UNAVAILABLE).
+  virtual absl::StatusOr<int64_t> ReadAck() = 0;
+  // Ends the stream; unblocks ReadAck. Safe to call repeatedly.
+  virtual void Close() = 0;
+};
+
+struct EmitterOptions {
+  // Component name, e.g. "learner/0"; the stream key at the service together
+  // with `incarnation` (0: a random one per emitter).
+  std::string source = "unknown";
+  int64_t incarnation = 0;
+  // Ring capacity in points (rounded up to a power of two).
+  int queue_capacity = 1 << 15;
+  // Points kept awaiting acknowledgement; beyond this the ring is not
+  // drained, it fills, and new points are dropped.
+  int64_t max_unacked_points = 1 << 18;
+  // A batch is sent when it has this many points or its oldest point is
+  // `batch_interval` old.
+  int batch_max_points = 4096;
+  absl::Duration batch_interval = absl::Milliseconds(200);
+  // Reconnect backoff (exponential with jitter, between these).
+  absl::Duration min_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+};
+
+struct EmitterStats {
+  int64_t emitted = 0;       // accepted into the ring
+  int64_t dropped = 0;       // ring full, name too long, or rejected batch
+  int64_t sent_batches = 0;  // including resends
+  int64_t acked_points = 0;
+  int64_t unacked_points = 0;
+  int64_t acked_sequence_number = 0;
+  int64_t connects = 0;
+  bool connected = false;
+};
+
+class Emitter {
+ public:
+  static constexpr int kMaxNameBytes = 63;
+
+  // `transport` null: a disabled emitter (Emit does nothing).
+  Emitter(std::unique_ptr<MetricTransport> transport,
+          EmitterOptions options = {});
+  ~Emitter();  // stops the sender; call Flush first to deliver what is left
+  Emitter(const Emitter&) = delete;
+  Emitter& operator=(const Emitter&) = delete;
+
+  // Run the following points belong to (points keep the run that was set
+  // when they were emitted). Not for the hot path (takes a lock).
+  void SetRun(absl::string_view run_id);
+
+  // Never blocks. Thread-safe.
+  void Emit(absl::string_view name, int64_t step, double value);
+  void Emit(absl::string_view name, int64_t step, double value,
+            const MetricLabelList& labels);
+
+  // Sends what is queued now and waits until it is acknowledged, or until
+  // `timeout`. DEADLINE_EXCEEDED says how many points were left.
+  absl::Status Flush(absl::Duration timeout);
+
+  bool enabled() const { return enabled_; }
+  EmitterStats stats() const;
+
+ private:
+  struct Slot;
+  struct State;
+  void EmitInternal(absl::string_view name, int64_t step, double value,
+                    uint32_t labels_id);
+  uint32_t InternLabels(const MetricLabelList& labels);
+  void SenderLoop();
+  void AckLoop(int64_t generation);
+
+  const bool enabled_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace rl
+
+#endif  // RL_TELEMETRY_EMITTER_H_

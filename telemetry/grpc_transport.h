@@ -1,0 +1,24 @@
+// The emitter's transport over gRPC: one TelemetryService.Ingest stream per
+// connection, and a factory for a process's emitter.
+#ifndef RL_TELEMETRY_GRPC_TRANSPORT_H_
+#define RL_TELEMETRY_GRPC_TRANSPORT_H_
+
+#include <memory>
+#include <string>
+
+#include "telemetry/emitter.h"
+
+namespace rl {
+
+// A transport streaming to the TelemetryService at `target` ("host:port").
+std::unique_ptr<MetricTransport> MakeGrpcMetricTransport(
+    const std::string& target);
+
+// An emitter sending to `target`; a disabled one (Emit does nothing) when
+// `target` is empty.
+std::unique_ptr<Emitter> MakeEmitter(const std::string& target,
+                                     EmitterOptions options = {});
+
+}  // namespace rl
+
+#endif  // RL_TELEMETRY_GRPC_TRANSPORT_H_

@@ -1,0 +1,809 @@
+#include "telemetry/metric_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/sqlite_util.h"
+#include "common/status.h"
+#include "telemetry/downsample.h"
+
+namespace rl {
+namespace {
+
+constexpr char kSchema[] = R"sql(
+CREATE TABLE IF NOT EXISTS series (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  num_points INTEGER NOT NULL DEFAULT 0,
+  last_step INTEGER NOT NULL DEFAULT 0,
+  last_wall_ns INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (run_id, name, labels)
+);
+CREATE TABLE IF NOT EXISTS chunks (
+  id INTEGER PRIMARY KEY,
+  series_id INTEGER NOT NULL,
+  min_step INTEGER NOT NULL,
+  max_step INTEGER NOT NULL,
+  count INTEGER NOT NULL,
+  data BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, min_step);
+CREATE TABLE IF NOT EXISTS streams (
+  source TEXT NOT NULL,
+  incarnation INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  PRIMARY KEY (source, incarnation)
+);
+)sql";
+
+using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// Canonical text of a label set: sorted "key\x1fvalue\x1e" pairs.
+std::string LabelsKey(const Labels& sorted) {
+  std::string key;
+  for (const auto& [k, v] : sorted) absl::StrAppend(&key, k, "\x1f", v, "\x1e");
+  return key;
+}
+
+Labels ParseLabelsKey(const std::string& key) {
+  Labels labels;
+  for (absl::string_view pair : absl::StrSplit(key, '\x1e', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> kv =
+        absl::StrSplit(pair, absl::MaxSplits('\x1f', 1));
+    labels.push_back(std::move(kv));
+  }
+  return labels;
+}
+
+Labels SortedLabels(const google::protobuf::Map<std::string, std::string>& m) {
+  Labels labels(m.begin(), m.end());
+  std::sort(labels.begin(), labels.end());
+  return labels;
+}
+
+std::string SeriesKey(absl::string_view run, absl::string_view name,
+                      absl::string_view labels_key) {
+  return absl::StrCat(run, std::string(1, '\0'), name, std::string(1, '\0'),
+                      labels_key);
+}
+
+bool Printable(absl::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+absl::Status CheckText(absl::string_view value, const std::string& field,
+                       size_t min_len, size_t max_len) {
+  if (value.size() < min_len || value.size() > max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": length ", value.size(), " is outside [",
+                     min_len, ", ", max_len, "]"));
+  }
+  if (!Printable(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": contains control characters"));
+  }
+  return absl::OkStatus();
+}
+
+void AppendPoints(std::string* blob, const PointRecord* points, size_t n) {
+  blob->append(reinterpret_cast<const char*>(points), n * sizeof(PointRecord));
+}
+
+template <typename F>
+void ForEachPoint(absl::string_view blob, F&& f) {
+  const size_t n = blob.size() / sizeof(PointRecord);
+  const char* p = blob.data();
+  for (size_t i = 0; i < n; ++i, p += sizeof(PointRecord)) {
+    PointRecord r;
+    std::memcpy(&r, p, sizeof(r));
+    f(r);
+  }
+}
+
+}  // namespace
+
+absl::Status ValidateBatch(const MetricBatch& batch) {
+  RETURN_IF_ERROR(CheckText(batch.run_id(), "batch.run_id", 1, 128));
+  RETURN_IF_ERROR(CheckText(batch.source(), "batch.source", 1, 128));
+  if (batch.sequence_number() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.sequence_number: ", batch.sequence_number(),
+                     " (sequence numbers start at 1)"));
+  }
+  if (batch.dropped_points() < 0) {
+    return absl::InvalidArgumentError("batch.dropped_points: negative");
+  }
+  if (batch.points_size() > kMaxPointsPerBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.points: ", batch.points_size(),
+                     " points, at most ", kMaxPointsPerBatch, " per batch"));
+  }
+  for (int i = 0; i < batch.points_size(); ++i) {
+    const MetricPoint& p = batch.points(i);
+    const std::string field = absl::StrCat("batch.points[", i, "]");
+    RETURN_IF_ERROR(CheckText(p.name(), field + ".name", 1, 256));
+    if (p.labels_size() > kMaxLabels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".labels: ", p.labels_size(), " labels, at most ",
+                       kMaxLabels));
+    }
+    for (const auto& [k, v] : p.labels()) {
+      RETURN_IF_ERROR(CheckText(k, absl::StrCat(field, ".labels key"), 1, 64));
+      RETURN_IF_ERROR(
+          CheckText(v, absl::StrCat(field, ".labels[", k, "]"), 0, 256));
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct SeriesEntry {
+  int64_t id = 0;
+  std::string run_id;
+  std::string name;
+  Labels labels;
+  // Counters; guarded by Catalog::mu.
+  int64_t num_points = 0;
+  int64_t last_step = 0;
+  int64_t last_wall_ns = 0;
+  // The chunk still being appended to (writer only).
+  int64_t open_chunk = 0;
+  int64_t open_count = 0;
+};
+
+struct MetricStore::Catalog {
+  absl::Mutex mu;
+  std::vector<std::unique_ptr<SeriesEntry>> series ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<std::string, SeriesEntry*> by_key ABSL_GUARDED_BY(mu);
+  std::map<std::string, std::vector<SeriesEntry*>> by_run ABSL_GUARDED_BY(mu);
+  // source \0 incarnation -> last stored sequence number (writer only).
+  absl::flat_hash_map<std::string, int64_t> streams;
+};
+
+MetricStore::MetricStore(sqlite3* writer, sqlite3* reader,
+                         MetricStoreOptions options)
+    : options_(options),
+      writer_(writer),
+      reader_(reader),
+      catalog_(std::make_unique<Catalog>()) {}
+
+MetricStore::~MetricStore() {
+  sqlite3_close(reader_);
+  sqlite3_close(writer_);
+}
+
+absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
+    const std::string& path, MetricStoreOptions options) {
+  ASSIGN_OR_RETURN(sqlite3 * writer, OpenDurableDatabase(path));
+  if (absl::Status s = ExecSql(writer, kSchema); !s.ok()) {
+    sqlite3_close(writer);
+    return s;
+  }
+  absl::StatusOr<sqlite3*> reader = OpenDurableDatabase(path);
+  if (!reader.ok()) {
+    sqlite3_close(writer);
+    return reader.status();
+  }
+  auto store = std::unique_ptr<MetricStore>(
+      new MetricStore(writer, *reader, options));
+  RETURN_IF_ERROR(store->LoadCatalog());
+  return store;
+}
+
+absl::Status MetricStore::LoadCatalog() {
+  Catalog& c = *catalog_;
+  absl::MutexLock lock(&c.mu);
+  c.series.clear();
+  c.by_key.clear();
+  c.by_run.clear();
+  c.streams.clear();
+  Statement list(writer_,
+                 "SELECT id, run_id, name, labels, num_points, last_step, "
+                 "last_wall_ns FROM series ORDER BY id;");
+  RETURN_IF_ERROR(list.status());
+  int rc;
+  while ((rc = list.Step()) == SQLITE_ROW) {
+    auto e = std::make_unique<SeriesEntry>();
+    e->id = list.Int(0);
+    e->run_id = list.Text(1);
+    e->name = list.Text(2);
+    const std::string labels_key = list.Text(3);
+    e->labels = ParseLabelsKey(labels_key);
+    e->num_points = list.Int(4);
+    e->last_step = list.Int(5);
+    e->last_wall_ns = list.Int(6);
+    c.by_key[SeriesKey(e->run_id, e->name, labels_key)] = e.get();
+    c.by_run[e->run_id].push_back(e.get());
+    c.series.push_back(std::move(e));
+  }
+  RETURN_IF_ERROR(list.Done(rc));
+  // The newest chunk of each series stays open for appends.
+  Statement open(writer_,
+                 "SELECT series_id, id, count FROM chunks WHERE id IN "
+                 "(SELECT max(id) FROM chunks GROUP BY series_id);");
+  RETURN_IF_ERROR(open.status());
+  absl::flat_hash_map<int64_t, SeriesEntry*> by_id;
+  for (auto& e : c.series) by_id[e->id] = e.get();
+  while ((rc = open.Step()) == SQLITE_ROW) {
+    auto it = by_id.find(open.Int(0));
+    if (it == by_id.end() || open.Int(2) >= kChunkPoints) continue;
+    it->second->open_chunk = open.Int(1);
+    it->second->open_count = open.Int(2);
+  }
+  RETURN_IF_ERROR(open.Done(rc));
+  Statement streams(writer_,
+                    "SELECT source, incarnation, last_sequence FROM streams;");
+  RETURN_IF_ERROR(streams.status());
+  while ((rc = streams.Step()) == SQLITE_ROW) {
+    c.streams[absl::StrCat(streams.Text(0), std::string(1, '\0'),
+                           streams.Int(1))] = streams.Int(2);
+  }
+  return streams.Done(rc);
+}
+
+absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
+                                std::vector<absl::Status>* results,
+                                std::vector<bool>* duplicate) {
+  absl::MutexLock write_lock(&write_mu_);
+  Catalog& c = *catalog_;
+  results->assign(batches.size(), absl::OkStatus());
+  duplicate->assign(batches.size(), false);
+
+  struct Pending {
+    std::vector<PointRecord> points;
+  };
+  // Series -> new points, in first-touched order.
+  std::vector<std::pair<SeriesEntry*, Pending>> touched;
+  absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
+  absl::flat_hash_map<std::string, int64_t> stream_updates;
+  std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
+  absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
+  absl::flat_hash_map<std::string, int64_t> created_per_run;
+
+  auto find_series = [&](const std::string& key) -> SeriesEntry* {
+    auto it = created_by_key.find(key);
+    if (it != created_by_key.end()) return it->second;
+    absl::MutexLock lock(&c.mu);
+    auto jt = c.by_key.find(key);
+    return jt == c.by_key.end() ? nullptr : jt->second;
+  };
+  auto run_series_count = [&](const std::string& run) {
+    absl::MutexLock lock(&c.mu);
+    auto it = c.by_run.find(run);
+    return static_cast<int64_t>(it == c.by_run.end() ? 0 : it->second.size()) +
+           created_per_run[run];
+  };
+
+  RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
+  // Any error: nothing of this call is stored; the catalog is reloaded.
+  auto fail = [&](absl::Status s) {
+    ExecSql(writer_, "ROLLBACK;").IgnoreError();
+    LoadCatalog().IgnoreError();
+    return s;
+  };
+
+  for (size_t i = 0; i < batches.size(); ++i) {
+    const MetricBatch& b = *batches[i];
+    const std::string stream_key =
+        absl::StrCat(b.source(), std::string(1, '\0'), b.incarnation());
+    int64_t last = 0;
+    if (auto it = stream_updates.find(stream_key); it != stream_updates.end()) {
+      last = it->second;
+    } else if (auto jt = c.streams.find(stream_key); jt != c.streams.end()) {
+      last = jt->second;
+    }
+    if (b.sequence_number() <= last) {
+      (*duplicate)[i] = true;
+      continue;
+    }
+    // Resolve the batch's series first, so a refused batch creates nothing.
+    struct Resolved {
+      std::string key;
+      Labels labels;
+      std::string name;
+    };
+    std::vector<std::pair<int, Resolved>> fresh;  // point index -> new series
+    std::vector<SeriesEntry*> entries(b.points_size() + 1, nullptr);
+    absl::flat_hash_map<std::string, int> fresh_keys;
+    auto resolve = [&](int index, const std::string& name,
+                       Labels labels) {
+      const std::string key = SeriesKey(b.run_id(), name, LabelsKey(labels));
+      if (SeriesEntry* e = find_series(key)) {
+        entries[index] = e;
+      } else if (!fresh_keys.count(key)) {
+        fresh_keys[key] = index;
+        fresh.push_back({index, {key, std::move(labels), name}});
+      }
+    };
+    for (int p = 0; p < b.points_size(); ++p) {
+      resolve(p, b.points(p).name(), SortedLabels(b.points(p).labels()));
+    }
+    if (b.dropped_points() > 0) {
+      resolve(b.points_size(), kDroppedPointsSeries, {{"source", b.source()}});
+    }
+    if (!fresh.empty() && run_series_count(b.run_id()) +
+                                  static_cast<int64_t>(fresh.size()) >
+                              options_.max_series_per_run) {
+      (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
+          "batch ", b.sequence_number(), ": run ", b.run_id(), " would have ",
+          run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()),
+          " series, at most ", options_.max_series_per_run));
+      continue;
+    }
+    for (auto& [index, r] : fresh) {
+      Statement insert(writer_,
+                       "INSERT INTO series (run_id, name, labels) VALUES "
+                       "(?, ?, ?);");
+      if (!insert.status().ok()) return fail(insert.status());
+      insert.Bind(1, b.run_id());
+      insert.Bind(2, r.name);
+      insert.Bind(3, LabelsKey(r.labels));
+      if (absl::Status s = insert.Done(insert.Step()); !s.ok()) return fail(s);
+      auto e = std::make_unique<SeriesEntry>();
+      e->id = sqlite3_last_insert_rowid(writer_);
+      e->run_id = b.run_id();
+      e->name = r.name;
+      e->labels = std::move(r.labels);
+      created_by_key[r.key] = e.get();
+      ++created_per_run[b.run_id()];
+      created.push_back(std::move(e));
+    }
+    auto add = [&](SeriesEntry* e, const PointRecord& r) {
+      auto [it, inserted] = touched_index.try_emplace(e, touched.size());
+      if (inserted) touched.push_back({e, {}});
+      touched[it->second].second.points.push_back(r);
+    };
+    for (int p = 0; p < b.points_size(); ++p) {
+      const MetricPoint& mp = b.points(p);
+      SeriesEntry* e = entries[p];
+      if (e == nullptr) {
+        e = find_series(SeriesKey(b.run_id(), mp.name(),
+                                  LabelsKey(SortedLabels(mp.labels()))));
+      }
+      add(e, {mp.step(), mp.wall_time_ns(), mp.value()});
+    }
+    if (b.dropped_points() > 0) {
+      SeriesEntry* e = find_series(SeriesKey(
+          b.run_id(), kDroppedPointsSeries,
+          LabelsKey({{"source", b.source()}})));
+      const int64_t wall =
+          b.points_size() ? b.points(b.points_size() - 1).wall_time_ns() : 0;
+      add(e, {b.sequence_number(), wall,
+              static_cast<double>(b.dropped_points())});
+    }
+    stream_updates[stream_key] = b.sequence_number();
+  }
+
+  // Append the points: fill the open chunk, then new chunks.
+  struct Stats {
+    int64_t num_points, last_step, last_wall_ns;
+  };
+  std::vector<Stats> stats(touched.size());
+  {
+    absl::MutexLock lock(&c.mu);
+    for (size_t t = 0; t < touched.size(); ++t) {
+      const SeriesEntry* e = touched[t].first;
+      stats[t] = {e->num_points, e->last_step, e->last_wall_ns};
+    }
+  }
+  Statement read_chunk(writer_, "SELECT data FROM chunks WHERE id = ?;");
+  Statement update_chunk(writer_,
+                         "UPDATE chunks SET data = ?, count = ?, min_step = "
+                         "min(min_step, ?), max_step = max(max_step, ?) "
+                         "WHERE id = ?;");
+  Statement insert_chunk(writer_,
+                         "INSERT INTO chunks (series_id, min_step, max_step, "
+                         "count, data) VALUES (?, ?, ?, ?, ?);");
+  Statement update_series(writer_,
+                          "UPDATE series SET num_points = ?, last_step = ?, "
+                          "last_wall_ns = ? WHERE id = ?;");
+  for (Statement* st :
+       {&read_chunk, &update_chunk, &insert_chunk, &update_series}) {
+    if (!st->status().ok()) return fail(st->status());
+  }
+  for (size_t t = 0; t < touched.size(); ++t) {
+    SeriesEntry* e = touched[t].first;
+    const std::vector<PointRecord>& pts = touched[t].second.points;
+    size_t done = 0;
+    auto step_range = [&](size_t from, size_t n) {
+      int64_t lo = pts[from].step, hi = pts[from].step;
+      for (size_t k = from; k < from + n; ++k) {
+        lo = std::min(lo, pts[k].step);
+        hi = std::max(hi, pts[k].step);
+      }
+      return std::make_pair(lo, hi);
+    };
+    if (e->open_chunk != 0 && e->open_count < kChunkPoints) {
+      const size_t n =
+          std::min<size_t>(kChunkPoints - e->open_count, pts.size());
+      read_chunk.Reset();
+      read_chunk.Bind(1, e->open_chunk);
+      const int rc = read_chunk.Step();
+      if (rc != SQLITE_ROW) return fail(read_chunk.Done(SQLITE_ERROR));
+      std::string blob = read_chunk.Blob(0);
+      AppendPoints(&blob, pts.data(), n);
+      const auto [lo, hi] = step_range(0, n);
+      update_chunk.Reset();
+      update_chunk.BindBlob(1, blob);
+      update_chunk.Bind(2, e->open_count + static_cast<int64_t>(n));
+      update_chunk.Bind(3, lo);
+      update_chunk.Bind(4, hi);
+      update_chunk.Bind(5, e->open_chunk);
+      if (absl::Status s = update_chunk.Done(update_chunk.Step()); !s.ok()) {
+        return fail(s);
+      }
+      e->open_count += static_cast<int64_t>(n);
+      done = n;
+    }
+    while (done < pts.size()) {
+      const size_t n = std::min<size_t>(kChunkPoints, pts.size() - done);
+      std::string blob;
+      AppendPoints(&blob, pts.data() + done, n);
+      const auto [lo, hi] = step_range(done, n);
+      insert_chunk.Reset();
+      insert_chunk.Bind(1, e->id);
+      insert_chunk.Bind(2, lo);
+      insert_chunk.Bind(3, hi);
+      insert_chunk.Bind(4, static_cast<int64_t>(n));
+      insert_chunk.BindBlob(5, blob);
+      if (absl::Status s = insert_chunk.Done(insert_chunk.Step()); !s.ok()) {
+        return fail(s);
+      }
+      e->open_chunk = sqlite3_last_insert_rowid(writer_);
+      e->open_count = static_cast<int64_t>(n);
+      done += n;
+    }
+    Stats& st = stats[t];
+    st.num_points += static_cast<int64_t>(pts.size());
+    for (const PointRecord& r : pts) {
+      if (r.step >= st.last_step) st.last_step = r.step;
+      st.last_wall_ns = std::max(st.last_wall_ns, r.wall_ns);
+    }
+    if (options_.max_points_per_series > 0 &&
+        st.num_points > options_.max_points_per_series) {
+      absl::StatusOr<int64_t> removed = TrimSeries(e->id, e->open_chunk,
+                                                   st.num_points);
+      if (!removed.ok()) return fail(removed.status());
+      st.num_points -= *removed;
+    }
+    update_series.Reset();
+    update_series.Bind(1, st.num_points);
+    update_series.Bind(2, st.last_step);
+    update_series.Bind(3, st.last_wall_ns);
+    update_series.Bind(4, e->id);
+    if (absl::Status s = update_series.Done(update_series.Step()); !s.ok()) {
+      return fail(s);
+    }
+  }
+  Statement put_stream(writer_,
+                       "INSERT OR REPLACE INTO streams (source, incarnation, "
+                       "last_sequence) VALUES (?, ?, ?);");
+  if (!put_stream.status().ok()) return fail(put_stream.status());
+  for (const auto& [key, seq] : stream_updates) {
+    const size_t sep = key.find('\0');
+    int64_t incarnation = 0;
+    if (!absl::SimpleAtoi(absl::string_view(key).substr(sep + 1),
+                          &incarnation)) {
+      return fail(absl::InternalError("bad stream key"));
+    }
+    put_stream.Reset();
+    put_stream.Bind(1, absl::string_view(key).substr(0, sep));
+    put_stream.Bind(2, incarnation);
+    put_stream.Bind(3, seq);
+    if (absl::Status s = put_stream.Done(put_stream.Step()); !s.ok()) {
+      return fail(s);
+    }
+  }
+  if (absl::Status s = ExecSql(writer_, "COMMIT;"); !s.ok()) return fail(s);
+
+  // Durable: publish to the catalog.
+  for (const auto& [key, seq] : stream_updates) c.streams[key] = seq;
+  absl::MutexLock lock(&c.mu);
+  for (auto& e : created) {
+    c.by_key[SeriesKey(e->run_id, e->name, LabelsKey(e->labels))] = e.get();
+    c.by_run[e->run_id].push_back(e.get());
+    c.series.push_back(std::move(e));
+  }
+  for (size_t t = 0; t < touched.size(); ++t) {
+    SeriesEntry* e = touched[t].first;
+    e->num_points = stats[t].num_points;
+    e->last_step = stats[t].last_step;
+    e->last_wall_ns = stats[t].last_wall_ns;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> MetricStore::TrimSeries(int64_t series_id,
+                                                int64_t open_chunk,
+                                                int64_t num_points) {
+  // Oldest chunks first (by step), never the open one.
+  Statement list(writer_,
+                 "SELECT id, count FROM chunks WHERE series_id = ? "
+                 "ORDER BY min_step, id;");
+  RETURN_IF_ERROR(list.status());
+  list.Bind(1, series_id);
+  std::vector<int64_t> doomed;
+  int64_t removed = 0;
+  int rc;
+  while (num_points - removed > options_.max_points_per_series &&
+         (rc = list.Step()) == SQLITE_ROW) {
+    if (list.Int(0) == open_chunk) continue;
+    doomed.push_back(list.Int(0));
+    removed += list.Int(1);
+  }
+  Statement del(writer_, "DELETE FROM chunks WHERE id = ?;");
+  RETURN_IF_ERROR(del.status());
+  for (int64_t id : doomed) {
+    del.Reset();
+    del.Bind(1, id);
+    RETURN_IF_ERROR(del.Done(del.Step()));
+  }
+  return removed;
+}
+
+}  // namespace rl
+
+namespace rl {
+
+namespace {
+
+struct SelectedSeries {
+  int64_t id;
+  std::string name;
+  Labels labels;
+};
+
+// Labels of a series with `drop` keys removed.
+Labels WithoutKeys(const Labels& labels,
+                   const google::protobuf::RepeatedPtrField<std::string>& drop) {
+  Labels out;
+  for (const auto& kv : labels) {
+    if (std::find(drop.begin(), drop.end(), kv.first) == drop.end()) {
+      out.push_back(kv);
+    }
+  }
+  return out;
+}
+
+bool NameMatches(const std::string& name,
+                 const google::protobuf::RepeatedPtrField<std::string>& names,
+                 const std::string& prefix) {
+  if (!names.empty()) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  }
+  return absl::StartsWith(name, prefix);
+}
+
+}  // namespace
+
+absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
+  if (request.run_id().empty()) {
+    return absl::InvalidArgumentError("request.run_id: empty");
+  }
+  if (request.max_buckets() < 0 || request.max_buckets() > 100000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.max_buckets: ", request.max_buckets(),
+                     " is outside [0, 100000]"));
+  }
+  const int64_t min_step = request.min_step();
+  const int64_t max_step =
+      request.max_step() == 0 ? INT64_MAX : request.max_step();
+  if (min_step > max_step) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request.min_step: ", min_step, " > request.max_step ",
+                     max_step));
+  }
+  const int64_t min_wall = request.min_wall_time_ns();
+  const int64_t max_wall =
+      request.max_wall_time_ns() == 0 ? INT64_MAX : request.max_wall_time_ns();
+
+  // Select the series and group them by (name, labels without the merged
+  // keys).
+  std::map<std::pair<std::string, Labels>, std::vector<SelectedSeries>> groups;
+  {
+    Catalog& c = *catalog_;
+    absl::MutexLock lock(&c.mu);
+    auto it = c.by_run.find(request.run_id());
+    if (it == c.by_run.end()) {
+      return absl::NotFoundError(
+          absl::StrCat("run ", request.run_id(), " has no metrics"));
+    }
+    for (const SeriesEntry* e : it->second) {
+      if (!NameMatches(e->name, request.names(), request.name_prefix())) {
+        continue;
+      }
+      groups[{e->name, WithoutKeys(e->labels, request.aggregate_labels())}]
+          .push_back({e->id, e->name, e->labels});
+    }
+  }
+
+  absl::MutexLock lock(&read_mu_);
+  RETURN_IF_ERROR(ExecSql(reader_, "BEGIN;"));  // one snapshot for all reads
+  struct EndRead {
+    sqlite3* db;
+    ~EndRead() { ExecSql(db, "COMMIT;").IgnoreError(); }
+  } end_read{reader_};
+  Statement range(reader_,
+                  "SELECT min(min_step), max(max_step) FROM chunks WHERE "
+                  "series_id = ? AND max_step >= ? AND min_step <= ?;");
+  Statement chunks(reader_,
+                   "SELECT data FROM chunks WHERE series_id = ? AND "
+                   "max_step >= ? AND min_step <= ? ORDER BY min_step, id;");
+  RETURN_IF_ERROR(range.status());
+  RETURN_IF_ERROR(chunks.status());
+  auto for_each_point = [&](int64_t series_id, auto&& f) -> absl::Status {
+    chunks.Reset();
+    chunks.Bind(1, series_id);
+    chunks.Bind(2, min_step);
+    chunks.Bind(3, max_step);
+    int rc;
+    while ((rc = chunks.Step()) == SQLITE_ROW) {
+      ForEachPoint(chunks.BlobView(0), [&](const PointRecord& p) {
+        if (p.step < min_step || p.step > max_step || p.wall_ns < min_wall ||
+            p.wall_ns > max_wall) {
+          return;
+        }
+        f(p);
+      });
+    }
+    return chunks.Done(rc);
+  };
+
+  QueryResponse response;
+  int64_t raw_points = 0;
+  for (const auto& [key, members] : groups) {
+    Series* out = response.add_series();
+    out->set_name(key.first);
+    for (const auto& [k, v] : key.second) (*out->mutable_labels())[k] = v;
+    if (request.max_buckets() > 0) {
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
+      for (const SelectedSeries& s : members) {
+        range.Reset();
+        range.Bind(1, s.id);
+        range.Bind(2, min_step);
+        range.Bind(3, max_step);
+        if (range.Step() == SQLITE_ROW && !range.IsNull(0)) {
+          lo = std::min(lo, range.Int(0));
+          hi = std::max(hi, range.Int(1));
+        }
+      }
+      if (lo > hi) continue;  // no points in range
+      lo = std::max(lo, min_step);
+      hi = std::min(hi, max_step);
+      std::vector<std::unique_ptr<BucketAccumulator>> accs;
+      for (const SelectedSeries& s : members) {
+        accs.push_back(
+            std::make_unique<BucketAccumulator>(lo, hi, request.max_buckets()));
+        BucketAccumulator* acc = accs.back().get();
+        RETURN_IF_ERROR(
+            for_each_point(s.id, [acc](const PointRecord& p) { acc->Add(p); }));
+      }
+      std::vector<Bucket> buckets;
+      if (accs.size() == 1) {
+        buckets = accs[0]->Buckets();
+      } else {
+        std::vector<const BucketAccumulator*> parts;
+        for (const auto& a : accs) parts.push_back(a.get());
+        buckets = BucketAccumulator::Merge(parts, request.aggregation());
+      }
+      for (Bucket& b : buckets) *out->add_buckets() = std::move(b);
+      continue;
+    }
+    std::vector<std::vector<PointRecord>> parts;
+    for (const SelectedSeries& s : members) {
+      parts.emplace_back();
+      std::vector<PointRecord>* pts = &parts.back();
+      RETURN_IF_ERROR(
+          for_each_point(s.id, [pts](const PointRecord& p) { pts->push_back(p); }));
+      raw_points += static_cast<int64_t>(pts->size());
+      if (raw_points > options_.max_raw_points) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "query matches more than ", options_.max_raw_points,
+            " raw points; narrow the step range or set max_buckets"));
+      }
+    }
+    std::vector<PointRecord> points;
+    if (parts.size() == 1) {
+      points = std::move(parts[0]);
+      std::stable_sort(points.begin(), points.end(),
+                       [](const PointRecord& a, const PointRecord& b) {
+                         return a.step < b.step;
+                       });
+    } else {
+      points = MergeByStep(parts, request.aggregation());
+    }
+    for (const PointRecord& p : points) {
+      MetricPoint* mp = out->add_points();
+      mp->set_step(p.step);
+      mp->set_wall_time_ns(p.wall_ns);
+      mp->set_value(p.value);
+    }
+  }
+  return response;
+}
+
+std::vector<SeriesInfo> MetricStore::ListSeries(const std::string& run_id,
+                                                const std::string& name_prefix) {
+  std::vector<SeriesInfo> out;
+  Catalog& c = *catalog_;
+  absl::MutexLock lock(&c.mu);
+  for (const auto& [run, entries] : c.by_run) {
+    if (!run_id.empty() && run != run_id) continue;
+    for (const SeriesEntry* e : entries) {
+      if (!absl::StartsWith(e->name, name_prefix)) continue;
+      SeriesInfo info;
+      info.set_run_id(e->run_id);
+      info.set_name(e->name);
+      for (const auto& [k, v] : e->labels) (*info.mutable_labels())[k] = v;
+      info.set_num_points(e->num_points);
+      info.set_last_step(e->last_step);
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
+std::vector<RunSummary> MetricStore::ListRuns() {
+  std::vector<RunSummary> out;
+  Catalog& c = *catalog_;
+  absl::MutexLock lock(&c.mu);
+  for (const auto& [run, entries] : c.by_run) {
+    RunSummary r;
+    r.run_id = run;
+    for (const SeriesEntry* e : entries) {
+      ++r.num_series;
+      r.num_points += e->num_points;
+      r.last_step = std::max(r.last_step, e->last_step);
+      r.last_wall_time_ns = std::max(r.last_wall_time_ns, e->last_wall_ns);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<int> MetricStore::ApplyRetention(absl::Time now) {
+  if (options_.run_retention <= absl::ZeroDuration()) return 0;
+  const int64_t cutoff = absl::ToUnixNanos(now - options_.run_retention);
+  int deleted = 0;
+  for (const RunSummary& r : ListRuns()) {
+    if (r.last_wall_time_ns < cutoff) {
+      RETURN_IF_ERROR(DeleteRun(r.run_id));
+      ++deleted;
+    }
+  }
+  return deleted;
+}
+
+absl::Status MetricStore::DeleteRun(const std::string& run_id) {
+  absl::MutexLock write_lock(&write_mu_);
+  RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
+  for (const char* sql :
+       {"DELETE FROM chunks WHERE series_id IN "
+        "(SELECT id FROM series WHERE run_id = ?);",
+        "DELETE FROM series WHERE run_id = ?;"}) {
+    Statement del(writer_, sql);
+    absl::Status s = del.status();
+    if (s.ok()) {
+      del.Bind(1, run_id);
+      s = del.Done(del.Step());
+    }
+    if (!s.ok()) {
+      ExecSql(writer_, "ROLLBACK;").IgnoreError();
+      return s;
+    }
+  }
+  RETURN_IF_ERROR(ExecSql(writer_, "COMMIT;"));
+  return LoadCatalog();
+}
+
+}  // namespace rl

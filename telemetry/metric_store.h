@@ -1,0 +1,106 @@
+// Durable metric series in SQLite (WAL, synchronous=FULL). A group of
+// batches is written in one transaction, so once Write returns they survive a
+// crash of the process; only then does the service acknowledge them.
+//
+// Layout: `series` (run, name, labels) with counters, `chunks` of up to
+// kChunkPoints packed 24-byte points per row (appended to while open), and
+// `streams` holding the last stored sequence number of every emitter stream
+// (source, incarnation), so a resent batch is stored once.
+//
+// Validation rules (ValidateBatch): run_id and source 1..128 bytes, sequence
+// numbers from 1, at most kMaxPointsPerBatch points, names 1..256 printable
+// bytes, at most kMaxLabels labels per point with keys 1..64 and values
+// 0..256 bytes. NaN and infinite values are stored as they are (see
+// downsample.h for how buckets treat them).
+#ifndef RL_TELEMETRY_METRIC_STORE_H_
+#define RL_TELEMETRY_METRIC_STORE_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/telemetry.pb.h"
+
+struct sqlite3;
+
+namespace rl {
+
+inline constexpr int kMaxPointsPerBatch = 100000;
+inline constexpr int kMaxLabels = 16;
+// Series written for the drop counts reported by emitters.
+inline constexpr char kDroppedPointsSeries[] = "telemetry/dropped_points";
+
+// INVALID_ARGUMENT naming the first bad field, e.g. "batch.points[3].name".
+absl::Status ValidateBatch(const MetricBatch& batch);
+
+struct MetricStoreOptions {
+  // Oldest chunks of a series are deleted beyond this many points (0: keep
+  // all).
+  int64_t max_points_per_series = 0;
+  // A run none of whose series got a point for this long is deleted by
+  // ApplyRetention (zero: keep forever).
+  absl::Duration run_retention = absl::ZeroDuration();
+  // New series beyond this per run are refused (RESOURCE_EXHAUSTED).
+  int max_series_per_run = 10000;
+  // Raw (not downsampled) queries returning more points are refused.
+  int64_t max_raw_points = 200000;
+};
+
+struct RunSummary {
+  std::string run_id;
+  int64_t num_series = 0;
+  int64_t num_points = 0;
+  int64_t last_step = 0;
+  int64_t last_wall_time_ns = 0;
+};
+
+class MetricStore {
+ public:
+  static constexpr int kChunkPoints = 1024;
+
+  static absl::StatusOr<std::unique_ptr<MetricStore>> Open(
+      const std::string& path, MetricStoreOptions options = {});
+  ~MetricStore();
+
+  // Stores `batches` (validated) in one transaction. `results[i]`: OK (stored,
+  // or a duplicate of a stored batch: `duplicate[i]` true), or the reason
+  // batch i alone was refused (RESOURCE_EXHAUSTED: too many series). An error
+  // return means nothing was stored.
+  absl::Status Write(const std::vector<const MetricBatch*>& batches,
+                     std::vector<absl::Status>* results,
+                     std::vector<bool>* duplicate);
+
+  // NOT_FOUND for a run with no series; INVALID_ARGUMENT for a bad request.
+  absl::StatusOr<QueryResponse> Query(const QueryRequest& request);
+  std::vector<SeriesInfo> ListSeries(const std::string& run_id,
+                                     const std::string& name_prefix);
+  std::vector<RunSummary> ListRuns();
+
+  // Deletes runs past `run_retention` at `now`; returns how many.
+  absl::StatusOr<int> ApplyRetention(absl::Time now);
+  absl::Status DeleteRun(const std::string& run_id);
+
+ private:
+  struct Catalog;
+  MetricStore(sqlite3* writer, sqlite3* reader, MetricStoreOptions options);
+  absl::Status LoadCatalog();
+  // Deletes a series' oldest chunks (not `open_chunk`) down to the point
+  // limit; returns the points removed. Inside Write's transaction.
+  absl::StatusOr<int64_t> TrimSeries(int64_t series_id, int64_t open_chunk,
+                                     int64_t num_points);
+
+  const MetricStoreOptions options_;
+  absl::Mutex write_mu_;  // the writer connection
+  sqlite3* writer_;
+  absl::Mutex read_mu_;  // the reader connection
+  sqlite3* reader_;
+  std::unique_ptr<Catalog> catalog_;  // guarded by its own mutex
+};
+
+}  // namespace rl
+
+#endif  // RL_TELEMETRY_METRIC_STORE_H_

@@ -1,0 +1,212 @@
+#include "telemetry/telemetry_service.h"
+
+#include <deque>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace rl {
+namespace {
+
+class IngestReactor final
+    : public grpc::ServerBidiReactor<MetricBatch, IngestAck> {
+ public:
+  explicit IngestReactor(TelemetryCore* core) : core_(core) {
+    StartRead(&incoming_);
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {
+      reads_done_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    auto batch = std::make_shared<MetricBatch>(std::move(incoming_));
+    incoming_.Clear();
+    const int64_t seq = batch->sequence_number();
+    ++in_flight_;
+    absl::Status submitted = core_->Submit(
+        std::move(batch), [this, seq](absl::Status s) { OnStored(seq, s); });
+    if (!submitted.ok()) {
+      --in_flight_;
+      error_ = std::move(submitted);
+      MaybeFinishLocked();
+      return;
+    }
+    if (in_flight_ < TelemetryServiceImpl::kMaxInFlight) {
+      StartRead(&incoming_);
+    } else {
+      read_paused_ = true;
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) write_failed_ = true;
+    if (!write_failed_ && acked_ > written_) WriteAckLocked();
+    MaybeFinishLocked();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void OnStored(int64_t seq, const absl::Status& s) {
+    absl::MutexLock lock(&mu_);
+    --in_flight_;
+    if (s.ok()) {
+      acked_ = std::max(acked_, seq);
+      if (!writing_ && !write_failed_) WriteAckLocked();
+    } else if (error_.ok()) {
+      error_ = s;
+    }
+    if (read_paused_ && error_.ok() && !reads_done_) {
+      read_paused_ = false;
+      StartRead(&incoming_);
+    }
+    MaybeFinishLocked();
+  }
+
+  void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (acked_ <= written_) return;
+    writing_ = true;
+    written_ = acked_;
+    ack_.set_acked_sequence_number(acked_);
+    StartWrite(&ack_);
+  }
+
+  // Finishes once nothing is queued or being written: after the client's
+  // last batch, or after an error (with every earlier batch acknowledged).
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || in_flight_ > 0 || writing_) return;
+    if (!reads_done_ && error_.ok() && !write_failed_) return;
+    if (!write_failed_ && acked_ > written_) {
+      WriteAckLocked();
+      return;
+    }
+    finished_ = true;
+    if (!error_.ok()) {
+      RL_LOG_WARNING("telemetry ingest: {}", error_.ToString());
+    }
+    Finish(ToGrpcStatus(error_));
+  }
+
+  TelemetryCore* core_;
+  MetricBatch incoming_;  // owned by the pending read
+  absl::Mutex mu_;
+  IngestAck ack_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+};
+
+class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
+ public:
+  WatchReactor(TelemetryCore* core, const WatchRequest& request)
+      : core_(core) {
+    absl::StatusOr<int64_t> id = core_->AddWatcher(
+        request, [this](const std::string&, const MetricPoint& p) { Offer(p); });
+    absl::MutexLock lock(&mu_);
+    if (!id.ok()) {
+      finished_ = true;
+      Finish(ToGrpcStatus(id.status()));
+      return;
+    }
+    watcher_id_ = *id;
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      if (!finished_) {
+        finished_ = true;
+        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      }
+      return;
+    }
+    WriteNextLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (!finished_ && !writing_) {
+      finished_ = true;
+      Finish(grpc::Status::CANCELLED);
+    }
+  }
+
+  void OnDone() override {
+    if (watcher_id_ != 0) core_->RemoveWatcher(watcher_id_);
+    if (lost_ > 0) RL_LOG_WARNING("telemetry watch: {} points skipped", lost_);
+    delete this;
+  }
+
+ private:
+  void Offer(const MetricPoint& p) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (backlog_.size() >= TelemetryServiceImpl::kMaxWatchBacklog) {
+      backlog_.pop_front();
+      ++lost_;
+    }
+    backlog_.push_back(p);
+    if (!writing_) WriteNextLocked();
+  }
+
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (backlog_.empty() || finished_) return;
+    out_ = std::move(backlog_.front());
+    backlog_.pop_front();
+    writing_ = true;
+    StartWrite(&out_);
+  }
+
+  TelemetryCore* core_;
+  int64_t watcher_id_ = 0;
+  absl::Mutex mu_;
+  std::deque<MetricPoint> backlog_ ABSL_GUARDED_BY(mu_);
+  MetricPoint out_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t lost_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<MetricBatch, IngestAck>* TelemetryServiceImpl::Ingest(
+    grpc::CallbackServerContext* /*context*/) {
+  return new IngestReactor(core_);
+}
+
+grpc::ServerUnaryReactor* TelemetryServiceImpl::Query(
+    grpc::CallbackServerContext* context, const QueryRequest* request,
+    QueryResponse* response) {
+  return ReplyUnary(context, core_->Query(*request), response);
+}
+
+grpc::ServerUnaryReactor* TelemetryServiceImpl::ListSeries(
+    grpc::CallbackServerContext* context, const ListSeriesRequest* request,
+    ListSeriesResponse* response) {
+  return ReplyUnary(context,
+                    absl::StatusOr<ListSeriesResponse>(
+                        core_->ListSeries(*request)),
+                    response);
+}
+
+grpc::ServerWriteReactor<MetricPoint>* TelemetryServiceImpl::Watch(
+    grpc::CallbackServerContext* /*context*/, const WatchRequest* request) {
+  return new WatchReactor(core_, *request);
+}
+
+}  // namespace rl
