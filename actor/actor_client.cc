@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "telemetry/emitter.h"
 
 namespace rl {
 namespace {
@@ -272,8 +273,10 @@ absl::Status ActorClient::StepLoop() {
 
     ActorCritic net = policy->policy;
     absl::Status status;
+    CollectTimings timings;
+    const absl::Time collect_start = absl::Now();
     try {
-      status = collector_->Collect(net, &buffers_[buffer]);
+      status = collector_->Collect(net, &buffers_[buffer], &timings);
     } catch (const c10::Error& e) {
       status = absl::InternalError(
           absl::StrCat("collecting a segment: ", e.what_without_backtrace()));
@@ -291,6 +294,27 @@ absl::Status ActorClient::StepLoop() {
     }
     last_assigned_ = sequence_number;
     collected_with = policy->version;
+    if (Emitter* e = options_.emitter) {
+      const double seconds =
+          absl::ToDoubleSeconds(absl::Now() - collect_start);
+      const int64_t steps = static_cast<int64_t>(options_.spec.segment_length()) *
+                            options_.spec.envs_per_actor();
+      const int64_t step = counters_.segments_collected * steps;
+      const MetricLabelList labels = {{"actor", std::to_string(options_.actor_id)}};
+      e->Emit("actor/env_steps_per_second", step,
+              seconds > 0 ? static_cast<double>(steps) / seconds : 0, labels);
+      e->Emit("actor/inference_seconds", step, timings.inference_seconds,
+              labels);
+      e->Emit("actor/env_seconds", step, timings.env_seconds, labels);
+      const auto& returns = collector_->episode_returns();
+      const auto& lengths = collector_->episode_lengths();
+      for (size_t i = 0; i < returns.size(); ++i) {
+        e->Emit("actor/episode_return", step, returns[i], labels);
+        if (i < lengths.size()) {
+          e->Emit("actor/episode_length", step, lengths[i], labels);
+        }
+      }
+    }
     handoffs_.push_back(Handoff{buffer, sequence_number, policy->version,
                                 collector_->episode_returns(),
                                 collector_->episode_lengths()});
@@ -495,7 +519,14 @@ void ActorClient::SenderLoop() {
         break;
       }
       case Action::kWrite: {
+        const absl::Time write_start = absl::Now();
         const bool ok = stream->Write(*to_write);
+        if (ok && options_.emitter != nullptr) {
+          options_.emitter->Emit(
+              "actor/segment_send_seconds", write_sequence_number,
+              absl::ToDoubleSeconds(absl::Now() - write_start),
+              {{"actor", std::to_string(options_.actor_id)}});
+        }
         absl::MutexLock lock(&mu_);
         if (!ok) {
           stream_broken_ = true;

@@ -40,6 +40,8 @@
 
 namespace rl {
 
+class Emitter;
+
 struct ActorOptions {
   // "host:port" of the learner.
   std::string learner_address;
@@ -60,6 +62,10 @@ struct ActorOptions {
   absl::Duration flush_timeout = absl::Seconds(5);
   // Credits assumed on a new stream before the learner's first ack.
   int initial_credits = 2;
+  // Metrics go here (not owned; null: none), labelled actor=<actor_id>:
+  // episode return and length, env steps/s, inference and env time per
+  // segment, segment send time.
+  Emitter* emitter = nullptr;
 };
 
 // Monotone counters, for logs and tests.

@@ -28,6 +28,7 @@
 #include "common/logging.h"
 #include "common/run_spec.h"
 #include "coordinator/worker_agent.h"
+#include "telemetry/process_telemetry.h"
 
 ABSL_FLAG(std::string, learner, "", "Learner address HOST:PORT (required).");
 ABSL_FLAG(std::string, run, "", "Run file, YAML or JSON (required).");
@@ -153,6 +154,11 @@ int WorkerMain() {
   agent_options.worker_name = absl::GetFlag(FLAGS_worker_name).empty()
                                   ? absl::StrCat("actor-", getpid())
                                   : absl::GetFlag(FLAGS_worker_name);
+  auto telemetry = ProcessTelemetry::StartFromFlags(agent_options.worker_name);
+  if (!telemetry.ok()) {
+    RL_LOG_ERROR("{}", telemetry.status().ToString());
+    return 1;
+  }
   WorkerAgent agent(agent_options, [&](const Assignment& assignment) {
     absl::MutexLock lock(&mu);
     desired = assignment;
@@ -195,6 +201,8 @@ int WorkerMain() {
     options.env_threads = absl::GetFlag(FLAGS_env_threads);
     options.max_disconnected =
         absl::Seconds(absl::GetFlag(FLAGS_max_disconnected_seconds));
+    options.emitter = (*telemetry)->emitter();
+    options.emitter->SetRun(assignment.run_id());
     auto created = ActorClient::Create(options);
     if (!created.ok()) {
       RL_LOG_ERROR("assignment {}: {}", assignment.assignment_id(),
@@ -251,6 +259,12 @@ int Main() {
     return BadInput(absl::StrCat(run, ": ", spec.status().message()));
   }
   torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
+  auto telemetry =
+      ProcessTelemetry::StartFromFlags(absl::StrCat("actor/", actor_id));
+  if (!telemetry.ok()) {
+    RL_LOG_ERROR("{}", telemetry.status().ToString());
+    return 1;
+  }
 
   ActorOptions options;
   options.learner_address = learner;
@@ -260,6 +274,9 @@ int Main() {
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.max_disconnected =
       absl::Seconds(absl::GetFlag(FLAGS_max_disconnected_seconds));
+  options.emitter = (*telemetry)->emitter();
+  options.emitter->SetRun(options.run_id.empty() ? spec->name()
+                                                 : options.run_id);
   absl::StatusOr<std::unique_ptr<ActorClient>> client =
       ActorClient::Create(options);
   if (!client.ok()) {

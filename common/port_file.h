@@ -7,11 +7,17 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace rl {
 
 // Does nothing for an empty `path`.
 absl::Status WritePortFile(const std::string& path, int port);
+
+// A TCP port on `host` that was free a moment ago (bound to port 0 and
+// released), for a child that must come back on the same port after a
+// restart.
+absl::StatusOr<int> PickFreePort(const std::string& host = "127.0.0.1");
 
 }  // namespace rl
 

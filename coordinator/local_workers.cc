@@ -39,12 +39,21 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
     : options_(options) {
   std::error_code ec;
   std::filesystem::create_directories(options.log_dir, ec);
+  if (!options.telemetry_argv.empty()) {
+    Child child;
+    child.name = "local-telemetry";
+    child.argv = options.telemetry_argv;
+    child.next_start = absl::InfinitePast();
+    children_.push_back(std::move(child));
+  }
   auto add = [&](const std::string& binary, const std::string& name,
                  std::vector<std::string> extra) {
     Child child;
     child.name = name;
     child.argv = {binary, "--coordinator=" + options.coordinator_address,
                   "--worker_name=" + name};
+    child.argv.insert(child.argv.end(), options.worker_args.begin(),
+                      options.worker_args.end());
     child.argv.insert(child.argv.end(), extra.begin(), extra.end());
     child.next_start = absl::InfinitePast();
     children_.push_back(std::move(child));

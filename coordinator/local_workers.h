@@ -23,6 +23,11 @@ struct LocalWorkerOptions {
   std::string actor_binary;
   std::string coordinator_address;
   std::string log_dir;
+  // Passed to every worker too (e.g. --telemetry=HOST:PORT).
+  std::vector<std::string> worker_args;
+  // When set, started first and supervised like the workers: the telemetry
+  // service (argv[0] is its binary).
+  std::vector<std::string> telemetry_argv;
 };
 
 // Parses "learners=1,actors=2" into `options` (INVALID_ARGUMENT naming the

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
+#include "telemetry/emitter.h"
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
@@ -374,6 +375,43 @@ class LearnerCore::Impl {
       }
       RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
                    status_.updates(), batch.size(), seconds, stats.approx_kl);
+      if (Emitter* e = options_.emitter) {
+        const int64_t step = status_.env_steps();
+        double lag = 0;
+        for (const auto& seg : batch) {
+          lag += static_cast<double>(status_.policy_version() - 1 -
+                                     seg->policy_version);
+        }
+        e->Emit("learner/policy_loss", step, stats.policy_loss);
+        e->Emit("learner/value_loss", step, stats.value_loss);
+        e->Emit("learner/entropy", step, stats.entropy);
+        e->Emit("learner/approx_kl", step, stats.approx_kl);
+        e->Emit("learner/clip_fraction", step, stats.clip_fraction);
+        e->Emit("learner/explained_variance", step, stats.explained_variance);
+        e->Emit("learner/learning_rate", step, stats.learning_rate);
+        e->Emit("learner/update_seconds", step, seconds);
+        e->Emit("learner/steps_per_second", step,
+                progress->steps_per_second());
+        e->Emit("learner/policy_lag", step,
+                batch.empty() ? 0 : lag / static_cast<double>(batch.size()));
+        e->Emit("learner/queue_depth", step,
+                static_cast<double>(queue_.size()));
+        e->Emit("learner/segments_per_update", step,
+                static_cast<double>(batch.size()));
+        e->Emit("learner/segments_dropped_stale", step,
+                static_cast<double>(status_.segments_dropped_stale()));
+        e->Emit("learner/policy_version", step,
+                static_cast<double>(status_.policy_version()));
+        e->Emit("learner/connected_actors", step,
+                static_cast<double>(actor_stream_.size()));
+        if (!recent_returns_.empty()) {
+          e->Emit("learner/mean_return", step, MeanReturn());
+        }
+        const int every = std::max(1, options_.grad_norm_interval);
+        if (status_.updates() % every == 0) {
+          e->Emit("learner/grad_norm", step, stats.grad_norm);
+        }
+      }
     }
     RETURN_IF_ERROR(Publish(/*final=*/false));
     {

@@ -33,12 +33,20 @@
 
 namespace rl {
 
+class Emitter;
+
 struct LearnerOptions {
   RunSpec spec;
   std::string run_id;
   // Checkpoints under <run_dir>/checkpoints; the newest complete one is
   // resumed at start. Empty: no checkpoints.
   std::string run_dir;
+  // Metrics of every update go here (not owned; null: none): losses, KL,
+  // clip fraction, entropy, explained variance, SPS, policy lag, queue
+  // depths, update time; the gradient norm every `grad_norm_interval`
+  // updates.
+  Emitter* emitter = nullptr;
+  int grad_norm_interval = 10;
 };
 
 using AckCallback = std::function<void(const RolloutAck&)>;

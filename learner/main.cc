@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -17,9 +18,12 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/run_spec.h"
+#include "common/status.h"
 #include "coordinator/worker_agent.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "common/port_file.h"
+#include "telemetry/process_telemetry.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -43,6 +47,52 @@ namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
+
+// The process's telemetry, and the core it reports on (Prometheus reads the
+// current one's status at every scrape).
+std::unique_ptr<rl::ProcessTelemetry> g_telemetry;
+absl::Mutex g_core_mu;
+std::shared_ptr<rl::LearnerCore> g_core ABSL_GUARDED_BY(g_core_mu);
+
+void SetCurrentCore(std::shared_ptr<rl::LearnerCore> core) {
+  absl::MutexLock lock(&g_core_mu);
+  g_core = std::move(core);
+}
+
+void RegisterLearnerMetrics(rl::MetricsRegistry* registry) {
+  auto family = [registry](const std::string& name, const std::string& help,
+                           const std::string& type,
+                           std::function<double(const rl::LearnerStatus&)> f) {
+    registry->AddCallback(name, help, type, [f]() {
+      std::shared_ptr<rl::LearnerCore> core;
+      {
+        absl::MutexLock lock(&g_core_mu);
+        core = g_core;
+      }
+      if (core == nullptr) return rl::MetricSamples{};
+      return rl::MetricSamples{
+          {{{"run", core->run_id()}}, f(core->GetStatus())}};
+    });
+  };
+  using S = rl::LearnerStatus;
+  family("learner_env_steps_total", "Environment steps trained on.",
+         "counter", [](const S& s) { return double(s.env_steps()); });
+  family("learner_updates_total", "PPO updates.", "counter",
+         [](const S& s) { return double(s.updates()); });
+  family("learner_policy_version", "Current policy version.", "gauge",
+         [](const S& s) { return double(s.policy_version()); });
+  family("learner_steps_per_second", "Training throughput.", "gauge",
+         [](const S& s) { return s.progress().steps_per_second(); });
+  family("learner_connected_actors", "Actors streaming rollouts.", "gauge",
+         [](const S& s) { return double(s.connected_actors()); });
+  family("learner_segments_received_total", "Rollout segments received.",
+         "counter", [](const S& s) { return double(s.segments_received()); });
+  family("learner_segments_rejected_total", "Malformed segments refused.",
+         "counter", [](const S& s) { return double(s.segments_rejected()); });
+  family("learner_segments_dropped_stale_total",
+         "Segments dropped for policy lag.", "counter",
+         [](const S& s) { return double(s.segments_dropped_stale()); });
+}
 
 bool WriteFileAtomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
@@ -83,12 +133,8 @@ absl::StatusOr<rl::RunningServer> Serve(rl::LearnerServiceImpl* service) {
   std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
               server->port);
   std::fflush(stdout);
-  if (!absl::GetFlag(FLAGS_port_file).empty() &&
-      !WriteFileAtomically(absl::GetFlag(FLAGS_port_file),
-                           absl::StrCat(server->port, "\n"))) {
-    return absl::InternalError(
-        absl::StrCat("cannot write ", absl::GetFlag(FLAGS_port_file)));
-  }
+  RETURN_IF_ERROR(rl::WritePortFile(absl::GetFlag(FLAGS_port_file),
+                                    server->port));
   return server;
 }
 
@@ -123,6 +169,8 @@ int RunWorker() {
       learner.spec = assignment.spec();
       learner.run_id = assignment.run_id();
       learner.run_dir = assignment.checkpoint_dir();
+      learner.emitter = g_telemetry->emitter();
+      g_telemetry->emitter()->SetRun(assignment.run_id());
       auto created = rl::LearnerCore::Create(learner);
       if (created.ok()) {
         core = std::move(*created);
@@ -133,6 +181,7 @@ int RunWorker() {
       RL_LOG_INFO("assignment ended; idle");
     }
     service.SetCore(core);
+    SetCurrentCore(core);
     absl::MutexLock lock(&mu);
     current = core;
     reported_end = false;
@@ -181,7 +230,26 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   rl::InitLogging("learner");
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
-  if (!absl::GetFlag(FLAGS_coordinator).empty()) return RunWorker();
+  {
+    const std::string source =
+        absl::GetFlag(FLAGS_worker_name).empty()
+            ? absl::StrCat("learner/", getpid())
+            : absl::GetFlag(FLAGS_worker_name);
+    auto telemetry = rl::ProcessTelemetry::StartFromFlags(
+        source, absl::GetFlag(FLAGS_host));
+    if (!telemetry.ok()) {
+      std::fprintf(stderr, "error: %s\n",
+                   std::string(telemetry.status().message()).c_str());
+      return 1;
+    }
+    g_telemetry = std::move(*telemetry);
+    RegisterLearnerMetrics(g_telemetry->registry());
+  }
+  if (!absl::GetFlag(FLAGS_coordinator).empty()) {
+    const int code = RunWorker();
+    g_telemetry.reset();
+    return code;
+  }
   if (absl::GetFlag(FLAGS_run).empty()) {
     std::fprintf(stderr, "error: --run is required (a run file)\n");
     return 2;
@@ -198,6 +266,8 @@ int main(int argc, char** argv) {
                        ? spec->name()
                        : absl::GetFlag(FLAGS_run_id);
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
+  options.emitter = g_telemetry->emitter();
+  g_telemetry->emitter()->SetRun(options.run_id);
   auto core = rl::LearnerCore::Create(options);
   if (!core.ok()) {
     std::fprintf(stderr, "error: %s\n",
@@ -205,6 +275,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::shared_ptr<rl::LearnerCore> shared_core = std::move(*core);
+  SetCurrentCore(shared_core);
   rl::LearnerServiceImpl service(shared_core);
   auto server = Serve(&service);
   if (!server.ok()) {
@@ -246,6 +317,8 @@ int main(int argc, char** argv) {
                         ResultJson(status, done));
   }
   const absl::Status final_status = shared_core->final_status();
+  SetCurrentCore(nullptr);
+  g_telemetry.reset();  // flushes what is left
   if (!final_status.ok()) {
     std::fprintf(stderr, "error: %s\n",
                  std::string(final_status.message()).c_str());

@@ -379,7 +379,6 @@ void Emitter::SenderLoop() {
       const uint32_t labels_id = slot.labels_id;
       slot.sequence.store(pos + s.mask + 1, std::memory_order_release);
       ++pos;
-      s.dequeue_pos.store(pos, std::memory_order_release);
       ++drained;
       if (labels_id != 0) {
         absl::MutexLock lock(&s.mu);
@@ -390,7 +389,10 @@ void Emitter::SenderLoop() {
       if (open->points_size() >= o.batch_max_points) seal();
     }
     if (drained > 0) {
+      // Published together with pending_points, under the lock: Flush must
+      // never see the points as dequeued before they count as pending.
       absl::MutexLock lock(&s.mu);
+      s.dequeue_pos.store(pos, std::memory_order_release);
       s.pending_points = open ? open->points_size() : 0;
     }
     if (open && (flush || now - first_pending >= o.batch_interval)) seal();

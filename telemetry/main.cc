@@ -3,7 +3,7 @@
 // TensorBoard event files per run, and serves a web page, a JSON API and
 // Prometheus /metrics over HTTP.
 //
-//   telemetry_main --port=50052 --http_port=8080 --store=runs/telemetry.db \
+//   telemetry_main --port=50052 --http_port=8080 --store=runs/telemetry.db
 //       --tensorboard_dir=runs/tensorboard [--coordinator=127.0.0.1:50051]
 #include <csignal>
 #include <cstdio>

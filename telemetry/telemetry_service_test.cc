@@ -1,0 +1,257 @@
+// TelemetryService on a real port: the gRPC emitter delivers and is
+// acknowledged, queries/watch/list see the points, bad input gets the right
+// codes while the service keeps serving.
+#include "telemetry/telemetry_service.h"
+
+#include <cmath>
+#include <thread>
+
+#include "common/grpc_util.h"
+#include "gtest/gtest.h"
+#include "proto/telemetry.grpc.pb.h"
+#include "telemetry/grpc_transport.h"
+#include "telemetry/telemetry_core.h"
+
+namespace rl {
+namespace {
+
+class TelemetryServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TelemetryCoreOptions options;
+    options.store_path = std::string(getenv("TEST_TMPDIR")) + "/" +
+                         ::testing::UnitTest::GetInstance()
+                             ->current_test_info()
+                             ->name() +
+                         ".db";
+    options.tensorboard_dir = std::string(getenv("TEST_TMPDIR")) + "/tb";
+    auto core = TelemetryCore::Create(options);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+    service_ = std::make_unique<TelemetryServiceImpl>(core_.get());
+    ServerOptions server_options;
+    server_options.max_receive_message_bytes = 64 << 20;
+    auto server = StartServer({service_.get()}, server_options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    target_ = "127.0.0.1:" + std::to_string(server_.port);
+    stub_ = TelemetryService::NewStub(CreateChannel(target_));
+  }
+  void TearDown() override {
+    if (server_.server) server_.server->Shutdown();
+  }
+
+  MetricBatch Batch(int64_t seq, const std::string& run, int points) {
+    MetricBatch b;
+    b.set_sequence_number(seq);
+    b.set_run_id(run);
+    b.set_source("test/0");
+    b.set_incarnation(7);
+    for (int i = 0; i < points; ++i) {
+      MetricPoint* p = b.add_points();
+      p->set_name("m");
+      p->set_step(seq * 1000 + i);
+      p->set_value(i);
+    }
+    return b;
+  }
+
+  std::unique_ptr<TelemetryCore> core_;
+  std::unique_ptr<TelemetryServiceImpl> service_;
+  RunningServer server_;
+  std::string target_;
+  std::unique_ptr<TelemetryService::Stub> stub_;
+};
+
+TEST_F(TelemetryServiceTest, EmitterDeliversAndQueriesSeeThePoints) {
+  EmitterOptions options;
+  options.source = "learner/0";
+  options.batch_max_points = 1000;
+  auto emitter = MakeEmitter(target_, options);
+  emitter->SetRun("run-1");
+  for (int i = 0; i < 5000; ++i) {
+    emitter->Emit("learner/loss", i, 0.5 * i);
+    emitter->Emit("actor/episode_return", i, i % 3,
+                  {{"actor", std::to_string(i % 2)}});
+  }
+  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  EXPECT_EQ(emitter->stats().acked_points, 10000);
+  EXPECT_EQ(emitter->stats().dropped, 0);
+
+  QueryRequest q;
+  q.set_run_id("run-1");
+  q.add_names("learner/loss");
+  QueryResponse raw;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub_->Query(&c1, q, &raw).ok());
+  ASSERT_EQ(raw.series_size(), 1);
+  ASSERT_EQ(raw.series(0).points_size(), 5000);
+  EXPECT_EQ(raw.series(0).points(4999).step(), 4999);
+  EXPECT_DOUBLE_EQ(raw.series(0).points(4999).value(), 0.5 * 4999);
+  EXPECT_GT(raw.series(0).points(0).wall_time_ns(), 0);
+
+  // Downsampled, and merged across actors.
+  q.clear_names();
+  q.add_names("actor/episode_return");
+  q.set_max_buckets(10);
+  q.add_aggregate_labels("actor");
+  q.set_aggregation(AGGREGATE_MEAN);
+  QueryResponse buckets;
+  grpc::ClientContext c2;
+  ASSERT_TRUE(stub_->Query(&c2, q, &buckets).ok());
+  ASSERT_EQ(buckets.series_size(), 1);
+  EXPECT_TRUE(buckets.series(0).labels().empty());
+  ASSERT_EQ(buckets.series(0).buckets_size(), 10);
+  int64_t total = 0;
+  for (const Bucket& b : buckets.series(0).buckets()) {
+    total += b.count();
+    EXPECT_GE(b.min(), 0);
+    EXPECT_LE(b.max(), 2);
+    EXPECT_NEAR(b.mean(), 1.0, 0.01);
+  }
+  EXPECT_EQ(total, 5000);
+
+  ListSeriesRequest list;
+  list.set_run_id("run-1");
+  ListSeriesResponse series;
+  grpc::ClientContext c3;
+  ASSERT_TRUE(stub_->ListSeries(&c3, list, &series).ok());
+  EXPECT_EQ(series.series_size(), 3);  // loss + 2 actor label sets
+}
+
+TEST_F(TelemetryServiceTest, UnknownRunIsNotFoundAndBadQueriesInvalid) {
+  QueryRequest q;
+  q.set_run_id("no-such-run");
+  QueryResponse r;
+  grpc::ClientContext c1;
+  EXPECT_EQ(stub_->Query(&c1, q, &r).error_code(), grpc::NOT_FOUND);
+  q.set_run_id("");
+  grpc::ClientContext c2;
+  grpc::Status s = stub_->Query(&c2, q, &r);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("run_id"), std::string::npos);
+}
+
+TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
+  grpc::ClientContext context;
+  auto stream = stub_->Ingest(&context);
+  ASSERT_TRUE(stream->Write(Batch(1, "run-2", 10)));
+  MetricBatch bad = Batch(2, "run-2", 3);
+  bad.mutable_points(1)->set_name("");
+  ASSERT_TRUE(stream->Write(bad));
+  stream->WritesDone();
+  IngestAck ack;
+  int64_t acked = 0;
+  while (stream->Read(&ack)) acked = ack.acked_sequence_number();
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(acked, 1);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("batch.points[1].name"),
+            std::string::npos)
+      << status.error_message();
+
+  // A huge label set is refused too.
+  grpc::ClientContext context2;
+  auto stream2 = stub_->Ingest(&context2);
+  MetricBatch labels = Batch(3, "run-2", 1);
+  for (int i = 0; i < 100; ++i) {
+    (*labels.mutable_points(0)->mutable_labels())["k" + std::to_string(i)] =
+        "v";
+  }
+  ASSERT_TRUE(stream2->Write(labels));
+  stream2->WritesDone();
+  while (stream2->Read(&ack)) {
+  }
+  const grpc::Status status2 = stream2->Finish();
+  EXPECT_EQ(status2.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(status2.error_message().find("labels"), std::string::npos);
+
+  // The accepted batch is stored, the service still serves.
+  QueryRequest q;
+  q.set_run_id("run-2");
+  QueryResponse r;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
+  ASSERT_EQ(r.series_size(), 1);
+  EXPECT_EQ(r.series(0).points_size(), 10);
+}
+
+TEST_F(TelemetryServiceTest, ResentBatchesAreStoredOnceAndNaNKept) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    grpc::ClientContext context;
+    auto stream = stub_->Ingest(&context);
+    MetricBatch b = Batch(1, "run-3", 4);
+    b.mutable_points(2)->set_value(std::nan(""));
+    b.mutable_points(3)->set_value(-INFINITY);
+    ASSERT_TRUE(stream->Write(b));
+    stream->WritesDone();
+    IngestAck ack;
+    int64_t acked = 0;
+    while (stream->Read(&ack)) acked = ack.acked_sequence_number();
+    ASSERT_TRUE(stream->Finish().ok());
+    EXPECT_EQ(acked, 1);
+  }
+  QueryRequest q;
+  q.set_run_id("run-3");
+  QueryResponse r;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
+  ASSERT_EQ(r.series(0).points_size(), 4);
+  EXPECT_TRUE(std::isnan(r.series(0).points(2).value()));
+  EXPECT_EQ(r.series(0).points(3).value(), -INFINITY);
+  EXPECT_EQ(core_->stats().duplicate_batches, 1);
+}
+
+TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
+  grpc::ClientContext context;
+  WatchRequest w;
+  w.set_run_id("run-4");
+  w.set_name_prefix("learner/");
+  auto reader = stub_->Watch(&context, w);
+  // The watcher is registered once the call reached the server.
+  absl::SleepFor(absl::Milliseconds(300));
+  auto emitter = MakeEmitter(target_);
+  emitter->SetRun("run-4");
+  for (int i = 0; i < 20; ++i) {
+    emitter->Emit("learner/kl", i, i);
+    emitter->Emit("actor/other", i, i);  // filtered out
+  }
+  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  MetricPoint p;
+  int seen = 0;
+  while (seen < 20 && reader->Read(&p)) {
+    EXPECT_EQ(p.name(), "learner/kl");
+    EXPECT_EQ(p.step(), seen);
+    ++seen;
+  }
+  EXPECT_EQ(seen, 20);
+  context.TryCancel();
+
+  grpc::ClientContext bad_context;
+  WatchRequest bad;
+  auto bad_reader = stub_->Watch(&bad_context, bad);
+  EXPECT_FALSE(bad_reader->Read(&p));
+  EXPECT_EQ(bad_reader->Finish().error_code(), grpc::INVALID_ARGUMENT);
+}
+
+TEST_F(TelemetryServiceTest, EmitterBuffersWhileTheServiceIsDownThenDelivers) {
+  server_.server->Shutdown();
+  server_.server.reset();
+  EmitterOptions options;
+  options.max_backoff = absl::Milliseconds(200);
+  auto emitter = MakeEmitter(target_, options);
+  emitter->SetRun("run-5");
+  for (int i = 0; i < 1000; ++i) emitter->Emit("m", i, i);
+  EXPECT_FALSE(emitter->Flush(absl::Milliseconds(500)).ok());
+  // Back on the same port.
+  ServerOptions server_options;
+  server_options.address = target_;
+  auto server = StartServer({service_.get()}, server_options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  server_ = std::move(*server);
+  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  EXPECT_EQ(emitter->stats().acked_points, 1000);
+}
+
+}  // namespace
+}  // namespace rl
