@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, telemetry_binary, "",
 ABSL_FLAG(int, telemetry_port, -1,
           "Local telemetry gRPC port; -1: --port + 1 (a free one when --port "
           "is 0).");
+ABSL_FLAG(std::string, telemetry_port_file, "",
+          "Write the local telemetry's gRPC port here.");
+ABSL_FLAG(std::string, telemetry_http_port_file, "",
+          "Write the local telemetry's web page port here.");
 ABSL_FLAG(int, telemetry_http_port, -1,
           "Local telemetry web page port; -1: 8080 (a free one when --port "
           "is 0).");
@@ -81,7 +85,8 @@ Census TakeCensus(rl::CoordinatorCore* core) {
     if (page->next_page_token().empty()) break;
     request.set_page_token(page->next_page_token());
   }
-  for (const rl::Worker& w : core->ListWorkers().workers()) {
+  const rl::ListWorkersResponse workers = core->ListWorkers();
+  for (const rl::Worker& w : workers.workers()) {
     if (w.alive()) ++c.workers_by_role[rl::WorkerRole_Name(w.capabilities().role())];
   }
   return c;
@@ -210,8 +215,16 @@ int main(int argc, char** argv) {
                       absl::StrCat("--store=", runs_dir, "/telemetry.db"),
                       absl::StrCat("--tensorboard_dir=", runs_dir,
                                    "/tensorboard"),
-                      absl::StrCat("--coordinator=127.0.0.1:", server->port),
-                      "--metrics_port=-1"};
+                      absl::StrCat("--coordinator=127.0.0.1:", server->port)};
+    for (const auto& [file, port] :
+         {std::make_pair(absl::GetFlag(FLAGS_telemetry_port_file), grpc_port),
+          std::make_pair(absl::GetFlag(FLAGS_telemetry_http_port_file),
+                         http_port)}) {
+      if (absl::Status st = rl::WritePortFile(file, port); !st.ok()) {
+        std::fprintf(stderr, "error: %s\n", std::string(st.message()).c_str());
+        return 1;
+      }
+    }
     std::printf("telemetry on %s, web page http://%s:%d/\n",
                 telemetry_address.c_str(), host.c_str(), http_port);
     std::fflush(stdout);

@@ -13,12 +13,14 @@ RUN_FILE="${1:-examples/cartpole.yaml}"
 WORKERS="${2:---local_workers=learners=1,actors=1}"
 bash tools/setup.sh
 bazel build --config=opt //coordinator:coordinator_main //learner:learner_main \
-  //actor:actor_main //trainer:rl_local
+  //actor:actor_main //telemetry:telemetry_main //trainer:rl_local
 BIN="$(bazel info --config=opt bazel-bin 2>/dev/null)"
 STATE="$ROOT/runs/embedded"
 mkdir -p "$STATE"
-rm -f "$STATE/port"
+rm -f "$STATE/port" "$STATE/telemetry_port" "$STATE/web_port"
 "$BIN/coordinator/coordinator_main" --port=0 --port_file="$STATE/port" \
+  --telemetry_port_file="$STATE/telemetry_port" \
+  --telemetry_http_port_file="$STATE/web_port" \
   --store="$STATE/coordinator.db" --runs_dir="$STATE" --log_dir="$STATE/logs" \
   "$WORKERS" >"$STATE/coordinator.log" 2>&1 &
 COORDINATOR=$!
@@ -29,7 +31,9 @@ if [[ ! -s "$STATE/port" ]]; then
   exit 1
 fi
 export RL_COORDINATOR="127.0.0.1:$(cat "$STATE/port")"
-echo "embedded system up: coordinator $RL_COORDINATOR (state and logs in $STATE)"
+export RL_TELEMETRY="127.0.0.1:$(cat "$STATE/telemetry_port")"
+echo "embedded system up: coordinator $RL_COORDINATOR, telemetry $RL_TELEMETRY (state and logs in $STATE)"
+echo "web page: http://127.0.0.1:$(cat "$STATE/web_port")/   TensorBoard event files: $STATE/tensorboard"
 status=0
 OUT="$(mktemp)"
 .venv/bin/rlctl submit "$RUN_FILE" --watch | tee "$OUT" || status=$?
