@@ -3,14 +3,13 @@ workers) as child processes."""
 
 import os
 import shutil
-import subprocess
 import tempfile
-import time
 import unittest
 
 import grpc
 
 import rlctl
+import test_util
 from rlservice import Client, ClientError
 
 
@@ -20,24 +19,21 @@ class ClientTest(unittest.TestCase):
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         port_file = os.path.join(cls.dir, "port")
-        cls.log = open(os.path.join(cls.dir, "coordinator.log"), "w")
-        cls.coordinator = subprocess.Popen(
+        cls.coordinator = test_util.start(
             ["coordinator/coordinator_main", "--port=0", f"--port_file={port_file}",
              f"--store={cls.dir}/c.db", f"--runs_dir={cls.dir}/runs",
              f"--log_dir={cls.dir}/logs", "--local_workers=learners=1,actors=1"],
-            stdout=cls.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while not (os.path.exists(port_file) and open(port_file).read().strip()):
-            if time.monotonic() > deadline or cls.coordinator.poll() is not None:
-                raise RuntimeError("coordinator did not start")
-            time.sleep(0.05)
-        cls.address = "127.0.0.1:" + open(port_file).read().strip()
+            os.path.join(cls.dir, "coordinator.log"))
+        try:
+            port = test_util.read_port_file(port_file, cls.coordinator, what="coordinator")
+        except RuntimeError:
+            test_util.stop(cls.coordinator)
+            raise
+        cls.address = f"127.0.0.1:{port}"
 
     @classmethod
     def tearDownClass(cls):
-        cls.coordinator.terminate()
-        cls.coordinator.wait(timeout=30)
-        cls.log.close()
+        test_util.stop(cls.coordinator)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_submit_and_wait(self):

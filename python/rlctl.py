@@ -6,20 +6,28 @@
   rlctl cancel RUN_ID
   rlctl watch RUN_ID
   rlctl workers
+  rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
+  rlctl top [--interval S] [--once]
 
 The coordinator's address comes from --coordinator or $RL_COORDINATOR
-(default 127.0.0.1:50051). Exit codes: 0 success (a watched run SUCCEEDED),
-1 a watched run FAILED or was CANCELLED, 2 bad input (run file, arguments),
-3 not found, 4 coordinator unreachable, 5 other errors.
+(default 127.0.0.1:50051), the telemetry service's from --telemetry or
+$RL_TELEMETRY (default 127.0.0.1:50052). Exit codes: 0 success (a watched run
+SUCCEEDED), 1 a watched run FAILED or was CANCELLED, 2 bad input (run file,
+arguments), 3 not found (also: a run with no metrics), 4 coordinator or
+telemetry service unreachable, 5 other errors.
 """
 
 import argparse
+import csv
+import math
+import re
 import sys
 import time
 
 import grpc
 
 from rlservice.client import Client, ClientError, TERMINAL_STATES, mean_return, state_name
+from rlservice.telemetry import TelemetryClient, default_address as default_telemetry
 
 
 def fmt_duration(seconds):
@@ -74,9 +82,273 @@ def watch(client, run_id):
     return 0 if state == "SUCCEEDED" else 1
 
 
+# --- metrics ------------------------------------------------------------------
+
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text):
+    """"30s", "10m", "2h", "1d", "1h30m" or plain seconds ("90") -> seconds."""
+    t = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    parts = re.findall(r"(\d+(?:\.\d+)?)([smhdw])", t)
+    if not parts or "".join(n + u for n, u in parts) != t:
+        raise ValueError(f"bad duration {text!r} (expected e.g. 30s, 10m, 2h, 1d, 1h30m)")
+    return sum(float(n) * DURATION_UNITS[u] for n, u in parts)
+
+
+def fmt_labels(labels, sep=","):
+    return sep.join(f"{k}={labels[k]}" for k in sorted(labels))
+
+
+def fmt_value(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and math.isnan(v):
+        return "nan"
+    return f"{v:.6g}"
+
+
+def fmt_steps(lo, hi):
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def fmt_wall_ns(ns):
+    """Exact seconds since the epoch ("1700000000.123456789")."""
+    if ns < 0:
+        return repr(ns / 1e9)
+    return f"{ns // 10**9}.{ns % 10**9:09d}"
+
+
+def format_table(headers, rows, right=()):
+    """Lines with columns padded to their widest cell (`right`: right-aligned)."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return [line(headers)] + [line(r) for r in rows]
+
+
+def print_table(headers, rows, right=()):
+    print("\n".join(format_table(headers, rows, right)))
+
+
+def not_found(message):
+    return ClientError(message, grpc.StatusCode.NOT_FOUND)
+
+
+def metrics_series_table(tclient, args, since):
+    """The run's series: name, labels, points, last step, last value."""
+    infos = tclient.list_series(args.run_id)
+    if not infos:
+        raise not_found(f"run {args.run_id} has no metrics (at {tclient.address})")
+    last = {}
+    for s in tclient.query(args.run_id, since=since, min_step=args.min_step,
+                           max_step=args.max_step, buckets=1):
+        if s["buckets"]:
+            b = s["buckets"][-1]
+            last[(s["name"], fmt_labels(s["labels"]))] = (b["max_step"], b["last"])
+    rows = []
+    for info in sorted(infos, key=lambda i: (i["name"], fmt_labels(i["labels"]))):
+        key = (info["name"], fmt_labels(info["labels"]))
+        if key not in last and (since is not None or args.min_step or args.max_step):
+            continue  # no points in the asked range
+        step, value = last.get(key, (None, None))
+        rows.append([info["name"], key[1] or "-", str(info["num_points"]),
+                     "-" if step is None else str(step), fmt_value(value)])
+    if not rows:
+        print(f"run {args.run_id}: no points in the given range")
+        return 0
+    print_table(["NAME", "LABELS", "POINTS", "LAST STEP", "LAST VALUE"], rows,
+                right=(2, 3, 4))
+    return 0
+
+
+def check_names(args, series):
+    """NOT_FOUND when nothing matched; a warning for each missing --name."""
+    if not series:
+        what = (", ".join(args.name) if args.name else f"prefix {args.prefix!r}")
+        raise not_found(f"run {args.run_id} has no series matching {what}")
+    found = {s["name"] if isinstance(s, dict) else s.name for s in series}
+    for name in args.name or ():
+        if name not in found:
+            print(f"rlctl: warning: run {args.run_id} has no series {name}", file=sys.stderr)
+
+
+def metrics_values(tclient, args, since):
+    """Each selected series as a table of step buckets (or raw points)."""
+    buckets = 20 if args.buckets is None else args.buckets
+    series = tclient.query(args.run_id, names=args.name or None, prefix=args.prefix,
+                           min_step=args.min_step, max_step=args.max_step, since=since,
+                           buckets=buckets)
+    check_names(args, series)
+    for i, s in enumerate(series):
+        if i:
+            print()
+        labels = fmt_labels(s["labels"])
+        print(f"{s['name']}" + (f" {{{labels}}}" if labels else ""))
+        if buckets > 0:
+            rows = [[fmt_steps(b["min_step"], b["max_step"]), str(b["count"]),
+                     fmt_value(b["mean"]), fmt_value(b["min"]), fmt_value(b["max"]),
+                     fmt_value(b["last"])] for b in s["buckets"]]
+            headers = ["STEPS", "COUNT", "MEAN", "MIN", "MAX", "LAST"]
+            right = (1, 2, 3, 4, 5)
+        else:
+            rows = [[str(p.step), time.strftime("%Y-%m-%d %H:%M:%S",
+                                                time.localtime(p.wall_time)),
+                     fmt_value(p.value)] for p in s["points"]]
+            headers = ["STEP", "WALL TIME", "VALUE"]
+            right = (0, 2)
+        if rows:
+            print_table(headers, rows, right=right)
+        else:
+            print("  (no points in the given range)")
+    return 0
+
+
+def metrics_csv(tclient, args, since):
+    """Raw points (or, with --buckets N, buckets) as CSV for pandas."""
+    buckets = args.buckets or 0
+    response = tclient.query_response(
+        args.run_id, names=args.name or None, prefix=args.prefix, min_step=args.min_step,
+        max_step=args.max_step, since=since, buckets=buckets)
+    if args.name or args.prefix:
+        check_names(args, response.series)
+    out = csv.writer(sys.stdout, lineterminator="\n")
+    if buckets > 0:
+        out.writerow(["run", "name", "labels", "min_step", "max_step", "count", "mean",
+                      "min", "max", "last"])
+        for s in response.series:
+            labels = fmt_labels(s.labels, ";")
+            for b in s.buckets:
+                out.writerow([args.run_id, s.name, labels, b.min_step, b.max_step, b.count,
+                              repr(b.mean), repr(b.min), repr(b.max), repr(b.last)])
+    else:
+        out.writerow(["run", "name", "labels", "step", "wall_time", "value"])
+        for s in response.series:
+            labels = fmt_labels(s.labels, ";")
+            for p in s.points:
+                out.writerow([args.run_id, s.name, labels, p.step,
+                              fmt_wall_ns(p.wall_time_ns), repr(p.value)])
+    sys.stdout.flush()
+    return 0
+
+
+def metrics(tclient, args):
+    since = None
+    if args.since:
+        try:
+            since = parse_duration(args.since)
+        except ValueError as e:
+            raise ValueError(f"--since: {e}") from None
+    if args.buckets is not None and args.buckets < 0:
+        raise ValueError("--buckets: must be >= 0")
+    if args.csv:
+        return metrics_csv(tclient, args, since)
+    if not args.name and not args.prefix:
+        return metrics_series_table(tclient, args, since)
+    return metrics_values(tclient, args, since)
+
+
+# --- top ----------------------------------------------------------------------
+
+ACTIVE_STATES = ("RUNNING", "PLACING", "QUEUED")
+TOP_METRICS = ("learner/steps_per_second", "learner/mean_return", "learner/policy_lag")
+TOP_MAX_WAITING = 10  # PLACING/QUEUED runs shown (newest first)
+
+
+def top_frame(client, tclient):
+    """One frame of `rlctl top` as text. ClientError if the coordinator fails."""
+    runs = client.list(states=ACTIVE_STATES)
+    workers = client.workers()
+    assigned = {}
+    for w in workers:
+        if w.assignment.run_id:
+            assigned[w.assignment.run_id] = assigned.get(w.assignment.run_id, 0) + 1
+    order = {s: i for i, s in enumerate(ACTIVE_STATES)}
+    runs = sorted(runs, key=lambda r: order.get(state_name(r.state), 9))  # stable
+    running = [r for r in runs if state_name(r.state) == "RUNNING"]
+    waiting = [r for r in runs if state_name(r.state) != "RUNNING"]
+    hidden = max(0, len(waiting) - TOP_MAX_WAITING)
+    shown = running + waiting[:TOP_MAX_WAITING]
+
+    warning = None
+    rows = []
+    for run in shown:
+        values = {}
+        if warning is None and state_name(run.state) == "RUNNING":
+            try:
+                values = tclient.latest(run.run_id, TOP_METRICS)
+            except ClientError as e:
+                if e.code != grpc.StatusCode.NOT_FOUND:  # NOT_FOUND: no metrics yet
+                    warning = " ".join(str(e).split())
+        total = run.spec.total_env_steps
+        steps = run.progress.env_steps
+        lag = values.get("learner/policy_lag")
+        rows.append([
+            run.run_id, state_name(run.state), str(steps),
+            f"{min(100.0, 100.0 * steps / total):.1f}%" if total > 0 else "-",
+            "-" if values.get("learner/steps_per_second") is None
+            else f"{values['learner/steps_per_second']:.0f}",
+            fmt_return(values.get("learner/mean_return")),
+            "-" if lag is None or math.isnan(lag) else f"{lag:.1f}",
+            str(assigned.get(run.run_id, 0)),
+            run.spec.name or "-",
+        ])
+    alive = sum(1 for w in workers if w.alive)
+    lines = [f"rlctl top  {time.strftime('%H:%M:%S')}  coordinator {client.address}  "
+             f"telemetry {tclient.address}  |  {len(running)} running, "
+             f"{len(waiting)} waiting, workers {alive} alive / {len(workers)}"]
+    if rows:
+        lines += format_table(["RUN", "STATE", "ENV STEPS", "PROGRESS", "SPS", "RETURN",
+                               "LAG", "WORKERS", "NAME"], rows, right=(2, 3, 4, 5, 6, 7))
+    else:
+        lines.append("no active runs")
+    if hidden:
+        lines.append(f"... and {hidden} more waiting")
+    if warning:
+        lines.append(f"warning: {warning}")
+    return "\n".join(lines)
+
+
+def fmt_return(value):
+    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+
+
+def top(client, tclient, interval, once):
+    if not interval > 0:
+        raise ValueError("--interval: must be > 0")
+    live = sys.stdout.isatty() and not once
+    try:
+        while True:
+            try:
+                frame = top_frame(client, tclient)
+            except ClientError as e:
+                if once:
+                    raise
+                frame = f"rlctl top  {time.strftime('%H:%M:%S')}  error: {e}"
+            if live:
+                sys.stdout.write("\033[H\033[2J" + frame + "\n")
+                sys.stdout.flush()
+            else:
+                print(frame, flush=True)
+            if once:
+                return 0
+            if not live:
+                print(flush=True)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="rlctl", description=__doc__.split("\n")[0])
     parser.add_argument("--coordinator", help="host:port (default $RL_COORDINATOR or 127.0.0.1:50051)")
+    parser.add_argument("--telemetry",
+                        help="telemetry host:port (default $RL_TELEMETRY or 127.0.0.1:50052)")
     parser.add_argument("--timeout", type=float, default=10.0, help="deadline of each call, seconds")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("submit", help="submit a run file")
@@ -88,9 +360,30 @@ def main(argv=None):
     for name in ("get", "cancel", "watch"):
         sub.add_parser(name).add_argument("run_id")
     sub.add_parser("workers", help="registered workers")
+    p = sub.add_parser(
+        "metrics", help="a run's metrics from the telemetry service",
+        description="Without --name/--prefix: the run's series. With them: each "
+        "series downsampled to --buckets step buckets (default 20; 0: raw points). "
+        "--csv: raw points as run,name,labels,step,wall_time,value.")
+    p.add_argument("run_id")
+    p.add_argument("--name", action="append", default=[], help="metric name (repeatable)")
+    p.add_argument("--prefix", default="", help="metrics whose name starts with this")
+    p.add_argument("--since", help="only points of the last DURATION (30s, 10m, 2h, 1d)")
+    p.add_argument("--buckets", type=int, help="step buckets per series (0: raw points)")
+    p.add_argument("--min-step", dest="min_step", type=int, default=0)
+    p.add_argument("--max-step", dest="max_step", type=int, default=0, help="0: no bound")
+    p.add_argument("--csv", action="store_true", help="CSV (raw points) on stdout")
+    p = sub.add_parser("top", help="live view of the active runs")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
+    p.add_argument("--once", action="store_true", help="print one frame and exit")
     args = parser.parse_args(argv)
 
     client = Client(args.coordinator, timeout=args.timeout)
+    tclient = None
+    if args.command in ("metrics", "top"):
+        tclient = TelemetryClient(
+            args.telemetry or default_telemetry(),
+            timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0))
     try:
         if args.command == "submit":
             run, created = client.submit(args.run_file, args.key)
@@ -114,6 +407,10 @@ def main(argv=None):
                 print(f"{w.worker_id:24s} {role:8s} {w.address or '-':22s} "
                       f"{w.assignment.run_id or 'idle'}")
             return 0
+        if args.command == "metrics":
+            return metrics(tclient, args)
+        if args.command == "top":
+            return top(client, tclient, args.interval, args.once)
     except ClientError as e:
         print(f"rlctl: error: {e}", file=sys.stderr)
         if e.code is None or e.code == grpc.StatusCode.INVALID_ARGUMENT:
@@ -128,6 +425,8 @@ def main(argv=None):
         return 2
     finally:
         client.close()
+        if tclient is not None:
+            tclient.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,55 @@
+"""Helpers of the Python tests: child processes of the service's binaries."""
+
+import os
+import signal
+import subprocess
+import time
+
+
+def read_port_file(path, process=None, timeout=60, what="process"):
+    """Waits for `path` to hold a port; returns it (an int). RuntimeError if
+    `process` exits first or nothing comes within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+            if text:
+                return int(text)
+        except (OSError, ValueError):
+            pass
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what} exited with {process.returncode} before writing {path}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not write {path} within {timeout} s")
+        time.sleep(0.05)
+
+
+def start(argv, log_path):
+    """Starts `argv` with stdout and stderr to `log_path`; returns the Popen
+    (its log file as .log)."""
+    log = open(log_path, "w")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    process.log = log
+    return process
+
+
+def stop(process, timeout=30):
+    """SIGTERM, then waits (SIGKILL after `timeout` s); returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    process.log.close()
+    return process.returncode
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, errors="replace") as f:
+            return "".join(f.readlines()[-lines:])
+    except OSError:
+        return ""
