@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "actor/collect_metrics.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -300,24 +301,11 @@ absl::Status ActorClient::StepLoop() {
       const int64_t steps = static_cast<int64_t>(options_.spec.segment_length()) *
                             options_.spec.envs_per_actor();
       const int64_t step = counters_.segments_collected * steps;
-      const MetricLabelList labels = {{"actor", std::to_string(options_.actor_id)}};
-      e->Emit("actor/env_steps_per_second", step,
-              seconds > 0 ? static_cast<double>(steps) / seconds : 0, labels);
-      e->Emit("actor/inference_seconds", step, timings.inference_seconds,
-              labels);
-      e->Emit("actor/env_seconds", step, timings.env_seconds, labels);
-      const auto& returns = collector_->episode_returns();
-      const auto& lengths = collector_->episode_lengths();
-      for (size_t i = 0; i < returns.size(); ++i) {
-        e->Emit("actor/episode_return", step, returns[i], labels);
-        if (i < lengths.size()) {
-          e->Emit("actor/episode_length", step, lengths[i], labels);
-        }
-      }
+      EmitCollectMetrics(e, step, steps, seconds, timings,
+                         collector_->episode_returns(),
+                         collector_->episode_lengths(),
+                         {{"actor", std::to_string(options_.actor_id)}});
     }
-    handoffs_.push_back(Handoff{buffer, sequence_number, policy->version,
-                                collector_->episode_returns(),
-                                collector_->episode_lengths()});
     if (absl::Now() - last_log >= kProgressLogInterval) {
       last_log = absl::Now();
       RL_LOG_INFO(

@@ -45,6 +45,7 @@ class Statement {
     sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()),
                       SQLITE_TRANSIENT);
   }
+  void BindDouble(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
   void BindNull(int i) { sqlite3_bind_null(stmt_, i); }
   int Step() { return sqlite3_step(stmt_); }
   // Makes the statement reusable with new bindings.

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
+#include "learner/update_metrics.h"
 #include "telemetry/emitter.h"
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
@@ -382,14 +383,8 @@ class LearnerCore::Impl {
           lag += static_cast<double>(status_.policy_version() - 1 -
                                      seg->policy_version);
         }
-        e->Emit("learner/policy_loss", step, stats.policy_loss);
-        e->Emit("learner/value_loss", step, stats.value_loss);
-        e->Emit("learner/entropy", step, stats.entropy);
-        e->Emit("learner/approx_kl", step, stats.approx_kl);
-        e->Emit("learner/clip_fraction", step, stats.clip_fraction);
-        e->Emit("learner/explained_variance", step, stats.explained_variance);
-        e->Emit("learner/learning_rate", step, stats.learning_rate);
-        e->Emit("learner/update_seconds", step, seconds);
+        EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
+                          options_.grad_norm_interval);
         e->Emit("learner/steps_per_second", step,
                 progress->steps_per_second());
         e->Emit("learner/policy_lag", step,
@@ -406,10 +401,6 @@ class LearnerCore::Impl {
                 static_cast<double>(actor_stream_.size()));
         if (!recent_returns_.empty()) {
           e->Emit("learner/mean_return", step, MeanReturn());
-        }
-        const int every = std::max(1, options_.grad_norm_interval);
-        if (status_.updates() % every == 0) {
-          e->Emit("learner/grad_norm", step, stats.grad_norm);
         }
       }
     }

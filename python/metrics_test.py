@@ -177,6 +177,19 @@ class StandaloneTelemetryTest(unittest.TestCase):
         with self.assertRaises(ClientError):
             client.query(self.RUN, names=["actor/episode_return"], aggregation="median")
 
+    def test_raw_series_in_step_windows(self):
+        client = self.client()
+        for window_points in (None, 3, 7, 100):
+            points = []
+            for s in client.raw_series(self.RUN, prefix="learner/", window_points=window_points):
+                points += [(s.name, p.step, p.value) for p in s.points]
+            self.assertEqual(len(points), 13, window_points)
+            self.assertEqual(len(set((n, st) for n, st, _ in points)), 13, window_points)
+            self.assertEqual([v for n, _, v in points if n == "learner/loss"],
+                             [v for _, _, v in self.loss], window_points)
+        pieces = list(client.raw_series(self.RUN, names=["learner/loss"], window_points=3))
+        self.assertGreater(len(pieces), 2)
+
     def test_list_series_and_latest(self):
         client = self.client()
         series = client.list_series(self.RUN)

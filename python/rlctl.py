@@ -19,7 +19,9 @@ telemetry service unreachable, 5 other errors.
 
 import argparse
 import csv
+import itertools
 import math
+import os
 import re
 import sys
 import time
@@ -212,13 +214,13 @@ def metrics_values(tclient, args, since):
 def metrics_csv(tclient, args, since):
     """Raw points (or, with --buckets N, buckets) as CSV for pandas."""
     buckets = args.buckets or 0
-    response = tclient.query_response(
-        args.run_id, names=args.name or None, prefix=args.prefix, min_step=args.min_step,
-        max_step=args.max_step, since=since, buckets=buckets)
-    if args.name or args.prefix:
-        check_names(args, response.series)
     out = csv.writer(sys.stdout, lineterminator="\n")
     if buckets > 0:
+        response = tclient.query_response(
+            args.run_id, names=args.name or None, prefix=args.prefix,
+            min_step=args.min_step, max_step=args.max_step, since=since, buckets=buckets)
+        if args.name or args.prefix:
+            check_names(args, response.series)
         out.writerow(["run", "name", "labels", "min_step", "max_step", "count", "mean",
                       "min", "max", "last"])
         for s in response.series:
@@ -226,14 +228,22 @@ def metrics_csv(tclient, args, since):
             for b in s.buckets:
                 out.writerow([args.run_id, s.name, labels, b.min_step, b.max_step, b.count,
                               repr(b.mean), repr(b.min), repr(b.max), repr(b.last)])
-    else:
-        out.writerow(["run", "name", "labels", "step", "wall_time", "value"])
-        for s in response.series:
-            labels = fmt_labels(s.labels, ";")
-            for p in s.points:
-                out.writerow([args.run_id, s.name, labels, p.step,
-                              fmt_wall_ns(p.wall_time_ns), repr(p.value)])
-    sys.stdout.flush()
+        return 0
+    # Raw points, in step windows when there are too many for one query.
+    pieces = tclient.raw_series(args.run_id, names=args.name or None, prefix=args.prefix,
+                                min_step=args.min_step, max_step=args.max_step, since=since)
+    first = next(pieces, None)
+    if first is None:
+        check_names(args, [])  # raises NOT_FOUND
+    out.writerow(["run", "name", "labels", "step", "wall_time", "value"])
+    seen = set()
+    for s in itertools.chain([first], pieces):
+        seen.add(s.name)
+        labels = fmt_labels(s.labels, ";")
+        for p in s.points:
+            out.writerow([args.run_id, s.name, labels, p.step, fmt_wall_ns(p.wall_time_ns),
+                          repr(p.value)])
+    check_names(args, [{"name": name} for name in seen])  # warnings
     return 0
 
 
@@ -420,6 +430,12 @@ def main(argv=None):
         if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             return 4
         return 5
+    except BrokenPipeError:  # e.g. `rlctl metrics RUN --csv | head`
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
     except ValueError as e:  # e.g. an unknown state name
         print(f"rlctl: error: {e}", file=sys.stderr)
         return 2

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
+#include "actor/collect_metrics.h"
+#include "learner/update_metrics.h"
 
 namespace rl {
 namespace {
@@ -60,9 +62,19 @@ absl::Status LocalTrainer::Step() {
   time_.gae += progress_.last_update.gae_seconds;
   time_.update += SecondsSince(start) - progress_.last_update.gae_seconds;
 
+  const double update_seconds = SecondsSince(start);
   start = Clock::now();
-  progress_.env_steps += rollout_.num_steps() * rollout_.num_envs();
+  const int64_t segment_steps = rollout_.num_steps() * rollout_.num_envs();
+  progress_.env_steps += segment_steps;
   progress_.updates += 1;
+  if (options_.emitter != nullptr) {
+    EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
+                       collect_seconds, timings, collector_->episode_returns(),
+                       collector_->episode_lengths(), {{"actor", "0"}});
+    EmitUpdateMetrics(options_.emitter, progress_.env_steps,
+                      progress_.last_update, update_seconds, progress_.updates,
+                      /*grad_norm_interval=*/10);
+  }
   for (float r : collector_->episode_returns()) {
     recent_returns_.push_back(r);
     if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();

@@ -21,11 +21,15 @@
 
 namespace rl {
 
+class Emitter;
+
 struct TrainerOptions {
   // Checkpoints go to <run_dir>/checkpoints; empty: no checkpoints.
   std::string run_dir;
   // Threads stepping the environments.
   int env_threads = 1;
+  // Metrics (the learner's and actor 0's) go here; not owned; null: none.
+  Emitter* emitter = nullptr;
 };
 
 // Where the time of the run went, in seconds.

@@ -161,6 +161,42 @@ class TelemetryClient:
             out.append(item)
         return out
 
+    def raw_series(self, run_id, names=None, prefix="", min_step=0, max_step=0,
+                   since=None, window_points=None):
+        """Yields the matching series' raw points as Series protos (exact ns
+        wall times), however many there are: when the service refuses the
+        whole query as too large (RESOURCE_EXHAUSTED), or when
+        `window_points` is given, the step range is split into windows of
+        about `window_points` points (default 100000) queried one by one, so
+        a series may come in several pieces (in step order)."""
+        kwargs = dict(names=names, prefix=prefix, since=since)
+        if window_points is None:
+            try:
+                yield from self.query_response(run_id, min_step=min_step, max_step=max_step,
+                                               **kwargs).series
+                return
+            except ClientError as e:
+                if e.code != grpc.StatusCode.RESOURCE_EXHAUSTED:
+                    raise
+            window_points = 100000
+        # Plan windows from a downsampled query: cut where the points counted
+        # so far (by bucket end) reach window_points.
+        plan = self.query_response(run_id, min_step=min_step, max_step=max_step,
+                                   buckets=1000, **kwargs)
+        ends = sorted((b.max_step, b.count) for s in plan.series for b in s.buckets)
+        cuts, counted = [], 0
+        for step, count in ends:
+            counted += count
+            if counted >= window_points and step != 0 and (not cuts or step > cuts[-1]) \
+                    and (max_step == 0 or step < max_step):
+                cuts.append(step)
+                counted = 0
+        lo = min_step
+        for hi in cuts + [max_step]:
+            yield from self.query_response(run_id, min_step=lo, max_step=hi,
+                                           **kwargs).series
+            lo = hi + 1
+
     def list_series(self, run_id="", prefix=""):
         """Series of `run_id` (empty: of every run) whose name starts with
         `prefix`: dicts with run_id, name, labels, num_points, last_step."""

@@ -1,0 +1,24 @@
+// The metrics of one collected segment, as actors and the one-process
+// trainer both emit them (names "actor/...", labelled with the actor).
+#ifndef RL_ACTOR_COLLECT_METRICS_H_
+#define RL_ACTOR_COLLECT_METRICS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "actor/rollout_collector.h"
+#include "telemetry/emitter.h"
+
+namespace rl {
+
+// Env steps/s over the segment, inference and env time, and each finished
+// episode's return and length. `step`: env steps of this actor so far.
+void EmitCollectMetrics(Emitter* emitter, int64_t step, int64_t segment_steps,
+                        double segment_seconds, const CollectTimings& timings,
+                        const std::vector<float>& episode_returns,
+                        const std::vector<int32_t>& episode_lengths,
+                        const MetricLabelList& labels);
+
+}  // namespace rl
+
+#endif  // RL_ACTOR_COLLECT_METRICS_H_

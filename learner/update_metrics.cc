@@ -1,0 +1,24 @@
+#include "learner/update_metrics.h"
+
+#include <algorithm>
+
+namespace rl {
+
+void EmitUpdateMetrics(Emitter* e, int64_t step, const UpdateStats& stats,
+                       double update_seconds, int64_t updates,
+                       int grad_norm_interval) {
+  if (e == nullptr || !e->enabled()) return;
+  e->Emit("learner/policy_loss", step, stats.policy_loss);
+  e->Emit("learner/value_loss", step, stats.value_loss);
+  e->Emit("learner/entropy", step, stats.entropy);
+  e->Emit("learner/approx_kl", step, stats.approx_kl);
+  e->Emit("learner/clip_fraction", step, stats.clip_fraction);
+  e->Emit("learner/explained_variance", step, stats.explained_variance);
+  e->Emit("learner/learning_rate", step, stats.learning_rate);
+  e->Emit("learner/update_seconds", step, update_seconds);
+  if (updates % std::max(1, grad_norm_interval) == 0) {
+    e->Emit("learner/grad_norm", step, stats.grad_norm);
+  }
+}
+
+}  // namespace rl
