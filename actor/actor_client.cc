@@ -306,6 +306,9 @@ absl::Status ActorClient::StepLoop() {
                          collector_->episode_lengths(),
                          {{"actor", std::to_string(options_.actor_id)}});
     }
+    handoffs_.push_back(Handoff{buffer, sequence_number, policy->version,
+                                collector_->episode_returns(),
+                                collector_->episode_lengths()});
     if (absl::Now() - last_log >= kProgressLogInterval) {
       last_log = absl::Now();
       RL_LOG_INFO(

@@ -93,7 +93,8 @@ void LocalWorkerPool::Supervise() {
     child.process = std::make_unique<Subprocess>(
         child.argv,
         (std::filesystem::path(options_.log_dir) / (child.name + ".log"))
-            .string());
+            .string(),
+        /*die_with_parent=*/true);
     child.started = now;
     ++child.starts;
   }

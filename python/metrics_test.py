@@ -11,6 +11,7 @@ import math
 import os
 import queue
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -448,4 +449,6 @@ class EmbeddedSystemTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main()
+    # bazel test --test_filter=PATTERN: only the tests whose names match.
+    only = os.environ.get("TESTBRIDGE_TEST_ONLY")
+    unittest.main(argv=[sys.argv[0]] + (["-k", only] if only else []))

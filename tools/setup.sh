@@ -29,8 +29,9 @@ APT_PACKAGES=(
   "libbenchmark-dev=1.7.1-1"
   "libsqlite3-dev=3.40.1-2+deb12u2"
   "python3-venv=3.11.2-1+b1"
-  # Headless browser for the telemetry web page test.
+  # Headless browser (and a font) for the telemetry web page test.
   "chromium=156.0.8078.79-1~deb12u1"
+  "fonts-dejavu-core=2.37-6"
 )
 
 missing=()

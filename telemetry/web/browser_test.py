@@ -5,7 +5,8 @@ stream (waiting for the acknowledgement), then loads the page in Debian's
 headless Chromium and checks the DOM it renders (run list, series list, the
 SVG chart's points, the error text for an unknown run) and a screenshot.
 
-Skipped when no Chromium is installed (set $CHROMIUM to pick a binary).
+Fails when no Chromium is installed (tools/setup.sh installs Debian's;
+set $CHROMIUM to pick another binary).
 """
 
 import html.parser
@@ -127,7 +128,9 @@ class BrowserTest(unittest.TestCase):
     def setUpClass(cls):
         cls.chromium = find_chromium()
         if not cls.chromium:
-            raise unittest.SkipTest("no chromium installed (set $CHROMIUM)")
+            raise AssertionError(
+                "no chromium found: run tools/setup.sh (installs Debian's "
+                "chromium) or set $CHROMIUM")
         cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
         cls.outputs = (os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or
                        os.environ.get("TEST_TMPDIR") or cls.dir)
