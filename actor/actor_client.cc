@@ -9,13 +9,13 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "actor/collect_metrics.h"
 #include "common/grpc_status.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
-#include "actor/collect_metrics.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -296,10 +296,10 @@ absl::Status ActorClient::StepLoop() {
     last_assigned_ = sequence_number;
     collected_with = policy->version;
     if (Emitter* e = options_.emitter) {
-      const double seconds =
-          absl::ToDoubleSeconds(absl::Now() - collect_start);
-      const int64_t steps = static_cast<int64_t>(options_.spec.segment_length()) *
-                            options_.spec.envs_per_actor();
+      const double seconds = absl::ToDoubleSeconds(absl::Now() - collect_start);
+      const int64_t steps =
+          static_cast<int64_t>(options_.spec.segment_length()) *
+          options_.spec.envs_per_actor();
       const int64_t step = counters_.segments_collected * steps;
       EmitCollectMetrics(e, step, steps, seconds, timings,
                          collector_->episode_returns(),

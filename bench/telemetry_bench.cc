@@ -133,14 +133,15 @@ void BenchEmit() {
               Median(labelled_ns));
   std::printf("  std::vector::push_back           median %6.1f ns/call\n",
               Median(push_ns));
-  std::printf("  ratio Emit / push_back           %.2fx   (goal: Emit <= 50 ns: %s)\n",
-              Median(emit_ns) / Median(push_ns),
-              Median(emit_ns) <= 50 ? "met" : "NOT met");
-  std::printf("  points accepted %lld, dropped %lld, acknowledged %lld (%s)\n",
-              static_cast<long long>(s.emitted),
-              static_cast<long long>(s.dropped),
-              static_cast<long long>(s.acked_points),
-              flushed.ok() ? "flushed" : std::string(flushed.message()).c_str());
+  std::printf(
+      "  ratio Emit / push_back           %.2fx   (goal: Emit <= 50 ns: %s)\n",
+      Median(emit_ns) / Median(push_ns),
+      Median(emit_ns) <= 50 ? "met" : "NOT met");
+  std::printf(
+      "  points accepted %lld, dropped %lld, acknowledged %lld (%s)\n",
+      static_cast<long long>(s.emitted), static_cast<long long>(s.dropped),
+      static_cast<long long>(s.acked_points),
+      flushed.ok() ? "flushed" : std::string(flushed.message()).c_str());
   fs::remove_all(dir);
 }
 
@@ -151,10 +152,10 @@ MetricBatch MakeBatch(const std::string& source, int64_t seq, int points) {
   b.set_run_id("bench");
   b.set_source(source);
   b.set_incarnation(1);
-  static const char* kNames[] = {"learner/policy_loss", "learner/value_loss",
-                                 "learner/entropy",     "learner/approx_kl",
+  static const char* kNames[] = {"learner/policy_loss",  "learner/value_loss",
+                                 "learner/entropy",      "learner/approx_kl",
                                  "actor/episode_return", "actor/env_sps",
-                                 "actor/inference_s",   "actor/send_s"};
+                                 "actor/inference_s",    "actor/send_s"};
   for (int i = 0; i < points; ++i) {
     MetricPoint* p = b.add_points();
     p->set_name(kNames[i % 8]);
@@ -184,8 +185,8 @@ void BenchIngest() {
   double grpc_rate = 0;
   {
     Service service(dir);
-    auto stub = TelemetryService::NewStub(CreateChannel(
-        service.target, ChannelOptions{64 << 20, 64 << 20}));
+    auto stub = TelemetryService::NewStub(
+        CreateChannel(service.target, ChannelOptions{64 << 20, 64 << 20}));
     const auto start = Clock::now();
     std::vector<std::thread> threads;
     std::vector<int64_t> acked(streams, 0);
@@ -220,8 +221,8 @@ void BenchIngest() {
   const fs::path dir2 = TempDir("ingest_store");
   double store_rate = 0;
   {
-    auto store = std::move(
-        MetricStore::Open((dir2 / "store.db").string())).value();
+    auto store =
+        std::move(MetricStore::Open((dir2 / "store.db").string())).value();
     const auto start = Clock::now();
     std::vector<absl::Status> results;
     std::vector<bool> duplicate;
@@ -237,20 +238,24 @@ void BenchIngest() {
     store_rate = points / Seconds(start, Clock::now());
   }
   fs::remove_all(dir2);
-  std::printf("\n== Ingestion, durable acknowledgements (%lld points, %d streams, "
-              "batches of %d) ==\n",
-              static_cast<long long>(points), streams, kBatchPoints);
-  std::printf("  service over loopback gRPC       %10.0f points/s  (goal >= 1M: %s)\n",
-              grpc_rate, grpc_rate >= 1e6 ? "met" : "NOT met");
+  std::printf(
+      "\n== Ingestion, durable acknowledgements (%lld points, %d streams, "
+      "batches of %d) ==\n",
+      static_cast<long long>(points), streams, kBatchPoints);
+  std::printf(
+      "  service over loopback gRPC       %10.0f points/s  (goal >= 1M: %s)\n",
+      grpc_rate, grpc_rate >= 1e6 ? "met" : "NOT met");
   std::printf("  store alone (no gRPC, no TB)     %10.0f points/s\n",
               store_rate);
-  std::printf("  ratio service / store            %.2f\n", grpc_rate / store_rate);
+  std::printf("  ratio service / store            %.2f\n",
+              grpc_rate / store_rate);
 }
 
 void BenchQuery() {
   constexpr int64_t kPoints = 1000000;
   const fs::path dir = TempDir("query");
-  auto store = std::move(MetricStore::Open((dir / "store.db").string())).value();
+  auto store =
+      std::move(MetricStore::Open((dir / "store.db").string())).value();
   std::vector<absl::Status> results;
   std::vector<bool> duplicate;
   for (int64_t seq = 1; seq * 4096 <= kPoints + 4095; ++seq) {
@@ -281,7 +286,8 @@ void BenchQuery() {
   }
 
   // One row per point, bucketed by SQL.
-  sqlite3* db = std::move(OpenDurableDatabase((dir / "rows.db").string())).value();
+  sqlite3* db =
+      std::move(OpenDurableDatabase((dir / "rows.db").string())).value();
   ExecSql(db,
           "CREATE TABLE points (series INTEGER, step INTEGER, value REAL);"
           "CREATE INDEX points_by_series ON points (series, step);"
@@ -310,9 +316,10 @@ void BenchQuery() {
   }
   sqlite3_close(db);
   std::printf("\n== Query: 1M-point series downsampled to 1,000 buckets ==\n");
-  std::printf("  chunked store (min/max/mean/last) median %7.2f ms, %zu buckets  "
-              "(goal < 20 ms: %s)\n",
-              Median(ms), buckets, Median(ms) < 20 ? "met" : "NOT met");
+  std::printf(
+      "  chunked store (min/max/mean/last) median %7.2f ms, %zu buckets  "
+      "(goal < 20 ms: %s)\n",
+      Median(ms), buckets, Median(ms) < 20 ? "met" : "NOT met");
   std::printf("  one row per point, SQL GROUP BY  median %7.2f ms\n",
               Median(sql_ms));
   std::printf("  ratio chunked / rows             %.2f\n",
@@ -350,17 +357,19 @@ void BenchTraining() {
   const absl::Status flushed = emitter->Flush(absl::Seconds(30));
   const EmitterStats s = emitter->stats();
   const double m_off = Median(off), m_on = Median(on);
-  std::printf("\n== Local training (%s, %lld steps x %zu runs each, alternating) ==\n",
-              absl::GetFlag(FLAGS_run).c_str(),
-              static_cast<long long>(absl::GetFlag(FLAGS_training_steps)),
-              off.size());
-  std::printf("  telemetry off                    %10.0f env steps/s (median)\n",
-              m_off);
-  std::printf("  telemetry on                     %10.0f env steps/s (median)\n",
-              m_on);
-  std::printf("  difference                       %+.1f%%  (goal within 3%%: %s)\n",
-              100.0 * (m_on - m_off) / m_off,
-              std::abs(m_on - m_off) / m_off <= 0.03 ? "met" : "NOT met");
+  std::printf(
+      "\n== Local training (%s, %lld steps x %zu runs each, alternating) ==\n",
+      absl::GetFlag(FLAGS_run).c_str(),
+      static_cast<long long>(absl::GetFlag(FLAGS_training_steps)), off.size());
+  std::printf(
+      "  telemetry off                    %10.0f env steps/s (median)\n",
+      m_off);
+  std::printf(
+      "  telemetry on                     %10.0f env steps/s (median)\n", m_on);
+  std::printf(
+      "  difference                       %+.1f%%  (goal within 3%%: %s)\n",
+      100.0 * (m_on - m_off) / m_off,
+      std::abs(m_on - m_off) / m_off <= 0.03 ? "met" : "NOT met");
   std::printf("  points emitted %lld, dropped %lld, acknowledged %lld (%s)\n",
               static_cast<long long>(s.emitted),
               static_cast<long long>(s.dropped),

@@ -25,8 +25,8 @@ absl::Status WritePortFile(const std::string& path, int port) {
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ",
-                                               path));
+    return absl::UnavailableError(
+        absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
 }

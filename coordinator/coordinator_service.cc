@@ -119,8 +119,8 @@ grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(
     grpc::CallbackServerContext* context, const ListWorkersRequest*,
     ListWorkersResponse* response) {
   return ReplyUnary(context,
-               absl::StatusOr<ListWorkersResponse>(core_->ListWorkers()),
-               response);
+                    absl::StatusOr<ListWorkersResponse>(core_->ListWorkers()),
+                    response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(

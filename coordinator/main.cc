@@ -15,12 +15,12 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "common/port_file.h"
 #include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/local_workers.h"
-#include "common/port_file.h"
-#include "telemetry/process_telemetry.h"
 #include "telemetry/emitter.h"
+#include "telemetry/process_telemetry.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50051, "Port; 0 picks a free one.");
@@ -87,7 +87,8 @@ Census TakeCensus(rl::CoordinatorCore* core) {
   }
   const rl::ListWorkersResponse workers = core->ListWorkers();
   for (const rl::Worker& w : workers.workers()) {
-    if (w.alive()) ++c.workers_by_role[rl::WorkerRole_Name(w.capabilities().role())];
+    if (w.alive())
+      ++c.workers_by_role[rl::WorkerRole_Name(w.capabilities().role())];
   }
   return c;
 }
@@ -106,24 +107,22 @@ void EmitCoordinatorMetrics(rl::CoordinatorCore* core, rl::Emitter* emitter,
 
 void RegisterCoordinatorMetrics(rl::CoordinatorCore* core,
                                 rl::MetricsRegistry* registry) {
-  registry->AddCallback("coordinator_runs", "Runs by state.", "gauge",
-                        [core]() {
-                          rl::MetricSamples out;
-                          for (const auto& [state, n] :
-                               TakeCensus(core).runs_by_state) {
-                            out.push_back({{{"state", state}}, n});
-                          }
-                          return out;
-                        });
-  registry->AddCallback("coordinator_workers", "Registered workers by role.",
-                        "gauge", [core]() {
-                          rl::MetricSamples out;
-                          for (const auto& [role, n] :
-                               TakeCensus(core).workers_by_role) {
-                            out.push_back({{{"role", role}}, n});
-                          }
-                          return out;
-                        });
+  registry->AddCallback(
+      "coordinator_runs", "Runs by state.", "gauge", [core]() {
+        rl::MetricSamples out;
+        for (const auto& [state, n] : TakeCensus(core).runs_by_state) {
+          out.push_back({{{"state", state}}, n});
+        }
+        return out;
+      });
+  registry->AddCallback(
+      "coordinator_workers", "Registered workers by role.", "gauge", [core]() {
+        rl::MetricSamples out;
+        for (const auto& [role, n] : TakeCensus(core).workers_by_role) {
+          out.push_back({{{"role", role}}, n});
+        }
+        return out;
+      });
 }
 }  // namespace
 
@@ -193,12 +192,11 @@ int main(int argc, char** argv) {
       *p = *free_port;
     }
     const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const std::string binary =
-        absl::GetFlag(FLAGS_telemetry_binary).empty()
-            ? (self.parent_path().parent_path() / "telemetry" /
-               "telemetry_main")
-                  .string()
-            : absl::GetFlag(FLAGS_telemetry_binary);
+    const std::string binary = absl::GetFlag(FLAGS_telemetry_binary).empty()
+                                   ? (self.parent_path().parent_path() /
+                                      "telemetry" / "telemetry_main")
+                                         .string()
+                                   : absl::GetFlag(FLAGS_telemetry_binary);
     if (!std::filesystem::exists(binary)) {
       std::fprintf(stderr,
                    "error: telemetry binary %s not found (build it, pass "
@@ -208,14 +206,14 @@ int main(int argc, char** argv) {
     }
     const std::string runs_dir = absl::GetFlag(FLAGS_runs_dir);
     telemetry_address = absl::StrCat(host, ":", grpc_port);
-    telemetry_argv = {binary,
-                      absl::StrCat("--host=", host),
-                      absl::StrCat("--port=", grpc_port),
-                      absl::StrCat("--http_port=", http_port),
-                      absl::StrCat("--store=", runs_dir, "/telemetry.db"),
-                      absl::StrCat("--tensorboard_dir=", runs_dir,
-                                   "/tensorboard"),
-                      absl::StrCat("--coordinator=127.0.0.1:", server->port)};
+    telemetry_argv = {
+        binary,
+        absl::StrCat("--host=", host),
+        absl::StrCat("--port=", grpc_port),
+        absl::StrCat("--http_port=", http_port),
+        absl::StrCat("--store=", runs_dir, "/telemetry.db"),
+        absl::StrCat("--tensorboard_dir=", runs_dir, "/tensorboard"),
+        absl::StrCat("--coordinator=127.0.0.1:", server->port)};
     for (const auto& [file, port] :
          {std::make_pair(absl::GetFlag(FLAGS_telemetry_port_file), grpc_port),
           std::make_pair(absl::GetFlag(FLAGS_telemetry_http_port_file),
@@ -229,8 +227,8 @@ int main(int argc, char** argv) {
                 telemetry_address.c_str(), host.c_str(), http_port);
     std::fflush(stdout);
   }
-  auto telemetry = rl::ProcessTelemetry::StartFromFlags(
-      "coordinator", host, telemetry_address);
+  auto telemetry = rl::ProcessTelemetry::StartFromFlags("coordinator", host,
+                                                        telemetry_address);
   if (!telemetry.ok()) {
     std::fprintf(stderr, "error: %s\n",
                  std::string(telemetry.status().message()).c_str());
@@ -240,9 +238,8 @@ int main(int argc, char** argv) {
   // Queue wait: submission to RUNNING, once per run.
   const int64_t watch_id = (*core)->Watch([emitter](const rl::Run& run) {
     if (run.state() != rl::RUNNING || run.generation() > 3) return;
-    const double waited =
-        absl::ToDoubleSeconds(absl::Now() - absl::FromUnixSeconds(
-                                                run.create_time().seconds()));
+    const double waited = absl::ToDoubleSeconds(
+        absl::Now() - absl::FromUnixSeconds(run.create_time().seconds()));
     emitter->Emit("coordinator/queue_wait_seconds", run.generation(), waited,
                   {{"run", run.run_id()}});
   });

@@ -66,7 +66,7 @@ absl::StatusOr<Run> ParseRun(const std::string& blob) {
 
 absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
     const std::string& path) {
-  ASSIGN_OR_RETURN(sqlite3* db, OpenDurableDatabase(path));
+  ASSIGN_OR_RETURN(sqlite3 * db, OpenDurableDatabase(path));
   auto store = std::unique_ptr<RunStore>(new RunStore(db));
   absl::MutexLock lock(&store->mu_);
   RETURN_IF_ERROR(store->Exec(kSchema));

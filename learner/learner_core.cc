@@ -16,10 +16,10 @@
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
 #include "learner/update_metrics.h"
-#include "telemetry/emitter.h"
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "telemetry/emitter.h"
 
 namespace rl {
 namespace {
@@ -385,8 +385,7 @@ class LearnerCore::Impl {
         }
         EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
                           options_.grad_norm_interval);
-        e->Emit("learner/steps_per_second", step,
-                progress->steps_per_second());
+        e->Emit("learner/steps_per_second", step, progress->steps_per_second());
         e->Emit("learner/policy_lag", step,
                 batch.empty() ? 0 : lag / static_cast<double>(batch.size()));
         e->Emit("learner/queue_depth", step,

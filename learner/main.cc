@@ -4,12 +4,12 @@
 //   learner --run=examples/cartpole.yaml --port=0 --run_dir=runs/cartpole
 // prints "learner listening on HOST:PORT" (and writes PORT to --port_file).
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -17,12 +17,12 @@
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "common/port_file.h"
 #include "common/run_spec.h"
 #include "common/status.h"
 #include "coordinator/worker_agent.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
-#include "common/port_file.h"
 #include "telemetry/process_telemetry.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
@@ -75,8 +75,8 @@ void RegisterLearnerMetrics(rl::MetricsRegistry* registry) {
     });
   };
   using S = rl::LearnerStatus;
-  family("learner_env_steps_total", "Environment steps trained on.",
-         "counter", [](const S& s) { return double(s.env_steps()); });
+  family("learner_env_steps_total", "Environment steps trained on.", "counter",
+         [](const S& s) { return double(s.env_steps()); });
   family("learner_updates_total", "PPO updates.", "counter",
          [](const S& s) { return double(s.updates()); });
   family("learner_policy_version", "Current policy version.", "gauge",
@@ -133,8 +133,8 @@ absl::StatusOr<rl::RunningServer> Serve(rl::LearnerServiceImpl* service) {
   std::printf("learner listening on %s:%d\n", absl::GetFlag(FLAGS_host).c_str(),
               server->port);
   std::fflush(stdout);
-  RETURN_IF_ERROR(rl::WritePortFile(absl::GetFlag(FLAGS_port_file),
-                                    server->port));
+  RETURN_IF_ERROR(
+      rl::WritePortFile(absl::GetFlag(FLAGS_port_file), server->port));
   return server;
 }
 
@@ -231,12 +231,11 @@ int main(int argc, char** argv) {
   rl::InitLogging("learner");
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
   {
-    const std::string source =
-        absl::GetFlag(FLAGS_worker_name).empty()
-            ? absl::StrCat("learner/", getpid())
-            : absl::GetFlag(FLAGS_worker_name);
-    auto telemetry = rl::ProcessTelemetry::StartFromFlags(
-        source, absl::GetFlag(FLAGS_host));
+    const std::string source = absl::GetFlag(FLAGS_worker_name).empty()
+                                   ? absl::StrCat("learner/", getpid())
+                                   : absl::GetFlag(FLAGS_worker_name);
+    auto telemetry =
+        rl::ProcessTelemetry::StartFromFlags(source, absl::GetFlag(FLAGS_host));
     if (!telemetry.ok()) {
       std::fprintf(stderr, "error: %s\n",
                    std::string(telemetry.status().message()).c_str());

@@ -56,7 +56,8 @@ std::vector<Bucket> BucketAccumulator::Merge(
       if (i >= s->acc_.size()) continue;
       const Acc& a = s->acc_[i];
       if (a.count == 0) continue;
-      const double mean = a.finite ? a.sum / static_cast<double>(a.finite) : kNaN;
+      const double mean =
+          a.finite ? a.sum / static_cast<double>(a.finite) : kNaN;
       total.count += a.count;
       total.finite += a.finite;
       total.min = std::min(total.min, a.min);

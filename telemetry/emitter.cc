@@ -193,14 +193,15 @@ void Emitter::EmitInternal(absl::string_view name, int64_t step, double value,
   // The next producer's slot, most likely last touched by the sender on the
   // other core: start fetching it for writing now.
   __builtin_prefetch(&s.slots[(pos + 1) & s.mask], 1, 3);
-  __builtin_prefetch(reinterpret_cast<const char*>(&s.slots[(pos + 1) & s.mask]) + 64, 1, 3);
+  __builtin_prefetch(
+      reinterpret_cast<const char*>(&s.slots[(pos + 1) & s.mask]) + 64, 1, 3);
 }
 
 EmitterStats Emitter::stats() const {
   State& s = *state_;
   EmitterStats out;
-  out.emitted = static_cast<int64_t>(
-      s.enqueue_pos.load(std::memory_order_relaxed));
+  out.emitted =
+      static_cast<int64_t>(s.enqueue_pos.load(std::memory_order_relaxed));
   out.dropped = s.dropped.load(std::memory_order_relaxed);
   absl::MutexLock lock(&s.mu);
   out.sent_batches = s.sent_batches;
@@ -219,9 +220,8 @@ absl::Status Emitter::Flush(absl::Duration timeout) {
   absl::MutexLock lock(&s.mu);
   ++s.flush_requests;
   auto done = [&s, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-    return s.stop ||
-           (s.dequeue_pos.load(std::memory_order_acquire) >= target &&
-            s.pending_points == 0 && s.unacked_points == 0);
+    return s.stop || (s.dequeue_pos.load(std::memory_order_acquire) >= target &&
+                      s.pending_points == 0 && s.unacked_points == 0);
   };
   const bool ok = s.mu.AwaitWithTimeout(absl::Condition(&done), timeout);
   --s.flush_requests;
@@ -278,9 +278,8 @@ void Emitter::SenderLoop() {
   // The batch being filled, per run.
   std::shared_ptr<MetricBatch> open;
   uint32_t open_run = 0;
-  const absl::Duration poll =
-      std::clamp(o.batch_interval / 4, absl::Milliseconds(1),
-                 absl::Milliseconds(20));
+  const absl::Duration poll = std::clamp(
+      o.batch_interval / 4, absl::Milliseconds(1), absl::Milliseconds(20));
 
   auto disconnect = [&]() {
     s.transport->Close();
@@ -406,8 +405,10 @@ void Emitter::SenderLoop() {
       auto wake = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
         return s.stop || s.flush_requests > 0;
       };
-      if (!flush) s.mu.AwaitWithTimeout(absl::Condition(&wake), poll);
-      else s.mu.AwaitWithTimeout(absl::Condition(&s.stop), absl::Milliseconds(1));
+      if (!flush)
+        s.mu.AwaitWithTimeout(absl::Condition(&wake), poll);
+      else
+        s.mu.AwaitWithTimeout(absl::Condition(&s.stop), absl::Milliseconds(1));
     }
   }
   disconnect();

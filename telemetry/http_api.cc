@@ -6,41 +6,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/json_quote.h"
 #include "telemetry/web/web_assets.h"
 
 namespace rl {
 namespace {
-
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += "\"";
-  return out;
-}
 
 std::string JsonNumber(double v) {
   if (!std::isfinite(v)) return "null";
@@ -53,7 +23,7 @@ std::string JsonLabels(const Map& labels) {
   std::string out = "{";
   bool first = true;
   for (const auto& [k, v] : sorted) {
-    absl::StrAppend(&out, first ? "" : ",", JsonString(k), ":", JsonString(v));
+    absl::StrAppend(&out, first ? "" : ",", JsonQuote(k), ":", JsonQuote(v));
     first = false;
   }
   return out + "}";
@@ -68,7 +38,7 @@ HttpResponse Json(int status, std::string body) {
 }
 
 HttpResponse Error(int status, absl::string_view message) {
-  return Json(status, absl::StrCat("{\"error\":", JsonString(message), "}"));
+  return Json(status, absl::StrCat("{\"error\":", JsonQuote(message), "}"));
 }
 
 HttpResponse FromStatus(const absl::Status& s) {
@@ -111,8 +81,8 @@ std::map<std::string, HttpHandler> MakeTelemetryHttpRoutes(
     for (const RunSummary& r : core->ListRuns()) {
       auto it = states.find(r.run_id);
       absl::StrAppend(
-          &body, first ? "" : ",", "{\"run_id\":", JsonString(r.run_id),
-          ",\"state\":", JsonString(it == states.end() ? "" : it->second),
+          &body, first ? "" : ",", "{\"run_id\":", JsonQuote(r.run_id),
+          ",\"state\":", JsonQuote(it == states.end() ? "" : it->second),
           ",\"num_series\":", r.num_series, ",\"num_points\":", r.num_points,
           ",\"last_step\":", r.last_step,
           ",\"last_wall_time_ns\":", r.last_wall_time_ns, "}");
@@ -122,8 +92,8 @@ std::map<std::string, HttpHandler> MakeTelemetryHttpRoutes(
     // Runs the coordinator knows that have no metrics yet.
     for (const auto& [run, state] : states) {
       if (listed.count(run)) continue;
-      absl::StrAppend(&body, first ? "" : ",", "{\"run_id\":", JsonString(run),
-                      ",\"state\":", JsonString(state),
+      absl::StrAppend(&body, first ? "" : ",", "{\"run_id\":", JsonQuote(run),
+                      ",\"state\":", JsonQuote(state),
                       ",\"num_series\":0,\"num_points\":0,\"last_step\":0,"
                       "\"last_wall_time_ns\":0}");
       first = false;
@@ -143,9 +113,9 @@ std::map<std::string, HttpHandler> MakeTelemetryHttpRoutes(
     std::string body = "{\"series\":[";
     bool first = true;
     for (const SeriesInfo& s : response.series()) {
-      absl::StrAppend(&body, first ? "" : ",", "{\"name\":",
-                      JsonString(s.name()), ",\"labels\":",
-                      JsonLabels(s.labels()),
+      absl::StrAppend(&body, first ? "" : ",",
+                      "{\"name\":", JsonQuote(s.name()),
+                      ",\"labels\":", JsonLabels(s.labels()),
                       ",\"num_points\":", s.num_points(),
                       ",\"last_step\":", s.last_step(), "}");
       first = false;
@@ -178,18 +148,17 @@ std::map<std::string, HttpHandler> MakeTelemetryHttpRoutes(
     std::string body = "{\"series\":[";
     bool first = true;
     for (const Series& s : response->series()) {
-      absl::StrAppend(&body, first ? "" : ",", "{\"name\":",
-                      JsonString(s.name()), ",\"labels\":",
-                      JsonLabels(s.labels()), ",\"buckets\":[");
+      absl::StrAppend(&body, first ? "" : ",",
+                      "{\"name\":", JsonQuote(s.name()),
+                      ",\"labels\":", JsonLabels(s.labels()), ",\"buckets\":[");
       bool first_bucket = true;
       for (const Bucket& b : s.buckets()) {
-        absl::StrAppend(&body, first_bucket ? "" : ",",
-                        "{\"min_step\":", b.min_step(),
-                        ",\"max_step\":", b.max_step(),
-                        ",\"count\":", b.count(), ",\"min\":",
-                        JsonNumber(b.min()), ",\"max\":", JsonNumber(b.max()),
-                        ",\"mean\":", JsonNumber(b.mean()),
-                        ",\"last\":", JsonNumber(b.last()), "}");
+        absl::StrAppend(
+            &body, first_bucket ? "" : ",", "{\"min_step\":", b.min_step(),
+            ",\"max_step\":", b.max_step(), ",\"count\":", b.count(),
+            ",\"min\":", JsonNumber(b.min()), ",\"max\":", JsonNumber(b.max()),
+            ",\"mean\":", JsonNumber(b.mean()),
+            ",\"last\":", JsonNumber(b.last()), "}");
         first_bucket = false;
       }
       body += "]}";

@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
   using S = rl::TelemetryCoreStats;
   family("telemetry_stored_points_total", "Points stored durably.", "counter",
          &S::stored_points);
-  family("telemetry_stored_batches_total", "Batches stored durably.",
-         "counter", &S::stored_batches);
+  family("telemetry_stored_batches_total", "Batches stored durably.", "counter",
+         &S::stored_batches);
   family("telemetry_duplicate_batches_total",
          "Resent batches already stored (acknowledged, not stored again).",
          "counter", &S::duplicate_batches);

@@ -55,7 +55,8 @@ std::string LabelsKey(const Labels& sorted) {
 
 Labels ParseLabelsKey(const std::string& key) {
   Labels labels;
-  for (absl::string_view pair : absl::StrSplit(key, '\x1e', absl::SkipEmpty())) {
+  for (absl::string_view pair :
+       absl::StrSplit(key, '\x1e', absl::SkipEmpty())) {
     std::pair<std::string, std::string> kv =
         absl::StrSplit(pair, absl::MaxSplits('\x1f', 1));
     labels.push_back(std::move(kv));
@@ -86,8 +87,8 @@ absl::Status CheckText(absl::string_view value, const std::string& field,
                        size_t min_len, size_t max_len) {
   if (value.size() < min_len || value.size() > max_len) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ": length ", value.size(), " is outside [",
-                     min_len, ", ", max_len, "]"));
+        absl::StrCat(field, ": length ", value.size(), " is outside [", min_len,
+                     ", ", max_len, "]"));
   }
   if (!Printable(value)) {
     return absl::InvalidArgumentError(
@@ -126,8 +127,8 @@ absl::Status ValidateBatch(const MetricBatch& batch) {
   }
   if (batch.points_size() > kMaxPointsPerBatch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("batch.points: ", batch.points_size(),
-                     " points, at most ", kMaxPointsPerBatch, " per batch"));
+        absl::StrCat("batch.points: ", batch.points_size(), " points, at most ",
+                     kMaxPointsPerBatch, " per batch"));
   }
   for (int i = 0; i < batch.points_size(); ++i) {
     const MetricPoint& p = batch.points(i);
@@ -194,8 +195,8 @@ absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
     sqlite3_close(writer);
     return reader.status();
   }
-  auto store = std::unique_ptr<MetricStore>(
-      new MetricStore(writer, *reader, options));
+  auto store =
+      std::unique_ptr<MetricStore>(new MetricStore(writer, *reader, options));
   RETURN_IF_ERROR(store->LoadCatalog());
   return store;
 }
@@ -315,8 +316,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     std::vector<std::pair<int, Resolved>> fresh;  // point index -> new series
     std::vector<SeriesEntry*> entries(b.points_size() + 1, nullptr);
     absl::flat_hash_map<std::string, int> fresh_keys;
-    auto resolve = [&](int index, const std::string& name,
-                       Labels labels) {
+    auto resolve = [&](int index, const std::string& name, Labels labels) {
       const std::string key = SeriesKey(b.run_id(), name, LabelsKey(labels));
       if (SeriesEntry* e = find_series(key)) {
         entries[index] = e;
@@ -331,9 +331,9 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     if (b.dropped_points() > 0) {
       resolve(b.points_size(), kDroppedPointsSeries, {{"source", b.source()}});
     }
-    if (!fresh.empty() && run_series_count(b.run_id()) +
-                                  static_cast<int64_t>(fresh.size()) >
-                              options_.max_series_per_run) {
+    if (!fresh.empty() &&
+        run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()) >
+            options_.max_series_per_run) {
       (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
           "batch ", b.sequence_number(), ": run ", b.run_id(), " would have ",
           run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()),
@@ -373,13 +373,13 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       add(e, {mp.step(), mp.wall_time_ns(), mp.value()});
     }
     if (b.dropped_points() > 0) {
-      SeriesEntry* e = find_series(SeriesKey(
-          b.run_id(), kDroppedPointsSeries,
-          LabelsKey({{"source", b.source()}})));
+      SeriesEntry* e =
+          find_series(SeriesKey(b.run_id(), kDroppedPointsSeries,
+                                LabelsKey({{"source", b.source()}})));
       const int64_t wall =
           b.points_size() ? b.points(b.points_size() - 1).wall_time_ns() : 0;
-      add(e, {b.sequence_number(), wall,
-              static_cast<double>(b.dropped_points())});
+      add(e,
+          {b.sequence_number(), wall, static_cast<double>(b.dropped_points())});
     }
     stream_updates[stream_key] = b.sequence_number();
   }
@@ -471,8 +471,8 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     }
     if (options_.max_points_per_series > 0 &&
         st.num_points > options_.max_points_per_series) {
-      absl::StatusOr<int64_t> removed = TrimSeries(e->id, e->open_chunk,
-                                                   st.num_points);
+      absl::StatusOr<int64_t> removed =
+          TrimSeries(e->id, e->open_chunk, st.num_points);
       if (!removed.ok()) return fail(removed.status());
       st.num_points -= *removed;
     }
@@ -564,8 +564,9 @@ struct SelectedSeries {
 };
 
 // Labels of a series with `drop` keys removed.
-Labels WithoutKeys(const Labels& labels,
-                   const google::protobuf::RepeatedPtrField<std::string>& drop) {
+Labels WithoutKeys(
+    const Labels& labels,
+    const google::protobuf::RepeatedPtrField<std::string>& drop) {
   Labels out;
   for (const auto& kv : labels) {
     if (std::find(drop.begin(), drop.end(), kv.first) == drop.end()) {
@@ -599,9 +600,8 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
   const int64_t max_step =
       request.max_step() == 0 ? INT64_MAX : request.max_step();
   if (min_step > max_step) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request.min_step: ", min_step, " > request.max_step ",
-                     max_step));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request.min_step: ", min_step, " > request.max_step ", max_step));
   }
   const int64_t min_wall = request.min_wall_time_ns();
   const int64_t max_wall =
@@ -703,8 +703,8 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
     for (const SelectedSeries& s : members) {
       parts.emplace_back();
       std::vector<PointRecord>* pts = &parts.back();
-      RETURN_IF_ERROR(
-          for_each_point(s.id, [pts](const PointRecord& p) { pts->push_back(p); }));
+      RETURN_IF_ERROR(for_each_point(
+          s.id, [pts](const PointRecord& p) { pts->push_back(p); }));
       raw_points += static_cast<int64_t>(pts->size());
       if (raw_points > options_.max_raw_points) {
         return absl::ResourceExhaustedError(absl::StrCat(
@@ -732,8 +732,8 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
   return response;
 }
 
-std::vector<SeriesInfo> MetricStore::ListSeries(const std::string& run_id,
-                                                const std::string& name_prefix) {
+std::vector<SeriesInfo> MetricStore::ListSeries(
+    const std::string& run_id, const std::string& name_prefix) {
   std::vector<SeriesInfo> out;
   Catalog& c = *catalog_;
   absl::MutexLock lock(&c.mu);
@@ -787,10 +787,9 @@ absl::StatusOr<int> MetricStore::ApplyRetention(absl::Time now) {
 absl::Status MetricStore::DeleteRun(const std::string& run_id) {
   absl::MutexLock write_lock(&write_mu_);
   RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
-  for (const char* sql :
-       {"DELETE FROM chunks WHERE series_id IN "
-        "(SELECT id FROM series WHERE run_id = ?);",
-        "DELETE FROM series WHERE run_id = ?;"}) {
+  for (const char* sql : {"DELETE FROM chunks WHERE series_id IN "
+                          "(SELECT id FROM series WHERE run_id = ?);",
+                          "DELETE FROM series WHERE run_id = ?;"}) {
     Statement del(writer_, sql);
     absl::Status s = del.status();
     if (s.ok()) {

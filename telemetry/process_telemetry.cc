@@ -41,13 +41,12 @@ ProcessTelemetry::StartFromFlags(const std::string& source,
             {{{"outcome", "acknowledged"}},
              static_cast<double>(s.acked_points)}};
       });
-  registry.AddCallback("telemetry_emitter_unacked_points",
-                       "Points sent and not yet acknowledged.", "gauge",
-                       [emitter]() {
-                         return MetricSamples{
-                             {{}, static_cast<double>(
-                                      emitter->stats().unacked_points)}};
-                       });
+  registry.AddCallback(
+      "telemetry_emitter_unacked_points",
+      "Points sent and not yet acknowledged.", "gauge", [emitter]() {
+        return MetricSamples{
+            {{}, static_cast<double>(emitter->stats().unacked_points)}};
+      });
   const int port = absl::GetFlag(FLAGS_metrics_port);
   if (port >= 0) {
     ASSIGN_OR_RETURN(t->http_, StartMetricsServer(host, port, &registry));

@@ -71,7 +71,8 @@ struct TelemetryCore::Impl {
 
   // TensorBoard: its own thread and queue, so event files never slow acks.
   absl::Mutex tb_mu;
-  std::deque<std::shared_ptr<const MetricBatch>> tb_queue ABSL_GUARDED_BY(tb_mu);
+  std::deque<std::shared_ptr<const MetricBatch>> tb_queue
+      ABSL_GUARDED_BY(tb_mu);
   bool tb_stop ABSL_GUARDED_BY(tb_mu) = false;
   std::map<std::string, std::unique_ptr<TfEventsWriter>> tb_writers;
 
@@ -157,8 +158,8 @@ void TelemetryCore::Impl::WriterLoop() {
     if (!written.ok()) {
       RL_LOG_ERROR("telemetry store: {}", written.ToString());
       results.assign(group.size(),
-                     absl::UnavailableError(absl::StrCat(
-                         "telemetry store: ", written.message())));
+                     absl::UnavailableError(
+                         absl::StrCat("telemetry store: ", written.message())));
       duplicate.assign(group.size(), false);
     }
     std::vector<std::shared_ptr<const MetricBatch>> stored;
@@ -222,8 +223,9 @@ void TelemetryCore::Impl::TensorBoardLoop() {
         writer = std::move(*created);
       }
       for (const MetricPoint& p : b->points()) {
-        if (writer->AddScalar(Tag(p), p.step(), p.wall_time_ns() * 1e-9,
-                              static_cast<float>(p.value()))
+        if (writer
+                ->AddScalar(Tag(p), p.step(), p.wall_time_ns() * 1e-9,
+                            static_cast<float>(p.value()))
                 .ok()) {
           ++points;
         } else {
@@ -250,8 +252,7 @@ absl::StatusOr<QueryResponse> TelemetryCore::Query(
   return impl_->store->Query(request);
 }
 
-ListSeriesResponse TelemetryCore::ListSeries(
-    const ListSeriesRequest& request) {
+ListSeriesResponse TelemetryCore::ListSeries(const ListSeriesRequest& request) {
   ListSeriesResponse response;
   for (SeriesInfo& s :
        impl_->store->ListSeries(request.run_id(), request.name_prefix())) {

@@ -112,10 +112,10 @@ class IngestReactor final
 
 class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
  public:
-  WatchReactor(TelemetryCore* core, const WatchRequest& request)
-      : core_(core) {
+  WatchReactor(TelemetryCore* core, const WatchRequest& request) : core_(core) {
     absl::StatusOr<int64_t> id = core_->AddWatcher(
-        request, [this](const std::string&, const MetricPoint& p) { Offer(p); });
+        request,
+        [this](const std::string&, const MetricPoint& p) { Offer(p); });
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       finished_ = true;
@@ -198,10 +198,9 @@ grpc::ServerUnaryReactor* TelemetryServiceImpl::Query(
 grpc::ServerUnaryReactor* TelemetryServiceImpl::ListSeries(
     grpc::CallbackServerContext* context, const ListSeriesRequest* request,
     ListSeriesResponse* response) {
-  return ReplyUnary(context,
-                    absl::StatusOr<ListSeriesResponse>(
-                        core_->ListSeries(*request)),
-                    response);
+  return ReplyUnary(
+      context, absl::StatusOr<ListSeriesResponse>(core_->ListSeries(*request)),
+      response);
 }
 
 grpc::ServerWriteReactor<MetricPoint>* TelemetryServiceImpl::Watch(

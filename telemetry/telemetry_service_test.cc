@@ -19,11 +19,9 @@ class TelemetryServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     TelemetryCoreOptions options;
-    options.store_path = std::string(getenv("TEST_TMPDIR")) + "/" +
-                         ::testing::UnitTest::GetInstance()
-                             ->current_test_info()
-                             ->name() +
-                         ".db";
+    options.store_path =
+        std::string(getenv("TEST_TMPDIR")) + "/" +
+        ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
     options.tensorboard_dir = std::string(getenv("TEST_TMPDIR")) + "/tb";
     auto core = TelemetryCore::Create(options);
     ASSERT_TRUE(core.ok()) << core.status();

@@ -46,11 +46,10 @@ class TelemetryFaultTest : public ::testing::Test {
     const std::string port_file =
         (dir_ / absl::StrCat("tport", ++starts_)).string();
     telemetry_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            kTelemetry, absl::StrCat("--port=", port),
-            "--port_file=" + port_file, "--http_port=-1",
-            "--store=" + (dir_ / "telemetry.db").string(),
-            "--tensorboard_dir=" + (dir_ / "tb").string()},
+        std::vector<std::string>{kTelemetry, absl::StrCat("--port=", port),
+                                 "--port_file=" + port_file, "--http_port=-1",
+                                 "--store=" + (dir_ / "telemetry.db").string(),
+                                 "--tensorboard_dir=" + (dir_ / "tb").string()},
         (dir_ / absl::StrCat("telemetry", starts_, ".log")).string());
     ASSERT_TRUE(WaitForFile(port_file, absl::Seconds(60)).has_value())
         << telemetry_->Log();
@@ -188,8 +187,7 @@ resources: {num_actors: 1}
   SubmitRunResponse submitted;
   {
     auto context = ContextWithDeadline(absl::Seconds(10));
-    ASSERT_TRUE(
-        runs_stub->SubmitRun(context.get(), submit, &submitted).ok());
+    ASSERT_TRUE(runs_stub->SubmitRun(context.get(), submit, &submitted).ok());
   }
   const std::string run_id = submitted.run().run_id();
   auto get = [&]() {
@@ -203,8 +201,7 @@ resources: {num_actors: 1}
 
   // Learner metrics arrive; then the telemetry process is SIGKILLed.
   absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline &&
-         Count(run_id, "learner/policy_loss") < 10) {
+  while (absl::Now() < deadline && Count(run_id, "learner/policy_loss") < 10) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   ASSERT_GE(Count(run_id, "learner/policy_loss"), 10) << coordinator.Log();

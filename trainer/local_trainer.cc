@@ -7,9 +7,9 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "actor/collect_metrics.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
-#include "actor/collect_metrics.h"
 #include "learner/update_metrics.h"
 
 namespace rl {
