@@ -514,7 +514,9 @@ void ActorClient::SenderLoop() {
         const bool ok = stream->Write(*to_write);
         if (ok && options_.emitter != nullptr) {
           options_.emitter->Emit(
-              "actor/segment_send_seconds", write_sequence_number,
+              "actor/segment_send_seconds",
+              write_sequence_number * options_.spec.segment_length() *
+                  options_.spec.envs_per_actor(),
               absl::ToDoubleSeconds(absl::Now() - write_start),
               {{"actor", std::to_string(options_.actor_id)}});
         }

@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/port_file.h"
@@ -50,9 +52,9 @@ ABSL_FLAG(int, telemetry_port, -1,
           "Local telemetry gRPC port; -1: --port + 1 (a free one when --port "
           "is 0).");
 ABSL_FLAG(std::string, telemetry_port_file, "",
-          "Write the local telemetry's gRPC port here.");
+          "The local telemetry writes its gRPC port here once it listens.");
 ABSL_FLAG(std::string, telemetry_http_port_file, "",
-          "Write the local telemetry's web page port here.");
+          "The local telemetry writes its web page port here.");
 ABSL_FLAG(int, telemetry_http_port, -1,
           "Local telemetry web page port; -1: 8080 (a free one when --port "
           "is 0).");
@@ -214,14 +216,14 @@ int main(int argc, char** argv) {
         absl::StrCat("--store=", runs_dir, "/telemetry.db"),
         absl::StrCat("--tensorboard_dir=", runs_dir, "/tensorboard"),
         absl::StrCat("--coordinator=127.0.0.1:", server->port)};
-    for (const auto& [file, port] :
-         {std::make_pair(absl::GetFlag(FLAGS_telemetry_port_file), grpc_port),
-          std::make_pair(absl::GetFlag(FLAGS_telemetry_http_port_file),
-                         http_port)}) {
-      if (absl::Status st = rl::WritePortFile(file, port); !st.ok()) {
-        std::fprintf(stderr, "error: %s\n", std::string(st.message()).c_str());
-        return 1;
-      }
+    // The child writes the port files itself, once it is listening.
+    if (!absl::GetFlag(FLAGS_telemetry_port_file).empty()) {
+      telemetry_argv.push_back("--port_file=" +
+                               absl::GetFlag(FLAGS_telemetry_port_file));
+    }
+    if (!absl::GetFlag(FLAGS_telemetry_http_port_file).empty()) {
+      telemetry_argv.push_back("--http_port_file=" +
+                               absl::GetFlag(FLAGS_telemetry_http_port_file));
     }
     std::printf("telemetry on %s, web page http://%s:%d/\n",
                 telemetry_address.c_str(), host.c_str(), http_port);
@@ -235,14 +237,28 @@ int main(int argc, char** argv) {
     return 1;
   }
   rl::Emitter* emitter = (*telemetry)->emitter();
-  // Queue wait: submission to RUNNING, once per run.
-  const int64_t watch_id = (*core)->Watch([emitter](const rl::Run& run) {
-    if (run.state() != rl::RUNNING || run.generation() > 3) return;
-    const double waited = absl::ToDoubleSeconds(
-        absl::Now() - absl::FromUnixSeconds(run.create_time().seconds()));
-    emitter->Emit("coordinator/queue_wait_seconds", run.generation(), waited,
-                  {{"run", run.run_id()}});
-  });
+  // Queue wait: submission to first RUNNING, once per run (step: how many
+  // runs have started since this coordinator did).
+  struct Started {
+    absl::Mutex mu;
+    std::set<std::string> runs;
+  };
+  auto started = std::make_shared<Started>();
+  const int64_t watch_id =
+      (*core)->Watch([emitter, started](const rl::Run& run) {
+        if (run.state() != rl::RUNNING) return;
+        int64_t count;
+        {
+          absl::MutexLock lock(&started->mu);
+          if (!started->runs.insert(run.run_id()).second) return;
+          count = static_cast<int64_t>(started->runs.size());
+        }
+        const absl::Time created =
+            absl::FromUnixSeconds(run.create_time().seconds()) +
+            absl::Nanoseconds(run.create_time().nanos());
+        emitter->Emit("coordinator/queue_wait_seconds", count,
+                      absl::ToDoubleSeconds(absl::Now() - created));
+      });
   RegisterCoordinatorMetrics(core->get(), (*telemetry)->registry());
 
   std::unique_ptr<rl::LocalWorkerPool> pool;

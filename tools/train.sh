@@ -25,9 +25,12 @@ rm -f "$STATE/port" "$STATE/telemetry_port" "$STATE/web_port"
   "$WORKERS" >"$STATE/coordinator.log" 2>&1 &
 COORDINATOR=$!
 trap 'kill -TERM $COORDINATOR 2>/dev/null; wait $COORDINATOR 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [[ -s "$STATE/port" ]] && break; sleep 0.1; done
-if [[ ! -s "$STATE/port" ]]; then
-  echo "coordinator did not start; see $STATE/coordinator.log" >&2
+for _ in $(seq 300); do
+  [[ -s "$STATE/port" && -s "$STATE/telemetry_port" && -s "$STATE/web_port" ]] && break
+  sleep 0.1
+done
+if [[ ! -s "$STATE/port" || ! -s "$STATE/telemetry_port" ]]; then
+  echo "coordinator or telemetry did not start; see $STATE/coordinator.log and $STATE/logs" >&2
   exit 1
 fi
 export RL_COORDINATOR="127.0.0.1:$(cat "$STATE/port")"
@@ -39,6 +42,11 @@ OUT="$(mktemp)"
 .venv/bin/rlctl submit "$RUN_FILE" --watch | tee "$OUT" || status=$?
 RUN_ID="$(sed -n 's/^submitted \(run-[0-9]*\).*/\1/p' "$OUT" | head -1)"
 rm -f "$OUT"
+if [[ -n "$RUN_ID" ]]; then
+  echo "metrics of $RUN_ID (rlctl metrics $RUN_ID shows every series):"
+  .venv/bin/rlctl metrics "$RUN_ID" --name learner/mean_return \
+    --name learner/steps_per_second --buckets 5 || true
+fi
 if [[ -n "$RUN_ID" && -d "$STATE/$RUN_ID/checkpoints" ]]; then
   "$BIN/trainer/rl_local" eval --run="$RUN_FILE" --checkpoint="$STATE/$RUN_ID" \
     --episodes=100
