@@ -8,7 +8,7 @@
 //      next to SQL GROUP BY over one row per point: ms per query.
 //   4. Local training with telemetry on vs off, alternating: env steps/s.
 //
-//   bazel run --config=opt //bench:telemetry_bench -- \
+//   bazel run --config=opt //bench:telemetry_bench --
 //       --run=$PWD/examples/cartpole_throughput.yaml
 #include <sqlite3.h>
 #include <torch/torch.h>
@@ -24,6 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/port_file.h"
 #include "common/run_spec.h"
 #include "common/sqlite_util.h"
 #include "proto/telemetry.grpc.pb.h"
@@ -340,20 +341,31 @@ void BenchTraining() {
   Service service(dir);
   auto emitter = MakeEmitter(service.target);
   emitter->SetRun("bench-training");
-  std::vector<double> off, on;
+  // And one whose service is down (nothing listens on its port): it buffers,
+  // then drops and counts.
+  auto dead_emitter =
+      MakeEmitter(absl::StrCat("127.0.0.1:", PickFreePort().value_or(1)));
+  dead_emitter->SetRun("bench-training");
+  std::vector<double> off, on, down;
   for (int r = 0; r < absl::GetFlag(FLAGS_training_rounds); ++r) {
-    for (bool telemetry : {false, true}) {
+    for (int mode : {0, 1, 2}) {
       TrainerOptions options;
-      options.emitter = telemetry ? emitter.get() : nullptr;
+      options.emitter = mode == 1   ? emitter.get()
+                        : mode == 2 ? dead_emitter.get()
+                                    : nullptr;
       auto trainer = std::move(LocalTrainer::Create(*spec, options)).value();
       auto result = trainer->Train();
       if (!result.ok()) {
         std::printf("%s\n", result.status().ToString().c_str());
         return;
       }
-      (telemetry ? on : off).push_back(result->progress.steps_per_second);
+      (mode == 1   ? on
+       : mode == 2 ? down
+                   : off)
+          .push_back(result->progress.steps_per_second);
     }
   }
+  const EmitterStats dead = dead_emitter->stats();
   const absl::Status flushed = emitter->Flush(absl::Seconds(30));
   const EmitterStats s = emitter->stats();
   const double m_off = Median(off), m_on = Median(on);
@@ -367,7 +379,13 @@ void BenchTraining() {
   std::printf(
       "  telemetry on                     %10.0f env steps/s (median)\n", m_on);
   std::printf(
-      "  difference                       %+.1f%%  (goal within 3%%: %s)\n",
+      "  telemetry on, service down       %10.0f env steps/s (median, %+.1f%%; "
+      "%lld points buffered, %lld dropped and counted)\n",
+      Median(down), 100.0 * (Median(down) - m_off) / m_off,
+      static_cast<long long>(dead.emitted),
+      static_cast<long long>(dead.dropped));
+  std::printf(
+      "  difference on / off              %+.1f%%  (goal within 3%%: %s)\n",
       100.0 * (m_on - m_off) / m_off,
       std::abs(m_on - m_off) / m_off <= 0.03 ? "met" : "NOT met");
   std::printf("  points emitted %lld, dropped %lld, acknowledged %lld (%s)\n",

@@ -115,6 +115,9 @@ Emitter::~Emitter() {
     absl::MutexLock lock(&s.mu);
     s.stop = true;
   }
+  // A send blocked on a hung service (flow control) must not hold up the
+  // shutdown: cancel the stream, then join.
+  if (s.transport != nullptr) s.transport->Close();
   if (s.sender.joinable()) s.sender.join();
 }
 
