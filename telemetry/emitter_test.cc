@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -551,6 +552,63 @@ TEST(EmitterTest, ConcurrentEmittersDeliverEveryAcceptedPointOnce) {
   }
   EXPECT_EQ(static_cast<int64_t>(seen.size()), stats.emitted);
   EXPECT_EQ(stats.acked_points, stats.emitted);
+}
+
+// A service that accepted the connection and then hung: Send blocks (flow
+// control) until the stream is cancelled.
+class HungTransport : public MetricTransport {
+ public:
+  absl::Status Connect() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = false;
+    return absl::OkStatus();
+  }
+  bool Send(const MetricBatch&) override {
+    absl::MutexLock lock(&mu_);
+    sending_ = true;
+    mu_.Await(absl::Condition(&closed_));
+    return false;
+  }
+  absl::StatusOr<int64_t> ReadAck() override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&closed_));
+    return absl::UnavailableError("cancelled");
+  }
+  void Close() override {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  bool sending() {
+    absl::MutexLock lock(&mu_);
+    return sending_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool closed_ = false;
+  bool sending_ = false;
+};
+
+TEST(EmitterTest, ShutdownIsNotHeldUpByAHungService) {
+  auto transport = std::make_unique<HungTransport>();
+  HungTransport* hung = transport.get();
+  auto emitter = std::make_unique<Emitter>(std::move(transport), TestOptions());
+  emitter->Emit("m", 1, 1.0);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!hung->sending() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_TRUE(hung->sending());
+  // Emit still returns while the sender is stuck.
+  for (int i = 0; i < 1000; ++i) emitter->Emit("m", i, 1.0);
+  EXPECT_FALSE(emitter->Flush(absl::Milliseconds(100)).ok());
+  absl::Notification destroyed;
+  std::thread destroyer([&] {
+    emitter.reset();
+    destroyed.Notify();
+  });
+  EXPECT_TRUE(destroyed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  destroyer.join();
 }
 
 }  // namespace
