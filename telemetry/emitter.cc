@@ -281,8 +281,10 @@ void Emitter::SenderLoop() {
   // The batch being filled, per run.
   std::shared_ptr<MetricBatch> open;
   uint32_t open_run = 0;
+  // How long an idle sender sleeps: a wake-up preempts whatever runs on
+  // that core (an OpenMP team waits for its slowest thread), so few of them.
   const absl::Duration poll = std::clamp(
-      o.batch_interval / 4, absl::Milliseconds(1), absl::Milliseconds(20));
+      o.batch_interval / 4, absl::Milliseconds(1), absl::Milliseconds(250));
 
   auto disconnect = [&]() {
     s.transport->Close();

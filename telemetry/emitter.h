@@ -62,7 +62,7 @@ struct EmitterOptions {
   // A batch is sent when it has this many points or its oldest point is
   // `batch_interval` old.
   int batch_max_points = 4096;
-  absl::Duration batch_interval = absl::Milliseconds(200);
+  absl::Duration batch_interval = absl::Seconds(1);
   // Reconnect backoff (exponential with jitter, between these).
   absl::Duration min_backoff = absl::Milliseconds(50);
   absl::Duration max_backoff = absl::Seconds(2);
