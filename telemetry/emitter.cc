@@ -29,6 +29,7 @@ uint64_t RoundUpPowerOfTwo(uint64_t n) {
 }
 
 constexpr char kDefaultRun[] = "system";
+constexpr uint64_t kWakeCheckInterval = 1024;
 
 }  // namespace
 
@@ -75,6 +76,9 @@ struct Emitter::State {
   int64_t generation ABSL_GUARDED_BY(mu) = 0;
   bool stop ABSL_GUARDED_BY(mu) = false;
   int flush_requests ABSL_GUARDED_BY(mu) = 0;
+  // Set by a producer that finds the ring over half full (checked once per
+  // kWakeCheckInterval points), so a sleeping sender drains a burst in time.
+  bool wake_requested ABSL_GUARDED_BY(mu) = false;
 
   std::thread sender;
   std::thread ack_reader;  // owned by the sender thread
@@ -193,6 +197,11 @@ void Emitter::EmitInternal(absl::string_view name, int64_t step, double value,
   slot->name_len = static_cast<uint8_t>(name.size());
   std::memcpy(slot->name, name.data(), name.size());
   slot->sequence.store(pos + 1, std::memory_order_release);
+  if ((pos & (kWakeCheckInterval - 1)) == 0 &&
+      pos - s.dequeue_pos.load(std::memory_order_relaxed) > s.mask / 2) {
+    absl::MutexLock lock(&s.mu);  // rare: re-evaluates the sender's wait
+    s.wake_requested = true;
+  }
   // The next producer's slot, most likely last touched by the sender on the
   // other core: start fetching it for writing now.
   __builtin_prefetch(&s.slots[(pos + 1) & s.mask], 1, 3);
@@ -408,12 +417,13 @@ void Emitter::SenderLoop() {
     if (drained == 0) {
       absl::MutexLock lock(&s.mu);
       auto wake = [&s]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
-        return s.stop || s.flush_requests > 0;
+        return s.stop || s.flush_requests > 0 || s.wake_requested;
       };
       if (!flush)
         s.mu.AwaitWithTimeout(absl::Condition(&wake), poll);
       else
         s.mu.AwaitWithTimeout(absl::Condition(&s.stop), absl::Milliseconds(1));
+      s.wake_requested = false;
     }
   }
   disconnect();
