@@ -5,6 +5,8 @@
 //
 //   telemetry_main --port=50052 --http_port=8080 --store=runs/telemetry.db
 //       --tensorboard_dir=runs/tensorboard [--coordinator=127.0.0.1:50051]
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -190,6 +192,15 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, OnSignal);
   while (!g_stop) absl::SleepFor(absl::Milliseconds(100));
   RL_LOG_INFO("telemetry shutting down");
+  // Shutdown is bounded: everything acknowledged is already durable, and
+  // emitters resend the rest, so a stream that does not wind down in time
+  // must not keep the process alive.
+  std::thread([] {
+    absl::SleepFor(absl::Seconds(10));
+    RL_LOG_ERROR("telemetry shutdown took over 10 s; exiting now");
+    std::fflush(nullptr);
+    _exit(0);
+  }).detach();
   server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
   if (http != nullptr) http->Stop();
   poller.reset();
