@@ -81,27 +81,31 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "env_threads: must be >= 1 (got ", options.env_threads, ")"));
   }
-  if (options.initial_credits < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "initial_credits: must be >= 1 (got ", options.initial_credits, ")"));
-  }
   if (options.max_disconnected <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("max_disconnected: must be positive");
   }
   const uint64_t seed = options.spec.seed() +
                         1000003ull * static_cast<uint64_t>(options.actor_id);
+  // Random per process: the learner restarts duplicate detection when a new
+  // process takes over this actor_id.
+  SegmentWindow::Options window_options;
+  window_options.incarnation =
+      (static_cast<uint64_t>(std::random_device{}()) << 32) ^
+      static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  window_options.initial_credits = options.initial_credits;
+  ASSIGN_OR_RETURN(std::unique_ptr<SegmentWindow> window,
+                   SegmentWindow::Create(window_options));
   ASSIGN_OR_RETURN(
       std::unique_ptr<RolloutCollector> collector,
       RolloutCollector::Create(options.spec, seed, options.env_threads));
   return std::unique_ptr<ActorClient>(
-      new ActorClient(options, std::move(collector)));
+      new ActorClient(options, std::move(collector), std::move(window)));
 }
 
 ActorClient::ActorClient(const ActorOptions& options,
-                         std::unique_ptr<RolloutCollector> collector)
+                         std::unique_ptr<RolloutCollector> collector,
+                         std::unique_ptr<SegmentWindow> window)
     : options_(options),
-      incarnation_((static_cast<uint64_t>(std::random_device{}()) << 32) ^
-                   static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
       env_spec_(MakeEnvSpec(collector->env_info())),
       policy_config_(collector->PolicyConfig(options.spec.ppo())),
@@ -109,9 +113,8 @@ ActorClient::ActorClient(const ActorOptions& options,
       collector_(std::move(collector)),
       channel_(CreateChannel(options.learner_address, LearnerChannelOptions())),
       stub_(LearnerService::NewStub(channel_)),
-      buffers_{collector_->AllocateRollout(), collector_->AllocateRollout()} {
-  credits_ = options.initial_credits;
-}
+      buffers_{collector_->AllocateRollout(), collector_->AllocateRollout()},
+      window_(std::move(window)) {}
 
 ActorClient::~ActorClient() {
   {
@@ -253,15 +256,13 @@ absl::Status ActorClient::StepLoop() {
     int64_t sequence_number = 0;
     {
       absl::MutexLock lock(&mu_);
-      sequence_number = last_assigned_ + 1;
+      sequence_number = window_->next_sequence_number();
       buffer = static_cast<int>(sequence_number % 2);
-      // Credits: at most `credits_` segments in flight beyond the acked one,
-      // plus the one about to be collected.
       auto ready = [&]() {
         mu_.AssertReaderHeld();
         return policy_ != nullptr &&
                (!sync_mode_ || policy_->version != collected_with) &&
-               sequence_number - acked_ <= credits_ + 1 && free_[buffer];
+               window_->HasRoomForNext() && free_[buffer];
       };
       if (sync_mode_) counters_.waiting_for_newer_than = collected_with;
       absl::StatusOr<bool> go = AwaitForStepLoop(ready);
@@ -273,15 +274,10 @@ absl::Status ActorClient::StepLoop() {
     }
 
     ActorCritic net = policy->policy;
-    absl::Status status;
     CollectTimings timings;
     const absl::Time collect_start = absl::Now();
-    try {
-      status = collector_->Collect(net, &buffers_[buffer], &timings);
-    } catch (const c10::Error& e) {
-      status = absl::InternalError(
-          absl::StrCat("collecting a segment: ", e.what_without_backtrace()));
-    }
+    const absl::Status status =
+        collector_->Collect(net, &buffers_[buffer], &timings);
 
     absl::MutexLock lock(&mu_);
     if (!status.ok()) {
@@ -293,7 +289,7 @@ absl::Status ActorClient::StepLoop() {
       free_[buffer] = true;  // the run is over; nobody needs it
       return absl::OkStatus();
     }
-    last_assigned_ = sequence_number;
+    window_->AssignNext();
     collected_with = policy->version;
     if (Emitter* e = options_.emitter) {
       const double seconds = absl::ToDoubleSeconds(absl::Now() - collect_start);
@@ -324,15 +320,15 @@ void ActorClient::Flush() {
   absl::MutexLock lock(&mu_);
   auto flushed = [this]() {
     mu_.AssertReaderHeld();
-    // Not handoffs_/unacked_ being empty: a segment being encoded is in
-    // neither.
-    return acked_ >= last_assigned_ || !sender_error_.ok();
+    // Counted from the assigned numbers, not the added segments: one being
+    // encoded is neither in handoffs_ nor in the window yet.
+    return window_->AllAcked() || !sender_error_.ok();
   };
   if (!mu_.AwaitWithTimeout(absl::Condition(&flushed),
                             options_.flush_timeout)) {
     RL_LOG_WARNING(
         "stopping with {} segments not acknowledged by the learner after {}",
-        last_assigned_ - acked_, FormatDelay(options_.flush_timeout));
+        window_->unacked(), FormatDelay(options_.flush_timeout));
   }
 }
 
@@ -341,30 +337,28 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   segment->set_run_id(run_id_);
   segment->set_actor_id(options_.actor_id);
   segment->set_sequence_number(handoff.sequence_number);
-  segment->set_actor_incarnation(incarnation_);
+  segment->set_actor_incarnation(window_->incarnation());
   segment->set_policy_version(handoff.policy_version);
   *segment->mutable_env() = env_spec_;
-  absl::Status status;
-  try {
-    status = EncodeSegment(buffers_[handoff.buffer], segment.get());
-  } catch (const c10::Error& e) {
-    status = absl::InternalError(e.what_without_backtrace());
-  }
+  const absl::Status status =
+      EncodeSegment(buffers_[handoff.buffer], segment.get());
   segment->mutable_episode_returns()->Add(handoff.episode_returns.begin(),
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),
                                           handoff.episode_lengths.end());
   absl::MutexLock lock(&mu_);
   free_[handoff.buffer] = true;
+  // A gap in sequence numbers is not allowed, so either error ends the run.
   if (!status.ok()) {
-    // A gap in sequence numbers is not allowed, so this ends the run.
     sender_error_ = absl::InternalError(absl::StrCat(
         "encoding segment ", handoff.sequence_number, ": ", status.ToString()));
-    RL_LOG_ERROR("{}", sender_error_.ToString());
+  } else if (absl::Status added = window_->Add(std::move(segment));
+             !added.ok()) {
+    sender_error_ = absl::InternalError(added.ToString());
+  } else {
     return;
   }
-  unacked_.push_back(PendingSegment{handoff.sequence_number, std::move(segment),
-                                    /*written_before=*/false});
+  RL_LOG_ERROR("{}", sender_error_.ToString());
 }
 
 void ActorClient::AckReaderLoop(
@@ -374,15 +368,8 @@ void ActorClient::AckReaderLoop(
     absl::MutexLock lock(&mu_);
     stream_got_ack_ = true;
     last_connected_ = absl::Now();
-    // Never beyond what exists: the learner cannot have processed more.
-    const int64_t newest = acked_ + static_cast<int64_t>(unacked_.size());
-    const int64_t acked = std::min(ack.acked_sequence_number(), newest);
-    while (!unacked_.empty() && unacked_.front().sequence_number <= acked) {
-      unacked_.pop_front();
-    }
-    acked_ = std::max(acked_, acked);
-    credits_ = std::max(0, ack.credits());
-    counters_.segments_acked = acked_;
+    window_->OnAck(ack);
+    counters_.segments_acked = window_->acked();
     counters_.dropped_stale = ack.dropped_stale();
   }
   absl::MutexLock lock(&mu_);
@@ -432,25 +419,14 @@ void ActorClient::SenderLoop() {
     enum class Action { kNone, kEncode, kOpen, kWrite, kTeardown, kExit };
     Action action = Action::kNone;
     std::optional<Handoff> handoff;
-    std::shared_ptr<const RolloutSegment> to_write;
-    int64_t write_sequence_number = 0;
-    bool resend = false;
+    std::optional<SegmentWindow::Write> write;
     {
       absl::MutexLock lock(&mu_);
-      // The next segment to write on this stream, if credits allow.
-      auto next_writable = [&]() -> PendingSegment* {
-        mu_.AssertReaderHeld();
-        const int64_t index = std::max(written_on_stream_, acked_) - acked_;
-        if (index >= static_cast<int64_t>(unacked_.size())) return nullptr;
-        PendingSegment& pending = unacked_[index];
-        if (pending.sequence_number > acked_ + credits_) return nullptr;
-        return &pending;
-      };
       auto has_work = [&]() {
         mu_.AssertReaderHeld();
         if (!handoffs_.empty() || shutting_down_) return true;
         if (stream == nullptr) return absl::Now() >= reconnect_at;
-        return stream_broken_ || next_writable() != nullptr;
+        return stream_broken_ || window_->NextToWrite().has_value();
       };
       absl::Duration wait = kPollInterval;
       if (stream == nullptr) {
@@ -472,11 +448,8 @@ void ActorClient::SenderLoop() {
         if (absl::Now() >= reconnect_at) action = Action::kOpen;
       } else if (stream_broken_) {
         action = Action::kTeardown;
-      } else if (PendingSegment* pending = next_writable()) {
+      } else if ((write = window_->NextToWrite())) {
         action = Action::kWrite;
-        to_write = pending->segment;
-        write_sequence_number = pending->sequence_number;
-        resend = pending->written_before;
       }
     }
 
@@ -495,11 +468,10 @@ void ActorClient::SenderLoop() {
             break;
           }
           rollout_context_ = context.get();
-          written_on_stream_ = acked_;
+          window_->OnStreamOpened();
           stream_broken_ = false;
           stream_got_ack_ = false;
           ack_reader_done_ = false;
-          credits_ = options_.initial_credits;
           if (++streams_opened > 1) ++counters_.reconnects;
         }
         stream = stub_->StreamRollouts(context.get());
@@ -511,11 +483,11 @@ void ActorClient::SenderLoop() {
       }
       case Action::kWrite: {
         const absl::Time write_start = absl::Now();
-        const bool ok = stream->Write(*to_write);
+        const bool ok = stream->Write(*write->segment);
         if (ok && options_.emitter != nullptr) {
           options_.emitter->Emit(
               "actor/segment_send_seconds",
-              write_sequence_number * options_.spec.segment_length() *
+              write->sequence_number * options_.spec.segment_length() *
                   options_.spec.envs_per_actor(),
               absl::ToDoubleSeconds(absl::Now() - write_start),
               {{"actor", std::to_string(options_.actor_id)}});
@@ -525,15 +497,10 @@ void ActorClient::SenderLoop() {
           stream_broken_ = true;
           break;
         }
-        written_on_stream_ =
-            std::max(written_on_stream_, write_sequence_number);
+        window_->OnWritten(write->sequence_number);
         ++counters_.segments_sent;
-        if (resend) ++counters_.segments_resent;
+        if (write->resend) ++counters_.segments_resent;
         last_connected_ = absl::Now();
-        const int64_t index = write_sequence_number - acked_ - 1;
-        if (index >= 0 && index < static_cast<int64_t>(unacked_.size())) {
-          unacked_[index].written_before = true;
-        }
         break;
       }
       case Action::kTeardown: {
@@ -622,12 +589,11 @@ void ActorClient::PolicyLoop() {
       first_of_stream = false;
       auto published = std::make_shared<PolicyVersion>();
       published->version = update.version();
-      absl::Status status;
-      try {
-        published->policy = ActorCritic(policy_config_);
+      absl::StatusOr<ActorCritic> policy = CreateActorCritic(policy_config_);
+      absl::Status status = policy.status();
+      if (policy.ok()) {
+        published->policy = *std::move(policy);
         status = DecodePolicy(update, published->policy);
-      } catch (const c10::Error& e) {
-        status = absl::InternalError(e.what_without_backtrace());
       }
       if (!status.ok()) {
         RL_LOG_ERROR("policy version {} from the learner does not fit: {}",

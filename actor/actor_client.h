@@ -3,9 +3,11 @@
 //
 // Data flow: policy thread (SubscribePolicy) -> decoded ActorCritic, swapped
 // in at a segment boundary -> step loop (Run's thread) fills one of two
-// Rollout buffers -> sender thread encodes it into a RolloutSegment, keeps it
-// in the bounded unacked window and writes it on StreamRollouts -> ack reader
-// thread frees the window and grants credits.
+// Rollout buffers -> sender thread encodes it into a RolloutSegment, adds it
+// to the SegmentWindow and writes what the window says on StreamRollouts ->
+// ack reader thread feeds acks and credits back to the window.
+// The protocol's state (sequence numbers, acks, credits, resends) lives in
+// SegmentWindow; this class moves bytes, waits, and reconnects.
 //
 // Threads (named, all joined before Run() returns):
 //   Run()         step loop; waits only for a free buffer, for credits and, in
@@ -32,6 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/rollout_collector.h"
+#include "actor/segment_window.h"
 #include "grpcpp/grpcpp.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -130,15 +133,10 @@ class ActorClient {
     std::vector<float> episode_returns;
     std::vector<int32_t> episode_lengths;
   };
-  struct PendingSegment {
-    int64_t sequence_number = 0;
-    std::shared_ptr<const RolloutSegment> segment;
-    // Written on some stream before (a later write is a resend).
-    bool written_before = false;
-  };
 
   ActorClient(const ActorOptions& options,
-              std::unique_ptr<RolloutCollector> collector);
+              std::unique_ptr<RolloutCollector> collector,
+              std::unique_ptr<SegmentWindow> window);
 
   absl::Status StepLoop() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits (holding mu_) until `ready` or a stop; checks the connection
@@ -160,9 +158,6 @@ class ActorClient {
   absl::Duration NextBackoff(absl::Duration* backoff);
 
   const ActorOptions options_;
-  // Random per process: the learner restarts duplicate detection when a new
-  // process takes over this actor_id.
-  const uint64_t incarnation_;
   const std::string run_id_;
   const EnvSpec env_spec_;
   const ActorCriticConfig policy_config_;
@@ -186,14 +181,10 @@ class ActorClient {
   std::array<bool, 2> free_ ABSL_GUARDED_BY(mu_) = {true, true};
   std::shared_ptr<const PolicyVersion> policy_ ABSL_GUARDED_BY(mu_);
   std::deque<Handoff> handoffs_ ABSL_GUARDED_BY(mu_);
-  // Encoded, not yet acknowledged, in sequence order from acked_ + 1.
-  std::deque<PendingSegment> unacked_ ABSL_GUARDED_BY(mu_);
-  int64_t last_assigned_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
-  int credits_ ABSL_GUARDED_BY(mu_) = 0;
-  // Current StreamRollouts stream: highest sequence number written on it,
-  // whether it broke, whether the learner acked on it.
-  int64_t written_on_stream_ ABSL_GUARDED_BY(mu_) = 0;
+  // Used only under mu_ (it has no lock of its own).
+  const std::unique_ptr<SegmentWindow> window_ ABSL_PT_GUARDED_BY(mu_);
+  // Current StreamRollouts stream: whether it broke, whether the learner
+  // acked on it.
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_got_ack_ ABSL_GUARDED_BY(mu_) = false;
   bool ack_reader_done_ ABSL_GUARDED_BY(mu_) = false;

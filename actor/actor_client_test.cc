@@ -15,12 +15,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/grpc_util.h"
-#include "common/run_spec.h"
 #include "gtest/gtest.h"
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "proto/learner.grpc.pb.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 namespace {

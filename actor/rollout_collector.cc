@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 namespace {
@@ -65,6 +66,16 @@ Rollout RolloutCollector::AllocateRollout() const {
 
 absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
                                        CollectTimings* timings) {
+  // LibTorch errors (a policy that does not fit the observations, say)
+  // become a Status here; the step loop itself stays free of checks.
+  return CatchTorchErrors("collecting a segment", [&] {
+    return CollectSegment(policy, rollout, timings);
+  });
+}
+
+absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
+                                              Rollout* rollout,
+                                              CollectTimings* timings) {
   if (rollout->num_steps() != num_steps_ || rollout->num_envs() != num_envs_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rollout has shape [", rollout->num_steps(), ", ", rollout->num_envs(),

@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "actor/batched_env.h"
+#include "envs/batched_env.h"
 #include "actor/reward_scaler.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -61,6 +61,8 @@ class RolloutCollector {
   absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
 
  private:
+  absl::Status CollectSegment(ActorCritic& policy, Rollout* rollout,
+                              CollectTimings* timings);
   RolloutCollector(const RunSpec& spec, std::unique_ptr<BatchedEnv> env,
                    uint64_t seed);
 

@@ -1,27 +1,22 @@
 #include "actor/rollout_collector.h"
 
-#include "common/run_spec.h"
 #include "gtest/gtest.h"
+#include "testing/run_specs.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
 
-RunSpec Spec(const std::string& yaml) {
-  auto spec = LoadRunSpec(yaml, RunFileFormat::kYaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
-
 TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
-  const RunSpec spec = Spec(
+  const RunSpec spec = SmallRunSpec(
       "env: {id: CartPole-v1, max_episode_steps: 20}\n"
       "envs_per_actor: 6\nsegment_length: 50\nppo: {num_minibatches: 2}");
   auto collector = RolloutCollector::Create(spec, 3, 1);
-  ASSERT_TRUE(collector.ok()) << collector.status();
+  ASSERT_OK(collector);
   torch::manual_seed(0);
   ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
   Rollout rollout = (*collector)->AllocateRollout();
-  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+  ASSERT_OK((*collector)->Collect(policy, &rollout));
 
   EXPECT_TRUE(torch::all(rollout.rewards == 1).item<bool>());
   // The time limit of 20 < 50 steps: some episodes were truncated, and
@@ -52,20 +47,20 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   }
   // The next segment continues from next_observations.
   const torch::Tensor next = rollout.next_observations.clone();
-  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+  ASSERT_OK((*collector)->Collect(policy, &rollout));
   EXPECT_TRUE(torch::equal(rollout.observations[0], next));
 }
 
 TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
-  const RunSpec spec = Spec(
+  const RunSpec spec = SmallRunSpec(
       "env: {id: Pendulum-v1}\nenvs_per_actor: 4\nsegment_length: 64\n"
       "ppo: {normalize_rewards: true, num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
-  ASSERT_TRUE(collector.ok());
+  ASSERT_OK(collector);
   ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
   Rollout rollout = (*collector)->AllocateRollout();
   EXPECT_EQ(rollout.actions.sizes(), (std::vector<int64_t>{64, 4, 1}));
-  ASSERT_TRUE((*collector)->Collect(policy, &rollout).ok());
+  ASSERT_OK((*collector)->Collect(policy, &rollout));
   // Pendulum rewards are in [-16.3, 0]; scaled ones are still <= 0, and
   // differ from the raw ones.
   EXPECT_TRUE(torch::all(rollout.rewards <= 0).item<bool>());
@@ -73,15 +68,15 @@ TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
 }
 
 TEST(RolloutCollectorTest, WrongRolloutShapeIsAnError) {
-  const RunSpec spec = Spec(
+  const RunSpec spec = SmallRunSpec(
       "env: {id: CartPole-v1}\nenvs_per_actor: 4\n"
       "segment_length: 8\nppo: {num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
-  ASSERT_TRUE(collector.ok());
+  ASSERT_OK(collector);
   ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
   Rollout wrong = Rollout::Allocate(8, 5, 4, 0);
-  EXPECT_EQ((*collector)->Collect(policy, &wrong).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT((*collector)->Collect(policy, &wrong),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
-#include "common/run_spec.h"
+#include "runspec/run_spec.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/learner.grpc.pb.h"

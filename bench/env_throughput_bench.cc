@@ -17,8 +17,8 @@
 #include <random>
 #include <vector>
 
-#include "actor/batched_env.h"
-#include "actor/envs/cartpole.h"
+#include "envs/batched_env.h"
+#include "envs/cartpole.h"
 
 namespace rl {
 namespace {

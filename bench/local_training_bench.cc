@@ -11,7 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "common/run_spec.h"
+#include "runspec/run_spec.h"
 #include "trainer/local_trainer.h"
 
 ABSL_FLAG(std::string, run, "examples/cartpole_throughput.yaml", "run file");

@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/port_file.h"
-#include "common/run_spec.h"
+#include "runspec/run_spec.h"
 #include "common/sqlite_util.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "telemetry/grpc_transport.h"

@@ -7,12 +7,16 @@
 
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/learner.grpc.pb.h"
+#include "testing/status_matchers.h"
 #include "third_party/grpc_health/health.grpc.pb.h"
 
 namespace rl {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Serves versions 1..3 of a tiny "policy" made with LibTorch.
 class TorchPolicyService final : public LearnerService::Service {
@@ -43,7 +47,7 @@ class TorchPolicyService final : public LearnerService::Service {
 TEST(GrpcUtilTest, TorchTensorsStreamThroughARealServer) {
   TorchPolicyService service;
   auto server = StartServer({&service}, ServerOptions{});
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   ASSERT_GT(server->port, 0);
   auto channel = CreateChannel("127.0.0.1:" + std::to_string(server->port));
 
@@ -57,7 +61,7 @@ TEST(GrpcUtilTest, TorchTensorsStreamThroughARealServer) {
   while (reader->Read(&update)) {
     versions.push_back(update.version());
     auto weights = DecodeTensor(update.parameters(0).tensor());
-    ASSERT_TRUE(weights.ok()) << weights.status();
+    ASSERT_OK(weights);
     EXPECT_TRUE(
         torch::equal(*weights, TorchPolicyService::Weights(update.version())));
   }
@@ -69,7 +73,7 @@ TEST(GrpcUtilTest, TorchTensorsStreamThroughARealServer) {
 TEST(GrpcUtilTest, HealthCheckFollowsServingState) {
   TorchPolicyService service;
   auto server = StartServer({&service}, ServerOptions{});
-  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_OK(server);
   auto health = grpc::health::v1::Health::NewStub(
       CreateChannel("127.0.0.1:" + std::to_string(server->port)));
 
@@ -92,14 +96,13 @@ TEST(GrpcUtilTest, HealthCheckFollowsServingState) {
 TEST(GrpcUtilTest, BusyPortIsUnavailable) {
   TorchPolicyService service;
   auto first = StartServer({&service}, ServerOptions{});
-  ASSERT_TRUE(first.ok());
+  ASSERT_OK(first);
   TorchPolicyService other;
   ServerOptions options;
   options.address = "127.0.0.1:" + std::to_string(first->port);
   auto second = StartServer({&other}, options);
-  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_NE(std::string(second.status().message()).find(options.address),
-            std::string::npos);
+  EXPECT_THAT(second, StatusIs(absl::StatusCode::kUnavailable,
+                               HasSubstr(options.address)));
   first->server->Shutdown();
 }
 
@@ -108,7 +111,7 @@ TEST(GrpcUtilTest, MessageLimitIsEnforced) {
   ServerOptions options;
   options.max_send_message_bytes = 16;  // Smaller than one policy update.
   auto server = StartServer({&service}, options);
-  ASSERT_TRUE(server.ok());
+  ASSERT_OK(server);
   auto stub = LearnerService::NewStub(
       CreateChannel("127.0.0.1:" + std::to_string(server->port)));
   auto context = ContextWithDeadline(absl::Seconds(10));

@@ -1,6 +1,7 @@
 #include "common/status.h"
 
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
@@ -23,13 +24,12 @@ absl::Status CheckEven(int x) {
 
 TEST(StatusTest, AssignOrReturnPassesValuesAndErrors) {
   EXPECT_EQ(*Quarter(8), 2);
-  EXPECT_EQ(Quarter(6).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(Quarter(6).status().message(), "odd");
+  EXPECT_THAT(Quarter(6), StatusIs(absl::StatusCode::kInvalidArgument, "odd"));
 }
 
 TEST(StatusTest, ReturnIfErrorReturnsFirstError) {
-  EXPECT_TRUE(CheckEven(4).ok());
-  EXPECT_EQ(CheckEven(3).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_OK(CheckEven(4));
+  EXPECT_THAT(CheckEven(3), StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 }  // namespace

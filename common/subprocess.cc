@@ -28,6 +28,11 @@ Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
     std::abort();
   }
   if (pid_ == 0) {
+    // The parent may block its stop signals (common/signal_waiter.h); a mask
+    // survives exec, so the child starts with none blocked.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
     if (die_with_parent) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != parent) _exit(1);  // The parent died before prctl.

@@ -5,6 +5,7 @@
 #include "common/tensor_layout.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
@@ -36,17 +37,17 @@ TEST(TensorCodecTest, EveryDTypeRoundTrips) {
     SCOPED_TRACE(c10::toString(c.torch_type));
     const at::Tensor original = Sample(c.torch_type, {3, 5, 2});
     Tensor wire;
-    ASSERT_TRUE(EncodeTensor(original, &wire).ok());
+    ASSERT_OK(EncodeTensor(original, &wire));
     EXPECT_EQ(wire.dtype(), c.wire_type);
     EXPECT_EQ(DTypeSize(c.wire_type), c.size);
     EXPECT_EQ(wire.shape_size(), 3);
     EXPECT_EQ(wire.data().size(), 30u * c.size);
     auto decoded = DecodeTensor(wire);
-    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    ASSERT_OK(decoded);
     EXPECT_EQ(decoded->scalar_type(), c.torch_type);
     EXPECT_TRUE(torch::equal(*decoded, original));
     auto view = DecodeTensorView(wire);
-    ASSERT_TRUE(view.ok());
+    ASSERT_OK(view);
     EXPECT_TRUE(torch::equal(*view, original));
     EXPECT_EQ(view->data_ptr(), static_cast<const void*>(wire.data().data()));
   }
@@ -54,33 +55,33 @@ TEST(TensorCodecTest, EveryDTypeRoundTrips) {
 
 TEST(TensorCodecTest, ScalarEmptyAndNonContiguous) {
   Tensor wire;
-  ASSERT_TRUE(EncodeTensor(torch::tensor(3.5), &wire).ok());
+  ASSERT_OK(EncodeTensor(torch::tensor(3.5), &wire));
   EXPECT_EQ(wire.shape_size(), 0);
   EXPECT_EQ(DecodeTensor(wire)->item<double>(), 3.5);
 
-  ASSERT_TRUE(EncodeTensor(torch::zeros({0, 4}), &wire).ok());
+  ASSERT_OK(EncodeTensor(torch::zeros({0, 4}), &wire));
   EXPECT_TRUE(wire.data().empty());
   auto empty = DecodeTensor(wire);
-  ASSERT_TRUE(empty.ok());
+  ASSERT_OK(empty);
   EXPECT_EQ(empty->sizes(), (std::vector<int64_t>{0, 4}));
 
   // A transposed (strided) tensor is written in its logical row-major order.
   const at::Tensor base = torch::arange(12, torch::kInt64).reshape({3, 4});
-  ASSERT_TRUE(EncodeTensor(base.t(), &wire).ok());
+  ASSERT_OK(EncodeTensor(base.t(), &wire));
   EXPECT_TRUE(torch::equal(*DecodeTensor(wire), base.t().contiguous()));
 }
 
 TEST(TensorCodecTest, LargeTensorRoundTrips) {
   const at::Tensor big = torch::rand({1024, 64, 64});  // 16 MiB.
   Tensor wire;
-  ASSERT_TRUE(EncodeTensor(big, &wire).ok());
+  ASSERT_OK(EncodeTensor(big, &wire));
   EXPECT_EQ(wire.data().size(), 1024u * 64 * 64 * 4);
   EXPECT_TRUE(torch::equal(*DecodeTensor(wire), big));
 }
 
 TEST(TensorCodecTest, WireBytesAreLittleEndianRowMajor) {
   Tensor wire;
-  ASSERT_TRUE(EncodeTensor(torch::tensor({1, 258}, torch::kInt32), &wire).ok());
+  ASSERT_OK(EncodeTensor(torch::tensor({1, 258}, torch::kInt32), &wire));
   const std::string expected("\x01\x00\x00\x00\x02\x01\x00\x00", 8);
   EXPECT_EQ(wire.data(), expected);
 }
@@ -89,8 +90,8 @@ TEST(TensorCodecTest, UnsupportedTorchDTypeIsInvalidArgument) {
   Tensor wire;
   const absl::Status status =
       EncodeTensor(torch::zeros({2}, torch::kComplexFloat), &wire);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), HasSubstr("no wire"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("no wire")));
 }
 
 Tensor Valid() {
@@ -105,13 +106,13 @@ Tensor Valid() {
 void ExpectRejected(const Tensor& t, const std::string& needle) {
   for (const auto& result : {DecodeTensor(t, "segment.rewards"),
                              DecodeTensorView(t, "segment.rewards")}) {
-    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(result.status().message()), HasSubstr(needle));
+    EXPECT_THAT(result, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr(needle)));
   }
 }
 
 TEST(TensorCodecTest, BadPayloadsAreRejectedNamingTheProblem) {
-  ASSERT_TRUE(DecodeTensor(Valid()).ok());
+  ASSERT_OK(DecodeTensor(Valid()));
 
   Tensor short_data = Valid();
   short_data.mutable_data()->pop_back();

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "common/run_spec.h"
+#include "runspec/run_spec.h"
 #include "common/status.h"
 
 namespace rl {
@@ -63,8 +63,7 @@ absl::Status CoordinatorCore::Recover() {
 absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
     const SubmitRunRequest& request) {
   RunSpec spec = request.spec();
-  ApplyRunSpecDefaults(&spec);
-  const absl::Status valid = ValidateRunSpec(spec);
+  const absl::Status valid = ResolveRunSpec(&spec);
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("spec: ", valid.message()));
   }

@@ -1,34 +1,29 @@
 #include "coordinator/coordinator_core.h"
 
-#include <filesystem>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 class CoordinatorCoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const fs::path dir =
-        fs::path(testing::TempDir()) /
-        testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    options_.store_path = (dir / "coordinator.db").string();
-    options_.runs_dir = (dir / "runs").string();
+    const std::string dir = MakeTestDir();
+    options_.store_path = dir + "/coordinator.db";
+    options_.runs_dir = dir + "/runs";
     options_.clock = [this] { return now_; };
     core_ = Make();
   }
 
   std::unique_ptr<CoordinatorCore> Make() {
     auto core = CoordinatorCore::Create(options_);
-    EXPECT_TRUE(core.ok()) << core.status();
-    return std::move(*core);
+    EXPECT_OK(core);
+    return core.ok() ? std::move(*core) : nullptr;
   }
 
   SubmitRunRequest Request(const std::string& key = "") {
@@ -47,8 +42,8 @@ class CoordinatorCoreTest : public ::testing::Test {
     if (role == LEARNER) request.set_address("127.0.0.1:5000");
     *request.mutable_current_assignment() = current;
     auto response = core.RegisterWorker(request);
-    EXPECT_TRUE(response.ok()) << response.status();
-    return response->lease().epoch();
+    EXPECT_OK(response);
+    return response.ok() ? response->lease().epoch() : -1;
   }
 
   Assignment Beat(CoordinatorCore& core, const std::string& name,
@@ -57,8 +52,8 @@ class CoordinatorCoreTest : public ::testing::Test {
     request.set_worker_id(name);
     request.set_lease_epoch(epoch);
     auto response = core.Heartbeat(request);
-    EXPECT_TRUE(response.ok()) << response.status();
-    return response->assignment();
+    EXPECT_OK(response);
+    return response.ok() ? response->assignment() : Assignment();
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
@@ -67,11 +62,11 @@ class CoordinatorCoreTest : public ::testing::Test {
 };
 
 TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
-  auto submitted = core_->SubmitRun(Request());
-  ASSERT_TRUE(submitted.ok()) << submitted.status();
-  const std::string id = submitted->run().run_id();
-  EXPECT_EQ(submitted->run().state(), QUEUED);
-  EXPECT_EQ(submitted->run().spec().envs_per_actor(), 8);  // defaults applied
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  EXPECT_EQ(submitted.run().state(), QUEUED);
+  EXPECT_EQ(submitted.run().spec().envs_per_actor(), 8);  // defaults applied
   const int64_t l = Register(*core_, "learner-0", LEARNER);
   const int64_t a = Register(*core_, "actor-0", ACTOR);
   core_->Tick();
@@ -87,10 +82,10 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
   report.set_worker_id("learner-0");
   report.set_assignment_id(learner.assignment_id());
   report.mutable_progress()->set_env_steps(500);
-  ASSERT_TRUE(core_->ReportStatus(report).ok());
+  ASSERT_OK(core_->ReportStatus(report));
   EXPECT_EQ(core_->GetRun(id)->progress().env_steps(), 500);
   report.set_finished(true);
-  ASSERT_TRUE(core_->ReportStatus(report).ok());
+  ASSERT_OK(core_->ReportStatus(report));
   EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
   EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), "");  // freed
 }
@@ -98,24 +93,23 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
 TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {
   SubmitRunRequest bad = Request();
   bad.mutable_spec()->mutable_ppo()->set_num_minibatches(3);
-  auto status = core_->SubmitRun(bad).status();
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(status.message()), HasSubstr("ppo.num_minibatches"));
-  EXPECT_EQ(core_->GetRun("run-404").status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(core_->CancelRun("run-404").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(core_->SubmitRun(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.num_minibatches")));
+  EXPECT_THAT(core_->GetRun("run-404"), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(core_->CancelRun("run-404"),
+              StatusIs(absl::StatusCode::kNotFound));
   ListRunsRequest list;
   list.set_page_token("nonsense");
-  EXPECT_EQ(core_->ListRuns(list).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(core_->ListRuns(list),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   RegisterWorkerRequest nameless;
-  EXPECT_EQ(core_->RegisterWorker(nameless).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(core_->RegisterWorker(nameless),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   HeartbeatRequest stranger;
   stranger.set_worker_id("nobody");
-  EXPECT_EQ(core_->Heartbeat(stranger).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(core_->Heartbeat(stranger),
+              StatusIs(absl::StatusCode::kNotFound));
   // Nothing was stored by the rejected submit.
   EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 0);
 }
@@ -123,13 +117,14 @@ TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {
 TEST_F(CoordinatorCoreTest, IdempotentSubmitAndCancel) {
   auto a = core_->SubmitRun(Request("k"));
   auto b = core_->SubmitRun(Request("k"));
-  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_OK(a);
+  ASSERT_OK(b);
   EXPECT_TRUE(a->created());
   EXPECT_FALSE(b->created());
   EXPECT_EQ(a->run().run_id(), b->run().run_id());
-  auto cancelled = core_->CancelRun(a->run().run_id());
-  ASSERT_TRUE(cancelled.ok());
-  EXPECT_EQ(cancelled->state(), CANCELLED);
+  ASSERT_OK_AND_ASSIGN(const rl::Run cancelled,
+                       core_->CancelRun(a->run().run_id()));
+  EXPECT_EQ(cancelled.state(), CANCELLED);
   EXPECT_EQ(core_->CancelRun(a->run().run_id())->state(), CANCELLED);
   Register(*core_, "learner-0", LEARNER);
   Register(*core_, "actor-0", ACTOR);

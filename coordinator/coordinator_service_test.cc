@@ -1,44 +1,44 @@
-// The coordinator's services in-process over a real gRPC port.
+// The coordinator's services in-process (no port): status codes of bad
+// input, list, watch and cancel.
 #include "coordinator/coordinator_service.h"
 
-#include <filesystem>
-
 #include "common/grpc_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/in_process_server.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 class CoordinatorServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const fs::path dir = fs::path(testing::TempDir()) / "service";
-    fs::remove_all(dir);
-    fs::create_directories(dir);
+    const std::string dir = MakeTestDir();
     CoordinatorOptions options;
-    options.store_path = (dir / "coordinator.db").string();
-    options.runs_dir = (dir / "runs").string();
-    auto core = CoordinatorCore::Create(options);
-    ASSERT_TRUE(core.ok()) << core.status();
-    core_ = std::move(*core);
+    options.store_path = dir + "/coordinator.db";
+    options.runs_dir = dir + "/runs";
+    ASSERT_OK_AND_ASSIGN(core_, CoordinatorCore::Create(options));
     runs_ = std::make_unique<RunServiceImpl>(core_.get());
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
-    ServerOptions server_options;
+    InProcessServerOptions server_options;
     server_options.max_receive_message_bytes = 64 << 10;
-    auto server = StartServer({runs_.get(), workers_.get()}, server_options);
-    ASSERT_TRUE(server.ok());
-    server_ = std::move(*server);
-    stub_ = RunService::NewStub(
-        CreateChannel("127.0.0.1:" + std::to_string(server_.port)));
+    ASSERT_OK_AND_ASSIGN(
+        server_,
+        StartInProcessServer({runs_.get(), workers_.get()}, server_options));
+    stub_ = RunService::NewStub(server_.channel);
   }
-  void TearDown() override { server_.server->Shutdown(); }
+  void TearDown() override {
+    if (server_.server) server_.server->Shutdown();
+  }
 
   std::unique_ptr<CoordinatorCore> core_;
   std::unique_ptr<RunServiceImpl> runs_;
   std::unique_ptr<WorkerServiceImpl> workers_;
-  RunningServer server_;
+  InProcessServer server_;
   std::unique_ptr<RunService::Stub> stub_;
 };
 
@@ -56,7 +56,7 @@ TEST_F(CoordinatorServiceTest, SubmitGetListCancelAndStatusCodes) {
   context = ContextWithDeadline(absl::Seconds(5));
   grpc::Status status = stub_->SubmitRun(context.get(), bad, &unused);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("spec: env.id"), std::string::npos);
+  EXPECT_THAT(status.error_message(), HasSubstr("spec: env.id"));
 
   SubmitRunRequest huge = request;
   huge.mutable_spec()->set_name(std::string(100 << 10, 'x'));

@@ -1,25 +1,43 @@
 #include "coordinator/run_store.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <filesystem>
+#include <algorithm>
 #include <random>
 #include <set>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
-
 std::string DbPath(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return (dir / "coordinator.db").string();
+  return MakeTestDir(name) + "/coordinator.db";
+}
+
+// Reads `n` bytes from `fd`; false if the writer is gone or `timeout`
+// passes first.
+bool ReadBytes(int fd, int n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  char buffer[256];
+  while (n > 0) {
+    pollfd p{fd, POLLIN, 0};
+    const int ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
+    if (ms <= 0 || poll(&p, 1, ms) != 1) return false;
+    const ssize_t r =
+        read(fd, buffer, std::min<int>(n, static_cast<int>(sizeof(buffer))));
+    if (r <= 0) return false;
+    n -= static_cast<int>(r);
+  }
+  return true;
 }
 
 RunSpec Spec(const std::string& name) {
@@ -31,39 +49,39 @@ RunSpec Spec(const std::string& name) {
 
 TEST(RunStoreTest, SubmitGetAndIdempotency) {
   auto store = RunStore::Open(DbPath("submit"));
-  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_OK(store);
   bool created = false;
   auto a = (*store)->SubmitRun(Spec("a"), "key-1", &created);
-  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_OK(a);
   EXPECT_TRUE(created);
   EXPECT_EQ(a->state(), QUEUED);
   EXPECT_EQ(a->spec().name(), "a");
   auto again = (*store)->SubmitRun(Spec("a"), "key-1", &created);
-  ASSERT_TRUE(again.ok());
+  ASSERT_OK(again);
   EXPECT_FALSE(created);
   EXPECT_EQ(again->run_id(), a->run_id());
   auto b = (*store)->SubmitRun(Spec("b"), "", &created);
-  ASSERT_TRUE(b.ok());
+  ASSERT_OK(b);
   EXPECT_NE(b->run_id(), a->run_id());
   EXPECT_EQ((*store)->GetRun(a->run_id())->spec().name(), "a");
-  EXPECT_EQ((*store)->GetRun("run-999999").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT((*store)->GetRun("run-999999"),
+              StatusIs(absl::StatusCode::kNotFound));
 }
 
 TEST(RunStoreTest, ListsNewestFirstWithFiltersAndPages) {
   auto store = RunStore::Open(DbPath("list"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   bool created;
   std::vector<std::string> ids;
   for (int i = 0; i < 7; ++i) {
     ids.push_back((*store)->SubmitRun(Spec("r"), "", &created)->run_id());
   }
-  ASSERT_TRUE((*store)->Transition(ids[2], CANCELLED, "user").ok());
+  ASSERT_OK((*store)->Transition(ids[2], CANCELLED, "user"));
   std::string token;
   std::vector<std::string> seen;
   do {
     auto page = (*store)->ListRuns({}, 3, token, &token);
-    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_OK(page);
     EXPECT_LE(page->size(), 3u);
     for (const rl::Run& r : *page) seen.push_back(r.run_id());
   } while (!token.empty());
@@ -73,29 +91,29 @@ TEST(RunStoreTest, ListsNewestFirstWithFiltersAndPages) {
   auto cancelled = (*store)->ListRuns({CANCELLED}, 10, "", &unused);
   ASSERT_EQ(cancelled->size(), 1u);
   EXPECT_EQ((*cancelled)[0].run_id(), ids[2]);
-  EXPECT_EQ((*store)->ListRuns({}, 10, "garbage", &unused).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT((*store)->ListRuns({}, 10, "garbage", &unused),
+              StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
 TEST(RunStoreTest, LifecycleIsEnforcedAndLogged) {
   auto store = RunStore::Open(DbPath("lifecycle"));
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   bool created;
   const std::string id = (*store)->SubmitRun(Spec("r"), "", &created)->run_id();
-  EXPECT_EQ((*store)->Transition(id, RUNNING, "").status().code(),
-            absl::StatusCode::kFailedPrecondition);
-  ASSERT_TRUE((*store)->Transition(id, PLACING, "workers found").ok());
-  ASSERT_TRUE((*store)->Transition(id, RUNNING, "started").ok());
-  ASSERT_TRUE((*store)->Transition(id, PLACING, "learner lost").ok());
-  ASSERT_TRUE((*store)->Transition(id, RUNNING, "resumed").ok());
+  EXPECT_THAT((*store)->Transition(id, RUNNING, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  ASSERT_OK((*store)->Transition(id, PLACING, "workers found"));
+  ASSERT_OK((*store)->Transition(id, RUNNING, "started"));
+  ASSERT_OK((*store)->Transition(id, PLACING, "learner lost"));
+  ASSERT_OK((*store)->Transition(id, RUNNING, "resumed"));
   auto done = (*store)->Transition(id, FAILED, "diverged");
-  ASSERT_TRUE(done.ok());
+  ASSERT_OK(done);
   EXPECT_EQ(done->failure_reason(), "diverged");
   EXPECT_EQ(done->generation(), 6);
-  EXPECT_EQ((*store)->Transition(id, CANCELLED, "").status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT((*store)->Transition(id, CANCELLED, ""),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   auto events = (*store)->Events(id);
-  ASSERT_TRUE(events.ok());
+  ASSERT_OK(events);
   ASSERT_EQ(events->size(), 6u);
   EXPECT_EQ(events->front().to, QUEUED);
   EXPECT_EQ(events->back().to, FAILED);
@@ -107,18 +125,18 @@ TEST(RunStoreTest, StateSurvivesReopen) {
   std::string id;
   {
     auto store = RunStore::Open(path);
-    ASSERT_TRUE(store.ok());
+    ASSERT_OK(store);
     bool created;
     id = (*store)->SubmitRun(Spec("r"), "k", &created)->run_id();
     RunProgress progress;
     progress.set_env_steps(1234);
-    ASSERT_TRUE((*store)->UpdateProgress(id, progress).ok());
-    ASSERT_TRUE((*store)->Transition(id, PLACING, "").ok());
+    ASSERT_OK((*store)->UpdateProgress(id, progress));
+    ASSERT_OK((*store)->Transition(id, PLACING, ""));
   }
   auto store = RunStore::Open(path);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   auto run = (*store)->GetRun(id);
-  ASSERT_TRUE(run.ok());
+  ASSERT_OK(run);
   EXPECT_EQ(run->state(), PLACING);
   EXPECT_EQ(run->progress().env_steps(), 1234);
   bool created;
@@ -130,17 +148,17 @@ TEST(RunStoreTest, WorkersAndAssignmentsArePersisted) {
   const std::string path = DbPath("assignments");
   {
     auto store = RunStore::Open(path);
-    ASSERT_TRUE(store.ok());
-    ASSERT_TRUE((*store)->PutWorker("w1", LEARNER, "127.0.0.1:1").ok());
+    ASSERT_OK(store);
+    ASSERT_OK((*store)->PutWorker("w1", LEARNER, "127.0.0.1:1"));
     AssignmentRecord a{"w1", "run-000001", LEARNER, 0, 42};
-    ASSERT_TRUE((*store)->PutAssignment(a).ok());
+    ASSERT_OK((*store)->PutAssignment(a));
     AssignmentRecord b{"w2", "run-000001", ACTOR, 1, 43};
-    ASSERT_TRUE((*store)->PutAssignment(b).ok());
-    ASSERT_TRUE((*store)->ClearAssignment("w2").ok());
+    ASSERT_OK((*store)->PutAssignment(b));
+    ASSERT_OK((*store)->ClearAssignment("w2"));
   }
   auto store = RunStore::Open(path);
   auto all = (*store)->Assignments();
-  ASSERT_TRUE(all.ok());
+  ASSERT_OK(all);
   ASSERT_EQ(all->size(), 1u);
   EXPECT_EQ((*all)[0].worker_id, "w1");
   EXPECT_EQ((*all)[0].assignment_id, 42);
@@ -148,15 +166,20 @@ TEST(RunStoreTest, WorkersAndAssignmentsArePersisted) {
 }
 
 // A child process submits and transitions runs as fast as it can and is
-// SIGKILLed at a random moment, five times over. Every run found afterwards
-// is consistent with its event log, and ids are never duplicated.
+// SIGKILLed at a random moment (after a random number of its runs, 1 to
+// 100, while it works on the next ones), five times over. Every run found
+// afterwards is consistent with its event log, and ids are never
+// duplicated.
 TEST(RunStoreTest, SurvivesSigkillDuringAStorm) {
   const std::string path = DbPath("storm");
   std::mt19937 rng(1);
   for (int round = 0; round < 5; ++round) {
+    int progress[2];
+    ASSERT_EQ(pipe(progress), 0);
     const pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+      close(progress[0]);
       auto store = RunStore::Open(path);
       if (!store.ok()) _exit(2);
       bool created;
@@ -165,27 +188,37 @@ TEST(RunStoreTest, SurvivesSigkillDuringAStorm) {
         if (!run.ok()) _exit(3);
         (*store)->Transition(run->run_id(), PLACING, "").IgnoreError();
         (*store)->Transition(run->run_id(), RUNNING, "").IgnoreError();
+        // One byte per run; the pipe never fills before the kill (the
+        // parent reads at most 100 of them).
+        if (write(progress[1], "r", 1) != 1) _exit(4);
       }
     }
-    usleep(std::uniform_int_distribution<int>(20000, 120000)(rng));
+    close(progress[1]);
+    const int runs_before_kill =
+        std::uniform_int_distribution<int>(1, 100)(rng);
+    const bool progressed =
+        ReadBytes(progress[0], runs_before_kill, absl::Seconds(120));
     kill(child, SIGKILL);
+    close(progress[0]);
+    EXPECT_TRUE(progressed)
+        << "the child stored fewer than " << runs_before_kill << " runs";
     int status;
     waitpid(child, &status, 0);
     ASSERT_TRUE(WIFSIGNALED(status)) << "child exited " << WEXITSTATUS(status);
   }
   auto store = RunStore::Open(path);
-  ASSERT_TRUE(store.ok());
+  ASSERT_OK(store);
   std::string token, unused;
   std::set<std::string> ids;
   int runs = 0;
   do {
     auto page = (*store)->ListRuns({}, 500, token, &token);
-    ASSERT_TRUE(page.ok());
+    ASSERT_OK(page);
     for (const rl::Run& run : *page) {
       ++runs;
       EXPECT_TRUE(ids.insert(run.run_id()).second) << run.run_id();
       auto events = (*store)->Events(run.run_id());
-      ASSERT_TRUE(events.ok());
+      ASSERT_OK(events);
       ASSERT_FALSE(events->empty());
       EXPECT_EQ(events->back().to, run.state()) << run.run_id();
       EXPECT_EQ(static_cast<int64_t>(events->size()), run.generation());

@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
@@ -81,15 +82,15 @@ TEST_F(SchedulerTest, LeasesExpireAndFreeTheRunForRescheduling) {
   scheduler_.Enqueue("r1", Spec(1, 1), 1);
   ASSERT_EQ(scheduler_.Place().size(), 1u);
   now_ += absl::Seconds(8);
-  ASSERT_TRUE(scheduler_.Heartbeat("a0", scheduler_.worker("a0")->epoch).ok());
+  ASSERT_OK(scheduler_.Heartbeat("a0", scheduler_.worker("a0")->epoch));
   EXPECT_TRUE(scheduler_.ExpireLeases().empty());
   now_ += absl::Seconds(5);  // l0 missed its lease (13 s > 10 s); a0 did not.
   const auto lost = scheduler_.ExpireLeases();
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].worker_id, "l0");
   EXPECT_EQ(lost[0].run_id, "r1");
-  EXPECT_EQ(scheduler_.Heartbeat("l0", lease.epoch()).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(scheduler_.Heartbeat("l0", lease.epoch()),
+              StatusIs(absl::StatusCode::kNotFound));
   // The coordinator requeues the run: its actor is freed, and a new learner
   // takes it.
   scheduler_.Enqueue("r1", Spec(1, 1), 1);
@@ -104,11 +105,11 @@ TEST_F(SchedulerTest, StaleEpochAndExpiredLeaseAreRejected) {
   const Lease first = scheduler_.Register("a0", ACTOR, {}, "");
   const Lease second = scheduler_.Register("a0", ACTOR, {}, "");
   EXPECT_GT(second.epoch(), first.epoch());
-  EXPECT_EQ(scheduler_.Heartbeat("a0", first.epoch()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(scheduler_.Heartbeat("a0", first.epoch()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   now_ += absl::Seconds(11);
-  EXPECT_EQ(scheduler_.Heartbeat("a0", second.epoch()).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(scheduler_.Heartbeat("a0", second.epoch()),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST_F(SchedulerTest, CancelFreesWorkers) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 namespace fs = std::filesystem;
@@ -56,7 +57,7 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
     return absl::InternalError(
         absl::StrCat("cannot create ", tmp_dir.string(), ": ", ec.message()));
   }
-  try {
+  const absl::Status written = CatchTorchErrors("writing checkpoint", [&] {
     torch::serialize::OutputArchive model;
     policy->save(model);
     model.save_to((tmp_dir / "policy.pt").string());
@@ -66,9 +67,10 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
     torch::serialize::OutputArchive state;
     for (const auto& [name, tensor] : extra) state.write(name, tensor);
     state.save_to((tmp_dir / "state.pt").string());
-  } catch (const c10::Error& e) {
-    return absl::InternalError(
-        absl::StrCat("writing checkpoint: ", e.what_without_backtrace()));
+  });
+  if (!written.ok()) {
+    fs::remove_all(tmp_dir, ec);
+    return written;
   }
   {
     std::ofstream marker(tmp_dir / kComplete);
@@ -116,39 +118,39 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
   for (const auto& item : policy->named_parameters()) {
     shapes.emplace_back(item.key(), item.value().sizes().vec());
   }
-  try {
-    torch::serialize::InputArchive model;
-    model.load_from((fs::path(dir) / "policy.pt").string());
-    policy->load(model);
-    const auto loaded = policy->named_parameters();
-    for (const auto& [name, shape] : shapes) {
-      if (loaded[name].sizes().vec() != shape) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "checkpoint ", dir, " does not fit this run: parameter ", name,
-            " has shape ", c10::str(loaded[name].sizes()), ", the policy has ",
-            c10::str(c10::IntArrayRef(shape))));
-      }
-    }
-    if (optimizer != nullptr) {
-      torch::serialize::InputArchive opt;
-      opt.load_from((fs::path(dir) / "optimizer.pt").string());
-      optimizer->load(opt);
-    }
-    if (extra != nullptr) {
-      torch::serialize::InputArchive state;
-      state.load_from((fs::path(dir) / "state.pt").string());
-      for (const std::string& key : state.keys()) {
-        torch::Tensor t;
-        state.read(key, t);
-        (*extra)[key] = t;
-      }
-    }
-  } catch (const c10::Error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", dir,
-                     " does not fit this run: ", e.what_without_backtrace()));
-  }
-  return absl::OkStatus();
+  // A file that does not load is the checkpoint's fault, not ours.
+  return CatchTorchErrors(
+      absl::StrCat("checkpoint ", dir, " does not fit this run"),
+      [&]() -> absl::Status {
+        torch::serialize::InputArchive model;
+        model.load_from((fs::path(dir) / "policy.pt").string());
+        policy->load(model);
+        const auto loaded = policy->named_parameters();
+        for (const auto& [name, shape] : shapes) {
+          if (loaded[name].sizes().vec() != shape) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "checkpoint ", dir, " does not fit this run: parameter ", name,
+                " has shape ", c10::str(loaded[name].sizes()),
+                ", the policy has ", c10::str(c10::IntArrayRef(shape))));
+          }
+        }
+        if (optimizer != nullptr) {
+          torch::serialize::InputArchive opt;
+          opt.load_from((fs::path(dir) / "optimizer.pt").string());
+          optimizer->load(opt);
+        }
+        if (extra != nullptr) {
+          torch::serialize::InputArchive state;
+          state.load_from((fs::path(dir) / "state.pt").string());
+          for (const std::string& key : state.keys()) {
+            torch::Tensor t;
+            state.read(key, t);
+            (*extra)[key] = t;
+          }
+        }
+        return absl::OkStatus();
+      },
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace rl

@@ -8,9 +8,11 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "actor/env_registry.h"
+#include "envs/env_registry.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
@@ -19,6 +21,7 @@
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "policy/torch_status.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -54,16 +57,18 @@ class LearnerCore::Impl {
     credits_ = std::max(2, spec.resources().num_actors() + 1);
     queue_capacity_ = static_cast<size_t>(
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
-    torch::manual_seed(spec.seed());
-    policy_ = ActorCritic(MakeActorCriticConfig(
-        info.observation_size, info.num_actions, info.action_size, spec.ppo()));
-    updater_ = std::make_unique<PpoUpdater>(
-        policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
+    policy_config_ = MakeActorCriticConfig(
+        info.observation_size, info.num_actions, info.action_size, spec.ppo());
     status_.set_run_id(options.run_id);
     status_.set_policy_version(kFirstVersion);
   }
 
   absl::Status Start() {
+    const RunSpec& spec = options_.spec;
+    torch::manual_seed(spec.seed());
+    ASSIGN_OR_RETURN(policy_, CreateActorCritic(policy_config_));
+    updater_ = std::make_unique<PpoUpdater>(
+        policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     if (!options_.run_dir.empty()) {
       auto latest = LatestCheckpoint(CheckpointRoot());
       if (latest.ok()) {
@@ -333,15 +338,10 @@ class LearnerCore::Impl {
     std::vector<Rollout> parts;
     parts.reserve(batch.size());
     for (const auto& s : batch) parts.push_back(s->rollout);
-    const Rollout rollout = ConcatenateRollouts(parts);
+    ASSIGN_OR_RETURN(const Rollout rollout, ConcatenateRollouts(parts));
     const auto start = std::chrono::steady_clock::now();
-    UpdateStats stats;
-    try {
-      stats = updater_->Update(rollout, env_steps_before);
-    } catch (const c10::Error& e) {
-      return absl::InternalError(
-          absl::StrCat("PPO update failed: ", e.what_without_backtrace()));
-    }
+    ASSIGN_OR_RETURN(const UpdateStats stats,
+                     updater_->Update(rollout, env_steps_before));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -479,30 +479,41 @@ class LearnerCore::Impl {
     TensorMap extra;
     RETURN_IF_ERROR(
         ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
-    for (const char* key :
-         {"learner.counters", "learner.recent_returns", "updater.generator"}) {
+    for (const auto& [key, dtype, shape] :
+         {std::tuple<const char*, c10::ScalarType, std::vector<int64_t>>{
+              "learner.counters", torch::kInt64, {6}},
+          {"learner.recent_returns", torch::kFloat32, {-1}},
+          {"updater.generator", torch::kUInt8, {-1}}}) {
       if (extra.count(key) == 0) {
         return absl::InvalidArgumentError(
             absl::StrCat("checkpoint ", dir, " has no ", key));
       }
+      RETURN_IF_ERROR(CheckTensor(extra[key],
+                                  absl::StrCat("checkpoint ", dir, ": ", key),
+                                  dtype, shape));
     }
-    const torch::Tensor c = extra["learner.counters"];
-    absl::MutexLock lock(&mu_);
-    status_.set_env_steps(c[0].item<int64_t>());
-    status_.set_policy_version(c[1].item<int64_t>());
-    status_.set_updates(c[2].item<int64_t>());
-    episodes_ = c[3].item<int64_t>();
-    target_reached_ = c[4].item<int64_t>() != 0;
-    target_reached_at_ = c[5].item<int64_t>();
-    const torch::Tensor r = extra["learner.recent_returns"].contiguous();
-    recent_returns_.assign(r.data_ptr<float>(),
-                           r.data_ptr<float>() + r.numel());
-    updater_->generator().set_state(extra["updater.generator"]);
-    steps_at_start_ = status_.env_steps();
-    return absl::OkStatus();
+    return CatchTorchErrors(
+        absl::StrCat("checkpoint ", dir, ": learner state"),
+        [&] {
+          const torch::Tensor c = extra["learner.counters"];
+          absl::MutexLock lock(&mu_);
+          status_.set_env_steps(c[0].item<int64_t>());
+          status_.set_policy_version(c[1].item<int64_t>());
+          status_.set_updates(c[2].item<int64_t>());
+          episodes_ = c[3].item<int64_t>();
+          target_reached_ = c[4].item<int64_t>() != 0;
+          target_reached_at_ = c[5].item<int64_t>();
+          const torch::Tensor r = extra["learner.recent_returns"].contiguous();
+          recent_returns_.assign(r.data_ptr<float>(),
+                                 r.data_ptr<float>() + r.numel());
+          updater_->generator().set_state(extra["updater.generator"]);
+          steps_at_start_ = status_.env_steps();
+        },
+        absl::StatusCode::kInvalidArgument);
   }
 
   const LearnerOptions options_;
+  ActorCriticConfig policy_config_;
   const EnvInfo info_;
   SegmentShape shape_;
   int credits_ = 2;
@@ -543,11 +554,8 @@ class LearnerCore::Impl {
 
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     const LearnerOptions& options) {
-  ASSIGN_OR_RETURN(const EnvKind kind, FindEnvKind(options.spec.env().id()));
-  EnvInfo info = DescribeEnv(kind);
-  if (options.spec.env().max_episode_steps() > 0) {
-    info.max_episode_steps = options.spec.env().max_episode_steps();
-  }
+  // Specs arrive resolved (runspec/); resolving again only checks them.
+  ASSIGN_OR_RETURN(const EnvInfo info, DescribeEnvSpec(options.spec.env()));
   auto impl = std::make_unique<Impl>(options, info);
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));

@@ -2,8 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
 #include "learner/gae.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 
@@ -17,7 +24,115 @@ PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
           torch::optim::AdamOptions(config.learning_rate()).eps(1e-5))),
       generator_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
-UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
+absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
+  if (config_.num_epochs() < 1 || config_.num_minibatches() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ppo.num_epochs (", config_.num_epochs(), ") and ppo.num_minibatches (",
+        config_.num_minibatches(), ") must be >= 1"));
+  }
+  RETURN_IF_ERROR(
+      CheckTensor(r.rewards, "rollout.rewards", torch::kFloat32, {-1, -1}));
+  const int64_t T = r.num_steps(), E = r.num_envs();
+  if (T * E < config_.num_minibatches()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollout: ", T, " x ", E, " steps cannot make ppo.num_minibatches (",
+        config_.num_minibatches(), ") minibatches"));
+  }
+  const ActorCriticConfig& c = policy_->config();
+  RETURN_IF_ERROR(CheckTensor(r.observations, "rollout.observations",
+                              torch::kFloat32, {T, E, c.observation_size}));
+  if (policy_->discrete()) {
+    RETURN_IF_ERROR(
+        CheckTensor(r.actions, "rollout.actions", torch::kInt64, {T, E}));
+  } else {
+    RETURN_IF_ERROR(CheckTensor(r.actions, "rollout.actions", torch::kFloat32,
+                                {T, E, c.action_size}));
+  }
+  for (const auto& [name, tensor] :
+       {std::pair<const char*, const torch::Tensor*>{"rollout.log_probs",
+                                                     &r.log_probs},
+        {"rollout.values", &r.values},
+        {"rollout.truncated_values", &r.truncated_values}}) {
+    RETURN_IF_ERROR(CheckTensor(*tensor, name, torch::kFloat32, {T, E}));
+  }
+  RETURN_IF_ERROR(
+      CheckTensor(r.next_values, "rollout.next_values", torch::kFloat32, {E}));
+  RETURN_IF_ERROR(
+      CheckTensor(r.terminated, "rollout.terminated", torch::kUInt8, {T, E}));
+  RETURN_IF_ERROR(
+      CheckTensor(r.truncated, "rollout.truncated", torch::kUInt8, {T, E}));
+  // GAE reads these through raw pointers.
+  for (const auto& [name, tensor] :
+       {std::pair<const char*, const torch::Tensor*>{"rollout.rewards",
+                                                     &r.rewards},
+        {"rollout.values", &r.values},
+        {"rollout.next_values", &r.next_values},
+        {"rollout.terminated", &r.terminated},
+        {"rollout.truncated", &r.truncated},
+        {"rollout.truncated_values", &r.truncated_values}}) {
+    if (!tensor->is_cpu() || !tensor->is_contiguous()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": must be a contiguous CPU tensor"));
+    }
+  }
+  const std::pair<const char*, const torch::Tensor*> floats[] = {
+      {"rollout.observations", &r.observations},
+      {"rollout.log_probs", &r.log_probs},
+      {"rollout.values", &r.values},
+      {"rollout.rewards", &r.rewards},
+      {"rollout.truncated_values", &r.truncated_values},
+      {"rollout.next_values", &r.next_values}};
+  // One read-back for all the value checks; the tensor at fault is looked
+  // for only when one failed.
+  ASSIGN_OR_RETURN(
+      const bool valid, CatchTorchErrors("checking the rollout", [&] {
+        std::vector<torch::Tensor> checks;
+        for (const auto& [name, tensor] : floats) {
+          checks.push_back(torch::isfinite(*tensor).all());
+        }
+        if (policy_->discrete()) {
+          checks.push_back(
+              ((r.actions >= 0) & (r.actions < c.num_actions)).all());
+        } else {
+          checks.push_back(torch::isfinite(r.actions).all());
+        }
+        return torch::stack(checks).all().item<bool>();
+      }));
+  if (valid) return absl::OkStatus();
+  for (const auto& [name, tensor] : floats) {
+    RETURN_IF_ERROR(CheckFinite(*tensor, name));
+  }
+  if (!policy_->discrete()) return CheckFinite(r.actions, "rollout.actions");
+  return absl::InvalidArgumentError(
+      absl::StrCat("rollout.actions: must be in [0, ", c.num_actions, ")"));
+}
+
+absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
+                                               int64_t env_steps_done) {
+  RETURN_IF_ERROR(CheckRollout(rollout));
+  int64_t non_finite = 0;
+  torch::Tensor observations;
+  ASSIGN_OR_RETURN(const UpdateStats stats, CatchTorchErrors("PPO update", [&] {
+                     return RunEpochs(rollout, env_steps_done, &non_finite,
+                                      &observations);
+                   }));
+  if (non_finite > 0) {
+    return absl::InternalError(absl::StrFormat(
+        "PPO update: the loss or gradient was not finite (NaN or inf) in %d "
+        "of the update's minibatches (mean policy loss %g, value loss %g, "
+        "gradient norm %g); their gradients were not applied and the "
+        "observation statistics were not updated. The optimisation "
+        "diverged: lower ppo.learning_rate or the loss coefficients, or "
+        "check the scale of the rewards",
+        non_finite, stats.policy_loss, stats.value_loss, stats.grad_norm));
+  }
+  RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
+  return stats;
+}
+
+UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
+                                  int64_t env_steps_done, int64_t* non_finite,
+                                  torch::Tensor* flat_observations) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
 
@@ -64,6 +179,7 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   torch::Tensor sum_kl = torch::zeros({});
   torch::Tensor sum_clip = torch::zeros({});
   torch::Tensor sum_grad_norm = torch::zeros({});
+  torch::Tensor sum_non_finite = torch::zeros({});
   int64_t minibatches_run = 0;
   int epochs = 0;
   std::vector<torch::Tensor> params = policy_->parameters();
@@ -122,6 +238,15 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
             if (p.grad().defined()) p.grad().mul_(scale);
           }
         }
+        // A NaN or inf would reach every weight through the optimizer; zero
+        // such a minibatch's gradients on the device (no read-back here) and
+        // report it with the statistics.
+        const torch::Tensor bad = torch::logical_not(
+            torch::isfinite(loss.detach()) & torch::isfinite(grad_norm));
+        for (auto& p : params) {
+          if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
+        }
+        sum_non_finite += bad;
       }
       optimizer_->step();
 
@@ -147,10 +272,11 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   // One read-back of everything reported.
   const torch::Tensor y_var = returns.var();
   const torch::Tensor explained = 1 - (returns - old_values).var() / y_var;
-  const torch::Tensor packed =
-      torch::stack({sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
-                    sum_clip, sum_grad_norm}) /
-      static_cast<double>(std::max<int64_t>(minibatches_run, 1));
+  const torch::Tensor packed = torch::cat(
+      {torch::stack({sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
+                     sum_clip, sum_grad_norm}) /
+           static_cast<double>(std::max<int64_t>(minibatches_run, 1)),
+       sum_non_finite.unsqueeze(0)});
   const auto values = packed.to(torch::kFloat64).contiguous();
   const double* v = values.data_ptr<double>();
   stats.policy_loss = v[0];
@@ -159,14 +285,13 @@ UpdateStats PpoUpdater::Update(const Rollout& rollout, int64_t env_steps_done) {
   stats.approx_kl = v[3];
   stats.clip_fraction = v[4];
   stats.grad_norm = v[5];
+  *non_finite = static_cast<int64_t>(v[6]);
   const double yv = y_var.item<double>();
   stats.explained_variance = yv == 0 ? 0.0 : explained.item<double>();
   stats.learning_rate = lr;
   stats.epochs = epochs;
   stats.gae_seconds = gae_seconds;
-
-  policy_->UpdateObservationStatistics(
-      rollout.observations.reshape({batch, -1}));
+  *flat_observations = obs;
   return stats;
 }
 

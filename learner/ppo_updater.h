@@ -3,8 +3,16 @@
 // bonus), Adam with linear learning-rate annealing, global gradient-norm
 // clipping, optional early stop on approximate KL.
 //
-// Numbers are read back to the host once per epoch (the KL check) and once
-// at the end (the reported statistics); nothing else synchronises.
+// Numbers are read back to the host once before (the rollout's values are
+// checked: finite, actions in range), once per epoch (the KL check) and once
+// at the end (the reported statistics, with a count of the minibatches
+// whose loss or gradient was not finite); nothing else synchronises.
+//
+// Errors are Statuses, never exceptions: a rollout of the wrong shape or
+// dtype, or with NaN/inf in it, is INVALID_ARGUMENT naming the tensor (and
+// nothing is changed); a loss or gradient that turns non-finite is INTERNAL
+// (those minibatches' gradients are zeroed, so the weights stay finite, and
+// the normaliser is left as it was).
 #ifndef RL_LEARNER_PPO_UPDATER_H_
 #define RL_LEARNER_PPO_UPDATER_H_
 
@@ -12,6 +20,7 @@
 
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
@@ -41,13 +50,22 @@ class PpoUpdater {
   // Updates the policy from `rollout` (collected by the policy as it is
   // now). `env_steps_done` (before this rollout) sets the annealed rate.
   // Afterwards folds the rollout's observations into the normaliser.
-  UpdateStats Update(const Rollout& rollout, int64_t env_steps_done);
+  absl::StatusOr<UpdateStats> Update(const Rollout& rollout,
+                                     int64_t env_steps_done);
 
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
   at::Generator& generator() { return generator_; }
 
  private:
+  // Shapes, dtypes, finite values and action range of `rollout`.
+  absl::Status CheckRollout(const Rollout& rollout) const;
+  // The update proper: LibTorch calls, which may throw. Sets `*non_finite`
+  // to the number of minibatches whose loss or gradient was NaN or inf, and
+  // `*flat_observations` to the observations as [T*E, obs].
+  UpdateStats RunEpochs(const Rollout& rollout, int64_t env_steps_done,
+                        int64_t* non_finite, torch::Tensor* flat_observations);
+
   ActorCritic policy_;
   PPOConfig config_;
   int64_t total_env_steps_;

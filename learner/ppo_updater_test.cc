@@ -1,12 +1,16 @@
 #include "learner/ppo_updater.h"
 
 #include <cmath>
+#include <limits>
 
-#include "common/run_spec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 namespace {
+
+using ::testing::HasSubstr;
 
 // A contextual bandit as one-step episodes: reward 1 when the action equals
 // (obs[0] > 0), every step terminates. T=4, E=64.
@@ -57,7 +61,9 @@ TEST(PpoUpdaterTest, LearnsABandit) {
   double first = 0, last = 0;
   for (int i = 0; i < 30; ++i) {
     Rollout r = bandit.Collect(i == 0 ? &first : &last);
-    const UpdateStats stats = updater.Update(r, 0);
+    auto update = updater.Update(r, 0);
+    ASSERT_TRUE(update.ok()) << update.status();
+    const UpdateStats& stats = *update;
     for (double v : {stats.policy_loss, stats.value_loss, stats.entropy,
                      stats.approx_kl, stats.grad_norm}) {
       ASSERT_TRUE(std::isfinite(v));
@@ -75,8 +81,8 @@ TEST(PpoUpdaterTest, AnnealsTheLearningRate) {
   PpoUpdater updater(bandit.policy, Ppo("{learning_rate: 0.001}"), 1000, 1);
   double unused;
   Rollout r = bandit.Collect(&unused);
-  EXPECT_NEAR(updater.Update(r, 0).learning_rate, 0.001, 1e-9);
-  EXPECT_NEAR(updater.Update(r, 750).learning_rate, 0.00025, 1e-9);
+  EXPECT_NEAR(updater.Update(r, 0)->learning_rate, 0.001, 1e-9);
+  EXPECT_NEAR(updater.Update(r, 750)->learning_rate, 0.00025, 1e-9);
 }
 
 TEST(PpoUpdaterTest, StopsEarlyOnKl) {
@@ -87,7 +93,7 @@ TEST(PpoUpdaterTest, StopsEarlyOnKl) {
                      1 << 20, 1);
   double unused;
   Rollout r = bandit.Collect(&unused);
-  EXPECT_EQ(updater.Update(r, 0).epochs, 1);
+  EXPECT_EQ(updater.Update(r, 0)->epochs, 1);
 }
 
 TEST(PpoUpdaterTest, GradientNormIsClipped) {
@@ -102,8 +108,9 @@ TEST(PpoUpdaterTest, GradientNormIsClipped) {
   for (const auto& p : bandit.policy->parameters()) before.push_back(p.clone());
   double unused;
   Rollout r = bandit.Collect(&unused);
-  const UpdateStats stats = updater.Update(r, 0);
-  EXPECT_GT(stats.grad_norm, 0.0001);  // reported norm is before clipping
+  auto stats = updater.Update(r, 0);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_GT(stats->grad_norm, 0.0001);  // reported norm is before clipping
   // Adam normalises step sizes, so check the update is still finite/sane.
   for (size_t i = 0; i < before.size(); ++i) {
     EXPECT_TRUE(
@@ -116,11 +123,123 @@ TEST(PpoUpdaterTest, UpdatesObservationStatisticsAfterTheUpdate) {
   PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
   double unused;
   Rollout r = bandit.Collect(&unused);
-  updater.Update(r, 0);
+  ASSERT_TRUE(updater.Update(r, 0).ok());
   const auto buffers = bandit.policy->named_buffers();
   // Observations were drawn with mean (1, 1).
   EXPECT_NEAR(buffers["obs_mean"][0].item<double>(), 1.0, 0.4);
   EXPECT_GT(buffers["obs_count"].item<double>(), 255);
+}
+
+std::vector<torch::Tensor> Snapshot(ActorCritic& policy) {
+  std::vector<torch::Tensor> state;
+  for (const auto& p : policy->parameters()) state.push_back(p.clone());
+  for (const auto& b : policy->buffers()) state.push_back(b.clone());
+  return state;
+}
+
+bool Unchanged(ActorCritic& policy, const std::vector<torch::Tensor>& before) {
+  const std::vector<torch::Tensor> now = Snapshot(policy);
+  for (size_t i = 0; i < now.size(); ++i) {
+    if (!torch::equal(now[i], before[i])) return false;
+  }
+  return true;
+}
+
+// NaN in what an actor sent is the batch's fault: INVALID_ARGUMENT naming
+// the tensor, returned (not thrown, not aborted) before anything changed.
+TEST(PpoUpdaterTest, NonFiniteBatchIsAnErrorStatusAndChangesNothing) {
+  Bandit bandit(/*normalize=*/true);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  double unused;
+  const std::vector<torch::Tensor> before = Snapshot(bandit.policy);
+
+  Rollout nan_obs = bandit.Collect(&unused);
+  nan_obs.observations[2][7][1] = std::numeric_limits<float>::quiet_NaN();
+  auto update = updater.Update(nan_obs, 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.observations: values must be finite"));
+
+  Rollout inf_reward = bandit.Collect(&unused);
+  inf_reward.rewards[0][0] = std::numeric_limits<float>::infinity();
+  update = updater.Update(inf_reward, 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.rewards: values must be finite"));
+
+  EXPECT_TRUE(Unchanged(bandit.policy, before));
+  // The updater is still usable afterwards.
+  EXPECT_TRUE(updater.Update(bandit.Collect(&unused), 0).ok());
+}
+
+TEST(PpoUpdaterTest, MisshapedBatchIsAnErrorStatusNamingTheShapes) {
+  Bandit bandit;
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  double unused;
+  const std::vector<torch::Tensor> before = Snapshot(bandit.policy);
+
+  // Observations of 3 values for a policy of 2: the first matrix product
+  // would throw inside LibTorch.
+  Rollout wide = Rollout::Allocate(4, 64, 3, 0);
+  auto update = updater.Update(wide, 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.observations: expected Float[4, 64, 2], got "
+                        "Float[4, 64, 3]"));
+
+  Rollout continuous = Rollout::Allocate(4, 64, 2, 1);
+  update = updater.Update(continuous, 0);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.actions: expected Long[4, 64], got "
+                        "Float[4, 64, 1]"));
+
+  Rollout short_values = bandit.Collect(&unused);
+  short_values.values = short_values.values.narrow(1, 0, 10);
+  update = updater.Update(short_values, 0);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.values: expected Float[4, 64], got "
+                        "Float[4, 10]"));
+
+  Rollout bad_action = bandit.Collect(&unused);
+  bad_action.actions[1][1] = 2;  // of 2 actions
+  update = updater.Update(bad_action, 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.actions: must be in [0, 2)"));
+
+  Rollout unallocated;
+  update = updater.Update(unallocated, 0);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.rewards: expected Float[-1, -1], got "
+                        "undefined"));
+
+  Rollout strided = bandit.Collect(&unused);
+  strided.rewards = strided.rewards.t().contiguous().t();
+  update = updater.Update(strided, 0);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("rollout.rewards: must be a contiguous CPU tensor"));
+
+  EXPECT_TRUE(Unchanged(bandit.policy, before));
+}
+
+// Finite inputs, but a loss that overflows float: an error Status, and the
+// minibatches' gradients are not applied, so the weights stay finite.
+TEST(PpoUpdaterTest, NonFiniteLossIsAnErrorStatusAndTheWeightsStayFinite) {
+  Bandit bandit(/*normalize=*/true);
+  PpoUpdater updater(bandit.policy, Ppo("{value_coef: 1.0e+38}"), 1 << 20, 1);
+  double unused;
+  Rollout r = bandit.Collect(&unused);
+  r.rewards.mul_(100);  // returns far from the initial values
+  const torch::Tensor obs_mean = bandit.policy->named_buffers()["obs_mean"];
+  const torch::Tensor mean_before = obs_mean.clone();
+  auto update = updater.Update(r, 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("PPO update: the loss or gradient was not finite"));
+  for (const auto& p : bandit.policy->parameters()) {
+    EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
+  }
+  EXPECT_TRUE(torch::equal(obs_mean, mean_before));
 }
 
 }  // namespace

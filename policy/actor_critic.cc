@@ -2,6 +2,10 @@
 
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "policy/torch_status.h"
+
 namespace rl {
 namespace {
 
@@ -145,25 +149,82 @@ PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
   return eval;
 }
 
-void ActorCriticImpl::UpdateObservationStatistics(
+absl::Status ActorCriticImpl::CheckObservations(
+    const torch::Tensor& observations, absl::string_view name) const {
+  return CheckTensor(observations, name, torch::kFloat32,
+                     {-1, config_.observation_size});
+}
+
+absl::Status ActorCriticImpl::CheckActions(const torch::Tensor& actions,
+                                           absl::string_view name,
+                                           int64_t batch) const {
+  if (discrete()) return CheckTensor(actions, name, torch::kInt64, {batch});
+  return CheckTensor(actions, name, torch::kFloat32,
+                     {batch, config_.action_size});
+}
+
+absl::Status ActorCriticImpl::UpdateObservationStatistics(
     const torch::Tensor& observations) {
-  if (!config_.normalize_observations || observations.size(0) == 0) return;
-  torch::NoGradGuard no_grad;
-  const torch::Tensor x = observations.to(torch::kFloat64);
-  const torch::Tensor batch_mean = x.mean(0);
-  const torch::Tensor batch_var = x.var(0, /*unbiased=*/false);
-  const double batch_count = static_cast<double>(x.size(0));
-  const torch::Tensor count = obs_count_;
-  const torch::Tensor total = count + batch_count;
-  const torch::Tensor delta = batch_mean - obs_mean_.to(torch::kFloat64);
-  const torch::Tensor new_mean =
-      obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
-  const torch::Tensor m2 = obs_var_.to(torch::kFloat64) * count +
-                           batch_var * batch_count +
-                           delta * delta * count * batch_count / total;
-  obs_mean_.copy_(new_mean);
-  obs_var_.copy_(m2 / total);
-  obs_count_.copy_(total);
+  if (!config_.normalize_observations) return absl::OkStatus();
+  RETURN_IF_ERROR(
+      CheckObservations(observations, "observation statistics batch"));
+  if (observations.size(0) == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckFinite(observations, "observation statistics batch"));
+  return CatchTorchErrors("updating the observation statistics", [&] {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor x = observations.to(torch::kFloat64);
+    const torch::Tensor batch_mean = x.mean(0);
+    const torch::Tensor batch_var = x.var(0, /*unbiased=*/false);
+    const double batch_count = static_cast<double>(x.size(0));
+    const torch::Tensor count = obs_count_;
+    const torch::Tensor total = count + batch_count;
+    const torch::Tensor delta = batch_mean - obs_mean_.to(torch::kFloat64);
+    const torch::Tensor new_mean =
+        obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
+    const torch::Tensor m2 = obs_var_.to(torch::kFloat64) * count +
+                             batch_var * batch_count +
+                             delta * delta * count * batch_count / total;
+    obs_mean_.copy_(new_mean);
+    obs_var_.copy_(m2 / total);
+    obs_count_.copy_(total);
+  });
+}
+
+absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
+  if (config.observation_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "observation_size must be >= 1 (got ", config.observation_size, ")"));
+  }
+  if ((config.num_actions > 0) == (config.action_size > 0) ||
+      config.num_actions < 0 || config.action_size < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "exactly one of num_actions (discrete) and action_size (continuous) "
+        "must be positive (got ",
+        config.num_actions, " and ", config.action_size, ")"));
+  }
+  for (size_t i = 0; i < config.hidden_sizes.size(); ++i) {
+    if (config.hidden_sizes[i] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hidden_sizes[", i, "] must be >= 1 (got ",
+                       config.hidden_sizes[i], ")"));
+    }
+  }
+  if (!(config.observation_clip > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "observation_clip must be > 0 (got ", config.observation_clip, ")"));
+  }
+  return CatchTorchErrors("creating the policy network",
+                          [&] { return ActorCritic(config); });
+}
+
+absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
+                                      const torch::Tensor& observations,
+                                      c10::optional<at::Generator> generator,
+                                      bool deterministic) {
+  RETURN_IF_ERROR(policy->CheckObservations(observations, "observations"));
+  return CatchTorchErrors("acting", [&] {
+    return policy->Act(observations, generator, deterministic);
+  });
 }
 
 }  // namespace rl

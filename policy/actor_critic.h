@@ -3,6 +3,13 @@
 // state-independent log-std (continuous actions), and optional running
 // observation normalisation whose statistics are buffers of the module, so
 // they travel with the weights and the checkpoints.
+//
+// Errors: the forward passes (Act, Value, Evaluate) are LibTorch calls and
+// throw c10::Error on tensors that do not fit, like any LibTorch operator,
+// because a Status per call would cost the hot paths. Their callers check
+// the inputs with CheckObservations / CheckActions and run them inside
+// CatchTorchErrors (policy/torch_status.h), as the PPO updater does, or call
+// ActChecked. Everything else here returns a Status.
 #ifndef RL_POLICY_ACTOR_CRITIC_H_
 #define RL_POLICY_ACTOR_CRITIC_H_
 
@@ -10,6 +17,9 @@
 
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -70,7 +80,19 @@ class ActorCriticImpl : public torch::nn::Module {
 
   // Folds a batch of raw observations [N, obs] into the running mean and
   // variance (parallel algorithm of Chan et al.). No-op if disabled.
-  void UpdateObservationStatistics(const torch::Tensor& observations);
+  // INVALID_ARGUMENT (statistics unchanged) for a batch of another shape or
+  // dtype, or with a non-finite value, which would poison every later
+  // normalised observation.
+  absl::Status UpdateObservationStatistics(const torch::Tensor& observations);
+
+  // OK if `observations` is a float batch [B, observation_size]; else
+  // INVALID_ARGUMENT naming `name` and both shapes. Reads no data.
+  absl::Status CheckObservations(const torch::Tensor& observations,
+                                 absl::string_view name) const;
+  // OK if `actions` fit this policy for a batch of `batch`: int64 [B]
+  // (discrete) or float [B, action_size]. Reads no data.
+  absl::Status CheckActions(const torch::Tensor& actions,
+                            absl::string_view name, int64_t batch) const;
 
  private:
   // Policy-head input and value-head input (equal with a shared trunk).
@@ -89,6 +111,19 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::Tensor obs_count_;  // [] float64 buffer
 };
 TORCH_MODULE(ActorCritic);
+
+// A policy of `config`, with fresh (seeded by torch::manual_seed) weights.
+// INVALID_ARGUMENT naming the field for sizes that make no network:
+// observation_size < 1, not exactly one of num_actions / action_size
+// positive, a hidden size < 1, observation_clip <= 0.
+absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config);
+
+// policy->Act as a Status: observations checked first (INVALID_ARGUMENT
+// naming their shape), a LibTorch error INTERNAL.
+absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
+                                      const torch::Tensor& observations,
+                                      c10::optional<at::Generator> generator,
+                                      bool deterministic = false);
 
 }  // namespace rl
 

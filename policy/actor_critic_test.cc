@@ -2,10 +2,13 @@
 
 #include <cmath>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace rl {
 namespace {
+
+using ::testing::HasSubstr;
 
 ActorCriticConfig Discrete() {
   ActorCriticConfig c;
@@ -82,8 +85,8 @@ TEST(ActorCriticTest, ObservationStatisticsTrackMeanAndVariance) {
   torch::manual_seed(2);
   const torch::Tensor a = torch::randn({1000, 4}) * 3 + 5;
   const torch::Tensor b = torch::randn({500, 4}) * 3 + 5;
-  policy->UpdateObservationStatistics(a);
-  policy->UpdateObservationStatistics(b);
+  ASSERT_TRUE(policy->UpdateObservationStatistics(a).ok());
+  ASSERT_TRUE(policy->UpdateObservationStatistics(b).ok());
   const torch::Tensor all = torch::cat({a, b});
   const torch::Tensor normalized = policy->NormalizeObservations(all);
   EXPECT_NEAR(normalized.mean().item<double>(), 0.0, 1e-3);
@@ -106,6 +109,67 @@ TEST(ActorCriticTest, SharedTrunkHasFewerParameters) {
     return n;
   };
   EXPECT_LT(count(ActorCritic(shared)), count(ActorCritic(separate)));
+}
+
+TEST(ActorCriticTest, ConfigurationsThatMakeNoNetworkAreRejected) {
+  ASSERT_TRUE(CreateActorCritic(Discrete()).ok());
+  ActorCriticConfig c = Discrete();
+  c.observation_size = 0;
+  EXPECT_THAT(std::string(CreateActorCritic(c).status().message()),
+              HasSubstr("observation_size must be >= 1"));
+  c = Discrete();
+  c.action_size = 2;  // and num_actions 3
+  EXPECT_EQ(CreateActorCritic(c).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  c = Discrete();
+  c.hidden_sizes = {64, -1};
+  EXPECT_THAT(std::string(CreateActorCritic(c).status().message()),
+              HasSubstr("hidden_sizes[1] must be >= 1"));
+}
+
+// A batch that does not fit the network is a Status naming both shapes,
+// where policy->Act would throw from inside a matrix product.
+TEST(ActorCriticTest, ActingOnMisshapedObservationsIsAnErrorStatus) {
+  torch::manual_seed(0);
+  ActorCritic policy(Discrete());
+  EXPECT_THROW(policy->Act(torch::zeros({5, 3}), c10::nullopt), c10::Error);
+  for (const torch::Tensor& bad :
+       {torch::zeros({5, 3}), torch::zeros({5, 4}, torch::kFloat64),
+        torch::zeros({4}), torch::Tensor()}) {
+    auto step = ActChecked(policy, bad, c10::nullopt);
+    EXPECT_EQ(step.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(step.status().message()),
+                HasSubstr("observations: expected Float[-1, 4], got "));
+  }
+  auto good = ActChecked(policy, torch::zeros({5, 4}), c10::nullopt, true);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->actions.size(0), 5);
+  EXPECT_TRUE(policy->CheckActions(good->actions, "actions", 5).ok());
+  EXPECT_THAT(
+      std::string(
+          policy->CheckActions(torch::zeros({5, 1}), "rollout.actions", 5)
+              .message()),
+      HasSubstr("rollout.actions: expected Long[5], got Float[5, 1]"));
+}
+
+TEST(ActorCriticTest, ObservationStatisticsRefuseBadBatches) {
+  ActorCriticConfig c = Continuous();
+  c.normalize_observations = true;
+  ActorCritic policy(c);
+  const torch::Tensor mean_before = policy->named_buffers()["obs_mean"].clone();
+  const absl::Status shape =
+      policy->UpdateObservationStatistics(torch::ones({10, 4}));
+  EXPECT_EQ(shape.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(shape.message()), HasSubstr("got Float[10, 4]"));
+  torch::Tensor nan = torch::ones({10, 3});
+  nan[4][1] = std::nan("");
+  const absl::Status finite = policy->UpdateObservationStatistics(nan);
+  EXPECT_EQ(finite.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(finite.message()),
+              HasSubstr("values must be finite"));
+  EXPECT_TRUE(torch::equal(policy->named_buffers()["obs_mean"], mean_before));
+  EXPECT_TRUE(policy->UpdateObservationStatistics(torch::ones({10, 3})).ok());
+  EXPECT_FALSE(torch::equal(policy->named_buffers()["obs_mean"], mean_before));
 }
 
 }  // namespace

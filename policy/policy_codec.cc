@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/tensor_codec.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 namespace {
@@ -48,13 +49,8 @@ absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
     }
     ASSIGN_OR_RETURN(torch::Tensor tensor,
                      DecodeTensorView(named.tensor(), field));
-    if (tensor.scalar_type() != it->second.scalar_type() ||
-        !tensor.sizes().equals(it->second.sizes())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": expected ", c10::toString(it->second.scalar_type()),
-          c10::str(it->second.sizes()), ", got ",
-          c10::toString(tensor.scalar_type()), c10::str(tensor.sizes())));
-    }
+    RETURN_IF_ERROR(CheckTensor(tensor, field, it->second.scalar_type(),
+                                it->second.sizes().vec()));
     decoded[named.name()] = tensor;
   }
   for (const auto& [name, unused] : state) {
@@ -63,9 +59,10 @@ absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
           absl::StrCat("parameters: missing tensor ", name));
     }
   }
-  torch::NoGradGuard no_grad;
-  for (auto& [name, target] : state) target.copy_(decoded[name]);
-  return absl::OkStatus();
+  return CatchTorchErrors("copying the decoded policy", [&] {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, target] : state) target.copy_(decoded[name]);
+  });
 }
 
 }  // namespace rl

@@ -18,7 +18,7 @@ ActorCriticConfig Config(int hidden) {
 TEST(PolicyCodecTest, RoundTripsParametersAndBuffers) {
   torch::manual_seed(1);
   ActorCritic a(Config(8));
-  a->UpdateObservationStatistics(torch::randn({10, 3}) + 4);
+  ASSERT_TRUE(a->UpdateObservationStatistics(torch::randn({10, 3}) + 4).ok());
   PolicyUpdate update;
   ASSERT_TRUE(EncodePolicy(a, &update).ok());
   torch::manual_seed(2);

@@ -5,49 +5,79 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "common/tensor_codec.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 namespace {
-
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return c10::str(c10::IntArrayRef(shape));
-}
 
 absl::StatusOr<torch::Tensor> Field(const Tensor& proto, const char* name,
                                     c10::ScalarType dtype,
                                     const std::vector<int64_t>& shape) {
   const std::string field = absl::StrCat("segment.", name);
   ASSIGN_OR_RETURN(torch::Tensor t, DecodeTensorView(proto, field));
-  if (t.scalar_type() != dtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": dtype must be ", c10::toString(dtype), " (got ",
-                     c10::toString(t.scalar_type()), ")"));
-  }
-  if (!t.sizes().equals(shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": shape must be ",
-                                                   ShapeString(shape), " (got ",
-                                                   c10::str(t.sizes()), ")"));
-  }
-  if (t.is_floating_point() && t.numel() > 0 &&
-      !torch::isfinite(t).all().item<bool>()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": values must be finite (found NaN or inf)"));
-  }
+  RETURN_IF_ERROR(CheckTensor(t, field, dtype, shape));
+  RETURN_IF_ERROR(CheckFinite(t, field));
   return t;
+}
+
+// Whether every element of the integer tensor `t` is in [lo, hi).
+absl::StatusOr<bool> AllInRange(const torch::Tensor& t, absl::string_view name,
+                                int64_t lo, int64_t hi) {
+  return CatchTorchErrors(name, [&] {
+    return t.numel() == 0 || ((t >= lo) & (t < hi)).all().item<bool>();
+  });
+}
+
+// A bool tensor as the uint8 the Rollout holds; INVALID_ARGUMENT for bytes
+// other than 0/1, which are undefined behaviour once read as bool.
+absl::StatusOr<torch::Tensor> FlagBytes(const torch::Tensor& flags,
+                                        absl::string_view name) {
+  ASSIGN_OR_RETURN(torch::Tensor bytes, CatchTorchErrors(name, [&] {
+                     return flags.view(torch::kUInt8);
+                   }));
+  ASSIGN_OR_RETURN(const bool valid, AllInRange(bytes, name, 0, 2));
+  if (!valid) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": bytes must be 0 or 1"));
+  }
+  return bytes;
 }
 
 }  // namespace
 
 absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
+  const std::pair<const char*, const torch::Tensor*> fields[] = {
+      {"observations", &r.observations},
+      {"actions", &r.actions},
+      {"log_probs", &r.log_probs},
+      {"values", &r.values},
+      {"rewards", &r.rewards},
+      {"terminated", &r.terminated},
+      {"truncated", &r.truncated},
+      {"truncated_values", &r.truncated_values},
+      {"next_observations", &r.next_observations},
+      {"next_values", &r.next_values}};
+  for (const auto& [name, tensor] : fields) {
+    if (!tensor->defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rollout.", name, ": undefined (not allocated)"));
+    }
+  }
+  ASSIGN_OR_RETURN(const torch::Tensor terminated,
+                   CatchTorchErrors("encoding rollout.terminated", [&] {
+                     return r.terminated.to(torch::kBool);
+                   }));
+  ASSIGN_OR_RETURN(const torch::Tensor truncated,
+                   CatchTorchErrors("encoding rollout.truncated", [&] {
+                     return r.truncated.to(torch::kBool);
+                   }));
   RETURN_IF_ERROR(EncodeTensor(r.observations, s->mutable_observations()));
   RETURN_IF_ERROR(EncodeTensor(r.actions, s->mutable_actions()));
   RETURN_IF_ERROR(EncodeTensor(r.log_probs, s->mutable_log_probs()));
   RETURN_IF_ERROR(EncodeTensor(r.values, s->mutable_values()));
   RETURN_IF_ERROR(EncodeTensor(r.rewards, s->mutable_rewards()));
-  RETURN_IF_ERROR(
-      EncodeTensor(r.terminated.to(torch::kBool), s->mutable_terminated()));
-  RETURN_IF_ERROR(
-      EncodeTensor(r.truncated.to(torch::kBool), s->mutable_truncated()));
+  RETURN_IF_ERROR(EncodeTensor(terminated, s->mutable_terminated()));
+  RETURN_IF_ERROR(EncodeTensor(truncated, s->mutable_truncated()));
   RETURN_IF_ERROR(
       EncodeTensor(r.truncated_values, s->mutable_truncated_values()));
   RETURN_IF_ERROR(
@@ -83,9 +113,10 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   if (discrete) {
     ASSIGN_OR_RETURN(r.actions,
                      Field(s.actions(), "actions", torch::kInt64, {T, E}));
-    if (r.actions.numel() > 0 &&
-        ((r.actions < 0).any().item<bool>() ||
-         (r.actions >= want.num_discrete_actions()).any().item<bool>())) {
+    ASSIGN_OR_RETURN(const bool in_range,
+                     AllInRange(r.actions, "segment.actions", 0,
+                                want.num_discrete_actions()));
+    if (!in_range) {
       return absl::InvalidArgumentError(
           absl::StrCat("segment.actions: must be in [0, ",
                        want.num_discrete_actions(), ")"));
@@ -104,18 +135,8 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                    Field(s.terminated(), "terminated", torch::kBool, {T, E}));
   ASSIGN_OR_RETURN(torch::Tensor truncated,
                    Field(s.truncated(), "truncated", torch::kBool, {T, E}));
-  // Bool bytes other than 0/1 are undefined behaviour once read as bool.
-  for (const auto& [name, t] :
-       {std::pair<const char*, torch::Tensor>{"terminated", terminated},
-        {"truncated", truncated}}) {
-    const torch::Tensor bytes = t.view(torch::kUInt8);
-    if (bytes.numel() > 0 && (bytes > 1).any().item<bool>()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("segment.", name, ": bytes must be 0 or 1"));
-    }
-  }
-  r.terminated = terminated.view(torch::kUInt8);
-  r.truncated = truncated.view(torch::kUInt8);
+  ASSIGN_OR_RETURN(r.terminated, FlagBytes(terminated, "segment.terminated"));
+  ASSIGN_OR_RETURN(r.truncated, FlagBytes(truncated, "segment.truncated"));
   ASSIGN_OR_RETURN(
       r.truncated_values,
       Field(s.truncated_values(), "truncated_values", torch::kFloat32, {T, E}));
@@ -138,25 +159,54 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   return r;
 }
 
-Rollout ConcatenateRollouts(const std::vector<Rollout>& parts) {
+absl::StatusOr<Rollout> ConcatenateRollouts(const std::vector<Rollout>& parts) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("no rollouts to concatenate");
+  }
   if (parts.size() == 1) return parts[0];
-  auto cat = [&](auto member, int64_t dim) {
-    std::vector<torch::Tensor> ts;
-    ts.reserve(parts.size());
-    for (const Rollout& p : parts) ts.push_back(p.*member);
-    return torch::cat(ts, dim);
-  };
+  // Each tensor with the axis that holds the environments.
+  constexpr std::pair<const char*, torch::Tensor Rollout::*> kMembers[] = {
+      {"observations", &Rollout::observations},
+      {"actions", &Rollout::actions},
+      {"log_probs", &Rollout::log_probs},
+      {"values", &Rollout::values},
+      {"rewards", &Rollout::rewards},
+      {"terminated", &Rollout::terminated},
+      {"truncated", &Rollout::truncated},
+      {"truncated_values", &Rollout::truncated_values},
+      {"next_observations", &Rollout::next_observations},
+      {"next_values", &Rollout::next_values}};
   Rollout r;
-  r.observations = cat(&Rollout::observations, 1);
-  r.actions = cat(&Rollout::actions, 1);
-  r.log_probs = cat(&Rollout::log_probs, 1);
-  r.values = cat(&Rollout::values, 1);
-  r.rewards = cat(&Rollout::rewards, 1);
-  r.terminated = cat(&Rollout::terminated, 1);
-  r.truncated = cat(&Rollout::truncated, 1);
-  r.truncated_values = cat(&Rollout::truncated_values, 1);
-  r.next_observations = cat(&Rollout::next_observations, 0);
-  r.next_values = cat(&Rollout::next_values, 0);
+  for (const auto& [name, member] : kMembers) {
+    const int64_t env_axis =
+        member == &Rollout::next_observations || member == &Rollout::next_values
+            ? 0
+            : 1;
+    // Checked here so that a mismatch is INVALID_ARGUMENT naming the
+    // rollout, not LibTorch's message from inside torch::cat.
+    const torch::Tensor& first = parts[0].*member;
+    std::vector<int64_t> shape =
+        first.defined() ? first.sizes().vec() : std::vector<int64_t>{};
+    if (static_cast<int64_t>(shape.size()) > env_axis) shape[env_axis] = -1;
+    std::vector<torch::Tensor> tensors;
+    tensors.reserve(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const torch::Tensor& t = parts[i].*member;
+      RETURN_IF_ERROR(CheckTensor(
+          t, absl::StrCat("rollouts[", i, "].", name),
+          first.defined() ? first.scalar_type() : torch::kFloat32, shape));
+      if (t.dim() <= env_axis) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rollouts[", i, "].", name, ": has no environment axis (",
+            DescribeTensor(t), ")"));
+      }
+      tensors.push_back(t);
+    }
+    ASSIGN_OR_RETURN(
+        r.*member, CatchTorchErrors(absl::StrCat("concatenating ", name), [&] {
+          return torch::cat(tensors, env_axis);
+        }));
+  }
   return r;
 }
 

@@ -21,7 +21,8 @@ struct SegmentShape {
 };
 
 // Writes the rollout's tensors into `segment` (identity fields and episode
-// statistics are the caller's). One copy per tensor.
+// statistics are the caller's). One copy per tensor. INVALID_ARGUMENT naming
+// the tensor for one that is undefined or has no wire dtype.
 absl::Status EncodeSegment(const Rollout& rollout, RolloutSegment* segment);
 
 // Validates `segment` against `shape` and returns its tensors as a Rollout
@@ -33,7 +34,9 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& segment,
                                       const SegmentShape& shape);
 
 // Concatenates rollouts of equal T along the environment axis.
-Rollout ConcatenateRollouts(const std::vector<Rollout>& rollouts);
+// INVALID_ARGUMENT for none, or for rollouts whose T or other sizes differ.
+absl::StatusOr<Rollout> ConcatenateRollouts(
+    const std::vector<Rollout>& rollouts);
 
 }  // namespace rl
 

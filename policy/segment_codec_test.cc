@@ -66,7 +66,8 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
 
   s = Valid();
   s.mutable_values()->set_dtype(DTYPE_INT32);  // same size, wrong type
-  EXPECT_THAT(Error(s), HasSubstr("segment.values: dtype"));
+  EXPECT_THAT(Error(s),
+              HasSubstr("segment.values: expected Float[3, 2], got Int[3, 2]"));
 
   s = Valid();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -94,10 +95,44 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
 TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {
   Rollout a = Rollout::Allocate(3, 2, 4, 0), b = Rollout::Allocate(3, 5, 4, 0);
   b.rewards.fill_(1);
-  const Rollout c = ConcatenateRollouts({a, b});
-  EXPECT_EQ(c.num_envs(), 7);
-  EXPECT_EQ(c.next_observations.size(0), 7);
-  EXPECT_EQ(c.rewards.sum().item<float>(), 15.0f);
+  auto c = ConcatenateRollouts({a, b});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_envs(), 7);
+  EXPECT_EQ(c->next_observations.size(0), 7);
+  EXPECT_EQ(c->rewards.sum().item<float>(), 15.0f);
+}
+
+// Shape failures inside LibTorch (torch::cat) come back as a Status naming
+// the rollout, not as an exception.
+TEST(SegmentCodecTest, RolloutsThatDoNotFitAreAnErrorStatus) {
+  const Rollout a = Rollout::Allocate(3, 2, 4, 0);
+  auto steps = ConcatenateRollouts({a, Rollout::Allocate(5, 2, 4, 0)});
+  EXPECT_EQ(steps.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(steps.status().message()),
+              HasSubstr("rollouts[1].observations: expected Float[3, -1, 4], "
+                        "got Float[5, 2, 4]"));
+  auto obs = ConcatenateRollouts({a, a, Rollout::Allocate(3, 2, 6, 0)});
+  EXPECT_EQ(obs.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(obs.status().message()),
+              HasSubstr("rollouts[2].observations"));
+  auto continuous = ConcatenateRollouts({a, Rollout::Allocate(3, 2, 4, 1)});
+  EXPECT_THAT(std::string(continuous.status().message()),
+              HasSubstr("rollouts[1].actions: expected Long[3, -1], got "
+                        "Float[3, 2, 1]"));
+  EXPECT_EQ(ConcatenateRollouts({}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SegmentCodecTest, EncodingAnUnallocatedRolloutIsAnErrorStatus) {
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.truncated_values = torch::Tensor();
+  RolloutSegment s;
+  const absl::Status status = EncodeSegment(r, &s);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("rollout.truncated_values: undefined"));
+  EXPECT_EQ(EncodeSegment(Rollout(), &s).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

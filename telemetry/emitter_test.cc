@@ -15,10 +15,15 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/wait_for.h"
 
 namespace rl {
 namespace {
+
+using ::testing::Not;
 
 // Generous: the machine running the tests may be heavily loaded.
 constexpr absl::Duration kLong = absl::Seconds(60);
@@ -194,7 +199,7 @@ TEST(EmitterTest, DisabledEmitterIsANoOp) {
     emitter.Emit("loss", i, 1.0);
     emitter.Emit("loss", i, 1.0, {{"actor", "1"}});
   }
-  EXPECT_TRUE(emitter.Flush(absl::Seconds(1)).ok());
+  EXPECT_OK(emitter.Flush(absl::Seconds(1)));
   const EmitterStats stats = emitter.stats();
   EXPECT_EQ(stats.emitted, 0);
   EXPECT_EQ(stats.dropped, 0);
@@ -216,7 +221,7 @@ TEST(EmitterTest, DeliversPointsWithSourceRunAndLabels) {
   emitter->Emit("actor/return", 4, 201.0,
                 {{"actor", "3"}, {"env", "cartpole"}});
   emitter->Emit("actor/return", 5, 202.0, {{"actor", "4"}});
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const int64_t after = absl::ToUnixNanos(absl::Now());
 
   const std::vector<MetricBatch> batches = Unique(service->received());
@@ -281,7 +286,7 @@ TEST(EmitterTest, BatchMaxPointsSplitsBatches) {
   o.batch_max_points = 10;
   auto emitter = MakeEmitter(service, o);
   for (int i = 0; i < 95; ++i) emitter->Emit("x", i, i);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const std::vector<MetricBatch> batches = Unique(service->received());
   EXPECT_GE(batches.size(), 10u);
   int64_t next_step = 0;
@@ -298,8 +303,8 @@ TEST(EmitterTest, FlushWaitsForAcknowledgement) {
   service->SetAutoAck(false);
   auto emitter = MakeEmitter(service);
   for (int i = 0; i < 10; ++i) emitter->Emit("x", i, i);
-  const absl::Status st = emitter->Flush(absl::Milliseconds(300));
-  EXPECT_EQ(st.code(), absl::StatusCode::kDeadlineExceeded) << st;
+  EXPECT_THAT(emitter->Flush(absl::Milliseconds(300)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
   // The batch reached the service but is not acknowledged.
   ASSERT_TRUE(service->WaitFor([](const std::vector<FakeService::Received>& r) {
     return CountPoints(Unique(r)) == 10;
@@ -309,7 +314,7 @@ TEST(EmitterTest, FlushWaitsForAcknowledgement) {
   EXPECT_EQ(stats.acked_points, 0);
   const int64_t last_seq = Unique(service->received()).back().sequence_number();
   service->Ack(last_seq);
-  EXPECT_TRUE(emitter->Flush(kLong).ok());
+  EXPECT_OK(emitter->Flush(kLong));
   stats = emitter->stats();
   EXPECT_EQ(stats.unacked_points, 0);
   EXPECT_EQ(stats.acked_points, 10);
@@ -329,7 +334,7 @@ TEST(EmitterTest, FlushReturnsOnlyWhenEverythingIsDelivered) {
     for (int i = 0; i < n; ++i) {
       emitter->Emit("x", total++, 1.0, {{"round", absl::StrCat(round % 3)}});
     }
-    ASSERT_TRUE(emitter->Flush(kLong).ok());
+    ASSERT_OK(emitter->Flush(kLong));
     ASSERT_EQ(CountPoints(Unique(service->received())), total)
         << "round " << round;
   }
@@ -355,11 +360,11 @@ TEST(EmitterTest, TransportDownAtStartNeverBlocksAndDeliversLater) {
   EXPECT_EQ(stats.connects, 0);
   EXPECT_EQ(stats.acked_points, 0);
   EXPECT_TRUE(service->received().empty());
-  EXPECT_EQ(emitter->Flush(absl::Milliseconds(100)).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(emitter->Flush(absl::Milliseconds(100)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
 
   service->SetUp(true);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const int64_t accepted = stats.emitted;
   const int64_t dropped = stats.dropped;
   std::vector<MetricBatch> batches = Unique(service->received());
@@ -379,7 +384,7 @@ TEST(EmitterTest, TransportDownAtStartNeverBlocksAndDeliversLater) {
 
   // Later batches report the drops.
   emitter->Emit("y", 1, 1.0);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   batches = Unique(service->received());
   ASSERT_FALSE(batches.empty());
   EXPECT_EQ(batches.back().points_size(), 1);
@@ -432,7 +437,7 @@ TEST(EmitterTest, ResendAfterDisconnectKeepsSequenceNumbers) {
   EXPECT_EQ(CountPoints(Unique(received)), 12);
 
   service->Ack(last_seq);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   EmitterStats stats = emitter->stats();
   EXPECT_EQ(stats.unacked_points, 0);
   EXPECT_EQ(stats.acked_points, 12);
@@ -441,7 +446,7 @@ TEST(EmitterTest, ResendAfterDisconnectKeepsSequenceNumbers) {
   // New points continue the numbering.
   service->SetAutoAck(true);
   emitter->Emit("b", 0, 0);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const std::vector<MetricBatch> all = Unique(service->received());
   EXPECT_EQ(all.back().sequence_number(), last_seq + 1);
   EXPECT_EQ(all.back().points(0).name(), "b");
@@ -453,19 +458,19 @@ TEST(EmitterTest, RejectedBatchIsDroppedNotResent) {
   o.batch_interval = absl::Seconds(10);  // batches sealed by Flush only
   auto emitter = MakeEmitter(service, o);
   for (int i = 0; i < 3; ++i) emitter->Emit("good", i, i);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const int64_t next_seq =
       Unique(service->received()).back().sequence_number() + 1;
 
   service->RejectOnce(next_seq);
   for (int i = 0; i < 4; ++i) emitter->Emit("bad", i, i);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   EmitterStats stats = emitter->stats();
   EXPECT_EQ(stats.dropped, 4);
   EXPECT_EQ(stats.unacked_points, 0);
 
   for (int i = 0; i < 2; ++i) emitter->Emit("later", i, i);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const std::vector<FakeService::Received> received = service->received();
   int copies = 0;
   for (const auto& r : received) {
@@ -490,7 +495,7 @@ TEST(EmitterTest, TooLongNamesAreDroppedAndCounted) {
   emitter->Emit(std::string(1000, 'y'), 1, 1.0, {{"a", "b"}});
   emitter->Emit("", 1, 1.0);
   emitter->Emit(longest, 2, 2.0);
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const EmitterStats stats = emitter->stats();
   EXPECT_EQ(stats.dropped, 3);
   EXPECT_EQ(stats.emitted, 1);
@@ -523,7 +528,7 @@ TEST(EmitterTest, ConcurrentEmittersDeliverEveryAcceptedPointOnce) {
     });
   }
   for (std::thread& th : threads) th.join();
-  ASSERT_TRUE(emitter->Flush(kLong).ok());
+  ASSERT_OK(emitter->Flush(kLong));
   const EmitterStats stats = emitter->stats();
   EXPECT_EQ(stats.emitted + stats.dropped, int64_t{kThreads} * kPerThread);
   EXPECT_GT(stats.emitted, 0);
@@ -594,14 +599,11 @@ TEST(EmitterTest, ShutdownIsNotHeldUpByAHungService) {
   HungTransport* hung = transport.get();
   auto emitter = std::make_unique<Emitter>(std::move(transport), TestOptions());
   emitter->Emit("m", 1, 1.0);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (!hung->sending() && absl::Now() < deadline) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  ASSERT_TRUE(hung->sending());
+  ASSERT_TRUE(WaitFor([&] { return hung->sending(); }, absl::Seconds(60),
+                      absl::Milliseconds(5)));
   // Emit still returns while the sender is stuck.
   for (int i = 0; i < 1000; ++i) emitter->Emit("m", i, 1.0);
-  EXPECT_FALSE(emitter->Flush(absl::Milliseconds(100)).ok());
+  EXPECT_THAT(emitter->Flush(absl::Milliseconds(100)), Not(IsOk()));
   absl::Notification destroyed;
   std::thread destroyer([&] {
     emitter.reset();

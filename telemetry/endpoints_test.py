@@ -58,6 +58,19 @@ class Process:
             self.log.close()
 
 
+def wait_for(condition, what, timeout=60):
+    """Polls `condition` until it returns a true value, which is returned;
+    fails naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.1)
+
+
 def scrape(port):
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
                                 timeout=10) as r:
@@ -109,14 +122,23 @@ class EndpointsTest(unittest.TestCase):
         self.assertEqual(max(a.acked_sequence_number for a in acks), 1)
 
         run_dir = os.path.join(tb, "run-tb")
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+
+        def all_points_readable():
+            # The service writes event files on a thread of its own, after
+            # the acknowledgement: the run's directory may not exist yet
+            # (EventAccumulator then raises DirectoryDeletedError).
+            if not glob.glob(os.path.join(run_dir, "events.out.tfevents.*")):
+                return None
             acc = event_accumulator.EventAccumulator(run_dir).Reload()
             tags = acc.Tags()["scalars"]
             if ("learner/policy_loss" in tags and
-                    len(acc.Scalars("learner/policy_loss")) == 51):
-                break
-            time.sleep(0.2)
+                    "actor/episode_return/actor=1" in tags and
+                    len(acc.Scalars("learner/policy_loss")) == 51 and
+                    len(acc.Scalars("actor/episode_return/actor=1")) == 50):
+                return acc
+            return None
+
+        acc = wait_for(all_points_readable, f"101 points in {run_dir}")
         self.assertTrue(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")))
         self.assertEqual(acc.file_version, 2.0)
         loss = acc.Scalars("learner/policy_loss")

@@ -1,172 +1,150 @@
 #include "telemetry/http_api.h"
 
-#include <cmath>
 #include <set>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "common/json_quote.h"
+#include "google/protobuf/message.h"
+#include "google/protobuf/util/json_util.h"
+#include "telemetry/http_api.pb.h"
 #include "telemetry/web/web_assets.h"
 
 namespace rl {
 namespace {
 
-std::string JsonNumber(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.17g", v);
-}
+constexpr char kJsonType[] = "application/json";
 
-template <typename Map>
-std::string JsonLabels(const Map& labels) {
-  std::map<std::string, std::string> sorted(labels.begin(), labels.end());
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : sorted) {
-    absl::StrAppend(&out, first ? "" : ",", JsonQuote(k), ":", JsonQuote(v));
-    first = false;
+void Reply(int status, const google::protobuf::Message& message,
+           httplib::Response* response) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto printed =
+      google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!printed.ok()) {
+    // Only invalid UTF-8 in a string field gets here; say so rather than
+    // send half a document.
+    response->status = 500;
+    response->set_content(R"({"error":"reply is not valid JSON text"})",
+                          kJsonType);
+    return;
   }
-  return out + "}";
+  response->status = status;
+  response->set_content(json, kJsonType);
 }
 
-HttpResponse Json(int status, std::string body) {
-  HttpResponse r;
-  r.status = status;
-  r.content_type = "application/json";
-  r.body = std::move(body);
-  return r;
+void Error(int status, const std::string& message,
+           httplib::Response* response) {
+  web::ApiError error;
+  error.set_error(message);
+  Reply(status, error, response);
 }
 
-HttpResponse Error(int status, absl::string_view message) {
-  return Json(status, absl::StrCat("{\"error\":", JsonQuote(message), "}"));
-}
-
-HttpResponse FromStatus(const absl::Status& s) {
+void ErrorFromStatus(const absl::Status& s, httplib::Response* response) {
   switch (s.code()) {
     case absl::StatusCode::kNotFound:
-      return Error(404, s.message());
+      return Error(404, std::string(s.message()), response);
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kResourceExhausted:
-      return Error(400, s.message());
+      return Error(400, std::string(s.message()), response);
     default:
-      return Error(500, s.message());
+      return Error(500, std::string(s.message()), response);
   }
 }
 
-std::string Param(const HttpRequest& r, const std::string& key) {
-  auto it = r.query.find(key);
-  return it == r.query.end() ? "" : it->second;
+void Runs(TelemetryCore* core, const RunStateSource& run_states,
+          httplib::Response* response) {
+  std::map<std::string, std::string> states;
+  if (run_states) states = run_states();
+  web::RunList list;
+  std::set<std::string> listed;
+  for (const RunSummary& r : core->ListRuns()) {
+    web::RunInfo* run = list.add_runs();
+    run->set_run_id(r.run_id);
+    auto it = states.find(r.run_id);
+    if (it != states.end()) run->set_state(it->second);
+    run->set_num_series(r.num_series);
+    run->set_num_points(r.num_points);
+    run->set_last_step(r.last_step);
+    run->set_last_wall_time_ns(r.last_wall_time_ns);
+    listed.insert(r.run_id);
+  }
+  // Runs the coordinator knows that have no metrics yet.
+  for (const auto& [run_id, state] : states) {
+    if (listed.count(run_id)) continue;
+    web::RunInfo* run = list.add_runs();
+    run->set_run_id(run_id);
+    run->set_state(state);
+  }
+  Reply(200, list, response);
+}
+
+void SeriesOfRun(TelemetryCore* core, const httplib::Request& req,
+                 httplib::Response* response) {
+  const std::string run = req.get_param_value("run");
+  if (run.empty()) return Error(400, "missing parameter: run", response);
+  ListSeriesRequest request;
+  request.set_run_id(run);
+  const ListSeriesResponse series = core->ListSeries(request);
+  if (series.series().empty()) {
+    return Error(404, absl::StrCat("run ", run, " has no metrics"), response);
+  }
+  Reply(200, series, response);
+}
+
+void Query(TelemetryCore* core, const httplib::Request& req,
+           httplib::Response* response) {
+  QueryRequest request;
+  request.set_run_id(req.get_param_value("run"));
+  if (request.run_id().empty()) {
+    return Error(400, "missing parameter: run", response);
+  }
+  const std::string name = req.get_param_value("name");
+  if (name.empty()) return Error(400, "missing parameter: name", response);
+  request.add_names(name);
+  int buckets = 200;
+  const std::string buckets_param = req.get_param_value("buckets");
+  if (!buckets_param.empty() && !absl::SimpleAtoi(buckets_param, &buckets)) {
+    return Error(400, "parameter buckets: not an integer", response);
+  }
+  if (buckets < 1 || buckets > 10000) {
+    return Error(400, "parameter buckets: outside [1, 10000]", response);
+  }
+  request.set_max_buckets(buckets);
+  const std::string aggregate = req.get_param_value("aggregate");
+  if (!aggregate.empty()) {
+    request.add_aggregate_labels(aggregate);
+    request.set_aggregation(AGGREGATE_MEAN);
+  }
+  absl::StatusOr<QueryResponse> result = core->Query(request);
+  if (!result.ok()) return ErrorFromStatus(result.status(), response);
+  Reply(200, *result, response);
 }
 
 }  // namespace
 
-std::map<std::string, HttpHandler> MakeTelemetryHttpRoutes(
-    TelemetryCore* core, RunStateSource run_states) {
-  std::map<std::string, HttpHandler> routes;
-  HttpHandler index = [](const HttpRequest&) {
-    HttpResponse r;
-    r.content_type = "text/html; charset=utf-8";
-    r.body = std::string(IndexHtml());
-    return r;
-  };
-  routes["/"] = index;
-  routes["/index.html"] = index;
-
-  routes["/api/runs"] = [core, run_states](const HttpRequest&) {
-    std::map<std::string, std::string> states;
-    if (run_states) states = run_states();
-    std::string body = "{\"runs\":[";
-    std::set<std::string> listed;
-    bool first = true;
-    for (const RunSummary& r : core->ListRuns()) {
-      auto it = states.find(r.run_id);
-      absl::StrAppend(
-          &body, first ? "" : ",", "{\"run_id\":", JsonQuote(r.run_id),
-          ",\"state\":", JsonQuote(it == states.end() ? "" : it->second),
-          ",\"num_series\":", r.num_series, ",\"num_points\":", r.num_points,
-          ",\"last_step\":", r.last_step,
-          ",\"last_wall_time_ns\":", r.last_wall_time_ns, "}");
-      listed.insert(r.run_id);
-      first = false;
-    }
-    // Runs the coordinator knows that have no metrics yet.
-    for (const auto& [run, state] : states) {
-      if (listed.count(run)) continue;
-      absl::StrAppend(&body, first ? "" : ",", "{\"run_id\":", JsonQuote(run),
-                      ",\"state\":", JsonQuote(state),
-                      ",\"num_series\":0,\"num_points\":0,\"last_step\":0,"
-                      "\"last_wall_time_ns\":0}");
-      first = false;
-    }
-    return Json(200, body + "]}");
-  };
-
-  routes["/api/series"] = [core](const HttpRequest& req) {
-    const std::string run = Param(req, "run");
-    if (run.empty()) return Error(400, "missing parameter: run");
-    ListSeriesRequest request;
-    request.set_run_id(run);
-    const ListSeriesResponse response = core->ListSeries(request);
-    if (response.series().empty()) {
-      return Error(404, absl::StrCat("run ", run, " has no metrics"));
-    }
-    std::string body = "{\"series\":[";
-    bool first = true;
-    for (const SeriesInfo& s : response.series()) {
-      absl::StrAppend(&body, first ? "" : ",",
-                      "{\"name\":", JsonQuote(s.name()),
-                      ",\"labels\":", JsonLabels(s.labels()),
-                      ",\"num_points\":", s.num_points(),
-                      ",\"last_step\":", s.last_step(), "}");
-      first = false;
-    }
-    return Json(200, body + "]}");
-  };
-
-  routes["/api/query"] = [core](const HttpRequest& req) {
-    QueryRequest request;
-    request.set_run_id(Param(req, "run"));
-    if (request.run_id().empty()) return Error(400, "missing parameter: run");
-    const std::string name = Param(req, "name");
-    if (name.empty()) return Error(400, "missing parameter: name");
-    request.add_names(name);
-    int buckets = 200;
-    if (!Param(req, "buckets").empty() &&
-        !absl::SimpleAtoi(Param(req, "buckets"), &buckets)) {
-      return Error(400, "parameter buckets: not an integer");
-    }
-    if (buckets < 1 || buckets > 10000) {
-      return Error(400, "parameter buckets: outside [1, 10000]");
-    }
-    request.set_max_buckets(buckets);
-    if (!Param(req, "aggregate").empty()) {
-      request.add_aggregate_labels(Param(req, "aggregate"));
-      request.set_aggregation(AGGREGATE_MEAN);
-    }
-    absl::StatusOr<QueryResponse> response = core->Query(request);
-    if (!response.ok()) return FromStatus(response.status());
-    std::string body = "{\"series\":[";
-    bool first = true;
-    for (const Series& s : response->series()) {
-      absl::StrAppend(&body, first ? "" : ",",
-                      "{\"name\":", JsonQuote(s.name()),
-                      ",\"labels\":", JsonLabels(s.labels()), ",\"buckets\":[");
-      bool first_bucket = true;
-      for (const Bucket& b : s.buckets()) {
-        absl::StrAppend(
-            &body, first_bucket ? "" : ",", "{\"min_step\":", b.min_step(),
-            ",\"max_step\":", b.max_step(), ",\"count\":", b.count(),
-            ",\"min\":", JsonNumber(b.min()), ",\"max\":", JsonNumber(b.max()),
-            ",\"mean\":", JsonNumber(b.mean()),
-            ",\"last\":", JsonNumber(b.last()), "}");
-        first_bucket = false;
-      }
-      body += "]}";
-      first = false;
-    }
-    return Json(200, body + "]}");
-  };
-  return routes;
+void AddTelemetryHttpRoutes(TelemetryCore* core, RunStateSource run_states,
+                            httplib::Server* server) {
+  // Patterns are regular expressions matched against the whole path.
+  server->Get(R"(/|/index\.html)", [](const httplib::Request&,
+                                      httplib::Response& response) {
+    response.set_content(std::string(IndexHtml()), "text/html; charset=utf-8");
+  });
+  server->Get("/api/runs",
+              [core, run_states = std::move(run_states)](
+                  const httplib::Request&, httplib::Response& response) {
+                Runs(core, run_states, &response);
+              });
+  server->Get("/api/series", [core](const httplib::Request& request,
+                                    httplib::Response& response) {
+    SeriesOfRun(core, request, &response);
+  });
+  server->Get("/api/query", [core](const httplib::Request& request,
+                                   httplib::Response& response) {
+    Query(core, request, &response);
+  });
 }
 
 }  // namespace rl

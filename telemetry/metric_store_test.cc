@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <string>
@@ -14,28 +13,28 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 std::string DbPath(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / "metric_store" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return (dir / "telemetry.db").string();
+  return MakeTestDir(name) + "/telemetry.db";
 }
 
 std::unique_ptr<MetricStore> OpenStore(const std::string& path,
                                        MetricStoreOptions options = {}) {
   absl::StatusOr<std::unique_ptr<MetricStore>> store =
       MetricStore::Open(path, options);
-  EXPECT_TRUE(store.ok()) << store.status();
+  EXPECT_OK(store);
   return store.ok() ? std::move(*store) : nullptr;
 }
 
@@ -87,7 +86,7 @@ QueryRequest Raw(const std::string& run,
 
 QueryResponse MustQuery(MetricStore* store, const QueryRequest& q) {
   absl::StatusOr<QueryResponse> r = store->Query(q);
-  EXPECT_TRUE(r.ok()) << r.status();
+  EXPECT_OK(r);
   return r.ok() ? *r : QueryResponse();
 }
 
@@ -126,16 +125,14 @@ std::vector<int64_t> ChunkCounts(const std::string& path,
 // Validation
 
 void ExpectInvalid(const MetricBatch& b, const std::string& field) {
-  const absl::Status st = ValidateBatch(b);
-  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
-  EXPECT_NE(st.message().find(field), absl::string_view::npos)
-      << st << " does not name " << field;
+  EXPECT_THAT(ValidateBatch(b),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field)));
 }
 
 TEST(ValidateBatchTest, NamesTheBadField) {
   const MetricBatch good =
       Batch("run-1", 1, {Point("a", 1, 1.0), Point("b", 2, 2.0)});
-  EXPECT_TRUE(ValidateBatch(good).ok());
+  EXPECT_OK(ValidateBatch(good));
 
   MetricBatch b = good;
   b.set_run_id("");
@@ -164,8 +161,8 @@ TEST(ValidateBatchTest, NamesTheBadField) {
   b = good;
   b.mutable_points(0)->set_name("loss\nx");
   ExpectInvalid(b, "batch.points[0].name");
-  EXPECT_NE(ValidateBatch(b).message().find("control"),
-            absl::string_view::npos);
+  EXPECT_THAT(ValidateBatch(b), StatusIs(absl::StatusCode::kInvalidArgument,
+                                         HasSubstr("control")));
   b = good;
   b.mutable_points(0)->set_name(std::string("a\x7f", 2));
   ExpectInvalid(b, "batch.points[0].name");
@@ -174,10 +171,11 @@ TEST(ValidateBatchTest, NamesTheBadField) {
   for (int i = 0; i < kMaxLabels; ++i) {
     (*b.mutable_points(0)->mutable_labels())[absl::StrCat("k", i)] = "v";
   }
-  EXPECT_TRUE(ValidateBatch(b).ok()) << ValidateBatch(b);
+  EXPECT_OK(ValidateBatch(b));
   (*b.mutable_points(0)->mutable_labels())["k16"] = "v";
   ExpectInvalid(b, "batch.points[0].labels");
-  EXPECT_NE(ValidateBatch(b).message().find("17"), absl::string_view::npos);
+  EXPECT_THAT(ValidateBatch(b),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("17")));
 
   b = good;
   (*b.mutable_points(1)->mutable_labels())["actor"] = "3\t";
@@ -187,7 +185,7 @@ TEST(ValidateBatchTest, NamesTheBadField) {
   ExpectInvalid(b, "batch.points[0].labels");
   b = good;
   (*b.mutable_points(0)->mutable_labels())["empty"] = "";
-  EXPECT_TRUE(ValidateBatch(b).ok());
+  EXPECT_OK(ValidateBatch(b));
 }
 
 TEST(ValidateBatchTest, TooManyPoints) {
@@ -196,7 +194,7 @@ TEST(ValidateBatchTest, TooManyPoints) {
     *b.add_points() = Point("a", i, 0);
   ExpectInvalid(b, "batch.points");
   b.mutable_points()->RemoveLast();
-  EXPECT_TRUE(ValidateBatch(b).ok());
+  EXPECT_OK(ValidateBatch(b));
 }
 
 // ---------------------------------------------------------------------------
@@ -205,15 +203,13 @@ TEST(ValidateBatchTest, TooManyPoints) {
 TEST(MetricStoreTest, WriteThenQueryRawInStepOrder) {
   auto store = OpenStore(DbPath("raw"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", 1,
-                                          {Point("loss", 5, 0.5, 5005),
-                                           Point("loss", 1, 0.1, 5001),
-                                           Point("loss", 3, 0.3, 5003)}))
-                  .ok());
-  ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", 2,
-                                          {Point("loss", 2, 0.2, 5002),
-                                           Point("loss", 4, 0.4, 5004)}))
-                  .ok());
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1,
+                                        {Point("loss", 5, 0.5, 5005),
+                                         Point("loss", 1, 0.1, 5001),
+                                         Point("loss", 3, 0.3, 5003)})));
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 2,
+                                        {Point("loss", 2, 0.2, 5002),
+                                         Point("loss", 4, 0.4, 5004)})));
   const QueryResponse r = MustQuery(store.get(), Raw("run-1"));
   ASSERT_EQ(r.series_size(), 1);
   const Series& s = r.series(0);
@@ -231,15 +227,14 @@ TEST(MetricStoreTest, WriteThenQueryRawInStepOrder) {
 TEST(MetricStoreTest, LabelsMakeDistinctSeries) {
   auto store = OpenStore(DbPath("labels"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(
-      WriteOne(store.get(), Batch("run-1", 1,
-                                  {Point("return", 1, 10, 0, {{"actor", "0"}}),
-                                   Point("return", 1, 20, 0, {{"actor", "1"}}),
-                                   Point("return", 2, 11, 0, {{"actor", "0"}}),
-                                   Point("return", 1, 30, 0, {}),
-                                   Point("return", 1, 40, 0,
-                                         {{"actor", "0"}, {"env", "x"}})}))
-          .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-1", 1,
+            {Point("return", 1, 10, 0, {{"actor", "0"}}),
+             Point("return", 1, 20, 0, {{"actor", "1"}}),
+             Point("return", 2, 11, 0, {{"actor", "0"}}),
+             Point("return", 1, 30, 0, {}),
+             Point("return", 1, 40, 0, {{"actor", "0"}, {"env", "x"}})})));
   const QueryResponse r = MustQuery(store.get(), Raw("run-1"));
   ASSERT_EQ(r.series_size(), 4);
   std::map<std::string, std::vector<double>> by_labels;
@@ -269,7 +264,7 @@ std::unique_ptr<MetricStore> AggregationStore(const std::string& path) {
         Point("return", s, s + 10, 0, {{"actor", "1"}, {"env", "x"}}));
   }
   points.push_back(Point("return", 0, 100, 0, {{"actor", "2"}, {"env", "y"}}));
-  EXPECT_TRUE(WriteOne(store.get(), Batch("run-1", 1, points)).ok());
+  EXPECT_OK(WriteOne(store.get(), Batch("run-1", 1, points)));
   return store;
 }
 
@@ -345,12 +340,11 @@ TEST(MetricStoreTest, AggregateLabelsMeanBuckets) {
 TEST(MetricStoreTest, NameFilters) {
   auto store = OpenStore(DbPath("names"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", 1,
-                                          {Point("learner/loss", 1, 1),
-                                           Point("learner/entropy", 1, 2),
-                                           Point("actor/return", 1, 3),
-                                           Point("learnerx", 1, 4)}))
-                  .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-1", 1,
+            {Point("learner/loss", 1, 1), Point("learner/entropy", 1, 2),
+             Point("actor/return", 1, 3), Point("learnerx", 1, 4)})));
   auto names = [&](const QueryRequest& q) {
     std::vector<std::string> out;
     const QueryResponse r = MustQuery(store.get(), q);
@@ -385,7 +379,7 @@ TEST(MetricStoreTest, StepAndWallTimeRanges) {
   for (int s = 0; s < 3000; ++s) {
     points.push_back(Point("x", s, s, 1000000 + 10 * s));
   }
-  ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", 1, points)).ok());
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, points)));
 
   QueryRequest q = Raw("run-1");
   q.set_min_step(1500);
@@ -444,7 +438,7 @@ TEST(MetricStoreTest, DownsamplesToMaxBuckets) {
   ASSERT_NE(store, nullptr);
   std::vector<MetricPoint> points;
   for (int s = 0; s < 100000; ++s) points.push_back(Point("x", s, s % 1000));
-  ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", 1, points)).ok());
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, points)));
 
   QueryRequest q = Raw("run-1");
   q.set_max_buckets(100);
@@ -468,37 +462,34 @@ TEST(MetricStoreTest, DownsamplesToMaxBuckets) {
   EXPECT_EQ(total, 100000);
 
   // The raw query is too large for max_raw_points; a narrower one is not.
-  EXPECT_EQ(store->Query(Raw("run-1")).status().code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(store->Query(Raw("run-1")),
+              StatusIs(absl::StatusCode::kResourceExhausted));
   q = Raw("run-1");
   q.set_max_step(49999);
   const absl::StatusOr<QueryResponse> narrow = store->Query(q);
-  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  ASSERT_OK(narrow);
   EXPECT_EQ(narrow->series(0).points_size(), 50000);
 }
 
 TEST(MetricStoreTest, QueryErrors) {
   auto store = OpenStore(DbPath("errors"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(
-      WriteOne(store.get(), Batch("run-1", 1, {Point("x", 1, 1)})).ok());
-  EXPECT_EQ(store->Query(Raw("run-2")).status().code(),
-            absl::StatusCode::kNotFound);
-  EXPECT_EQ(store->Query(Raw("")).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, {Point("x", 1, 1)})));
+  EXPECT_THAT(store->Query(Raw("run-2")),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(store->Query(Raw("")),
+              StatusIs(absl::StatusCode::kInvalidArgument));
   QueryRequest q = Raw("run-1");
   q.set_max_buckets(-1);
-  EXPECT_EQ(store->Query(q).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store->Query(q), StatusIs(absl::StatusCode::kInvalidArgument));
   q = Raw("run-1");
   q.set_min_step(10);
   q.set_max_step(5);
-  EXPECT_EQ(store->Query(q).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(store->Query(q), StatusIs(absl::StatusCode::kInvalidArgument));
   q = Raw("run-1");
   q.set_min_step(5);
   q.set_max_step(5);
-  EXPECT_TRUE(store->Query(q).ok());
+  EXPECT_OK(store->Query(q));
 }
 
 TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
@@ -507,9 +498,9 @@ TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
   const MetricBatch b1 =
       Batch("run-1", 1, {Point("x", 1, 1), Point("x", 2, 2)}, "actor/0", 7);
   bool dup = true;
-  ASSERT_TRUE(WriteOne(store.get(), b1, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), b1, &dup));
   EXPECT_FALSE(dup);
-  ASSERT_TRUE(WriteOne(store.get(), b1, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), b1, &dup));
   EXPECT_TRUE(dup);
   EXPECT_EQ(MustQuery(store.get(), Raw("run-1")).series(0).points_size(), 2);
 
@@ -518,9 +509,9 @@ TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
   const MetricBatch b2 = Batch("run-1", 2, {Point("x", 3, 3)}, "actor/0", 7);
   std::vector<absl::Status> results;
   std::vector<bool> dups;
-  ASSERT_TRUE(store->Write({&b2, &b2, &b1}, &results, &dups).ok());
+  ASSERT_OK(store->Write({&b2, &b2, &b1}, &results, &dups));
   ASSERT_EQ(results.size(), 3u);
-  for (const absl::Status& st : results) EXPECT_TRUE(st.ok()) << st;
+  for (const absl::Status& st : results) EXPECT_OK(st);
   EXPECT_EQ(dups, (std::vector<bool>{false, true, true}));
   EXPECT_EQ(MustQuery(store.get(), Raw("run-1")).series(0).points_size(), 3);
 
@@ -528,11 +519,11 @@ TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
   // another source: stored.
   const MetricBatch other_incarnation =
       Batch("run-1", 1, {Point("x", 10, 10)}, "actor/0", 8);
-  ASSERT_TRUE(WriteOne(store.get(), other_incarnation, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), other_incarnation, &dup));
   EXPECT_FALSE(dup);
   const MetricBatch other_source =
       Batch("run-1", 1, {Point("x", 11, 11)}, "actor/1", 7);
-  ASSERT_TRUE(WriteOne(store.get(), other_source, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), other_source, &dup));
   EXPECT_FALSE(dup);
   EXPECT_EQ(Steps(MustQuery(store.get(), Raw("run-1")).series(0)),
             (std::vector<int64_t>{1, 2, 3, 10, 11}));
@@ -547,7 +538,7 @@ TEST(MetricStoreTest, DurableAcrossReopen) {
   {
     auto store = OpenStore(path);
     ASSERT_NE(store, nullptr);
-    ASSERT_TRUE(WriteOne(store.get(), b1).ok());
+    ASSERT_OK(WriteOne(store.get(), b1));
   }
   auto store = OpenStore(path);
   ASSERT_NE(store, nullptr);
@@ -567,14 +558,14 @@ TEST(MetricStoreTest, DurableAcrossReopen) {
   }
   // The dedup state survived.
   bool dup = false;
-  ASSERT_TRUE(WriteOne(store.get(), b1, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), b1, &dup));
   EXPECT_TRUE(dup);
   EXPECT_EQ(
       MustQuery(store.get(), Raw("run-1", {"loss"})).series(0).points_size(),
       1);
   const MetricBatch b2 =
       Batch("run-1", 2, {Point("loss", 2, 0.25)}, "learner/0", 3);
-  ASSERT_TRUE(WriteOne(store.get(), b2, &dup).ok());
+  ASSERT_OK(WriteOne(store.get(), b2, &dup));
   EXPECT_FALSE(dup);
   EXPECT_EQ(
       MustQuery(store.get(), Raw("run-1", {"loss"})).series(0).points_size(),
@@ -590,7 +581,7 @@ TEST(MetricStoreTest, AppendsContinueIntoTheOpenChunkAfterReopen) {
     for (int s = 500 * w; s < 500 * (w + 1); ++s) {
       points.push_back(Point("x", s, s * 2.0));
     }
-    ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", w + 1, points)).ok());
+    ASSERT_OK(WriteOne(store.get(), Batch("run-1", w + 1, points)));
   }
   auto store = OpenStore(path);
   ASSERT_NE(store, nullptr);
@@ -637,13 +628,12 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
       Batch("run-2", 1, {Point("z", 1, 1), Point("w", 1, 1)}, "d");
   std::vector<absl::Status> results;
   std::vector<bool> dups;
-  ASSERT_TRUE(store->Write({&a, &b, &c, &d}, &results, &dups).ok());
+  ASSERT_OK(store->Write({&a, &b, &c, &d}, &results, &dups));
   ASSERT_EQ(results.size(), 4u);
-  EXPECT_TRUE(results[0].ok()) << results[0];
-  EXPECT_EQ(results[1].code(), absl::StatusCode::kResourceExhausted)
-      << results[1];
-  EXPECT_TRUE(results[2].ok()) << results[2];
-  EXPECT_TRUE(results[3].ok()) << results[3];
+  EXPECT_OK(results[0]);
+  EXPECT_THAT(results[1], StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_OK(results[2]);
+  EXPECT_OK(results[3]);
   EXPECT_EQ(dups, (std::vector<bool>{false, false, false, false}));
 
   std::vector<std::string> names;
@@ -660,11 +650,11 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   // The refused batch was not recorded as stored: a resend is refused again
   // rather than called a duplicate, and a batch that fits is stored.
   bool dup = true;
-  EXPECT_EQ(WriteOne(store.get(), b, &dup).code(),
-            absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(WriteOne(store.get(), b, &dup),
+              StatusIs(absl::StatusCode::kResourceExhausted));
   EXPECT_FALSE(dup);
   const MetricBatch one_new = Batch("run-1", 2, {Point("z", 1, 1)}, "b");
-  EXPECT_TRUE(WriteOne(store.get(), one_new).ok());
+  EXPECT_OK(WriteOne(store.get(), one_new));
   EXPECT_EQ(store->ListSeries("run-1", "").size(), 3u);
 }
 
@@ -673,9 +663,9 @@ TEST(MetricStoreTest, DroppedPointsBecomeASeries) {
   ASSERT_NE(store, nullptr);
   MetricBatch b = Batch("run-1", 5, {Point("x", 1, 1, 4242)}, "actor/3");
   b.set_dropped_points(17);
-  ASSERT_TRUE(WriteOne(store.get(), b).ok());
+  ASSERT_OK(WriteOne(store.get(), b));
   MetricBatch none = Batch("run-1", 6, {Point("x", 2, 2)}, "actor/3");
-  ASSERT_TRUE(WriteOne(store.get(), none).ok());  // dropped_points 0
+  ASSERT_OK(WriteOne(store.get(), none));  // dropped_points 0
 
   const QueryResponse r =
       MustQuery(store.get(), Raw("run-1", {kDroppedPointsSeries}));
@@ -693,12 +683,11 @@ TEST(MetricStoreTest, DroppedPointsBecomeASeries) {
 TEST(MetricStoreTest, NonFiniteValuesRoundTrip) {
   auto store = OpenStore(DbPath("nonfinite"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(
-      WriteOne(store.get(), Batch("run-1", 1,
-                                  {Point("x", 1, 1.0), Point("x", 2, kNaN),
-                                   Point("x", 3, kInf), Point("x", 4, -kInf),
-                                   Point("x", 5, 3.0), Point("x", 6, kNaN)}))
-          .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-1", 1,
+            {Point("x", 1, 1.0), Point("x", 2, kNaN), Point("x", 3, kInf),
+             Point("x", 4, -kInf), Point("x", 5, 3.0), Point("x", 6, kNaN)})));
   const QueryResponse r = MustQuery(store.get(), Raw("run-1"));
   ASSERT_EQ(r.series_size(), 1);
   const Series& s = r.series(0);
@@ -736,7 +725,7 @@ TEST(MetricStoreTest, MaxPointsPerSeriesTrimsOldestChunks) {
       points.push_back(Point("x", step, step));
     }
     points.push_back(Point("small", w, w));
-    ASSERT_TRUE(WriteOne(store.get(), Batch("run-1", w, points)).ok());
+    ASSERT_OK(WriteOne(store.get(), Batch("run-1", w, points)));
     const std::vector<SeriesInfo> infos = store->ListSeries("run-1", "x");
     ASSERT_EQ(infos.size(), 1u);
     EXPECT_LE(infos[0].num_points(), 3000) << "after write " << w;
@@ -776,38 +765,34 @@ TEST(MetricStoreTest, RetentionDeletesOldRuns) {
   const absl::Time now = absl::Now();
   const int64_t old_ns = absl::ToUnixNanos(now - absl::Hours(2));
   const int64_t fresh_ns = absl::ToUnixNanos(now - absl::Minutes(5));
-  ASSERT_TRUE(
-      WriteOne(store.get(),
-               Batch("old", 1,
-                     {Point("x", 1, 1, old_ns), Point("y", 1, 1, old_ns)}, "a"))
-          .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("old", 1, {Point("x", 1, 1, old_ns), Point("y", 1, 1, old_ns)},
+            "a")));
   // One recent point keeps a run.
-  ASSERT_TRUE(WriteOne(store.get(), Batch("fresh", 1,
-                                          {Point("x", 1, 1, old_ns),
-                                           Point("y", 1, 1, fresh_ns)},
-                                          "b"))
-                  .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("fresh", 1, {Point("x", 1, 1, old_ns), Point("y", 1, 1, fresh_ns)},
+            "b")));
   absl::StatusOr<int> deleted = store->ApplyRetention(now);
-  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 1);
   const std::vector<RunSummary> runs = store->ListRuns();
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].run_id, "fresh");
-  EXPECT_EQ(store->Query(Raw("old")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_THAT(store->Query(Raw("old")), StatusIs(absl::StatusCode::kNotFound));
   EXPECT_TRUE(store->ListSeries("old", "").empty());
   EXPECT_EQ(MustQuery(store.get(), Raw("fresh")).series_size(), 2);
   deleted = store->ApplyRetention(now);
-  ASSERT_TRUE(deleted.ok());
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 0);
 
   // No retention configured: nothing is deleted.
   auto keep = OpenStore(DbPath("no_retention"));
   ASSERT_NE(keep, nullptr);
-  ASSERT_TRUE(
-      WriteOne(keep.get(), Batch("old", 1, {Point("x", 1, 1, old_ns)})).ok());
+  ASSERT_OK(WriteOne(keep.get(), Batch("old", 1, {Point("x", 1, 1, old_ns)})));
   deleted = keep->ApplyRetention(now + absl::Hours(1000));
-  ASSERT_TRUE(deleted.ok());
+  ASSERT_OK(deleted);
   EXPECT_EQ(*deleted, 0);
   EXPECT_EQ(keep->ListRuns().size(), 1u);
 }
@@ -815,18 +800,15 @@ TEST(MetricStoreTest, RetentionDeletesOldRuns) {
 TEST(MetricStoreTest, ListSeriesAndRuns) {
   auto store = OpenStore(DbPath("list"));
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(
-      WriteOne(store.get(),
-               Batch("run-a", 1,
-                     {Point("learner/loss", 1, 1, 100),
-                      Point("learner/loss", 7, 1, 700),
-                      Point("learner/loss", 3, 1, 300),
-                      Point("actor/return", 2, 1, 200, {{"actor", "0"}}),
-                      Point("actor/return", 4, 1, 400, {{"actor", "1"}})}))
-          .ok());
-  ASSERT_TRUE(WriteOne(store.get(),
-                       Batch("run-b", 2, {Point("learner/loss", 10, 1, 50)}))
-                  .ok());
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-a", 1,
+            {Point("learner/loss", 1, 1, 100), Point("learner/loss", 7, 1, 700),
+             Point("learner/loss", 3, 1, 300),
+             Point("actor/return", 2, 1, 200, {{"actor", "0"}}),
+             Point("actor/return", 4, 1, 400, {{"actor", "1"}})})));
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-b", 2, {Point("learner/loss", 10, 1, 50)})));
   EXPECT_EQ(store->ListSeries("", "").size(), 4u);
   EXPECT_EQ(store->ListSeries("run-a", "").size(), 3u);
   EXPECT_EQ(store->ListSeries("run-b", "").size(), 1u);
@@ -859,7 +841,7 @@ TEST(MetricStoreTest, ListSeriesAndRuns) {
   EXPECT_EQ(runs["run-b"].last_step, 10);
   EXPECT_EQ(runs["run-b"].last_wall_time_ns, 50);
 
-  ASSERT_TRUE(store->DeleteRun("run-a").ok());
+  ASSERT_OK(store->DeleteRun("run-a"));
   EXPECT_EQ(store->ListRuns().size(), 1u);
   EXPECT_EQ(store->ListSeries("", "").size(), 1u);
 }

@@ -1,42 +1,58 @@
-// TelemetryService on a real port: the gRPC emitter delivers and is
-// acknowledged, queries/watch/list see the points, bad input gets the right
-// codes while the service keeps serving.
+// TelemetryService in-process (no port): queries, watch and list see the
+// points, bad input gets the right codes while the service keeps serving.
+// The emitter's gRPC transport dials an address, so the tests of emitter and
+// service together also serve the service on a loopback port.
 #include "telemetry/telemetry_service.h"
 
 #include <cmath>
-#include <thread>
 
 #include "common/grpc_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "telemetry/grpc_transport.h"
 #include "telemetry/telemetry_core.h"
+#include "testing/in_process_server.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace rl {
 namespace {
 
+using ::testing::HasSubstr;
+using ::testing::Not;
+
 class TelemetryServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    const std::string dir = MakeTestDir();
     TelemetryCoreOptions options;
-    options.store_path =
-        std::string(getenv("TEST_TMPDIR")) + "/" +
-        ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".db";
-    options.tensorboard_dir = std::string(getenv("TEST_TMPDIR")) + "/tb";
-    auto core = TelemetryCore::Create(options);
-    ASSERT_TRUE(core.ok()) << core.status();
-    core_ = std::move(*core);
+    options.store_path = dir + "/telemetry.db";
+    options.tensorboard_dir = dir + "/tb";
+    ASSERT_OK_AND_ASSIGN(core_, TelemetryCore::Create(options));
     service_ = std::make_unique<TelemetryServiceImpl>(core_.get());
-    ServerOptions server_options;
+    InProcessServerOptions server_options;
     server_options.max_receive_message_bytes = 64 << 20;
-    auto server = StartServer({service_.get()}, server_options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    target_ = "127.0.0.1:" + std::to_string(server_.port);
-    stub_ = TelemetryService::NewStub(CreateChannel(target_));
+    ASSERT_OK_AND_ASSIGN(
+        server_, StartInProcessServer({service_.get()}, server_options));
+    stub_ = TelemetryService::NewStub(server_.channel);
   }
   void TearDown() override {
+    if (tcp_.server) tcp_.server->Shutdown();
     if (server_.server) server_.server->Shutdown();
+  }
+
+  // Serves the service on a loopback port as well (for the emitter's
+  // transport, which dials an address); returns "127.0.0.1:port".
+  std::string ServeOnPort() {
+    ServerOptions options;
+    options.max_receive_message_bytes = 64 << 20;
+    auto server = StartServer({service_.get()}, options);
+    EXPECT_OK(server);
+    if (!server.ok()) return "";
+    tcp_ = std::move(*server);
+    return "127.0.0.1:" + std::to_string(tcp_.port);
   }
 
   MetricBatch Batch(int64_t seq, const std::string& run, int points) {
@@ -56,8 +72,8 @@ class TelemetryServiceTest : public ::testing::Test {
 
   std::unique_ptr<TelemetryCore> core_;
   std::unique_ptr<TelemetryServiceImpl> service_;
-  RunningServer server_;
-  std::string target_;
+  InProcessServer server_;
+  RunningServer tcp_;
   std::unique_ptr<TelemetryService::Stub> stub_;
 };
 
@@ -65,14 +81,14 @@ TEST_F(TelemetryServiceTest, EmitterDeliversAndQueriesSeeThePoints) {
   EmitterOptions options;
   options.source = "learner/0";
   options.batch_max_points = 1000;
-  auto emitter = MakeEmitter(target_, options);
+  auto emitter = MakeEmitter(ServeOnPort(), options);
   emitter->SetRun("run-1");
   for (int i = 0; i < 5000; ++i) {
     emitter->Emit("learner/loss", i, 0.5 * i);
     emitter->Emit("actor/episode_return", i, i % 3,
                   {{"actor", std::to_string(i % 2)}});
   }
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  ASSERT_OK(emitter->Flush(absl::Seconds(60)));
   EXPECT_EQ(emitter->stats().acked_points, 10000);
   EXPECT_EQ(emitter->stats().dropped, 0);
 
@@ -127,7 +143,7 @@ TEST_F(TelemetryServiceTest, UnknownRunIsNotFoundAndBadQueriesInvalid) {
   grpc::ClientContext c2;
   grpc::Status s = stub_->Query(&c2, q, &r);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("run_id"), std::string::npos);
+  EXPECT_THAT(s.error_message(), HasSubstr("run_id"));
 }
 
 TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
@@ -144,9 +160,7 @@ TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(acked, 1);
   EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("batch.points[1].name"),
-            std::string::npos)
-      << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("batch.points[1].name"));
 
   // A huge label set is refused too.
   grpc::ClientContext context2;
@@ -162,7 +176,7 @@ TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
   }
   const grpc::Status status2 = stream2->Finish();
   EXPECT_EQ(status2.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(status2.error_message().find("labels"), std::string::npos);
+  EXPECT_THAT(status2.error_message(), HasSubstr("labels"));
 
   // The accepted batch is stored, the service still serves.
   QueryRequest q;
@@ -206,15 +220,31 @@ TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
   w.set_run_id("run-4");
   w.set_name_prefix("learner/");
   auto reader = stub_->Watch(&context, w);
-  // The watcher is registered once the call reached the server.
-  absl::SleepFor(absl::Milliseconds(300));
-  auto emitter = MakeEmitter(target_);
-  emitter->SetRun("run-4");
+  // Points stored before the watcher is registered are not tailed.
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 1; }, absl::Seconds(60)));
+  grpc::ClientContext ingest_context;
+  auto ingest = stub_->Ingest(&ingest_context);
+  MetricBatch batch;
+  batch.set_sequence_number(1);
+  batch.set_run_id("run-4");
+  batch.set_source("test/0");
+  batch.set_incarnation(7);
   for (int i = 0; i < 20; ++i) {
-    emitter->Emit("learner/kl", i, i);
-    emitter->Emit("actor/other", i, i);  // filtered out
+    for (const char* name : {"learner/kl", "actor/other"}) {  // other: filtered
+      MetricPoint* point = batch.add_points();
+      point->set_name(name);
+      point->set_step(i);
+      point->set_value(i);
+    }
   }
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  ASSERT_TRUE(ingest->Write(batch));
+  ingest->WritesDone();
+  IngestAck ack;
+  int64_t acked = 0;
+  while (ingest->Read(&ack)) acked = ack.acked_sequence_number();
+  ASSERT_TRUE(ingest->Finish().ok());
+  ASSERT_EQ(acked, 1);
   MetricPoint p;
   int seen = 0;
   while (seen < 20 && reader->Read(&p)) {
@@ -233,21 +263,21 @@ TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
 }
 
 TEST_F(TelemetryServiceTest, EmitterBuffersWhileTheServiceIsDownThenDelivers) {
-  server_.server->Shutdown();
-  server_.server.reset();
+  const std::string target = ServeOnPort();
+  ASSERT_FALSE(target.empty());
+  tcp_.server->Shutdown();
+  tcp_.server.reset();
   EmitterOptions options;
   options.max_backoff = absl::Milliseconds(200);
-  auto emitter = MakeEmitter(target_, options);
+  auto emitter = MakeEmitter(target, options);
   emitter->SetRun("run-5");
   for (int i = 0; i < 1000; ++i) emitter->Emit("m", i, i);
-  EXPECT_FALSE(emitter->Flush(absl::Milliseconds(500)).ok());
+  EXPECT_THAT(emitter->Flush(absl::Milliseconds(500)), Not(IsOk()));
   // Back on the same port.
   ServerOptions server_options;
-  server_options.address = target_;
-  auto server = StartServer({service_.get()}, server_options);
-  ASSERT_TRUE(server.ok()) << server.status();
-  server_ = std::move(*server);
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(30)).ok());
+  server_options.address = target;
+  ASSERT_OK_AND_ASSIGN(tcp_, StartServer({service_.get()}, server_options));
+  ASSERT_OK(emitter->Flush(absl::Seconds(60)));
   EXPECT_EQ(emitter->stats().acked_points, 1000);
 }
 

@@ -3,10 +3,9 @@
 // malformed segment from a rogue client.
 #include <signal.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <fstream>
-#include <memory>
+#include <iterator>
+#include <optional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -14,15 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/subprocess.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/learner.grpc.pb.h"
+#include "testing/process_fixture.h"
+#include "testing/wait_for.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
-using ::rl::Subprocess;
-using ::rl::WaitForFile;
+using ::testing::HasSubstr;
 
 constexpr char kLearner[] = "learner/learner_main";
 constexpr char kActor[] = "actor/actor_main";
@@ -58,51 +58,37 @@ struct Result {
   int64_t rejected = 0;
 };
 
-class DistributedTest : public ::testing::Test {
+class DistributedTest : public ProcessTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-
-  std::string Path(const std::string& name) const {
-    return (dir_ / name).string();
-  }
-
   std::string WriteRunFile(const std::string& yaml) {
     const std::string path = Path("run.yaml");
     std::ofstream(path) << yaml;
     return path;
   }
 
-  // Starts a learner and returns its port (0 on failure).
+  // Starts a learner and returns its port (0, and a failure, if none).
   int StartLearner(const std::string& run_file, int port = 0) {
     const std::string port_file = Path(absl::StrCat("port.", ++learners_));
-    learner_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            kLearner, "--run=" + run_file, absl::StrCat("--port=", port),
-            "--port_file=" + port_file, "--run_dir=" + Path("run"),
-            "--result_file=" + Path("result.json")},
-        Path("learner.log"));
-    auto text = WaitForFile(port_file, absl::Seconds(60));
-    return text ? std::atoi(text->c_str()) : 0;
+    learner_ = Start(kLearner,
+                     {"--run=" + run_file, absl::StrCat("--port=", port),
+                      "--port_file=" + port_file, "--run_dir=" + Path("run"),
+                      "--result_file=" + Path("result.json")},
+                     absl::StrCat("learner.", learners_, ".log"));
+    return WaitForPort(*learner_, port_file);
   }
 
   void StartActor(const std::string& run_file, int port, int id) {
-    actors_.push_back(std::make_unique<Subprocess>(
-        std::vector<std::string>{
-            kActor, absl::StrCat("--learner=127.0.0.1:", port),
-            "--run=" + run_file, absl::StrCat("--actor_id=", id)},
-        Path(absl::StrCat("actor", id, ".log"))));
+    actors_.push_back(
+        Start(kActor,
+              {absl::StrCat("--learner=127.0.0.1:", port), "--run=" + run_file,
+               absl::StrCat("--actor_id=", id)},
+              absl::StrCat("actor", id, ".log")));
   }
 
   // A learner and two actors on `yaml`; returns the learner's port.
   int StartRun(const std::string& yaml) {
     run_file_ = WriteRunFile(yaml);
     const int port = StartLearner(run_file_);
-    EXPECT_GT(port, 0) << learner_->Log();
     if (port > 0) {
       StartActor(run_file_, port, 0);
       StartActor(run_file_, port, 1);
@@ -120,49 +106,45 @@ class DistributedTest : public ::testing::Test {
   }
 
   bool WaitForSteps(int port, int64_t steps) {
-    const absl::Time deadline = absl::Now() + absl::Seconds(120);
-    while (absl::Now() < deadline) {
-      if (Status(port).env_steps() >= steps) return true;
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return false;
+    return WaitFor([&] { return Status(port).env_steps() >= steps; },
+                   absl::Seconds(300), absl::Milliseconds(100));
   }
 
   // Waits for the learner to finish and reads its result file.
   Result Finish() {
     Result result;
-    auto code = learner_->Wait(absl::Seconds(300));
-    EXPECT_EQ(code, std::optional<int>(0)) << learner_->Log();
-    auto text = WaitForFile(Path("result.json"), absl::Seconds(1));
-    if (!text) return result;
+    EXPECT_EQ(learner_->Wait(absl::Seconds(600)), std::optional<int>(0));
+    // Written before the learner exits.
+    std::ifstream in(Path("result.json"));
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    EXPECT_FALSE(text.empty()) << "no " << Path("result.json");
     std::smatch m;
-    result.done = text->find("\"done\": true") != std::string::npos;
-    if (std::regex_search(*text, m,
-                          std::regex("\"mean_return\": ([-0-9.]+)"))) {
+    result.done = text.find("\"done\": true") != std::string::npos;
+    if (std::regex_search(text, m, std::regex("\"mean_return\": ([-0-9.]+)"))) {
       result.mean_return = std::stod(m[1]);
     }
-    if (std::regex_search(*text, m, std::regex("\"env_steps\": ([0-9]+)"))) {
+    if (std::regex_search(text, m, std::regex("\"env_steps\": ([0-9]+)"))) {
       result.env_steps = std::stoll(m[1]);
     }
-    if (std::regex_search(*text, m,
+    if (std::regex_search(text, m,
                           std::regex("\"segments_rejected\": ([0-9]+)"))) {
       result.rejected = std::stoll(m[1]);
     }
     // Actors stop by themselves after the final policy.
-    for (auto& actor : actors_) {
+    for (Subprocess* actor : actors_) {
       if (actor->running()) {
-        EXPECT_EQ(actor->Wait(absl::Seconds(30)), std::optional<int>(0))
-            << actor->Log();
+        EXPECT_EQ(actor->Wait(absl::Seconds(60)), std::optional<int>(0))
+            << actor->log_path();
       }
     }
     return result;
   }
 
-  fs::path dir_;
   std::string run_file_;
   int learners_ = 0;
-  std::unique_ptr<Subprocess> learner_;
-  std::vector<std::unique_ptr<Subprocess>> actors_;
+  Subprocess* learner_ = nullptr;  // the latest; owned by the fixture
+  std::vector<Subprocess*> actors_;
 };
 
 TEST_F(DistributedTest, SyncModeSolvesCartPole) {
@@ -186,9 +168,7 @@ TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {
   const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
   ASSERT_GT(port, 0);
   ASSERT_TRUE(WaitForSteps(port, 10000));
-  actors_[1]->Signal(SIGKILL);
-  EXPECT_EQ(actors_[1]->Wait(absl::Seconds(10)),
-            std::optional<int>(128 + SIGKILL));
+  EXPECT_EQ(Stop(*actors_[1], SIGKILL), std::optional<int>(128 + SIGKILL));
   const int64_t at_kill = Status(port).env_steps();
   const Result result = Finish();
   EXPECT_TRUE(result.done);
@@ -200,10 +180,9 @@ TEST_F(DistributedTest, RestartedLearnerResumesAndActorsReconnect) {
   const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
   ASSERT_GT(port, 0);
   ASSERT_TRUE(WaitForSteps(port, 20000));
-  learner_->Signal(SIGKILL);
-  learner_->Wait(absl::Seconds(10));
+  Stop(*learner_, SIGKILL);
   // Same port, same run directory: resumes from the newest checkpoint.
-  ASSERT_EQ(StartLearner(run_file_, port), port) << learner_->Log();
+  ASSERT_EQ(StartLearner(run_file_, port), port);
   const LearnerStatus resumed = Status(port);
   EXPECT_GE(resumed.env_steps(), 10000);  // not from scratch
   const Result result = Finish();
@@ -237,9 +216,7 @@ TEST_F(DistributedTest, MalformedSegmentIsRejectedWhileActorsTrain) {
   }
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(status.error_message().find("segment.observations"),
-            std::string::npos)
-      << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("segment.observations"));
 
   const Result result = Finish();
   EXPECT_TRUE(result.done);

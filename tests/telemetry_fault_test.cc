@@ -3,56 +3,47 @@
 // delivered), killed and restarted (every acknowledged point still there),
 // and killed in the middle of an embedded training run (the run goes on and
 // succeeds; no learner point lost or stored twice).
-#include <dirent.h>
 #include <signal.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
+#include <optional>
 #include <string>
+#include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/port_file.h"
-#include "common/run_spec.h"
 #include "common/subprocess.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/telemetry.grpc.pb.h"
+#include "runspec/run_spec.h"
 #include "telemetry/grpc_transport.h"
+#include "testing/process_fixture.h"
+#include "testing/status_matchers.h"
+#include "testing/wait_for.h"
 
 namespace rl {
 namespace {
 
-namespace fs = std::filesystem;
+using ::testing::Not;
 
 constexpr char kTelemetry[] = "telemetry/telemetry_main";
 constexpr char kCoordinator[] = "coordinator/coordinator_main";
 
-class TelemetryFaultTest : public ::testing::Test {
+class TelemetryFaultTest : public ProcessTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(std::getenv("TEST_TMPDIR")) /
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-
   // Starts telemetry_main on `port` with the test's store; waits until up.
   void StartTelemetry(int port) {
-    const std::string port_file =
-        (dir_ / absl::StrCat("tport", ++starts_)).string();
-    telemetry_ = std::make_unique<Subprocess>(
-        std::vector<std::string>{kTelemetry, absl::StrCat("--port=", port),
-                                 "--port_file=" + port_file, "--http_port=-1",
-                                 "--store=" + (dir_ / "telemetry.db").string(),
-                                 "--tensorboard_dir=" + (dir_ / "tb").string()},
-        (dir_ / absl::StrCat("telemetry", starts_, ".log")).string());
-    ASSERT_TRUE(WaitForFile(port_file, absl::Seconds(60)).has_value())
-        << telemetry_->Log();
+    const std::string port_file = Path(absl::StrCat("tport", ++starts_));
+    telemetry_ =
+        Start(kTelemetry,
+              {absl::StrCat("--port=", port), "--port_file=" + port_file,
+               "--http_port=-1", "--store=" + Path("telemetry.db"),
+               "--tensorboard_dir=" + Path("tb")},
+              absl::StrCat("telemetry", starts_, ".log"));
+    ASSERT_EQ(WaitForPort(*telemetry_, port_file), port);
   }
 
   void Connect(const std::string& target) {
@@ -78,16 +69,14 @@ class TelemetryFaultTest : public ::testing::Test {
     return n;
   }
 
-  fs::path dir_;
   int starts_ = 0;
-  std::unique_ptr<Subprocess> telemetry_;
+  Subprocess* telemetry_ = nullptr;  // the latest; owned by the fixture
   std::unique_ptr<TelemetryService::Stub> stub_;
 };
 
 TEST_F(TelemetryFaultTest, DownAtStartThenUpThenKilledLosesNoAckedPoint) {
-  absl::StatusOr<int> port = PickFreePort();
-  ASSERT_TRUE(port.ok());
-  const std::string target = absl::StrCat("127.0.0.1:", *port);
+  ASSERT_OK_AND_ASSIGN(const int port, PickFreePort());
+  const std::string target = absl::StrCat("127.0.0.1:", port);
 
   // Nothing listens yet: Emit never blocks; beyond the bound, points drop.
   EmitterOptions options;
@@ -104,13 +93,13 @@ TEST_F(TelemetryFaultTest, DownAtStartThenUpThenKilledLosesNoAckedPoint) {
   EXPECT_EQ(stats.emitted + stats.dropped, kPoints);
   EXPECT_GT(stats.dropped, 0);
   EXPECT_LE(stats.emitted, 1024 + 2048 + 256);
-  EXPECT_FALSE(emitter->Flush(absl::Milliseconds(300)).ok());
+  EXPECT_THAT(emitter->Flush(absl::Milliseconds(300)), Not(IsOk()));
 
   // The service comes up: everything buffered is delivered, and the drop
   // count is stored as a series.
-  StartTelemetry(*port);
+  StartTelemetry(port);
   Connect(target);
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(60)).ok());
+  ASSERT_OK(emitter->Flush(absl::Seconds(120)));
   stats = emitter->stats();
   EXPECT_EQ(stats.acked_points, stats.emitted);
   EXPECT_EQ(Count("fault-run", "m"), stats.emitted);
@@ -121,53 +110,45 @@ TEST_F(TelemetryFaultTest, DownAtStartThenUpThenKilledLosesNoAckedPoint) {
   // More points, acknowledged; then the service is SIGKILLed and restarted
   // on the same store: every acknowledged point is there, once.
   for (int i = kPoints; i < kPoints + 3000; ++i) emitter->Emit("m", i, i);
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(60)).ok());
+  ASSERT_OK(emitter->Flush(absl::Seconds(120)));
   const int64_t acked = emitter->stats().acked_points;
-  telemetry_->Signal(SIGKILL);
-  telemetry_->Wait(absl::Seconds(10));
+  EXPECT_EQ(Stop(*telemetry_, SIGKILL), std::optional<int>(128 + SIGKILL));
   // Emitted while it is down: buffered, delivered after the restart.
   for (int i = kPoints + 3000; i < kPoints + 3500; ++i) {
     emitter->Emit("m", i, i);
   }
-  StartTelemetry(*port);
+  StartTelemetry(port);
   EXPECT_EQ(Count("fault-run", "m"), acked);  // before the resend at least
-  ASSERT_TRUE(emitter->Flush(absl::Seconds(60)).ok());
+  ASSERT_OK(emitter->Flush(absl::Seconds(120)));
   EXPECT_EQ(Count("fault-run", "m"), acked + 500);
 }
 
-// Finds the pid of the process whose command line contains `needle`.
-int FindProcess(const std::string& needle) {
-  DIR* proc = opendir("/proc");
-  int found = -1;
-  while (dirent* e = readdir(proc)) {
-    const int pid = std::atoi(e->d_name);
-    if (pid <= 0) continue;
-    std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (absl::StrContains(ss.str(), needle)) found = pid;
-  }
-  closedir(proc);
-  return found;
+// The pid of the telemetry service the coordinator started on the store in
+// `runs_dir`, or -1.
+pid_t FindTelemetry(const std::string& runs_dir) {
+  const std::vector<pid_t> pids =
+      FindProcesses({"--store=" + runs_dir + "/telemetry.db"});
+  return pids.empty() ? -1 : pids.back();
 }
 
 TEST_F(TelemetryFaultTest, TrainingGoesOnWhileTelemetryIsKilled) {
-  const std::string port_file = (dir_ / "port").string();
-  const std::string tport_file = (dir_ / "tport").string();
-  const std::string runs = (dir_ / "runs").string();
-  Subprocess coordinator(
-      {kCoordinator, "--port=0", "--port_file=" + port_file,
-       "--telemetry_port_file=" + tport_file,
-       "--store=" + (dir_ / "c.db").string(), "--runs_dir=" + runs,
-       "--log_dir=" + (dir_ / "logs").string(),
-       "--local_workers=learners=1,actors=1"},
-      (dir_ / "coordinator.log").string());
-  auto port = WaitForFile(port_file, absl::Seconds(60));
-  auto tport = WaitForFile(tport_file, absl::Seconds(60));
-  ASSERT_TRUE(port.has_value() && tport.has_value()) << coordinator.Log();
-  auto runs_stub = RunService::NewStub(
-      CreateChannel(absl::StrCat("127.0.0.1:", std::atoi(port->c_str()))));
-  Connect(absl::StrCat("127.0.0.1:", std::atoi(tport->c_str())));
+  const std::string port_file = Path("port");
+  const std::string tport_file = Path("tport");
+  const std::string runs = Path("runs");
+  Subprocess& coordinator =
+      *Start(kCoordinator,
+             {"--port=0", "--port_file=" + port_file,
+              "--telemetry_port_file=" + tport_file, "--store=" + Path("c.db"),
+              "--runs_dir=" + runs, "--log_dir=" + Path("logs"),
+              "--local_workers=learners=1,actors=1"},
+             "coordinator.log");
+  const int port = WaitForPort(coordinator, port_file);
+  const int tport = WaitForPort(coordinator, tport_file);
+  ASSERT_GT(port, 0);
+  ASSERT_GT(tport, 0);
+  auto runs_stub =
+      RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port)));
+  Connect(absl::StrCat("127.0.0.1:", tport));
 
   auto spec = ParseRunSpec(R"(
 name: cartpole-telemetry-fault
@@ -181,7 +162,7 @@ ppo: {learning_rate: 1.0e-3, gamma: 0.98, gae_lambda: 0.8, num_epochs: 20,
 resources: {num_actors: 1}
 )",
                            RunFileFormat::kYaml);
-  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_OK(spec);
   SubmitRunRequest submit;
   *submit.mutable_spec() = *spec;
   SubmitRunResponse submitted;
@@ -200,51 +181,46 @@ resources: {num_actors: 1}
   };
 
   // Learner metrics arrive; then the telemetry process is SIGKILLed.
-  absl::Time deadline = absl::Now() + absl::Seconds(120);
-  while (absl::Now() < deadline && Count(run_id, "learner/policy_loss") < 10) {
-    absl::SleepFor(absl::Milliseconds(100));
-  }
-  ASSERT_GE(Count(run_id, "learner/policy_loss"), 10) << coordinator.Log();
-  const int telemetry_pid = FindProcess(runs + "/telemetry.db");
+  ASSERT_TRUE(
+      WaitFor([&] { return Count(run_id, "learner/policy_loss") >= 10; },
+              absl::Seconds(300), absl::Milliseconds(100)));
+  const pid_t telemetry_pid = FindTelemetry(runs);
   ASSERT_GT(telemetry_pid, 0);
 
   // First it hangs (SIGSTOP: connections open, nothing answers): training
   // goes on, emitters buffer.
   ASSERT_EQ(kill(telemetry_pid, SIGSTOP), 0);
   const int64_t steps_at_stop = get().progress().env_steps();
-  deadline = absl::Now() + absl::Seconds(120);
-  rl::Run run = get();
-  while (absl::Now() < deadline && run.state() == RUNNING &&
-         run.progress().env_steps() < steps_at_stop + 4 * 256) {
-    absl::SleepFor(absl::Milliseconds(50));
-    run = get();
-  }
+  rl::Run run;
+  WaitFor(
+      [&] {
+        run = get();
+        return run.state() != RUNNING ||
+               run.progress().env_steps() >= steps_at_stop + 4 * 256;
+      },
+      absl::Seconds(300), absl::Milliseconds(50));
   EXPECT_TRUE(run.state() == SUCCEEDED ||
               run.progress().env_steps() >= steps_at_stop + 4 * 256)
       << run.DebugString();
   // Then it dies (SIGKILL); the coordinator restarts it on the same port
   // and store. The run succeeds.
   ASSERT_EQ(kill(telemetry_pid, SIGKILL), 0);
-  deadline = absl::Now() + absl::Seconds(240);
-  while (absl::Now() < deadline && run.state() != SUCCEEDED &&
-         run.state() != FAILED) {
-    absl::SleepFor(absl::Milliseconds(100));
-    run = get();
-  }
+  WaitFor(
+      [&] {
+        run = get();
+        return run.state() == SUCCEEDED || run.state() == FAILED;
+      },
+      absl::Seconds(480), absl::Milliseconds(100));
   ASSERT_EQ(run.state(), SUCCEEDED) << run.DebugString();
   // The supervisor restarted telemetry on the same port and store; the
   // learner's buffered points were resent: one policy_loss point per
   // update, none lost, none twice (each update trains on 8 x 32 steps).
   const int64_t updates = run.progress().env_steps() / 256;
-  deadline = absl::Now() + absl::Seconds(60);
-  while (absl::Now() < deadline &&
-         Count(run_id, "learner/policy_loss") != updates) {
-    absl::SleepFor(absl::Milliseconds(200));
-  }
+  WaitFor([&] { return Count(run_id, "learner/policy_loss") == updates; },
+          absl::Seconds(120), absl::Milliseconds(200));
   EXPECT_EQ(Count(run_id, "learner/policy_loss"), updates);
-  EXPECT_GT(FindProcess(runs + "/telemetry.db"), 0);
-  coordinator.Signal(SIGTERM);
-  EXPECT_TRUE(coordinator.Wait(absl::Seconds(30)).has_value());
+  EXPECT_GT(FindTelemetry(runs), 0);
+  EXPECT_TRUE(Stop(coordinator).has_value());
 }
 
 }  // namespace

@@ -28,7 +28,14 @@ APT_PACKAGES=(
   "libgtest-dev=1.12.1-0.2"
   "libbenchmark-dev=1.7.1-1"
   "libsqlite3-dev=3.40.1-2+deb12u2"
+  # Prometheus metrics (core library only) and the one HTTP server.
+  "prometheus-cpp-dev=1.0.1-1"
+  "libprometheus-cpp-core1.0=1.0.1-1"
+  "libcpp-httplib-dev=0.11.4+ds-1+deb12u1"
+  "libcpp-httplib0.11=0.11.4+ds-1+deb12u1"
   "python3-venv=3.11.2-1+b1"
+  # .ci/run checks the C++ formatting with it.
+  "clang-format=1:14.0-55.7~deb12u1"
   # Headless browser (and a font) for the telemetry web page test.
   "chromium=156.0.8078.79-1~deb12u1"
   "fonts-dejavu-core=2.37-6"

@@ -5,12 +5,15 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
 #include "learner/update_metrics.h"
+#include "policy/torch_status.h"
 
 namespace rl {
 namespace {
@@ -22,6 +25,11 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+absl::Status Prefixed(const absl::Status& status, absl::string_view context) {
+  return absl::Status(status.code(),
+                      absl::StrCat(context, ": ", status.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
@@ -29,18 +37,33 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   ASSIGN_OR_RETURN(auto collector,
                    RolloutCollector::Create(spec, spec.seed(),
                                             std::max(1, options.env_threads)));
+  torch::manual_seed(spec.seed());  // Initial weights.
+  ASSIGN_OR_RETURN(ActorCritic policy,
+                   CreateActorCritic(collector->PolicyConfig(spec.ppo())));
+  ASSIGN_OR_RETURN(
+      auto updater, CatchTorchErrors("creating the optimizer", [&] {
+        return std::make_unique<PpoUpdater>(
+            policy, spec.ppo(), spec.total_env_steps(), spec.seed());
+      }));
+  ASSIGN_OR_RETURN(Rollout rollout,
+                   CatchTorchErrors("allocating the rollout buffer", [&] {
+                     return collector->AllocateRollout();
+                   }));
   return std::unique_ptr<LocalTrainer>(
-      new LocalTrainer(spec, options, std::move(collector)));
+      new LocalTrainer(spec, options, std::move(collector), std::move(policy),
+                       std::move(updater), std::move(rollout)));
 }
 
 LocalTrainer::LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
-                           std::unique_ptr<RolloutCollector> collector)
-    : spec_(spec), options_(options), collector_(std::move(collector)) {
-  torch::manual_seed(spec.seed());  // Initial weights.
-  policy_ = ActorCritic(collector_->PolicyConfig(spec.ppo()));
-  updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
-                                          spec.total_env_steps(), spec.seed());
-  rollout_ = collector_->AllocateRollout();
+                           std::unique_ptr<RolloutCollector> collector,
+                           ActorCritic policy,
+                           std::unique_ptr<PpoUpdater> updater, Rollout rollout)
+    : spec_(spec),
+      options_(options),
+      collector_(std::move(collector)),
+      policy_(std::move(policy)),
+      updater_(std::move(updater)),
+      rollout_(std::move(rollout)) {
   progress_.total_env_steps = spec.total_env_steps();
   progress_.mean_return = std::numeric_limits<double>::quiet_NaN();
 }
@@ -58,7 +81,14 @@ absl::Status LocalTrainer::Step() {
   const double collect_seconds = SecondsSince(start);
 
   start = Clock::now();
-  progress_.last_update = updater_->Update(rollout_, progress_.env_steps);
+  absl::StatusOr<UpdateStats> update =
+      updater_->Update(rollout_, progress_.env_steps);
+  if (!update.ok()) {
+    return Prefixed(update.status(),
+                    absl::StrCat("update ", progress_.updates + 1, " (after ",
+                                 progress_.env_steps, " steps)"));
+  }
+  progress_.last_update = *update;
   time_.gae += progress_.last_update.gae_seconds;
   time_.update += SecondsSince(start) - progress_.last_update.gae_seconds;
 
@@ -126,16 +156,18 @@ absl::StatusOr<TrainResult> LocalTrainer::Train(
 
 absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   TensorMap extra = collector_->SaveState();
-  extra["trainer.counters"] =
-      torch::tensor({progress_.env_steps, progress_.updates, progress_.episodes,
-                     static_cast<int64_t>(target_reached_), target_reached_at_},
-                    torch::kInt64);
-  extra["trainer.seconds"] =
-      torch::tensor({progress_.seconds}, torch::kFloat64);
-  extra["trainer.recent_returns"] = torch::tensor(
-      std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
-      torch::kFloat32);
-  extra["updater.generator"] = updater_->generator().get_state();
+  RETURN_IF_ERROR(CatchTorchErrors("saving the trainer's state", [&] {
+    extra["trainer.counters"] = torch::tensor(
+        {progress_.env_steps, progress_.updates, progress_.episodes,
+         static_cast<int64_t>(target_reached_), target_reached_at_},
+        torch::kInt64);
+    extra["trainer.seconds"] =
+        torch::tensor({progress_.seconds}, torch::kFloat64);
+    extra["trainer.recent_returns"] = torch::tensor(
+        std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
+        torch::kFloat32);
+    extra["updater.generator"] = updater_->generator().get_state();
+  }));
   ASSIGN_OR_RETURN(
       last_checkpoint_,
       rl::WriteCheckpoint(
@@ -150,30 +182,42 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   RETURN_IF_ERROR(
       ReadCheckpoint(checkpoint_dir, policy_, &updater_->optimizer(), &extra));
   RETURN_IF_ERROR(collector_->RestoreState(extra));
-  for (const char* key : {"trainer.counters", "trainer.seconds",
-                          "trainer.recent_returns", "updater.generator"}) {
+  for (const auto& [key, dtype, shape] :
+       {std::tuple<const char*, c10::ScalarType, std::vector<int64_t>>{
+            "trainer.counters", torch::kInt64, {5}},
+        {"trainer.seconds", torch::kFloat64, {1}},
+        {"trainer.recent_returns", torch::kFloat32, {-1}},
+        {"updater.generator", torch::kUInt8, {-1}}}) {
     if (extra.count(key) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint ", checkpoint_dir, " has no ", key));
     }
+    RETURN_IF_ERROR(CheckTensor(
+        extra[key], absl::StrCat("checkpoint ", checkpoint_dir, ": ", key),
+        dtype, shape));
   }
-  const torch::Tensor counters = extra["trainer.counters"];
-  progress_.env_steps = counters[0].item<int64_t>();
-  progress_.updates = counters[1].item<int64_t>();
-  progress_.episodes = counters[2].item<int64_t>();
-  target_reached_ = counters[3].item<int64_t>() != 0;
-  target_reached_at_ = counters[4].item<int64_t>();
-  seconds_before_resume_ = extra["trainer.seconds"][0].item<double>();
-  const torch::Tensor returns = extra["trainer.recent_returns"].contiguous();
-  recent_returns_.assign(returns.data_ptr<float>(),
-                         returns.data_ptr<float>() + returns.numel());
-  if (!recent_returns_.empty()) {
-    progress_.mean_return =
-        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
-        recent_returns_.size();
-  }
-  updater_->generator().set_state(extra["updater.generator"]);
-  return absl::OkStatus();
+  return CatchTorchErrors(
+      absl::StrCat("checkpoint ", checkpoint_dir, ": trainer state"),
+      [&] {
+        const torch::Tensor counters = extra["trainer.counters"];
+        progress_.env_steps = counters[0].item<int64_t>();
+        progress_.updates = counters[1].item<int64_t>();
+        progress_.episodes = counters[2].item<int64_t>();
+        target_reached_ = counters[3].item<int64_t>() != 0;
+        target_reached_at_ = counters[4].item<int64_t>();
+        seconds_before_resume_ = extra["trainer.seconds"][0].item<double>();
+        const torch::Tensor returns =
+            extra["trainer.recent_returns"].contiguous();
+        recent_returns_.assign(returns.data_ptr<float>(),
+                               returns.data_ptr<float>() + returns.numel());
+        if (!recent_returns_.empty()) {
+          progress_.mean_return = std::accumulate(recent_returns_.begin(),
+                                                  recent_returns_.end(), 0.0) /
+                                  recent_returns_.size();
+        }
+        updater_->generator().set_state(extra["updater.generator"]);
+      },
+      absl::StatusCode::kInvalidArgument);
 }
 
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
@@ -200,7 +244,9 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   std::vector<double> finished;
   c10::InferenceMode inference;
   while (static_cast<int>(finished.size()) < episodes) {
-    const PolicyStep step = policy->Act(obs, c10::nullopt, true);
+    ASSIGN_OR_RETURN(const PolicyStep step,
+                     ActChecked(policy, obs, c10::nullopt, true));
+    RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
     StepOutputs out;
     out.observations = obs.data_ptr<float>();
     out.rewards = rewards.data_ptr<float>();

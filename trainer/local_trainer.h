@@ -70,7 +70,8 @@ class LocalTrainer {
   // exact state from a checkpoint directory.
   absl::Status Restore(const std::string& checkpoint_dir);
 
-  // One segment and one update.
+  // One segment and one update. A failed update (a rollout with NaN or
+  // inf, a diverged loss) is its Status, prefixed with the update's number.
   absl::Status Step();
 
   // Steps until the budget is used, the target return is reached, or
@@ -89,7 +90,8 @@ class LocalTrainer {
 
  private:
   LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
-               std::unique_ptr<RolloutCollector> collector);
+               std::unique_ptr<RolloutCollector> collector, ActorCritic policy,
+               std::unique_ptr<PpoUpdater> updater, Rollout rollout);
 
   RunSpec spec_;
   TrainerOptions options_;

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "common/run_spec.h"
+#include "runspec/run_spec.h"
 #include "gtest/gtest.h"
 #include "learner/checkpoint.h"
 

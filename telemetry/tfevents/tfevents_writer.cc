@@ -12,10 +12,13 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "telemetry/tfevents/event.pb.h"
 #include "telemetry/tfevents/tfrecord.h"
 
 namespace rl {
 namespace {
+
+constexpr char kFileVersion[] = "brain.Event:2";
 
 // Tries names until one does not exist yet; O_EXCL makes "does not exist"
 // and "create" one step, so two writers never share a file.
@@ -84,8 +87,11 @@ absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Create(
                    CreateEventFile(dir, absl::ToUnixSeconds(now)));
   std::unique_ptr<TfEventsWriter> writer(
       new TfEventsWriter(std::move(created.first), created.second));
-  RETURN_IF_ERROR(writer->AppendRecord(EncodeFileVersionEvent(
-      absl::FDivDuration(now - absl::UnixEpoch(), absl::Seconds(1)))));
+  tensorboard::Event version;
+  version.set_wall_time(
+      absl::FDivDuration(now - absl::UnixEpoch(), absl::Seconds(1)));
+  version.set_file_version(kFileVersion);
+  RETURN_IF_ERROR(writer->AppendRecord(version.SerializeAsString()));
   return writer;
 }
 
@@ -99,7 +105,13 @@ TfEventsWriter::~TfEventsWriter() {
 
 absl::Status TfEventsWriter::AddScalar(absl::string_view tag, int64_t step,
                                        double wall_time_s, float value) {
-  return AppendRecord(EncodeScalarEvent(wall_time_s, step, tag, value));
+  tensorboard::Event event;
+  event.set_wall_time(wall_time_s);
+  event.set_step(step);
+  tensorboard::Summary::Value* summary = event.mutable_summary()->add_value();
+  summary->set_tag(std::string(tag));
+  summary->set_simple_value(value);
+  return AppendRecord(event.SerializeAsString());
 }
 
 absl::Status TfEventsWriter::Flush() {

@@ -1,6 +1,6 @@
 // A TensorBoard event file (`events.out.tfevents.*`) for scalar summaries.
 //
-// AddScalar -> tensorflow.Event (hand-encoded) -> TFRecord frame -> in-memory
+// AddScalar -> tensorflow.Event (event.proto) -> TFRecord frame -> in-memory
 // buffer -> write(2) when the buffer passes 64 KiB or on Flush -> OS page
 // cache (no fsync). The first record is the file-version event.
 #ifndef RL_TELEMETRY_TFEVENTS_TFEVENTS_WRITER_H_

@@ -14,84 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "telemetry/tfevents/event.pb.h"
 #include "telemetry/tfevents/tfrecord.h"
 
 namespace rl {
 namespace {
 
 namespace fs = std::filesystem;
-
-// A test-only reader for the protobuf wire format, enough to take apart the
-// events the writer produces (without TensorFlow's protos).
-struct Field {
-  uint32_t number = 0;
-  uint32_t wire_type = 0;
-  uint64_t scalar = 0;  // varint, fixed64 or fixed32 payload
-  std::string bytes;    // length-delimited payload
-};
-
-bool ReadVarint(absl::string_view* in, uint64_t* out) {
-  *out = 0;
-  for (int shift = 0; shift < 64 && !in->empty(); shift += 7) {
-    const auto byte = static_cast<unsigned char>(in->front());
-    in->remove_prefix(1);
-    *out |= static_cast<uint64_t>(byte & 0x7F) << shift;
-    if ((byte & 0x80) == 0) return true;
-  }
-  return false;
-}
-
-uint64_t ReadLe(absl::string_view* in, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) {
-    v |= static_cast<uint64_t>(static_cast<unsigned char>((*in)[i])) << (8 * i);
-  }
-  in->remove_prefix(n);
-  return v;
-}
-
-std::vector<Field> ParseFields(absl::string_view in) {
-  std::vector<Field> fields;
-  while (!in.empty()) {
-    uint64_t key;
-    if (!ReadVarint(&in, &key)) {
-      ADD_FAILURE() << "bad key";
-      return fields;
-    }
-    Field f;
-    f.number = static_cast<uint32_t>(key >> 3);
-    f.wire_type = static_cast<uint32_t>(key & 7);
-    uint64_t len = 0;
-    switch (f.wire_type) {
-      case 0:
-        if (!ReadVarint(&in, &f.scalar)) ADD_FAILURE() << "bad varint";
-        break;
-      case 1:
-        if (in.size() < 8) return ADD_FAILURE() << "short fixed64", fields;
-        f.scalar = ReadLe(&in, 8);
-        break;
-      case 5:
-        if (in.size() < 4) return ADD_FAILURE() << "short fixed32", fields;
-        f.scalar = ReadLe(&in, 4);
-        break;
-      case 2:
-        if (!ReadVarint(&in, &len) || len > in.size()) {
-          return ADD_FAILURE() << "bad length", fields;
-        }
-        f.bytes = std::string(in.substr(0, len));
-        in.remove_prefix(len);
-        break;
-      default:
-        return ADD_FAILURE() << "wire type " << f.wire_type, fields;
-    }
-    fields.push_back(std::move(f));
-  }
-  return fields;
-}
 
 struct Event {
   double wall_time = 0;
@@ -100,43 +34,16 @@ struct Event {
   std::vector<std::pair<std::string, float>> values;  // tag, simple_value
 };
 
-double AsDouble(uint64_t bits) {
-  double d;
-  std::memcpy(&d, &bits, sizeof(d));
-  return d;
-}
-
-float AsFloat(uint64_t bits) {
-  const auto b32 = static_cast<uint32_t>(bits);
-  float f;
-  std::memcpy(&f, &b32, sizeof(f));
-  return f;
-}
-
-Event ParseEvent(absl::string_view data) {
+Event ParseEvent(const std::string& data) {
+  tensorboard::Event proto;
+  EXPECT_TRUE(proto.ParseFromString(data));
   Event event;
-  for (const Field& f : ParseFields(data)) {
-    if (f.number == 1 && f.wire_type == 1) {
-      event.wall_time = AsDouble(f.scalar);
-    } else if (f.number == 2 && f.wire_type == 0) {
-      event.step = static_cast<int64_t>(f.scalar);
-    } else if (f.number == 3 && f.wire_type == 2) {
-      event.file_version = f.bytes;
-    } else if (f.number == 5 && f.wire_type == 2) {
-      for (const Field& v : ParseFields(f.bytes)) {
-        EXPECT_EQ(v.number, 1u);
-        std::pair<std::string, float> value;
-        for (const Field& vf : ParseFields(v.bytes)) {
-          if (vf.number == 1 && vf.wire_type == 2) value.first = vf.bytes;
-          if (vf.number == 2 && vf.wire_type == 5) {
-            value.second = AsFloat(vf.scalar);
-          }
-        }
-        event.values.push_back(value);
-      }
-    } else {
-      ADD_FAILURE() << "unexpected Event field " << f.number;
-    }
+  event.wall_time = proto.wall_time();
+  event.step = proto.step();
+  event.file_version = proto.file_version();
+  for (const tensorboard::Summary::Value& v : proto.summary().value()) {
+    EXPECT_TRUE(v.has_simple_value()) << v.tag();
+    event.values.emplace_back(v.tag(), v.simple_value());
   }
   return event;
 }
@@ -171,6 +78,34 @@ std::string Hostname() {
 }
 
 bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+// event.proto has TensorFlow's field numbers: golden bytes from
+// TensorBoard's own event_pb2.Event.SerializeToString().
+TEST(EventProtoTest, BytesMatchTensorBoardProtos) {
+  tensorboard::Event version;
+  version.set_wall_time(1700000000.25);
+  version.set_file_version("brain.Event:2");
+  EXPECT_EQ(absl::BytesToHexString(version.SerializeAsString()),
+            "0900001040fc54d9411a0d627261696e2e4576656e743a32");
+
+  tensorboard::Event scalar;
+  scalar.set_wall_time(1700000000.5);
+  scalar.set_step(42);
+  tensorboard::Summary::Value* value = scalar.mutable_summary()->add_value();
+  value->set_tag("loss/policy");
+  value->set_simple_value(0.1f);
+  EXPECT_EQ(
+      absl::BytesToHexString(scalar.SerializeAsString()),
+      "0900002040fc54d941102a2a140a120a0b6c6f73732f706f6c69637915cdcccc3d");
+
+  // A negative step is a ten-byte varint.
+  scalar.set_wall_time(1.0);
+  scalar.set_step(-3);
+  value->set_tag("x");
+  value->set_simple_value(-std::numeric_limits<float>::infinity());
+  EXPECT_EQ(absl::BytesToHexString(scalar.SerializeAsString()),
+            "09000000000000f03f10fdffffffffffffffff012a0a0a080a017815000080ff");
+}
 
 TEST(TfEventsWriterTest, WritesFileVersionThenScalars) {
   const std::string dir = TestDir() + "/nested/run";  // created recursively

@@ -1,7 +1,6 @@
 #include "telemetry/tfevents/tfrecord.h"
 
 #include <array>
-#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -56,64 +55,6 @@ inline void AppendLe64(uint64_t v, std::string* out) {
   for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
-// Protobuf wire format: the handful of pieces tensorflow.Event needs.
-enum WireType : uint32_t {
-  kVarint = 0,
-  kFixed64 = 1,
-  kLengthDelimited = 2,
-  kFixed32 = 5,
-};
-
-void AppendVarint(uint64_t v, std::string* out) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-void AppendKey(uint32_t field, WireType type, std::string* out) {
-  AppendVarint((static_cast<uint64_t>(field) << 3) | type, out);
-}
-
-void AppendDoubleField(uint32_t field, double v, std::string* out) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  AppendKey(field, kFixed64, out);
-  AppendLe64(bits, out);
-}
-
-void AppendFloatField(uint32_t field, float v, std::string* out) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  AppendKey(field, kFixed32, out);
-  AppendLe32(bits, out);
-}
-
-// int64 fields are varints of the two's complement (negative steps take ten
-// bytes, as protobuf writes them).
-void AppendInt64Field(uint32_t field, int64_t v, std::string* out) {
-  AppendKey(field, kVarint, out);
-  AppendVarint(static_cast<uint64_t>(v), out);
-}
-
-void AppendBytesField(uint32_t field, absl::string_view v, std::string* out) {
-  AppendKey(field, kLengthDelimited, out);
-  AppendVarint(v.size(), out);
-  out->append(v.data(), v.size());
-}
-
-// Field numbers from tensorflow/core/util/event.proto and
-// tensorflow/core/framework/summary.proto.
-constexpr uint32_t kEventWallTime = 1;     // double
-constexpr uint32_t kEventStep = 2;         // int64
-constexpr uint32_t kEventFileVersion = 3;  // string
-constexpr uint32_t kEventSummary = 5;      // Summary
-constexpr uint32_t kSummaryValue = 1;      // repeated Summary.Value
-constexpr uint32_t kValueTag = 1;          // string
-constexpr uint32_t kValueSimpleValue = 2;  // float
-
-constexpr char kFileVersion[] = "brain.Event:2";
 constexpr size_t kHeaderSize = sizeof(uint64_t) + sizeof(uint32_t);
 constexpr size_t kFooterSize = sizeof(uint32_t);
 
@@ -196,28 +137,6 @@ absl::StatusOr<std::vector<std::string>> DecodeTfRecords(
     offset += kHeaderSize + length + kFooterSize;
   }
   return records;
-}
-
-std::string EncodeFileVersionEvent(double wall_time_s) {
-  std::string event;
-  AppendDoubleField(kEventWallTime, wall_time_s, &event);
-  AppendBytesField(kEventFileVersion, kFileVersion, &event);
-  return event;
-}
-
-std::string EncodeScalarEvent(double wall_time_s, int64_t step,
-                              absl::string_view tag, float value) {
-  std::string summary_value;
-  AppendBytesField(kValueTag, tag, &summary_value);
-  AppendFloatField(kValueSimpleValue, value, &summary_value);
-  std::string summary;
-  AppendBytesField(kSummaryValue, summary_value, &summary);
-
-  std::string event;
-  AppendDoubleField(kEventWallTime, wall_time_s, &event);
-  AppendInt64Field(kEventStep, step, &event);
-  AppendBytesField(kEventSummary, summary, &event);
-  return event;
 }
 
 }  // namespace rl

@@ -1,6 +1,6 @@
-// TFRecord framing and the few `tensorflow.Event` messages TensorBoard needs,
-// encoded by hand (protobuf wire format), so writing event files needs neither
-// TensorFlow nor its protos.
+// TFRecord framing with its CRC32C, written here because Debian's Abseil
+// (20220623) has no CRC32C and TensorFlow is not a dependency. The records'
+// contents (tensorflow.Event) come from event.proto.
 //
 // A TFRecord file is a sequence of records, each
 //   uint64 length (little-endian) | uint32 masked CRC32C of those 8 bytes |
@@ -40,16 +40,6 @@ std::string EncodeTfRecord(absl::string_view data);
 // record or a CRC mismatch.
 absl::StatusOr<std::vector<std::string>> DecodeTfRecords(
     absl::string_view file);
-
-// A serialized tensorflow.Event{wall_time, file_version: "brain.Event:2"}:
-// the first record of every event file (TensorBoard reads the version from
-// it).
-std::string EncodeFileVersionEvent(double wall_time_s);
-
-// A serialized tensorflow.Event{wall_time, step,
-// summary: Summary{value: [Summary.Value{tag, simple_value}]}}.
-std::string EncodeScalarEvent(double wall_time_s, int64_t step,
-                              absl::string_view tag, float value);
 
 }  // namespace rl
 

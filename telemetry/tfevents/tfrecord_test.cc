@@ -1,7 +1,5 @@
 #include "telemetry/tfevents/tfrecord.h"
 
-#include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -85,22 +83,8 @@ TEST(TfRecordTest, FramingMatchesTensorBoardBytes) {
             "0500000000000000eab2043e68656c6c6fbb1f1c19");
 }
 
-TEST(TfRecordTest, EventsMatchTensorBoardProtos) {
-  EXPECT_EQ(absl::BytesToHexString(EncodeFileVersionEvent(1700000000.25)),
-            "0900001040fc54d9411a0d627261696e2e4576656e743a32");
-  EXPECT_EQ(
-      absl::BytesToHexString(
-          EncodeScalarEvent(1700000000.5, 42, "loss/policy", 0.1f)),
-      "0900002040fc54d941102a2a140a120a0b6c6f73732f706f6c69637915cdcccc3d");
-  // A negative step is a ten-byte varint.
-  EXPECT_EQ(absl::BytesToHexString(EncodeScalarEvent(
-                1.0, -3, "x", -std::numeric_limits<float>::infinity())),
-            "09000000000000f03f10fdffffffffffffffff012a0a0a080a017815000080ff");
-}
-
 std::vector<std::string> SampleRecords() {
-  return {"", "a", EncodeFileVersionEvent(1.0),
-          EncodeScalarEvent(2.0, 3, "tag", 4.0f), std::string(100000, 'z')};
+  return {"", "a", std::string("\0\xff\n", 3), std::string(100000, 'z')};
 }
 
 std::string Concat(const std::vector<std::string>& records) {

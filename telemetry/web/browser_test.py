@@ -311,11 +311,30 @@ class BrowserTest(unittest.TestCase):
         self.assertEqual(status, 200, runs)
         by_id = {r["run_id"]: r for r in runs["runs"]}
         self.assertIn(RUN, by_id)
-        self.assertEqual(by_id[RUN]["num_points"], sum(
-            n for (run, _), n in self.expected_points.items() if run == RUN))
+        # The proto3 JSON mapping: int64 fields are decimal strings.
+        self.assertEqual(by_id[RUN]["num_points"], str(sum(
+            n for (run, _), n in self.expected_points.items() if run == RUN)))
         status, body = self.api("api/series?run=run-nope")
         self.assertEqual(status, 404)
-        self.assertIn("error", body)
+        self.assertEqual(body, {"error": "run run-nope has no metrics"})
+        status, body = self.api(f"api/query?run={RUN}&name=x&buckets=0")
+        self.assertEqual(status, 400)
+        self.assertEqual(body, {"error": "parameter buckets: outside [1, 10000]"})
+
+    def test_api_query_follows_the_proto3_json_mapping(self):
+        status, body = self.api(
+            f"api/query?run={RUN}&name=learner/grad_norm&buckets=10")
+        self.assertEqual(status, 200, body)
+        (series,) = body["series"]
+        self.assertEqual(series["name"], "learner/grad_norm")
+        self.assertEqual(series["points"], [])
+        by_step = {b["min_step"]: b for b in series["buckets"]}
+        self.assertEqual(sorted(by_step, key=int), [str(s) for s in range(10)])
+        # Step 5 holds only NaN: min/max/mean over no finite point are NaN.
+        self.assertEqual(by_step["5"], {"min_step": "5", "max_step": "5",
+                                        "count": "1", "min": "NaN", "max": "NaN",
+                                        "mean": "NaN", "last": "NaN"})
+        self.assertEqual(by_step["3"]["mean"], 4.0)
 
     def test_run_view_lists_runs_series_and_draws_the_chart(self):
         buckets = 50
@@ -384,7 +403,8 @@ class BrowserTest(unittest.TestCase):
         self.assertIn("mean over actor", dom.by_id("chart-title").text, ctx)
 
     def test_non_finite_bucket_leaves_a_gap(self):
-        # Steps 0..9 in 10 buckets; step 5 holds only NaN, so its mean is null.
+        # Steps 0..9 in 10 buckets; step 5 holds only NaN, so its mean is
+        # "NaN".
         dom, stderr = self.dump_dom(
             self.view_url(run=RUN, metric="learner/grad_norm", buckets=10))
         ctx = self.context(dom, stderr)

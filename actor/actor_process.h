@@ -1,0 +1,57 @@
+// The actor process: its telemetry and either one actor of a run given on
+// the command line (standalone: --learner, --run) or the assignments a
+// coordinator hands out (worker mode, through worker/).
+//
+//   main: flags -> ActorProcessOptions -> Create -> Wait
+#ifndef RL_ACTOR_ACTOR_PROCESS_H_
+#define RL_ACTOR_ACTOR_PROCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "telemetry/process_telemetry.h"
+
+namespace rl {
+
+struct ActorProcessOptions {
+  // Worker mode when set: register with this coordinator (HOST:PORT).
+  std::string coordinator;
+  std::string worker_name;  // default actor-<pid>
+  // Standalone: the learner (HOST:PORT), the run file, the run id sent to
+  // the learner (default the run's name), this actor's rank.
+  std::string learner;
+  std::string run_file;
+  std::string run_id;
+  int actor_id = 0;
+  int env_threads = 1;
+  absl::Duration max_disconnected = absl::Seconds(120);
+  // Its source defaults to the worker name or actor/<actor_id>.
+  ProcessTelemetryOptions telemetry;
+};
+
+class ActorProcess {
+ public:
+  // INVALID_ARGUMENT naming the flag for bad options or the run file's
+  // field for a bad run.
+  static absl::StatusOr<std::unique_ptr<ActorProcess>> Create(
+      const ActorProcessOptions& options);
+  ~ActorProcess();
+
+  // Standalone: collects and streams until the learner sends its final
+  // policy (OK) or SIGTERM/SIGINT (blocked by the caller; stops at the next
+  // segment boundary after flushing), or fails (the learner unreachable for
+  // longer than max_disconnected). Worker mode: until a stop signal.
+  absl::Status Wait();
+
+ private:
+  class Impl;
+  explicit ActorProcess(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rl
+
+#endif  // RL_ACTOR_ACTOR_PROCESS_H_

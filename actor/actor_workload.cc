@@ -1,0 +1,64 @@
+#include "actor/actor_workload.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "telemetry/emitter.h"
+
+namespace rl {
+
+ActorWorkload::ActorWorkload(const ActorWorkloadOptions& options)
+    : options_(options) {}
+
+ActorWorkload::~ActorWorkload() { Stop(); }
+
+absl::Status ActorWorkload::Start(const Assignment& assignment) {
+  Stop();
+  if (assignment.learner_addresses().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "assignment ", assignment.assignment_id(), " names no learner"));
+  }
+  ActorOptions options;
+  options.learner_address = assignment.learner_addresses(0);
+  options.spec = assignment.spec();
+  options.run_id = assignment.run_id();
+  options.actor_id = assignment.rank();
+  options.env_threads = options_.env_threads;
+  options.max_disconnected = options_.max_disconnected;
+  options.emitter = options_.emitter;
+  if (options.emitter != nullptr) options.emitter->SetRun(assignment.run_id());
+  ASSIGN_OR_RETURN(client_, ActorClient::Create(options));
+  RL_LOG_INFO("actor {} of run {} (learner {})", assignment.rank(),
+              assignment.run_id(), options.learner_address);
+  {
+    absl::MutexLock lock(&mu_);
+    ended_ = false;
+    result_ = absl::OkStatus();
+  }
+  runner_ = std::thread([this, client = client_.get()] {
+    const absl::Status status = client->Run();
+    if (!status.ok()) RL_LOG_WARNING("actor ended: {}", status.ToString());
+    absl::MutexLock lock(&mu_);
+    ended_ = true;
+    result_ = status;
+  });
+  return absl::OkStatus();
+}
+
+WorkloadState ActorWorkload::Poll() {
+  WorkloadState state;
+  absl::MutexLock lock(&mu_);
+  state.finished = client_ != nullptr && ended_;
+  state.status = result_;
+  return state;
+}
+
+void ActorWorkload::Stop() {
+  if (client_ != nullptr) client_->Stop();
+  if (runner_.joinable()) runner_.join();
+  client_.reset();
+}
+
+}  // namespace rl

@@ -1,0 +1,46 @@
+// An actor worker's workload: one ActorClient per assignment, run in its
+// own thread, streaming to the assignment's learner. It ends when the
+// learner sends its final policy (or fails, e.g. the learner unreachable
+// for too long); a new assignment stops it first.
+#ifndef RL_ACTOR_ACTOR_WORKLOAD_H_
+#define RL_ACTOR_ACTOR_WORKLOAD_H_
+
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "actor/actor_client.h"
+#include "worker/workload.h"
+
+namespace rl {
+
+struct ActorWorkloadOptions {
+  int env_threads = 1;
+  absl::Duration max_disconnected = absl::Seconds(120);
+  Emitter* emitter = nullptr;  // not owned; null: none
+};
+
+class ActorWorkload : public Workload {
+ public:
+  explicit ActorWorkload(const ActorWorkloadOptions& options);
+  ~ActorWorkload() override;
+
+  absl::Status Start(const Assignment& assignment) override;
+  WorkloadState Poll() override;
+  void Stop() override;
+
+ private:
+  const ActorWorkloadOptions options_;
+  std::unique_ptr<ActorClient> client_;
+  std::thread runner_;
+
+  absl::Mutex mu_;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_ACTOR_ACTOR_WORKLOAD_H_

@@ -1,0 +1,82 @@
+#include "common/command_line.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace rl {
+namespace {
+
+// The first problem absl would exit 1 for, or "" if every flag is known and
+// its value parses. absl's own flags (--help, --flagfile, ...) are left to
+// absl.
+std::string FirstBadFlag(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      continue;  // positional; reported after parsing
+    }
+    const size_t eq = arg.find('=');
+    const absl::string_view name = arg.substr(0, eq);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) {
+      absl::string_view negated = name;
+      if (absl::ConsumePrefix(&negated, "no") &&
+          eq == absl::string_view::npos) {
+        absl::CommandLineFlag* bool_flag = absl::FindCommandLineFlag(negated);
+        if (bool_flag != nullptr && bool_flag->IsOfType<bool>()) continue;
+      }
+      return absl::StrCat("unknown flag --", name);
+    }
+    if (absl::StrContains(flag->Filename(), "absl/")) continue;
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::StrCat("--", name, ": missing value");
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      return absl::StrCat("--", name, ": ", error);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void ParseCommandLineOrExit(int argc, char** argv, absl::string_view usage) {
+  absl::SetProgramUsageMessage(usage);
+  const std::string bad = FirstBadFlag(argc, argv);
+  if (!bad.empty()) {
+    std::fprintf(stderr, "error: %s\n", bad.c_str());
+    std::exit(2);
+  }
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) {
+    std::fprintf(stderr, "error: unexpected argument \"%s\"\n", args[1]);
+    std::exit(2);
+  }
+}
+
+int ExitCode(const absl::Status& status) {
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+  return status.code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+}
+
+}  // namespace rl

@@ -1,0 +1,221 @@
+#include "coordinator/coordinator_process.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_util.h"
+#include "common/port_file.h"
+#include "common/signal_waiter.h"
+#include "common/status.h"
+#include "coordinator/coordinator_core.h"
+#include "coordinator/coordinator_service.h"
+
+namespace rl {
+namespace {
+
+// Runs per state and workers per role, now.
+struct Census {
+  std::map<std::string, int> runs_by_state;
+  std::map<std::string, int> workers_by_role;
+};
+
+Census TakeCensus(CoordinatorCore* core) {
+  Census c;
+  for (int s = RunState_MIN; s <= RunState_MAX; ++s) {
+    if (RunState_IsValid(s) && s != RUN_STATE_UNSPECIFIED) {
+      c.runs_by_state[RunState_Name(static_cast<RunState>(s))] = 0;
+    }
+  }
+  ListRunsRequest request;
+  request.set_page_size(1000);
+  for (;;) {
+    absl::StatusOr<ListRunsResponse> page = core->ListRuns(request);
+    if (!page.ok()) break;
+    for (const Run& run : page->runs()) {
+      ++c.runs_by_state[RunState_Name(run.state())];
+    }
+    if (page->next_page_token().empty()) break;
+    request.set_page_token(page->next_page_token());
+  }
+  const ListWorkersResponse workers = core->ListWorkers();
+  for (const Worker& w : workers.workers()) {
+    if (w.alive()) ++c.workers_by_role[WorkerRole_Name(w.capabilities().role())];
+  }
+  return c;
+}
+
+void EmitCensus(CoordinatorCore* core, Emitter* emitter, int64_t step) {
+  if (!emitter->enabled()) return;
+  const Census c = TakeCensus(core);
+  for (const auto& [state, n] : c.runs_by_state) {
+    emitter->Emit("coordinator/runs", step, n, {{"state", state}});
+  }
+  int workers = 0;
+  for (const auto& [role, n] : c.workers_by_role) workers += n;
+  emitter->Emit("coordinator/workers", step, workers);
+}
+
+void RegisterCensusMetrics(CoordinatorCore* core, MetricsRegistry* registry) {
+  registry->AddCallback(
+      "coordinator_runs", "Runs by state.", "gauge", [core]() {
+        MetricSamples out;
+        for (const auto& [state, n] : TakeCensus(core).runs_by_state) {
+          out.push_back({{{"state", state}}, static_cast<double>(n)});
+        }
+        return out;
+      });
+  registry->AddCallback(
+      "coordinator_workers", "Registered workers by role.", "gauge", [core]() {
+        MetricSamples out;
+        for (const auto& [role, n] : TakeCensus(core).workers_by_role) {
+          out.push_back({{{"role", role}}, static_cast<double>(n)});
+        }
+        return out;
+      });
+}
+
+}  // namespace
+
+class CoordinatorProcess::Impl {
+ public:
+  explicit Impl(const CoordinatorProcessOptions& options)
+      : options_(options) {}
+
+  ~Impl() {
+    if (watch_id_ >= 0) core_->Unwatch(watch_id_);
+  }
+
+  absl::Status Start() {
+    if (options_.max_request_kb < 1 || options_.max_request_kb > (1 << 21)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_request_kb: must be in [1, 2097152] (got ",
+                       options_.max_request_kb, ")"));
+    }
+    if (options_.lease_ttl <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("--lease_ttl_s: must be > 0");
+    }
+    std::error_code ec;
+    const auto parent = std::filesystem::path(options_.store).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    CoordinatorOptions core;
+    core.store_path = options_.store;
+    core.runs_dir = options_.runs_dir;
+    core.lease_ttl = options_.lease_ttl;
+    ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
+    runs_ = std::make_unique<RunServiceImpl>(core_.get());
+    workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
+    ServerOptions server;
+    server.address = absl::StrCat(options_.host, ":", options_.port);
+    server.max_receive_message_bytes = options_.max_request_kb << 10;
+    ASSIGN_OR_RETURN(server_, StartServer({runs_.get(), workers_.get()},
+                                          server));
+    std::printf("coordinator listening on %s:%d\n", options_.host.c_str(),
+                server_.port);
+    std::fflush(stdout);
+    RETURN_IF_ERROR(WritePortFile(options_.port_file, server_.port));
+
+    ProcessTelemetryOptions telemetry = options_.telemetry;
+    telemetry.source = "coordinator";
+    telemetry.host = options_.host;
+    if (!options_.embedded.local_workers.empty()) {
+      EmbeddedSystemOptions embedded = options_.embedded;
+      embedded.host = options_.host;
+      embedded.coordinator_port = server_.port;
+      embedded.ephemeral_ports = options_.port == 0;
+      embedded.runs_dir = options_.runs_dir;
+      ASSIGN_OR_RETURN(embedded_, EmbeddedSystem::Create(embedded));
+      // The local telemetry, when there is one, wins over the option.
+      if (!embedded_->telemetry_address().empty()) {
+        telemetry.telemetry_target = embedded_->telemetry_address();
+      }
+    }
+    ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
+    WatchQueueWaits();
+    RegisterCensusMetrics(core_.get(), telemetry_->registry());
+    if (embedded_ != nullptr) embedded_->Start();
+    return absl::OkStatus();
+  }
+
+  absl::Status Wait() {
+    absl::Time next_census = absl::Now();
+    int64_t census = 0;
+    while (WaitForStopSignal(absl::Milliseconds(200)) == 0) {
+      if (embedded_ != nullptr) embedded_->Supervise();
+      core_->Tick();
+      if (absl::Now() >= next_census) {
+        next_census = absl::Now() + absl::Seconds(5);
+        EmitCensus(core_.get(), telemetry_->emitter(), ++census);
+      }
+    }
+    Shutdown();
+    return absl::OkStatus();
+  }
+
+  void Shutdown() {
+    if (watch_id_ >= 0) core_->Unwatch(watch_id_);
+    watch_id_ = -1;
+    if (embedded_ != nullptr) embedded_->Shutdown();
+    if (server_.server != nullptr) {
+      server_.server->Shutdown(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    }
+  }
+
+ private:
+  // Queue wait: submission to first RUNNING, once per run (step: how many
+  // runs have started since this coordinator did).
+  void WatchQueueWaits() {
+    struct Started {
+      absl::Mutex mu;
+      std::set<std::string> runs ABSL_GUARDED_BY(mu);
+    };
+    auto started = std::make_shared<Started>();
+    Emitter* emitter = telemetry_->emitter();
+    watch_id_ = core_->Watch([emitter, started](const Run& run) {
+      if (run.state() != RUNNING) return;
+      int64_t count;
+      {
+        absl::MutexLock lock(&started->mu);
+        if (!started->runs.insert(run.run_id()).second) return;
+        count = static_cast<int64_t>(started->runs.size());
+      }
+      const absl::Time created =
+          absl::FromUnixSeconds(run.create_time().seconds()) +
+          absl::Nanoseconds(run.create_time().nanos());
+      emitter->Emit("coordinator/queue_wait_seconds", count,
+                    absl::ToDoubleSeconds(absl::Now() - created));
+    });
+  }
+
+  const CoordinatorProcessOptions options_;
+  std::unique_ptr<CoordinatorCore> core_;
+  std::unique_ptr<RunServiceImpl> runs_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  RunningServer server_;
+  std::unique_ptr<EmbeddedSystem> embedded_;
+  std::unique_ptr<ProcessTelemetry> telemetry_;
+  int64_t watch_id_ = -1;
+};
+
+absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Create(
+    const CoordinatorProcessOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<CoordinatorProcess>(
+      new CoordinatorProcess(std::move(impl)));
+}
+
+CoordinatorProcess::CoordinatorProcess(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+CoordinatorProcess::~CoordinatorProcess() { impl_->Shutdown(); }
+
+absl::Status CoordinatorProcess::Wait() { return impl_->Wait(); }
+
+}  // namespace rl

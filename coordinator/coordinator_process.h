@@ -1,0 +1,58 @@
+// The coordinator process: the core (run store, scheduler), its services on
+// a port, its telemetry (census every 5 s, queue waits, /metrics), and in
+// the embedded default the local telemetry and workers it supervises.
+//
+//   main: flags -> CoordinatorProcessOptions -> Create -> Wait
+#ifndef RL_COORDINATOR_COORDINATOR_PROCESS_H_
+#define RL_COORDINATOR_COORDINATOR_PROCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/embedded_system.h"
+#include "telemetry/process_telemetry.h"
+
+namespace rl {
+
+struct CoordinatorProcessOptions {
+  std::string host = "127.0.0.1";
+  int port = 50051;  // 0: a free one
+  std::string port_file;
+  std::string store = "runs/coordinator.db";
+  std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
+  absl::Duration lease_ttl = absl::Seconds(10);
+  int max_request_kb = 1024;
+  // Embedded default when embedded.local_workers is set; its host, port and
+  // runs_dir are filled from the above.
+  EmbeddedSystemOptions embedded;
+  // Its source is "coordinator"; the local telemetry's address, when there
+  // is one, replaces telemetry_target.
+  ProcessTelemetryOptions telemetry;
+};
+
+class CoordinatorProcess {
+ public:
+  // Opens the store, serves RunService and WorkerService (prints
+  // "coordinator listening on HOST:PORT"), starts telemetry and the
+  // embedded system. INVALID_ARGUMENT for bad options.
+  static absl::StatusOr<std::unique_ptr<CoordinatorProcess>> Create(
+      const CoordinatorProcessOptions& options);
+  ~CoordinatorProcess();
+
+  // Places runs, expires leases and supervises the children until
+  // SIGTERM/SIGINT (blocked by the caller, common/signal_waiter.h); then
+  // stops the children and the server.
+  absl::Status Wait();
+
+ private:
+  class Impl;
+  explicit CoordinatorProcess(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_COORDINATOR_PROCESS_H_

@@ -1,0 +1,94 @@
+#include "envs/env_registry.h"
+
+#include "envs/env_batch.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// The registry is written without the physics; it must say what they do.
+TEST(EnvRegistryTest, EveryEntryMatchesItsPhysics) {
+  ASSERT_EQ(RegisteredEnvIds().size(), 5u);
+  for (const std::string& id : RegisteredEnvIds()) {
+    SCOPED_TRACE(id);
+    absl::StatusOr<EnvKind> kind = FindEnvKind(id);
+    ASSERT_OK(kind);
+    const EnvInfo info = DescribeEnv(*kind);
+    VisitEnvKind(*kind, [&](auto env) {
+      using Env = decltype(env);
+      EXPECT_EQ(info.id, Env::kId);
+      EXPECT_EQ(info.observation_size, Env::kObsSize);
+      EXPECT_EQ(info.num_actions, Env::kNumActions);
+      EXPECT_EQ(info.action_size, Env::kActionSize);
+      EXPECT_EQ(info.action_low, Env::kActionLow);
+      EXPECT_EQ(info.action_high, Env::kActionHigh);
+      EXPECT_EQ(info.max_episode_steps, Env::kMaxEpisodeSteps);
+    });
+  }
+}
+
+TEST(EnvRegistryTest, IdsInOrder) {
+  EXPECT_THAT(RegisteredEnvIds(),
+              ElementsAre("CartPole-v1", "Acrobot-v1", "MountainCar-v0",
+                          "Pendulum-v1", "MountainCarContinuous-v0"));
+}
+
+TEST(EnvRegistryTest, UnknownIdNamesTheKnownOnes) {
+  absl::StatusOr<EnvKind> kind = FindEnvKind("Breakout-v5");
+  EXPECT_THAT(kind,
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("\"Breakout-v5\"; known ids: CartPole-v1, ")));
+}
+
+TEST(EnvRegistryTest, ResolveFillsTheDerivedFields) {
+  EnvSpec env;
+  env.set_id("Pendulum-v1");
+  ASSERT_OK(ResolveEnvSpec(&env));
+  EXPECT_EQ(env.observation_size(), 3);
+  EXPECT_EQ(env.num_discrete_actions(), 0);
+  EXPECT_EQ(env.continuous_action_size(), 1);
+  EXPECT_EQ(env.max_episode_steps(), 200);
+  // Idempotent: a resolved spec resolves to itself.
+  EnvSpec again = env;
+  ASSERT_OK(ResolveEnvSpec(&again));
+  EXPECT_EQ(again.SerializeAsString(), env.SerializeAsString());
+}
+
+TEST(EnvRegistryTest, ResolveKeepsAShorterTimeLimit) {
+  EnvSpec env;
+  env.set_id("CartPole-v1");
+  env.set_max_episode_steps(100);
+  ASSERT_OK(ResolveEnvSpec(&env));
+  EXPECT_EQ(env.max_episode_steps(), 100);
+  absl::StatusOr<EnvInfo> info = DescribeEnvSpec(env);
+  ASSERT_OK(info);
+  EXPECT_EQ(info->max_episode_steps, 100);
+  EXPECT_EQ(info->num_actions, 2);
+}
+
+TEST(EnvRegistryTest, ResolveRefusesADisagreeingField) {
+  EnvSpec env;
+  env.set_id("CartPole-v1");
+  env.set_observation_size(5);
+  const absl::Status status = ResolveEnvSpec(&env);
+  EXPECT_THAT(
+      status,
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("env.observation_size: CartPole-v1 has 4 (got 5)")));
+}
+
+TEST(EnvRegistryTest, ResolveRefusesAnUnknownId) {
+  EnvSpec env;
+  env.set_id("Pong");
+  const absl::Status status = ResolveEnvSpec(&env);
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                               HasSubstr("env.id: ")));
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,269 @@
+#include "learner/learner_process.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/port_file.h"
+#include "common/signal_waiter.h"
+#include "common/status.h"
+#include "learner/learner_core.h"
+#include "learner/learner_service.h"
+#include "learner/learner_workload.h"
+#include "runspec/run_spec.h"
+#include "worker/worker_runtime.h"
+
+namespace rl {
+namespace {
+
+// The core /metrics reports on; it changes with assignments.
+class CurrentCore {
+ public:
+  void Set(std::shared_ptr<LearnerCore> core) {
+    absl::MutexLock lock(&mu_);
+    core_ = std::move(core);
+  }
+  std::shared_ptr<LearnerCore> Get() {
+    absl::MutexLock lock(&mu_);
+    return core_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);
+};
+
+void RegisterLearnerMetrics(MetricsRegistry* registry,
+                            std::shared_ptr<CurrentCore> current) {
+  auto family = [&](const std::string& name, const std::string& help,
+                    const std::string& type,
+                    std::function<double(const LearnerStatus&)> f) {
+    registry->AddCallback(name, help, type, [f, current]() {
+      std::shared_ptr<LearnerCore> core = current->Get();
+      if (core == nullptr) return MetricSamples{};
+      return MetricSamples{{{{"run", core->run_id()}}, f(core->GetStatus())}};
+    });
+  };
+  using S = LearnerStatus;
+  family("learner_env_steps_total", "Environment steps trained on.", "counter",
+         [](const S& s) { return double(s.env_steps()); });
+  family("learner_updates_total", "PPO updates.", "counter",
+         [](const S& s) { return double(s.updates()); });
+  family("learner_policy_version", "Current policy version.", "gauge",
+         [](const S& s) { return double(s.policy_version()); });
+  family("learner_steps_per_second", "Training throughput.", "gauge",
+         [](const S& s) { return s.progress().steps_per_second(); });
+  family("learner_connected_actors", "Actors streaming rollouts.", "gauge",
+         [](const S& s) { return double(s.connected_actors()); });
+  family("learner_segments_received_total", "Rollout segments received.",
+         "counter", [](const S& s) { return double(s.segments_received()); });
+  family("learner_segments_rejected_total", "Malformed segments refused.",
+         "counter", [](const S& s) { return double(s.segments_rejected()); });
+  family("learner_segments_dropped_stale_total",
+         "Segments dropped for policy lag.", "counter",
+         [](const S& s) { return double(s.segments_dropped_stale()); });
+}
+
+std::string ResultJson(const LearnerStatus& s, bool done) {
+  const double mean = s.progress().mean_return();
+  return absl::StrFormat(
+      "{\"done\": %s, \"env_steps\": %d, \"updates\": %d, "
+      "\"policy_version\": %d, \"episodes\": %d, \"mean_return\": %s, "
+      "\"steps_per_second\": %.1f, \"segments_received\": %d, "
+      "\"segments_rejected\": %d, \"segments_dropped_stale\": %d, "
+      "\"segments_duplicate\": %d}\n",
+      done ? "true" : "false", s.env_steps(), s.updates(), s.policy_version(),
+      s.progress().episodes(),
+      std::isfinite(mean) ? absl::StrFormat("%.3f", mean) : "null",
+      s.progress().steps_per_second(), s.segments_received(),
+      s.segments_rejected(), s.segments_dropped_stale(),
+      s.segments_duplicate());
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+class LearnerProcess::Impl {
+ public:
+  explicit Impl(const LearnerProcessOptions& options) : options_(options) {}
+
+  absl::Status Start() {
+    const bool worker = !options_.coordinator.empty();
+    if (!worker && options_.run_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--run is required (a run file), or --coordinator for worker mode");
+    }
+    if (options_.max_message_mb < 1 || options_.max_message_mb > 2047) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_message_mb: must be in [1, 2047] (got ",
+          options_.max_message_mb, ")"));
+    }
+    RunSpec spec;
+    if (!worker) {
+      absl::StatusOr<RunSpec> loaded = LoadRunSpecFile(options_.run_file);
+      if (!loaded.ok()) {
+        return absl::InvalidArgumentError(loaded.status().message());
+      }
+      spec = *std::move(loaded);
+    }
+    ProcessTelemetryOptions telemetry = options_.telemetry;
+    if (telemetry.source.empty()) {
+      telemetry.source = options_.worker_name.empty()
+                             ? absl::StrCat("learner/", getpid())
+                             : options_.worker_name;
+    }
+    telemetry.host = options_.host;
+    ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
+    RegisterLearnerMetrics(telemetry_->registry(), current_);
+
+    if (!worker) {
+      LearnerOptions learner;
+      learner.spec = spec;
+      learner.run_id =
+          options_.run_id.empty() ? spec.name() : options_.run_id;
+      learner.run_dir = options_.run_dir;
+      learner.emitter = telemetry_->emitter();
+      telemetry_->emitter()->SetRun(learner.run_id);
+      ASSIGN_OR_RETURN(std::unique_ptr<LearnerCore> core,
+                       LearnerCore::Create(learner));
+      core_ = std::move(core);
+      current_->Set(core_);
+      service_.SetCore(core_);
+    }
+    ServerOptions server;
+    server.address = absl::StrCat(options_.host, ":", options_.port);
+    // Rollout segments are large; other messages are small anyway.
+    server.max_receive_message_bytes = options_.max_message_mb << 20;
+    server.max_send_message_bytes = 256 << 20;
+    ASSIGN_OR_RETURN(server_, StartServer({&service_}, server));
+    std::printf("learner listening on %s:%d\n", options_.host.c_str(),
+                server_.port);
+    std::fflush(stdout);
+    RETURN_IF_ERROR(WritePortFile(options_.port_file, server_.port));
+
+    if (worker) {
+      workload_ = std::make_unique<LearnerWorkload>(
+          &service_, telemetry_->emitter(),
+          [current = current_](std::shared_ptr<LearnerCore> core) {
+            current->Set(std::move(core));
+          });
+      WorkerRuntimeOptions runtime;
+      runtime.agent.coordinator = options_.coordinator;
+      runtime.agent.role = LEARNER;
+      runtime.agent.address = absl::StrCat(options_.host, ":", server_.port);
+      runtime.agent.worker_name =
+          options_.worker_name.empty()
+              ? absl::StrCat("learner-", runtime.agent.address)
+              : options_.worker_name;
+      ASSIGN_OR_RETURN(runtime_,
+                       WorkerRuntime::Create(runtime, workload_.get()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Wait() {
+    if (runtime_ != nullptr) {
+      WaitForStopSignalOr([] { return false; });
+      Shutdown();
+      return absl::OkStatus();
+    }
+    bool done = false;
+    absl::Time last_log = absl::Now();
+    while (!done) {
+      if (WaitForStopSignal(absl::Milliseconds(200)) != 0) break;
+      done = core_->WaitUntilDone(absl::ZeroDuration());
+      if (absl::Now() - last_log > absl::Seconds(5)) {
+        LogProgress(core_->GetStatus());
+        last_log = absl::Now();
+      }
+    }
+    const LearnerStatus status = core_->GetStatus();
+    if (done) {
+      // Give subscribers a moment to receive the final version.
+      const absl::Time deadline = absl::Now() + absl::Seconds(5);
+      while (absl::Now() < deadline &&
+             core_->GetStatus().connected_actors() > 0) {
+        absl::SleepFor(absl::Milliseconds(50));
+      }
+    }
+    Shutdown();
+    if (!options_.result_file.empty()) {
+      RETURN_IF_ERROR(
+          WriteFileAtomically(options_.result_file, ResultJson(status, done)));
+    }
+    RETURN_IF_ERROR(core_->final_status());
+    std::printf("learner %s: %lld env steps, %lld updates, mean return %.1f\n",
+                done ? "done" : "stopped",
+                static_cast<long long>(status.env_steps()),
+                static_cast<long long>(status.updates()),
+                status.progress().mean_return());
+    return absl::OkStatus();
+  }
+
+  void Shutdown() {
+    if (runtime_ != nullptr) runtime_->Stop();
+    if (server_.server != nullptr) {
+      server_.server->Shutdown(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    }
+    current_->Set(nullptr);
+  }
+
+ private:
+  static void LogProgress(const LearnerStatus& s) {
+    RL_LOG_INFO(
+        "version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
+        "actors {} | rejected {} stale {} duplicate {}",
+        s.policy_version(), s.env_steps(), s.progress().steps_per_second(),
+        s.progress().mean_return(), s.connected_actors(),
+        s.segments_rejected(), s.segments_dropped_stale(),
+        s.segments_duplicate());
+  }
+
+  const LearnerProcessOptions options_;
+  std::shared_ptr<CurrentCore> current_ = std::make_shared<CurrentCore>();
+  // Declared before what uses it, so it is destroyed last (flushes).
+  std::unique_ptr<ProcessTelemetry> telemetry_;
+  LearnerServiceImpl service_;
+  std::shared_ptr<LearnerCore> core_;  // standalone
+  RunningServer server_;
+  std::unique_ptr<LearnerWorkload> workload_;  // worker mode
+  std::unique_ptr<WorkerRuntime> runtime_;
+};
+
+absl::StatusOr<std::unique_ptr<LearnerProcess>> LearnerProcess::Create(
+    const LearnerProcessOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  RETURN_IF_ERROR(impl->Start());
+  return std::unique_ptr<LearnerProcess>(new LearnerProcess(std::move(impl)));
+}
+
+LearnerProcess::LearnerProcess(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+LearnerProcess::~LearnerProcess() { impl_->Shutdown(); }
+
+absl::Status LearnerProcess::Wait() { return impl_->Wait(); }
+
+}  // namespace rl

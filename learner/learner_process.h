@@ -1,0 +1,59 @@
+// The learner process: its telemetry, its LearnerService on a port, and
+// either one run given on the command line (standalone) or the runs a
+// coordinator assigns (worker mode, through worker/).
+//
+//   main: flags -> LearnerProcessOptions -> Create -> Wait
+#ifndef RL_LEARNER_LEARNER_PROCESS_H_
+#define RL_LEARNER_LEARNER_PROCESS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "telemetry/process_telemetry.h"
+
+namespace rl {
+
+struct LearnerProcessOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;  // 0: a free one
+  std::string port_file;
+  int max_message_mb = 256;  // largest rollout segment accepted
+  // Worker mode when set: register with this coordinator (HOST:PORT) and
+  // train the runs it assigns.
+  std::string coordinator;
+  std::string worker_name;  // default learner-HOST:PORT
+  // Standalone mode: the run file, the run's id (default its name),
+  // checkpoints (<run_dir>/checkpoints, resumed), a JSON summary at the end.
+  std::string run_file;
+  std::string run_id;
+  std::string run_dir;
+  std::string result_file;
+  // Its source defaults to the worker name or learner/<pid>.
+  ProcessTelemetryOptions telemetry;
+};
+
+class LearnerProcess {
+ public:
+  // Loads the run (INVALID_ARGUMENT for a bad run file or options), starts
+  // telemetry and the server (prints "learner listening on HOST:PORT"),
+  // then the run's core or the worker runtime.
+  static absl::StatusOr<std::unique_ptr<LearnerProcess>> Create(
+      const LearnerProcessOptions& options);
+  ~LearnerProcess();
+
+  // Standalone: until the run is done or SIGTERM/SIGINT (blocked by the
+  // caller, common/signal_waiter.h); then the summary. Worker mode: until
+  // a stop signal. The run's error if it failed.
+  absl::Status Wait();
+
+ private:
+  class Impl;
+  explicit LearnerProcess(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_LEARNER_PROCESS_H_

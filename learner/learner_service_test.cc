@@ -1,0 +1,174 @@
+// LearnerService in-process (no port): a policy subscription and a rollout
+// stream round trip against a LearnerCore, and a malformed segment that
+// ends only its own stream with INVALID_ARGUMENT naming the field.
+#include "learner/learner_service.h"
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "common/grpc_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "learner/learner_core.h"
+#include "policy/rollout.h"
+#include "policy/segment_codec.h"
+#include "proto/learner.grpc.pb.h"
+#include "testing/in_process_server.h"
+#include "testing/run_specs.h"
+#include "testing/status_matchers.h"
+#include "testing/wait_for.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A segment of SmallRunSpec()'s shape (16 steps x 4 CartPole envs).
+RolloutSegment Segment(int actor, int64_t seq, int64_t version) {
+  Rollout r = Rollout::Allocate(16, 4, 4, 0);
+  r.observations.uniform_(-0.05, 0.05);
+  r.rewards.fill_(1);
+  RolloutSegment s;
+  EXPECT_OK(EncodeSegment(r, &s));
+  s.set_run_id("small");
+  s.set_actor_id(actor);
+  s.set_sequence_number(seq);
+  s.set_policy_version(version);
+  EnvSpec* env = s.mutable_env();
+  env->set_id("CartPole-v1");
+  env->set_observation_size(4);
+  env->set_num_discrete_actions(2);
+  return s;
+}
+
+class LearnerServiceTest : public ::testing::Test {
+ protected:
+  void Start(const RunSpec& spec) {
+    LearnerOptions options;
+    options.spec = spec;
+    options.run_id = "small";
+    ASSERT_OK_AND_ASSIGN(core_, LearnerCore::Create(options));
+    service_ = std::make_unique<LearnerServiceImpl>(core_);
+    ASSERT_OK_AND_ASSIGN(server_, StartInProcessServer({service_.get()}));
+    stub_ = LearnerService::NewStub(server_.channel);
+  }
+  void TearDown() override {
+    if (server_.server) server_.server->Shutdown();
+  }
+
+  // Reads acks until one acknowledges `seq`; false if the stream ended.
+  static bool ReadAckOf(
+      grpc::ClientReaderWriter<RolloutSegment, RolloutAck>& stream, int64_t seq,
+      RolloutAck* ack) {
+    while (stream.Read(ack)) {
+      if (ack->acked_sequence_number() >= seq) return true;
+    }
+    return false;
+  }
+
+  LearnerStatus Status() {
+    LearnerStatus status;
+    auto context = ContextWithDeadline(absl::Seconds(30));
+    EXPECT_TRUE(
+        stub_->GetStatus(context.get(), GetLearnerStatusRequest(), &status)
+            .ok());
+    return status;
+  }
+
+  std::shared_ptr<LearnerCore> core_;
+  std::unique_ptr<LearnerServiceImpl> service_;
+  InProcessServer server_;
+  std::unique_ptr<LearnerService::Stub> stub_;
+};
+
+TEST_F(LearnerServiceTest, SubscribePolicyAndStreamRolloutsRoundTrip) {
+  // One segment's worth of steps: one update, whose version is the final.
+  Start(SmallRunSpec("total_env_steps: 64"));
+
+  // The latest version at once.
+  SubscribePolicyRequest subscribe;
+  subscribe.set_run_id("small");
+  auto policy_context = ContextWithDeadline(absl::Seconds(120));
+  auto policies = stub_->SubscribePolicy(policy_context.get(), subscribe);
+  PolicyUpdate update;
+  ASSERT_TRUE(policies->Read(&update));
+  EXPECT_EQ(update.version(), 1);
+  EXPECT_FALSE(update.final());
+  EXPECT_GT(update.parameters_size(), 0);
+
+  // A segment of version 1 is trained on and acknowledged.
+  auto rollout_context = ContextWithDeadline(absl::Seconds(120));
+  auto stream = stub_->StreamRollouts(rollout_context.get());
+  ASSERT_TRUE(stream->Write(Segment(0, 1, 1)));
+  RolloutAck ack;
+  ASSERT_TRUE(ReadAckOf(*stream, 1, &ack));
+  EXPECT_EQ(ack.acked_sequence_number(), 1);
+  EXPECT_EQ(ack.latest_policy_version(), 2);
+  EXPECT_EQ(ack.dropped_stale(), 0);
+  ASSERT_TRUE(stream->WritesDone());
+  while (stream->Read(&ack)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+
+  // Version 2 reaches the subscriber, marked final, and the stream ends.
+  int64_t last_version = 0;
+  bool final = false;
+  while (policies->Read(&update)) {
+    last_version = update.version();
+    final |= update.final();
+    EXPECT_GT(update.parameters_size(), 0);
+  }
+  const grpc::Status subscription = policies->Finish();
+  EXPECT_TRUE(subscription.ok()) << subscription.error_message();
+  EXPECT_EQ(last_version, 2);
+  EXPECT_TRUE(final);
+
+  const LearnerStatus status = Status();
+  EXPECT_EQ(status.run_id(), "small");
+  EXPECT_EQ(status.policy_version(), 2);
+  EXPECT_EQ(status.env_steps(), 64);
+  EXPECT_EQ(status.segments_received(), 1);
+  EXPECT_EQ(status.segments_rejected(), 0);
+}
+
+TEST_F(LearnerServiceTest, MalformedSegmentEndsOnlyItsStream) {
+  Start(SmallRunSpec("resources: {num_actors: 2}"));
+
+  // Actor 0's segment is in; in SYNC mode it waits for actor 1's.
+  auto good_context = ContextWithDeadline(absl::Seconds(120));
+  auto good = stub_->StreamRollouts(good_context.get());
+  ASSERT_TRUE(good->Write(Segment(0, 1, 1)));
+  ASSERT_TRUE(WaitFor([&] { return Status().segments_received() == 1; },
+                      absl::Seconds(60)));
+
+  // Actor 1 sends observations with a shape but no bytes.
+  auto bad_context = ContextWithDeadline(absl::Seconds(120));
+  auto bad = stub_->StreamRollouts(bad_context.get());
+  RolloutSegment malformed = Segment(1, 1, 1);
+  malformed.mutable_observations()->clear_data();
+  ASSERT_TRUE(bad->Write(malformed));
+  RolloutAck ack;
+  while (bad->Read(&ack)) {
+  }
+  const grpc::Status status = bad->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("segment.observations"));
+
+  // Actor 0's stream is unaffected: its segment is used and acknowledged
+  // (actor 1 is no longer connected, so actor 0 alone completes the batch).
+  ASSERT_TRUE(ReadAckOf(*good, 1, &ack));
+  EXPECT_EQ(ack.latest_policy_version(), 2);
+  ASSERT_TRUE(good->WritesDone());
+  while (good->Read(&ack)) {
+  }
+  EXPECT_TRUE(good->Finish().ok());
+
+  const LearnerStatus learner = Status();
+  EXPECT_EQ(learner.segments_rejected(), 1);
+  EXPECT_EQ(learner.segments_received(), 1);
+  EXPECT_EQ(learner.env_steps(), 64);
+}
+
+}  // namespace
+}  // namespace rl

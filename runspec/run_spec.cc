@@ -1,0 +1,336 @@
+#include "runspec/run_spec.h"
+
+#include "envs/env_registry.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json_quote.h"
+#include "common/status.h"
+#include "google/protobuf/util/json_util.h"
+#include "yaml-cpp/yaml.h"
+
+namespace rl {
+namespace {
+
+// A YAML scalar as a JSON value: YAML's booleans and null become JSON
+// literals, numbers stay numbers (so the JSON parser checks them against the
+// field's type), everything else is a string (enum names, env ids).
+std::string ScalarToJson(const YAML::Node& node) {
+  const std::string& s = node.Scalar();
+  if (node.Tag() == "!") return JsonQuote(s);  // Quoted in the YAML.
+  const std::string lower = absl::AsciiStrToLower(s);
+  if (lower == "true" || lower == "yes" || lower == "on") return "true";
+  if (lower == "false" || lower == "no" || lower == "off") return "false";
+  if (lower == "null" || lower == "~" || s.empty()) return "null";
+  double d;
+  if (absl::SimpleAtod(s, &d) && std::isfinite(d) &&
+      s.find_first_of("xX") == std::string::npos) {
+    // JSON numbers may not start with '+' or '.', nor end with '.'.
+    std::string n = s;
+    if (n[0] == '+') n = n.substr(1);
+    if (n[0] == '.') n = "0" + n;
+    if (absl::StartsWith(n, "-.")) n = "-0" + n.substr(1);
+    if (absl::EndsWith(n, ".")) n += "0";
+    return n;
+  }
+  return JsonQuote(s);
+}
+
+absl::Status YamlToJson(const YAML::Node& node, const std::string& path,
+                        std::string* out) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      *out += "null";
+      return absl::OkStatus();
+    case YAML::NodeType::Scalar:
+      *out += ScalarToJson(node);
+      return absl::OkStatus();
+    case YAML::NodeType::Sequence: {
+      *out += "[";
+      for (size_t i = 0; i < node.size(); ++i) {
+        if (i) *out += ",";
+        RETURN_IF_ERROR(
+            YamlToJson(node[i], absl::StrCat(path, "[", i, "]"), out));
+      }
+      *out += "]";
+      return absl::OkStatus();
+    }
+    case YAML::NodeType::Map: {
+      *out += "{";
+      bool first = true;
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(path.empty() ? "<root>" : path,
+                           ": keys must be plain field names"));
+        }
+        const std::string key = kv.first.Scalar();
+        if (!first) *out += ",";
+        first = false;
+        *out += JsonQuote(key) + ":";
+        RETURN_IF_ERROR(YamlToJson(
+            kv.second, path.empty() ? key : absl::StrCat(path, ".", key), out));
+      }
+      *out += "}";
+      return absl::OkStatus();
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Collects "path: problem (got value)" messages.
+class Problems {
+ public:
+  template <typename T>
+  void Add(absl::string_view path, absl::string_view problem, const T& got) {
+    list_.push_back(absl::StrCat(path, ": ", problem, " (got ", got, ")"));
+  }
+  absl::Status ToStatus() const {
+    if (list_.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrJoin(list_, "; "));
+  }
+
+ private:
+  std::vector<std::string> list_;
+};
+
+bool IsKnownDevice(const std::string& device) {
+  if (device == "cpu" || device == "cuda") return true;
+  int index;
+  return absl::StartsWith(device, "cuda:") &&
+         absl::SimpleAtoi(device.substr(5), &index) && index >= 0;
+}
+
+}  // namespace
+
+absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
+                                     RunFileFormat format) {
+  std::string json;
+  if (format == RunFileFormat::kJson) {
+    json = std::string(text);
+  } else {
+    YAML::Node root;
+    try {
+      root = YAML::Load(std::string(text));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("run file is not valid YAML: line ", e.mark.line + 1,
+                       ", column ", e.mark.column + 1, ": ", e.msg));
+    }
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(
+          "run file: expected a mapping of fields at the top level");
+    }
+    RETURN_IF_ERROR(YamlToJson(root, "", &json));
+  }
+  RunSpec spec;
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = false;
+  const auto status =
+      google::protobuf::util::JsonStringToMessage(json, &spec, options);
+  if (!status.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run file: ", status.message().as_string()));
+  }
+  return spec;
+}
+
+void ApplyRunSpecDefaults(RunSpec* spec) {
+  if (spec->envs_per_actor() == 0) spec->set_envs_per_actor(8);
+  if (spec->segment_length() == 0) spec->set_segment_length(128);
+  if (spec->total_env_steps() == 0) spec->set_total_env_steps(1000000);
+  if (spec->keep_checkpoints() == 0) spec->set_keep_checkpoints(3);
+  if (spec->sync_mode() == SYNC_MODE_UNSPECIFIED) spec->set_sync_mode(SYNC);
+
+  PPOConfig* ppo = spec->mutable_ppo();
+  if (ppo->learning_rate() == 0) ppo->set_learning_rate(2.5e-4f);
+  if (!ppo->has_anneal_learning_rate()) ppo->set_anneal_learning_rate(true);
+  if (ppo->gamma() == 0) ppo->set_gamma(0.99f);
+  if (!ppo->has_gae_lambda()) ppo->set_gae_lambda(0.95f);
+  if (ppo->num_epochs() == 0) ppo->set_num_epochs(4);
+  if (ppo->num_minibatches() == 0) ppo->set_num_minibatches(4);
+  if (ppo->clip_coef() == 0) ppo->set_clip_coef(0.2f);
+  if (!ppo->has_clip_value_loss()) ppo->set_clip_value_loss(true);
+  if (!ppo->has_value_coef()) ppo->set_value_coef(0.5f);
+  if (!ppo->has_entropy_coef()) ppo->set_entropy_coef(0.01f);
+  if (!ppo->has_max_grad_norm()) ppo->set_max_grad_norm(0.5f);
+  if (!ppo->has_normalize_advantages()) ppo->set_normalize_advantages(true);
+  if (ppo->hidden_sizes_size() == 0) {
+    ppo->add_hidden_sizes(64);
+    ppo->add_hidden_sizes(64);
+  }
+
+  Resources* res = spec->mutable_resources();
+  if (res->num_learners() == 0) res->set_num_learners(1);
+  if (res->num_actors() == 0) res->set_num_actors(1);
+  if (res->min_actors() == 0) res->set_min_actors(res->num_actors());
+  if (res->learner_device().empty()) res->set_learner_device("cpu");
+  if (res->actor_device().empty()) res->set_actor_device("cpu");
+  if (res->actor_threads() == 0) res->set_actor_threads(1);
+}
+
+absl::Status ValidateRunSpec(const RunSpec& spec) {
+  Problems p;
+  const auto& ids = RegisteredEnvIds();
+  if (spec.env().id().empty()) {
+    p.Add("env.id", "required, one of " + absl::StrJoin(ids, ", "), "nothing");
+  } else if (std::find(ids.begin(), ids.end(), spec.env().id()) == ids.end()) {
+    p.Add("env.id",
+          "unknown environment, expected one of " + absl::StrJoin(ids, ", "),
+          JsonQuote(spec.env().id()));
+  }
+  if (spec.env().max_episode_steps() < 0) {
+    p.Add("env.max_episode_steps", "must be >= 0",
+          spec.env().max_episode_steps());
+  }
+  if (spec.envs_per_actor() < 1 || spec.envs_per_actor() > (1 << 20)) {
+    p.Add("envs_per_actor", "must be in [1, 1048576]", spec.envs_per_actor());
+  }
+  if (spec.segment_length() < 1 || spec.segment_length() > 65536) {
+    p.Add("segment_length", "must be in [1, 65536]", spec.segment_length());
+  }
+  if (spec.total_env_steps() < 1) {
+    p.Add("total_env_steps", "must be >= 1", spec.total_env_steps());
+  }
+
+  const PPOConfig& ppo = spec.ppo();
+  // Written as !(in range) so that NaN fails too.
+  if (!(ppo.learning_rate() > 0 && ppo.learning_rate() < 1)) {
+    p.Add("ppo.learning_rate", "must be in (0, 1)", ppo.learning_rate());
+  }
+  if (!(ppo.gamma() > 0 && ppo.gamma() <= 1)) {
+    p.Add("ppo.gamma", "must be in (0, 1]", ppo.gamma());
+  }
+  if (!(ppo.gae_lambda() >= 0 && ppo.gae_lambda() <= 1)) {
+    p.Add("ppo.gae_lambda", "must be in [0, 1]", ppo.gae_lambda());
+  }
+  if (ppo.num_epochs() < 1 || ppo.num_epochs() > 1000) {
+    p.Add("ppo.num_epochs", "must be in [1, 1000]", ppo.num_epochs());
+  }
+  const int64_t batch =
+      static_cast<int64_t>(spec.envs_per_actor()) * spec.segment_length();
+  if (ppo.num_minibatches() < 1) {
+    p.Add("ppo.num_minibatches", "must be >= 1", ppo.num_minibatches());
+  } else if (batch > 0 && batch % ppo.num_minibatches() != 0) {
+    p.Add("ppo.num_minibatches",
+          absl::StrCat("must divide envs_per_actor*segment_length = ", batch),
+          ppo.num_minibatches());
+  }
+  if (!(ppo.clip_coef() > 0 && ppo.clip_coef() < 10)) {
+    p.Add("ppo.clip_coef", "must be in (0, 10)", ppo.clip_coef());
+  }
+  if (!(ppo.value_coef() >= 0 && std::isfinite(ppo.value_coef()))) {
+    p.Add("ppo.value_coef", "must be finite and >= 0", ppo.value_coef());
+  }
+  if (!(ppo.entropy_coef() >= 0 && std::isfinite(ppo.entropy_coef()))) {
+    p.Add("ppo.entropy_coef", "must be finite and >= 0", ppo.entropy_coef());
+  }
+  if (!(ppo.max_grad_norm() >= 0 && std::isfinite(ppo.max_grad_norm()))) {
+    p.Add("ppo.max_grad_norm", "must be finite and >= 0 (0 disables)",
+          ppo.max_grad_norm());
+  }
+  if (!(ppo.target_kl() >= 0 && std::isfinite(ppo.target_kl()))) {
+    p.Add("ppo.target_kl", "must be finite and >= 0 (0 disables)",
+          ppo.target_kl());
+  }
+  if (ppo.hidden_sizes_size() > 16) {
+    p.Add("ppo.hidden_sizes", "at most 16 layers", ppo.hidden_sizes_size());
+  }
+  for (int i = 0; i < ppo.hidden_sizes_size(); ++i) {
+    if (ppo.hidden_sizes(i) < 1 || ppo.hidden_sizes(i) > 65536) {
+      p.Add(absl::StrCat("ppo.hidden_sizes[", i, "]"), "must be in [1, 65536]",
+            ppo.hidden_sizes(i));
+    }
+  }
+  if (!(std::fabs(ppo.initial_log_std()) <= 20)) {
+    p.Add("ppo.initial_log_std", "must be in [-20, 20]", ppo.initial_log_std());
+  }
+
+  const Resources& res = spec.resources();
+  if (res.num_learners() < 1 || res.num_learners() > 1024) {
+    p.Add("resources.num_learners", "must be in [1, 1024]", res.num_learners());
+  }
+  if (res.num_actors() < 1 || res.num_actors() > 65536) {
+    p.Add("resources.num_actors", "must be in [1, 65536]", res.num_actors());
+  }
+  if (res.min_actors() < 1 || res.min_actors() > res.num_actors()) {
+    p.Add("resources.min_actors", "must be in [1, resources.num_actors]",
+          res.min_actors());
+  }
+  if (!IsKnownDevice(res.learner_device())) {
+    p.Add("resources.learner_device", "must be cpu, cuda or cuda:N",
+          JsonQuote(res.learner_device()));
+  }
+  if (!IsKnownDevice(res.actor_device())) {
+    p.Add("resources.actor_device", "must be cpu, cuda or cuda:N",
+          JsonQuote(res.actor_device()));
+  }
+  if (res.actor_threads() < 1 || res.actor_threads() > 1024) {
+    p.Add("resources.actor_threads", "must be in [1, 1024]",
+          res.actor_threads());
+  }
+
+  if (spec.max_policy_lag() < 0) {
+    p.Add("max_policy_lag", "must be >= 0", spec.max_policy_lag());
+  } else if (spec.sync_mode() == SYNC && spec.max_policy_lag() != 0) {
+    p.Add("max_policy_lag", "must be 0 in SYNC mode (strictly on-policy)",
+          spec.max_policy_lag());
+  }
+  if (spec.checkpoint_interval() < 0) {
+    p.Add("checkpoint_interval", "must be >= 0", spec.checkpoint_interval());
+  }
+  if (spec.keep_checkpoints() < 1) {
+    p.Add("keep_checkpoints", "must be >= 1", spec.keep_checkpoints());
+  }
+  if (spec.has_target_return() && !std::isfinite(spec.target_return())) {
+    p.Add("target_return", "must be finite", spec.target_return());
+  }
+  return p.ToStatus();
+}
+
+absl::Status ResolveRunSpec(RunSpec* spec) {
+  ApplyRunSpecDefaults(spec);
+  RETURN_IF_ERROR(ValidateRunSpec(*spec));
+  // The derived fields are the service's to fill (the run file's are
+  // ignored, as common.proto says).
+  EnvSpec* env = spec->mutable_env();
+  env->clear_observation_size();
+  env->clear_num_discrete_actions();
+  env->clear_continuous_action_size();
+  return ResolveEnvSpec(env);
+}
+
+absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text,
+                                    RunFileFormat format) {
+  ASSIGN_OR_RETURN(RunSpec spec, ParseRunSpec(text, format));
+  RETURN_IF_ERROR(ResolveRunSpec(&spec));
+  return spec;
+}
+
+absl::StatusOr<RunSpec> LoadRunSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read run file ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  const RunFileFormat format = absl::EndsWith(path, ".json")
+                                   ? RunFileFormat::kJson
+                                   : RunFileFormat::kYaml;
+  auto spec = LoadRunSpec(text.str(), format);
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+}  // namespace rl

@@ -1,0 +1,48 @@
+// Run files: YAML or JSON text -> RunSpec (through the proto's JSON mapping)
+// -> defaults -> validation -> the environment resolved from the registry
+// (envs/env_registry.h). Every error names the field path, e.g.
+// "ppo.num_minibatches: must divide envs_per_actor*segment_length (got 3)".
+#ifndef RL_RUNSPEC_RUN_SPEC_H_
+#define RL_RUNSPEC_RUN_SPEC_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+enum class RunFileFormat { kYaml, kJson };
+
+// Parses `text` into a RunSpec. Unknown fields and type mismatches are
+// INVALID_ARGUMENT naming the field. YAML is converted to JSON first, so both
+// accept the proto3 JSON names (snake_case or lowerCamelCase).
+absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
+                                     RunFileFormat format);
+
+// Fills every field the run file left out with its documented default.
+void ApplyRunSpecDefaults(RunSpec* spec);
+
+// Checks ranges, divisibility and the env id. INVALID_ARGUMENT listing every
+// problem found ("field.path: problem (got value)"), separated by "; ".
+absl::Status ValidateRunSpec(const RunSpec& spec);
+
+// Defaults, validation, then the environment's derived fields (spaces,
+// time limit) from the registry. The coordinator does this at submit and
+// rl_local at load: learners and actors receive resolved specs.
+absl::Status ResolveRunSpec(RunSpec* spec);
+
+// Parse + ResolveRunSpec. The format follows the extension (.json is
+// JSON; anything else is YAML). NOT_FOUND if the file cannot be read.
+absl::StatusOr<RunSpec> LoadRunSpecFile(const std::string& path);
+
+// Same, for text already in memory (e.g. a submitted run file).
+absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text,
+                                    RunFileFormat format);
+
+}  // namespace rl
+
+#endif  // RL_RUNSPEC_RUN_SPEC_H_

@@ -1,0 +1,140 @@
+#include "telemetry/http_endpoint.h"
+
+#include <sys/socket.h>
+
+#include <exception>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/logging.h"
+
+namespace rl {
+namespace {
+
+constexpr char kTextType[] = "text/plain; charset=utf-8";
+
+// httplib's default sets SO_REUSEPORT, which would let a second process
+// bind the same port and silently share its connections; SO_REUSEADDR only
+// allows a restarted server to bind while old connections linger.
+void ReuseAddressOnly(socket_t sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
+const char* Reason(int status) {
+  switch (status) {
+    case 400:
+      return "bad request";
+    case 404:
+      return "not found";
+    case 405:
+      return "method not allowed";
+    case 413:
+      return "payload too large";
+    case 414:
+      return "URI too long";
+    default:
+      return "error";
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
+    const std::string& host, int port, const MetricsRegistry* registry,
+    const AddRoutes& add_routes) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HTTP port ", port, " is outside [0, 65535]"));
+  }
+  std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
+  httplib::Server& server = endpoint->server_;
+  server.set_socket_options(ReuseAddressOnly);
+  server.set_read_timeout(5);
+  server.set_write_timeout(5);
+  // An idle keep-alive connection holds one of httplib's threads, and Stop
+  // waits for it: short, since scrapes come seconds apart anyway.
+  server.set_keep_alive_timeout(2);
+  // Requests carry no bodies; refusing early keeps a client from making the
+  // server buffer one.
+  server.set_payload_max_length(64 << 10);
+  server.set_pre_routing_handler(
+      [](const httplib::Request& request, httplib::Response& response) {
+        if (request.method == "GET" || request.method == "HEAD") {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        response.status = 405;
+        response.set_header("Allow", "GET, HEAD");
+        response.set_content("method not allowed\n", kTextType);
+        return httplib::Server::HandlerResponse::Handled;
+      });
+  server.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request&, httplib::Response& response) {
+        // Routes that answer an error with a body of their own keep it.
+        if (!response.body.empty()) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        response.set_content(absl::StrCat(Reason(response.status), "\n"),
+                             kTextType);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server.set_exception_handler([](const httplib::Request& request,
+                                  httplib::Response& response,
+                                  std::exception_ptr error) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    RL_LOG_ERROR("http: {} {} failed: {}", request.method, request.path, what);
+    response.status = 500;
+    response.set_content("internal error\n", kTextType);
+  });
+  if (registry != nullptr) {
+    server.Get("/metrics", [registry](const httplib::Request&,
+                                      httplib::Response& response) {
+      response.set_content(registry->RenderText(), kPrometheusContentType);
+    });
+  }
+  if (add_routes) add_routes(&server);
+
+  // "" means every IPv4 address, as for the gRPC servers.
+  const std::string bind_host = host.empty() ? "0.0.0.0" : host;
+  const int bound = port == 0 ? server.bind_to_any_port(bind_host)
+                    : server.bind_to_port(bind_host, port) ? port
+                                                           : -1;
+  if (bound <= 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen for HTTP on ", host, ":", port));
+  }
+  endpoint->port_ = bound;
+  // The socket listens from here on: connections wait in its backlog until
+  // the accept loop takes them.
+  endpoint->thread_ = std::thread([e = endpoint.get()] {
+    e->server_.listen_after_bind();
+    e->stopped_.Notify();
+  });
+  return endpoint;
+}
+
+void HttpEndpoint::Stop() {
+  if (!thread_.joinable()) return;
+  // httplib's stop() does nothing before the accept loop has started, and
+  // asserts if called twice while it runs: call it once, when it counts.
+  bool stop_sent = false;
+  while (!stopped_.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
+    if (!stop_sent && server_.is_running()) {
+      server_.stop();
+      stop_sent = true;
+    }
+  }
+  thread_.join();
+}
+
+HttpEndpoint::~HttpEndpoint() { Stop(); }
+
+}  // namespace rl

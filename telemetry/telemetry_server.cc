@@ -1,0 +1,174 @@
+#include "telemetry/telemetry_server.h"
+
+#include <filesystem>
+#include <map>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_util.h"
+#include "common/logging.h"
+#include "common/port_file.h"
+#include "common/status.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "telemetry/http_api.h"
+#include "telemetry/http_endpoint.h"
+#include "telemetry/metrics_registry.h"
+#include "telemetry/telemetry_service.h"
+
+namespace rl {
+namespace {
+
+// Run states from the coordinator, refreshed every 2 s on a thread of its
+// own, so a page load never waits for the coordinator.
+class RunStatePoller {
+ public:
+  explicit RunStatePoller(const std::string& target)
+      : stub_(RunService::NewStub(CreateChannel(target))),
+        thread_([this] { Loop(); }) {}
+  ~RunStatePoller() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+    }
+    thread_.join();
+  }
+  std::map<std::string, std::string> States() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return states_;
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      std::map<std::string, std::string> states;
+      ListRunsRequest request;
+      request.set_page_size(1000);
+      ListRunsResponse response;
+      auto context = ContextWithDeadline(absl::Seconds(2));
+      if (stub_->ListRuns(context.get(), request, &response).ok()) {
+        for (const Run& run : response.runs()) {
+          states[run.run_id()] = RunState_Name(run.state());
+        }
+      }
+      absl::MutexLock lock(&mu_);
+      if (!states.empty()) states_ = std::move(states);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(2))) {
+        return;
+      }
+    }
+  }
+
+  std::unique_ptr<RunService::Stub> stub_;
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::map<std::string, std::string> states_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+// Prometheus families over the core's counters.
+void RegisterCoreMetrics(TelemetryCore* core, MetricsRegistry* registry) {
+  auto family = [registry, core](const std::string& name,
+                                 const std::string& help,
+                                 const std::string& type,
+                                 int64_t TelemetryCoreStats::*field) {
+    registry->AddCallback(name, help, type, [core, field]() {
+      return MetricSamples{{{}, static_cast<double>(core->stats().*field)}};
+    });
+  };
+  using S = TelemetryCoreStats;
+  family("telemetry_stored_points_total", "Points stored durably.", "counter",
+         &S::stored_points);
+  family("telemetry_stored_batches_total", "Batches stored durably.", "counter",
+         &S::stored_batches);
+  family("telemetry_duplicate_batches_total",
+         "Resent batches already stored (acknowledged, not stored again).",
+         "counter", &S::duplicate_batches);
+  family("telemetry_refused_batches_total", "Batches refused by the store.",
+         "counter", &S::refused_batches);
+  family("telemetry_transactions_total", "Store transactions (group commits).",
+         "counter", &S::transactions);
+  family("telemetry_queued_batches", "Batches waiting for the store.", "gauge",
+         &S::queued_batches);
+  family("telemetry_watchers", "Live Watch streams.", "gauge", &S::watchers);
+  family("telemetry_tensorboard_points_total",
+         "Points written to TensorBoard event files.", "counter",
+         &S::tensorboard_points);
+}
+
+}  // namespace
+
+// Members in start order; destroyed in reverse, servers before the core.
+struct TelemetryServer::Impl {
+  MetricsRegistry registry;
+  std::unique_ptr<TelemetryCore> core;
+  std::unique_ptr<TelemetryServiceImpl> service;
+  RunningServer grpc;
+  std::unique_ptr<RunStatePoller> poller;
+  std::unique_ptr<HttpEndpoint> http;
+
+  ~Impl() {
+    if (grpc.server != nullptr) {
+      grpc.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+    }
+    if (http != nullptr) http->Stop();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
+    const TelemetryServerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  const auto parent =
+      std::filesystem::path(options.core.store_path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+  }
+  ASSIGN_OR_RETURN(impl->core, TelemetryCore::Create(options.core));
+  RegisterCoreMetrics(impl->core.get(), &impl->registry);
+
+  impl->service = std::make_unique<TelemetryServiceImpl>(impl->core.get());
+  ServerOptions server_options;
+  server_options.address = absl::StrCat(options.host, ":", options.port);
+  server_options.max_receive_message_bytes = 64 << 20;
+  server_options.max_send_message_bytes = 64 << 20;
+  ASSIGN_OR_RETURN(impl->grpc,
+                   StartServer({impl->service.get()}, server_options));
+
+  if (!options.coordinator.empty()) {
+    impl->poller = std::make_unique<RunStatePoller>(options.coordinator);
+  }
+  if (options.http_port >= 0) {
+    RunStateSource states;
+    if (impl->poller != nullptr) {
+      states = [poller = impl->poller.get()] { return poller->States(); };
+    }
+    TelemetryCore* core = impl->core.get();
+    ASSIGN_OR_RETURN(
+        impl->http,
+        HttpEndpoint::Start(options.host, options.http_port, &impl->registry,
+                            [core, &states](httplib::Server* server) {
+                              AddTelemetryHttpRoutes(core, states, server);
+                            }));
+    RETURN_IF_ERROR(WritePortFile(options.http_port_file, impl->http->port()));
+  }
+  // The gRPC port file last: once it exists, everything is up.
+  RETURN_IF_ERROR(WritePortFile(options.port_file, impl->grpc.port));
+  return std::unique_ptr<TelemetryServer>(new TelemetryServer(std::move(impl)));
+}
+
+TelemetryServer::TelemetryServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+TelemetryServer::~TelemetryServer() = default;
+
+int TelemetryServer::port() const { return impl_->grpc.port; }
+
+int TelemetryServer::http_port() const {
+  return impl_->http != nullptr ? impl_->http->port() : 0;
+}
+
+}  // namespace rl

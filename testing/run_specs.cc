@@ -1,0 +1,52 @@
+#include "testing/run_specs.h"
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+#include "runspec/run_spec.h"
+#include "yaml-cpp/yaml.h"
+
+namespace rl {
+namespace {
+
+constexpr char kSmallRun[] = R"(
+name: small
+env: {id: CartPole-v1}
+envs_per_actor: 4
+segment_length: 16
+total_env_steps: 640
+seed: 1
+ppo: {num_epochs: 2, num_minibatches: 2, hidden_sizes: [32]}
+resources: {num_actors: 1}
+)";
+
+// Merges `over` into `base`, maps recursively, anything else replaced.
+void Merge(YAML::Node base, const YAML::Node& over) {
+  for (const auto& kv : over) {
+    const std::string key = kv.first.as<std::string>();
+    if (kv.second.IsMap() && base[key] && base[key].IsMap()) {
+      Merge(base[key], kv.second);
+    } else {
+      base[key] = kv.second;
+    }
+  }
+}
+
+}  // namespace
+
+RunSpec SmallRunSpec(absl::string_view yaml_overrides) {
+  YAML::Node run = YAML::Load(kSmallRun);
+  if (!yaml_overrides.empty()) {
+    Merge(run, YAML::Load(std::string(yaml_overrides)));
+  }
+  YAML::Emitter out;
+  out << YAML::Flow << run;
+  absl::StatusOr<RunSpec> spec = LoadRunSpec(out.c_str(), RunFileFormat::kYaml);
+  if (!spec.ok()) {
+    ADD_FAILURE() << "SmallRunSpec(\"" << yaml_overrides
+                  << "\"): " << spec.status();
+    return RunSpec();
+  }
+  return *spec;
+}
+
+}  // namespace rl

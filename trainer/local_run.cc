@@ -1,0 +1,193 @@
+#include "trainer/local_run.h"
+
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "learner/checkpoint.h"
+#include "runspec/run_spec.h"
+
+namespace rl {
+namespace {
+
+std::string FormatDuration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const int s = static_cast<int>(seconds + 0.5);
+  if (s >= 3600) return absl::StrFormat("%dh%02dm", s / 3600, s / 60 % 60);
+  if (s >= 60) return absl::StrFormat("%dm%02ds", s / 60, s % 60);
+  return absl::StrFormat("%ds", s);
+}
+
+std::string ProgressLine(const TrainerProgress& p) {
+  const double eta =
+      (p.total_env_steps - p.env_steps) / std::max(p.steps_per_second, 1e-9);
+  const std::string ret = std::isnan(p.mean_return)
+                              ? std::string("-")
+                              : absl::StrFormat("%.1f", p.mean_return);
+  return absl::StrFormat(
+      "steps %d/%d | %.0f steps/s | return(100) %s | episodes %d | "
+      "kl %.4f | ETA %s",
+      p.env_steps, p.total_env_steps, p.steps_per_second, ret, p.episodes,
+      p.last_update.approx_kl, FormatDuration(eta));
+}
+
+void PrintSummary(const RunSpec& spec, const TrainResult& result) {
+  const TrainerProgress& p = result.progress;
+  const TimeBreakdown& t = result.time;
+  if (result.target_reached) {
+    std::printf(
+        "solved at %lld steps in %.1f s, %.0f steps/s (mean return of "
+        "the last 100 episodes %.1f >= %.1f)\n",
+        static_cast<long long>(result.target_reached_at_steps), p.seconds,
+        p.steps_per_second, p.mean_return, spec.target_return());
+  } else {
+    std::printf(
+        "%s after %lld steps in %.1f s, %.0f steps/s (mean return of "
+        "the last 100 episodes %.1f)\n",
+        spec.has_target_return() ? "NOT solved" : "finished",
+        static_cast<long long>(p.env_steps), p.seconds, p.steps_per_second,
+        p.mean_return);
+  }
+  const double total = t.env + t.inference + t.gae + t.update + t.other;
+  if (total > 0) {
+    std::printf(
+        "time: env %.0f%%, inference %.0f%%, GAE %.0f%%, update %.0f%%, "
+        "other %.0f%%\n",
+        100 * t.env / total, 100 * t.inference / total, 100 * t.gae / total,
+        100 * t.update / total, 100 * t.other / total);
+  }
+  std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
+}
+
+}  // namespace
+
+bool ParseLocalRunMode(absl::string_view word, LocalRunOptions::Mode* mode) {
+  if (word == "train") {
+    *mode = LocalRunOptions::Mode::kTrain;
+  } else if (word == "eval") {
+    *mode = LocalRunOptions::Mode::kEvaluate;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
+    const LocalRunOptions& options) {
+  if (options.run_file.empty()) {
+    return absl::InvalidArgumentError("a run file is required (--run)");
+  }
+  if (options.episodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("episodes must be >= 1 (got ", options.episodes, ")"));
+  }
+  torch::set_num_threads(std::max(1, options.torch_threads));
+  ASSIGN_OR_RETURN(const RunSpec spec, LoadRunSpecFile(options.run_file));
+  LocalRunOptions resolved = options;
+  if (resolved.run_dir.empty()) {
+    resolved.run_dir =
+        "runs/" + (spec.name().empty() ? spec.env().id() : spec.name());
+  }
+  TrainerOptions trainer_options;
+  trainer_options.env_threads = resolved.env_threads;
+  if (resolved.mode == LocalRunOptions::Mode::kTrain) {
+    trainer_options.run_dir = resolved.run_dir;
+  }
+  ASSIGN_OR_RETURN(auto trainer, LocalTrainer::Create(spec, trainer_options));
+
+  std::string checkpoint;
+  if (resolved.mode == LocalRunOptions::Mode::kTrain) {
+    if (resolved.resume) {
+      auto latest = LatestCheckpoint(resolved.run_dir + "/checkpoints");
+      if (latest.ok()) {
+        RETURN_IF_ERROR(trainer->Restore(*latest));
+        checkpoint = *latest;
+      }
+    }
+  } else {
+    checkpoint =
+        resolved.checkpoint.empty() ? resolved.run_dir : resolved.checkpoint;
+    for (const std::string& root : {checkpoint + "/checkpoints", checkpoint}) {
+      auto latest = LatestCheckpoint(root);
+      if (latest.ok()) {
+        checkpoint = *latest;
+        break;
+      }
+    }
+    RETURN_IF_ERROR(
+        ReadCheckpoint(checkpoint, trainer->policy(), nullptr, nullptr));
+  }
+  return std::unique_ptr<LocalRun>(
+      new LocalRun(resolved, spec, std::move(trainer), std::move(checkpoint)));
+}
+
+LocalRun::LocalRun(const LocalRunOptions& options, const RunSpec& spec,
+                   std::unique_ptr<LocalTrainer> trainer,
+                   std::string checkpoint)
+    : options_(options),
+      spec_(spec),
+      trainer_(std::move(trainer)),
+      checkpoint_(std::move(checkpoint)) {}
+
+absl::StatusOr<LocalRunOutcome> LocalRun::Wait() {
+  return options_.mode == LocalRunOptions::Mode::kTrain ? Train() : Evaluate();
+}
+
+absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
+  if (!checkpoint_.empty()) {
+    std::printf("resumed from %s at %lld steps\n", checkpoint_.c_str(),
+                static_cast<long long>(trainer_->progress().env_steps));
+  }
+  std::printf(
+      "training %s on %s: %d envs x %d steps per update, budget %lld steps\n",
+      spec_.name().c_str(), spec_.env().id().c_str(), spec_.envs_per_actor(),
+      spec_.segment_length(), static_cast<long long>(spec_.total_env_steps()));
+  std::fflush(stdout);
+  const bool tty = isatty(fileno(stdout));
+  double last_print = -1e9;
+  auto result = trainer_->Train([&](const TrainerProgress& p) {
+    if (!options_.progress) return;
+    if (tty) {
+      std::printf("\r\033[K%s", ProgressLine(p).c_str());
+      std::fflush(stdout);
+    } else if (p.seconds - last_print >= 5.0) {
+      std::printf("%s\n", ProgressLine(p).c_str());
+      std::fflush(stdout);
+      last_print = p.seconds;
+    }
+  });
+  if (options_.progress && tty) std::printf("\n");
+  std::fflush(stdout);
+  if (!result.ok()) return result.status();
+  PrintSummary(spec_, *result);
+  return spec_.has_target_return() && !result->target_reached
+             ? LocalRunOutcome::kTargetMissed
+             : LocalRunOutcome::kDone;
+}
+
+absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
+  ASSIGN_OR_RETURN(const double mean,
+                   EvaluatePolicy(spec_, trainer_->policy(), options_.episodes,
+                                  options_.eval_seed));
+  std::printf(
+      "evaluated %s: mean return %.2f over %d episodes "
+      "(deterministic actions, seed %llu)\n",
+      checkpoint_.c_str(), mean, options_.episodes,
+      static_cast<unsigned long long>(options_.eval_seed));
+  return LocalRunOutcome::kDone;
+}
+
+int PrintLocalRunError(const absl::Status& status, int exit_code) {
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", std::string(status.message()).c_str());
+  return exit_code;
+}
+
+}  // namespace rl

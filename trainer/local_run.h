@@ -1,0 +1,87 @@
+// rl_local's work, behind its flags: a run file -> a LocalTrainer ->
+// training with a live progress line and a summary on stdout (or the
+// evaluation of a checkpoint). main.cc only fills LocalRunOptions from flags
+// and maps the outcome to an exit code.
+#ifndef RL_TRAINER_LOCAL_RUN_H_
+#define RL_TRAINER_LOCAL_RUN_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/common.pb.h"
+#include "trainer/local_trainer.h"
+
+namespace rl {
+
+struct LocalRunOptions {
+  enum class Mode { kTrain, kEvaluate };
+  Mode mode = Mode::kTrain;
+  // Run file (YAML or JSON); required.
+  std::string run_file;
+  // Checkpoints live under <run_dir>/checkpoints; empty: runs/<run name>
+  // (the environment id when the run has no name).
+  std::string run_dir;
+  // Train: continue from the newest checkpoint in run_dir if there is one.
+  bool resume = true;
+  // Evaluate: a checkpoint directory, or a run directory (its newest);
+  // empty: run_dir.
+  std::string checkpoint;
+  int episodes = 100;
+  uint64_t eval_seed = 1000003;
+  int env_threads = 1;
+  int torch_threads = 1;
+  // Train: a live progress line (redrawn on a terminal, every 5 s else).
+  bool progress = true;
+};
+
+// "train" or "eval"; false for anything else.
+bool ParseLocalRunMode(absl::string_view word, LocalRunOptions::Mode* mode);
+
+// Exit codes of rl_local, as the README documents them.
+inline constexpr int kExitDone = 0;          // done, or target reached
+inline constexpr int kExitFailed = 1;        // any other error
+inline constexpr int kExitBadInput = 2;      // run file, flags, checkpoint
+inline constexpr int kExitTargetMissed = 3;  // budget used, target not met
+
+enum class LocalRunOutcome { kDone, kTargetMissed };
+
+class LocalRun {
+ public:
+  // Reads the run file and builds the trainer: for training resumed from
+  // the newest checkpoint (with `resume`), for evaluation loaded from the
+  // checkpoint. Errors here are the input's: INVALID_ARGUMENT for a run
+  // file, option or checkpoint that is wrong, NOT_FOUND for a missing one.
+  static absl::StatusOr<std::unique_ptr<LocalRun>> Create(
+      const LocalRunOptions& options);
+
+  // Trains until the budget is used or the target return is reached, or
+  // plays the evaluation episodes; prints progress and the summary on
+  // stdout. An error here (a NaN in an update, a failed checkpoint write)
+  // is the run's failure, whatever its code: kExitFailed, not kExitBadInput.
+  absl::StatusOr<LocalRunOutcome> Wait();
+
+ private:
+  LocalRun(const LocalRunOptions& options, const RunSpec& spec,
+           std::unique_ptr<LocalTrainer> trainer, std::string checkpoint);
+
+  absl::StatusOr<LocalRunOutcome> Train();
+  absl::StatusOr<LocalRunOutcome> Evaluate();
+
+  LocalRunOptions options_;
+  RunSpec spec_;
+  std::unique_ptr<LocalTrainer> trainer_;
+  // Train: the checkpoint resumed from (empty: a fresh run). Evaluate: the
+  // checkpoint loaded.
+  std::string checkpoint_;
+};
+
+// Prints "error: <message>" on stderr and returns `exit_code`.
+int PrintLocalRunError(const absl::Status& status, int exit_code);
+
+}  // namespace rl
+
+#endif  // RL_TRAINER_LOCAL_RUN_H_

@@ -1,0 +1,65 @@
+// The worker side of WorkerService, shared by the learner and actor
+// binaries: registers with the coordinator, heartbeats (every 0.5 s, or a
+// third of the lease TTL if shorter), re-registers (keeping its current
+// assignment) when the lease is lost or the coordinator restarted, and hands
+// every change of assignment to the worker. Runs in its own thread; Stop() ends
+// it.
+#ifndef RL_WORKER_WORKER_AGENT_H_
+#define RL_WORKER_WORKER_AGENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "proto/coordinator.grpc.pb.h"
+
+namespace rl {
+
+struct WorkerAgentOptions {
+  std::string coordinator;  // host:port
+  // Used instead of a channel to `coordinator` when set (in-process tests).
+  std::shared_ptr<grpc::Channel> channel;
+  std::string worker_name;  // stable across restarts of the worker
+  WorkerRole role = WORKER_ROLE_UNSPECIFIED;
+  std::vector<std::string> devices;
+  std::string address;  // learners: where actors reach them
+};
+
+class WorkerAgent {
+ public:
+  // `on_assignment` is called (from the agent's thread) whenever the
+  // assignment id changes; an assignment with an empty run_id means: stop.
+  WorkerAgent(const WorkerAgentOptions& options,
+              std::function<void(const Assignment&)> on_assignment);
+  ~WorkerAgent();  // Stop() + join.
+
+  void Start();
+  void Stop();
+
+  // Reports progress or the end of the current assignment (best effort,
+  // with a deadline).
+  absl::Status Report(const RunProgress& progress, bool finished,
+                      const std::string& error);
+
+ private:
+  void Loop();
+
+  const WorkerAgentOptions options_;
+  std::function<void(const Assignment&)> on_assignment_;
+  std::unique_ptr<WorkerService::Stub> stub_;
+  std::thread thread_;
+
+  absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  Assignment current_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_WORKER_WORKER_AGENT_H_

@@ -1,0 +1,237 @@
+// The worker runtime against the real coordinator core and WorkerService,
+// in-process: assignments start and stop workloads, progress and ends reach
+// the run's record.
+#include "worker/worker_runtime.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator_core.h"
+#include "coordinator/coordinator_service.h"
+#include "gmock/gmock.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "gtest/gtest.h"
+#include "testing/run_specs.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Records what the runtime asks of it; finishes or fails when told.
+class FakeWorkload : public Workload {
+ public:
+  absl::Status Start(const Assignment& assignment) override {
+    absl::MutexLock lock(&mu_);
+    started_.push_back(assignment);
+    running_ = true;
+    return start_error_;
+  }
+  WorkloadState Poll() override {
+    absl::MutexLock lock(&mu_);
+    ++polls_;
+    WorkloadState state;
+    state.finished = finished_;
+    state.status = end_status_;
+    if (report_progress_) {
+      RunProgress progress;
+      progress.set_env_steps(steps_);
+      state.progress = progress;
+    }
+    return state;
+  }
+  void Stop() override {
+    absl::MutexLock lock(&mu_);
+    if (running_) ++stops_;
+    running_ = false;
+  }
+
+  void ReportProgress(int64_t steps) {
+    absl::MutexLock lock(&mu_);
+    report_progress_ = true;
+    steps_ = steps;
+  }
+  void Finish(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+    end_status_ = std::move(status);
+  }
+  void FailStarts(absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    start_error_ = std::move(error);
+  }
+  std::vector<Assignment> started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  int stops() {
+    absl::MutexLock lock(&mu_);
+    return stops_;
+  }
+  bool running() {
+    absl::MutexLock lock(&mu_);
+    return running_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<Assignment> started_ ABSL_GUARDED_BY(mu_);
+  int stops_ ABSL_GUARDED_BY(mu_) = 0;
+  int polls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_ ABSL_GUARDED_BY(mu_) = false;
+  bool report_progress_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t steps_ ABSL_GUARDED_BY(mu_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status end_status_ ABSL_GUARDED_BY(mu_);
+  absl::Status start_error_ ABSL_GUARDED_BY(mu_);
+};
+
+class WorkerRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = MakeTestDir();
+    CoordinatorOptions options;
+    options.store_path = dir + "/coordinator.db";
+    options.runs_dir = dir + "/runs";
+    ASSERT_OK_AND_ASSIGN(core_, CoordinatorCore::Create(options));
+    workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
+    grpc::ServerBuilder builder;
+    builder.RegisterService(workers_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    runtimes_.clear();
+    server_->Shutdown();
+  }
+
+  WorkerRuntime* StartWorker(WorkerRole role, const std::string& name,
+                             Workload* workload) {
+    WorkerRuntimeOptions options;
+    options.agent.channel = server_->InProcessChannel(grpc::ChannelArguments());
+    options.agent.worker_name = name;
+    options.agent.role = role;
+    options.agent.address = role == LEARNER ? "127.0.0.1:1" : "";
+    options.report_interval = absl::Milliseconds(20);
+    auto runtime = WorkerRuntime::Create(options, workload);
+    EXPECT_OK(runtime);
+    if (!runtime.ok()) return nullptr;
+    runtimes_.push_back(std::move(*runtime));
+    return runtimes_.back().get();
+  }
+
+  std::string Submit() {
+    SubmitRunRequest request;
+    *request.mutable_spec() = SmallRunSpec();
+    auto response = core_->SubmitRun(request);
+    EXPECT_OK(response);
+    return response.ok() ? response->run().run_id() : "";
+  }
+
+  // Ticks the coordinator (placement, leases) as its main loop does, until
+  // `predicate` holds.
+  bool WaitTicking(const std::function<bool()>& predicate) {
+    return WaitFor(
+        [&] {
+          core_->Tick();
+          return predicate();
+        },
+        absl::Seconds(60));
+  }
+  bool WaitForState(const std::string& run_id, RunState state) {
+    return WaitTicking([&] {
+      auto run = core_->GetRun(run_id);
+      return run.ok() && run->state() == state;
+    });
+  }
+
+  // Outlive the runtimes (TearDown stops those first).
+  FakeWorkload learner, actor;
+  std::unique_ptr<CoordinatorCore> core_;
+  std::unique_ptr<WorkerServiceImpl> workers_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::unique_ptr<WorkerRuntime>> runtimes_;
+};
+
+TEST_F(WorkerRuntimeTest, RunsAnAssignmentReportsProgressAndItsEnd) {
+  StartWorker(LEARNER, "learner-a", &learner);
+  StartWorker(ACTOR, "actor-a", &actor);
+  const std::string run_id = Submit();
+  ASSERT_TRUE(WaitForState(run_id, RUNNING));
+  ASSERT_TRUE(WaitTicking([&] { return !learner.started().empty(); }));
+  ASSERT_TRUE(WaitTicking([&] { return !actor.started().empty(); }));
+  EXPECT_EQ(learner.started()[0].run_id(), run_id);
+  EXPECT_EQ(learner.started()[0].spec().env().observation_size(), 4);
+  ASSERT_EQ(actor.started()[0].learner_addresses_size(), 1);
+  EXPECT_EQ(actor.started()[0].learner_addresses(0), "127.0.0.1:1");
+
+  learner.ReportProgress(1234);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto run = core_->GetRun(run_id);
+        return run.ok() && run->progress().env_steps() == 1234;
+      },
+      absl::Seconds(60)));
+
+  learner.Finish(absl::OkStatus());
+  EXPECT_TRUE(WaitForState(run_id, SUCCEEDED));
+  // The run is over: both workloads are told to stop, and start nothing new.
+  EXPECT_TRUE(
+      WaitTicking([&] { return learner.stops() == 1 && actor.stops() == 1; }));
+  EXPECT_EQ(learner.started().size(), 1u);
+}
+
+TEST_F(WorkerRuntimeTest, AFailedEndFailsTheRunWithItsMessage) {
+  StartWorker(LEARNER, "learner-b", &learner);
+  StartWorker(ACTOR, "actor-b", &actor);
+  const std::string run_id = Submit();
+  ASSERT_TRUE(WaitTicking([&] { return !learner.started().empty(); }));
+  learner.Finish(absl::InternalError("loss is NaN at update 3"));
+  ASSERT_TRUE(WaitForState(run_id, FAILED));
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(run_id));
+  EXPECT_THAT(run.failure_reason(), HasSubstr("loss is NaN at update 3"));
+}
+
+TEST_F(WorkerRuntimeTest, AWorkloadThatCannotStartFailsTheRun) {
+  learner.FailStarts(absl::FailedPreconditionError("no CUDA device"));
+  StartWorker(LEARNER, "learner-c", &learner);
+  StartWorker(ACTOR, "actor-c", &actor);
+  const std::string run_id = Submit();
+  ASSERT_TRUE(WaitForState(run_id, FAILED));
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(run_id));
+  EXPECT_THAT(run.failure_reason(), HasSubstr("no CUDA device"));
+}
+
+TEST_F(WorkerRuntimeTest, StopEndsTheWorkload) {
+  WorkerRuntime* runtime = StartWorker(LEARNER, "learner-d", &learner);
+  StartWorker(ACTOR, "actor-d", &actor);
+  const std::string run_id = Submit();
+  ASSERT_TRUE(WaitTicking([&] { return learner.running(); }));
+  EXPECT_EQ(runtime->assignments_started(), 1);
+  runtime->Stop();
+  EXPECT_FALSE(learner.running());
+  EXPECT_EQ(learner.stops(), 1);
+}
+
+TEST(WorkerRuntimeOptionsTest, RefusesOptionsThatCannotWork) {
+  FakeWorkload workload;
+  WorkerRuntimeOptions options;
+  options.agent.worker_name = "w";
+  options.agent.role = ACTOR;
+  EXPECT_THAT(WorkerRuntime::Create(options, &workload),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("coordinator address")));
+  options.agent.coordinator = "127.0.0.1:1";
+  options.agent.role = WORKER_ROLE_UNSPECIFIED;
+  EXPECT_THAT(WorkerRuntime::Create(options, &workload),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("role")));
+}
+
+}  // namespace
+}  // namespace rl

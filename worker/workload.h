@@ -1,0 +1,46 @@
+// What a worker process runs for its current assignment: a learner's core,
+// an actor's client. The worker runtime (worker_runtime.h) drives it from
+// the assignments the coordinator hands out.
+#ifndef RL_WORKER_WORKLOAD_H_
+#define RL_WORKER_WORKLOAD_H_
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "proto/coordinator.pb.h"
+
+namespace rl {
+
+// Where the current assignment's work stands.
+struct WorkloadState {
+  // The work ended (the run's budget is used, the learner sent its final
+  // policy, or it failed): `status` says how. Reported to the coordinator
+  // once, after which the workload is not polled again until the next
+  // assignment.
+  bool finished = false;
+  absl::Status status;
+  // Progress to report (learners); nothing is reported while unset and not
+  // finished.
+  std::optional<RunProgress> progress;
+};
+
+// Called from the runtime's one thread, never concurrently.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  // Starts work on `assignment` (its run_id is set). An error ends the
+  // assignment at once and is reported as its failure.
+  virtual absl::Status Start(const Assignment& assignment) = 0;
+
+  // The current assignment's state; called about once a report interval.
+  virtual WorkloadState Poll() = 0;
+
+  // Ends the current assignment's work, if any, and returns when it has
+  // stopped. Idempotent.
+  virtual void Stop() = 0;
+};
+
+}  // namespace rl
+
+#endif  // RL_WORKER_WORKLOAD_H_
