@@ -57,15 +57,15 @@ class ActorProcess::Impl {
   absl::Status Start() {
     RETURN_IF_ERROR(CheckOptions(options_));
     const bool worker = !options_.coordinator.empty();
-    const std::string worker_name =
-        options_.worker_name.empty() ? absl::StrCat("actor-", getpid())
-                                     : options_.worker_name;
+    const std::string worker_name = options_.worker_name.empty()
+                                        ? absl::StrCat("actor-", getpid())
+                                        : options_.worker_name;
     RunSpec spec;
     if (!worker) {
       absl::StatusOr<RunSpec> loaded = LoadRunSpecFile(options_.run_file);
       if (!loaded.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            options_.run_file, ": ", loaded.status().message()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(options_.run_file, ": ", loaded.status().message()));
       }
       spec = *std::move(loaded);
     }
@@ -133,7 +133,7 @@ class ActorProcess::Impl {
   const ActorProcessOptions options_;
   // Declared first, destroyed last: flushes what the others emitted.
   std::unique_ptr<ProcessTelemetry> telemetry_;
-  std::unique_ptr<ActorClient> client_;  // standalone
+  std::unique_ptr<ActorClient> client_;      // standalone
   std::unique_ptr<ActorWorkload> workload_;  // worker mode
   std::unique_ptr<WorkerRuntime> runtime_;
 };

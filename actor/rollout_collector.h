@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "envs/batched_env.h"
 #include "actor/reward_scaler.h"
+#include "envs/batched_env.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"

@@ -19,10 +19,10 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
-#include "runspec/run_spec.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/learner.grpc.pb.h"
+#include "runspec/run_spec.h"
 #include "trainer/local_trainer.h"
 
 ABSL_FLAG(std::string, run, "examples/cartpole_throughput.yaml", "run file");

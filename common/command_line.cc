@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
@@ -60,7 +61,9 @@ std::string FirstBadFlag(int argc, char** argv) {
 }  // namespace
 
 void ParseCommandLineOrExit(int argc, char** argv, absl::string_view usage) {
-  absl::SetProgramUsageMessage(usage);
+  // absl allows one usage message per process (tests parse repeatedly).
+  static absl::once_flag usage_set;
+  absl::call_once(usage_set, [usage] { absl::SetProgramUsageMessage(usage); });
   const std::string bad = FirstBadFlag(argc, argv);
   if (!bad.empty()) {
     std::fprintf(stderr, "error: %s\n", bad.c_str());

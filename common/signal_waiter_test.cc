@@ -27,9 +27,9 @@ TEST(SignalWaiterTest, TakesASignalSentToTheProcessFromAnotherThread) {
 TEST(SignalWaiterTest, ReturnsZeroWhenDoneBecomesTrue) {
   BlockStopSignals();
   std::atomic<int> calls{0};
-  EXPECT_EQ(WaitForStopSignalOr([&] { return ++calls >= 3; },
-                                absl::Milliseconds(1)),
-            0);
+  EXPECT_EQ(
+      WaitForStopSignalOr([&] { return ++calls >= 3; }, absl::Milliseconds(1)),
+      0);
   EXPECT_EQ(calls.load(), 3);
 }
 

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "runspec/run_spec.h"
 #include "common/status.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 

@@ -45,7 +45,8 @@ Census TakeCensus(CoordinatorCore* core) {
   }
   const ListWorkersResponse workers = core->ListWorkers();
   for (const Worker& w : workers.workers()) {
-    if (w.alive()) ++c.workers_by_role[WorkerRole_Name(w.capabilities().role())];
+    if (w.alive())
+      ++c.workers_by_role[WorkerRole_Name(w.capabilities().role())];
   }
   return c;
 }
@@ -84,8 +85,7 @@ void RegisterCensusMetrics(CoordinatorCore* core, MetricsRegistry* registry) {
 
 class CoordinatorProcess::Impl {
  public:
-  explicit Impl(const CoordinatorProcessOptions& options)
-      : options_(options) {}
+  explicit Impl(const CoordinatorProcessOptions& options) : options_(options) {}
 
   ~Impl() {
     if (watch_id_ >= 0) core_->Unwatch(watch_id_);
@@ -113,8 +113,8 @@ class CoordinatorProcess::Impl {
     ServerOptions server;
     server.address = absl::StrCat(options_.host, ":", options_.port);
     server.max_receive_message_bytes = options_.max_request_kb << 10;
-    ASSIGN_OR_RETURN(server_, StartServer({runs_.get(), workers_.get()},
-                                          server));
+    ASSIGN_OR_RETURN(server_,
+                     StartServer({runs_.get(), workers_.get()}, server));
     std::printf("coordinator listening on %s:%d\n", options_.host.c_str(),
                 server_.port);
     std::fflush(stdout);

@@ -28,8 +28,7 @@ absl::StatusOr<std::string> FindBinary(const std::string& given,
   }
   if (!fs::exists(path)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        name, " binary ", path, " not found (build it, or pass --", flag,
-        ")"));
+        name, " binary ", path, " not found (build it, or pass --", flag, ")"));
   }
   return path;
 }
@@ -42,8 +41,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
   LocalWorkerOptions& pool = system->pool_options_;
   RETURN_IF_ERROR(ParseLocalWorkers(options.local_workers, &pool));
   ASSIGN_OR_RETURN(pool.learner_binary,
-                   FindBinary(options.learner_binary, "learner",
-                              "learner_main", "learner_binary"));
+                   FindBinary(options.learner_binary, "learner", "learner_main",
+                              "learner_binary"));
   ASSIGN_OR_RETURN(pool.actor_binary, FindBinary(options.actor_binary, "actor",
                                                  "actor_main", "actor_binary"));
   pool.coordinator_address =

@@ -10,9 +10,9 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "envs/random_stream.h"
 #include "envs/step_result.h"
-#include "common/host_device.h"
 
 namespace rl {
 

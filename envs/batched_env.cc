@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 #include "envs/env_batch.h"
 #include "envs/env_registry.h"
 #include "envs/shard_pool.h"
-#include "common/status.h"
 
 namespace rl {
 namespace {

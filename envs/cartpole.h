@@ -6,10 +6,10 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "envs/random_stream.h"
 #include "envs/step_result.h"
 #include "envs/trig.h"
-#include "common/host_device.h"
 
 namespace rl {
 

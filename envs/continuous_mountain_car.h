@@ -8,9 +8,9 @@
 
 #include <math.h>
 
+#include "common/host_device.h"
 #include "envs/random_stream.h"
 #include "envs/step_result.h"
-#include "common/host_device.h"
 
 namespace rl {
 

@@ -10,14 +10,14 @@
 
 #include <cstdint>
 
+#include "common/host_device.h"
 #include "envs/acrobot.h"
-#include "envs/env_kind.h"
 #include "envs/cartpole.h"
 #include "envs/continuous_mountain_car.h"
+#include "envs/env_kind.h"
 #include "envs/mountain_car.h"
 #include "envs/pendulum.h"
 #include "envs/random_stream.h"
-#include "common/host_device.h"
 
 namespace rl {
 

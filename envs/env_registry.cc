@@ -25,11 +25,10 @@ const std::vector<Entry>& Entries() {
   return *entries;
 }
 
-absl::Status Disagrees(absl::string_view field, absl::string_view id,
-                       int want, int got) {
-  return absl::InvalidArgumentError(absl::StrCat("env.", field, ": ", id,
-                                                 " has ", want, " (got ", got,
-                                                 ")"));
+absl::Status Disagrees(absl::string_view field, absl::string_view id, int want,
+                       int got) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("env.", field, ": ", id, " has ", want, " (got ", got, ")"));
 }
 
 }  // namespace
@@ -71,13 +70,12 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
     int want;
     int got;
   };
-  for (const Field& f :
-       {Field{"observation_size", info.observation_size,
-              env->observation_size()},
-        Field{"num_discrete_actions", info.num_actions,
-              env->num_discrete_actions()},
-        Field{"continuous_action_size", info.action_size,
-              env->continuous_action_size()}}) {
+  for (const Field& f : {Field{"observation_size", info.observation_size,
+                               env->observation_size()},
+                         Field{"num_discrete_actions", info.num_actions,
+                               env->num_discrete_actions()},
+                         Field{"continuous_action_size", info.action_size,
+                               env->continuous_action_size()}}) {
     if (f.got != 0 && f.got != f.want) {
       return Disagrees(f.name, info.id, f.want, f.got);
     }

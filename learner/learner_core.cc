@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "envs/env_registry.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "envs/env_registry.h"
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
 #include "learner/update_metrics.h"

@@ -115,9 +115,9 @@ class LearnerProcess::Impl {
           "--run is required (a run file), or --coordinator for worker mode");
     }
     if (options_.max_message_mb < 1 || options_.max_message_mb > 2047) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--max_message_mb: must be in [1, 2047] (got ",
-          options_.max_message_mb, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_message_mb: must be in [1, 2047] (got ",
+                       options_.max_message_mb, ")"));
     }
     RunSpec spec;
     if (!worker) {
@@ -140,8 +140,7 @@ class LearnerProcess::Impl {
     if (!worker) {
       LearnerOptions learner;
       learner.spec = spec;
-      learner.run_id =
-          options_.run_id.empty() ? spec.name() : options_.run_id;
+      learner.run_id = options_.run_id.empty() ? spec.name() : options_.run_id;
       learner.run_dir = options_.run_dir;
       learner.emitter = telemetry_->emitter();
       telemetry_->emitter()->SetRun(learner.run_id);
@@ -236,9 +235,8 @@ class LearnerProcess::Impl {
         "version {} | {} steps | {:.0f} steps/s | return(100) {:.1f} | "
         "actors {} | rejected {} stale {} duplicate {}",
         s.policy_version(), s.env_steps(), s.progress().steps_per_second(),
-        s.progress().mean_return(), s.connected_actors(),
-        s.segments_rejected(), s.segments_dropped_stale(),
-        s.segments_duplicate());
+        s.progress().mean_return(), s.connected_actors(), s.segments_rejected(),
+        s.segments_dropped_stale(), s.segments_duplicate());
   }
 
   const LearnerProcessOptions options_;

@@ -116,6 +116,14 @@ class PolicyStreamReactor final
     }
   }
 
+  // The subscriber hung up (or the server is shutting down). A write in
+  // flight ends in OnWriteDone(false), which finishes; an idle stream must
+  // finish here, or it would hold Server::Shutdown() for ever.
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+  }
+
   void OnDone() override {
     core_->Unsubscribe(subscriber_);
     delete this;

@@ -170,5 +170,23 @@ TEST_F(LearnerServiceTest, MalformedSegmentEndsOnlyItsStream) {
   EXPECT_EQ(learner.env_steps(), 64);
 }
 
+// A subscriber that hangs up on an idle stream (no write in flight) ends it:
+// the server then shuts down at once instead of waiting for ever.
+TEST_F(LearnerServiceTest, ACancelledIdleSubscriptionEndsItsStream) {
+  Start(SmallRunSpec());
+  SubscribePolicyRequest subscribe;
+  subscribe.set_run_id("small");
+  grpc::ClientContext context;
+  auto policies = stub_->SubscribePolicy(&context, subscribe);
+  PolicyUpdate update;
+  ASSERT_TRUE(policies->Read(&update));  // version 1; then nothing to send
+  context.TryCancel();
+  EXPECT_EQ(policies->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  // Without the reactor finishing, Shutdown would never return (the test
+  // would time out rather than fail here).
+  server_.server->Shutdown();
+  server_.server.reset();
+}
+
 }  // namespace
 }  // namespace rl

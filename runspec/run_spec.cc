@@ -1,7 +1,5 @@
 #include "runspec/run_spec.h"
 
-#include "envs/env_registry.h"
-
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -13,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "common/json_quote.h"
 #include "common/status.h"
+#include "envs/env_registry.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
 

@@ -11,8 +11,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "runspec/run_spec.h"
 #include "gtest/gtest.h"
+#include "runspec/run_spec.h"
 #include "trainer/local_trainer.h"
 
 ABSL_FLAG(std::string, run, "", "run file");

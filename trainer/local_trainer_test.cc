@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "runspec/run_spec.h"
 #include "gtest/gtest.h"
 #include "learner/checkpoint.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 namespace {

@@ -14,8 +14,8 @@ WorkerAgent::WorkerAgent(const WorkerAgentOptions& options,
     : options_(options),
       on_assignment_(std::move(on_assignment)),
       stub_(WorkerService::NewStub(options.channel != nullptr
-                                        ? options.channel
-                                        : CreateChannel(options.coordinator))) {}
+                                       ? options.channel
+                                       : CreateChannel(options.coordinator))) {}
 
 WorkerAgent::~WorkerAgent() {
   Stop();

@@ -81,9 +81,9 @@ bool WorkerRuntime::Report(const WorkloadState& state) {
 }
 
 void WorkerRuntime::Loop() {
-  bool running = false;   // a workload was started for the current assignment
-  bool ended = false;     // its end was reported
-  WorkloadState failed;   // a start that failed, until reported
+  bool running = false;  // a workload was started for the current assignment
+  bool ended = false;    // its end was reported
+  WorkloadState failed;  // a start that failed, until reported
   bool start_failed = false;
   for (;;) {
     Assignment assignment;
