@@ -3,8 +3,8 @@
 // --local_workers, the embedded default: it also starts and supervises the
 // telemetry service and local workers.
 //
-//   coordinator_main --port=50051 --store=runs/coordinator.db \
-//       --local_workers=learners=1,actors=2
+//   coordinator_main --port=50051 --store=runs/coordinator.db
+//       --local_workers=learners=1,actors=2   (one command line)
 // Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad flags, 1 other errors.
 #include <string>
 
