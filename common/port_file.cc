@@ -14,12 +14,12 @@
 
 namespace rl {
 
-absl::Status WritePortFile(const std::string& path, int port) {
-  if (path.empty()) return absl::OkStatus();
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << port << "\n";
+    out << text;
     if (!out.good()) {
       return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
     }
@@ -29,6 +29,11 @@ absl::Status WritePortFile(const std::string& path, int port) {
         absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   return absl::OkStatus();
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  if (path.empty()) return absl::OkStatus();
+  return WriteFileAtomically(path, absl::StrCat(port, "\n"));
 }
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {

@@ -8,8 +8,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace rl {
+
+// Writes `text` to `path + ".tmp"`, then renames it to `path`: a reader
+// sees the old file or the whole new one. UNAVAILABLE naming the file.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view text);
 
 // Does nothing for an empty `path`.
 absl::Status WritePortFile(const std::string& path, int port);

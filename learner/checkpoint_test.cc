@@ -3,17 +3,12 @@
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string TempDir(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / name;
-  fs::remove_all(dir);
-  return dir.string();
-}
 
 ActorCriticConfig Config(int hidden) {
   ActorCriticConfig c;
@@ -24,7 +19,7 @@ ActorCriticConfig Config(int hidden) {
 }
 
 TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
-  const std::string root = TempDir("roundtrip");
+  const std::string root = MakeTestDir("roundtrip");
   torch::manual_seed(1);
   ActorCritic policy(Config(8));
   torch::optim::Adam adam(policy->parameters(),
@@ -62,7 +57,7 @@ TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
 }
 
 TEST(CheckpointTest, KeepsNewestAndIgnoresIncomplete) {
-  const std::string root = TempDir("keep");
+  const std::string root = MakeTestDir("keep");
   ActorCritic policy(Config(4));
   torch::optim::Adam adam(policy->parameters());
   for (int i = 1; i <= 4; ++i) {
@@ -81,12 +76,12 @@ TEST(CheckpointTest, KeepsNewestAndIgnoresIncomplete) {
                            policy, nullptr, nullptr)
                 .code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(LatestCheckpoint(TempDir("empty")).status().code(),
+  EXPECT_EQ(LatestCheckpoint(MakeTestDir("empty")).status().code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST(CheckpointTest, MismatchedShapesAreRejected) {
-  const std::string root = TempDir("mismatch");
+  const std::string root = MakeTestDir("mismatch");
   ActorCritic small(Config(4));
   torch::optim::Adam adam(small->parameters());
   auto dir = WriteCheckpoint(root, 1, small, adam, {}, 1);

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -86,20 +85,6 @@ std::string ResultJson(const LearnerStatus& s, bool done) {
       s.progress().steps_per_second(), s.segments_received(),
       s.segments_rejected(), s.segments_dropped_stale(),
       s.segments_duplicate());
-}
-
-absl::Status WriteFileAtomically(const std::string& path,
-                                 const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "learner/checkpoint.h"
 #include "runspec/run_spec.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
@@ -22,12 +23,6 @@ ppo: {num_minibatches: 2, num_epochs: 2, normalize_observations: true, normalize
                           RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return *spec;
-}
-
-std::string TempDir(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / name;
-  fs::remove_all(dir);
-  return dir.string();
 }
 
 void ExpectSameParameters(LocalTrainer& a, LocalTrainer& b) {
@@ -52,7 +47,7 @@ void CheckResume(const std::string& env_yaml, const std::string& name) {
   ASSERT_TRUE((*straight)->Train(nullptr, 6).ok());
 
   TrainerOptions with_dir;
-  with_dir.run_dir = TempDir(name);
+  with_dir.run_dir = MakeTestDir(name);
   auto first = LocalTrainer::Create(spec, with_dir);
   ASSERT_TRUE(first.ok());
   ASSERT_TRUE((*first)->Train(nullptr, 3).ok());  // Writes a final checkpoint.
@@ -117,7 +112,7 @@ TEST(LocalTrainerTest, EvaluationIsDeterministic) {
 
 TEST(LocalTrainerTest, CheckpointOfAnotherEnvironmentIsRejected) {
   TrainerOptions options;
-  options.run_dir = TempDir("mismatch");
+  options.run_dir = MakeTestDir("mismatch");
   auto cartpole =
       LocalTrainer::Create(SmallRun("env: {id: CartPole-v1}"), options);
   ASSERT_TRUE(cartpole.ok());

@@ -12,6 +12,7 @@
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
@@ -45,12 +46,7 @@ std::string ReadFile(const fs::path& path) {
 
 class RlLocalTest : public testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           testing::UnitTest::GetInstance()->current_test_info()->name();
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = MakeTestDir(); }
 
   std::string WriteRunFile(const std::string& text) {
     const fs::path path = dir_ / "run.yaml";
