@@ -1,0 +1,212 @@
+// Built with -DUSE_C10D_GLOO against Debian's gloo headers (libgloo-dev,
+// headers only): the gloo symbols come from libtorch_cpu, whose gloo is newer
+// than those headers, so nothing gloo-typed leaves this file.
+#include "learner/c10d_collective.h"
+
+#include <chrono>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "policy/torch_status.h"
+
+namespace rl {
+namespace {
+
+std::chrono::milliseconds ToChrono(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+absl::Status SplitHostPort(const std::string& address, std::string* host,
+                           int* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(address.substr(colon + 1), port) || *port <= 0 ||
+      *port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous_address: expected HOST:PORT, got \"", address, "\""));
+  }
+  *host = address.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') {
+    *host = host->substr(1, host->size() - 2);
+  }
+  return absl::OkStatus();
+}
+
+class C10dCollective : public Collective {
+ public:
+  C10dCollective(int rank, int world_size, std::string gang_id,
+                 c10::intrusive_ptr<c10d::Backend> backend)
+      : rank_(rank),
+        world_size_(world_size),
+        gang_id_(std::move(gang_id)),
+        backend_(std::move(backend)) {}
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+
+  absl::Status AllReduce(torch::Tensor& tensor, ReduceOp op) override {
+    return Run("all-reduce", [&] {
+      std::vector<at::Tensor> tensors{tensor};
+      c10d::AllreduceOptions opts;
+      opts.reduceOp =
+          op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+      backend_->allreduce(tensors, opts)->wait();
+    });
+  }
+
+  absl::Status Broadcast(torch::Tensor& tensor, int root) override {
+    return Run("broadcast", [&] {
+      std::vector<at::Tensor> tensors{tensor};
+      c10d::BroadcastOptions opts;
+      opts.rootRank = root;
+      backend_->broadcast(tensors, opts)->wait();
+    });
+  }
+
+ private:
+  // A failed collective means the gang is broken (a peer died, hung up or
+  // timed out): ABORTED, so the run restarts as a gang.
+  template <typename F>
+  absl::Status Run(const char* what, F&& fn) {
+    absl::Status status = CatchTorchErrors(what, std::forward<F>(fn));
+    if (status.ok()) return status;
+    return absl::AbortedError(absl::StrCat(
+        "learner gang ", gang_id_, ", rank ", rank_, " of ", world_size_, ": ",
+        status.message(), " (a peer learner was lost or stalled)"));
+  }
+
+  const int rank_;
+  const int world_size_;
+  const std::string gang_id_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+};
+
+}  // namespace
+
+class RendezvousServer::Impl {
+ public:
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
+    int port) {
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rendezvous_port: must be in [0, 65535] (got ", port, ")"));
+  }
+  auto impl = std::make_unique<Impl>();
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("starting the rendezvous store on port ", port),
+      [&] {
+        c10d::TCPStoreOptions opts;
+        opts.port = static_cast<uint16_t>(port);
+        opts.isServer = true;
+        opts.waitWorkers = false;
+        opts.numWorkers = std::nullopt;
+        impl->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+      },
+      absl::StatusCode::kUnavailable));
+  return std::unique_ptr<RendezvousServer>(
+      new RendezvousServer(std::move(impl)));
+}
+
+RendezvousServer::RendezvousServer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RendezvousServer::~RendezvousServer() = default;
+int RendezvousServer::port() const { return impl_->store->getPort(); }
+
+absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
+    const CollectiveOptions& options) {
+  const int n = options.world_size;
+  if (n < 1 || options.rank < 0 || options.rank >= n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", options.rank, " of world size ", n,
+                     ": need 0 <= rank < world_size"));
+  }
+  if (options.gang_id.empty()) {
+    return absl::InvalidArgumentError("gang_id: required");
+  }
+  if (options.backend == "nccl") {
+    return absl::UnimplementedError(
+        "backend nccl: this learner has no NCCL process group (CUDA "
+        "learners are not built yet); run the learners on the CPU (gloo)");
+  }
+  if (options.backend != "gloo") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "backend: expected gloo or nccl, got \"", options.backend, "\""));
+  }
+  std::string host;
+  int port = 0;
+  RETURN_IF_ERROR(SplitHostPort(options.rendezvous_address, &host, &port));
+
+  c10::intrusive_ptr<c10d::Store> store;
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("connecting to rank 0's rendezvous store at ",
+                   options.rendezvous_address),
+      [&] {
+        c10d::TCPStoreOptions opts;
+        opts.port = static_cast<uint16_t>(port);
+        opts.isServer = false;
+        opts.waitWorkers = false;
+        opts.timeout = ToChrono(options.rendezvous_timeout);
+        auto tcp = c10::make_intrusive<c10d::TCPStore>(host, opts);
+        store = c10::make_intrusive<c10d::PrefixStore>(
+            absl::StrCat("rl/", options.gang_id), tcp);
+      },
+      absl::StatusCode::kUnavailable));
+
+  // Our own barrier first, so that a rank that never comes is named.
+  const auto joined_key = [](int r) { return absl::StrCat("joined/", r); };
+  RETURN_IF_ERROR(CatchTorchErrors(
+      "rendezvous",
+      [&] { store->set(joined_key(options.rank), std::vector<uint8_t>{1}); },
+      absl::StatusCode::kUnavailable));
+  const absl::Time deadline = absl::Now() + options.rendezvous_timeout;
+  std::vector<int> missing;
+  while (true) {
+    missing.clear();
+    RETURN_IF_ERROR(CatchTorchErrors(
+        "rendezvous",
+        [&] {
+          for (int r = 0; r < n; ++r) {
+            if (!store->check({joined_key(r)})) missing.push_back(r);
+          }
+        },
+        absl::StatusCode::kUnavailable));
+    if (missing.empty()) break;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rendezvous of learner gang ", options.gang_id, " at ",
+          options.rendezvous_address, ": rank(s) ",
+          absl::StrJoin(missing, ", "), " of ", n, " did not join within ",
+          absl::FormatDuration(options.rendezvous_timeout)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  c10::intrusive_ptr<c10d::Backend> backend;
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("forming the gloo process group of gang ", options.gang_id),
+      [&] {
+        auto opts =
+            c10d::ProcessGroupGloo::Options::create(ToChrono(options.timeout));
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(
+            options.bind_address));
+        opts->threads = 1;
+        backend = c10::make_intrusive<c10d::ProcessGroupGloo>(
+            store, options.rank, n, opts);
+      },
+      absl::StatusCode::kUnavailable));
+  return std::unique_ptr<Collective>(
+      new C10dCollective(options.rank, n, options.gang_id, std::move(backend)));
+}
+
+}  // namespace rl

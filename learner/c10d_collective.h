@@ -1,0 +1,62 @@
+// A Collective over torch c10d: ranks meet at rank 0's TCPStore, then form a
+// ProcessGroupGloo (CPU tensors). The one file that sees c10d's and gloo's
+// types; everything else holds a Collective.
+//
+// Every learner process hosts a RendezvousServer (a TCPStore server) for its
+// lifetime and reports its address to the coordinator at registration; when
+// the learner is a gang's rank 0 the gang meets there, under a key prefix
+// unique to the gang (run and placement), so gangs never see each other's
+// keys.
+#ifndef RL_LEARNER_C10D_COLLECTIVE_H_
+#define RL_LEARNER_C10D_COLLECTIVE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "learner/collective.h"
+
+namespace rl {
+
+class RendezvousServer {
+ public:
+  // Listens on `port` (0: a free one) on every interface.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(int port);
+  ~RendezvousServer();
+  int port() const;
+
+ private:
+  class Impl;
+  explicit RendezvousServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct CollectiveOptions {
+  int rank = 0;
+  int world_size = 1;
+  // HOST:PORT of rank 0's RendezvousServer.
+  std::string rendezvous_address;
+  // Unique per gang (e.g. "run-3/17"); every rank gives the same.
+  std::string gang_id;
+  // The address this rank's collective binds and that peers reach it at.
+  std::string bind_address = "127.0.0.1";
+  // "gloo" (CPU tensors) or "nccl" (needs a CUDA build).
+  std::string backend = "gloo";
+  // All ranks must have joined within this; else DEADLINE_EXCEEDED naming
+  // the ranks that did not.
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
+  // One collective call waits this long for its peers (a dead peer is seen
+  // at once, through its closed connections).
+  absl::Duration timeout = absl::Seconds(60);
+};
+
+// Joins the gang: INVALID_ARGUMENT for bad options, UNIMPLEMENTED for a
+// backend this binary lacks, UNAVAILABLE if rank 0's store cannot be
+// reached, DEADLINE_EXCEEDED if some ranks never joined.
+absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
+    const CollectiveOptions& options);
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_C10D_COLLECTIVE_H_
