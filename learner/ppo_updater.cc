@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,10 +113,13 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   RETURN_IF_ERROR(CheckRollout(rollout));
   int64_t non_finite = 0;
   torch::Tensor observations;
-  ASSIGN_OR_RETURN(const UpdateStats stats, CatchTorchErrors("PPO update", [&] {
-                     return RunEpochs(rollout, env_steps_done, &non_finite,
-                                      &observations);
-                   }));
+  absl::Status collective_error;
+  absl::StatusOr<UpdateStats> result = CatchTorchErrors("PPO update", [&] {
+    return RunEpochs(rollout, env_steps_done, &non_finite, &observations,
+                     &collective_error);
+  });
+  RETURN_IF_ERROR(collective_error);
+  ASSIGN_OR_RETURN(const UpdateStats stats, std::move(result));
   if (non_finite > 0) {
     return absl::InternalError(absl::StrFormat(
         "PPO update: the loss or gradient was not finite (NaN or inf) in %d "
@@ -126,15 +130,29 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
         "check the scale of the rewards",
         non_finite, stats.policy_loss, stats.value_loss, stats.grad_norm));
   }
-  RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
+  if (collective_ == nullptr) {
+    RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
+    return stats;
+  }
+  ASSIGN_OR_RETURN(torch::Tensor moments,
+                   policy_->ObservationMoments(observations));
+  RETURN_IF_ERROR(collective_->AllReduce(moments, ReduceOp::kSum));
+  RETURN_IF_ERROR(policy_->MergeObservationMoments(moments));
   return stats;
 }
 
 UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
                                   int64_t env_steps_done, int64_t* non_finite,
-                                  torch::Tensor* flat_observations) {
+                                  torch::Tensor* flat_observations,
+                                  absl::Status* collective_error) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
+  // Collective calls: a failure is remembered and ends the update.
+  auto sync = [&](absl::Status status) {
+    if (status.ok()) return;
+    *collective_error = std::move(status);
+    throw std::runtime_error(std::string(collective_error->message()));
+  };
 
   // GAE on the host buffers (the rollout is CPU-resident).
   const auto gae_start = std::chrono::steady_clock::now();
@@ -172,6 +190,16 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
 
   const int64_t num_minibatches = config_.num_minibatches();
   const int64_t minibatch = batch / num_minibatches;
+  // This rank's share of every global minibatch (1 alone).
+  int64_t global_minibatch = minibatch;
+  double share = 1.0;
+  if (collective_ != nullptr) {
+    torch::Tensor sizes =
+        torch::tensor({static_cast<double>(minibatch)}, torch::kFloat64);
+    sync(collective_->AllReduce(sizes, ReduceOp::kSum));
+    global_minibatch = static_cast<int64_t>(sizes.item<double>());
+    share = static_cast<double>(minibatch) / global_minibatch;
+  }
   const float clip = config_.clip_coef();
   torch::Tensor sum_policy_loss = torch::zeros({});
   torch::Tensor sum_value_loss = torch::zeros({});
@@ -193,8 +221,21 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
           obs.index_select(0, idx), actions.index_select(0, idx));
       const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
       torch::Tensor mb_adv = advantages.index_select(0, idx);
-      if (config_.normalize_advantages() && minibatch > 1) {
-        mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+      if (config_.normalize_advantages() && global_minibatch > 1) {
+        if (collective_ == nullptr) {
+          mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+        } else {
+          // Global mean and (unbiased) std from summed moments.
+          const torch::Tensor a = mb_adv.to(torch::kFloat64);
+          torch::Tensor moments = torch::stack({a.sum(), a.pow(2).sum()});
+          sync(collective_->AllReduce(moments, ReduceOp::kSum));
+          const double n = static_cast<double>(global_minibatch);
+          const torch::Tensor mean = moments[0] / n;
+          const torch::Tensor var = torch::clamp_min(
+              (moments[1] - n * mean * mean) / (n - 1), 0.0);
+          mb_adv = ((mb_adv - mean.to(torch::kFloat32)) /
+                    (var.sqrt().to(torch::kFloat32) + 1e-8));
+        }
       }
       const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
       const torch::Tensor ratio = log_ratio.exp();
@@ -224,6 +265,25 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
       torch::Tensor grad_norm;
       {
         torch::NoGradGuard no_grad;
+        // Every rank's loss finite? Rides in the gradient bucket.
+        torch::Tensor any_bad =
+            torch::logical_not(torch::isfinite(loss.detach()))
+                .to(torch::kFloat32)
+                .reshape({1});
+        if (collective_ != nullptr) {
+          // The global minibatch's mean loss is the share-weighted sum of
+          // the ranks' means: one all-reduce of one flat bucket.
+          std::vector<torch::Tensor> bucket;
+          bucket.reserve(params.size() + 1);
+          for (auto& p : params) {
+            if (p.grad().defined()) {
+              p.grad().mul_(share);
+              bucket.push_back(p.grad());
+            }
+          }
+          bucket.push_back(any_bad);
+          sync(AllReduceSumCoalesced(*collective_, bucket));
+        }
         std::vector<torch::Tensor> norms;
         norms.reserve(params.size());
         for (const auto& p : params) {
@@ -241,8 +301,8 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
         // A NaN or inf would reach every weight through the optimizer; zero
         // such a minibatch's gradients on the device (no read-back here) and
         // report it with the statistics.
-        const torch::Tensor bad = torch::logical_not(
-            torch::isfinite(loss.detach()) & torch::isfinite(grad_norm));
+        const torch::Tensor bad = (any_bad.squeeze(0) > 0) |
+                                  torch::logical_not(torch::isfinite(grad_norm));
         for (auto& p : params) {
           if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
         }
@@ -252,7 +312,7 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
 
       torch::NoGradGuard no_grad;
       const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
-      epoch_kl += kl;
+      epoch_kl += kl * share;
       sum_policy_loss += policy_loss.detach();
       sum_value_loss += value_loss.detach();
       sum_entropy += entropy.detach();
@@ -262,9 +322,13 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
       ++minibatches_run;
     }
     ++epochs;
-    if (config_.target_kl() > 0 &&
-        (epoch_kl / num_minibatches).item<double>() > config_.target_kl()) {
-      break;
+    if (config_.target_kl() > 0) {
+      // The global mean KL, so that every rank stops at the same epoch.
+      torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
+      if (collective_ != nullptr) {
+        sync(collective_->AllReduce(kl, ReduceOp::kSum));
+      }
+      if (kl.item<double>() / num_minibatches > config_.target_kl()) break;
     }
   }
 

@@ -13,6 +13,18 @@
 // nothing is changed); a loss or gradient that turns non-finite is INTERNAL
 // (those minibatches' gradients are zeroed, so the weights stay finite, and
 // the normaliser is left as it was).
+//
+// Data-parallel: with a Collective of L ranks, each rank updates from its
+// own share of the rollouts and the ranks compute the update one learner
+// would compute on their union: gradients are all-reduced (one flat bucket
+// per minibatch, weighted by each rank's share of the minibatch), and
+// advantage normalisation, the KL early stop, the non-finite check and the
+// observation statistics use global sums. Ranks must start from the same
+// parameters, optimizer state and shuffling stream (the learner broadcasts
+// rank 0's); each rank's minibatches are its own rows shuffled by that
+// stream, so with one minibatch per epoch the result equals one learner's
+// on the concatenated rollout. A collective failure is its Status (ABORTED
+// for a lost peer), and the update is abandoned on every rank.
 #ifndef RL_LEARNER_PPO_UPDATER_H_
 #define RL_LEARNER_PPO_UPDATER_H_
 
@@ -21,6 +33,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "learner/collective.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
@@ -53,6 +66,9 @@ class PpoUpdater {
   absl::StatusOr<UpdateStats> Update(const Rollout& rollout,
                                      int64_t env_steps_done);
 
+  // Train as one rank of `collective` (not owned; null: alone).
+  void set_collective(Collective* collective) { collective_ = collective; }
+
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
   at::Generator& generator() { return generator_; }
@@ -63,14 +79,17 @@ class PpoUpdater {
   // The update proper: LibTorch calls, which may throw. Sets `*non_finite`
   // to the number of minibatches whose loss or gradient was NaN or inf, and
   // `*flat_observations` to the observations as [T*E, obs].
+  // Collective failures are stored in `*collective_error` and thrown.
   UpdateStats RunEpochs(const Rollout& rollout, int64_t env_steps_done,
-                        int64_t* non_finite, torch::Tensor* flat_observations);
+                        int64_t* non_finite, torch::Tensor* flat_observations,
+                        absl::Status* collective_error);
 
   ActorCritic policy_;
   PPOConfig config_;
   int64_t total_env_steps_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   at::Generator generator_;
+  Collective* collective_ = nullptr;
 };
 
 }  // namespace rl

@@ -85,6 +85,15 @@ class ActorCriticImpl : public torch::nn::Module {
   // normalised observation.
   absl::Status UpdateObservationStatistics(const torch::Tensor& observations);
 
+  // The same in two halves, for batches split over data-parallel ranks:
+  // ObservationMoments gives a batch's [count, sum(obs), sum(obs^2)] as one
+  // float64 vector of 1 + 2 * observation_size (checked like above; sums of
+  // several ranks' moments are the moments of their union), and
+  // MergeObservationMoments folds such moments into the statistics.
+  absl::StatusOr<torch::Tensor> ObservationMoments(
+      const torch::Tensor& observations);
+  absl::Status MergeObservationMoments(const torch::Tensor& moments);
+
   // OK if `observations` is a float batch [B, observation_size]; else
   // INVALID_ARGUMENT naming `name` and both shapes. Reads no data.
   absl::Status CheckObservations(const torch::Tensor& observations,
@@ -95,6 +104,9 @@ class ActorCriticImpl : public torch::nn::Module {
                             absl::string_view name, int64_t batch) const;
 
  private:
+  // Chan et al.'s merge of a batch's float64 mean and (biased) variance.
+  void FoldBatchStatistics(double batch_count, const torch::Tensor& batch_mean,
+                           const torch::Tensor& batch_var);
   // Policy-head input and value-head input (equal with a shared trunk).
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // Logits [B, n] or Gaussian means [B, A].
