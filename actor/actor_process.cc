@@ -86,6 +86,7 @@ class ActorProcess::Impl {
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.role = ACTOR;
       runtime.agent.worker_name = worker_name;
+      runtime.agent.address = options_.advertise_address;
       ASSIGN_OR_RETURN(runtime_,
                        WorkerRuntime::Create(runtime, workload_.get()));
       return absl::OkStatus();

@@ -20,6 +20,8 @@ struct ActorProcessOptions {
   // Worker mode when set: register with this coordinator (HOST:PORT).
   std::string coordinator;
   std::string worker_name;  // default actor-<pid>
+  // Reported at registration (operators' view); empty: none.
+  std::string advertise_address;
   // Standalone: the learner (HOST:PORT), the run file, the run id sent to
   // the learner (default the run's name), this actor's rank.
   std::string learner;

@@ -21,7 +21,10 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
         "assignment ", assignment.assignment_id(), " names no learner"));
   }
   ActorOptions options;
-  options.learner_address = assignment.learner_addresses(0);
+  // A gang of learners splits the actors: actor a streams to rank
+  // a % num_learners (the learner counts its share the same way).
+  options.learner_address = assignment.learner_addresses(
+      assignment.rank() % assignment.learner_addresses_size());
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
   options.actor_id = assignment.rank();

@@ -28,6 +28,9 @@ ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(std::string, coordinator, "",
           "Worker mode: register with this coordinator (HOST:PORT) and run "
           "the assignments it gives (no --learner/--run needed).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "Worker mode: this host's reachable address, shown to operators "
+          "(rlctl workers) with the metrics port.");
 ABSL_FLAG(std::string, worker_name, "",
           "Worker mode: stable name (default actor-<pid>).");
 ABSL_FLAG(int, max_disconnected_seconds, 120,
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
   rl::ActorProcessOptions options;
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
+  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   options.learner = absl::GetFlag(FLAGS_learner);
   options.run_file = absl::GetFlag(FLAGS_run);
   options.run_id = absl::GetFlag(FLAGS_run_id);

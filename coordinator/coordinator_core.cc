@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -141,7 +142,8 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   }
   RETURN_IF_ERROR(
       store_->PutWorker(request.worker_name(), role, request.address()));
-  absl::MutexLock lock(&mu_);
+  std::optional<Run> restarted;  // notified once the lock is released
+  absl::ReleasableMutexLock lock(&mu_);
   const Assignment& reported = request.current_assignment();
   // Keep the reported assignment only if it is the one recorded for this
   // worker (before a coordinator restart) or the one it holds now.
@@ -160,9 +162,26 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   RegisterWorkerResponse response;
   std::vector<std::string> devices(request.capabilities().devices().begin(),
                                    request.capabilities().devices().end());
+  // The run this learner held, if it comes back without it (restarted).
+  std::string dropped_run;
+  if (const SchedulerWorker* before = scheduler_.worker(request.worker_name());
+      before != nullptr && before->role == LEARNER) {
+    dropped_run = before->run_id;
+  }
   *response.mutable_lease() =
       scheduler_.Register(request.worker_name(), role, std::move(devices),
                           request.address(), keep_run, reported.rank());
+  scheduler_.SetRendezvousAddress(request.worker_name(),
+                                  request.rendezvous_address());
+  if (!dropped_run.empty() &&
+      scheduler_.worker(request.worker_name())->run_id != dropped_run) {
+    // Its old process is gone with the gang's state: restart the gang now
+    // rather than after a lease period.
+    auto changed = RestartGangLocked(
+        dropped_run,
+        absl::StrCat("learner ", request.worker_name(), " restarted"));
+    if (changed.ok()) restarted = *std::move(changed);
+  }
   if (!keep_run.empty() &&
       scheduler_.worker(request.worker_name())->run_id == keep_run) {
     // Kept: the same assignment id, so the worker does not restart.
@@ -176,6 +195,8 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     store_->ClearAssignment(request.worker_name()).IgnoreError();
   }
   response.set_worker_id(request.worker_name());
+  lock.Release();
+  if (restarted.has_value()) Notify(*restarted);
   return response;
 }
 
@@ -211,15 +232,25 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   assignment.set_role(worker.role);
   *assignment.mutable_spec() = run->spec();
   assignment.set_rank(worker.rank);
-  std::vector<std::pair<int, std::string>> learners;
+  std::vector<const SchedulerWorker*> learners;
   for (const SchedulerWorker& w : scheduler_.workers()) {
-    if (w.run_id == worker.run_id && w.role == LEARNER) {
-      learners.emplace_back(w.rank, w.address);
-    }
+    if (w.run_id == worker.run_id && w.role == LEARNER) learners.push_back(&w);
   }
-  std::sort(learners.begin(), learners.end());
-  for (const auto& [rank, address] : learners) {
-    assignment.add_learner_addresses(address);
+  std::sort(learners.begin(), learners.end(),
+            [](const auto* a, const auto* b) { return a->rank < b->rank; });
+  for (const SchedulerWorker* w : learners) {
+    assignment.add_learner_addresses(w->address);
+  }
+  if (worker.role == LEARNER) {
+    assignment.set_world_size(
+        std::max(1, run->spec().resources().num_learners()));
+    if (!learners.empty() && learners[0]->rank == 0) {
+      // New on every placement of the gang: its ranks never meet an older
+      // gang's keys.
+      assignment.set_rendezvous_address(learners[0]->rendezvous_address);
+      assignment.set_gang_id(
+          absl::StrCat(worker.run_id, "/", learners[0]->placement));
+    }
   }
   assignment.set_checkpoint_dir(
       (std::filesystem::path(options_.runs_dir) / worker.run_id).string());
@@ -242,6 +273,7 @@ absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
 absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
   std::string run_id;
   WorkerRole role;
+  int rank = 0;
   {
     absl::MutexLock lock(&mu_);
     const SchedulerWorker* worker = scheduler_.worker(request.worker_id());
@@ -256,8 +288,10 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     }
     run_id = worker->run_id;
     role = worker->role;
+    rank = worker->rank;
   }
-  if (role == LEARNER && request.has_progress()) {
+  // A gang's ranks train in lockstep; rank 0 speaks for the run's progress.
+  if (role == LEARNER && request.has_progress() && rank == 0) {
     RETURN_IF_ERROR(store_->UpdateProgress(run_id, request.progress()));
   }
   if (!request.finished() && request.error().empty()) {
@@ -265,13 +299,20 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     return absl::OkStatus();
   }
   if (role != LEARNER) return absl::OkStatus();  // Actors end with the run.
+  // A gang ends together: rank 0's end (with its progress) ends the run;
+  // any rank's error does.
+  if (rank != 0 && request.error().empty()) return absl::OkStatus();
   absl::StatusOr<Run> run;
   {
     absl::MutexLock lock(&mu_);
-    run = request.error().empty()
-              ? store_->Transition(run_id, SUCCEEDED, "step budget reached")
-              : store_->Transition(run_id, FAILED, request.error());
-    if (run.ok()) scheduler_.Release(run_id);
+    if (request.retryable()) {
+      run = RestartGangLocked(run_id, request.error());
+    } else {
+      run = request.error().empty()
+                ? store_->Transition(run_id, SUCCEEDED, "step budget reached")
+                : store_->Transition(run_id, FAILED, request.error());
+      if (run.ok()) scheduler_.Release(run_id);
+    }
   }
   RETURN_IF_ERROR(run.status());
   Notify(*run);
@@ -315,6 +356,30 @@ void CoordinatorCore::RequeueLocked(const std::string& run_id,
   }
   RL_LOG_WARNING("run {} back in the queue: {}", run_id, reason);
   scheduler_.Enqueue(run_id, run->spec(), ++next_order_);
+}
+
+absl::StatusOr<Run> CoordinatorCore::RestartGangLocked(
+    const std::string& run_id, const std::string& reason) {
+  ASSIGN_OR_RETURN(Run run, store_->GetRun(run_id));
+  if (run.state() != RUNNING && run.state() != PLACING) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run_id, " is not running"));
+  }
+  const int restarts = ++gang_restarts_[run_id];
+  if (restarts > options_.max_gang_restarts) {
+    ASSIGN_OR_RETURN(
+        run,
+        store_->Transition(
+            run_id, FAILED,
+            absl::StrCat("the learner gang broke ", restarts, " times (limit ",
+                         options_.max_gang_restarts, "); last: ", reason)));
+    scheduler_.Release(run_id);
+    return run;
+  }
+  RequeueLocked(run_id,
+                absl::StrCat("gang restart ", restarts, " (limit ",
+                             options_.max_gang_restarts, "): ", reason));
+  return store_->GetRun(run_id);
 }
 
 void CoordinatorCore::Tick() {

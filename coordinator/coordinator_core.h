@@ -29,6 +29,10 @@ struct CoordinatorOptions {
   // Checkpoints of run R go to <runs_dir>/<R>.
   std::string runs_dir = "runs";
   absl::Duration lease_ttl = absl::Seconds(10);
+  // A run whose learner gang broke (a rank lost or restarted) is placed
+  // again and resumes from its checkpoint, at most this many times; then it
+  // FAILS with the last error.
+  int max_gang_restarts = 10;
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
 
@@ -64,6 +68,12 @@ class CoordinatorCore {
   void Notify(const Run& run);
   void RequeueLocked(const std::string& run_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The gang of `run_id` broke: requeue it (its ranks restart from the
+  // latest checkpoint), or FAIL it past max_gang_restarts. The run after
+  // the change, if it changed.
+  absl::StatusOr<Run> RestartGangLocked(const std::string& run_id,
+                                        const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   std::unique_ptr<RunStore> store_;
@@ -83,6 +93,7 @@ class CoordinatorCore {
   std::map<std::string, AssignmentRecord> recovered_assignments_
       ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex watchers_mu_;
   int64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 0;

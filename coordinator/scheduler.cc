@@ -32,6 +32,12 @@ Lease Scheduler::Register(const std::string& worker_id, WorkerRole role,
   return lease;
 }
 
+void Scheduler::SetRendezvousAddress(const std::string& worker_id,
+                                     const std::string& address) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second.rendezvous_address = address;
+}
+
 absl::StatusOr<Lease> Scheduler::Heartbeat(const std::string& worker_id,
                                            int64_t epoch) {
   auto it = workers_.find(worker_id);

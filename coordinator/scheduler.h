@@ -27,6 +27,8 @@ struct SchedulerWorker {
   WorkerRole role = WORKER_ROLE_UNSPECIFIED;
   std::vector<std::string> devices;  // e.g. {"cuda:0"}; empty: CPU only
   std::string address;
+  // Learners: host:port of their rendezvous store.
+  std::string rendezvous_address;
   int64_t epoch = 0;
   absl::Time lease_expiry;
   std::string run_id;  // empty: idle
@@ -60,6 +62,10 @@ class Scheduler {
   Lease Register(const std::string& worker_id, WorkerRole role,
                  std::vector<std::string> devices, const std::string& address,
                  const std::string& run_id = "", int rank = 0);
+
+  // Records where learner `worker_id` hosts its rendezvous store.
+  void SetRendezvousAddress(const std::string& worker_id,
+                            const std::string& address);
 
   // Renews the lease. NOT_FOUND for an unknown worker, FAILED_PRECONDITION
   // for an expired lease or a stale epoch (the worker must re-register).

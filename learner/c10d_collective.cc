@@ -3,6 +3,7 @@
 // than those headers, so nothing gloo-typed leaves this file.
 #include "learner/c10d_collective.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -147,21 +148,38 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
   int port = 0;
   RETURN_IF_ERROR(SplitHostPort(options.rendezvous_address, &host, &port));
 
+  const absl::Time deadline = absl::Now() + options.rendezvous_timeout;
+  auto cancelled = [&]() -> absl::Status {
+    if (options.cancelled && options.cancelled()) {
+      return absl::CancelledError(absl::StrCat("rendezvous of learner gang ",
+                                               options.gang_id, " abandoned"));
+    }
+    return absl::OkStatus();
+  };
+  // Short connection attempts, so that a cancel is seen between them.
   c10::intrusive_ptr<c10d::Store> store;
-  RETURN_IF_ERROR(CatchTorchErrors(
-      absl::StrCat("connecting to rank 0's rendezvous store at ",
-                   options.rendezvous_address),
-      [&] {
-        c10d::TCPStoreOptions opts;
-        opts.port = static_cast<uint16_t>(port);
-        opts.isServer = false;
-        opts.waitWorkers = false;
-        opts.timeout = ToChrono(options.rendezvous_timeout);
-        auto tcp = c10::make_intrusive<c10d::TCPStore>(host, opts);
-        store = c10::make_intrusive<c10d::PrefixStore>(
-            absl::StrCat("rl/", options.gang_id), tcp);
-      },
-      absl::StatusCode::kUnavailable));
+  while (true) {
+    RETURN_IF_ERROR(cancelled());
+    const absl::Status connected = CatchTorchErrors(
+        absl::StrCat("connecting to rank 0's rendezvous store at ",
+                     options.rendezvous_address),
+        [&] {
+          c10d::TCPStoreOptions opts;
+          opts.port = static_cast<uint16_t>(port);
+          opts.isServer = false;
+          opts.waitWorkers = false;
+          opts.timeout = ToChrono(std::min(
+              absl::Seconds(2),
+              std::max(absl::Milliseconds(100), deadline - absl::Now())));
+          auto tcp = c10::make_intrusive<c10d::TCPStore>(host, opts);
+          tcp->setTimeout(ToChrono(options.timeout));
+          store = c10::make_intrusive<c10d::PrefixStore>(
+              absl::StrCat("rl/", options.gang_id), tcp);
+        },
+        absl::StatusCode::kUnavailable);
+    if (connected.ok()) break;
+    if (absl::Now() > deadline) return connected;
+  }
 
   // Our own barrier first, so that a rank that never comes is named.
   const auto joined_key = [](int r) { return absl::StrCat("joined/", r); };
@@ -169,9 +187,9 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
       "rendezvous",
       [&] { store->set(joined_key(options.rank), std::vector<uint8_t>{1}); },
       absl::StatusCode::kUnavailable));
-  const absl::Time deadline = absl::Now() + options.rendezvous_timeout;
   std::vector<int> missing;
   while (true) {
+    RETURN_IF_ERROR(cancelled());
     missing.clear();
     RETURN_IF_ERROR(CatchTorchErrors(
         "rendezvous",

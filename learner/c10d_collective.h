@@ -10,6 +10,7 @@
 #ifndef RL_LEARNER_C10D_COLLECTIVE_H_
 #define RL_LEARNER_C10D_COLLECTIVE_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -49,11 +50,14 @@ struct CollectiveOptions {
   // One collective call waits this long for its peers (a dead peer is seen
   // at once, through its closed connections).
   absl::Duration timeout = absl::Seconds(60);
+  // Polled while waiting for the other ranks: true gives up (CANCELLED),
+  // e.g. when the coordinator has placed the run anew meanwhile.
+  std::function<bool()> cancelled;
 };
 
 // Joins the gang: INVALID_ARGUMENT for bad options, UNIMPLEMENTED for a
 // backend this binary lacks, UNAVAILABLE if rank 0's store cannot be
-// reached, DEADLINE_EXCEEDED if some ranks never joined.
+// reached, DEADLINE_EXCEEDED if some ranks never joined, CANCELLED.
 absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
     const CollectiveOptions& options);
 

@@ -95,6 +95,20 @@ TEST(C10dCollectiveTest, RendezvousNamesTheRanksThatNeverJoined) {
                        HasSubstr("rank(s) 1, 2 of 3 did not join")));
 }
 
+TEST(C10dCollectiveTest, RendezvousCanBeAbandoned) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  CollectiveOptions options;
+  options.rank = 1;
+  options.world_size = 2;
+  options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+  options.gang_id = "test/abandoned";
+  options.rendezvous_timeout = absl::Seconds(600);
+  const absl::Time cancel_at = absl::Now() + absl::Milliseconds(200);
+  options.cancelled = [&] { return absl::Now() > cancel_at; };
+  EXPECT_THAT(ConnectCollective(options).status(),
+              StatusIs(absl::StatusCode::kCancelled, HasSubstr("abandoned")));
+}
+
 TEST(C10dCollectiveTest, BadOptionsAreRefused) {
   CollectiveOptions options;
   options.rank = 2;

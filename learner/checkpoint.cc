@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -142,6 +143,66 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
         if (extra != nullptr) {
           torch::serialize::InputArchive state;
           state.load_from((fs::path(dir) / "state.pt").string());
+          for (const std::string& key : state.keys()) {
+            torch::Tensor t;
+            state.read(key, t);
+            (*extra)[key] = t;
+          }
+        }
+        return absl::OkStatus();
+      },
+      absl::StatusCode::kInvalidArgument);
+}
+
+absl::StatusOr<std::string> EncodeTrainingState(
+    ActorCritic& policy, torch::optim::Optimizer& optimizer,
+    const TensorMap& extra) {
+  return CatchTorchErrors("encoding the training state", [&] {
+    torch::serialize::OutputArchive all, model, opt, state;
+    policy->save(model);
+    optimizer.save(opt);
+    for (const auto& [name, tensor] : extra) state.write(name, tensor);
+    all.write("policy", model);
+    all.write("optimizer", opt);
+    all.write("state", state);
+    std::ostringstream out;
+    all.save_to(out);
+    return out.str();
+  });
+}
+
+absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
+                                 torch::optim::Optimizer* optimizer,
+                                 TensorMap* extra) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const auto& item : policy->named_parameters()) {
+    shapes.emplace_back(item.key(), item.value().sizes().vec());
+  }
+  return CatchTorchErrors(
+      "the training state does not fit this run",
+      [&]() -> absl::Status {
+        torch::serialize::InputArchive all, model;
+        std::istringstream in(bytes);
+        all.load_from(in);
+        all.read("policy", model);
+        policy->load(model);
+        const auto loaded = policy->named_parameters();
+        for (const auto& [name, shape] : shapes) {
+          if (loaded[name].sizes().vec() != shape) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "the training state does not fit this run: parameter ", name,
+                " has shape ", c10::str(loaded[name].sizes()),
+                ", the policy has ", c10::str(c10::IntArrayRef(shape))));
+          }
+        }
+        if (optimizer != nullptr) {
+          torch::serialize::InputArchive opt;
+          all.read("optimizer", opt);
+          optimizer->load(opt);
+        }
+        if (extra != nullptr) {
+          torch::serialize::InputArchive state;
+          all.read("state", state);
           for (const std::string& key : state.keys()) {
             torch::Tensor t;
             state.read(key, t);

@@ -36,6 +36,16 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
                             torch::optim::Optimizer* optimizer,
                             TensorMap* extra);
 
+// The same state as bytes in memory, for handing it to other learner ranks:
+// the policy, the optimizer state and `extra`, in one archive.
+absl::StatusOr<std::string> EncodeTrainingState(
+    ActorCritic& policy, torch::optim::Optimizer& optimizer,
+    const TensorMap& extra);
+// INVALID_ARGUMENT for bytes that do not load or do not fit `policy`.
+absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
+                                 torch::optim::Optimizer* optimizer,
+                                 TensorMap* extra);
+
 }  // namespace rl
 
 #endif  // RL_LEARNER_CHECKPOINT_H_

@@ -55,6 +55,14 @@ class LearnerCore::Impl {
     shape_.num_steps = spec.segment_length();
     shape_.num_envs = spec.envs_per_actor();
     credits_ = std::max(2, spec.resources().num_actors() + 1);
+    if (options.collective != nullptr) {
+      rank_ = options.collective->rank();
+      world_size_ = options.collective->world_size();
+    }
+    // Actor a streams to rank a % world_size.
+    const int actors = spec.resources().num_actors();
+    actors_here_ =
+        actors / world_size_ + (rank_ < actors % world_size_ ? 1 : 0);
     queue_capacity_ = static_cast<size_t>(
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
     policy_config_ = MakeActorCriticConfig(
@@ -65,11 +73,18 @@ class LearnerCore::Impl {
 
   absl::Status Start() {
     const RunSpec& spec = options_.spec;
+    if (actors_here_ < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resources.num_actors (", spec.resources().num_actors(),
+          ") must be at least resources.num_learners (", world_size_,
+          "): learner rank ", rank_, " would get no actor"));
+    }
     torch::manual_seed(spec.seed());
     ASSIGN_OR_RETURN(policy_, CreateActorCritic(policy_config_));
     updater_ = std::make_unique<PpoUpdater>(
         policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
-    if (!options_.run_dir.empty()) {
+    updater_->set_collective(options_.collective.get());
+    if (!options_.run_dir.empty() && rank_ == 0) {
       auto latest = LatestCheckpoint(CheckpointRoot());
       if (latest.ok()) {
         RETURN_IF_ERROR(Restore(*latest));
@@ -77,6 +92,7 @@ class LearnerCore::Impl {
                     status_.policy_version(), status_.env_steps());
       }
     }
+    if (options_.collective != nullptr) RETURN_IF_ERROR(ShareRankZeroState());
     RETURN_IF_ERROR(Publish(/*final=*/false));
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
@@ -313,8 +329,7 @@ class LearnerCore::Impl {
     if (staged_.empty()) return false;
     const RunSpec& spec = options_.spec;
     const int64_t batch_steps = static_cast<int64_t>(spec.segment_length()) *
-                                spec.envs_per_actor() *
-                                spec.resources().num_actors();
+                                spec.envs_per_actor() * actors_here_;
     if (staged_steps_ >= batch_steps) return true;
     if (spec.sync_mode() == ASYNC) return false;
     // SYNC: every connected actor has contributed (the others wait for us).
@@ -345,12 +360,10 @@ class LearnerCore::Impl {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
+    int64_t steps = rollout.num_steps() * rollout.num_envs();
+    bool target_here = false;
     {
       absl::MutexLock lock(&mu_);
-      const int64_t steps = rollout.num_steps() * rollout.num_envs();
-      status_.set_env_steps(status_.env_steps() + steps);
-      status_.set_updates(status_.updates() + 1);
-      status_.set_policy_version(status_.policy_version() + 1);
       for (const auto& s : batch) {
         for (float r : s->proto->episode_returns()) {
           recent_returns_.push_back(r);
@@ -359,6 +372,26 @@ class LearnerCore::Impl {
         }
         episodes_ += s->proto->episode_returns_size();
       }
+      const RunSpec& spec = options_.spec;
+      target_here = spec.has_target_return() &&
+                    recent_returns_.size() >= kReturnWindow &&
+                    MeanReturn() >= spec.target_return();
+    }
+    if (options_.collective != nullptr) {
+      // The gang's steps, and whether any rank reached the target: every
+      // rank counts the same steps and ends at the same update.
+      torch::Tensor global =
+          torch::tensor({static_cast<double>(steps), target_here ? 1.0 : 0.0},
+                        torch::kFloat64);
+      RETURN_IF_ERROR(options_.collective->AllReduce(global, ReduceOp::kSum));
+      steps = static_cast<int64_t>(global[0].item<double>());
+      target_here = global[1].item<double>() > 0;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      status_.set_env_steps(status_.env_steps() + steps);
+      status_.set_updates(status_.updates() + 1);
+      status_.set_policy_version(status_.policy_version() + 1);
       RunProgress* progress = status_.mutable_progress();
       progress->set_env_steps(status_.env_steps());
       progress->set_policy_version(status_.policy_version());
@@ -367,10 +400,7 @@ class LearnerCore::Impl {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
       progress->set_steps_per_second(
           elapsed > 0 ? (status_.env_steps() - steps_at_start_) / elapsed : 0);
-      const RunSpec& spec = options_.spec;
-      if (spec.has_target_return() && !target_reached_ &&
-          recent_returns_.size() >= kReturnWindow &&
-          MeanReturn() >= spec.target_return()) {
+      if (target_here && !target_reached_) {
         target_reached_ = true;
         target_reached_at_ = status_.env_steps();
       }
@@ -414,12 +444,46 @@ class LearnerCore::Impl {
       }
       for (int actor : actors) SendAck(actor);
     }
+    const int64_t updates = GetStatus().updates();
+    if (options_.after_update_for_testing) {
+      options_.after_update_for_testing(updates, policy_);
+    }
+    if (options_.collective != nullptr && options_.sync_check_interval > 0 &&
+        updates % options_.sync_check_interval == 0) {
+      RETURN_IF_ERROR(
+          CheckInSync(*options_.collective, WeightsAndStatistics(),
+                      absl::StrCat("after update ", updates, ", the weights")));
+    }
     const int interval = options_.spec.checkpoint_interval();
-    if (!options_.run_dir.empty() && interval > 0 &&
-        GetStatus().updates() % interval == 0) {
+    if (!options_.run_dir.empty() && interval > 0 && updates % interval == 0) {
       RETURN_IF_ERROR(Checkpoint());
     }
     return absl::OkStatus();
+  }
+
+  std::vector<torch::Tensor> WeightsAndStatistics() {
+    std::vector<torch::Tensor> all = policy_->parameters();
+    for (const auto& b : policy_->buffers()) all.push_back(b);
+    return all;
+  }
+
+  // Every rank takes rank 0's state (resumed or fresh), then checks it.
+  absl::Status ShareRankZeroState() {
+    Collective& c = *options_.collective;
+    std::string bytes;
+    if (rank_ == 0) {
+      ASSIGN_OR_RETURN(
+          bytes,
+          EncodeTrainingState(policy_, updater_->optimizer(), StateTensors()));
+    }
+    RETURN_IF_ERROR(BroadcastBytes(c, &bytes, 0));
+    if (rank_ != 0) {
+      TensorMap extra;
+      RETURN_IF_ERROR(
+          DecodeTrainingState(bytes, policy_, &updater_->optimizer(), &extra));
+      RETURN_IF_ERROR(ApplyStateTensors(extra, "rank 0's state"));
+    }
+    return CheckInSync(c, WeightsAndStatistics(), "at start, the weights");
   }
 
   double MeanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -454,6 +518,18 @@ class LearnerCore::Impl {
   }
 
   absl::Status Checkpoint() {
+    if (rank_ != 0) return absl::OkStatus();  // rank 0 writes the gang's
+    ASSIGN_OR_RETURN(
+        const std::string dir,
+        WriteCheckpoint(CheckpointRoot(), GetStatus().updates(), policy_,
+                        updater_->optimizer(), StateTensors(),
+                        options_.spec.keep_checkpoints()));
+    RL_LOG_DEBUG("checkpoint {}", dir);
+    return absl::OkStatus();
+  }
+
+  // The learner's state beyond the weights and the optimizer.
+  TensorMap StateTensors() {
     TensorMap extra;
     {
       absl::MutexLock lock(&mu_);
@@ -467,18 +543,18 @@ class LearnerCore::Impl {
           torch::kFloat32);
     }
     extra["updater.generator"] = updater_->generator().get_state();
-    ASSIGN_OR_RETURN(const std::string dir,
-                     WriteCheckpoint(CheckpointRoot(), GetStatus().updates(),
-                                     policy_, updater_->optimizer(), extra,
-                                     options_.spec.keep_checkpoints()));
-    RL_LOG_DEBUG("checkpoint {}", dir);
-    return absl::OkStatus();
+    return extra;
   }
 
   absl::Status Restore(const std::string& dir) {
     TensorMap extra;
     RETURN_IF_ERROR(
         ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
+    return ApplyStateTensors(extra, absl::StrCat("checkpoint ", dir));
+  }
+
+  // `source` names where `extra` came from in errors.
+  absl::Status ApplyStateTensors(TensorMap& extra, const std::string& source) {
     for (const auto& [key, dtype, shape] :
          {std::tuple<const char*, c10::ScalarType, std::vector<int64_t>>{
               "learner.counters", torch::kInt64, {6}},
@@ -486,14 +562,13 @@ class LearnerCore::Impl {
           {"updater.generator", torch::kUInt8, {-1}}}) {
       if (extra.count(key) == 0) {
         return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint ", dir, " has no ", key));
+            absl::StrCat(source, " has no ", key));
       }
-      RETURN_IF_ERROR(CheckTensor(extra[key],
-                                  absl::StrCat("checkpoint ", dir, ": ", key),
+      RETURN_IF_ERROR(CheckTensor(extra[key], absl::StrCat(source, ": ", key),
                                   dtype, shape));
     }
     return CatchTorchErrors(
-        absl::StrCat("checkpoint ", dir, ": learner state"),
+        absl::StrCat(source, ": learner state"),
         [&] {
           const torch::Tensor c = extra["learner.counters"];
           absl::MutexLock lock(&mu_);
@@ -518,6 +593,9 @@ class LearnerCore::Impl {
   SegmentShape shape_;
   int credits_ = 2;
   size_t queue_capacity_ = 8;
+  int rank_ = 0;
+  int world_size_ = 1;
+  int actors_here_ = 1;  // actors streaming to this rank
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   std::thread thread_;

@@ -28,6 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "learner/collective.h"
+#include "policy/actor_critic.h"
 #include "proto/common.pb.h"
 #include "proto/learner.pb.h"
 
@@ -47,6 +49,18 @@ struct LearnerOptions {
   // updates.
   Emitter* emitter = nullptr;
   int grad_norm_interval = 10;
+  // Data-parallel: this core is one rank of `collective`'s gang (null:
+  // alone). Rank 0 alone resumes from the checkpoint and writes them, and
+  // broadcasts its whole state (weights, optimizer, counters, shuffling
+  // stream) at start; each rank's batch is its share of the actors (actor
+  // a belongs to rank a % world_size); env steps, the budget and the end
+  // are global (one small all-reduce per update); every
+  // `sync_check_interval` updates the ranks compare a hash of their weights
+  // and a mismatch fails the run (DATA_LOSS).
+  std::shared_ptr<Collective> collective;
+  int sync_check_interval = 10;
+  // Tests: called on the PPO thread after each update with the update count.
+  std::function<void(int64_t, ActorCritic&)> after_update_for_testing;
 };
 
 using AckCallback = std::function<void(const RolloutAck&)>;

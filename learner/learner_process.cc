@@ -14,6 +14,7 @@
 #include "common/port_file.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
+#include "learner/c10d_collective.h"
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "learner/learner_workload.h"
@@ -147,15 +148,28 @@ class LearnerProcess::Impl {
     RETURN_IF_ERROR(WritePortFile(options_.port_file, server_.port));
 
     if (worker) {
+      const std::string advertised = options_.advertise_address.empty()
+                                         ? options_.host
+                                         : options_.advertise_address;
+      if (advertised == "0.0.0.0" || advertised == "::") {
+        return absl::InvalidArgumentError(
+            "--advertise_address: required when --host is a wildcard (the "
+            "address actors and peer learners reach this learner at)");
+      }
+      ASSIGN_OR_RETURN(rendezvous_,
+                       RendezvousServer::Start(options_.rendezvous_port));
       workload_ = std::make_unique<LearnerWorkload>(
           &service_, telemetry_->emitter(),
           [current = current_](std::shared_ptr<LearnerCore> core) {
             current->Set(std::move(core));
-          });
+          },
+          advertised, options_.rendezvous_timeout);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.role = LEARNER;
-      runtime.agent.address = absl::StrCat(options_.host, ":", server_.port);
+      runtime.agent.address = absl::StrCat(advertised, ":", server_.port);
+      runtime.agent.rendezvous_address =
+          absl::StrCat(advertised, ":", rendezvous_->port());
       runtime.agent.worker_name =
           options_.worker_name.empty()
               ? absl::StrCat("learner-", runtime.agent.address)
@@ -231,7 +245,8 @@ class LearnerProcess::Impl {
   LearnerServiceImpl service_;
   std::shared_ptr<LearnerCore> core_;  // standalone
   RunningServer server_;
-  std::unique_ptr<LearnerWorkload> workload_;  // worker mode
+  std::unique_ptr<RendezvousServer> rendezvous_;  // worker mode
+  std::unique_ptr<LearnerWorkload> workload_;     // worker mode
   std::unique_ptr<WorkerRuntime> runtime_;
 };
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "telemetry/process_telemetry.h"
 
 namespace rl {
@@ -24,6 +25,14 @@ struct LearnerProcessOptions {
   // train the runs it assigns.
   std::string coordinator;
   std::string worker_name;  // default learner-HOST:PORT
+  // The address actors and peer learners reach this learner at (default
+  // `host`; required when host is 0.0.0.0 and other hosts take part).
+  std::string advertise_address;
+  // Port of the learner's rendezvous store (c10d TCPStore; a gang of
+  // learners meets at its rank 0's); 0: a free one.
+  int rendezvous_port = 0;
+  // A gang's ranks must all join within this.
+  absl::Duration rendezvous_timeout = absl::Seconds(60);
   // Standalone mode: the run file, the run's id (default its name),
   // checkpoints (<run_dir>/checkpoints, resumed), a JSON summary at the end.
   std::string run_file;

@@ -2,14 +2,23 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
+#include "learner/c10d_collective.h"
 
 namespace rl {
 
 LearnerWorkload::LearnerWorkload(
     LearnerServiceImpl* service, Emitter* emitter,
-    std::function<void(std::shared_ptr<LearnerCore>)> on_core)
-    : service_(service), emitter_(emitter), on_core_(std::move(on_core)) {}
+    std::function<void(std::shared_ptr<LearnerCore>)> on_core,
+    std::string collective_address, absl::Duration rendezvous_timeout)
+    : service_(service),
+      emitter_(emitter),
+      on_core_(std::move(on_core)),
+      collective_address_(std::move(collective_address)),
+      rendezvous_timeout_(rendezvous_timeout) {}
 
 LearnerWorkload::~LearnerWorkload() { Stop(); }
 
@@ -26,7 +35,41 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.run_id = assignment.run_id();
   options.run_dir = assignment.checkpoint_dir();
   options.emitter = emitter_;
-  if (emitter_ != nullptr) emitter_->SetRun(assignment.run_id());
+  if (emitter_ != nullptr) {
+    emitter_->SetRun(assignment.run_id());
+    emitter_->SetDefaultLabels({});
+  }
+  if (assignment.world_size() > 1) {
+    if (assignment.rendezvous_address().empty() ||
+        assignment.gang_id().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "assignment of run ", assignment.run_id(), ": rank ",
+          assignment.rank(), " of ", assignment.world_size(),
+          " without a rendezvous address (rank 0's learner reported none)"));
+    }
+    CollectiveOptions collective;
+    collective.rank = assignment.rank();
+    collective.world_size = assignment.world_size();
+    collective.rendezvous_address = assignment.rendezvous_address();
+    collective.gang_id = assignment.gang_id();
+    collective.bind_address = collective_address_;
+    collective.rendezvous_timeout = rendezvous_timeout_;
+    // A Cancel after this point means a newer assignment is waiting.
+    collective.cancelled = [this, seen = cancels_.load()] {
+      return cancels_.load() != seen;
+    };
+    collective.backend =
+        absl::StartsWith(assignment.spec().resources().learner_device(), "cuda")
+            ? "nccl"
+            : "gloo";
+    RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
+                collective.gang_id, collective.rank, collective.world_size,
+                collective.rendezvous_address);
+    ASSIGN_OR_RETURN(options.collective, ConnectCollective(collective));
+    if (emitter_ != nullptr) {
+      emitter_->SetDefaultLabels({{"rank", absl::StrCat(assignment.rank())}});
+    }
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerCore> core,
                    LearnerCore::Create(options));
   SetCore(std::move(core));
@@ -38,6 +81,7 @@ WorkloadState LearnerWorkload::Poll() {
   if (core_ == nullptr) return state;
   state.finished = core_->WaitUntilDone(absl::ZeroDuration());
   state.status = core_->final_status();
+  // Rank 0 speaks for a gang's progress (the coordinator ignores others').
   state.progress = core_->GetStatus().progress();
   return state;
 }

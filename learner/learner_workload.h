@@ -5,6 +5,7 @@
 #ifndef RL_LEARNER_LEARNER_WORKLOAD_H_
 #define RL_LEARNER_LEARNER_WORKLOAD_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -20,14 +21,23 @@ class LearnerWorkload : public Workload {
   // `service` and `emitter` (may be null) must outlive this. `on_core` (may
   // be empty) is told of every core started or stopped (null), e.g. for
   // /metrics.
+  //
+  // An assignment with world_size > 1 is one rank of a gang: Start joins
+  // it (c10d_collective.h) at the assignment's rendezvous, binding
+  // `collective_address` (the address peers reach this host at), within
+  // `rendezvous_timeout`.
   LearnerWorkload(
       LearnerServiceImpl* service, Emitter* emitter,
-      std::function<void(std::shared_ptr<LearnerCore>)> on_core = nullptr);
+      std::function<void(std::shared_ptr<LearnerCore>)> on_core = nullptr,
+      std::string collective_address = "127.0.0.1",
+      absl::Duration rendezvous_timeout = absl::Seconds(60));
   ~LearnerWorkload() override;
 
   absl::Status Start(const Assignment& assignment) override;
   WorkloadState Poll() override;
   void Stop() override;
+  // Ends a rendezvous in progress (a new assignment replaced it).
+  void Cancel() override { cancels_.fetch_add(1); }
 
  private:
   void SetCore(std::shared_ptr<LearnerCore> core);
@@ -35,7 +45,10 @@ class LearnerWorkload : public Workload {
   LearnerServiceImpl* const service_;
   Emitter* const emitter_;
   const std::function<void(std::shared_ptr<LearnerCore>)> on_core_;
+  const std::string collective_address_;
+  const absl::Duration rendezvous_timeout_;
   std::shared_ptr<LearnerCore> core_;
+  std::atomic<int64_t> cancels_{0};
 };
 
 }  // namespace rl

@@ -32,6 +32,14 @@ ABSL_FLAG(std::string, coordinator, "",
           "the runs it assigns (no --run needed).");
 ABSL_FLAG(std::string, worker_name, "",
           "Worker mode: stable name (default learner-<host>-<port>).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "Worker mode: the address actors and peer learners reach this "
+          "learner at (default: --host; required when --host is 0.0.0.0).");
+ABSL_FLAG(int, rendezvous_port, 0,
+          "Worker mode: port of this learner's rendezvous store (c10d "
+          "TCPStore) for gangs it leads; 0 picks a free one.");
+ABSL_FLAG(double, rendezvous_timeout_s, 60,
+          "Worker mode: seconds for all ranks of a learner gang to join.");
 ABSL_FLAG(int, max_message_mb, 256,
           "Largest rollout segment accepted, in MiB.");
 ABSL_FLAG(std::string, telemetry, "",
@@ -57,6 +65,10 @@ int main(int argc, char** argv) {
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
+  options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
+  options.rendezvous_port = absl::GetFlag(FLAGS_rendezvous_port);
+  options.rendezvous_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_rendezvous_timeout_s));
   options.run_file = absl::GetFlag(FLAGS_run);
   options.run_id = absl::GetFlag(FLAGS_run_id);
   options.run_dir = absl::GetFlag(FLAGS_run_dir);

@@ -2,8 +2,14 @@
 workers) as child processes."""
 
 import os
+import queue
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import threading
+import time
 import unittest
 
 import grpc
@@ -67,8 +73,141 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(rlctl.main(["--coordinator", self.address, "submit", typo]), 2)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "submit", "/no/such.yaml"]), 2)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "cancel", "run-404"]), 3)
+        self.assertEqual(rlctl.main(["--coordinator", self.address, "watch", "run-404"]), 3)
         self.assertEqual(
             rlctl.main(["--coordinator", "127.0.0.1:1", "--timeout", "1", "list"]), 4)
+
+    def test_run_name_is_limited(self):
+        # The coordinator validates; rlctl names the file and the field.
+        path = os.path.join(self.dir, "long-name.yaml")
+        with open(path, "w") as f:
+            f.write("env: {id: CartPole-v1}\nname: " + "n" * 129 + "\n")
+        code, out, err = run_rlctl("--coordinator", self.address, "submit", path)
+        self.assertEqual(code, 2, out + err)
+        self.assertIn(f"{path}: ", err)
+        self.assertIn("name: at most 128 characters (got 129)", err)
+
+
+def run_rlctl(*argv):
+    """(exit code, stdout, stderr) of rlctl as a child process."""
+    done = subprocess.run([sys.executable, "-m", "rlctl", *argv], capture_output=True,
+                          text=True, timeout=120, env=rlctl_env())
+    return done.returncode, done.stdout, done.stderr
+
+
+def rlctl_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+
+
+class LineReader:
+    """Lines of a child's pipe, read by a thread, waited for with a deadline."""
+
+    def __init__(self, pipe):
+        self.lines = []
+        self._queue = queue.Queue()
+        threading.Thread(target=self._read, args=(pipe,), daemon=True).start()
+
+    def _read(self, pipe):
+        for line in pipe:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, fragment, timeout=60):
+        """The first line (after those seen) containing `fragment`."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no line with {fragment!r} in {timeout} s: {self.lines}")
+            if line is None:
+                raise AssertionError(f"pipe closed without {fragment!r}: {self.lines}")
+            self.lines.append(line)
+            if fragment in line:
+                return line
+
+    def rest(self, timeout=10):
+        """Every line until the pipe closes."""
+        while True:
+            try:
+                line = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                return "".join(self.lines)
+            if line is None:
+                return "".join(self.lines)
+            self.lines.append(line)
+
+
+class WatchAcrossRestartsTest(unittest.TestCase):
+    """`rlctl submit --watch` keeps watching through two coordinator restarts
+    (SIGKILL, then a new one on the same port and store) and ends with the
+    run's final state, not exit code 4. The
+    coordinator has no workers, so the run waits in QUEUED until it is
+    cancelled through the third coordinator."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.coordinator = None
+        self.port = 0
+
+    def tearDown(self):
+        if self.coordinator is not None:
+            test_util.stop(self.coordinator)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def start_coordinator(self, incarnation):
+        port_file = os.path.join(self.dir, f"port{incarnation}")
+        self.coordinator = test_util.start(
+            ["coordinator/coordinator_main", f"--port={self.port}", f"--port_file={port_file}",
+             f"--store={self.dir}/c.db", f"--runs_dir={self.dir}/runs",
+             f"--log_dir={self.dir}/logs", "--local_telemetry=false"],
+            os.path.join(self.dir, f"coordinator{incarnation}.log"))
+        self.port = test_util.read_port_file(port_file, self.coordinator, what="coordinator")
+        return f"127.0.0.1:{self.port}"
+
+    def test_submit_watch_survives_restarts(self):
+        address = self.start_coordinator(1)
+        watcher = subprocess.Popen(
+            [sys.executable, "-m", "rlctl", "--coordinator", address, "submit",
+             "examples/cartpole.yaml", "--watch"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=rlctl_env())
+        try:
+            out, err = LineReader(watcher.stdout), LineReader(watcher.stderr)
+            run_id = out.wait_for("submitted").split()[1]
+            out.wait_for(f"{run_id} QUEUED")  # the watch stream is open
+            for incarnation in (2, 3):
+                self.coordinator.send_signal(signal.SIGKILL)
+                self.coordinator.wait(timeout=30)
+                self.coordinator.log.close()
+                err.wait_for("unavailable")
+                self.assertEqual(self.start_coordinator(incarnation), address)
+                err.wait_for("reconnected")
+            client = Client(address)
+            with self.assertRaises(ClientError) as e:  # still QUEUED
+                client.wait(run_id, timeout=0.5)
+            self.assertEqual(e.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+            self.assertEqual(client.cancel(run_id).state, 6)  # CANCELLED
+            self.assertEqual(watcher.wait(timeout=60), 1)
+            self.assertIn(f"{run_id} CANCELLED", out.rest())
+            messages = err.rest()
+            self.assertEqual(messages.count("unavailable"), 2, messages)  # one per outage
+        finally:
+            if watcher.poll() is None:
+                watcher.kill()
+                watcher.wait()
+            watcher.stdout.close()
+            watcher.stderr.close()
+
+    def test_watch_gives_up_after_retry_for(self):
+        start = time.monotonic()
+        code, _, err = run_rlctl("--coordinator", "127.0.0.1:1", "watch", "run-1",
+                                 "--retry-for", "1.5")
+        self.assertEqual(code, 4, err)
+        self.assertGreaterEqual(time.monotonic() - start, 1.5)
+        self.assertIn("coordinator at 127.0.0.1:1 unreachable for 1.5 s", err)
+        with self.assertRaises(ClientError) as e:
+            Client("127.0.0.1:1").wait("run-1", retry_for=0.5)
+        self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
 
 
 if __name__ == "__main__":

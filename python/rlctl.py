@@ -1,10 +1,10 @@
 """rlctl: the command-line client of the training service.
 
-  rlctl submit RUN_FILE [--watch] [--key KEY]
+  rlctl submit RUN_FILE [--watch] [--key KEY] [--retry-for S]
   rlctl list [--state STATE]
   rlctl get RUN_ID
   rlctl cancel RUN_ID
-  rlctl watch RUN_ID
+  rlctl watch RUN_ID [--retry-for S]
   rlctl workers
   rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
   rlctl top [--interval S] [--once]
@@ -14,7 +14,9 @@ The coordinator's address comes from --coordinator or $RL_COORDINATOR
 $RL_TELEMETRY (default 127.0.0.1:50052). Exit codes: 0 success (a watched run
 SUCCEEDED), 1 a watched run FAILED or was CANCELLED, 2 bad input (run file,
 arguments), 3 not found (also: a run with no metrics), 4 coordinator or
-telemetry service unreachable, 5 other errors.
+telemetry service unreachable, 5 other errors. `watch` and `submit --watch`
+reconnect to a coordinator that went away (a restart) with backoff, and exit
+4 only after --retry-for seconds (default 60) without it.
 """
 
 import argparse
@@ -28,7 +30,8 @@ import time
 
 import grpc
 
-from rlservice.client import Client, ClientError, TERMINAL_STATES, mean_return, state_name
+from rlservice.client import (DEFAULT_RETRY_FOR_S, Client, ClientError, TERMINAL_STATES,
+                              mean_return, state_name)
 from rlservice.telemetry import TelemetryClient, default_address as default_telemetry
 
 
@@ -61,9 +64,16 @@ def print_run(run):
           + (f"  reason: {run.failure_reason}" if run.failure_reason else ""))
 
 
-def watch(client, run_id):
+def watch(client, run_id, retry_for):
+    """Follows the run to its final state (through coordinator restarts, for
+    up to `retry_for` s of unavailability in a row); 0 if it SUCCEEDED."""
     tty = sys.stdout.isatty()
     last = [0.0]
+
+    def outage(message):  # when a coordinator outage starts, and when it ends
+        if tty:
+            print()
+        print(f"rlctl: {message}", file=sys.stderr, flush=True)
 
     def show(run):
         if tty:
@@ -73,7 +83,8 @@ def watch(client, run_id):
             print(progress_line(run), flush=True)
             last[0] = time.monotonic()
 
-    run = client.wait(run_id, on_update=show)
+    run = client.wait(run_id, on_update=show, retry_for=retry_for, on_unavailable=outage,
+                      on_reconnect=outage)
     if tty:
         print()
     state = state_name(run.state)
@@ -354,6 +365,24 @@ def top(client, tclient, interval, once):
         return 0
 
 
+def seconds(text):
+    """argparse type: a number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def add_retry_for(parser):
+    parser.add_argument(
+        "--retry-for", dest="retry_for", type=seconds, default=DEFAULT_RETRY_FOR_S,
+        metavar="SECONDS", help="while watching, reconnect to an unreachable coordinator "
+        f"for up to this long (default {DEFAULT_RETRY_FOR_S:g}; 0: exit at once)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="rlctl", description=__doc__.split("\n")[0])
     parser.add_argument("--coordinator", help="host:port (default $RL_COORDINATOR or 127.0.0.1:50051)")
@@ -365,10 +394,14 @@ def main(argv=None):
     p.add_argument("run_file")
     p.add_argument("--watch", action="store_true", help="follow the run until it ends")
     p.add_argument("--key", default="", help="idempotency key")
+    add_retry_for(p)
     p = sub.add_parser("list", help="list runs")
     p.add_argument("--state", action="append", default=[], help="only runs in this state")
-    for name in ("get", "cancel", "watch"):
+    for name in ("get", "cancel"):
         sub.add_parser(name).add_argument("run_id")
+    p = sub.add_parser("watch", help="follow a run until it ends")
+    p.add_argument("run_id")
+    add_retry_for(p)
     sub.add_parser("workers", help="registered workers")
     p = sub.add_parser(
         "metrics", help="a run's metrics from the telemetry service",
@@ -398,7 +431,7 @@ def main(argv=None):
         if args.command == "submit":
             run, created = client.submit(args.run_file, args.key)
             print(f"{'submitted' if created else 'already submitted'} {run.run_id}")
-            return watch(client, run.run_id) if args.watch else 0
+            return watch(client, run.run_id, args.retry_for) if args.watch else 0
         if args.command == "list":
             for run in client.list(states=[s.upper() for s in args.state]):
                 print_run(run)
@@ -410,7 +443,7 @@ def main(argv=None):
             print_run(client.cancel(args.run_id))
             return 0
         if args.command == "watch":
-            return watch(client, args.run_id)
+            return watch(client, args.run_id, args.retry_for)
         if args.command == "workers":
             for w in client.workers():
                 role = "learner" if w.capabilities.role == 1 else "actor"

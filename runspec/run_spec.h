@@ -5,6 +5,8 @@
 #ifndef RL_RUNSPEC_RUN_SPEC_H_
 #define RL_RUNSPEC_RUN_SPEC_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,9 +19,25 @@ namespace rl {
 
 enum class RunFileFormat { kYaml, kJson };
 
+// Limits on run files. A real one is a few hundred bytes and three levels
+// deep; these turn a mistaken or hostile one (a binary, an endless file, deep
+// nesting, a "billion laughs" of YAML aliases) into a quick INVALID_ARGUMENT
+// with little memory. python/rlservice/client.py applies the same ones.
+inline constexpr size_t kMaxRunFileBytes = 1 << 20;
+// Levels of mappings and sequences; the top-level mapping is level 1.
+inline constexpr int kMaxRunFileDepth = 64;
+// Values (scalars, mappings, sequences) and JSON bytes after YAML aliases
+// are expanded.
+inline constexpr int64_t kMaxRunFileValues = 100000;
+inline constexpr size_t kMaxRunFileExpandedBytes = 8 << 20;
+// RunSpec.name, in Unicode characters.
+inline constexpr int kMaxRunNameChars = 128;
+
 // Parses `text` into a RunSpec. Unknown fields and type mismatches are
 // INVALID_ARGUMENT naming the field. YAML is converted to JSON first, so both
-// accept the proto3 JSON names (snake_case or lowerCamelCase).
+// accept the proto3 JSON names (snake_case or lowerCamelCase). Text over the
+// limits above, not UTF-8, or with control characters other than tab, CR and
+// LF is INVALID_ARGUMENT naming the limit or the byte's line and column.
 absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
                                      RunFileFormat format);
 
@@ -36,7 +54,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 absl::Status ResolveRunSpec(RunSpec* spec);
 
 // Parse + ResolveRunSpec. The format follows the extension (.json is
-// JSON; anything else is YAML). NOT_FOUND if the file cannot be read.
+// JSON; anything else is YAML). NOT_FOUND if the file cannot be read; at
+// most kMaxRunFileBytes + 1 bytes are read. Errors start with `path`.
 absl::StatusOr<RunSpec> LoadRunSpecFile(const std::string& path);
 
 // Same, for text already in memory (e.g. a submitted run file).

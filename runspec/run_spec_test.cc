@@ -1,16 +1,20 @@
 #include "runspec/run_spec.h"
 
+#include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 absl::Status LoadYaml(const std::string& yaml) {
   return LoadRunSpec(yaml, RunFileFormat::kYaml).status();
@@ -172,6 +176,144 @@ TEST(RunSpecTest, ResolveReportsValidationProblemsFirst) {
   const absl::Status status = ResolveRunSpec(&spec);
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
                                HasSubstr("env.id: unknown environment")));
+}
+
+// --- Hostile run files: every one a quick INVALID_ARGUMENT naming the problem.
+
+// `depth` nested flow sequences as the value of env.
+std::string NestedYaml(int depth) {
+  return absl::StrCat("env: ", std::string(depth, '['), std::string(depth, ']'),
+                      "\n");
+}
+
+TEST(RunSpecLimitsTest, DeepNestingIsNamed) {
+  // The root mapping is level 1, so env's 63 sequences reach level 64.
+  EXPECT_THAT(
+      LoadYaml(NestedYaml(63)),
+      StatusIs(absl::StatusCode::kInvalidArgument, Not(HasSubstr("nesting"))));
+  EXPECT_THAT(LoadYaml(NestedYaml(64)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nesting deeper than 64 levels")));
+  // Deeper than yaml-cpp's own recursion guard (2000) too.
+  EXPECT_THAT(LoadYaml(NestedYaml(100000)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nesting deeper than 64 levels")));
+  // Block style.
+  std::string block;
+  for (int i = 0; i < 70; ++i) {
+    absl::StrAppend(&block, std::string(2 * i, ' '), "k", i, ":\n");
+  }
+  EXPECT_THAT(LoadYaml(block),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nesting deeper than 64 levels")));
+  // JSON, where brackets inside strings do not count.
+  const std::string json =
+      absl::StrCat(R"({"name": "[[[[", "env": )", std::string(100000, '['),
+                   std::string(100000, ']'), "}");
+  EXPECT_THAT(LoadRunSpec(json, RunFileFormat::kJson),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nesting deeper than 64 levels at line 1, "
+                                 "column 88")));
+}
+
+TEST(RunSpecLimitsTest, RecursiveAliasIsRefused) {
+  EXPECT_THAT(LoadYaml("env: &a [*a]\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nesting deeper than 64 levels")));
+}
+
+// The "billion laughs": 342 bytes that expand to 9^9 strings.
+TEST(RunSpecLimitsTest, AliasExpansionIsBounded) {
+  std::string yaml = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  char prev = 'a';
+  for (char c = 'b'; c <= 'i'; ++c) {
+    absl::StrAppend(&yaml, std::string(1, c), ": &", std::string(1, c), " [");
+    for (int i = 0; i < 9; ++i) {
+      absl::StrAppend(&yaml, i ? ", " : "", "*", std::string(1, prev));
+    }
+    absl::StrAppend(&yaml, "]\n");
+    prev = c;
+  }
+  EXPECT_THAT(LoadYaml(yaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expands to more than 100000 values")));
+
+  // Few values but a long one repeated: bounded by the expanded size.
+  const std::string big = absl::StrCat(
+      "name: &n ", std::string(500000, 'x'), "\nenv: [", "*n, *n, *n, *n, *n,",
+      " *n, *n, *n, *n, *n, *n, *n, *n, *n, *n, *n, *n, *n, *n, *n]\n");
+  EXPECT_THAT(LoadYaml(big),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expands to more than 8388608 bytes")));
+}
+
+TEST(RunSpecLimitsTest, BinaryAndNonUtf8TextIsNamed) {
+  EXPECT_THAT(
+      LoadYaml(std::string("env: {id: Cart\0Pole-v1}\n", 23)),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("not a text file: byte 0x00 at line 1, column 15")));
+  EXPECT_THAT(
+      LoadYaml("env: {id: CartPole-v1}\nname: caf\xe9\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("not UTF-8 text: byte 0xe9 at line 2, column 10")));
+  EXPECT_THAT(LoadRunSpec("{\"name\": \"\xff\"}", RunFileFormat::kJson),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not UTF-8 text: byte 0xff")));
+  // UTF-8 is fine.
+  EXPECT_OK(
+      LoadYaml("env: {id: CartPole-v1}\nname: caf\xc3\xa9 \xe2\x9c\x93\n"));
+}
+
+TEST(RunSpecLimitsTest, SizeIsLimited) {
+  const std::string yaml = absl::StrCat("env: {id: CartPole-v1}\n# ",
+                                        std::string(1 << 20, 'x'), "\n");
+  EXPECT_THAT(LoadYaml(yaml), StatusIs(absl::StatusCode::kInvalidArgument,
+                                       HasSubstr("larger than 1048576 bytes")));
+  // The file reader stops at the limit: an endless file ends quickly.
+  EXPECT_THAT(LoadRunSpecFile("/dev/zero"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("/dev/zero: run file is larger than")));
+}
+
+TEST(RunSpecLimitsTest, FileErrorsNameTheFile) {
+  const std::string dir = MakeTestDir();
+  const std::string path = dir + "/binary.yaml";
+  std::ofstream(path, std::ios::binary) << std::string(
+      "\x7f"
+      "ELF\x02\x01",
+      6);
+  EXPECT_THAT(LoadRunSpecFile(dir),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("cannot read run file " + dir)));
+  EXPECT_THAT(LoadRunSpecFile(path),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat(path,
+                                              ": run file is not a text "
+                                              "file: byte 0x7f"))));
+}
+
+TEST(RunSpecLimitsTest, NameIsLimited) {
+  EXPECT_OK(LoadYaml(
+      absl::StrCat("env: {id: CartPole-v1}\nname: ", std::string(128, 'n'))));
+  // 128 characters of two bytes each are fine too.
+  std::string accents;
+  for (int i = 0; i < 128; ++i) accents += "\xc3\xa9";
+  EXPECT_OK(LoadYaml(absl::StrCat("env: {id: CartPole-v1}\nname: ", accents)));
+  EXPECT_THAT(LoadYaml(absl::StrCat("env: {id: CartPole-v1}\nname: ",
+                                    std::string(129, 'n'))),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("name: at most 128 characters (got 129)")));
+  EXPECT_THAT(LoadYaml("env: {id: CartPole-v1}\nname: \"two\\nlines\""),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("name: no control characters")));
+  // Submitted specs (the coordinator) go through the same validation.
+  RunSpec spec;
+  spec.mutable_env()->set_id("CartPole-v1");
+  spec.set_name(std::string(1 << 20, 'n'));
+  EXPECT_THAT(
+      ResolveRunSpec(&spec),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("name: at most 128 characters (got 1048576)")));
 }
 
 }  // namespace

@@ -56,12 +56,14 @@ struct Emitter::State {
   alignas(64) std::atomic<uint64_t> dequeue_pos{0};  // written by the sender
   alignas(64) std::atomic<int64_t> dropped{0};
   std::atomic<uint32_t> run_index{0};
+  std::atomic<uint32_t> default_labels{0};
 
   absl::Mutex mu;
   std::vector<std::string> runs ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, uint32_t> labels_ids ABSL_GUARDED_BY(mu);
   // Index 0: no labels. Entries are never removed (ids stay valid).
   std::deque<MetricLabelList> labels_by_id ABSL_GUARDED_BY(mu);
+  MetricLabelList default_label_list ABSL_GUARDED_BY(mu);
 
   std::deque<std::shared_ptr<const MetricBatch>> unacked ABSL_GUARDED_BY(mu);
   int64_t unacked_points ABSL_GUARDED_BY(mu) = 0;
@@ -140,15 +142,36 @@ void Emitter::SetRun(absl::string_view run_id) {
                     std::memory_order_relaxed);
 }
 
+void Emitter::SetDefaultLabels(const MetricLabelList& labels) {
+  if (!enabled_) return;
+  const uint32_t id = labels.empty() ? 0 : InternLabels(labels);
+  State& s = *state_;
+  absl::MutexLock lock(&s.mu);
+  s.default_label_list = labels;
+  s.default_labels.store(id, std::memory_order_relaxed);
+}
+
 void Emitter::Emit(absl::string_view name, int64_t step, double value) {
   if (!enabled_) return;
-  EmitInternal(name, step, value, 0);
+  EmitInternal(name, step, value,
+               state_->default_labels.load(std::memory_order_relaxed));
 }
 
 void Emitter::Emit(absl::string_view name, int64_t step, double value,
                    const MetricLabelList& labels) {
   if (!enabled_) return;
-  EmitInternal(name, step, value, labels.empty() ? 0 : InternLabels(labels));
+  if (labels.empty()) return Emit(name, step, value);
+  MetricLabelList all = labels;
+  {
+    absl::MutexLock lock(&state_->mu);
+    for (const auto& label : state_->default_label_list) {
+      const bool given =
+          std::any_of(all.begin(), all.end(),
+                      [&](const auto& l) { return l.first == label.first; });
+      if (!given) all.push_back(label);
+    }
+  }
+  EmitInternal(name, step, value, InternLabels(all));
 }
 
 uint32_t Emitter::InternLabels(const MetricLabelList& labels) {

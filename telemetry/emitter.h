@@ -94,6 +94,11 @@ class Emitter {
   // when they were emitted). Not for the hot path (takes a lock).
   void SetRun(absl::string_view run_id);
 
+  // Labels every later point carries (merged under a point's own labels,
+  // which win on the same key), e.g. {{"rank", "1"}} for a learner rank.
+  // Not for the hot path (takes a lock).
+  void SetDefaultLabels(const MetricLabelList& labels);
+
   // Never blocks. Thread-safe.
   void Emit(absl::string_view name, int64_t step, double value);
   void Emit(absl::string_view name, int64_t step, double value,

@@ -33,12 +33,24 @@ APT_PACKAGES=(
   "libprometheus-cpp-core1.0=1.0.1-1"
   "libcpp-httplib-dev=0.11.4+ds-1+deb12u1"
   "libcpp-httplib0.11=0.11.4+ds-1+deb12u1"
+  # Gloo's headers for c10d's ProcessGroupGloo (headers only: the symbols
+  # come from LibTorch's libtorch_cpu).
+  "libgloo-dev=0.0~git20220518.5b14351-3"
   "python3-venv=3.11.2-1+b1"
   # .ci/run checks the C++ formatting with it.
   "clang-format=1:14.0-55.7~deb12u1"
   # Headless browser (and a font) for the telemetry web page test.
   "chromium=156.0.8078.79-1~deb12u1"
   "fonts-dejavu-core=2.37-6"
+  # A real Slurm (controller, node daemon, sbatch/squeue/sacct) and MUNGE
+  # authentication for deploy/slurm/slurm_test.sh, which runs the daemons
+  # itself (no systemd) and submits deploy/slurm/rl_job.sbatch to them.
+  "slurmctld=22.05.8-4+deb12u3"
+  "slurmd=22.05.8-4+deb12u3"
+  "slurm-client=22.05.8-4+deb12u3"
+  "slurm-wlm-basic-plugins=22.05.8-4+deb12u3"
+  "munge=0.5.15-2+deb12u1"
+  "libmunge2=0.5.15-2+deb12u1"
 )
 
 missing=()
@@ -106,6 +118,33 @@ if [[ "$(cat "$PY_STAMP" 2>/dev/null || true)" != "$want_py" ]]; then
   "$VENV/bin/pip" install -q --disable-pip-version-check --no-build-isolation \
     --no-deps -e python
   echo "$want_py" >"$PY_STAMP"
+fi
+
+# --- kubectl, to render deploy/k8s offline (//deploy/k8s:manifests_test) ---
+# Debian's kubernetes-client (kubectl 1.20, kustomize v2.0.3 built in), pinned
+# and unpacked into the venv rather than installed: its /usr/bin/kubectl
+# clashes with other kubectl packages (Google Cloud SDK's) on dpkg.
+KUBECTL_DEB="kubernetes-client=1.20.5+really1.20.2-1.1+deb12u1"
+KUBECTL_DIR="$VENV/opt/kubernetes-client"
+if [[ "$(cat "$KUBECTL_DIR/.rl_version" 2>/dev/null || true)" != "$KUBECTL_DEB" ]]; then
+  log "unpacking $KUBECTL_DEB into $KUBECTL_DIR"
+  deb_dir="$(mktemp -d)"
+  # Downloaded as the current user (apt's default _apt cannot write here);
+  # once more after refreshing apt's lists if they lack the version.
+  get_kubectl_deb() {
+    (cd "$deb_dir" && apt-get download -q -o APT::Sandbox::User="$(id -un)" \
+      "$KUBECTL_DEB" >/dev/null)
+  }
+  if ! get_kubectl_deb; then
+    if [[ "$(id -u)" != 0 ]]; then sudo apt-get update -q >/dev/null
+    else apt-get update -q >/dev/null; fi
+    get_kubectl_deb
+  fi
+  rm -rf "$KUBECTL_DIR"
+  mkdir -p "$KUBECTL_DIR"
+  dpkg-deb -x "$deb_dir"/kubernetes-client_*.deb "$KUBECTL_DIR"
+  rm -rf "$deb_dir"
+  echo "$KUBECTL_DEB" >"$KUBECTL_DIR/.rl_version"
 fi
 
 # --- Bazel settings local to this checkout --------------------------------

@@ -32,7 +32,7 @@ void WorkerAgent::Stop() {
 }
 
 absl::Status WorkerAgent::Report(const RunProgress& progress, bool finished,
-                                 const std::string& error) {
+                                 const absl::Status& status) {
   ReportStatusRequest request;
   {
     absl::MutexLock lock(&mu_);
@@ -41,7 +41,10 @@ absl::Status WorkerAgent::Report(const RunProgress& progress, bool finished,
   }
   *request.mutable_progress() = progress;
   request.set_finished(finished);
-  request.set_error(error);
+  if (!status.ok()) {
+    request.set_error(std::string(status.message()));
+    request.set_retryable(status.code() == absl::StatusCode::kAborted);
+  }
   ReportStatusResponse response;
   auto context = ContextWithDeadline(absl::Seconds(5));
   return FromGrpcStatus(stub_->ReportStatus(context.get(), request, &response));
@@ -70,6 +73,7 @@ void WorkerAgent::Loop() {
         request.mutable_capabilities()->add_devices(d);
       }
       request.set_address(options_.address);
+      request.set_rendezvous_address(options_.rendezvous_address);
       {
         absl::MutexLock lock(&mu_);
         *request.mutable_current_assignment() = current_;

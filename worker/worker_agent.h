@@ -28,6 +28,8 @@ struct WorkerAgentOptions {
   WorkerRole role = WORKER_ROLE_UNSPECIFIED;
   std::vector<std::string> devices;
   std::string address;  // learners: where actors reach them
+  // Learners: host:port of their rendezvous store (c10d TCPStore).
+  std::string rendezvous_address;
 };
 
 class WorkerAgent {
@@ -43,8 +45,10 @@ class WorkerAgent {
 
   // Reports progress or the end of the current assignment (best effort,
   // with a deadline).
+  // `status` is the end's (OK: done); ABORTED marks it retryable (the
+  // gang's failure, not the run's).
   absl::Status Report(const RunProgress& progress, bool finished,
-                      const std::string& error);
+                      const absl::Status& status);
 
  private:
   void Loop();

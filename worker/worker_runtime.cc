@@ -61,17 +61,18 @@ int64_t WorkerRuntime::assignments_started() const {
 }
 
 void WorkerRuntime::OnAssignment(const Assignment& assignment) {
-  absl::MutexLock lock(&mu_);
-  desired_ = assignment;
-  changed_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    desired_ = assignment;
+    changed_ = true;
+  }
+  workload_->Cancel();
 }
 
 bool WorkerRuntime::Report(const WorkloadState& state) {
   if (!state.finished && !state.progress.has_value()) return false;
-  const std::string error =
-      state.status.ok() ? "" : std::string(state.status.message());
   const absl::Status sent = agent_->Report(
-      state.progress.value_or(RunProgress()), state.finished, error);
+      state.progress.value_or(RunProgress()), state.finished, state.status);
   if (!sent.ok()) {
     // Progress is sent again next time; an end is retried until it is out.
     RL_LOG_WARNING("report to the coordinator failed: {}", sent.ToString());
@@ -118,6 +119,9 @@ void WorkerRuntime::Loop() {
       const absl::Status started = workload_->Start(assignment);
       if (started.ok()) {
         running = true;
+      } else if (started.code() == absl::StatusCode::kCancelled) {
+        RL_LOG_INFO("assignment {} replaced while starting: {}",
+                    assignment.assignment_id(), started.ToString());
       } else {
         RL_LOG_ERROR("assignment {} cannot start: {}",
                      assignment.assignment_id(), started.ToString());

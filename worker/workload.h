@@ -39,6 +39,11 @@ class Workload {
   // Ends the current assignment's work, if any, and returns when it has
   // stopped. Idempotent.
   virtual void Stop() = 0;
+
+  // Called from another thread when a new assignment arrives: a Start in
+  // progress (waiting for peers) may give up and return CANCELLED, which
+  // is not reported. Must be thread-safe; the default does nothing.
+  virtual void Cancel() {}
 };
 
 }  // namespace rl

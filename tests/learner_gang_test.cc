@@ -1,0 +1,160 @@
+// Runs with several learners, as real processes: the embedded coordinator
+// spawns local learners and actors, places a run with num_learners: 2 as
+// one gang (ranks 0 and 1 of a gloo process group, meeting at rank 0's
+// TCPStore), and the gang trains it to the end; a rank killed mid-run makes
+// the whole gang restart from the latest checkpoint, and the run succeeds.
+#include <signal.h>
+
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/subprocess.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "runspec/run_spec.h"
+#include "testing/process_fixture.h"
+#include "testing/status_matchers.h"
+#include "testing/wait_for.h"
+
+namespace rl {
+namespace {
+
+constexpr char kCoordinator[] = "coordinator/coordinator_main";
+
+// CartPole split over two learners with one actor each.
+std::string GangRun(const std::string& name, int64_t steps) {
+  return absl::StrCat("name: ", name, R"(
+env: {id: CartPole-v1}
+envs_per_actor: 8
+segment_length: 32
+total_env_steps: )",
+                      steps, R"(
+ppo: {learning_rate: 1.0e-3, gamma: 0.98, gae_lambda: 0.8, num_epochs: 10,
+      num_minibatches: 1, clip_value_loss: false, entropy_coef: 0.0}
+resources: {num_learners: 2, num_actors: 2}
+checkpoint_interval: 5
+)");
+}
+
+class LearnerGangTest : public ProcessTest {
+ protected:
+  void SetUp() override {
+    ProcessTest::SetUp();
+    const std::string port_file = Path("port");
+    coordinator_ = Start(
+        kCoordinator,
+        {"--port=0", "--port_file=" + port_file, "--store=" + Path("c.db"),
+         "--runs_dir=" + Path("runs"), "--log_dir=" + Path("logs"),
+         "--lease_ttl_s=5", "--local_workers=learners=2,actors=2"},
+        "coordinator.log");
+    port_ = WaitForPort(*coordinator_, port_file);
+    ASSERT_GT(port_, 0);
+    stub_ =
+        RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port_)));
+  }
+
+  rl::Run Submit(const std::string& yaml) {
+    auto spec = ParseRunSpec(yaml, RunFileFormat::kYaml);
+    EXPECT_OK(spec);
+    SubmitRunRequest request;
+    *request.mutable_spec() = *spec;
+    SubmitRunResponse response;
+    auto context = ContextWithDeadline(absl::Seconds(10));
+    const grpc::Status status =
+        stub_->SubmitRun(context.get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.run();
+  }
+
+  rl::Run Get(const std::string& id) {
+    GetRunRequest request;
+    request.set_run_id(id);
+    rl::Run run;
+    auto context = ContextWithDeadline(absl::Seconds(10));
+    stub_->GetRun(context.get(), request, &run);
+    return run;
+  }
+
+  rl::Run WaitForEnd(const std::string& id) {
+    rl::Run run;
+    WaitFor(
+        [&] {
+          run = Get(id);
+          return run.state() == SUCCEEDED || run.state() == FAILED;
+        },
+        absl::Seconds(400), absl::Milliseconds(200));
+    return run;
+  }
+
+  // Ranks of the learners working for `run_id` now.
+  std::set<int> LearnerRanks(const std::string& run_id) {
+    ListWorkersResponse workers;
+    auto context = ContextWithDeadline(absl::Seconds(10));
+    stub_->ListWorkers(context.get(), ListWorkersRequest(), &workers);
+    std::set<int> ranks;
+    for (const Worker& w : workers.workers()) {
+      if (w.capabilities().role() == LEARNER &&
+          w.assignment().run_id() == run_id) {
+        EXPECT_EQ(w.assignment().world_size(), 2);
+        ranks.insert(w.assignment().rank());
+      }
+    }
+    return ranks;
+  }
+
+  std::string CoordinatorLog() {
+    std::ifstream in(Path("coordinator.log"));
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  int port_ = 0;
+  Subprocess* coordinator_ = nullptr;
+  std::unique_ptr<RunService::Stub> stub_;
+};
+
+TEST_F(LearnerGangTest, TwoRanksTrainOneRun) {
+  const rl::Run run = Submit(GangRun("gang", 20480));
+  std::set<int> ranks;
+  WaitFor(
+      [&] {
+        ranks = LearnerRanks(run.run_id());
+        return ranks.size() == 2 || Get(run.run_id()).state() == FAILED;
+      },
+      absl::Seconds(120), absl::Milliseconds(200));
+  EXPECT_EQ(ranks, (std::set<int>{0, 1}));
+  const rl::Run done = WaitForEnd(run.run_id());
+  ASSERT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  // The two ranks' steps together: 2 actors x 8 envs x 32 steps an update.
+  EXPECT_GE(done.progress().env_steps(), 20480);
+  EXPECT_EQ(done.progress().env_steps() % 512, 0);
+  EXPECT_EQ(Stop(*coordinator_, SIGTERM), std::optional<int>(0));
+}
+
+TEST_F(LearnerGangTest, KilledRankRestartsTheGangAndTheRunSucceeds) {
+  const rl::Run run = Submit(GangRun("gang-restart", 40960));
+  WaitFor([&] { return Get(run.run_id()).progress().env_steps() >= 8192; },
+          absl::Seconds(200), absl::Milliseconds(100));
+  ASSERT_EQ(Get(run.run_id()).state(), RUNNING);
+  const std::vector<pid_t> rank1 =
+      FindProcesses({absl::StrCat("--coordinator=127.0.0.1:", port_),
+                     "--worker_name=local-learner-1"});
+  ASSERT_EQ(rank1.size(), 1u);
+  kill(rank1.front(), SIGKILL);
+  const rl::Run done = WaitForEnd(run.run_id());
+  ASSERT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  EXPECT_GE(done.progress().env_steps(), 40960);
+  EXPECT_TRUE(absl::StrContains(CoordinatorLog(), "gang restart 1"))
+      << CoordinatorLog();
+  EXPECT_EQ(Stop(*coordinator_, SIGTERM), std::optional<int>(0));
+}
+
+}  // namespace
+}  // namespace rl
