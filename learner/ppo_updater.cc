@@ -231,8 +231,8 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
           sync(collective_->AllReduce(moments, ReduceOp::kSum));
           const double n = static_cast<double>(global_minibatch);
           const torch::Tensor mean = moments[0] / n;
-          const torch::Tensor var = torch::clamp_min(
-              (moments[1] - n * mean * mean) / (n - 1), 0.0);
+          const torch::Tensor var =
+              torch::clamp_min((moments[1] - n * mean * mean) / (n - 1), 0.0);
           mb_adv = ((mb_adv - mean.to(torch::kFloat32)) /
                     (var.sqrt().to(torch::kFloat32) + 1e-8));
         }
@@ -301,8 +301,9 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
         // A NaN or inf would reach every weight through the optimizer; zero
         // such a minibatch's gradients on the device (no read-back here) and
         // report it with the statistics.
-        const torch::Tensor bad = (any_bad.squeeze(0) > 0) |
-                                  torch::logical_not(torch::isfinite(grad_norm));
+        const torch::Tensor bad =
+            (any_bad.squeeze(0) > 0) |
+            torch::logical_not(torch::isfinite(grad_norm));
         for (auto& p : params) {
           if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
         }

@@ -60,13 +60,15 @@ Rollout MakeRollout(ActorCritic& policy, int k) {
   torch::NoGradGuard no_grad;
   r.observations.copy_(torch::randn({kSteps, kEnvs, 4}, gen) * 3 + 1);
   r.actions.copy_(torch::randint(0, 2, {kSteps, kEnvs}, gen));
-  const PolicyEvaluation eval =
-      policy->Evaluate(r.observations.reshape({-1, 4}), r.actions.reshape({-1}));
+  const PolicyEvaluation eval = policy->Evaluate(
+      r.observations.reshape({-1, 4}), r.actions.reshape({-1}));
   r.log_probs.copy_(eval.log_probs.reshape({kSteps, kEnvs}));
   r.values.copy_(eval.values.reshape({kSteps, kEnvs}));
   r.rewards.copy_(torch::rand({kSteps, kEnvs}, gen) * 2);
-  r.terminated.copy_((torch::rand({kSteps, kEnvs}, gen) < 0.1).to(torch::kUInt8));
-  r.truncated.copy_((torch::rand({kSteps, kEnvs}, gen) < 0.05).to(torch::kUInt8));
+  r.terminated.copy_(
+      (torch::rand({kSteps, kEnvs}, gen) < 0.1).to(torch::kUInt8));
+  r.truncated.copy_(
+      (torch::rand({kSteps, kEnvs}, gen) < 0.05).to(torch::kUInt8));
   r.truncated_values.copy_(torch::randn({kSteps, kEnvs}, gen));
   r.next_values.copy_(torch::randn({kEnvs}, gen));
   r.next_observations.copy_(torch::randn({kEnvs, 4}, gen));
@@ -109,8 +111,8 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
   std::vector<Rollout> rollouts;
   for (int k = 0; k < kUpdates; ++k) {
     rollouts.push_back(MakeRollout(single, k));
-    ASSERT_OK(single_updater.Update(rollouts.back(), k * kSteps * kEnvs)
-                  .status());
+    ASSERT_OK(
+        single_updater.Update(rollouts.back(), k * kSteps * kEnvs).status());
   }
   const std::vector<torch::Tensor> want = State(single);
 

@@ -212,8 +212,8 @@ absl::Status ActorCriticImpl::MergeObservationMoments(
     const torch::Tensor& moments) {
   if (!config_.normalize_observations) return absl::OkStatus();
   const int64_t d = config_.observation_size;
-  RETURN_IF_ERROR(
-      CheckTensor(moments, "observation moments", torch::kFloat64, {1 + 2 * d}));
+  RETURN_IF_ERROR(CheckTensor(moments, "observation moments", torch::kFloat64,
+                              {1 + 2 * d}));
   RETURN_IF_ERROR(CheckFinite(moments, "observation moments"));
   return CatchTorchErrors("merging the observation moments", [&] {
     torch::NoGradGuard no_grad;
