@@ -88,7 +88,12 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
 }
 
 absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id) {
-  return store_->GetRun(run_id);
+  ASSIGN_OR_RETURN(Run run, store_->GetRun(run_id));
+  if (run.state() == QUEUED || run.state() == PLACING) {
+    absl::MutexLock lock(&mu_);
+    run.set_waiting_reason(scheduler_.WhyWaiting(run_id));
+  }
+  return run;
 }
 
 absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
@@ -232,24 +237,26 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   assignment.set_role(worker.role);
   *assignment.mutable_spec() = run->spec();
   assignment.set_rank(worker.rank);
-  std::vector<const SchedulerWorker*> learners;
-  for (const SchedulerWorker& w : scheduler_.workers()) {
-    if (w.run_id == worker.run_id && w.role == LEARNER) learners.push_back(&w);
+  std::vector<SchedulerWorker> learners;  // copies: workers() is a copy
+  for (SchedulerWorker& w : scheduler_.workers()) {
+    if (w.run_id == worker.run_id && w.role == LEARNER) {
+      learners.push_back(std::move(w));
+    }
   }
   std::sort(learners.begin(), learners.end(),
-            [](const auto* a, const auto* b) { return a->rank < b->rank; });
-  for (const SchedulerWorker* w : learners) {
-    assignment.add_learner_addresses(w->address);
+            [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (const SchedulerWorker& w : learners) {
+    assignment.add_learner_addresses(w.address);
   }
   if (worker.role == LEARNER) {
     assignment.set_world_size(
         std::max(1, run->spec().resources().num_learners()));
-    if (!learners.empty() && learners[0]->rank == 0) {
+    if (!learners.empty() && learners[0].rank == 0) {
       // New on every placement of the gang: its ranks never meet an older
       // gang's keys.
-      assignment.set_rendezvous_address(learners[0]->rendezvous_address);
+      assignment.set_rendezvous_address(learners[0].rendezvous_address);
       assignment.set_gang_id(
-          absl::StrCat(worker.run_id, "/", learners[0]->placement));
+          absl::StrCat(worker.run_id, "/", learners[0].placement));
     }
   }
   assignment.set_checkpoint_dir(

@@ -37,11 +37,23 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
     }
+    if (cancelled_) {  // OnCancel came while this write was in flight
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
     if (IsFinal(out_.run().state())) {
       FinishLocked(grpc::Status::OK);
       return;
     }
     if (pending_) WriteLocked();
+  }
+
+  // A watcher that hung up: end the stream now (a write in flight ends it
+  // in OnWriteDone), or the server's shutdown would wait for ever.
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -79,6 +91,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   Run next_ ABSL_GUARDED_BY(mu_);
   RunEvent out_ ABSL_GUARDED_BY(mu_);

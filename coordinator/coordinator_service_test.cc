@@ -100,5 +100,26 @@ TEST_F(CoordinatorServiceTest, SubmitGetListCancelAndStatusCodes) {
   EXPECT_EQ(unknown->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
+// A watcher that hangs up on a quiet run ends its stream: the server then
+// shuts down at once instead of waiting for ever (the test would time out).
+TEST_F(CoordinatorServiceTest, ACancelledIdleWatchEndsItsStream) {
+  SubmitRunRequest request;
+  request.mutable_spec()->mutable_env()->set_id("CartPole-v1");
+  SubmitRunResponse submitted;
+  auto submit_context = ContextWithDeadline(absl::Seconds(10));
+  ASSERT_TRUE(stub_->SubmitRun(submit_context.get(), request, &submitted).ok());
+  WatchRunRequest watch;
+  watch.set_run_id(submitted.run().run_id());
+  grpc::ClientContext context;
+  auto events = stub_->WatchRun(&context, watch);
+  RunEvent event;
+  ASSERT_TRUE(events->Read(&event));  // the current state; then quiet
+  EXPECT_EQ(event.run().state(), QUEUED);
+  context.TryCancel();
+  EXPECT_EQ(events->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  server_.server->Shutdown();
+  server_.server.reset();
+}
+
 }  // namespace
 }  // namespace rl

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace rl {
 
@@ -195,6 +196,43 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
     }
   }
   return added;
+}
+
+std::string Scheduler::WhyWaiting(const std::string& run_id) const {
+  auto q = std::find_if(queue_.begin(), queue_.end(),
+                        [&](const QueuedRun& r) { return r.run_id == run_id; });
+  if (q == queue_.end()) return "";
+  const Resources& res = q->spec.resources();
+  std::vector<std::string> reasons;
+  auto check = [&](WorkerRole role, const std::string& device, int needed,
+                   const char* what) {
+    const std::string dev = device.empty() ? "cpu" : device;
+    int registered = 0, fitting = 0, idle = 0;
+    for (const auto& [id, w] : workers_) {
+      if (w.role != role) continue;
+      ++registered;
+      SchedulerWorker probe = w;
+      probe.run_id.clear();
+      if (!Fits(probe, role, device)) continue;
+      ++fitting;
+      if (w.run_id.empty()) ++idle;
+    }
+    if (idle >= needed) return;
+    if (fitting < needed && dev != "cpu") {
+      reasons.push_back(absl::StrCat("needs ", needed, " ", what, " with ", dev,
+                                     ": ", fitting, " of ", registered,
+                                     " registered have it"));
+    } else {
+      reasons.push_back(absl::StrCat("needs ", needed, " ", what, " (", dev,
+                                     "): ", idle, " idle of ", registered,
+                                     " registered"));
+    }
+  };
+  check(LEARNER, res.learner_device(), std::max(1, res.num_learners()),
+        "learners");
+  check(ACTOR, res.actor_device(),
+        res.min_actors() > 0 ? res.min_actors() : res.num_actors(), "actors");
+  return absl::StrJoin(reasons, "; ");
 }
 
 std::vector<std::string> Scheduler::PlacedRunsWithoutLearners() const {

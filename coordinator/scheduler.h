@@ -89,6 +89,10 @@ class Scheduler {
   // actors; returns (run_id, worker_id) pairs.
   std::vector<std::pair<std::string, std::string>> TopUpActors();
 
+  // Why queued run `run_id` does not fit now ("" if it is not queued or
+  // would fit), e.g. "needs 2 learners (cpu): 1 idle of 1 registered".
+  std::string WhyWaiting(const std::string& run_id) const;
+
   // Placed runs none of whose learners is registered.
   std::vector<std::string> PlacedRunsWithoutLearners() const;
 

@@ -139,5 +139,22 @@ TEST_F(SchedulerTest, WorkersKeepTheirRunAcrossACoordinatorRestart) {
   EXPECT_EQ(added[0].second, "a0");
 }
 
+TEST_F(SchedulerTest, SaysWhyARunWaits) {
+  scheduler_.Register("l0", LEARNER, {}, "127.0.0.1:1");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("big", Spec(2, 3), 1);
+  scheduler_.Enqueue("gpu", Spec(1, 1, 0, 0, "cuda"), 2);
+  EXPECT_TRUE(scheduler_.Place().empty());
+  EXPECT_EQ(scheduler_.WhyWaiting("big"),
+            "needs 2 learners (cpu): 1 idle of 1 registered; "
+            "needs 3 actors (cpu): 1 idle of 1 registered");
+  EXPECT_EQ(scheduler_.WhyWaiting("gpu"),
+            "needs 1 learners with cuda: 0 of 1 registered have it");
+  EXPECT_EQ(scheduler_.WhyWaiting("unknown"), "");
+  // A run that fits has no reason (it is placed at the next Place).
+  scheduler_.Enqueue("small", Spec(1, 1), 3);
+  EXPECT_EQ(scheduler_.WhyWaiting("small"), "");
+}
+
 }  // namespace
 }  // namespace rl

@@ -103,6 +103,10 @@ class PolicyStreamReactor final
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
     }
+    if (cancelled_) {  // OnCancel came while this write was in flight
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
     sent_version_ = in_flight_->version();
     if (in_flight_->final()) {
       FinishLocked(grpc::Status::OK);
@@ -121,6 +125,7 @@ class PolicyStreamReactor final
   // finish here, or it would hold Server::Shutdown() for ever.
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
+    cancelled_ = true;
     if (!writing_) FinishLocked(grpc::Status::CANCELLED);
   }
 
@@ -157,6 +162,7 @@ class PolicyStreamReactor final
   absl::Mutex mu_;
   int64_t sent_version_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const PolicyUpdate> newest_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);

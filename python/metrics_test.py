@@ -434,8 +434,15 @@ class EmbeddedSystemTest(unittest.TestCase):
             self.assertGreater(int(r["step"]), 0)
             float(r["value"])
 
-        code, out, err = run_rlctl("--telemetry", self.telemetry_address, "metrics", run_id)
-        self.assertEqual(code, 0, err)
+        # The actor's points come in their own batches (every second, and
+        # only once its first episodes ended): poll for them.
+        deadline = time.monotonic() + 60
+        while True:
+            code, out, err = run_rlctl("--telemetry", self.telemetry_address, "metrics", run_id)
+            self.assertEqual(code, 0, err)
+            if "actor/episode_return" in out or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         self.assertIn("learner/steps_per_second", out)
         self.assertIn("actor/episode_return", out)
 

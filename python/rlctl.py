@@ -61,7 +61,37 @@ def progress_line(run):
 def print_run(run):
     print(f"{run.run_id}  {state_name(run.state):9s}  {run.spec.name or '-':20s}  "
           f"{run.spec.env.id:24s}  steps {run.progress.env_steps}"
-          + (f"  reason: {run.failure_reason}" if run.failure_reason else ""))
+          + (f"  reason: {run.failure_reason}" if run.failure_reason else "")
+          + (f"  waiting: {run.waiting_reason}" if run.waiting_reason else ""))
+
+
+def role_name(worker):
+    return "learner" if worker.capabilities.role == 1 else "actor"
+
+
+def assignment_text(worker):
+    """'run-000001 rank 1/2' (learners: of the gang), 'run-000001 actor 0', or 'idle'."""
+    a = worker.assignment
+    if not a.run_id:
+        return "idle"
+    if worker.capabilities.role == 1:
+        return f"{a.run_id} rank {a.rank}/{max(a.world_size, 1)}"
+    return f"{a.run_id} actor {a.rank}"
+
+
+def print_placement(run, workers):
+    """The workers a run is placed on (learners by rank, then actors)."""
+    placed = [w for w in workers if w.assignment.run_id == run.run_id]
+    if not placed:
+        return
+    placed.sort(key=lambda w: (w.capabilities.role != 1, w.assignment.rank))
+    print("placement:")
+    for w in placed:
+        what = (f"learner rank {w.assignment.rank}/{max(w.assignment.world_size, 1)}"
+                if w.capabilities.role == 1 else f"actor {w.assignment.rank}")
+        print(f"  {what:18s} {w.worker_id:24s} {w.address or '-':22s} "
+              f"{','.join(w.capabilities.devices) or 'cpu'}"
+              + ("" if w.alive else "  (not re-registered)"))
 
 
 def watch(client, run_id, retry_for):
@@ -437,7 +467,9 @@ def main(argv=None):
                 print_run(run)
             return 0
         if args.command == "get":
-            print_run(client.get(args.run_id))
+            run = client.get(args.run_id)
+            print_run(run)
+            print_placement(run, client.workers())
             return 0
         if args.command == "cancel":
             print_run(client.cancel(args.run_id))
@@ -445,10 +477,12 @@ def main(argv=None):
         if args.command == "watch":
             return watch(client, args.run_id, args.retry_for)
         if args.command == "workers":
+            print(f"{'WORKER':24s} {'ROLE':8s} {'ADDRESS':22s} {'DEVICES':12s} "
+                  f"{'ALIVE':5s} ASSIGNMENT")
             for w in client.workers():
-                role = "learner" if w.capabilities.role == 1 else "actor"
-                print(f"{w.worker_id:24s} {role:8s} {w.address or '-':22s} "
-                      f"{w.assignment.run_id or 'idle'}")
+                print(f"{w.worker_id:24s} {role_name(w):8s} {w.address or '-':22s} "
+                      f"{','.join(w.capabilities.devices) or 'cpu':12s} "
+                      f"{'yes' if w.alive else 'no':5s} {assignment_text(w)}")
             return 0
         if args.command == "metrics":
             return metrics(tclient, args)

@@ -280,6 +280,34 @@ TEST(EmitterTest, DeliversPointsWithSourceRunAndLabels) {
   EXPECT_EQ(stats.connects, 1);
 }
 
+// A learner rank's points all carry its rank; a point's own labels win.
+TEST(EmitterTest, DefaultLabelsMergeUnderAPointsOwn) {
+  auto service = std::make_shared<FakeService>();
+  auto emitter = MakeEmitter(service);
+  emitter->Emit("learner/loss", 1, 1.0);
+  emitter->SetDefaultLabels({{"rank", "1"}});
+  emitter->Emit("learner/loss", 2, 2.0);
+  emitter->Emit("learner/loss", 3, 3.0, {{"env", "cartpole"}});
+  emitter->Emit("learner/loss", 4, 4.0, {{"rank", "7"}});
+  emitter->SetDefaultLabels({});
+  emitter->Emit("learner/loss", 5, 5.0);
+  ASSERT_OK(emitter->Flush(kLong));
+  std::vector<MetricPoint> points;
+  for (const MetricBatch& b : Unique(service->received())) {
+    for (const MetricPoint& p : b.points()) points.push_back(p);
+  }
+  ASSERT_EQ(points.size(), 5u);
+  EXPECT_TRUE(points[0].labels().empty());
+  EXPECT_EQ(points[1].labels().size(), 1u);
+  EXPECT_EQ(points[1].labels().at("rank"), "1");
+  EXPECT_EQ(points[2].labels().size(), 2u);
+  EXPECT_EQ(points[2].labels().at("rank"), "1");
+  EXPECT_EQ(points[2].labels().at("env"), "cartpole");
+  EXPECT_EQ(points[3].labels().size(), 1u);
+  EXPECT_EQ(points[3].labels().at("rank"), "7");
+  EXPECT_TRUE(points[4].labels().empty());
+}
+
 TEST(EmitterTest, BatchMaxPointsSplitsBatches) {
   auto service = std::make_shared<FakeService>();
   EmitterOptions o = TestOptions();

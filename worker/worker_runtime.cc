@@ -61,12 +61,13 @@ int64_t WorkerRuntime::assignments_started() const {
 }
 
 void WorkerRuntime::OnAssignment(const Assignment& assignment) {
-  {
-    absl::MutexLock lock(&mu_);
-    desired_ = assignment;
-    changed_ = true;
-  }
+  // Cancel before publishing: a Start that picks up this very assignment
+  // must not see the cancel (it would give up its gang's rendezvous with
+  // nothing newer to start, and the worker would sit idle).
   workload_->Cancel();
+  absl::MutexLock lock(&mu_);
+  desired_ = assignment;
+  changed_ = true;
 }
 
 bool WorkerRuntime::Report(const WorkloadState& state) {
