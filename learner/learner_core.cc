@@ -104,6 +104,22 @@ class LearnerCore::Impl {
       stop_ = true;
     }
     if (thread_.joinable()) thread_.join();
+    // Stopped from outside (SIGTERM, a new assignment): keep the updates
+    // made since the last checkpoint, unless training had failed (a gang
+    // that broke mid-update may hold half an update).
+    bool keep = false;
+    {
+      absl::MutexLock lock(&mu_);
+      keep = final_status_.ok() && status_.updates() > checkpointed_updates_;
+    }
+    if (keep && !options_.run_dir.empty() && rank_ == 0) {
+      const absl::Status written = Checkpoint();
+      if (!written.ok()) {
+        RL_LOG_ERROR("checkpoint on stop failed: {}", written.ToString());
+      } else {
+        RL_LOG_INFO("checkpoint on stop at update {}", GetStatus().updates());
+      }
+    }
   }
 
   int credits() const { return credits_; }
@@ -519,11 +535,15 @@ class LearnerCore::Impl {
 
   absl::Status Checkpoint() {
     if (rank_ != 0) return absl::OkStatus();  // rank 0 writes the gang's
-    ASSIGN_OR_RETURN(
-        const std::string dir,
-        WriteCheckpoint(CheckpointRoot(), GetStatus().updates(), policy_,
-                        updater_->optimizer(), StateTensors(),
-                        options_.spec.keep_checkpoints()));
+    const int64_t updates = GetStatus().updates();
+    ASSIGN_OR_RETURN(const std::string dir,
+                     WriteCheckpoint(CheckpointRoot(), updates, policy_,
+                                     updater_->optimizer(), StateTensors(),
+                                     options_.spec.keep_checkpoints()));
+    {
+      absl::MutexLock lock(&mu_);
+      checkpointed_updates_ = updates;
+    }
     RL_LOG_DEBUG("checkpoint {}", dir);
     return absl::OkStatus();
   }
@@ -583,6 +603,7 @@ class LearnerCore::Impl {
                                  r.data_ptr<float>() + r.numel());
           updater_->generator().set_state(extra["updater.generator"]);
           steps_at_start_ = status_.env_steps();
+          checkpointed_updates_ = status_.updates();
         },
         absl::StatusCode::kInvalidArgument);
   }
@@ -621,6 +642,7 @@ class LearnerCore::Impl {
   bool target_reached_ ABSL_GUARDED_BY(mu_) = false;
   int64_t target_reached_at_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_at_start_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t checkpointed_updates_ ABSL_GUARDED_BY(mu_) = 0;
 
   mutable absl::Mutex subscribers_mu_;
   int64_t next_subscriber_id_ ABSL_GUARDED_BY(subscribers_mu_) = 0;

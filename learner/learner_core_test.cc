@@ -5,10 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "learner/checkpoint.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
 namespace rl {
@@ -214,6 +216,32 @@ TEST(LearnerCoreTest, SubscribersGetEveryNewVersionAndTheFinalOne) {
   EXPECT_TRUE(final);
   EXPECT_EQ(versions.front(), 2);
   EXPECT_EQ(core->GetStatus().env_steps(), 16);
+}
+
+// A learner stopped from outside (SIGTERM, a new assignment, a Slurm
+// requeue) keeps the updates made since its last periodic checkpoint.
+TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
+  const std::string dir = MakeTestDir();
+  LearnerOptions options;
+  options.spec = Spec("checkpoint_interval: 1000");
+  options.run_id = "t";
+  options.run_dir = dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1)));
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, 2, 2)));
+    ASSERT_TRUE(WaitForVersion(*core, 3));
+    EXPECT_FALSE(LatestCheckpoint(dir + "/checkpoints").ok());  // none yet
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string latest,
+                       LatestCheckpoint(dir + "/checkpoints"));
+  EXPECT_THAT(latest, HasSubstr("ckpt-000000000002"));
+  // A new core resumes there.
+  ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
+  EXPECT_EQ(resumed->GetStatus().updates(), 2);
+  EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
 }
 
 }  // namespace

@@ -215,6 +215,28 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
     const torch::Tensor order = torch::randperm(batch, generator_);
     torch::Tensor epoch_kl = torch::zeros({});
+    // A gang normalises each minibatch's advantages by the global
+    // minibatch's moments: one all-reduce for the epoch's minibatches.
+    torch::Tensor adv_mean, adv_std;  // [num_minibatches]
+    if (collective_ != nullptr && config_.normalize_advantages() &&
+        global_minibatch > 1) {
+      const torch::Tensor a =
+          advantages
+              .index_select(0, order.narrow(0, 0, num_minibatches * minibatch))
+              .to(torch::kFloat64)
+              .reshape({num_minibatches, minibatch});
+      torch::Tensor moments =
+          torch::stack({a.sum(1), a.pow(2).sum(1)}, 1).contiguous();
+      sync(collective_->AllReduce(moments, ReduceOp::kSum));
+      const double n = static_cast<double>(global_minibatch);
+      adv_mean = moments.select(1, 0) / n;
+      adv_std =
+          torch::clamp_min(
+              (moments.select(1, 1) - n * adv_mean * adv_mean) / (n - 1), 0.0)
+              .sqrt();
+      adv_mean = adv_mean.to(torch::kFloat32);
+      adv_std = adv_std.to(torch::kFloat32);
+    }
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
       const PolicyEvaluation eval = policy_->Evaluate(
@@ -225,16 +247,7 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
         if (collective_ == nullptr) {
           mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
         } else {
-          // Global mean and (unbiased) std from summed moments.
-          const torch::Tensor a = mb_adv.to(torch::kFloat64);
-          torch::Tensor moments = torch::stack({a.sum(), a.pow(2).sum()});
-          sync(collective_->AllReduce(moments, ReduceOp::kSum));
-          const double n = static_cast<double>(global_minibatch);
-          const torch::Tensor mean = moments[0] / n;
-          const torch::Tensor var =
-              torch::clamp_min((moments[1] - n * mean * mean) / (n - 1), 0.0);
-          mb_adv = ((mb_adv - mean.to(torch::kFloat32)) /
-                    (var.sqrt().to(torch::kFloat32) + 1e-8));
+          mb_adv = (mb_adv - adv_mean[m]) / (adv_std[m] + 1e-8);
         }
       }
       const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
