@@ -2,9 +2,13 @@
 
 #include <torch/torch.h>
 
+#include <thread>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "learner/c10d_collective.h"
 #include "learner/checkpoint.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
@@ -242,6 +246,64 @@ TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
   ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
   EXPECT_EQ(resumed->GetStatus().updates(), 2);
   EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
+}
+
+// Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights
+// drift after the first update (injected); the next hash check fails the
+// run on both ranks with DATA_LOSS, naming the divergence.
+TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  std::vector<std::unique_ptr<LearnerCore>> cores(2);
+  std::vector<std::thread> starts;
+  for (int rank = 0; rank < 2; ++rank) {
+    starts.emplace_back([&, rank] {
+      CollectiveOptions c;
+      c.rank = rank;
+      c.world_size = 2;
+      c.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+      c.gang_id = "core-test/diverge";
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
+                           ConnectCollective(c));
+      LearnerOptions options;
+      options.spec = Spec("resources: {num_learners: 2, num_actors: 2}");
+      options.run_id = "t";
+      options.collective = std::move(collective);
+      options.sync_check_interval = 2;
+      if (rank == 1) {
+        options.after_update_for_testing = [](int64_t update,
+                                              ActorCritic& policy) {
+          torch::NoGradGuard no_grad;
+          if (update == 1) policy->parameters()[0].add_(1e-3);
+        };
+      }
+      // Create broadcasts rank 0's state: both ranks must be in it.
+      ASSERT_OK_AND_ASSIGN(cores[rank], LearnerCore::Create(options));
+    });
+  }
+  for (auto& t : starts) t.join();
+  ASSERT_NE(cores[0], nullptr);
+  ASSERT_NE(cores[1], nullptr);
+  AckLog a0, a1;
+  const int64_t s0 = cores[0]->OpenStream(0, a0.Callback());
+  const int64_t s1 = cores[1]->OpenStream(1, a1.Callback());
+  for (int64_t v = 1; v <= 2; ++v) {
+    ASSERT_OK(cores[0]->SubmitSegment(s0, Segment(0, v, v)));
+    ASSERT_OK(cores[1]->SubmitSegment(s1, Segment(1, v, v)));
+    if (v == 1) {
+      ASSERT_TRUE(WaitForVersion(*cores[0], 2));
+      // Both ranks count the gang's steps: 2 segments of 8.
+      EXPECT_EQ(cores[0]->GetStatus().env_steps(), 16);
+      EXPECT_TRUE(WaitForVersion(*cores[1], 2));
+      EXPECT_EQ(cores[1]->GetStatus().env_steps(), 16);
+    }
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(cores[rank]->WaitUntilDone(absl::Seconds(60)));
+    EXPECT_THAT(cores[rank]->final_status(),
+                StatusIs(absl::StatusCode::kDataLoss,
+                         HasSubstr("after update 2, the weights differ")))
+        << "rank " << rank;
+  }
 }
 
 }  // namespace
