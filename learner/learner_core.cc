@@ -373,6 +373,12 @@ class LearnerCore::Impl {
     const auto start = std::chrono::steady_clock::now();
     ASSIGN_OR_RETURN(const UpdateStats stats,
                      updater_->Update(rollout, env_steps_before));
+    const int64_t update = GetStatus().updates() + 1;
+    if (options_.after_update_for_testing) {
+      options_.after_update_for_testing(update, policy_);
+    }
+    // Never publish (or checkpoint) weights that are not finite.
+    RETURN_IF_ERROR(CheckWeightsFinite(update));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -461,9 +467,6 @@ class LearnerCore::Impl {
       for (int actor : actors) SendAck(actor);
     }
     const int64_t updates = GetStatus().updates();
-    if (options_.after_update_for_testing) {
-      options_.after_update_for_testing(updates, policy_);
-    }
     if (options_.collective != nullptr && options_.sync_check_interval > 0 &&
         updates % options_.sync_check_interval == 0) {
       RETURN_IF_ERROR(
@@ -475,6 +478,32 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(Checkpoint());
     }
     return absl::OkStatus();
+  }
+
+  absl::Status CheckWeightsFinite(int64_t update) {
+    const std::vector<torch::Tensor> all = WeightsAndStatistics();
+    ASSIGN_OR_RETURN(const bool finite,
+                     CatchTorchErrors("checking the weights", [&] {
+                       std::vector<torch::Tensor> checks;
+                       for (const auto& t : all) {
+                         checks.push_back(torch::isfinite(t).all());
+                       }
+                       return torch::stack(checks).all().item<bool>();
+                     }));
+    if (finite) return absl::OkStatus();
+    std::string where;
+    for (const auto& item : policy_->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) {
+        where = item.key();
+        break;
+      }
+    }
+    if (where.empty()) where = "the observation statistics";
+    return absl::InternalError(absl::StrCat(
+        "after update ", update, " the policy's weights are not finite (NaN ",
+        "or inf in ", where, "); they were not published or checkpointed ",
+        "(the last published policy is version ", GetStatus().policy_version(),
+        "). Lower ppo.learning_rate, or check ", "the scale of the rewards"));
   }
 
   std::vector<torch::Tensor> WeightsAndStatistics() {

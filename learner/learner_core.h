@@ -59,7 +59,8 @@ struct LearnerOptions {
   // and a mismatch fails the run (DATA_LOSS).
   std::shared_ptr<Collective> collective;
   int sync_check_interval = 10;
-  // Tests: called on the PPO thread after each update with the update count.
+  // Tests: called on the PPO thread right after each update (before its
+  // checks and its publication) with the update's number.
   std::function<void(int64_t, ActorCritic&)> after_update_for_testing;
 };
 

@@ -306,5 +306,29 @@ TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
   }
 }
 
+// Weights that turn non-finite are never published: the run fails naming
+// the parameter, and subscribers keep the last good version.
+TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
+  LearnerOptions options;
+  options.spec = Spec("");
+  options.run_id = "t";
+  options.after_update_for_testing = [](int64_t update, ActorCritic& policy) {
+    torch::NoGradGuard no_grad;
+    if (update == 2) policy->parameters()[0][0].fill_(NAN);
+  };
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1)));
+  ASSERT_TRUE(WaitForVersion(*core, 2));
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 2, 2)));
+  ASSERT_TRUE(core->WaitUntilDone(absl::Seconds(60)));
+  EXPECT_THAT(core->final_status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("after update 2 the policy's weights are not "
+                                 "finite")));
+  EXPECT_EQ(core->LatestPolicy()->version(), 2);
+}
+
 }  // namespace
 }  // namespace rl
