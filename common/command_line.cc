@@ -29,6 +29,12 @@ std::string FirstBadFlag(int argc, char** argv) {
     }
     const size_t eq = arg.find('=');
     const absl::string_view name = arg.substr(0, eq);
+    // absl's usage flags (--help, --helpfull, ...): absl handles them.
+    if (name == "help" || name == "helpfull" || name == "helpshort" ||
+        name == "helppackage" || name == "version" || name == "helpon" ||
+        name == "helpmatch" || name == "only_check_args") {
+      continue;
+    }
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) {
       absl::string_view negated = name;

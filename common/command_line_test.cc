@@ -1,5 +1,7 @@
 #include "common/command_line.h"
 
+#include <sys/wait.h>
+
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -31,6 +33,15 @@ TEST(CommandLineTest, BadFlagsExitWithTwo) {
               "error: --answer: missing value");
   EXPECT_EXIT(Parse({"stray"}), ::testing::ExitedWithCode(2),
               "error: unexpected argument \"stray\"");
+}
+
+// absl's usage flags are not "unknown flags" (exit 2): absl prints the
+// usage (to stdout) and exits by its own rule.
+TEST(CommandLineTest, HelpIsNotAnUnknownFlag) {
+  EXPECT_EXIT(
+      Parse({"--help"}),
+      [](int status) { return WIFEXITED(status) && WEXITSTATUS(status) != 2; },
+      "");
 }
 
 TEST(CommandLineTest, ExitCodes) {

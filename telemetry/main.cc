@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/synchronization/notification.h"
+#include "common/command_line.h"
 #include "common/logging.h"
 #include "common/signal_waiter.h"
 #include "telemetry/telemetry_server.h"
@@ -37,7 +38,10 @@ ABSL_FLAG(int, max_series_per_run, 10000, "Series per run, at most.");
 
 int main(int argc, char** argv) {
   rl::BlockStopSignals();
-  absl::ParseCommandLine(argc, argv);
+  rl::ParseCommandLineOrExit(
+      argc, argv,
+      "telemetry_main [--port=N] [--http_port=N] [--store=FILE] "
+      "[--coordinator=HOST:PORT]");
   rl::InitLogging("telemetry");
 
   rl::TelemetryServerOptions options;
