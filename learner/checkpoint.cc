@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/status.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -107,42 +109,45 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& root) {
   return all.back().string();
 }
 
-absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
-                            torch::optim::Optimizer* optimizer,
-                            TensorMap* extra) {
-  if (!IsComplete(dir)) {
-    return absl::NotFoundError(absl::StrCat(
-        dir, " is not a complete checkpoint (no COMPLETE marker)"));
-  }
+namespace {
+
+// Loads the policy, the optimizer (may be null) and `extra` (may be null)
+// from the archives `open(part, archive)` fills, for the parts "policy",
+// "optimizer" and "state". `what` names the source in errors.
+absl::Status LoadTrainingState(
+    const std::function<void(const char*, torch::serialize::InputArchive&)>&
+        open,
+    const std::string& what, ActorCritic& policy,
+    torch::optim::Optimizer* optimizer, TensorMap* extra) {
   // Module::load replaces tensors whatever their shape; check it ourselves.
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& item : policy->named_parameters()) {
     shapes.emplace_back(item.key(), item.value().sizes().vec());
   }
-  // A file that does not load is the checkpoint's fault, not ours.
+  // A source that does not load is its fault, not ours.
   return CatchTorchErrors(
-      absl::StrCat("checkpoint ", dir, " does not fit this run"),
+      absl::StrCat(what, " does not fit this run"),
       [&]() -> absl::Status {
         torch::serialize::InputArchive model;
-        model.load_from((fs::path(dir) / "policy.pt").string());
+        open("policy", model);
         policy->load(model);
         const auto loaded = policy->named_parameters();
         for (const auto& [name, shape] : shapes) {
           if (loaded[name].sizes().vec() != shape) {
             return absl::InvalidArgumentError(absl::StrCat(
-                "checkpoint ", dir, " does not fit this run: parameter ", name,
-                " has shape ", c10::str(loaded[name].sizes()),
-                ", the policy has ", c10::str(c10::IntArrayRef(shape))));
+                what, " does not fit this run: parameter ", name, " has shape ",
+                c10::str(loaded[name].sizes()), ", the policy has ",
+                c10::str(c10::IntArrayRef(shape))));
           }
         }
         if (optimizer != nullptr) {
           torch::serialize::InputArchive opt;
-          opt.load_from((fs::path(dir) / "optimizer.pt").string());
+          open("optimizer", opt);
           optimizer->load(opt);
         }
         if (extra != nullptr) {
           torch::serialize::InputArchive state;
-          state.load_from((fs::path(dir) / "state.pt").string());
+          open("state", state);
           for (const std::string& key : state.keys()) {
             torch::Tensor t;
             state.read(key, t);
@@ -152,6 +157,22 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
         return absl::OkStatus();
       },
       absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+
+absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
+                            torch::optim::Optimizer* optimizer,
+                            TensorMap* extra) {
+  if (!IsComplete(dir)) {
+    return absl::NotFoundError(absl::StrCat(
+        dir, " is not a complete checkpoint (no COMPLETE marker)"));
+  }
+  return LoadTrainingState(
+      [&](const char* part, torch::serialize::InputArchive& archive) {
+        archive.load_from((fs::path(dir) / absl::StrCat(part, ".pt")).string());
+      },
+      absl::StrCat("checkpoint ", dir), policy, optimizer, extra);
 }
 
 absl::StatusOr<std::string> EncodeTrainingState(
@@ -174,44 +195,19 @@ absl::StatusOr<std::string> EncodeTrainingState(
 absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
                                  torch::optim::Optimizer* optimizer,
                                  TensorMap* extra) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
-  for (const auto& item : policy->named_parameters()) {
-    shapes.emplace_back(item.key(), item.value().sizes().vec());
-  }
-  return CatchTorchErrors(
-      "the training state does not fit this run",
-      [&]() -> absl::Status {
-        torch::serialize::InputArchive all, model;
+  torch::serialize::InputArchive all;
+  RETURN_IF_ERROR(CatchTorchErrors(
+      "the training state does not load",
+      [&] {
         std::istringstream in(bytes);
         all.load_from(in);
-        all.read("policy", model);
-        policy->load(model);
-        const auto loaded = policy->named_parameters();
-        for (const auto& [name, shape] : shapes) {
-          if (loaded[name].sizes().vec() != shape) {
-            return absl::InvalidArgumentError(absl::StrCat(
-                "the training state does not fit this run: parameter ", name,
-                " has shape ", c10::str(loaded[name].sizes()),
-                ", the policy has ", c10::str(c10::IntArrayRef(shape))));
-          }
-        }
-        if (optimizer != nullptr) {
-          torch::serialize::InputArchive opt;
-          all.read("optimizer", opt);
-          optimizer->load(opt);
-        }
-        if (extra != nullptr) {
-          torch::serialize::InputArchive state;
-          all.read("state", state);
-          for (const std::string& key : state.keys()) {
-            torch::Tensor t;
-            state.read(key, t);
-            (*extra)[key] = t;
-          }
-        }
-        return absl::OkStatus();
       },
-      absl::StatusCode::kInvalidArgument);
+      absl::StatusCode::kInvalidArgument));
+  return LoadTrainingState(
+      [&](const char* part, torch::serialize::InputArchive& archive) {
+        all.read(part, archive);
+      },
+      "the training state", policy, optimizer, extra);
 }
 
 }  // namespace rl
