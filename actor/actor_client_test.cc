@@ -4,7 +4,8 @@
 // and giving up when no learner can be reached.
 #include "actor/actor_client.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <functional>
 #include <string>

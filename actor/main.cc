@@ -7,7 +7,8 @@
 // Exit codes: 0 the learner sent its final policy, or SIGTERM/SIGINT;
 // 2 bad flags or run file; 1 other errors (e.g. the learner unreachable for
 // longer than --max_disconnected_seconds).
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <string>
 

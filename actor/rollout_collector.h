@@ -10,7 +10,7 @@
 #ifndef RL_ACTOR_ROLLOUT_COLLECTOR_H_
 #define RL_ACTOR_ROLLOUT_COLLECTOR_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <vector>

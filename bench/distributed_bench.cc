@@ -7,7 +7,8 @@
 //
 // Steps/s are taken over the steady part of each run (from the first
 // completed update to the last), so process start-up is not counted.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -8,7 +8,8 @@
 // Prints, per L: updates/s of the gang, samples/s of all ranks together and
 // its ratio to one learner (ideal: L, while L <= cores), and the share of a
 // rank's update time spent inside collective calls (waiting included).
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <atomic>
 #include <chrono>

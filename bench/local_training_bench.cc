@@ -5,7 +5,8 @@
 //   bazel run --config=opt //bench:local_training_bench --
 //       --run=$PWD/examples/cartpole_throughput.yaml [--steps=1000000]
 #include <sys/resource.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 

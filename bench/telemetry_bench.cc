@@ -11,7 +11,8 @@
 //   bazel run --config=opt //bench:telemetry_bench --
 //       --run=$PWD/examples/cartpole_throughput.yaml
 #include <sqlite3.h>
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>

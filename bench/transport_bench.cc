@@ -10,7 +10,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 #include <unistd.h>
 
 #include <atomic>

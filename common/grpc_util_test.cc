@@ -3,7 +3,9 @@
 // weights encoded from torch tensors that the client decodes bit-exactly.
 #include "common/grpc_util.h"
 
-#include <torch/torch.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "common/grpc_status.h"
 #include "common/tensor_codec.h"

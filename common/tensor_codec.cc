@@ -1,6 +1,6 @@
 #include "common/tensor_codec.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstring>
 #include <vector>

@@ -1,6 +1,7 @@
 #include "common/tensor_codec.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "common/tensor_layout.h"
 #include "gmock/gmock.h"

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
 namespace rl {
@@ -67,6 +68,11 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
   const absl::Status valid = ResolveRunSpec(&spec);
   if (!valid.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("spec: ", valid.message()));
+  }
+  const absl::Status fits = CheckRunFootprint(spec, EstimateRunFootprint(spec),
+                                              options_.footprint_limits);
+  if (!fits.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", fits.message()));
   }
   if (request.idempotency_key().size() > 256) {
     return absl::InvalidArgumentError("idempotency_key: at most 256 bytes");
@@ -168,16 +174,26 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   std::vector<std::string> devices(request.capabilities().devices().begin(),
                                    request.capabilities().devices().end());
   // The run this learner held, if it comes back without it (restarted).
-  std::string dropped_run;
+  std::string dropped_run, dropped_actor_run;
   if (const SchedulerWorker* before = scheduler_.worker(request.worker_name());
-      before != nullptr && before->role == LEARNER) {
-    dropped_run = before->run_id;
+      before != nullptr) {
+    (before->role == LEARNER ? dropped_run : dropped_actor_run) =
+        before->run_id;
   }
   *response.mutable_lease() =
       scheduler_.Register(request.worker_name(), role, std::move(devices),
                           request.address(), keep_run, reported.rank());
   scheduler_.SetRendezvousAddress(request.worker_name(),
                                   request.rendezvous_address());
+  scheduler_.SetMemory(request.worker_name(),
+                       request.capabilities().memory_bytes());
+  if (!dropped_actor_run.empty() &&
+      scheduler_.worker(request.worker_name())->run_id != dropped_actor_run) {
+    // A restarted actor (its process died): a failure of its run.
+    restarted = WorkerFailedLocked(
+        dropped_actor_run,
+        absl::StrCat("actor ", request.worker_name(), " restarted"));
+  }
   if (!dropped_run.empty() &&
       scheduler_.worker(request.worker_name())->run_id != dropped_run) {
     // Its old process is gone with the gang's state: restart the gang now
@@ -305,7 +321,21 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     if (auto run = store_->GetRun(run_id); run.ok()) Notify(*run);
     return absl::OkStatus();
   }
-  if (role != LEARNER) return absl::OkStatus();  // Actors end with the run.
+  if (role != LEARNER) {
+    // Actors end with the run; one that ended alone, with an error, is
+    // freed (and topped up again) unless its run has failed too often.
+    if (request.error().empty()) return absl::OkStatus();
+    std::optional<Run> changed;
+    {
+      absl::MutexLock lock(&mu_);
+      scheduler_.ReleaseWorker(request.worker_id());
+      changed = WorkerFailedLocked(
+          run_id,
+          absl::StrCat("actor ", request.worker_id(), ": ", request.error()));
+    }
+    if (changed.has_value()) Notify(*changed);
+    return absl::OkStatus();
+  }
   // A gang ends together: rank 0's end (with its progress) ends the run;
   // any rank's error does.
   if (rank != 0 && request.error().empty()) return absl::OkStatus();
@@ -397,9 +427,16 @@ void CoordinatorCore::Tick() {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
       store_->ClearAssignment(lost.worker_id).IgnoreError();
-      if (!lost.run_id.empty() && lost.role == LEARNER) {
-        RequeueLocked(lost.run_id,
-                      absl::StrCat("learner ", lost.worker_id, " lost"));
+      if (lost.run_id.empty()) continue;
+      const std::string reason =
+          absl::StrCat(lost.role == LEARNER ? "learner " : "actor ",
+                       lost.worker_id, " lost (no heartbeat for ",
+                       absl::FormatDuration(options_.lease_ttl), ")");
+      std::optional<Run> failed = WorkerFailedLocked(lost.run_id, reason);
+      if (failed.has_value()) {
+        changed.push_back(*failed);
+      } else if (lost.role == LEARNER) {
+        RequeueLocked(lost.run_id, reason);
       }
     }
     if (options_.clock() - started_ > options_.lease_ttl) {
@@ -420,8 +457,65 @@ void CoordinatorCore::Tick() {
       if (run.ok()) changed.push_back(*run);
     }
     scheduler_.TopUpActors();
+    FailUnplaceableLocked(&changed);
   }
   for (const Run& run : changed) Notify(run);
+}
+
+std::optional<Run> CoordinatorCore::WorkerFailedLocked(
+    const std::string& run_id, const std::string& reason) {
+  auto run = store_->GetRun(run_id);
+  if (!run.ok() || (run->state() != RUNNING && run->state() != PLACING)) {
+    return std::nullopt;
+  }
+  std::deque<absl::Time>& times = worker_failures_[run_id];
+  const absl::Time now = options_.clock();
+  times.push_back(now);
+  while (!times.empty() &&
+         now - times.front() > options_.worker_failure_window) {
+    times.pop_front();
+  }
+  const int failures = static_cast<int>(times.size());
+  RL_LOG_WARNING("run {}: worker failure {} of at most {} in {}: {}", run_id,
+                 failures, options_.max_worker_failures,
+                 absl::FormatDuration(options_.worker_failure_window), reason);
+  if (failures <= options_.max_worker_failures) return std::nullopt;
+  run = store_->Transition(
+      run_id, FAILED,
+      absl::StrCat("its workers failed ", failures, " times within ",
+                   absl::FormatDuration(options_.worker_failure_window),
+                   " (limit ", options_.max_worker_failures,
+                   "); last: ", reason));
+  if (!run.ok()) return std::nullopt;
+  scheduler_.Release(run_id);
+  worker_failures_.erase(run_id);
+  return *run;
+}
+
+void CoordinatorCore::FailUnplaceableLocked(std::vector<Run>* changed) {
+  const absl::Time now = options_.clock();
+  std::map<std::string, absl::Time> still;
+  for (const std::string& run_id : scheduler_.QueuedRuns()) {
+    if (scheduler_.CouldEverPlace(run_id)) continue;
+    auto since = unplaceable_since_.find(run_id);
+    const absl::Time first =
+        since == unplaceable_since_.end() ? now : since->second;
+    if (options_.unplaceable_timeout <= absl::ZeroDuration() ||
+        now - first < options_.unplaceable_timeout) {
+      still[run_id] = first;
+      continue;
+    }
+    const std::string why = scheduler_.WhyWaiting(run_id);
+    auto run = store_->Transition(
+        run_id, FAILED,
+        absl::StrCat("cannot be placed on the registered workers for ",
+                     absl::FormatDuration(now - first), " (limit ",
+                     absl::FormatDuration(options_.unplaceable_timeout),
+                     "): ", why));
+    scheduler_.Release(run_id);
+    if (run.ok()) changed->push_back(*run);
+  }
+  unplaceable_since_ = std::move(still);
 }
 
 int64_t CoordinatorCore::Watch(std::function<void(const Run&)> on_change) {

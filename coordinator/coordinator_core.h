@@ -11,16 +11,20 @@
 #ifndef RL_COORDINATOR_COORDINATOR_CORE_H_
 #define RL_COORDINATOR_COORDINATOR_CORE_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/run_store.h"
 #include "coordinator/scheduler.h"
 #include "proto/coordinator.pb.h"
+#include "runspec/run_footprint.h"
 
 namespace rl {
 
@@ -33,6 +37,19 @@ struct CoordinatorOptions {
   // again and resumes from its checkpoint, at most this many times; then it
   // FAILS with the last error.
   int max_gang_restarts = 10;
+  // A run whose workers fail more than this many times within
+  // worker_failure_window (an actor's error, an actor lost or restarted, a
+  // learner lost), like a Kubernetes Job's backoff limit, FAILS with the
+  // last error; a failed actor is freed and the run topped up again.
+  int max_worker_failures = 10;
+  absl::Duration worker_failure_window = absl::Minutes(10);
+  // A queued run that could not be placed even if every registered worker
+  // were idle (no worker has the device, the memory, or there are too few)
+  // FAILS after this long with the reason; zero: it waits for ever.
+  absl::Duration unplaceable_timeout = absl::Minutes(10);
+  // Refused at submit (runspec/run_footprint.h): segments or policies over
+  // the wire's message limit, runs over a worker memory limit.
+  FootprintLimits footprint_limits{/*max_message_bytes=*/256 << 20};
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
 
@@ -75,6 +92,15 @@ class CoordinatorCore {
                                         const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A worker of `run_id` failed: counts it in the window, and FAILS the run
+  // past max_worker_failures. The run after the change, if it changed.
+  std::optional<Run> WorkerFailedLocked(const std::string& run_id,
+                                        const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FAILS queued runs that have been unplaceable for unplaceable_timeout.
+  void FailUnplaceableLocked(std::vector<Run>* changed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CoordinatorOptions options_;
   std::unique_ptr<RunStore> store_;
   // Workers of recovered runs get one lease period to re-register.
@@ -94,6 +120,12 @@ class CoordinatorCore {
       ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
+  // Per run: when its workers failed, within worker_failure_window.
+  std::map<std::string, std::deque<absl::Time>> worker_failures_
+      ABSL_GUARDED_BY(mu_);
+  // Per queued run that could not be placed on any registered workers:
+  // since when.
+  std::map<std::string, absl::Time> unplaceable_since_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex watchers_mu_;
   int64_t next_watcher_ ABSL_GUARDED_BY(watchers_mu_) = 0;

@@ -35,10 +35,12 @@ class CoordinatorCoreTest : public ::testing::Test {
   }
 
   int64_t Register(CoordinatorCore& core, const std::string& name,
-                   WorkerRole role, const Assignment& current = {}) {
+                   WorkerRole role, const Assignment& current = {},
+                   int64_t memory_bytes = 0) {
     RegisterWorkerRequest request;
     request.set_worker_name(name);
     request.mutable_capabilities()->set_role(role);
+    request.mutable_capabilities()->set_memory_bytes(memory_bytes);
     if (role == LEARNER) request.set_address("127.0.0.1:5000");
     *request.mutable_current_assignment() = current;
     auto response = core.RegisterWorker(request);
@@ -193,6 +195,146 @@ TEST_F(CoordinatorCoreTest, AWorkerReportingAnUnrecordedAssignmentStartsIdle) {
   learner.set_assignment_id(learner.assignment_id() + 1000);  // not recorded
   const int64_t l2 = Register(*core_, "learner-0", LEARNER, learner);
   EXPECT_EQ(Beat(*core_, "learner-0", l2).run_id(), "");
+}
+
+TEST_F(CoordinatorCoreTest, ARunTooBigForTheWireIsRefusedAtSubmit) {
+  // Each field in range, the product not: 2^20 envs x 2^16 steps.
+  SubmitRunRequest huge = Request();
+  huge.mutable_spec()->set_envs_per_actor(1 << 20);
+  huge.mutable_spec()->set_segment_length(1 << 16);
+  huge.mutable_spec()->mutable_ppo()->set_num_minibatches(1);
+  EXPECT_THAT(core_->SubmitRun(huge),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("envs_per_actor x segment_length: one "
+                                 "rollout segment")));
+  SubmitRunRequest wide = Request();
+  for (int i = 0; i < 4; ++i) {
+    wide.mutable_spec()->mutable_ppo()->add_hidden_sizes(65536);
+  }
+  EXPECT_THAT(core_->SubmitRun(wide),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.hidden_sizes: the policy has about")));
+  EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 0);
+}
+
+TEST_F(CoordinatorCoreTest, ARunNoWorkerCanHoldWaitsWithAReasonThenFails) {
+  options_.unplaceable_timeout = absl::Minutes(5);
+  options_.lease_ttl = absl::Hours(1);
+  core_ = Make();
+  SubmitRunRequest big = Request();
+  big.mutable_spec()->set_envs_per_actor(4096);
+  big.mutable_spec()->set_segment_length(1024);
+  big.mutable_spec()->mutable_ppo()->set_num_minibatches(1);
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(big));
+  const std::string id = submitted.run().run_id();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse small_run,
+                       core_->SubmitRun(Request()));
+  // Workers with 64 MiB: enough for CartPole's default, not for 4M rows.
+  Register(*core_, "learner-0", LEARNER, {}, 64 << 20);
+  Register(*core_, "actor-0", ACTOR, {}, 64 << 20);
+  core_->Tick();
+  ASSERT_OK_AND_ASSIGN(rl::Run waiting, core_->GetRun(id));
+  EXPECT_EQ(waiting.state(), QUEUED);
+  EXPECT_THAT(waiting.waiting_reason(),
+              HasSubstr("of memory each: 0 of 1 registered have enough "
+                        "(the largest has 64 MiB)"));
+  // The run behind it is not blocked.
+  EXPECT_EQ(core_->GetRun(small_run.run().run_id())->state(), RUNNING);
+  now_ += absl::Minutes(4);
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(id)->state(), QUEUED);
+  now_ += absl::Minutes(2);
+  core_->Tick();
+  ASSERT_OK_AND_ASSIGN(const rl::Run failed, core_->GetRun(id));
+  EXPECT_EQ(failed.state(), FAILED);
+  EXPECT_THAT(failed.failure_reason(),
+              HasSubstr("cannot be placed on the registered workers"));
+  EXPECT_THAT(failed.failure_reason(), HasSubstr("the largest has 64 MiB"));
+}
+
+TEST_F(CoordinatorCoreTest, ARunThatIsOnlyBusyWaitsForEver) {
+  options_.unplaceable_timeout = absl::Minutes(5);
+  options_.lease_ttl = absl::Hours(1);
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse first,
+                       core_->SubmitRun(Request()));
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse second,
+                       core_->SubmitRun(Request()));
+  Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(first.run().run_id())->state(), RUNNING);
+  now_ += absl::Minutes(30);
+  core_->Tick();
+  ASSERT_OK_AND_ASSIGN(const rl::Run waiting,
+                       core_->GetRun(second.run().run_id()));
+  EXPECT_EQ(waiting.state(), QUEUED);
+  EXPECT_THAT(waiting.waiting_reason(), HasSubstr("0 idle of 1 registered"));
+}
+
+TEST_F(CoordinatorCoreTest, AnActorCrashLoopFailsTheRunWithTheLastError) {
+  options_.max_worker_failures = 3;
+  options_.worker_failure_window = absl::Minutes(10);
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse other,
+                       core_->SubmitRun(Request()));
+  Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  for (int failure = 1; failure <= 4; ++failure) {
+    const Assignment assignment = Beat(*core_, "actor-0", a);
+    ASSERT_EQ(assignment.run_id(), id) << "failure " << failure;
+    ReportStatusRequest report;
+    report.set_worker_id("actor-0");
+    report.set_assignment_id(assignment.assignment_id());
+    report.set_finished(true);
+    report.set_error(absl::StrCat("cannot allocate ", failure));
+    ASSERT_OK(core_->ReportStatus(report));
+    // Freed, then topped up again with a new assignment (a restart).
+    EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), "");
+    core_->Tick();
+  }
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(id));
+  EXPECT_EQ(run.state(), FAILED);
+  EXPECT_THAT(run.failure_reason(),
+              HasSubstr("its workers failed 4 times within 10m (limit 3); "
+                        "last: actor actor-0: cannot allocate 4"));
+  // The failing run does not hold its workers: the next run is placed.
+  EXPECT_EQ(core_->GetRun(other.run().run_id())->state(), RUNNING);
+}
+
+TEST_F(CoordinatorCoreTest, FailuresOutsideTheWindowAreForgotten) {
+  options_.max_worker_failures = 1;
+  options_.worker_failure_window = absl::Minutes(1);
+  options_.lease_ttl = absl::Hours(1);
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  for (int restart = 0; restart < 3; ++restart) {
+    // The actor process died and came back without its assignment: one
+    // failure a time, two minutes apart.
+    const int64_t a = Register(*core_, "actor-0", ACTOR);
+    core_->Tick();
+    EXPECT_EQ(core_->GetRun(id)->state(), RUNNING) << "restart " << restart;
+    EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), id);
+    now_ += absl::Minutes(2);
+  }
+  // Two within the window are one too many.
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  Register(*core_, "actor-0", ACTOR);
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(id));
+  EXPECT_EQ(run.state(), FAILED);
+  EXPECT_THAT(run.failure_reason(), HasSubstr("actor actor-0 restarted"));
 }
 
 }  // namespace

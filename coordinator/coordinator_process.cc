@@ -100,6 +100,22 @@ class CoordinatorProcess::Impl {
     if (options_.lease_ttl <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--lease_ttl_s: must be > 0");
     }
+    if (options_.unplaceable_timeout < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--unplaceable_timeout_s: must be >= 0 (0: wait for ever)");
+    }
+    if (options_.max_worker_failures < 0) {
+      return absl::InvalidArgumentError("--max_worker_failures: must be >= 0");
+    }
+    if (options_.worker_failure_window <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          "--worker_failure_window_s: must be > 0");
+    }
+    if (options_.max_message_mb < 1 || options_.max_message_mb > 2047) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_message_mb: must be in [1, 2047] (got ",
+                       options_.max_message_mb, ")"));
+    }
     std::error_code ec;
     const auto parent = std::filesystem::path(options_.store).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -107,6 +123,11 @@ class CoordinatorProcess::Impl {
     core.store_path = options_.store;
     core.runs_dir = options_.runs_dir;
     core.lease_ttl = options_.lease_ttl;
+    core.unplaceable_timeout = options_.unplaceable_timeout;
+    core.max_worker_failures = options_.max_worker_failures;
+    core.worker_failure_window = options_.worker_failure_window;
+    core.footprint_limits.max_message_bytes =
+        static_cast<double>(options_.max_message_mb) * (1 << 20);
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
     runs_ = std::make_unique<RunServiceImpl>(core_.get());
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());

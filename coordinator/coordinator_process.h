@@ -25,6 +25,13 @@ struct CoordinatorProcessOptions {
   std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
   absl::Duration lease_ttl = absl::Seconds(10);
   int max_request_kb = 1024;
+  // Admission and crash loops (coordinator_core.h's CoordinatorOptions).
+  absl::Duration unplaceable_timeout = absl::Minutes(10);
+  int max_worker_failures = 10;
+  absl::Duration worker_failure_window = absl::Minutes(10);
+  // Largest segment or policy a run may need on the wire; the learners'
+  // --max_message_mb must be at least this.
+  int max_message_mb = 256;
   // Embedded default when embedded.local_workers is set; its host, port and
   // runs_dir are filled from the above.
   EmbeddedSystemOptions embedded;

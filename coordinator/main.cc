@@ -22,6 +22,17 @@ ABSL_FLAG(std::string, runs_dir, "runs",
           "Checkpoints go to <runs_dir>/<run id>.");
 ABSL_FLAG(double, lease_ttl_s, 10, "Seconds a worker lease lasts.");
 ABSL_FLAG(int, max_request_kb, 1024, "Largest request accepted, in KiB.");
+ABSL_FLAG(double, unplaceable_timeout_s, 600,
+          "A queued run that no registered workers could hold (device, "
+          "memory, count) FAILS after this many seconds; 0: waits for ever.");
+ABSL_FLAG(int, max_worker_failures, 10,
+          "A run whose workers fail more often than this within "
+          "--worker_failure_window_s FAILS with the last error.");
+ABSL_FLAG(double, worker_failure_window_s, 600,
+          "Window of --max_worker_failures, in seconds.");
+ABSL_FLAG(int, max_message_mb, 256,
+          "Runs whose rollout segment or policy would exceed this on the "
+          "wire are refused at submit (match the learners' --max_message_mb).");
 ABSL_FLAG(std::string, local_workers, "",
           "Embedded default: spawn and supervise local workers, e.g. "
           "learners=1,actors=2.");
@@ -70,6 +81,12 @@ int main(int argc, char** argv) {
   options.runs_dir = absl::GetFlag(FLAGS_runs_dir);
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.max_request_kb = absl::GetFlag(FLAGS_max_request_kb);
+  options.unplaceable_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_unplaceable_timeout_s));
+  options.max_worker_failures = absl::GetFlag(FLAGS_max_worker_failures);
+  options.worker_failure_window =
+      absl::Seconds(absl::GetFlag(FLAGS_worker_failure_window_s));
+  options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   rl::EmbeddedSystemOptions& embedded = options.embedded;
   embedded.local_workers = absl::GetFlag(FLAGS_local_workers);
   embedded.learner_binary = absl::GetFlag(FLAGS_learner_binary);

@@ -39,6 +39,17 @@ void Scheduler::SetRendezvousAddress(const std::string& worker_id,
   if (it != workers_.end()) it->second.rendezvous_address = address;
 }
 
+void Scheduler::SetMemory(const std::string& worker_id, int64_t bytes) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end())
+    it->second.memory_bytes = std::max<int64_t>(0, bytes);
+}
+
+void Scheduler::ReleaseWorker(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it != workers_.end()) it->second.run_id.clear();
+}
+
 absl::StatusOr<Lease> Scheduler::Heartbeat(const std::string& worker_id,
                                            int64_t epoch) {
   auto it = workers_.find(worker_id);
@@ -82,7 +93,7 @@ void Scheduler::Enqueue(const std::string& run_id, const RunSpec& spec,
   for (auto& [id, w] : workers_) {
     if (w.run_id == run_id) w.run_id.clear();
   }
-  queue_.push_back({run_id, spec, order});
+  queue_.push_back({run_id, spec, EstimateRunFootprint(spec), order});
 }
 
 void Scheduler::MarkPlaced(const std::string& run_id, const RunSpec& spec) {
@@ -113,8 +124,11 @@ void Scheduler::Assign(SchedulerWorker& w, const std::string& run_id,
 }
 
 bool Scheduler::Fits(const SchedulerWorker& w, WorkerRole role,
-                     const std::string& device) const {
+                     const std::string& device, double bytes) const {
   if (w.role != role || !w.run_id.empty()) return false;
+  if (w.memory_bytes > 0 && bytes > static_cast<double>(w.memory_bytes)) {
+    return false;
+  }
   if (device.empty() || device == "cpu") return true;
   // "cuda" fits any CUDA device, "cuda:N" that one.
   for (const std::string& d : w.devices) {
@@ -139,10 +153,10 @@ std::vector<Placement> Scheduler::Place() {
     std::vector<std::string> learners, actors;
     for (const auto& [id, w] : workers_) {
       if (static_cast<int>(learners.size()) < res.num_learners() &&
-          Fits(w, LEARNER, res.learner_device())) {
+          Fits(w, LEARNER, res.learner_device(), q->footprint.learner_bytes)) {
         learners.push_back(id);
       } else if (static_cast<int>(actors.size()) < res.num_actors() &&
-                 Fits(w, ACTOR, res.actor_device())) {
+                 Fits(w, ACTOR, res.actor_device(), q->footprint.actor_bytes)) {
         actors.push_back(id);
       }
     }
@@ -177,6 +191,7 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
           return entry.second.run_id == run_id && entry.second.role == LEARNER;
         });
     if (!has_learner) continue;
+    const double actor_bytes = EstimateRunFootprint(spec).actor_bytes;
     std::vector<bool> rank_taken(spec.resources().num_actors(), false);
     for (const auto& [id, w] : workers_) {
       if (w.run_id == run_id && w.role == ACTOR &&
@@ -187,7 +202,7 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
     for (size_t rank = 0; rank < rank_taken.size(); ++rank) {
       if (rank_taken[rank]) continue;
       for (auto& [id, w] : workers_) {
-        if (Fits(w, ACTOR, spec.resources().actor_device())) {
+        if (Fits(w, ACTOR, spec.resources().actor_device(), actor_bytes)) {
           Assign(w, run_id, static_cast<int>(rank));
           added.emplace_back(run_id, id);
           break;
@@ -198,30 +213,38 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
   return added;
 }
 
-std::string Scheduler::WhyWaiting(const std::string& run_id) const {
-  auto q = std::find_if(queue_.begin(), queue_.end(),
-                        [&](const QueuedRun& r) { return r.run_id == run_id; });
-  if (q == queue_.end()) return "";
-  const Resources& res = q->spec.resources();
+std::vector<std::string> Scheduler::Shortfalls(const QueuedRun& q,
+                                               bool if_idle) const {
+  const Resources& res = q.spec.resources();
   std::vector<std::string> reasons;
   auto check = [&](WorkerRole role, const std::string& device, int needed,
-                   const char* what) {
+                   double bytes, const char* what) {
     const std::string dev = device.empty() ? "cpu" : device;
-    int registered = 0, fitting = 0, idle = 0;
+    int registered = 0, with_device = 0, fitting = 0, idle = 0;
+    int64_t largest = 0;
     for (const auto& [id, w] : workers_) {
       if (w.role != role) continue;
       ++registered;
       SchedulerWorker probe = w;
       probe.run_id.clear();
-      if (!Fits(probe, role, device)) continue;
+      if (!Fits(probe, role, device, 0)) continue;
+      ++with_device;
+      largest = std::max(largest, w.memory_bytes);
+      if (!Fits(probe, role, device, bytes)) continue;
       ++fitting;
-      if (w.run_id.empty()) ++idle;
+      if (w.run_id.empty() || if_idle) ++idle;
     }
     if (idle >= needed) return;
-    if (fitting < needed && dev != "cpu") {
+    if (with_device < needed && dev != "cpu") {
       reasons.push_back(absl::StrCat("needs ", needed, " ", what, " with ", dev,
-                                     ": ", fitting, " of ", registered,
+                                     ": ", with_device, " of ", registered,
                                      " registered have it"));
+    } else if (fitting < needed && with_device >= needed) {
+      reasons.push_back(
+          absl::StrCat("needs ", needed, " ", what, " with about ",
+                       FormatBytes(bytes), " of memory each: ", fitting, " of ",
+                       registered, " registered have enough (the largest has ",
+                       FormatBytes(largest), ")"));
     } else {
       reasons.push_back(absl::StrCat("needs ", needed, " ", what, " (", dev,
                                      "): ", idle, " idle of ", registered,
@@ -229,10 +252,30 @@ std::string Scheduler::WhyWaiting(const std::string& run_id) const {
     }
   };
   check(LEARNER, res.learner_device(), std::max(1, res.num_learners()),
-        "learners");
+        q.footprint.learner_bytes, "learners");
   check(ACTOR, res.actor_device(),
-        res.min_actors() > 0 ? res.min_actors() : res.num_actors(), "actors");
-  return absl::StrJoin(reasons, "; ");
+        res.min_actors() > 0 ? res.min_actors() : res.num_actors(),
+        q.footprint.actor_bytes, "actors");
+  return reasons;
+}
+
+std::string Scheduler::WhyWaiting(const std::string& run_id) const {
+  auto q = std::find_if(queue_.begin(), queue_.end(),
+                        [&](const QueuedRun& r) { return r.run_id == run_id; });
+  if (q == queue_.end()) return "";
+  return absl::StrJoin(Shortfalls(*q, /*if_idle=*/false), "; ");
+}
+
+bool Scheduler::CouldEverPlace(const std::string& run_id) const {
+  auto q = std::find_if(queue_.begin(), queue_.end(),
+                        [&](const QueuedRun& r) { return r.run_id == run_id; });
+  return q == queue_.end() || Shortfalls(*q, /*if_idle=*/true).empty();
+}
+
+std::vector<std::string> Scheduler::QueuedRuns() const {
+  std::vector<std::string> ids;
+  for (const QueuedRun& q : queue_) ids.push_back(q.run_id);
+  return ids;
 }
 
 std::vector<std::string> Scheduler::PlacedRunsWithoutLearners() const {

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
+#include "runspec/run_footprint.h"
 
 namespace rl {
 
@@ -29,6 +30,8 @@ struct SchedulerWorker {
   std::string address;
   // Learners: host:port of their rendezvous store.
   std::string rendezvous_address;
+  // The memory its host reports; 0: unknown (fits any run).
+  int64_t memory_bytes = 0;
   int64_t epoch = 0;
   absl::Time lease_expiry;
   std::string run_id;  // empty: idle
@@ -67,6 +70,11 @@ class Scheduler {
   void SetRendezvousAddress(const std::string& worker_id,
                             const std::string& address);
 
+  // Records the memory worker `worker_id` has (its host's, in bytes); a run
+  // whose estimated footprint (runspec/run_footprint.h) is larger does not
+  // go there.
+  void SetMemory(const std::string& worker_id, int64_t bytes);
+
   // Renews the lease. NOT_FOUND for an unknown worker, FAILED_PRECONDITION
   // for an expired lease or a stale epoch (the worker must re-register).
   absl::StatusOr<Lease> Heartbeat(const std::string& worker_id, int64_t epoch);
@@ -93,6 +101,16 @@ class Scheduler {
   // would fit), e.g. "needs 2 learners (cpu): 1 idle of 1 registered".
   std::string WhyWaiting(const std::string& run_id) const;
 
+  // Whether queued run `run_id` would fit if every registered worker were
+  // idle: false when no worker has the device, enough memory, or there are
+  // too few workers of a role. Such a run can only wait for new workers.
+  bool CouldEverPlace(const std::string& run_id) const;
+  std::vector<std::string> QueuedRuns() const;
+
+  // Frees `worker_id` from its run (e.g. an actor that failed); the run's
+  // placement keeps its other workers and tops the actor up again.
+  void ReleaseWorker(const std::string& worker_id);
+
   // Placed runs none of whose learners is registered.
   std::vector<std::string> PlacedRunsWithoutLearners() const;
 
@@ -104,10 +122,16 @@ class Scheduler {
   struct QueuedRun {
     std::string run_id;
     RunSpec spec;
+    RunFootprint footprint;
     int64_t order = 0;
   };
+  // Idle, of `role`, with `device`, and with `bytes` of memory (if known).
   bool Fits(const SchedulerWorker& w, WorkerRole role,
-            const std::string& device) const;
+            const std::string& device, double bytes) const;
+  // How queued run `q` fares on the registered workers: one reason per role
+  // that falls short ("" when it would fit now); `if_idle`: as if every
+  // worker were idle.
+  std::vector<std::string> Shortfalls(const QueuedRun& q, bool if_idle) const;
   void Assign(SchedulerWorker& w, const std::string& run_id, int rank);
 
   Clock clock_;

@@ -156,5 +156,51 @@ TEST_F(SchedulerTest, SaysWhyARunWaits) {
   EXPECT_EQ(scheduler_.WhyWaiting("small"), "");
 }
 
+TEST_F(SchedulerTest, MemoryFitAndRunsThatCouldNeverBePlaced) {
+  RunSpec big = Spec(1, 1, 1);
+  big.set_envs_per_actor(4096);
+  big.set_segment_length(1024);
+  big.mutable_env()->set_observation_size(4);
+  big.mutable_env()->set_num_discrete_actions(2);
+  scheduler_.Register("l0", LEARNER, {}, "");
+  scheduler_.SetMemory("l0", 16 << 20);
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.SetMemory("a0", 16 << 20);
+  scheduler_.Enqueue("big", big, 1);
+  scheduler_.Enqueue("small", Spec(1, 1, 1), 2);
+  const auto placed = scheduler_.Place();
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].run_id, "small");  // not blocked behind "big"
+  EXPECT_FALSE(scheduler_.CouldEverPlace("big"));
+  EXPECT_EQ(scheduler_.QueuedRuns(), std::vector<std::string>{"big"});
+  EXPECT_NE(scheduler_.WhyWaiting("big").find(
+                "of memory each: 0 of 1 registered have enough (the largest "
+                "has 16 MiB)"),
+            std::string::npos)
+      << scheduler_.WhyWaiting("big");
+  // A worker of unknown memory (0) may take it.
+  scheduler_.Register("l1", LEARNER, {}, "");
+  scheduler_.Register("a1", ACTOR, {}, "");
+  EXPECT_TRUE(scheduler_.CouldEverPlace("big"));
+  ASSERT_EQ(scheduler_.Place().size(), 1u);
+  EXPECT_EQ(scheduler_.worker("l1")->run_id, "big");
+}
+
+TEST_F(SchedulerTest, BusyIsNotNever) {
+  scheduler_.Register("l0", LEARNER, {}, "");
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Enqueue("first", Spec(1, 1, 1), 1);
+  scheduler_.Enqueue("second", Spec(1, 1, 1), 2);
+  ASSERT_EQ(scheduler_.Place().size(), 1u);
+  EXPECT_TRUE(scheduler_.CouldEverPlace("second"));
+  scheduler_.Enqueue("two-learners", Spec(2, 1, 1), 3);
+  EXPECT_FALSE(scheduler_.CouldEverPlace("two-learners"));
+  // A failed actor is freed from its run, which tops it up again.
+  scheduler_.ReleaseWorker("a0");
+  EXPECT_EQ(scheduler_.worker("a0")->run_id, "");
+  ASSERT_EQ(scheduler_.TopUpActors().size(), 1u);
+  EXPECT_EQ(scheduler_.worker("a0")->run_id, "first");
+}
+
 }  // namespace
 }  // namespace rl

@@ -1,7 +1,7 @@
 // Real gloo process groups over loopback, one thread per rank.
 #include "learner/c10d_collective.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <atomic>
 #include <functional>

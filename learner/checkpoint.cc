@@ -1,14 +1,19 @@
 #include "learner/checkpoint.h"
 
+#include <fcntl.h>
+#include <torch/serialize.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <sstream>
+#include <string>
+#include <system_error>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -29,15 +34,83 @@ bool IsComplete(const fs::path& dir) {
 std::vector<fs::path> CompleteCheckpoints(const std::string& root) {
   std::vector<fs::path> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) == 0 && IsComplete(entry.path())) {
-      found.push_back(entry.path());
+  // increment(ec): a directory that fails mid-listing is not an exception.
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && IsComplete(it->path())) {
+      found.push_back(it->path());
     }
   }
   // Zero-padded counters: lexicographic order is numeric order.
   std::sort(found.begin(), found.end());
   return found;
+}
+
+// A full disk is RESOURCE_EXHAUSTED, as is a file-size limit (EFBIG); other
+// errors keep errno's canonical code.
+absl::Status FileError(int error, absl::string_view what,
+                       const fs::path& path) {
+  const absl::StatusCode code = error == EFBIG
+                                    ? absl::StatusCode::kResourceExhausted
+                                    : absl::ErrnoToStatusCode(error);
+  return absl::Status(code,
+                      absl::StrCat("cannot ", what, " ", path.string(), ": ",
+                                   std::generic_category().message(error)));
+}
+
+absl::Status FileError(const std::error_code& ec, absl::string_view what,
+                       const fs::path& path) {
+  return FileError(ec.value(), what, path);
+}
+
+// Writes `bytes` to a new file `path` and syncs it. LibTorch's own file
+// writer throws from its destructor when a write fails (a full disk), which
+// terminates the process; these calls return their errors instead.
+absl::Status WriteFileSynced(const fs::path& path, absl::string_view bytes) {
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return FileError(errno, "create", path);
+  absl::Status status;
+  size_t written = 0;
+  while (status.ok() && written < bytes.size()) {
+    const ssize_t n =
+        ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      status = FileError(n < 0 ? errno : ENOSPC, "write", path);
+    } else {
+      written += static_cast<size_t>(n);
+    }
+  }
+  if (status.ok() && ::fsync(fd) != 0) status = FileError(errno, "sync", path);
+  if (::close(fd) != 0 && status.ok()) {
+    status = FileError(errno, "close", path);
+  }
+  return status;
+}
+
+// Makes the entries of `dir` (a rename, new files) durable.
+absl::Status SyncDirectory(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return FileError(errno, "open", dir);
+  absl::Status status;
+  // EINVAL: a file system that cannot sync directories (nothing to do).
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    status = FileError(errno, "sync", dir);
+  }
+  ::close(fd);
+  return status;
+}
+
+struct CheckpointBytes {
+  std::string policy, optimizer, state;
+};
+
+std::string SaveToString(torch::serialize::OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
 }
 
 }  // namespace
@@ -47,6 +120,24 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                                             ActorCritic& policy,
                                             torch::optim::Optimizer& optimizer,
                                             const TensorMap& extra, int keep) {
+  // In memory first, archives and their writers destroyed inside the
+  // catch: nothing of LibTorch's touches the disk.
+  ASSIGN_OR_RETURN(const CheckpointBytes bytes,
+                   CatchTorchErrors("serialising checkpoint", [&] {
+                     CheckpointBytes out;
+                     torch::serialize::OutputArchive model;
+                     policy->save(model);
+                     out.policy = SaveToString(model);
+                     torch::serialize::OutputArchive opt;
+                     optimizer.save(opt);
+                     out.optimizer = SaveToString(opt);
+                     torch::serialize::OutputArchive state;
+                     for (const auto& [name, tensor] : extra)
+                       state.write(name, tensor);
+                     out.state = SaveToString(state);
+                     return out;
+                   }));
+
   const fs::path final_dir =
       fs::path(root) / absl::StrFormat("%s%012d", kPrefix, counter);
   // Unique per process, so that a writer never removes another's work.
@@ -55,44 +146,34 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
       absl::StrFormat(".tmp-%s%012d-%d", kPrefix, counter, getpid());
   std::error_code ec;
   fs::create_directories(root, ec);
+  if (ec) return FileError(ec, "create checkpoint directory", root);
   fs::remove_all(tmp_dir, ec);
-  if (!fs::create_directories(tmp_dir, ec)) {
-    return absl::InternalError(
-        absl::StrCat("cannot create ", tmp_dir.string(), ": ", ec.message()));
-  }
-  const absl::Status written = CatchTorchErrors("writing checkpoint", [&] {
-    torch::serialize::OutputArchive model;
-    policy->save(model);
-    model.save_to((tmp_dir / "policy.pt").string());
-    torch::serialize::OutputArchive opt;
-    optimizer.save(opt);
-    opt.save_to((tmp_dir / "optimizer.pt").string());
-    torch::serialize::OutputArchive state;
-    for (const auto& [name, tensor] : extra) state.write(name, tensor);
-    state.save_to((tmp_dir / "state.pt").string());
-  });
-  if (!written.ok()) {
-    fs::remove_all(tmp_dir, ec);
-    return written;
-  }
-  {
-    std::ofstream marker(tmp_dir / kComplete);
-    marker << counter << "\n";
-    if (!marker) return absl::InternalError("cannot write COMPLETE marker");
-  }
+  fs::create_directory(tmp_dir, ec);
+  if (ec) return FileError(ec, "create", tmp_dir);
+  // Every failure from here on leaves no temporary directory behind.
+  absl::Cleanup remove_tmp = [&tmp_dir] {
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+  };
+  RETURN_IF_ERROR(WriteFileSynced(tmp_dir / "policy.pt", bytes.policy));
+  RETURN_IF_ERROR(WriteFileSynced(tmp_dir / "optimizer.pt", bytes.optimizer));
+  RETURN_IF_ERROR(WriteFileSynced(tmp_dir / "state.pt", bytes.state));
+  RETURN_IF_ERROR(
+      WriteFileSynced(tmp_dir / kComplete, absl::StrCat(counter, "\n")));
+  RETURN_IF_ERROR(SyncDirectory(tmp_dir));
   fs::remove_all(final_dir, ec);
   fs::rename(tmp_dir, final_dir, ec);
   if (ec && IsComplete(final_dir)) {
     // Another writer (a learner being replaced) completed this checkpoint
     // between our remove and rename; its copy is as good as ours.
-    fs::remove_all(tmp_dir, ec);
     ec.clear();
   }
-  if (ec) {
-    return absl::InternalError(absl::StrCat("cannot rename checkpoint to ",
-                                            final_dir.string(), ": ",
-                                            ec.message()));
-  }
+  if (ec) return FileError(ec, "rename checkpoint to", final_dir);
+  std::move(remove_tmp).Cancel();
+  fs::remove_all(tmp_dir, ec);  // only there if the other writer won
+  // The rename is durable once the root is synced; a failure here leaves a
+  // complete checkpoint that a crash might lose, not a partial one.
+  RETURN_IF_ERROR(SyncDirectory(root));
   std::vector<fs::path> all = CompleteCheckpoints(root);
   for (size_t i = 0; i + std::max(keep, 1) < all.size(); ++i) {
     fs::remove_all(all[i], ec);

@@ -6,7 +6,8 @@
 #ifndef RL_LEARNER_CHECKPOINT_H_
 #define RL_LEARNER_CHECKPOINT_H_
 
-#include <torch/torch.h>
+#include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <map>
 #include <string>
@@ -20,7 +21,12 @@ namespace rl {
 using TensorMap = std::map<std::string, torch::Tensor>;
 
 // Writes checkpoint `counter` under `root` and keeps only the newest `keep`.
-// Returns the checkpoint's directory.
+// Returns the checkpoint's directory. The archives are serialised in memory
+// and written with checked, synced writes: a storage failure is a Status
+// naming the file (a full disk or a file-size limit RESOURCE_EXHAUSTED,
+// others errno's canonical code), never an exception or an abort, and it
+// removes the temporary directory, so the previous checkpoint stays the
+// latest.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                                             int64_t counter,
                                             ActorCritic& policy,

@@ -1,14 +1,22 @@
 #include "learner/checkpoint.h"
 
-#include <filesystem>
+#include <sys/resource.h>
+#include <torch/optim/adam.h>
 
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::HasSubstr;
 
 ActorCriticConfig Config(int hidden) {
   ActorCriticConfig c;
@@ -91,6 +99,84 @@ TEST(CheckpointTest, MismatchedShapesAreRejected) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(status.message()).find("does not fit"),
             std::string::npos);
+}
+
+// A full disk, simulated without mounting anything (the tests may run as
+// root, so permissions would not stop a write): while this lives, this
+// process's files cannot grow past `bytes`, and a write beyond fails with
+// EFBIG (SIGXFSZ, which would kill the process, is ignored).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved_;
+    limited.rlim_cur = std::min(bytes, saved_.rlim_max);
+    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, previous_handler_);
+  }
+
+ private:
+  rlimit saved_{};
+  void (*previous_handler_)(int) = nullptr;
+};
+
+std::vector<std::string> TempDirsIn(const std::string& root) {
+  std::vector<std::string> found;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".tmp", 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
+// The disk fills while a checkpoint is written: a RESOURCE_EXHAUSTED Status
+// naming the file (not an abort), no temporary directory left, the previous
+// checkpoint still the latest; once space returns, writing works again.
+TEST(CheckpointTest, AFullDiskIsAStatusAndKeepsThePreviousCheckpoint) {
+  const std::string root = MakeTestDir("full");
+  ActorCritic policy(Config(8));
+  torch::optim::Adam adam(policy->parameters());
+  ASSERT_OK_AND_ASSIGN(const std::string first,
+                       WriteCheckpoint(root, 1, policy, adam, {}, 3));
+  absl::StatusOr<std::string> full;
+  {
+    FileSizeLimit limit(64);
+    full = WriteCheckpoint(root, 2, policy, adam, {}, 3);
+  }
+  EXPECT_THAT(full.status(), StatusIs(absl::StatusCode::kResourceExhausted,
+                                      HasSubstr("cannot write ")));
+  EXPECT_THAT(std::string(full.status().message()), HasSubstr("policy.pt"));
+  EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
+  EXPECT_FALSE(fs::exists(fs::path(root) / "ckpt-000000000002"));
+  EXPECT_EQ(LatestCheckpoint(root).value_or(""), first);
+  EXPECT_OK(ReadCheckpoint(first, policy, &adam, nullptr));
+
+  ASSERT_OK_AND_ASSIGN(const std::string third,
+                       WriteCheckpoint(root, 3, policy, adam, {}, 3));
+  EXPECT_EQ(LatestCheckpoint(root).value_or(""), third);
+  EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
+}
+
+// A root that cannot be a directory (a regular file is in the way): a clear
+// Status naming the path, nothing written.
+TEST(CheckpointTest, AnUnusableRootIsAStatusNamingThePath) {
+  const std::string dir = MakeTestDir("blocked");
+  const fs::path file = fs::path(dir) / "not-a-dir";
+  std::ofstream(file) << "x";
+  ActorCritic policy(Config(4));
+  torch::optim::Adam adam(policy->parameters());
+  const std::string root = (file / "checkpoints").string();
+  const auto written = WriteCheckpoint(root, 1, policy, adam, {}, 1);
+  EXPECT_THAT(written.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot create checkpoint directory " + root +
+                                 ": Not a directory")));
+  EXPECT_EQ(LatestCheckpoint(root).status().code(),
+            absl::StatusCode::kNotFound);
 }
 
 }  // namespace

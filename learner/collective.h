@@ -10,7 +10,7 @@
 #ifndef RL_LEARNER_COLLECTIVE_H_
 #define RL_LEARNER_COLLECTIVE_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>

@@ -1,7 +1,9 @@
 #include "learner/learner_core.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -84,6 +86,7 @@ class LearnerCore::Impl {
     updater_ = std::make_unique<PpoUpdater>(
         policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     updater_->set_collective(options_.collective.get());
+    updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
     if (!options_.run_dir.empty() && rank_ == 0) {
       auto latest = LatestCheckpoint(CheckpointRoot());
       if (latest.ok()) {
@@ -244,6 +247,11 @@ class LearnerCore::Impl {
     return status_;
   }
 
+  LearnerFaultCounts fault_counts() const {
+    absl::MutexLock lock(&mu_);
+    return faults_;
+  }
+
   bool WaitUntilDone(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
@@ -316,7 +324,17 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(UpdateFromStaged());
       if (Finished()) {
         RETURN_IF_ERROR(Publish(/*final=*/true));
-        if (!options_.run_dir.empty()) RETURN_IF_ERROR(Checkpoint());
+        if (!options_.run_dir.empty()) {
+          // No later interval to try again at: the run's end is not
+          // durable, so the run fails (its last checkpoint is resumable).
+          const absl::Status written = Checkpoint();
+          if (!written.ok()) {
+            return absl::Status(
+                written.code(),
+                absl::StrCat("the final checkpoint failed (",
+                             LatestCheckpointText(), "): ", written.message()));
+          }
+        }
         return absl::OkStatus();
       }
     }
@@ -379,6 +397,15 @@ class LearnerCore::Impl {
     }
     // Never publish (or checkpoint) weights that are not finite.
     RETURN_IF_ERROR(CheckWeightsFinite(update));
+    if (stats.nonfinite_minibatches > 0) {
+      RL_LOG_WARNING(
+          "update {}: the loss or gradient was not finite in {} minibatches; "
+          "their gradients were not applied ({} such updates in a row, the "
+          "run fails at {})",
+          update, stats.nonfinite_minibatches,
+          stats.consecutive_nonfinite_updates,
+          std::max(1, options_.max_nonfinite_updates));
+    }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -426,6 +453,9 @@ class LearnerCore::Impl {
         target_reached_ = true;
         target_reached_at_ = status_.env_steps();
       }
+      if (stats.nonfinite_minibatches > 0) ++faults_.nonfinite_updates;
+      faults_.consecutive_nonfinite_updates =
+          stats.consecutive_nonfinite_updates;
       RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
                    status_.updates(), batch.size(), seconds, stats.approx_kl);
       if (Emitter* e = options_.emitter) {
@@ -437,6 +467,8 @@ class LearnerCore::Impl {
         }
         EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
                           options_.grad_norm_interval);
+        e->Emit("learner/nonfinite_updates", step,
+                static_cast<double>(faults_.nonfinite_updates));
         e->Emit("learner/steps_per_second", step, progress->steps_per_second());
         e->Emit("learner/policy_lag", step,
                 batch.empty() ? 0 : lag / static_cast<double>(batch.size()));
@@ -475,9 +507,42 @@ class LearnerCore::Impl {
     }
     const int interval = options_.spec.checkpoint_interval();
     if (!options_.run_dir.empty() && interval > 0 && updates % interval == 0) {
-      RETURN_IF_ERROR(Checkpoint());
+      RETURN_IF_ERROR(PeriodicCheckpoint());
     }
     return absl::OkStatus();
+  }
+
+  // A failed write is counted (by Checkpoint) and tried again at the next
+  // interval: a full disk may be freed meanwhile. Only
+  // max_checkpoint_failures in a row end the run, with the write's status.
+  absl::Status PeriodicCheckpoint() {
+    const absl::Status written = Checkpoint();
+    if (written.ok()) return absl::OkStatus();
+    const int64_t in_a_row = fault_counts().consecutive_checkpoint_failures;
+    const int limit = std::max(1, options_.max_checkpoint_failures);
+    if (in_a_row < limit) {
+      RL_LOG_ERROR(
+          "checkpoint failed ({} in a row; the run fails at {}), training "
+          "goes on and the next interval tries again: {}",
+          in_a_row, limit, written.ToString());
+      return absl::OkStatus();
+    }
+    return absl::Status(written.code(),
+                        absl::StrCat(in_a_row,
+                                     " checkpoints in a row failed (the limit, "
+                                     "max_checkpoint_failures, is ",
+                                     limit, "; ", LatestCheckpointText(),
+                                     "): ", written.message()));
+  }
+
+  // Where a restart would resume, for messages.
+  std::string LatestCheckpointText() const {
+    const absl::StatusOr<std::string> latest =
+        LatestCheckpoint(CheckpointRoot());
+    return latest.ok()
+               ? absl::StrCat("the latest complete checkpoint is still ",
+                              *latest)
+               : "there is no complete checkpoint";
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {
@@ -562,18 +627,37 @@ class LearnerCore::Impl {
     return absl::OkStatus();
   }
 
+  // Writes and counts a checkpoint (rank 0 only).
   absl::Status Checkpoint() {
     if (rank_ != 0) return absl::OkStatus();  // rank 0 writes the gang's
-    const int64_t updates = GetStatus().updates();
-    ASSIGN_OR_RETURN(const std::string dir,
-                     WriteCheckpoint(CheckpointRoot(), updates, policy_,
-                                     updater_->optimizer(), StateTensors(),
-                                     options_.spec.keep_checkpoints()));
+    const LearnerStatus status = GetStatus();
+    const absl::StatusOr<std::string> dir = WriteCheckpoint(
+        CheckpointRoot(), status.updates(), policy_, updater_->optimizer(),
+        StateTensors(), options_.spec.keep_checkpoints());
+    int64_t failures, recovered_after = 0;
     {
       absl::MutexLock lock(&mu_);
-      checkpointed_updates_ = updates;
+      if (dir.ok()) {
+        checkpointed_updates_ = status.updates();
+        ++faults_.checkpoints_written;
+        recovered_after = faults_.consecutive_checkpoint_failures;
+        faults_.consecutive_checkpoint_failures = 0;
+      } else {
+        ++faults_.checkpoint_failures;
+        ++faults_.consecutive_checkpoint_failures;
+      }
+      failures = faults_.checkpoint_failures;
     }
-    RL_LOG_DEBUG("checkpoint {}", dir);
+    if (options_.emitter != nullptr) {
+      options_.emitter->Emit("learner/checkpoint_failures", status.env_steps(),
+                             static_cast<double>(failures));
+    }
+    if (!dir.ok()) return dir.status();
+    if (recovered_after > 0) {
+      RL_LOG_INFO("checkpoint {} written after {} failed attempts", *dir,
+                  recovered_after);
+    }
+    RL_LOG_DEBUG("checkpoint {}", *dir);
     return absl::OkStatus();
   }
 
@@ -672,6 +756,7 @@ class LearnerCore::Impl {
   int64_t target_reached_at_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t steps_at_start_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t checkpointed_updates_ ABSL_GUARDED_BY(mu_) = 0;
+  LearnerFaultCounts faults_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex subscribers_mu_;
   int64_t next_subscriber_id_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
@@ -716,6 +801,9 @@ std::shared_ptr<const PolicyUpdate> LearnerCore::LatestPolicy() const {
   return impl_->LatestPolicy();
 }
 LearnerStatus LearnerCore::GetStatus() const { return impl_->GetStatus(); }
+LearnerFaultCounts LearnerCore::fault_counts() const {
+  return impl_->fault_counts();
+}
 bool LearnerCore::WaitUntilDone(absl::Duration timeout) {
   return impl_->WaitUntilDone(timeout);
 }

@@ -59,9 +59,34 @@ struct LearnerOptions {
   // and a mismatch fails the run (DATA_LOSS).
   std::shared_ptr<Collective> collective;
   int sync_check_interval = 10;
+  // An update whose loss or gradient turns NaN or inf (in some minibatch) is
+  // skipped: those gradients are not applied, the update is counted and
+  // reported ("learner/nonfinite_minibatches", "learner/nonfinite_updates")
+  // and training goes on; this many such updates in a row fail the run
+  // (INTERNAL, the updater's message). Values below 1 mean 1.
+  int max_nonfinite_updates = 3;
+  // A checkpoint that cannot be written (a full disk, a storage outage) is
+  // logged, counted ("learner/checkpoint_failures") and tried again at the
+  // next checkpoint interval; this many failures in a row fail the run with
+  // the write's status (RESOURCE_EXHAUSTED for a full disk). The final
+  // checkpoint, having no next interval, fails the run at once. Values
+  // below 1 mean 1.
+  int max_checkpoint_failures = 5;
   // Tests: called on the PPO thread right after each update (before its
   // checks and its publication) with the update's number.
   std::function<void(int64_t, ActorCritic&)> after_update_for_testing;
+};
+
+// Faults the learner recovered from, or is recovering from (LearnerStatus
+// does not carry them).
+struct LearnerFaultCounts {
+  // Updates with non-finite minibatches (skipped), in all and in a row.
+  int64_t nonfinite_updates = 0;
+  int64_t consecutive_nonfinite_updates = 0;
+  // Checkpoint writes on this rank (rank 0 writes the gang's).
+  int64_t checkpoints_written = 0;
+  int64_t checkpoint_failures = 0;
+  int64_t consecutive_checkpoint_failures = 0;
 };
 
 using AckCallback = std::function<void(const RolloutAck&)>;
@@ -96,6 +121,7 @@ class LearnerCore {
   std::shared_ptr<const PolicyUpdate> LatestPolicy() const;
 
   LearnerStatus GetStatus() const;
+  LearnerFaultCounts fault_counts() const;
   // The run this core trains.
   const std::string& run_id() const { return run_id_; }
   // Segments an actor may have in flight beyond its last ack.

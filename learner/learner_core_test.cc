@@ -1,7 +1,10 @@
 #include "learner/learner_core.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -20,7 +23,11 @@
 namespace rl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// Finite (float's maximum is 3.4e38), but the value loss overflows.
+constexpr float kHugeReward = 3e38f;
 
 // CartPole, 2 envs x 4 steps per segment, one minibatch and epoch per
 // update, one actor unless `extra` says otherwise.
@@ -30,11 +37,13 @@ RunSpec Spec(const std::string& extra, int64_t total_env_steps = 1000000) {
       total_env_steps, "\nppo: {num_minibatches: 1, num_epochs: 1}\n", extra));
 }
 
-std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq,
-                                        int64_t version) {
+// Rewards 1, except the first step's: `first_reward`.
+std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq, int64_t version,
+                                        float first_reward = 1) {
   Rollout r = Rollout::Allocate(4, 2, 4, 0);
   r.observations.uniform_(-0.05, 0.05);
   r.rewards.fill_(1);
+  r.rewards[0][0] = first_reward;
   auto s = std::make_unique<RolloutSegment>();
   EXPECT_OK(EncodeSegment(r, s.get()));
   s->set_run_id("t");
@@ -328,6 +337,137 @@ TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
                        HasSubstr("after update 2 the policy's weights are not "
                                  "finite")));
   EXPECT_EQ(core->LatestPolicy()->version(), 2);
+}
+
+// A segment whose reward makes the loss non-finite: that update is skipped
+// (its gradients not applied), counted, and training goes on; only
+// max_nonfinite_updates such updates in a row fail the run, naming the
+// cause, and the update that failed it is not published.
+TEST(LearnerCoreTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
+  LearnerOptions options;
+  options.spec = Spec("");
+  options.run_id = "t";
+  options.max_nonfinite_updates = 3;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1, kHugeReward)));
+  ASSERT_TRUE(WaitForVersion(*core, 2));
+  EXPECT_EQ(core->fault_counts().nonfinite_updates, 1);
+  EXPECT_EQ(core->fault_counts().consecutive_nonfinite_updates, 1);
+  // A good segment trains normally and ends the streak.
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 2, 2)));
+  ASSERT_TRUE(WaitForVersion(*core, 3));
+  EXPECT_EQ(core->fault_counts().nonfinite_updates, 1);
+  EXPECT_EQ(core->fault_counts().consecutive_nonfinite_updates, 0);
+  for (int64_t v = 3; v <= 5; ++v) {
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v, kHugeReward)));
+    if (v < 5) {
+      ASSERT_TRUE(WaitForVersion(*core, v + 1));
+    }
+  }
+  ASSERT_TRUE(core->WaitUntilDone(absl::Seconds(60)));
+  EXPECT_THAT(
+      core->final_status(),
+      StatusIs(absl::StatusCode::kInternal,
+               AllOf(HasSubstr("PPO update: the loss or gradient was not "
+                               "finite"),
+                     HasSubstr("3 updates in a row had non-finite "
+                               "minibatches"))));
+  EXPECT_EQ(core->fault_counts().nonfinite_updates, 3);
+  EXPECT_EQ(core->LatestPolicy()->version(), 5);
+}
+
+// Puts a regular file where the checkpoint directory belongs: every
+// checkpoint write fails (as it would on a full disk) until it is removed.
+void BlockCheckpoints(const std::string& run_dir) {
+  std::ofstream(std::filesystem::path(run_dir) / "checkpoints") << "in the way";
+}
+
+// Checkpoints that cannot be written are counted and do not stop training;
+// once the storage is usable again the next interval writes one.
+TEST(LearnerCoreTest, FailedCheckpointsAreCountedAndRetriedAtTheNextInterval) {
+  const std::string dir = MakeTestDir();
+  BlockCheckpoints(dir);
+  LearnerOptions options;
+  options.spec = Spec("checkpoint_interval: 1");
+  options.run_id = "t";
+  options.run_dir = dir;
+  options.max_checkpoint_failures = 3;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  for (int64_t v = 1; v <= 2; ++v) {
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v)));
+    ASSERT_TRUE(
+        WaitFor([&] { return core->fault_counts().checkpoint_failures >= v; },
+                absl::Seconds(60)));
+  }
+  EXPECT_EQ(core->fault_counts().consecutive_checkpoint_failures, 2);
+  EXPECT_EQ(core->fault_counts().checkpoints_written, 0);
+  EXPECT_EQ(core->GetStatus().updates(), 2);
+  EXPECT_FALSE(core->WaitUntilDone(absl::ZeroDuration()));  // still training
+
+  std::filesystem::remove(std::filesystem::path(dir) / "checkpoints");
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 3, 3)));
+  ASSERT_TRUE(
+      WaitFor([&] { return core->fault_counts().checkpoints_written >= 1; },
+              absl::Seconds(60)));
+  const LearnerFaultCounts faults = core->fault_counts();
+  EXPECT_EQ(faults.checkpoint_failures, 2);
+  EXPECT_EQ(faults.consecutive_checkpoint_failures, 0);
+  ASSERT_OK_AND_ASSIGN(const std::string latest,
+                       LatestCheckpoint(dir + "/checkpoints"));
+  EXPECT_THAT(latest, HasSubstr("ckpt-000000000003"));
+  EXPECT_FALSE(core->WaitUntilDone(absl::ZeroDuration()));
+}
+
+// max_checkpoint_failures failures in a row fail the run with the storage
+// error's code and message; the policies trained meanwhile were published.
+TEST(LearnerCoreTest, CheckpointsFailingTooOftenInARowFailTheRun) {
+  const std::string dir = MakeTestDir();
+  BlockCheckpoints(dir);
+  LearnerOptions options;
+  options.spec = Spec("checkpoint_interval: 1");
+  options.run_id = "t";
+  options.run_dir = dir;
+  options.max_checkpoint_failures = 3;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  for (int64_t v = 1; v <= 3; ++v) {
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v)));
+    ASSERT_TRUE(WaitForVersion(*core, v + 1));
+  }
+  ASSERT_TRUE(core->WaitUntilDone(absl::Seconds(60)));
+  EXPECT_THAT(core->final_status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("3 checkpoints in a row failed"),
+                             HasSubstr("max_checkpoint_failures"),
+                             HasSubstr("there is no complete checkpoint"),
+                             HasSubstr("Not a directory"))));
+  EXPECT_EQ(core->fault_counts().checkpoint_failures, 3);
+  EXPECT_EQ(core->LatestPolicy()->version(), 4);
+}
+
+// The final checkpoint has no later interval to retry at: its failure is
+// the run's, after the final policy was published.
+TEST(LearnerCoreTest, AFailedFinalCheckpointFailsTheRun) {
+  const std::string dir = MakeTestDir();
+  BlockCheckpoints(dir);
+  LearnerOptions options;
+  options.spec = Spec("", /*total_env_steps=*/8);
+  options.run_id = "t";
+  options.run_dir = dir;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1)));
+  ASSERT_TRUE(core->WaitUntilDone(absl::Seconds(60)));
+  EXPECT_THAT(core->final_status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the final checkpoint failed")));
+  EXPECT_TRUE(core->LatestPolicy()->final());
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 // ends only its own stream with INVALID_ARGUMENT naming the field.
 #include "learner/learner_service.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 

@@ -6,7 +6,8 @@
 // prints "learner listening on HOST:PORT" (and writes PORT to --port_file).
 // Exit codes: 0 done (or stopped by SIGTERM/SIGINT), 2 bad flags or run
 // file, 1 other errors (the run failed).
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <algorithm>
 #include <string>

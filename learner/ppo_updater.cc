@@ -119,17 +119,36 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
                      &collective_error);
   });
   RETURN_IF_ERROR(collective_error);
-  ASSIGN_OR_RETURN(const UpdateStats stats, std::move(result));
+  ASSIGN_OR_RETURN(UpdateStats stats, std::move(result));
   if (non_finite > 0) {
-    return absl::InternalError(absl::StrFormat(
-        "PPO update: the loss or gradient was not finite (NaN or inf) in %d "
-        "of the update's minibatches (mean policy loss %g, value loss %g, "
-        "gradient norm %g); their gradients were not applied and the "
-        "observation statistics were not updated. The optimisation "
-        "diverged: lower ppo.learning_rate or the loss coefficients, or "
-        "check the scale of the rewards",
-        non_finite, stats.policy_loss, stats.value_loss, stats.grad_norm));
+    // Every rank of a gang sees the same count (it rides in the gradient
+    // bucket), so all skip or fail together.
+    ++consecutive_nonfinite_updates_;
+    if (consecutive_nonfinite_updates_ >= max_nonfinite_updates_) {
+      const std::string in_a_row =
+          max_nonfinite_updates_ > 1
+              ? absl::StrFormat(
+                    " %d updates in a row had non-finite minibatches (the "
+                    "limit, max_nonfinite_updates, is %d).",
+                    consecutive_nonfinite_updates_, max_nonfinite_updates_)
+              : "";
+      return absl::InternalError(absl::StrFormat(
+          "PPO update: the loss or gradient was not finite (NaN or inf) in %d "
+          "of the update's minibatches (mean policy loss %g, value loss %g, "
+          "gradient norm %g); their gradients were not applied and the "
+          "observation statistics were not updated.%s The optimisation "
+          "diverged: lower ppo.learning_rate or the loss coefficients, or "
+          "check the scale of the rewards",
+          non_finite, stats.policy_loss, stats.value_loss, stats.grad_norm,
+          in_a_row));
+    }
+    // Skipped: the bad minibatches' gradients were zeroed; the rollout
+    // that overflowed is not folded into the normaliser either.
+    stats.nonfinite_minibatches = non_finite;
+    stats.consecutive_nonfinite_updates = consecutive_nonfinite_updates_;
+    return stats;
   }
+  consecutive_nonfinite_updates_ = 0;
   if (collective_ == nullptr) {
     RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
     return stats;

@@ -10,9 +10,12 @@
 //
 // Errors are Statuses, never exceptions: a rollout of the wrong shape or
 // dtype, or with NaN/inf in it, is INVALID_ARGUMENT naming the tensor (and
-// nothing is changed); a loss or gradient that turns non-finite is INTERNAL
-// (those minibatches' gradients are zeroed, so the weights stay finite, and
-// the normaliser is left as it was).
+// nothing is changed). A loss or gradient that turns non-finite (NaN, or
+// inf from an exploding loss or gradient) skips those minibatches: their
+// gradients are zeroed, so the weights stay finite, the normaliser is left
+// as it was, and the update reports them in `nonfinite_minibatches`; the
+// `max_nonfinite_updates`-th such update in a row is INTERNAL (the
+// optimisation diverged).
 //
 // Data-parallel: with a Collective of L ranks, each rank updates from its
 // own share of the rollouts and the ranks compute the update one learner
@@ -28,8 +31,10 @@
 #ifndef RL_LEARNER_PPO_UPDATER_H_
 #define RL_LEARNER_PPO_UPDATER_H_
 
-#include <torch/torch.h>
+#include <torch/optim/adam.h>
+#include <torch/types.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/status/statusor.h"
@@ -52,6 +57,12 @@ struct UpdateStats {
   double learning_rate = 0;
   int epochs = 0;          // epochs run (fewer than configured after a KL stop)
   double gae_seconds = 0;  // wall time of the advantage computation
+  // Minibatches whose loss or gradient was NaN or inf: their gradients were
+  // not applied, and the observation statistics were not updated (the
+  // losses and gradient norm above include them, so they are not finite).
+  int64_t nonfinite_minibatches = 0;
+  // Updates in a row, this one included, with such minibatches.
+  int consecutive_nonfinite_updates = 0;
 };
 
 class PpoUpdater {
@@ -68,6 +79,12 @@ class PpoUpdater {
 
   // Train as one rank of `collective` (not owned; null: alone).
   void set_collective(Collective* collective) { collective_ = collective; }
+  // The number of updates in a row with non-finite minibatches that makes
+  // Update fail (INTERNAL); the ones before are skipped and reported.
+  // Default 1: the first one fails. Values below 1 mean 1.
+  void set_max_nonfinite_updates(int max) {
+    max_nonfinite_updates_ = std::max(1, max);
+  }
 
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
@@ -90,6 +107,8 @@ class PpoUpdater {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   at::Generator generator_;
   Collective* collective_ = nullptr;
+  int max_nonfinite_updates_ = 1;
+  int consecutive_nonfinite_updates_ = 0;
 };
 
 }  // namespace rl

@@ -5,7 +5,8 @@
 //
 // Tolerance: 1e-5 relative to the parameter's scale (float32 sums taken in
 // another order on each side; float64 in the all-reduce).
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <thread>
 #include <vector>

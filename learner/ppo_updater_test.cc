@@ -242,5 +242,55 @@ TEST(PpoUpdaterTest, NonFiniteLossIsAnErrorStatusAndTheWeightsStayFinite) {
   EXPECT_TRUE(torch::equal(obs_mean, mean_before));
 }
 
+// A finite reward so large (3e38, float's maximum is 3.4e38) that the
+// value loss overflows: the update is skipped and reported, training goes
+// on, and only max_nonfinite_updates such updates in a row are an error.
+TEST(PpoUpdaterTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
+  Bandit bandit(/*normalize=*/true);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  updater.set_max_nonfinite_updates(3);
+  double unused;
+  auto huge_reward = [&] {
+    Rollout r = bandit.Collect(&unused);
+    r.rewards[1][5] = 3e38f;
+    return r;
+  };
+  auto all_finite = [&] {
+    for (const auto& p : bandit.policy->parameters()) {
+      if (!torch::isfinite(p).all().item<bool>()) return false;
+    }
+    return true;
+  };
+  const torch::Tensor obs_count = bandit.policy->named_buffers()["obs_count"];
+  const torch::Tensor count_before = obs_count.clone();
+
+  auto update = updater.Update(huge_reward(), 0);
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_GE(update->nonfinite_minibatches, 1);
+  EXPECT_EQ(update->consecutive_nonfinite_updates, 1);
+  EXPECT_TRUE(all_finite());
+  EXPECT_TRUE(torch::equal(obs_count, count_before));  // not folded in
+
+  // A good rollout trains normally and ends the streak.
+  update = updater.Update(bandit.Collect(&unused), 0);
+  ASSERT_TRUE(update.ok()) << update.status();
+  EXPECT_EQ(update->nonfinite_minibatches, 0);
+  EXPECT_EQ(update->consecutive_nonfinite_updates, 0);
+  EXPECT_GT(obs_count.item<double>(), count_before.item<double>());
+
+  for (int i = 1; i <= 2; ++i) {
+    update = updater.Update(huge_reward(), 0);
+    ASSERT_TRUE(update.ok()) << update.status();
+    EXPECT_EQ(update->consecutive_nonfinite_updates, i);
+  }
+  update = updater.Update(huge_reward(), 0);
+  EXPECT_EQ(update.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("PPO update: the loss or gradient was not finite"));
+  EXPECT_THAT(std::string(update.status().message()),
+              HasSubstr("3 updates in a row had non-finite minibatches"));
+  EXPECT_TRUE(all_finite());
+}
+
 }  // namespace
 }  // namespace rl

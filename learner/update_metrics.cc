@@ -16,6 +16,9 @@ void EmitUpdateMetrics(Emitter* e, int64_t step, const UpdateStats& stats,
   e->Emit("learner/explained_variance", step, stats.explained_variance);
   e->Emit("learner/learning_rate", step, stats.learning_rate);
   e->Emit("learner/update_seconds", step, update_seconds);
+  // Skipped minibatches (loss or gradient NaN or inf): 0 in a healthy run.
+  e->Emit("learner/nonfinite_minibatches", step,
+          static_cast<double>(stats.nonfinite_minibatches));
   if (updates % std::max(1, grad_norm_interval) == 0) {
     e->Emit("learner/grad_norm", step, stats.grad_norm);
   }

@@ -1,5 +1,8 @@
 #include "policy/actor_critic.h"
 
+#include <torch/nn/init.h>
+#include <torch/nn/modules/activation.h>
+
 #include <cmath>
 
 #include "absl/strings/str_cat.h"

@@ -13,7 +13,11 @@
 #ifndef RL_POLICY_ACTOR_CRITIC_H_
 #define RL_POLICY_ACTOR_CRITIC_H_
 
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <vector>
 

@@ -4,7 +4,7 @@
 #ifndef RL_POLICY_ROLLOUT_H_
 #define RL_POLICY_ROLLOUT_H_
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 namespace rl {
 

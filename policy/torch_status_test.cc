@@ -1,6 +1,6 @@
 #include "policy/torch_status.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <stdexcept>
 

@@ -1,7 +1,8 @@
 // Learning bar: train a run file over 5 seeds (two at a time) and require
 // that at least --need of them reach --target (mean return of the last 100
 // episodes) within --steps environment steps. Not timed.
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 #include <mutex>

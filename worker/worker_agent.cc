@@ -1,6 +1,9 @@
 #include "worker/worker_agent.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <random>
 
 #include "common/grpc_status.h"
@@ -8,6 +11,23 @@
 #include "common/logging.h"
 
 namespace rl {
+
+int64_t HostMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  int64_t bytes =
+      pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+  for (const char* path : {"/sys/fs/cgroup/memory.max",
+                           "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(path);
+    int64_t limit = 0;
+    // "max" (no limit) fails to parse and is skipped.
+    if (in >> limit && limit > 0 && (bytes == 0 || limit < bytes)) {
+      bytes = limit;
+    }
+  }
+  return bytes;
+}
 
 WorkerAgent::WorkerAgent(const WorkerAgentOptions& options,
                          std::function<void(const Assignment&)> on_assignment)
@@ -72,6 +92,9 @@ void WorkerAgent::Loop() {
       for (const auto& d : options_.devices) {
         request.mutable_capabilities()->add_devices(d);
       }
+      request.mutable_capabilities()->set_memory_bytes(
+          options_.memory_bytes > 0 ? options_.memory_bytes
+                                    : HostMemoryBytes());
       request.set_address(options_.address);
       request.set_rendezvous_address(options_.rendezvous_address);
       {

@@ -30,7 +30,15 @@ struct WorkerAgentOptions {
   std::string address;  // learners: where actors reach them
   // Learners: host:port of their rendezvous store (c10d TCPStore).
   std::string rendezvous_address;
+  // Memory this worker offers, reported so that the coordinator places no
+  // run here that it estimates cannot fit; 0: the host's (the smaller of
+  // physical memory and the cgroup limit, HostMemoryBytes()).
+  int64_t memory_bytes = 0;
 };
+
+// The memory of this host as a process sees it: physical memory, or the
+// cgroup (v2 memory.max, v1 limit_in_bytes) limit when smaller; 0 unknown.
+int64_t HostMemoryBytes();
 
 class WorkerAgent {
  public:

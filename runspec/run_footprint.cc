@@ -1,0 +1,132 @@
+#include "runspec/run_footprint.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace rl {
+namespace {
+
+constexpr double kFloat = 4;
+
+// Weights and biases of an MLP trunk obs -> hidden...; returns its width.
+double TrunkParameters(double in, const RunSpec& spec, double* width) {
+  double params = 0;
+  for (int h : spec.ppo().hidden_sizes()) {
+    params += in * h + h;
+    in = h;
+  }
+  *width = in;
+  return params;
+}
+
+}  // namespace
+
+RunFootprint EstimateRunFootprint(const RunSpec& spec) {
+  RunFootprint f;
+  const EnvSpec& env = spec.env();
+  const double obs = std::max(1, env.observation_size());
+  const bool discrete = env.num_discrete_actions() > 0;
+  const double actions =
+      discrete ? env.num_discrete_actions() : env.continuous_action_size();
+  const double e = std::max(1, spec.envs_per_actor());
+  const double t = std::max(1, spec.segment_length());
+  double hidden_sum = 0;
+  for (int h : spec.ppo().hidden_sizes()) hidden_sum += h;
+
+  // Two trunks (policy and value), a policy head, a value head, log std.
+  double width = 0;
+  const double trunk = TrunkParameters(obs, spec, &width);
+  f.parameters = 2 * trunk + (width * actions + actions) + (width + 1) +
+                 (discrete ? 0 : actions);
+  // The weights plus the observation normaliser's buffers.
+  f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;
+
+  // Per step and env: observation, action (int64 or A floats), log prob,
+  // value, reward, truncated value (floats), two flags; then the final
+  // observations and values.
+  const double action_bytes = discrete ? 8 : actions * kFloat;
+  const double per_row = obs * kFloat + action_bytes + 4 * kFloat + 2;
+  f.segment_bytes = t * e * per_row + e * (obs + 1) * kFloat;
+
+  // An actor holds the policy, the rollout being filled, the encoded copy
+  // in flight, and the envs' state and inference activations (both trunks).
+  f.actor_bytes = f.policy_bytes + 2 * f.segment_bytes +
+                  e * (4 * obs + 2 * hidden_sum + 2 * actions) * kFloat;
+
+  // A learner rank holds weights, gradients and Adam's two moments; its
+  // actors' segments as received, the assembled rollout and the flattened
+  // batch with advantages and returns; and one minibatch's activations
+  // (both trunks, forward and backward).
+  const int learners = std::max(1, spec.resources().num_learners());
+  const double actors_here = std::ceil(
+      static_cast<double>(std::max(1, spec.resources().num_actors())) /
+      learners);
+  const double batch_rows = actors_here * t * e;
+  const double minibatch_rows =
+      batch_rows / std::max(1, spec.ppo().num_minibatches());
+  f.learner_bytes = 4 * f.parameters * kFloat +
+                    3 * actors_here * f.segment_bytes +
+                    batch_rows * 4 * kFloat +
+                    minibatch_rows * (obs + 4 * hidden_sum + actions) * kFloat;
+  return f;
+}
+
+absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
+                               const FootprintLimits& limits) {
+  std::vector<std::string> problems;
+  auto over = [](double need, double limit) {
+    return limit > 0 && need > limit;
+  };
+  if (over(need.segment_bytes, limits.max_message_bytes)) {
+    problems.push_back(absl::StrCat(
+        "envs_per_actor x segment_length: one rollout segment (",
+        spec.envs_per_actor(), " envs x ", spec.segment_length(),
+        " steps x observation size ", spec.env().observation_size(),
+        ") is about ", FormatBytes(need.segment_bytes), ", over the ",
+        FormatBytes(limits.max_message_bytes),
+        " message limit; use fewer envs_per_actor or a shorter "
+        "segment_length"));
+  }
+  if (over(need.policy_bytes, limits.max_message_bytes)) {
+    problems.push_back(absl::StrCat(
+        "ppo.hidden_sizes: the policy has about ",
+        absl::StrFormat("%.4g", need.parameters), " parameters (",
+        FormatBytes(need.policy_bytes), " per publication), over the ",
+        FormatBytes(limits.max_message_bytes), " message limit"));
+  }
+  if (over(need.actor_bytes, limits.max_actor_bytes)) {
+    problems.push_back(absl::StrCat(
+        "envs_per_actor, segment_length, ppo.hidden_sizes: one actor needs "
+        "about ",
+        FormatBytes(need.actor_bytes), ", over the ",
+        FormatBytes(limits.max_actor_bytes), " actor memory limit"));
+  }
+  if (over(need.learner_bytes, limits.max_learner_bytes)) {
+    problems.push_back(absl::StrCat(
+        "resources.num_actors / resources.num_learners, envs_per_actor, "
+        "segment_length, ppo.hidden_sizes: one learner rank needs about ",
+        FormatBytes(need.learner_bytes), ", over the ",
+        FormatBytes(limits.max_learner_bytes), " learner memory limit"));
+  }
+  if (problems.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+}
+
+std::string FormatBytes(double bytes) {
+  static const char* const kUnits[] = {"B",   "KiB", "MiB", "GiB",
+                                       "TiB", "PiB", "EiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 6) {
+    bytes /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrFormat("%.0f B", bytes);
+  return absl::StrFormat("%.3g %s", bytes, kUnits[unit]);
+}
+
+}  // namespace rl
