@@ -2,6 +2,9 @@
 // learner and actor workers, driven through RunService over gRPC.
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -216,6 +219,57 @@ TEST_F(CoordinatorTest, CoordinatorKilledAndRestartedMidRun) {
   });
   EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
   StopCoordinator(SIGTERM);
+}
+
+// Pids of live processes whose command line contains `needle`.
+std::vector<int> ProcessesWith(const std::string& needle) {
+  std::vector<int> pids;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) {
+      continue;
+    }
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string cmdline((std::istreambuf_iterator<char>(in)),
+                        std::istreambuf_iterator<char>());
+    std::ifstream stat(entry.path() / "stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;
+    if (state == "Z") continue;  // exited, not yet reaped
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos) {
+      pids.push_back(std::stoi(name));
+    }
+  }
+  return pids;
+}
+
+TEST_F(CoordinatorTest, LocalWorkersExitWhenTheCoordinatorDies) {
+  StartCoordinator("learners=1,actors=1");
+  const rl::Run run = Submit(CartPole("orphans", 10000000, false));
+  ASSERT_EQ(WaitForRun(run.run_id(),
+                       [](const rl::Run& r) {
+                         return r.progress().env_steps() > 2000;
+                       })
+                .state(),
+            RUNNING);
+  // The learner and the actor, with their streams open (policy
+  // subscription, rollouts, telemetry).
+  const std::string mark = absl::StrCat("--coordinator=127.0.0.1:", port_);
+  ASSERT_GE(ProcessesWith(mark).size(), 2u);
+  StopCoordinator(SIGKILL);
+  std::vector<int> left;
+  const bool gone = WaitFor(
+      [&] {
+        left = ProcessesWith(mark);
+        return left.empty();
+      },
+      absl::Seconds(60), absl::Milliseconds(200));
+  EXPECT_TRUE(gone) << left.size()
+                    << " local worker(s) outlived their coordinator";
 }
 
 }  // namespace
