@@ -296,8 +296,9 @@ absl::Status ActorClient::StepLoop() {
       const int64_t steps =
           static_cast<int64_t>(options_.spec.segment_length()) *
           options_.spec.envs_per_actor();
-      const int64_t step = counters_.segments_collected * steps;
-      EmitCollectMetrics(e, step, steps, seconds, timings,
+      metrics_step_ =
+          CollectMetricsStep(metrics_step_, policy->env_steps, steps);
+      EmitCollectMetrics(e, metrics_step_, steps, seconds, timings,
                          collector_->episode_returns(),
                          collector_->episode_lengths(),
                          {{"actor", std::to_string(options_.actor_id)}});
@@ -589,6 +590,7 @@ void ActorClient::PolicyLoop() {
       first_of_stream = false;
       auto published = std::make_shared<PolicyVersion>();
       published->version = update.version();
+      published->env_steps = update.env_steps();
       absl::StatusOr<ActorCritic> policy = CreateActorCritic(policy_config_);
       absl::Status status = policy.status();
       if (policy.ok()) {

@@ -123,6 +123,7 @@ class ActorClient {
   // A policy version as the step loop uses it.
   struct PolicyVersion {
     int64_t version = 0;
+    int64_t env_steps = 0;  // the run's, when the learner made it
     ActorCritic policy{nullptr};
   };
   // A filled buffer handed from the step loop to the sender.
@@ -193,6 +194,8 @@ class ActorClient {
   grpc::ClientContext* policy_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Time last_connected_ ABSL_GUARDED_BY(mu_);
   ActorCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Step of the latest collect metrics (collect_metrics.h).
+  int64_t metrics_step_ ABSL_GUARDED_BY(mu_) = 0;
 
   std::thread sender_thread_;
   std::thread policy_thread_;

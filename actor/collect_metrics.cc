@@ -1,6 +1,13 @@
 #include "actor/collect_metrics.h"
 
+#include <algorithm>
+
 namespace rl {
+
+int64_t CollectMetricsStep(int64_t previous_step, int64_t policy_env_steps,
+                           int64_t segment_steps) {
+  return std::max(previous_step, policy_env_steps) + segment_steps;
+}
 
 void EmitCollectMetrics(Emitter* e, int64_t step, int64_t segment_steps,
                         double segment_seconds, const CollectTimings& timings,

@@ -11,6 +11,14 @@
 
 namespace rl {
 
+// The step an actor's segment metrics go at, on the run's axis: the global
+// env steps of the policy that collected the segment (as the learner
+// published them) plus the segment, and never below this actor's previous
+// step plus the segment. A restarted or reassigned actor thus continues the
+// run's curve instead of folding it back to 0.
+int64_t CollectMetricsStep(int64_t previous_step, int64_t policy_env_steps,
+                           int64_t segment_steps);
+
 // Env steps/s over the segment, inference and env time, and each finished
 // episode's return and length. `step`: env steps of this actor so far.
 void EmitCollectMetrics(Emitter* emitter, int64_t step, int64_t segment_steps,
