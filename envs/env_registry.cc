@@ -1,5 +1,7 @@
 #include "envs/env_registry.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -15,12 +17,22 @@ struct Entry {
 // headers by env_registry_test).
 const std::vector<Entry>& Entries() {
   static const auto* entries = new std::vector<Entry>{
-      {EnvKind::kCartPole, {"CartPole-v1", 4, 2, 0, 0.0f, 0.0f, 500}},
-      {EnvKind::kAcrobot, {"Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500}},
-      {EnvKind::kMountainCar, {"MountainCar-v0", 2, 3, 0, 0.0f, 0.0f, 200}},
-      {EnvKind::kPendulum, {"Pendulum-v1", 3, 0, 1, -2.0f, 2.0f, 200}},
+      // Rewards: CartPole 1 a step; Acrobot -1, 0 at the goal; MountainCar
+      // -1; Pendulum -(theta^2 + 0.1 thdot^2 + 0.001 u^2) with |theta| <= pi,
+      // |thdot| <= 8, |u| <= 2; MountainCarContinuous -0.1 a^2 of the action
+      // as given (not clipped, as in Gymnasium: no lower bound), plus 100 at
+      // the goal.
+      {EnvKind::kCartPole,
+       {"CartPole-v1", 4, 2, 0, 0.0f, 0.0f, 500, 0.0f, 1.0f}},
+      {EnvKind::kAcrobot,
+       {"Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500, -1.0f, 0.0f}},
+      {EnvKind::kMountainCar,
+       {"MountainCar-v0", 2, 3, 0, 0.0f, 0.0f, 200, -1.0f, 0.0f}},
+      {EnvKind::kPendulum,
+       {"Pendulum-v1", 3, 0, 1, -2.0f, 2.0f, 200, -16.2736044f, 0.0f}},
       {EnvKind::kMountainCarContinuous,
-       {"MountainCarContinuous-v0", 2, 0, 1, -1.0f, 1.0f, 999}},
+       {"MountainCarContinuous-v0", 2, 0, 1, -1.0f, 1.0f, 999,
+        -std::numeric_limits<float>::infinity(), 100.0f}},
   };
   return *entries;
 }

@@ -27,6 +27,10 @@ struct EnvInfo {
   float action_low = 0;      // continuous: bounds of each action component
   float action_high = 0;
   int max_episode_steps = 0;  // time limit in effect (truncation)
+  // Every reward one step can give is in [reward_low, reward_high];
+  // learners refuse segments outside it (a sick or hostile actor).
+  float reward_low = 0;
+  float reward_high = 0;
   bool discrete() const { return num_actions > 0; }
 };
 

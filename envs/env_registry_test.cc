@@ -1,5 +1,10 @@
 #include "envs/env_registry.h"
 
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "envs/batched_env.h"
 #include "envs/env_batch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,6 +34,50 @@ TEST(EnvRegistryTest, EveryEntryMatchesItsPhysics) {
       EXPECT_EQ(info.action_high, Env::kActionHigh);
       EXPECT_EQ(info.max_episode_steps, Env::kMaxEpisodeSteps);
     });
+  }
+}
+
+// Random play never leaves the declared reward range (learners refuse
+// segments outside it).
+TEST(EnvRegistryTest, RewardsStayInTheDeclaredRange) {
+  constexpr int kEnvs = 64;
+  for (const std::string& id : RegisteredEnvIds()) {
+    SCOPED_TRACE(id);
+    auto env = BatchedEnv::Create(id, kEnvs, /*seed=*/7);
+    ASSERT_OK(env);
+    const EnvInfo& info = (*env)->info();
+    EXPECT_LE(info.reward_low, info.reward_high);
+    std::vector<float> obs(kEnvs * info.observation_size);
+    std::vector<float> rewards(kEnvs);
+    std::vector<uint8_t> terminated(kEnvs), truncated(kEnvs);
+    StepOutputs out;
+    out.observations = obs.data();
+    out.rewards = rewards.data();
+    out.terminated = terminated.data();
+    out.truncated = truncated.data();
+    (*env)->Reset(obs.data());
+    std::mt19937 rng(11);
+    float low = 1e30f, high = -1e30f;
+    for (int step = 0; step < 1000; ++step) {
+      if (info.discrete()) {
+        std::vector<int64_t> actions(kEnvs);
+        for (auto& a : actions) a = rng() % info.num_actions;
+        ASSERT_OK((*env)->StepDiscrete(actions.data(), out));
+      } else {
+        // Beyond the bounds too: clipped, as Gymnasium does.
+        std::uniform_real_distribution<float> u(2 * info.action_low,
+                                                2 * info.action_high);
+        std::vector<float> actions(kEnvs * info.action_size);
+        for (auto& a : actions) a = u(rng);
+        ASSERT_OK((*env)->StepContinuous(actions.data(), out));
+      }
+      for (float r : rewards) {
+        low = std::min(low, r);
+        high = std::max(high, r);
+      }
+    }
+    EXPECT_GE(low, info.reward_low);
+    EXPECT_LE(high, info.reward_high);
   }
 }
 

@@ -56,6 +56,18 @@ class LearnerCore::Impl {
     shape_.env.set_continuous_action_size(info.action_size);
     shape_.num_steps = spec.segment_length();
     shape_.num_envs = spec.envs_per_actor();
+    // Rewards within the env's declared range; scaled ones (divided by a
+    // running standard deviation of at least 1e-4, actor/reward_scaler.h)
+    // within 1e4 times it. Episode returns are the raw rewards' sums.
+    const float scale = spec.ppo().normalize_rewards() ? 1e4f : 1.0f;
+    const float reach =
+        std::max(std::fabs(info.reward_low), std::fabs(info.reward_high));
+    shape_.min_reward =
+        spec.ppo().normalize_rewards() ? -reach * scale : info.reward_low;
+    shape_.max_reward =
+        spec.ppo().normalize_rewards() ? reach * scale : info.reward_high;
+    shape_.min_step_return = info.reward_low;
+    shape_.max_step_return = info.reward_high;
     credits_ = std::max(2, spec.resources().num_actors() + 1);
     if (options.collective != nullptr) {
       rank_ = options.collective->rank();

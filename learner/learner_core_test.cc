@@ -27,7 +27,8 @@ using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // Finite (float's maximum is 3.4e38), but the value loss overflows.
-constexpr float kHugeReward = 3e38f;
+// Finite but huge: a value estimate no network of the run could give.
+constexpr float kHugeValue = 3e38f;
 
 // CartPole, 2 envs x 4 steps per segment, one minibatch and epoch per
 // update, one actor unless `extra` says otherwise.
@@ -39,11 +40,11 @@ RunSpec Spec(const std::string& extra, int64_t total_env_steps = 1000000) {
 
 // Rewards 1, except the first step's: `first_reward`.
 std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq, int64_t version,
-                                        float first_reward = 1) {
+                                        float first_value = 0) {
   Rollout r = Rollout::Allocate(4, 2, 4, 0);
   r.observations.uniform_(-0.05, 0.05);
   r.rewards.fill_(1);
-  r.rewards[0][0] = first_reward;
+  r.values[0][0] = first_value;
   auto s = std::make_unique<RolloutSegment>();
   EXPECT_OK(EncodeSegment(r, s.get()));
   s->set_run_id("t");
@@ -57,22 +58,33 @@ std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq, int64_t version,
   return s;
 }
 
-// Records the acks of one stream.
+// Records the acks of one stream. Its state is shared with the callback:
+// the learner (destroyed after the test's AckLog when declared before it)
+// may still acknowledge while it stops.
 struct AckLog {
-  absl::Mutex mu;
-  std::vector<RolloutAck> acks;
+  struct State {
+    absl::Mutex mu;
+    std::vector<RolloutAck> acks ABSL_GUARDED_BY(mu);
+  };
+  std::shared_ptr<State> state = std::make_shared<State>();
   AckCallback Callback() {
-    return [this](const RolloutAck& ack) {
-      absl::MutexLock lock(&mu);
-      acks.push_back(ack);
+    return [state = state](const RolloutAck& ack) {
+      absl::MutexLock lock(&state->mu);
+      state->acks.push_back(ack);
     };
   }
   bool WaitForAck(int64_t seq) {
-    absl::MutexLock lock(&mu);
+    absl::MutexLock lock(&state->mu);
     auto has = [&]() {
-      return !acks.empty() && acks.back().acked_sequence_number() >= seq;
+      state->mu.AssertReaderHeld();
+      return !state->acks.empty() &&
+             state->acks.back().acked_sequence_number() >= seq;
     };
-    return mu.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(60));
+    return state->mu.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(60));
+  }
+  RolloutAck Last() {
+    absl::MutexLock lock(&state->mu);
+    return state->acks.empty() ? RolloutAck() : state->acks.back();
   }
 };
 
@@ -130,7 +142,7 @@ TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {
   EXPECT_EQ(status.segments_duplicate(), 1);
   EXPECT_EQ(status.segments_dropped_stale(), 1);
   EXPECT_EQ(status.policy_version(), 2);
-  EXPECT_EQ(log.acks.back().dropped_stale(), 1);
+  EXPECT_EQ(log.Last().dropped_stale(), 1);
 }
 
 TEST(LearnerCoreTest, ARestartedActorProcessNumbersAfresh) {
@@ -339,8 +351,30 @@ TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
   EXPECT_EQ(core->LatestPolicy()->version(), 2);
 }
 
-// A segment whose reward makes the loss non-finite: that update is skipped
-// (its gradients not applied), counted, and training goes on; only
+// A reward outside the env's declared range (CartPole: [0, 1]) is refused
+// at ingest, naming the field; it never reaches an update.
+TEST(LearnerCoreTest, AnOutOfRangeRewardIsRefusedAtIngest) {
+  LearnerOptions options;
+  options.spec = Spec("");
+  options.run_id = "t";
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  auto segment = Segment(0, 1, 1);
+  float* rewards = reinterpret_cast<float*>(
+      segment->mutable_rewards()->mutable_data()->data());
+  rewards[3] = 3e38f;
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(segment)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("segment.rewards: element 3 is 3e+38, "
+                                 "outside the environment's range")));
+  // The run goes on with good segments.
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1)));
+  EXPECT_TRUE(WaitForVersion(*core, 2));
+}
+
+// A segment whose value estimates make the loss non-finite: that update is
+// skipped (its gradients not applied), counted, and training goes on; only
 // max_nonfinite_updates such updates in a row fail the run, naming the
 // cause, and the update that failed it is not published.
 TEST(LearnerCoreTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
@@ -351,7 +385,7 @@ TEST(LearnerCoreTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
   ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
   AckLog acks;
   const int64_t stream = core->OpenStream(0, acks.Callback());
-  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1, kHugeReward)));
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1, kHugeValue)));
   ASSERT_TRUE(WaitForVersion(*core, 2));
   EXPECT_EQ(core->fault_counts().nonfinite_updates, 1);
   EXPECT_EQ(core->fault_counts().consecutive_nonfinite_updates, 1);
@@ -361,7 +395,7 @@ TEST(LearnerCoreTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
   EXPECT_EQ(core->fault_counts().nonfinite_updates, 1);
   EXPECT_EQ(core->fault_counts().consecutive_nonfinite_updates, 0);
   for (int64_t v = 3; v <= 5; ++v) {
-    ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v, kHugeReward)));
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v, kHugeValue)));
     if (v < 5) {
       ASSERT_TRUE(WaitForVersion(*core, v + 1));
     }

@@ -1,5 +1,6 @@
 #include "policy/segment_codec.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -41,6 +42,34 @@ absl::StatusOr<torch::Tensor> FlagBytes(const torch::Tensor& flags,
         absl::StrCat(name, ": bytes must be 0 or 1"));
   }
   return bytes;
+}
+
+// `bound` moved outwards (`direction` -1 or 1) by a float rounding margin.
+double Slack(double bound, int direction) {
+  return bound + direction * 1e-5 * (1 + std::fabs(bound));
+}
+
+// INVALID_ARGUMENT naming the first element of `t` outside [lo, hi].
+absl::Status CheckRange(const torch::Tensor& t, absl::string_view name,
+                        float lo, float hi) {
+  if (!std::isfinite(lo) && !std::isfinite(hi)) return absl::OkStatus();
+  const double low = Slack(lo, -1), high = Slack(hi, 1);
+  ASSIGN_OR_RETURN(const bool inside, CatchTorchErrors(name, [&] {
+                     return t.numel() == 0 ||
+                            ((t >= low) & (t <= high)).all().item<bool>();
+                   }));
+  if (inside) return absl::OkStatus();
+  ASSIGN_OR_RETURN(
+      const std::string where, CatchTorchErrors(name, [&] {
+        const torch::Tensor bad =
+            torch::logical_not((t >= low) & (t <= high)).flatten().nonzero();
+        const int64_t i = bad[0].item<int64_t>();
+        return absl::StrCat("element ", i, " is ",
+                            t.flatten()[i].item<float>());
+      }));
+  return absl::InvalidArgumentError(
+      absl::StrCat(name, ": ", where, ", outside the environment's range [",
+                   low, ", ", high, "]"));
 }
 
 }  // namespace
@@ -131,6 +160,8 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                    Field(s.values(), "values", torch::kFloat32, {T, E}));
   ASSIGN_OR_RETURN(r.rewards,
                    Field(s.rewards(), "rewards", torch::kFloat32, {T, E}));
+  RETURN_IF_ERROR(CheckRange(r.rewards, "segment.rewards", shape.min_reward,
+                             shape.max_reward));
   ASSIGN_OR_RETURN(torch::Tensor terminated,
                    Field(s.terminated(), "terminated", torch::kBool, {T, E}));
   ASSIGN_OR_RETURN(torch::Tensor truncated,
@@ -154,6 +185,15 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
     if (!std::isfinite(s.episode_returns(i)) || s.episode_lengths(i) < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "segment.episode_returns[", i, "]: must be finite with length >= 1"));
+    }
+    const double length = s.episode_lengths(i);
+    const double lo = Slack(shape.min_step_return * length, -1);
+    const double hi = Slack(shape.max_step_return * length, 1);
+    if (s.episode_returns(i) < lo || s.episode_returns(i) > hi) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment.episode_returns[", i, "]: ", s.episode_returns(i),
+          " is outside the environment's range [", lo, ", ", hi,
+          "] for an episode of ", s.episode_lengths(i), " steps"));
     }
   }
   return r;

@@ -4,6 +4,7 @@
 #ifndef RL_POLICY_SEGMENT_CODEC_H_
 #define RL_POLICY_SEGMENT_CODEC_H_
 
+#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,12 @@ struct SegmentShape {
   EnvSpec env;  // id and sizes (observation, actions)
   int64_t num_steps = 0;
   int64_t num_envs = 0;
+  // Bounds of every reward (the env's declared range, widened when rewards
+  // are scaled) and of every episode's return per step of its length.
+  float min_reward = -std::numeric_limits<float>::infinity();
+  float max_reward = std::numeric_limits<float>::infinity();
+  float min_step_return = -std::numeric_limits<float>::infinity();
+  float max_step_return = std::numeric_limits<float>::infinity();
 };
 
 // Writes the rollout's tensors into `segment` (identity fields and episode

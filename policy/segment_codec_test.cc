@@ -92,6 +92,42 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
   EXPECT_THAT(Error(s), HasSubstr("segment.next_values"));
 }
 
+TEST(SegmentCodecTest, RewardsAndReturnsOutsideTheEnvsRangeAreRefused) {
+  SegmentShape shape = Shape();
+  shape.min_reward = 0;  // CartPole: 1 a step
+  shape.max_reward = 1;
+  shape.min_step_return = 0;
+  shape.max_step_return = 1;
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.rewards.fill_(1);
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = shape.env;
+  s.add_episode_returns(12.0f);
+  s.add_episode_lengths(12);
+  ASSERT_TRUE(DecodeSegment(s, shape).ok());
+
+  // Finite but huge: the reward that once poisoned a whole run.
+  r.rewards[2][1] = 3e38f;
+  RolloutSegment huge;
+  ASSERT_TRUE(EncodeSegment(r, &huge).ok());
+  *huge.mutable_env() = shape.env;
+  auto decoded = DecodeSegment(huge, shape);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("segment.rewards: element 5 is 3e+38, outside the "
+                        "environment's range"));
+
+  RolloutSegment long_return = s;
+  long_return.set_episode_returns(0, 13.0f);  // 12 steps of at most 1
+  decoded = DecodeSegment(long_return, shape);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("segment.episode_returns[0]: 13 is outside the "
+                        "environment's range"));
+  // Without bounds (the default shape) both pass the finite checks.
+  EXPECT_TRUE(DecodeSegment(huge, Shape()).ok());
+}
+
 TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {
   Rollout a = Rollout::Allocate(3, 2, 4, 0), b = Rollout::Allocate(3, 5, 4, 0);
   b.rewards.fill_(1);

@@ -35,6 +35,26 @@ ABSL_FLAG(double, retention_days, 0,
 ABSL_FLAG(int64_t, max_points_per_series, 0,
           "Keep at most this many points per series (oldest go); 0: all.");
 ABSL_FLAG(int, max_series_per_run, 10000, "Series per run, at most.");
+// Limits on what clients can make the server hold; the defaults are the
+// options' own.
+ABSL_FLAG(int, max_runs, rl::MetricStoreOptions().max_runs,
+          "Runs stored, at most; points of a new run beyond are refused.");
+ABSL_FLAG(int, max_ingest_batches,
+          rl::TelemetryCoreOptions().max_ingest_batches,
+          "Batches from all Ingest streams waiting for the store, at most.");
+ABSL_FLAG(int64_t, max_ingest_bytes,
+          rl::TelemetryCoreOptions().max_ingest_bytes,
+          "Bytes of batches from all Ingest streams waiting for the store, "
+          "at most.");
+ABSL_FLAG(int, max_watchers, rl::TelemetryCoreOptions().max_watchers,
+          "Live Watch streams, at most.");
+ABSL_FLAG(int64_t, max_watch_backlog_bytes,
+          rl::TelemetryServiceOptions().max_watch_backlog_bytes,
+          "Bytes a Watch client may leave unread before its stream ends.");
+ABSL_FLAG(int, max_open_event_files,
+          rl::TelemetryCoreOptions().max_open_event_files,
+          "TensorBoard event files open at once (least recently written are "
+          "closed, and appended to later).");
 
 int main(int argc, char** argv) {
   rl::BlockStopSignals();
@@ -59,6 +79,13 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_points_per_series);
   options.core.store.max_series_per_run =
       absl::GetFlag(FLAGS_max_series_per_run);
+  options.core.store.max_runs = absl::GetFlag(FLAGS_max_runs);
+  options.core.max_ingest_batches = absl::GetFlag(FLAGS_max_ingest_batches);
+  options.core.max_ingest_bytes = absl::GetFlag(FLAGS_max_ingest_bytes);
+  options.core.max_watchers = absl::GetFlag(FLAGS_max_watchers);
+  options.core.max_open_event_files = absl::GetFlag(FLAGS_max_open_event_files);
+  options.service.max_watch_backlog_bytes =
+      absl::GetFlag(FLAGS_max_watch_backlog_bytes);
 
   auto server = rl::TelemetryServer::Create(options);
   if (!server.ok()) {

@@ -285,6 +285,16 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
            created_per_run[run];
   };
 
+  // Runs stored plus those this call creates.
+  auto run_count = [&]() {
+    int64_t runs = 0;
+    absl::MutexLock lock(&c.mu);
+    for (const auto& [run, n] : created_per_run) {
+      if (n > 0 && !c.by_run.count(run)) ++runs;
+    }
+    return static_cast<int64_t>(c.by_run.size()) + runs;
+  };
+
   RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
   // Any error: nothing of this call is stored; the catalog is reloaded.
   auto fail = [&](absl::Status s) {
@@ -337,7 +347,18 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
           "batch ", b.sequence_number(), ": run ", b.run_id(), " would have ",
           run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()),
-          " series, at most ", options_.max_series_per_run));
+          " series, at most ", options_.max_series_per_run,
+          " (max_series_per_run)"));
+      refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (!fresh.empty() && run_series_count(b.run_id()) == 0 &&
+        run_count() >= options_.max_runs) {
+      (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
+          "batch ", b.sequence_number(), ": run ", b.run_id(),
+          " would be a new run beyond the ", options_.max_runs,
+          " runs stored, at most ", options_.max_runs, " (max_runs)"));
+      refused_runs_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     for (auto& [index, r] : fresh) {
@@ -782,6 +803,14 @@ absl::StatusOr<int> MetricStore::ApplyRetention(absl::Time now) {
     }
   }
   return deleted;
+}
+
+MetricStoreStats MetricStore::stats() const {
+  MetricStoreStats s;
+  s.refused_series_per_run =
+      refused_series_per_run_.load(std::memory_order_relaxed);
+  s.refused_runs = refused_runs_.load(std::memory_order_relaxed);
+  return s;
 }
 
 absl::Status MetricStore::DeleteRun(const std::string& run_id) {

@@ -15,6 +15,8 @@
 #ifndef RL_TELEMETRY_METRIC_STORE_H_
 #define RL_TELEMETRY_METRIC_STORE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,8 +48,17 @@ struct MetricStoreOptions {
   absl::Duration run_retention = absl::ZeroDuration();
   // New series beyond this per run are refused (RESOURCE_EXHAUSTED).
   int max_series_per_run = 10000;
+  // New runs beyond this many are refused (RESOURCE_EXHAUSTED); runs that
+  // retention deletes make room.
+  int max_runs = 10000;
   // Raw (not downsampled) queries returning more points are refused.
   int64_t max_raw_points = 200000;
+};
+
+// Batches refused by a limit of MetricStoreOptions, since Open.
+struct MetricStoreStats {
+  int64_t refused_series_per_run = 0;
+  int64_t refused_runs = 0;
 };
 
 struct RunSummary {
@@ -68,8 +79,9 @@ class MetricStore {
 
   // Stores `batches` (validated) in one transaction. `results[i]`: OK (stored,
   // or a duplicate of a stored batch: `duplicate[i]` true), or the reason
-  // batch i alone was refused (RESOURCE_EXHAUSTED: too many series). An error
-  // return means nothing was stored.
+  // batch i alone was refused (RESOURCE_EXHAUSTED: too many series in its
+  // run, or a new run beyond max_runs). An error return means nothing was
+  // stored.
   absl::Status Write(const std::vector<const MetricBatch*>& batches,
                      std::vector<absl::Status>* results,
                      std::vector<bool>* duplicate);
@@ -84,6 +96,8 @@ class MetricStore {
   absl::StatusOr<int> ApplyRetention(absl::Time now);
   absl::Status DeleteRun(const std::string& run_id);
 
+  MetricStoreStats stats() const;
+
  private:
   struct Catalog;
   MetricStore(sqlite3* writer, sqlite3* reader, MetricStoreOptions options);
@@ -96,6 +110,9 @@ class MetricStore {
   const MetricStoreOptions options_;
   absl::Mutex write_mu_;  // the writer connection
   sqlite3* writer_;
+  // Atomic, so reading them never waits for a transaction.
+  std::atomic<int64_t> refused_series_per_run_{0};
+  std::atomic<int64_t> refused_runs_{0};
   absl::Mutex read_mu_;  // the reader connection
   sqlite3* reader_;
   std::unique_ptr<Catalog> catalog_;  // guarded by its own mutex

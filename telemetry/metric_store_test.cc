@@ -631,10 +631,13 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   ASSERT_OK(store->Write({&a, &b, &c, &d}, &results, &dups));
   ASSERT_EQ(results.size(), 4u);
   EXPECT_OK(results[0]);
-  EXPECT_THAT(results[1], StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(results[1],
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("at most 3 (max_series_per_run)")));
   EXPECT_OK(results[2]);
   EXPECT_OK(results[3]);
   EXPECT_EQ(dups, (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(store->stats().refused_series_per_run, 1);
 
   std::vector<std::string> names;
   for (const SeriesInfo& info : store->ListSeries("run-1", "")) {
@@ -656,6 +659,45 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   const MetricBatch one_new = Batch("run-1", 2, {Point("z", 1, 1)}, "b");
   EXPECT_OK(WriteOne(store.get(), one_new));
   EXPECT_EQ(store->ListSeries("run-1", "").size(), 3u);
+}
+
+// Runs are bounded like series: a batch that would add a run beyond
+// max_runs is refused (also within one group write), existing runs keep
+// taking points, and a run deleted makes room for another.
+TEST(MetricStoreTest, TooManyRunsRefusesOnlyNewRuns) {
+  MetricStoreOptions options;
+  options.max_runs = 3;
+  auto store = OpenStore(DbPath("run_limit"), options);
+  ASSERT_NE(store, nullptr);
+  const MetricBatch r1 = Batch("run-1", 1, {Point("x", 1, 1)}, "a");
+  const MetricBatch r2 = Batch("run-2", 1, {Point("x", 1, 1)}, "b");
+  ASSERT_OK(WriteOne(store.get(), r1));
+  const MetricBatch r3 = Batch("run-3", 1, {Point("x", 1, 1)}, "c");
+  const MetricBatch r4 = Batch("run-4", 1, {Point("x", 1, 1)}, "d");
+  const MetricBatch old = Batch("run-1", 2, {Point("y", 2, 2)}, "a");
+  std::vector<absl::Status> results;
+  std::vector<bool> dups;
+  ASSERT_OK(store->Write({&r2, &r3, &r4, &old}, &results, &dups));
+  ASSERT_EQ(results.size(), 4u);
+  EXPECT_OK(results[0]);
+  EXPECT_OK(results[1]);
+  EXPECT_THAT(results[2], StatusIs(absl::StatusCode::kResourceExhausted,
+                                   HasSubstr("at most 3 (max_runs)")));
+  EXPECT_OK(results[3]);
+  EXPECT_EQ(store->ListRuns().size(), 3u);
+  EXPECT_THAT(store->Query(Raw("run-4")),
+              StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_EQ(store->stats().refused_runs, 1);
+
+  // Not recorded as stored: refused again, then stored once there is room.
+  EXPECT_THAT(WriteOne(store.get(), r4),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_EQ(store->stats().refused_runs, 2);
+  ASSERT_OK(store->DeleteRun("run-2"));
+  bool dup = true;
+  EXPECT_OK(WriteOne(store.get(), r4, &dup));
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(MustQuery(store.get(), Raw("run-4")).series_size(), 1);
 }
 
 TEST(MetricStoreTest, DroppedPointsBecomeASeries) {

@@ -11,14 +11,20 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "telemetry/tfevents/tfevents_writer.h"
+#include "telemetry/tfevents/event_file_cache.h"
 
 namespace rl {
 namespace {
 
 struct Queued {
   std::shared_ptr<const MetricBatch> batch;
+  int64_t bytes = 0;  // serialized size, for the ingest budget
   TelemetryCore::DoneCallback done;
+};
+
+struct StoredBatch {
+  std::shared_ptr<const MetricBatch> batch;
+  int64_t bytes = 0;
 };
 
 struct Watcher {
@@ -71,10 +77,10 @@ struct TelemetryCore::Impl {
 
   // TensorBoard: its own thread and queue, so event files never slow acks.
   absl::Mutex tb_mu;
-  std::deque<std::shared_ptr<const MetricBatch>> tb_queue
-      ABSL_GUARDED_BY(tb_mu);
+  std::deque<StoredBatch> tb_queue ABSL_GUARDED_BY(tb_mu);
+  int64_t tb_queue_bytes ABSL_GUARDED_BY(tb_mu) = 0;
   bool tb_stop ABSL_GUARDED_BY(tb_mu) = false;
-  std::map<std::string, std::unique_ptr<TfEventsWriter>> tb_writers;
+  std::unique_ptr<EventFileCache> event_files;  // the TensorBoard thread's
 
   std::thread writer;
   std::thread tb_thread;
@@ -89,6 +95,26 @@ TelemetryCore::TelemetryCore(std::unique_ptr<Impl> impl)
 absl::StatusOr<std::unique_ptr<TelemetryCore>> TelemetryCore::Create(
     TelemetryCoreOptions options) {
   auto impl = std::make_unique<Impl>();
+  if (options.max_ingest_batches < 1 || options.max_ingest_bytes < 1 ||
+      options.max_watchers < 0 || options.max_tensorboard_backlog_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "telemetry limits: max_ingest_batches ", options.max_ingest_batches,
+        " and max_ingest_bytes ", options.max_ingest_bytes,
+        " must be at least 1, max_watchers ", options.max_watchers,
+        " and max_tensorboard_backlog_bytes ",
+        options.max_tensorboard_backlog_bytes, " at least 0"));
+  }
+  if (!options.tensorboard_dir.empty()) {
+    if (options.max_open_event_files < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("telemetry limits: max_open_event_files ",
+                       options.max_open_event_files, " must be at least 1"));
+    }
+    EventFileCacheOptions files;
+    files.root_dir = options.tensorboard_dir;
+    files.max_open_files = options.max_open_event_files;
+    ASSIGN_OR_RETURN(impl->event_files, EventFileCache::Create(files));
+  }
   ASSIGN_OR_RETURN(impl->store,
                    MetricStore::Open(options.store_path, options.store));
   impl->options = std::move(options);
@@ -116,9 +142,28 @@ TelemetryCore::~TelemetryCore() {
 absl::Status TelemetryCore::Submit(std::shared_ptr<const MetricBatch> batch,
                                    DoneCallback done) {
   RETURN_IF_ERROR(ValidateBatch(*batch));
-  absl::MutexLock lock(&impl_->mu);
-  if (impl_->stop) return absl::UnavailableError("telemetry is shutting down");
-  impl_->queue.push_back({std::move(batch), std::move(done)});
+  const int64_t bytes = static_cast<int64_t>(batch->ByteSizeLong());
+  Impl& m = *impl_;
+  absl::MutexLock lock(&m.mu);
+  if (m.stop) return absl::UnavailableError("telemetry is shutting down");
+  // With nothing in flight any valid batch is admitted, so one larger than
+  // the byte budget is not refused for ever.
+  if (m.stats.in_flight_batches > 0 &&
+      (m.stats.in_flight_batches >= m.options.max_ingest_batches ||
+       m.stats.in_flight_bytes + bytes > m.options.max_ingest_bytes)) {
+    ++m.stats.refused_ingest_budget;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "telemetry ingest budget spent: ", m.stats.in_flight_batches,
+        " batches (", m.stats.in_flight_bytes,
+        " bytes) from all streams wait for the store, at most ",
+        m.options.max_ingest_batches, " (max_ingest_batches) and ",
+        m.options.max_ingest_bytes,
+        " bytes (max_ingest_bytes); this batch has ", bytes,
+        " bytes; resend later"));
+  }
+  ++m.stats.in_flight_batches;
+  m.stats.in_flight_bytes += bytes;
+  m.queue.push_back({std::move(batch), bytes, std::move(done)});
   return absl::OkStatus();
 }
 
@@ -162,7 +207,7 @@ void TelemetryCore::Impl::WriterLoop() {
                          absl::StrCat("telemetry store: ", written.message())));
       duplicate.assign(group.size(), false);
     }
-    std::vector<std::shared_ptr<const MetricBatch>> stored;
+    std::vector<StoredBatch> stored;
     {
       absl::MutexLock lock(&mu);
       ++stats.transactions;
@@ -174,29 +219,69 @@ void TelemetryCore::Impl::WriterLoop() {
         } else {
           ++stats.stored_batches;
           stats.stored_points += group[i].batch->points_size();
-          stored.push_back(group[i].batch);
+          stored.push_back({group[i].batch, group[i].bytes});
         }
       }
-      for (const auto& b : stored) {
-        for (auto& [id, w] : watchers) {
-          if (w.request.run_id() != b->run_id()) continue;
-          for (const MetricPoint& p : b->points()) {
-            if (Matches(w.request, p.name())) w.on_point(b->run_id(), p);
+      for (const StoredBatch& s : stored) {
+        const MetricBatch& b = *s.batch;
+        for (auto it = watchers.begin(); it != watchers.end();) {
+          bool keep = true;
+          if (it->second.request.run_id() == b.run_id()) {
+            for (const MetricPoint& p : b.points()) {
+              if (Matches(it->second.request, p.name()) &&
+                  !it->second.on_point(b.run_id(), p)) {
+                keep = false;
+                break;
+              }
+            }
+          }
+          if (keep) {
+            ++it;
+          } else {
+            ++stats.refused_watch_backlog;
+            it = watchers.erase(it);
           }
         }
       }
+      const MetricStoreStats store_stats = store->stats();
+      stats.refused_series_per_run = store_stats.refused_series_per_run;
+      stats.refused_runs = store_stats.refused_runs;
     }
     for (size_t i = 0; i < group.size(); ++i) group[i].done(results[i]);
-    if (!options.tensorboard_dir.empty() && !stored.empty()) {
-      absl::MutexLock lock(&tb_mu);
-      for (auto& b : stored) tb_queue.push_back(std::move(b));
+    {
+      // Out of the budget only once acknowledged: a stalled acknowledgement
+      // still holds its batch.
+      absl::MutexLock lock(&mu);
+      stats.in_flight_batches -= static_cast<int64_t>(group.size());
+      for (const Queued& q : group) stats.in_flight_bytes -= q.bytes;
+    }
+    if (event_files != nullptr && !stored.empty()) {
+      int64_t dropped = 0;
+      {
+        absl::MutexLock lock(&tb_mu);
+        for (StoredBatch& s : stored) {
+          if (!tb_queue.empty() && tb_queue_bytes + s.bytes >
+                                       options.max_tensorboard_backlog_bytes) {
+            dropped += s.batch->points_size();
+            continue;
+          }
+          tb_queue_bytes += s.bytes;
+          tb_queue.push_back(std::move(s));
+        }
+      }
+      if (dropped > 0) {
+        absl::MutexLock lock(&mu);
+        stats.tensorboard_dropped_points += dropped;
+      }
     }
   }
 }
 
 void TelemetryCore::Impl::TensorBoardLoop() {
+  // A full disk fails every cycle: log it now and then, count it always.
+  absl::Time next_error_log = absl::InfinitePast();
   for (;;) {
-    std::deque<std::shared_ptr<const MetricBatch>> work;
+    std::deque<StoredBatch> work;
     {
       absl::MutexLock lock(&tb_mu);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu) {
@@ -205,46 +290,42 @@ void TelemetryCore::Impl::TensorBoardLoop() {
       tb_mu.Await(absl::Condition(&ready));
       if (tb_queue.empty() && tb_stop) break;
       work.swap(tb_queue);
+      tb_queue_bytes = 0;
     }
     int64_t points = 0, errors = 0;
-    std::vector<TfEventsWriter*> touched;
-    for (const auto& b : work) {
-      auto& writer = tb_writers[b->run_id()];
-      if (writer == nullptr) {
-        absl::StatusOr<std::unique_ptr<TfEventsWriter>> created =
-            TfEventsWriter::Create(absl::StrCat(options.tensorboard_dir, "/",
-                                                RunDirName(b->run_id())));
-        if (!created.ok()) {
-          RL_LOG_ERROR("tensorboard: {}", created.status().ToString());
-          errors += b->points_size();
-          tb_writers.erase(b->run_id());
-          continue;
+    absl::Status first_error;
+    for (const StoredBatch& s : work) {
+      const MetricBatch& b = *s.batch;
+      const std::string dir = RunDirName(b.run_id());
+      for (int i = 0; i < b.points_size(); ++i) {
+        const MetricPoint& p = b.points(i);
+        const absl::Status added = event_files->AddScalar(
+            dir, Tag(p), p.step(), p.wall_time_ns() * 1e-9,
+            static_cast<float>(p.value()));
+        if (!added.ok()) {
+          // The file could not be opened or its writer failed: the rest of
+          // the batch would fail alike.
+          errors += b.points_size() - i;
+          first_error.Update(added);
+          break;
         }
-        writer = std::move(*created);
-      }
-      for (const MetricPoint& p : b->points()) {
-        if (writer
-                ->AddScalar(Tag(p), p.step(), p.wall_time_ns() * 1e-9,
-                            static_cast<float>(p.value()))
-                .ok()) {
-          ++points;
-        } else {
-          ++errors;
-        }
-      }
-      if (std::find(touched.begin(), touched.end(), writer.get()) ==
-          touched.end()) {
-        touched.push_back(writer.get());
+        ++points;
       }
     }
-    for (TfEventsWriter* w : touched) {
-      if (!w->Flush().ok()) ++errors;
+    if (absl::Status flushed = event_files->Flush(); !flushed.ok()) {
+      ++errors;
+      first_error.Update(flushed);
+    }
+    if (!first_error.ok() && absl::Now() >= next_error_log) {
+      next_error_log = absl::Now() + absl::Seconds(10);
+      RL_LOG_ERROR("tensorboard: {}", first_error.ToString());
     }
     absl::MutexLock lock(&mu);
     stats.tensorboard_points += points;
     stats.tensorboard_errors += errors;
+    stats.open_event_files = event_files->open_files();
   }
-  for (auto& [run, w] : tb_writers) w->Flush().IgnoreError();
+  event_files.reset();  // flushes and closes
 }
 
 absl::StatusOr<QueryResponse> TelemetryCore::Query(
@@ -271,6 +352,14 @@ absl::StatusOr<int64_t> TelemetryCore::AddWatcher(const WatchRequest& request,
     return absl::InvalidArgumentError("request.run_id: empty");
   }
   absl::MutexLock lock(&impl_->mu);
+  if (static_cast<int64_t>(impl_->watchers.size()) >=
+      impl_->options.max_watchers) {
+    ++impl_->stats.refused_watchers;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("telemetry has ", impl_->watchers.size(),
+                     " live watchers, at most ", impl_->options.max_watchers,
+                     " (max_watchers); retry once one has ended"));
+  }
   const int64_t id = impl_->next_watcher++;
   impl_->watchers[id] = {request, std::move(on_point)};
   return id;

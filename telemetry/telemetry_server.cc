@@ -69,8 +69,10 @@ class RunStatePoller {
   std::thread thread_;
 };
 
-// Prometheus families over the core's counters.
-void RegisterCoreMetrics(TelemetryCore* core, MetricsRegistry* registry) {
+// Prometheus families over the core's and the service's counters.
+void RegisterCoreMetrics(TelemetryCore* core,
+                         const TelemetryServiceImpl* service,
+                         MetricsRegistry* registry) {
   auto family = [registry, core](const std::string& name,
                                  const std::string& help,
                                  const std::string& type,
@@ -97,6 +99,44 @@ void RegisterCoreMetrics(TelemetryCore* core, MetricsRegistry* registry) {
   family("telemetry_tensorboard_points_total",
          "Points written to TensorBoard event files.", "counter",
          &S::tensorboard_points);
+  family("telemetry_tensorboard_dropped_points_total",
+         "Points not written to event files: their backlog was full.",
+         "counter", &S::tensorboard_dropped_points);
+  family("telemetry_open_event_files", "TensorBoard event files open.", "gauge",
+         &S::open_event_files);
+  family("telemetry_in_flight_batches",
+         "Batches from all streams submitted and not yet stored.", "gauge",
+         &S::in_flight_batches);
+  family("telemetry_in_flight_bytes",
+         "Serialized bytes of the batches in flight.", "gauge",
+         &S::in_flight_bytes);
+  registry->AddCallback(
+      "telemetry_refused_total",
+      "Requests refused by a limit, by reason: ingest_budget "
+      "(max_ingest_batches/bytes), watchers (max_watchers), watch_backlog "
+      "(max_watch_backlog_bytes), series_per_run (max_series_per_run), runs "
+      "(max_runs).",
+      "counter", [core]() {
+        const TelemetryCoreStats s = core->stats();
+        MetricSamples samples;
+        for (const auto& [reason, value] :
+             {std::pair<const char*, int64_t>{"ingest_budget",
+                                              s.refused_ingest_budget},
+              {"watchers", s.refused_watchers},
+              {"watch_backlog", s.refused_watch_backlog},
+              {"series_per_run", s.refused_series_per_run},
+              {"runs", s.refused_runs}}) {
+          samples.push_back({{{"reason", reason}}, static_cast<double>(value)});
+        }
+        return samples;
+      });
+  registry->AddCallback(
+      "telemetry_watch_backlog_bytes",
+      "Bytes of points queued for Watch clients that have not read them.",
+      "gauge", [service]() {
+        return MetricSamples{
+            {{}, static_cast<double>(service->watch_backlog_bytes())}};
+      });
 }
 
 }  // namespace
@@ -128,9 +168,10 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
     std::filesystem::create_directories(parent, ec);
   }
   ASSIGN_OR_RETURN(impl->core, TelemetryCore::Create(options.core));
-  RegisterCoreMetrics(impl->core.get(), &impl->registry);
+  impl->service =
+      std::make_unique<TelemetryServiceImpl>(impl->core.get(), options.service);
+  RegisterCoreMetrics(impl->core.get(), impl->service.get(), &impl->registry);
 
-  impl->service = std::make_unique<TelemetryServiceImpl>(impl->core.get());
   ServerOptions server_options;
   server_options.address = absl::StrCat(options.host, ":", options.port);
   server_options.max_receive_message_bytes = 64 << 20;

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "telemetry/telemetry_core.h"
+#include "telemetry/telemetry_service.h"
 
 namespace rl {
 
@@ -30,8 +31,10 @@ struct TelemetryServerOptions {
   // Coordinator HOST:PORT whose run states the web page shows; "" = none.
   std::string coordinator;
   // The store (its directory is created if missing), TensorBoard files,
-  // retention.
+  // retention, the limits on ingest, watchers, runs and open files.
   TelemetryCoreOptions core;
+  // The Watch streams' backlog bound.
+  TelemetryServiceOptions service;
 };
 
 class TelemetryServer {

@@ -1,12 +1,12 @@
 #include "telemetry/telemetry_service.h"
 
-#include <deque>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "telemetry/watch_backlog.h"
 
 namespace rl {
 namespace {
@@ -112,10 +112,12 @@ class IngestReactor final
 
 class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
  public:
-  WatchReactor(TelemetryCore* core, const WatchRequest& request) : core_(core) {
+  WatchReactor(TelemetryCore* core, const WatchRequest& request,
+               int64_t max_backlog_bytes, std::atomic<int64_t>* total_bytes)
+      : core_(core), total_bytes_(total_bytes), backlog_(max_backlog_bytes) {
     absl::StatusOr<int64_t> id = core_->AddWatcher(
         request,
-        [this](const std::string&, const MetricPoint& p) { Offer(p); });
+        [this](const std::string&, const MetricPoint& p) { return Offer(p); });
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
       finished_ = true;
@@ -128,11 +130,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    if (finished_) return;
     if (!ok) {
-      if (!finished_) {
-        finished_ = true;
-        Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      }
+      finished_ = true;
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      return;
+    }
+    if (!fell_behind_.ok()) {
+      finished_ = true;
+      Finish(ToGrpcStatus(fell_behind_));
       return;
     }
     WriteNextLocked();
@@ -148,38 +154,57 @@ class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
 
   void OnDone() override {
     if (watcher_id_ != 0) core_->RemoveWatcher(watcher_id_);
-    if (lost_ > 0) RL_LOG_WARNING("telemetry watch: {} points skipped", lost_);
+    {
+      absl::MutexLock lock(&mu_);
+      total_bytes_->fetch_sub(backlog_.bytes(), std::memory_order_relaxed);
+    }
     delete this;
   }
 
  private:
-  void Offer(const MetricPoint& p) {
+  // On the core's writer thread; false ends the watch.
+  bool Offer(const MetricPoint& p) {
     absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    if (backlog_.size() >= TelemetryServiceImpl::kMaxWatchBacklog) {
-      backlog_.pop_front();
-      ++lost_;
+    // Ended otherwise (the client left): OnDone removes it.
+    if (finished_) return true;
+    const int64_t before = backlog_.bytes();
+    absl::Status pushed = backlog_.Push(p);
+    total_bytes_->fetch_add(backlog_.bytes() - before,
+                            std::memory_order_relaxed);
+    if (!pushed.ok()) {
+      RL_LOG_WARNING("telemetry watch: {}", pushed.ToString());
+      fell_behind_ = std::move(pushed);
+      // One write at a time: with one in flight, OnWriteDone finishes.
+      if (!writing_) {
+        finished_ = true;
+        Finish(ToGrpcStatus(fell_behind_));
+      }
+      return false;
     }
-    backlog_.push_back(p);
     if (!writing_) WriteNextLocked();
+    return true;
   }
 
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (backlog_.empty() || finished_) return;
-    out_ = std::move(backlog_.front());
-    backlog_.pop_front();
+    if (finished_) return;
+    const int64_t before = backlog_.bytes();
+    if (!backlog_.Pop(&out_)) return;
+    total_bytes_->fetch_add(backlog_.bytes() - before,
+                            std::memory_order_relaxed);
     writing_ = true;
     StartWrite(&out_);
   }
 
   TelemetryCore* core_;
+  std::atomic<int64_t>* total_bytes_;  // the service's, for /metrics
   int64_t watcher_id_ = 0;
   absl::Mutex mu_;
-  std::deque<MetricPoint> backlog_ ABSL_GUARDED_BY(mu_);
+  WatchBacklog backlog_ ABSL_GUARDED_BY(mu_);
   MetricPoint out_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t lost_ = 0;
+  // RESOURCE_EXHAUSTED once the backlog passed its bound.
+  absl::Status fell_behind_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -205,7 +230,8 @@ grpc::ServerUnaryReactor* TelemetryServiceImpl::ListSeries(
 
 grpc::ServerWriteReactor<MetricPoint>* TelemetryServiceImpl::Watch(
     grpc::CallbackServerContext* /*context*/, const WatchRequest* request) {
-  return new WatchReactor(core_, *request);
+  return new WatchReactor(core_, *request, options_.max_watch_backlog_bytes,
+                          &watch_backlog_bytes_);
 }
 
 }  // namespace rl

@@ -4,24 +4,41 @@
 // kMaxInFlight batches queued (then stops reading, which pushes back on the
 // client through flow control) and acknowledges the highest sequence number
 // stored so far (acks coalesce while a write is in flight). A malformed batch
-// ends the stream with INVALID_ARGUMENT naming the field, after every batch
-// before it has been stored and acknowledged. Watch: a live tail with a
-// bounded buffer per watcher; a watcher that falls more than
-// kMaxWatchBacklog points behind loses the oldest (counted in the log).
+// ends the stream with INVALID_ARGUMENT naming the field, a batch beyond the
+// core's ingest budget (shared by all streams) with RESOURCE_EXHAUSTED, each
+// after every batch before it has been stored and acknowledged.
+//
+// Watch: a live tail. States: registered with the core (refused with
+// RESOURCE_EXHAUSTED beyond max_watchers) -> writing points from its
+// WatchBacklog, one write at a time -> finished: by the client leaving, by a
+// failed write, or with RESOURCE_EXHAUSTED once the points the client has
+// not read pass max_watch_backlog_bytes (the backlog is freed then, the
+// status is sent after the write in flight) -> done: removed from the core,
+// reactor deleted.
 #ifndef RL_TELEMETRY_TELEMETRY_SERVICE_H_
 #define RL_TELEMETRY_TELEMETRY_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
 
 #include "proto/telemetry.grpc.pb.h"
 #include "telemetry/telemetry_core.h"
 
 namespace rl {
 
+struct TelemetryServiceOptions {
+  // Bytes of points (see WatchBacklog) a Watch stream may hold for a client
+  // that does not read them; beyond, the stream ends (RESOURCE_EXHAUSTED).
+  int64_t max_watch_backlog_bytes = int64_t{4} << 20;
+};
+
 class TelemetryServiceImpl final : public TelemetryService::CallbackService {
  public:
   static constexpr int kMaxInFlight = 64;
-  static constexpr int kMaxWatchBacklog = 100000;
 
-  explicit TelemetryServiceImpl(TelemetryCore* core) : core_(core) {}
+  explicit TelemetryServiceImpl(TelemetryCore* core,
+                                TelemetryServiceOptions options = {})
+      : core_(core), options_(options) {}
 
   grpc::ServerBidiReactor<MetricBatch, IngestAck>* Ingest(
       grpc::CallbackServerContext* context) override;
@@ -35,8 +52,15 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
       grpc::CallbackServerContext* context,
       const WatchRequest* request) override;
 
+  // Bytes queued for all Watch clients now.
+  int64_t watch_backlog_bytes() const {
+    return watch_backlog_bytes_.load(std::memory_order_relaxed);
+  }
+
  private:
   TelemetryCore* core_;
+  const TelemetryServiceOptions options_;
+  std::atomic<int64_t> watch_backlog_bytes_{0};
 };
 
 }  // namespace rl

@@ -5,7 +5,9 @@
 #include "telemetry/telemetry_service.h"
 
 #include <cmath>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,13 +27,23 @@ using ::testing::Not;
 
 class TelemetryServiceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const std::string dir = MakeTestDir();
-    TelemetryCoreOptions options;
+  void SetUp() override { Start(); }
+
+  // A fresh core and service with `core_limits` (store path and
+  // TensorBoard directory set here) and `service_options`.
+  void Start(TelemetryCoreOptions core_limits = {},
+             TelemetryServiceOptions service_options = {}) {
+    if (server_.server) server_.server->Shutdown();
+    server_ = {};
+    service_.reset();
+    core_.reset();
+    const std::string dir = MakeTestDir(absl::StrCat("dir", ++starts_));
+    TelemetryCoreOptions options = std::move(core_limits);
     options.store_path = dir + "/telemetry.db";
     options.tensorboard_dir = dir + "/tb";
     ASSERT_OK_AND_ASSIGN(core_, TelemetryCore::Create(options));
-    service_ = std::make_unique<TelemetryServiceImpl>(core_.get());
+    service_ =
+        std::make_unique<TelemetryServiceImpl>(core_.get(), service_options);
     InProcessServerOptions server_options;
     server_options.max_receive_message_bytes = 64 << 20;
     ASSERT_OK_AND_ASSIGN(
@@ -70,6 +82,49 @@ class TelemetryServiceTest : public ::testing::Test {
     return b;
   }
 
+  // Stores `batch` through one Ingest stream; its final status.
+  grpc::Status IngestOne(const MetricBatch& batch) {
+    grpc::ClientContext context;
+    auto stream = stub_->Ingest(&context);
+    if (!stream->Write(batch)) return stream->Finish();
+    stream->WritesDone();
+    IngestAck ack;
+    while (stream->Read(&ack)) {
+    }
+    return stream->Finish();
+  }
+
+  // A watch of `run` (names under "learner/") whose client reads nothing
+  // until told; a client-side reader of the in-process channel, which
+  // takes a message only when read, so the server's writes back up at once.
+  struct Watching {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<MetricPoint>> reader;
+  };
+  std::unique_ptr<Watching> Watch(const std::string& run) {
+    auto w = std::make_unique<Watching>();
+    // A regression fails the test rather than hanging it.
+    w->context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    WatchRequest request;
+    request.set_run_id(run);
+    request.set_name_prefix("learner/");
+    w->reader = stub_->Watch(&w->context, request);
+    return w;
+  }
+
+  // `points` points of `run` with long names, steps from `first_step`.
+  MetricBatch WatchedBatch(int64_t seq, const std::string& run, int points,
+                           int64_t first_step) {
+    MetricBatch b = Batch(seq, run, points);
+    for (int i = 0; i < points; ++i) {
+      b.mutable_points(i)->set_name("learner/" + std::string(100, 'x'));
+      b.mutable_points(i)->set_step(first_step + i);
+    }
+    return b;
+  }
+
+  int starts_ = 0;
   std::unique_ptr<TelemetryCore> core_;
   std::unique_ptr<TelemetryServiceImpl> service_;
   InProcessServer server_;
@@ -260,6 +315,91 @@ TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
   auto bad_reader = stub_->Watch(&bad_context, bad);
   EXPECT_FALSE(bad_reader->Read(&p));
   EXPECT_EQ(bad_reader->Finish().error_code(), grpc::INVALID_ARGUMENT);
+}
+
+TEST_F(TelemetryServiceTest, WatchersBeyondTheLimitAreRefused) {
+  TelemetryCoreOptions limits;
+  limits.max_watchers = 2;
+  Start(limits);
+  auto first = Watch("run-6");
+  auto second = Watch("run-6");
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 2; }, absl::Seconds(60)));
+  auto third = Watch("run-6");
+  MetricPoint p;
+  EXPECT_FALSE(third->reader->Read(&p));
+  const grpc::Status refused = third->reader->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("at most 2 (max_watchers)"));
+  EXPECT_EQ(core_->stats().refused_watchers, 1);
+
+  // A watcher that leaves makes room for another.
+  first->context.TryCancel();
+  EXPECT_EQ(first->reader->Finish().error_code(), grpc::CANCELLED);
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 1; }, absl::Seconds(60)));
+  auto fourth = Watch("run-6");
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 2; }, absl::Seconds(60)));
+  EXPECT_EQ(core_->stats().refused_watchers, 1);
+  second->context.TryCancel();
+  fourth->context.TryCancel();
+  second->reader->Finish();
+  fourth->reader->Finish();
+}
+
+// A client that stops reading: once its unread points pass the bound the
+// server frees them and ends the stream with RESOURCE_EXHAUSTED (after the
+// points already sent), and the watcher is gone.
+TEST_F(TelemetryServiceTest, WatcherThatFallsBehindIsEndedAndFreed) {
+  TelemetryServiceOptions service_options;
+  service_options.max_watch_backlog_bytes = 64 << 10;
+  Start({}, service_options);
+  auto watch = Watch("run-7");
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 1; }, absl::Seconds(60)));
+  // 200 points of ~200 bytes each per batch: a few batches pass 64 KiB.
+  constexpr int kPoints = 200;
+  int64_t sent = 0;
+  for (int64_t seq = 1; seq <= 100; ++seq) {
+    ASSERT_TRUE(IngestOne(WatchedBatch(seq, "run-7", kPoints, sent)).ok());
+    sent += kPoints;
+    if (core_->stats().refused_watch_backlog > 0) break;
+  }
+  ASSERT_EQ(core_->stats().refused_watch_backlog, 1) << sent << " points sent";
+  EXPECT_EQ(core_->stats().watchers, 0);
+  EXPECT_EQ(service_->watch_backlog_bytes(), 0);
+
+  // The client gets what was sent before, in order, then the reason.
+  MetricPoint p;
+  int64_t read = 0;
+  while (watch->reader->Read(&p)) {
+    EXPECT_EQ(p.step(), read);
+    ++read;
+  }
+  EXPECT_LT(read, sent);
+  const grpc::Status status = watch->reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("watcher fell behind by"));
+  EXPECT_THAT(status.error_message(), HasSubstr("max_watch_backlog_bytes"));
+}
+
+// A client that leaves without reading: everything queued for it goes.
+TEST_F(TelemetryServiceTest, WatcherThatLeavesWithoutReadingIsFreed) {
+  auto watch = Watch("run-8");
+  ASSERT_TRUE(
+      WaitFor([&] { return core_->stats().watchers == 1; }, absl::Seconds(60)));
+  ASSERT_TRUE(IngestOne(WatchedBatch(1, "run-8", 100, 0)).ok());
+  EXPECT_GT(service_->watch_backlog_bytes(), 0);
+  watch->context.TryCancel();
+  EXPECT_EQ(watch->reader->Finish().error_code(), grpc::CANCELLED);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return core_->stats().watchers == 0 &&
+               service_->watch_backlog_bytes() == 0;
+      },
+      absl::Seconds(60)));
+  EXPECT_EQ(core_->stats().refused_watch_backlog, 0);
 }
 
 TEST_F(TelemetryServiceTest, EmitterBuffersWhileTheServiceIsDownThenDelivers) {

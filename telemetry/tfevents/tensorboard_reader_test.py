@@ -39,8 +39,8 @@ def tool_path():
     return os.path.join(os.environ["TEST_SRCDIR"], "rl_service", TOOL)
 
 
-def write_events(directory, args, wall_time=WALL_TIME):
-    cmd = [tool_path(), f"--dir={directory}"]
+def write_events(directory, args, wall_time=WALL_TIME, append=None):
+    cmd = [tool_path(), f"--append={append}" if append else f"--dir={directory}"]
     if wall_time is not None:
         cmd.append(f"--wall_time_s={wall_time!r}")
     out = subprocess.run(cmd + list(args), check=True, capture_output=True, text=True)
@@ -118,6 +118,21 @@ class TensorBoardReaderTest(unittest.TestCase):
                 self.assertEqual(e.wall_time, WALL_TIME)
                 self.assertTrue(same_float32(e.value, s[3]), f"{tag}: {e.value}")
 
+    def test_reopened_file_is_read_to_its_end(self):
+        # The telemetry service closes the files of runs it has not written
+        # to lately and appends to them later (event_file_cache.h).
+        path = write_events(self.dir, ["x:0:1", "x:1:2"])
+        self.assertEqual(write_events(None, ["x:2:3"], append=path), path)
+        self.assertEqual(write_events(None, ["y:3:4"], append=path), path)
+        self.assertEqual(os.listdir(self.dir), [os.path.basename(path)])
+        events = list(event_file_loader.EventFileLoader(path).Load())
+        self.assertEqual([e.file_version for e in events],
+                         ["brain.Event:2", "", "", "", ""])
+        acc = event_accumulator.EventAccumulator(self.dir).Reload()
+        self.assertEqual([(e.step, e.value) for e in acc.Scalars("x")],
+                         [(0, 1.0), (1, 2.0), (2, 3.0)])
+        self.assertEqual([(e.step, e.value) for e in acc.Scalars("y")], [(3, 4.0)])
+
     def test_wall_time_defaults_to_now(self):
         before = time.time()
         path = write_events(self.dir, ["x:0:1"], wall_time=None)
@@ -184,6 +199,10 @@ class TensorBoardReaderTest(unittest.TestCase):
         r = subprocess.run([tool_path(), "x:1:2"], capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
         self.assertIn("--dir", r.stderr)
+        r = subprocess.run([tool_path(), f"--append={self.dir}/missing", "x:1:2"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("missing", r.stderr)
 
 
 if __name__ == "__main__":

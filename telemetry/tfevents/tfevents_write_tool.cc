@@ -1,6 +1,8 @@
-// Writes scalars into a new TensorBoard event file and prints its path.
+// Writes scalars into a new TensorBoard event file (or appends them to one
+// it wrote before) and prints its path.
 //
 //   tfevents_write_tool --dir=runs/tb loss:0:1.5 loss:1:nan reward:1:-inf
+//   tfevents_write_tool --append=runs/tb/events.out.tfevents.... loss:2:1
 //
 // Each argument is tag:step:value; the tag may itself contain ':' (the last
 // two fields are the step and the value). Values accept nan, inf and -inf.
@@ -18,6 +20,9 @@
 #include "telemetry/tfevents/tfevents_writer.h"
 
 ABSL_FLAG(std::string, dir, "", "Directory for the event file (created).");
+ABSL_FLAG(std::string, append, "",
+          "Append to this event file (TfEventsWriter::Reopen) instead of "
+          "creating one in --dir.");
 ABSL_FLAG(std::string, wall_time_s, "",
           "Wall time of every scalar, in Unix seconds (default: the time each "
           "one is written).");
@@ -47,8 +52,9 @@ bool ParseScalar(absl::string_view arg, ScalarArg* out) {
 int main(int argc, char** argv) {
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const std::string dir = absl::GetFlag(FLAGS_dir);
-  if (dir.empty()) {
-    std::fprintf(stderr, "error: --dir is required\n");
+  const std::string append = absl::GetFlag(FLAGS_append);
+  if (dir.empty() == append.empty()) {
+    std::fprintf(stderr, "error: one of --dir and --append is required\n");
     return 2;
   }
   bool fixed_time = false;
@@ -72,7 +78,8 @@ int main(int argc, char** argv) {
     scalars.push_back(std::move(scalar));
   }
 
-  auto writer = rl::TfEventsWriter::Create(dir);
+  auto writer = append.empty() ? rl::TfEventsWriter::Create(dir)
+                               : rl::TfEventsWriter::Reopen(append);
   if (!writer.ok()) {
     std::fprintf(stderr, "error: %s\n", writer.status().ToString().c_str());
     return 1;

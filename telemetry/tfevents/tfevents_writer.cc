@@ -95,6 +95,17 @@ absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Create(
   return writer;
 }
 
+absl::StatusOr<std::unique_ptr<TfEventsWriter>> TfEventsWriter::Reopen(
+    const std::string& path) {
+  // No O_CREAT: a file removed meanwhile must not come back without its
+  // file-version record.
+  const int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("cannot reopen ", path));
+  }
+  return std::unique_ptr<TfEventsWriter>(new TfEventsWriter(path, fd));
+}
+
 TfEventsWriter::TfEventsWriter(std::string path, int fd)
     : path_(std::move(path)), fd_(fd) {}
 

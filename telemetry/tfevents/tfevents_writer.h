@@ -32,6 +32,14 @@ class TfEventsWriter {
   static absl::StatusOr<std::unique_ptr<TfEventsWriter>> Create(
       const std::string& dir);
 
+  // Appends to an event file that an earlier writer created and closed
+  // without error (its file-version record is already there, so none is
+  // written). For a file whose writer failed this would append after a
+  // partial record, which readers never get past: use Create instead.
+  // NOT_FOUND if the file is gone.
+  static absl::StatusOr<std::unique_ptr<TfEventsWriter>> Reopen(
+      const std::string& path);
+
   // Flushes (unless a write failed) and closes the file.
   ~TfEventsWriter();
 

@@ -237,6 +237,41 @@ TEST(TfEventsWriterTest, DestructorFlushes) {
   EXPECT_EQ(ParseEvent(records[100]).step, 99);
 }
 
+// A closed file reopened for append: one file-version record, then every
+// scalar of both writers in order.
+TEST(TfEventsWriterTest, ReopenAppendsWithoutASecondFileVersion) {
+  const std::string dir = TestDir();
+  std::string path;
+  {
+    auto writer = TfEventsWriter::Create(dir);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    path = (*writer)->path();
+    ASSERT_TRUE((*writer)->AddScalar("x", 1, 1.0, 1.0f).ok());
+  }
+  {
+    auto writer = TfEventsWriter::Reopen(path);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    EXPECT_EQ((*writer)->path(), path);
+    ASSERT_TRUE((*writer)->AddScalar("x", 2, 2.0, 2.0f).ok());
+    ASSERT_TRUE((*writer)->AddScalar("y", 3, 3.0, 3.0f).ok());
+  }
+  const std::vector<std::string> records = ReadRecords(path);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(ParseEvent(records[0]).file_version, "brain.Event:2");
+  for (int i = 1; i < 4; ++i) {
+    const Event e = ParseEvent(records[i]);
+    EXPECT_EQ(e.file_version, "");
+    EXPECT_EQ(e.step, i);
+  }
+  EXPECT_EQ(
+      std::distance(fs::directory_iterator(dir), fs::directory_iterator{}), 1);
+
+  fs::remove(path);
+  EXPECT_EQ(TfEventsWriter::Reopen(path).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(path));
+}
+
 TEST(TfEventsWriterTest, DirectoryThatCannotBeCreatedNamesThePath) {
   const std::string dir = TestDir();
   fs::create_directories(dir);

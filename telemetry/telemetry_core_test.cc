@@ -1,0 +1,280 @@
+// TelemetryCore without gRPC: the limits on what clients can make it hold.
+// Event files stay bounded over many runs and lose no point; the ingest
+// budget is shared by all streams; watchers are bounded and a watcher that
+// cannot keep up is dropped; runs and series beyond the store's limits are
+// refused; every refusal is counted.
+#include "telemetry/telemetry_core.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "telemetry/tfevents/event.pb.h"
+#include "telemetry/tfevents/tfrecord.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "testing/wait_for.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kTimeout = absl::Seconds(60);
+
+std::shared_ptr<MetricBatch> Batch(const std::string& run,
+                                   const std::string& source, int64_t seq,
+                                   int points, int64_t first_step = 0) {
+  auto b = std::make_shared<MetricBatch>();
+  b->set_run_id(run);
+  b->set_source(source);
+  b->set_incarnation(1);
+  b->set_sequence_number(seq);
+  for (int i = 0; i < points; ++i) {
+    MetricPoint* p = b->add_points();
+    p->set_name("m");
+    p->set_step(first_step + i);
+    p->set_wall_time_ns(1'700'000'000'000'000'000 + first_step + i);
+    p->set_value(static_cast<double>(first_step + i));
+  }
+  return b;
+}
+
+// Submits and waits for the outcome.
+absl::Status Store(TelemetryCore* core, std::shared_ptr<MetricBatch> batch) {
+  absl::Notification stored;
+  absl::Status outcome;
+  absl::Status submitted = core->Submit(std::move(batch), [&](absl::Status s) {
+    outcome = std::move(s);
+    stored.Notify();
+  });
+  if (!submitted.ok()) return submitted;
+  if (!stored.WaitForNotificationWithTimeout(kTimeout)) {
+    return absl::DeadlineExceededError("not stored in time");
+  }
+  return outcome;
+}
+
+int OpenFds() {
+  int n = 0;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// (step, value) of every scalar in the event files of `dir`.
+std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
+  std::vector<std::pair<int64_t, float>> scalars;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  for (const fs::path& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    auto records = DecodeTfRecords(bytes.str());
+    EXPECT_OK(records);
+    if (!records.ok()) continue;
+    for (const std::string& record : *records) {
+      tensorboard::Event event;
+      EXPECT_TRUE(event.ParseFromString(record));
+      for (const auto& v : event.summary().value()) {
+        scalars.emplace_back(event.step(), v.simple_value());
+      }
+    }
+  }
+  return scalars;
+}
+
+TEST(TelemetryCoreTest, EventFilesStayBoundedOverManyRunsAndLoseNothing) {
+  const std::string dir = MakeTestDir();
+  TelemetryCoreOptions options;
+  options.store_path = dir + "/telemetry.db";
+  options.tensorboard_dir = dir + "/tb";
+  options.max_open_event_files = 4;
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+
+  // The store's files open on first use: count from after one batch.
+  int64_t seq = 0;
+  ASSERT_OK(Store(core.get(), Batch("warm-up", "s", ++seq, 1)));
+  ASSERT_TRUE(
+      WaitFor([&] { return core->stats().tensorboard_points == 1; }, kTimeout));
+  const int baseline = OpenFds() - 1;  // less the warm-up run's event file
+
+  constexpr int kRuns = 50;
+  constexpr int kRounds = 3;
+  constexpr int kPoints = 5;
+  int64_t written = 1;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int run = 0; run < kRuns; ++run) {
+      ASSERT_OK(Store(core.get(), Batch(absl::StrCat("run-", run), "s", ++seq,
+                                        kPoints, round * kPoints)));
+      written += kPoints;
+      EXPECT_LE(OpenFds() - baseline, options.max_open_event_files);
+    }
+    ASSERT_TRUE(WaitFor(
+        [&] { return core->stats().tensorboard_points == written; }, kTimeout))
+        << core->stats().tensorboard_points << " of " << written;
+    EXPECT_LE(OpenFds() - baseline, options.max_open_event_files);
+    EXPECT_LE(core->stats().open_event_files, options.max_open_event_files);
+  }
+  EXPECT_EQ(core->stats().tensorboard_errors, 0);
+  core.reset();  // closes the event files
+
+  std::vector<std::pair<int64_t, float>> want;
+  for (int step = 0; step < kRounds * kPoints; ++step) {
+    want.emplace_back(step, static_cast<float>(step));
+  }
+  for (int run = 0; run < kRuns; ++run) {
+    EXPECT_EQ(ReadScalars(fs::path(dir) / "tb" / absl::StrCat("run-", run)),
+              want)
+        << "run-" << run;
+  }
+}
+
+// The budget counts batches from every stream (source) until their outcome
+// has been reported; a batch beyond it is refused, not queued.
+TEST(TelemetryCoreTest, IngestBudgetIsSharedByAllStreams) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  options.max_ingest_batches = 3;
+  const auto big = Batch("run", "source-0", 1, 200);
+  options.max_ingest_bytes = static_cast<int64_t>(big->ByteSizeLong()) + 100;
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+
+  // A store that has not caught up: the first batch's acknowledgement
+  // stalls the writer thread until released.
+  absl::Notification entered, release, first_done;
+  ASSERT_OK(core->Submit(big, [&](absl::Status) {
+    entered.Notify();
+    release.WaitForNotificationWithTimeout(kTimeout);
+    first_done.Notify();
+  }));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(kTimeout));
+
+  std::atomic<int> stored{0};
+  auto count = [&](absl::Status s) {
+    EXPECT_OK(s);
+    ++stored;
+  };
+  // Bytes: a second batch as large as the first does not fit.
+  EXPECT_THAT(core->Submit(Batch("run", "source-1", 1, 200), count),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(max_ingest_bytes)")));
+  // Batches: two small ones from two more streams fit, a fourth does not.
+  ASSERT_OK(core->Submit(Batch("run", "source-2", 1, 1), count));
+  ASSERT_OK(core->Submit(Batch("run", "source-3", 1, 1), count));
+  EXPECT_THAT(core->Submit(Batch("run", "source-4", 1, 1), count),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("at most 3 (max_ingest_batches)")));
+  TelemetryCoreStats stats = core->stats();
+  EXPECT_EQ(stats.in_flight_batches, 3);
+  EXPECT_EQ(stats.refused_ingest_budget, 2);
+
+  release.Notify();
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(kTimeout));
+  ASSERT_TRUE(WaitFor(
+      [&] { return stored == 2 && core->stats().in_flight_batches == 0; },
+      kTimeout));
+  EXPECT_EQ(core->stats().in_flight_bytes, 0);
+  // Room again: the refused batches go through when resent.
+  EXPECT_OK(Store(core.get(), Batch("run", "source-1", 1, 200)));
+  EXPECT_OK(Store(core.get(), Batch("run", "source-4", 1, 1)));
+  EXPECT_EQ(core->stats().stored_batches, 5);
+}
+
+TEST(TelemetryCoreTest, WatchersAreBoundedAndOneThatStopsIsDropped) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  options.max_watchers = 2;
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+  WatchRequest request;
+  request.set_run_id("run");
+  std::atomic<int> full_calls{0}, keen_calls{0};
+  ASSERT_OK(
+      core->AddWatcher(request, [&](const std::string&, const MetricPoint&) {
+        ++full_calls;
+        return false;  // fell behind at its first point
+      }));
+  ASSERT_OK_AND_ASSIGN(
+      const int64_t keen,
+      core->AddWatcher(request, [&](const std::string&, const MetricPoint&) {
+        ++keen_calls;
+        return true;
+      }));
+  EXPECT_THAT(
+      core->AddWatcher(
+          request, [](const std::string&, const MetricPoint&) { return true; }),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               HasSubstr("at most 2 (max_watchers)")));
+
+  ASSERT_OK(Store(core.get(), Batch("run", "s", 1, 3)));
+  EXPECT_EQ(full_calls, 1);
+  EXPECT_EQ(keen_calls, 3);
+  TelemetryCoreStats stats = core->stats();
+  EXPECT_EQ(stats.watchers, 1);
+  EXPECT_EQ(stats.refused_watchers, 1);
+  EXPECT_EQ(stats.refused_watch_backlog, 1);
+
+  // The dropped watcher's place is free again.
+  ASSERT_OK(core->AddWatcher(
+      request, [](const std::string&, const MetricPoint&) { return true; }));
+  core->RemoveWatcher(keen);
+  EXPECT_EQ(core->stats().watchers, 1);
+}
+
+TEST(TelemetryCoreTest, RunAndSeriesLimitsAreCountedRefusals) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  options.store.max_runs = 1;
+  options.store.max_series_per_run = 1;
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+  ASSERT_OK(Store(core.get(), Batch("run-a", "s", 1, 2)));
+  EXPECT_THAT(
+      Store(core.get(), Batch("run-b", "s", 2, 1)),
+      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("(max_runs)")));
+  auto other_series = Batch("run-a", "s", 3, 1);
+  other_series->mutable_points(0)->set_name("n");
+  EXPECT_THAT(Store(core.get(), other_series),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(max_series_per_run)")));
+  const TelemetryCoreStats stats = core->stats();
+  EXPECT_EQ(stats.refused_runs, 1);
+  EXPECT_EQ(stats.refused_series_per_run, 1);
+  EXPECT_EQ(stats.refused_batches, 2);
+}
+
+TEST(TelemetryCoreTest, BadLimitsAreRefused) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  options.tensorboard_dir = MakeTestDir("tb");
+  options.max_open_event_files = 0;
+  EXPECT_THAT(TelemetryCore::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_open_event_files")));
+  options.max_open_event_files = 1;
+  options.max_ingest_batches = 0;
+  EXPECT_THAT(TelemetryCore::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_ingest_batches")));
+}
+
+}  // namespace
+}  // namespace rl
