@@ -20,8 +20,19 @@ namespace rl {
 // path if it cannot be opened.
 absl::StatusOr<sqlite3*> OpenDurableDatabase(const std::string& path);
 
-// Runs `sql` (any number of statements). INTERNAL with SQLite's message.
+// Runs `sql` (any number of statements). An error as SqliteError says.
 absl::Status ExecSql(sqlite3* db, const std::string& sql);
+
+// SQLite's latest error on `db` as a Status naming the database file, with
+// a code a client can act on: a full disk or store (SQLITE_FULL) is
+// RESOURCE_EXHAUSTED, a busy or locked database or an I/O error UNAVAILABLE
+// (retry later), a read-only one FAILED_PRECONDITION, a corrupt one
+// DATA_LOSS, anything else INTERNAL.
+absl::Status SqliteError(sqlite3* db, absl::string_view context);
+
+// Caps the database at about `max_bytes` (SQLite's max_page_count); writes
+// beyond it fail with RESOURCE_EXHAUSTED, as on a full disk. 0: no cap.
+absl::Status LimitDatabaseSize(sqlite3* db, int64_t max_bytes);
 
 // A prepared statement that finalizes itself.
 class Statement {
@@ -74,7 +85,7 @@ class Statement {
                            sqlite3_column_bytes(stmt_, col))
              : std::string();
   }
-  // OK for SQLITE_DONE / SQLITE_ROW, INTERNAL otherwise.
+  // OK for SQLITE_DONE / SQLITE_ROW, SqliteError otherwise.
   absl::Status Done(int rc) const;
 
  private:

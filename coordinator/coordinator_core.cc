@@ -14,7 +14,8 @@ namespace rl {
 
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     const CoordinatorOptions& options) {
-  ASSIGN_OR_RETURN(auto store, RunStore::Open(options.store_path));
+  ASSIGN_OR_RETURN(auto store,
+                   RunStore::Open(options.store_path, options.max_store_bytes));
   auto core = std::unique_ptr<CoordinatorCore>(
       new CoordinatorCore(options, std::move(store)));
   RETURN_IF_ERROR(core->Recover());
@@ -151,8 +152,14 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     return absl::InvalidArgumentError(
         "address: a learner must give the address actors reach it at");
   }
-  RETURN_IF_ERROR(
-      store_->PutWorker(request.worker_name(), role, request.address()));
+  // The workers table is a record for operators, not state the coordinator
+  // needs: a full store does not stop a worker from registering.
+  if (absl::Status stored =
+          store_->PutWorker(request.worker_name(), role, request.address());
+      !stored.ok()) {
+    RL_LOG_WARNING("cannot record worker {} in the store: {}",
+                   request.worker_name(), stored.ToString());
+  }
   std::optional<Run> restarted;  // notified once the lock is released
   absl::ReleasableMutexLock lock(&mu_);
   const Assignment& reported = request.current_assignment();

@@ -30,6 +30,9 @@ namespace rl {
 
 struct CoordinatorOptions {
   std::string store_path;
+  // Cap of the store's size in bytes (0: none); beyond it requests that
+  // write fail with RESOURCE_EXHAUSTED, as on a full disk.
+  int64_t max_store_bytes = 0;
   // Checkpoints of run R go to <runs_dir>/<R>.
   std::string runs_dir = "runs";
   absl::Duration lease_ttl = absl::Seconds(10);

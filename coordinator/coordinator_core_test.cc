@@ -337,5 +337,26 @@ TEST_F(CoordinatorCoreTest, FailuresOutsideTheWindowAreForgotten) {
   EXPECT_THAT(run.failure_reason(), HasSubstr("actor actor-0 restarted"));
 }
 
+TEST_F(CoordinatorCoreTest, AFullStoreFailsSubmitsClearlyButWorkersRegister) {
+  options_.max_store_bytes = 96 << 10;
+  core_ = Make();
+  std::vector<std::string> accepted;
+  absl::Status error;
+  for (int i = 0; i < 10000 && error.ok(); ++i) {
+    auto submitted = core_->SubmitRun(Request());
+    if (submitted.ok()) {
+      accepted.push_back(submitted->run().run_id());
+    } else {
+      error = submitted.status();
+    }
+  }
+  EXPECT_THAT(error, StatusIs(absl::StatusCode::kResourceExhausted,
+                              HasSubstr("coordinator.db")));
+  ASSERT_FALSE(accepted.empty());
+  // Registration does not need the store; accepted runs stay readable.
+  Register(*core_, "learner-0", LEARNER);
+  for (const std::string& id : accepted) ASSERT_OK(core_->GetRun(id));
+}
+
 }  // namespace
 }  // namespace rl

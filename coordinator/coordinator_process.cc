@@ -121,6 +121,7 @@ class CoordinatorProcess::Impl {
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
     CoordinatorOptions core;
     core.store_path = options_.store;
+    core.max_store_bytes = options_.max_store_mb << 20;
     core.runs_dir = options_.runs_dir;
     core.lease_ttl = options_.lease_ttl;
     core.unplaceable_timeout = options_.unplaceable_timeout;

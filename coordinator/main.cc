@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, runs_dir, "runs",
           "Checkpoints go to <runs_dir>/<run id>.");
 ABSL_FLAG(double, lease_ttl_s, 10, "Seconds a worker lease lasts.");
 ABSL_FLAG(int, max_request_kb, 1024, "Largest request accepted, in KiB.");
+ABSL_FLAG(int64_t, max_store_mb, 0,
+          "Cap of the SQLite state file in MiB (0: none); beyond it submits "
+          "fail with RESOURCE_EXHAUSTED, as on a full disk.");
 ABSL_FLAG(double, unplaceable_timeout_s, 600,
           "A queued run that no registered workers could hold (device, "
           "memory, count) FAILS after this many seconds; 0: waits for ever.");
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.store = absl::GetFlag(FLAGS_store);
+  options.max_store_mb = absl::GetFlag(FLAGS_max_store_mb);
   options.runs_dir = absl::GetFlag(FLAGS_runs_dir);
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.max_request_kb = absl::GetFlag(FLAGS_max_request_kb);

@@ -65,11 +65,12 @@ absl::StatusOr<Run> ParseRun(const std::string& blob) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
-    const std::string& path) {
+    const std::string& path, int64_t max_bytes) {
   ASSIGN_OR_RETURN(sqlite3 * db, OpenDurableDatabase(path));
   auto store = std::unique_ptr<RunStore>(new RunStore(db));
   absl::MutexLock lock(&store->mu_);
   RETURN_IF_ERROR(store->Exec(kSchema));
+  RETURN_IF_ERROR(LimitDatabaseSize(db, max_bytes));
   return store;
 }
 

@@ -44,9 +44,11 @@ struct RunEventRecord {
 
 class RunStore {
  public:
-  // Opens (creating if needed) the database file at `path`.
-  static absl::StatusOr<std::unique_ptr<RunStore>> Open(
-      const std::string& path);
+  // Opens (creating if needed) the database file at `path`. `max_bytes` >
+  // 0 caps its size: writes beyond fail with RESOURCE_EXHAUSTED, as on a
+  // full disk, and what was stored stays readable.
+  static absl::StatusOr<std::unique_ptr<RunStore>> Open(const std::string& path,
+                                                        int64_t max_bytes = 0);
   ~RunStore();
 
   // Stores a new QUEUED run, or, when `idempotency_key` is non-empty and

@@ -227,5 +227,42 @@ TEST(RunStoreTest, SurvivesSigkillDuringAStorm) {
   EXPECT_GT(runs, 5);
 }
 
+// A full store (capped here; a full disk gives SQLite the same SQLITE_FULL)
+// fails the write clearly and keeps what was already stored.
+TEST(RunStoreTest, AFullStoreIsResourceExhaustedAndLosesNothing) {
+  const std::string path = DbPath("full");
+  auto store = RunStore::Open(path, /*max_bytes=*/64 << 10);
+  ASSERT_OK(store);
+  RunSpec spec;
+  spec.set_name(std::string(100, 'x'));
+  spec.mutable_env()->set_id("CartPole-v1");
+  std::vector<std::string> stored;
+  absl::Status error;
+  for (int i = 0; i < 10000 && error.ok(); ++i) {
+    bool created = false;
+    auto run = (*store)->SubmitRun(spec, "", &created);
+    if (run.ok()) {
+      stored.push_back(run->run_id());
+    } else {
+      error = run.status();
+    }
+  }
+  ASSERT_FALSE(error.ok()) << "the cap never filled";
+  EXPECT_EQ(error.code(), absl::StatusCode::kResourceExhausted) << error;
+  EXPECT_NE(error.message().find(path), std::string::npos) << error;
+  EXPECT_NE(error.message().find("free disk space"), std::string::npos);
+  ASSERT_GT(stored.size(), 10u);
+  for (const std::string& id : stored) {
+    ASSERT_OK((*store)->GetRun(id)) << id;
+  }
+  // Reopened without the cap (space came back): writes work again.
+  store->reset();
+  store = RunStore::Open(path);
+  ASSERT_OK(store);
+  bool created = false;
+  EXPECT_OK((*store)->SubmitRun(spec, "", &created));
+  EXPECT_OK((*store)->GetRun(stored.back()));
+}
+
 }  // namespace
 }  // namespace rl
