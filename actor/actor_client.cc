@@ -14,6 +14,7 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "policy/compute_device.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "telemetry/emitter.h"
@@ -73,6 +74,8 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
   if (options.learner_address.empty()) {
     return absl::InvalidArgumentError("learner address: must not be empty");
   }
+  RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().actor_device(),
+                                     "resources.actor_device", "this actor"));
   if (options.actor_id < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("actor_id: must be >= 0 (got ", options.actor_id, ")"));

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
+#include "policy/compute_device.h"
 #include "runspec/run_spec.h"
 #include "worker/worker_runtime.h"
 
@@ -85,6 +86,7 @@ class ActorProcess::Impl {
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.role = ACTOR;
+      runtime.agent.devices = VisibleCudaDevices();
       runtime.agent.worker_name = worker_name;
       runtime.agent.address = options_.advertise_address;
       ASSIGN_OR_RETURN(runtime_,

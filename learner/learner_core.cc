@@ -21,6 +21,7 @@
 #include "learner/ppo_updater.h"
 #include "learner/update_metrics.h"
 #include "policy/actor_critic.h"
+#include "policy/compute_device.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
@@ -782,6 +783,9 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     const LearnerOptions& options) {
   // Specs arrive resolved (runspec/); resolving again only checks them.
   ASSIGN_OR_RETURN(const EnvInfo info, DescribeEnvSpec(options.spec.env()));
+  RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().learner_device(),
+                                     "resources.learner_device",
+                                     "this learner"));
   auto impl = std::make_unique<Impl>(options, info);
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));

@@ -351,6 +351,18 @@ TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
   EXPECT_EQ(core->LatestPolicy()->version(), 2);
 }
 
+// The learner trains on the CPU only: a CUDA run is refused, naming the
+// field, never trained on the CPU instead.
+TEST(LearnerCoreTest, ACudaRunIsRefused) {
+  LearnerOptions options;
+  options.spec = Spec("resources: {learner_device: cuda}");
+  options.run_id = "t";
+  const auto core = LearnerCore::Create(options);
+  ASSERT_FALSE(core.ok());
+  EXPECT_THAT(core.status().message(),
+              HasSubstr("resources.learner_device: \"cuda\""));
+}
+
 // A reward outside the env's declared range (CartPole: [0, 1]) is refused
 // at ingest, naming the field; it never reaches an update.
 TEST(LearnerCoreTest, AnOutOfRangeRewardIsRefusedAtIngest) {

@@ -18,6 +18,7 @@
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
 #include "learner/learner_workload.h"
+#include "policy/compute_device.h"
 #include "runspec/run_spec.h"
 #include "worker/worker_runtime.h"
 
@@ -167,6 +168,7 @@ class LearnerProcess::Impl {
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.role = LEARNER;
+      runtime.agent.devices = VisibleCudaDevices();
       runtime.agent.address = absl::StrCat(advertised, ":", server_.port);
       runtime.agent.rendezvous_address =
           absl::StrCat(advertised, ":", rendezvous_->port());

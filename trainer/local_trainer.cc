@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "learner/checkpoint.h"
 #include "learner/update_metrics.h"
+#include "policy/compute_device.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -34,6 +35,10 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view context) {
 
 absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
     const RunSpec& spec, const TrainerOptions& options) {
+  RETURN_IF_ERROR(CheckComputeDevice(spec.resources().learner_device(),
+                                     "resources.learner_device", "rl_local"));
+  RETURN_IF_ERROR(CheckComputeDevice(spec.resources().actor_device(),
+                                     "resources.actor_device", "rl_local"));
   ASSIGN_OR_RETURN(auto collector,
                    RolloutCollector::Create(spec, spec.seed(),
                                             std::max(1, options.env_threads)));

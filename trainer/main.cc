@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   auto run = rl::LocalRun::Create(options);
   if (!run.ok()) {
     const bool bad_input =
-        run.status().code() == absl::StatusCode::kInvalidArgument;
+        run.status().code() == absl::StatusCode::kInvalidArgument ||
+        run.status().code() == absl::StatusCode::kUnimplemented;
     return rl::PrintLocalRunError(
         run.status(), bad_input ? rl::kExitBadInput : rl::kExitFailed);
   }

@@ -131,5 +131,17 @@ TEST_F(RlLocalTest, BadInputExits2NamingTheProblem) {
   EXPECT_THAT(mode.err, HasSubstr("usage: rl_local train|eval"));
 }
 
+// rl_local computes on the CPU: a run asking for CUDA is refused (exit 2,
+// naming the field), never trained on the CPU instead.
+TEST_F(RlLocalTest, ACudaRunIsRefusedNotRunOnTheCpu) {
+  const std::string run = WriteRunFile(std::string(kSmallRun) +
+                                       "resources: {learner_device: cuda}\n");
+  const Result train = Run("train --run=" + run + " " + RunDirFlag());
+  EXPECT_EQ(train.exit_code, 2) << train.out << train.err;
+  EXPECT_THAT(train.err, HasSubstr("resources.learner_device: \"cuda\""));
+  EXPECT_THAT(train.err, HasSubstr("refuses rather than run on the CPU"));
+  EXPECT_THAT(train.out, Not(HasSubstr("mean return")));
+}
+
 }  // namespace
 }  // namespace rl
