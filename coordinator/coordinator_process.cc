@@ -166,13 +166,15 @@ class CoordinatorProcess::Impl {
 
   absl::Status Wait() {
     absl::Time next_census = absl::Now();
-    int64_t census = 0;
     while (WaitForStopSignal(absl::Milliseconds(200)) == 0) {
       if (embedded_ != nullptr) embedded_->Supervise();
       core_->Tick();
       if (absl::Now() >= next_census) {
         next_census = absl::Now() + absl::Seconds(5);
-        EmitCensus(core_.get(), telemetry_->emitter(), ++census);
+        // Steps are wall-clock seconds: they go on across a coordinator
+        // restart (the store replaces points re-emitted at a step).
+        EmitCensus(core_.get(), telemetry_->emitter(),
+                   absl::ToUnixSeconds(absl::Now()));
       }
     }
     Shutdown();
@@ -201,16 +203,17 @@ class CoordinatorProcess::Impl {
     Emitter* emitter = telemetry_->emitter();
     watch_id_ = core_->Watch([emitter, started](const Run& run) {
       if (run.state() != RUNNING) return;
-      int64_t count;
       {
         absl::MutexLock lock(&started->mu);
         if (!started->runs.insert(run.run_id()).second) return;
-        count = static_cast<int64_t>(started->runs.size());
       }
       const absl::Time created =
           absl::FromUnixSeconds(run.create_time().seconds()) +
           absl::Nanoseconds(run.create_time().nanos());
-      emitter->Emit("coordinator/queue_wait_seconds", count,
+      // At wall-clock milliseconds, so that a restarted coordinator's
+      // points follow, not replace, the earlier ones.
+      emitter->Emit("coordinator/queue_wait_seconds",
+                    absl::ToUnixMillis(absl::Now()),
                     absl::ToDoubleSeconds(absl::Now() - created));
     });
   }

@@ -71,6 +71,7 @@ struct Emitter::State {
   int64_t next_sequence ABSL_GUARDED_BY(mu) = 1;
   int64_t acked_sequence ABSL_GUARDED_BY(mu) = 0;
   int64_t acked_points ABSL_GUARDED_BY(mu) = 0;
+  int64_t rejected_batches ABSL_GUARDED_BY(mu) = 0;
   int64_t sent_batches ABSL_GUARDED_BY(mu) = 0;
   int64_t connects ABSL_GUARDED_BY(mu) = 0;
   bool connected ABSL_GUARDED_BY(mu) = false;
@@ -241,6 +242,7 @@ EmitterStats Emitter::stats() const {
   absl::MutexLock lock(&s.mu);
   out.sent_batches = s.sent_batches;
   out.acked_points = s.acked_points;
+  out.rejected_batches = s.rejected_batches;
   out.unacked_points = s.unacked_points;
   out.acked_sequence_number = s.acked_sequence;
   out.connects = s.connects;
@@ -277,7 +279,13 @@ void Emitter::AckLoop(int64_t generation) {
     if (!ack.ok()) {
       if (s.generation == generation) {
         s.connected = false;
-        if (ack.status().code() == absl::StatusCode::kInvalidArgument &&
+        // Refused for good: malformed (INVALID_ARGUMENT), or beyond the
+        // store's runs or series (FAILED_PRECONDITION). Anything else
+        // (UNAVAILABLE, RESOURCE_EXHAUSTED for the ingest budget that all
+        // streams share) passes: the batch is resent.
+        const absl::StatusCode code = ack.status().code();
+        if ((code == absl::StatusCode::kInvalidArgument ||
+             code == absl::StatusCode::kFailedPrecondition) &&
             !s.unacked.empty()) {
           // The service refused the oldest unacknowledged batch (everything
           // before it was acknowledged first): drop it, never resend it.
@@ -286,6 +294,7 @@ void Emitter::AckLoop(int64_t generation) {
                        bad->sequence_number(), bad->points_size(),
                        ack.status().ToString());
           s.dropped.fetch_add(bad->points_size(), std::memory_order_relaxed);
+          ++s.rejected_batches;
           s.unacked_points -= bad->points_size();
           s.unacked.pop_front();
         }

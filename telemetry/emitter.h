@@ -5,8 +5,11 @@
 // drains the ring into batches (by size or interval), streams them through a
 // `MetricTransport`, keeps every batch until the service acknowledges it as
 // durable, and resends the unacknowledged ones, with their sequence numbers,
-// after a reconnect. No gRPC here: the transport is an interface
-// (telemetry/grpc_transport.h has the real one).
+// after a reconnect. A batch the service refuses for good (INVALID_ARGUMENT:
+// malformed; FAILED_PRECONDITION: beyond the store's runs or series) is
+// dropped and counted instead; any other refusal (RESOURCE_EXHAUSTED: the
+// service's shared ingest budget) is resent. No gRPC here: the transport is
+// an interface (telemetry/grpc_transport.h has the real one).
 //
 // Limits, by design of the hot path: names are at most `kMaxNameBytes` bytes
 // (longer ones are dropped and counted as invalid); points with labels pay
@@ -69,8 +72,11 @@ struct EmitterOptions {
 };
 
 struct EmitterStats {
-  int64_t emitted = 0;       // accepted into the ring
-  int64_t dropped = 0;       // ring full, name too long, or rejected batch
+  int64_t emitted = 0;  // accepted into the ring
+  int64_t dropped = 0;  // ring full, name too long, or rejected batch
+  // Batches the service refused for good (INVALID_ARGUMENT or
+  // FAILED_PRECONDITION): dropped, their points counted in `dropped`.
+  int64_t rejected_batches = 0;
   int64_t sent_batches = 0;  // including resends
   int64_t acked_points = 0;
   int64_t unacked_points = 0;

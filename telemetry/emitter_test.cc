@@ -31,7 +31,7 @@ constexpr absl::Duration kLong = absl::Seconds(60);
 // The service end of a fake transport. Thread-safe. Records every batch it
 // receives (with the stream it came on), acknowledges automatically or on
 // demand, can be "down" (Connect fails, Send fails, the current stream ends
-// with UNAVAILABLE) and can end the stream with INVALID_ARGUMENT when a given
+// with UNAVAILABLE) and can end the stream with a given status when a given
 // sequence number arrives.
 class FakeService {
  public:
@@ -54,11 +54,14 @@ class FakeService {
     absl::MutexLock lock(&mu_);
     if (open_ && end_.ok()) acks_.push_back(sequence_number);
   }
-  // The next time `sequence_number` arrives, the stream ends with
-  // INVALID_ARGUMENT (after the acknowledgements already queued).
-  void RejectOnce(int64_t sequence_number) {
+  // The next time `sequence_number` arrives, the stream ends with `status`
+  // (after the acknowledgements already queued).
+  void RejectOnce(int64_t sequence_number,
+                  absl::Status status =
+                      absl::InvalidArgumentError("batch.points[0].name: bad")) {
     absl::MutexLock lock(&mu_);
     reject_ = sequence_number;
+    reject_status_ = std::move(status);
   }
 
   std::vector<Received> received() {
@@ -96,7 +99,7 @@ class FakeService {
     received_.push_back({stream_, batch});
     if (reject_ != 0 && batch.sequence_number() == reject_) {
       reject_ = 0;
-      end_ = absl::InvalidArgumentError("batch.points[0].name: bad");
+      end_ = reject_status_;
       return true;
     }
     if (auto_ack_) acks_.push_back(batch.sequence_number());
@@ -126,6 +129,7 @@ class FakeService {
   bool up_ ABSL_GUARDED_BY(mu_) = true;
   bool auto_ack_ ABSL_GUARDED_BY(mu_) = true;
   int64_t reject_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status reject_status_ ABSL_GUARDED_BY(mu_);
   int connects_ ABSL_GUARDED_BY(mu_) = 0;
   int stream_ ABSL_GUARDED_BY(mu_) = 0;
   bool open_ ABSL_GUARDED_BY(mu_) = false;
@@ -495,6 +499,7 @@ TEST(EmitterTest, RejectedBatchIsDroppedNotResent) {
   ASSERT_OK(emitter->Flush(kLong));
   EmitterStats stats = emitter->stats();
   EXPECT_EQ(stats.dropped, 4);
+  EXPECT_EQ(stats.rejected_batches, 1);
   EXPECT_EQ(stats.unacked_points, 0);
 
   for (int i = 0; i < 2; ++i) emitter->Emit("later", i, i);
@@ -513,6 +518,74 @@ TEST(EmitterTest, RejectedBatchIsDroppedNotResent) {
   EXPECT_EQ(stats.acked_points, 5);
   EXPECT_EQ(stats.unacked_points, 0);
   EXPECT_GE(stats.connects, 2);
+}
+
+// A batch the service refuses for good (a run beyond max_runs, a series
+// beyond max_series_per_run) is dropped and counted like a malformed one; it
+// does not hold up the batches after it.
+TEST(EmitterTest, PermanentlyRefusedBatchIsDroppedAndLaterOnesDelivered) {
+  auto service = std::make_shared<FakeService>();
+  EmitterOptions o = TestOptions();
+  o.batch_interval = absl::Seconds(10);  // batches sealed by Flush only
+  auto emitter = MakeEmitter(service, o);
+  for (int i = 0; i < 3; ++i) emitter->Emit("good", i, i);
+  ASSERT_OK(emitter->Flush(kLong));
+  const int64_t refused_seq =
+      Unique(service->received()).back().sequence_number() + 1;
+
+  service->RejectOnce(refused_seq,
+                      absl::FailedPreconditionError(
+                          "run run-9 would be a new run beyond the 3 runs "
+                          "stored, at most 3 (max_runs)"));
+  for (int i = 0; i < 4; ++i) emitter->Emit("refused", i, i);
+  ASSERT_OK(emitter->Flush(kLong));
+  EmitterStats stats = emitter->stats();
+  EXPECT_EQ(stats.dropped, 4);
+  EXPECT_EQ(stats.rejected_batches, 1);
+  EXPECT_EQ(stats.unacked_points, 0);
+
+  for (int i = 0; i < 2; ++i) emitter->Emit("later", i, i);
+  ASSERT_OK(emitter->Flush(kLong));
+  const std::vector<FakeService::Received> received = service->received();
+  int copies = 0;
+  for (const auto& r : received) {
+    if (r.batch.sequence_number() == refused_seq) ++copies;
+  }
+  EXPECT_EQ(copies, 1) << "the refused batch was resent";
+  const std::vector<MetricBatch> batches = Unique(received);
+  EXPECT_EQ(batches.back().points(0).name(), "later");
+  EXPECT_GT(batches.back().sequence_number(), refused_seq);
+  stats = emitter->stats();
+  EXPECT_EQ(stats.acked_points, 5);
+  EXPECT_EQ(stats.unacked_points, 0);
+  EXPECT_EQ(stats.rejected_batches, 1);
+}
+
+// RESOURCE_EXHAUSTED is the service's shared ingest budget: transient, so
+// the batch is resent, not dropped.
+TEST(EmitterTest, BatchRefusedForTheIngestBudgetIsResent) {
+  auto service = std::make_shared<FakeService>();
+  EmitterOptions o = TestOptions();
+  o.batch_interval = absl::Seconds(10);
+  auto emitter = MakeEmitter(service, o);
+  emitter->Emit("first", 0, 0);
+  ASSERT_OK(emitter->Flush(kLong));
+  const int64_t busy_seq =
+      Unique(service->received()).back().sequence_number() + 1;
+  service->RejectOnce(busy_seq, absl::ResourceExhaustedError(
+                                    "telemetry ingest budget spent; resend "
+                                    "later"));
+  for (int i = 0; i < 4; ++i) emitter->Emit("busy", i, i);
+  ASSERT_OK(emitter->Flush(kLong));
+  int copies = 0;
+  for (const auto& r : service->received()) {
+    if (r.batch.sequence_number() == busy_seq) ++copies;
+  }
+  EXPECT_GE(copies, 2);
+  const EmitterStats stats = emitter->stats();
+  EXPECT_EQ(stats.dropped, 0);
+  EXPECT_EQ(stats.rejected_batches, 0);
+  EXPECT_EQ(stats.acked_points, 5);
 }
 
 TEST(EmitterTest, TooLongNamesAreDroppedAndCounted) {

@@ -5,10 +5,13 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/sqlite_util.h"
 #include "common/status.h"
 #include "telemetry/downsample.h"
@@ -110,6 +113,120 @@ void ForEachPoint(absl::string_view blob, F&& f) {
     std::memcpy(&r, p, sizeof(r));
     f(r);
   }
+}
+
+// The points of one Write for one series, in arrival order, with the batch
+// (index in the Write) each came from.
+struct PendingPoints {
+  std::vector<PointRecord> points;
+  std::vector<size_t> batch;
+  int64_t max_step = INT64_MIN;
+  // Over the points of the batches before the current one.
+  int64_t max_step_before = INT64_MIN;
+  // A batch repeats a step of an earlier batch of this Write.
+  bool repeats_step = false;
+
+  void Add(size_t batch_index, const PointRecord& r) {
+    if (!batch.empty() && batch.back() != batch_index) {
+      max_step_before = max_step;
+    }
+    if (r.step <= max_step_before) repeats_step = true;
+    max_step = std::max(max_step, r.step);
+    points.push_back(r);
+    batch.push_back(batch_index);
+  }
+
+  // Keeps, for each step, only the points of the latest batch that has it.
+  void KeepLatestBatchPerStep() {
+    if (!repeats_step) return;
+    absl::flat_hash_map<int64_t, size_t> latest;
+    for (size_t k = 0; k < points.size(); ++k) {
+      size_t& b = latest[points[k].step];
+      b = std::max(b, batch[k]);
+    }
+    size_t kept = 0;
+    for (size_t k = 0; k < points.size(); ++k) {
+      if (latest[points[k].step] != batch[k]) continue;
+      points[kept] = points[k];
+      batch[kept] = batch[k];
+      ++kept;
+    }
+    points.resize(kept);
+    batch.resize(kept);
+  }
+};
+
+// Deletes the stored points of `series_id` at the steps `incoming` has, in
+// place: a chunk left empty is deleted (the open one too: `*open_chunk`
+// becomes 0), the others are rewritten with their exact step range. Returns
+// how many points went. Inside Write's transaction.
+absl::StatusOr<int64_t> RemoveStoredSteps(
+    sqlite3* db, int64_t series_id, const std::vector<PointRecord>& incoming,
+    int64_t* open_chunk, int64_t* open_count) {
+  absl::flat_hash_set<int64_t> steps;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const PointRecord& p : incoming) {
+    steps.insert(p.step);
+    lo = std::min(lo, p.step);
+    hi = std::max(hi, p.step);
+  }
+  // Read first, then change: no table is modified under an open SELECT.
+  std::vector<std::pair<int64_t, std::string>> overlapping;  // id, data
+  {
+    Statement list(db,
+                   "SELECT id, data FROM chunks WHERE series_id = ? AND "
+                   "min_step <= ? AND max_step >= ?;");
+    RETURN_IF_ERROR(list.status());
+    list.Bind(1, series_id);
+    list.Bind(2, hi);
+    list.Bind(3, lo);
+    int rc;
+    while ((rc = list.Step()) == SQLITE_ROW) {
+      overlapping.emplace_back(list.Int(0), list.Blob(1));
+    }
+    RETURN_IF_ERROR(list.Done(rc));
+  }
+  Statement update(db,
+                   "UPDATE chunks SET data = ?, count = ?, min_step = ?, "
+                   "max_step = ? WHERE id = ?;");
+  Statement del(db, "DELETE FROM chunks WHERE id = ?;");
+  RETURN_IF_ERROR(update.status());
+  RETURN_IF_ERROR(del.status());
+  int64_t removed = 0;
+  for (const auto& [id, data] : overlapping) {
+    std::string kept;
+    int64_t count = 0, total = 0;
+    int64_t min_step = INT64_MAX, max_step = INT64_MIN;
+    ForEachPoint(data, [&](const PointRecord& p) {
+      ++total;
+      if (steps.contains(p.step)) return;
+      AppendPoints(&kept, &p, 1);
+      ++count;
+      min_step = std::min(min_step, p.step);
+      max_step = std::max(max_step, p.step);
+    });
+    if (count == total) continue;
+    removed += total - count;
+    if (count == 0) {
+      del.Reset();
+      del.Bind(1, id);
+      RETURN_IF_ERROR(del.Done(del.Step()));
+      if (id == *open_chunk) {
+        *open_chunk = 0;
+        *open_count = 0;
+      }
+      continue;
+    }
+    update.Reset();
+    update.BindBlob(1, kept);
+    update.Bind(2, count);
+    update.Bind(3, min_step);
+    update.Bind(4, max_step);
+    update.Bind(5, id);
+    RETURN_IF_ERROR(update.Done(update.Step()));
+    if (id == *open_chunk) *open_count = count;
+  }
+  return removed;
 }
 
 }  // namespace
@@ -260,11 +377,8 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   results->assign(batches.size(), absl::OkStatus());
   duplicate->assign(batches.size(), false);
 
-  struct Pending {
-    std::vector<PointRecord> points;
-  };
   // Series -> new points, in first-touched order.
-  std::vector<std::pair<SeriesEntry*, Pending>> touched;
+  std::vector<std::pair<SeriesEntry*, PendingPoints>> touched;
   absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
   absl::flat_hash_map<std::string, int64_t> stream_updates;
   std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
@@ -344,7 +458,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     if (!fresh.empty() &&
         run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()) >
             options_.max_series_per_run) {
-      (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
+      (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
           "batch ", b.sequence_number(), ": run ", b.run_id(), " would have ",
           run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()),
           " series, at most ", options_.max_series_per_run,
@@ -354,7 +468,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     }
     if (!fresh.empty() && run_series_count(b.run_id()) == 0 &&
         run_count() >= options_.max_runs) {
-      (*results)[i] = absl::ResourceExhaustedError(absl::StrCat(
+      (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
           "batch ", b.sequence_number(), ": run ", b.run_id(),
           " would be a new run beyond the ", options_.max_runs,
           " runs stored, at most ", options_.max_runs, " (max_runs)"));
@@ -382,7 +496,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     auto add = [&](SeriesEntry* e, const PointRecord& r) {
       auto [it, inserted] = touched_index.try_emplace(e, touched.size());
       if (inserted) touched.push_back({e, {}});
-      touched[it->second].second.points.push_back(r);
+      touched[it->second].second.Add(i, r);
     };
     for (int p = 0; p < b.points_size(); ++p) {
       const MetricPoint& mp = b.points(p);
@@ -397,15 +511,28 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       SeriesEntry* e =
           find_series(SeriesKey(b.run_id(), kDroppedPointsSeries,
                                 LabelsKey({{"source", b.source()}})));
-      const int64_t wall =
-          b.points_size() ? b.points(b.points_size() - 1).wall_time_ns() : 0;
-      add(e,
-          {b.sequence_number(), wall, static_cast<double>(b.dropped_points())});
+      const int64_t wall = b.points_size()
+                               ? b.points(b.points_size() - 1).wall_time_ns()
+                               : absl::ToUnixNanos(absl::Now());
+      // At wall-clock milliseconds: a restarted source (whose sequence
+      // numbers start again) follows its earlier points, not replaces them.
+      add(e, {wall / 1000000, wall, static_cast<double>(b.dropped_points())});
     }
     stream_updates[stream_key] = b.sequence_number();
   }
 
-  // Append the points: fill the open chunk, then new chunks.
+  // Append the points: replace the stored points at their steps, fill the
+  // open chunk, then new chunks.
+  //
+  // A step written again replaces what a series had at that step: a learner
+  // that resumes from an earlier checkpoint emits those steps again, and its
+  // curve must not hold two values per step. Points that one batch carries at
+  // one step (an actor's episode returns of one segment) are all kept, and
+  // replaced together. Done here rather than when reading, so every reader
+  // (raw and downsampled queries, the counts, trimming) sees the same points
+  // and none has to hold a series in memory to dedupe it; it costs nothing
+  // while a series' steps only grow: only a point at or below its last step
+  // makes the store read its chunks back.
   struct Stats {
     int64_t num_points, last_step, last_wall_ns;
   };
@@ -434,7 +561,17 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   }
   for (size_t t = 0; t < touched.size(); ++t) {
     SeriesEntry* e = touched[t].first;
+    touched[t].second.KeepLatestBatchPerStep();
     const std::vector<PointRecord>& pts = touched[t].second.points;
+    Stats& st = stats[t];
+    int64_t min_step = INT64_MAX;
+    for (const PointRecord& r : pts) min_step = std::min(min_step, r.step);
+    if (st.num_points > 0 && min_step <= st.last_step) {
+      absl::StatusOr<int64_t> removed = RemoveStoredSteps(
+          writer_, e->id, pts, &e->open_chunk, &e->open_count);
+      if (!removed.ok()) return fail(removed.status());
+      st.num_points -= *removed;
+    }
     size_t done = 0;
     auto step_range = [&](size_t from, size_t n) {
       int64_t lo = pts[from].step, hi = pts[from].step;
@@ -484,7 +621,6 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       e->open_count = static_cast<int64_t>(n);
       done += n;
     }
-    Stats& st = stats[t];
     st.num_points += static_cast<int64_t>(pts.size());
     for (const PointRecord& r : pts) {
       if (r.step >= st.last_step) st.last_step = r.step;

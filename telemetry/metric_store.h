@@ -7,6 +7,11 @@
 // `streams` holding the last stored sequence number of every emitter stream
 // (source, incarnation), so a resent batch is stored once.
 //
+// One value per step: a batch with points at a step a series already has
+// (a learner resumed from an earlier checkpoint emits those steps again)
+// replaces the stored points at that step; the points one batch carries at
+// one step are all kept (an actor's episode returns of one segment).
+//
 // Validation rules (ValidateBatch): run_id and source 1..128 bytes, sequence
 // numbers from 1, at most kMaxPointsPerBatch points, names 1..256 printable
 // bytes, at most kMaxLabels labels per point with keys 1..64 and values
@@ -46,10 +51,11 @@ struct MetricStoreOptions {
   // A run none of whose series got a point for this long is deleted by
   // ApplyRetention (zero: keep forever).
   absl::Duration run_retention = absl::ZeroDuration();
-  // New series beyond this per run are refused (RESOURCE_EXHAUSTED).
+  // New series beyond this per run are refused (FAILED_PRECONDITION: a
+  // resend is refused again, so emitters drop the batch).
   int max_series_per_run = 10000;
-  // New runs beyond this many are refused (RESOURCE_EXHAUSTED); runs that
-  // retention deletes make room.
+  // New runs beyond this many are refused (FAILED_PRECONDITION); runs that
+  // retention or DeleteRun deletes make room.
   int max_runs = 10000;
   // Raw (not downsampled) queries returning more points are refused.
   int64_t max_raw_points = 200000;
@@ -79,9 +85,9 @@ class MetricStore {
 
   // Stores `batches` (validated) in one transaction. `results[i]`: OK (stored,
   // or a duplicate of a stored batch: `duplicate[i]` true), or the reason
-  // batch i alone was refused (RESOURCE_EXHAUSTED: too many series in its
+  // batch i alone was refused (FAILED_PRECONDITION: too many series in its
   // run, or a new run beyond max_runs). An error return means nothing was
-  // stored.
+  // stored. Points at steps already stored replace those (see the top).
   absl::Status Write(const std::vector<const MetricBatch*>& batches,
                      std::vector<absl::Status>* results,
                      std::vector<bool>* duplicate);

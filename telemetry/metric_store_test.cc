@@ -613,6 +613,159 @@ TEST(MetricStoreTest, AppendsContinueIntoTheOpenChunkAfterReopen) {
   EXPECT_EQ(total, 1500);
 }
 
+// ---------------------------------------------------------------------------
+// Re-emitted steps: a learner that resumes from an earlier checkpoint emits
+// those steps again; the later batch's points replace the stored ones.
+
+std::vector<std::pair<int64_t, double>> StepValues(MetricStore* store,
+                                                   const std::string& name) {
+  std::vector<std::pair<int64_t, double>> out;
+  const QueryResponse r = MustQuery(store, Raw("run-1", {name}));
+  EXPECT_EQ(r.series_size(), 1);
+  for (const Series& s : r.series()) {
+    for (const MetricPoint& p : s.points())
+      out.push_back({p.step(), p.value()});
+  }
+  return out;
+}
+
+int64_t StoredPoints(const std::string& path, const std::string& name) {
+  int64_t n = 0;
+  for (int64_t c : ChunkCounts(path, "run-1", name)) n += c;
+  return n;
+}
+
+TEST(MetricStoreTest, ReemittedStepsReplaceTheStoredPoints) {
+  const std::string path = DbPath("reemit");
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  std::vector<MetricPoint> first, again;
+  for (int s = 1; s <= 5; ++s) first.push_back(Point("x", s, s));
+  for (int s = 3; s <= 7; ++s) again.push_back(Point("x", s, 100 + s));
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, first, "learner/0", 1)));
+  // The resumed learner is a new incarnation of the same source.
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, again, "learner/0", 2)));
+
+  const std::vector<std::pair<int64_t, double>> expected = {
+      {1, 1}, {2, 2}, {3, 103}, {4, 104}, {5, 105}, {6, 106}, {7, 107}};
+  EXPECT_EQ(StepValues(store.get(), "x"), expected);
+  const std::vector<SeriesInfo> infos = store->ListSeries("run-1", "x");
+  ASSERT_EQ(infos.size(), 1u);
+  EXPECT_EQ(infos[0].num_points(), 7);
+  EXPECT_EQ(infos[0].last_step(), 7);
+  ASSERT_EQ(store->ListRuns().size(), 1u);
+  EXPECT_EQ(store->ListRuns()[0].num_points, 7);
+
+  // Downsampled: one bucket over everything, then one bucket per step.
+  QueryRequest q = Raw("run-1", {"x"});
+  q.set_max_buckets(1);
+  QueryResponse r = MustQuery(store.get(), q);
+  ASSERT_EQ(r.series_size(), 1);
+  ASSERT_EQ(r.series(0).buckets_size(), 1);
+  const Bucket& all = r.series(0).buckets(0);
+  EXPECT_EQ(all.count(), 7);
+  EXPECT_DOUBLE_EQ(all.min(), 1);
+  EXPECT_DOUBLE_EQ(all.max(), 107);
+  EXPECT_DOUBLE_EQ(all.mean(), (1 + 2 + 103 + 104 + 105 + 106 + 107) / 7.0);
+  EXPECT_DOUBLE_EQ(all.last(), 107);
+  q.set_max_buckets(7);
+  r = MustQuery(store.get(), q);
+  ASSERT_EQ(r.series_size(), 1);
+  ASSERT_EQ(r.series(0).buckets_size(), 7);
+  for (int k = 0; k < 7; ++k) {
+    const Bucket& b = r.series(0).buckets(k);
+    EXPECT_EQ(b.count(), 1) << "step " << k + 1;
+    EXPECT_EQ(b.min_step(), expected[k].first);
+    EXPECT_DOUBLE_EQ(b.mean(), expected[k].second);
+    EXPECT_DOUBLE_EQ(b.last(), expected[k].second);
+  }
+
+  // Replaced, not hidden: the store holds 7 points, also after a reopen,
+  // and appends continue.
+  EXPECT_EQ(StoredPoints(path, "x"), 7);
+  store.reset();
+  store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(StepValues(store.get(), "x"), expected);
+  EXPECT_EQ(store->ListSeries("run-1", "x")[0].num_points(), 7);
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-1", 2, {Point("x", 7, 207), Point("x", 8, 8)},
+                           "learner/0", 2)));
+  std::vector<std::pair<int64_t, double>> more = expected;
+  more.back().second = 207;
+  more.push_back({8, 8});
+  EXPECT_EQ(StepValues(store.get(), "x"), more);
+  EXPECT_EQ(store->ListSeries("run-1", "x")[0].num_points(), 8);
+  EXPECT_EQ(StoredPoints(path, "x"), 8);
+}
+
+// A resume to a step in an older chunk, and two batches of one group write
+// covering the same steps: the latest batch wins everywhere.
+TEST(MetricStoreTest, ReemittedStepsReplaceAcrossChunksAndWithinOneWrite) {
+  const std::string path = DbPath("reemit_chunks");
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  std::vector<MetricPoint> points;
+  for (int s = 0; s < 3000; ++s) points.push_back(Point("x", s, s));
+  points.push_back(Point("other", 5, 5));
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 1, points)));
+  ASSERT_EQ(ChunkCounts(path, "run-1", "x").size(), 3u);
+
+  std::vector<MetricPoint> resumed, again;
+  for (int s = 1000; s < 2000; ++s) resumed.push_back(Point("x", s, 10000 + s));
+  for (int s = 1500; s < 1600; ++s) again.push_back(Point("x", s, 20000 + s));
+  const MetricBatch b2 = Batch("run-1", 2, resumed);
+  const MetricBatch b3 = Batch("run-1", 3, again);
+  std::vector<absl::Status> results;
+  std::vector<bool> dups;
+  ASSERT_OK(store->Write({&b2, &b3}, &results, &dups));
+  for (const absl::Status& st : results) EXPECT_OK(st);
+
+  const std::vector<std::pair<int64_t, double>> got =
+      StepValues(store.get(), "x");
+  ASSERT_EQ(got.size(), 3000u);
+  for (int s = 0; s < 3000; ++s) {
+    const double want = s >= 1500 && s < 1600   ? 20000 + s
+                        : s >= 1000 && s < 2000 ? 10000 + s
+                                                : s;
+    ASSERT_EQ(got[s].first, s);
+    ASSERT_DOUBLE_EQ(got[s].second, want) << "step " << s;
+  }
+  EXPECT_EQ(store->ListSeries("run-1", "x")[0].num_points(), 3000);
+  EXPECT_EQ(StoredPoints(path, "x"), 3000);
+  EXPECT_EQ(StepValues(store.get(), "other"),
+            (std::vector<std::pair<int64_t, double>>{{5, 5}}));
+
+  QueryRequest q = Raw("run-1", {"x"});
+  q.set_max_buckets(3);
+  const QueryResponse r = MustQuery(store.get(), q);
+  ASSERT_EQ(r.series_size(), 1);
+  int64_t total = 0;
+  for (const Bucket& b : r.series(0).buckets()) total += b.count();
+  EXPECT_EQ(total, 3000);
+}
+
+// Points one batch carries at one step (the episode returns of one actor
+// segment) are all kept; a later batch at that step replaces them together.
+TEST(MetricStoreTest, PointsOfOneStepInOneBatchAreKeptTogether) {
+  auto store = OpenStore(DbPath("one_step"));
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-1", 1,
+                           {Point("return", 10, 1), Point("return", 10, 2),
+                            Point("return", 10, 3), Point("return", 20, 4)})));
+  EXPECT_EQ(StepValues(store.get(), "return"),
+            (std::vector<std::pair<int64_t, double>>{
+                {10, 1}, {10, 2}, {10, 3}, {20, 4}}));
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-1", 2, {Point("return", 10, 7), Point("return", 10, 8)})));
+  EXPECT_EQ(
+      StepValues(store.get(), "return"),
+      (std::vector<std::pair<int64_t, double>>{{10, 7}, {10, 8}, {20, 4}}));
+  EXPECT_EQ(store->ListSeries("run-1", "return")[0].num_points(), 3);
+}
+
 TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   MetricStoreOptions options;
   options.max_series_per_run = 3;
@@ -632,7 +785,7 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   ASSERT_EQ(results.size(), 4u);
   EXPECT_OK(results[0]);
   EXPECT_THAT(results[1],
-              StatusIs(absl::StatusCode::kResourceExhausted,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("at most 3 (max_series_per_run)")));
   EXPECT_OK(results[2]);
   EXPECT_OK(results[3]);
@@ -654,7 +807,7 @@ TEST(MetricStoreTest, TooManySeriesRefusesOnlyThatBatch) {
   // rather than called a duplicate, and a batch that fits is stored.
   bool dup = true;
   EXPECT_THAT(WriteOne(store.get(), b, &dup),
-              StatusIs(absl::StatusCode::kResourceExhausted));
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_FALSE(dup);
   const MetricBatch one_new = Batch("run-1", 2, {Point("z", 1, 1)}, "b");
   EXPECT_OK(WriteOne(store.get(), one_new));
@@ -681,7 +834,7 @@ TEST(MetricStoreTest, TooManyRunsRefusesOnlyNewRuns) {
   ASSERT_EQ(results.size(), 4u);
   EXPECT_OK(results[0]);
   EXPECT_OK(results[1]);
-  EXPECT_THAT(results[2], StatusIs(absl::StatusCode::kResourceExhausted,
+  EXPECT_THAT(results[2], StatusIs(absl::StatusCode::kFailedPrecondition,
                                    HasSubstr("at most 3 (max_runs)")));
   EXPECT_OK(results[3]);
   EXPECT_EQ(store->ListRuns().size(), 3u);
@@ -691,7 +844,7 @@ TEST(MetricStoreTest, TooManyRunsRefusesOnlyNewRuns) {
 
   // Not recorded as stored: refused again, then stored once there is room.
   EXPECT_THAT(WriteOne(store.get(), r4),
-              StatusIs(absl::StatusCode::kResourceExhausted));
+              StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_EQ(store->stats().refused_runs, 2);
   ASSERT_OK(store->DeleteRun("run-2"));
   bool dup = true;

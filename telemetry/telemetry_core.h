@@ -6,8 +6,10 @@
 //
 // Everything a client can make it hold is bounded: batches and bytes in
 // flight over all streams, watchers, runs and series (the store), open event
-// files, and the event files' backlog. A refusal is RESOURCE_EXHAUSTED naming
-// the option, and counted in stats().
+// files, and the event files' backlog. A refusal names the option and is
+// counted in stats(); it is RESOURCE_EXHAUSTED, except for a batch of a new
+// run or series beyond the store's limits: FAILED_PRECONDITION, as a resend
+// would be refused again.
 #ifndef RL_TELEMETRY_TELEMETRY_CORE_H_
 #define RL_TELEMETRY_TELEMETRY_CORE_H_
 

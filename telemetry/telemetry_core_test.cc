@@ -249,11 +249,11 @@ TEST(TelemetryCoreTest, RunAndSeriesLimitsAreCountedRefusals) {
   ASSERT_OK(Store(core.get(), Batch("run-a", "s", 1, 2)));
   EXPECT_THAT(
       Store(core.get(), Batch("run-b", "s", 2, 1)),
-      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("(max_runs)")));
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("(max_runs)")));
   auto other_series = Batch("run-a", "s", 3, 1);
   other_series->mutable_points(0)->set_name("n");
   EXPECT_THAT(Store(core.get(), other_series),
-              StatusIs(absl::StatusCode::kResourceExhausted,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("(max_series_per_run)")));
   const TelemetryCoreStats stats = core->stats();
   EXPECT_EQ(stats.refused_runs, 1);

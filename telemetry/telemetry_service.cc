@@ -1,5 +1,7 @@
 #include "telemetry/telemetry_service.h"
 
+#include <malloc.h>
+
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +27,13 @@ class IngestReactor final
       MaybeFinishLocked();
       return;
     }
+    if (!error_.ok()) {
+      // A batch before this one was refused: the stream is ending, and this
+      // one comes again (after the refused one) on the next stream.
+      incoming_.Clear();
+      MaybeFinishLocked();
+      return;
+    }
     auto batch = std::make_shared<MetricBatch>(std::move(incoming_));
     incoming_.Clear();
     const int64_t seq = batch->sequence_number();
@@ -34,6 +43,7 @@ class IngestReactor final
     if (!submitted.ok()) {
       --in_flight_;
       error_ = std::move(submitted);
+      refused_seq_ = seq;
       MaybeFinishLocked();
       return;
     }
@@ -59,10 +69,16 @@ class IngestReactor final
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (s.ok()) {
-      acked_ = std::max(acked_, seq);
-      if (!writing_ && !write_failed_) WriteAckLocked();
+      // Never past a refused batch: the client drops (or resends) the oldest
+      // batch not acknowledged, which must be the refused one. A later batch
+      // stored anyway is resent and then found a duplicate.
+      if (refused_seq_ == 0 || seq < refused_seq_) {
+        acked_ = std::max(acked_, seq);
+        if (!writing_ && !write_failed_) WriteAckLocked();
+      }
     } else if (error_.ok()) {
       error_ = s;
+      refused_seq_ = seq;
     }
     if (read_paused_ && error_.ok() && !reads_done_) {
       read_paused_ = false;
@@ -107,8 +123,26 @@ class IngestReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  // The first batch that was refused (error_), 0 while none.
+  int64_t refused_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
+
+// Hands memory freed by large watch backlogs back to the system: glibc keeps
+// freed small blocks in its arenas, so without this a burst of watchers
+// that fell behind leaves the server hundreds of MiB larger for good
+// (bench/bounds_bench). At most once a second; malloc_trim walks the
+// arenas, a few milliseconds.
+void ReturnFreedMemory() {
+  static std::atomic<int64_t> last_ns{0};
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t last = last_ns.load(std::memory_order_relaxed);
+  if (now - last < 1000000000 ||
+      !last_ns.compare_exchange_strong(last, now, std::memory_order_relaxed)) {
+    return;
+  }
+  malloc_trim(0);
+}
 
 class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
  public:
@@ -154,11 +188,15 @@ class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
 
   void OnDone() override {
     if (watcher_id_ != 0) core_->RemoveWatcher(watcher_id_);
+    bool held_much;
     {
       absl::MutexLock lock(&mu_);
       total_bytes_->fetch_sub(backlog_.bytes(), std::memory_order_relaxed);
+      held_much = backlog_.peak_bytes() >= (1 << 20) ||
+                  fell_behind_.code() != absl::StatusCode::kOk;
     }
     delete this;
+    if (held_much) ReturnFreedMemory();
   }
 
  private:

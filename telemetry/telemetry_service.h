@@ -4,9 +4,12 @@
 // kMaxInFlight batches queued (then stops reading, which pushes back on the
 // client through flow control) and acknowledges the highest sequence number
 // stored so far (acks coalesce while a write is in flight). A malformed batch
-// ends the stream with INVALID_ARGUMENT naming the field, a batch beyond the
-// core's ingest budget (shared by all streams) with RESOURCE_EXHAUSTED, each
-// after every batch before it has been stored and acknowledged.
+// ends the stream with INVALID_ARGUMENT naming the field, a batch the store
+// refuses for good (a new run beyond max_runs, a new series beyond
+// max_series_per_run) with FAILED_PRECONDITION (the emitter drops both), a
+// batch beyond the core's ingest budget (shared by all streams) with
+// RESOURCE_EXHAUSTED (the emitter resends it), each after every batch before
+// it has been stored and acknowledged; no batch after it is acknowledged.
 //
 // Watch: a live tail. States: registered with the core (refused with
 // RESOURCE_EXHAUSTED beyond max_watchers) -> writing points from its

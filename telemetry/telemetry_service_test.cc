@@ -243,6 +243,85 @@ TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
   EXPECT_EQ(r.series(0).points_size(), 10);
 }
 
+// A batch the store refuses for good (a new run beyond max_runs) ends the
+// stream with FAILED_PRECONDITION, acknowledged up to the batch before it
+// only, so the client knows which one to drop; a later batch on that stream
+// is not lost: resent, it is stored (once).
+TEST_F(TelemetryServiceTest, BatchBeyondMaxRunsEndsTheStreamAfterEarlierAcks) {
+  TelemetryCoreOptions limits;
+  limits.store.max_runs = 1;
+  Start(limits);
+  const MetricBatch later = Batch(3, "run-a", 2);
+  {
+    grpc::ClientContext context;
+    auto stream = stub_->Ingest(&context);
+    ASSERT_TRUE(stream->Write(Batch(1, "run-a", 5)));
+    ASSERT_TRUE(stream->Write(Batch(2, "run-b", 3)));
+    stream->Write(later);
+    stream->WritesDone();
+    IngestAck ack;
+    int64_t acked = 0;
+    while (stream->Read(&ack)) acked = ack.acked_sequence_number();
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(acked, 1);
+    EXPECT_EQ(status.error_code(), grpc::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(), HasSubstr("(max_runs)"));
+  }
+  EXPECT_EQ(core_->stats().refused_runs, 1);
+
+  grpc::ClientContext context;
+  auto stream = stub_->Ingest(&context);
+  ASSERT_TRUE(stream->Write(later));
+  stream->WritesDone();
+  IngestAck ack;
+  int64_t acked = 0;
+  while (stream->Read(&ack)) acked = ack.acked_sequence_number();
+  ASSERT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(acked, 3);
+  QueryRequest q;
+  q.set_run_id("run-a");
+  QueryResponse r;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
+  ASSERT_EQ(r.series_size(), 1);
+  EXPECT_EQ(r.series(0).points_size(), 7);
+}
+
+// The emitter drops (and counts) a batch of a run the store refuses for
+// good, and its later batches get through.
+TEST_F(TelemetryServiceTest, EmitterDropsABatchBeyondMaxRunsAndGoesOn) {
+  TelemetryCoreOptions limits;
+  limits.store.max_runs = 1;
+  Start(limits);
+  EmitterOptions options;
+  options.batch_interval = absl::Seconds(10);  // batches sealed by Flush
+  options.max_backoff = absl::Milliseconds(200);
+  auto emitter = MakeEmitter(ServeOnPort(), options);
+  emitter->SetRun("run-a");
+  emitter->Emit("m", 1, 1);
+  ASSERT_OK(emitter->Flush(absl::Seconds(60)));
+  emitter->SetRun("run-b");
+  for (int i = 0; i < 3; ++i) emitter->Emit("m", i, i);
+  ASSERT_OK(emitter->Flush(absl::Seconds(60)));
+  emitter->SetRun("run-a");
+  emitter->Emit("m", 2, 2);
+  ASSERT_OK(emitter->Flush(absl::Seconds(60)));
+
+  const EmitterStats stats = emitter->stats();
+  EXPECT_EQ(stats.dropped, 3);
+  EXPECT_EQ(stats.rejected_batches, 1);
+  EXPECT_EQ(stats.acked_points, 2);
+  EXPECT_EQ(core_->stats().refused_runs, 1);
+  QueryRequest q;
+  q.set_run_id("run-a");
+  q.add_names("m");
+  QueryResponse r;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
+  ASSERT_EQ(r.series_size(), 1);
+  EXPECT_EQ(r.series(0).points_size(), 2);
+}
+
 TEST_F(TelemetryServiceTest, ResentBatchesAreStoredOnceAndNaNKept) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     grpc::ClientContext context;

@@ -1,5 +1,6 @@
 #include "telemetry/watch_backlog.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,7 @@ absl::Status WatchBacklog::Push(const MetricPoint& point) {
   }
   points_.push_back(point);
   bytes_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, bytes_);
   return absl::OkStatus();
 }
 

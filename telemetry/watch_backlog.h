@@ -32,6 +32,8 @@ class WatchBacklog {
   bool Pop(MetricPoint* out);
 
   int64_t bytes() const { return bytes_; }
+  // The most bytes it ever held.
+  int64_t peak_bytes() const { return peak_bytes_; }
   size_t size() const { return points_.size(); }
 
   static int64_t PointBytes(const MetricPoint& point);
@@ -40,6 +42,7 @@ class WatchBacklog {
   const int64_t max_bytes_;
   std::deque<MetricPoint> points_;
   int64_t bytes_ = 0;
+  int64_t peak_bytes_ = 0;
   absl::Status overflow_;
 };
 

@@ -2,9 +2,6 @@
 // learner and actor workers, driven through RunService over gRPC.
 #include <signal.h>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,14 +13,13 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "runspec/run_spec.h"
+#include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/wait_for.h"
 
 namespace rl {
 namespace {
-
-constexpr char kCoordinator[] = "coordinator/coordinator_main";
 
 std::string CartPole(const std::string& name, int64_t steps,
                      bool with_target = true) {
@@ -42,72 +38,10 @@ checkpoint_interval: 5
 )");
 }
 
-class CoordinatorTest : public ProcessTest {
- protected:
-  void StartCoordinator(const std::string& workers, int port = 0) {
-    const std::string port_file = Path(absl::StrCat("port", ++starts_));
-    coordinator_ =
-        Start(kCoordinator,
-              {absl::StrCat("--port=", port), "--port_file=" + port_file,
-               "--store=" + Path("c.db"), "--runs_dir=" + Path("runs"),
-               "--log_dir=" + Path("logs"), "--lease_ttl_s=3",
-               "--local_workers=" + workers},
-              absl::StrCat("coordinator.", starts_, ".log"));
-    port_ = WaitForPort(*coordinator_, port_file);
-    ASSERT_GT(port_, 0);
-    stub_ =
-        RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port_)));
-  }
-
-  std::optional<int> StopCoordinator(int signal) {
-    return Stop(*coordinator_, signal);
-  }
-
-  rl::Run Submit(const std::string& yaml, const std::string& key = "") {
-    auto spec = ParseRunSpec(yaml, RunFileFormat::kYaml);
-    EXPECT_OK(spec);
-    SubmitRunRequest request;
-    *request.mutable_spec() = *spec;
-    request.set_idempotency_key(key);
-    SubmitRunResponse response;
-    auto context = ContextWithDeadline(absl::Seconds(10));
-    const grpc::Status status =
-        stub_->SubmitRun(context.get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.run();
-  }
-
-  rl::Run Get(const std::string& id) {
-    GetRunRequest request;
-    request.set_run_id(id);
-    rl::Run run;
-    auto context = ContextWithDeadline(absl::Seconds(10));
-    stub_->GetRun(context.get(), request, &run);
-    return run;
-  }
-
-  // Polls until `pred(run)` or the deadline; returns the last run seen.
-  template <typename Pred>
-  rl::Run WaitForRun(const std::string& id, Pred pred,
-                     absl::Duration timeout = absl::Seconds(300)) {
-    rl::Run run;
-    WaitFor(
-        [&] {
-          run = Get(id);
-          return pred(run);
-        },
-        timeout, absl::Milliseconds(100));
-    return run;
-  }
-
-  int starts_ = 0;
-  int port_ = 0;
-  Subprocess* coordinator_ = nullptr;  // the latest; owned by the fixture
-  std::unique_ptr<RunService::Stub> stub_;
-};
+class CoordinatorTest : public EmbeddedCoordinatorTest {};
 
 TEST_F(CoordinatorTest, SubmittedRunSucceeds) {
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   const rl::Run submitted = Submit(CartPole("cartpole", 200000), "once");
   EXPECT_EQ(Submit(CartPole("cartpole", 200000), "once").run_id(),
             submitted.run_id());  // idempotent
@@ -120,7 +54,7 @@ TEST_F(CoordinatorTest, SubmittedRunSucceeds) {
 }
 
 TEST_F(CoordinatorTest, CancelWhileRunningFreesTheWorkers) {
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   const rl::Run first = Submit(CartPole("long", 50000000, false));
   ASSERT_EQ(
       WaitForRun(first.run_id(),
@@ -159,7 +93,7 @@ TEST_F(CoordinatorTest, CancelWhileRunningFreesTheWorkers) {
 }
 
 TEST_F(CoordinatorTest, TwoRunsShareThePool) {
-  StartCoordinator("learners=2,actors=2");
+  StartCoordinator("learners=2,actors=2", {"--lease_ttl_s=3"});
   const rl::Run a = Submit(CartPole("a", 200000));
   const rl::Run b = Submit(CartPole("b", 200000));
   for (const rl::Run& run : {a, b}) {
@@ -180,7 +114,7 @@ pid_t FindWorker(int coordinator_port, const std::string& name) {
 }
 
 TEST_F(CoordinatorTest, KilledWorkerIsReplacedAndTheRunSucceeds) {
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   const rl::Run run = Submit(CartPole("resilient", 300000));
   ASSERT_EQ(WaitForRun(run.run_id(),
                        [](const rl::Run& r) {
@@ -200,7 +134,7 @@ TEST_F(CoordinatorTest, KilledWorkerIsReplacedAndTheRunSucceeds) {
 }
 
 TEST_F(CoordinatorTest, CoordinatorKilledAndRestartedMidRun) {
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   const rl::Run run = Submit(CartPole("survivor", 300000));
   ASSERT_EQ(WaitForRun(run.run_id(),
                        [](const rl::Run& r) {
@@ -212,7 +146,7 @@ TEST_F(CoordinatorTest, CoordinatorKilledAndRestartedMidRun) {
   // the restarted coordinator recovers the run from its store and its new
   // workers resume it from the checkpoint.
   StopCoordinator(SIGKILL);
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   EXPECT_NE(Get(run.run_id()).state(), QUEUED);  // recovered, not resubmitted
   const rl::Run done = WaitForRun(run.run_id(), [](const rl::Run& r) {
     return r.state() == SUCCEEDED || r.state() == FAILED;
@@ -221,34 +155,8 @@ TEST_F(CoordinatorTest, CoordinatorKilledAndRestartedMidRun) {
   StopCoordinator(SIGTERM);
 }
 
-// Pids of live processes whose command line contains `needle`.
-std::vector<int> ProcessesWith(const std::string& needle) {
-  std::vector<int> pids;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) {
-      continue;
-    }
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)),
-                        std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string pid, comm, state;
-    stat >> pid >> comm >> state;
-    if (state == "Z") continue;  // exited, not yet reaped
-    for (char& c : cmdline) {
-      if (c == '\0') c = ' ';
-    }
-    if (cmdline.find(needle) != std::string::npos) {
-      pids.push_back(std::stoi(name));
-    }
-  }
-  return pids;
-}
-
 TEST_F(CoordinatorTest, LocalWorkersExitWhenTheCoordinatorDies) {
-  StartCoordinator("learners=1,actors=1");
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=3"});
   const rl::Run run = Submit(CartPole("orphans", 10000000, false));
   ASSERT_EQ(WaitForRun(run.run_id(),
                        [](const rl::Run& r) {
@@ -259,12 +167,12 @@ TEST_F(CoordinatorTest, LocalWorkersExitWhenTheCoordinatorDies) {
   // The learner and the actor, with their streams open (policy
   // subscription, rollouts, telemetry).
   const std::string mark = absl::StrCat("--coordinator=127.0.0.1:", port_);
-  ASSERT_GE(ProcessesWith(mark).size(), 2u);
+  ASSERT_GE(FindProcesses({mark}).size(), 2u);
   StopCoordinator(SIGKILL);
-  std::vector<int> left;
+  std::vector<pid_t> left;
   const bool gone = WaitFor(
       [&] {
-        left = ProcessesWith(mark);
+        left = FindProcesses({mark});
         return left.empty();
       },
       absl::Seconds(60), absl::Milliseconds(200));

@@ -20,14 +20,13 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "runspec/run_spec.h"
+#include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/wait_for.h"
 
 namespace rl {
 namespace {
-
-constexpr char kCoordinator[] = "coordinator/coordinator_main";
 
 // CartPole split over two learners with one actor each.
 std::string GangRun(const std::string& name, int64_t steps) {
@@ -44,62 +43,17 @@ checkpoint_interval: 5
 )");
 }
 
-class LearnerGangTest : public ProcessTest {
+class LearnerGangTest : public EmbeddedCoordinatorTest {
  protected:
   void SetUp() override {
-    ProcessTest::SetUp();
-    const std::string port_file = Path("port");
-    coordinator_ = Start(
-        kCoordinator,
-        {"--port=0", "--port_file=" + port_file, "--store=" + Path("c.db"),
-         "--runs_dir=" + Path("runs"), "--log_dir=" + Path("logs"),
-         "--lease_ttl_s=5", "--local_workers=learners=2,actors=2"},
-        "coordinator.log");
-    port_ = WaitForPort(*coordinator_, port_file);
-    ASSERT_GT(port_, 0);
-    stub_ =
-        RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port_)));
-  }
-
-  rl::Run Submit(const std::string& yaml) {
-    auto spec = ParseRunSpec(yaml, RunFileFormat::kYaml);
-    EXPECT_OK(spec);
-    SubmitRunRequest request;
-    *request.mutable_spec() = *spec;
-    SubmitRunResponse response;
-    auto context = ContextWithDeadline(absl::Seconds(10));
-    const grpc::Status status =
-        stub_->SubmitRun(context.get(), request, &response);
-    EXPECT_TRUE(status.ok()) << status.error_message();
-    return response.run();
-  }
-
-  rl::Run Get(const std::string& id) {
-    GetRunRequest request;
-    request.set_run_id(id);
-    rl::Run run;
-    auto context = ContextWithDeadline(absl::Seconds(10));
-    stub_->GetRun(context.get(), request, &run);
-    return run;
-  }
-
-  rl::Run WaitForEnd(const std::string& id) {
-    rl::Run run;
-    WaitFor(
-        [&] {
-          run = Get(id);
-          return run.state() == SUCCEEDED || run.state() == FAILED;
-        },
-        absl::Seconds(400), absl::Milliseconds(200));
-    return run;
+    EmbeddedCoordinatorTest::SetUp();
+    StartCoordinator("learners=2,actors=2", {"--lease_ttl_s=5"});
   }
 
   // Ranks of the learners working for `run_id` now.
   std::set<int> LearnerRanks(const std::string& run_id) {
-    ListWorkersResponse workers;
-    auto context = ContextWithDeadline(absl::Seconds(10));
-    stub_->ListWorkers(context.get(), ListWorkersRequest(), &workers);
     std::set<int> ranks;
+    const ListWorkersResponse workers = Workers();
     for (const Worker& w : workers.workers()) {
       if (w.capabilities().role() == LEARNER &&
           w.assignment().run_id() == run_id) {
@@ -109,15 +63,6 @@ class LearnerGangTest : public ProcessTest {
     }
     return ranks;
   }
-
-  std::string CoordinatorLog() {
-    std::ifstream in(Path("coordinator.log"));
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  }
-
-  int port_ = 0;
-  Subprocess* coordinator_ = nullptr;
-  std::unique_ptr<RunService::Stub> stub_;
 };
 
 TEST_F(LearnerGangTest, TwoRanksTrainOneRun) {
