@@ -22,7 +22,7 @@ struct CoordinatorProcessOptions {
   int port = 50051;  // 0: a free one
   std::string port_file;
   std::string store = "runs/coordinator.db";
-  int64_t max_store_mb = 0;  // 0: no cap
+  int64_t max_store_mb = 0;       // 0: no cap
   std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
   absl::Duration lease_ttl = absl::Seconds(10);
   int max_request_kb = 1024;
