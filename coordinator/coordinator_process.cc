@@ -100,6 +100,9 @@ class CoordinatorProcess::Impl {
     if (options_.lease_ttl <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("--lease_ttl_s: must be > 0");
     }
+    if (options_.max_watchers < 1) {
+      return absl::InvalidArgumentError("--max_watchers: must be >= 1");
+    }
     if (options_.unplaceable_timeout < absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "--unplaceable_timeout_s: must be >= 0 (0: wait for ever)");
@@ -130,7 +133,8 @@ class CoordinatorProcess::Impl {
     core.footprint_limits.max_message_bytes =
         static_cast<double>(options_.max_message_mb) * (1 << 20);
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
-    runs_ = std::make_unique<RunServiceImpl>(core_.get());
+    runs_ =
+        std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers);
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
     ServerOptions server;
     server.address = absl::StrCat(options_.host, ":", options_.port);

@@ -26,6 +26,7 @@ struct CoordinatorProcessOptions {
   std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
   absl::Duration lease_ttl = absl::Seconds(10);
   int max_request_kb = 1024;
+  int max_watchers = 1024;  // concurrent WatchRun streams
   // Admission and crash loops (coordinator_core.h's CoordinatorOptions).
   absl::Duration unplaceable_timeout = absl::Minutes(10);
   int max_worker_failures = 10;

@@ -16,8 +16,20 @@ bool IsFinal(RunState state) {
 
 class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
  public:
-  WatchReactor(CoordinatorCore* core, const std::string& run_id)
-      : core_(core), run_id_(run_id) {
+  // Counts itself in `*watchers` until done; beyond `max_watchers` it ends
+  // at once with RESOURCE_EXHAUSTED.
+  WatchReactor(CoordinatorCore* core, const std::string& run_id,
+               std::atomic<int>* watchers, int max_watchers)
+      : core_(core), run_id_(run_id), watchers_(watchers) {
+    if (watchers_->fetch_add(1) >= max_watchers) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the coordinator has ", max_watchers,
+                       " run watchers, at most ", max_watchers,
+                       " (--max_watchers); retry once one has ended")));
+      return;
+    }
     auto run = core_->GetRun(run_id);
     if (!run.ok()) {
       absl::MutexLock lock(&mu_);
@@ -58,6 +70,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 
   void OnDone() override {
     if (watch_id_ != 0) core_->Unwatch(watch_id_);
+    watchers_->fetch_sub(1);
     delete this;
   }
 
@@ -87,6 +100,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 
   CoordinatorCore* core_;
   const std::string run_id_;
+  std::atomic<int>* const watchers_;
   int64_t watch_id_ = 0;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -125,7 +139,7 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
     grpc::CallbackServerContext*, const WatchRunRequest* request) {
-  return new WatchReactor(core_, request->run_id());
+  return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(

@@ -6,6 +6,8 @@
 #ifndef RL_COORDINATOR_COORDINATOR_SERVICE_H_
 #define RL_COORDINATOR_COORDINATOR_SERVICE_H_
 
+#include <atomic>
+
 #include "coordinator/coordinator_core.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -13,7 +15,10 @@ namespace rl {
 
 class RunServiceImpl final : public RunService::CallbackService {
  public:
-  explicit RunServiceImpl(CoordinatorCore* core) : core_(core) {}
+  // At most `max_watchers` WatchRun streams at once; more are refused with
+  // RESOURCE_EXHAUSTED naming the limit.
+  explicit RunServiceImpl(CoordinatorCore* core, int max_watchers = 1024)
+      : core_(core), max_watchers_(max_watchers) {}
 
   grpc::ServerUnaryReactor* SubmitRun(grpc::CallbackServerContext* context,
                                       const SubmitRunRequest* request,
@@ -34,8 +39,12 @@ class RunServiceImpl final : public RunService::CallbackService {
                                         const ListWorkersRequest* request,
                                         ListWorkersResponse* response) override;
 
+  int watchers() const { return watchers_.load(); }
+
  private:
   CoordinatorCore* core_;
+  const int max_watchers_;
+  std::atomic<int> watchers_{0};
 };
 
 class WorkerServiceImpl final : public WorkerService::CallbackService {

@@ -8,6 +8,7 @@
 #include "testing/in_process_server.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
+#include "testing/wait_for.h"
 
 namespace rl {
 namespace {
@@ -22,7 +23,7 @@ class CoordinatorServiceTest : public ::testing::Test {
     options.store_path = dir + "/coordinator.db";
     options.runs_dir = dir + "/runs";
     ASSERT_OK_AND_ASSIGN(core_, CoordinatorCore::Create(options));
-    runs_ = std::make_unique<RunServiceImpl>(core_.get());
+    runs_ = std::make_unique<RunServiceImpl>(core_.get(), /*max_watchers=*/2);
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
     InProcessServerOptions server_options;
     server_options.max_receive_message_bytes = 64 << 10;
@@ -119,6 +120,44 @@ TEST_F(CoordinatorServiceTest, ACancelledIdleWatchEndsItsStream) {
   EXPECT_EQ(events->Finish().error_code(), grpc::StatusCode::CANCELLED);
   server_.server->Shutdown();
   server_.server.reset();
+}
+
+TEST_F(CoordinatorServiceTest,
+       WatchersBeyondTheLimitAreRefusedAndFreedOnLeaving) {
+  SubmitRunRequest request;
+  request.mutable_spec()->mutable_env()->set_id("CartPole-v1");
+  SubmitRunResponse submitted;
+  auto submit_context = ContextWithDeadline(absl::Seconds(10));
+  ASSERT_TRUE(stub_->SubmitRun(submit_context.get(), request, &submitted).ok());
+  WatchRunRequest watch;
+  watch.set_run_id(submitted.run().run_id());
+  grpc::ClientContext c1, c2, c3;
+  auto w1 = stub_->WatchRun(&c1, watch);
+  auto w2 = stub_->WatchRun(&c2, watch);
+  RunEvent event;
+  ASSERT_TRUE(w1->Read(&event));
+  ASSERT_TRUE(w2->Read(&event));
+  auto w3 = stub_->WatchRun(&c3, watch);
+  EXPECT_FALSE(w3->Read(&event));
+  const grpc::Status refused = w3->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max_watchers"), std::string::npos)
+      << refused.error_message();
+  // One leaves: its place is free again (polled: the server sees the
+  // cancel asynchronously).
+  c1.TryCancel();
+  EXPECT_EQ(w1->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitFor([&] { return runs_->watchers() < 2; }, absl::Seconds(30),
+                      absl::Milliseconds(10)));
+  grpc::ClientContext c4;
+  auto w4 = stub_->WatchRun(&c4, watch);
+  EXPECT_TRUE(w4->Read(&event));
+  c2.TryCancel();
+  c4.TryCancel();
+  w2->Finish();
+  w4->Finish();
+  EXPECT_TRUE(WaitFor([&] { return runs_->watchers() == 0; }, absl::Seconds(30),
+                      absl::Milliseconds(10)));
 }
 
 }  // namespace

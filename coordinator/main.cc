@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, runs_dir, "runs",
           "Checkpoints go to <runs_dir>/<run id>.");
 ABSL_FLAG(double, lease_ttl_s, 10, "Seconds a worker lease lasts.");
 ABSL_FLAG(int, max_request_kb, 1024, "Largest request accepted, in KiB.");
+ABSL_FLAG(
+    int, max_watchers, 1024,
+    "Concurrent WatchRun streams; more are refused (RESOURCE_EXHAUSTED).");
 ABSL_FLAG(int64_t, max_store_mb, 0,
           "Cap of the SQLite state file in MiB (0: none); beyond it submits "
           "fail with RESOURCE_EXHAUSTED, as on a full disk.");
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   options.runs_dir = absl::GetFlag(FLAGS_runs_dir);
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.max_request_kb = absl::GetFlag(FLAGS_max_request_kb);
+  options.max_watchers = absl::GetFlag(FLAGS_max_watchers);
   options.unplaceable_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_unplaceable_timeout_s));
   options.max_worker_failures = absl::GetFlag(FLAGS_max_worker_failures);

@@ -93,13 +93,17 @@ std::string ResultJson(const LearnerStatus& s, bool done) {
 
 class LearnerProcess::Impl {
  public:
-  explicit Impl(const LearnerProcessOptions& options) : options_(options) {}
+  explicit Impl(const LearnerProcessOptions& options)
+      : options_(options), service_(nullptr, options.max_streams) {}
 
   absl::Status Start() {
     const bool worker = !options_.coordinator.empty();
     if (!worker && options_.run_file.empty()) {
       return absl::InvalidArgumentError(
           "--run is required (a run file), or --coordinator for worker mode");
+    }
+    if (options_.max_streams < 1) {
+      return absl::InvalidArgumentError("--max_streams: must be >= 1");
     }
     if (options_.max_message_mb < 1 || options_.max_message_mb > 2047) {
       return absl::InvalidArgumentError(

@@ -21,6 +21,7 @@ struct LearnerProcessOptions {
   int port = 0;  // 0: a free one
   std::string port_file;
   int max_message_mb = 256;  // largest rollout segment accepted
+  int max_streams = 1024;    // rollout + policy streams open at once
   // Worker mode when set: register with this coordinator (HOST:PORT) and
   // train the runs it assigns.
   std::string coordinator;

@@ -1,19 +1,35 @@
 #include "learner/learner_service.h"
 
+#include <atomic>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 
 namespace rl {
 namespace {
 
+// One of the service's stream places, given back when the reactor that
+// holds it is deleted (after OnDone).
+class StreamSlot {
+ public:
+  explicit StreamSlot(std::atomic<int>* streams) : streams_(streams) {}
+  ~StreamSlot() { streams_->fetch_sub(1); }
+  StreamSlot(const StreamSlot&) = delete;
+  StreamSlot& operator=(const StreamSlot&) = delete;
+
+ private:
+  std::atomic<int>* streams_;
+};
+
 class RolloutStreamReactor final
     : public grpc::ServerBidiReactor<RolloutSegment, RolloutAck> {
  public:
-  explicit RolloutStreamReactor(std::shared_ptr<LearnerCore> core)
-      : core_(std::move(core)) {
+  RolloutStreamReactor(std::shared_ptr<LearnerCore> core,
+                       std::atomic<int>* streams)
+      : slot_(streams), core_(std::move(core)) {
     incoming_ = std::make_unique<RolloutSegment>();
     StartRead(incoming_.get());
   }
@@ -71,6 +87,7 @@ class RolloutStreamReactor final
     Finish(status);
   }
 
+  StreamSlot slot_;
   std::shared_ptr<LearnerCore> core_;
   int64_t stream_id_ = 0;  // Only touched by the read path.
   std::unique_ptr<RolloutSegment> incoming_;
@@ -85,8 +102,9 @@ class RolloutStreamReactor final
 class PolicyStreamReactor final
     : public grpc::ServerWriteReactor<PolicyUpdate> {
  public:
-  PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version)
-      : core_(std::move(core)), sent_version_(have_version) {
+  PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version,
+                      std::atomic<int>* streams)
+      : slot_(streams), core_(std::move(core)), sent_version_(have_version) {
     std::shared_ptr<const PolicyUpdate> latest;
     subscriber_ = core_->Subscribe(
         [this](std::shared_ptr<const PolicyUpdate> update) {
@@ -157,6 +175,7 @@ class PolicyStreamReactor final
     Finish(status);
   }
 
+  StreamSlot slot_;
   std::shared_ptr<LearnerCore> core_;
   int64_t subscriber_ = 0;
   absl::Mutex mu_;
@@ -171,11 +190,13 @@ class PolicyStreamReactor final
 const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
                           "this learner does not serve that run (yet)");
 
-// A stream that fails at once (no run to serve).
+// A stream that fails at once (no run to serve, or too many streams).
 template <typename Base>
 class Refused final : public Base {
  public:
-  Refused() { this->Finish(kNoRun); }
+  explicit Refused(const grpc::Status& status = kNoRun) {
+    this->Finish(status);
+  }
   void OnDone() override { delete this; }
 };
 
@@ -191,13 +212,26 @@ std::shared_ptr<LearnerCore> LearnerServiceImpl::core() {
   return core_;
 }
 
+bool LearnerServiceImpl::TakeStreamPlace() {
+  if (streams_.fetch_add(1) < max_streams_) return true;
+  streams_.fetch_sub(1);
+  return false;
+}
+
+grpc::Status LearnerServiceImpl::TooManyStreams() const {
+  return grpc::Status(
+      grpc::StatusCode::RESOURCE_EXHAUSTED,
+      absl::StrCat("this learner has ", max_streams_, " open streams, at most ",
+                   max_streams_, " (--max_streams); retry once one has ended"));
+}
+
 grpc::ServerBidiReactor<RolloutSegment, RolloutAck>*
 LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
+  using Reactor = grpc::ServerBidiReactor<RolloutSegment, RolloutAck>;
   std::shared_ptr<LearnerCore> core = this->core();
-  if (core == nullptr) {
-    return new Refused<grpc::ServerBidiReactor<RolloutSegment, RolloutAck>>();
-  }
-  return new RolloutStreamReactor(std::move(core));
+  if (core == nullptr) return new Refused<Reactor>();
+  if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
+  return new RolloutStreamReactor(std::move(core), &streams_);
 }
 
 grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
@@ -210,7 +244,12 @@ grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
        request->run_id() != core->run_id())) {
     return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>();
   }
-  return new PolicyStreamReactor(std::move(core), request->have_version());
+  if (!TakeStreamPlace()) {
+    return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>(
+        TooManyStreams());
+  }
+  return new PolicyStreamReactor(std::move(core), request->have_version(),
+                                 &streams_);
 }
 
 grpc::ServerUnaryReactor* LearnerServiceImpl::GetStatus(

@@ -11,6 +11,7 @@
 #ifndef RL_LEARNER_LEARNER_SERVICE_H_
 #define RL_LEARNER_LEARNER_SERVICE_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
@@ -22,8 +23,11 @@ namespace rl {
 class LearnerServiceImpl final : public LearnerService::CallbackService {
  public:
   // `core` may be null: calls then fail with UNAVAILABLE until SetCore.
-  explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr)
-      : core_(std::move(core)) {}
+  // At most `max_streams` rollout and policy streams at once (together);
+  // more are refused with RESOURCE_EXHAUSTED naming the limit.
+  explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr,
+                              int max_streams = 1024)
+      : max_streams_(max_streams), core_(std::move(core)) {}
 
   // Switches the run this server serves (a learner worker gets a new core
   // per assignment). Streams already open keep the core they started with.
@@ -38,8 +42,15 @@ class LearnerServiceImpl final : public LearnerService::CallbackService {
                                       const GetLearnerStatusRequest* request,
                                       LearnerStatus* response) override;
 
+  int open_streams() const { return streams_.load(); }
+
  private:
   std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
+  bool TakeStreamPlace();
+  grpc::Status TooManyStreams() const;
+
+  const int max_streams_;
+  std::atomic<int> streams_{0};
 
   absl::Mutex mu_;
   std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);

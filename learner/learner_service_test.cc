@@ -44,12 +44,12 @@ RolloutSegment Segment(int actor, int64_t seq, int64_t version) {
 
 class LearnerServiceTest : public ::testing::Test {
  protected:
-  void Start(const RunSpec& spec) {
+  void Start(const RunSpec& spec, int max_streams = 1024) {
     LearnerOptions options;
     options.spec = spec;
     options.run_id = "small";
     ASSERT_OK_AND_ASSIGN(core_, LearnerCore::Create(options));
-    service_ = std::make_unique<LearnerServiceImpl>(core_);
+    service_ = std::make_unique<LearnerServiceImpl>(core_, max_streams);
     ASSERT_OK_AND_ASSIGN(server_, StartInProcessServer({service_.get()}));
     stub_ = LearnerService::NewStub(server_.channel);
   }
@@ -186,6 +186,38 @@ TEST_F(LearnerServiceTest, ACancelledIdleSubscriptionEndsItsStream) {
   // would time out rather than fail here).
   server_.server->Shutdown();
   server_.server.reset();
+}
+
+TEST_F(LearnerServiceTest, StreamsBeyondTheLimitAreRefusedAndFreedOnLeaving) {
+  Start(SmallRunSpec(), /*max_streams=*/2);
+  SubscribePolicyRequest subscribe;
+  subscribe.set_run_id("small");
+  grpc::ClientContext c1, c2, c3, c4;
+  auto p1 = stub_->SubscribePolicy(&c1, subscribe);
+  auto r2 = stub_->StreamRollouts(&c2);  // counts too, even silent
+  PolicyUpdate update;
+  ASSERT_TRUE(p1->Read(&update));
+  ASSERT_TRUE(WaitFor([&] { return service_->open_streams() == 2; },
+                      absl::Seconds(30), absl::Milliseconds(10)));
+  auto p3 = stub_->SubscribePolicy(&c3, subscribe);
+  EXPECT_FALSE(p3->Read(&update));
+  const grpc::Status refused = p3->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max_streams"), std::string::npos)
+      << refused.error_message();
+  c1.TryCancel();
+  EXPECT_EQ(p1->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(WaitFor([&] { return service_->open_streams() == 1; },
+                      absl::Seconds(30), absl::Milliseconds(10)));
+  auto p4 = stub_->SubscribePolicy(&c4, subscribe);
+  EXPECT_TRUE(p4->Read(&update));
+  c4.TryCancel();
+  p4->Finish();
+  r2->WritesDone();
+  c2.TryCancel();
+  r2->Finish();
+  EXPECT_TRUE(WaitFor([&] { return service_->open_streams() == 0; },
+                      absl::Seconds(30), absl::Milliseconds(10)));
 }
 
 }  // namespace

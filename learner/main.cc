@@ -41,6 +41,9 @@ ABSL_FLAG(int, rendezvous_port, 0,
           "TCPStore) for gangs it leads; 0 picks a free one.");
 ABSL_FLAG(double, rendezvous_timeout_s, 60,
           "Worker mode: seconds for all ranks of a learner gang to join.");
+ABSL_FLAG(int, max_streams, 1024,
+          "Rollout and policy streams open at once; more are refused "
+          "(RESOURCE_EXHAUSTED).");
 ABSL_FLAG(int, max_message_mb, 256,
           "Largest rollout segment accepted, in MiB.");
 ABSL_FLAG(std::string, telemetry, "",
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   options.port = absl::GetFlag(FLAGS_port);
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  options.max_streams = absl::GetFlag(FLAGS_max_streams);
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
