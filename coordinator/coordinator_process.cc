@@ -164,6 +164,17 @@ class CoordinatorProcess::Impl {
     ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
     WatchQueueWaits();
     RegisterCensusMetrics(core_.get(), telemetry_->registry());
+    RunServiceImpl* runs = runs_.get();
+    telemetry_->registry()->AddCallback(
+        "coordinator_watchers", "Open WatchRun streams.", "gauge", [runs]() {
+          return MetricSamples{{{}, static_cast<double>(runs->watchers())}};
+        });
+    telemetry_->registry()->AddCallback(
+        "coordinator_refused_total",
+        "Requests refused by a limit (--max_watchers).", "counter", [runs]() {
+          return MetricSamples{{{{"reason", "watchers"}},
+                                static_cast<double>(runs->refused_watchers())}};
+        });
     if (embedded_ != nullptr) embedded_->Start();
     return absl::OkStatus();
   }

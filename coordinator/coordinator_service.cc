@@ -19,9 +19,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   // Counts itself in `*watchers` until done; beyond `max_watchers` it ends
   // at once with RESOURCE_EXHAUSTED.
   WatchReactor(CoordinatorCore* core, const std::string& run_id,
-               std::atomic<int>* watchers, int max_watchers)
+               std::atomic<int>* watchers, int max_watchers,
+               std::atomic<int64_t>* refused)
       : core_(core), run_id_(run_id), watchers_(watchers) {
     if (watchers_->fetch_add(1) >= max_watchers) {
+      refused->fetch_add(1);
       absl::MutexLock lock(&mu_);
       FinishLocked(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -139,7 +141,8 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
     grpc::CallbackServerContext*, const WatchRunRequest* request) {
-  return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_);
+  return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_,
+                          &refused_watchers_);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(

@@ -40,11 +40,14 @@ class RunServiceImpl final : public RunService::CallbackService {
                                         ListWorkersResponse* response) override;
 
   int watchers() const { return watchers_.load(); }
+  // WatchRun streams refused by the limit so far.
+  int64_t refused_watchers() const { return refused_watchers_.load(); }
 
  private:
   CoordinatorCore* core_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
+  std::atomic<int64_t> refused_watchers_{0};
 };
 
 class WorkerServiceImpl final : public WorkerService::CallbackService {

@@ -143,6 +143,7 @@ TEST_F(CoordinatorServiceTest,
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(refused.error_message().find("--max_watchers"), std::string::npos)
       << refused.error_message();
+  EXPECT_EQ(runs_->refused_watchers(), 1);
   // One leaves: its place is free again (polled: the server sees the
   // cancel asynchronously).
   c1.TryCancel();

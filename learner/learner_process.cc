@@ -127,6 +127,19 @@ class LearnerProcess::Impl {
     telemetry.host = options_.host;
     ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
     RegisterLearnerMetrics(telemetry_->registry(), current_);
+    LearnerServiceImpl* service = &service_;
+    telemetry_->registry()->AddCallback(
+        "learner_open_streams", "Open rollout and policy streams.", "gauge",
+        [service]() {
+          return MetricSamples{
+              {{}, static_cast<double>(service->open_streams())}};
+        });
+    telemetry_->registry()->AddCallback(
+        "learner_refused_streams_total", "Streams refused by --max_streams.",
+        "counter", [service]() {
+          return MetricSamples{
+              {{}, static_cast<double>(service->refused_streams())}};
+        });
 
     if (!worker) {
       LearnerOptions learner;

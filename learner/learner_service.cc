@@ -215,6 +215,7 @@ std::shared_ptr<LearnerCore> LearnerServiceImpl::core() {
 bool LearnerServiceImpl::TakeStreamPlace() {
   if (streams_.fetch_add(1) < max_streams_) return true;
   streams_.fetch_sub(1);
+  refused_streams_.fetch_add(1);
   return false;
 }
 

@@ -43,6 +43,8 @@ class LearnerServiceImpl final : public LearnerService::CallbackService {
                                       LearnerStatus* response) override;
 
   int open_streams() const { return streams_.load(); }
+  // Streams refused by --max_streams so far.
+  int64_t refused_streams() const { return refused_streams_.load(); }
 
  private:
   std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
@@ -51,6 +53,7 @@ class LearnerServiceImpl final : public LearnerService::CallbackService {
 
   const int max_streams_;
   std::atomic<int> streams_{0};
+  std::atomic<int64_t> refused_streams_{0};
 
   absl::Mutex mu_;
   std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);

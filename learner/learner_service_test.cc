@@ -205,6 +205,7 @@ TEST_F(LearnerServiceTest, StreamsBeyondTheLimitAreRefusedAndFreedOnLeaving) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_NE(refused.error_message().find("--max_streams"), std::string::npos)
       << refused.error_message();
+  EXPECT_EQ(service_->refused_streams(), 1);
   c1.TryCancel();
   EXPECT_EQ(p1->Finish().error_code(), grpc::StatusCode::CANCELLED);
   ASSERT_TRUE(WaitFor([&] { return service_->open_streams() == 1; },
