@@ -176,6 +176,15 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                          torch::kFloat32, {E, obs}));
   ASSIGN_OR_RETURN(r.next_values,
                    Field(s.next_values(), "next_values", torch::kFloat32, {E}));
+  // At most one episode per env can end at each step: every byte of a
+  // segment is sized by the run.
+  if (s.episode_returns_size() > T * E) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment.episode_returns: ", s.episode_returns_size(),
+                     " entries, more than the ", T * E,
+                     " episodes a segment of the run can end (segment_length x "
+                     "envs_per_actor)"));
+  }
   if (s.episode_returns_size() != s.episode_lengths_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "segment.episode_returns: ", s.episode_returns_size(),

@@ -124,6 +124,16 @@ TEST(SegmentCodecTest, RewardsAndReturnsOutsideTheEnvsRangeAreRefused) {
   EXPECT_THAT(decoded.status().message(),
               HasSubstr("segment.episode_returns[0]: 13 is outside the "
                         "environment's range"));
+  // More episodes than a segment's steps can end: sized by the run.
+  RolloutSegment padded = s;
+  for (int i = 0; i < 6; ++i) {
+    padded.add_episode_returns(1.0f);
+    padded.add_episode_lengths(1);
+  }
+  decoded = DecodeSegment(padded, shape);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("segment.episode_returns: 7 entries, more than the 6 "
+                        "episodes a segment of the run can end"));
   // Without bounds (the default shape) both pass the finite checks.
   EXPECT_TRUE(DecodeSegment(huge, Shape()).ok());
 }
