@@ -76,8 +76,10 @@ Subprocess* ProcessTest::Start(absl::string_view binary,
   std::vector<std::string> argv = {RunfilesPath(binary)};
   argv.insert(argv.end(), std::make_move_iterator(args.begin()),
               std::make_move_iterator(args.end()));
-  processes_.push_back(
-      std::make_unique<Subprocess>(std::move(argv), Path(log_name)));
+  // Dies with the test (even a test that crashed): no orphan keeps a port
+  // or a core busy for the tests after it.
+  processes_.push_back(std::make_unique<Subprocess>(
+      std::move(argv), Path(log_name), /*die_with_parent=*/true));
   return processes_.back().get();
 }
 

@@ -1,7 +1,8 @@
 // A GoogleTest fixture for tests that run the project's binaries as real
 // processes (tests/): a directory per test, binaries started from their
 // runfiles path with their output in a log file there, port files waited
-// for with a deadline, processes stopped with SIGTERM and then SIGKILL, and
+// for with a deadline, processes stopped with SIGTERM and then SIGKILL (and
+// sent SIGTERM if the test process dies first, even by a crash), and
 // every process's log printed when the test failed.
 //
 //   class LearnerTest : public ProcessTest {};
