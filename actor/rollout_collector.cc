@@ -85,14 +85,37 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   CollectTimings local;
   const bool discrete = env_->info().discrete();
   rollout->observations[0].copy_(current_observations_);
+  // The fused path reads the weights as they are now (a publication may
+  // have replaced their storage since the last segment).
+  ASSIGN_OR_RETURN(const bool use_fused,
+                   UseFusedPolicy(spec_.ppo().cpu_kernels(), policy));
+  if (use_fused) {
+    if (fused_ == nullptr) fused_ = std::make_unique<FusedPolicy>();
+    RETURN_IF_ERROR(fused_->Bind(policy));
+  }
+  at::CPUGeneratorImpl* generator = generator_.get<at::CPUGeneratorImpl>();
+  const int64_t obs_size = env_->info().observation_size;
+  const int64_t action_size = discrete ? 1 : env_->info().action_size;
 
   for (int64_t t = 0; t < num_steps_; ++t) {
     auto start = Clock::now();
-    const PolicyStep step =
-        policy->Act(rollout->observations[t], generator_, false);
-    rollout->actions[t].copy_(step.actions);
-    rollout->log_probs[t].copy_(step.log_probs);
-    rollout->values[t].copy_(step.values);
+    if (use_fused) {
+      fused_->Act(
+          rollout->observations.data_ptr<float>() + t * num_envs_ * obs_size,
+          num_envs_, generator, false,
+          discrete ? static_cast<void*>(rollout->actions.data_ptr<int64_t>() +
+                                        t * num_envs_)
+                   : static_cast<void*>(rollout->actions.data_ptr<float>() +
+                                        t * num_envs_ * action_size),
+          rollout->log_probs.data_ptr<float>() + t * num_envs_,
+          rollout->values.data_ptr<float>() + t * num_envs_);
+    } else {
+      const PolicyStep step =
+          policy->Act(rollout->observations[t], generator_, false);
+      rollout->actions[t].copy_(step.actions);
+      rollout->log_probs[t].copy_(step.log_probs);
+      rollout->values[t].copy_(step.values);
+    }
     local.inference_seconds += SecondsSince(start);
 
     start = Clock::now();
@@ -116,7 +139,12 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
 
   auto start = Clock::now();
   current_observations_.copy_(rollout->next_observations);
-  rollout->next_values.copy_(policy->Value(rollout->next_observations));
+  if (use_fused) {
+    fused_->Values(rollout->next_observations.data_ptr<float>(), num_envs_,
+                   rollout->next_values.data_ptr<float>());
+  } else {
+    rollout->next_values.copy_(policy->Value(rollout->next_observations));
+  }
   // Bootstrap values of truncated episodes: one forward over just those rows.
   rollout->truncated_values.zero_();
   const torch::Tensor truncated = rollout->truncated.to(torch::kBool);

@@ -20,6 +20,7 @@
 #include "actor/reward_scaler.h"
 #include "envs/batched_env.h"
 #include "policy/actor_critic.h"
+#include "policy/fused_policy.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
 
@@ -76,6 +77,7 @@ class RolloutCollector {
   torch::Tensor episode_length_rows_;   // [T, E] int32 scratch
   at::Generator generator_;
   std::unique_ptr<RewardScaler> reward_scaler_;
+  std::unique_ptr<FusedPolicy> fused_;  // ppo.cpu_kernels auto/fused
   std::vector<float> episode_returns_;
   std::vector<int32_t> episode_lengths_;
 };

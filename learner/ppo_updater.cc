@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -10,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "learner/fused_ppo.h"
 #include "learner/gae.h"
 #include "policy/torch_status.h"
 
@@ -114,9 +118,22 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   int64_t non_finite = 0;
   torch::Tensor observations;
   absl::Status collective_error;
+  if (!kernels_chosen_) {
+    ASSIGN_OR_RETURN(const bool fused,
+                     UseFusedPolicy(config_.cpu_kernels(), policy_));
+    if (fused) {
+      fused_ = std::make_unique<FusedPolicy>();
+      fused_loss_ = std::make_unique<FusedPpoLoss>();
+      fused_buffers_ = std::make_unique<FusedBuffers>();
+    }
+    kernels_chosen_ = true;
+  }
   absl::StatusOr<UpdateStats> result = CatchTorchErrors("PPO update", [&] {
-    return RunEpochs(rollout, env_steps_done, &non_finite, &observations,
-                     &collective_error);
+    return fused_ != nullptr
+               ? RunEpochsFused(rollout, env_steps_done, &non_finite,
+                                &observations, &collective_error)
+               : RunEpochs(rollout, env_steps_done, &non_finite, &observations,
+                           &collective_error);
   });
   RETURN_IF_ERROR(collective_error);
   ASSIGN_OR_RETURN(UpdateStats stats, std::move(result));
@@ -160,6 +177,51 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   return stats;
 }
 
+PpoUpdater::Plan PpoUpdater::MakePlan(
+    const Rollout& rollout, int64_t env_steps_done,
+    const std::function<void(absl::Status)>& sync) {
+  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
+  const int64_t batch = T * E;
+  Plan plan;
+  // GAE on the host buffers (the rollout is CPU-resident).
+  const auto gae_start = std::chrono::steady_clock::now();
+  plan.advantages = torch::empty({batch});
+  plan.returns = torch::empty({batch});
+  const Rollout& r = rollout;
+  ComputeGae(
+      {T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
+       r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
+       r.truncated.data_ptr<uint8_t>(), r.truncated_values.data_ptr<float>()},
+      config_.gamma(), config_.gae_lambda(), plan.advantages.data_ptr<float>(),
+      plan.returns.data_ptr<float>());
+  plan.gae_seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - gae_start)
+                         .count();
+
+  plan.lr = config_.learning_rate();
+  if (config_.anneal_learning_rate()) {
+    const double frac =
+        1.0 - static_cast<double>(env_steps_done) / total_env_steps_;
+    plan.lr *= std::max(frac, 0.0);
+  }
+  for (auto& group : optimizer_->param_groups()) {
+    static_cast<torch::optim::AdamOptions&>(group.options()).lr(plan.lr);
+  }
+
+  plan.minibatch = batch / config_.num_minibatches();
+  // This rank's share of every global minibatch (1 alone).
+  plan.global_minibatch = plan.minibatch;
+  plan.share = 1.0;
+  if (collective_ != nullptr) {
+    torch::Tensor sizes =
+        torch::tensor({static_cast<double>(plan.minibatch)}, torch::kFloat64);
+    sync(collective_->AllReduce(sizes, ReduceOp::kSum));
+    plan.global_minibatch = static_cast<int64_t>(sizes.item<double>());
+    plan.share = static_cast<double>(plan.minibatch) / plan.global_minibatch;
+  }
+  return plan;
+}
+
 UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
                                   int64_t env_steps_done, int64_t* non_finite,
                                   torch::Tensor* flat_observations,
@@ -172,53 +234,22 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
     *collective_error = std::move(status);
     throw std::runtime_error(std::string(collective_error->message()));
   };
-
-  // GAE on the host buffers (the rollout is CPU-resident).
-  const auto gae_start = std::chrono::steady_clock::now();
-  torch::Tensor advantages = torch::empty({T, E});
-  torch::Tensor returns = torch::empty({T, E});
+  Plan plan = MakePlan(rollout, env_steps_done, sync);
   const Rollout& r = rollout;
-  ComputeGae(
-      {T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
-       r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
-       r.truncated.data_ptr<uint8_t>(), r.truncated_values.data_ptr<float>()},
-      config_.gamma(), config_.gae_lambda(), advantages.data_ptr<float>(),
-      returns.data_ptr<float>());
-  const double gae_seconds = std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - gae_start)
-                                 .count();
-
   const torch::Tensor obs = r.observations.reshape({batch, -1});
   const torch::Tensor actions = policy_->discrete()
                                     ? r.actions.reshape({batch})
                                     : r.actions.reshape({batch, -1});
   const torch::Tensor old_log_probs = r.log_probs.reshape({batch});
   const torch::Tensor old_values = r.values.reshape({batch});
-  advantages = advantages.reshape({batch});
-  returns = returns.reshape({batch});
-
-  double lr = config_.learning_rate();
-  if (config_.anneal_learning_rate()) {
-    const double frac =
-        1.0 - static_cast<double>(env_steps_done) / total_env_steps_;
-    lr *= std::max(frac, 0.0);
-  }
-  for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamOptions&>(group.options()).lr(lr);
-  }
-
+  const torch::Tensor advantages = plan.advantages;
+  const torch::Tensor returns = plan.returns;
+  const double lr = plan.lr;
+  const double gae_seconds = plan.gae_seconds;
   const int64_t num_minibatches = config_.num_minibatches();
-  const int64_t minibatch = batch / num_minibatches;
-  // This rank's share of every global minibatch (1 alone).
-  int64_t global_minibatch = minibatch;
-  double share = 1.0;
-  if (collective_ != nullptr) {
-    torch::Tensor sizes =
-        torch::tensor({static_cast<double>(minibatch)}, torch::kFloat64);
-    sync(collective_->AllReduce(sizes, ReduceOp::kSum));
-    global_minibatch = static_cast<int64_t>(sizes.item<double>());
-    share = static_cast<double>(minibatch) / global_minibatch;
-  }
+  const int64_t minibatch = plan.minibatch;
+  const int64_t global_minibatch = plan.global_minibatch;
+  const double share = plan.share;
   const float clip = config_.clip_coef();
   torch::Tensor sum_policy_loss = torch::zeros({});
   torch::Tensor sum_value_loss = torch::zeros({});
@@ -389,6 +420,209 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
   stats.epochs = epochs;
   stats.gae_seconds = gae_seconds;
   *flat_observations = obs;
+  return stats;
+}
+
+UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
+                                       int64_t env_steps_done,
+                                       int64_t* non_finite,
+                                       torch::Tensor* flat_observations,
+                                       absl::Status* collective_error) {
+  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
+  const int64_t batch = T * E;
+  auto sync = [&](absl::Status status) {
+    if (status.ok()) return;
+    *collective_error = std::move(status);
+    throw std::runtime_error(std::string(collective_error->message()));
+  };
+  // The parameters' storage may have been replaced (a checkpoint loaded).
+  if (const absl::Status bound = fused_->Bind(policy_); !bound.ok()) {
+    throw std::runtime_error(std::string(bound.message()));
+  }
+  const Plan plan = MakePlan(rollout, env_steps_done, sync);
+  const int64_t num_minibatches = config_.num_minibatches();
+  const int64_t mb = plan.minibatch;
+  const int d = fused_->observation_size();
+  const int a = fused_->discrete() ? 1 : fused_->head_size();
+  const float* obs = rollout.observations.data_ptr<float>();
+  const int64_t* discrete_actions =
+      fused_->discrete() ? rollout.actions.data_ptr<int64_t>() : nullptr;
+  const float* continuous_actions =
+      fused_->discrete() ? nullptr : rollout.actions.data_ptr<float>();
+  const float* old_log_probs = rollout.log_probs.data_ptr<float>();
+  const float* old_values = rollout.values.data_ptr<float>();
+  const float* advantages = plan.advantages.data_ptr<float>();
+  const float* returns = plan.returns.data_ptr<float>();
+
+  // Gathered minibatch rows, and the flat gradient with one more slot for
+  // the not-finite flag that rides in a gang's bucket.
+  FusedBuffers& b = *fused_buffers_;
+  b.observations.resize(mb * d);
+  b.actions.resize(mb * a);
+  b.discrete_actions.resize(mb);
+  b.old_log_probs.resize(mb);
+  b.old_values.resize(mb);
+  b.advantages.resize(mb);
+  b.returns.resize(mb);
+  const int64_t num_params = fused_->num_parameters();
+  b.grads.assign(num_params + 1, 0.0f);
+  const std::vector<torch::Tensor> params = policy_->parameters();
+  const bool normalize =
+      config_.normalize_advantages() && plan.global_minibatch > 1;
+  const float clip_norm = config_.max_grad_norm();
+
+  double sum_policy_loss = 0, sum_value_loss = 0, sum_entropy = 0, sum_kl = 0,
+         sum_clip = 0, sum_grad_norm = 0;
+  int64_t bad_minibatches = 0, minibatches_run = 0;
+  int epochs = 0;
+  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
+    const torch::Tensor order = torch::randperm(batch, generator_);
+    const int64_t* idx_all = order.data_ptr<int64_t>();
+    double epoch_kl = 0;
+    // A gang's global minibatch moments, one all-reduce per epoch.
+    std::vector<double> moments;
+    if (collective_ != nullptr && normalize) {
+      moments.assign(2 * num_minibatches, 0.0);
+      for (int64_t m = 0; m < num_minibatches; ++m) {
+        for (int64_t i = 0; i < mb; ++i) {
+          const double v = advantages[idx_all[m * mb + i]];
+          moments[2 * m] += v;
+          moments[2 * m + 1] += v * v;
+        }
+      }
+      torch::Tensor t = torch::from_blob(moments.data(), {2 * num_minibatches},
+                                         torch::kFloat64);
+      sync(collective_->AllReduce(t, ReduceOp::kSum));
+    }
+    for (int64_t m = 0; m < num_minibatches; ++m) {
+      const int64_t* idx = idx_all + m * mb;
+      double adv_sum = 0;
+      for (int64_t i = 0; i < mb; ++i) {
+        const int64_t row = idx[i];
+        std::memcpy(b.observations.data() + i * d, obs + row * d,
+                    d * sizeof(float));
+        if (discrete_actions != nullptr) {
+          b.discrete_actions[i] = discrete_actions[row];
+        } else {
+          std::memcpy(b.actions.data() + i * a, continuous_actions + row * a,
+                      a * sizeof(float));
+        }
+        b.old_log_probs[i] = old_log_probs[row];
+        b.old_values[i] = old_values[row];
+        b.advantages[i] = advantages[row];
+        b.returns[i] = returns[row];
+        adv_sum += advantages[row];
+      }
+      if (normalize) {
+        // As LibTorch: (a - mean) / (std + 1e-8), std unbiased.
+        double mean, std;
+        if (collective_ == nullptr) {
+          mean = adv_sum / mb;
+          double ss = 0;
+          for (int64_t i = 0; i < mb; ++i) {
+            ss += (b.advantages[i] - mean) * (b.advantages[i] - mean);
+          }
+          std = std::sqrt(ss / (mb - 1));
+        } else {
+          const double n = static_cast<double>(plan.global_minibatch);
+          mean = moments[2 * m] / n;
+          std = std::sqrt(
+              std::max((moments[2 * m + 1] - n * mean * mean) / (n - 1), 0.0));
+        }
+        const float fmean = static_cast<float>(mean);
+        const float fstd = static_cast<float>(std);
+        for (int64_t i = 0; i < mb; ++i) {
+          b.advantages[i] = (b.advantages[i] - fmean) / (fstd + 1e-8f);
+        }
+      }
+      PpoMinibatch minibatch;
+      minibatch.size = mb;
+      minibatch.observations = b.observations.data();
+      minibatch.discrete_actions = b.discrete_actions.data();
+      minibatch.continuous_actions = b.actions.data();
+      minibatch.old_log_probs = b.old_log_probs.data();
+      minibatch.old_values = b.old_values.data();
+      minibatch.advantages = b.advantages.data();
+      minibatch.returns = b.returns.data();
+      const PpoLossTerms terms =
+          fused_loss_->Compute(*fused_, config_, minibatch, b.grads.data());
+      float* grads = b.grads.data();
+      grads[num_params] = terms.finite ? 0.0f : 1.0f;
+      if (collective_ != nullptr) {
+        const float share = static_cast<float>(plan.share);
+        for (int64_t i = 0; i < num_params; ++i) grads[i] *= share;
+        torch::Tensor bucket =
+            torch::from_blob(grads, {num_params + 1}, torch::kFloat32);
+        sync(collective_->AllReduce(bucket, ReduceOp::kSum));
+      }
+      double sq = 0;
+      for (int64_t i = 0; i < num_params; ++i)
+        sq += double(grads[i]) * grads[i];
+      const float grad_norm = static_cast<float>(std::sqrt(sq));
+      if (clip_norm > 0) {
+        const float scale = std::min(clip_norm / (grad_norm + 1e-6f), 1.0f);
+        for (int64_t i = 0; i < num_params; ++i) grads[i] *= scale;
+      }
+      const bool bad = grads[num_params] > 0 || !std::isfinite(grad_norm);
+      if (bad) {
+        // Zeroed, not skipped: Adam's moments still decay, as on the
+        // LibTorch path.
+        std::fill(grads, grads + num_params, 0.0f);
+        ++bad_minibatches;
+      }
+      if (const absl::Status stepped =
+              FusedAdamStep(*optimizer_, params, grads);
+          !stepped.ok()) {
+        throw std::runtime_error(std::string(stepped.message()));
+      }
+      epoch_kl += terms.approx_kl * plan.share;
+      sum_policy_loss += terms.policy_loss;
+      sum_value_loss += terms.value_loss;
+      sum_entropy += terms.entropy;
+      sum_kl += terms.approx_kl;
+      sum_clip += terms.clip_fraction;
+      sum_grad_norm += grad_norm;
+      ++minibatches_run;
+    }
+    ++epochs;
+    if (config_.target_kl() > 0) {
+      double kl = epoch_kl;
+      if (collective_ != nullptr) {
+        torch::Tensor t = torch::from_blob(&kl, {1}, torch::kFloat64);
+        sync(collective_->AllReduce(t, ReduceOp::kSum));
+      }
+      if (kl / num_minibatches > config_.target_kl()) break;
+    }
+  }
+
+  UpdateStats stats;
+  const double n = static_cast<double>(std::max<int64_t>(minibatches_run, 1));
+  stats.policy_loss = sum_policy_loss / n;
+  stats.value_loss = sum_value_loss / n;
+  stats.entropy = sum_entropy / n;
+  stats.approx_kl = sum_kl / n;
+  stats.clip_fraction = sum_clip / n;
+  stats.grad_norm = sum_grad_norm / n;
+  *non_finite = bad_minibatches;
+  // Explained variance: 1 - Var(returns - values) / Var(returns).
+  double ret_mean = 0, res_mean = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    ret_mean += returns[i];
+    res_mean += returns[i] - old_values[i];
+  }
+  ret_mean /= batch;
+  res_mean /= batch;
+  double ret_var = 0, res_var = 0;
+  for (int64_t i = 0; i < batch; ++i) {
+    ret_var += (returns[i] - ret_mean) * (returns[i] - ret_mean);
+    const double res = returns[i] - old_values[i] - res_mean;
+    res_var += res * res;
+  }
+  stats.explained_variance = ret_var == 0 ? 0.0 : 1 - res_var / ret_var;
+  stats.learning_rate = plan.lr;
+  stats.epochs = epochs;
+  stats.gae_seconds = plan.gae_seconds;
+  *flat_observations = rollout.observations.reshape({batch, -1});
   return stats;
 }
 

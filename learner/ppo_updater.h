@@ -35,10 +35,13 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "learner/collective.h"
+#include "learner/fused_ppo.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
@@ -86,6 +89,10 @@ class PpoUpdater {
     max_nonfinite_updates_ = std::max(1, max);
   }
 
+  // Whether updates run on the fused CPU path (ppo.cpu_kernels); known
+  // after the first Update.
+  bool fused() const { return fused_ != nullptr; }
+
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
   at::Generator& generator() { return generator_; }
@@ -101,6 +108,30 @@ class PpoUpdater {
                         int64_t* non_finite, torch::Tensor* flat_observations,
                         absl::Status* collective_error);
 
+  // What both paths compute first: GAE, the annealed rate (set on the
+  // optimizer), this rank's minibatch and its share of the global one.
+  struct Plan {
+    torch::Tensor advantages;  // [T*E]
+    torch::Tensor returns;     // [T*E]
+    double lr = 0;
+    double gae_seconds = 0;
+    int64_t minibatch = 0;
+    int64_t global_minibatch = 0;
+    double share = 1;
+  };
+  Plan MakePlan(const Rollout& rollout, int64_t env_steps_done,
+                const std::function<void(absl::Status)>& sync);
+  // RunEpochs on the fused CPU path (policy/fused_policy.h).
+  UpdateStats RunEpochsFused(const Rollout& rollout, int64_t env_steps_done,
+                             int64_t* non_finite,
+                             torch::Tensor* flat_observations,
+                             absl::Status* collective_error);
+  struct FusedBuffers {
+    std::vector<float> observations, actions, old_log_probs, old_values,
+        advantages, returns, grads;
+    std::vector<int64_t> discrete_actions;
+  };
+
   ActorCritic policy_;
   PPOConfig config_;
   int64_t total_env_steps_;
@@ -109,6 +140,10 @@ class PpoUpdater {
   Collective* collective_ = nullptr;
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
+  bool kernels_chosen_ = false;
+  std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
+  std::unique_ptr<FusedPpoLoss> fused_loss_;
+  std::unique_ptr<FusedBuffers> fused_buffers_;
 };
 
 }  // namespace rl

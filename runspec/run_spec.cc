@@ -321,6 +321,7 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
     ppo->add_hidden_sizes(64);
     ppo->add_hidden_sizes(64);
   }
+  if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
 
   Resources* res = spec->mutable_resources();
   if (res->num_learners() == 0) res->set_num_learners(1);
@@ -416,6 +417,18 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   }
   if (!(std::fabs(ppo.initial_log_std()) <= 20)) {
     p.Add("ppo.initial_log_std", "must be in [-20, 20]", ppo.initial_log_std());
+  }
+  if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
+      ppo.cpu_kernels() != "libtorch") {
+    p.Add("ppo.cpu_kernels", "must be auto, fused or libtorch",
+          JsonQuote(ppo.cpu_kernels()));
+  } else if (ppo.cpu_kernels() == "fused" &&
+             (spec.resources().learner_device() != "cpu" ||
+              spec.resources().actor_device() != "cpu")) {
+    p.Add("ppo.cpu_kernels",
+          "fused is the CPU path; this run's learner or actor device is not "
+          "cpu",
+          JsonQuote(ppo.cpu_kernels()));
   }
 
   const Resources& res = spec.resources();
