@@ -28,6 +28,24 @@ float ClampPasses(float x, float lo, float hi) {
   return x >= lo && x <= hi ? 1.0f : 0.0f;
 }
 
+struct AdamCoefficients {
+  float beta1, beta2, one_minus_beta1, one_minus_beta2, sqrt_bias_correction2,
+      eps, step_size;
+};
+
+// Vectorised (AVX2 clone picked at load time, as in fused_policy.cc).
+__attribute__((target_clones("default", "arch=x86-64-v3"))) void AdamUpdate(
+    const AdamCoefficients& c, int64_t n, const float* grad, float* w, float* m,
+    float* v) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = grad[i];
+    m[i] = m[i] * c.beta1 + c.one_minus_beta1 * gi;
+    v[i] = v[i] * c.beta2 + c.one_minus_beta2 * gi * gi;
+    const float denom = std::sqrt(v[i]) / c.sqrt_bias_correction2 + c.eps;
+    w[i] -= c.step_size * (m[i] / denom);
+  }
+}
+
 }  // namespace
 
 PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
@@ -221,13 +239,8 @@ absl::Status FusedAdamStep(torch::optim::Adam& optimizer,
     float* m = state.exp_avg().data_ptr<float>();
     float* v = state.exp_avg_sq().data_ptr<float>();
     const int64_t n = p.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = grad[i];
-      m[i] = m[i] * b1 + one_minus_b1 * gi;
-      v[i] = v[i] * b2 + one_minus_b2 * gi * gi;
-      const float denom = std::sqrt(v[i]) / sqrt_bc2 + eps;
-      w[i] -= step_size * (m[i] / denom);
-    }
+    AdamUpdate({b1, b2, one_minus_b1, one_minus_b2, sqrt_bc2, eps, step_size},
+               n, grad, w, m, v);
     grad += n;
   }
   return absl::OkStatus();

@@ -12,22 +12,40 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 
-// The BLAS and vector math inside LibTorch's libtorch_cpu (MKL in the PyPI
-// wheel). Weak: a LibTorch built without them still links, and the fused
-// path then reports itself unsupported (no BLAS) or uses the C library
-// (no vector math).
+// The BLAS inside LibTorch's libtorch_cpu (MKL in the PyPI wheel). Weak: a
+// LibTorch built without one still links, and the fused path then reports
+// itself unsupported.
 extern "C" {
 void sgemm_(const char* transa, const char* transb, const int* m, const int* n,
             const int* k, const float* alpha, const float* a, const int* lda,
             const float* b, const int* ldb, const float* beta, float* c,
             const int* ldc) __attribute__((weak));
-void vsTanh(int n, const float* a, float* r) __attribute__((weak));
+int MKL_Set_Num_Threads_Local(int n) __attribute__((weak));
 }
 
 namespace rl {
 namespace {
 
 constexpr float kLogSqrt2Pi = 0.91893853320467274178f;
+
+// MKL on one thread in this scope. The fused path's products are small:
+// MKL's OpenMP team would only add wake-ups and, on a busy machine, threads
+// spinning against each other.
+class SingleThreadedMkl {
+ public:
+  SingleThreadedMkl()
+      : previous_(MKL_Set_Num_Threads_Local != nullptr
+                      ? MKL_Set_Num_Threads_Local(1)
+                      : 0) {}
+  ~SingleThreadedMkl() {
+    if (MKL_Set_Num_Threads_Local != nullptr) {
+      MKL_Set_Num_Threads_Local(previous_);
+    }
+  }
+
+ private:
+  int previous_;
+};
 
 // Row-major products through the column-major BLAS: a row-major [r, c]
 // matrix is the column-major [c, r] one, its transpose.
@@ -37,12 +55,29 @@ void Gemm(char transa, char transb, int m, int n, int k, const float* a,
   sgemm_(&transa, &transb, &m, &n, &k, &one, a, &lda, b, &ldb, &beta, c, &ldc);
 }
 
-void TanhInPlace(float* x, int64_t n) {
-  if (vsTanh != nullptr) {
-    vsTanh(static_cast<int>(n), x, x);
-    return;
+// tanh as a rational function (Eigen's generic_fast_tanh_float: max
+// absolute error 2.3e-7 over [-6, 6], measured), in a loop the compiler
+// vectorises; cloned for AVX2 + FMA and picked at load time (ifunc), so
+// builds stay portable. MKL's vsTanh took 29% of a CleanRL-sized run here
+// (it picks a generic kernel on this AMD CPU); this is about 4x faster.
+__attribute__((target_clones("default", "arch=x86-64-v3"))) void TanhInPlace(
+    float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float c = 7.90531110763549805f;
+    float v = x[i] > c ? c : x[i];
+    v = v < -c ? -c : v;
+    const float v2 = v * v;
+    float p = v2 * -2.76076847742355e-16f + 2.00018790482477e-13f;
+    p = v2 * p + -8.60467152213735e-11f;
+    p = v2 * p + 5.12229709037114e-08f;
+    p = v2 * p + 1.48572235717979e-05f;
+    p = v2 * p + 6.37261928875436e-04f;
+    p = v2 * p + 4.89352455891786e-03f;
+    float q = v2 * 1.19825839466702e-06f + 1.18534705686654e-04f;
+    q = v2 * q + 2.26843463243900e-03f;
+    q = v2 * q + 4.89352518554385e-03f;
+    x[i] = v * p / q;
   }
-  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
 }
 
 // Resizes without shrinking capacity: no allocation once warm.
@@ -206,6 +241,7 @@ void FusedPolicy::Trunk(const std::vector<Linear>& layers, const float* input,
 
 void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
                           bool value, Activations* acts) const {
+  SingleThreadedMkl one_thread;
   acts->batch = batch;
   const int64_t d = observation_size_;
   Fit(&acts->input, batch * d);
@@ -364,6 +400,7 @@ void FusedPolicy::TrunkBackward(const std::vector<Linear>& layers,
 
 void FusedPolicy::Backward(const Activations& acts, const float* d_head,
                            const float* d_values, float* grads) {
+  SingleThreadedMkl one_thread;
   const int64_t batch = acts.batch;
   auto features = [&](const std::vector<std::vector<float>>& hidden) {
     return hidden.empty() ? acts.input.data() : hidden.back().data();
