@@ -83,6 +83,20 @@ class FakeLearner final : public LearnerService::Service {
     acks_enabled_ = enabled;
   }
 
+  // The next `times` arrivals of segment `sequence_number` end their stream
+  // with RESOURCE_EXHAUSTED (as a learner whose segment budget is spent
+  // does), unrecorded.
+  void Refuse(int64_t sequence_number, int times) {
+    absl::MutexLock lock(&mu_);
+    refuse_sequence_number_ = sequence_number;
+    refusals_left_ = times;
+  }
+
+  int refusals() const {
+    absl::MutexLock lock(&mu_);
+    return refusals_;
+  }
+
   // Lets the SubscribePolicy handlers return (a server shutting down waits
   // for them).
   void Close() {
@@ -123,6 +137,13 @@ class FakeLearner final : public LearnerService::Service {
       bool send;
       {
         absl::MutexLock lock(&mu_);
+        if (segment.sequence_number() == refuse_sequence_number_ &&
+            refusals_left_ > 0) {
+          --refusals_left_;
+          ++refusals_;
+          return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              "learner segment budget spent");
+        }
         if (segment.sequence_number() == acked_ + 1) {
           acked_ = segment.sequence_number();
         }
@@ -167,6 +188,9 @@ class FakeLearner final : public LearnerService::Service {
   bool acks_enabled_ ABSL_GUARDED_BY(mu_) = true;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refuse_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
+  int refusals_left_ ABSL_GUARDED_BY(mu_) = 0;
+  int refusals_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<RolloutSegment> received_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -330,6 +354,40 @@ TEST(ActorClientTest, ReconnectsAndResendsUnackedSegmentsInOrder) {
     ASSERT_TRUE(DecodeSegment(segment, CartPoleShape()).ok());
   }
   StopServer(second, *restarted);
+}
+
+// A learner whose segment budget is spent refuses a segment with
+// RESOURCE_EXHAUSTED (ending the stream): the actor reconnects after a
+// backoff and resends it, again and again, and the run goes on.
+TEST(ActorClientTest, ASegmentRefusedForResourcesIsResentAndTheRunGoesOn) {
+  FakeLearner learner;
+  learner.Publish(1);
+  learner.Refuse(/*sequence_number=*/2, /*times=*/3);
+  auto server = StartServer({&learner}, LearnerServerOptions());
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client =
+      ActorClient::Create(TestOptions(CartPoleRun("ASYNC"), server->port, 0));
+  ASSERT_TRUE(client.ok()) << client.status();
+  BackgroundRun run(client->get());
+
+  ASSERT_TRUE(WaitUntil(client->get(), [](const ActorCounters& c) {
+    return c.segments_acked >= 5;
+  }));
+  EXPECT_EQ(learner.refusals(), 3);
+  EXPECT_GE((*client)->counters().reconnects, 3);
+  // Every segment up to the 5th reached the learner, in order (earlier
+  // ones perhaps twice: resent before their ack came).
+  std::vector<int64_t> first;
+  for (int64_t n : learner.sequence_numbers()) {
+    if (first.empty() || n > first.back()) first.push_back(n);
+  }
+  ASSERT_GE(first.size(), 5u);
+  EXPECT_EQ(std::vector<int64_t>(first.begin(), first.begin() + 5),
+            (std::vector<int64_t>{1, 2, 3, 4, 5}));
+
+  (*client)->Stop();
+  EXPECT_TRUE(run.Wait().ok());
+  StopServer(learner, *server);
 }
 
 TEST(ActorClientTest, GivesUpWithoutLearner) {

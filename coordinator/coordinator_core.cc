@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -132,7 +133,7 @@ absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
     }
     ASSIGN_OR_RETURN(
         run, store_->Transition(run_id, CANCELLED, "cancelled by a user"));
-    scheduler_.Release(run_id);
+    EndRunLocked(run_id);
   }
   Notify(run);
   return run;
@@ -355,7 +356,7 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
       run = request.error().empty()
                 ? store_->Transition(run_id, SUCCEEDED, "step budget reached")
                 : store_->Transition(run_id, FAILED, request.error());
-      if (run.ok()) scheduler_.Release(run_id);
+      if (run.ok()) EndRunLocked(run_id);
     }
   }
   RETURN_IF_ERROR(run.status());
@@ -402,6 +403,22 @@ void CoordinatorCore::RequeueLocked(const std::string& run_id,
   scheduler_.Enqueue(run_id, run->spec(), ++next_order_);
 }
 
+void CoordinatorCore::EndRunLocked(const std::string& run_id) {
+  scheduler_.Release(run_id);
+  gang_restarts_.erase(run_id);
+  worker_failures_.erase(run_id);
+  unplaceable_since_.erase(run_id);
+}
+
+int64_t CoordinatorCore::runs_with_bookkeeping() {
+  absl::MutexLock lock(&mu_);
+  std::set<std::string> runs;
+  for (const auto& [run_id, restarts] : gang_restarts_) runs.insert(run_id);
+  for (const auto& [run_id, times] : worker_failures_) runs.insert(run_id);
+  for (const auto& [run_id, since] : unplaceable_since_) runs.insert(run_id);
+  return static_cast<int64_t>(runs.size());
+}
+
 absl::StatusOr<Run> CoordinatorCore::RestartGangLocked(
     const std::string& run_id, const std::string& reason) {
   ASSIGN_OR_RETURN(Run run, store_->GetRun(run_id));
@@ -417,7 +434,7 @@ absl::StatusOr<Run> CoordinatorCore::RestartGangLocked(
             run_id, FAILED,
             absl::StrCat("the learner gang broke ", restarts, " times (limit ",
                          options_.max_gang_restarts, "); last: ", reason)));
-    scheduler_.Release(run_id);
+    EndRunLocked(run_id);
     return run;
   }
   RequeueLocked(run_id,
@@ -494,8 +511,7 @@ std::optional<Run> CoordinatorCore::WorkerFailedLocked(
                    " (limit ", options_.max_worker_failures,
                    "); last: ", reason));
   if (!run.ok()) return std::nullopt;
-  scheduler_.Release(run_id);
-  worker_failures_.erase(run_id);
+  EndRunLocked(run_id);
   return *run;
 }
 
@@ -519,7 +535,7 @@ void CoordinatorCore::FailUnplaceableLocked(std::vector<Run>* changed) {
                      absl::FormatDuration(now - first), " (limit ",
                      absl::FormatDuration(options_.unplaceable_timeout),
                      "): ", why));
-    scheduler_.Release(run_id);
+    EndRunLocked(run_id);
     if (run.ok()) changed->push_back(*run);
   }
   unplaceable_since_ = std::move(still);

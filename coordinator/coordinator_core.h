@@ -79,6 +79,11 @@ class CoordinatorCore {
   int64_t Watch(std::function<void(const Run&)> on_change);
   void Unwatch(int64_t id);
 
+  // Runs the core keeps bookkeeping of beyond the scheduler's (gang
+  // restarts, worker failures, unplaceable since): unfinished runs only, so
+  // it does not grow with the number of runs that ended.
+  int64_t runs_with_bookkeeping();
+
  private:
   explicit CoordinatorCore(const CoordinatorOptions& options,
                            std::unique_ptr<RunStore> store);
@@ -87,6 +92,10 @@ class CoordinatorCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const Run& run);
   void RequeueLocked(const std::string& run_id, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `run_id` ended (SUCCEEDED, FAILED or CANCELLED): frees its workers and
+  // forgets what was kept about it.
+  void EndRunLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang of `run_id` broke: requeue it (its ranks restart from the
   // latest checkpoint), or FAIL it past max_gang_restarts. The run after

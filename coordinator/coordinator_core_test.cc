@@ -337,6 +337,62 @@ TEST_F(CoordinatorCoreTest, FailuresOutsideTheWindowAreForgotten) {
   EXPECT_THAT(run.failure_reason(), HasSubstr("actor actor-0 restarted"));
 }
 
+TEST_F(CoordinatorCoreTest, RunsThatEndedLeaveNoBookkeepingBehind) {
+  options_.lease_ttl = absl::Hours(1);
+  core_ = Make();
+  int64_t l = Register(*core_, "learner-0", LEARNER);
+  int64_t a = Register(*core_, "actor-0", ACTOR);
+  auto report = [&](const std::string& worker, int64_t epoch, bool finished,
+                    const std::string& error) {
+    ReportStatusRequest request;
+    request.set_worker_id(worker);
+    request.set_assignment_id(Beat(*core_, worker, epoch).assignment_id());
+    request.set_finished(finished);
+    request.set_error(error);
+    return core_->ReportStatus(request);
+  };
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                         core_->SubmitRun(Request()));
+    const std::string id = submitted.run().run_id();
+    core_->Tick();
+    ASSERT_EQ(core_->GetRun(id)->state(), RUNNING) << "run " << i;
+    // An actor failure and a gang restart, each within its limit.
+    ASSERT_OK(report("actor-0", a, /*finished=*/true, "cannot allocate"));
+    l = Register(*core_, "learner-0", LEARNER);  // restarted, no assignment
+    ASSERT_EQ(core_->GetRun(id)->state(), PLACING) << "run " << i;
+    core_->Tick();
+    ASSERT_EQ(core_->GetRun(id)->state(), RUNNING) << "run " << i;
+    EXPECT_EQ(core_->runs_with_bookkeeping(), 1) << "run " << i;
+    // The run ends in each of the three ways.
+    switch (i % 3) {
+      case 0:
+        ASSERT_OK(report("learner-0", l, /*finished=*/true, ""));
+        EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
+        break;
+      case 1:
+        ASSERT_OK(report("learner-0", l, /*finished=*/true, "diverged"));
+        EXPECT_EQ(core_->GetRun(id)->state(), FAILED);
+        break;
+      case 2:
+        ASSERT_OK(core_->CancelRun(id));
+        EXPECT_EQ(core_->GetRun(id)->state(), CANCELLED);
+        break;
+    }
+    EXPECT_EQ(core_->runs_with_bookkeeping(), 0) << "run " << i;
+  }
+  // A queued run that could never be placed, then cancelled, is forgotten
+  // too.
+  SubmitRunRequest cuda = Request();
+  cuda.mutable_spec()->mutable_resources()->set_learner_device("cuda");
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse waiting, core_->SubmitRun(cuda));
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(waiting.run().run_id())->state(), QUEUED);
+  EXPECT_EQ(core_->runs_with_bookkeeping(), 1);
+  ASSERT_OK(core_->CancelRun(waiting.run().run_id()));
+  EXPECT_EQ(core_->runs_with_bookkeeping(), 0);
+}
+
 TEST_F(CoordinatorCoreTest, AFullStoreFailsSubmitsClearlyButWorkersRegister) {
   options_.max_store_bytes = 96 << 10;
   core_ = Make();

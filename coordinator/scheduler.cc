@@ -8,8 +8,11 @@
 
 namespace rl {
 
-Scheduler::Scheduler(Clock clock, absl::Duration lease_ttl)
-    : clock_(std::move(clock)), lease_ttl_(lease_ttl) {}
+Scheduler::Scheduler(Clock clock, absl::Duration lease_ttl,
+                     FootprintEstimator estimate_footprint)
+    : clock_(std::move(clock)),
+      lease_ttl_(lease_ttl),
+      estimate_footprint_(std::move(estimate_footprint)) {}
 
 Lease Scheduler::Register(const std::string& worker_id, WorkerRole role,
                           std::vector<std::string> devices,
@@ -89,15 +92,19 @@ std::vector<LostWorker> Scheduler::ExpireLeases() {
 void Scheduler::Enqueue(const std::string& run_id, const RunSpec& spec,
                         int64_t order) {
   if (queued(run_id)) return;
-  placed_.erase(run_id);
+  // A placed run sent back to the queue keeps its footprint.
+  auto placed = placed_.find(run_id);
+  RunFootprint footprint = placed != placed_.end() ? placed->second.footprint
+                                                   : estimate_footprint_(spec);
+  if (placed != placed_.end()) placed_.erase(placed);
   for (auto& [id, w] : workers_) {
     if (w.run_id == run_id) w.run_id.clear();
   }
-  queue_.push_back({run_id, spec, EstimateRunFootprint(spec), order});
+  queue_.push_back({run_id, spec, footprint, order});
 }
 
 void Scheduler::MarkPlaced(const std::string& run_id, const RunSpec& spec) {
-  placed_[run_id] = spec;
+  placed_[run_id] = {spec, estimate_footprint_(spec)};
 }
 
 std::vector<std::string> Scheduler::Release(const std::string& run_id) {
@@ -174,7 +181,7 @@ std::vector<Placement> Scheduler::Place() {
     for (size_t i = 0; i < actors.size(); ++i) {
       Assign(workers_[actors[i]], q->run_id, static_cast<int>(i));
     }
-    placed_[q->run_id] = q->spec;
+    placed_[q->run_id] = {q->spec, q->footprint};
     placements.push_back(std::move(p));
     q = queue_.erase(q);
   }
@@ -183,7 +190,8 @@ std::vector<Placement> Scheduler::Place() {
 
 std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
   std::vector<std::pair<std::string, std::string>> added;
-  for (const auto& [run_id, spec] : placed_) {
+  for (const auto& [run_id, placed] : placed_) {
+    const RunSpec& spec = placed.spec;
     // Actors join a run only once it has its learners (after a coordinator
     // restart, they may not have re-registered yet).
     const bool has_learner =
@@ -191,7 +199,7 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
           return entry.second.run_id == run_id && entry.second.role == LEARNER;
         });
     if (!has_learner) continue;
-    const double actor_bytes = EstimateRunFootprint(spec).actor_bytes;
+    const double actor_bytes = placed.footprint.actor_bytes;
     std::vector<bool> rank_taken(spec.resources().num_actors(), false);
     for (const auto& [id, w] : workers_) {
       if (w.run_id == run_id && w.role == ACTOR &&
@@ -280,7 +288,7 @@ std::vector<std::string> Scheduler::QueuedRuns() const {
 
 std::vector<std::string> Scheduler::PlacedRunsWithoutLearners() const {
   std::vector<std::string> runs;
-  for (const auto& [run_id, spec] : placed_) {
+  for (const auto& [run_id, placed] : placed_) {
     const bool has_learner =
         std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
           return entry.second.run_id == run_id && entry.second.role == LEARNER;

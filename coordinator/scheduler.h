@@ -57,7 +57,12 @@ struct LostWorker {
 class Scheduler {
  public:
   using Clock = std::function<absl::Time()>;
-  Scheduler(Clock clock, absl::Duration lease_ttl);
+  using FootprintEstimator = std::function<RunFootprint(const RunSpec&)>;
+  // A run's footprint is estimated once, when it is first queued or marked
+  // placed, and kept while the scheduler knows the run (tests count the
+  // estimates through `estimate_footprint`).
+  Scheduler(Clock clock, absl::Duration lease_ttl,
+            FootprintEstimator estimate_footprint = EstimateRunFootprint);
 
   // Registers (or re-registers, keeping the id) worker `worker_id`; a new
   // epoch is granted. If `run_id` is non-empty the worker keeps running it
@@ -134,13 +139,19 @@ class Scheduler {
   std::vector<std::string> Shortfalls(const QueuedRun& q, bool if_idle) const;
   void Assign(SchedulerWorker& w, const std::string& run_id, int rank);
 
+  struct PlacedRun {
+    RunSpec spec;
+    RunFootprint footprint;
+  };
+
   Clock clock_;
   absl::Duration lease_ttl_;
+  FootprintEstimator estimate_footprint_;
   int64_t next_epoch_ = 0;
   int64_t next_placement_ = 0;
   std::map<std::string, SchedulerWorker> workers_;
   std::vector<QueuedRun> queue_;
-  std::map<std::string, RunSpec> placed_;  // run_id -> spec
+  std::map<std::string, PlacedRun> placed_;
 };
 
 }  // namespace rl

@@ -139,6 +139,44 @@ TEST_F(SchedulerTest, WorkersKeepTheirRunAcrossACoordinatorRestart) {
   EXPECT_EQ(added[0].second, "a0");
 }
 
+TEST_F(SchedulerTest, FootprintIsEstimatedOncePerRunNotOnEveryTopUp) {
+  int estimates = 0;
+  Scheduler scheduler([this] { return now_; }, absl::Seconds(10),
+                      [&estimates](const RunSpec&) {
+                        ++estimates;
+                        RunFootprint footprint;
+                        footprint.learner_bytes = 1000;
+                        footprint.actor_bytes = 1000;
+                        return footprint;
+                      });
+  scheduler.Register("l0", LEARNER, {}, "");
+  scheduler.Register("a0", ACTOR, {}, "");
+  scheduler.Enqueue("r1", Spec(1, 3, 1), 1);
+  ASSERT_EQ(scheduler.Place().size(), 1u);
+  // The coordinator tops up actors on every tick.
+  for (int tick = 0; tick < 100; ++tick) {
+    EXPECT_TRUE(scheduler.TopUpActors().empty());
+  }
+  // The kept footprint still decides which actors fit.
+  scheduler.Register("small", ACTOR, {}, "");
+  scheduler.SetMemory("small", 999);
+  EXPECT_TRUE(scheduler.TopUpActors().empty());
+  scheduler.Register("large", ACTOR, {}, "");
+  scheduler.SetMemory("large", 1000);
+  const auto added = scheduler.TopUpActors();
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0].second, "large");
+  // Sent back to the queue (a gang restart) and placed again.
+  scheduler.Enqueue("r1", Spec(1, 3, 1), 2);
+  ASSERT_EQ(scheduler.Place().size(), 1u);
+  EXPECT_EQ(estimates, 1);
+  // A run recovered after a coordinator restart: estimated once, at load.
+  scheduler.MarkPlaced("r2", Spec(1, 1));
+  scheduler.Register("l1", LEARNER, {}, "", "r2", 0);
+  for (int tick = 0; tick < 100; ++tick) scheduler.TopUpActors();
+  EXPECT_EQ(estimates, 2);
+}
+
 TEST_F(SchedulerTest, SaysWhyARunWaits) {
   scheduler_.Register("l0", LEARNER, {}, "127.0.0.1:1");
   scheduler_.Register("a0", ACTOR, {}, "");

@@ -35,8 +35,46 @@ constexpr int64_t kFirstVersion = 1;
 
 }  // namespace
 
+absl::Status SegmentBudget::Take(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  if (held_bytes_ > 0 && held_bytes_ + bytes > max_bytes_) {
+    ++refused_;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "learner segment budget spent: ", held_bytes_,
+        " bytes of rollout segments wait for the PPO thread, at most ",
+        max_bytes_, " (--max_inflight_segment_mb); this segment has ", bytes,
+        " bytes; resend it later"));
+  }
+  held_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void SegmentBudget::Give(int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  held_bytes_ -= bytes;
+}
+
+int64_t SegmentBudget::held_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return held_bytes_;
+}
+
+int64_t SegmentBudget::refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
+}
+
 // A validated segment waiting in the queue or the staging area.
 struct LearnerCore::Staged {
+  ~Staged() { GiveBudget(); }
+  // Called once the PPO thread has taken it from the queue.
+  void GiveBudget() {
+    if (budget != nullptr) budget->Give(budget_bytes);
+    budget = nullptr;
+  }
+
+  std::shared_ptr<SegmentBudget> budget;  // null once given back
+  int64_t budget_bytes = 0;
   int actor_id = 0;
   uint64_t incarnation = 0;
   int64_t sequence_number = 0;
@@ -201,6 +239,7 @@ class LearnerCore::Impl {
     }
     auto rollout = DecodeSegment(*segment, shape_);
     if (!rollout.ok()) return reject(rollout.status());
+    const int64_t bytes = static_cast<int64_t>(segment->ByteSizeLong());
 
     absl::MutexLock lock(&mu_);
     status_.set_segments_received(status_.segments_received() + 1);
@@ -224,8 +263,16 @@ class LearnerCore::Impl {
           absl::StrCat("segment queue full: actor ", actor_id, " exceeded its ",
                        credits_, " credits"));
     }
-    last = segment->sequence_number();
+    // The run is over (or failed): no PPO thread would take it, and it
+    // would hold its share of the segment budget until the core goes.
+    if (done_) return absl::OkStatus();
     auto staged = std::make_unique<Staged>();
+    if (options_.segment_budget != nullptr) {
+      RETURN_IF_ERROR(options_.segment_budget->Take(bytes));
+      staged->budget = options_.segment_budget;
+      staged->budget_bytes = bytes;
+    }
+    last = segment->sequence_number();
     staged->actor_id = actor_id;
     staged->incarnation = segment->actor_incarnation();
     staged->sequence_number = segment->sequence_number();
@@ -310,6 +357,9 @@ class LearnerCore::Impl {
   void Run() {
     absl::Status status = Loop();
     absl::MutexLock lock(&mu_);
+    // Done (or failed): what still waits is never used; it frees its share
+    // of the learner's segment budget now, not when the core goes.
+    queue_.clear();
     if (!status.ok()) {
       RL_LOG_ERROR("learner stopped: {}", std::string(status.message()));
     }
@@ -330,6 +380,7 @@ class LearnerCore::Impl {
         if (!queue_.empty()) {
           next = std::move(queue_.front());
           queue_.pop_front();
+          next->GiveBudget();
           StageOrDrop(std::move(next));
         }
         if (!BatchComplete()) continue;

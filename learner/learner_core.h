@@ -2,7 +2,8 @@
 // updates, versioned policies out.
 //
 // Data flow: stream reactors -> SubmitSegment (validate, dedupe by
-// (actor, sequence number)) -> bounded segment queue -> PPO thread: drop
+// (actor, sequence number)) -> segment queue (bounded in segments, and in
+// bytes by the process's SegmentBudget) -> PPO thread: drop
 // stale segments, stage the rest -> when the batch is complete: concatenate,
 // PPO update, version++ -> encode the weights once -> notify subscribers;
 // acknowledge the segments used or dropped to their actors.
@@ -36,6 +37,35 @@
 namespace rl {
 
 class Emitter;
+
+// The bytes of rollout segments a learner holds waiting for a PPO thread
+// (received and validated, not yet taken for an update), over all its
+// streams and runs (--max_inflight_segment_mb). Streams x credits x the
+// message limit would otherwise bound them. A segment beyond the budget is
+// refused (RESOURCE_EXHAUSTED: its stream ends and the actor resends it
+// after a backoff) and counted. When no segment waits, one is admitted
+// whatever its size, so a segment larger than the budget is not refused
+// for ever; the PPO thread takes waiting segments whatever the budget, so
+// the budget always frees up again.
+class SegmentBudget {
+ public:
+  explicit SegmentBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
+
+  // Takes `bytes` of the budget, or RESOURCE_EXHAUSTED (counted).
+  absl::Status Take(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+  void Give(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
+
+  int64_t max_bytes() const { return max_bytes_; }
+  int64_t held_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Segments refused so far.
+  int64_t refused() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const int64_t max_bytes_;
+  mutable absl::Mutex mu_;
+  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+};
 
 struct LearnerOptions {
   RunSpec spec;
@@ -72,6 +102,9 @@ struct LearnerOptions {
   // checkpoint, having no next interval, fails the run at once. Values
   // below 1 mean 1.
   int max_checkpoint_failures = 5;
+  // Shared by the cores of one learner process (null: no byte budget; the
+  // queue's length in segments still bounds what waits).
+  std::shared_ptr<SegmentBudget> segment_budget;
   // Tests: called on the PPO thread right after each update (before its
   // checks and its publication) with the update's number.
   std::function<void(int64_t, ActorCritic&)> after_update_for_testing;
@@ -109,7 +142,8 @@ class LearnerCore {
   // Validates `segment` and queues it. A duplicate (already seen sequence
   // number of this actor) is dropped and acknowledged again. Errors:
   // INVALID_ARGUMENT naming the field (the stream must end with it),
-  // RESOURCE_EXHAUSTED if the actor exceeded its credits.
+  // RESOURCE_EXHAUSTED if the actor exceeded its credits or the segment
+  // does not fit in the segment budget (not queued: the actor resends it).
   absl::Status SubmitSegment(int64_t stream_id,
                              std::unique_ptr<RolloutSegment> segment);
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/c10d_collective.h"
@@ -213,6 +214,83 @@ TEST(LearnerCoreTest, AsyncToleratesLagUpToTheLimit) {
   ASSERT_TRUE(log.WaitForAck(3));
   EXPECT_EQ(core->GetStatus().segments_dropped_stale(), 1);
   EXPECT_EQ(core->GetStatus().policy_version(), 3);
+}
+
+TEST(SegmentBudgetTest, OneSegmentIsAdmittedWhenNoneWaitsWhateverItsSize) {
+  SegmentBudget budget(100);
+  EXPECT_OK(budget.Take(1000));  // none waits: admitted
+  EXPECT_THAT(budget.Take(1),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("(--max_inflight_segment_mb)")));
+  EXPECT_EQ(budget.refused(), 1);
+  budget.Give(1000);
+  EXPECT_OK(budget.Take(60));
+  EXPECT_OK(budget.Take(40));
+  EXPECT_FALSE(budget.Take(1).ok());
+  EXPECT_EQ(budget.held_bytes(), 100);
+  EXPECT_EQ(budget.refused(), 2);
+}
+
+// While an update runs, segments pile up for the PPO thread; the learner's
+// byte budget bounds them over all streams. A segment beyond it is refused
+// (counted, not recorded, so the actor's resend is taken, not called a
+// duplicate), and the budget frees up as the PPO thread takes segments.
+TEST(LearnerCoreTest, SegmentsBeyondTheByteBudgetAreRefusedUntilItFreesUp) {
+  // One segment of each actor fits (their ids make their sizes differ).
+  const int64_t both_bytes = static_cast<int64_t>(
+      Segment(0, 1, 1)->ByteSizeLong() + Segment(1, 1, 1)->ByteSizeLong());
+  auto budget = std::make_shared<SegmentBudget>(both_bytes);
+  absl::Notification in_update, release;
+  LearnerOptions options;
+  options.spec = Spec(
+      "sync_mode: ASYNC\nmax_policy_lag: 100\n"
+      "resources: {num_actors: 2}");
+  options.segment_budget = budget;
+  options.after_update_for_testing = [&](int64_t update, ActorCritic&) {
+    if (update != 1) return;
+    in_update.Notify();
+    release.WaitForNotificationWithTimeout(absl::Seconds(60));
+  };
+  AckLog a0, a1;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  struct ReleaseOnExit {
+    absl::Notification* release;
+    ~ReleaseOnExit() {
+      if (!release->HasBeenNotified()) release->Notify();
+    }
+  } release_on_exit{&release};
+  const int64_t s0 = core->OpenStream(0, a0.Callback());
+  const int64_t s1 = core->OpenStream(1, a1.Callback());
+  ASSERT_OK(core->SubmitSegment(s0, Segment(0, 1, 1)));
+  ASSERT_OK(core->SubmitSegment(s1, Segment(1, 1, 1)));
+  ASSERT_TRUE(in_update.WaitForNotificationWithTimeout(absl::Seconds(60)));
+
+  // The PPO thread is in update 1: two segments fit, the third does not.
+  ASSERT_OK(core->SubmitSegment(s0, Segment(0, 2, 1)));
+  ASSERT_OK(core->SubmitSegment(s1, Segment(1, 2, 1)));
+  EXPECT_EQ(budget->held_bytes(), both_bytes);
+  EXPECT_THAT(core->SubmitSegment(s0, Segment(0, 3, 1)),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("segment budget spent"),
+                             HasSubstr("(--max_inflight_segment_mb)"))));
+  EXPECT_EQ(budget->refused(), 1);
+  EXPECT_EQ(budget->held_bytes(), both_bytes);
+
+  release.Notify();
+  ASSERT_TRUE(WaitFor([&] { return budget->held_bytes() == 0; },
+                      absl::Seconds(60), absl::Milliseconds(5)));
+  // The resend is taken; nothing accepted was lost.
+  ASSERT_OK(core->SubmitSegment(s0, Segment(0, 3, 1)));
+  ASSERT_OK(core->SubmitSegment(s1, Segment(1, 3, 1)));
+  EXPECT_TRUE(a0.WaitForAck(3));
+  EXPECT_TRUE(a1.WaitForAck(3));
+  const LearnerStatus status = core->GetStatus();
+  EXPECT_EQ(status.updates(), 3);
+  EXPECT_EQ(status.env_steps(), 3 * 2 * 8);
+  EXPECT_EQ(status.segments_duplicate(), 0);
+  EXPECT_EQ(budget->refused(), 1);
+  EXPECT_TRUE(WaitFor([&] { return budget->held_bytes() == 0; },
+                      absl::Seconds(60), absl::Milliseconds(5)));
 }
 
 TEST(LearnerCoreTest, SubscribersGetEveryNewVersionAndTheFinalOne) {

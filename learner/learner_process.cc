@@ -105,6 +105,13 @@ class LearnerProcess::Impl {
     if (options_.max_streams < 1) {
       return absl::InvalidArgumentError("--max_streams: must be >= 1");
     }
+    if (options_.max_inflight_segment_mb < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--max_inflight_segment_mb: must be >= 1 (got ",
+                       options_.max_inflight_segment_mb, ")"));
+    }
+    segment_budget_ = std::make_shared<SegmentBudget>(
+        int64_t{options_.max_inflight_segment_mb} << 20);
     if (options_.max_message_mb < 1 || options_.max_message_mb > 2047) {
       return absl::InvalidArgumentError(
           absl::StrCat("--max_message_mb: must be in [1, 2047] (got ",
@@ -140,6 +147,19 @@ class LearnerProcess::Impl {
           return MetricSamples{
               {{}, static_cast<double>(service->refused_streams())}};
         });
+    std::shared_ptr<SegmentBudget> budget = segment_budget_;
+    telemetry_->registry()->AddCallback(
+        "learner_inflight_segment_bytes",
+        "Bytes of rollout segments waiting for the PPO thread.", "gauge",
+        [budget]() {
+          return MetricSamples{{{}, static_cast<double>(budget->held_bytes())}};
+        });
+    telemetry_->registry()->AddCallback(
+        "learner_refused_segments_total",
+        "Rollout segments refused by --max_inflight_segment_mb.", "counter",
+        [budget]() {
+          return MetricSamples{{{}, static_cast<double>(budget->refused())}};
+        });
 
     if (!worker) {
       LearnerOptions learner;
@@ -147,6 +167,7 @@ class LearnerProcess::Impl {
       learner.run_id = options_.run_id.empty() ? spec.name() : options_.run_id;
       learner.run_dir = options_.run_dir;
       learner.emitter = telemetry_->emitter();
+      learner.segment_budget = segment_budget_;
       telemetry_->emitter()->SetRun(learner.run_id);
       ASSIGN_OR_RETURN(std::unique_ptr<LearnerCore> core,
                        LearnerCore::Create(learner));
@@ -181,7 +202,7 @@ class LearnerProcess::Impl {
           [current = current_](std::shared_ptr<LearnerCore> core) {
             current->Set(std::move(core));
           },
-          advertised, options_.rendezvous_timeout);
+          advertised, options_.rendezvous_timeout, segment_budget_);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.role = LEARNER;
@@ -262,6 +283,8 @@ class LearnerProcess::Impl {
   // Declared before what uses it, so it is destroyed last (flushes).
   std::unique_ptr<ProcessTelemetry> telemetry_;
   LearnerServiceImpl service_;
+  // Shared by every core of this process (--max_inflight_segment_mb).
+  std::shared_ptr<SegmentBudget> segment_budget_;
   std::shared_ptr<LearnerCore> core_;  // standalone
   RunningServer server_;
   std::unique_ptr<RendezvousServer> rendezvous_;  // worker mode

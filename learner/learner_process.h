@@ -22,6 +22,9 @@ struct LearnerProcessOptions {
   std::string port_file;
   int max_message_mb = 256;  // largest rollout segment accepted
   int max_streams = 1024;    // rollout + policy streams open at once
+  // Rollout segments waiting for the PPO thread, in MiB over all streams;
+  // beyond, a segment is refused (the actor resends it).
+  int max_inflight_segment_mb = 1024;
   // Worker mode when set: register with this coordinator (HOST:PORT) and
   // train the runs it assigns.
   std::string coordinator;

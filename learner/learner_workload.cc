@@ -13,12 +13,14 @@ namespace rl {
 LearnerWorkload::LearnerWorkload(
     LearnerServiceImpl* service, Emitter* emitter,
     std::function<void(std::shared_ptr<LearnerCore>)> on_core,
-    std::string collective_address, absl::Duration rendezvous_timeout)
+    std::string collective_address, absl::Duration rendezvous_timeout,
+    std::shared_ptr<SegmentBudget> segment_budget)
     : service_(service),
       emitter_(emitter),
       on_core_(std::move(on_core)),
       collective_address_(std::move(collective_address)),
-      rendezvous_timeout_(rendezvous_timeout) {}
+      rendezvous_timeout_(rendezvous_timeout),
+      segment_budget_(std::move(segment_budget)) {}
 
 LearnerWorkload::~LearnerWorkload() { Stop(); }
 
@@ -35,6 +37,7 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.run_id = assignment.run_id();
   options.run_dir = assignment.checkpoint_dir();
   options.emitter = emitter_;
+  options.segment_budget = segment_budget_;
   if (emitter_ != nullptr) {
     emitter_->SetRun(assignment.run_id());
     emitter_->SetDefaultLabels({});

@@ -26,11 +26,14 @@ class LearnerWorkload : public Workload {
   // it (c10d_collective.h) at the assignment's rendezvous, binding
   // `collective_address` (the address peers reach this host at), within
   // `rendezvous_timeout`.
+  //
+  // Every core shares `segment_budget` (null: none), the process's.
   LearnerWorkload(
       LearnerServiceImpl* service, Emitter* emitter,
       std::function<void(std::shared_ptr<LearnerCore>)> on_core = nullptr,
       std::string collective_address = "127.0.0.1",
-      absl::Duration rendezvous_timeout = absl::Seconds(60));
+      absl::Duration rendezvous_timeout = absl::Seconds(60),
+      std::shared_ptr<SegmentBudget> segment_budget = nullptr);
   ~LearnerWorkload() override;
 
   absl::Status Start(const Assignment& assignment) override;
@@ -47,6 +50,7 @@ class LearnerWorkload : public Workload {
   const std::function<void(std::shared_ptr<LearnerCore>)> on_core_;
   const std::string collective_address_;
   const absl::Duration rendezvous_timeout_;
+  const std::shared_ptr<SegmentBudget> segment_budget_;
   std::shared_ptr<LearnerCore> core_;
   std::atomic<int64_t> cancels_{0};
 };

@@ -46,6 +46,10 @@ ABSL_FLAG(int, max_streams, 1024,
           "(RESOURCE_EXHAUSTED).");
 ABSL_FLAG(int, max_message_mb, 256,
           "Largest rollout segment accepted, in MiB.");
+ABSL_FLAG(int, max_inflight_segment_mb, 1024,
+          "Rollout segments waiting for the PPO thread, in MiB over all "
+          "streams; beyond, a segment is refused (RESOURCE_EXHAUSTED) and the "
+          "actor resends it.");
 ABSL_FLAG(std::string, telemetry, "",
           "Telemetry service HOST:PORT to stream metrics to; empty: none.");
 ABSL_FLAG(int, metrics_port, 0,
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.max_inflight_segment_mb =
+      absl::GetFlag(FLAGS_max_inflight_segment_mb);
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);

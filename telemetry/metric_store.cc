@@ -45,7 +45,20 @@ CREATE TABLE IF NOT EXISTS streams (
   last_sequence INTEGER NOT NULL,
   PRIMARY KEY (source, incarnation)
 );
+CREATE TABLE IF NOT EXISTS stream_gaps (
+  source TEXT NOT NULL,
+  incarnation INTEGER NOT NULL,
+  first_sequence INTEGER NOT NULL,
+  last_sequence INTEGER NOT NULL,
+  PRIMARY KEY (source, incarnation, first_sequence)
+);
 )sql";
+
+// Gaps kept per stream, at most; past it the oldest is forgotten (its
+// batches, should they ever come, are taken for duplicates). A gap is a
+// batch whose write failed while a later one was stored; its resend fills
+// it within a reconnect, so few are open at once.
+constexpr size_t kMaxStreamGaps = 64;
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -279,13 +292,52 @@ struct SeriesEntry {
   int64_t open_count = 0;
 };
 
+// The sequence numbers of one emitter stream (source, incarnation) that are
+// stored: every one up to `last` except those in `gaps` ([first, last]
+// ranges, ascending, all below `last`). Not a high-water mark alone: batch
+// k+1 may be stored while batch k's write failed, and k's resend must be
+// stored then, not taken for a duplicate.
+struct StreamState {
+  int64_t last = 0;
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+
+  bool Has(int64_t seq) const {
+    if (seq > last) return false;
+    for (const auto& [first, end] : gaps) {
+      if (seq >= first && seq <= end) return false;
+    }
+    return true;
+  }
+
+  // Records `seq` as stored (it is not yet: !Has(seq)).
+  void Add(int64_t seq) {
+    if (seq > last) {
+      if (seq > last + 1) gaps.emplace_back(last + 1, seq - 1);
+      last = seq;
+      if (gaps.size() > kMaxStreamGaps) {
+        gaps.erase(gaps.begin(),
+                   gaps.end() - static_cast<std::ptrdiff_t>(kMaxStreamGaps));
+      }
+      return;
+    }
+    for (auto it = gaps.begin(); it != gaps.end(); ++it) {
+      const auto [first, end] = *it;
+      if (seq < first || seq > end) continue;
+      it = gaps.erase(it);
+      if (seq < end) it = gaps.emplace(it, seq + 1, end);
+      if (seq > first) gaps.emplace(it, first, seq - 1);
+      return;
+    }
+  }
+};
+
 struct MetricStore::Catalog {
   absl::Mutex mu;
   std::vector<std::unique_ptr<SeriesEntry>> series ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, SeriesEntry*> by_key ABSL_GUARDED_BY(mu);
   std::map<std::string, std::vector<SeriesEntry*>> by_run ABSL_GUARDED_BY(mu);
-  // source \0 incarnation -> last stored sequence number (writer only).
-  absl::flat_hash_map<std::string, int64_t> streams;
+  // source \0 incarnation -> its stored sequence numbers (writer only).
+  absl::flat_hash_map<std::string, StreamState> streams;
 };
 
 MetricStore::MetricStore(sqlite3* writer, sqlite3* reader,
@@ -364,9 +416,20 @@ absl::Status MetricStore::LoadCatalog() {
   RETURN_IF_ERROR(streams.status());
   while ((rc = streams.Step()) == SQLITE_ROW) {
     c.streams[absl::StrCat(streams.Text(0), std::string(1, '\0'),
-                           streams.Int(1))] = streams.Int(2);
+                           streams.Int(1))]
+        .last = streams.Int(2);
   }
-  return streams.Done(rc);
+  RETURN_IF_ERROR(streams.Done(rc));
+  Statement gaps(writer_,
+                 "SELECT source, incarnation, first_sequence, last_sequence "
+                 "FROM stream_gaps ORDER BY source, incarnation, "
+                 "first_sequence;");
+  RETURN_IF_ERROR(gaps.status());
+  while ((rc = gaps.Step()) == SQLITE_ROW) {
+    c.streams[absl::StrCat(gaps.Text(0), std::string(1, '\0'), gaps.Int(1))]
+        .gaps.emplace_back(gaps.Int(2), gaps.Int(3));
+  }
+  return gaps.Done(rc);
 }
 
 absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
@@ -380,7 +443,10 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   // Series -> new points, in first-touched order.
   std::vector<std::pair<SeriesEntry*, PendingPoints>> touched;
   absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
-  absl::flat_hash_map<std::string, int64_t> stream_updates;
+  // Streams this call looked at (copies of the catalog's), and those it
+  // stored batches of.
+  absl::flat_hash_map<std::string, StreamState> stream_updates;
+  absl::flat_hash_set<std::string> streams_stored;
   std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
   absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
   absl::flat_hash_map<std::string, int64_t> created_per_run;
@@ -421,13 +487,16 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     const MetricBatch& b = *batches[i];
     const std::string stream_key =
         absl::StrCat(b.source(), std::string(1, '\0'), b.incarnation());
-    int64_t last = 0;
-    if (auto it = stream_updates.find(stream_key); it != stream_updates.end()) {
-      last = it->second;
-    } else if (auto jt = c.streams.find(stream_key); jt != c.streams.end()) {
-      last = jt->second;
+    auto stream = stream_updates.find(stream_key);
+    if (stream == stream_updates.end()) {
+      auto stored = c.streams.find(stream_key);
+      stream =
+          stream_updates
+              .emplace(stream_key, stored == c.streams.end() ? StreamState()
+                                                             : stored->second)
+              .first;
     }
-    if (b.sequence_number() <= last) {
+    if (stream->second.Has(b.sequence_number())) {
       (*duplicate)[i] = true;
       continue;
     }
@@ -518,7 +587,8 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       // numbers start again) follows its earlier points, not replaces them.
       add(e, {wall / 1000000, wall, static_cast<double>(b.dropped_points())});
     }
-    stream_updates[stream_key] = b.sequence_number();
+    stream->second.Add(b.sequence_number());
+    streams_stored.insert(stream_key);
   }
 
   // Append the points: replace the stored points at their steps, fill the
@@ -645,26 +715,61 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   Statement put_stream(writer_,
                        "INSERT OR REPLACE INTO streams (source, incarnation, "
                        "last_sequence) VALUES (?, ?, ?);");
-  if (!put_stream.status().ok()) return fail(put_stream.status());
-  for (const auto& [key, seq] : stream_updates) {
+  Statement clear_gaps(writer_,
+                       "DELETE FROM stream_gaps WHERE source = ? AND "
+                       "incarnation = ?;");
+  Statement put_gap(writer_,
+                    "INSERT INTO stream_gaps (source, incarnation, "
+                    "first_sequence, last_sequence) VALUES (?, ?, ?, ?);");
+  for (Statement* st : {&put_stream, &clear_gaps, &put_gap}) {
+    if (!st->status().ok()) return fail(st->status());
+  }
+  for (const auto& [key, state] : stream_updates) {
+    if (!streams_stored.contains(key)) continue;
     const size_t sep = key.find('\0');
+    const absl::string_view source = absl::string_view(key).substr(0, sep);
     int64_t incarnation = 0;
     if (!absl::SimpleAtoi(absl::string_view(key).substr(sep + 1),
                           &incarnation)) {
       return fail(absl::InternalError("bad stream key"));
     }
     put_stream.Reset();
-    put_stream.Bind(1, absl::string_view(key).substr(0, sep));
+    put_stream.Bind(1, source);
     put_stream.Bind(2, incarnation);
-    put_stream.Bind(3, seq);
+    put_stream.Bind(3, state.last);
     if (absl::Status s = put_stream.Done(put_stream.Step()); !s.ok()) {
       return fail(s);
+    }
+    // Streams without gaps, before and after (all but a failed write's),
+    // cost nothing more.
+    auto stored = c.streams.find(key);
+    if (state.gaps.empty() &&
+        (stored == c.streams.end() || stored->second.gaps.empty())) {
+      continue;
+    }
+    clear_gaps.Reset();
+    clear_gaps.Bind(1, source);
+    clear_gaps.Bind(2, incarnation);
+    if (absl::Status s = clear_gaps.Done(clear_gaps.Step()); !s.ok()) {
+      return fail(s);
+    }
+    for (const auto& [first, end] : state.gaps) {
+      put_gap.Reset();
+      put_gap.Bind(1, source);
+      put_gap.Bind(2, incarnation);
+      put_gap.Bind(3, first);
+      put_gap.Bind(4, end);
+      if (absl::Status s = put_gap.Done(put_gap.Step()); !s.ok()) {
+        return fail(s);
+      }
     }
   }
   if (absl::Status s = ExecSql(writer_, "COMMIT;"); !s.ok()) return fail(s);
 
   // Durable: publish to the catalog.
-  for (const auto& [key, seq] : stream_updates) c.streams[key] = seq;
+  for (auto& [key, state] : stream_updates) {
+    if (streams_stored.contains(key)) c.streams[key] = std::move(state);
+  }
   absl::MutexLock lock(&c.mu);
   for (auto& e : created) {
     c.by_key[SeriesKey(e->run_id, e->name, LabelsKey(e->labels))] = e.get();

@@ -3,9 +3,13 @@
 // crash of the process; only then does the service acknowledge them.
 //
 // Layout: `series` (run, name, labels) with counters, `chunks` of up to
-// kChunkPoints packed 24-byte points per row (appended to while open), and
+// kChunkPoints packed 24-byte points per row (appended to while open),
 // `streams` holding the last stored sequence number of every emitter stream
-// (source, incarnation), so a resent batch is stored once.
+// (source, incarnation), and `stream_gaps` the numbers below it that are not
+// stored (a batch whose write failed while a later one of its stream was
+// stored; at most 64 ranges per stream), so a resent batch is stored once
+// and a batch resent after a failed write is stored, never taken for a
+// duplicate.
 //
 // One value per step: a batch with points at a step a series already has
 // (a learner resumed from an earlier checkpoint emits those steps again)

@@ -529,6 +529,105 @@ TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
             (std::vector<int64_t>{1, 2, 3, 10, 11}));
 }
 
+// Runs `sql` on its own connection to the store's file (as another process
+// would).
+void ExecOnTheSide(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 60000);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+      << (error != nullptr ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+// The write of batch 2 fails (as on a busy or failing disk); batch 3 is then
+// stored. The emitter resends from batch 2 on: 2 must be stored, not taken
+// for a duplicate because a later batch of its stream is.
+TEST(MetricStoreTest, ABatchResentAfterItsWriteFailedIsStoredAfterALaterOne) {
+  const std::string path = DbPath("failed_write");
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  const MetricBatch b1 = Batch("run-1", 1, {Point("x", 1, 1)}, "actor/0", 7);
+  const MetricBatch b2 = Batch("run-1", 2, {Point("x", 2, 2)}, "actor/0", 7);
+  const MetricBatch b3 = Batch("run-1", 3, {Point("x", 3, 3)}, "actor/0", 7);
+  bool dup = true;
+  ASSERT_OK(WriteOne(store.get(), b1, &dup));
+  ExecOnTheSide(path,
+                "CREATE TRIGGER fail_batch_2 BEFORE INSERT ON streams WHEN "
+                "NEW.last_sequence = 2 BEGIN SELECT RAISE(ABORT, 'injected "
+                "write failure'); END;");
+  std::vector<absl::Status> results;
+  std::vector<bool> dups;
+  EXPECT_THAT(store->Write({&b2}, &results, &dups),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("injected write failure")));
+  ExecOnTheSide(path, "DROP TRIGGER fail_batch_2;");
+  ASSERT_OK(WriteOne(store.get(), b3, &dup));
+  EXPECT_FALSE(dup);
+  ASSERT_OK(WriteOne(store.get(), b2, &dup));
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(Steps(MustQuery(store.get(), Raw("run-1")).series(0)),
+            (std::vector<int64_t>{1, 2, 3}));
+  // Now every one of them is a duplicate, also after a reopen.
+  for (const MetricBatch* b : {&b1, &b2, &b3}) {
+    ASSERT_OK(WriteOne(store.get(), *b, &dup));
+    EXPECT_TRUE(dup) << b->sequence_number();
+  }
+  store.reset();
+  store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Write({&b3, &b2, &b1}, &results, &dups));
+  EXPECT_EQ(dups, (std::vector<bool>{true, true, true}));
+
+  // A batch missing when the store closed is still stored after a reopen;
+  // the one after it, within one write, too.
+  const MetricBatch b4 = Batch("run-1", 4, {Point("x", 4, 4)}, "actor/0", 7);
+  const MetricBatch b5 = Batch("run-1", 5, {Point("x", 5, 5)}, "actor/0", 7);
+  const MetricBatch b6 = Batch("run-1", 6, {Point("x", 6, 6)}, "actor/0", 7);
+  ASSERT_OK(WriteOne(store.get(), b6, &dup));
+  store.reset();
+  store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(store->Write({&b4, &b6, &b5, &b4}, &results, &dups));
+  EXPECT_EQ(dups, (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(Steps(MustQuery(store.get(), Raw("run-1")).series(0)),
+            (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+// What a stream keeps of the batches it misses is bounded: past 64 gaps the
+// oldest is forgotten (its batch is then taken for a duplicate, as a
+// high-water mark would), the newest are still filled.
+TEST(MetricStoreTest, MissingBatchesKeptPerStreamAreBounded) {
+  const std::string path = DbPath("gaps_bounded");
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  bool dup = true;
+  for (int64_t seq = 1; seq <= 201; seq += 2) {  // 2, 4, ..., 200 missing
+    ASSERT_OK(WriteOne(
+        store.get(), Batch("run-1", seq, {Point("x", seq, 1)}, "a", 1), &dup));
+    ASSERT_FALSE(dup);
+  }
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-1", 200, {Point("x", 200, 1)}, "a", 1), &dup));
+  EXPECT_FALSE(dup);
+  ASSERT_OK(WriteOne(store.get(), Batch("run-1", 2, {Point("x", 2, 1)}, "a", 1),
+                     &dup));
+  EXPECT_TRUE(dup);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM stream_gaps;", -1, &st,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(st), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int64(st, 0), 63);  // 64, one filled since
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+}
+
 TEST(MetricStoreTest, DurableAcrossReopen) {
   const std::string path = DbPath("durable");
   const MetricBatch b1 = Batch(

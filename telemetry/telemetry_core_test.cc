@@ -5,6 +5,7 @@
 // refused; every refusal is counted.
 #include "telemetry/telemetry_core.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -259,6 +260,47 @@ TEST(TelemetryCoreTest, RunAndSeriesLimitsAreCountedRefusals) {
   EXPECT_EQ(stats.refused_runs, 1);
   EXPECT_EQ(stats.refused_series_per_run, 1);
   EXPECT_EQ(stats.refused_batches, 2);
+}
+
+// A group whose write fails (UNAVAILABLE: the emitter resends), then a
+// later batch of the same stream stored: the resent batch is stored, not
+// taken for a duplicate and lost.
+TEST(TelemetryCoreTest, ABatchWhoseWriteFailedIsStoredWhenResent) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+  ASSERT_OK(Store(core.get(), Batch("run-a", "s", 1, 2, 0)));
+  auto exec = [&](const std::string& sql) {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(options.store_path.c_str(), &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 60000);
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  };
+  exec(
+      "CREATE TRIGGER fail_batch_2 BEFORE INSERT ON streams WHEN "
+      "NEW.last_sequence = 2 BEGIN SELECT RAISE(ABORT, 'injected'); END;");
+  EXPECT_THAT(Store(core.get(), Batch("run-a", "s", 2, 2, 2)),
+              StatusIs(absl::StatusCode::kUnavailable));
+  exec("DROP TRIGGER fail_batch_2;");
+  ASSERT_OK(Store(core.get(), Batch("run-a", "s", 3, 2, 4)));
+  ASSERT_OK(Store(core.get(), Batch("run-a", "s", 2, 2, 2)));  // the resend
+  ASSERT_OK(Store(core.get(), Batch("run-a", "s", 3, 2, 4)));  // and its next
+  const TelemetryCoreStats stats = core->stats();
+  EXPECT_EQ(stats.stored_batches, 3);
+  EXPECT_EQ(stats.duplicate_batches, 1);
+  EXPECT_EQ(stats.refused_batches, 1);
+  QueryRequest query;
+  query.set_run_id("run-a");
+  ASSERT_OK_AND_ASSIGN(const QueryResponse response, core->Query(query));
+  ASSERT_EQ(response.series_size(), 1);
+  std::vector<int64_t> steps;
+  for (const MetricPoint& p : response.series(0).points()) {
+    steps.push_back(p.step());
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(TelemetryCoreTest, BadLimitsAreRefused) {
