@@ -96,16 +96,34 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   at::CPUGeneratorImpl* generator = generator_.get<at::CPUGeneratorImpl>();
   const int64_t obs_size = env_->info().observation_size;
   const int64_t action_size = discrete ? 1 : env_->info().action_size;
+  for (const torch::Tensor* t :
+       {&rollout->observations, &rollout->actions, &rollout->log_probs,
+        &rollout->values, &rollout->rewards, &rollout->terminated,
+        &rollout->truncated, &rollout->next_observations}) {
+    if (!t->is_contiguous() || !t->device().is_cpu()) {
+      return absl::InvalidArgumentError(
+          "rollout: the collector fills contiguous CPU tensors");
+    }
+  }
+  float* observations = rollout->observations.data_ptr<float>();
+  float* rewards = rollout->rewards.data_ptr<float>();
+  uint8_t* terminated = rollout->terminated.data_ptr<uint8_t>();
+  uint8_t* truncated_rows = rollout->truncated.data_ptr<uint8_t>();
+  float* final_observations = final_observations_.data_ptr<float>();
+  float* episode_returns = episode_return_rows_.data_ptr<float>();
+  int32_t* episode_lengths = episode_length_rows_.data_ptr<int32_t>();
+  int64_t* discrete_actions =
+      discrete ? rollout->actions.data_ptr<int64_t>() : nullptr;
+  float* continuous_actions =
+      discrete ? nullptr : rollout->actions.data_ptr<float>();
 
   for (int64_t t = 0; t < num_steps_; ++t) {
     auto start = Clock::now();
     if (use_fused) {
       fused_->Act(
-          rollout->observations.data_ptr<float>() + t * num_envs_ * obs_size,
-          num_envs_, generator, false,
-          discrete ? static_cast<void*>(rollout->actions.data_ptr<int64_t>() +
-                                        t * num_envs_)
-                   : static_cast<void*>(rollout->actions.data_ptr<float>() +
+          observations + t * num_envs_ * obs_size, num_envs_, generator, false,
+          discrete ? static_cast<void*>(discrete_actions + t * num_envs_)
+                   : static_cast<void*>(continuous_actions +
                                         t * num_envs_ * action_size),
           rollout->log_probs.data_ptr<float>() + t * num_envs_,
           rollout->values.data_ptr<float>() + t * num_envs_);
@@ -119,20 +137,23 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     local.inference_seconds += SecondsSince(start);
 
     start = Clock::now();
+    // Row t of each [T, E, ...] buffer by pointer arithmetic: a LibTorch
+    // select per buffer and step cost more than stepping CartPole.
+    const int64_t row = t * num_envs_;
     StepOutputs out;
     out.observations = t + 1 < num_steps_
-                           ? rollout->observations[t + 1].data_ptr<float>()
+                           ? observations + (row + num_envs_) * obs_size
                            : rollout->next_observations.data_ptr<float>();
-    out.rewards = rollout->rewards[t].data_ptr<float>();
-    out.terminated = rollout->terminated[t].data_ptr<uint8_t>();
-    out.truncated = rollout->truncated[t].data_ptr<uint8_t>();
-    out.final_observations = final_observations_[t].data_ptr<float>();
-    out.episode_returns = episode_return_rows_[t].data_ptr<float>();
-    out.episode_lengths = episode_length_rows_[t].data_ptr<int32_t>();
+    out.rewards = rewards + row;
+    out.terminated = terminated + row;
+    out.truncated = truncated_rows + row;
+    out.final_observations = final_observations + row * obs_size;
+    out.episode_returns = episode_returns + row;
+    out.episode_lengths = episode_lengths + row;
     const absl::Status status =
         discrete
-            ? env_->StepDiscrete(rollout->actions[t].data_ptr<int64_t>(), out)
-            : env_->StepContinuous(rollout->actions[t].data_ptr<float>(), out);
+            ? env_->StepDiscrete(discrete_actions + row, out)
+            : env_->StepContinuous(continuous_actions + row * action_size, out);
     local.env_seconds += SecondsSince(start);
     RETURN_IF_ERROR(status);
   }
