@@ -9,6 +9,7 @@
 #include <torch/utils.h>
 
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,7 +37,7 @@ ActorCriticConfig PolicyConfig() {
   return c;
 }
 
-PPOConfig Ppo() {
+PPOConfig Ppo(const std::string& kernels) {
   auto spec = LoadRunSpec(
       "env: {id: CartPole-v1}\n"
       "ppo: {learning_rate: 0.003, num_epochs: 3, num_minibatches: 1,\n"
@@ -44,7 +45,9 @@ PPOConfig Ppo() {
       "      normalize_advantages: true, anneal_learning_rate: true}",
       RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  return spec->ppo();
+  PPOConfig ppo = spec->ppo();
+  ppo.set_cpu_kernels(kernels);
+  return ppo;
 }
 
 ActorCritic MakePolicy() {
@@ -102,13 +105,16 @@ std::vector<torch::Tensor> State(ActorCritic& policy) {
   return all;
 }
 
-class DistributedUpdateTest : public ::testing::TestWithParam<int> {};
+// (world size, CPU kernels): both paths all-reduce their gradients.
+class DistributedUpdateTest
+    : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
-  const int world = GetParam();
+  const int world = std::get<0>(GetParam());
+  const std::string kernels = std::get<1>(GetParam());
   // The single learner, and the rollouts it would have collected.
   ActorCritic single = MakePolicy();
-  PpoUpdater single_updater(single, Ppo(), 10000, 3);
+  PpoUpdater single_updater(single, Ppo(kernels), 10000, 3);
   std::vector<Rollout> rollouts;
   for (int k = 0; k < kUpdates; ++k) {
     rollouts.push_back(MakeRollout(single, k));
@@ -129,11 +135,11 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
       options.rank = rank;
       options.world_size = world;
       options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
-      options.gang_id = absl::StrCat("updater-test/", world);
+      options.gang_id = absl::StrCat("updater-test/", world, "/", kernels);
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
                            ConnectCollective(options));
       ActorCritic policy = policies[rank];
-      PpoUpdater updater(policy, Ppo(), 10000, 3);
+      PpoUpdater updater(policy, Ppo(kernels), 10000, 3);
       updater.set_collective(collective.get());
       const int64_t share = kEnvs / world;
       for (int k = 0; k < kUpdates; ++k) {
@@ -165,7 +171,15 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, DistributedUpdateTest,
-                         ::testing::Values(2, 3));
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values("fused",
+                                                              "libtorch")),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param), "Ranks",
+                               std::get<1>(info.param) == "fused" ? "Fused"
+                                                                  : "LibTorch");
+                         });
 
 }  // namespace
 }  // namespace rl
