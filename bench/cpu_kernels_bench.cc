@@ -29,6 +29,8 @@
 ABSL_FLAG(std::string, run, "bench/cartpole_cleanrl.yaml", "run file");
 ABSL_FLAG(int64_t, steps, 200000, "environment steps per leg");
 ABSL_FLAG(int, rounds, 3, "rounds of (fused, libtorch)");
+ABSL_FLAG(int, torch_threads, 1,
+          "LibTorch intra-op threads (rl_local's default is 1)");
 
 namespace rl {
 namespace {
@@ -164,5 +166,6 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
   return rl::Main();
 }

@@ -50,6 +50,45 @@ __attribute__((target_clones("default", "arch=x86-64-v3"))) void AdamUpdate(
 
 PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
                                    const PpoMinibatch& batch, float* grads) {
+  // In chunks of rows, so that a large minibatch's activations stay in
+  // cache: every term is a mean over rows, so each chunk adds its rows'
+  // share (1/B each) to the gradient.
+  constexpr int64_t kChunk = 512;
+  const float inv_b = 1.0f / static_cast<float>(batch.size);
+  const int head = policy.head_size();
+  const int obs = policy.observation_size();
+  LossSums sums;
+  for (int64_t start = 0; start < batch.size; start += kChunk) {
+    PpoMinibatch chunk = batch;
+    chunk.size = std::min(kChunk, batch.size - start);
+    chunk.observations += start * obs;
+    if (chunk.discrete_actions != nullptr) chunk.discrete_actions += start;
+    if (chunk.continuous_actions != nullptr) {
+      chunk.continuous_actions += start * head;
+    }
+    chunk.old_log_probs += start;
+    chunk.old_values += start;
+    chunk.advantages += start;
+    chunk.returns += start;
+    ComputeChunk(policy, config, chunk, inv_b, /*accumulate=*/start > 0, grads,
+                 &sums);
+  }
+  const double B = static_cast<double>(batch.size);
+  PpoLossTerms terms;
+  terms.policy_loss = static_cast<float>(sums.policy_loss / B);
+  terms.value_loss = static_cast<float>(sums.value_loss / B);
+  terms.entropy = static_cast<float>(sums.entropy / B);
+  terms.approx_kl = static_cast<float>(sums.kl / B);
+  terms.clip_fraction = static_cast<float>(sums.clipped / B);
+  const float loss = terms.policy_loss - config.entropy_coef() * terms.entropy +
+                     config.value_coef() * terms.value_loss;
+  terms.finite = std::isfinite(loss);
+  return terms;
+}
+
+void FusedPpoLoss::ComputeChunk(FusedPolicy& policy, const PPOConfig& config,
+                                const PpoMinibatch& batch, float inv_b,
+                                bool accumulate, float* grads, LossSums* sums) {
   const int64_t B = batch.size;
   const int n = policy.head_size();
   policy.Forward(batch.observations, B, /*policy=*/true, /*value=*/true,
@@ -57,7 +96,6 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
   d_head_.resize(B * n);
   d_values_.resize(B);
   log_probs_.resize(B);
-  const float inv_b = 1.0f / static_cast<float>(B);
   const float entropy_coef = config.entropy_coef();
   const float value_coef = config.value_coef();
   const float clip = config.clip_coef();
@@ -111,7 +149,6 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
   }
 
   // Per-row weights of the log-probabilities and values in the loss.
-  PpoLossTerms terms;
   double policy_loss = 0, value_loss = 0, kl = 0, clipped = 0;
   std::vector<float>& g = ratios_;  // d loss / d log_prob, per row
   g.resize(B);
@@ -148,14 +185,11 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
     }
     d_values_[r] = value_coef * d_v;
   }
-  terms.policy_loss = static_cast<float>(policy_loss / B);
-  terms.value_loss = static_cast<float>(value_loss / B);
-  terms.entropy = static_cast<float>(entropy_sum / B);
-  terms.approx_kl = static_cast<float>(kl / B);
-  terms.clip_fraction = static_cast<float>(clipped / B);
-  const float loss = terms.policy_loss - entropy_coef * terms.entropy +
-                     value_coef * terms.value_loss;
-  terms.finite = std::isfinite(loss);
+  sums->policy_loss += policy_loss;
+  sums->value_loss += value_loss;
+  sums->entropy += entropy_sum;
+  sums->kl += kl;
+  sums->clipped += clipped;
 
   // d loss / d head.
   if (policy.discrete()) {
@@ -173,7 +207,9 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
   } else {
     const float* log_std = policy.log_std();
     float* d_log_std = grads + policy.log_std_offset();
-    for (int j = 0; j < n; ++j) d_log_std[j] = -entropy_coef;
+    if (!accumulate) {
+      for (int j = 0; j < n; ++j) d_log_std[j] = -entropy_coef;
+    }
     for (int64_t r = 0; r < B; ++r) {
       const float* mean = acts_.head.data() + r * n;
       const float* action = batch.continuous_actions + r * n;
@@ -186,8 +222,7 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
       }
     }
   }
-  policy.Backward(acts_, d_head_.data(), d_values_.data(), grads);
-  return terms;
+  policy.Backward(acts_, d_head_.data(), d_values_.data(), grads, accumulate);
 }
 
 absl::Status FusedAdamStep(torch::optim::Adam& optimizer,

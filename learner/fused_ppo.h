@@ -54,6 +54,15 @@ class FusedPpoLoss {
                        const PpoMinibatch& batch, float* grads);
 
  private:
+  struct LossSums {
+    double policy_loss = 0, value_loss = 0, entropy = 0, kl = 0, clipped = 0;
+  };
+  // Rows of one chunk: adds their sums to `sums` and their gradient to
+  // `grads` (written, not added, unless `accumulate`).
+  void ComputeChunk(FusedPolicy& policy, const PPOConfig& config,
+                    const PpoMinibatch& batch, float inv_b, bool accumulate,
+                    float* grads, LossSums* sums);
+
   FusedPolicy::Activations acts_;
   std::vector<float> d_head_, d_values_, log_probs_, ratios_;
 };

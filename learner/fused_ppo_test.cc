@@ -103,9 +103,10 @@ ActorCritic MakePolicy(const Case& c) {
 }
 
 // A rollout collected by `policy` with made-up rewards, ends and
-// truncations (T=8, E=16).
-Rollout MakeRollout(const Case& c, ActorCritic& policy, uint64_t seed) {
-  const int64_t T = 8, E = 16;
+// truncations (T steps of 16 envs).
+Rollout MakeRollout(const Case& c, ActorCritic& policy, uint64_t seed,
+                    int64_t T = 8) {
+  const int64_t E = 16;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   Rollout r = Rollout::Allocate(T, E, c.observation_size, c.action_size);
   torch::NoGradGuard no_grad;
@@ -133,7 +134,8 @@ TEST(FusedPpoTest, MinibatchGradientEqualsAutograd) {
     SCOPED_TRACE(c.name);
     ActorCritic policy = MakePolicy(c);
     const PPOConfig ppo = Ppo(c.ppo, "fused");
-    Rollout r = MakeRollout(c, policy, 5);
+    // 1280 rows: the fused loss works in chunks of 512 rows.
+    Rollout r = MakeRollout(c, policy, 5, /*T=*/80);
     // Perturb the weights so that the ratios leave the clip range on some
     // rows and the value clip bites.
     {

@@ -375,7 +375,7 @@ void FusedPolicy::TrunkBackward(const std::vector<Linear>& layers,
                                 const float* input,
                                 const std::vector<std::vector<float>>& hidden,
                                 int64_t batch, std::vector<float>* d_features,
-                                float* grads) {
+                                float* grads, bool accumulate) {
   // d_features: d loss / d (last hidden output) [B, out]; used as scratch.
   std::vector<float>* d = d_features;
   for (size_t i = layers.size(); i-- > 0;) {
@@ -387,9 +387,9 @@ void FusedPolicy::TrunkBackward(const std::vector<Linear>& layers,
     const float* x = i == 0 ? input : hidden[i - 1].data();
     // dW[out, in] = d[B, out]^T x[B, in]
     Gemm('N', 'T', l.in, l.out, static_cast<int>(batch), x, l.in, dd, l.out,
-         0.0f, grads + l.weight_offset, l.in);
+         accumulate ? 1.0f : 0.0f, grads + l.weight_offset, l.in);
     float* db = grads + l.bias_offset;
-    std::fill(db, db + l.out, 0.0f);
+    if (!accumulate) std::fill(db, db + l.out, 0.0f);
     for (int64_t r = 0; r < batch; ++r) {
       for (int j = 0; j < l.out; ++j) db[j] += dd[r * l.out + j];
     }
@@ -403,7 +403,9 @@ void FusedPolicy::TrunkBackward(const std::vector<Linear>& layers,
 }
 
 void FusedPolicy::Backward(const Activations& acts, const float* d_head,
-                           const float* d_values, float* grads) {
+                           const float* d_values, float* grads,
+                           bool accumulate) {
+  const float beta = accumulate ? 1.0f : 0.0f;
   const int64_t batch = acts.batch;
   SingleThreadedMkl one_thread;
   auto features = [&](const std::vector<std::vector<float>>& hidden) {
@@ -414,11 +416,11 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
   const float* pf = features(acts.policy_hidden);
   const float* vf = shared_trunk_ ? pf : features(acts.value_hidden);
   Gemm('N', 'T', f, head_size_, static_cast<int>(batch), pf, f, d_head,
-       head_size_, 0.0f, grads + policy_head_.weight_offset, f);
+       head_size_, beta, grads + policy_head_.weight_offset, f);
   float* db = grads + policy_head_.bias_offset;
-  std::fill(db, db + head_size_, 0.0f);
+  if (!accumulate) std::fill(db, db + head_size_, 0.0f);
   float* dvw = grads + value_head_.weight_offset;
-  std::fill(dvw, dvw + f, 0.0f);
+  if (!accumulate) std::fill(dvw, dvw + f, 0.0f);
   float dvb = 0;
   for (int64_t r = 0; r < batch; ++r) {
     for (int j = 0; j < head_size_; ++j) db[j] += d_head[r * head_size_ + j];
@@ -426,7 +428,8 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
     dvb += dv;
     for (int j = 0; j < f; ++j) dvw[j] += dv * vf[r * f + j];
   }
-  grads[value_head_.bias_offset] = dvb;
+  grads[value_head_.bias_offset] =
+      (accumulate ? grads[value_head_.bias_offset] : 0.0f) + dvb;
   if (policy_trunk_.empty()) return;  // No hidden layers: heads only.
 
   // d policy features [B, f] = d_head [B, head] W_head [head, f]
@@ -442,13 +445,13 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
   if (shared_trunk_) {
     for (int64_t j = 0; j < batch * f; ++j) d_policy_[j] += d_value_[j];
     TrunkBackward(policy_trunk_, acts.input.data(), acts.policy_hidden, batch,
-                  &d_policy_, grads);
+                  &d_policy_, grads, accumulate);
     return;
   }
   TrunkBackward(policy_trunk_, acts.input.data(), acts.policy_hidden, batch,
-                &d_policy_, grads);
+                &d_policy_, grads, accumulate);
   TrunkBackward(value_trunk_, acts.input.data(), acts.value_hidden, batch,
-                &d_value_, grads);
+                &d_value_, grads, accumulate);
 }
 
 }  // namespace rl

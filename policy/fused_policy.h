@@ -97,8 +97,10 @@ class FusedPolicy {
   // respect to the head outputs [B, head] and the values [B] of `acts`.
   // log_std's gradient is left for the caller (it does not flow through
   // the network).
+  // With `accumulate`, the gradients are added to `grads` instead (a
+  // minibatch done in chunks of rows).
   void Backward(const Activations& acts, const float* d_head,
-                const float* d_values, float* grads);
+                const float* d_values, float* grads, bool accumulate = false);
 
  private:
   struct Linear {
@@ -114,7 +116,7 @@ class FusedPolicy {
   void TrunkBackward(const std::vector<Linear>& layers, const float* input,
                      const std::vector<std::vector<float>>& hidden,
                      int64_t batch, std::vector<float>* d_features,
-                     float* grads);
+                     float* grads, bool accumulate);
 
   int observation_size_ = 0;
   int num_actions_ = 0;
