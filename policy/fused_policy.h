@@ -135,8 +135,9 @@ class FusedPolicy {
   int64_t log_std_offset_ = -1;
   std::vector<std::pair<float*, int64_t>> parameters_;
   int64_t num_parameters_ = 0;
-  Activations act_scratch_;                        // Act / Values
-  std::vector<float> d_policy_, d_value_, d_tmp_;  // Backward scratch
+  Activations act_scratch_;  // Act / Values
+  std::vector<float> d_policy_, d_value_, d_tmp_,
+      narrow_scratch_;  // Backward scratch
 };
 
 }  // namespace rl
