@@ -10,6 +10,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
+#include "common/grpc_message.h"
 #include "common/grpc_status.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
@@ -365,8 +366,7 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   RL_LOG_ERROR("{}", sender_error_.ToString());
 }
 
-void ActorClient::AckReaderLoop(
-    grpc::ClientReaderWriter<RolloutSegment, RolloutAck>* stream) {
+void ActorClient::AckReaderLoop(RawClientStream<RolloutAck>* stream) {
   RolloutAck ack;
   while (stream->Read(&ack)) {
     absl::MutexLock lock(&mu_);
@@ -382,7 +382,11 @@ void ActorClient::AckReaderLoop(
 }
 
 void ActorClient::SenderLoop() {
-  using Stream = grpc::ClientReaderWriter<RolloutSegment, RolloutAck>;
+  // Raw so that a segment's tensor bytes go from the window's encoded
+  // segment to the socket without another copy (common/grpc_message.h).
+  using Stream = RawClientStream<RolloutAck>;
+  const std::string method =
+      absl::StrCat("/", LearnerService::service_full_name(), "/StreamRollouts");
   absl::Duration backoff = options_.initial_backoff;
   absl::Time reconnect_at = absl::InfinitePast();
   std::unique_ptr<grpc::ClientContext> context;
@@ -478,7 +482,7 @@ void ActorClient::SenderLoop() {
           ack_reader_done_ = false;
           if (++streams_opened > 1) ++counters_.reconnects;
         }
-        stream = stub_->StreamRollouts(context.get());
+        stream = std::make_unique<Stream>(channel_, method, context.get());
         ack_reader = std::thread([this, s = stream.get()] {
           SetThreadName("actor-acks");
           AckReaderLoop(s);
@@ -487,7 +491,7 @@ void ActorClient::SenderLoop() {
       }
       case Action::kWrite: {
         const absl::Time write_start = absl::Now();
-        const bool ok = stream->Write(*write->segment);
+        const bool ok = stream->Write(SerializeAliased(write->segment));
         if (ok && options_.emitter != nullptr) {
           options_.emitter->Emit(
               "actor/segment_send_seconds",

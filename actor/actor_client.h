@@ -4,7 +4,8 @@
 // Data flow: policy thread (SubscribePolicy) -> decoded ActorCritic, swapped
 // in at a segment boundary -> step loop (Run's thread) fills one of two
 // Rollout buffers -> sender thread encodes it into a RolloutSegment, adds it
-// to the SegmentWindow and writes what the window says on StreamRollouts ->
+// to the SegmentWindow and writes what the window says on StreamRollouts
+// (tensor bytes from the encoded segment itself, common/grpc_message.h) ->
 // ack reader thread feeds acks and credits back to the window.
 // The protocol's state (sequence numbers, acks, credits, resends) lives in
 // SegmentWindow; this class moves bytes, waits, and reconnects.
@@ -35,6 +36,7 @@
 #include "absl/time/time.h"
 #include "actor/rollout_collector.h"
 #include "actor/segment_window.h"
+#include "common/raw_client_stream.h"
 #include "grpcpp/grpcpp.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -150,8 +152,7 @@ class ActorClient {
 
   void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
   void EncodeHandoff(const Handoff& handoff) ABSL_LOCKS_EXCLUDED(mu_);
-  void AckReaderLoop(
-      grpc::ClientReaderWriter<RolloutSegment, RolloutAck>* stream)
+  void AckReaderLoop(RawClientStream<RolloutAck>* stream)
       ABSL_LOCKS_EXCLUDED(mu_);
   void PolicyLoop() ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -6,6 +6,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_message.h"
 #include "common/grpc_status.h"
 
 namespace rl {
@@ -25,13 +26,12 @@ class StreamSlot {
 };
 
 class RolloutStreamReactor final
-    : public grpc::ServerBidiReactor<RolloutSegment, RolloutAck> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   RolloutStreamReactor(std::shared_ptr<LearnerCore> core,
                        std::atomic<int>* streams)
       : slot_(streams), core_(std::move(core)) {
-    incoming_ = std::make_unique<RolloutSegment>();
-    StartRead(incoming_.get());
+    StartRead(&incoming_);
   }
 
   void OnReadDone(bool ok) override {
@@ -39,18 +39,23 @@ class RolloutStreamReactor final
       FinishOnce(grpc::Status::OK);
       return;
     }
-    if (stream_id_ == 0) {
-      stream_id_ = core_->OpenStream(
-          incoming_->actor_id(), [this](const RolloutAck& ack) { Ack(ack); });
-    }
-    const absl::Status status =
-        core_->SubmitSegment(stream_id_, std::move(incoming_));
+    auto segment = std::make_unique<RolloutSegment>();
+    absl::Status status = ParseByteBuffer(&incoming_, segment.get(), "segment");
+    incoming_.Clear();
     if (!status.ok()) {
       FinishOnce(ToGrpcStatus(status));
       return;
     }
-    incoming_ = std::make_unique<RolloutSegment>();
-    StartRead(incoming_.get());
+    if (stream_id_ == 0) {
+      stream_id_ = core_->OpenStream(
+          segment->actor_id(), [this](const RolloutAck& ack) { Ack(ack); });
+    }
+    status = core_->SubmitSegment(stream_id_, std::move(segment));
+    if (!status.ok()) {
+      FinishOnce(ToGrpcStatus(status));
+      return;
+    }
+    StartRead(&incoming_);
   }
 
   void OnWriteDone(bool ok) override {
@@ -76,7 +81,7 @@ class RolloutStreamReactor final
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = true;
     has_pending_ = false;
-    outgoing_ = pending_;
+    outgoing_ = SerializeCopy(pending_);
     StartWrite(&outgoing_);
   }
 
@@ -89,18 +94,18 @@ class RolloutStreamReactor final
 
   StreamSlot slot_;
   std::shared_ptr<LearnerCore> core_;
-  int64_t stream_id_ = 0;  // Only touched by the read path.
-  std::unique_ptr<RolloutSegment> incoming_;
+  int64_t stream_id_ = 0;      // Only touched by the read path.
+  grpc::ByteBuffer incoming_;  // Only touched by the read path.
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
   RolloutAck pending_ ABSL_GUARDED_BY(mu_);
-  RolloutAck outgoing_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
 class PolicyStreamReactor final
-    : public grpc::ServerWriteReactor<PolicyUpdate> {
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version,
                       std::atomic<int>* streams)
@@ -164,8 +169,11 @@ class PolicyStreamReactor final
 
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     writing_ = true;
-    in_flight_ = newest_;  // Shared, not copied: encoded once per version.
-    StartWrite(in_flight_.get());
+    in_flight_ = newest_;
+    // Shared, not copied: the tensor bytes are written from the one
+    // PolicyUpdate of this version, which the buffer keeps alive.
+    outgoing_ = SerializeAliased(in_flight_);
+    StartWrite(&outgoing_);
   }
 
   void FinishLocked(const grpc::Status& status)
@@ -185,6 +193,7 @@ class PolicyStreamReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const PolicyUpdate> newest_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
 const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
@@ -226,30 +235,34 @@ grpc::Status LearnerServiceImpl::TooManyStreams() const {
                    max_streams_, " (--max_streams); retry once one has ended"));
 }
 
-grpc::ServerBidiReactor<RolloutSegment, RolloutAck>*
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
-  using Reactor = grpc::ServerBidiReactor<RolloutSegment, RolloutAck>;
+  using Reactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
   std::shared_ptr<LearnerCore> core = this->core();
   if (core == nullptr) return new Refused<Reactor>();
   if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
   return new RolloutStreamReactor(std::move(core), &streams_);
 }
 
-grpc::ServerWriteReactor<PolicyUpdate>* LearnerServiceImpl::SubscribePolicy(
-    grpc::CallbackServerContext*, const SubscribePolicyRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* request_bytes) {
+  using Reactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
+  SubscribePolicyRequest request;
+  grpc::ByteBuffer bytes = *request_bytes;  // shares the slices
+  if (const absl::Status parsed = ParseByteBuffer(&bytes, &request, "request");
+      !parsed.ok()) {
+    return new Refused<Reactor>(ToGrpcStatus(parsed));
+  }
   std::shared_ptr<LearnerCore> core = this->core();
   // A subscriber of another run (its assignment reached it before this
   // learner switched runs) must not get this run's weights: it retries.
   if (core == nullptr ||
-      (!request->run_id().empty() && !core->run_id().empty() &&
-       request->run_id() != core->run_id())) {
-    return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>();
+      (!request.run_id().empty() && !core->run_id().empty() &&
+       request.run_id() != core->run_id())) {
+    return new Refused<Reactor>();
   }
-  if (!TakeStreamPlace()) {
-    return new Refused<grpc::ServerWriteReactor<PolicyUpdate>>(
-        TooManyStreams());
-  }
-  return new PolicyStreamReactor(std::move(core), request->have_version(),
+  if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
+  return new PolicyStreamReactor(std::move(core), request.have_version(),
                                  &streams_);
 }
 

@@ -2,6 +2,12 @@
 // and move them into the LearnerCore; the PPO loop never waits on the
 // network.
 //
+// StreamRollouts and SubscribePolicy are registered raw (ByteBuffers): a
+// segment is parsed by ParseByteBuffer (an error names the field) and a
+// policy is written with SerializeAliased, its tensor bytes going to the
+// socket straight from the one PolicyUpdate every subscriber shares
+// (common/grpc_message.h). The wire format is the protobuf one.
+//
 // StreamRollouts reactor: Read segment -> core.SubmitSegment -> Read next;
 // acks from the core are written one at a time (a newer ack replaces one
 // not yet written); a bad segment finishes the stream with the core's
@@ -20,7 +26,12 @@
 
 namespace rl {
 
-class LearnerServiceImpl final : public LearnerService::CallbackService {
+// Raw StreamRollouts and SubscribePolicy, GetStatus with messages.
+using LearnerServiceBase = LearnerService::WithRawCallbackMethod_StreamRollouts<
+    LearnerService::WithRawCallbackMethod_SubscribePolicy<
+        LearnerService::WithCallbackMethod_GetStatus<LearnerService::Service>>>;
+
+class LearnerServiceImpl final : public LearnerServiceBase {
  public:
   // `core` may be null: calls then fail with UNAVAILABLE until SetCore.
   // At most `max_streams` rollout and policy streams at once (together);
@@ -33,11 +44,13 @@ class LearnerServiceImpl final : public LearnerService::CallbackService {
   // per assignment). Streams already open keep the core they started with.
   void SetCore(std::shared_ptr<LearnerCore> core) ABSL_LOCKS_EXCLUDED(mu_);
 
-  grpc::ServerBidiReactor<RolloutSegment, RolloutAck>* StreamRollouts(
+  // RolloutSegment in, RolloutAck out.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamRollouts(
       grpc::CallbackServerContext* context) override;
-  grpc::ServerWriteReactor<PolicyUpdate>* SubscribePolicy(
+  // SubscribePolicyRequest in, PolicyUpdate out.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* SubscribePolicy(
       grpc::CallbackServerContext* context,
-      const SubscribePolicyRequest* request) override;
+      const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const GetLearnerStatusRequest* request,
                                       LearnerStatus* response) override;

@@ -1,13 +1,17 @@
 // LearnerService in-process (no port): a policy subscription and a rollout
-// stream round trip against a LearnerCore, and a malformed segment that
-// ends only its own stream with INVALID_ARGUMENT naming the field.
+// stream round trip against a LearnerCore, segments written as the actor
+// writes them (aliased ByteBuffers), and a malformed segment, bytes that are
+// no segment and a request that is none, each ending only its own stream
+// with INVALID_ARGUMENT naming the field.
 #include "learner/learner_service.h"
 
 #include <torch/types.h>
 
 #include <memory>
 
+#include "common/grpc_message.h"
 #include "common/grpc_util.h"
+#include "common/raw_client_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/learner_core.h"
@@ -168,6 +172,94 @@ TEST_F(LearnerServiceTest, MalformedSegmentEndsOnlyItsStream) {
   EXPECT_EQ(learner.segments_rejected(), 1);
   EXPECT_EQ(learner.segments_received(), 1);
   EXPECT_EQ(learner.env_steps(), 64);
+}
+
+// Bytes that are not a RolloutSegment at all (cut short inside the
+// observations) end only their stream, naming the field.
+TEST_F(LearnerServiceTest, UnparseableSegmentEndsOnlyItsStream) {
+  Start(SmallRunSpec("resources: {num_actors: 2}"));
+  auto good_context = ContextWithDeadline(absl::Seconds(120));
+  auto good = stub_->StreamRollouts(good_context.get());
+  ASSERT_TRUE(good->Write(Segment(0, 1, 1)));
+  ASSERT_TRUE(WaitFor([&] { return Status().segments_received() == 1; },
+                      absl::Seconds(60)));
+
+  const RolloutSegment segment = Segment(1, 1, 1);
+  const std::string bytes = segment.SerializeAsString();
+  const std::string cut =
+      bytes.substr(0, bytes.find(segment.observations().data()) + 10);
+  grpc::Slice slice(cut);
+  auto bad_context = ContextWithDeadline(absl::Seconds(120));
+  RawClientStream<RolloutAck> bad(
+      server_.channel,
+      absl::StrCat("/", LearnerService::service_full_name(), "/StreamRollouts"),
+      bad_context.get());
+  ASSERT_TRUE(bad.Write(grpc::ByteBuffer(&slice, 1)));
+  RolloutAck ack;
+  while (bad.Read(&ack)) {
+  }
+  const grpc::Status status = bad.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("segment.observations"));
+
+  // Actor 0's segment is used and acknowledged.
+  ASSERT_TRUE(ReadAckOf(*good, 1, &ack));
+  EXPECT_EQ(ack.latest_policy_version(), 2);
+  ASSERT_TRUE(good->WritesDone());
+  while (good->Read(&ack)) {
+  }
+  EXPECT_TRUE(good->Finish().ok());
+  EXPECT_EQ(Status().segments_received(), 1);
+}
+
+// Segments written without copying their tensor bytes (as the actor does)
+// arrive as the same segment.
+TEST_F(LearnerServiceTest, AliasedSegmentsAreTheSameSegments) {
+  Start(SmallRunSpec("total_env_steps: 64"));
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  RawClientStream<RolloutAck> stream(
+      server_.channel,
+      absl::StrCat("/", LearnerService::service_full_name(), "/StreamRollouts"),
+      context.get());
+  ASSERT_TRUE(stream.Write(
+      SerializeAliased(std::make_shared<RolloutSegment>(Segment(0, 1, 1)))));
+  RolloutAck ack;
+  do {
+    ASSERT_TRUE(stream.Read(&ack));
+  } while (ack.acked_sequence_number() < 1);
+  EXPECT_EQ(ack.acked_sequence_number(), 1);
+  ASSERT_TRUE(stream.WritesDone());
+  while (stream.Read(&ack)) {
+  }
+  EXPECT_TRUE(stream.Finish().ok());
+  const LearnerStatus status = Status();
+  EXPECT_EQ(status.segments_received(), 1);
+  EXPECT_EQ(status.segments_rejected(), 0);
+  EXPECT_EQ(status.env_steps(), 64);
+}
+
+// A subscription request that is not one is refused, naming the field.
+TEST_F(LearnerServiceTest, UnparseableSubscriptionIsRefused) {
+  Start(SmallRunSpec());
+  SubscribePolicyRequest request;
+  request.set_run_id("small");
+  std::string bytes = request.SerializeAsString();
+  bytes.back() = '\xff';  // run_id no longer UTF-8
+  grpc::Slice slice(bytes);
+  auto context = ContextWithDeadline(absl::Seconds(60));
+  RawClientStream<PolicyUpdate> stream(
+      server_.channel,
+      absl::StrCat("/", LearnerService::service_full_name(),
+                   "/SubscribePolicy"),
+      context.get());
+  ASSERT_TRUE(stream.Write(grpc::ByteBuffer(&slice, 1)));
+  stream.WritesDone();
+  PolicyUpdate update;
+  EXPECT_FALSE(stream.Read(&update));
+  const grpc::Status status = stream.Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("request.run_id"));
+  EXPECT_EQ(service_->open_streams(), 0);
 }
 
 // A subscriber that hangs up on an idle stream (no write in flight) ends it:
