@@ -17,6 +17,7 @@
 #include "actor/actor_process.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/signal_waiter.h"
 
 ABSL_FLAG(std::string, learner, "", "Learner address HOST:PORT (required).");
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
   rl::InitLogging(absl::GetFlag(FLAGS_coordinator).empty()
                       ? absl::StrCat("actor/", absl::GetFlag(FLAGS_actor_id))
                       : "actor");
+  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
+    return rl::ExitCode(security);
+  }
   torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
 
   rl::ActorProcessOptions options;

@@ -29,9 +29,13 @@ absl::StatusOr<RunningServer> StartServer(
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
 
   RunningServer result;
+  result.security = options.security != nullptr ? options.security
+                                                : Security::ProcessDefault();
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      result.security->ServerCredentials(options.address);
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(),
-                           &result.port);
+  builder.AddListeningPort(options.address, *credentials, &result.port);
   // gRPC sets SO_REUSEPORT by default, which lets a second server bind a
   // port already in use and silently share its traffic.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -89,8 +93,16 @@ grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options) {
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const ChannelOptions& options) {
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   MakeChannelArguments(options));
+  const std::shared_ptr<const Security> security =
+      options.security != nullptr ? options.security
+                                  : Security::ProcessDefault();
+  grpc::ChannelArguments args = MakeChannelArguments(options);
+  const std::string& server_name = security->options().tls_server_name;
+  if (!server_name.empty()) {
+    args.SetSslTargetNameOverride(server_name);
+  }
+  return grpc::CreateCustomChannel(target, security->ChannelCredentials(target),
+                                   args);
 }
 
 std::unique_ptr<grpc::ClientContext> ContextWithDeadline(

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rl {
@@ -26,9 +27,13 @@ struct ServerOptions {
   // Server-initiated keepalive pings on idle connections.
   absl::Duration keepalive_time = absl::Seconds(20);
   absl::Duration keepalive_timeout = absl::Seconds(10);
+  // TLS, tokens and roles (common/security.h); null: the process default.
+  std::shared_ptr<const Security> security;
 };
 
 struct RunningServer {
+  // Declared first so that it outlives the server that checks calls by it.
+  std::shared_ptr<const Security> security;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   // Marks every service SERVING (or NOT_SERVING) in grpc.health.v1.
@@ -36,8 +41,9 @@ struct RunningServer {
 };
 
 // Builds and starts a server exposing `services` (sync or callback API) plus
-// grpc.health.v1 and server reflection. UNAVAILABLE if the address cannot be
-// bound.
+// grpc.health.v1 and server reflection, its doors locked as
+// `options.security` says. UNAVAILABLE if the address cannot be bound;
+// FAILED_PRECONDITION for plaintext off loopback without --insecure.
 absl::StatusOr<RunningServer> StartServer(
     const std::vector<grpc::Service*>& services, const ServerOptions& options);
 
@@ -49,11 +55,15 @@ struct ChannelOptions {
   absl::Duration keepalive_timeout = absl::Seconds(10);
   // Cap on reconnect backoff, so a restarted server is found quickly.
   absl::Duration max_reconnect_backoff = absl::Seconds(2);
+  // TLS and the bearer token sent (common/security.h); null: the process
+  // default.
+  std::shared_ptr<const Security> security;
 };
 
 grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options);
 
-// An insecure channel to `target` ("host:port") with `options`.
+// A channel to `target` ("host:port") with `options`, its credentials from
+// `options.security`.
 std::shared_ptr<grpc::Channel> CreateChannel(
     const std::string& target, const ChannelOptions& options = {});
 

@@ -136,6 +136,10 @@ class CoordinatorProcess::Impl {
     runs_ =
         std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers);
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
+    LocalDoors doors;
+    if (!options_.embedded.local_workers.empty()) {
+      ASSIGN_OR_RETURN(doors, LockLocalDoors(options_.runs_dir));
+    }
     ServerOptions server;
     server.address = absl::StrCat(options_.host, ":", options_.port);
     server.max_receive_message_bytes = options_.max_request_kb << 10;
@@ -155,6 +159,7 @@ class CoordinatorProcess::Impl {
       embedded.coordinator_port = server_.port;
       embedded.ephemeral_ports = options_.port == 0;
       embedded.runs_dir = options_.runs_dir;
+      embedded.doors = doors;
       ASSIGN_OR_RETURN(embedded_, EmbeddedSystem::Create(embedded));
       // The local telemetry, when there is one, wins over the option.
       if (!embedded_->telemetry_address().empty()) {

@@ -1,12 +1,20 @@
 #include "coordinator/embedded_system.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/port_file.h"
+#include "common/security.h"
+#include "common/security_flags.h"
 #include "common/status.h"
 
 namespace rl {
@@ -33,7 +41,56 @@ absl::StatusOr<std::string> FindBinary(const std::string& given,
   return path;
 }
 
+// The token in `path`, made (and written with mode 0600) if there is none.
+absl::StatusOr<std::string> EnsureToken(const std::string& path) {
+  std::ifstream in(path);
+  std::string token;
+  if (in >> token && token.size() >= 16) return token;
+  token = NewToken();
+  RETURN_IF_ERROR(WriteSecretFile(path, token + "\n"));
+  return token;
+}
+
 }  // namespace
+
+absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir) {
+  SecurityOptions options = Security::ProcessDefault()->options();
+  LocalDoors doors;
+  if (options.insecure || !options.tokens_file.empty()) {
+    doors.flags = SecurityFlags(options);  // the operator's, token included
+    return doors;
+  }
+  const fs::path dir = fs::path(runs_dir) / "auth";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || ::chmod(dir.c_str(), 0700) != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot make ", dir.string(),
+        " for the local tokens: ", ec ? ec.message() : std::strerror(errno)));
+  }
+  std::ostringstream table;
+  table << "# Made by coordinator_main for the embedded default: "
+           "<token> <role> <name>\n";
+  for (const char* role : {"admin", "user", "worker"}) {
+    const std::string path = (dir / absl::StrCat(role, ".token")).string();
+    ASSIGN_OR_RETURN(const std::string token, EnsureToken(path));
+    table << token << " " << role << " local-" << role << "\n";
+  }
+  options.tokens_file = (dir / "tokens").string();
+  RETURN_IF_ERROR(WriteSecretFile(options.tokens_file, table.str()));
+  doors.flags = SecurityFlags(options);
+  doors.admin_token_file = (dir / "admin.token").string();
+  doors.user_token_file = (dir / "user.token").string();
+  doors.worker_token_file = (dir / "worker.token").string();
+  options.token_file = doors.admin_token_file;
+  ASSIGN_OR_RETURN(std::shared_ptr<const Security> security,
+                   Security::Load(options));
+  Security::SetProcessDefault(std::move(security));
+  std::printf("tokens in %s (rlctl reads %s)\n", dir.c_str(),
+              doors.user_token_file.c_str());
+  std::fflush(stdout);
+  return doors;
+}
 
 absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
     const EmbeddedSystemOptions& options) {
@@ -48,6 +105,11 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
   pool.coordinator_address =
       absl::StrCat("127.0.0.1:", options.coordinator_port);
   pool.log_dir = options.log_dir;
+  pool.worker_args = options.doors.flags;
+  if (!options.doors.worker_token_file.empty()) {
+    pool.worker_args.push_back("--token_file=" +
+                               options.doors.worker_token_file);
+  }
   if (options.local_telemetry) {
     ASSIGN_OR_RETURN(
         const std::string binary,
@@ -74,6 +136,13 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
         absl::StrCat("--store=", options.runs_dir, "/telemetry.db"),
         absl::StrCat("--tensorboard_dir=", options.runs_dir, "/tensorboard"),
         absl::StrCat("--coordinator=127.0.0.1:", options.coordinator_port)};
+    pool.telemetry_argv.insert(pool.telemetry_argv.end(),
+                               options.doors.flags.begin(),
+                               options.doors.flags.end());
+    if (!options.doors.admin_token_file.empty()) {
+      pool.telemetry_argv.push_back("--token_file=" +
+                                    options.doors.admin_token_file);
+    }
     // The child writes the port files itself, once it is listening.
     if (!options.telemetry_port_file.empty()) {
       pool.telemetry_argv.push_back("--port_file=" +

@@ -8,11 +8,28 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "coordinator/local_workers.h"
 
 namespace rl {
+
+// The embedded default's locked doors: flags every child gets (TLS, the
+// token table, --insecure) and the token each kind of child sends.
+struct LocalDoors {
+  std::vector<std::string> flags;
+  std::string worker_token_file;  // workers ("": the flags carry one)
+  std::string admin_token_file;   // telemetry, this coordinator
+  std::string user_token_file;    // rlctl
+};
+
+// Unless the operator gave --tokens or --insecure, makes tokens once into
+// <runs_dir>/auth (directory 0700, files 0600, reused after a restart):
+// admin.token, user.token, worker.token and their table `tokens`, and
+// installs them as this process's security (its servers check them; its
+// calls send the admin token). Loopback needs no other set-up.
+absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir);
 
 struct EmbeddedSystemOptions {
   std::string local_workers;  // "learners=1,actors=2"
@@ -33,6 +50,7 @@ struct EmbeddedSystemOptions {
   int coordinator_port = 0;
   bool ephemeral_ports = false;  // the coordinator was asked for port 0
   std::string runs_dir = "runs";
+  LocalDoors doors;
 };
 
 class EmbeddedSystem {

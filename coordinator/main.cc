@@ -11,6 +11,7 @@
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/signal_waiter.h"
 #include "coordinator/coordinator_process.h"
 
@@ -78,6 +79,9 @@ int main(int argc, char** argv) {
       argc, argv,
       "coordinator_main [--port=N] [--store=FILE] [--local_workers=...]");
   rl::InitLogging("coordinator");
+  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
+    return rl::ExitCode(security);
+  }
 
   rl::CoordinatorProcessOptions options;
   options.host = absl::GetFlag(FLAGS_host);

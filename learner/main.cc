@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/signal_waiter.h"
 #include "learner/learner_process.h"
 
@@ -64,6 +65,9 @@ int main(int argc, char** argv) {
       "learner_main --run=RUN_FILE [--port=N] [--run_dir=DIR] | "
       "--coordinator=HOST:PORT");
   rl::InitLogging("learner");
+  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
+    return rl::ExitCode(security);
+  }
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
 
   rl::LearnerProcessOptions options;

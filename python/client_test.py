@@ -16,7 +16,7 @@ import grpc
 
 import rlctl
 import test_util
-from rlservice import Client, ClientError
+from rlservice import Client, ClientError, Security
 
 
 class ClientTest(unittest.TestCase):
@@ -36,9 +36,12 @@ class ClientTest(unittest.TestCase):
             test_util.stop(cls.coordinator)
             raise
         cls.address = f"127.0.0.1:{port}"
+        # The embedded coordinator locks its doors with tokens it made.
+        os.environ["RL_TOKEN_FILE"] = f"{cls.dir}/runs/auth/user.token"
 
     @classmethod
     def tearDownClass(cls):
+        os.environ.pop("RL_TOKEN_FILE", None)
         test_util.stop(cls.coordinator)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
@@ -54,6 +57,33 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(done.progress.mean_return, 475)
         self.assertIn(run.run_id, [r.run_id for r in client.list(states=["SUCCEEDED"])])
         self.assertEqual(rlctl.main(["--coordinator", self.address, "get", run.run_id]), 0)
+
+    def test_doors_are_locked(self):
+        # The embedded default made its tokens, readable by their owner only.
+        auth = os.path.join(self.dir, "runs", "auth")
+        self.assertEqual(os.stat(auth).st_mode & 0o777, 0o700)
+        for name in ("tokens", "user.token", "worker.token", "admin.token"):
+            self.assertEqual(os.stat(os.path.join(auth, name)).st_mode & 0o777, 0o600, name)
+        with self.assertRaises(ClientError) as e:
+            Client(self.address, security=Security()).list()
+        self.assertEqual(e.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        self.assertIn("--token-file", str(e.exception))
+        # A worker's token may not list runs; the refusal does not echo it.
+        worker = Security(token_file=os.path.join(auth, "worker.token"))
+        with self.assertRaises(ClientError) as e:
+            Client(self.address, security=worker).list()
+        self.assertEqual(e.exception.code, grpc.StatusCode.PERMISSION_DENIED)
+        with open(worker.token_file) as f:
+            self.assertNotIn(f.read().strip(), str(e.exception))
+        # rlctl finds runs/auth/user.token from where it is started, and
+        # without a token it fails with a clear line.
+        env = dict(rlctl_env(), RL_TOKEN_FILE="")
+        for cwd, refused in ((self.dir, False), (auth, True)):
+            done = subprocess.run([sys.executable, "-m", "rlctl", "--coordinator", self.address,
+                                   "list"], capture_output=True, text=True, timeout=120,
+                                  env=env, cwd=cwd)
+            self.assertEqual(done.returncode != 0, refused, done.stderr)
+            self.assertEqual("no bearer token" in done.stderr, refused, done.stderr)
 
     def test_errors_and_exit_codes(self):
         client = Client(self.address)

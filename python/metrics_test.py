@@ -21,6 +21,7 @@ import grpc
 
 import rlctl
 import test_util
+from rlservice.security import make_channel
 from rlservice import Client, ClientError, TelemetryClient, load_run_file
 from rlservice.protos import telemetry_pb2, telemetry_pb2_grpc
 
@@ -55,7 +56,7 @@ class StandaloneTelemetryTest(unittest.TestCase):
             test_util.stop(cls.telemetry)
             raise
         cls.address = f"127.0.0.1:{port}"
-        cls.channel = grpc.insecure_channel(cls.address)
+        cls.channel = make_channel(cls.address)
         cls.stub = telemetry_pb2_grpc.TelemetryServiceStub(cls.channel)
         cls.incarnations = itertools.count(1)
 

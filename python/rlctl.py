@@ -32,6 +32,7 @@ import grpc
 
 from rlservice.client import (DEFAULT_RETRY_FOR_S, Client, ClientError, TERMINAL_STATES,
                               mean_return, state_name)
+from rlservice.security import Security
 from rlservice.telemetry import TelemetryClient, default_address as default_telemetry
 
 
@@ -419,6 +420,15 @@ def main(argv=None):
     parser.add_argument("--telemetry",
                         help="telemetry host:port (default $RL_TELEMETRY or 127.0.0.1:50052)")
     parser.add_argument("--timeout", type=float, default=10.0, help="deadline of each call, seconds")
+    parser.add_argument("--token-file", dest="token_file",
+                        help="bearer token (default $RL_TOKEN_FILE, else runs/auth/user.token if present)")
+    parser.add_argument("--tls-ca", dest="tls_ca", help="CA certificate: speak TLS (default $RL_TLS_CA)")
+    parser.add_argument("--tls-cert", dest="tls_cert", help="client certificate, for mutual TLS")
+    parser.add_argument("--tls-key", dest="tls_key", help="key of --tls-cert")
+    parser.add_argument("--tls-server-name", dest="tls_server_name",
+                        help="name to check in the server's certificate")
+    parser.add_argument("--insecure", action="store_true",
+                        help="plaintext without a token (servers started with --insecure)")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("submit", help="submit a run file")
     p.add_argument("run_file")
@@ -451,12 +461,16 @@ def main(argv=None):
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     args = parser.parse_args(argv)
 
-    client = Client(args.coordinator, timeout=args.timeout)
+    security = Security.from_env(
+        token_file=args.token_file, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
+        tls_key=args.tls_key, tls_server_name=args.tls_server_name, insecure=args.insecure)
+    client = Client(args.coordinator, timeout=args.timeout, security=security)
     tclient = None
     if args.command in ("metrics", "top"):
         tclient = TelemetryClient(
             args.telemetry or default_telemetry(),
-            timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0))
+            timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0),
+            security=security)
     try:
         if args.command == "submit":
             run, created = client.submit(args.run_file, args.key)

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/security_flags.h"
 #include "common/signal_waiter.h"
 #include "telemetry/telemetry_server.h"
 
@@ -63,6 +64,9 @@ int main(int argc, char** argv) {
       "telemetry_main [--port=N] [--http_port=N] [--store=FILE] "
       "[--coordinator=HOST:PORT]");
   rl::InitLogging("telemetry");
+  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
+    return rl::ExitCode(security);
+  }
 
   rl::TelemetryServerOptions options;
   options.host = absl::GetFlag(FLAGS_host);

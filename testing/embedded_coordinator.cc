@@ -5,10 +5,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/security.h"
+#include "common/security.h"
 #include "runspec/run_spec.h"
 #include "testing/wait_for.h"
 
 namespace rl {
+
+void UseLocalAdminToken(const std::string& runs_dir) {
+  SecurityOptions options;
+  options.token_file = runs_dir + "/auth/admin.token";
+  absl::StatusOr<std::shared_ptr<const Security>> security =
+      Security::Load(options);
+  ASSERT_TRUE(security.ok()) << security.status();
+  Security::SetProcessDefault(*security);
+}
 
 void EmbeddedCoordinatorTest::StartCoordinator(const std::string& workers,
                                                std::vector<std::string> flags,
@@ -23,6 +34,7 @@ void EmbeddedCoordinatorTest::StartCoordinator(const std::string& workers,
                        absl::StrCat("coordinator.", starts_, ".log"));
   port_ = WaitForPort(*coordinator_, port_file);
   ASSERT_GT(port_, 0);
+  UseLocalAdminToken(Path("runs"));
   stub_ = RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port_)));
 }
 

@@ -23,6 +23,10 @@
 
 namespace rl {
 
+// Makes the admin token that an embedded coordinator wrote into
+// `runs_dir`/auth the one this process sends on every call.
+void UseLocalAdminToken(const std::string& runs_dir);
+
 class EmbeddedCoordinatorTest : public ProcessTest {
  protected:
   // Starts coordinator/coordinator_main on `port` (0: any) with

@@ -20,6 +20,7 @@
 #include "proto/telemetry.grpc.pb.h"
 #include "runspec/run_spec.h"
 #include "telemetry/grpc_transport.h"
+#include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
 #include "testing/status_matchers.h"
 #include "testing/wait_for.h"
@@ -146,6 +147,7 @@ TEST_F(TelemetryFaultTest, TrainingGoesOnWhileTelemetryIsKilled) {
   const int tport = WaitForPort(coordinator, tport_file);
   ASSERT_GT(port, 0);
   ASSERT_GT(tport, 0);
+  UseLocalAdminToken(runs);
   auto runs_stub =
       RunService::NewStub(CreateChannel(absl::StrCat("127.0.0.1:", port)));
   Connect(absl::StrCat("127.0.0.1:", tport));

@@ -10,6 +10,7 @@ import grpc
 import yaml
 from google.protobuf import json_format
 
+from rlservice.security import make_channel
 from rlservice.protos import common_pb2, coordinator_pb2, coordinator_pb2_grpc
 
 TERMINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
@@ -198,10 +199,13 @@ def state_name(state):
 class Client:
     """Talks to a coordinator at `address` ("host:port")."""
 
-    def __init__(self, address=None, timeout=10.0):
+    def __init__(self, address=None, timeout=10.0, security=None):
         self.address = address or os.environ.get("RL_COORDINATOR", "127.0.0.1:50051")
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(self.address, options=_CHANNEL_OPTIONS)
+        try:
+            self._channel = make_channel(self.address, _CHANNEL_OPTIONS, security)
+        except ValueError as e:
+            raise ClientError(str(e)) from None
         self._stub = coordinator_pb2_grpc.RunServiceStub(self._channel)
 
     def close(self):
@@ -216,6 +220,9 @@ class Client:
                 raise ClientError(
                     f"coordinator at {self.address} unreachable "
                     f"(deadline {self.timeout:g} s): {e.details()}", code)
+            if code == grpc.StatusCode.UNAUTHENTICATED:
+                raise ClientError(
+                    f"{e.details()} (give --token-file or set RL_TOKEN_FILE)", code)
             raise ClientError(e.details(), code)
 
     def submit(self, spec, idempotency_key=""):

@@ -22,6 +22,8 @@ import time
 
 import grpc
 
+from rlservice.security import make_channel
+
 from rlservice.client import ClientError
 from rlservice.protos import telemetry_pb2, telemetry_pb2_grpc
 
@@ -78,11 +80,11 @@ class TelemetryClient:
     """Talks to the telemetry service at `address` ("host:port"; default
     $RL_TELEMETRY, else 127.0.0.1:50052)."""
 
-    def __init__(self, address=None, timeout=10.0):
+    def __init__(self, address=None, timeout=10.0, security=None):
         self.address = address or default_address()
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(
-            self.address, options=[("grpc.max_receive_message_length", 64 << 20)])
+        self._channel = make_channel(
+            self.address, [("grpc.max_receive_message_length", 64 << 20)], security)
         self._stub = telemetry_pb2_grpc.TelemetryServiceStub(self._channel)
 
     def close(self):

@@ -24,6 +24,7 @@ import urllib.parse
 import urllib.request
 
 import grpc
+from rlservice.security import make_channel
 
 from proto import telemetry_pb2
 from proto import telemetry_pb2_grpc
@@ -222,7 +223,7 @@ class BrowserTest(unittest.TestCase):
     @classmethod
     def ingest_metrics(cls):
         cls.expected_points = {}
-        channel = grpc.insecure_channel(f"127.0.0.1:{cls.grpc_port}")
+        channel = make_channel(f"127.0.0.1:{cls.grpc_port}")
         stub = telemetry_pb2_grpc.TelemetryServiceStub(channel)
         requests = queue.Queue()
         sent = 0

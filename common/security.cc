@@ -1,0 +1,394 @@
+#include "common/security.h"
+
+#include <fcntl.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "grpcpp/security/auth_metadata_processor.h"
+
+namespace rl {
+namespace {
+
+constexpr uint32_t kAllRoles = kRoleUser | kRoleWorker | kRoleAdmin;
+
+absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                     absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": cannot read ", path, " (", std::strerror(errno), ")"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// "host" of "host:port", "[v6]:port" or a bare host.
+std::string HostOf(absl::string_view address) {
+  absl::ConsumePrefix(&address, "ipv4:");
+  absl::ConsumePrefix(&address, "ipv6:");
+  absl::ConsumePrefix(&address, "dns:///");
+  if (absl::StartsWith(address, "[")) {
+    const size_t end = address.find(']');
+    return std::string(
+        address.substr(1, end == address.npos ? address.npos : end - 1));
+  }
+  const size_t colon = address.rfind(':');
+  if (colon != address.npos && address.find(':') == colon) {
+    return std::string(address.substr(0, colon));
+  }
+  return std::string(address);
+}
+
+class TokenProcessor final : public grpc::AuthMetadataProcessor {
+ public:
+  explicit TokenProcessor(const Security* security) : security_(security) {}
+
+  bool IsBlocking() const override { return false; }
+
+  grpc::Status Process(const InputMetadata& metadata,
+                       grpc::AuthContext* context,
+                       OutputMetadata* consumed_metadata,
+                       OutputMetadata* /*response_metadata*/) override {
+    std::string method;
+    std::string token;
+    for (const auto& [key, value] : metadata) {
+      const absl::string_view k(key.data(), key.size());
+      const absl::string_view v(value.data(), value.size());
+      if (k == ":path") {
+        method = std::string(v);
+      } else if (k == "authorization") {
+        absl::string_view bearer = v;
+        if (absl::ConsumePrefix(&bearer, "Bearer ")) {
+          token = std::string(bearer);
+        }
+        consumed_metadata->insert({std::string(k), std::string(v)});
+      }
+    }
+    const uint32_t allowed = AllowedRoles(method);
+    if (allowed & kAnonymous) return grpc::Status::OK;
+    absl::StatusOr<Identity> identity = security_->Authorize(method, token);
+    // With a CA, workers (and, without tokens, everyone) must also
+    // present a client certificate that it signed.
+    const bool verified_peer =
+        !context->FindPropertyValues("x509_pem_cert").empty();
+    if (identity.ok() && !security_->options().tls_ca_file.empty() &&
+        !verified_peer &&
+        (identity->role == kRoleWorker || !security_->tokens_required())) {
+      identity = absl::UnauthenticatedError(
+          absl::StrCat(identity->name,
+                       " presented no client certificate (mutual TLS is "
+                       "required of workers)"));
+    }
+    if (!identity.ok()) {
+      RL_LOG_WARNING("refused {}: {}", method,
+                     std::string(identity.status().message()));
+      return grpc::Status(
+          identity.status().code() == absl::StatusCode::kUnauthenticated
+              ? grpc::StatusCode::UNAUTHENTICATED
+              : grpc::StatusCode::PERMISSION_DENIED,
+          std::string(identity.status().message()));
+    }
+    context->AddProperty("rl_identity", identity->name);
+    context->AddProperty("rl_role", RoleName(identity->role));
+    context->SetPeerIdentityPropertyName("rl_identity");
+    return grpc::Status::OK;
+  }
+
+ private:
+  const Security* const security_;  // Outlives the server (process-wide).
+};
+
+struct ProcessSecurity {
+  absl::Mutex mu;
+  std::shared_ptr<const Security> security ABSL_GUARDED_BY(mu);
+};
+
+ProcessSecurity& Process() {
+  static ProcessSecurity* const process = new ProcessSecurity();  // never freed
+  return *process;
+}
+
+}  // namespace
+
+absl::StatusOr<Role> ParseRole(absl::string_view name) {
+  if (name == "user") return kRoleUser;
+  if (name == "worker") return kRoleWorker;
+  if (name == "admin") return kRoleAdmin;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown role \"", name, "\" (user, worker, admin)"));
+}
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case kRoleUser:
+      return "user";
+    case kRoleWorker:
+      return "worker";
+    case kRoleAdmin:
+      return "admin";
+  }
+  return "unknown";
+}
+
+uint32_t AllowedRoles(absl::string_view method) {
+  static const auto* const table =
+      new std::map<std::string, uint32_t, std::less<>>({
+          {"/rl.RunService/SubmitRun", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/GetRun", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/ListRuns", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/CancelRun", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/WatchRun", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/ListWorkers", kRoleUser | kRoleAdmin},
+          {"/rl.WorkerService/RegisterWorker", kRoleWorker | kRoleAdmin},
+          {"/rl.WorkerService/Heartbeat", kRoleWorker | kRoleAdmin},
+          {"/rl.WorkerService/ReportStatus", kRoleWorker | kRoleAdmin},
+          {"/rl.LearnerService/StreamRollouts", kRoleWorker | kRoleAdmin},
+          {"/rl.LearnerService/SubscribePolicy", kRoleWorker | kRoleAdmin},
+          {"/rl.LearnerService/GetStatus", kAllRoles},
+          // Every component reports its own metrics; users read them.
+          {"/rl.TelemetryService/Ingest", kRoleWorker | kRoleAdmin},
+          {"/rl.TelemetryService/Query", kRoleUser | kRoleAdmin},
+          {"/rl.TelemetryService/ListSeries", kRoleUser | kRoleAdmin},
+          {"/rl.TelemetryService/Watch", kRoleUser | kRoleAdmin},
+          // The web page's JSON API and Prometheus scrapes (HTTP).
+          {"GET /api", kRoleUser | kRoleAdmin},
+          {"GET /metrics", kAllRoles},
+      });
+  if (absl::StartsWith(method, "/grpc.health.v1.Health/")) {
+    return kAllRoles | kAnonymous;
+  }
+  // Reflection tells what the services are: any authenticated caller.
+  if (absl::StartsWith(method, "/grpc.reflection.")) return kAllRoles;
+  const auto it = table->find(method);
+  return it == table->end() ? kRoleAdmin : it->second;
+}
+
+absl::StatusOr<std::shared_ptr<const Security>> Security::Load(
+    const SecurityOptions& options) {
+  auto security = std::make_shared<Security>();
+  security->options_ = options;
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert and --tls_key go together (one was given without the "
+        "other)");
+  }
+  if (!options.tls_cert_file.empty()) {
+    ASSIGN_OR_RETURN(security->cert_,
+                     ReadFile(options.tls_cert_file, "tls_cert"));
+    ASSIGN_OR_RETURN(security->key_, ReadFile(options.tls_key_file, "tls_key"));
+  }
+  if (!options.tls_ca_file.empty()) {
+    ASSIGN_OR_RETURN(security->ca_, ReadFile(options.tls_ca_file, "tls_ca"));
+  }
+  if (!options.token_file.empty()) {
+    ASSIGN_OR_RETURN(std::string text,
+                     ReadFile(options.token_file, "token_file"));
+    security->token_ = std::string(absl::StripAsciiWhitespace(text));
+    if (security->token_.empty() ||
+        security->token_.find_first_of(" \t\r\n") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--token_file: ", options.token_file,
+                       " must hold one token (no spaces)"));
+    }
+  }
+  if (!options.tokens_file.empty()) {
+    ASSIGN_OR_RETURN(const std::string text,
+                     ReadFile(options.tokens_file, "tokens"));
+    int line_number = 0;
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      ++line_number;
+      line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+      if (line.empty()) continue;
+      std::vector<absl::string_view> fields =
+          absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+      const std::string where =
+          absl::StrCat("--tokens: ", options.tokens_file, ":", line_number);
+      if (fields.size() != 3) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": expected \"<token> <role> <name>\""));
+      }
+      absl::StatusOr<Role> role = ParseRole(fields[1]);
+      if (!role.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": ", role.status().message()));
+      }
+      if (fields[0].size() < 16) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": token of ", fields[0].size(),
+                         " characters is too short to be secret (16 or more)"));
+      }
+      security->tokens_[std::string(fields[0])] =
+          Identity{std::string(fields[2]), *role};
+    }
+    if (security->tokens_.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tokens: ", options.tokens_file, " holds no token"));
+    }
+  }
+  return std::shared_ptr<const Security>(std::move(security));
+}
+
+std::shared_ptr<const Security> Security::ProcessDefault() {
+  ProcessSecurity& process = Process();
+  absl::MutexLock lock(&process.mu);
+  if (process.security == nullptr) {
+    process.security = *Security::Load(SecurityOptions{});
+  }
+  return process.security;
+}
+
+void Security::SetProcessDefault(std::shared_ptr<const Security> security) {
+  ProcessSecurity& process = Process();
+  absl::MutexLock lock(&process.mu);
+  process.security = std::move(security);
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>>
+Security::ServerCredentials(const std::string& address) const {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  if (options_.insecure) {
+    // gRPC cannot run an auth processor on plaintext: no tokens either.
+    return grpc::InsecureServerCredentials();
+  }
+  if (tls()) {
+    grpc::SslServerCredentialsOptions ssl(
+        ca_.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                    : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = ca_;
+    ssl.pem_key_cert_pairs.push_back({key_, cert_});
+    credentials = grpc::SslServerCredentials(ssl);
+  } else if (IsLoopbackAddress(address)) {
+    credentials = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", address,
+        " without TLS: give --tls_cert and --tls_key (and --tls_ca to "
+        "verify workers), listen on loopback, or pass --insecure on a "
+        "trusted network"));
+  }
+  if (tokens_required() || !ca_.empty()) {
+    credentials->SetAuthMetadataProcessor(
+        std::make_shared<TokenProcessor>(this));
+  }
+  return credentials;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> Security::ChannelCredentials(
+    const std::string& target) const {
+  std::shared_ptr<grpc::ChannelCredentials> channel;
+  if (options_.insecure) return grpc::InsecureChannelCredentials();
+  if (!ca_.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = ca_;
+    ssl.pem_private_key = key_;
+    ssl.pem_cert_chain = cert_;
+    channel = grpc::SslCredentials(ssl);
+  } else if (IsLoopbackAddress(target)) {
+    channel = grpc::experimental::LocalCredentials(LOCAL_TCP);
+  } else {
+    return grpc::InsecureChannelCredentials();
+  }
+  if (token_.empty()) return channel;
+  return grpc::CompositeChannelCredentials(
+      channel, grpc::AccessTokenCredentials(token_));
+}
+
+absl::StatusOr<Identity> Security::Authenticate(absl::string_view token) const {
+  if (!tokens_required()) return Identity{"anonymous", kRoleAdmin};
+  if (token.empty()) {
+    return absl::UnauthenticatedError(
+        "no bearer token (give the client --token_file)");
+  }
+  const auto it = tokens_.find(token);
+  if (it == tokens_.end()) {
+    return absl::UnauthenticatedError("unknown bearer token");
+  }
+  return it->second;
+}
+
+absl::StatusOr<Identity> Security::Authorize(absl::string_view method,
+                                             absl::string_view token) const {
+  const uint32_t allowed = AllowedRoles(method);
+  if (allowed & kAnonymous) return Identity{"anonymous", kRoleUser};
+  ASSIGN_OR_RETURN(Identity identity, Authenticate(token));
+  if ((allowed & identity.role) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(identity.name, " (role ",
+                                                    RoleName(identity.role),
+                                                    ") may not call ", method));
+  }
+  return identity;
+}
+
+bool IsLoopbackAddress(absl::string_view address) {
+  const std::string host = absl::AsciiStrToLower(HostOf(address));
+  if (host == "localhost" || host == "::1") return true;
+  return absl::StartsWith(host, "127.");
+}
+
+std::string NewToken() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof(bytes)) != 1) {
+    RL_LOG_ERROR("RAND_bytes failed; cannot make a token");
+    std::abort();
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
+}
+
+absl::Status WriteSecretFile(const std::string& path, absl::string_view text) {
+  const std::string temp = path + ".tmp";
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", temp, ": ", std::strerror(errno)));
+  }
+  ::fchmod(fd, 0600);  // An existing file keeps its mode through O_CREAT.
+  const ssize_t written = ::write(fd, text.data(), text.size());
+  const bool ok = written == static_cast<ssize_t>(text.size()) &&
+                  ::fsync(fd) == 0 && ::close(fd) == 0;
+  if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
+    ::unlink(temp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+std::string DeriveKey(absl::string_view key, absl::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(),
+       digest, &length);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), length));
+}
+
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace rl

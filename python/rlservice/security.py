@@ -1,0 +1,92 @@
+"""Channels through the service's locked doors, as common/security.h makes
+them in C++: TLS when a CA is given, gRPC's local credentials to a loopback
+target, plaintext otherwise (or always, with insecure=True); the bearer
+token from a file rides on every call (never on plaintext).
+
+Defaults come from the environment: RL_TOKEN_FILE (else runs/auth/user.token,
+which the embedded coordinator writes, when it exists), RL_TLS_CA,
+RL_TLS_CERT, RL_TLS_KEY, RL_TLS_SERVER_NAME, RL_INSECURE=1."""
+
+import dataclasses
+import ipaddress
+import os
+
+import grpc
+
+LOCAL_USER_TOKEN = os.path.join("runs", "auth", "user.token")
+
+
+@dataclasses.dataclass
+class Security:
+    token_file: str = None
+    tls_ca: str = None
+    tls_cert: str = None
+    tls_key: str = None
+    tls_server_name: str = None
+    insecure: bool = False
+
+    @classmethod
+    def from_env(cls, **overrides):
+        env = os.environ.get
+        token_file = env("RL_TOKEN_FILE")
+        if not token_file and os.path.exists(LOCAL_USER_TOKEN):
+            token_file = LOCAL_USER_TOKEN
+        security = cls(token_file=token_file, tls_ca=env("RL_TLS_CA"),
+                       tls_cert=env("RL_TLS_CERT"), tls_key=env("RL_TLS_KEY"),
+                       tls_server_name=env("RL_TLS_SERVER_NAME"),
+                       insecure=env("RL_INSECURE", "") not in ("", "0"))
+        for name, value in overrides.items():
+            if value not in (None, False, ""):
+                setattr(security, name, value)
+        return security
+
+
+def _read(path, what):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ValueError(f"{what}: cannot read {path} ({e.strerror})") from None
+
+
+def is_loopback(target):
+    host = target
+    for prefix in ("ipv4:", "ipv6:", "dns:///"):
+        if host.startswith(prefix):
+            host = host[len(prefix):]
+    if host.startswith("["):
+        host = host[1:host.find("]")]
+    elif host.count(":") == 1:
+        host = host.rsplit(":", 1)[0]
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def make_channel(target, options=(), security=None):
+    """A grpc.Channel to `target` through `security` (default: from_env)."""
+    security = security or Security.from_env()
+    options = list(options)
+    if security.insecure:
+        return grpc.insecure_channel(target, options=options)
+    if security.tls_ca:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_read(security.tls_ca, "--tls-ca"),
+            private_key=_read(security.tls_key, "--tls-key") if security.tls_key else None,
+            certificate_chain=_read(security.tls_cert, "--tls-cert") if security.tls_cert else None)
+        if security.tls_server_name:
+            options.append(("grpc.ssl_target_name_override", security.tls_server_name))
+    elif is_loopback(target):
+        credentials = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+    else:
+        return grpc.insecure_channel(target, options=options)
+    if security.token_file:
+        token = _read(security.token_file, "--token-file").decode().strip()
+        if not token or any(c.isspace() for c in token):
+            raise ValueError(f"--token-file: {security.token_file} must hold one token")
+        credentials = grpc.composite_channel_credentials(
+            credentials, grpc.access_token_call_credentials(token))
+    return grpc.secure_channel(target, credentials, options=options)
