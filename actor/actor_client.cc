@@ -14,6 +14,7 @@
 #include "common/grpc_status.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/status.h"
 #include "policy/compute_device.h"
 #include "policy/policy_codec.h"
@@ -469,6 +470,9 @@ void ActorClient::SenderLoop() {
         break;
       case Action::kOpen: {
         context = std::make_unique<grpc::ClientContext>();
+        if (!options_.run_key.empty()) {
+          context->AddMetadata(kRunKeyMetadata, options_.run_key);
+        }
         {
           absl::MutexLock lock(&mu_);
           if (shutting_down_) {
@@ -558,6 +562,9 @@ void ActorClient::PolicyLoop() {
   int failures = 0;  // consecutive streams that ended without an update
   while (true) {
     grpc::ClientContext context;
+    if (!options_.run_key.empty()) {
+      context.AddMetadata(kRunKeyMetadata, options_.run_key);
+    }
     SubscribePolicyRequest request;
     request.set_run_id(run_id_);
     request.set_actor_id(options_.actor_id);

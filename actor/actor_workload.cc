@@ -27,6 +27,7 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
       assignment.rank() % assignment.learner_addresses_size());
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
+  options.run_key = assignment.run_key();
   options.actor_id = assignment.rank();
   options.env_threads = options_.env_threads;
   options.max_disconnected = options_.max_disconnected;

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/secrets.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rl {
@@ -122,20 +123,6 @@ class Security {
 // True for 127.0.0.0/8, ::1 and "localhost" hosts of "host:port" (or a bare
 // host). 0.0.0.0 and [::] are not loopback: they listen everywhere.
 bool IsLoopbackAddress(absl::string_view address);
-
-// A random token: 32 bytes from the OS, as 64 hex digits.
-std::string NewToken();
-
-// Writes `text` to `path` with mode 0600 (created or replaced).
-absl::Status WriteSecretFile(const std::string& path, absl::string_view text);
-
-// HMAC-SHA256 of `message` under `key`, as hex: the per-worker and per-run
-// keys the coordinator hands out are derived this way, so they survive its
-// restarts without being stored.
-std::string DeriveKey(absl::string_view key, absl::string_view message);
-
-// Equal strings, in time independent of where they differ.
-bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
 }  // namespace rl
 

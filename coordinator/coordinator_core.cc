@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/status.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
@@ -17,8 +18,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     const CoordinatorOptions& options) {
   ASSIGN_OR_RETURN(auto store,
                    RunStore::Open(options.store_path, options.max_store_bytes));
+  CoordinatorOptions with_secret = options;
+  if (with_secret.key_secret.empty()) {
+    if (options.store_path.empty() || options.store_path == ":memory:") {
+      with_secret.key_secret = NewToken();
+    } else {
+      ASSIGN_OR_RETURN(with_secret.key_secret,
+                       EnsureSecretFile(options.store_path + ".secret"));
+    }
+  }
   auto core = std::unique_ptr<CoordinatorCore>(
-      new CoordinatorCore(options, std::move(store)));
+      new CoordinatorCore(with_secret, std::move(store)));
   RETURN_IF_ERROR(core->Recover());
   return core;
 }
@@ -30,6 +40,22 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       started_(options.clock()),
       scheduler_(options.clock, options.lease_ttl),
       next_assignment_id_(absl::ToUnixMicros(absl::Now())) {}
+
+std::string CoordinatorCore::WorkerKey(const std::string& worker_id) const {
+  return DeriveKey(options_.key_secret, "worker/" + worker_id);
+}
+
+std::string CoordinatorCore::RunKey(const std::string& run_id) const {
+  return DeriveKey(options_.key_secret, "run/" + run_id);
+}
+
+absl::Status CoordinatorCore::CheckWorkerKey(const std::string& worker_id,
+                                             const std::string& key) const {
+  if (ConstantTimeEquals(key, WorkerKey(worker_id))) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrCat(
+      "worker_key: not the key of worker ", worker_id,
+      " (only the process that registered it may act for it; re-register)"));
+}
 
 absl::Status CoordinatorCore::Recover() {
   std::string token;
@@ -176,6 +202,15 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
              id != assignment_ids_.end()) {
     recorded = id->second == reported.assignment_id();
   }
+  // Only the process that holds the worker's key may keep its assignment.
+  if (recorded &&
+      !CheckWorkerKey(request.worker_name(), request.worker_key()).ok()) {
+    RL_LOG_WARNING(
+        "worker {} re-registered without its key: its assignment is not "
+        "kept",
+        request.worker_name());
+    recorded = false;
+  }
   const std::string keep_run =
       recorded && !reported.run_id().empty() ? reported.run_id() : "";
   RegisterWorkerResponse response;
@@ -224,6 +259,7 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     store_->ClearAssignment(request.worker_name()).IgnoreError();
   }
   response.set_worker_id(request.worker_name());
+  response.set_worker_key(WorkerKey(request.worker_name()));
   lock.Release();
   if (restarted.has_value()) Notify(*restarted);
   return response;
@@ -286,11 +322,13 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   assignment.set_checkpoint_dir(
       (std::filesystem::path(options_.runs_dir) / worker.run_id).string());
   assignment.set_assignment_id(assignment_ids_[worker.worker_id]);
+  assignment.set_run_key(RunKey(worker.run_id));
   return assignment;
 }
 
 absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
     const HeartbeatRequest& request) {
+  RETURN_IF_ERROR(CheckWorkerKey(request.worker_id(), request.worker_key()));
   absl::MutexLock lock(&mu_);
   HeartbeatResponse response;
   ASSIGN_OR_RETURN(
@@ -305,6 +343,7 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
   std::string run_id;
   WorkerRole role;
   int rank = 0;
+  RETURN_IF_ERROR(CheckWorkerKey(request.worker_id(), request.worker_key()));
   {
     absl::MutexLock lock(&mu_);
     const SchedulerWorker* worker = scheduler_.worker(request.worker_id());

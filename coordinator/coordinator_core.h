@@ -35,6 +35,10 @@ struct CoordinatorOptions {
   int64_t max_store_bytes = 0;
   // Checkpoints of run R go to <runs_dir>/<R>.
   std::string runs_dir = "runs";
+  // Key from which worker and run keys are derived (HMAC). Empty: kept in
+  // <store_path>.secret (made once, mode 0600) so the keys survive a
+  // restart; random for an in-memory store.
+  std::string key_secret;
   absl::Duration lease_ttl = absl::Seconds(10);
   // A run whose learner gang broke (a rank lost or restarted) is placed
   // again and resumes from its checkpoint, at most this many times; then it
@@ -88,6 +92,13 @@ class CoordinatorCore {
   explicit CoordinatorCore(const CoordinatorOptions& options,
                            std::unique_ptr<RunStore> store);
   absl::Status Recover();
+  // What a worker must send back (RegisterWorkerResponse.worker_key), and
+  // what a run's workers show its learners (Assignment.run_key).
+  std::string WorkerKey(const std::string& worker_id) const;
+  std::string RunKey(const std::string& run_id) const;
+  // PERMISSION_DENIED unless `key` is `worker_id`'s.
+  absl::Status CheckWorkerKey(const std::string& worker_id,
+                              const std::string& key) const;
   Assignment AssignmentFor(const SchedulerWorker& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const Run& run);

@@ -1,5 +1,8 @@
 #include "coordinator/coordinator_core.h"
 
+#include <map>
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -43,8 +46,10 @@ class CoordinatorCoreTest : public ::testing::Test {
     request.mutable_capabilities()->set_memory_bytes(memory_bytes);
     if (role == LEARNER) request.set_address("127.0.0.1:5000");
     *request.mutable_current_assignment() = current;
+    request.set_worker_key(keys_[name]);
     auto response = core.RegisterWorker(request);
     EXPECT_OK(response);
+    if (response.ok()) keys_[name] = response->worker_key();
     return response.ok() ? response->lease().epoch() : -1;
   }
 
@@ -52,12 +57,15 @@ class CoordinatorCoreTest : public ::testing::Test {
                   int64_t epoch) {
     HeartbeatRequest request;
     request.set_worker_id(name);
+    request.set_worker_key(keys_[name]);
     request.set_lease_epoch(epoch);
     auto response = core.Heartbeat(request);
     EXPECT_OK(response);
     return response.ok() ? response->assignment() : Assignment();
   }
 
+  // Each worker's key, as a worker process keeps it.
+  std::map<std::string, std::string> keys_;
   absl::Time now_ = absl::FromUnixSeconds(1000);
   CoordinatorOptions options_;
   std::unique_ptr<CoordinatorCore> core_;
@@ -82,6 +90,7 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
 
   ReportStatusRequest report;
   report.set_worker_id("learner-0");
+  report.set_worker_key(keys_["learner-0"]);
   report.set_assignment_id(learner.assignment_id());
   report.mutable_progress()->set_env_steps(500);
   ASSERT_OK(core_->ReportStatus(report));
@@ -110,8 +119,9 @@ TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {
               StatusIs(absl::StatusCode::kInvalidArgument));
   HeartbeatRequest stranger;
   stranger.set_worker_id("nobody");
+  stranger.set_worker_key(keys_["nobody"]);
   EXPECT_THAT(core_->Heartbeat(stranger),
-              StatusIs(absl::StatusCode::kNotFound));
+              StatusIs(absl::StatusCode::kPermissionDenied));
   // Nothing was stored by the rejected submit.
   EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 0);
 }
@@ -291,6 +301,7 @@ TEST_F(CoordinatorCoreTest, AnActorCrashLoopFailsTheRunWithTheLastError) {
     ASSERT_EQ(assignment.run_id(), id) << "failure " << failure;
     ReportStatusRequest report;
     report.set_worker_id("actor-0");
+    report.set_worker_key(keys_["actor-0"]);
     report.set_assignment_id(assignment.assignment_id());
     report.set_finished(true);
     report.set_error(absl::StrCat("cannot allocate ", failure));
@@ -346,6 +357,7 @@ TEST_F(CoordinatorCoreTest, RunsThatEndedLeaveNoBookkeepingBehind) {
                     const std::string& error) {
     ReportStatusRequest request;
     request.set_worker_id(worker);
+    request.set_worker_key(keys_[worker]);
     request.set_assignment_id(Beat(*core_, worker, epoch).assignment_id());
     request.set_finished(finished);
     request.set_error(error);
@@ -412,6 +424,55 @@ TEST_F(CoordinatorCoreTest, AFullStoreFailsSubmitsClearlyButWorkersRegister) {
   // Registration does not need the store; accepted runs stay readable.
   Register(*core_, "learner-0", LEARNER);
   for (const std::string& id : accepted) ASSERT_OK(core_->GetRun(id));
+}
+
+// Work is bound to the process that registered: another worker (same
+// role, same token) cannot report, heartbeat or claim an assignment for it,
+// and a run's key (for its learners) is the same for all of its workers.
+TEST_F(CoordinatorCoreTest, OneWorkerCannotActForAnother) {
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse first,
+                       core_->SubmitRun(Request("a")));
+  const std::string id = first.run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  Register(*core_, "actor-1", ACTOR);
+  core_->Tick();
+  const Assignment learner = Beat(*core_, "learner-0", l);
+  const Assignment actor = Beat(*core_, "actor-0", a);
+  ASSERT_EQ(learner.run_id(), id);
+  EXPECT_EQ(learner.run_key().size(), 64u);
+  EXPECT_EQ(actor.run_key(), learner.run_key());
+
+  // actor-1 forges a report for learner-0's assignment with its own key.
+  ReportStatusRequest forged;
+  forged.set_worker_id("learner-0");
+  forged.set_worker_key(keys_["actor-1"]);
+  forged.set_assignment_id(learner.assignment_id());
+  forged.set_finished(true);
+  forged.mutable_progress()->set_env_steps(1 << 30);
+  EXPECT_THAT(core_->ReportStatus(forged),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("worker_key: not the key of worker "
+                                 "learner-0")));
+  forged.clear_worker_key();
+  EXPECT_THAT(core_->ReportStatus(forged),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  EXPECT_EQ(core_->GetRun(id)->progress().env_steps(), 0);
+  HeartbeatRequest beat;
+  beat.set_worker_id("learner-0");
+  beat.set_worker_key(keys_["actor-1"]);
+  beat.set_lease_epoch(l);
+  EXPECT_THAT(core_->Heartbeat(beat),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+
+  // Registering under learner-0's name with its assignment but without its
+  // key does not keep the assignment: a new one replaces it.
+  keys_["learner-0"] = "";
+  const int64_t l2 = Register(*core_, "learner-0", LEARNER, learner);
+  core_->Tick();
+  EXPECT_NE(Beat(*core_, "learner-0", l2).assignment_id(),
+            learner.assignment_id());
 }
 
 }  // namespace

@@ -41,16 +41,6 @@ absl::StatusOr<std::string> FindBinary(const std::string& given,
   return path;
 }
 
-// The token in `path`, made (and written with mode 0600) if there is none.
-absl::StatusOr<std::string> EnsureToken(const std::string& path) {
-  std::ifstream in(path);
-  std::string token;
-  if (in >> token && token.size() >= 16) return token;
-  token = NewToken();
-  RETURN_IF_ERROR(WriteSecretFile(path, token + "\n"));
-  return token;
-}
-
 }  // namespace
 
 absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir) {
@@ -73,7 +63,7 @@ absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir) {
            "<token> <role> <name>\n";
   for (const char* role : {"admin", "user", "worker"}) {
     const std::string path = (dir / absl::StrCat(role, ".token")).string();
-    ASSIGN_OR_RETURN(const std::string token, EnsureToken(path));
+    ASSIGN_OR_RETURN(const std::string token, EnsureSecretFile(path));
     table << token << " " << role << " local-" << role << "\n";
   }
   options.tokens_file = (dir / "tokens").string();

@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
+#include "common/secrets.h"
 
 namespace rl {
 namespace {
@@ -211,9 +212,35 @@ class Refused final : public Base {
 
 }  // namespace
 
-void LearnerServiceImpl::SetCore(std::shared_ptr<LearnerCore> core) {
+void LearnerServiceImpl::SetCore(std::shared_ptr<LearnerCore> core,
+                                 std::string run_key) {
   absl::MutexLock lock(&mu_);
   core_ = std::move(core);
+  run_key_ = std::move(run_key);
+}
+
+grpc::Status LearnerServiceImpl::Admit(grpc::CallbackServerContext* context,
+                                       std::shared_ptr<LearnerCore>* core) {
+  std::string run_key;
+  {
+    absl::MutexLock lock(&mu_);
+    *core = core_;
+    run_key = run_key_;
+  }
+  if (run_key.empty()) return grpc::Status::OK;
+  const auto& metadata = context->client_metadata();
+  const auto it = metadata.find(kRunKeyMetadata);
+  const absl::string_view presented =
+      it == metadata.end()
+          ? absl::string_view()
+          : absl::string_view(it->second.data(), it->second.size());
+  if (ConstantTimeEquals(presented, run_key)) return grpc::Status::OK;
+  core->reset();
+  return grpc::Status(
+      grpc::StatusCode::PERMISSION_DENIED,
+      absl::StrCat(presented.empty() ? "no" : "a wrong", " ", kRunKeyMetadata,
+                   ": this learner takes segments and policy subscriptions "
+                   "only from workers assigned to its run"));
 }
 
 std::shared_ptr<LearnerCore> LearnerServiceImpl::core() {
@@ -236,16 +263,20 @@ grpc::Status LearnerServiceImpl::TooManyStreams() const {
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
-LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext*) {
+LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
   using Reactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
-  std::shared_ptr<LearnerCore> core = this->core();
+  std::shared_ptr<LearnerCore> core;
+  if (grpc::Status admitted = Admit(context, &core); !admitted.ok()) {
+    return new Refused<Reactor>(admitted);
+  }
   if (core == nullptr) return new Refused<Reactor>();
   if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
   return new RolloutStreamReactor(std::move(core), &streams_);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
-    grpc::CallbackServerContext*, const grpc::ByteBuffer* request_bytes) {
+    grpc::CallbackServerContext* context,
+    const grpc::ByteBuffer* request_bytes) {
   using Reactor = grpc::ServerWriteReactor<grpc::ByteBuffer>;
   SubscribePolicyRequest request;
   grpc::ByteBuffer bytes = *request_bytes;  // shares the slices
@@ -253,7 +284,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
       !parsed.ok()) {
     return new Refused<Reactor>(ToGrpcStatus(parsed));
   }
-  std::shared_ptr<LearnerCore> core = this->core();
+  std::shared_ptr<LearnerCore> core;
+  if (grpc::Status admitted = Admit(context, &core); !admitted.ok()) {
+    return new Refused<Reactor>(admitted);
+  }
   // A subscriber of another run (its assignment reached it before this
   // learner switched runs) must not get this run's weights: it retries.
   if (core == nullptr ||

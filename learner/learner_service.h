@@ -42,7 +42,11 @@ class LearnerServiceImpl final : public LearnerServiceBase {
 
   // Switches the run this server serves (a learner worker gets a new core
   // per assignment). Streams already open keep the core they started with.
-  void SetCore(std::shared_ptr<LearnerCore> core) ABSL_LOCKS_EXCLUDED(mu_);
+  // With a `run_key` (Assignment.run_key), rollout streams and policy
+  // subscriptions must present it (metadata kRunKeyMetadata), else
+  // PERMISSION_DENIED: only workers assigned to the run feed it.
+  void SetCore(std::shared_ptr<LearnerCore> core, std::string run_key = "")
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // RolloutSegment in, RolloutAck out.
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* StreamRollouts(
@@ -61,6 +65,11 @@ class LearnerServiceImpl final : public LearnerServiceBase {
 
  private:
   std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
+  // The core, if the caller may feed it: PERMISSION_DENIED for a missing
+  // or wrong run key.
+  grpc::Status Admit(grpc::CallbackServerContext* context,
+                     std::shared_ptr<LearnerCore>* core)
+      ABSL_LOCKS_EXCLUDED(mu_);
   bool TakeStreamPlace();
   grpc::Status TooManyStreams() const;
 
@@ -70,6 +79,7 @@ class LearnerServiceImpl final : public LearnerServiceBase {
 
   absl::Mutex mu_;
   std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);
+  std::string run_key_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rl

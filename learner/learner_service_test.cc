@@ -12,6 +12,7 @@
 #include "common/grpc_message.h"
 #include "common/grpc_util.h"
 #include "common/raw_client_stream.h"
+#include "common/secrets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/learner_core.h"
@@ -311,6 +312,50 @@ TEST_F(LearnerServiceTest, StreamsBeyondTheLimitAreRefusedAndFreedOnLeaving) {
   r2->Finish();
   EXPECT_TRUE(WaitFor([&] { return service_->open_streams() == 0; },
                       absl::Seconds(30), absl::Milliseconds(10)));
+}
+
+// With a run key from the coordinator, only callers that present it feed
+// the learner or get its policy; the run goes on for those that do.
+TEST_F(LearnerServiceTest, RunKeyAdmitsOnlyTheRunsWorkers) {
+  Start(SmallRunSpec("resources: {num_actors: 1}"));
+  service_->SetCore(core_, "the-run-key");
+  for (const char* presented : {"", "another-run-key"}) {
+    auto context = ContextWithDeadline(absl::Seconds(60));
+    if (*presented != '\0') context->AddMetadata(kRunKeyMetadata, presented);
+    auto stream = stub_->StreamRollouts(context.get());
+    stream->Write(Segment(0, 1, 1));
+    RolloutAck ack;
+    while (stream->Read(&ack)) {
+    }
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << presented;
+    EXPECT_THAT(status.error_message(), HasSubstr(kRunKeyMetadata));
+
+    auto policy_context = ContextWithDeadline(absl::Seconds(60));
+    if (*presented != '\0') {
+      policy_context->AddMetadata(kRunKeyMetadata, presented);
+    }
+    auto policies =
+        stub_->SubscribePolicy(policy_context.get(), SubscribePolicyRequest());
+    PolicyUpdate update;
+    EXPECT_FALSE(policies->Read(&update));
+    EXPECT_EQ(policies->Finish().error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Status().segments_received(), 0);
+
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  context->AddMetadata(kRunKeyMetadata, "the-run-key");
+  auto stream = stub_->StreamRollouts(context.get());
+  ASSERT_TRUE(stream->Write(Segment(0, 1, 1)));
+  EXPECT_TRUE(WaitFor([&] { return Status().segments_received() == 1; },
+                      absl::Seconds(60)));
+  stream->WritesDone();
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+  }
+  stream->Finish();
 }
 
 }  // namespace

@@ -24,9 +24,10 @@ LearnerWorkload::LearnerWorkload(
 
 LearnerWorkload::~LearnerWorkload() { Stop(); }
 
-void LearnerWorkload::SetCore(std::shared_ptr<LearnerCore> core) {
+void LearnerWorkload::SetCore(std::shared_ptr<LearnerCore> core,
+                              std::string run_key) {
   core_ = core;
-  service_->SetCore(core);
+  service_->SetCore(core, std::move(run_key));
   if (on_core_) on_core_(std::move(core));
 }
 
@@ -75,7 +76,7 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<LearnerCore> core,
                    LearnerCore::Create(options));
-  SetCore(std::move(core));
+  SetCore(std::move(core), assignment.run_key());
   return absl::OkStatus();
 }
 

@@ -43,7 +43,7 @@ class LearnerWorkload : public Workload {
   void Cancel() override { cancels_.fetch_add(1); }
 
  private:
-  void SetCore(std::shared_ptr<LearnerCore> core);
+  void SetCore(std::shared_ptr<LearnerCore> core, std::string run_key = "");
 
   LearnerServiceImpl* const service_;
   Emitter* const emitter_;

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/security.h"
-#include "common/security.h"
 #include "runspec/run_spec.h"
 #include "testing/wait_for.h"
 

@@ -92,20 +92,23 @@ in_ns() {
 }
 
 in_ns "$NS_A" coordinator.log "$BIN/coordinator/coordinator_main" \
-  --host=0.0.0.0 --port=50051 --store="$DIR/c.db" --runs_dir="$DIR/runs" \
+  --host=0.0.0.0 --insecure --port=50051 --store="$DIR/c.db" \
+  --runs_dir="$DIR/runs" \
   --local_workers= --local_telemetry=false --lease_ttl_s=5
 COORD="$ADDR_A:50051"
-common=(--coordinator="$COORD" --host=0.0.0.0)
+# Plaintext between the namespaces (--insecure): without it a server refuses
+# to listen beyond loopback (common/security_test covers TLS and tokens).
+common=(--coordinator="$COORD" --host=0.0.0.0 --insecure)
 in_ns "$NS_A" learner0.log "$BIN/learner/learner_main" "${common[@]}" \
   --worker_name=learner-0 --advertise_address="$ADDR_A"
 in_ns "$NS_B" learner1.log "$BIN/learner/learner_main" "${common[@]}" \
   --worker_name=learner-1 --advertise_address="$ADDR_B"
 for i in 0 1; do
   in_ns "$NS_B" "actor$i.log" "$BIN/actor/actor_main" --coordinator="$COORD" \
-    --worker_name="actor-$i" --advertise_address="$ADDR_B"
+    --worker_name="actor-$i" --advertise_address="$ADDR_B" --insecure
 done
 
-rlctl() { ip netns exec "$NS_A" "$RLCTL" --coordinator 127.0.0.1:50051 "$@"; }
+rlctl() { ip netns exec "$NS_A" "$RLCTL" --insecure --coordinator 127.0.0.1:50051 "$@"; }
 say "waiting for 4 workers to register"
 while :; do
   n=$(rlctl workers 2>/dev/null | grep -cE 'learner-[01]|actor-[01]' || true)

@@ -448,7 +448,7 @@ grep -q coordinator_main "/proc/$cpid/cmdline" 2>/dev/null ||
   die "smoke embedded: pid $cpid is not the coordinator"
 BG_PIDS=("$cpid" "${BG_PIDS[@]}")  # stopped first on exit (it stops its workers)
 rc=0
-timeout 300 "$ROOT/.venv/bin/rlctl" --coordinator "127.0.0.1:$port" submit \
+timeout 300 "$ROOT/.venv/bin/rlctl" --insecure --coordinator "127.0.0.1:$port" submit \
   --watch "$WORK/smoke.yaml" >"$LOG_DIR/smoke-rlctl.log" 2>&1 || rc=$?
 ((rc == 0)) || { sed 's/^/    | /' "$LOG_DIR/smoke-rlctl.log" "$emb_log" >&2; die "smoke embedded: rlctl submit --watch exit $rc"; }
 expect rlctl '^run-[0-9]+ SUCCEEDED after ' "$LOG_DIR/smoke-rlctl.log"

@@ -57,6 +57,7 @@ absl::Status WorkerAgent::Report(const RunProgress& progress, bool finished,
   {
     absl::MutexLock lock(&mu_);
     request.set_worker_id(worker_id_);
+    request.set_worker_key(worker_key_);
     request.set_assignment_id(current_.assignment_id());
   }
   *request.mutable_progress() = progress;
@@ -100,6 +101,7 @@ void WorkerAgent::Loop() {
       {
         absl::MutexLock lock(&mu_);
         *request.mutable_current_assignment() = current_;
+        request.set_worker_key(worker_key_);
       }
       RegisterWorkerResponse response;
       auto context = ContextWithDeadline(absl::Seconds(5));
@@ -123,11 +125,13 @@ void WorkerAgent::Loop() {
           std::clamp(response.lease().ttl_seconds() / 3, 0.05, 0.5));
       absl::MutexLock lock(&mu_);
       worker_id_ = response.worker_id();
+      worker_key_ = response.worker_key();
     }
     HeartbeatRequest request;
     {
       absl::MutexLock lock(&mu_);
       request.set_worker_id(worker_id_);
+      request.set_worker_key(worker_key_);
       request.set_running_assignment_id(current_.assignment_id());
     }
     request.set_lease_epoch(epoch);
@@ -135,8 +139,11 @@ void WorkerAgent::Loop() {
     auto context = ContextWithDeadline(absl::Seconds(5));
     const grpc::Status status =
         stub_->Heartbeat(context.get(), request, &response);
+    // PERMISSION_DENIED: the coordinator no longer knows this key (its
+    // secret was replaced); registering again gets the current one.
     if (status.error_code() == grpc::StatusCode::NOT_FOUND ||
-        status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       RL_LOG_WARNING("lease lost ({}); registering again",
                      status.error_message());
       registered = false;

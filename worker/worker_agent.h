@@ -69,6 +69,8 @@ class WorkerAgent {
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  // From the coordinator at registration; sent with every report.
+  std::string worker_key_ ABSL_GUARDED_BY(mu_);
   Assignment current_ ABSL_GUARDED_BY(mu_);
 };
 
