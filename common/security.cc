@@ -311,7 +311,7 @@ absl::StatusOr<Identity> Security::Authenticate(absl::string_view token) const {
   if (!tokens_required()) return Identity{"anonymous", kRoleAdmin};
   if (token.empty()) {
     return absl::UnauthenticatedError(
-        "no bearer token (give the client --token_file)");
+        "no bearer token");
   }
   const auto it = tokens_.find(token);
   if (it == tokens_.end()) {

@@ -356,9 +356,12 @@ class EmbeddedSystemTest(unittest.TestCase):
             raise
         cls.address = f"127.0.0.1:{port}"
         cls.telemetry_address = f"127.0.0.1:{telemetry_port}"
+        # The embedded coordinator locks its doors with tokens it made.
+        os.environ["RL_TOKEN_FILE"] = f"{cls.dir}/runs/auth/user.token"
 
     @classmethod
     def tearDownClass(cls):
+        os.environ.pop("RL_TOKEN_FILE", None)
         code = test_util.stop(cls.coordinator)
         shutil.rmtree(cls.dir, ignore_errors=True)
         assert code == 0, f"coordinator exited with {code}"

@@ -16,7 +16,6 @@ import unittest
 import urllib.request
 
 import grpc
-from rlservice.security import make_channel
 from prometheus_client.parser import text_string_to_metric_families
 from tensorboard.backend.event_processing import event_accumulator
 
@@ -117,7 +116,7 @@ class EndpointsTest(unittest.TestCase):
                              value=float(step), labels={"actor": "1"})
         batch.points.add(name="learner/policy_loss", step=50,
                          value=float("nan"))
-        channel = make_channel(f"127.0.0.1:{port}")
+        channel = grpc.secure_channel(f"127.0.0.1:{port}", grpc.local_channel_credentials())
         acks = telemetry_pb2_grpc.TelemetryServiceStub(channel).Ingest(
             iter([batch]), timeout=30)
         self.assertEqual(max(a.acked_sequence_number for a in acks), 1)

@@ -6,9 +6,12 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/security.h"
 
 namespace rl {
 namespace {
@@ -50,7 +53,30 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
         absl::StrCat("HTTP port ", port, " is outside [0, 65535]"));
   }
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
-  httplib::Server& server = endpoint->server_;
+  // "" means every IPv4 address, as for the gRPC servers.
+  const std::string bind_host = host.empty() ? "0.0.0.0" : host;
+  const std::shared_ptr<const Security> security = Security::ProcessDefault();
+  const bool open = IsLoopbackAddress(bind_host) || security->insecure();
+  if (open) {
+    endpoint->server_ = std::make_unique<httplib::Server>();
+  } else if (security->tls()) {
+    auto ssl = std::make_unique<httplib::SSLServer>(
+        security->options().tls_cert_file.c_str(),
+        security->options().tls_key_file.c_str());
+    if (!ssl->is_valid()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "HTTPS on ", bind_host, ":", port, ": cannot load --tls_cert ",
+          security->options().tls_cert_file, " and --tls_key"));
+    }
+    endpoint->server_ = std::move(ssl);
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve HTTP on ", bind_host, ":", port,
+        " without TLS: give --tls_cert and --tls_key, listen on loopback, or "
+        "pass --insecure on a trusted network"));
+  }
+  const bool check_tokens = !open && security->tokens_required();
+  httplib::Server& server = *endpoint->server_;
   server.set_socket_options(ReuseAddressOnly);
   server.set_read_timeout(5);
   server.set_write_timeout(5);
@@ -60,16 +86,45 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   // Requests carry no bodies; refusing early keeps a client from making the
   // server buffer one.
   server.set_payload_max_length(64 << 10);
-  server.set_pre_routing_handler(
-      [](const httplib::Request& request, httplib::Response& response) {
-        if (request.method == "GET" || request.method == "HEAD") {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
-        response.status = 405;
-        response.set_header("Allow", "GET, HEAD");
-        response.set_content("method not allowed\n", kTextType);
-        return httplib::Server::HandlerResponse::Handled;
-      });
+  server.set_pre_routing_handler([check_tokens, security](
+                                     const httplib::Request& request,
+                                     httplib::Response& response) {
+    if (request.method == "GET" || request.method == "HEAD") {
+      if (!check_tokens) return httplib::Server::HandlerResponse::Unhandled;
+      const absl::string_view path = request.path;
+      std::string method;
+      if (path == "/metrics") {
+        method = "GET /metrics";
+      } else if (absl::StartsWith(path, "/api")) {
+        method = "GET /api";
+      } else {
+        // The page itself (HTML, scripts) holds no data.
+        return httplib::Server::HandlerResponse::Unhandled;
+      }
+      // get_header_value returns a copy: keep it alive while `token` looks.
+      const std::string header = request.get_header_value("Authorization");
+      absl::string_view token = header;
+      if (!absl::ConsumePrefix(&token, "Bearer ")) token = "";
+      const absl::StatusOr<Identity> identity =
+          security->Authorize(method, token);
+      if (identity.ok()) return httplib::Server::HandlerResponse::Unhandled;
+      RL_LOG_WARNING("http: refused {} {}: {}", request.method, request.path,
+                     std::string(identity.status().message()));
+      response.status =
+          identity.status().code() == absl::StatusCode::kUnauthenticated ? 401
+                                                                         : 403;
+      if (response.status == 401) {
+        response.set_header("WWW-Authenticate", "Bearer");
+      }
+      response.set_content(absl::StrCat(identity.status().message(), "\n"),
+                           kTextType);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    response.status = 405;
+    response.set_header("Allow", "GET, HEAD");
+    response.set_content("method not allowed\n", kTextType);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   server.set_error_handler(httplib::Server::HandlerWithResponse(
       [](const httplib::Request&, httplib::Response& response) {
         // Routes that answer an error with a body of their own keep it.
@@ -102,8 +157,6 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   }
   if (add_routes) add_routes(&server);
 
-  // "" means every IPv4 address, as for the gRPC servers.
-  const std::string bind_host = host.empty() ? "0.0.0.0" : host;
   const int bound = port == 0 ? server.bind_to_any_port(bind_host)
                     : server.bind_to_port(bind_host, port) ? port
                                                            : -1;
@@ -115,7 +168,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   // The socket listens from here on: connections wait in its backlog until
   // the accept loop takes them.
   endpoint->thread_ = std::thread([e = endpoint.get()] {
-    e->server_.listen_after_bind();
+    e->server_->listen_after_bind();
     e->stopped_.Notify();
   });
   return endpoint;
@@ -127,8 +180,8 @@ void HttpEndpoint::Stop() {
   // asserts if called twice while it runs: call it once, when it counts.
   bool stop_sent = false;
   while (!stopped_.WaitForNotificationWithTimeout(absl::Milliseconds(10))) {
-    if (!stop_sent && server_.is_running()) {
-      server_.stop();
+    if (!stop_sent && server_->is_running()) {
+      server_->stop();
       stop_sent = true;
     }
   }

@@ -11,6 +11,12 @@
 // statuses without a body get a one-line text body. httplib answers a
 // request it cannot parse with 400 (414 for an over-long URI), drops a
 // client that sends nothing for 5 s, and never raises SIGPIPE.
+//
+// Doors (common/security.h, the process default): on loopback, open. Off
+// loopback, HTTPS with --tls_cert/--tls_key, and with --tokens, /metrics and
+// /api/* need "Authorization: Bearer <token>" of a role AllowedRoles grants
+// ("GET /metrics", "GET /api"): 401 without one, 403 for the wrong role.
+// Plaintext off loopback only with --insecure.
 #ifndef RL_TELEMETRY_HTTP_ENDPOINT_H_
 #define RL_TELEMETRY_HTTP_ENDPOINT_H_
 
@@ -35,7 +41,8 @@ class HttpEndpoint {
   // GET /metrics from `registry` (none when null; it must outlive the
   // endpoint) and whatever `add_routes` registers. UNAVAILABLE naming the
   // address if it cannot bind; INVALID_ARGUMENT for a port outside
-  // [0, 65535].
+  // [0, 65535]; FAILED_PRECONDITION for plaintext off loopback without
+  // --insecure, or a certificate httplib cannot load.
   static absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start(
       const std::string& host, int port, const MetricsRegistry* registry,
       const AddRoutes& add_routes = nullptr);
@@ -55,7 +62,7 @@ class HttpEndpoint {
  private:
   HttpEndpoint() = default;
 
-  httplib::Server server_;
+  std::unique_ptr<httplib::Server> server_;  // an SSLServer for HTTPS
   int port_ = 0;
   // Notified when httplib's accept loop has returned.
   absl::Notification stopped_;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -24,8 +25,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/temp_dir.h"
+#include "testing/test_certificates.h"
 
 namespace rl {
 namespace {
@@ -366,6 +370,68 @@ TEST(HttpEndpointStartTest, StopRightAfterStartAndDestructor) {
   endpoint->reset();
   EXPECT_EQ(ReadToEof(idle), "");
   close(idle);
+}
+
+// Off loopback: plaintext refused unless --insecure; HTTPS with tokens
+// guards /metrics and /api/*, not the page.
+TEST(HttpEndpointDoorsTest, OffLoopbackNeedsTlsAndTokens) {
+  const std::string dir = MakeTestDir("http_doors");
+  ASSERT_TRUE(MakeTestCertificates(dir).ok());
+  const std::string user = "user-token-0123456789abcdef";
+  const std::string worker = "worker-token-0123456789abcdef";
+  std::ofstream(dir + "/tokens") << user << " user alice\n"
+                                 << worker << " worker w1\n";
+  const std::shared_ptr<const Security> before = Security::ProcessDefault();
+
+  Security::SetProcessDefault(*Security::Load(SecurityOptions{}));
+  auto refused = HttpEndpoint::Start("0.0.0.0", 0, nullptr);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused.status().message()),
+              ::testing::HasSubstr("refusing to serve HTTP on 0.0.0.0:0"));
+  SecurityOptions insecure;
+  insecure.insecure = true;
+  Security::SetProcessDefault(*Security::Load(insecure));
+  EXPECT_TRUE(HttpEndpoint::Start("0.0.0.0", 0, nullptr).ok());
+
+  SecurityOptions locked;
+  locked.tls_cert_file = dir + "/server.pem";
+  locked.tls_key_file = dir + "/server.key";
+  locked.tokens_file = dir + "/tokens";
+  Security::SetProcessDefault(*Security::Load(locked));
+  MetricsRegistry registry;
+  auto endpoint =
+      HttpEndpoint::Start("0.0.0.0", 0, &registry, [](httplib::Server* server) {
+        server->Get("/api/runs",
+                    [](const httplib::Request&, httplib::Response& response) {
+                      response.set_content("{}", "application/json");
+                    });
+        server->Get("/",
+                    [](const httplib::Request&, httplib::Response& response) {
+                      response.set_content("page", "text/html");
+                    });
+      });
+  Security::SetProcessDefault(before);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  httplib::SSLClient client("127.0.0.1", (*endpoint)->port());
+  client.set_ca_cert_path((dir + "/ca.pem").c_str());
+  client.enable_server_certificate_verification(true);
+  auto get = [&](const std::string& path, const std::string& token) {
+    httplib::Headers headers;
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    auto result = client.Get(path.c_str(), headers);
+    return result ? result->status : -1;
+  };
+  EXPECT_EQ(get("/", ""), 200);
+  EXPECT_EQ(get("/metrics", ""), 401);
+  EXPECT_EQ(get("/metrics", "not-a-token"), 401);
+  EXPECT_EQ(get("/metrics", worker), 200);
+  EXPECT_EQ(get("/api/runs", ""), 401);
+  EXPECT_EQ(get("/api/runs", worker), 403);  // workers do not read the API
+  EXPECT_EQ(get("/api/runs", user), 200);
+  // Plaintext to the HTTPS port gets nothing.
+  httplib::Client plain("127.0.0.1", (*endpoint)->port());
+  auto result = plain.Get("/");
+  EXPECT_TRUE(!result || result->status != 200);
 }
 
 }  // namespace

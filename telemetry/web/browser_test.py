@@ -24,7 +24,6 @@ import urllib.parse
 import urllib.request
 
 import grpc
-from rlservice.security import make_channel
 
 from proto import telemetry_pb2
 from proto import telemetry_pb2_grpc
@@ -223,7 +222,7 @@ class BrowserTest(unittest.TestCase):
     @classmethod
     def ingest_metrics(cls):
         cls.expected_points = {}
-        channel = make_channel(f"127.0.0.1:{cls.grpc_port}")
+        channel = grpc.secure_channel(f"127.0.0.1:{cls.grpc_port}", grpc.local_channel_credentials())
         stub = telemetry_pb2_grpc.TelemetryServiceStub(channel)
         requests = queue.Queue()
         sent = 0
