@@ -310,8 +310,7 @@ std::shared_ptr<grpc::ChannelCredentials> Security::ChannelCredentials(
 absl::StatusOr<Identity> Security::Authenticate(absl::string_view token) const {
   if (!tokens_required()) return Identity{"anonymous", kRoleAdmin};
   if (token.empty()) {
-    return absl::UnauthenticatedError(
-        "no bearer token");
+    return absl::UnauthenticatedError("no bearer token");
   }
   const auto it = tokens_.find(token);
   if (it == tokens_.end()) {
