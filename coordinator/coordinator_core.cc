@@ -91,7 +91,7 @@ absl::Status CoordinatorCore::Recover() {
 }
 
 absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
-    const SubmitRunRequest& request) {
+    const SubmitRunRequest& request, const std::string& owner) {
   RunSpec spec = request.spec();
   const absl::Status valid = ResolveRunSpec(&spec);
   if (!valid.ok()) {
@@ -109,9 +109,14 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
   bool created = false;
   {
     absl::MutexLock lock(&mu_);
-    ASSIGN_OR_RETURN(
-        *response.mutable_run(),
-        store_->SubmitRun(spec, request.idempotency_key(), &created));
+    absl::StatusOr<Run> run =
+        store_->SubmitRun(spec, request.idempotency_key(), &created, owner,
+                          options_.max_queued_runs_per_user);
+    if (run.status().code() == absl::StatusCode::kResourceExhausted) {
+      ++refused_by_user_quota_;
+    }
+    if (!run.ok()) return run.status();
+    *response.mutable_run() = *std::move(run);
     if (created) {
       scheduler_.Enqueue(response.run().run_id(), spec, ++next_order_);
     }

@@ -11,6 +11,7 @@
 #ifndef RL_COORDINATOR_COORDINATOR_CORE_H_
 #define RL_COORDINATOR_COORDINATOR_CORE_H_
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
@@ -39,6 +40,8 @@ struct CoordinatorOptions {
   // <store_path>.secret (made once, mode 0600) so the keys survive a
   // restart; random for an in-memory store.
   std::string key_secret;
+  // Runs one owner may have QUEUED or PLACING at once (0: no limit).
+  int max_queued_runs_per_user = 256;
   absl::Duration lease_ttl = absl::Seconds(10);
   // A run whose learner gang broke (a rank lost or restarted) is placed
   // again and resumes from its checkpoint, at most this many times; then it
@@ -65,7 +68,12 @@ class CoordinatorCore {
   static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(
       const CoordinatorOptions& options);
 
-  absl::StatusOr<SubmitRunResponse> SubmitRun(const SubmitRunRequest& request);
+  // `owner`: the caller's identity, recorded in the run and counted against
+  // max_queued_runs_per_user (RESOURCE_EXHAUSTED beyond it).
+  absl::StatusOr<SubmitRunResponse> SubmitRun(
+      const SubmitRunRequest& request, const std::string& owner = "anonymous");
+  // Submits refused by max_queued_runs_per_user so far.
+  int64_t refused_by_user_quota() const { return refused_by_user_quota_; }
   absl::StatusOr<Run> GetRun(const std::string& run_id);
   absl::StatusOr<ListRunsResponse> ListRuns(const ListRunsRequest& request);
   absl::StatusOr<Run> CancelRun(const std::string& run_id);
@@ -92,6 +100,7 @@ class CoordinatorCore {
   explicit CoordinatorCore(const CoordinatorOptions& options,
                            std::unique_ptr<RunStore> store);
   absl::Status Recover();
+  std::atomic<int64_t> refused_by_user_quota_{0};
   // What a worker must send back (RegisterWorkerResponse.worker_key), and
   // what a run's workers show its learners (Assignment.run_key).
   std::string WorkerKey(const std::string& worker_id) const;

@@ -475,5 +475,29 @@ TEST_F(CoordinatorCoreTest, OneWorkerCannotActForAnother) {
             learner.assignment_id());
 }
 
+TEST_F(CoordinatorCoreTest, QueuedRunsPerUserAreLimited) {
+  options_.max_queued_runs_per_user = 2;
+  core_.reset();
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse first,
+                       core_->SubmitRun(Request("a1"), "alice"));
+  EXPECT_EQ(first.run().owner(), "alice");
+  ASSERT_OK(core_->SubmitRun(Request("a2"), "alice").status());
+  EXPECT_THAT(core_->SubmitRun(Request("a3"), "alice"),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("alice already has 2 runs waiting")));
+  EXPECT_EQ(core_->refused_by_user_quota(), 1);
+  // A resubmit of an accepted run is not a new run: it is answered.
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse again,
+                       core_->SubmitRun(Request("a1"), "alice"));
+  EXPECT_FALSE(again.created());
+  // Others are not held back by alice; nothing of the refusal was stored.
+  ASSERT_OK(core_->SubmitRun(Request("b1"), "bob").status());
+  EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 3);
+  // Once one of alice's runs ends, she may submit again.
+  ASSERT_OK(core_->CancelRun(first.run().run_id()).status());
+  EXPECT_OK(core_->SubmitRun(Request("a3"), "alice").status());
+}
+
 }  // namespace
 }  // namespace rl

@@ -129,6 +129,7 @@ class CoordinatorProcess::Impl {
     core.lease_ttl = options_.lease_ttl;
     core.unplaceable_timeout = options_.unplaceable_timeout;
     core.max_worker_failures = options_.max_worker_failures;
+    core.max_queued_runs_per_user = options_.max_queued_runs_per_user;
     core.worker_failure_window = options_.worker_failure_window;
     core.footprint_limits.max_message_bytes =
         static_cast<double>(options_.max_message_mb) * (1 << 20);
@@ -176,9 +177,14 @@ class CoordinatorProcess::Impl {
         });
     telemetry_->registry()->AddCallback(
         "coordinator_refused_total",
-        "Requests refused by a limit (--max_watchers).", "counter", [runs]() {
-          return MetricSamples{{{{"reason", "watchers"}},
-                                static_cast<double>(runs->refused_watchers())}};
+        "Requests refused by a limit (--max_watchers, "
+        "--max_queued_runs_per_user).",
+        "counter", [runs, core = core_.get()]() {
+          return MetricSamples{
+              {{{"reason", "watchers"}},
+               static_cast<double>(runs->refused_watchers())},
+              {{{"reason", "user_queue"}},
+               static_cast<double>(core->refused_by_user_quota())}};
         });
     if (embedded_ != nullptr) embedded_->Start();
     return absl::OkStatus();

@@ -30,6 +30,8 @@ struct CoordinatorProcessOptions {
   // Admission and crash loops (coordinator_core.h's CoordinatorOptions).
   absl::Duration unplaceable_timeout = absl::Minutes(10);
   int max_worker_failures = 10;
+  // Runs one user may have waiting to start (0: no limit).
+  int max_queued_runs_per_user = 256;
   absl::Duration worker_failure_window = absl::Minutes(10);
   // Largest segment or policy a run may need on the wire; the learners'
   // --max_message_mb must be at least this.

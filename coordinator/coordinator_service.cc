@@ -10,6 +10,20 @@
 namespace rl {
 namespace {
 
+// The caller's identity (common/security.h sets it from the bearer token);
+// "anonymous" where no tokens are asked for.
+std::string CallerName(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr) {
+    const std::vector<grpc::string_ref> names = auth->GetPeerIdentity();
+    if (!names.empty() &&
+        auth->GetPeerIdentityPropertyName() == "rl_identity") {
+      return std::string(names[0].data(), names[0].size());
+    }
+  }
+  return "anonymous";
+}
+
 bool IsFinal(RunState state) {
   return state == SUCCEEDED || state == FAILED || state == CANCELLED;
 }
@@ -118,7 +132,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
-  return ReplyUnary(context, core_->SubmitRun(*request), response);
+  return ReplyUnary(context, core_->SubmitRun(*request, CallerName(*context)),
+                    response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(

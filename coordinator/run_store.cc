@@ -100,7 +100,8 @@ bool RunStore::TransitionAllowed(RunState from, RunState to) {
 
 absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
                                         const std::string& idempotency_key,
-                                        bool* created) {
+                                        bool* created, const std::string& owner,
+                                        int max_queued_per_owner) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
   auto rollback = [&](absl::Status status) {
@@ -116,6 +117,26 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
       RETURN_IF_ERROR(Exec("COMMIT;"));
       *created = false;
       return run;
+    }
+  }
+  if (max_queued_per_owner > 0) {
+    // Owners are inside the stored protos; queued runs are few enough to
+    // read them in the same transaction as the insert.
+    Statement queued(db_, "SELECT run FROM runs WHERE state IN (?, ?);");
+    RETURN_IF_ERROR(queued.status());
+    queued.Bind(1, static_cast<int64_t>(QUEUED));
+    queued.Bind(2, static_cast<int64_t>(PLACING));
+    int count = 0;
+    while (queued.Step() == SQLITE_ROW) {
+      absl::StatusOr<Run> run = ParseRun(queued.Blob(0));
+      if (run.ok() && run->owner() == owner) ++count;
+    }
+    if (count >= max_queued_per_owner) {
+      return rollback(absl::ResourceExhaustedError(absl::StrCat(
+          owner, " already has ", count, " runs waiting to start, at most ",
+          max_queued_per_owner,
+          " (--max_queued_runs_per_user): cancel some or wait for them to "
+          "start")));
     }
   }
   Statement insert(db_,
@@ -136,6 +157,7 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
   run.set_run_id(absl::StrFormat("run-%06d", seq));
   *run.mutable_spec() = spec;
   run.set_state(QUEUED);
+  run.set_owner(owner);
   run.set_generation(1);
   const absl::Time now = absl::Now();
   SetTime(run.mutable_create_time(), now);

@@ -51,11 +51,14 @@ class RunStore {
                                                         int64_t max_bytes = 0);
   ~RunStore();
 
-  // Stores a new QUEUED run, or, when `idempotency_key` is non-empty and
-  // already used, returns the run it created (`*created` false).
+  // Stores a new QUEUED run of `owner`, or, when `idempotency_key` is
+  // non-empty and already used, returns the run it created (`*created`
+  // false). With `max_queued_per_owner` > 0, RESOURCE_EXHAUSTED (nothing
+  // stored) when `owner` already has that many runs QUEUED or PLACING.
   absl::StatusOr<Run> SubmitRun(const RunSpec& spec,
                                 const std::string& idempotency_key,
-                                bool* created);
+                                bool* created, const std::string& owner = "",
+                                int max_queued_per_owner = 0);
 
   // NOT_FOUND for an unknown id.
   absl::StatusOr<Run> GetRun(const std::string& run_id);

@@ -49,6 +49,7 @@ class ClientTest(unittest.TestCase):
         client = Client(self.address)
         run, created = client.submit("examples/cartpole.yaml", idempotency_key="py-1")
         self.assertTrue(created)
+        self.assertEqual(run.owner, "local-user")  # the name of rlctl's token
         again, created = client.submit("examples/cartpole.yaml", idempotency_key="py-1")
         self.assertFalse(created)
         self.assertEqual(again.run_id, run.run_id)
@@ -57,6 +58,10 @@ class ClientTest(unittest.TestCase):
         self.assertGreaterEqual(done.progress.mean_return, 475)
         self.assertIn(run.run_id, [r.run_id for r in client.list(states=["SUCCEEDED"])])
         self.assertEqual(rlctl.main(["--coordinator", self.address, "get", run.run_id]), 0)
+
+    def test_user_text_is_shown_as_text(self):
+        self.assertEqual(rlctl.text("a\x1b[2Jb\rc\u202e"), "a\\x1b[2Jb\\rc\\u202e")
+        self.assertEqual(rlctl.text("plain name-1"), "plain name-1")
 
     def test_doors_are_locked(self):
         # The embedded default made its tokens, readable by their owner only.

@@ -59,11 +59,19 @@ def progress_line(run):
             f"{'-' if ret is None else f'{ret:.1f}'} | v{p.policy_version} | ETA {fmt_duration(eta)}")
 
 
+def text(value):
+    """`value` as plain text for a terminal: control characters (escape
+    sequences, carriage returns) that a user or a remote error put there are
+    shown escaped, never obeyed."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+
+
 def print_run(run):
-    print(f"{run.run_id}  {state_name(run.state):9s}  {run.spec.name or '-':20s}  "
-          f"{run.spec.env.id:24s}  steps {run.progress.env_steps}"
-          + (f"  reason: {run.failure_reason}" if run.failure_reason else "")
-          + (f"  waiting: {run.waiting_reason}" if run.waiting_reason else ""))
+    print(f"{run.run_id}  {state_name(run.state):9s}  {text(run.spec.name or '-'):20s}  "
+          f"{text(run.spec.env.id):24s}  steps {run.progress.env_steps}"
+          + (f"  owner: {text(run.owner)}" if run.owner else "")
+          + (f"  reason: {text(run.failure_reason)}" if run.failure_reason else "")
+          + (f"  waiting: {text(run.waiting_reason)}" if run.waiting_reason else ""))
 
 
 def role_name(worker):
@@ -122,7 +130,7 @@ def watch(client, run_id, retry_for):
     ret = mean_return(run)
     print(f"{run.run_id} {state} after {run.progress.env_steps} steps"
           + (f", mean return {ret:.1f}" if ret is not None else "")
-          + (f": {run.failure_reason}" if run.failure_reason else ""))
+          + (f": {text(run.failure_reason)}" if run.failure_reason else ""))
     return 0 if state == "SUCCEEDED" else 1
 
 
@@ -503,7 +511,7 @@ def main(argv=None):
         if args.command == "top":
             return top(client, tclient, args.interval, args.once)
     except ClientError as e:
-        print(f"rlctl: error: {e}", file=sys.stderr)
+        print(f"rlctl: error: {text(e)}", file=sys.stderr)
         if e.code is None or e.code == grpc.StatusCode.INVALID_ARGUMENT:
             return 2
         if e.code == grpc.StatusCode.NOT_FOUND:
