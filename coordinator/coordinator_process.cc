@@ -134,8 +134,8 @@ class CoordinatorProcess::Impl {
     core.footprint_limits.max_message_bytes =
         static_cast<double>(options_.max_message_mb) * (1 << 20);
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
-    runs_ =
-        std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers);
+    runs_ = std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers,
+                                             options_.max_watchers_per_user);
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
     LocalDoors doors;
     if (!options_.embedded.local_workers.empty()) {
@@ -183,6 +183,8 @@ class CoordinatorProcess::Impl {
           return MetricSamples{
               {{{"reason", "watchers"}},
                static_cast<double>(runs->refused_watchers())},
+              {{{"reason", "user_watchers"}},
+               static_cast<double>(runs->refused_user_watchers())},
               {{{"reason", "user_queue"}},
                static_cast<double>(core->refused_by_user_quota())}};
         });

@@ -26,7 +26,8 @@ struct CoordinatorProcessOptions {
   std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
   absl::Duration lease_ttl = absl::Seconds(10);
   int max_request_kb = 1024;
-  int max_watchers = 1024;  // concurrent WatchRun streams
+  int max_watchers = 1024;         // concurrent WatchRun streams
+  int max_watchers_per_user = 64;  // ... of one caller (0: no limit)
   // Admission and crash loops (coordinator_core.h's CoordinatorOptions).
   absl::Duration unplaceable_timeout = absl::Minutes(10);
   int max_worker_failures = 10;

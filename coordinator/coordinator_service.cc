@@ -34,9 +34,23 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   // at once with RESOURCE_EXHAUSTED.
   WatchReactor(CoordinatorCore* core, const std::string& run_id,
                std::atomic<int>* watchers, int max_watchers,
-               std::atomic<int64_t>* refused)
-      : core_(core), run_id_(run_id), watchers_(watchers) {
-    if (watchers_->fetch_add(1) >= max_watchers) {
+               std::atomic<int64_t>* refused, StreamSlots* user_slots,
+               const std::string& user)
+      : core_(core), run_id_(run_id), watchers_(watchers), user_(user) {
+    if (watchers_->fetch_add(1) < max_watchers) {
+      if (user_slots->Take(user)) {
+        user_slots_ = user_slots;
+      } else {
+        absl::MutexLock lock(&mu_);
+        FinishLocked(grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            absl::StrCat(user, " has ", user_slots->max(),
+                         " run watchers open, at most ", user_slots->max(),
+                         " (--max_watchers_per_user); retry once one has "
+                         "ended")));
+        return;
+      }
+    } else {
       refused->fetch_add(1);
       absl::MutexLock lock(&mu_);
       FinishLocked(grpc::Status(
@@ -87,6 +101,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   void OnDone() override {
     if (watch_id_ != 0) core_->Unwatch(watch_id_);
     watchers_->fetch_sub(1);
+    if (user_slots_ != nullptr) user_slots_->Release(user_);
     delete this;
   }
 
@@ -117,6 +132,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   CoordinatorCore* core_;
   const std::string run_id_;
   std::atomic<int>* const watchers_;
+  const std::string user_;
+  StreamSlots* user_slots_ = nullptr;  // set once a slot is taken
   int64_t watch_id_ = 0;
   absl::Mutex mu_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
@@ -155,9 +172,28 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
 }
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
-    grpc::CallbackServerContext*, const WatchRunRequest* request) {
+    grpc::CallbackServerContext* context, const WatchRunRequest* request) {
   return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_,
-                          &refused_watchers_);
+                          &refused_watchers_, &user_watchers_,
+                          CallerName(*context));
+}
+
+bool StreamSlots::Take(const std::string& caller) {
+  absl::MutexLock lock(&mu_);
+  int& open = open_[caller];
+  if (max_ > 0 && open >= max_) {
+    if (open == 0) open_.erase(caller);
+    refused_.fetch_add(1);
+    return false;
+  }
+  ++open;
+  return true;
+}
+
+void StreamSlots::Release(const std::string& caller) {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(caller);
+  if (it != open_.end() && --it->second <= 0) open_.erase(it);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(

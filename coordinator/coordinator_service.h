@@ -7,18 +7,43 @@
 #define RL_COORDINATOR_COORDINATOR_SERVICE_H_
 
 #include <atomic>
+#include <map>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_core.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace rl {
 
+// Open streams per caller identity, under a per-identity limit.
+class StreamSlots {
+ public:
+  explicit StreamSlots(int max_per_caller) : max_(max_per_caller) {}
+  // False (and counted) when `caller` already holds max_per_caller.
+  bool Take(const std::string& caller) ABSL_LOCKS_EXCLUDED(mu_);
+  void Release(const std::string& caller) ABSL_LOCKS_EXCLUDED(mu_);
+  int max() const { return max_; }
+  int64_t refused() const { return refused_.load(); }
+
+ private:
+  const int max_;
+  std::atomic<int64_t> refused_{0};
+  absl::Mutex mu_;
+  std::map<std::string, int> open_ ABSL_GUARDED_BY(mu_);
+};
+
 class RunServiceImpl final : public RunService::CallbackService {
  public:
-  // At most `max_watchers` WatchRun streams at once; more are refused with
+  // At most `max_watchers` WatchRun streams at once, and
+  // `max_watchers_per_user` of one caller; more are refused with
   // RESOURCE_EXHAUSTED naming the limit.
-  explicit RunServiceImpl(CoordinatorCore* core, int max_watchers = 1024)
-      : core_(core), max_watchers_(max_watchers) {}
+  explicit RunServiceImpl(CoordinatorCore* core, int max_watchers = 1024,
+                          int max_watchers_per_user = 64)
+      : core_(core),
+        max_watchers_(max_watchers),
+        user_watchers_(max_watchers_per_user) {}
 
   grpc::ServerUnaryReactor* SubmitRun(grpc::CallbackServerContext* context,
                                       const SubmitRunRequest* request,
@@ -42,12 +67,15 @@ class RunServiceImpl final : public RunService::CallbackService {
   int watchers() const { return watchers_.load(); }
   // WatchRun streams refused by the limit so far.
   int64_t refused_watchers() const { return refused_watchers_.load(); }
+  // ... by the per-user limit.
+  int64_t refused_user_watchers() const { return user_watchers_.refused(); }
 
  private:
   CoordinatorCore* core_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
   std::atomic<int64_t> refused_watchers_{0};
+  StreamSlots user_watchers_;
 };
 
 class WorkerServiceImpl final : public WorkerService::CallbackService {

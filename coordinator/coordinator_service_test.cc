@@ -161,5 +161,18 @@ TEST_F(CoordinatorServiceTest,
                       absl::Milliseconds(10)));
 }
 
+TEST(StreamSlotsTest, EachCallerHasItsOwnLimit) {
+  StreamSlots slots(2);
+  EXPECT_TRUE(slots.Take("alice"));
+  EXPECT_TRUE(slots.Take("alice"));
+  EXPECT_FALSE(slots.Take("alice"));
+  EXPECT_TRUE(slots.Take("bob"));  // alice's streams do not count for bob
+  EXPECT_EQ(slots.refused(), 1);
+  slots.Release("alice");
+  EXPECT_TRUE(slots.Take("alice"));
+  StreamSlots unlimited(0);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(unlimited.Take("alice"));
+}
+
 }  // namespace
 }  // namespace rl

@@ -26,6 +26,9 @@ ABSL_FLAG(int, max_request_kb, 1024, "Largest request accepted, in KiB.");
 ABSL_FLAG(
     int, max_watchers, 1024,
     "Concurrent WatchRun streams; more are refused (RESOURCE_EXHAUSTED).");
+ABSL_FLAG(int, max_watchers_per_user, 64,
+          "Concurrent WatchRun streams of one user (token name); more are "
+          "refused (RESOURCE_EXHAUSTED). 0: no limit.");
 ABSL_FLAG(int64_t, max_store_mb, 0,
           "Cap of the SQLite state file in MiB (0: none); beyond it submits "
           "fail with RESOURCE_EXHAUSTED, as on a full disk.");
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
   options.lease_ttl = absl::Seconds(absl::GetFlag(FLAGS_lease_ttl_s));
   options.max_request_kb = absl::GetFlag(FLAGS_max_request_kb);
   options.max_watchers = absl::GetFlag(FLAGS_max_watchers);
+  options.max_watchers_per_user = absl::GetFlag(FLAGS_max_watchers_per_user);
   options.unplaceable_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_unplaceable_timeout_s));
   options.max_worker_failures = absl::GetFlag(FLAGS_max_worker_failures);
