@@ -36,6 +36,9 @@ ABSL_FLAG(double, retention_days, 0,
 ABSL_FLAG(int64_t, max_points_per_series, 0,
           "Keep at most this many points per series (oldest go); 0: all.");
 ABSL_FLAG(int, max_series_per_run, 10000, "Series per run, at most.");
+ABSL_FLAG(int, max_series_per_source, 20000,
+          "New series one source (process) may create, at most; more are "
+          "refused and counted. 0: no limit.");
 // Limits on what clients can make the server hold; the defaults are the
 // options' own.
 ABSL_FLAG(int, max_runs, rl::MetricStoreOptions().max_runs,
@@ -83,6 +86,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_points_per_series);
   options.core.store.max_series_per_run =
       absl::GetFlag(FLAGS_max_series_per_run);
+  options.core.store.max_series_per_source =
+      absl::GetFlag(FLAGS_max_series_per_source);
   options.core.store.max_runs = absl::GetFlag(FLAGS_max_runs);
   options.core.max_ingest_batches = absl::GetFlag(FLAGS_max_ingest_batches);
   options.core.max_ingest_bytes = absl::GetFlag(FLAGS_max_ingest_bytes);

@@ -450,6 +450,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
   absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
   absl::flat_hash_map<std::string, int64_t> created_per_run;
+  absl::flat_hash_map<std::string, int64_t> created_per_source;
 
   auto find_series = [&](const std::string& key) -> SeriesEntry* {
     auto it = created_by_key.find(key);
@@ -535,6 +536,19 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    if (!fresh.empty() && options_.max_series_per_source > 0) {
+      const int64_t by_source = series_by_source_[b.source()] +
+                                created_per_source[b.source()] +
+                                static_cast<int64_t>(fresh.size());
+      if (by_source > options_.max_series_per_source) {
+        (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
+            "batch ", b.sequence_number(), ": source ", b.source(),
+            " would have created ", by_source, " series, at most ",
+            options_.max_series_per_source, " (max_series_per_source)"));
+        refused_series_per_source_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
     if (!fresh.empty() && run_series_count(b.run_id()) == 0 &&
         run_count() >= options_.max_runs) {
       (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
@@ -560,6 +574,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       e->labels = std::move(r.labels);
       created_by_key[r.key] = e.get();
       ++created_per_run[b.run_id()];
+      ++created_per_source[b.source()];
       created.push_back(std::move(e));
     }
     auto add = [&](SeriesEntry* e, const PointRecord& r) {
@@ -767,6 +782,9 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   if (absl::Status s = ExecSql(writer_, "COMMIT;"); !s.ok()) return fail(s);
 
   // Durable: publish to the catalog.
+  for (const auto& [source, n] : created_per_source) {
+    series_by_source_[source] += n;
+  }
   for (auto& [key, state] : stream_updates) {
     if (streams_stored.contains(key)) c.streams[key] = std::move(state);
   }
@@ -1051,6 +1069,8 @@ MetricStoreStats MetricStore::stats() const {
   s.refused_series_per_run =
       refused_series_per_run_.load(std::memory_order_relaxed);
   s.refused_runs = refused_runs_.load(std::memory_order_relaxed);
+  s.refused_series_per_source =
+      refused_series_per_source_.load(std::memory_order_relaxed);
   return s;
 }
 

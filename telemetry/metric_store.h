@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -58,6 +59,10 @@ struct MetricStoreOptions {
   // New series beyond this per run are refused (FAILED_PRECONDITION: a
   // resend is refused again, so emitters drop the batch).
   int max_series_per_run = 10000;
+  // New series one source (MetricBatch.source: a process) may create since
+  // this store was opened; beyond it its batches with new series are
+  // refused (FAILED_PRECONDITION) and counted. 0: no limit.
+  int max_series_per_source = 20000;
   // New runs beyond this many are refused (FAILED_PRECONDITION); runs that
   // retention or DeleteRun deletes make room.
   int max_runs = 10000;
@@ -69,6 +74,7 @@ struct MetricStoreOptions {
 struct MetricStoreStats {
   int64_t refused_series_per_run = 0;
   int64_t refused_runs = 0;
+  int64_t refused_series_per_source = 0;
 };
 
 struct RunSummary {
@@ -123,6 +129,10 @@ class MetricStore {
   // Atomic, so reading them never waits for a transaction.
   std::atomic<int64_t> refused_series_per_run_{0};
   std::atomic<int64_t> refused_runs_{0};
+  std::atomic<int64_t> refused_series_per_source_{0};
+  // New series per source since Open (committed ones).
+  absl::flat_hash_map<std::string, int64_t> series_by_source_
+      ABSL_GUARDED_BY(write_mu_);
   absl::Mutex read_mu_;  // the reader connection
   sqlite3* reader_;
   std::unique_ptr<Catalog> catalog_;  // guarded by its own mutex

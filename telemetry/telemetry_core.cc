@@ -245,6 +245,7 @@ void TelemetryCore::Impl::WriterLoop() {
       }
       const MetricStoreStats store_stats = store->stats();
       stats.refused_series_per_run = store_stats.refused_series_per_run;
+      stats.refused_series_per_source = store_stats.refused_series_per_source;
       stats.refused_runs = store_stats.refused_runs;
     }
     for (size_t i = 0; i < group.size(); ++i) group[i].done(results[i]);

@@ -68,11 +68,12 @@ struct TelemetryCoreStats {
   int64_t in_flight_batches = 0;
   int64_t in_flight_bytes = 0;
   // Refusals, by the limit that refused.
-  int64_t refused_ingest_budget = 0;   // max_ingest_batches / _bytes
-  int64_t refused_watchers = 0;        // max_watchers
-  int64_t refused_watch_backlog = 0;   // a watcher's on_point said stop
-  int64_t refused_series_per_run = 0;  // store.max_series_per_run
-  int64_t refused_runs = 0;            // store.max_runs
+  int64_t refused_ingest_budget = 0;      // max_ingest_batches / _bytes
+  int64_t refused_watchers = 0;           // max_watchers
+  int64_t refused_watch_backlog = 0;      // a watcher's on_point said stop
+  int64_t refused_series_per_run = 0;     // store.max_series_per_run
+  int64_t refused_series_per_source = 0;  // store.max_series_per_source
+  int64_t refused_runs = 0;               // store.max_runs
 };
 
 class TelemetryCore {

@@ -262,6 +262,27 @@ TEST(TelemetryCoreTest, RunAndSeriesLimitsAreCountedRefusals) {
   EXPECT_EQ(stats.refused_batches, 2);
 }
 
+// One source may create only so many series (across runs); others are not
+// held back by it, and a refused batch stores none of its points.
+TEST(TelemetryCoreTest, SeriesPerSourceAreLimited) {
+  TelemetryCoreOptions options;
+  options.store_path = MakeTestDir() + "/telemetry.db";
+  options.store.max_series_per_source = 2;
+  ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+  ASSERT_OK(Store(core.get(), Batch("run-a", "noisy", 1, 1)));
+  auto second = Batch("run-b", "noisy", 2, 1);
+  ASSERT_OK(Store(core.get(), second));
+  auto third = Batch("run-c", "noisy", 3, 1);
+  EXPECT_THAT(Store(core.get(), third),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("source noisy would have created 3 series, "
+                                 "at most 2 (max_series_per_source)")));
+  // Points of series it already has are still taken.
+  ASSERT_OK(Store(core.get(), Batch("run-a", "noisy", 4, 1)));
+  ASSERT_OK(Store(core.get(), Batch("run-c", "quiet", 1, 1)));
+  EXPECT_EQ(core->stats().refused_series_per_source, 1);
+}
+
 // A group whose write fails (UNAVAILABLE: the emitter resends), then a
 // later batch of the same stream stored: the resent batch is stored, not
 // taken for a duplicate and lost.

@@ -125,6 +125,7 @@ void RegisterCoreMetrics(TelemetryCore* core,
               {"watchers", s.refused_watchers},
               {"watch_backlog", s.refused_watch_backlog},
               {"series_per_run", s.refused_series_per_run},
+              {"series_per_source", s.refused_series_per_source},
               {"runs", s.refused_runs}}) {
           samples.push_back({{{"reason", reason}}, static_cast<double>(value)});
         }
