@@ -32,6 +32,7 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
 COORD_PID=$!
 for _ in $(seq 100); do [[ -s "$DIR/port" ]] && break; sleep 0.1; done
 ADDR="127.0.0.1:$(cat "$DIR/port")"
+export RL_TOKEN_FILE="$DIR/runs/auth/user.token"  # made by the coordinator
 cat >"$DIR/run.yaml" <<'YAML'
 name: gang-restart-bench
 env: {id: CartPole-v1}

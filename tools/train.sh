@@ -35,6 +35,8 @@ if [[ ! -s "$STATE/port" || ! -s "$STATE/telemetry_port" ]]; then
 fi
 export RL_COORDINATOR="127.0.0.1:$(cat "$STATE/port")"
 export RL_TELEMETRY="127.0.0.1:$(cat "$STATE/telemetry_port")"
+# The embedded coordinator made its tokens there (0600); rlctl sends the user's.
+export RL_TOKEN_FILE="$STATE/auth/user.token"
 echo "embedded system up: coordinator $RL_COORDINATOR, telemetry $RL_TELEMETRY (state and logs in $STATE)"
 echo "web page: http://127.0.0.1:$(cat "$STATE/web_port")/   TensorBoard event files: $STATE/tensorboard"
 status=0
