@@ -374,7 +374,7 @@ std::vector<std::shared_ptr<grpc::Channel>> Connections(
     grpc::ChannelArguments args = MakeChannelArguments(ChannelOptions{});
     args.SetInt("rl.bounds_bench.connection", i);
     channels.push_back(grpc::CreateCustomChannel(
-        target, grpc::InsecureChannelCredentials(), args));
+        target, Security::ProcessDefault()->ChannelCredentials(target), args));
   }
   return channels;
 }
