@@ -25,6 +25,7 @@
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
+#include "runspec/run_footprint.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -198,6 +199,14 @@ class LearnerCore::Impl {
       actor_stream_.erase(a);
     }
     status_.set_connected_actors(ConnectedActors());
+  }
+
+  // Counts a segment refused before it became one (unparseable, oversized)
+  // with the others refused.
+  absl::Status RejectSegment(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    status_.set_segments_rejected(status_.segments_rejected() + 1);
+    return status;
   }
 
   absl::Status SubmitSegment(int64_t stream_id,
@@ -841,6 +850,10 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
   core->run_id_ = options.run_id;
+  // Twice the estimate and a MiB of headroom: a segment larger than that
+  // was not made for this run, and is refused before it is parsed.
+  core->max_segment_bytes_ = static_cast<int64_t>(std::min(
+      2 * EstimateRunFootprint(options.spec).segment_bytes + (1 << 20), 9e18));
   return core;
 }
 
@@ -855,6 +868,10 @@ int64_t LearnerCore::OpenStream(int actor_id, AckCallback on_ack) {
 void LearnerCore::CloseStream(int64_t stream_id) {
   impl_->CloseStream(stream_id);
 }
+absl::Status LearnerCore::RejectSegment(absl::Status status) {
+  return impl_->RejectSegment(std::move(status));
+}
+
 absl::Status LearnerCore::SubmitSegment(
     int64_t stream_id, std::unique_ptr<RolloutSegment> segment) {
   return impl_->SubmitSegment(stream_id, std::move(segment));

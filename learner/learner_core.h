@@ -158,6 +158,12 @@ class LearnerCore {
   LearnerFaultCounts fault_counts() const;
   // The run this core trains.
   const std::string& run_id() const { return run_id_; }
+  // The largest rollout segment, in bytes on the wire, that this run's
+  // actors can send (sized from the run; with room to spare).
+  int64_t max_segment_bytes() const { return max_segment_bytes_; }
+  // Counts `status` (a segment refused before it could be parsed or
+  // submitted) in segments_rejected; returns it.
+  absl::Status RejectSegment(absl::Status status);
   // Segments an actor may have in flight beyond its last ack.
   int credits() const { return credits_; }
 
@@ -173,6 +179,7 @@ class LearnerCore {
   explicit LearnerCore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
   int credits_;
+  int64_t max_segment_bytes_ = 0;
   std::string run_id_;
 };
 

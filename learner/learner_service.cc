@@ -40,11 +40,24 @@ class RolloutStreamReactor final
       FinishOnce(grpc::Status::OK);
       return;
     }
+    const int64_t bytes = static_cast<int64_t>(incoming_.Length());
+    if (bytes > core_->max_segment_bytes()) {
+      incoming_.Clear();
+      FinishOnce(ToGrpcStatus(
+          core_->RejectSegment(absl::ResourceExhaustedError(absl::StrCat(
+              "segment: ", bytes,
+              " bytes, more than a segment of this run "
+              "can be (",
+              core_->max_segment_bytes(),
+              " bytes: envs_per_actor x segment_length x the env's sizes, "
+              "twice over)")))));
+      return;
+    }
     auto segment = std::make_unique<RolloutSegment>();
     absl::Status status = ParseByteBuffer(&incoming_, segment.get(), "segment");
     incoming_.Clear();
     if (!status.ok()) {
-      FinishOnce(ToGrpcStatus(status));
+      FinishOnce(ToGrpcStatus(core_->RejectSegment(status)));
       return;
     }
     if (stream_id_ == 0) {

@@ -211,6 +211,30 @@ TEST_F(LearnerServiceTest, UnparseableSegmentEndsOnlyItsStream) {
   }
   EXPECT_TRUE(good->Finish().ok());
   EXPECT_EQ(Status().segments_received(), 1);
+  EXPECT_EQ(Status().segments_rejected(), 1);  // counted like other refusals
+}
+
+// A segment far larger than this run's segments can be is refused before
+// it is parsed, counted, and ends only its own stream.
+TEST_F(LearnerServiceTest, OversizedSegmentIsRefusedBeforeParsing) {
+  Start(SmallRunSpec("resources: {num_actors: 1}"));
+  const int64_t limit = core_->max_segment_bytes();
+  EXPECT_GT(limit, Segment(0, 1, 1).ByteSizeLong());
+  EXPECT_LT(limit, 8 << 20);  // sized from the run, not the 256 MiB server
+  RolloutSegment huge = Segment(0, 1, 1);
+  huge.mutable_observations()->mutable_data()->append(limit, '\0');
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  auto stream = stub_->StreamRollouts(context.get());
+  stream->Write(huge);
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("more than a segment of this run can be"));
+  EXPECT_EQ(Status().segments_rejected(), 1);
+  EXPECT_EQ(Status().segments_received(), 0);
 }
 
 // Segments written without copying their tensor bytes (as the actor does)
