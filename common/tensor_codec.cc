@@ -95,18 +95,29 @@ absl::Status EncodeTensor(const at::Tensor& tensor, Tensor* out) {
 absl::StatusOr<at::Tensor> DecodeTensor(const Tensor& proto,
                                         absl::string_view field) {
   RETURN_IF_ERROR(ValidateTensorLayout(proto, field).status());
-  at::Tensor result = torch::empty(ShapeOf(proto), ToTorchDType(proto.dtype()));
-  if (!proto.data().empty()) {
-    std::memcpy(result.data_ptr(), proto.data().data(), proto.data().size());
+  try {
+    at::Tensor result =
+        torch::empty(ShapeOf(proto), ToTorchDType(proto.dtype()));
+    if (!proto.data().empty()) {
+      std::memcpy(result.data_ptr(), proto.data().data(), proto.data().size());
+    }
+    return result;
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", e.what_without_backtrace()));
   }
-  return result;
 }
 
 absl::StatusOr<at::Tensor> DecodeTensorView(const Tensor& proto,
                                             absl::string_view field) {
   RETURN_IF_ERROR(ValidateTensorLayout(proto, field).status());
-  return torch::from_blob(const_cast<char*>(proto.data().data()),
-                          ShapeOf(proto), ToTorchDType(proto.dtype()));
+  try {
+    return torch::from_blob(const_cast<char*>(proto.data().data()),
+                            ShapeOf(proto), ToTorchDType(proto.dtype()));
+  } catch (const c10::Error& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", e.what_without_backtrace()));
+  }
 }
 
 }  // namespace rl

@@ -146,6 +146,26 @@ TEST(TensorCodecTest, BadPayloadsAreRejectedNamingTheProblem) {
   byte_overflow.clear_shape();
   byte_overflow.add_shape(int64_t{1} << 62);
   ExpectRejected(byte_overflow, "overflows");
+
+  // Empty, but the other dims' product (LibTorch's strides) overflows.
+  Tensor empty_overflow = Valid();
+  empty_overflow.clear_shape();
+  empty_overflow.add_shape(0);
+  empty_overflow.add_shape(int64_t{1} << 40);
+  empty_overflow.add_shape(int64_t{1} << 40);
+  empty_overflow.clear_data();
+  ExpectRejected(empty_overflow, "overflows");
+
+  // Bools are one byte, 0 or 1; anything else is no C++ bool.
+  Tensor bools;
+  bools.set_dtype(DTYPE_BOOL);
+  bools.add_shape(3);
+  bools.set_data(std::string("\0\1\x81", 3));
+  ExpectRejected(bools,
+                 "segment.rewards.data: DTYPE_BOOL element 2 is 129 (must be "
+                 "0 or 1)");
+  bools.set_data(std::string("\0\1\1", 3));
+  ASSERT_OK(DecodeTensor(bools));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "common/tensor_layout.h"
 
+#include <cstddef>
 #include <limits>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -42,26 +44,48 @@ absl::StatusOr<int64_t> ValidateTensorLayout(const Tensor& tensor,
                      static_cast<int>(tensor.dtype()), ")"));
   }
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-  int64_t numel = 1;
+  // The product of the non-zero dims (in bytes) must fit too, even when a
+  // zero dim makes the tensor empty: LibTorch computes the strides from it
+  // and throws on overflow (found by //fuzz:tensor_codec_fuzzer).
+  int64_t extent = 1;
+  bool empty = false;
   for (int i = 0; i < tensor.shape_size(); ++i) {
     const int64_t dim = tensor.shape(i);
     if (dim < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".shape[", i, "]: must be >= 0 (got ", dim, ")"));
     }
-    if (dim != 0 && numel > kMax / element_size / dim) {
+    if (dim == 0) {
+      empty = true;
+      continue;
+    }
+    if (extent > kMax / element_size / dim) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".shape: [", absl::StrJoin(tensor.shape(), ", "),
                        "] overflows 64-bit element count"));
     }
-    numel *= dim;
+    extent *= dim;
   }
+  const int64_t numel = empty ? 0 : extent;
   const int64_t expected = numel * element_size;
   if (static_cast<int64_t>(tensor.data().size()) != expected) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ".data: has ", tensor.data().size(), " bytes, expected ",
         expected, " for shape [", absl::StrJoin(tensor.shape(), ", "), "] of ",
         DType_Name(tensor.dtype())));
+  }
+  if (tensor.dtype() == DTYPE_BOOL) {
+    // Any other byte is not a C++ bool: LibTorch's kernels would read it
+    // as undefined behaviour (found by //fuzz:tensor_codec_fuzzer).
+    const std::string& data = tensor.data();
+    for (size_t i = 0; i < data.size(); ++i) {
+      const auto byte = static_cast<unsigned char>(data[i]);
+      if (byte > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".data: DTYPE_BOOL element ", i, " is ",
+                         static_cast<int>(byte), " (must be 0 or 1)"));
+      }
+    }
   }
   return numel;
 }

@@ -64,6 +64,16 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
   s.mutable_observations()->mutable_data()->pop_back();
   EXPECT_THAT(Error(s), HasSubstr("segment.observations.data"));
 
+  // Empty, with strides that overflow: LibTorch threw (uncaught) on it.
+  s = Valid();
+  s.mutable_observations()->clear_shape();
+  s.mutable_observations()->add_shape(0);
+  s.mutable_observations()->add_shape(int64_t{1} << 40);
+  s.mutable_observations()->add_shape(int64_t{1} << 40);
+  s.mutable_observations()->clear_data();
+  EXPECT_THAT(Error(s), HasSubstr("segment.observations.shape: [0, "
+                                  "1099511627776, 1099511627776] overflows"));
+
   s = Valid();
   s.mutable_values()->set_dtype(DTYPE_INT32);  // same size, wrong type
   EXPECT_THAT(Error(s),
@@ -81,7 +91,8 @@ TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
 
   s = Valid();
   (*s.mutable_truncated()->mutable_data())[0] = 5;
-  EXPECT_THAT(Error(s), HasSubstr("segment.truncated: bytes must be 0 or 1"));
+  EXPECT_THAT(Error(s), HasSubstr("segment.truncated.data: DTYPE_BOOL element "
+                                  "0 is 5 (must be 0 or 1)"));
 
   s = Valid();
   s.add_episode_returns(1.0f);

@@ -8,6 +8,12 @@ RL_COPTS = [
     "-Wno-missing-field-initializers",
 ]
 
+# GCC's full vectoriser at -O2 (clang has no such flag: --config=fuzz).
+RL_GCC_VECTORIZE = select({
+    "//tools:clang": [],
+    "//conditions:default": ["-fvect-cost-model=dynamic"],
+})
+
 def rl_cc_library(name, copts = [], **kwargs):
     native.cc_library(name = name, copts = RL_COPTS + copts, **kwargs)
 

@@ -39,6 +39,10 @@ APT_PACKAGES=(
   "python3-venv=3.11.2-1+b1"
   # .ci/run checks the C++ formatting with it.
   "clang-format=1:14.0-55.7~deb12u1"
+  # libFuzzer targets of fuzz/ (tools/fuzz.sh): clang with ASan, UBSan and
+  # libFuzzer's runtime.
+  "clang-16=1:16.0.6-15~deb12u1"
+  "libfuzzer-16-dev=1:16.0.6-15~deb12u1"
   # Headless browser (and a font) for the telemetry web page test.
   "chromium=156.0.8078.79-1~deb12u1"
   "fonts-dejavu-core=2.37-6"

@@ -1,0 +1,70 @@
+// A RolloutSegment from a peer -> LearnerCore::SubmitSegment, in-process (no
+// gRPC): run id, numbering, the segment codec's validation (env, dtypes,
+// shapes, finite values, action ranges), dedupe and the queue. One core for
+// the whole process; its PPO thread trains on the segments that pass.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "fuzz/fuzz_input.h"
+#include "learner/learner_core.h"
+#include "proto/learner.pb.h"
+#include "runspec/run_spec.h"
+
+namespace {
+
+constexpr int kActorId = 0;
+
+struct Learner {
+  std::unique_ptr<rl::LearnerCore> core;
+  int64_t stream_id = 0;
+};
+
+Learner* MakeLearner() {
+  // CartPole, 2 envs x 4 steps per segment (the seed corpus's shape), a
+  // budget no fuzzing run reaches so the core never stops taking segments.
+  auto spec = rl::LoadRunSpec(
+      "name: fuzz\nenv: {id: CartPole-v1}\nenvs_per_actor: 2\n"
+      "segment_length: 4\ntotal_env_steps: 1000000000000\n"
+      "ppo: {num_minibatches: 1, num_epochs: 1, hidden_sizes: [8]}\n"
+      "resources: {num_actors: 1}\n",
+      rl::RunFileFormat::kYaml);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
+    std::abort();
+  }
+  rl::LearnerOptions options;
+  options.spec = *spec;
+  options.run_id = "fuzz";
+  options.segment_budget = std::make_shared<rl::SegmentBudget>(64 << 20);
+  auto core = rl::LearnerCore::Create(options);
+  if (!core.ok()) {
+    std::fprintf(stderr, "%s\n", core.status().ToString().c_str());
+    std::abort();
+  }
+  auto* learner = new Learner;
+  learner->core = *std::move(core);
+  learner->stream_id =
+      learner->core->OpenStream(kActorId, [](const rl::RolloutAck&) {});
+  return learner;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static Learner* learner = MakeLearner();
+  auto segment = std::make_unique<rl::RolloutSegment>();
+  if (!rl::ParseFuzzInput(data, size, segment.get())) return 0;
+  // The stream belongs to one actor; a segment naming another is refused
+  // before any decoding, so steer the fuzzer past that check.
+  segment->set_actor_id(kActorId);
+  const absl::Status status =
+      learner->core->SubmitSegment(learner->stream_id, std::move(segment));
+  // RL_FUZZ_VERBOSE=1 with input files: why each was refused (seed checks).
+  static const bool verbose = std::getenv("RL_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "%s\n", status.ToString().c_str());
+  return 0;
+}
