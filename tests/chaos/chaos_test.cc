@@ -1,0 +1,207 @@
+// The chaos suite: seeded runs on the embedded system (coordinator, local
+// telemetry, a learner and two actors as real processes) while a killer,
+// driven by a seeded generator, SIGKILLs a random component at random
+// moments: an actor, the learner, the telemetry service, or the coordinator
+// itself (which takes its children with it; it is started again on the same
+// store). Afterwards it checks invariants, not only that the runs finished:
+//   - every run SUCCEEDED, with at least its step budget;
+//   - each run's event log in the coordinator's store is one unbroken chain
+//     of transitions from QUEUED to the run's final state;
+//   - every run's latest checkpoint loads into the run's network.
+// It prints its figures: runs, faults by kind, runs succeeded, invariants
+// checked and violated (0).
+//
+//   bazel test --config=long //tests/chaos:chaos_test --test_output=all
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/run_store.h"
+#include "envs/env_registry.h"
+#include "learner/checkpoint.h"
+#include "policy/actor_critic.h"
+#include "testing/embedded_coordinator.h"
+#include "testing/process_fixture.h"
+#include "testing/wait_for.h"
+
+namespace rl {
+namespace {
+
+constexpr int kRuns = 3;
+constexpr int kFaults = 8;  // two of each kind, in a seeded order
+constexpr int64_t kSteps = 36864;
+
+std::string ChaosRun(int i) {
+  return absl::StrCat("name: chaos-", i, R"(
+env: {id: CartPole-v1}
+envs_per_actor: 8
+segment_length: 32
+total_env_steps: )",
+                      kSteps, R"(
+seed: )",
+                      100 + i, R"(
+ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 1}
+resources: {num_actors: 2}
+checkpoint_interval: 2
+)");
+}
+
+class ChaosTest : public EmbeddedCoordinatorTest {
+ protected:
+  std::vector<std::string> CoordinatorFlags() const {
+    // Failures are the point here: the run must outlive them all.
+    return {"--lease_ttl_s=3", "--max_worker_failures=1000"};
+  }
+
+  // SIGKILLs the newest process whose command line has all of `args`;
+  // false if there is none now.
+  bool KillOne(const std::vector<std::string>& args) {
+    const std::vector<pid_t> pids = FindProcesses(args);
+    if (pids.empty()) return false;
+    return kill(pids.back(), SIGKILL) == 0;
+  }
+
+  bool AllEnded(const std::vector<std::string>& ids) {
+    for (const std::string& id : ids) {
+      const RunState state = Get(id).state();
+      if (state != SUCCEEDED && state != FAILED && state != CANCELLED) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
+  std::mt19937 rng(20261124);
+  StartCoordinator("learners=1,actors=2", CoordinatorFlags());
+  std::vector<std::string> ids;
+  for (int i = 0; i < kRuns; ++i) {
+    ids.push_back(Submit(ChaosRun(i), absl::StrCat("chaos-", i)).run_id());
+  }
+
+  const std::string coordinator_arg = "--store=" + Path("c.db");
+  std::map<std::string, int> faults;
+  const char* kinds[] = {"actor", "learner", "telemetry", "coordinator"};
+  std::vector<std::string> order;
+  for (int i = 0; i < kFaults; ++i) order.push_back(kinds[i % 4]);
+  std::shuffle(order.begin(), order.end(), rng);
+  const absl::Time deadline = absl::Now() + absl::Minutes(12);
+  while (absl::Now() < deadline) {
+    int total = 0;
+    for (const auto& [kind, n] : faults) total += n;
+    if (total >= kFaults || AllEnded(ids)) break;
+    // A random moment: 2 to 6 s after the previous fault.
+    absl::SleepFor(absl::Milliseconds(
+        std::uniform_int_distribution<int>(2000, 6000)(rng)));
+    const std::string kind = order[total];
+    const std::string coordinator =
+        absl::StrCat("--coordinator=127.0.0.1:", port_);
+    bool killed = false;
+    if (kind == "actor") {
+      killed = KillOne(
+          {coordinator,
+           absl::StrCat("--worker_name=local-actor-",
+                        std::uniform_int_distribution<int>(0, 1)(rng))});
+    } else if (kind == "learner") {
+      killed = KillOne({coordinator, "--worker_name=local-learner-0"});
+    } else if (kind == "telemetry") {
+      killed = KillOne({"--store=" + Path("runs") + "/telemetry.db"});
+    } else {
+      StopCoordinator(SIGKILL);
+      // Its children die with it (PR_SET_PDEATHSIG); start it again on
+      // the same store, as a supervisor would.
+      StartCoordinator("learners=1,actors=2", CoordinatorFlags());
+      killed = true;
+    }
+    if (killed) ++faults[kind];
+  }
+
+  std::map<std::string, rl::Run> done;
+  for (const std::string& id : ids) done[id] = WaitForEnd(id);
+  ASSERT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
+
+  int checked = 0, violated = 0, succeeded = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    ++checked;
+    if (!ok) {
+      ++violated;
+      ADD_FAILURE() << "invariant violated: " << what;
+    }
+  };
+  absl::StatusOr<std::unique_ptr<RunStore>> store =
+      RunStore::Open(Path("c.db"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (const auto& [id, run] : done) {
+    if (run.state() == SUCCEEDED) ++succeeded;
+    check(run.state() == SUCCEEDED,
+          absl::StrCat(id, " ended ", RunState_Name(run.state()), ": ",
+                       run.failure_reason()));
+    check(run.progress().env_steps() >= kSteps,
+          absl::StrCat(id, " reached ", run.progress().env_steps(), " of ",
+                       kSteps, " steps"));
+
+    // The event log: QUEUED -> ... -> the final state, each transition
+    // starting where the previous one ended.
+    absl::StatusOr<std::vector<RunEventRecord>> events = (*store)->Events(id);
+    check(events.ok() && !events->empty(), absl::StrCat(id, " has events"));
+    if (events.ok() && !events->empty()) {
+      bool chain = events->front().from == RUN_STATE_UNSPECIFIED &&
+                   events->front().to == QUEUED &&
+                   events->back().to == run.state();
+      for (size_t i = 1; i < events->size(); ++i) {
+        chain = chain && (*events)[i].from == (*events)[i - 1].to;
+      }
+      std::string log;
+      for (const RunEventRecord& e : *events) {
+        absl::StrAppend(&log, " ", RunState_Name(e.from), "->",
+                        RunState_Name(e.to), " (", e.reason, ")");
+      }
+      check(chain, absl::StrCat(id,
+                                "'s event log is one chain from QUEUED "
+                                "to its final state:",
+                                log));
+    }
+
+    // The latest checkpoint loads into the run's network.
+    const std::string root = Path("runs") + "/" + id + "/checkpoints";
+    absl::StatusOr<std::string> latest = LatestCheckpoint(root);
+    check(latest.ok(), absl::StrCat(id, " has a checkpoint under ", root));
+    if (latest.ok()) {
+      absl::StatusOr<EnvInfo> info = DescribeEnvSpec(run.spec().env());
+      ASSERT_TRUE(info.ok()) << info.status();
+      absl::StatusOr<ActorCritic> policy = CreateActorCritic(
+          MakeActorCriticConfig(info->observation_size, info->num_actions,
+                                info->action_size, run.spec().ppo()));
+      ASSERT_TRUE(policy.ok()) << policy.status();
+      const absl::Status read =
+          ReadCheckpoint(*latest, *policy, nullptr, nullptr);
+      check(read.ok(), absl::StrCat(*latest, " loads: ", read.ToString()));
+    }
+  }
+
+  int total = 0;
+  std::printf("\nchaos figures (seed 20261124)\n");
+  std::printf("  runs                  %d\n", kRuns);
+  for (const char* kind : kinds) {
+    std::printf("  faults: kill %-11s %d\n", kind, faults[kind]);
+    total += faults[kind];
+  }
+  std::printf("  faults in all         %d\n", total);
+  std::printf("  runs succeeded        %d of %d\n", succeeded, kRuns);
+  std::printf("  invariants checked    %d\n", checked);
+  std::printf("  invariants violated   %d\n", violated);
+  std::fflush(stdout);
+  EXPECT_GE(total, 3) << "the killer found too little to kill";
+  EXPECT_EQ(violated, 0);
+}
+
+}  // namespace
+}  // namespace rl
