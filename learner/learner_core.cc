@@ -9,16 +9,19 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
+#include "learner/segment_ledger.h"
 #include "learner/update_metrics.h"
 #include "policy/actor_critic.h"
 #include "policy/compute_device.h"
@@ -148,6 +151,7 @@ class LearnerCore::Impl {
       }
     }
     if (options_.collective != nullptr) RETURN_IF_ERROR(ShareRankZeroState());
+    if (!options_.run_dir.empty()) OpenLedger();
     RETURN_IF_ERROR(Publish(/*final=*/false));
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();
@@ -336,6 +340,21 @@ class LearnerCore::Impl {
     int actor_id;
     AckCallback on_ack;
   };
+
+  // The audit trail of which segments each update used (segment_ledger.h);
+  // a learner that cannot open it trains on without it.
+  void OpenLedger() {
+    std::error_code error;
+    std::filesystem::create_directories(options_.run_dir, error);
+    absl::StatusOr<SegmentLedger> ledger =
+        SegmentLedger::Open(SegmentLedgerPath(options_.run_dir, rank_));
+    if (!ledger.ok()) {
+      RL_LOG_WARNING("no segment ledger: {}", ledger.status().ToString());
+      return;
+    }
+    ledger_.emplace(*std::move(ledger));
+    ledger_->Resume(GetStatus().updates());
+  }
 
   std::string CheckpointRoot() const {
     return (std::filesystem::path(options_.run_dir) / "checkpoints").string();
@@ -560,6 +579,14 @@ class LearnerCore::Impl {
         }
       }
     }
+    if (ledger_.has_value()) {
+      std::vector<SegmentKey> used;
+      used.reserve(batch.size());
+      for (const auto& s : batch) {
+        used.push_back({s->actor_id, s->incarnation, s->sequence_number});
+      }
+      ledger_->Update(GetStatus().updates(), used);
+    }
     RETURN_IF_ERROR(Publish(/*final=*/false));
     {
       // The batch's segments are used: acknowledge them.
@@ -747,6 +774,20 @@ class LearnerCore::Impl {
       extra["learner.recent_returns"] = torch::tensor(
           std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
           torch::kFloat32);
+      // Which segments the updates so far used: per actor process, the
+      // highest sequence number acknowledged. A learner resumed here counts
+      // an actor's resend of one of them as a duplicate (its ack may have
+      // been lost with the old learner) instead of using it twice.
+      std::vector<int64_t> acked;
+      for (const auto& [actor, sequence] : acked_) {
+        if (sequence <= 0) continue;
+        acked.push_back(actor);
+        acked.push_back(absl::bit_cast<int64_t>(incarnation_[actor]));
+        acked.push_back(sequence);
+      }
+      extra["learner.acked_segments"] =
+          torch::tensor(acked, torch::kInt64)
+              .reshape({static_cast<int64_t>(acked.size() / 3), 3});
     }
     extra["updater.generator"] = updater_->generator().get_state();
     return extra;
@@ -773,6 +814,12 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(CheckTensor(extra[key], absl::StrCat(source, ": ", key),
                                   dtype, shape));
     }
+    if (extra.count("learner.acked_segments") != 0) {
+      RETURN_IF_ERROR(
+          CheckTensor(extra["learner.acked_segments"],
+                      absl::StrCat(source, ": learner.acked_segments"),
+                      torch::kInt64, {-1, 3}));
+    }
     return CatchTorchErrors(
         absl::StrCat(source, ": learner state"),
         [&] {
@@ -788,6 +835,18 @@ class LearnerCore::Impl {
           recent_returns_.assign(r.data_ptr<float>(),
                                  r.data_ptr<float>() + r.numel());
           updater_->generator().set_state(extra["updater.generator"]);
+          // Absent from checkpoints written before it existed.
+          auto acked = extra.find("learner.acked_segments");
+          if (acked != extra.end()) {
+            const torch::Tensor a = acked->second.contiguous();
+            const int64_t* row = a.data_ptr<int64_t>();
+            for (int64_t i = 0; i < a.size(0); ++i, row += 3) {
+              const int actor = static_cast<int>(row[0]);
+              incarnation_[actor] = absl::bit_cast<uint64_t>(row[1]);
+              last_sequence_[actor] = row[2];
+              acked_[actor] = row[2];
+            }
+          }
           steps_at_start_ = status_.env_steps();
           checkpointed_updates_ = status_.updates();
         },
@@ -805,6 +864,7 @@ class LearnerCore::Impl {
   int actors_here_ = 1;  // actors streaming to this rank
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
+  std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
   std::thread thread_;
   const absl::Time started_ = absl::Now();
 

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "learner/c10d_collective.h"
 #include "learner/checkpoint.h"
+#include "learner/segment_ledger.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
 #include "testing/run_specs.h"
@@ -345,6 +346,64 @@ TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
   ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
   EXPECT_EQ(resumed->GetStatus().updates(), 2);
   EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
+}
+
+// A learner killed after a checkpoint but before its ack reached the actor:
+// the actor resends the segment to the resumed learner, which must not use
+// it a second time (ASYNC with lag 1 would otherwise accept it).
+TEST(LearnerCoreTest, AResumedLearnerDoesNotUseAResentSegmentTwice) {
+  const std::string dir = MakeTestDir();
+  LearnerOptions options;
+  options.spec = Spec(
+      "sync_mode: ASYNC\nmax_policy_lag: 1\ncheckpoint_interval: 1\n"
+      "resources: {num_actors: 1}");
+  options.run_id = "t";
+  options.run_dir = dir;
+  auto segment = [](int64_t seq, int64_t version) {
+    auto s = Segment(0, seq, version);
+    s->set_actor_incarnation(0xF00DF00DF00DF00Dull);  // high bit set
+    return s;
+  };
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    ASSERT_OK(core->SubmitSegment(stream, segment(1, 1)));
+    ASSERT_TRUE(WaitForVersion(*core, 2));
+  }
+  ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
+  ASSERT_EQ(resumed->GetStatus().policy_version(), 2);
+  AckLog acks;
+  const int64_t stream = resumed->OpenStream(0, acks.Callback());
+  ASSERT_OK(resumed->SubmitSegment(stream, segment(1, 1)));  // the resend
+  ASSERT_TRUE(acks.WaitForAck(1));
+  EXPECT_EQ(resumed->GetStatus().segments_duplicate(), 1);
+  EXPECT_EQ(resumed->GetStatus().updates(), 1);
+  // The actor's next segment is new, and used.
+  ASSERT_OK(resumed->SubmitSegment(stream, segment(2, 2)));
+  ASSERT_TRUE(WaitForVersion(*resumed, 3));
+  EXPECT_EQ(resumed->GetStatus().segments_duplicate(), 1);
+
+  // A new process under the same actor id numbers afresh, even after a
+  // resume.
+  resumed->CloseStream(stream);
+  const int64_t again = resumed->OpenStream(0, acks.Callback());
+  auto fresh = Segment(0, 1, 3);
+  fresh->set_actor_incarnation(42);
+  ASSERT_OK(resumed->SubmitSegment(again, std::move(fresh)));
+  ASSERT_TRUE(WaitForVersion(*resumed, 4));
+  EXPECT_EQ(resumed->GetStatus().segments_duplicate(), 1);
+
+  // The ledger tells the same story: three updates, three segments, each
+  // used once.
+  std::ifstream in(SegmentLedgerPath(dir, 0));
+  const std::string text((std::istreambuf_iterator<char>(in)),
+                         std::istreambuf_iterator<char>());
+  const SegmentLedgerAudit audit = AuditSegmentLedger(text);
+  EXPECT_THAT(audit.violations, ::testing::IsEmpty()) << text;
+  EXPECT_EQ(audit.resumes, 2) << text;
+  EXPECT_EQ(audit.updates, 3) << text;
+  EXPECT_EQ(audit.segments, 3) << text;
 }
 
 // Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights
