@@ -7,26 +7,48 @@
 //   - every run SUCCEEDED, with at least its step budget;
 //   - each run's event log in the coordinator's store is one unbroken chain
 //     of transitions from QUEUED to the run's final state;
-//   - every run's latest checkpoint loads into the run's network.
+//   - every run's latest checkpoint loads into the run's network;
+//   - no rollout segment was used twice: each run's segment ledger
+//     (learner/segment_ledger.h), with the updates that learner restarts
+//     rolled back taken out, names every segment at most once, its updates
+//     are 1..N with N the latest checkpoint's, and its segments hold
+//     exactly the run's env steps (the learner's counters against the
+//     segments themselves);
+//   - no telemetry point acknowledged as durable is missing: a probe emitter
+//     in the test streams numbered points to the telemetry service through
+//     all the kills, and every point it saw acknowledged is in the store.
 // It prints its figures: runs, faults by kind, runs succeeded, invariants
 // checked and violated (0).
 //
 //   bazel test --config=long //tests/chaos:chaos_test --test_output=all
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "coordinator/run_store.h"
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
+#include "learner/segment_ledger.h"
 #include "policy/actor_critic.h"
+#include "telemetry/grpc_transport.h"
+#include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
 #include "testing/wait_for.h"
@@ -37,6 +59,31 @@ namespace {
 constexpr int kRuns = 3;
 constexpr int kFaults = 8;  // two of each kind, in a seeded order
 constexpr int64_t kSteps = 36864;
+
+constexpr int64_t kStepsPerSegment = 8 * 32;  // envs_per_actor x length
+
+// A port free now on loopback: the local telemetry keeps it through
+// coordinator restarts, so the probe emitter's target stays valid.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
 
 std::string ChaosRun(int i) {
   return absl::StrCat("name: chaos-", i, R"(
@@ -57,8 +104,11 @@ class ChaosTest : public EmbeddedCoordinatorTest {
  protected:
   std::vector<std::string> CoordinatorFlags() const {
     // Failures are the point here: the run must outlive them all.
-    return {"--lease_ttl_s=3", "--max_worker_failures=1000"};
+    return {"--lease_ttl_s=3", "--max_worker_failures=1000",
+            absl::StrCat("--telemetry_port=", telemetry_port_)};
   }
+
+  int telemetry_port_ = FreePort();
 
   // SIGKILLs the newest process whose command line has all of `args`;
   // false if there is none now.
@@ -81,11 +131,30 @@ class ChaosTest : public EmbeddedCoordinatorTest {
 
 TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
   std::mt19937 rng(20261124);
+  ASSERT_GT(telemetry_port_, 0);
   StartCoordinator("learners=1,actors=2", CoordinatorFlags());
   std::vector<std::string> ids;
   for (int i = 0; i < kRuns; ++i) {
     ids.push_back(Submit(ChaosRun(i), absl::StrCat("chaos-", i)).run_id());
   }
+
+  // The telemetry probe: point k at step k, 50 a second, through every kill.
+  EmitterOptions probe_options;
+  probe_options.source = "chaos/probe";
+  probe_options.batch_interval = absl::Milliseconds(100);
+  std::unique_ptr<Emitter> probe =
+      MakeEmitter(absl::StrCat("127.0.0.1:", telemetry_port_), probe_options);
+  probe->SetRun(ids[0]);
+  std::atomic<bool> probing{true};
+  std::atomic<int64_t> probe_points{0};
+  std::thread prober([&] {
+    while (probing.load()) {
+      const int64_t k = probe_points.load() + 1;
+      probe->Emit("chaos/probe", k, static_cast<double>(k));
+      probe_points.store(k);
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
 
   const std::string coordinator_arg = "--store=" + Path("c.db");
   std::map<std::string, int> faults;
@@ -126,9 +195,16 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
 
   std::map<std::string, rl::Run> done;
   for (const std::string& id : ids) done[id] = WaitForEnd(id);
+  probing.store(false);
+  prober.join();
+  const absl::Status flushed = probe->Flush(absl::Seconds(60));
+  const EmitterStats probe_stats = probe->stats();
+  probe.reset();
   ASSERT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 
   int checked = 0, violated = 0, succeeded = 0;
+  int64_t ledger_segments = 0, ledger_rolled_back = 0, learner_starts = 0;
+  int64_t probe_acked = 0, probe_stored = 0;
   auto check = [&](bool ok, const std::string& what) {
     ++checked;
     if (!ok) {
@@ -185,6 +261,66 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
           ReadCheckpoint(*latest, *policy, nullptr, nullptr);
       check(read.ok(), absl::StrCat(*latest, " loads: ", read.ToString()));
     }
+
+    // No segment used twice; the ledger, the checkpoint and the counters
+    // agree.
+    const std::string ledger_path =
+        SegmentLedgerPath(Path("runs") + "/" + id, 0);
+    const std::string ledger = ReadFile(ledger_path);
+    const SegmentLedgerAudit audit = AuditSegmentLedger(ledger);
+    ledger_segments += audit.segments;
+    ledger_rolled_back += audit.rolled_back;
+    learner_starts += audit.resumes;
+    check(audit.resumes >= 1, absl::StrCat(ledger_path, " has its start"));
+    std::string violations;
+    for (const std::string& v : audit.violations) {
+      absl::StrAppend(&violations, "\n    ", v);
+    }
+    check(audit.violations.empty(),
+          absl::StrCat(
+              id, ": no segment used twice, updates in order:", violations));
+    check(audit.segments * kStepsPerSegment == run.progress().env_steps(),
+          absl::StrCat(id, ": its ledger's ", audit.segments, " segments hold ",
+                       audit.segments * kStepsPerSegment,
+                       " env steps; the run counted ",
+                       run.progress().env_steps()));
+    if (latest.ok()) {
+      check(
+          absl::EndsWith(*latest, absl::StrFormat("ckpt-%012d", audit.updates)),
+          absl::StrCat(id, ": its ledger's lineage has ", audit.updates,
+                       " updates; its latest checkpoint is ", *latest));
+    }
+  }
+
+  // Every telemetry point acknowledged as durable is in the store.
+  {
+    check(flushed.ok(), absl::StrCat("the probe's points were all "
+                                     "acknowledged: ",
+                                     flushed.ToString()));
+    absl::StatusOr<std::unique_ptr<MetricStore>> metrics =
+        MetricStore::Open(Path("runs") + "/telemetry.db");
+    ASSERT_TRUE(metrics.ok()) << metrics.status();
+    QueryRequest query;
+    query.set_run_id(ids[0]);
+    query.add_names("chaos/probe");
+    absl::StatusOr<QueryResponse> stored = (*metrics)->Query(query);
+    std::set<int64_t> steps;
+    if (stored.ok()) {
+      for (const Series& series : stored->series()) {
+        for (const MetricPoint& point : series.points()) {
+          steps.insert(point.step());
+        }
+      }
+    }
+    probe_acked = probe_stats.acked_points;
+    int64_t missing = 0;
+    for (int64_t k = 1; k <= probe_acked; ++k) missing += steps.count(k) == 0;
+    probe_stored = static_cast<int64_t>(steps.size());
+    check(probe_acked > 0 && missing == 0,
+          absl::StrCat(missing, " of the ", probe_acked,
+                       " probe points acknowledged as durable are missing "
+                       "from the store (",
+                       probe_stats.dropped, " dropped by the emitter)"));
   }
 
   int total = 0;
@@ -196,6 +332,18 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
   }
   std::printf("  faults in all         %d\n", total);
   std::printf("  runs succeeded        %d of %d\n", succeeded, kRuns);
+  std::printf("  learner starts        %lld (ledger resume lines)\n",
+              static_cast<long long>(learner_starts));
+  std::printf(
+      "  segments used         %lld, none twice (%lld updates "
+      "rolled back by resumes)\n",
+      static_cast<long long>(ledger_segments),
+      static_cast<long long>(ledger_rolled_back));
+  std::printf(
+      "  telemetry probe       %lld points acked, %lld stored, "
+      "%lld emitted\n",
+      static_cast<long long>(probe_acked), static_cast<long long>(probe_stored),
+      static_cast<long long>(probe_points.load()));
   std::printf("  invariants checked    %d\n", checked);
   std::printf("  invariants violated   %d\n", violated);
   std::fflush(stdout);
