@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "absl/base/casts.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
@@ -250,6 +253,10 @@ class LearnerCore::Impl {
           "segment.actor_id: a stream carries one actor's segments (opened by ",
           actor_id, ", got ", segment->actor_id(), ")")));
     }
+    {
+      absl::MutexLock lock(&mu_);
+      streamed_here_.insert(actor_id);
+    }
     auto rollout = DecodeSegment(*segment, shape_);
     if (!rollout.ok()) return reject(rollout.status());
     const int64_t bytes = static_cast<int64_t>(segment->ByteSizeLong());
@@ -341,6 +348,47 @@ class LearnerCore::Impl {
     AckCallback on_ack;
   };
 
+  // Rank 0 learns, for the checkpoint it writes for the gang, which
+  // segments the actors of every rank have had acknowledged (each rank
+  // broadcasts its own actors' watermarks in turn; a few bytes each).
+  absl::Status GatherAckedSegments() {
+    Collective& c = *options_.collective;
+    std::string mine;
+    {
+      absl::MutexLock lock(&mu_);
+      for (int actor : streamed_here_) {
+        absl::StrAppend(&mine, actor, " ", incarnation_[actor], " ",
+                        acked_[actor], "\n");
+      }
+    }
+    std::map<int, std::pair<uint64_t, int64_t>> gathered;
+    for (int root = 0; root < world_size_; ++root) {
+      std::string bytes = root == rank_ ? mine : std::string();
+      RETURN_IF_ERROR(BroadcastBytes(c, &bytes, root));
+      for (absl::string_view line :
+           absl::StrSplit(bytes, '\n', absl::SkipEmpty())) {
+        const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
+        int actor;
+        uint64_t incarnation;
+        int64_t sequence;
+        if (f.size() != 3 || !absl::SimpleAtoi(f[0], &actor) ||
+            !absl::SimpleAtoi(f[1], &incarnation) ||
+            !absl::SimpleAtoi(f[2], &sequence)) {
+          return absl::InternalError(absl::StrCat(
+              "rank ", root, " sent a malformed acknowledgement: ", line));
+        }
+        gathered[actor] = {incarnation, sequence};
+      }
+    }
+    if (rank_ == 0) {
+      absl::MutexLock lock(&mu_);
+      for (const auto& [actor, watermark] : gathered) {
+        gathered_acked_[actor] = watermark;
+      }
+    }
+    return absl::OkStatus();
+  }
+
   // The audit trail of which segments each update used (segment_ledger.h);
   // a learner that cannot open it trains on without it.
   void OpenLedger() {
@@ -416,6 +464,10 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(UpdateFromStaged());
       if (Finished()) {
         RETURN_IF_ERROR(Publish(/*final=*/true));
+        // Every rank finishes at the same update (the steps are the gang's).
+        if (options_.collective != nullptr) {
+          RETURN_IF_ERROR(GatherAckedSegments());
+        }
         if (!options_.run_dir.empty()) {
           // No later interval to try again at: the run's end is not
           // durable, so the run fails (its last checkpoint is resumable).
@@ -606,7 +658,13 @@ class LearnerCore::Impl {
                       absl::StrCat("after update ", updates, ", the weights")));
     }
     const int interval = options_.spec.checkpoint_interval();
-    if (!options_.run_dir.empty() && interval > 0 && updates % interval == 0) {
+    const bool checkpoint_due = interval > 0 && updates % interval == 0;
+    // Every rank takes part, whether or not it has a run directory: the
+    // gather is a collective.
+    if (options_.collective != nullptr && checkpoint_due) {
+      RETURN_IF_ERROR(GatherAckedSegments());
+    }
+    if (!options_.run_dir.empty() && checkpoint_due) {
       RETURN_IF_ERROR(PeriodicCheckpoint());
     }
     return absl::OkStatus();
@@ -778,12 +836,20 @@ class LearnerCore::Impl {
       // highest sequence number acknowledged. A learner resumed here counts
       // an actor's resend of one of them as a duplicate (its ack may have
       // been lost with the old learner) instead of using it twice.
-      std::vector<int64_t> acked;
+      // Actors of other ranks: as gathered at this checkpoint (rank 0
+      // writes the gang's); this rank's own: as they are now.
+      std::map<int, std::pair<uint64_t, int64_t>> all = gathered_acked_;
       for (const auto& [actor, sequence] : acked_) {
-        if (sequence <= 0) continue;
+        if (all.count(actor) == 0 || streamed_here_.count(actor) != 0) {
+          all[actor] = {incarnation_[actor], sequence};
+        }
+      }
+      std::vector<int64_t> acked;
+      for (const auto& [actor, watermark] : all) {
+        if (watermark.second <= 0) continue;
         acked.push_back(actor);
-        acked.push_back(absl::bit_cast<int64_t>(incarnation_[actor]));
-        acked.push_back(sequence);
+        acked.push_back(absl::bit_cast<int64_t>(watermark.first));
+        acked.push_back(watermark.second);
       }
       extra["learner.acked_segments"] =
           torch::tensor(acked, torch::kInt64)
@@ -880,6 +946,11 @@ class LearnerCore::Impl {
   std::map<int, int64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> acked_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> dropped_stale_ ABSL_GUARDED_BY(mu_);
+  // Actors that sent this process segments; on rank 0, every rank's
+  // actors' (incarnation, acked sequence number) at the last gather.
+  std::set<int> streamed_here_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<uint64_t, int64_t>> gathered_acked_
+      ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<Staged>> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Staged>> staged_ ABSL_GUARDED_BY(mu_);
   int64_t staged_steps_ ABSL_GUARDED_BY(mu_) = 0;

@@ -464,6 +464,78 @@ TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
   }
 }
 
+// The same across a gang restart: rank 0's checkpoint holds the watermarks
+// of every rank's actors, so rank 1 also refuses a resend it already used.
+TEST(LearnerCoreTest, AResumedGangDoesNotUseAResentSegmentTwiceOnAnyRank) {
+  const std::string dir = MakeTestDir();
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  auto segment = [](int actor, int64_t seq, int64_t version) {
+    auto s = Segment(actor, seq, version);
+    s->set_actor_incarnation(1000 + actor);
+    return s;
+  };
+  auto start_gang = [&](const std::string& gang_id) {
+    std::vector<std::unique_ptr<LearnerCore>> cores(2);
+    std::vector<std::thread> starts;
+    for (int rank = 0; rank < 2; ++rank) {
+      starts.emplace_back([&, rank] {
+        CollectiveOptions c;
+        c.rank = rank;
+        c.world_size = 2;
+        c.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+        c.gang_id = gang_id;
+        ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
+                             ConnectCollective(c));
+        LearnerOptions options;
+        options.spec = Spec(
+            "sync_mode: ASYNC\nmax_policy_lag: 1\ncheckpoint_interval: 1\n"
+            "resources: {num_learners: 2, num_actors: 2}");
+        options.run_id = "t";
+        options.run_dir = dir;
+        options.collective = std::move(collective);
+        ASSERT_OK_AND_ASSIGN(cores[rank], LearnerCore::Create(options));
+      });
+    }
+    for (auto& t : starts) t.join();
+    return cores;
+  };
+  {
+    auto cores = start_gang("core-test/resend-1");
+    ASSERT_NE(cores[0], nullptr);
+    ASSERT_NE(cores[1], nullptr);
+    AckLog a0, a1;
+    const int64_t s0 = cores[0]->OpenStream(0, a0.Callback());
+    const int64_t s1 = cores[1]->OpenStream(1, a1.Callback());
+    ASSERT_OK(cores[0]->SubmitSegment(s0, segment(0, 1, 1)));
+    ASSERT_OK(cores[1]->SubmitSegment(s1, segment(1, 1, 1)));
+    ASSERT_TRUE(WaitForVersion(*cores[0], 2));
+    ASSERT_TRUE(WaitForVersion(*cores[1], 2));
+    ASSERT_TRUE(
+        WaitFor([&] { return LatestCheckpoint(dir + "/checkpoints").ok(); },
+                absl::Seconds(60), absl::Milliseconds(5)));
+  }
+  auto cores = start_gang("core-test/resend-2");
+  ASSERT_NE(cores[0], nullptr);
+  ASSERT_NE(cores[1], nullptr);
+  ASSERT_EQ(cores[1]->GetStatus().policy_version(), 2);
+  AckLog a0, a1;
+  const int64_t s0 = cores[0]->OpenStream(0, a0.Callback());
+  const int64_t s1 = cores[1]->OpenStream(1, a1.Callback());
+  // Both actors resend the segment whose ack they never saw.
+  ASSERT_OK(cores[0]->SubmitSegment(s0, segment(0, 1, 1)));
+  ASSERT_OK(cores[1]->SubmitSegment(s1, segment(1, 1, 1)));
+  ASSERT_TRUE(a0.WaitForAck(1));
+  ASSERT_TRUE(a1.WaitForAck(1));
+  EXPECT_EQ(cores[0]->GetStatus().segments_duplicate(), 1);
+  EXPECT_EQ(cores[1]->GetStatus().segments_duplicate(), 1);
+  // Their next segments are new: the gang updates once more, together.
+  ASSERT_OK(cores[0]->SubmitSegment(s0, segment(0, 2, 2)));
+  ASSERT_OK(cores[1]->SubmitSegment(s1, segment(1, 2, 2)));
+  ASSERT_TRUE(WaitForVersion(*cores[0], 3));
+  ASSERT_TRUE(WaitForVersion(*cores[1], 3));
+  EXPECT_EQ(cores[1]->GetStatus().updates(), 2);
+}
+
 // Weights that turn non-finite are never published: the run fails naming
 // the parameter, and subscribers keep the last good version.
 TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
