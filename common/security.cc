@@ -338,4 +338,28 @@ bool IsLoopbackAddress(absl::string_view address) {
   return absl::StartsWith(host, "127.");
 }
 
+std::string CallerIdentity(const grpc::ServerContextBase& context) {
+  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth != nullptr) {
+    const std::vector<grpc::string_ref> names = auth->GetPeerIdentity();
+    if (!names.empty() &&
+        auth->GetPeerIdentityPropertyName() == "rl_identity") {
+      return std::string(names[0].data(), names[0].size());
+    }
+  }
+  return "anonymous";
+}
+
+std::string CallerClient(const grpc::ServerContextBase& context) {
+  // "ipv4:10.0.0.7:43210" -> "ipv4:10.0.0.7"; "ipv6:[::1]:43210" ->
+  // "ipv6:[::1]"; anything else (unix:, in-process) as it is.
+  std::string peer = context.peer();
+  const size_t colon = peer.rfind(':');
+  if ((absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) &&
+      colon != std::string::npos && colon > 5) {
+    peer.resize(colon);
+  }
+  return absl::StrCat(CallerIdentity(context), "@", peer);
+}
+
 }  // namespace rl

@@ -124,6 +124,15 @@ class Security {
 // host). 0.0.0.0 and [::] are not loopback: they listen everywhere.
 bool IsLoopbackAddress(absl::string_view address);
 
+// The identity the auth processor gave the caller (its token's name);
+// "anonymous" where no tokens are asked for.
+std::string CallerIdentity(const grpc::ServerContextBase& context);
+
+// A client for per-client quotas: the caller's identity and the host it
+// calls from, e.g. "worker@ipv4:10.0.0.7" (one token may be shared by
+// many hosts; one host may hold several tokens).
+std::string CallerClient(const grpc::ServerContextBase& context);
+
 }  // namespace rl
 
 #endif  // RL_COMMON_SECURITY_H_

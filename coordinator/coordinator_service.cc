@@ -6,23 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/security.h"
 
 namespace rl {
 namespace {
-
-// The caller's identity (common/security.h sets it from the bearer token);
-// "anonymous" where no tokens are asked for.
-std::string CallerName(const grpc::ServerContextBase& context) {
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr) {
-    const std::vector<grpc::string_ref> names = auth->GetPeerIdentity();
-    if (!names.empty() &&
-        auth->GetPeerIdentityPropertyName() == "rl_identity") {
-      return std::string(names[0].data(), names[0].size());
-    }
-  }
-  return "anonymous";
-}
 
 bool IsFinal(RunState state) {
   return state == SUCCEEDED || state == FAILED || state == CANCELLED;
@@ -149,8 +136,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
-  return ReplyUnary(context, core_->SubmitRun(*request, CallerName(*context)),
-                    response);
+  return ReplyUnary(
+      context, core_->SubmitRun(*request, CallerIdentity(*context)), response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(
@@ -175,7 +162,7 @@ grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
     grpc::CallbackServerContext* context, const WatchRunRequest* request) {
   return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_,
                           &refused_watchers_, &user_watchers_,
-                          CallerName(*context));
+                          CallerIdentity(*context));
 }
 
 bool StreamSlots::Take(const std::string& caller) {

@@ -94,13 +94,19 @@ std::string ResultJson(const LearnerStatus& s, bool done) {
 class LearnerProcess::Impl {
  public:
   explicit Impl(const LearnerProcessOptions& options)
-      : options_(options), service_(nullptr, options.max_streams) {}
+      : options_(options),
+        service_(nullptr, options.max_streams, options.max_streams_per_client) {
+  }
 
   absl::Status Start() {
     const bool worker = !options_.coordinator.empty();
     if (!worker && options_.run_file.empty()) {
       return absl::InvalidArgumentError(
           "--run is required (a run file), or --coordinator for worker mode");
+    }
+    if (options_.max_streams_per_client < 1) {
+      return absl::InvalidArgumentError(
+          "--max_streams_per_client: must be >= 1");
     }
     if (options_.max_streams < 1) {
       return absl::InvalidArgumentError("--max_streams: must be >= 1");
@@ -142,10 +148,15 @@ class LearnerProcess::Impl {
               {{}, static_cast<double>(service->open_streams())}};
         });
     telemetry_->registry()->AddCallback(
-        "learner_refused_streams_total", "Streams refused by --max_streams.",
+        "learner_refused_streams_total",
+        "Streams refused: limit=\"total\" by --max_streams, "
+        "limit=\"per_client\" by --max_streams_per_client.",
         "counter", [service]() {
           return MetricSamples{
-              {{}, static_cast<double>(service->refused_streams())}};
+              {{{"limit", "total"}},
+               static_cast<double>(service->refused_streams())},
+              {{{"limit", "per_client"}},
+               static_cast<double>(service->refused_streams_per_client())}};
         });
     std::shared_ptr<SegmentBudget> budget = segment_budget_;
     telemetry_->registry()->AddCallback(

@@ -20,8 +20,9 @@ struct LearnerProcessOptions {
   std::string host = "127.0.0.1";
   int port = 0;  // 0: a free one
   std::string port_file;
-  int max_message_mb = 256;  // largest rollout segment accepted
-  int max_streams = 1024;    // rollout + policy streams open at once
+  int max_message_mb = 256;          // largest rollout segment accepted
+  int max_streams = 1024;            // rollout + policy streams open at once
+  int max_streams_per_client = 256;  // of those, from one client
   // Rollout segments waiting for the PPO thread, in MiB over all streams;
   // beyond, a segment is refused (the actor resends it).
   int max_inflight_segment_mb = 1024;

@@ -9,29 +9,17 @@
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
 #include "common/secrets.h"
+#include "common/security.h"
 
 namespace rl {
 namespace {
-
-// One of the service's stream places, given back when the reactor that
-// holds it is deleted (after OnDone).
-class StreamSlot {
- public:
-  explicit StreamSlot(std::atomic<int>* streams) : streams_(streams) {}
-  ~StreamSlot() { streams_->fetch_sub(1); }
-  StreamSlot(const StreamSlot&) = delete;
-  StreamSlot& operator=(const StreamSlot&) = delete;
-
- private:
-  std::atomic<int>* streams_;
-};
 
 class RolloutStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   RolloutStreamReactor(std::shared_ptr<LearnerCore> core,
-                       std::atomic<int>* streams)
-      : slot_(streams), core_(std::move(core)) {
+                       std::unique_ptr<StreamPlace> place)
+      : place_(std::move(place)), core_(std::move(core)) {
     StartRead(&incoming_);
   }
 
@@ -106,7 +94,7 @@ class RolloutStreamReactor final
     Finish(status);
   }
 
-  StreamSlot slot_;
+  std::unique_ptr<StreamPlace> place_;  // given back when deleted
   std::shared_ptr<LearnerCore> core_;
   int64_t stream_id_ = 0;      // Only touched by the read path.
   grpc::ByteBuffer incoming_;  // Only touched by the read path.
@@ -122,8 +110,10 @@ class PolicyStreamReactor final
     : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version,
-                      std::atomic<int>* streams)
-      : slot_(streams), core_(std::move(core)), sent_version_(have_version) {
+                      std::unique_ptr<StreamPlace> place)
+      : place_(std::move(place)),
+        core_(std::move(core)),
+        sent_version_(have_version) {
     std::shared_ptr<const PolicyUpdate> latest;
     subscriber_ = core_->Subscribe(
         [this](std::shared_ptr<const PolicyUpdate> update) {
@@ -197,7 +187,7 @@ class PolicyStreamReactor final
     Finish(status);
   }
 
-  StreamSlot slot_;
+  std::unique_ptr<StreamPlace> place_;  // given back when deleted
   std::shared_ptr<LearnerCore> core_;
   int64_t subscriber_ = 0;
   absl::Mutex mu_;
@@ -261,19 +251,26 @@ std::shared_ptr<LearnerCore> LearnerServiceImpl::core() {
   return core_;
 }
 
-bool LearnerServiceImpl::TakeStreamPlace() {
-  if (streams_.fetch_add(1) < max_streams_) return true;
-  streams_.fetch_sub(1);
-  refused_streams_.fetch_add(1);
-  return false;
+namespace {
+
+StreamQuotaOptions LearnerStreamQuota(int max_streams,
+                                      int max_streams_per_client) {
+  StreamQuotaOptions options;
+  options.max_total = max_streams;
+  options.max_per_client = max_streams_per_client;
+  options.server = "this learner";
+  options.total_flag = "--max_streams";
+  options.per_client_flag = "--max_streams_per_client";
+  return options;
 }
 
-grpc::Status LearnerServiceImpl::TooManyStreams() const {
-  return grpc::Status(
-      grpc::StatusCode::RESOURCE_EXHAUSTED,
-      absl::StrCat("this learner has ", max_streams_, " open streams, at most ",
-                   max_streams_, " (--max_streams); retry once one has ended"));
-}
+}  // namespace
+
+LearnerServiceImpl::LearnerServiceImpl(std::shared_ptr<LearnerCore> core,
+                                       int max_streams,
+                                       int max_streams_per_client)
+    : streams_(LearnerStreamQuota(max_streams, max_streams_per_client)),
+      core_(std::move(core)) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
@@ -283,8 +280,10 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
     return new Refused<Reactor>(admitted);
   }
   if (core == nullptr) return new Refused<Reactor>();
-  if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
-  return new RolloutStreamReactor(std::move(core), &streams_);
+  absl::StatusOr<std::unique_ptr<StreamPlace>> place =
+      streams_.Take(CallerClient(*context));
+  if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
+  return new RolloutStreamReactor(std::move(core), *std::move(place));
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
@@ -308,9 +307,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
        request.run_id() != core->run_id())) {
     return new Refused<Reactor>();
   }
-  if (!TakeStreamPlace()) return new Refused<Reactor>(TooManyStreams());
+  absl::StatusOr<std::unique_ptr<StreamPlace>> place =
+      streams_.Take(CallerClient(*context));
+  if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
   return new PolicyStreamReactor(std::move(core), request.have_version(),
-                                 &streams_);
+                                 *std::move(place));
 }
 
 grpc::ServerUnaryReactor* LearnerServiceImpl::GetStatus(

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
+#include "common/stream_quota.h"
 #include "learner/learner_core.h"
 #include "proto/learner.grpc.pb.h"
 
@@ -34,11 +35,13 @@ using LearnerServiceBase = LearnerService::WithRawCallbackMethod_StreamRollouts<
 class LearnerServiceImpl final : public LearnerServiceBase {
  public:
   // `core` may be null: calls then fail with UNAVAILABLE until SetCore.
-  // At most `max_streams` rollout and policy streams at once (together);
-  // more are refused with RESOURCE_EXHAUSTED naming the limit.
+  // At most `max_streams` rollout and policy streams at once (together),
+  // and at most `max_streams_per_client` of them from one client (identity
+  // and host: CallerClient); more are refused with RESOURCE_EXHAUSTED
+  // naming the limit.
   explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr,
-                              int max_streams = 1024)
-      : max_streams_(max_streams), core_(std::move(core)) {}
+                              int max_streams = 1024,
+                              int max_streams_per_client = 256);
 
   // Switches the run this server serves (a learner worker gets a new core
   // per assignment). Streams already open keep the core they started with.
@@ -59,9 +62,12 @@ class LearnerServiceImpl final : public LearnerServiceBase {
                                       const GetLearnerStatusRequest* request,
                                       LearnerStatus* response) override;
 
-  int open_streams() const { return streams_.load(); }
-  // Streams refused by --max_streams so far.
-  int64_t refused_streams() const { return refused_streams_.load(); }
+  int open_streams() const { return streams_.open(); }
+  // Streams refused by --max_streams / --max_streams_per_client so far.
+  int64_t refused_streams() const { return streams_.refused_total(); }
+  int64_t refused_streams_per_client() const {
+    return streams_.refused_per_client();
+  }
 
  private:
   std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
@@ -70,12 +76,8 @@ class LearnerServiceImpl final : public LearnerServiceBase {
   grpc::Status Admit(grpc::CallbackServerContext* context,
                      std::shared_ptr<LearnerCore>* core)
       ABSL_LOCKS_EXCLUDED(mu_);
-  bool TakeStreamPlace();
-  grpc::Status TooManyStreams() const;
 
-  const int max_streams_;
-  std::atomic<int> streams_{0};
-  std::atomic<int64_t> refused_streams_{0};
+  StreamQuota streams_;
 
   absl::Mutex mu_;
   std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);

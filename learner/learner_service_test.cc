@@ -49,12 +49,14 @@ RolloutSegment Segment(int actor, int64_t seq, int64_t version) {
 
 class LearnerServiceTest : public ::testing::Test {
  protected:
-  void Start(const RunSpec& spec, int max_streams = 1024) {
+  void Start(const RunSpec& spec, int max_streams = 1024,
+             int max_streams_per_client = 256) {
     LearnerOptions options;
     options.spec = spec;
     options.run_id = "small";
     ASSERT_OK_AND_ASSIGN(core_, LearnerCore::Create(options));
-    service_ = std::make_unique<LearnerServiceImpl>(core_, max_streams);
+    service_ = std::make_unique<LearnerServiceImpl>(core_, max_streams,
+                                                    max_streams_per_client);
     ASSERT_OK_AND_ASSIGN(server_, StartInProcessServer({service_.get()}));
     stub_ = LearnerService::NewStub(server_.channel);
   }
@@ -331,6 +333,37 @@ TEST_F(LearnerServiceTest, StreamsBeyondTheLimitAreRefusedAndFreedOnLeaving) {
   EXPECT_TRUE(p4->Read(&update));
   c4.TryCancel();
   p4->Finish();
+  r2->WritesDone();
+  c2.TryCancel();
+  r2->Finish();
+  EXPECT_TRUE(WaitFor([&] { return service_->open_streams() == 0; },
+                      absl::Seconds(30), absl::Milliseconds(10)));
+}
+
+// One client (here every call: one identity, one host) gets at most its
+// share of the places, whatever the server-wide limit.
+TEST_F(LearnerServiceTest, OneClientGetsAtMostItsShareOfStreams) {
+  Start(SmallRunSpec(), /*max_streams=*/8, /*max_streams_per_client=*/2);
+  SubscribePolicyRequest subscribe;
+  subscribe.set_run_id("small");
+  grpc::ClientContext c1, c2, c3;
+  auto p1 = stub_->SubscribePolicy(&c1, subscribe);
+  auto r2 = stub_->StreamRollouts(&c2);
+  PolicyUpdate update;
+  ASSERT_TRUE(p1->Read(&update));
+  ASSERT_TRUE(WaitFor([&] { return service_->open_streams() == 2; },
+                      absl::Seconds(30), absl::Milliseconds(10)));
+  auto p3 = stub_->SubscribePolicy(&c3, subscribe);
+  EXPECT_FALSE(p3->Read(&update));
+  const grpc::Status refused = p3->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max_streams_per_client"),
+            std::string::npos)
+      << refused.error_message();
+  EXPECT_EQ(service_->refused_streams_per_client(), 1);
+  EXPECT_EQ(service_->refused_streams(), 0);
+  c1.TryCancel();
+  p1->Finish();
   r2->WritesDone();
   c2.TryCancel();
   r2->Finish();

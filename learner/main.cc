@@ -45,6 +45,9 @@ ABSL_FLAG(double, rendezvous_timeout_s, 60,
 ABSL_FLAG(int, max_streams, 1024,
           "Rollout and policy streams open at once; more are refused "
           "(RESOURCE_EXHAUSTED).");
+ABSL_FLAG(int, max_streams_per_client, 256,
+          "Of those, at most this many from one client (its token's "
+          "identity and its host); more are refused (RESOURCE_EXHAUSTED).");
 ABSL_FLAG(int, max_message_mb, 256,
           "Largest rollout segment accepted, in MiB.");
 ABSL_FLAG(int, max_inflight_segment_mb, 1024,
@@ -76,6 +79,7 @@ int main(int argc, char** argv) {
   options.port_file = absl::GetFlag(FLAGS_port_file);
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
   options.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
   options.max_inflight_segment_mb =
       absl::GetFlag(FLAGS_max_inflight_segment_mb);
   options.coordinator = absl::GetFlag(FLAGS_coordinator);

@@ -52,6 +52,14 @@ ABSL_FLAG(int64_t, max_ingest_bytes,
           "at most.");
 ABSL_FLAG(int, max_watchers, rl::TelemetryCoreOptions().max_watchers,
           "Live Watch streams, at most.");
+ABSL_FLAG(int, max_ingest_streams,
+          rl::TelemetryServiceOptions().max_ingest_streams,
+          "Ingest streams open at once (one per emitting process); more are "
+          "refused (RESOURCE_EXHAUSTED).");
+ABSL_FLAG(int, max_ingest_streams_per_client,
+          rl::TelemetryServiceOptions().max_ingest_streams_per_client,
+          "Of those, at most this many from one client (its token's identity "
+          "and its host).");
 ABSL_FLAG(int64_t, max_watch_backlog_bytes,
           rl::TelemetryServiceOptions().max_watch_backlog_bytes,
           "Bytes a Watch client may leave unread before its stream ends.");
@@ -93,6 +101,9 @@ int main(int argc, char** argv) {
   options.core.max_ingest_bytes = absl::GetFlag(FLAGS_max_ingest_bytes);
   options.core.max_watchers = absl::GetFlag(FLAGS_max_watchers);
   options.core.max_open_event_files = absl::GetFlag(FLAGS_max_open_event_files);
+  options.service.max_ingest_streams = absl::GetFlag(FLAGS_max_ingest_streams);
+  options.service.max_ingest_streams_per_client =
+      absl::GetFlag(FLAGS_max_ingest_streams_per_client);
   options.service.max_watch_backlog_bytes =
       absl::GetFlag(FLAGS_max_watch_backlog_bytes);
 

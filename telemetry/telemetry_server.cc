@@ -132,6 +132,23 @@ void RegisterCoreMetrics(TelemetryCore* core,
         return samples;
       });
   registry->AddCallback(
+      "telemetry_ingest_streams", "Open ingest streams.", "gauge", [service]() {
+        return MetricSamples{
+            {{}, static_cast<double>(service->open_ingest_streams())}};
+      });
+  registry->AddCallback(
+      "telemetry_refused_ingest_streams_total",
+      "Ingest streams refused: limit=\"total\" by --max_ingest_streams, "
+      "limit=\"per_client\" by --max_ingest_streams_per_client.",
+      "counter", [service]() {
+        return MetricSamples{
+            {{{"limit", "total"}},
+             static_cast<double>(service->refused_ingest_streams())},
+            {{{"limit", "per_client"}},
+             static_cast<double>(
+                 service->refused_ingest_streams_per_client())}};
+      });
+  registry->AddCallback(
       "telemetry_watch_backlog_bytes",
       "Bytes of points queued for Watch clients that have not read them.",
       "gauge", [service]() {
@@ -161,6 +178,14 @@ struct TelemetryServer::Impl {
 
 absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
     const TelemetryServerOptions& options) {
+  if (options.service.max_ingest_streams < 1 ||
+      options.service.max_ingest_streams_per_client < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_ingest_streams and --max_ingest_streams_per_client: must be "
+        ">= 1 (got ",
+        options.service.max_ingest_streams, " and ",
+        options.service.max_ingest_streams_per_client, ")"));
+  }
   auto impl = std::make_unique<Impl>();
   const auto parent =
       std::filesystem::path(options.core.store_path).parent_path();

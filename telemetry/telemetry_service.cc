@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/security.h"
 #include "telemetry/watch_backlog.h"
 
 namespace rl {
@@ -16,7 +17,8 @@ namespace {
 class IngestReactor final
     : public grpc::ServerBidiReactor<MetricBatch, IngestAck> {
  public:
-  explicit IngestReactor(TelemetryCore* core) : core_(core) {
+  IngestReactor(TelemetryCore* core, std::unique_ptr<StreamPlace> place)
+      : place_(std::move(place)), core_(core) {
     StartRead(&incoming_);
   }
 
@@ -111,6 +113,7 @@ class IngestReactor final
     Finish(ToGrpcStatus(error_));
   }
 
+  std::unique_ptr<StreamPlace> place_;  // given back when deleted
   TelemetryCore* core_;
   MetricBatch incoming_;  // owned by the pending read
   absl::Mutex mu_;
@@ -245,11 +248,41 @@ class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
   absl::Status fell_behind_ ABSL_GUARDED_BY(mu_);
 };
 
+// Finishes at once with `status`.
+class RefusedIngest final
+    : public grpc::ServerBidiReactor<MetricBatch, IngestAck> {
+ public:
+  explicit RefusedIngest(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+StreamQuotaOptions IngestStreamQuota(const TelemetryServiceOptions& options) {
+  StreamQuotaOptions quota;
+  quota.max_total = options.max_ingest_streams;
+  quota.max_per_client = options.max_ingest_streams_per_client;
+  quota.server = "this telemetry service";
+  quota.total_flag = "--max_ingest_streams";
+  quota.per_client_flag = "--max_ingest_streams_per_client";
+  return quota;
+}
+
 }  // namespace
 
+TelemetryServiceImpl::TelemetryServiceImpl(TelemetryCore* core,
+                                           TelemetryServiceOptions options)
+    : core_(core),
+      options_(options),
+      ingest_streams_(IngestStreamQuota(options)) {}
+
 grpc::ServerBidiReactor<MetricBatch, IngestAck>* TelemetryServiceImpl::Ingest(
-    grpc::CallbackServerContext* /*context*/) {
-  return new IngestReactor(core_);
+    grpc::CallbackServerContext* context) {
+  absl::StatusOr<std::unique_ptr<StreamPlace>> place =
+      ingest_streams_.Take(CallerClient(*context));
+  if (!place.ok()) {
+    RL_LOG_WARNING("telemetry ingest refused: {}", place.status().ToString());
+    return new RefusedIngest(ToGrpcStatus(place.status()));
+  }
+  return new IngestReactor(core_, *std::move(place));
 }
 
 grpc::ServerUnaryReactor* TelemetryServiceImpl::Query(

@@ -24,6 +24,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "common/stream_quota.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "telemetry/telemetry_core.h"
 
@@ -33,6 +34,11 @@ struct TelemetryServiceOptions {
   // Bytes of points (see WatchBacklog) a Watch stream may hold for a client
   // that does not read them; beyond, the stream ends (RESOURCE_EXHAUSTED).
   int64_t max_watch_backlog_bytes = int64_t{4} << 20;
+  // Ingest streams open at once, and of those from one client (identity
+  // and host: CallerClient); more are refused with RESOURCE_EXHAUSTED.
+  // A process's emitter holds one.
+  int max_ingest_streams = 4096;
+  int max_ingest_streams_per_client = 1024;
 };
 
 class TelemetryServiceImpl final : public TelemetryService::CallbackService {
@@ -40,8 +46,7 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
   static constexpr int kMaxInFlight = 64;
 
   explicit TelemetryServiceImpl(TelemetryCore* core,
-                                TelemetryServiceOptions options = {})
-      : core_(core), options_(options) {}
+                                TelemetryServiceOptions options = {});
 
   grpc::ServerBidiReactor<MetricBatch, IngestAck>* Ingest(
       grpc::CallbackServerContext* context) override;
@@ -55,6 +60,15 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
       grpc::CallbackServerContext* context,
       const WatchRequest* request) override;
 
+  int open_ingest_streams() const { return ingest_streams_.open(); }
+  // Ingest streams refused: the service was full / the client had its share.
+  int64_t refused_ingest_streams() const {
+    return ingest_streams_.refused_total();
+  }
+  int64_t refused_ingest_streams_per_client() const {
+    return ingest_streams_.refused_per_client();
+  }
+
   // Bytes queued for all Watch clients now.
   int64_t watch_backlog_bytes() const {
     return watch_backlog_bytes_.load(std::memory_order_relaxed);
@@ -63,6 +77,7 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
  private:
   TelemetryCore* core_;
   const TelemetryServiceOptions options_;
+  StreamQuota ingest_streams_;
   std::atomic<int64_t> watch_backlog_bytes_{0};
 };
 

@@ -396,6 +396,45 @@ TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
   EXPECT_EQ(bad_reader->Finish().error_code(), grpc::INVALID_ARGUMENT);
 }
 
+// One client (here every call: one identity, one host) holds at most its
+// share of the ingest streams; a stream that ends gives its place back.
+TEST_F(TelemetryServiceTest, IngestStreamsBeyondAClientsShareAreRefused) {
+  TelemetryServiceOptions service_options;
+  service_options.max_ingest_streams = 8;
+  service_options.max_ingest_streams_per_client = 2;
+  Start({}, service_options);
+  grpc::ClientContext c1, c2, c3, c4;
+  auto s1 = stub_->Ingest(&c1);
+  auto s2 = stub_->Ingest(&c2);
+  IngestAck ack;
+  ASSERT_TRUE(s1->Write(Batch(1, "run-9", 1)));
+  ASSERT_TRUE(s1->Read(&ack));
+  ASSERT_TRUE(s2->Write(Batch(1, "run-9", 1)));
+  ASSERT_TRUE(s2->Read(&ack));
+  EXPECT_EQ(service_->open_ingest_streams(), 2);
+  auto s3 = stub_->Ingest(&c3);
+  EXPECT_FALSE(s3->Read(&ack));
+  const grpc::Status refused = s3->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("at most 2 per client (--max_ingest_streams_per_"
+                        "client)"));
+  EXPECT_EQ(service_->refused_ingest_streams_per_client(), 1);
+  EXPECT_EQ(service_->refused_ingest_streams(), 0);
+
+  s1->WritesDone();
+  EXPECT_TRUE(s1->Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return service_->open_ingest_streams() == 1; },
+                      absl::Seconds(60)));
+  auto s4 = stub_->Ingest(&c4);
+  ASSERT_TRUE(s4->Write(Batch(2, "run-9", 1)));
+  ASSERT_TRUE(s4->Read(&ack));
+  s2->WritesDone();
+  s4->WritesDone();
+  EXPECT_TRUE(s2->Finish().ok());
+  EXPECT_TRUE(s4->Finish().ok());
+}
+
 TEST_F(TelemetryServiceTest, WatchersBeyondTheLimitAreRefused) {
   TelemetryCoreOptions limits;
   limits.max_watchers = 2;
