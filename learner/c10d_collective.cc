@@ -174,7 +174,11 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
           auto tcp = c10::make_intrusive<c10d::TCPStore>(host, opts);
           tcp->setTimeout(ToChrono(options.timeout));
           store = c10::make_intrusive<c10d::PrefixStore>(
-              absl::StrCat("rl/", options.gang_id), tcp);
+              options.store_secret.empty()
+                  ? absl::StrCat("rl/", options.gang_id)
+                  : absl::StrCat("rl/", options.gang_id, "/",
+                                 options.store_secret),
+              tcp);
         },
         absl::StatusCode::kUnavailable);
     if (connected.ok()) break;

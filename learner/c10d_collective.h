@@ -40,6 +40,13 @@ struct CollectiveOptions {
   std::string rendezvous_address;
   // Unique per gang (e.g. "run-3/17"); every rank gives the same.
   std::string gang_id;
+  // Every rank gives the same; the gang's keys in the rendezvous store are
+  // named under it. c10d's TCPStore authenticates no one, but its protocol
+  // cannot list keys: a process that does not know the secret (workers
+  // derive it from their run key) can neither read the ranks' addresses nor
+  // plant its own. The gang's traffic itself (gloo) is plaintext, as with
+  // torchrun: keep learners on a private network.
+  std::string store_secret;
   // The address this rank's collective binds and that peers reach it at.
   std::string bind_address = "127.0.0.1";
   // "gloo" (CPU tensors) or "nccl" (needs a CUDA build).

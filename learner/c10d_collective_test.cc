@@ -95,6 +95,39 @@ TEST(C10dCollectiveTest, RendezvousNamesTheRanksThatNeverJoined) {
                        HasSubstr("rank(s) 1, 2 of 3 did not join")));
 }
 
+// A rank that does not know the gang's store secret never meets it (nor
+// would an outsider on the network): the keys it reads and writes are not
+// the gang's.
+TEST(C10dCollectiveTest, RanksMeetOnlyUnderTheSameStoreSecret) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  auto join = [&](int rank, const std::string& gang,
+                  const std::string& secret) {
+    CollectiveOptions options;
+    options.rank = rank;
+    options.world_size = 2;
+    options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+    options.gang_id = gang;
+    options.store_secret = secret;
+    options.rendezvous_timeout = absl::Seconds(2);
+    return ConnectCollective(options).status();
+  };
+  absl::Status s0, s1;
+  std::thread t0([&] { s0 = join(0, "test/secret-1", "right"); });
+  std::thread t1([&] { s1 = join(1, "test/secret-1", "wrong"); });
+  t0.join();
+  t1.join();
+  EXPECT_THAT(s0, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                           HasSubstr("rank(s) 1 of 2 did not join")));
+  EXPECT_EQ(s1.code(), absl::StatusCode::kDeadlineExceeded) << s1;
+
+  std::thread t2([&] { s0 = join(0, "test/secret-2", "right"); });
+  std::thread t3([&] { s1 = join(1, "test/secret-2", "right"); });
+  t2.join();
+  t3.join();
+  EXPECT_OK(s0);
+  EXPECT_OK(s1);
+}
+
 TEST(C10dCollectiveTest, RendezvousCanBeAbandoned) {
   ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
   CollectiveOptions options;

@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/status.h"
 #include "learner/c10d_collective.h"
 
@@ -56,6 +57,11 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     collective.world_size = assignment.world_size();
     collective.rendezvous_address = assignment.rendezvous_address();
     collective.gang_id = assignment.gang_id();
+    if (!assignment.run_key().empty()) {
+      collective.store_secret =
+          DeriveKey(assignment.run_key(),
+                    absl::StrCat("rendezvous/", assignment.gang_id()));
+    }
     collective.bind_address = collective_address_;
     collective.rendezvous_timeout = rendezvous_timeout_;
     // A Cancel after this point means a newer assignment is waiting.
