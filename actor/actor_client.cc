@@ -210,12 +210,21 @@ absl::Status ActorClient::Run() {
   sender_thread_.join();
   policy_thread_.join();
   const ActorCounters c = counters();
+  uint64_t incarnation;
+  {
+    absl::MutexLock lock(&mu_);
+    incarnation = window_->incarnation();
+  }
+  // The chaos suite reads "[process P]" and "acknowledged up to segment N"
+  // (segment_ledger.h: ParseActorAcknowledgements): keep them as they are.
   RL_LOG_INFO(
-      "actor stopped ({}): {} segments collected, {} sent ({} resent), {} "
-      "acknowledged, {} reconnects, {} policy updates, latest version {}",
+      "actor {} of run {} stopped ({}) [process {:x}]: {} segments "
+      "collected, {} sent ({} resent), acknowledged up to segment {}, {} "
+      "reconnects, {} policy updates, latest version {}",
+      options_.actor_id, run_id_,
       status.ok() ? (c.final_received ? "final policy" : "stop requested")
                   : status.ToString(),
-      c.segments_collected, c.segments_sent, c.segments_resent,
+      incarnation, c.segments_collected, c.segments_sent, c.segments_resent,
       c.segments_acked, c.reconnects, c.policy_updates_received,
       c.latest_version);
   return status;

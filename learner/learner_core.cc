@@ -495,6 +495,10 @@ class LearnerCore::Impl {
     if (lag > max_lag || lag < 0) {
       status_.set_segments_dropped_stale(status_.segments_dropped_stale() + 1);
       dropped_stale_[segment->actor_id] += 1;
+      if (ledger_.has_value()) {
+        ledger_->Drop({segment->actor_id, segment->incarnation,
+                       segment->sequence_number});
+      }
       Acknowledge(*segment);
       SendAck(segment->actor_id);
       return;

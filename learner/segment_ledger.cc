@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <tuple>
 #include <utility>
 
@@ -74,6 +75,11 @@ void SegmentLedger::Update(int64_t updates,
   Append(line);
 }
 
+void SegmentLedger::Drop(const SegmentKey& s) {
+  Append(absl::StrCat("drop ", s.actor_id, "/", absl::Hex(s.incarnation), "/",
+                      s.sequence_number, "\n"));
+}
+
 void SegmentLedger::Append(const std::string& line) {
   const ssize_t n = ::write(fd_, line.data(), line.size());
   if (n == static_cast<ssize_t>(line.size())) return;
@@ -104,6 +110,16 @@ SegmentLedgerAudit AuditSegmentLedger(absl::string_view text) {
     if (line.empty()) continue;
     const std::vector<absl::string_view> words =
         absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() == 2 && words[0] == "drop") {
+      SegmentKey key;
+      if (ParseKey(words[1], &key)) {
+        audit.processed.insert(key);
+      } else {
+        audit.violations.push_back(absl::StrCat(
+            "line ", line_number, ": bad segment \"", words[1], "\""));
+      }
+      continue;
+    }
     int64_t updates = 0;
     if (words.size() < 2 || !absl::SimpleAtoi(words[1], &updates) ||
         (words[0] != "resume" && words[0] != "update")) {
@@ -140,6 +156,7 @@ SegmentLedgerAudit AuditSegmentLedger(absl::string_view text) {
         continue;
       }
       segments.push_back(key);
+      audit.processed.insert(key);
     }
   }
   std::map<SegmentKey, int64_t> used_by;
@@ -157,6 +174,50 @@ SegmentLedgerAudit AuditSegmentLedger(absl::string_view text) {
   }
   audit.updates = lineage.empty() ? 0 : lineage.rbegin()->first;
   return audit;
+}
+
+std::vector<ActorAcknowledgement> ParseActorAcknowledgements(
+    absl::string_view log, absl::string_view run_id) {
+  static const std::regex kLine(
+      R"(actor (\d+) of run (\S+) stopped \(.*\) \[process ([0-9a-f]+)\]: )"
+      R"(.*acknowledged up to segment (\d+),)");
+  std::vector<ActorAcknowledgement> out;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    std::cmatch m;
+    if (!std::regex_search(line.data(), line.data() + line.size(), m, kLine) ||
+        m[2].str() != run_id) {
+      continue;
+    }
+    ActorAcknowledgement a;
+    if (absl::SimpleAtoi(m[1].str(), &a.actor_id) &&
+        absl::SimpleHexAtoi(m[3].str(), &a.incarnation) &&
+        absl::SimpleAtoi(m[4].str(), &a.acknowledged)) {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> CheckAcknowledged(
+    const SegmentLedgerAudit& audit,
+    const std::vector<ActorAcknowledgement>& acknowledgements) {
+  std::vector<std::string> violations;
+  for (const ActorAcknowledgement& a : acknowledgements) {
+    int64_t missing = 0, first = 0;
+    for (int64_t seq = 1; seq <= a.acknowledged; ++seq) {
+      if (audit.processed.count({a.actor_id, a.incarnation, seq}) == 0) {
+        if (missing++ == 0) first = seq;
+      }
+    }
+    if (missing > 0) {
+      violations.push_back(absl::StrCat(
+          "actor ", a.actor_id, " (process ", absl::Hex(a.incarnation),
+          ") saw segments up to ", a.acknowledged, " acknowledged, but ",
+          missing, " of them (the first: ", first,
+          ") were never used or dropped by a learner"));
+    }
+  }
+  return violations;
 }
 
 }  // namespace rl

@@ -5,6 +5,7 @@
 //
 //   resume <updates>                         a learner (re)started there
 //   update <updates> <actor>/<incarnation>/<sequence> ...
+//   drop <actor>/<incarnation>/<sequence>    stale: acknowledged, not used
 //
 // Each line is one write(2) to an O_APPEND descriptor, so a learner killed
 // at any moment leaves whole lines. A resume at U rolls back every update
@@ -16,6 +17,7 @@
 #define RL_LEARNER_SEGMENT_LEDGER_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,7 @@ class SegmentLedger {
 
   void Resume(int64_t updates);
   void Update(int64_t updates, const std::vector<SegmentKey>& segments);
+  void Drop(const SegmentKey& segment);
   int64_t failed_writes() const { return failed_writes_; }
 
  private:
@@ -68,11 +71,31 @@ struct SegmentLedgerAudit {
   int64_t resumes = 0;                  // resume lines
   int64_t rolled_back = 0;              // updates undone by a resume
   std::vector<std::string> violations;  // each names what is wrong
+  // Every segment a learner used (in any update, rolled back or not) or
+  // dropped as stale: the ones it may have acknowledged.
+  std::set<SegmentKey> processed;
 };
 
 // Reads a ledger's text. Malformed lines, gaps or repeats in the update
 // numbers, and a segment used twice in the lineage are violations.
 SegmentLedgerAudit AuditSegmentLedger(absl::string_view text);
+
+// What an actor process said it had acknowledged when it stopped (its log
+// line "actor A of run R stopped (...) [process P]: ... acknowledged up to
+// segment N, ..."; actors killed before that line say nothing).
+struct ActorAcknowledgement {
+  int actor_id = 0;
+  uint64_t incarnation = 0;
+  int64_t acknowledged = 0;  // segments 1..acknowledged
+};
+std::vector<ActorAcknowledgement> ParseActorAcknowledgements(
+    absl::string_view log, absl::string_view run_id);
+
+// Violations: a segment an actor saw acknowledged that no learner of the
+// ledger used or dropped (acknowledged, then lost).
+std::vector<std::string> CheckAcknowledged(
+    const SegmentLedgerAudit& audit,
+    const std::vector<ActorAcknowledgement>& acknowledgements);
 
 }  // namespace rl
 

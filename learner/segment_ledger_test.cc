@@ -64,6 +64,46 @@ TEST(SegmentLedgerTest, GapsRepeatsAndGarbageAreViolations) {
                           HasSubstr("line 2 is malformed")));
 }
 
+TEST(SegmentLedgerTest, AcknowledgedSegmentsMustHaveBeenUsedOrDropped) {
+  const std::string path = SegmentLedgerPath(MakeTestDir(), 0);
+  {
+    ASSERT_OK_AND_ASSIGN(SegmentLedger ledger, SegmentLedger::Open(path));
+    ledger.Resume(0);
+    ledger.Update(1, {{0, 0xab, 1}});
+    ledger.Drop({0, 0xab, 2});
+    ledger.Update(2, {{0, 0xab, 3}});
+    ledger.Resume(1);  // update 2 rolled back: segment 3 was still used
+  }
+  const SegmentLedgerAudit audit = AuditSegmentLedger(ReadAll(path));
+  EXPECT_THAT(audit.violations, IsEmpty());
+  EXPECT_EQ(audit.processed.size(), 3);
+
+  const std::string log =
+      "2026-11-24 [actor] info actor 0 of run run-000007 stopped (final "
+      "policy) [process ab]: 4 segments collected, 4 sent (0 resent), "
+      "acknowledged up to segment 3, 0 reconnects, 3 policy updates, latest "
+      "version 3\n"
+      "2026-11-24 [actor] info actor 0 of run run-000008 stopped (UNAVAILABLE:"
+      " x (y) [z]) [process cd]: 9 segments collected, 9 sent (0 resent), "
+      "acknowledged up to segment 9, 0 reconnects, 3 policy updates, latest "
+      "version 3\n";
+  const std::vector<ActorAcknowledgement> acks =
+      ParseActorAcknowledgements(log, "run-000007");
+  ASSERT_EQ(acks.size(), 1);
+  EXPECT_EQ(acks[0].incarnation, 0xabu);
+  EXPECT_EQ(acks[0].acknowledged, 3);
+  EXPECT_THAT(CheckAcknowledged(audit, acks), IsEmpty());
+
+  // The other run's line parses too (parentheses in its status); its
+  // acknowledgements are not in this ledger: acknowledged, then lost.
+  const std::vector<ActorAcknowledgement> other =
+      ParseActorAcknowledgements(log, "run-000008");
+  ASSERT_EQ(other.size(), 1);
+  EXPECT_THAT(CheckAcknowledged(audit, other),
+              ElementsAre(HasSubstr("saw segments up to 9 acknowledged, but 9 "
+                                    "of them (the first: 1) were never used")));
+}
+
 TEST(SegmentLedgerTest, AFailedWriteIsCountedNotFatal) {
   ASSERT_OK_AND_ASSIGN(SegmentLedger ledger, SegmentLedger::Open("/dev/full"));
   ledger.Resume(0);

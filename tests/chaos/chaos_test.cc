@@ -14,6 +14,9 @@
 //     are 1..N with N the latest checkpoint's, and its segments hold
 //     exactly the run's env steps (the learner's counters against the
 //     segments themselves);
+//   - no segment acknowledged then lost: every segment an actor process
+//     reported (when it stopped) as acknowledged is in the ledger, used or
+//     dropped as stale;
 //   - no telemetry point acknowledged as durable is missing: a probe emitter
 //     in the test streams numbered points to the telemetry service through
 //     all the kills, and every point it saw acknowledged is in the store.
@@ -205,6 +208,7 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
   int checked = 0, violated = 0, succeeded = 0;
   int64_t ledger_segments = 0, ledger_rolled_back = 0, learner_starts = 0;
   int64_t probe_acked = 0, probe_stored = 0;
+  int64_t actor_reports = 0, acknowledged_segments = 0;
   auto check = [&](bool ok, const std::string& what) {
     ++checked;
     if (!ok) {
@@ -279,6 +283,25 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
     check(audit.violations.empty(),
           absl::StrCat(
               id, ": no segment used twice, updates in order:", violations));
+    // Acknowledged, then lost: every segment an actor process said (when
+    // it stopped; killed ones say nothing) it had seen acknowledged was
+    // used or dropped by a learner of the run.
+    std::vector<ActorAcknowledgement> acks;
+    for (int a = 0; a < 2; ++a) {
+      for (const ActorAcknowledgement& ack : ParseActorAcknowledgements(
+               ReadFile(absl::StrCat(Path("logs"), "/local-actor-", a, ".log")),
+               id)) {
+        acks.push_back(ack);
+        acknowledged_segments += ack.acknowledged;
+      }
+    }
+    actor_reports += static_cast<int64_t>(acks.size());
+    std::string lost;
+    for (const std::string& v : CheckAcknowledged(audit, acks)) {
+      absl::StrAppend(&lost, "\n    ", v);
+    }
+    check(lost.empty(),
+          absl::StrCat(id, ": no acknowledged segment lost:", lost));
     check(audit.segments * kStepsPerSegment == run.progress().env_steps(),
           absl::StrCat(id, ": its ledger's ", audit.segments, " segments hold ",
                        audit.segments * kStepsPerSegment,
@@ -344,6 +367,11 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
       "%lld emitted\n",
       static_cast<long long>(probe_acked), static_cast<long long>(probe_stored),
       static_cast<long long>(probe_points.load()));
+  std::printf(
+      "  actor reports         %lld (%lld segments acknowledged, "
+      "none lost)\n",
+      static_cast<long long>(actor_reports),
+      static_cast<long long>(acknowledged_segments));
   std::printf("  invariants checked    %d\n", checked);
   std::printf("  invariants violated   %d\n", violated);
   std::fflush(stdout);

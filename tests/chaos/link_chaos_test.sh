@@ -7,7 +7,9 @@
 # actors and must take them back), up to RL_LINK_CUTS times. Afterwards:
 #   - the run SUCCEEDED with its step budget;
 #   - its segment ledger (learner/segment_ledger.h) has no segment used
-#     twice and no gap, and its segments hold at least the step budget.
+#     twice and no gap, and its segments hold the run's steps;
+#   - every segment the actors saw acknowledged (they report it when they
+#     stop) was used or dropped by the learner: none acknowledged then lost.
 # It prints its figures: cuts, seconds cut, invariants checked and violated.
 #
 #   bazel test --config=long //tests:link_chaos_test --test_output=all
@@ -172,10 +174,14 @@ check() {
 check '[[ "$(state)" == SUCCEEDED ]]' "the run ended $(state)"
 LEDGER="$DIR/runs/$run_id/segments.rank0.log"
 audit_rc=0
-"$BIN/learner/segment_ledger_audit" "$LEDGER" >"$DIR/audit.txt" 2>&1 ||
-  audit_rc=$?
+# The actors report, when they stop, what they saw acknowledged.
+"$BIN/learner/segment_ledger_audit" "$LEDGER" --run_id="$run_id" \
+  --actor_log="$DIR/actor0.log" --actor_log="$DIR/actor1.log" \
+  >"$DIR/audit.txt" 2>&1 || audit_rc=$?
 sed 's/^/  /' "$DIR/audit.txt"
 check '((audit_rc == 0))' "the segment ledger has violations (see above)"
+reports=$(sed -n 's/^actor reports \([0-9]*\),.*/\1/p' "$DIR/audit.txt")
+check '(( ${reports:-0} >= 2 ))' "only ${reports:-0} actor reports of acknowledged segments"
 segments=$(sed -n 's/.* segments \([0-9]*\),.*/\1/p' "$DIR/audit.txt" | head -1)
 run_steps=$(awk 'NR == 1 {for (i = 1; i < NF; i++) if ($i == "steps") print $(i + 1)}' "$DIR/get.txt")
 check '(( ${run_steps:-0} >= STEPS ))' "the run reached ${run_steps:-0} of $STEPS steps"
@@ -192,6 +198,8 @@ assignments=$(cat "$DIR"/actor*.log | grep -c "assigned run" || true)
 printf '  actor assignments     %d (2 without lost leases)\n' "$assignments"
 printf '  runs succeeded        %d of 1\n' "$([[ "$(state)" == SUCCEEDED ]] && echo 1 || echo 0)"
 printf '  segments used         %s, none twice\n' "${segments:-0}"
+printf '  actor reports         %s (%s)\n' "${reports:-0}" \
+  "$(sed -n 's/^actor reports [0-9]*, \(.*\)/\1/p' "$DIR/audit.txt")"
 printf '  invariants checked    %d\n' "$checked"
 printf '  invariants violated   %d\n' "$violated"
 ((cuts >= 2)) || fail "only $cuts cuts before the run ended"
