@@ -307,7 +307,9 @@ sed -E 's/^(JobId=[0-9]+).*(JobState=[A-Z_]+).*(NodeList=[^ ]+).*/  jobcomp: \1 
 [[ "$(grep -c 'JobState=COMPLETED' "$TMP/log/jobcomp.txt")" == 2 ]] ||
   fail "the job-completion log lacks 2 COMPLETED records"
 grep -q 'SIGUSR1: time limit near' "$JOB_OUT" || fail "the batch script did not handle SIGUSR1"
-grep -q "requeued job $JOB_ID" "$JOB_OUT" || fail "the batch script did not requeue the job"
+# The batch script says so before it calls scontrol requeue (slurmd kills it
+# right after); that the requeue happened was waited for above (Restarts).
+grep -q "requeueing job $JOB_ID" "$JOB_OUT" || fail "the batch script did not requeue the job"
 grep -q 'already submitted run-' "$JOB_OUT" || fail "the requeued job did not get its run back"
 resumed="$(grep -h 'resumed from' "$JOB_DIR"/logs/learner-*.log | tail -n 1)"
 [[ -n "$resumed" ]] || fail "the learner did not resume from a checkpoint after the requeue"
