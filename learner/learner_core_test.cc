@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -396,9 +397,7 @@ TEST(LearnerCoreTest, AResumedLearnerDoesNotUseAResentSegmentTwice) {
 
   // The ledger tells the same story: three updates, three segments, each
   // used once.
-  std::ifstream in(SegmentLedgerPath(dir, 0));
-  const std::string text((std::istreambuf_iterator<char>(in)),
-                         std::istreambuf_iterator<char>());
+  const std::string text = ReadTestFile(SegmentLedgerPath(dir, 0));
   const SegmentLedgerAudit audit = AuditSegmentLedger(text);
   EXPECT_THAT(audit.violations, ::testing::IsEmpty()) << text;
   EXPECT_EQ(audit.resumes, 2) << text;
@@ -406,11 +405,13 @@ TEST(LearnerCoreTest, AResumedLearnerDoesNotUseAResentSegmentTwice) {
   EXPECT_EQ(audit.segments, 3) << text;
 }
 
-// Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights
-// drift after the first update (injected); the next hash check fails the
-// run on both ranks with DATA_LOSS, naming the divergence.
-TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
-  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+// Creates the two ranks of a gang (real gloo on loopback, in-process) at
+// once (Create broadcasts rank 0's state: both ranks must be in it), each
+// with the options `make(rank)` gives and its collective added here. A rank
+// that failed is null (and the test has failed).
+std::vector<std::unique_ptr<LearnerCore>> StartGang(
+    const RendezvousServer& server, const std::string& gang_id,
+    const std::function<LearnerOptions(int)>& make) {
   std::vector<std::unique_ptr<LearnerCore>> cores(2);
   std::vector<std::thread> starts;
   for (int rank = 0; rank < 2; ++rank) {
@@ -418,27 +419,39 @@ TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
       CollectiveOptions c;
       c.rank = rank;
       c.world_size = 2;
-      c.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
-      c.gang_id = "core-test/diverge";
+      c.rendezvous_address = absl::StrCat("127.0.0.1:", server.port());
+      c.gang_id = gang_id;
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
                            ConnectCollective(c));
-      LearnerOptions options;
-      options.spec = Spec("resources: {num_learners: 2, num_actors: 2}");
-      options.run_id = "t";
+      LearnerOptions options = make(rank);
       options.collective = std::move(collective);
-      options.sync_check_interval = 2;
-      if (rank == 1) {
-        options.after_update_for_testing = [](int64_t update,
-                                              ActorCritic& policy) {
-          torch::NoGradGuard no_grad;
-          if (update == 1) policy->parameters()[0].add_(1e-3);
-        };
-      }
-      // Create broadcasts rank 0's state: both ranks must be in it.
       ASSERT_OK_AND_ASSIGN(cores[rank], LearnerCore::Create(options));
     });
   }
   for (auto& t : starts) t.join();
+  return cores;
+}
+
+// Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights
+// drift after the first update (injected); the next hash check fails the
+// run on both ranks with DATA_LOSS, naming the divergence.
+TEST(LearnerCoreTest, DivergedRanksFailTheRunClearly) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  std::vector<std::unique_ptr<LearnerCore>> cores =
+      StartGang(*server, "core-test/diverge", [](int rank) {
+        LearnerOptions options;
+        options.spec = Spec("resources: {num_learners: 2, num_actors: 2}");
+        options.run_id = "t";
+        options.sync_check_interval = 2;
+        if (rank == 1) {
+          options.after_update_for_testing = [](int64_t update,
+                                                ActorCritic& policy) {
+            torch::NoGradGuard no_grad;
+            if (update == 1) policy->parameters()[0].add_(1e-3);
+          };
+        }
+        return options;
+      });
   ASSERT_NE(cores[0], nullptr);
   ASSERT_NE(cores[1], nullptr);
   AckLog a0, a1;
@@ -475,29 +488,15 @@ TEST(LearnerCoreTest, AResumedGangDoesNotUseAResentSegmentTwiceOnAnyRank) {
     return s;
   };
   auto start_gang = [&](const std::string& gang_id) {
-    std::vector<std::unique_ptr<LearnerCore>> cores(2);
-    std::vector<std::thread> starts;
-    for (int rank = 0; rank < 2; ++rank) {
-      starts.emplace_back([&, rank] {
-        CollectiveOptions c;
-        c.rank = rank;
-        c.world_size = 2;
-        c.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
-        c.gang_id = gang_id;
-        ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
-                             ConnectCollective(c));
-        LearnerOptions options;
-        options.spec = Spec(
-            "sync_mode: ASYNC\nmax_policy_lag: 1\ncheckpoint_interval: 1\n"
-            "resources: {num_learners: 2, num_actors: 2}");
-        options.run_id = "t";
-        options.run_dir = dir;
-        options.collective = std::move(collective);
-        ASSERT_OK_AND_ASSIGN(cores[rank], LearnerCore::Create(options));
-      });
-    }
-    for (auto& t : starts) t.join();
-    return cores;
+    return StartGang(*server, gang_id, [&](int) {
+      LearnerOptions options;
+      options.spec = Spec(
+          "sync_mode: ASYNC\nmax_policy_lag: 1\ncheckpoint_interval: 1\n"
+          "resources: {num_learners: 2, num_actors: 2}");
+      options.run_id = "t";
+      options.run_dir = dir;
+      return options;
+    });
   };
   {
     auto cores = start_gang("core-test/resend-1");

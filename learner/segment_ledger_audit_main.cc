@@ -57,15 +57,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   int bad = 0;
-  std::string all;
+  // Segments any rank processed, from all the ledgers together.
+  rl::SegmentLedgerAudit processed;
   for (const std::string& path : ledgers) {
     std::string text;
     if (!Read(path, &text)) {
       ++bad;
       continue;
     }
-    all += text;
     const rl::SegmentLedgerAudit audit = rl::AuditSegmentLedger(text);
+    processed.processed.insert(audit.processed.begin(), audit.processed.end());
     std::printf(
         "%s: updates %lld, segments %lld, resumes %lld, rolled back %lld, "
         "violations %zu\n",
@@ -79,9 +80,6 @@ int main(int argc, char** argv) {
     if (!audit.violations.empty()) ++bad;
   }
   if (!actor_logs.empty()) {
-    // Segments any rank processed: the ledgers' lines together (their
-    // lineages are each file's; only `processed` is used here).
-    const rl::SegmentLedgerAudit audit = rl::AuditSegmentLedger(all);
     std::vector<rl::ActorAcknowledgement> acks;
     for (const std::string& path : actor_logs) {
       std::string text;
@@ -95,7 +93,8 @@ int main(int argc, char** argv) {
     }
     long long acknowledged = 0;
     for (const auto& a : acks) acknowledged += a.acknowledged;
-    const std::vector<std::string> lost = rl::CheckAcknowledged(audit, acks);
+    const std::vector<std::string> lost =
+        rl::CheckAcknowledged(processed, acks);
     std::printf(
         "actor reports %zu, segments acknowledged %lld, acknowledged then "
         "lost %zu\n",

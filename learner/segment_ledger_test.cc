@@ -1,8 +1,5 @@
 #include "learner/segment_ledger.h"
 
-#include <fstream>
-#include <sstream>
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -14,13 +11,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(SegmentLedgerTest, WritesWhatTheAuditReadsBack) {
   const std::string path = SegmentLedgerPath(MakeTestDir(), 0);
@@ -37,8 +27,9 @@ TEST(SegmentLedgerTest, WritesWhatTheAuditReadsBack) {
     ledger.Resume(1);
     ledger.Update(2, {{0, 0xF00DF00DF00DF00Dull, 2}});  // resent, used again
   }
-  EXPECT_THAT(ReadAll(path), HasSubstr("update 1 0/f00df00df00df00d/1 1/7/1"));
-  const SegmentLedgerAudit audit = AuditSegmentLedger(ReadAll(path));
+  EXPECT_THAT(ReadTestFile(path),
+              HasSubstr("update 1 0/f00df00df00df00d/1 1/7/1"));
+  const SegmentLedgerAudit audit = AuditSegmentLedger(ReadTestFile(path));
   EXPECT_THAT(audit.violations, IsEmpty());
   EXPECT_EQ(audit.updates, 2);
   EXPECT_EQ(audit.segments, 3);
@@ -74,7 +65,7 @@ TEST(SegmentLedgerTest, AcknowledgedSegmentsMustHaveBeenUsedOrDropped) {
     ledger.Update(2, {{0, 0xab, 3}});
     ledger.Resume(1);  // update 2 rolled back: segment 3 was still used
   }
-  const SegmentLedgerAudit audit = AuditSegmentLedger(ReadAll(path));
+  const SegmentLedgerAudit audit = AuditSegmentLedger(ReadTestFile(path));
   EXPECT_THAT(audit.violations, IsEmpty());
   EXPECT_EQ(audit.processed.size(), 3);
 

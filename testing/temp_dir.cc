@@ -1,6 +1,8 @@
 #include "testing/temp_dir.h"
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +31,12 @@ std::string MakeTestDir(absl::string_view name) {
     return "";
   }
   return dir.string();
+}
+
+std::string ReadTestFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
 }
 
 }  // namespace rl

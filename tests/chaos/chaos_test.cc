@@ -24,16 +24,11 @@
 // checked and violated (0).
 //
 //   bazel test --config=long //tests/chaos:chaos_test --test_output=all
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <random>
 #include <set>
@@ -45,15 +40,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/port_file.h"
 #include "coordinator/run_store.h"
-#include "envs/env_registry.h"
 #include "learner/checkpoint.h"
 #include "learner/segment_ledger.h"
-#include "policy/actor_critic.h"
 #include "telemetry/grpc_transport.h"
 #include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
+#include "testing/run_checkpoint.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
 namespace rl {
@@ -64,29 +60,6 @@ constexpr int kFaults = 8;  // two of each kind, in a seeded order
 constexpr int64_t kSteps = 36864;
 
 constexpr int64_t kStepsPerSegment = 8 * 32;  // envs_per_actor x length
-
-// A port free now on loopback: the local telemetry keeps it through
-// coordinator restarts, so the probe emitter's target stays valid.
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
 
 std::string ChaosRun(int i) {
   return absl::StrCat("name: chaos-", i, R"(
@@ -111,7 +84,9 @@ class ChaosTest : public EmbeddedCoordinatorTest {
             absl::StrCat("--telemetry_port=", telemetry_port_)};
   }
 
-  int telemetry_port_ = FreePort();
+  // Free now on loopback: the local telemetry keeps it through coordinator
+  // restarts, so the probe emitter's target stays valid.
+  int telemetry_port_ = PickFreePort().value_or(0);
 
   // SIGKILLs the newest process whose command line has all of `args`;
   // false if there is none now.
@@ -255,14 +230,7 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
     absl::StatusOr<std::string> latest = LatestCheckpoint(root);
     check(latest.ok(), absl::StrCat(id, " has a checkpoint under ", root));
     if (latest.ok()) {
-      absl::StatusOr<EnvInfo> info = DescribeEnvSpec(run.spec().env());
-      ASSERT_TRUE(info.ok()) << info.status();
-      absl::StatusOr<ActorCritic> policy = CreateActorCritic(
-          MakeActorCriticConfig(info->observation_size, info->num_actions,
-                                info->action_size, run.spec().ppo()));
-      ASSERT_TRUE(policy.ok()) << policy.status();
-      const absl::Status read =
-          ReadCheckpoint(*latest, *policy, nullptr, nullptr);
+      const absl::Status read = LoadRunCheckpoint(run.spec(), *latest);
       check(read.ok(), absl::StrCat(*latest, " loads: ", read.ToString()));
     }
 
@@ -270,7 +238,7 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
     // agree.
     const std::string ledger_path =
         SegmentLedgerPath(Path("runs") + "/" + id, 0);
-    const std::string ledger = ReadFile(ledger_path);
+    const std::string ledger = ReadTestFile(ledger_path);
     const SegmentLedgerAudit audit = AuditSegmentLedger(ledger);
     ledger_segments += audit.segments;
     ledger_rolled_back += audit.rolled_back;
@@ -289,7 +257,8 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
     std::vector<ActorAcknowledgement> acks;
     for (int a = 0; a < 2; ++a) {
       for (const ActorAcknowledgement& ack : ParseActorAcknowledgements(
-               ReadFile(absl::StrCat(Path("logs"), "/local-actor-", a, ".log")),
+               ReadTestFile(
+                   absl::StrCat(Path("logs"), "/local-actor-", a, ".log")),
                id)) {
         acks.push_back(ack);
         acknowledged_segments += ack.acknowledged;

@@ -52,12 +52,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "envs/env_registry.h"
 #include "learner/checkpoint.h"
-#include "policy/actor_critic.h"
 #include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
+#include "testing/run_checkpoint.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
 namespace rl {
@@ -83,18 +83,13 @@ checkpoint_interval: 2
 )");
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
-}
-
 // The files of a checkpoint directory by name, with their bytes.
 std::map<std::string, std::string> ReadDir(const std::string& dir) {
   std::map<std::string, std::string> files;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    files[entry.path().filename().string()] = ReadFile(entry.path().string());
+    files[entry.path().filename().string()] =
+        ReadTestFile(entry.path().string());
   }
   return files;
 }
@@ -186,9 +181,9 @@ class DiskFullTest : public EmbeddedCoordinatorTest {
     if (filler_fd_ >= 0) close(filler_fd_);
     if (HasFailure()) {
       std::fprintf(stderr, "==== %s ====\n%s\n", LearnerLog().c_str(),
-                   ReadFile(LearnerLog()).c_str());
+                   ReadTestFile(LearnerLog()).c_str());
       std::fprintf(stderr, "==== %s ====\n%s\n", TelemetryLog().c_str(),
-                   ReadFile(TelemetryLog()).c_str());
+                   ReadTestFile(TelemetryLog()).c_str());
     }
     if (mounted_ && umount2(runs_.c_str(), MNT_DETACH) != 0) {
       ADD_FAILURE() << "umount -l " << runs_ << ": " << std::strerror(errno);
@@ -197,17 +192,6 @@ class DiskFullTest : public EmbeddedCoordinatorTest {
 
   std::string LearnerLog() const { return Path("logs/local-learner-0.log"); }
   std::string TelemetryLog() const { return Path("logs/local-telemetry.log"); }
-
-  // Loads the checkpoint directory `dir` into a fresh network of `run`.
-  absl::Status Loads(const rl::Run& run, const std::string& dir) {
-    absl::StatusOr<EnvInfo> info = DescribeEnvSpec(run.spec().env());
-    if (!info.ok()) return info.status();
-    absl::StatusOr<ActorCritic> policy = CreateActorCritic(
-        MakeActorCriticConfig(info->observation_size, info->num_actions,
-                              info->action_size, run.spec().ppo()));
-    if (!policy.ok()) return policy.status();
-    return ReadCheckpoint(dir, *policy, nullptr, nullptr);
-  }
 
   // Appends zeros to the filler until a write fails; that write's errno.
   int TopUp() {
@@ -274,8 +258,8 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   ASSERT_TRUE(WaitFor(
                   [&] {
                     TopUp();
-                    failures =
-                        Lines(ReadFile(LearnerLog()), "checkpoint failed (");
+                    failures = Lines(ReadTestFile(LearnerLog()),
+                                     "checkpoint failed (");
                     return !failures.empty() || Get(id).state() != RUNNING;
                   },
                   absl::Seconds(180), absl::Milliseconds(20)) &&
@@ -309,8 +293,8 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   ASSERT_TRUE(WaitFor(
                   [&] {
                     TopUp();
-                    failures =
-                        Lines(ReadFile(LearnerLog()), "checkpoint failed (");
+                    failures = Lines(ReadTestFile(LearnerLog()),
+                                     "checkpoint failed (");
                     return failures.size() >= 2 || Get(id).state() != RUNNING;
                   },
                   absl::Seconds(180), absl::Milliseconds(20)) &&
@@ -355,7 +339,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
     for (const auto& [name, bytes] : kept_files) {
       std::ofstream(copy + "/" + name, std::ios::binary) << bytes;
     }
-    const absl::Status read = Loads(during, copy);
+    const absl::Status read = LoadRunCheckpoint(during.spec(), copy);
     EXPECT_TRUE(read.ok()) << *kept << " does not load: " << read;
   }
 
@@ -364,7 +348,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   ASSERT_TRUE(WaitFor(
                   [&] {
                     recovered =
-                        Lines(ReadFile(LearnerLog()), "failed attempts");
+                        Lines(ReadTestFile(LearnerLog()), "failed attempts");
                     return !recovered.empty() || Get(id).state() != RUNNING;
                   },
                   absl::Seconds(180), absl::Milliseconds(50)) &&
@@ -374,7 +358,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   const double recovered_at = elapsed();
   const rl::Run done = WaitForEnd(id, absl::Seconds(600));
   const double ended_at = elapsed();
-  failures = Lines(ReadFile(LearnerLog()), "checkpoint failed (");
+  failures = Lines(ReadTestFile(LearnerLog()), "checkpoint failed (");
   EXPECT_TRUE(absl::StrContains(
       recovered.front(),
       absl::StrCat("written after ", failures.size(), " failed attempts")))
@@ -385,7 +369,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   const absl::StatusOr<std::string> last = LatestCheckpoint(root);
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_GT(*last, *kept);
-  const absl::Status last_read = Loads(done, *last);
+  const absl::Status last_read = LoadRunCheckpoint(done.spec(), *last);
   EXPECT_TRUE(last_read.ok()) << *last << " does not load: " << last_read;
   EXPECT_TRUE(Leftovers(root).empty())
       << "left in " << root << ": " << absl::StrJoin(Leftovers(root), ", ");
@@ -446,7 +430,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   std::printf(
       "  telemetry store       %zu \"disk is full\" errors logged, "
       "survived\n",
-      Lines(ReadFile(TelemetryLog()), "disk is full").size());
+      Lines(ReadTestFile(TelemetryLog()), "disk is full").size());
   std::printf("  first error           %s\n", error.c_str());
   std::printf("  recovery              %s\n", recovered.front().c_str());
   std::printf("  failed at updates     %lld and %lld (while full)\n",

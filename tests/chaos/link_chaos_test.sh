@@ -29,67 +29,12 @@ fail() {
 }
 
 if [[ -n "${TEST_SRCDIR:-}" ]]; then
-  HERE="$TEST_SRCDIR/${TEST_WORKSPACE:-rl_service}"
-  BIN="$HERE"
-  RLCTL="$HERE/python/rlctl"
+  source "$TEST_SRCDIR/${TEST_WORKSPACE:-rl_service}/tests/two_hosts.sh"
 else
-  HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-  BIN="${RL_BIN_DIR:-$HERE/bazel-bin}"
-  RLCTL="${RL_RLCTL:-$HERE/.venv/bin/rlctl}"
+  source "$(dirname "${BASH_SOURCE[0]}")/../two_hosts.sh"
 fi
-[[ "$(id -u)" == 0 ]] || fail "needs root (network namespaces)"
-command -v ip >/dev/null || PATH="$PATH:/usr/sbin:/sbin"
-for b in coordinator/coordinator_main learner/learner_main actor/actor_main \
-  learner/segment_ledger_audit; do
-  [[ -x "$BIN/$b" ]] || fail "$BIN/$b missing: bazel build //${b%/*}:${b#*/}"
-done
-
-TAG="rlc$$"
-NS_A="${TAG}a"
-NS_B="${TAG}b"
-NET="10.253.$(($$ % 250))"
-ADDR_A="$NET.1"
-ADDR_B="$NET.2"
-DIR="$(mktemp -d /tmp/link_chaos.XXXXXX)"
-PIDS=()
-cleanup() {
-  local rc=$?
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  sleep 1
-  for pid in "${PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-  for ns in "$NS_A" "$NS_B"; do
-    ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-    ip netns del "$ns" 2>/dev/null || true
-  done
-  if ((rc != 0)); then
-    for f in "$DIR"/*.log; do
-      echo "----- $f (last 40 lines)"
-      tail -n 40 "$f"
-    done
-  fi
-  rm -rf "$DIR"
-  exit "$rc"
-}
-trap cleanup EXIT
-
-say "namespaces $NS_A ($ADDR_A) and $NS_B ($ADDR_B) joined by a veth pair"
-ip netns add "$NS_A"
-ip netns add "$NS_B"
-ip link add "${TAG}va" type veth peer name "${TAG}vb"
-ip link set "${TAG}va" netns "$NS_A"
-ip link set "${TAG}vb" netns "$NS_B"
-ip -n "$NS_A" addr add "$ADDR_A/24" dev "${TAG}va"
-ip -n "$NS_B" addr add "$ADDR_B/24" dev "${TAG}vb"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" link set "${TAG}va" up
-ip -n "$NS_B" link set "${TAG}vb" up
-
-in_ns() {
-  local ns=$1 log=$2
-  shift 2
-  ip netns exec "$ns" "$@" >"$DIR/$log" 2>&1 &
-  PIDS+=($!)
-}
+two_hosts_up link_chaos 10.253 coordinator/coordinator_main \
+  learner/learner_main actor/actor_main learner/segment_ledger_audit
 
 in_ns "$NS_A" coordinator.log "$BIN/coordinator/coordinator_main" \
   --host=0.0.0.0 --insecure --port=50051 --store="$DIR/c.db" \
@@ -142,9 +87,9 @@ while ((cuts < CUTS)) && ((SECONDS < DEADLINE)); do
   down=$((1 + RANDOM % 6)) # 1..6 s cut
   sleep "$up"
   ended && break
-  ip -n "$NS_A" link set "${TAG}va" down
+  ip -n "$NS_A" link set "$VETH_A" down
   sleep "$down"
-  ip -n "$NS_A" link set "${TAG}va" up
+  ip -n "$NS_A" link set "$VETH_A" up
   cuts=$((cuts + 1))
   down_total=$((down_total + down))
   ((down > longest)) && longest=$down
