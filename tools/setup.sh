@@ -37,6 +37,8 @@ APT_PACKAGES=(
   # come from LibTorch's libtorch_cpu).
   "libgloo-dev=0.0~git20220518.5b14351-3"
   "python3-venv=3.11.2-1+b1"
+  # `ip netns` and veth pairs for the two-host tests (tests/two_hosts.sh).
+  "iproute2=6.1.0-3"
   # .ci/run checks the C++ formatting with it.
   "clang-format=1:14.0-55.7~deb12u1"
   # libFuzzer targets of fuzz/ (tools/fuzz.sh): clang with ASan, UBSan and
