@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "envs/env_registry.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -289,6 +290,17 @@ absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
         all.read(part, archive);
       },
       "the training state", policy, optimizer, extra);
+}
+
+absl::StatusOr<ActorCritic> ReadRunPolicy(const RunSpec& spec,
+                                          const std::string& dir) {
+  ASSIGN_OR_RETURN(const EnvInfo info, DescribeEnvSpec(spec.env()));
+  ASSIGN_OR_RETURN(ActorCritic policy,
+                   CreateActorCritic(MakeActorCriticConfig(
+                       info.observation_size, info.num_actions,
+                       info.action_size, spec.ppo())));
+  RETURN_IF_ERROR(ReadCheckpoint(dir, policy, nullptr, nullptr));
+  return policy;
 }
 
 }  // namespace rl

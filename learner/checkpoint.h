@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "policy/actor_critic.h"
+#include "proto/common.pb.h"
 
 namespace rl {
 
@@ -41,6 +42,12 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& root);
 absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
                             torch::optim::Optimizer* optimizer,
                             TensorMap* extra);
+
+// A fresh network of the run `spec` (its env's sizes, its ppo settings)
+// with the policy of checkpoint `dir` loaded: what an evaluation or a check
+// of a kept checkpoint needs.
+absl::StatusOr<ActorCritic> ReadRunPolicy(const RunSpec& spec,
+                                          const std::string& dir);
 
 // The same state as bytes in memory, for handing it to other learner ranks:
 // the policy, the optimizer state and `extra`, in one archive.

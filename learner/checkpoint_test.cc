@@ -64,6 +64,26 @@ TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
   }
 }
 
+// A run's checkpoint loads into a fresh network of the run; a run whose
+// network differs is refused naming the shapes.
+TEST(CheckpointTest, ARunsPolicyLoadsFromItsCheckpoint) {
+  const std::string root = MakeTestDir("run_policy");
+  RunSpec spec;
+  spec.mutable_env()->set_id("CartPole-v1");
+  spec.mutable_ppo()->add_hidden_sizes(8);
+  ActorCritic policy(Config(8));
+  torch::optim::Adam adam(policy->parameters(),
+                          torch::optim::AdamOptions(1e-3));
+  ASSERT_OK_AND_ASSIGN(const std::string dir,
+                       WriteCheckpoint(root, 1, policy, adam, {}, 1));
+  ASSERT_OK_AND_ASSIGN(ActorCritic read, ReadRunPolicy(spec, dir));
+  EXPECT_TRUE(torch::equal(read->parameters()[0], policy->parameters()[0]));
+  RunSpec wider = spec;
+  wider.mutable_ppo()->set_hidden_sizes(0, 16);
+  EXPECT_THAT(ReadRunPolicy(wider, dir).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
 TEST(CheckpointTest, KeepsNewestAndIgnoresIncomplete) {
   const std::string root = MakeTestDir("keep");
   ActorCritic policy(Config(4));

@@ -48,7 +48,6 @@
 #include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
-#include "testing/run_checkpoint.h"
 #include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
@@ -230,7 +229,7 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
     absl::StatusOr<std::string> latest = LatestCheckpoint(root);
     check(latest.ok(), absl::StrCat(id, " has a checkpoint under ", root));
     if (latest.ok()) {
-      const absl::Status read = LoadRunCheckpoint(run.spec(), *latest);
+      const absl::Status read = ReadRunPolicy(run.spec(), *latest).status();
       check(read.ok(), absl::StrCat(*latest, " loads: ", read.ToString()));
     }
 

@@ -56,7 +56,6 @@
 #include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
-#include "testing/run_checkpoint.h"
 #include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
@@ -339,7 +338,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
     for (const auto& [name, bytes] : kept_files) {
       std::ofstream(copy + "/" + name, std::ios::binary) << bytes;
     }
-    const absl::Status read = LoadRunCheckpoint(during.spec(), copy);
+    const absl::Status read = ReadRunPolicy(during.spec(), copy).status();
     EXPECT_TRUE(read.ok()) << *kept << " does not load: " << read;
   }
 
@@ -369,7 +368,7 @@ TEST_F(DiskFullTest, CheckpointsFailClearlyKeepThePreviousAndResume) {
   const absl::StatusOr<std::string> last = LatestCheckpoint(root);
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_GT(*last, *kept);
-  const absl::Status last_read = LoadRunCheckpoint(done.spec(), *last);
+  const absl::Status last_read = ReadRunPolicy(done.spec(), *last).status();
   EXPECT_TRUE(last_read.ok()) << *last << " does not load: " << last_read;
   EXPECT_TRUE(Leftovers(root).empty())
       << "left in " << root << ": " << absl::StrJoin(Leftovers(root), ", ");
