@@ -45,8 +45,10 @@ APT_PACKAGES=(
   # libFuzzer's runtime.
   "clang-16=1:16.0.6-15~deb12u1"
   "libfuzzer-16-dev=1:16.0.6-15~deb12u1"
-  # Headless browser (and a font) for the telemetry web page test.
-  "chromium=156.0.8078.79-1~deb12u1"
+  # Headless browser (and a font) for the telemetry web page test. Debian's
+  # security archive keeps only the newest chromium, so this pin follows it
+  # (see FOLLOWS_SECURITY below).
+  "chromium=156.0.8078.108-1~deb12u1"
   "fonts-dejavu-core=2.37-6"
   # A real Slurm (controller, node daemon, sbatch/squeue/sacct) and MUNGE
   # authentication for deploy/slurm/slurm_test.sh, which runs the daemons
@@ -59,20 +61,42 @@ APT_PACKAGES=(
   "libmunge2=0.5.15-2+deb12u1"
 )
 
+# Packages whose old versions leave the archive when a security update comes
+# (Debian keeps only the newest chromium in bookworm-security). Their pin is
+# taken while the archive holds it; once it is gone, the archive's candidate
+# is installed instead and the log says so. Test-only (the web page test).
+FOLLOWS_SECURITY=" chromium "
+in_archive() {  # in_archive PKG VERSION: apt's lists hold that version
+  apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
+    grep -qxF -- "$2"
+}
+
 missing=()
 for spec in "${APT_PACKAGES[@]}"; do
   pkg="${spec%%=*}"
   want="${spec#*=}"
   have="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
-  if [[ "$have" != "install ok installed $want" ]]; then
-    missing+=("$spec")
+  if [[ "$have" == "install ok installed $want" ]]; then continue; fi
+  if [[ "$FOLLOWS_SECURITY" == *" $pkg "* && "$have" == "install ok installed "* ]] &&
+    ! in_archive "$pkg" "$want"; then
+    continue  # an installed newer security release; the pin has left the archive
   fi
+  missing+=("$spec")
 done
 if ((${#missing[@]})); then
-  log "installing Debian packages: ${missing[*]}"
   SUDO=""
   if [[ "$(id -u)" != 0 ]]; then SUDO="sudo"; fi
   $SUDO apt-get update -q >/dev/null
+  for i in "${!missing[@]}"; do
+    pkg="${missing[$i]%%=*}"
+    want="${missing[$i]#*=}"
+    if [[ "$FOLLOWS_SECURITY" == *" $pkg "* ]] && ! in_archive "$pkg" "$want"; then
+      candidate="$(apt-cache policy "$pkg" | awk '/Candidate:/ {print $2}')"
+      log "$pkg=$want is no longer in the archive (security updates replace it); installing its candidate $candidate"
+      missing[$i]="$pkg=$candidate"
+    fi
+  done
+  log "installing Debian packages: ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q \
     --allow-downgrades "${missing[@]}" >/dev/null
 else
