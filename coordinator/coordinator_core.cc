@@ -447,6 +447,21 @@ void CoordinatorCore::RequeueLocked(const std::string& run_id,
   scheduler_.Enqueue(run_id, run->spec(), ++next_order_);
 }
 
+void CoordinatorCore::ForgetWorkersNotBackLocked() {
+  for (const auto& [name, a] : recovered_assignments_) {
+    RL_LOG_WARNING(
+        "worker {} did not re-register within a lease ({}) of this "
+        "coordinator's start: it is taken as lost with its assignment to run "
+        "{}",
+        name, absl::FormatDuration(options_.lease_ttl), a.run_id);
+    if (absl::Status removed = store_->RemoveWorker(name); !removed.ok()) {
+      RL_LOG_WARNING("cannot remove lost worker {} from the store: {}", name,
+                     removed.ToString());
+    }
+  }
+  recovered_assignments_.clear();
+}
+
 void CoordinatorCore::EndRunLocked(const std::string& run_id) {
   scheduler_.Release(run_id);
   gang_restarts_.erase(run_id);
@@ -494,7 +509,11 @@ void CoordinatorCore::Tick() {
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
-      store_->ClearAssignment(lost.worker_id).IgnoreError();
+      if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
+          !removed.ok()) {
+        RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",
+                       lost.worker_id, removed.ToString());
+      }
       if (lost.run_id.empty()) continue;
       const std::string reason =
           absl::StrCat(lost.role == LEARNER ? "learner " : "actor ",
@@ -511,6 +530,7 @@ void CoordinatorCore::Tick() {
       for (const std::string& run_id : scheduler_.PlacedRunsWithoutLearners()) {
         RequeueLocked(run_id, "no learner re-registered");
       }
+      ForgetWorkersNotBackLocked();
     }
     for (const Placement& p : scheduler_.Place()) {
       auto run = store_->GetRun(p.run_id);

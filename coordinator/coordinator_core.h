@@ -117,6 +117,10 @@ class CoordinatorCore {
   // forgets what was kept about it.
   void EndRunLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Workers still in recovered_assignments_ a lease after the start are lost:
+  // forgotten, and removed from the store (else every restart would list
+  // them again, for ever).
+  void ForgetWorkersNotBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang of `run_id` broke: requeue it (its ranks restart from the
   // latest checkpoint), or FAIL it past max_gang_restarts. The run after
   // the change, if it changed.

@@ -207,6 +207,38 @@ TEST_F(CoordinatorCoreTest, AWorkerReportingAnUnrecordedAssignmentStartsIdle) {
   EXPECT_EQ(Beat(*core_, "learner-0", l2).run_id(), "");
 }
 
+TEST_F(CoordinatorCoreTest, WorkersThatNeverComeBackAfterARestartAreForgotten) {
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_EQ(Beat(*core_, "learner-0", l).run_id(), id);
+  ASSERT_EQ(Beat(*core_, "actor-0", a).run_id(), id);
+  core_.reset();
+  core_ = Make();
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 2);  // not alive, listed
+  // Within a lease they may still come back.
+  now_ += options_.lease_ttl / 2;
+  core_->Tick();
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 2);
+  // Past it they are lost: the run goes back to the queue, and the workers
+  // are no longer listed, nor by a later coordinator on the same store.
+  now_ += options_.lease_ttl;
+  core_->Tick();
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 0);
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
+  core_.reset();
+  core_ = Make();
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 0);
+  // The actor, back at last, starts idle and is given the run again.
+  const int64_t a2 = Register(*core_, "actor-0", ACTOR, Assignment());
+  const int64_t l2 = Register(*core_, "learner-0", LEARNER);
+  core_->Tick();
+  EXPECT_EQ(Beat(*core_, "learner-0", l2).run_id(), id);
+  EXPECT_EQ(Beat(*core_, "actor-0", a2).run_id(), id);
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+}
+
 TEST_F(CoordinatorCoreTest, ARunTooBigForTheWireIsRefusedAtSubmit) {
   // Each field in range, the product not: 2^20 envs x 2^16 steps.
   SubmitRunRequest huge = Request();

@@ -345,6 +345,25 @@ absl::Status RunStore::ClearAssignment(const std::string& worker_id) {
   return del.Done(del.Step());
 }
 
+absl::Status RunStore::RemoveWorker(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  for (const char* sql : {"DELETE FROM assignments WHERE worker_id = ?;",
+                          "DELETE FROM workers WHERE worker_id = ?;"}) {
+    Statement del(db_, sql);
+    absl::Status s = del.status();
+    if (s.ok()) {
+      del.Bind(1, worker_id);
+      s = del.Done(del.Step());
+    }
+    if (!s.ok()) {
+      Exec("ROLLBACK;").IgnoreError();
+      return s;
+    }
+  }
+  return Exec("COMMIT;");
+}
+
 absl::StatusOr<std::vector<AssignmentRecord>> RunStore::Assignments() {
   absl::MutexLock lock(&mu_);
   Statement list(db_,

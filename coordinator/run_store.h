@@ -88,6 +88,8 @@ class RunStore {
                          const std::string& address);
   absl::Status PutAssignment(const AssignmentRecord& assignment);
   absl::Status ClearAssignment(const std::string& worker_id);
+  // Deletes a worker's registration and assignment (it was lost).
+  absl::Status RemoveWorker(const std::string& worker_id);
   absl::StatusOr<std::vector<AssignmentRecord>> Assignments();
 
   // True if the lifecycle allows `from` -> `to`.

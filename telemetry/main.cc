@@ -33,11 +33,16 @@ ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address, for run states on the web page.");
 ABSL_FLAG(double, retention_days, 0,
           "Delete runs with no new point for this many days; 0: keep.");
+ABSL_FLAG(double, stream_retention_hours,
+          absl::ToDoubleHours(rl::MetricStoreOptions().stream_retention),
+          "Forget an emitter stream's stored sequence numbers (kept to spot "
+          "resends) once it stored nothing for this many hours; 0: never.");
 ABSL_FLAG(int64_t, max_points_per_series, 0,
           "Keep at most this many points per series (oldest go); 0: all.");
 ABSL_FLAG(int, max_series_per_run, 10000, "Series per run, at most.");
 ABSL_FLAG(int, max_series_per_source, 20000,
-          "New series one source (process) may create, at most; more are "
+          "New series one source (process) may create, at most, while any "
+          "of its streams is known (--stream_retention_hours); more are "
           "refused and counted. 0: no limit.");
 // Limits on what clients can make the server hold; the defaults are the
 // options' own.
@@ -90,6 +95,8 @@ int main(int argc, char** argv) {
   options.core.tensorboard_dir = absl::GetFlag(FLAGS_tensorboard_dir);
   options.core.store.run_retention =
       absl::Hours(24) * absl::GetFlag(FLAGS_retention_days);
+  options.core.store.stream_retention =
+      absl::Hours(absl::GetFlag(FLAGS_stream_retention_hours));
   options.core.store.max_points_per_series =
       absl::GetFlag(FLAGS_max_points_per_series);
   options.core.store.max_series_per_run =

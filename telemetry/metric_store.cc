@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS streams (
   source TEXT NOT NULL,
   incarnation INTEGER NOT NULL,
   last_sequence INTEGER NOT NULL,
+  last_write_ns INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (source, incarnation)
 );
 CREATE TABLE IF NOT EXISTS stream_gaps (
@@ -67,6 +68,21 @@ std::string LabelsKey(const Labels& sorted) {
   std::string key;
   for (const auto& [k, v] : sorted) absl::StrAppend(&key, k, "\x1f", v, "\x1e");
   return key;
+}
+
+// Stores made before streams had `last_write_ns` get the column (0: their
+// streams are forgotten at the first ForgetIdleStreams).
+absl::Status AddStreamWriteTimes(sqlite3* db) {
+  Statement columns(db, "PRAGMA table_info(streams);");
+  RETURN_IF_ERROR(columns.status());
+  int rc;
+  while ((rc = columns.Step()) == SQLITE_ROW) {
+    if (columns.Text(1) == "last_write_ns") return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(columns.Done(rc));
+  return ExecSql(db,
+                 "ALTER TABLE streams ADD COLUMN last_write_ns INTEGER NOT "
+                 "NULL DEFAULT 0;");
 }
 
 Labels ParseLabelsKey(const std::string& key) {
@@ -300,6 +316,8 @@ struct SeriesEntry {
 struct StreamState {
   int64_t last = 0;
   std::vector<std::pair<int64_t, int64_t>> gaps;
+  // When a batch of it was last stored (wall clock), for ForgetIdleStreams.
+  int64_t last_write_ns = 0;
 
   bool Has(int64_t seq) const {
     if (seq > last) return false;
@@ -359,6 +377,10 @@ absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
     sqlite3_close(writer);
     return s;
   }
+  if (absl::Status s = AddStreamWriteTimes(writer); !s.ok()) {
+    sqlite3_close(writer);
+    return s;
+  }
   absl::StatusOr<sqlite3*> reader = OpenDurableDatabase(path);
   if (!reader.ok()) {
     sqlite3_close(writer);
@@ -412,12 +434,14 @@ absl::Status MetricStore::LoadCatalog() {
   }
   RETURN_IF_ERROR(open.Done(rc));
   Statement streams(writer_,
-                    "SELECT source, incarnation, last_sequence FROM streams;");
+                    "SELECT source, incarnation, last_sequence, last_write_ns "
+                    "FROM streams;");
   RETURN_IF_ERROR(streams.status());
   while ((rc = streams.Step()) == SQLITE_ROW) {
-    c.streams[absl::StrCat(streams.Text(0), std::string(1, '\0'),
-                           streams.Int(1))]
-        .last = streams.Int(2);
+    StreamState& state = c.streams[absl::StrCat(
+        streams.Text(0), std::string(1, '\0'), streams.Int(1))];
+    state.last = streams.Int(2);
+    state.last_write_ns = streams.Int(3);
   }
   RETURN_IF_ERROR(streams.Done(rc));
   Statement gaps(writer_,
@@ -729,7 +753,8 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   }
   Statement put_stream(writer_,
                        "INSERT OR REPLACE INTO streams (source, incarnation, "
-                       "last_sequence) VALUES (?, ?, ?);");
+                       "last_sequence, last_write_ns) VALUES (?, ?, ?, ?);");
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
   Statement clear_gaps(writer_,
                        "DELETE FROM stream_gaps WHERE source = ? AND "
                        "incarnation = ?;");
@@ -739,8 +764,9 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   for (Statement* st : {&put_stream, &clear_gaps, &put_gap}) {
     if (!st->status().ok()) return fail(st->status());
   }
-  for (const auto& [key, state] : stream_updates) {
+  for (auto& [key, state] : stream_updates) {
     if (!streams_stored.contains(key)) continue;
+    state.last_write_ns = now_ns;
     const size_t sep = key.find('\0');
     const absl::string_view source = absl::string_view(key).substr(0, sep);
     int64_t incarnation = 0;
@@ -752,6 +778,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     put_stream.Bind(1, source);
     put_stream.Bind(2, incarnation);
     put_stream.Bind(3, state.last);
+    put_stream.Bind(4, now_ns);
     if (absl::Status s = put_stream.Done(put_stream.Step()); !s.ok()) {
       return fail(s);
     }
@@ -1062,6 +1089,59 @@ absl::StatusOr<int> MetricStore::ApplyRetention(absl::Time now) {
     }
   }
   return deleted;
+}
+
+absl::StatusOr<int> MetricStore::ForgetIdleStreams(absl::Time now) {
+  if (options_.stream_retention <= absl::ZeroDuration()) return 0;
+  const int64_t cutoff = absl::ToUnixNanos(now - options_.stream_retention);
+  absl::MutexLock write_lock(&write_mu_);
+  Catalog& c = *catalog_;
+  int forgotten = 0;
+  for (const auto& [key, state] : c.streams) {
+    if (state.last_write_ns < cutoff) ++forgotten;
+  }
+  if (forgotten == 0) return 0;
+  RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
+  Statement streams(writer_, "DELETE FROM streams WHERE last_write_ns < ?;");
+  Statement gaps(writer_,
+                 "DELETE FROM stream_gaps WHERE NOT EXISTS (SELECT 1 FROM "
+                 "streams s WHERE s.source = stream_gaps.source AND "
+                 "s.incarnation = stream_gaps.incarnation);");
+  absl::Status deleted = streams.status();
+  if (deleted.ok()) {
+    streams.Bind(1, cutoff);
+    deleted = streams.Done(streams.Step());
+  }
+  if (deleted.ok()) deleted = gaps.status();
+  if (deleted.ok()) deleted = gaps.Done(gaps.Step());
+  if (!deleted.ok()) {
+    ExecSql(writer_, "ROLLBACK;").IgnoreError();
+    return deleted;
+  }
+  RETURN_IF_ERROR(ExecSql(writer_, "COMMIT;"));
+  absl::flat_hash_set<std::string> sources;
+  for (auto it = c.streams.begin(); it != c.streams.end();) {
+    if (it->second.last_write_ns < cutoff) {
+      c.streams.erase(it++);
+    } else {
+      sources.insert(it->first.substr(0, it->first.find('\0')));
+      ++it;
+    }
+  }
+  // A source none of whose streams is left starts its series count afresh.
+  for (auto it = series_by_source_.begin(); it != series_by_source_.end();) {
+    if (sources.contains(it->first)) {
+      ++it;
+    } else {
+      series_by_source_.erase(it++);
+    }
+  }
+  return forgotten;
+}
+
+int64_t MetricStore::num_streams() {
+  absl::MutexLock write_lock(&write_mu_);
+  return static_cast<int64_t>(catalog_->streams.size());
 }
 
 MetricStoreStats MetricStore::stats() const {

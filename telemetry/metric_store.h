@@ -56,12 +56,20 @@ struct MetricStoreOptions {
   // A run none of whose series got a point for this long is deleted by
   // ApplyRetention (zero: keep forever).
   absl::Duration run_retention = absl::ZeroDuration();
+  // What the store knows of an emitter stream (source, incarnation: which
+  // sequence numbers it stored, to spot resends) is forgotten by
+  // ForgetIdleStreams once no batch of it was stored for this long (zero:
+  // never). Only resends of batches whose acknowledgement was lost need it,
+  // and they come within a reconnect; a batch resent later still lands on
+  // its steps, where points replace, not duplicate, what is stored.
+  absl::Duration stream_retention = absl::Hours(24);
   // New series beyond this per run are refused (FAILED_PRECONDITION: a
   // resend is refused again, so emitters drop the batch).
   int max_series_per_run = 10000;
   // New series one source (MetricBatch.source: a process) may create since
-  // this store was opened; beyond it its batches with new series are
-  // refused (FAILED_PRECONDITION) and counted. 0: no limit.
+  // this store was opened, or since ForgetIdleStreams forgot all its
+  // streams; beyond it its batches with new series are refused
+  // (FAILED_PRECONDITION) and counted. 0: no limit.
   int max_series_per_source = 20000;
   // New runs beyond this many are refused (FAILED_PRECONDITION); runs that
   // retention or DeleteRun deletes make room.
@@ -111,6 +119,11 @@ class MetricStore {
   // Deletes runs past `run_retention` at `now`; returns how many.
   absl::StatusOr<int> ApplyRetention(absl::Time now);
   absl::Status DeleteRun(const std::string& run_id);
+  // Forgets the streams past `stream_retention` at `now` (and, for sources
+  // with no stream left, their count of new series); returns how many.
+  absl::StatusOr<int> ForgetIdleStreams(absl::Time now);
+  // Emitter streams known (stored, and not forgotten).
+  int64_t num_streams();
 
   MetricStoreStats stats() const;
 

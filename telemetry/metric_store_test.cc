@@ -1091,6 +1091,74 @@ TEST(MetricStoreTest, RetentionDeletesOldRuns) {
   EXPECT_EQ(keep->ListRuns().size(), 1u);
 }
 
+TEST(MetricStoreTest, IdleEmitterStreamsAreForgotten) {
+  // Every emitter process is a new stream (source, incarnation); before,
+  // the store kept each one's sequence numbers for ever.
+  const std::string path = DbPath("idle_streams");
+  MetricStoreOptions options;
+  options.stream_retention = absl::Hours(24);
+  auto store = OpenStore(path, options);
+  ASSERT_NE(store, nullptr);
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_OK(WriteOne(store.get(),
+                       Batch("run", 1, {Point("x", i, 1)}, "actor/0", i + 1)));
+  }
+  // A gap, kept as a stored row: batch 3 of stream 51 stored, 1 and 2 not.
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run", 3, {Point("x", 99, 1)}, "actor/0", 51)));
+  EXPECT_EQ(store->num_streams(), 51);
+  const absl::Time now = absl::Now();
+  absl::StatusOr<int> forgotten = store->ForgetIdleStreams(now);
+  ASSERT_OK(forgotten);
+  EXPECT_EQ(*forgotten, 0);  // all written just now
+  forgotten = store->ForgetIdleStreams(now + absl::Hours(25));
+  ASSERT_OK(forgotten);
+  EXPECT_EQ(*forgotten, 51);
+  EXPECT_EQ(store->num_streams(), 0);
+  // The points stay; and the rows are gone, not only the memory.
+  EXPECT_EQ(MustQuery(store.get(), Raw("run")).series(0).points_size(), 51);
+  store.reset();
+  store = OpenStore(path, options);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->num_streams(), 0);
+  // A forgotten stream that speaks again is stored, and known again.
+  bool duplicate = true;
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run", 2, {Point("x", 100, 1)}, "actor/0", 50),
+                     &duplicate));
+  EXPECT_FALSE(duplicate);
+  EXPECT_EQ(store->num_streams(), 1);
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run", 2, {Point("x", 100, 1)}, "actor/0", 50),
+                     &duplicate));
+  EXPECT_TRUE(duplicate);
+}
+
+TEST(MetricStoreTest, AStoreWithoutStreamWriteTimesIsUpgraded) {
+  const std::string path = DbPath("old_streams");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE streams (source TEXT NOT NULL, "
+                         "incarnation INTEGER NOT NULL, last_sequence INTEGER "
+                         "NOT NULL, PRIMARY KEY (source, incarnation)); "
+                         "INSERT INTO streams VALUES ('learner/0', 1, 7);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->num_streams(), 1);
+  bool duplicate = false;
+  ASSERT_OK(
+      WriteOne(store.get(), Batch("run", 7, {Point("x", 1, 1)}), &duplicate));
+  EXPECT_TRUE(duplicate);  // what the old store knew still holds
+  // Its streams have no write time: the first retention forgets them.
+  absl::StatusOr<int> forgotten = store->ForgetIdleStreams(absl::Now());
+  ASSERT_OK(forgotten);
+  EXPECT_EQ(*forgotten, 1);
+}
+
 TEST(MetricStoreTest, ListSeriesAndRuns) {
   auto store = OpenStore(DbPath("list"));
   ASSERT_NE(store, nullptr);

@@ -192,6 +192,14 @@ void TelemetryCore::Impl::WriterLoop() {
       } else if (*deleted > 0) {
         RL_LOG_INFO("telemetry retention: deleted {} runs", *deleted);
       }
+      absl::StatusOr<int> forgotten = store->ForgetIdleStreams(absl::Now());
+      if (!forgotten.ok()) {
+        RL_LOG_ERROR("telemetry retention of emitter streams: {}",
+                     forgotten.status().ToString());
+      } else if (*forgotten > 0) {
+        RL_LOG_INFO("telemetry retention: forgot {} idle emitter streams",
+                    *forgotten);
+      }
     }
     if (group.empty()) continue;
 
