@@ -71,11 +71,19 @@ in_archive() {  # in_archive PKG VERSION: apt's lists hold that version
     grep -qxF -- "$2"
 }
 
+# What is installed, in one dpkg-query (one call per package cost ~0.3 s,
+# most of this script's time when nothing is missing).
+declare -A INSTALLED=()
+while IFS='|' read -r pkg state; do
+  INSTALLED["$pkg"]="$state"
+done < <(dpkg-query -W -f='${Package}|${Status} ${Version}\n' \
+  "${APT_PACKAGES[@]%%=*}" 2>/dev/null || true)
+
 missing=()
 for spec in "${APT_PACKAGES[@]}"; do
   pkg="${spec%%=*}"
   want="${spec#*=}"
-  have="$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || true)"
+  have="${INSTALLED[$pkg]:-}"
   if [[ "$have" == "install ok installed $want" ]]; then continue; fi
   if [[ "$FOLLOWS_SECURITY" == *" $pkg "* && "$have" == "install ok installed "* ]] &&
     ! in_archive "$pkg" "$want"; then
