@@ -67,8 +67,9 @@ ABSL_FLAG(std::string, runs,
           "distributed/local >= GOAL_PERCENT");
 ABSL_FLAG(int, rounds, 3, "rounds of (local, distributed) legs per run file");
 ABSL_FLAG(int, max_policy_lag, 1, "ASYNC mode's lag bound");
-ABSL_FLAG(int, local_torch_threads, 2, "LibTorch threads of the local trainer");
-ABSL_FLAG(int, learner_torch_threads, 2,
+// 1, as rl_local's and learner_main's defaults (see local_training_bench).
+ABSL_FLAG(int, local_torch_threads, 1, "LibTorch threads of the local trainer");
+ABSL_FLAG(int, learner_torch_threads, 1,
           "LibTorch threads of the learner process (the actor uses 1)");
 ABSL_FLAG(bool, telemetry, true,
           "Both legs stream their metrics to the sink in this process (the "

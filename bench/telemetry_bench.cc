@@ -39,7 +39,8 @@ ABSL_FLAG(std::string, run, "examples/cartpole_throughput.yaml",
           "run file for the training comparison");
 ABSL_FLAG(int64_t, training_steps, 500000, "env steps per training run");
 ABSL_FLAG(int, training_rounds, 6, "rounds of off/on/down training runs");
-ABSL_FLAG(int, torch_threads, 2, "LibTorch intra-op threads");
+ABSL_FLAG(int, torch_threads, 1,
+          "LibTorch intra-op threads (1, as rl_local's default)");
 ABSL_FLAG(int64_t, ingest_points, 6000000, "points for the ingestion test");
 ABSL_FLAG(int, ingest_streams, 2, "concurrent Ingest streams");
 ABSL_FLAG(std::string, only, "", "emit|ingest|query|training (default: all)");
