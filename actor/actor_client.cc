@@ -24,6 +24,11 @@
 namespace rl {
 namespace {
 
+int ActorsPerLearner(const Resources& resources) {
+  const int learners = std::max(1, resources.num_learners());
+  return std::max(1, (resources.num_actors() + learners - 1) / learners);
+}
+
 // Segments and policies carry tensors: up to ~100 MB for big runs.
 constexpr int kMaxMessageBytes = 256 << 20;
 // How often blocked waits wake to check the connection watchdog.
@@ -115,6 +120,7 @@ ActorClient::ActorClient(const ActorOptions& options,
       env_spec_(MakeEnvSpec(collector->env_info())),
       policy_config_(collector->PolicyConfig(options.spec.ppo())),
       sync_mode_(options.spec.sync_mode() != ASYNC),
+      actors_per_learner_(ActorsPerLearner(options.spec.resources())),
       collector_(std::move(collector)),
       channel_(CreateChannel(options.learner_address, LearnerChannelOptions())),
       stub_(LearnerService::NewStub(channel_)),
@@ -276,6 +282,10 @@ absl::Status ActorClient::StepLoop() {
         mu_.AssertReaderHeld();
         return policy_ != nullptr &&
                (!sync_mode_ || policy_->version != collected_with) &&
+               (sync_mode_ ||
+                window_->FreshWhenUsed(policy_->version,
+                                       options_.spec.max_policy_lag(),
+                                       actors_per_learner_)) &&
                window_->HasRoomForNext() && free_[buffer];
       };
       if (sync_mode_) counters_.waiting_for_newer_than = collected_with;

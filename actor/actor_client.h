@@ -167,6 +167,9 @@ class ActorClient {
   const EnvSpec env_spec_;
   const ActorCriticConfig policy_config_;
   const bool sync_mode_;
+  // The actors streaming to this actor's learner rank (actor a streams to
+  // rank a % num_learners): about as many segments as each update takes.
+  const int actors_per_learner_;
   std::unique_ptr<RolloutCollector> collector_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<LearnerService::Stub> stub_;

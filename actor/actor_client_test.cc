@@ -311,7 +311,11 @@ TEST(ActorClientTest, ReconnectsAndResendsUnackedSegmentsInOrder) {
   auto server = StartServer({&first}, LearnerServerOptions());
   ASSERT_TRUE(server.ok()) << server.status();
   const int port = server->port;
-  auto client = ActorClient::Create(TestOptions(CartPoleRun("ASYNC"), port, 3));
+  // A lag bound that lets the credits alone bound collection (the pacing by
+  // freshness is SegmentWindowTest's).
+  RunSpec spec = CartPoleRun("ASYNC");
+  spec.set_max_policy_lag(8);
+  auto client = ActorClient::Create(TestOptions(spec, port, 3));
   ASSERT_TRUE(client.ok()) << client.status();
   BackgroundRun run(client->get());
 

@@ -68,6 +68,9 @@ void SegmentWindow::OnWritten(int64_t sequence_number) {
 void SegmentWindow::OnStreamOpened() {
   written_on_stream_ = acked_;
   credits_ = options_.initial_credits;
+  // Maybe another learner (restarted from an older checkpoint): until its
+  // first ack, the policy's version stands for its version.
+  learner_version_ = 0;
 }
 
 void SegmentWindow::OnAck(const RolloutAck& ack) {
@@ -77,6 +80,18 @@ void SegmentWindow::OnAck(const RolloutAck& ack) {
     ++acked_;
   }
   credits_ = std::max(0, ack.credits());
+  learner_version_ = ack.latest_policy_version();
+}
+
+bool SegmentWindow::FreshWhenUsed(int64_t policy_version,
+                                  int64_t max_policy_lag,
+                                  int num_actors) const {
+  const int64_t learner = std::max(learner_version_, policy_version);
+  // The learner is past it already: its newer policy is on the way.
+  if (learner - policy_version > max_policy_lag) return false;
+  const int64_t actors = std::max(1, num_actors);
+  if (unacked() < actors) return true;
+  return learner + unacked() / actors - policy_version <= max_policy_lag;
 }
 
 }  // namespace rl

@@ -66,6 +66,18 @@ class SegmentWindow {
   // segment collected while the credits shrank waits here until they allow
   // writing it.
   int64_t AssignNext() { return ++last_assigned_; }
+  // ASYNC mode: whether a segment collected now with `policy_version` is
+  // likely to be within `max_policy_lag` versions of the learner's when the
+  // learner gets to it, so that collecting it is not wasted (the learner
+  // drops staler ones). The learner takes about `num_actors` segments an
+  // update, so the unacknowledged segments ahead of it put it
+  // unacked() / num_actors versions past the learner's newest known version
+  // (its acks carry it; at least `policy_version`). Unless the learner is
+  // known to be past the bound already (its newer policy is on the way), at
+  // least one batch's worth (num_actors segments) is always allowed, so that
+  // a lone actor can still fill a batch whatever the lag bound.
+  bool FreshWhenUsed(int64_t policy_version, int64_t max_policy_lag,
+                     int num_actors) const;
 
   // Sender. Takes the encoded segment that carries the oldest assigned number
   // not yet added. FAILED_PRECONDITION for any other number (a gap or a
@@ -93,6 +105,9 @@ class SegmentWindow {
   int64_t acked() const { return acked_; }
   int64_t last_assigned() const { return last_assigned_; }
   int credits() const { return credits_; }
+  // The learner's policy version in its newest ack on the current stream (0
+  // before any).
+  int64_t learner_version() const { return learner_version_; }
   // Assigned and not acknowledged, whether added yet or not.
   int64_t unacked() const { return last_assigned_ - acked_; }
   // Every assigned segment is acknowledged (what a flush waits for).
@@ -115,6 +130,7 @@ class SegmentWindow {
   int64_t last_assigned_ = 0;
   int64_t acked_ = 0;
   int credits_;
+  int64_t learner_version_ = 0;
   // Added, not yet acknowledged: sequence numbers acked_ + 1, acked_ + 2, ...
   std::deque<Pending> pending_;
   // Highest sequence number written on the current stream.
