@@ -1,10 +1,14 @@
 // Real gloo process groups over loopback, one thread per rank.
 #include "learner/c10d_collective.h"
 
+#include <sched.h>
 #include <torch/types.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -57,6 +61,41 @@ TEST(C10dCollectiveTest, AllReduceAndBroadcast) {
     ASSERT_OK(c.Broadcast(b, 1));
     EXPECT_TRUE(torch::equal(b, torch::full({2, 2}, 1.0f)));
   });
+}
+
+// Thread ids of this process, and how many run under SCHED_BATCH.
+std::set<long> Threads() {
+  std::set<long> tids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    tids.insert(std::stol(e.path().filename().string()));
+  }
+  return tids;
+}
+
+TEST(C10dCollectiveTest, GlooNetworkThreadDoesNotPreemptOnWakeup) {
+  // Gloo's network thread spins while another thread holds the pair's lock;
+  // under SCHED_BATCH it never preempts that holder (c10d_collective.cc).
+  const std::set<long> before = Threads();
+  std::atomic<int> batch_threads{0};
+  std::atomic<int> callers_left_batch{0};
+  RunGang(2, [&](int, Collective& c) {
+    if (sched_getscheduler(0) == SCHED_BATCH) ++callers_left_batch;
+    torch::Tensor t = torch::ones({8});
+    ASSERT_OK(c.AllReduce(t, ReduceOp::kSum));
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    if (batch_threads.load() > 0) return;  // counted by the other rank
+    for (long tid : Threads()) {
+      if (before.count(tid) == 0 && sched_getscheduler(tid) == SCHED_BATCH) {
+        ++batch_threads;
+      }
+    }
+  });
+  // One network thread per rank's device; the ranks' own threads are back
+  // to their policy.
+  EXPECT_GE(batch_threads.load(), 2);
+  EXPECT_EQ(callers_left_batch.load(), 0);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
 }
 
 TEST(C10dCollectiveTest, CoalescedSumBytesAndSyncCheck) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -536,9 +537,46 @@ class LearnerCore::Impl {
     parts.reserve(batch.size());
     for (const auto& s : batch) parts.push_back(s->rollout);
     ASSIGN_OR_RETURN(const Rollout rollout, ConcatenateRollouts(parts));
+    // The returns window after this batch, and whether it reaches the
+    // target; the window is kept only once the update succeeded.
+    int64_t steps = rollout.num_steps() * rollout.num_envs();
+    std::deque<float> returns_after;
+    bool target_here = false;
+    {
+      absl::MutexLock lock(&mu_);
+      returns_after = recent_returns_;
+      for (const auto& s : batch) {
+        for (float r : s->proto->episode_returns()) {
+          returns_after.push_back(r);
+          if (returns_after.size() > kReturnWindow) returns_after.pop_front();
+        }
+      }
+      const RunSpec& spec = options_.spec;
+      target_here = spec.has_target_return() &&
+                    returns_after.size() >= kReturnWindow &&
+                    Mean(returns_after) >= spec.target_return();
+    }
+    // In a gang: the gang's steps, and whether any rank reached the target,
+    // summed in the update's planning all-reduce, so that every rank counts
+    // the same steps and ends at the same update.
+    std::vector<double> gang_sums{static_cast<double>(steps),
+                                  target_here ? 1.0 : 0.0};
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(const UpdateStats stats,
-                     updater_->Update(rollout, env_steps_before));
+    ASSIGN_OR_RETURN(
+        const UpdateStats stats,
+        updater_->Update(
+            rollout, env_steps_before,
+            options_.collective != nullptr ? &gang_sums : nullptr));
+    steps = static_cast<int64_t>(gang_sums[0]);
+    target_here = gang_sums[1] > 0;
+    {
+      absl::MutexLock lock(&mu_);
+      recent_returns_ = std::move(returns_after);
+      for (const auto& s : batch) {
+        episodes_ += s->proto->episode_returns_size();
+      }
+    }
+
     const int64_t update = GetStatus().updates() + 1;
     if (options_.after_update_for_testing) {
       options_.after_update_for_testing(update, policy_);
@@ -557,33 +595,6 @@ class LearnerCore::Impl {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    int64_t steps = rollout.num_steps() * rollout.num_envs();
-    bool target_here = false;
-    {
-      absl::MutexLock lock(&mu_);
-      for (const auto& s : batch) {
-        for (float r : s->proto->episode_returns()) {
-          recent_returns_.push_back(r);
-          if (recent_returns_.size() > kReturnWindow)
-            recent_returns_.pop_front();
-        }
-        episodes_ += s->proto->episode_returns_size();
-      }
-      const RunSpec& spec = options_.spec;
-      target_here = spec.has_target_return() &&
-                    recent_returns_.size() >= kReturnWindow &&
-                    MeanReturn() >= spec.target_return();
-    }
-    if (options_.collective != nullptr) {
-      // The gang's steps, and whether any rank reached the target: every
-      // rank counts the same steps and ends at the same update.
-      torch::Tensor global =
-          torch::tensor({static_cast<double>(steps), target_here ? 1.0 : 0.0},
-                        torch::kFloat64);
-      RETURN_IF_ERROR(options_.collective->AllReduce(global, ReduceOp::kSum));
-      steps = static_cast<int64_t>(global[0].item<double>());
-      target_here = global[1].item<double>() > 0;
-    }
     {
       absl::MutexLock lock(&mu_);
       status_.set_env_steps(status_.env_steps() + steps);
@@ -758,12 +769,13 @@ class LearnerCore::Impl {
     return CheckInSync(c, WeightsAndStatistics(), "at start, the weights");
   }
 
+  static double Mean(const std::deque<float>& returns) {
+    if (returns.empty()) return std::numeric_limits<double>::quiet_NaN();
+    return std::accumulate(returns.begin(), returns.end(), 0.0) /
+           returns.size();
+  }
   double MeanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (recent_returns_.empty())
-      return std::numeric_limits<double>::quiet_NaN();
-    return std::accumulate(recent_returns_.begin(), recent_returns_.end(),
-                           0.0) /
-           recent_returns_.size();
+    return Mean(recent_returns_);
   }
 
   bool Finished() {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -113,7 +114,8 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
 }
 
 absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
-                                               int64_t env_steps_done) {
+                                               int64_t env_steps_done,
+                                               std::vector<double>* gang_sums) {
   RETURN_IF_ERROR(CheckRollout(rollout));
   int64_t non_finite = 0;
   torch::Tensor observations;
@@ -130,10 +132,10 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   }
   absl::StatusOr<UpdateStats> result = CatchTorchErrors("PPO update", [&] {
     return fused_ != nullptr
-               ? RunEpochsFused(rollout, env_steps_done, &non_finite,
+               ? RunEpochsFused(rollout, env_steps_done, gang_sums, &non_finite,
                                 &observations, &collective_error)
-               : RunEpochs(rollout, env_steps_done, &non_finite, &observations,
-                           &collective_error);
+               : RunEpochs(rollout, env_steps_done, gang_sums, &non_finite,
+                           &observations, &collective_error);
   });
   RETURN_IF_ERROR(collective_error);
   ASSIGN_OR_RETURN(UpdateStats stats, std::move(result));
@@ -170,15 +172,17 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
     RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
     return stats;
   }
-  ASSIGN_OR_RETURN(torch::Tensor moments,
-                   policy_->ObservationMoments(observations));
-  RETURN_IF_ERROR(collective_->AllReduce(moments, ReduceOp::kSum));
-  RETURN_IF_ERROR(policy_->MergeObservationMoments(moments));
+  // Summed in the planning all-reduce.
+  if (gang_observation_moments_.defined()) {
+    RETURN_IF_ERROR(
+        policy_->MergeObservationMoments(gang_observation_moments_));
+  }
   return stats;
 }
 
 PpoUpdater::Plan PpoUpdater::MakePlan(
     const Rollout& rollout, int64_t env_steps_done,
+    std::vector<double>* gang_sums,
     const std::function<void(absl::Status)>& sync) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
@@ -208,22 +212,95 @@ PpoUpdater::Plan PpoUpdater::MakePlan(
     static_cast<torch::optim::AdamOptions&>(group.options()).lr(plan.lr);
   }
 
-  plan.minibatch = batch / config_.num_minibatches();
+  const int64_t num_minibatches = config_.num_minibatches();
+  const int num_epochs = config_.num_epochs();
+  plan.minibatch = batch / num_minibatches;
+  plan.orders.reserve(num_epochs);
+  for (int e = 0; e < num_epochs; ++e) {
+    plan.orders.push_back(torch::randperm(batch, generator_));
+  }
   // This rank's share of every global minibatch (1 alone).
   plan.global_minibatch = plan.minibatch;
   plan.share = 1.0;
-  if (collective_ != nullptr) {
-    torch::Tensor sizes =
-        torch::tensor({static_cast<double>(plan.minibatch)}, torch::kFloat64);
-    sync(collective_->AllReduce(sizes, ReduceOp::kSum));
-    plan.global_minibatch = static_cast<int64_t>(sizes.item<double>());
-    plan.share = static_cast<double>(plan.minibatch) / plan.global_minibatch;
+  gang_observation_moments_ = torch::Tensor();
+  if (collective_ == nullptr) return plan;
+
+  // The planning all-reduce, float64 sums: [this rank's minibatch size,
+  // advantage moments (2 per minibatch of every epoch), observation
+  // moments (1 + 2 * obs), the caller's gang_sums].
+  const bool normalize = config_.normalize_advantages();
+  const int64_t num_moments = normalize ? 2 * num_epochs * num_minibatches : 0;
+  torch::Tensor observation_moments;
+  if (policy_->config().normalize_observations) {
+    auto moments =
+        policy_->ObservationMoments(rollout.observations.reshape({batch, -1}));
+    sync(moments.status());
+    observation_moments = *std::move(moments);
+  }
+  const int64_t num_observation =
+      observation_moments.defined() ? observation_moments.numel() : 0;
+  const int64_t num_extra =
+      gang_sums != nullptr ? static_cast<int64_t>(gang_sums->size()) : 0;
+  torch::Tensor sums = torch::zeros(
+      {1 + num_moments + num_observation + num_extra}, torch::kFloat64);
+  double* v = sums.data_ptr<double>();
+  v[0] = static_cast<double>(plan.minibatch);
+  if (normalize) {
+    const float* adv = plan.advantages.data_ptr<float>();
+    for (int e = 0; e < num_epochs; ++e) {
+      const int64_t* order = plan.orders[e].data_ptr<int64_t>();
+      for (int64_t m = 0; m < num_minibatches; ++m) {
+        double sum = 0, sum_sq = 0;
+        for (int64_t i = 0; i < plan.minibatch; ++i) {
+          const double a = adv[order[m * plan.minibatch + i]];
+          sum += a;
+          sum_sq += a * a;
+        }
+        double* slot = v + 1 + 2 * (e * num_minibatches + m);
+        slot[0] = sum;
+        slot[1] = sum_sq;
+      }
+    }
+  }
+  if (num_observation > 0) {
+    std::memcpy(v + 1 + num_moments,
+                observation_moments.contiguous().data_ptr<double>(),
+                num_observation * sizeof(double));
+  }
+  if (num_extra > 0) {
+    std::memcpy(v + 1 + num_moments + num_observation, gang_sums->data(),
+                num_extra * sizeof(double));
+  }
+  sync(collective_->AllReduce(sums, ReduceOp::kSum));
+
+  plan.global_minibatch = static_cast<int64_t>(v[0]);
+  plan.share = static_cast<double>(plan.minibatch) / plan.global_minibatch;
+  plan.advantage_moments.assign(v + 1, v + 1 + num_moments);
+  if (num_observation > 0) {
+    gang_observation_moments_ =
+        sums.narrow(0, 1 + num_moments, num_observation).clone();
+  }
+  if (num_extra > 0) {
+    std::memcpy(gang_sums->data(), v + 1 + num_moments + num_observation,
+                num_extra * sizeof(double));
   }
   return plan;
 }
 
+std::pair<double, double> PpoUpdater::GangAdvantageMoments(const Plan& plan,
+                                                           int64_t index) {
+  // As LibTorch's (a - a.mean()) / (a.std() + 1e-8), std unbiased.
+  const double n = static_cast<double>(plan.global_minibatch);
+  const double mean = plan.advantage_moments[2 * index] / n;
+  const double var =
+      (plan.advantage_moments[2 * index + 1] - n * mean * mean) / (n - 1);
+  return {mean, std::sqrt(std::max(var, 0.0))};
+}
+
 UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
-                                  int64_t env_steps_done, int64_t* non_finite,
+                                  int64_t env_steps_done,
+                                  std::vector<double>* gang_sums,
+                                  int64_t* non_finite,
                                   torch::Tensor* flat_observations,
                                   absl::Status* collective_error) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
@@ -234,7 +311,7 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
     *collective_error = std::move(status);
     throw std::runtime_error(std::string(collective_error->message()));
   };
-  Plan plan = MakePlan(rollout, env_steps_done, sync);
+  Plan plan = MakePlan(rollout, env_steps_done, gang_sums, sync);
   const Rollout& r = rollout;
   const torch::Tensor obs = r.observations.reshape({batch, -1});
   const torch::Tensor actions = policy_->discrete()
@@ -263,30 +340,8 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
   std::vector<torch::Tensor> params = policy_->parameters();
 
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    const torch::Tensor order = torch::randperm(batch, generator_);
+    const torch::Tensor& order = plan.orders[epoch];
     torch::Tensor epoch_kl = torch::zeros({});
-    // A gang normalises each minibatch's advantages by the global
-    // minibatch's moments: one all-reduce for the epoch's minibatches.
-    torch::Tensor adv_mean, adv_std;  // [num_minibatches]
-    if (collective_ != nullptr && config_.normalize_advantages() &&
-        global_minibatch > 1) {
-      const torch::Tensor a =
-          advantages
-              .index_select(0, order.narrow(0, 0, num_minibatches * minibatch))
-              .to(torch::kFloat64)
-              .reshape({num_minibatches, minibatch});
-      torch::Tensor moments =
-          torch::stack({a.sum(1), a.pow(2).sum(1)}, 1).contiguous();
-      sync(collective_->AllReduce(moments, ReduceOp::kSum));
-      const double n = static_cast<double>(global_minibatch);
-      adv_mean = moments.select(1, 0) / n;
-      adv_std =
-          torch::clamp_min(
-              (moments.select(1, 1) - n * adv_mean * adv_mean) / (n - 1), 0.0)
-              .sqrt();
-      adv_mean = adv_mean.to(torch::kFloat32);
-      adv_std = adv_std.to(torch::kFloat32);
-    }
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
       const PolicyEvaluation eval = policy_->Evaluate(
@@ -297,7 +352,11 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
         if (collective_ == nullptr) {
           mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
         } else {
-          mb_adv = (mb_adv - adv_mean[m]) / (adv_std[m] + 1e-8);
+          // The global minibatch's moments, from the planning all-reduce.
+          const auto [mean, std] =
+              GangAdvantageMoments(plan, epoch * num_minibatches + m);
+          mb_adv = (mb_adv - static_cast<float>(mean)) /
+                   (static_cast<float>(std) + 1e-8f);
         }
       }
       const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
@@ -425,6 +484,7 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
 
 UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
                                        int64_t env_steps_done,
+                                       std::vector<double>* gang_sums,
                                        int64_t* non_finite,
                                        torch::Tensor* flat_observations,
                                        absl::Status* collective_error) {
@@ -439,7 +499,7 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
   if (const absl::Status bound = fused_->Bind(policy_); !bound.ok()) {
     throw std::runtime_error(std::string(bound.message()));
   }
-  const Plan plan = MakePlan(rollout, env_steps_done, sync);
+  const Plan plan = MakePlan(rollout, env_steps_done, gang_sums, sync);
   const int64_t num_minibatches = config_.num_minibatches();
   const int64_t mb = plan.minibatch;
   const int d = fused_->observation_size();
@@ -476,24 +536,8 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
   int64_t bad_minibatches = 0, minibatches_run = 0;
   int epochs = 0;
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    const torch::Tensor order = torch::randperm(batch, generator_);
-    const int64_t* idx_all = order.data_ptr<int64_t>();
+    const int64_t* idx_all = plan.orders[epoch].data_ptr<int64_t>();
     double epoch_kl = 0;
-    // A gang's global minibatch moments, one all-reduce per epoch.
-    std::vector<double> moments;
-    if (collective_ != nullptr && normalize) {
-      moments.assign(2 * num_minibatches, 0.0);
-      for (int64_t m = 0; m < num_minibatches; ++m) {
-        for (int64_t i = 0; i < mb; ++i) {
-          const double v = advantages[idx_all[m * mb + i]];
-          moments[2 * m] += v;
-          moments[2 * m + 1] += v * v;
-        }
-      }
-      torch::Tensor t = torch::from_blob(moments.data(), {2 * num_minibatches},
-                                         torch::kFloat64);
-      sync(collective_->AllReduce(t, ReduceOp::kSum));
-    }
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const int64_t* idx = idx_all + m * mb;
       double adv_sum = 0;
@@ -524,10 +568,8 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
           }
           std = std::sqrt(ss / (mb - 1));
         } else {
-          const double n = static_cast<double>(plan.global_minibatch);
-          mean = moments[2 * m] / n;
-          std = std::sqrt(
-              std::max((moments[2 * m + 1] - n * mean * mean) / (n - 1), 0.0));
+          std::tie(mean, std) =
+              GangAdvantageMoments(plan, epoch * num_minibatches + m);
         }
         const float fmean = static_cast<float>(mean);
         const float fstd = static_cast<float>(std);

@@ -37,6 +37,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -77,8 +78,16 @@ class PpoUpdater {
   // Updates the policy from `rollout` (collected by the policy as it is
   // now). `env_steps_done` (before this rollout) sets the annealed rate.
   // Afterwards folds the rollout's observations into the normaliser.
+  //
+  // In a gang, the update's scalars (minibatch sizes, every epoch's
+  // advantage moments, observation moments) cross the wire in one planning
+  // all-reduce before the first minibatch, so an update costs one
+  // all-reduce per minibatch plus one (plus one per epoch with
+  // ppo.target_kl). `gang_sums`, if given, rides in it: summed over the
+  // gang in place (alone: left as it is).
   absl::StatusOr<UpdateStats> Update(const Rollout& rollout,
-                                     int64_t env_steps_done);
+                                     int64_t env_steps_done,
+                                     std::vector<double>* gang_sums = nullptr);
 
   // Train as one rank of `collective` (not owned; null: alone).
   void set_collective(Collective* collective) { collective_ = collective; }
@@ -105,7 +114,8 @@ class PpoUpdater {
   // `*flat_observations` to the observations as [T*E, obs].
   // Collective failures are stored in `*collective_error` and thrown.
   UpdateStats RunEpochs(const Rollout& rollout, int64_t env_steps_done,
-                        int64_t* non_finite, torch::Tensor* flat_observations,
+                        std::vector<double>* gang_sums, int64_t* non_finite,
+                        torch::Tensor* flat_observations,
                         absl::Status* collective_error);
 
   // What both paths compute first: GAE, the annealed rate (set on the
@@ -118,11 +128,26 @@ class PpoUpdater {
     int64_t minibatch = 0;
     int64_t global_minibatch = 0;
     double share = 1;
+    // Every epoch's minibatch order, drawn up front (in epoch order, so
+    // the shuffling stream is as if drawn epoch by epoch).
+    std::vector<torch::Tensor> orders;
+    // A gang's global advantage sum and sum of squares of minibatch m of
+    // epoch e at [2 * (e * num_minibatches + m)] and the next index; empty
+    // alone or without advantage normalisation.
+    std::vector<double> advantage_moments;
   };
+  // Everything a gang must agree on before the first minibatch, in one
+  // all-reduce (see Update). Sets gang_observation_moments_ in a gang that
+  // normalises observations.
   Plan MakePlan(const Rollout& rollout, int64_t env_steps_done,
+                std::vector<double>* gang_sums,
                 const std::function<void(absl::Status)>& sync);
+  // A minibatch's advantage normalisation (mean, std) from the plan.
+  static std::pair<double, double> GangAdvantageMoments(const Plan& plan,
+                                                        int64_t index);
   // RunEpochs on the fused CPU path (policy/fused_policy.h).
   UpdateStats RunEpochsFused(const Rollout& rollout, int64_t env_steps_done,
+                             std::vector<double>* gang_sums,
                              int64_t* non_finite,
                              torch::Tensor* flat_observations,
                              absl::Status* collective_error);
@@ -138,6 +163,9 @@ class PpoUpdater {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   at::Generator generator_;
   Collective* collective_ = nullptr;
+  // A gang's all-reduced observation moments of the update in progress
+  // (undefined alone or without observation normalisation).
+  torch::Tensor gang_observation_moments_;
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
   bool kernels_chosen_ = false;

@@ -360,6 +360,19 @@ class ManifestsTest(unittest.TestCase):
                     for e in c.get("env", []):
                         self.assertNotIn("$(", e.get("value", ""))
 
+    def test_cpu_overlay_learners_are_guaranteed_whole_cores(self):
+        # Requests == limits in every container, whole CPUs: Guaranteed QoS,
+        # so that a kubelet with the static CPU manager policy gives each
+        # learner cores of its own (gloo ranks sharing cores scale worse:
+        # bench/learner_scaling_bench, "pinned").
+        pod, _ = self.container("overlays/cpu", "StatefulSet", "learner")
+        for c in pod["containers"]:
+            with self.subTest(container=c["name"]):
+                requests = c["resources"]["requests"]
+                limits = c["resources"]["limits"]
+                self.assertEqual(requests, limits)
+                self.assertRegex(requests["cpu"], r"^[1-9][0-9]*$")
+
     def test_gpu_overlay_puts_each_learner_on_one_gpu_with_nccl(self):
         pod, c = self.container("overlays/gpu", "StatefulSet", "learner")
         self.assertEqual(c["resources"]["requests"]["nvidia.com/gpu"], "1")
