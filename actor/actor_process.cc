@@ -11,6 +11,7 @@
 #include "actor/actor_client.h"
 #include "actor/actor_workload.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
 #include "policy/compute_device.h"
@@ -89,6 +90,11 @@ class ActorProcess::Impl {
       runtime.agent.devices = VisibleCudaDevices();
       runtime.agent.worker_name = worker_name;
       runtime.agent.address = options_.advertise_address;
+      if (!options_.worker_credential_file.empty()) {
+        ASSIGN_OR_RETURN(runtime.agent.credential,
+                         ReadSecretFile(options_.worker_credential_file,
+                                        "worker_credential_file"));
+      }
       ASSIGN_OR_RETURN(runtime_,
                        WorkerRuntime::Create(runtime, workload_.get()));
       return absl::OkStatus();

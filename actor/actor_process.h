@@ -20,6 +20,9 @@ struct ActorProcessOptions {
   // Worker mode when set: register with this coordinator (HOST:PORT).
   std::string coordinator;
   std::string worker_name;  // default actor-<pid>
+  // A file holding the operator-issued credential for worker_name (empty:
+  // none); see RegisterWorkerRequest.worker_credential.
+  std::string worker_credential_file;
   // Reported at registration (operators' view); empty: none.
   std::string advertise_address;
   // Standalone: the learner (HOST:PORT), the run file, the run id sent to

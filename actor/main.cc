@@ -35,6 +35,10 @@ ABSL_FLAG(std::string, advertise_address, "",
           "(rlctl workers) with the metrics port.");
 ABSL_FLAG(std::string, worker_name, "",
           "Worker mode: stable name (default actor-<pid>).");
+ABSL_FLAG(std::string, worker_credential_file, "",
+          "Worker mode: a file holding the credential the operator issued "
+          "for --worker_name (coordinator_main --issue_worker_credential); "
+          "lets a restarted worker take its name back at once.");
 ABSL_FLAG(int, max_disconnected_seconds, 120,
           "Exit with an error after this long without a learner connection.");
 ABSL_FLAG(std::string, telemetry, "",
@@ -67,6 +71,7 @@ int main(int argc, char** argv) {
   rl::ActorProcessOptions options;
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
+  options.worker_credential_file = absl::GetFlag(FLAGS_worker_credential_file);
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   options.learner = absl::GetFlag(FLAGS_learner);
   options.run_file = absl::GetFlag(FLAGS_run);

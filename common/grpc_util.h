@@ -43,7 +43,7 @@ struct RunningServer {
 // Builds and starts a server exposing `services` (sync or callback API) plus
 // grpc.health.v1 and server reflection, its doors locked as
 // `options.security` says. UNAVAILABLE if the address cannot be bound;
-// FAILED_PRECONDITION for plaintext off loopback without --insecure.
+// INVALID_ARGUMENT for plaintext off loopback without --insecure.
 absl::StatusOr<RunningServer> StartServer(
     const std::vector<grpc::Service*>& services, const ServerOptions& options);
 

@@ -63,6 +63,21 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return diff == 0;
 }
 
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": cannot read ", path));
+  }
+  std::string secret, extra;
+  if (!(in >> secret) || (in >> extra)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", flag, ": ", path, " must hold one token (no spaces)"));
+  }
+  return secret;
+}
+
 absl::StatusOr<std::string> EnsureSecretFile(const std::string& path) {
   std::ifstream in(path);
   std::string secret;

@@ -29,6 +29,12 @@ std::string DeriveKey(absl::string_view key, absl::string_view message);
 // Equal strings, in time independent of where they differ.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
+// The one token in `path` (e.g. a worker credential), surrounding
+// whitespace dropped: INVALID_ARGUMENT naming `flag` when it cannot be read
+// or holds none.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path,
+                                           absl::string_view flag);
+
 // The secret in `path` (one token), made and written with mode 0600 when
 // the file is missing or holds none.
 absl::StatusOr<std::string> EnsureSecretFile(const std::string& path);

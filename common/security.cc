@@ -61,7 +61,7 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
 
   grpc::Status Process(const InputMetadata& metadata,
                        grpc::AuthContext* context,
-                       OutputMetadata* consumed_metadata,
+                       OutputMetadata* /*consumed_metadata*/,
                        OutputMetadata* /*response_metadata*/) override {
     std::string method;
     std::string token;
@@ -75,14 +75,19 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
         if (absl::ConsumePrefix(&bearer, "Bearer ")) {
           token = std::string(bearer);
         }
-        consumed_metadata->insert({std::string(k), std::string(v)});
+        // Not consumed: the handler reads the caller from it
+        // (CallerIdentity), per call.
       }
     }
     const uint32_t allowed = AllowedRoles(method);
     if (allowed & kAnonymous) return grpc::Status::OK;
     absl::StatusOr<Identity> identity = security_->Authorize(method, token);
     // With a CA, workers (and, without tokens, everyone) must also
-    // present a client certificate that it signed.
+    // present a client certificate that it signed. The context is the
+    // connection's (gRPC hands every call of a connection the same one):
+    // it is only read here, never written, so calls cannot race on it and
+    // nothing of one call is seen by another (CallerIdentity reads the
+    // caller from its own call's token).
     const bool verified_peer =
         !context->FindPropertyValues("x509_pem_cert").empty();
     if (identity.ok() && !security_->options().tls_ca_file.empty() &&
@@ -102,9 +107,6 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
               : grpc::StatusCode::PERMISSION_DENIED,
           std::string(identity.status().message()));
     }
-    context->AddProperty("rl_identity", identity->name);
-    context->AddProperty("rl_role", RoleName(identity->role));
-    context->SetPeerIdentityPropertyName("rl_identity");
     return grpc::Status::OK;
   }
 
@@ -274,7 +276,8 @@ Security::ServerCredentials(const std::string& address) const {
   } else if (IsLoopbackAddress(address)) {
     credentials = grpc::experimental::LocalServerCredentials(LOCAL_TCP);
   } else {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // A bad flag (exit 2), like any other.
+    return absl::InvalidArgumentError(absl::StrCat(
         "refusing to listen on ", address,
         " without TLS: give --tls_cert and --tls_key (and --tls_ca to "
         "verify workers), listen on loopback, or pass --insecure on a "
@@ -338,19 +341,24 @@ bool IsLoopbackAddress(absl::string_view address) {
   return absl::StartsWith(host, "127.");
 }
 
-std::string CallerIdentity(const grpc::ServerContextBase& context) {
-  const std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  if (auth != nullptr) {
-    const std::vector<grpc::string_ref> names = auth->GetPeerIdentity();
-    if (!names.empty() &&
-        auth->GetPeerIdentityPropertyName() == "rl_identity") {
-      return std::string(names[0].data(), names[0].size());
-    }
+Identity CallerIdentity(const grpc::ServerContextBase& context,
+                        const Security& security) {
+  if (!security.tokens_required()) return Identity{"anonymous", kRoleAdmin};
+  const auto& metadata = context.client_metadata();
+  for (auto [it, end] = metadata.equal_range("authorization"); it != end;
+       ++it) {
+    absl::string_view bearer(it->second.data(), it->second.size());
+    if (!absl::ConsumePrefix(&bearer, "Bearer ")) continue;
+    absl::StatusOr<Identity> identity = security.Authenticate(bearer);
+    if (identity.ok()) return *std::move(identity);
   }
-  return "anonymous";
+  // Only a call the auth processor did not see (an in-process channel)
+  // gets here: the least role.
+  return Identity{"unauthenticated", kRoleUser};
 }
 
-std::string CallerClient(const grpc::ServerContextBase& context) {
+std::string CallerClient(const grpc::ServerContextBase& context,
+                         const Security& security) {
   // "ipv4:10.0.0.7:43210" -> "ipv4:10.0.0.7"; "ipv6:[::1]:43210" ->
   // "ipv6:[::1]"; anything else (unix:, in-process) as it is.
   std::string peer = context.peer();
@@ -359,7 +367,7 @@ std::string CallerClient(const grpc::ServerContextBase& context) {
       colon != std::string::npos && colon > 5) {
     peer.resize(colon);
   }
-  return absl::StrCat(CallerIdentity(context), "@", peer);
+  return absl::StrCat(CallerIdentity(context, security).name, "@", peer);
 }
 
 }  // namespace rl

@@ -86,8 +86,8 @@ class Security {
   static void SetProcessDefault(std::shared_ptr<const Security> security);
 
   // Credentials for a server listening on `address` ("host:port").
-  // FAILED_PRECONDITION for a non-loopback address without TLS or
-  // --insecure.
+  // INVALID_ARGUMENT (a bad flag) for a non-loopback address without TLS
+  // or --insecure.
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
       const std::string& address) const;
 
@@ -124,14 +124,20 @@ class Security {
 // host). 0.0.0.0 and [::] are not loopback: they listen everywhere.
 bool IsLoopbackAddress(absl::string_view address);
 
-// The identity the auth processor gave the caller (its token's name);
-// "anonymous" where no tokens are asked for.
-std::string CallerIdentity(const grpc::ServerContextBase& context);
+// The caller of this call: the identity of the bearer token it sent
+// (already checked by the auth processor); "anonymous" (admin) where no
+// tokens are asked for. Read per call from the call's own metadata: gRPC
+// gives every call of a connection one shared AuthContext, so nothing
+// per call may be kept there (concurrent calls would race on it, and a
+// connection would keep its first caller's identity).
+Identity CallerIdentity(const grpc::ServerContextBase& context,
+                        const Security& security);
 
 // A client for per-client quotas: the caller's identity and the host it
 // calls from, e.g. "worker@ipv4:10.0.0.7" (one token may be shared by
 // many hosts; one host may hold several tokens).
-std::string CallerClient(const grpc::ServerContextBase& context);
+std::string CallerClient(const grpc::ServerContextBase& context,
+                         const Security& security);
 
 }  // namespace rl
 

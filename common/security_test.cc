@@ -2,14 +2,18 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_util.h"
 #include "gmock/gmock.h"
@@ -229,6 +233,140 @@ TEST_F(SecurityTest, EachRoleAgainstEachMethod) {
             grpc::StatusCode::UNAUTHENTICATED);
 }
 
+// The caller, as each call's own handler sees it, and how many properties
+// the connection's auth context holds when it does.
+class IdentityEcho final : public RunService::CallbackService {
+ public:
+  explicit IdentityEcho(std::shared_ptr<const Security> security)
+      : security_(std::move(security)) {}
+
+  grpc::ServerUnaryReactor* GetRun(grpc::CallbackServerContext* context,
+                                   const GetRunRequest* /*request*/,
+                                   Run* response) override {
+    Record(*context);
+    response->set_owner(CallerIdentity(*context, *security_).name);
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+
+  // Writes the caller once, then holds the stream until it is cancelled.
+  grpc::ServerWriteReactor<RunEvent>* WatchRun(
+      grpc::CallbackServerContext* context,
+      const WatchRunRequest* /*request*/) override {
+    class Reactor final : public grpc::ServerWriteReactor<RunEvent> {
+     public:
+      explicit Reactor(std::string owner) {
+        event_.mutable_run()->set_owner(std::move(owner));
+        StartWrite(&event_);
+      }
+      void OnWriteDone(bool /*ok*/) override {}
+      void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+      void OnDone() override { delete this; }
+
+     private:
+      RunEvent event_;
+    };
+    Record(*context);
+    return new Reactor(CallerIdentity(*context, *security_).name);
+  }
+
+  int max_properties() {
+    absl::MutexLock lock(&mu_);
+    return max_properties_;
+  }
+
+ private:
+  void Record(const grpc::CallbackServerContext& context) {
+    int properties = 0;
+    if (const auto auth = context.auth_context(); auth != nullptr) {
+      for (auto it = auth->begin(); it != auth->end(); ++it) ++properties;
+    }
+    absl::MutexLock lock(&mu_);
+    max_properties_ = std::max(max_properties_, properties);
+  }
+
+  const std::shared_ptr<const Security> security_;
+  absl::Mutex mu_;
+  int max_properties_ = 0;
+};
+
+// Many concurrent calls on one connection, each with its own token: every
+// handler sees its own caller (not the connection's first), and nothing
+// piles up on the connection's auth context (gRPC shares it between the
+// calls of a connection: writing per-call identities there raced, grew
+// without bound and kept the first caller's name).
+TEST_F(SecurityTest, IdentityIsPerCallOnASharedConnection) {
+  SecurityOptions server_security;
+  server_security.tokens_file = Path("tokens");
+  const std::shared_ptr<const Security> security = Load(server_security);
+  IdentityEcho echo(security);
+  ServerOptions server_options;
+  server_options.security = security;
+  ASSERT_OK_AND_ASSIGN(RunningServer server,
+                       StartServer({&echo}, server_options));
+  // One channel without a token: each call brings its own.
+  ChannelOptions channel_options;
+  channel_options.security = Load(SecurityOptions{});
+  const auto channel = CreateChannel(absl::StrCat("127.0.0.1:", server.port),
+                                     channel_options);
+  auto stub = RunService::NewStub(channel);
+  const std::vector<std::pair<std::string, std::string>> callers = {
+      {kUserToken, "alice"}, {kAdminToken, "root"}};
+  auto with_token = [](grpc::ClientContext* context, const std::string& token) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(30));
+    context->AddMetadata("authorization", "Bearer " + token);
+  };
+
+  int wrong = 0;
+  absl::Mutex mu;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          const auto& [token, name] = callers[(t + i) % callers.size()];
+          grpc::ClientContext context;
+          with_token(&context, token);
+          rl::Run run;
+          const grpc::Status status =
+              stub->GetRun(&context, GetRunRequest(), &run);
+          if (!status.ok() || run.owner() != name) {
+            absl::MutexLock lock(&mu);
+            ++wrong;
+          }
+        }
+      });
+    }
+    // Streams opened, read once and cancelled, beside the unary calls.
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          const auto& [token, name] = callers[(t + i) % callers.size()];
+          grpc::ClientContext context;
+          with_token(&context, token);
+          auto reader = stub->WatchRun(&context, WatchRunRequest());
+          RunEvent event;
+          const bool read = reader->Read(&event);
+          context.TryCancel();
+          reader->Finish().IgnoreError();
+          if (!read || event.run().owner() != name) {
+            absl::MutexLock lock(&mu);
+            ++wrong;
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  EXPECT_EQ(wrong, 0) << "calls that failed or saw another caller";
+  // What the connection had from its handshake, not one per call (5 rounds
+  // of 250 calls): the context stays the size it was.
+  EXPECT_LT(echo.max_properties(), 16);
+  server.server->Shutdown();
+}
+
 TEST_F(SecurityTest, WithoutTokenTableLoopbackIsOpen) {
   Serve(SecurityOptions{});
   EXPECT_EQ(Call("/rl.RunService/SubmitRun", Client("")).error_code(),
@@ -304,7 +442,7 @@ TEST_F(SecurityTest, PlaintextOffLoopbackNeedsInsecure) {
   options.security = Load(SecurityOptions{});
   absl::StatusOr<RunningServer> refused = StartServer({&runs_}, options);
   EXPECT_THAT(refused.status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("refusing to listen on 0.0.0.0:0")));
   SecurityOptions insecure;
   insecure.insecure = true;

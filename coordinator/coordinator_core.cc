@@ -14,19 +14,25 @@
 
 namespace rl {
 
+absl::StatusOr<std::string> LoadKeySecret(const CoordinatorOptions& options) {
+  if (!options.key_secret.empty()) return options.key_secret;
+  if (options.store_path.empty() || options.store_path == ":memory:") {
+    return NewToken();
+  }
+  return EnsureSecretFile(options.store_path + ".secret");
+}
+
+std::string WorkerCredentialFromSecret(const std::string& secret,
+                                       const std::string& worker_name) {
+  return DeriveKey(secret, "credential/" + worker_name);
+}
+
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     const CoordinatorOptions& options) {
   ASSIGN_OR_RETURN(auto store,
                    RunStore::Open(options.store_path, options.max_store_bytes));
   CoordinatorOptions with_secret = options;
-  if (with_secret.key_secret.empty()) {
-    if (options.store_path.empty() || options.store_path == ":memory:") {
-      with_secret.key_secret = NewToken();
-    } else {
-      ASSIGN_OR_RETURN(with_secret.key_secret,
-                       EnsureSecretFile(options.store_path + ".secret"));
-    }
-  }
+  ASSIGN_OR_RETURN(with_secret.key_secret, LoadKeySecret(options));
   auto core = std::unique_ptr<CoordinatorCore>(
       new CoordinatorCore(with_secret, std::move(store)));
   RETURN_IF_ERROR(core->Recover());
@@ -41,17 +47,28 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       scheduler_(options.clock, options.lease_ttl),
       next_assignment_id_(absl::ToUnixMicros(absl::Now())) {}
 
-std::string CoordinatorCore::WorkerKey(const std::string& worker_id) const {
-  return DeriveKey(options_.key_secret, "worker/" + worker_id);
+std::string CoordinatorCore::WorkerKey(const std::string& worker_id,
+                                       const std::string& nonce) const {
+  return DeriveKey(options_.key_secret,
+                   absl::StrCat("worker/", worker_id, "/", nonce));
+}
+
+std::string CoordinatorCore::WorkerCredential(
+    const std::string& worker_name) const {
+  return WorkerCredentialFromSecret(options_.key_secret, worker_name);
 }
 
 std::string CoordinatorCore::RunKey(const std::string& run_id) const {
   return DeriveKey(options_.key_secret, "run/" + run_id);
 }
 
-absl::Status CoordinatorCore::CheckWorkerKey(const std::string& worker_id,
-                                             const std::string& key) const {
-  if (ConstantTimeEquals(key, WorkerKey(worker_id))) return absl::OkStatus();
+absl::Status CoordinatorCore::CheckWorkerKeyLocked(
+    const std::string& worker_id, const std::string& key) const {
+  const auto nonce = worker_nonces_.find(worker_id);
+  if (nonce != worker_nonces_.end() &&
+      ConstantTimeEquals(key, WorkerKey(worker_id, nonce->second))) {
+    return absl::OkStatus();
+  }
   return absl::PermissionDeniedError(absl::StrCat(
       "worker_key: not the key of worker ", worker_id,
       " (only the process that registered it may act for it; re-register)"));
@@ -78,6 +95,7 @@ absl::Status CoordinatorCore::Recover() {
     }
     ++recovered;
   }
+  ASSIGN_OR_RETURN(worker_nonces_, store_->WorkerNonces());
   ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assignments,
                    store_->Assignments());
   for (AssignmentRecord& a : assignments) {
@@ -184,6 +202,38 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     return absl::InvalidArgumentError(
         "address: a learner must give the address actors reach it at");
   }
+  const bool credentialed =
+      !request.worker_credential().empty() &&
+      ConstantTimeEquals(request.worker_credential(),
+                         WorkerCredential(request.worker_name()));
+  if (!request.worker_credential().empty() && !credentialed) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "worker_credential: not the credential of worker ",
+        request.worker_name()));
+  }
+  bool has_key = false;
+  {
+    absl::MutexLock lock(&mu_);
+    has_key = !request.worker_key().empty() &&
+              CheckWorkerKeyLocked(request.worker_name(), request.worker_key())
+                  .ok();
+    if (!has_key && !credentialed) {
+      if (options_.require_worker_credentials) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "worker ", request.worker_name(),
+            ": this coordinator requires an operator-issued "
+            "worker_credential (--worker_credential_file)"));
+      }
+      if (NameHeldLocked(request.worker_name())) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            "worker name ", request.worker_name(),
+            " is registered to another live process: register with its "
+            "worker_key, an operator-issued worker_credential, or after "
+            "its lease (",
+            absl::FormatDuration(options_.lease_ttl), ") expires"));
+      }
+    }
+  }
   // The workers table is a record for operators, not state the coordinator
   // needs: a full store does not stop a worker from registering.
   if (absl::Status stored =
@@ -208,8 +258,7 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     recorded = id->second == reported.assignment_id();
   }
   // Only the process that holds the worker's key may keep its assignment.
-  if (recorded &&
-      !CheckWorkerKey(request.worker_name(), request.worker_key()).ok()) {
+  if (recorded && !has_key) {
     RL_LOG_WARNING(
         "worker {} re-registered without its key: its assignment is not "
         "kept",
@@ -263,8 +312,22 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     assigned_placement_.erase(request.worker_name());
     store_->ClearAssignment(request.worker_name()).IgnoreError();
   }
+  // The same key for the process that showed it; a new one otherwise, so
+  // that an earlier holder of the name can no longer act for it.
+  std::string& nonce = worker_nonces_[request.worker_name()];
+  if (!has_key || nonce.empty()) {
+    nonce = NewToken();
+    if (absl::Status stored =
+            store_->PutWorkerNonce(request.worker_name(), nonce);
+        !stored.ok()) {
+      RL_LOG_WARNING(
+          "cannot store the key of worker {} (it must register again after "
+          "a coordinator restart): {}",
+          request.worker_name(), stored.ToString());
+    }
+  }
   response.set_worker_id(request.worker_name());
-  response.set_worker_key(WorkerKey(request.worker_name()));
+  response.set_worker_key(WorkerKey(request.worker_name(), nonce));
   lock.Release();
   if (restarted.has_value()) Notify(*restarted);
   return response;
@@ -331,10 +394,23 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   return assignment;
 }
 
+bool CoordinatorCore::NameHeldLocked(const std::string& worker_id) const {
+  if (worker_nonces_.find(worker_id) == worker_nonces_.end()) return false;
+  const absl::Time now = options_.clock();
+  if (const SchedulerWorker* worker = scheduler_.worker(worker_id);
+      worker != nullptr) {
+    return worker->lease_expiry > now;
+  }
+  // Known from before this coordinator's start: its process gets a lease
+  // to come back with its key.
+  return now < started_ + options_.lease_ttl;
+}
+
 absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
     const HeartbeatRequest& request) {
-  RETURN_IF_ERROR(CheckWorkerKey(request.worker_id(), request.worker_key()));
   absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(
+      CheckWorkerKeyLocked(request.worker_id(), request.worker_key()));
   HeartbeatResponse response;
   ASSIGN_OR_RETURN(
       *response.mutable_lease(),
@@ -348,9 +424,10 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
   std::string run_id;
   WorkerRole role;
   int rank = 0;
-  RETURN_IF_ERROR(CheckWorkerKey(request.worker_id(), request.worker_key()));
   {
     absl::MutexLock lock(&mu_);
+    RETURN_IF_ERROR(
+        CheckWorkerKeyLocked(request.worker_id(), request.worker_key()));
     const SchedulerWorker* worker = scheduler_.worker(request.worker_id());
     if (worker == nullptr) {
       return absl::NotFoundError(
@@ -419,6 +496,8 @@ ListWorkersResponse CoordinatorCore::ListWorkers() {
     for (const auto& d : w.devices) out->mutable_capabilities()->add_devices(d);
     out->set_address(w.address);
     *out->mutable_assignment() = AssignmentFor(w);
+    // Users never see secrets: the run key is for the run's workers only.
+    out->mutable_assignment()->clear_run_key();
     out->set_alive(true);
   }
   // Known from before a restart, not registered again (yet).
@@ -454,6 +533,7 @@ void CoordinatorCore::ForgetWorkersNotBackLocked() {
         "coordinator's start: it is taken as lost with its assignment to run "
         "{}",
         name, absl::FormatDuration(options_.lease_ttl), a.run_id);
+    if (scheduler_.worker(name) == nullptr) worker_nonces_.erase(name);
     if (absl::Status removed = store_->RemoveWorker(name); !removed.ok()) {
       RL_LOG_WARNING("cannot remove lost worker {} from the store: {}", name,
                      removed.ToString());
@@ -509,6 +589,7 @@ void CoordinatorCore::Tick() {
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
+      worker_nonces_.erase(lost.worker_id);  // the name is free again
       if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
           !removed.ok()) {
         RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",

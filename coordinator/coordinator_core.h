@@ -60,8 +60,23 @@ struct CoordinatorOptions {
   // Refused at submit (runspec/run_footprint.h): segments or policies over
   // the wire's message limit, runs over a worker memory limit.
   FootprintLimits footprint_limits{/*max_message_bytes=*/256 << 20};
+  // Every registration must carry an operator-issued worker credential
+  // (WorkerCredential); without this, a name that is not held may be taken
+  // by any worker-role caller, and a held one only with its key or a
+  // credential.
+  bool require_worker_credentials = false;
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
+
+// The secret worker and run keys derive from: options.key_secret, else
+// the one kept in <store_path>.secret (made when missing), else random for
+// an in-memory store.
+absl::StatusOr<std::string> LoadKeySecret(const CoordinatorOptions& options);
+
+// The credential that proves a process is worker `worker_name`, under
+// `secret` (CoordinatorCore::WorkerCredential of a coordinator with it).
+std::string WorkerCredentialFromSecret(const std::string& secret,
+                                       const std::string& worker_name);
 
 class CoordinatorCore {
  public:
@@ -78,11 +93,21 @@ class CoordinatorCore {
   absl::StatusOr<ListRunsResponse> ListRuns(const ListRunsRequest& request);
   absl::StatusOr<Run> CancelRun(const std::string& run_id);
 
+  // A name whose registration is live (its lease not expired, or within a
+  // lease of this coordinator's start) is held: registering it again needs
+  // its worker_key (the same process, e.g. after a coordinator restart) or
+  // its worker_credential (a restarted process, which takes the name over
+  // and revokes the old key); else PERMISSION_DENIED. A new key is made
+  // for every registration that did not show the current one.
   absl::StatusOr<RegisterWorkerResponse> RegisterWorker(
       const RegisterWorkerRequest& request);
   absl::StatusOr<HeartbeatResponse> Heartbeat(const HeartbeatRequest& request);
   absl::Status ReportStatus(const ReportStatusRequest& request);
   ListWorkersResponse ListWorkers();
+
+  // The credential that proves a process is worker `worker_name` (for the
+  // operator to hand to that worker; derived from the coordinator's secret).
+  std::string WorkerCredential(const std::string& worker_name) const;
 
   // Expires leases and places runs; called periodically by the service.
   void Tick();
@@ -101,13 +126,19 @@ class CoordinatorCore {
                            std::unique_ptr<RunStore> store);
   absl::Status Recover();
   std::atomic<int64_t> refused_by_user_quota_{0};
-  // What a worker must send back (RegisterWorkerResponse.worker_key), and
-  // what a run's workers show its learners (Assignment.run_key).
-  std::string WorkerKey(const std::string& worker_id) const;
+  // What a worker must send back (RegisterWorkerResponse.worker_key): one
+  // per registration (from its nonce); and what a run's workers show its
+  // learners (Assignment.run_key).
+  std::string WorkerKey(const std::string& worker_id,
+                        const std::string& nonce) const;
   std::string RunKey(const std::string& run_id) const;
-  // PERMISSION_DENIED unless `key` is `worker_id`'s.
-  absl::Status CheckWorkerKey(const std::string& worker_id,
-                              const std::string& key) const;
+  // PERMISSION_DENIED unless `key` is `worker_id`'s current key.
+  absl::Status CheckWorkerKeyLocked(const std::string& worker_id,
+                                    const std::string& key) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `worker_id`'s registration is live (see RegisterWorker).
+  bool NameHeldLocked(const std::string& worker_id) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Assignment AssignmentFor(const SchedulerWorker& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const Run& run);
@@ -154,6 +185,8 @@ class CoordinatorCore {
   // run only if it reports the very assignment recorded for it.
   std::map<std::string, AssignmentRecord> recovered_assignments_
       ABSL_GUARDED_BY(mu_);
+  // Per worker name, the nonce of its current key (kept in the store).
+  std::map<std::string, std::string> worker_nonces_ ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
   // Per run: when its workers failed, within worker_failure_window.

@@ -498,13 +498,101 @@ TEST_F(CoordinatorCoreTest, OneWorkerCannotActForAnother) {
   EXPECT_THAT(core_->Heartbeat(beat),
               StatusIs(absl::StatusCode::kPermissionDenied));
 
-  // Registering under learner-0's name with its assignment but without its
-  // key does not keep the assignment: a new one replaces it.
-  keys_["learner-0"] = "";
-  const int64_t l2 = Register(*core_, "learner-0", LEARNER, learner);
+  // Registering under learner-0's live name without its key is refused:
+  // the key is not handed out, and the gang is not restarted.
+  RegisterWorkerRequest stranger;
+  stranger.set_worker_name("learner-0");
+  stranger.mutable_capabilities()->set_role(LEARNER);
+  stranger.set_address("127.0.0.1:6000");
+  *stranger.mutable_current_assignment() = learner;
+  EXPECT_THAT(core_->RegisterWorker(stranger),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("registered to another live process")));
+  stranger.set_worker_key(keys_["actor-1"]);
+  EXPECT_THAT(core_->RegisterWorker(stranger),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  stranger.set_worker_credential(core_->WorkerCredential("actor-1"));
+  EXPECT_THAT(core_->RegisterWorker(stranger),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("worker_credential: not the credential")));
   core_->Tick();
-  EXPECT_NE(Beat(*core_, "learner-0", l2).assignment_id(),
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  EXPECT_EQ(Beat(*core_, "learner-0", l).assignment_id(),
             learner.assignment_id());
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 3);
+}
+
+// A worker name is held by the process that registered it: re-registering
+// needs its key (the same process) or the operator's credential (a
+// restarted process: it takes the name over and the old key stops
+// working); once the lease has expired the name is free.
+TEST_F(CoordinatorCoreTest, AWorkerNameIsHeldByItsKeyOrTheOperatorsCredential) {
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  const Assignment learner = Beat(*core_, "learner-0", l);
+  ASSERT_EQ(learner.run_id(), id);
+  Beat(*core_, "actor-0", a);
+  const std::string old_key = keys_["learner-0"];
+
+  // The same process (its key) keeps its name, key and assignment.
+  Register(*core_, "learner-0", LEARNER, learner);
+  EXPECT_EQ(keys_["learner-0"], old_key);
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+
+  // A restarted process with the operator's credential takes the name over
+  // at once: the gang restarts, the old key is revoked.
+  RegisterWorkerRequest restarted;
+  restarted.set_worker_name("learner-0");
+  restarted.mutable_capabilities()->set_role(LEARNER);
+  restarted.set_address("127.0.0.1:5000");
+  restarted.set_worker_credential(core_->WorkerCredential("learner-0"));
+  ASSERT_OK_AND_ASSIGN(const RegisterWorkerResponse taken,
+                       core_->RegisterWorker(restarted));
+  EXPECT_NE(taken.worker_key(), old_key);
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
+  HeartbeatRequest beat;
+  beat.set_worker_id("learner-0");
+  beat.set_worker_key(old_key);
+  beat.set_lease_epoch(taken.lease().epoch());
+  EXPECT_THAT(core_->Heartbeat(beat),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  beat.set_worker_key(taken.worker_key());
+  EXPECT_OK(core_->Heartbeat(beat));
+
+  // Past its lease, a name nobody renews is free for anyone.
+  now_ += options_.lease_ttl * 2;
+  core_->Tick();
+  keys_["actor-0"] = "";
+  EXPECT_GE(Register(*core_, "actor-0", ACTOR), 0);
+}
+
+TEST_F(CoordinatorCoreTest, CredentialsCanBeRequiredOfEveryWorker) {
+  options_.require_worker_credentials = true;
+  core_.reset();
+  core_ = Make();
+  RegisterWorkerRequest request;
+  request.set_worker_name("actor-0");
+  request.mutable_capabilities()->set_role(ACTOR);
+  EXPECT_THAT(core_->RegisterWorker(request),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("requires an operator-issued")));
+  request.set_worker_credential(core_->WorkerCredential("actor-1"));
+  EXPECT_THAT(core_->RegisterWorker(request),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  request.set_worker_credential(core_->WorkerCredential("actor-0"));
+  ASSERT_OK_AND_ASSIGN(const RegisterWorkerResponse registered,
+                       core_->RegisterWorker(request));
+  // Its key then serves for re-registration (e.g. after a coordinator
+  // restart), without the credential.
+  request.clear_worker_credential();
+  request.set_worker_key(registered.worker_key());
+  EXPECT_OK(core_->RegisterWorker(request));
+  // The credential is the coordinator's (from its secret), the same from
+  // the operator's tool.
+  EXPECT_EQ(core_->WorkerCredential("actor-0"),
+            WorkerCredentialFromSecret(*LoadKeySecret(options_), "actor-0"));
 }
 
 TEST_F(CoordinatorCoreTest, QueuedRunsPerUserAreLimited) {

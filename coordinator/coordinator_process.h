@@ -37,6 +37,8 @@ struct CoordinatorProcessOptions {
   // Largest segment or policy a run may need on the wire; the learners'
   // --max_message_mb must be at least this.
   int max_message_mb = 256;
+  // Every worker must show an operator-issued credential to register.
+  bool require_worker_credentials = false;
   // Embedded default when embedded.local_workers is set; its host, port and
   // runs_dir are filled from the above.
   EmbeddedSystemOptions embedded;

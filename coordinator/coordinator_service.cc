@@ -137,7 +137,7 @@ grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
   return ReplyUnary(
-      context, core_->SubmitRun(*request, CallerIdentity(*context)), response);
+      context, core_->SubmitRun(*request, CallerIdentity(*context, *security_).name), response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(
@@ -162,7 +162,7 @@ grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
     grpc::CallbackServerContext* context, const WatchRunRequest* request) {
   return new WatchReactor(core_, request->run_id(), &watchers_, max_watchers_,
                           &refused_watchers_, &user_watchers_,
-                          CallerIdentity(*context));
+                          CallerIdentity(*context, *security_).name);
 }
 
 bool StreamSlots::Take(const std::string& caller) {

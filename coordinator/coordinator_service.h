@@ -8,10 +8,12 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "coordinator/coordinator_core.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -39,9 +41,14 @@ class RunServiceImpl final : public RunService::CallbackService {
   // At most `max_watchers` WatchRun streams at once, and
   // `max_watchers_per_user` of one caller; more are refused with
   // RESOURCE_EXHAUSTED naming the limit.
+  // Callers are identified by `security`'s tokens (null: the process
+  // default), per call (CallerIdentity).
   explicit RunServiceImpl(CoordinatorCore* core, int max_watchers = 1024,
-                          int max_watchers_per_user = 64)
+                          int max_watchers_per_user = 64,
+                          std::shared_ptr<const Security> security = nullptr)
       : core_(core),
+        security_(security != nullptr ? std::move(security)
+                                      : Security::ProcessDefault()),
         max_watchers_(max_watchers),
         user_watchers_(max_watchers_per_user) {}
 
@@ -72,6 +79,7 @@ class RunServiceImpl final : public RunService::CallbackService {
 
  private:
   CoordinatorCore* core_;
+  const std::shared_ptr<const Security> security_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};
   std::atomic<int64_t> refused_watchers_{0};

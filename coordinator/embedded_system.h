@@ -6,6 +6,7 @@
 #ifndef RL_COORDINATOR_EMBEDDED_SYSTEM_H_
 #define RL_COORDINATOR_EMBEDDED_SYSTEM_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct EmbeddedSystemOptions {
   bool ephemeral_ports = false;  // the coordinator was asked for port 0
   std::string runs_dir = "runs";
   LocalDoors doors;
+  // The credential of a local worker's name (CoordinatorCore's), handed to
+  // each child; empty: none.
+  std::function<std::string(const std::string& worker_name)> worker_credential;
 };
 
 class EmbeddedSystem {

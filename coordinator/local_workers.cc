@@ -1,6 +1,7 @@
 #include "coordinator/local_workers.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 
 namespace rl {
 
@@ -54,6 +56,21 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
                   "--worker_name=" + name};
     child.argv.insert(child.argv.end(), options.worker_args.begin(),
                       options.worker_args.end());
+    if (options.credential) {
+      const std::string path =
+          (std::filesystem::path(options.credential_dir) / (name + ".credential"))
+              .string();
+      std::error_code ec;
+      std::filesystem::create_directories(options.credential_dir, ec);
+      ::chmod(options.credential_dir.c_str(), 0700);
+      if (absl::Status written =
+              WriteSecretFile(path, options.credential(name) + "\n");
+          written.ok()) {
+        child.argv.push_back("--worker_credential_file=" + path);
+      } else {
+        RL_LOG_WARNING("no credential for {}: {}", name, written.ToString());
+      }
+    }
     child.argv.insert(child.argv.end(), extra.begin(), extra.end());
     child.next_start = absl::InfinitePast();
     children_.push_back(std::move(child));

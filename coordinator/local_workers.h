@@ -6,6 +6,7 @@
 #ifndef RL_COORDINATOR_LOCAL_WORKERS_H_
 #define RL_COORDINATOR_LOCAL_WORKERS_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ struct LocalWorkerOptions {
   // When set, started first and supervised like the workers: the telemetry
   // service (argv[0] is its binary).
   std::vector<std::string> telemetry_argv;
+  // When set: each worker child gets the credential for its name, written
+  // to <credential_dir>/<name>.credential (mode 0600) and passed as
+  // --worker_credential_file, so a restarted child takes its name back at
+  // once instead of waiting out the dead one's lease.
+  std::function<std::string(const std::string& worker_name)> credential;
+  std::string credential_dir;
 };
 
 // Parses "learners=1,actors=2" into `options` (INVALID_ARGUMENT naming the

@@ -6,6 +6,7 @@
 //   coordinator_main --port=50051 --store=runs/coordinator.db
 //       --local_workers=learners=1,actors=2   (one command line)
 // Exit codes: 0 stopped by SIGTERM/SIGINT, 2 bad flags, 1 other errors.
+#include <cstdio>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -13,6 +14,7 @@
 #include "common/logging.h"
 #include "common/security_flags.h"
 #include "common/signal_waiter.h"
+#include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_process.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -46,6 +48,13 @@ ABSL_FLAG(double, worker_failure_window_s, 600,
 ABSL_FLAG(int, max_message_mb, 256,
           "Runs whose rollout segment or policy would exceed this on the "
           "wire are refused at submit (match the learners' --max_message_mb).");
+ABSL_FLAG(bool, require_worker_credentials, false,
+          "Refuse any worker registration without an operator-issued "
+          "credential (--issue_worker_credential).");
+ABSL_FLAG(std::string, issue_worker_credential, "",
+          "Print the credential of this worker name (derived from the "
+          "secret beside --store) and exit; give it to that worker as "
+          "--worker_credential_file.");
 ABSL_FLAG(std::string, local_workers, "",
           "Embedded default: spawn and supervise local workers, e.g. "
           "learners=1,actors=2.");
@@ -89,6 +98,16 @@ int main(int argc, char** argv) {
     return rl::ExitCode(security);
   }
 
+  if (const std::string name = absl::GetFlag(FLAGS_issue_worker_credential);
+      !name.empty()) {
+    rl::CoordinatorOptions core;
+    core.store_path = absl::GetFlag(FLAGS_store);
+    absl::StatusOr<std::string> secret = rl::LoadKeySecret(core);
+    if (!secret.ok()) return rl::ExitCode(secret.status());
+    std::printf("%s\n", rl::WorkerCredentialFromSecret(*secret, name).c_str());
+    return 0;
+  }
+
   rl::CoordinatorProcessOptions options;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
@@ -108,6 +127,8 @@ int main(int argc, char** argv) {
   options.worker_failure_window =
       absl::Seconds(absl::GetFlag(FLAGS_worker_failure_window_s));
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  options.require_worker_credentials =
+      absl::GetFlag(FLAGS_require_worker_credentials);
   rl::EmbeddedSystemOptions& embedded = options.embedded;
   embedded.local_workers = absl::GetFlag(FLAGS_local_workers);
   embedded.learner_binary = absl::GetFlag(FLAGS_learner_binary);

@@ -35,6 +35,10 @@ CREATE TABLE IF NOT EXISTS workers (
   address TEXT NOT NULL,
   registered_ns INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS worker_keys (
+  worker_id TEXT PRIMARY KEY,
+  nonce TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS assignments (
   worker_id TEXT PRIMARY KEY,
   run_id TEXT NOT NULL,
@@ -349,6 +353,7 @@ absl::Status RunStore::RemoveWorker(const std::string& worker_id) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
   for (const char* sql : {"DELETE FROM assignments WHERE worker_id = ?;",
+                          "DELETE FROM worker_keys WHERE worker_id = ?;",
                           "DELETE FROM workers WHERE worker_id = ?;"}) {
     Statement del(db_, sql);
     absl::Status s = del.status();
@@ -362,6 +367,27 @@ absl::Status RunStore::RemoveWorker(const std::string& worker_id) {
     }
   }
   return Exec("COMMIT;");
+}
+
+absl::Status RunStore::PutWorkerNonce(const std::string& worker_id,
+                                     const std::string& nonce) {
+  absl::MutexLock lock(&mu_);
+  Statement put(db_,
+                "INSERT OR REPLACE INTO worker_keys(worker_id, nonce) "
+                "VALUES(?, ?);");
+  RETURN_IF_ERROR(put.status());
+  put.Bind(1, worker_id);
+  put.Bind(2, nonce);
+  return put.Done(put.Step());
+}
+
+absl::StatusOr<std::map<std::string, std::string>> RunStore::WorkerNonces() {
+  absl::MutexLock lock(&mu_);
+  Statement list(db_, "SELECT worker_id, nonce FROM worker_keys;");
+  RETURN_IF_ERROR(list.status());
+  std::map<std::string, std::string> nonces;
+  while (list.Step() == SQLITE_ROW) nonces[list.Text(0)] = list.Text(1);
+  return nonces;
 }
 
 absl::StatusOr<std::vector<AssignmentRecord>> RunStore::Assignments() {

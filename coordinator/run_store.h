@@ -10,6 +10,7 @@
 #ifndef RL_COORDINATOR_RUN_STORE_H_
 #define RL_COORDINATOR_RUN_STORE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +92,11 @@ class RunStore {
   // Deletes a worker's registration and assignment (it was lost).
   absl::Status RemoveWorker(const std::string& worker_id);
   absl::StatusOr<std::vector<AssignmentRecord>> Assignments();
+  // Per worker name, the nonce its current worker key is derived from
+  // (removed with the worker), so keys survive a coordinator restart.
+  absl::Status PutWorkerNonce(const std::string& worker_id,
+                              const std::string& nonce);
+  absl::StatusOr<std::map<std::string, std::string>> WorkerNonces();
 
   // True if the lifecycle allows `from` -> `to`.
   static bool TransitionAllowed(RunState from, RunState to);

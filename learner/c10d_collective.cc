@@ -3,7 +3,15 @@
 // than those headers, so nothing gloo-typed leaves this file.
 #include "learner/c10d_collective.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -137,22 +145,80 @@ class RendezvousServer::Impl {
   c10::intrusive_ptr<c10d::TCPStore> store;
 };
 
+namespace {
+
+// A listening TCP socket on host:port (c10d's TCPStore would listen on
+// every interface; it takes over a socket bound here instead).
+absl::StatusOr<int> ListenOn(const std::string& host, int port) {
+  const bool wildcard = host.empty() || host == "0.0.0.0" || host == "::";
+  addrinfo hints{};
+  hints.ai_family = wildcard ? AF_INET : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (const int error = ::getaddrinfo(wildcard ? nullptr : host.c_str(),
+                                      service.c_str(), &hints, &found);
+      error != 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "rendezvous store: cannot resolve ", host, ": ", gai_strerror(error)));
+  }
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "rendezvous store: cannot listen on ", host, ":", port, ": ", why));
+  }
+  return fd;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<RendezvousServer>> RendezvousServer::Start(
-    int port) {
+    int port, const std::string& host) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rendezvous_port: must be in [0, 65535] (got ", port, ")"));
   }
+  ASSIGN_OR_RETURN(const int fd, ListenOn(host, port));
+  sockaddr_storage bound{};
+  socklen_t bound_length = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_length);
+  const int bound_port =
+      ntohs(bound.ss_family == AF_INET6
+                ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   auto impl = std::make_unique<Impl>();
   RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("starting the rendezvous store on port ", port),
       [&] {
         c10d::TCPStoreOptions opts;
-        opts.port = static_cast<uint16_t>(port);
+        opts.port = static_cast<uint16_t>(bound_port);
+        opts.masterListenFd = fd;  // the store owns it from here
         opts.isServer = true;
         opts.waitWorkers = false;
         opts.numWorkers = std::nullopt;
-        impl->store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", opts);
+        // The server's own client dials this: the address it listens on.
+        impl->store = c10::make_intrusive<c10d::TCPStore>(
+            host.empty() || host == "0.0.0.0" ? "127.0.0.1"
+            : host == "::"                    ? "::1"
+                                              : host,
+            opts);
       },
       absl::StatusCode::kUnavailable));
   return std::unique_ptr<RendezvousServer>(

@@ -22,8 +22,12 @@ namespace rl {
 
 class RendezvousServer {
  public:
-  // Listens on `port` (0: a free one) on every interface.
-  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(int port);
+  // Listens on `port` (0: a free one) at `host`, a literal IPv4 or IPv6
+  // address (127.0.0.1 in the loopback default: nothing off the machine
+  // reaches it); "" or a wildcard: every interface. UNAVAILABLE when the
+  // address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<RendezvousServer>> Start(
+      int port, const std::string& host = "127.0.0.1");
   ~RendezvousServer();
   int port() const;
 

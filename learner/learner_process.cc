@@ -12,6 +12,7 @@
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/port_file.h"
+#include "common/secrets.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
 #include "learner/c10d_collective.h"
@@ -206,8 +207,13 @@ class LearnerProcess::Impl {
             "--advertise_address: required when --host is a wildcard (the "
             "address actors and peer learners reach this learner at)");
       }
-      ASSIGN_OR_RETURN(rendezvous_,
-                       RendezvousServer::Start(options_.rendezvous_port));
+      // The store listens where the learner does (loopback by default), or
+      // at the advertised address when --host is a wildcard
+      // (docs/security.md).
+      std::string store_host = options_.host;
+      if (store_host == "0.0.0.0" || store_host == "::") store_host = advertised;
+      ASSIGN_OR_RETURN(rendezvous_, RendezvousServer::Start(
+                                        options_.rendezvous_port, store_host));
       workload_ = std::make_unique<LearnerWorkload>(
           &service_, telemetry_->emitter(),
           [current = current_](std::shared_ptr<LearnerCore> core) {
@@ -225,6 +231,11 @@ class LearnerProcess::Impl {
           options_.worker_name.empty()
               ? absl::StrCat("learner-", runtime.agent.address)
               : options_.worker_name;
+      if (!options_.worker_credential_file.empty()) {
+        ASSIGN_OR_RETURN(runtime.agent.credential,
+                         ReadSecretFile(options_.worker_credential_file,
+                                        "worker_credential_file"));
+      }
       ASSIGN_OR_RETURN(runtime_,
                        WorkerRuntime::Create(runtime, workload_.get()));
     }

@@ -30,6 +30,9 @@ struct LearnerProcessOptions {
   // train the runs it assigns.
   std::string coordinator;
   std::string worker_name;  // default learner-HOST:PORT
+  // A file holding the operator-issued credential for worker_name (empty:
+  // none); see RegisterWorkerRequest.worker_credential.
+  std::string worker_credential_file;
   // The address actors and peer learners reach this learner at (default
   // `host`; required when host is 0.0.0.0 and other hosts take part).
   std::string advertise_address;

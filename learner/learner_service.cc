@@ -268,8 +268,11 @@ StreamQuotaOptions LearnerStreamQuota(int max_streams,
 
 LearnerServiceImpl::LearnerServiceImpl(std::shared_ptr<LearnerCore> core,
                                        int max_streams,
-                                       int max_streams_per_client)
-    : streams_(LearnerStreamQuota(max_streams, max_streams_per_client)),
+                                       int max_streams_per_client,
+                                       std::shared_ptr<const Security> security)
+    : security_(security != nullptr ? std::move(security)
+                                    : Security::ProcessDefault()),
+      streams_(LearnerStreamQuota(max_streams, max_streams_per_client)),
       core_(std::move(core)) {}
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
@@ -281,7 +284,7 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
   }
   if (core == nullptr) return new Refused<Reactor>();
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
-      streams_.Take(CallerClient(*context));
+      streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
   return new RolloutStreamReactor(std::move(core), *std::move(place));
 }
@@ -308,7 +311,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
     return new Refused<Reactor>();
   }
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
-      streams_.Take(CallerClient(*context));
+      streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
   return new PolicyStreamReactor(std::move(core), request.have_version(),
                                  *std::move(place));

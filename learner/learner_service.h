@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "common/stream_quota.h"
 #include "learner/learner_core.h"
 #include "proto/learner.grpc.pb.h"
@@ -39,9 +40,12 @@ class LearnerServiceImpl final : public LearnerServiceBase {
   // and at most `max_streams_per_client` of them from one client (identity
   // and host: CallerClient); more are refused with RESOURCE_EXHAUSTED
   // naming the limit.
+  // Callers are identified by `security`'s tokens (null: the process
+  // default), per call.
   explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr,
                               int max_streams = 1024,
-                              int max_streams_per_client = 256);
+                              int max_streams_per_client = 256,
+                              std::shared_ptr<const Security> security = nullptr);
 
   // Switches the run this server serves (a learner worker gets a new core
   // per assignment). Streams already open keep the core they started with.
@@ -77,6 +81,7 @@ class LearnerServiceImpl final : public LearnerServiceBase {
                      std::shared_ptr<LearnerCore>* core)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  const std::shared_ptr<const Security> security_;
   StreamQuota streams_;
 
   absl::Mutex mu_;

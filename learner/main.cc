@@ -34,6 +34,10 @@ ABSL_FLAG(std::string, coordinator, "",
           "the runs it assigns (no --run needed).");
 ABSL_FLAG(std::string, worker_name, "",
           "Worker mode: stable name (default learner-<host>-<port>).");
+ABSL_FLAG(std::string, worker_credential_file, "",
+          "Worker mode: a file holding the credential the operator issued "
+          "for --worker_name (coordinator_main --issue_worker_credential); "
+          "lets a restarted worker take its name back at once.");
 ABSL_FLAG(std::string, advertise_address, "",
           "Worker mode: the address actors and peer learners reach this "
           "learner at (default: --host; required when --host is 0.0.0.0).");
@@ -84,6 +88,7 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_inflight_segment_mb);
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
+  options.worker_credential_file = absl::GetFlag(FLAGS_worker_credential_file);
   options.advertise_address = absl::GetFlag(FLAGS_advertise_address);
   options.rendezvous_port = absl::GetFlag(FLAGS_rendezvous_port);
   options.rendezvous_timeout =

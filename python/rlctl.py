@@ -472,14 +472,14 @@ def main(argv=None):
     security = Security.from_env(
         token_file=args.token_file, tls_ca=args.tls_ca, tls_cert=args.tls_cert,
         tls_key=args.tls_key, tls_server_name=args.tls_server_name, insecure=args.insecure)
-    client = Client(args.coordinator, timeout=args.timeout, security=security)
-    tclient = None
-    if args.command in ("metrics", "top"):
-        tclient = TelemetryClient(
-            args.telemetry or default_telemetry(),
-            timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0),
-            security=security)
+    client = tclient = None
     try:
+        client = Client(args.coordinator, timeout=args.timeout, security=security)
+        if args.command in ("metrics", "top"):
+            tclient = TelemetryClient(
+                args.telemetry if args.telemetry is not None else default_telemetry(),
+                timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0),
+                security=security)
         if args.command == "submit":
             run, created = client.submit(args.run_file, args.key)
             print(f"{'submitted' if created else 'already submitted'} {run.run_id}")
@@ -529,7 +529,8 @@ def main(argv=None):
         print(f"rlctl: error: {e}", file=sys.stderr)
         return 2
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if tclient is not None:
             tclient.close()
 

@@ -269,15 +269,18 @@ StreamQuotaOptions IngestStreamQuota(const TelemetryServiceOptions& options) {
 }  // namespace
 
 TelemetryServiceImpl::TelemetryServiceImpl(TelemetryCore* core,
-                                           TelemetryServiceOptions options)
+                                           TelemetryServiceOptions options,
+                                           std::shared_ptr<const Security> security)
     : core_(core),
+      security_(security != nullptr ? std::move(security)
+                                    : Security::ProcessDefault()),
       options_(options),
       ingest_streams_(IngestStreamQuota(options)) {}
 
 grpc::ServerBidiReactor<MetricBatch, IngestAck>* TelemetryServiceImpl::Ingest(
     grpc::CallbackServerContext* context) {
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
-      ingest_streams_.Take(CallerClient(*context));
+      ingest_streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) {
     RL_LOG_WARNING("telemetry ingest refused: {}", place.status().ToString());
     return new RefusedIngest(ToGrpcStatus(place.status()));

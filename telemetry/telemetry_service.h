@@ -23,7 +23,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
+#include "common/security.h"
 #include "common/stream_quota.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "telemetry/telemetry_core.h"
@@ -45,8 +47,11 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
  public:
   static constexpr int kMaxInFlight = 64;
 
-  explicit TelemetryServiceImpl(TelemetryCore* core,
-                                TelemetryServiceOptions options = {});
+  // Callers are identified by `security`'s tokens (null: the process
+  // default), per call.
+  explicit TelemetryServiceImpl(
+      TelemetryCore* core, TelemetryServiceOptions options = {},
+      std::shared_ptr<const Security> security = nullptr);
 
   grpc::ServerBidiReactor<MetricBatch, IngestAck>* Ingest(
       grpc::CallbackServerContext* context) override;
@@ -76,6 +81,7 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
 
  private:
   TelemetryCore* core_;
+  const std::shared_ptr<const Security> security_;
   const TelemetryServiceOptions options_;
   StreamQuota ingest_streams_;
   std::atomic<int64_t> watch_backlog_bytes_{0};

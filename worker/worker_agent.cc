@@ -103,6 +103,7 @@ void WorkerAgent::Loop() {
         *request.mutable_current_assignment() = current_;
         request.set_worker_key(worker_key_);
       }
+      request.set_worker_credential(options_.credential);
       RegisterWorkerResponse response;
       auto context = ContextWithDeadline(absl::Seconds(5));
       const grpc::Status status =

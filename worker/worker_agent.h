@@ -25,6 +25,9 @@ struct WorkerAgentOptions {
   // Used instead of a channel to `coordinator` when set (in-process tests).
   std::shared_ptr<grpc::Channel> channel;
   std::string worker_name;  // stable across restarts of the worker
+  // The operator-issued credential for worker_name (empty: none), sent
+  // with every registration (RegisterWorkerRequest.worker_credential).
+  std::string credential;
   WorkerRole role = WORKER_ROLE_UNSPECIFIED;
   std::vector<std::string> devices;
   std::string address;  // learners: where actors reach them

@@ -200,7 +200,9 @@ class Client:
     """Talks to a coordinator at `address` ("host:port")."""
 
     def __init__(self, address=None, timeout=10.0, security=None):
-        self.address = address or os.environ.get("RL_COORDINATOR", "127.0.0.1:50051")
+        # An empty address given is an error (ClientError), not the default.
+        self.address = (address if address is not None
+                        else os.environ.get("RL_COORDINATOR", "127.0.0.1:50051"))
         self.timeout = timeout
         try:
             self._channel = make_channel(self.address, _CHANNEL_OPTIONS, security)

@@ -66,8 +66,21 @@ def is_loopback(target):
         return False
 
 
-def make_channel(target, options=(), security=None):
-    """A grpc.Channel to `target` through `security` (default: from_env)."""
+def check_target(target, flag="--coordinator"):
+    """ValueError naming `flag` unless `target` is HOST:PORT with a port in
+    1-65535 (gRPC would wrap 99999 round to 34463, and dial a stranger)."""
+    if not target:
+        raise ValueError(f"{flag}: empty (give HOST:PORT)")
+    host, sep, port = str(target).rpartition(":")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"{flag}: {str(target)[:200]!r} is not HOST:PORT with a port in 1-65535")
+    return target
+
+
+def make_channel(target, options=(), security=None, flag="--coordinator"):
+    """A grpc.Channel to `target` through `security` (default: from_env).
+    ValueError (naming `flag`) for a target that is not HOST:PORT."""
+    check_target(target, flag)
     security = security or Security.from_env()
     options = list(options)
     if security.insecure:

@@ -81,10 +81,11 @@ class TelemetryClient:
     $RL_TELEMETRY, else 127.0.0.1:50052)."""
 
     def __init__(self, address=None, timeout=10.0, security=None):
-        self.address = address or default_address()
+        self.address = address if address is not None else default_address()
         self.timeout = timeout
         self._channel = make_channel(
-            self.address, [("grpc.max_receive_message_length", 64 << 20)], security)
+            self.address, [("grpc.max_receive_message_length", 64 << 20)], security,
+            flag="--telemetry")
         self._stub = telemetry_pb2_grpc.TelemetryServiceStub(self._channel)
 
     def close(self):
