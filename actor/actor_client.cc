@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
 #include "common/grpc_message.h"
@@ -51,6 +52,17 @@ std::string FormatDelay(absl::Duration delay) {
 
 void SetThreadName(const char* name) {
   pthread_setname_np(pthread_self(), name);  // at most 15 characters
+}
+
+// A refusal that a resend cannot change: the segment is malformed for the
+// run (its shape, its values) or larger than the learner takes. A learner
+// serving another run (it is switching runs) is not one of them.
+bool RefusedForGood(const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    return !absl::StartsWith(status.error_message(), "segment.run_id");
+  }
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         absl::StrContains(status.error_message(), "larger than max");
 }
 
 std::string Describe(const grpc::Status& status) {
@@ -542,7 +554,17 @@ void ActorClient::SenderLoop() {
         }
         const absl::Duration delay = NextBackoff(&backoff);
         reconnect_at = absl::Now() + delay;
-        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        if (RefusedForGood(status)) {
+          // Sending it again would be refused again, for ever, while the
+          // run holds its workers at no progress: a worker failure, with
+          // the reason, that the coordinator counts against the run.
+          absl::MutexLock lock(&mu_);
+          sender_error_ = absl::FailedPreconditionError(absl::StrCat(
+              "the learner refused a segment for a reason that cannot "
+              "change: ",
+              Describe(status)));
+          RL_LOG_ERROR("{}", sender_error_.ToString());
+        } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
           RL_LOG_ERROR(
               "THE LEARNER REJECTED A SEGMENT (a bug on the actor side): {}; "
               "reconnecting in {}",

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -86,10 +87,14 @@ class FakeLearner final : public LearnerService::Service {
   // The next `times` arrivals of segment `sequence_number` end their stream
   // with RESOURCE_EXHAUSTED (as a learner whose segment budget is spent
   // does), unrecorded.
-  void Refuse(int64_t sequence_number, int times) {
+  void Refuse(
+      int64_t sequence_number, int times,
+      grpc::Status refusal = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                          "learner segment budget spent")) {
     absl::MutexLock lock(&mu_);
     refuse_sequence_number_ = sequence_number;
     refusals_left_ = times;
+    refusal_ = std::move(refusal);
   }
 
   int refusals() const {
@@ -141,8 +146,7 @@ class FakeLearner final : public LearnerService::Service {
             refusals_left_ > 0) {
           --refusals_left_;
           ++refusals_;
-          return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              "learner segment budget spent");
+          return refusal_;
         }
         if (segment.sequence_number() == acked_ + 1) {
           acked_ = segment.sequence_number();
@@ -191,6 +195,7 @@ class FakeLearner final : public LearnerService::Service {
   int64_t refuse_sequence_number_ ABSL_GUARDED_BY(mu_) = 0;
   int refusals_left_ ABSL_GUARDED_BY(mu_) = 0;
   int refusals_ ABSL_GUARDED_BY(mu_) = 0;
+  grpc::Status refusal_ ABSL_GUARDED_BY(mu_);
   std::vector<RolloutSegment> received_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -392,6 +397,37 @@ TEST(ActorClientTest, ASegmentRefusedForResourcesIsResentAndTheRunGoesOn) {
   (*client)->Stop();
   EXPECT_TRUE(run.Wait().ok());
   StopServer(learner, *server);
+}
+
+// A segment refused for what it is (its shape or values, its size) would be
+// refused again for ever: the actor ends with the reason (a worker failure
+// the coordinator counts against the run) instead of resending it.
+TEST(ActorClientTest, ASegmentRefusedForGoodEndsTheActorWithTheReason) {
+  for (const grpc::Status& refusal :
+       {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                     "segment.observations: shape [4, 2, 4], want [4, 2, 5]"),
+        grpc::Status(
+            grpc::StatusCode::RESOURCE_EXHAUSTED,
+            "Received message larger than max (9000000 vs. 4194304)")}) {
+    FakeLearner learner;
+    learner.Publish(1);
+    learner.Refuse(/*sequence_number=*/2, /*times=*/1000, refusal);
+    auto server = StartServer({&learner}, LearnerServerOptions());
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto client =
+        ActorClient::Create(TestOptions(CartPoleRun("ASYNC"), server->port, 0));
+    ASSERT_TRUE(client.ok()) << client.status();
+    BackgroundRun run(client->get());
+    const absl::Status ended = run.Wait();
+    EXPECT_EQ(ended.code(), absl::StatusCode::kFailedPrecondition) << ended;
+    EXPECT_TRUE(absl::StrContains(
+        ended.message(), "refused a segment for a reason that cannot change"))
+        << ended;
+    EXPECT_TRUE(absl::StrContains(ended.message(), refusal.error_message()))
+        << ended;
+    EXPECT_EQ(learner.refusals(), 1);
+    StopServer(learner, *server);
+  }
 }
 
 TEST(ActorClientTest, GivesUpWithoutLearner) {

@@ -308,8 +308,8 @@ TEST_F(SecurityTest, IdentityIsPerCallOnASharedConnection) {
   // One channel without a token: each call brings its own.
   ChannelOptions channel_options;
   channel_options.security = Load(SecurityOptions{});
-  const auto channel = CreateChannel(absl::StrCat("127.0.0.1:", server.port),
-                                     channel_options);
+  const auto channel =
+      CreateChannel(absl::StrCat("127.0.0.1:", server.port), channel_options);
   auto stub = RunService::NewStub(channel);
   const std::vector<std::pair<std::string, std::string>> callers = {
       {kUserToken, "alice"}, {kAdminToken, "root"}};

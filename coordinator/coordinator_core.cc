@@ -90,6 +90,8 @@ absl::Status CoordinatorCore::Recover() {
   for (const Run& run : all) {
     if (run.state() == RUNNING) {
       scheduler_.MarkPlaced(run.run_id(), run.spec());
+      progress_marks_[run.run_id()] = {run.progress().env_steps(),
+                                       options_.clock()};
     } else {
       scheduler_.Enqueue(run.run_id(), run.spec(), ++next_order_);
     }
@@ -207,22 +209,22 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
       ConstantTimeEquals(request.worker_credential(),
                          WorkerCredential(request.worker_name()));
   if (!request.worker_credential().empty() && !credentialed) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "worker_credential: not the credential of worker ",
-        request.worker_name()));
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker_credential: not the credential of worker ",
+                     request.worker_name()));
   }
   bool has_key = false;
   {
     absl::MutexLock lock(&mu_);
-    has_key = !request.worker_key().empty() &&
-              CheckWorkerKeyLocked(request.worker_name(), request.worker_key())
-                  .ok();
+    has_key =
+        !request.worker_key().empty() &&
+        CheckWorkerKeyLocked(request.worker_name(), request.worker_key()).ok();
     if (!has_key && !credentialed) {
       if (options_.require_worker_credentials) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "worker ", request.worker_name(),
-            ": this coordinator requires an operator-issued "
-            "worker_credential (--worker_credential_file)"));
+        return absl::PermissionDeniedError(
+            absl::StrCat("worker ", request.worker_name(),
+                         ": this coordinator requires an operator-issued "
+                         "worker_credential (--worker_credential_file)"));
       }
       if (NameHeldLocked(request.worker_name())) {
         return absl::PermissionDeniedError(absl::StrCat(
@@ -441,6 +443,13 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     run_id = worker->run_id;
     role = worker->role;
     rank = worker->rank;
+    if (role == LEARNER && rank == 0 && request.has_progress()) {
+      if (auto mark = progress_marks_.find(run_id);
+          mark != progress_marks_.end() &&
+          request.progress().env_steps() > mark->second.env_steps) {
+        mark->second = {request.progress().env_steps(), options_.clock()};
+      }
+    }
   }
   // A gang's ranks train in lockstep; rank 0 speaks for the run's progress.
   if (role == LEARNER && request.has_progress() && rank == 0) {
@@ -522,6 +531,7 @@ void CoordinatorCore::RequeueLocked(const std::string& run_id,
     run = store_->Transition(run_id, PLACING, reason);
     if (!run.ok()) return;
   }
+  progress_marks_.erase(run_id);
   RL_LOG_WARNING("run {} back in the queue: {}", run_id, reason);
   scheduler_.Enqueue(run_id, run->spec(), ++next_order_);
 }
@@ -544,6 +554,7 @@ void CoordinatorCore::ForgetWorkersNotBackLocked() {
 
 void CoordinatorCore::EndRunLocked(const std::string& run_id) {
   scheduler_.Release(run_id);
+  progress_marks_.erase(run_id);
   gang_restarts_.erase(run_id);
   worker_failures_.erase(run_id);
   unplaceable_since_.erase(run_id);
@@ -565,20 +576,13 @@ absl::StatusOr<Run> CoordinatorCore::RestartGangLocked(
     return absl::FailedPreconditionError(
         absl::StrCat("run ", run_id, " is not running"));
   }
-  const int restarts = ++gang_restarts_[run_id];
-  if (restarts > options_.max_gang_restarts) {
-    ASSIGN_OR_RETURN(
-        run,
-        store_->Transition(
-            run_id, FAILED,
-            absl::StrCat("the learner gang broke ", restarts, " times (limit ",
-                         options_.max_gang_restarts, "); last: ", reason)));
-    EndRunLocked(run_id);
-    return run;
+  // One failure budget per run: a gang restart is a worker failure, counted
+  // with lost and failed workers against max_worker_failures.
+  if (std::optional<Run> failed = WorkerFailedLocked(run_id, reason)) {
+    return *std::move(failed);
   }
-  RequeueLocked(run_id,
-                absl::StrCat("gang restart ", restarts, " (limit ",
-                             options_.max_gang_restarts, "): ", reason));
+  const int restarts = ++gang_restarts_[run_id];
+  RequeueLocked(run_id, absl::StrCat("gang restart ", restarts, ": ", reason));
   return store_->GetRun(run_id);
 }
 
@@ -623,8 +627,13 @@ void CoordinatorCore::Tick() {
                                  absl::StrCat(p.learners.size(), " learners, ",
                                               p.actors.size(), " actors"));
       }
-      if (run.ok()) changed.push_back(*run);
+      if (run.ok()) {
+        progress_marks_[p.run_id] = {run->progress().env_steps(),
+                                     options_.clock()};
+        changed.push_back(*run);
+      }
     }
+    RestartStalledLocked(&changed);
     scheduler_.TopUpActors();
     FailUnplaceableLocked(&changed);
   }
@@ -658,6 +667,29 @@ std::optional<Run> CoordinatorCore::WorkerFailedLocked(
   if (!run.ok()) return std::nullopt;
   EndRunLocked(run_id);
   return *run;
+}
+
+void CoordinatorCore::RestartStalledLocked(std::vector<Run>* changed) {
+  if (options_.max_time_without_progress <= absl::ZeroDuration()) return;
+  const absl::Time now = options_.clock();
+  std::vector<std::pair<std::string, ProgressMark>> stalled;
+  for (const auto& [run_id, mark] : progress_marks_) {
+    if (now - mark.since > options_.max_time_without_progress) {
+      stalled.emplace_back(run_id, mark);
+    }
+  }
+  for (const auto& [run_id, mark] : stalled) {
+    progress_marks_.erase(run_id);
+    absl::StatusOr<Run> run = RestartGangLocked(
+        run_id,
+        absl::StrCat("no progress for ", absl::FormatDuration(now - mark.since),
+                     " (limit ",
+                     absl::FormatDuration(options_.max_time_without_progress),
+                     "): the learner reported no new environment steps "
+                     "after ",
+                     mark.env_steps, " (no segment reached it, or no update)"));
+    if (run.ok()) changed->push_back(*run);
+  }
 }
 
 void CoordinatorCore::FailUnplaceableLocked(std::vector<Run>* changed) {

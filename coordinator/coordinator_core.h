@@ -43,14 +43,12 @@ struct CoordinatorOptions {
   // Runs one owner may have QUEUED or PLACING at once (0: no limit).
   int max_queued_runs_per_user = 256;
   absl::Duration lease_ttl = absl::Seconds(10);
-  // A run whose learner gang broke (a rank lost or restarted) is placed
-  // again and resumes from its checkpoint, at most this many times; then it
-  // FAILS with the last error.
-  int max_gang_restarts = 10;
   // A run whose workers fail more than this many times within
   // worker_failure_window (an actor's error, an actor lost or restarted, a
-  // learner lost), like a Kubernetes Job's backoff limit, FAILS with the
-  // last error; a failed actor is freed and the run topped up again.
+  // learner lost or restarted, a gang restart for any reason), like a
+  // Kubernetes Job's backoff limit, FAILS with the last error: one budget
+  // per run. A failed actor is freed and the run topped up again; a broken
+  // gang is placed again and resumes from its checkpoint.
   int max_worker_failures = 10;
   absl::Duration worker_failure_window = absl::Minutes(10);
   // A queued run that could not be placed even if every registered worker
@@ -60,6 +58,11 @@ struct CoordinatorOptions {
   // Refused at submit (runspec/run_footprint.h): segments or policies over
   // the wire's message limit, runs over a worker memory limit.
   FootprintLimits footprint_limits{/*max_message_bytes=*/256 << 20};
+  // A RUNNING run whose learner reports no new environment steps for this
+  // long (no segment reached it, no update) has its gang restarted with
+  // that reason, which counts against max_worker_failures: nothing stays
+  // RUNNING silently. Zero: no limit.
+  absl::Duration max_time_without_progress = absl::Minutes(10);
   // Every registration must carry an operator-issued worker credential
   // (WorkerCredential); without this, a name that is not held may be taken
   // by any worker-role caller, and a held one only with its key or a
@@ -153,7 +156,7 @@ class CoordinatorCore {
   // them again, for ever).
   void ForgetWorkersNotBackLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The gang of `run_id` broke: requeue it (its ranks restart from the
-  // latest checkpoint), or FAIL it past max_gang_restarts. The run after
+  // latest checkpoint), or FAIL it past max_worker_failures. The run after
   // the change, if it changed.
   absl::StatusOr<Run> RestartGangLocked(const std::string& run_id,
                                         const std::string& reason)
@@ -163,6 +166,9 @@ class CoordinatorCore {
   // past max_worker_failures. The run after the change, if it changed.
   std::optional<Run> WorkerFailedLocked(const std::string& run_id,
                                         const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restarts the gang of RUNNING runs past max_time_without_progress.
+  void RestartStalledLocked(std::vector<Run>* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FAILS queued runs that have been unplaceable for unplaceable_timeout.
   void FailUnplaceableLocked(std::vector<Run>* changed)
@@ -188,6 +194,13 @@ class CoordinatorCore {
   // Per worker name, the nonce of its current key (kept in the store).
   std::map<std::string, std::string> worker_nonces_ ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per RUNNING run: the environment steps its learner last reported and
+  // since when (max_time_without_progress).
+  struct ProgressMark {
+    int64_t env_steps = 0;
+    absl::Time since;
+  };
+  std::map<std::string, ProgressMark> progress_marks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
   // Per run: when its workers failed, within worker_failure_window.
   std::map<std::string, std::deque<absl::Time>> worker_failures_

@@ -2,7 +2,9 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -298,6 +300,7 @@ TEST_F(CoordinatorCoreTest, ARunNoWorkerCanHoldWaitsWithAReasonThenFails) {
 TEST_F(CoordinatorCoreTest, ARunThatIsOnlyBusyWaitsForEver) {
   options_.unplaceable_timeout = absl::Minutes(5);
   options_.lease_ttl = absl::Hours(1);
+  options_.max_time_without_progress = absl::ZeroDuration();  // not tested
   core_ = Make();
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse first,
                        core_->SubmitRun(Request()));
@@ -566,6 +569,79 @@ TEST_F(CoordinatorCoreTest, AWorkerNameIsHeldByItsKeyOrTheOperatorsCredential) {
   core_->Tick();
   keys_["actor-0"] = "";
   EXPECT_GE(Register(*core_, "actor-0", ACTOR), 0);
+}
+
+// Gang restarts and lost or failed workers share one budget per run: a
+// crash-looping learner ends its run after max_worker_failures restarts.
+TEST_F(CoordinatorCoreTest, ACrashLoopingLearnerSpendsTheRunsOneFailureBudget) {
+  options_.max_worker_failures = 3;
+  core_.reset();
+  core_ = Make();
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  Register(*core_, "actor-0", ACTOR);
+  RegisterWorkerRequest learner;
+  learner.set_worker_name("learner-0");
+  learner.mutable_capabilities()->set_role(LEARNER);
+  learner.set_address("127.0.0.1:5000");
+  learner.set_worker_credential(core_->WorkerCredential("learner-0"));
+  int restarts = 0;
+  for (; restarts < 10 && core_->GetRun(id)->state() != FAILED; ++restarts) {
+    ASSERT_OK(core_->RegisterWorker(learner).status());  // a new process
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->GetRun(id)->state(), FAILED);
+  // The first registration placed it; the next three restarted the gang
+  // within the budget, the fourth went past it.
+  EXPECT_EQ(restarts, 5);
+  EXPECT_THAT(core_->GetRun(id)->failure_reason(),
+              HasSubstr("its workers failed 4 times"));
+}
+
+// A placed run whose learner reports no new steps for
+// max_time_without_progress is not left RUNNING: its gang restarts with
+// the reason (and, past the budget, it fails).
+TEST_F(CoordinatorCoreTest, ARunWithoutProgressIsRestartedWithTheReason) {
+  options_.max_time_without_progress = absl::Minutes(1);
+  options_.lease_ttl = absl::Hours(1);
+  core_.reset();
+  core_ = Make();
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  int64_t l = Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  auto report = [&](int64_t steps) {
+    ReportStatusRequest request;
+    request.set_worker_id("learner-0");
+    request.set_worker_key(keys_["learner-0"]);
+    request.set_assignment_id(Beat(*core_, "learner-0", l).assignment_id());
+    request.mutable_progress()->set_env_steps(steps);
+    return core_->ReportStatus(request);
+  };
+  // Progress keeps it running however long it takes.
+  for (int i = 1; i <= 3; ++i) {
+    now_ += absl::Seconds(50);
+    ASSERT_OK(report(1000 * i));
+    core_->Tick();
+    ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  }
+  // The same steps again are no progress.
+  now_ += absl::Seconds(50);
+  ASSERT_OK(report(3000));
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  now_ += absl::Seconds(20);
+  core_->Tick();
+  EXPECT_NE(core_->GetRun(id)->state(), RUNNING);
+  ASSERT_OK_AND_ASSIGN(auto store, RunStore::Open(options_.store_path, 0));
+  ASSERT_OK_AND_ASSIGN(const std::vector<RunEventRecord> events,
+                       store->Events(id));
+  bool said = false;
+  for (const RunEventRecord& e : events) {
+    said |= absl::StrContains(e.reason, "no progress for 1m10s") &&
+            absl::StrContains(e.reason, "after 3000");
+  }
+  EXPECT_TRUE(said);
 }
 
 TEST_F(CoordinatorCoreTest, CredentialsCanBeRequiredOfEveryWorker) {

@@ -130,6 +130,7 @@ class CoordinatorProcess::Impl {
     core.unplaceable_timeout = options_.unplaceable_timeout;
     core.max_worker_failures = options_.max_worker_failures;
     core.require_worker_credentials = options_.require_worker_credentials;
+    core.max_time_without_progress = options_.max_time_without_progress;
     core.max_queued_runs_per_user = options_.max_queued_runs_per_user;
     core.worker_failure_window = options_.worker_failure_window;
     core.footprint_limits.max_message_bytes =
@@ -143,9 +144,9 @@ class CoordinatorProcess::Impl {
     // the server checks.
     ServerOptions server;
     server.security = Security::ProcessDefault();
-    runs_ = std::make_unique<RunServiceImpl>(
-        core_.get(), options_.max_watchers, options_.max_watchers_per_user,
-        server.security);
+    runs_ = std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers,
+                                             options_.max_watchers_per_user,
+                                             server.security);
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
     server.address = absl::StrCat(options_.host, ":", options_.port);
     server.max_receive_message_bytes = options_.max_request_kb << 10;
@@ -166,7 +167,8 @@ class CoordinatorProcess::Impl {
       embedded.ephemeral_ports = options_.port == 0;
       embedded.runs_dir = options_.runs_dir;
       embedded.doors = doors;
-      embedded.worker_credential = [core = core_.get()](const std::string& name) {
+      embedded.worker_credential = [core =
+                                        core_.get()](const std::string& name) {
         return core->WorkerCredential(name);
       };
       ASSIGN_OR_RETURN(embedded_, EmbeddedSystem::Create(embedded));

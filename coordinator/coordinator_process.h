@@ -37,6 +37,9 @@ struct CoordinatorProcessOptions {
   // Largest segment or policy a run may need on the wire; the learners'
   // --max_message_mb must be at least this.
   int max_message_mb = 256;
+  // A RUNNING run without new environment steps this long has its gang
+  // restarted (zero: no limit).
+  absl::Duration max_time_without_progress = absl::Minutes(10);
   // Every worker must show an operator-issued credential to register.
   bool require_worker_credentials = false;
   // Embedded default when embedded.local_workers is set; its host, port and

@@ -137,7 +137,9 @@ grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
   return ReplyUnary(
-      context, core_->SubmitRun(*request, CallerIdentity(*context, *security_).name), response);
+      context,
+      core_->SubmitRun(*request, CallerIdentity(*context, *security_).name),
+      response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(

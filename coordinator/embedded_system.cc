@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
       absl::StrCat("127.0.0.1:", options.coordinator_port);
   pool.log_dir = options.log_dir;
   pool.credential = options.worker_credential;
-  pool.credential_dir = (fs::path(options.runs_dir) / "auth" / "workers").string();
+  pool.credential_dir =
+      (fs::path(options.runs_dir) / "auth" / "workers").string();
   pool.worker_args = options.doors.flags;
   if (!options.doors.worker_token_file.empty()) {
     pool.worker_args.push_back("--token_file=" +

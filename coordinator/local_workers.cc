@@ -57,9 +57,9 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
     child.argv.insert(child.argv.end(), options.worker_args.begin(),
                       options.worker_args.end());
     if (options.credential) {
-      const std::string path =
-          (std::filesystem::path(options.credential_dir) / (name + ".credential"))
-              .string();
+      const std::string path = (std::filesystem::path(options.credential_dir) /
+                                (name + ".credential"))
+                                   .string();
       std::error_code ec;
       std::filesystem::create_directories(options.credential_dir, ec);
       ::chmod(options.credential_dir.c_str(), 0700);

@@ -48,6 +48,10 @@ ABSL_FLAG(double, worker_failure_window_s, 600,
 ABSL_FLAG(int, max_message_mb, 256,
           "Runs whose rollout segment or policy would exceed this on the "
           "wire are refused at submit (match the learners' --max_message_mb).");
+ABSL_FLAG(double, max_seconds_without_progress, 600,
+          "A running run whose learner reports no new environment steps for "
+          "this long has its gang restarted with that reason (counted "
+          "against the run's restarts); 0: no limit.");
 ABSL_FLAG(bool, require_worker_credentials, false,
           "Refuse any worker registration without an operator-issued "
           "credential (--issue_worker_credential).");
@@ -127,6 +131,8 @@ int main(int argc, char** argv) {
   options.worker_failure_window =
       absl::Seconds(absl::GetFlag(FLAGS_worker_failure_window_s));
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);
+  options.max_time_without_progress =
+      absl::Seconds(absl::GetFlag(FLAGS_max_seconds_without_progress));
   options.require_worker_credentials =
       absl::GetFlag(FLAGS_require_worker_credentials);
   rl::EmbeddedSystemOptions& embedded = options.embedded;

@@ -370,7 +370,7 @@ absl::Status RunStore::RemoveWorker(const std::string& worker_id) {
 }
 
 absl::Status RunStore::PutWorkerNonce(const std::string& worker_id,
-                                     const std::string& nonce) {
+                                      const std::string& nonce) {
   absl::MutexLock lock(&mu_);
   Statement put(db_,
                 "INSERT OR REPLACE INTO worker_keys(worker_id, nonce) "

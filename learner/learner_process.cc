@@ -211,7 +211,8 @@ class LearnerProcess::Impl {
       // at the advertised address when --host is a wildcard
       // (docs/security.md).
       std::string store_host = options_.host;
-      if (store_host == "0.0.0.0" || store_host == "::") store_host = advertised;
+      if (store_host == "0.0.0.0" || store_host == "::")
+        store_host = advertised;
       ASSIGN_OR_RETURN(rendezvous_, RendezvousServer::Start(
                                         options_.rendezvous_port, store_host));
       workload_ = std::make_unique<LearnerWorkload>(

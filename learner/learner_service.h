@@ -42,10 +42,10 @@ class LearnerServiceImpl final : public LearnerServiceBase {
   // naming the limit.
   // Callers are identified by `security`'s tokens (null: the process
   // default), per call.
-  explicit LearnerServiceImpl(std::shared_ptr<LearnerCore> core = nullptr,
-                              int max_streams = 1024,
-                              int max_streams_per_client = 256,
-                              std::shared_ptr<const Security> security = nullptr);
+  explicit LearnerServiceImpl(
+      std::shared_ptr<LearnerCore> core = nullptr, int max_streams = 1024,
+      int max_streams_per_client = 256,
+      std::shared_ptr<const Security> security = nullptr);
 
   // Switches the run this server serves (a learner worker gets a new core
   // per assignment). Streams already open keep the core they started with.

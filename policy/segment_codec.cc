@@ -1,7 +1,9 @@
 #include "policy/segment_codec.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
@@ -70,6 +72,63 @@ absl::Status CheckRange(const torch::Tensor& t, absl::string_view name,
   return absl::InvalidArgumentError(
       absl::StrCat(name, ": ", where, ", outside the environment's range [",
                    low, ", ", high, "]"));
+}
+
+// The episodes a segment claims must be the ones its flags end: one entry
+// per step where an env terminated or was truncated, in [T, E] row-major
+// order; an env's second and later episodes in the segment last exactly
+// the steps since its previous end, and its first lasts at least the steps
+// of the segment up to its end (it began before the segment) and at most
+// the time limit (`max_episode_steps`, 0: none). So no episode (and no
+// "target reached" from one) is claimed that the segment's steps do not
+// hold.
+absl::Status CheckEpisodesFit(const RolloutSegment& s,
+                              const torch::Tensor& terminated,
+                              const torch::Tensor& truncated, int64_t T,
+                              int64_t E, int64_t max_episode_steps) {
+  ASSIGN_OR_RETURN(const torch::Tensor done,
+                   CatchTorchErrors("segment.terminated", [&] {
+                     return (terminated | truncated).contiguous();
+                   }));
+  const uint8_t* ended = done.data_ptr<uint8_t>();
+  std::vector<int64_t> last_end(E, -1);
+  int k = 0;
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t e = 0; e < E; ++e) {
+      if (!ended[t * E + e]) continue;
+      if (k >= s.episode_lengths_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment.episode_lengths: ", s.episode_lengths_size(),
+            " episodes, but the segment's terminated/truncated flags end "
+            "more (env ",
+            e, " at step ", t, ")"));
+      }
+      const int64_t length = s.episode_lengths(k);
+      const int64_t since = t - last_end[e];  // steps in this segment
+      const bool first = last_end[e] < 0;
+      if ((!first && length != since) || (first && length < since) ||
+          (max_episode_steps > 0 && length > max_episode_steps)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment.episode_lengths[", k, "]: ", length,
+            " steps does not fit the segment (env ", e, " ended at step ", t,
+            first ? absl::StrCat(", its first end in the segment: at least ",
+                                 since)
+                  : absl::StrCat(", ", since, " steps after its previous end"),
+            max_episode_steps > 0
+                ? absl::StrCat("; time limit ", max_episode_steps)
+                : "",
+            ")"));
+      }
+      last_end[e] = t;
+      ++k;
+    }
+  }
+  if (k != s.episode_lengths_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment.episode_lengths: ", s.episode_lengths_size(),
+        " episodes, but the segment's terminated/truncated flags end ", k));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -156,6 +215,11 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   }
   ASSIGN_OR_RETURN(r.log_probs,
                    Field(s.log_probs(), "log_probs", torch::kFloat32, {T, E}));
+  if (discrete) {
+    // A probability is at most 1.
+    RETURN_IF_ERROR(CheckRange(r.log_probs, "segment.log_probs",
+                               -std::numeric_limits<float>::infinity(), 0));
+  }
   ASSIGN_OR_RETURN(r.values,
                    Field(s.values(), "values", torch::kFloat32, {T, E}));
   ASSIGN_OR_RETURN(r.rewards,
@@ -190,6 +254,8 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
         "segment.episode_returns: ", s.episode_returns_size(),
         " entries but episode_lengths has ", s.episode_lengths_size()));
   }
+  RETURN_IF_ERROR(CheckEpisodesFit(s, r.terminated, r.truncated, T, E,
+                                   want.max_episode_steps()));
   for (int i = 0; i < s.episode_returns_size(); ++i) {
     if (!std::isfinite(s.episode_returns(i)) || s.episode_lengths(i) < 1) {
       return absl::InvalidArgumentError(absl::StrCat(

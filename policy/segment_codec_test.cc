@@ -111,6 +111,7 @@ TEST(SegmentCodecTest, RewardsAndReturnsOutsideTheEnvsRangeAreRefused) {
   shape.max_step_return = 1;
   Rollout r = Rollout::Allocate(3, 2, 4, 0);
   r.rewards.fill_(1);
+  r.terminated[1][0] = 1;
   RolloutSegment s;
   ASSERT_TRUE(EncodeSegment(r, &s).ok());
   *s.mutable_env() = shape.env;
@@ -123,6 +124,8 @@ TEST(SegmentCodecTest, RewardsAndReturnsOutsideTheEnvsRangeAreRefused) {
   RolloutSegment huge;
   ASSERT_TRUE(EncodeSegment(r, &huge).ok());
   *huge.mutable_env() = shape.env;
+  huge.add_episode_returns(12.0f);
+  huge.add_episode_lengths(12);
   auto decoded = DecodeSegment(huge, shape);
   EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(decoded.status().message(),
@@ -147,6 +150,69 @@ TEST(SegmentCodecTest, RewardsAndReturnsOutsideTheEnvsRangeAreRefused) {
                         "episodes a segment of the run can end"));
   // Without bounds (the default shape) both pass the finite checks.
   EXPECT_TRUE(DecodeSegment(huge, Shape()).ok());
+}
+
+// A segment claims only the episodes its flags end, each as long as the
+// segment's steps allow: a forged "solved" episode in an otherwise valid
+// segment is refused.
+TEST(SegmentCodecTest, EpisodesMustFitTheSegment) {
+  SegmentShape shape = Shape();
+  shape.env.set_max_episode_steps(500);
+  shape.min_step_return = 0;
+  shape.max_step_return = 1;
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.terminated[0][1] = 1;  // env 1 ends at steps 0 and 2
+  r.truncated[2][1] = 1;
+  r.terminated[2][0] = 1;  // env 0 at step 2
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = shape.env;
+  // Row-major order: (0,1), (2,0), (2,1).
+  for (const int length : {40, 3, 2}) {
+    s.add_episode_returns(static_cast<float>(length));
+    s.add_episode_lengths(length);
+  }
+  ASSERT_TRUE(DecodeSegment(s, shape).ok()) << DecodeSegment(s, shape).status();
+
+  auto error = [&](const RolloutSegment& bad) {
+    auto decoded = DecodeSegment(bad, shape);
+    EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(decoded.status().message());
+  };
+  // An extra episode that no flag ends: a "solved" claim from nothing.
+  RolloutSegment extra = s;
+  extra.add_episode_returns(500);
+  extra.add_episode_lengths(500);
+  EXPECT_THAT(error(extra),
+              HasSubstr("segment.episode_lengths: 4 episodes, but the "
+                        "segment's terminated/truncated flags end 3"));
+  // One missing.
+  RolloutSegment missing = s;
+  missing.mutable_episode_returns()->RemoveLast();
+  missing.mutable_episode_lengths()->RemoveLast();
+  EXPECT_THAT(error(missing), HasSubstr("flags end more (env 1 at step 2)"));
+  // A second episode of env 1 must last exactly the 2 steps since its end.
+  RolloutSegment stretched = s;
+  stretched.set_episode_lengths(2, 500);
+  stretched.set_episode_returns(2, 500);
+  EXPECT_THAT(error(stretched),
+              HasSubstr("segment.episode_lengths[2]: 500 steps does not fit "
+                        "the segment (env 1 ended at step 2, 2 steps after "
+                        "its previous end"));
+  // A first end at step 2 spans at least 3 steps, and at most the limit.
+  RolloutSegment short_first = s;
+  short_first.set_episode_lengths(1, 2);
+  short_first.set_episode_returns(1, 2);
+  EXPECT_THAT(error(short_first), HasSubstr("at least 3"));
+  RolloutSegment over_limit = s;
+  over_limit.set_episode_lengths(0, 501);
+  EXPECT_THAT(error(over_limit), HasSubstr("time limit 500"));
+  // A discrete action's probability is at most 1.
+  r.log_probs[1][1] = 0.5f;
+  RolloutSegment impossible;
+  ASSERT_TRUE(EncodeSegment(r, &impossible).ok());
+  *impossible.mutable_env() = shape.env;
+  EXPECT_THAT(error(impossible), HasSubstr("segment.log_probs: element 3"));
 }
 
 TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {

@@ -24,6 +24,14 @@ double TrunkParameters(double in, const RunSpec& spec, double* width) {
   return params;
 }
 
+// A finished episode in a segment: a packed float return and a packed
+// int32 length (a varint, at most 5 bytes for a positive one).
+constexpr double kEpisodeBytes = 4 + 5;
+// Tags, lengths, dtypes and shapes of a segment's ten tensors (at most ~60
+// bytes each), its run id (coordinator ids are short), actor id, sequence
+// number, policy version, incarnation, and the packed fields' headers.
+constexpr double kSegmentOverheadBytes = 1024;
+
 }  // namespace
 
 RunFootprint EstimateRunFootprint(const RunSpec& spec) {
@@ -47,11 +55,19 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;
 
   // Per step and env: observation, action (int64 or A floats), log prob,
-  // value, reward, truncated value (floats), two flags; then the final
-  // observations and values.
+  // value, reward, truncated value (floats), two flags, and at most one
+  // finished episode (its return, a float, and its length, a varint of at
+  // most 5 bytes); then the final observations and values, and what every
+  // message carries (field tags and lengths of ten tensors, their shapes,
+  // the env spec, run id, sequence numbers): an upper bound of the encoded
+  // size, so that no admitted run has segments refused for size.
   const double action_bytes = discrete ? 8 : actions * kFloat;
-  const double per_row = obs * kFloat + action_bytes + 4 * kFloat + 2;
-  f.segment_bytes = t * e * per_row + e * (obs + 1) * kFloat;
+  const double per_row =
+      obs * kFloat + action_bytes + 4 * kFloat + 2 + kEpisodeBytes;
+  f.segment_bytes = t * e * per_row + e * (obs + 1) * kFloat +
+                    kSegmentOverheadBytes +
+                    static_cast<double>(env.ByteSizeLong()) +
+                    static_cast<double>(spec.name().size());
 
   // An actor holds the policy, the rollout being filled, the encoded copy
   // in flight, and the envs' state and inference activations (both trunks).

@@ -1,8 +1,15 @@
 #include "runspec/run_footprint.h"
 
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/learner.pb.h"
 #include "runspec/run_spec.h"
 #include "testing/status_matchers.h"
 
@@ -29,14 +36,78 @@ ppo: {hidden_sizes: [64, 64], num_minibatches: 4}
 )");
   const RunFootprint f = EstimateRunFootprint(spec);
   // Per row: 4 observation floats, an int64 action, log prob, value,
-  // reward, truncated value, two flag bytes; then 8 x (4 + 1) floats.
-  EXPECT_EQ(f.segment_bytes, 8 * 128 * (16 + 8 + 16 + 2) + 8 * 5 * 4);
+  // reward, truncated value, two flag bytes, an episode (9 bytes); then
+  // 8 x (4 + 1) floats, and what every message carries.
+  EXPECT_EQ(f.segment_bytes, 8 * 128 * (16 + 8 + 16 + 2 + 9) + 8 * 5 * 4 +
+                                 1024 + spec.env().ByteSizeLong() +
+                                 spec.name().size());
   // Two trunks 4-64-64, a 64x2 policy head, a 64x1 value head.
   const double trunk = (4 * 64 + 64) + (64 * 64 + 64);
   EXPECT_EQ(f.parameters, 2 * trunk + (64 * 2 + 2) + (64 + 1));
   EXPECT_GT(f.actor_bytes, f.policy_bytes + f.segment_bytes);
   EXPECT_GT(f.learner_bytes, 4 * f.parameters * 4);
   EXPECT_OK(CheckRunFootprint(spec, f, {kMessageLimit, 1e9, 1e9}));
+}
+
+// A tensor field of `bytes` bytes with `shape`, as the codec writes it.
+void Fill(Tensor* tensor, DType dtype, std::vector<int64_t> shape,
+          int64_t bytes) {
+  tensor->set_dtype(dtype);
+  for (int64_t d : shape) tensor->add_shape(d);
+  tensor->set_data(std::string(static_cast<size_t>(bytes), '\x7f'));
+}
+
+// The estimate is an upper bound of the encoded size, over a sweep of
+// specs, for the largest segment each can send: every step ends an episode
+// of the longest length, every id and counter at its widest.
+TEST(RunFootprintTest, SegmentBytesBoundTheEncodedSize) {
+  int checked = 0;
+  for (const char* env : {"CartPole-v1", "Pendulum-v1", "Acrobot-v1",
+                          "MountainCarContinuous-v0"}) {
+    for (const int envs : {1, 3, 64}) {
+      for (const int steps : {1, 7, 256}) {
+        const RunSpec spec = Resolved(
+            absl::StrCat("env: {id: ", env, "}\nenvs_per_actor: ", envs,
+                         "\nsegment_length: ", steps,
+                         "\nppo: {num_minibatches: 1}"
+                         "\nname: a-run-name-of-some-length-for-the-test\n"));
+        const EnvSpec& e = spec.env();
+        const int64_t T = steps, E = envs, O = e.observation_size();
+        const bool discrete = e.num_discrete_actions() > 0;
+        const int64_t A = discrete ? 1 : e.continuous_action_size();
+        RolloutSegment s;
+        s.set_run_id("run-0000000000000042");
+        s.set_actor_id(std::numeric_limits<int32_t>::max());
+        s.set_sequence_number(std::numeric_limits<int64_t>::max());
+        s.set_policy_version(std::numeric_limits<int64_t>::max());
+        s.set_actor_incarnation(std::numeric_limits<uint64_t>::max());
+        *s.mutable_env() = e;
+        Fill(s.mutable_observations(), DTYPE_FLOAT32, {T, E, O}, T * E * O * 4);
+        if (discrete) {
+          Fill(s.mutable_actions(), DTYPE_INT64, {T, E}, T * E * 8);
+        } else {
+          Fill(s.mutable_actions(), DTYPE_FLOAT32, {T, E, A}, T * E * A * 4);
+        }
+        for (Tensor* t : {s.mutable_log_probs(), s.mutable_values(),
+                          s.mutable_rewards(), s.mutable_truncated_values()}) {
+          Fill(t, DTYPE_FLOAT32, {T, E}, T * E * 4);
+        }
+        Fill(s.mutable_terminated(), DTYPE_BOOL, {T, E}, T * E);
+        Fill(s.mutable_truncated(), DTYPE_BOOL, {T, E}, T * E);
+        Fill(s.mutable_next_observations(), DTYPE_FLOAT32, {E, O}, E * O * 4);
+        Fill(s.mutable_next_values(), DTYPE_FLOAT32, {E}, E * 4);
+        for (int64_t i = 0; i < T * E; ++i) {
+          s.add_episode_returns(-1e30f);
+          s.add_episode_lengths(std::numeric_limits<int32_t>::max());
+        }
+        const RunFootprint f = EstimateRunFootprint(spec);
+        EXPECT_GE(f.segment_bytes, static_cast<double>(s.ByteSizeLong()))
+            << env << " envs " << envs << " steps " << steps;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 36);
 }
 
 TEST(RunFootprintTest, ContinuousActionsAndLogStdCount) {
@@ -48,7 +119,8 @@ ppo: {hidden_sizes: [8], num_minibatches: 1}
 )");
   const RunFootprint f = EstimateRunFootprint(spec);
   // Pendulum: 3 observations, 1 continuous action (a float on the wire).
-  EXPECT_EQ(f.segment_bytes, 2 * 4 * (12 + 4 + 16 + 2) + 2 * 4 * 4);
+  EXPECT_EQ(f.segment_bytes, 2 * 4 * (12 + 4 + 16 + 2 + 9) + 2 * 4 * 4 + 1024 +
+                                 spec.env().ByteSizeLong());
   EXPECT_EQ(f.parameters, 2 * (3 * 8 + 8) + (8 + 1) + (8 + 1) + 1);
 }
 

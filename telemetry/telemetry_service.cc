@@ -268,9 +268,9 @@ StreamQuotaOptions IngestStreamQuota(const TelemetryServiceOptions& options) {
 
 }  // namespace
 
-TelemetryServiceImpl::TelemetryServiceImpl(TelemetryCore* core,
-                                           TelemetryServiceOptions options,
-                                           std::shared_ptr<const Security> security)
+TelemetryServiceImpl::TelemetryServiceImpl(
+    TelemetryCore* core, TelemetryServiceOptions options,
+    std::shared_ptr<const Security> security)
     : core_(core),
       security_(security != nullptr ? std::move(security)
                                     : Security::ProcessDefault()),
