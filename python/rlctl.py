@@ -54,20 +54,29 @@ def progress_line(run):
     bar = "#" * int(frac * 20) + "-" * (20 - int(frac * 20))
     ret = mean_return(run)
     eta = (total - p.env_steps) / p.steps_per_second if p.steps_per_second > 0 else None
-    return (f"{run.run_id} {state_name(run.state):9s} [{bar}] {p.env_steps}/{total} steps"
+    return (f"{text(run.run_id)} {state_name(run.state):9s} [{bar}] {p.env_steps}/{total} steps"
             f" | {p.steps_per_second:.0f} steps/s | return(100) "
             f"{'-' if ret is None else f'{ret:.1f}'} | v{p.policy_version} | ETA {fmt_duration(eta)}")
 
 
-def text(value):
-    """`value` as plain text for a terminal: control characters (escape
-    sequences, carriage returns) that a user or a remote error put there are
-    shown escaped, never obeyed."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value))
+def text(value, limit=1000):
+    """`value` as plain text for a terminal: control characters (C0, C1,
+    DEL: escape sequences, carriage returns) and invisible format characters
+    (bidirectional overrides, zero-width marks) that a user or a remote
+    peer put there are shown escaped, never obeyed; at most `limit`
+    characters of it. Every string that came over the network goes through
+    here before it is printed."""
+    value = str(value)
+    cut = len(value) > limit
+    value = value[:limit]
+    out = "".join(c if c.isprintable() else
+                  (repr(c)[1:-1] if len(repr(c)) > 3 else f"\\u{ord(c):04x}")
+                  for c in value)
+    return out + (f"... ({len(value)}+ characters)" if cut else "")
 
 
 def print_run(run):
-    print(f"{run.run_id}  {state_name(run.state):9s}  {text(run.spec.name or '-'):20s}  "
+    print(f"{text(run.run_id)}  {state_name(run.state):9s}  {text(run.spec.name or '-'):20s}  "
           f"{text(run.spec.env.id):24s}  steps {run.progress.env_steps}"
           + (f"  owner: {text(run.owner)}" if run.owner else "")
           + (f"  reason: {text(run.failure_reason)}" if run.failure_reason else "")
@@ -84,8 +93,8 @@ def assignment_text(worker):
     if not a.run_id:
         return "idle"
     if worker.capabilities.role == 1:
-        return f"{a.run_id} rank {a.rank}/{max(a.world_size, 1)}"
-    return f"{a.run_id} actor {a.rank}"
+        return f"{text(a.run_id)} rank {a.rank}/{max(a.world_size, 1)}"
+    return f"{text(a.run_id)} actor {a.rank}"
 
 
 def print_placement(run, workers):
@@ -98,8 +107,8 @@ def print_placement(run, workers):
     for w in placed:
         what = (f"learner rank {w.assignment.rank}/{max(w.assignment.world_size, 1)}"
                 if w.capabilities.role == 1 else f"actor {w.assignment.rank}")
-        print(f"  {what:18s} {w.worker_id:24s} {w.address or '-':22s} "
-              f"{','.join(w.capabilities.devices) or 'cpu'}"
+        print(f"  {what:18s} {text(w.worker_id):24s} {text(w.address or '-'):22s} "
+              f"{text(','.join(w.capabilities.devices) or 'cpu')}"
               + ("" if w.alive else "  (not re-registered)"))
 
 
@@ -112,7 +121,7 @@ def watch(client, run_id, retry_for):
     def outage(message):  # when a coordinator outage starts, and when it ends
         if tty:
             print()
-        print(f"rlctl: {message}", file=sys.stderr, flush=True)
+        print(f"rlctl: {text(message)}", file=sys.stderr, flush=True)
 
     def show(run):
         if tty:
@@ -128,7 +137,7 @@ def watch(client, run_id, retry_for):
         print()
     state = state_name(run.state)
     ret = mean_return(run)
-    print(f"{run.run_id} {state} after {run.progress.env_steps} steps"
+    print(f"{text(run.run_id)} {state} after {run.progress.env_steps} steps"
           + (f", mean return {ret:.1f}" if ret is not None else "")
           + (f": {text(run.failure_reason)}" if run.failure_reason else ""))
     return 0 if state == "SUCCEEDED" else 1
@@ -175,6 +184,7 @@ def fmt_wall_ns(ns):
 
 def format_table(headers, rows, right=()):
     """Lines with columns padded to their widest cell (`right`: right-aligned)."""
+    rows = [[text(c) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
 
     def line(cells):
@@ -212,7 +222,7 @@ def metrics_series_table(tclient, args, since):
         rows.append([info["name"], key[1] or "-", str(info["num_points"]),
                      "-" if step is None else str(step), fmt_value(value)])
     if not rows:
-        print(f"run {args.run_id}: no points in the given range")
+        print(f"run {text(args.run_id)}: no points in the given range")
         return 0
     print_table(["NAME", "LABELS", "POINTS", "LAST STEP", "LAST VALUE"], rows,
                 right=(2, 3, 4))
@@ -227,7 +237,8 @@ def check_names(args, series):
     found = {s["name"] if isinstance(s, dict) else s.name for s in series}
     for name in args.name or ():
         if name not in found:
-            print(f"rlctl: warning: run {args.run_id} has no series {name}", file=sys.stderr)
+            print(f"rlctl: warning: run {text(args.run_id)} has no series {text(name)}",
+                  file=sys.stderr)
 
 
 def metrics_values(tclient, args, since):
@@ -241,7 +252,7 @@ def metrics_values(tclient, args, since):
         if i:
             print()
         labels = fmt_labels(s["labels"])
-        print(f"{s['name']}" + (f" {{{labels}}}" if labels else ""))
+        print(text(s["name"]) + (f" {{{text(labels)}}}" if labels else ""))
         if buckets > 0:
             rows = [[fmt_steps(b["min_step"], b["max_step"]), str(b["count"]),
                      fmt_value(b["mean"]), fmt_value(b["min"]), fmt_value(b["max"]),
@@ -344,7 +355,7 @@ def top_frame(client, tclient):
                 values = tclient.latest(run.run_id, TOP_METRICS)
             except ClientError as e:
                 if e.code != grpc.StatusCode.NOT_FOUND:  # NOT_FOUND: no metrics yet
-                    warning = " ".join(str(e).split())
+                    warning = text(" ".join(str(e).split()))
         total = run.spec.total_env_steps
         steps = run.progress.env_steps
         lag = values.get("learner/policy_lag")
@@ -359,8 +370,8 @@ def top_frame(client, tclient):
             run.spec.name or "-",
         ])
     alive = sum(1 for w in workers if w.alive)
-    lines = [f"rlctl top  {time.strftime('%H:%M:%S')}  coordinator {client.address}  "
-             f"telemetry {tclient.address}  |  {len(running)} running, "
+    lines = [f"rlctl top  {time.strftime('%H:%M:%S')}  coordinator {text(client.address)}  "
+             f"telemetry {text(tclient.address)}  |  {len(running)} running, "
              f"{len(waiting)} waiting, workers {alive} alive / {len(workers)}"]
     if rows:
         lines += format_table(["RUN", "STATE", "ENV STEPS", "PROGRESS", "SPS", "RETURN",
@@ -389,7 +400,7 @@ def top(client, tclient, interval, once):
             except ClientError as e:
                 if once:
                     raise
-                frame = f"rlctl top  {time.strftime('%H:%M:%S')}  error: {e}"
+                frame = f"rlctl top  {time.strftime('%H:%M:%S')}  error: {text(e)}"
             if live:
                 sys.stdout.write("\033[H\033[2J" + frame + "\n")
                 sys.stdout.flush()
@@ -482,7 +493,7 @@ def main(argv=None):
                 security=security)
         if args.command == "submit":
             run, created = client.submit(args.run_file, args.key)
-            print(f"{'submitted' if created else 'already submitted'} {run.run_id}")
+            print(f"{'submitted' if created else 'already submitted'} {text(run.run_id)}")
             return watch(client, run.run_id, args.retry_for) if args.watch else 0
         if args.command == "list":
             for run in client.list(states=[s.upper() for s in args.state]):
@@ -502,8 +513,8 @@ def main(argv=None):
             print(f"{'WORKER':24s} {'ROLE':8s} {'ADDRESS':22s} {'DEVICES':12s} "
                   f"{'ALIVE':5s} ASSIGNMENT")
             for w in client.workers():
-                print(f"{w.worker_id:24s} {role_name(w):8s} {w.address or '-':22s} "
-                      f"{','.join(w.capabilities.devices) or 'cpu':12s} "
+                print(f"{text(w.worker_id):24s} {role_name(w):8s} {text(w.address or '-'):22s} "
+                      f"{text(','.join(w.capabilities.devices) or 'cpu'):12s} "
                       f"{'yes' if w.alive else 'no':5s} {assignment_text(w)}")
             return 0
         if args.command == "metrics":
@@ -526,7 +537,7 @@ def main(argv=None):
             pass
         return 0
     except ValueError as e:  # e.g. an unknown state name
-        print(f"rlctl: error: {e}", file=sys.stderr)
+        print(f"rlctl: error: {text(e)}", file=sys.stderr)
         return 2
     finally:
         if client is not None:

@@ -125,5 +125,36 @@ class RunFileTest(unittest.TestCase):
         self.assert_bad(self.write("seed.yaml", "seed: 99999999999999999999999\n"), "seed field")
 
 
+class AddressesAndTerminalTest(unittest.TestCase):
+    """Nothing silently rewritten, nothing from the network obeyed."""
+
+    def test_bad_addresses_are_errors(self):
+        for flags, fragment in [
+                (["--coordinator", ""], "--coordinator: empty"),
+                (["--coordinator", "127.0.0.1:99999"], "port in 1-65535"),
+                (["--coordinator", "127.0.0.1:0"], "port in 1-65535"),
+                (["--coordinator", "no-port"], "not HOST:PORT"),
+                (["--telemetry", "127.0.0.1:70000", "metrics", "run-1"], "--telemetry:")]:
+            args = flags if "metrics" in flags else flags + ["list"]
+            code, out, err = run_rlctl("--timeout", "1", *args)
+            self.assertEqual(code, 2, (flags, err))
+            self.assertIn(fragment, err, flags)
+            self.assertEqual(err.count("\n"), 1, err)  # one line, no traceback
+
+    def test_network_strings_are_escaped(self):
+        hostile = "run\x1b[2J\x1b]0;pwned\x07\rX\x7f\x85\u202eevil\u200b"
+        shown = rlctl.text(hostile)
+        for c in "\x1b\x07\r\x7f\x85\u202e\u200b":
+            self.assertNotIn(c, shown)
+        self.assertIn("\\x1b[2J", shown)
+        self.assertIn("\\u202e", shown)
+        self.assertTrue(shown.startswith("run"))
+        long = rlctl.text("r" * (1 << 20))
+        self.assertLess(len(long), 1100)
+        self.assertIn("characters)", long)
+        table = rlctl.format_table(["NAME"], [[hostile]])
+        self.assertNotIn("\x1b", "\n".join(table))
+
+
 if __name__ == "__main__":
     unittest.main()
