@@ -1,5 +1,6 @@
 #include "learner/learner_process.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -208,11 +209,18 @@ class LearnerProcess::Impl {
             "address actors and peer learners reach this learner at)");
       }
       // The store listens where the learner does (loopback by default), or
-      // at the advertised address when --host is a wildcard
+      // at the advertised address when --host is a wildcard and that is a
+      // literal address; a name (e.g. a Kubernetes pod's, which may not
+      // resolve before the pod is ready) keeps every interface
       // (docs/security.md).
       std::string store_host = options_.host;
-      if (store_host == "0.0.0.0" || store_host == "::")
-        store_host = advertised;
+      if (store_host == "0.0.0.0" || store_host == "::") {
+        in6_addr literal;
+        if (inet_pton(AF_INET, advertised.c_str(), &literal) == 1 ||
+            inet_pton(AF_INET6, advertised.c_str(), &literal) == 1) {
+          store_host = advertised;
+        }
+      }
       ASSIGN_OR_RETURN(rendezvous_, RendezvousServer::Start(
                                         options_.rendezvous_port, store_host));
       workload_ = std::make_unique<LearnerWorkload>(
