@@ -14,25 +14,13 @@
 
 namespace rl {
 
-absl::StatusOr<std::string> LoadKeySecret(const CoordinatorOptions& options) {
-  if (!options.key_secret.empty()) return options.key_secret;
-  if (options.store_path.empty() || options.store_path == ":memory:") {
-    return NewToken();
-  }
-  return EnsureSecretFile(options.store_path + ".secret");
-}
-
-std::string WorkerCredentialFromSecret(const std::string& secret,
-                                       const std::string& worker_name) {
-  return DeriveKey(secret, "credential/" + worker_name);
-}
-
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     const CoordinatorOptions& options) {
   ASSIGN_OR_RETURN(auto store,
                    RunStore::Open(options.store_path, options.max_store_bytes));
   CoordinatorOptions with_secret = options;
-  ASSIGN_OR_RETURN(with_secret.key_secret, LoadKeySecret(options));
+  ASSIGN_OR_RETURN(with_secret.key_secret,
+                   LoadKeySecret(options.key_secret, options.store_path));
   auto core = std::unique_ptr<CoordinatorCore>(
       new CoordinatorCore(with_secret, std::move(store)));
   RETURN_IF_ERROR(core->Recover());
@@ -44,14 +32,9 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
     : options_(options),
       store_(std::move(store)),
       started_(options.clock()),
+      keys_(options.key_secret, store_.get()),
       scheduler_(options.clock, options.lease_ttl),
       next_assignment_id_(absl::ToUnixMicros(absl::Now())) {}
-
-std::string CoordinatorCore::WorkerKey(const std::string& worker_id,
-                                       const std::string& nonce) const {
-  return DeriveKey(options_.key_secret,
-                   absl::StrCat("worker/", worker_id, "/", nonce));
-}
 
 std::string CoordinatorCore::WorkerCredential(
     const std::string& worker_name) const {
@@ -64,11 +47,7 @@ std::string CoordinatorCore::RunKey(const std::string& run_id) const {
 
 absl::Status CoordinatorCore::CheckWorkerKeyLocked(
     const std::string& worker_id, const std::string& key) const {
-  const auto nonce = worker_nonces_.find(worker_id);
-  if (nonce != worker_nonces_.end() &&
-      ConstantTimeEquals(key, WorkerKey(worker_id, nonce->second))) {
-    return absl::OkStatus();
-  }
+  if (keys_.IsKey(worker_id, key)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(
       "worker_key: not the key of worker ", worker_id,
       " (only the process that registered it may act for it; re-register)"));
@@ -97,7 +76,7 @@ absl::Status CoordinatorCore::Recover() {
     }
     ++recovered;
   }
-  ASSIGN_OR_RETURN(worker_nonces_, store_->WorkerNonces());
+  RETURN_IF_ERROR(keys_.Load());
   ASSIGN_OR_RETURN(std::vector<AssignmentRecord> assignments,
                    store_->Assignments());
   for (AssignmentRecord& a : assignments) {
@@ -204,48 +183,39 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     return absl::InvalidArgumentError(
         "address: a learner must give the address actors reach it at");
   }
+  std::optional<Run> restarted;  // notified once the lock is released
+  absl::ReleasableMutexLock lock(&mu_);
+  const std::string& name = request.worker_name();
   const bool credentialed =
-      !request.worker_credential().empty() &&
-      ConstantTimeEquals(request.worker_credential(),
-                         WorkerCredential(request.worker_name()));
+      keys_.IsCredential(name, request.worker_credential());
   if (!request.worker_credential().empty() && !credentialed) {
     return absl::PermissionDeniedError(
-        absl::StrCat("worker_credential: not the credential of worker ",
-                     request.worker_name()));
+        absl::StrCat("worker_credential: not the credential of worker ", name));
   }
-  bool has_key = false;
-  {
-    absl::MutexLock lock(&mu_);
-    has_key =
-        !request.worker_key().empty() &&
-        CheckWorkerKeyLocked(request.worker_name(), request.worker_key()).ok();
-    if (!has_key && !credentialed) {
-      if (options_.require_worker_credentials) {
-        return absl::PermissionDeniedError(
-            absl::StrCat("worker ", request.worker_name(),
-                         ": this coordinator requires an operator-issued "
-                         "worker_credential (--worker_credential_file)"));
-      }
-      if (NameHeldLocked(request.worker_name())) {
-        return absl::PermissionDeniedError(absl::StrCat(
-            "worker name ", request.worker_name(),
-            " is registered to another live process: register with its "
-            "worker_key, an operator-issued worker_credential, or after "
-            "its lease (",
-            absl::FormatDuration(options_.lease_ttl), ") expires"));
-      }
+  const bool has_key = keys_.IsKey(name, request.worker_key());
+  if (!has_key && !credentialed) {
+    if (options_.require_worker_credentials) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("worker ", name,
+                       ": this coordinator requires an operator-issued "
+                       "worker_credential (--worker_credential_file)"));
+    }
+    if (NameHeldLocked(name)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "worker name ", name,
+          " is registered to another live process: register with its "
+          "worker_key, an operator-issued worker_credential, or after its "
+          "lease (",
+          absl::FormatDuration(options_.lease_ttl), ") expires"));
     }
   }
   // The workers table is a record for operators, not state the coordinator
   // needs: a full store does not stop a worker from registering.
-  if (absl::Status stored =
-          store_->PutWorker(request.worker_name(), role, request.address());
+  if (absl::Status stored = store_->PutWorker(name, role, request.address());
       !stored.ok()) {
-    RL_LOG_WARNING("cannot record worker {} in the store: {}",
-                   request.worker_name(), stored.ToString());
+    RL_LOG_WARNING("cannot record worker {} in the store: {}", name,
+                   stored.ToString());
   }
-  std::optional<Run> restarted;  // notified once the lock is released
-  absl::ReleasableMutexLock lock(&mu_);
   const Assignment& reported = request.current_assignment();
   // Keep the reported assignment only if it is the one recorded for this
   // worker (before a coordinator restart) or the one it holds now.
@@ -316,20 +286,8 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   }
   // The same key for the process that showed it; a new one otherwise, so
   // that an earlier holder of the name can no longer act for it.
-  std::string& nonce = worker_nonces_[request.worker_name()];
-  if (!has_key || nonce.empty()) {
-    nonce = NewToken();
-    if (absl::Status stored =
-            store_->PutWorkerNonce(request.worker_name(), nonce);
-        !stored.ok()) {
-      RL_LOG_WARNING(
-          "cannot store the key of worker {} (it must register again after "
-          "a coordinator restart): {}",
-          request.worker_name(), stored.ToString());
-    }
-  }
-  response.set_worker_id(request.worker_name());
-  response.set_worker_key(WorkerKey(request.worker_name(), nonce));
+  response.set_worker_id(name);
+  response.set_worker_key(keys_.Issue(name, /*keep=*/has_key));
   lock.Release();
   if (restarted.has_value()) Notify(*restarted);
   return response;
@@ -397,7 +355,7 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
 }
 
 bool CoordinatorCore::NameHeldLocked(const std::string& worker_id) const {
-  if (worker_nonces_.find(worker_id) == worker_nonces_.end()) return false;
+  if (!keys_.Issued(worker_id)) return false;
   const absl::Time now = options_.clock();
   if (const SchedulerWorker* worker = scheduler_.worker(worker_id);
       worker != nullptr) {
@@ -543,7 +501,7 @@ void CoordinatorCore::ForgetWorkersNotBackLocked() {
         "coordinator's start: it is taken as lost with its assignment to run "
         "{}",
         name, absl::FormatDuration(options_.lease_ttl), a.run_id);
-    if (scheduler_.worker(name) == nullptr) worker_nonces_.erase(name);
+    if (scheduler_.worker(name) == nullptr) keys_.Forget(name);
     if (absl::Status removed = store_->RemoveWorker(name); !removed.ok()) {
       RL_LOG_WARNING("cannot remove lost worker {} from the store: {}", name,
                      removed.ToString());
@@ -593,7 +551,7 @@ void CoordinatorCore::Tick() {
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
-      worker_nonces_.erase(lost.worker_id);  // the name is free again
+      keys_.Forget(lost.worker_id);  // the name is free again
       if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
           !removed.ok()) {
         RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/run_store.h"
 #include "coordinator/scheduler.h"
+#include "coordinator/worker_keys.h"
 #include "proto/coordinator.pb.h"
 #include "runspec/run_footprint.h"
 
@@ -70,16 +71,6 @@ struct CoordinatorOptions {
   bool require_worker_credentials = false;
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
-
-// The secret worker and run keys derive from: options.key_secret, else
-// the one kept in <store_path>.secret (made when missing), else random for
-// an in-memory store.
-absl::StatusOr<std::string> LoadKeySecret(const CoordinatorOptions& options);
-
-// The credential that proves a process is worker `worker_name`, under
-// `secret` (CoordinatorCore::WorkerCredential of a coordinator with it).
-std::string WorkerCredentialFromSecret(const std::string& secret,
-                                       const std::string& worker_name);
 
 class CoordinatorCore {
  public:
@@ -129,11 +120,7 @@ class CoordinatorCore {
                            std::unique_ptr<RunStore> store);
   absl::Status Recover();
   std::atomic<int64_t> refused_by_user_quota_{0};
-  // What a worker must send back (RegisterWorkerResponse.worker_key): one
-  // per registration (from its nonce); and what a run's workers show its
-  // learners (Assignment.run_key).
-  std::string WorkerKey(const std::string& worker_id,
-                        const std::string& nonce) const;
+  // What a run's workers show its learners (Assignment.run_key).
   std::string RunKey(const std::string& run_id) const;
   // PERMISSION_DENIED unless `key` is `worker_id`'s current key.
   absl::Status CheckWorkerKeyLocked(const std::string& worker_id,
@@ -180,6 +167,8 @@ class CoordinatorCore {
   const absl::Time started_;
 
   absl::Mutex mu_;
+  // Who holds each worker name (RegisterWorkerResponse.worker_key).
+  WorkerKeys keys_ ABSL_GUARDED_BY(mu_);
   Scheduler scheduler_ ABSL_GUARDED_BY(mu_);
   // Assignment id per worker, and the scheduler placement it stands for; a
   // new placement gets a new id. Ids start from the clock (microseconds) so
@@ -191,8 +180,6 @@ class CoordinatorCore {
   // run only if it reports the very assignment recorded for it.
   std::map<std::string, AssignmentRecord> recovered_assignments_
       ABSL_GUARDED_BY(mu_);
-  // Per worker name, the nonce of its current key (kept in the store).
-  std::map<std::string, std::string> worker_nonces_ ABSL_GUARDED_BY(mu_);
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   // Per RUNNING run: the environment steps its learner last reported and
   // since when (max_time_without_progress).

@@ -668,7 +668,8 @@ TEST_F(CoordinatorCoreTest, CredentialsCanBeRequiredOfEveryWorker) {
   // The credential is the coordinator's (from its secret), the same from
   // the operator's tool.
   EXPECT_EQ(core_->WorkerCredential("actor-0"),
-            WorkerCredentialFromSecret(*LoadKeySecret(options_), "actor-0"));
+            WorkerCredentialFromSecret(*LoadKeySecret("", options_.store_path),
+                                       "actor-0"));
 }
 
 TEST_F(CoordinatorCoreTest, QueuedRunsPerUserAreLimited) {

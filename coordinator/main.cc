@@ -14,8 +14,8 @@
 #include "common/logging.h"
 #include "common/security_flags.h"
 #include "common/signal_waiter.h"
-#include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_process.h"
+#include "coordinator/worker_keys.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 50051, "Port; 0 picks a free one.");
@@ -104,9 +104,8 @@ int main(int argc, char** argv) {
 
   if (const std::string name = absl::GetFlag(FLAGS_issue_worker_credential);
       !name.empty()) {
-    rl::CoordinatorOptions core;
-    core.store_path = absl::GetFlag(FLAGS_store);
-    absl::StatusOr<std::string> secret = rl::LoadKeySecret(core);
+    absl::StatusOr<std::string> secret =
+        rl::LoadKeySecret("", absl::GetFlag(FLAGS_store));
     if (!secret.ok()) return rl::ExitCode(secret.status());
     std::printf("%s\n", rl::WorkerCredentialFromSecret(*secret, name).c_str());
     return 0;
