@@ -380,6 +380,21 @@ absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
   return response;
 }
 
+namespace {
+
+// Why a run's learner ended it successfully, from its last progress.
+std::string SuccessReason(const ReportStatusRequest& request) {
+  const RunProgress& p = request.progress();
+  if (p.target_reached_at_steps() > 0) {
+    return absl::StrCat("target return reached at ",
+                        p.target_reached_at_steps(), " steps (mean return ",
+                        p.mean_return(), ")");
+  }
+  return "step budget reached";
+}
+
+}  // namespace
+
 absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
   std::string run_id;
   WorkerRole role;
@@ -442,7 +457,7 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
       run = RestartGangLocked(run_id, request.error());
     } else {
       run = request.error().empty()
-                ? store_->Transition(run_id, SUCCEEDED, "step budget reached")
+                ? store_->Transition(run_id, SUCCEEDED, SuccessReason(request))
                 : store_->Transition(run_id, FAILED, request.error());
       if (run.ok()) EndRunLocked(run_id);
     }

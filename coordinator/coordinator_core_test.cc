@@ -66,6 +66,20 @@ class CoordinatorCoreTest : public ::testing::Test {
     return response.ok() ? response->assignment() : Assignment();
   }
 
+  // The reasons of run `id`'s transitions, oldest first (read from the
+  // store beside the core, as an operator would).
+  std::vector<std::string> Reasons(const std::string& id) {
+    std::vector<std::string> reasons;
+    auto store = RunStore::Open(options_.store_path, 0);
+    EXPECT_OK(store);
+    if (!store.ok()) return reasons;
+    auto events = (*store)->Events(id);
+    EXPECT_OK(events);
+    if (!events.ok()) return reasons;
+    for (const RunEventRecord& e : *events) reasons.push_back(e.reason);
+    return reasons;
+  }
+
   // Each worker's key, as a worker process keeps it.
   std::map<std::string, std::string> keys_;
   absl::Time now_ = absl::FromUnixSeconds(1000);
@@ -100,7 +114,20 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
   report.set_finished(true);
   ASSERT_OK(core_->ReportStatus(report));
   EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
+  EXPECT_EQ(Reasons(id).back(), "step budget reached");
   EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), "");  // freed
+
+  // A run ended by its target says so, with where it got there.
+  const std::string second = core_->SubmitRun(Request("b"))->run().run_id();
+  core_->Tick();
+  report.set_assignment_id(Beat(*core_, "learner-0", l).assignment_id());
+  report.mutable_progress()->set_env_steps(3072);
+  report.mutable_progress()->set_mean_return(480.5);
+  report.mutable_progress()->set_target_reached_at_steps(3072);
+  ASSERT_OK(core_->ReportStatus(report));
+  EXPECT_EQ(core_->GetRun(second)->state(), SUCCEEDED);
+  EXPECT_EQ(Reasons(second).back(),
+            "target return reached at 3072 steps (mean return 480.5)");
 }
 
 TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {
@@ -633,13 +660,10 @@ TEST_F(CoordinatorCoreTest, ARunWithoutProgressIsRestartedWithTheReason) {
   now_ += absl::Seconds(20);
   core_->Tick();
   EXPECT_NE(core_->GetRun(id)->state(), RUNNING);
-  ASSERT_OK_AND_ASSIGN(auto store, RunStore::Open(options_.store_path, 0));
-  ASSERT_OK_AND_ASSIGN(const std::vector<RunEventRecord> events,
-                       store->Events(id));
   bool said = false;
-  for (const RunEventRecord& e : events) {
-    said |= absl::StrContains(e.reason, "no progress for 1m10s") &&
-            absl::StrContains(e.reason, "after 3000");
+  for (const std::string& reason : Reasons(id)) {
+    said |= absl::StrContains(reason, "no progress for 1m10s") &&
+            absl::StrContains(reason, "after 3000");
   }
   EXPECT_TRUE(said);
 }

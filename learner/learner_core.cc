@@ -612,6 +612,8 @@ class LearnerCore::Impl {
         target_reached_ = true;
         target_reached_at_ = status_.env_steps();
       }
+      progress->set_target_reached_at_steps(target_reached_ ? target_reached_at_
+                                                            : 0);
       if (stats.nonfinite_minibatches > 0) ++faults_.nonfinite_updates;
       faults_.consecutive_nonfinite_updates =
           stats.consecutive_nonfinite_updates;

@@ -51,8 +51,8 @@ void WorkerAgent::Stop() {
   stop_ = true;
 }
 
-absl::Status WorkerAgent::Report(const RunProgress& progress, bool finished,
-                                 const absl::Status& status) {
+absl::Status WorkerAgent::Report(const std::optional<RunProgress>& progress,
+                                 bool finished, const absl::Status& status) {
   ReportStatusRequest request;
   {
     absl::MutexLock lock(&mu_);
@@ -60,7 +60,7 @@ absl::Status WorkerAgent::Report(const RunProgress& progress, bool finished,
     request.set_worker_key(worker_key_);
     request.set_assignment_id(current_.assignment_id());
   }
-  *request.mutable_progress() = progress;
+  if (progress.has_value()) *request.mutable_progress() = *progress;
   request.set_finished(finished);
   if (!status.ok()) {
     request.set_error(std::string(status.message()));

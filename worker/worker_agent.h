@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,7 +59,9 @@ class WorkerAgent {
   // with a deadline).
   // `status` is the end's (OK: done); ABORTED marks it retryable (the
   // gang's failure, not the run's).
-  absl::Status Report(const RunProgress& progress, bool finished,
+  // Without `progress` (a start that failed) the run keeps the progress
+  // it last had.
+  absl::Status Report(const std::optional<RunProgress>& progress, bool finished,
                       const absl::Status& status);
 
  private:

@@ -72,8 +72,8 @@ void WorkerRuntime::OnAssignment(const Assignment& assignment) {
 
 bool WorkerRuntime::Report(const WorkloadState& state) {
   if (!state.finished && !state.progress.has_value()) return false;
-  const absl::Status sent = agent_->Report(
-      state.progress.value_or(RunProgress()), state.finished, state.status);
+  const absl::Status sent =
+      agent_->Report(state.progress, state.finished, state.status);
   if (!sent.ok()) {
     // Progress is sent again next time; an end is retried until it is out.
     RL_LOG_WARNING("report to the coordinator failed: {}", sent.ToString());

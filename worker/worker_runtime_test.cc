@@ -57,10 +57,11 @@ class FakeWorkload : public Workload {
     report_progress_ = true;
     steps_ = steps;
   }
-  void Finish(absl::Status status) {
+  void Finish(absl::Status status, bool with_progress = true) {
     absl::MutexLock lock(&mu_);
     finished_ = true;
     end_status_ = std::move(status);
+    if (!with_progress) report_progress_ = false;
   }
   void FailStarts(absl::Status error) {
     absl::MutexLock lock(&mu_);
@@ -196,6 +197,26 @@ TEST_F(WorkerRuntimeTest, AFailedEndFailsTheRunWithItsMessage) {
   ASSERT_TRUE(WaitForState(run_id, FAILED));
   ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(run_id));
   EXPECT_THAT(run.failure_reason(), HasSubstr("loss is NaN at update 3"));
+}
+
+// An end reported without progress (the workload had none to give) does not
+// wipe what the run had: a FAILED run shows how far it got.
+TEST_F(WorkerRuntimeTest, AFailedRunKeepsItsLastProgress) {
+  StartWorker(LEARNER, "learner-e", &learner);
+  StartWorker(ACTOR, "actor-e", &actor);
+  const std::string run_id = Submit();
+  ASSERT_TRUE(WaitTicking([&] { return !learner.started().empty(); }));
+  learner.ReportProgress(5000);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto run = core_->GetRun(run_id);
+        return run.ok() && run->progress().env_steps() == 5000;
+      },
+      absl::Seconds(60)));
+  learner.Finish(absl::InternalError("disk gone"), /*with_progress=*/false);
+  ASSERT_TRUE(WaitForState(run_id, FAILED));
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(run_id));
+  EXPECT_EQ(run.progress().env_steps(), 5000);
 }
 
 TEST_F(WorkerRuntimeTest, AWorkloadThatCannotStartFailsTheRun) {
