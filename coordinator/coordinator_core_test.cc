@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_core.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -151,6 +152,48 @@ TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {
   stranger.set_worker_key(keys_["nobody"]);
   EXPECT_THAT(core_->Heartbeat(stranger),
               StatusIs(absl::StatusCode::kPermissionDenied));
+  // What a worker registers is shown to operators: names, addresses and
+  // devices are checked, and the error quotes them cut short and escaped.
+  RegisterWorkerRequest ok;
+  ok.set_worker_name("learner-[::1]:5000");
+  ok.mutable_capabilities()->set_role(LEARNER);
+  ok.set_address("learner-0.learners.svc:50052");
+  ok.set_rendezvous_address("[fe80::1%eth0]:29500");
+  ok.mutable_capabilities()->add_devices("cuda:0");
+  EXPECT_OK(core_->RegisterWorker(ok).status());
+  struct Bad {
+    std::function<void(RegisterWorkerRequest*)> spoil;
+    std::string field;
+  };
+  const std::vector<Bad> spoiled = {
+      {[](auto* r) { r->set_worker_name("evil\x1b[2J"); }, "worker_name: "},
+      {[](auto* r) { r->set_worker_name(std::string(1 << 20, 'w')); },
+       "(1048576 bytes)"},
+      {[](auto* r) { r->set_worker_name("a\u202eb"); }, "worker_name: "},
+      {[](auto* r) { r->set_address("10.0.0.1:1 \r\nFAKE LOG LINE"); },
+       "address: "},
+      {[](auto* r) { r->set_rendezvous_address(std::string(300, 'h')); },
+       "rendezvous_address: "},
+      {[](auto* r) { r->mutable_capabilities()->add_devices("cuda:0;rm"); },
+       "capabilities.devices: "},
+  };
+  for (const Bad& b : spoiled) {
+    RegisterWorkerRequest request = ok;
+    request.set_worker_name("learner-9");
+    b.spoil(&request);
+    const absl::Status refused = core_->RegisterWorker(request).status();
+    EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument,
+                                  HasSubstr(b.field)))
+        << b.field;
+    EXPECT_LT(refused.message().size(), 300u);
+    EXPECT_EQ(refused.message().find('\x1b'), absl::string_view::npos);
+    EXPECT_EQ(refused.message().find('\r'), absl::string_view::npos);
+  }
+  EXPECT_EQ(core_->ListWorkers().workers_size(), 1);
+  // A run id is quoted short too.
+  EXPECT_THAT(
+      core_->GetRun(std::string(1 << 20, 'r')),
+      StatusIs(absl::StatusCode::kNotFound, HasSubstr("... (1048576 bytes)")));
   // Nothing was stored by the rejected submit.
   EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 0);
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/json_quote.h"
 #include "common/sqlite_util.h"
 #include "common/status.h"
 
@@ -196,7 +197,8 @@ absl::StatusOr<Run> RunStore::GetRunLocked(const std::string& run_id) {
   RETURN_IF_ERROR(find.status());
   find.Bind(1, run_id);
   if (find.Step() != SQLITE_ROW) {
-    return absl::NotFoundError(absl::StrCat("no run with id \"", run_id, "\""));
+    return absl::NotFoundError(
+        absl::StrCat("no run with id ", QuoteForError(run_id)));
   }
   return ParseRun(find.Blob(0));
 }
