@@ -124,6 +124,16 @@ class RunFileTest(unittest.TestCase):
         self.assert_bad(self.write("bin.yaml", "name: !!binary aGVsbG8=\n"), "name field")
         self.assert_bad(self.write("seed.yaml", "seed: 99999999999999999999999\n"), "seed field")
 
+    def test_explicit_zero_counts_are_errors(self):
+        self.assert_bad(
+            self.write("zeros.yaml", "env: {id: CartPole-v1}\ntotal_env_steps: 0\n"
+                       "ppo: {num_epochs: -2}\n"),
+            "total_env_steps: must be >= 1 (leave it out for the default) (got 0)",
+            "ppo.num_epochs: must be >= 1 (leave it out for the default) (got -2)")
+        self.assert_bad(
+            self.write("zeros.json", '{"env": {"id": "CartPole-v1"}, "envsPerActor": "0"}'),
+            "envs_per_actor: must be >= 1")
+
 
 class AddressesAndTerminalTest(unittest.TestCase):
     """Nothing silently rewritten, nothing from the network obeyed."""

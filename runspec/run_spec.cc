@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -13,6 +15,7 @@
 #include "common/json_quote.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
@@ -251,6 +254,73 @@ class Problems {
   std::vector<std::string> list_;
 };
 
+// Counts that a left-out field takes a default for (ApplyRunSpecDefaults):
+// written out as 0 or less they are an error, not the default. The same
+// list is in python/rlservice/client.py (_COUNTS).
+constexpr std::pair<const char*, const char*> kCountsWithDefaults[] = {
+    {"", "total_env_steps"},       {"", "envs_per_actor"},
+    {"", "segment_length"},        {"", "keep_checkpoints"},
+    {"ppo", "num_epochs"},         {"ppo", "num_minibatches"},
+    {"resources", "num_learners"}, {"resources", "num_actors"},
+    {"resources", "actor_threads"}};
+
+// "num_epochs" -> "numEpochs" (the proto3 JSON name, also accepted).
+std::string LowerCamel(absl::string_view name) {
+  std::string out;
+  bool upper = false;
+  for (const char c : name) {
+    if (c == '_') {
+      upper = true;
+    } else {
+      out += upper ? absl::ascii_toupper(c) : c;
+      upper = false;
+    }
+  }
+  return out;
+}
+
+// The field `name` (snake_case or lowerCamelCase) of `object`, or null.
+const google::protobuf::Value* FieldOf(const google::protobuf::Struct& object,
+                                       const std::string& name) {
+  for (const std::string& key : {name, LowerCamel(name)}) {
+    const auto it = object.fields().find(key);
+    if (it != object.fields().end()) return &it->second;
+  }
+  return nullptr;
+}
+
+// INVALID_ARGUMENT naming every count of kCountsWithDefaults that `json`
+// (a run file as JSON text) writes out as 0 or less.
+absl::Status CheckExplicitCounts(const std::string& json) {
+  google::protobuf::Struct root;
+  if (!google::protobuf::util::JsonStringToMessage(json, &root).ok()) {
+    return absl::OkStatus();  // the RunSpec parse names what is wrong
+  }
+  Problems problems;
+  for (const auto& [parent, name] : kCountsWithDefaults) {
+    const google::protobuf::Struct* object = &root;
+    if (*parent != '\0') {
+      const google::protobuf::Value* v = FieldOf(root, parent);
+      if (v == nullptr || !v->has_struct_value()) continue;
+      object = &v->struct_value();
+    }
+    const google::protobuf::Value* v = FieldOf(*object, name);
+    if (v == nullptr) continue;
+    double value = 1;
+    if (v->has_number_value()) {
+      value = v->number_value();
+    } else if (v->has_string_value() &&
+               !absl::SimpleAtod(v->string_value(), &value)) {
+      continue;  // not a number: the RunSpec parse says so
+    }
+    if (value <= 0) {
+      problems.Add(*parent != '\0' ? absl::StrCat(parent, ".", name) : name,
+                   "must be >= 1 (leave it out for the default)", value);
+    }
+  }
+  return problems.ToStatus();
+}
+
 bool IsKnownDevice(const std::string& device) {
   if (device == "cpu" || device == "cuda") return true;
   int index;
@@ -285,6 +355,7 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
     }
     RETURN_IF_ERROR(YamlToJson(&json).Convert(root, "", 1));
   }
+  RETURN_IF_ERROR(CheckExplicitCounts(json));
   RunSpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;

@@ -86,6 +86,36 @@ resources: {num_actors: 2, min_actors: 5, learner_device: tpu}
                      HasSubstr("resources.learner_device"))));
 }
 
+// A count written out as 0 (or less) is an error, not the default that
+// leaving it out gives; in JSON's camelCase names too.
+TEST(RunSpecTest, ExplicitZeroCountsAreErrorsNotDefaults) {
+  EXPECT_THAT(
+      LoadYaml(R"(
+env: {id: CartPole-v1}
+total_env_steps: 0
+segment_length: -5
+ppo: {num_epochs: 0}
+resources: {num_actors: 0}
+)"),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          AllOf(HasSubstr("total_env_steps: must be >= 1 (leave it out for "
+                          "the default) (got 0)"),
+                HasSubstr("segment_length: must be >= 1"),
+                HasSubstr("ppo.num_epochs: must be >= 1"),
+                HasSubstr("resources.num_actors: must be >= 1"))));
+  EXPECT_THAT(
+      LoadRunSpec(R"({"env": {"id": "CartPole-v1"}, "envsPerActor": "0"})",
+                  RunFileFormat::kJson),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("envs_per_actor: must be >= 1")));
+  // Left out, they take their defaults.
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec spec,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(spec.total_env_steps(), 1000000);
+}
+
 TEST(RunSpecTest, NanIsOutOfRange) {
   EXPECT_THAT(
       LoadYaml("env: {id: CartPole-v1}\nppo: {gamma: .nan}"),

@@ -158,6 +158,48 @@ def _check_yaml_shape(text):
             parent[3] = max(parent[3], node[2] + 1)
 
 
+# Counts that a left-out field takes a default for: written out as 0 or
+# less they are an error, not the default (the C++ loader's
+# kCountsWithDefaults, runspec/run_spec.cc).
+_COUNTS = (("", "total_env_steps"), ("", "envs_per_actor"), ("", "segment_length"),
+           ("", "keep_checkpoints"), ("ppo", "num_epochs"), ("ppo", "num_minibatches"),
+           ("resources", "num_learners"), ("resources", "num_actors"),
+           ("resources", "actor_threads"))
+
+
+def _camel(name):
+    first, *rest = name.split("_")
+    return first + "".join(w.capitalize() for w in rest)
+
+
+def _field(mapping, name):
+    for key in (name, _camel(name)):
+        if key in mapping:
+            return mapping[key]
+    return None
+
+
+def _check_explicit_counts(data):
+    """ValueError naming each count written out as 0 or less."""
+    problems = []
+    for parent, name in _COUNTS:
+        obj = _field(data, parent) if parent else data
+        if not isinstance(obj, dict):
+            continue
+        value = _field(obj, name)
+        try:
+            number = float(value) if isinstance(value, (int, float, str)) else None
+        except ValueError:
+            number = None  # not a number: the RunSpec parse says so
+        if isinstance(value, bool) or number is None or number > 0:
+            continue
+        path = f"{parent}.{name}" if parent else name
+        shown = int(number) if number == int(number) else number
+        problems.append(f"{path}: must be >= 1 (leave it out for the default) (got {shown})")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def load_run_file(path):
     """Reads a YAML or JSON run file into a RunSpec. Every problem is a
     ClientError (code None) whose message starts with the path and names the
@@ -185,6 +227,10 @@ def load_run_file(path):
             f"{path}: not valid {'JSON' if is_json else 'YAML'}: {_one_line(e)}") from None
     if not isinstance(data, dict):
         raise ClientError(f"{path}: expected a mapping of fields at the top level")
+    try:
+        _check_explicit_counts(data)
+    except ValueError as e:
+        raise ClientError(f"{path}: {e}") from None
     try:
         return json_format.ParseDict(data, common_pb2.RunSpec())
     except (json_format.ParseError, ValueError, TypeError, AttributeError,
