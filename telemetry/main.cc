@@ -31,7 +31,7 @@ ABSL_FLAG(std::string, tensorboard_dir, "runs/tensorboard",
           "Event files go to <dir>/<run id>/; empty: none.");
 ABSL_FLAG(std::string, coordinator, "",
           "Coordinator address, for run states on the web page.");
-ABSL_FLAG(double, retention_days, 0,
+ABSL_FLAG(double, retention_days, 90,
           "Delete runs with no new point for this many days; 0: keep.");
 ABSL_FLAG(double, stream_retention_hours,
           absl::ToDoubleHours(rl::MetricStoreOptions().stream_retention),
@@ -48,6 +48,10 @@ ABSL_FLAG(int, max_series_per_source, 20000,
 // options' own.
 ABSL_FLAG(int, max_runs, rl::MetricStoreOptions().max_runs,
           "Runs stored, at most; points of a new run beyond are refused.");
+ABSL_FLAG(int, max_new_runs_per_source_per_minute,
+          rl::MetricStoreOptions().max_new_runs_per_source_per_minute,
+          "New runs one source (a process) may create a minute; its points "
+          "of more are refused and counted. 0: no limit.");
 ABSL_FLAG(int, max_ingest_batches,
           rl::TelemetryCoreOptions().max_ingest_batches,
           "Batches from all Ingest streams waiting for the store, at most.");
@@ -104,6 +108,8 @@ int main(int argc, char** argv) {
   options.core.store.max_series_per_source =
       absl::GetFlag(FLAGS_max_series_per_source);
   options.core.store.max_runs = absl::GetFlag(FLAGS_max_runs);
+  options.core.store.max_new_runs_per_source_per_minute =
+      absl::GetFlag(FLAGS_max_new_runs_per_source_per_minute);
   options.core.max_ingest_batches = absl::GetFlag(FLAGS_max_ingest_batches);
   options.core.max_ingest_bytes = absl::GetFlag(FLAGS_max_ingest_bytes);
   options.core.max_watchers = absl::GetFlag(FLAGS_max_watchers);

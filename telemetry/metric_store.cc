@@ -573,8 +573,30 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
         continue;
       }
     }
-    if (!fresh.empty() && run_series_count(b.run_id()) == 0 &&
-        run_count() >= options_.max_runs) {
+    const bool new_run = !fresh.empty() && run_series_count(b.run_id()) == 0;
+    RunBudget* budget = nullptr;
+    if (new_run && options_.max_new_runs_per_source_per_minute > 0) {
+      const double rate = options_.max_new_runs_per_source_per_minute;
+      const absl::Time now = absl::Now();
+      auto [it, added] = new_runs_by_source_.try_emplace(b.source());
+      budget = &it->second;
+      budget->tokens =
+          added ? rate
+                : std::min(rate, budget->tokens + rate * absl::ToDoubleMinutes(
+                                                             now - budget->at));
+      budget->at = now;
+      if (budget->tokens < 1) {
+        (*results)[i] = absl::FailedPreconditionError(
+            absl::StrCat("batch ", b.sequence_number(), ": source ", b.source(),
+                         " creates new runs faster than ",
+                         options_.max_new_runs_per_source_per_minute,
+                         " a minute (max_new_runs_per_source_per_minute); run ",
+                         b.run_id(), " refused"));
+        refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+    }
+    if (new_run && run_count() >= options_.max_runs) {
       (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
           "batch ", b.sequence_number(), ": run ", b.run_id(),
           " would be a new run beyond the ", options_.max_runs,
@@ -582,6 +604,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       refused_runs_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    if (budget != nullptr) budget->tokens -= 1;
     for (auto& [index, r] : fresh) {
       Statement insert(writer_,
                        "INSERT INTO series (run_id, name, labels) VALUES "
@@ -1128,12 +1151,21 @@ absl::StatusOr<int> MetricStore::ForgetIdleStreams(absl::Time now) {
       ++it;
     }
   }
-  // A source none of whose streams is left starts its series count afresh.
+  // A source none of whose streams is left starts its series count (and
+  // its new-run budget) afresh.
   for (auto it = series_by_source_.begin(); it != series_by_source_.end();) {
     if (sources.contains(it->first)) {
       ++it;
     } else {
       series_by_source_.erase(it++);
+    }
+  }
+  for (auto it = new_runs_by_source_.begin();
+       it != new_runs_by_source_.end();) {
+    if (sources.contains(it->first)) {
+      ++it;
+    } else {
+      new_runs_by_source_.erase(it++);
     }
   }
   return forgotten;
@@ -1151,6 +1183,8 @@ MetricStoreStats MetricStore::stats() const {
   s.refused_runs = refused_runs_.load(std::memory_order_relaxed);
   s.refused_series_per_source =
       refused_series_per_source_.load(std::memory_order_relaxed);
+  s.refused_runs_per_source =
+      refused_runs_per_source_.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -74,6 +74,11 @@ struct MetricStoreOptions {
   // New runs beyond this many are refused (FAILED_PRECONDITION); runs that
   // retention or DeleteRun deletes make room.
   int max_runs = 10000;
+  // New runs one source may create per minute (a token bucket of this size
+  // refilled at this rate): beyond it its batches that would create one
+  // are refused (FAILED_PRECONDITION) and counted, so one client cannot
+  // fill max_runs in a second. 0: no limit.
+  int max_new_runs_per_source_per_minute = 120;
   // Raw (not downsampled) queries returning more points are refused.
   int64_t max_raw_points = 200000;
 };
@@ -83,6 +88,7 @@ struct MetricStoreStats {
   int64_t refused_series_per_run = 0;
   int64_t refused_runs = 0;
   int64_t refused_series_per_source = 0;
+  int64_t refused_runs_per_source = 0;
 };
 
 struct RunSummary {
@@ -143,6 +149,15 @@ class MetricStore {
   std::atomic<int64_t> refused_series_per_run_{0};
   std::atomic<int64_t> refused_runs_{0};
   std::atomic<int64_t> refused_series_per_source_{0};
+  std::atomic<int64_t> refused_runs_per_source_{0};
+  // Per source, the new runs it may still create now
+  // (max_new_runs_per_source_per_minute) and when that was computed.
+  struct RunBudget {
+    double tokens = 0;
+    absl::Time at;
+  };
+  absl::flat_hash_map<std::string, RunBudget> new_runs_by_source_
+      ABSL_GUARDED_BY(write_mu_);
   // New series per source since Open (committed ones).
   absl::flat_hash_map<std::string, int64_t> series_by_source_
       ABSL_GUARDED_BY(write_mu_);

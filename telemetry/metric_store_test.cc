@@ -952,6 +952,38 @@ TEST(MetricStoreTest, TooManyRunsRefusesOnlyNewRuns) {
   EXPECT_EQ(MustQuery(store.get(), Raw("run-4")).series_size(), 1);
 }
 
+// One source cannot make runs faster than its budget (a token bucket of
+// max_new_runs_per_source_per_minute): beyond it, batches that would create
+// a run are refused and counted; its existing runs and other sources go
+// on.
+TEST(MetricStoreTest, NewRunsPerSourceAreRateLimited) {
+  MetricStoreOptions options;
+  options.max_new_runs_per_source_per_minute = 5;
+  auto store = OpenStore(DbPath("runs_per_source"), options);
+  ASSERT_NE(store, nullptr);
+  int64_t seq = 0;
+  int refused = 0;
+  for (int r = 0; r < 50; ++r) {
+    const absl::Status s =
+        WriteOne(store.get(), Batch(absl::StrCat("flood-", r), ++seq,
+                                    {Point("x", 1, 1)}, "worker/evil"));
+    if (!s.ok()) {
+      EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("max_new_runs_per_source_per_minute")));
+      ++refused;
+    }
+  }
+  // Five at once (a minute's budget), perhaps one more refilled meanwhile.
+  EXPECT_GE(refused, 44);
+  EXPECT_LE(store->ListRuns().size(), 6u);
+  EXPECT_EQ(store->stats().refused_runs_per_source, refused);
+  // Its existing runs still take points; another source still makes runs.
+  EXPECT_OK(WriteOne(
+      store.get(), Batch("flood-0", ++seq, {Point("y", 2, 2)}, "worker/evil")));
+  EXPECT_OK(WriteOne(store.get(),
+                     Batch("other-run", 1, {Point("x", 1, 1)}, "learner/0")));
+}
+
 TEST(MetricStoreTest, DroppedPointsBecomeASeries) {
   auto store = OpenStore(DbPath("dropped"));
   ASSERT_NE(store, nullptr);

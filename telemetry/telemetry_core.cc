@@ -255,6 +255,7 @@ void TelemetryCore::Impl::WriterLoop() {
       stats.refused_series_per_run = store_stats.refused_series_per_run;
       stats.refused_series_per_source = store_stats.refused_series_per_source;
       stats.refused_runs = store_stats.refused_runs;
+      stats.refused_runs_per_source = store_stats.refused_runs_per_source;
     }
     for (size_t i = 0; i < group.size(); ++i) group[i].done(results[i]);
     {

@@ -74,6 +74,8 @@ struct TelemetryCoreStats {
   int64_t refused_series_per_run = 0;     // store.max_series_per_run
   int64_t refused_series_per_source = 0;  // store.max_series_per_source
   int64_t refused_runs = 0;               // store.max_runs
+  // store.max_new_runs_per_source_per_minute
+  int64_t refused_runs_per_source = 0;
 };
 
 class TelemetryCore {

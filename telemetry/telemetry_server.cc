@@ -115,7 +115,7 @@ void RegisterCoreMetrics(TelemetryCore* core,
       "Requests refused by a limit, by reason: ingest_budget "
       "(max_ingest_batches/bytes), watchers (max_watchers), watch_backlog "
       "(max_watch_backlog_bytes), series_per_run (max_series_per_run), runs "
-      "(max_runs).",
+      "(max_runs), runs_per_source (max_new_runs_per_source_per_minute).",
       "counter", [core]() {
         const TelemetryCoreStats s = core->stats();
         MetricSamples samples;
@@ -126,7 +126,8 @@ void RegisterCoreMetrics(TelemetryCore* core,
               {"watch_backlog", s.refused_watch_backlog},
               {"series_per_run", s.refused_series_per_run},
               {"series_per_source", s.refused_series_per_source},
-              {"runs", s.refused_runs}}) {
+              {"runs", s.refused_runs},
+              {"runs_per_source", s.refused_runs_per_source}}) {
           samples.push_back({{{"reason", reason}}, static_cast<double>(value)});
         }
         return samples;
