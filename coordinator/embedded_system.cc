@@ -146,9 +146,14 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
                                     options.telemetry_http_port_file);
     }
     pool.worker_args.push_back("--telemetry=" + system->telemetry_address_);
-    std::printf("telemetry on %s, web page http://%s:%d/\n",
+    std::printf("telemetry on %s, web page http://%s:%d/%s\n",
                 system->telemetry_address_.c_str(), options.host.c_str(),
-                http_port);
+                http_port,
+                options.doors.user_token_file.empty()
+                    ? ""
+                    : absl::StrCat("#token=<the token in ",
+                                   options.doors.user_token_file, ">")
+                          .c_str());
     std::fflush(stdout);
   }
   return system;

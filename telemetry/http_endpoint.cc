@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <exception>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/json_quote.h"
 #include "common/logging.h"
 #include "common/security.h"
 
@@ -41,6 +43,40 @@ const char* Reason(int status) {
     default:
       return "error";
   }
+}
+
+// Threads that serve connections. httplib gives each connection a thread
+// for as long as it is open, so a client that never finishes its headers
+// holds one until the read timeout; with httplib's default (8 threads) 8 such
+// sockets delayed every scrape by seconds. Waiting threads cost no CPU.
+constexpr size_t kServerThreads = 128;
+
+// Headers on every answer: no content sniffing, no framing (clickjacking),
+// nothing loaded from elsewhere (the page is one file with inline script
+// and style; its data comes from this server's /api).
+constexpr std::pair<const char*, const char*> kSecurityHeaders[] = {
+    {"X-Content-Type-Options", "nosniff"},
+    {"X-Frame-Options", "DENY"},
+    {"Referrer-Policy", "no-referrer"},
+    {"Content-Security-Policy",
+     "default-src 'none'; script-src 'unsafe-inline'; style-src "
+     "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; "
+     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"}};
+
+// Whether a server bound to loopback may answer a request for `host` (its
+// Host header): only loopback names, so a page on another site cannot
+// reach it through a DNS name rebound to 127.0.0.1. No Host (HTTP/1.0
+// tools) is served.
+bool LoopbackHostAllowed(absl::string_view host) {
+  if (host.empty()) return true;
+  // "[::1]:8080", "localhost:8080", "127.0.0.1".
+  if (absl::ConsumePrefix(&host, "[")) {
+    host = host.substr(0, host.find(']'));
+  } else if (const size_t colon = host.rfind(':');
+             colon != absl::string_view::npos && host.find(':') == colon) {
+    host = host.substr(0, colon);
+  }
+  return IsLoopbackAddress(host);
 }
 
 }  // namespace
@@ -75,8 +111,22 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
         " without TLS: give --tls_cert and --tls_key, listen on loopback, or "
         "pass --insecure on a trusted network"));
   }
-  const bool check_tokens = !open && security->tokens_required();
+  // With tokens, the JSON API (run data) needs one everywhere, loopback
+  // included (the page carries it); /metrics needs one off loopback, so a
+  // local Prometheus scrapes without.
+  const bool api_tokens = security->tokens_required() && !security->insecure();
+  const bool metrics_tokens = !open && security->tokens_required();
+  const bool check_host = IsLoopbackAddress(bind_host);
   httplib::Server& server = *endpoint->server_;
+  server.new_task_queue = [] {
+    return new httplib::ThreadPool(kServerThreads);
+  };
+  server.set_post_routing_handler(
+      [](const httplib::Request&, httplib::Response& response) {
+        for (const auto& [name, value] : kSecurityHeaders) {
+          response.set_header(name, value);
+        }
+      });
   server.set_socket_options(ReuseAddressOnly);
   server.set_read_timeout(5);
   server.set_write_timeout(5);
@@ -86,16 +136,28 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   // Requests carry no bodies; refusing early keeps a client from making the
   // server buffer one.
   server.set_payload_max_length(64 << 10);
-  server.set_pre_routing_handler([check_tokens, security](
-                                     const httplib::Request& request,
-                                     httplib::Response& response) {
+  server.set_pre_routing_handler([api_tokens, metrics_tokens, check_host,
+                                  security](const httplib::Request& request,
+                                            httplib::Response& response) {
+    if (check_host && !LoopbackHostAllowed(request.get_header_value("Host"))) {
+      RL_LOG_WARNING("http: refused {} {} for Host {}", request.method,
+                     request.path,
+                     QuoteForError(request.get_header_value("Host")));
+      response.status = 421;
+      response.set_content(
+          "this server answers only to a loopback Host (localhost, "
+          "127.0.0.1, [::1])\n",
+          kTextType);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (request.method == "GET" || request.method == "HEAD") {
-      if (!check_tokens) return httplib::Server::HandlerResponse::Unhandled;
       const absl::string_view path = request.path;
       std::string method;
       if (path == "/metrics") {
+        if (!metrics_tokens) return httplib::Server::HandlerResponse::Unhandled;
         method = "GET /metrics";
       } else if (absl::StartsWith(path, "/api")) {
+        if (!api_tokens) return httplib::Server::HandlerResponse::Unhandled;
         method = "GET /api";
       } else {
         // The page itself (HTML, scripts) holds no data.

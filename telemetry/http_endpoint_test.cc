@@ -142,7 +142,8 @@ Response Parse(absl::string_view raw) {
 
 Response Get(int port, absl::string_view target) {
   return Parse(Exchange(
-      port, absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: test\r\n\r\n")));
+      port,
+      absl::StrCat("GET ", target, " HTTP/1.1\r\nHost: localhost\r\n\r\n")));
 }
 
 class HttpEndpointTest : public ::testing::Test {
@@ -206,7 +207,7 @@ TEST_F(HttpEndpointTest, ServesMetricsInTheTextFormat) {
 
 TEST_F(HttpEndpointTest, HeadSendsHeadersOnly) {
   const std::string raw =
-      Exchange(port_, "HEAD /metrics HTTP/1.1\r\nHost: test\r\n\r\n");
+      Exchange(port_, "HEAD /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n");
   Response response = Parse(raw);
   EXPECT_EQ(response.status, 200);
   EXPECT_EQ(response.body, "");
@@ -241,7 +242,7 @@ TEST_F(HttpEndpointTest, OtherMethodsAre405WithoutReadingTheBody) {
     // The declared body is never sent: the answer must not wait for it.
     Response response = Parse(
         Exchange(port_, absl::StrCat(method,
-                                     " /metrics HTTP/1.1\r\nHost: test\r\n"
+                                     " /metrics HTTP/1.1\r\nHost: localhost\r\n"
                                      "Content-Length: 1000000\r\n\r\n")));
     EXPECT_EQ(response.status, 405) << method;
     EXPECT_EQ(response.headers["allow"], "GET, HEAD") << method;
@@ -316,6 +317,51 @@ TEST_F(HttpEndpointTest, IdleClientsBlockNeitherRequestsNorStop) {
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   close(fd);
+}
+
+// A server on loopback answers only to loopback Host names (a page of
+// another site cannot reach it through a DNS name rebound to 127.0.0.1),
+// and every answer carries the security headers.
+TEST_F(HttpEndpointTest, OnlyLoopbackHostsAndSecurityHeaders) {
+  auto get = [&](const std::string& host) {
+    return Parse(Exchange(port_, absl::StrCat("GET /metrics HTTP/1.1\r\nHost: ",
+                                              host, "\r\n\r\n")));
+  };
+  for (const std::string host : {"localhost", "localhost:8080", "127.0.0.1",
+                                 "127.0.0.1:80", "[::1]:8080"}) {
+    EXPECT_EQ(get(host).status, 200) << host;
+  }
+  for (const std::string host : {"evil.example", "evil.example:8080",
+                                 "10.0.0.1", "localhost.evil.com"}) {
+    const Response refused = get(host);
+    EXPECT_EQ(refused.status, 421) << host;
+    EXPECT_THAT(refused.body, HasSubstr("loopback Host")) << host;
+    EXPECT_EQ(refused.headers.count("x-frame-options"), 1u) << host;
+  }
+  for (const std::string path : {"/metrics", "/nothing-here"}) {
+    Response response = Get(port_, path);
+    EXPECT_EQ(response.headers["x-content-type-options"], "nosniff") << path;
+    EXPECT_EQ(response.headers["x-frame-options"], "DENY") << path;
+    EXPECT_THAT(response.headers["content-security-policy"],
+                HasSubstr("frame-ancestors 'none'"))
+        << path;
+  }
+}
+
+// Clients that never finish their headers (slowloris) each hold a
+// connection; 100 of them must not keep /metrics from answering (with
+// httplib's 8 threads they queued it behind ~60 s of read timeouts, past
+// this client's 15 s).
+TEST_F(HttpEndpointTest, SlowClientsDoNotDelayOthers) {
+  std::vector<int> slow;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = Connect(port_);
+    SendAll(fd, "GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: ");
+    slow.push_back(fd);
+  }
+  const Response response = Get(port_, "/metrics");
+  EXPECT_EQ(response.status, 200);
+  for (int fd : slow) close(fd);
 }
 
 TEST_F(HttpEndpointTest, ConcurrentRequests) {
@@ -432,6 +478,32 @@ TEST(HttpEndpointDoorsTest, OffLoopbackNeedsTlsAndTokens) {
   httplib::Client plain("127.0.0.1", (*endpoint)->port());
   auto result = plain.Get("/");
   EXPECT_TRUE(!result || result->status != 200);
+
+  // On loopback with tokens (the embedded default): run data needs a token
+  // too (the page carries it from its URL's #token=...); a local scrape of
+  // /metrics does not.
+  SecurityOptions local;
+  local.tokens_file = dir + "/tokens";
+  Security::SetProcessDefault(*Security::Load(local));
+  auto loopback = HttpEndpoint::Start(
+      "127.0.0.1", 0, &registry, [](httplib::Server* server) {
+        server->Get("/api/runs",
+                    [](const httplib::Request&, httplib::Response& response) {
+                      response.set_content("{}", "application/json");
+                    });
+      });
+  Security::SetProcessDefault(before);
+  ASSERT_TRUE(loopback.ok()) << loopback.status();
+  httplib::Client local_client("127.0.0.1", (*loopback)->port());
+  auto local_get = [&](const std::string& path, const std::string& token) {
+    httplib::Headers headers;
+    if (!token.empty()) headers.emplace("Authorization", "Bearer " + token);
+    auto response = local_client.Get(path.c_str(), headers);
+    return response ? response->status : -1;
+  };
+  EXPECT_EQ(local_get("/metrics", ""), 200);
+  EXPECT_EQ(local_get("/api/runs", ""), 401);
+  EXPECT_EQ(local_get("/api/runs", user), 200);
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ export RL_TELEMETRY="127.0.0.1:$(cat "$STATE/telemetry_port")"
 # The embedded coordinator made its tokens there (0600); rlctl sends the user's.
 export RL_TOKEN_FILE="$STATE/auth/user.token"
 echo "embedded system up: coordinator $RL_COORDINATOR, telemetry $RL_TELEMETRY (state and logs in $STATE)"
-echo "web page: http://127.0.0.1:$(cat "$STATE/web_port")/   TensorBoard event files: $STATE/tensorboard"
+# The page's data needs the user's token too: it takes it from the URL.
+echo "web page: http://127.0.0.1:$(cat "$STATE/web_port")/#token=$(cat "$RL_TOKEN_FILE")   TensorBoard event files: $STATE/tensorboard"
 status=0
 OUT="$(mktemp)"
 .venv/bin/rlctl submit "$RUN_FILE" --watch | tee "$OUT" || status=$?
