@@ -267,10 +267,18 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   // Keep the reported assignment only if it is the one recorded for this
   // worker (before a coordinator restart) or the one it holds now.
   bool recorded = false;
+  // A learner that held a run before this coordinator's restart and comes
+  // back without it (its process was restarted, as local workers are with
+  // their coordinator): its run goes back to the queue now, not after the
+  // lease the others get to come back.
+  std::string recovered_run_gone;
   if (auto it = recovered_assignments_.find(request.worker_name());
       it != recovered_assignments_.end()) {
     recorded = it->second.run_id == reported.run_id() &&
                it->second.assignment_id == reported.assignment_id();
+    if (!recorded && it->second.role == LEARNER) {
+      recovered_run_gone = it->second.run_id;
+    }
     recovered_assignments_.erase(it);
   } else if (auto id = assignment_ids_.find(request.worker_name());
              id != assignment_ids_.end()) {
@@ -318,6 +326,20 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
         dropped_run,
         absl::StrCat("learner ", request.worker_name(), " restarted"));
     if (changed.ok()) restarted = *std::move(changed);
+  }
+  if (!recovered_run_gone.empty() && recovered_run_gone != keep_run) {
+    if (auto run = store_->GetRun(recovered_run_gone);
+        run.ok() && run->state() == RUNNING) {
+      // Not the run's failure: the coordinator went away, and its learner
+      // with it.
+      RequeueLocked(recovered_run_gone,
+                    absl::StrCat("learner ", name,
+                                 " came back without its assignment after "
+                                 "the coordinator restarted"));
+      if (auto changed = store_->GetRun(recovered_run_gone); changed.ok()) {
+        restarted = *std::move(changed);
+      }
+    }
   }
   if (!keep_run.empty() &&
       scheduler_.worker(request.worker_name())->run_id == keep_run) {

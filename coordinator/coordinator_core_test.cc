@@ -258,6 +258,43 @@ TEST_F(CoordinatorCoreTest, RestartRecoversRunsAndWorkersKeepTheirAssignments) {
   EXPECT_EQ(core_->GetRun(queued)->state(), QUEUED);  // pool is busy
 }
 
+// A coordinator restarted beside its own local workers (they died with it
+// and come back fresh, without their assignments) requeues their runs as
+// soon as the learner registers, not a lease later, with the true reason,
+// and without counting it against the run.
+TEST_F(CoordinatorCoreTest, ALearnerBackWithoutItsRunRequeuesItAtOnce) {
+  options_.max_worker_failures = 0;  // any counted failure would fail it
+  core_.reset();
+  core_ = Make();
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_EQ(Beat(*core_, "learner-0", l).run_id(), id);
+  ASSERT_EQ(Beat(*core_, "actor-0", a).run_id(), id);
+  core_.reset();
+  core_ = Make();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  // No time passes: the fresh learner registers (its credential: a new
+  // process) without the assignment.
+  RegisterWorkerRequest fresh;
+  fresh.set_worker_name("learner-0");
+  fresh.mutable_capabilities()->set_role(LEARNER);
+  fresh.set_address("127.0.0.1:5000");
+  fresh.set_worker_credential(core_->WorkerCredential("learner-0"));
+  ASSERT_OK_AND_ASSIGN(const RegisterWorkerResponse registered,
+                       core_->RegisterWorker(fresh));
+  keys_["learner-0"] = registered.worker_key();
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
+  EXPECT_THAT(Reasons(id).back(),
+              HasSubstr("learner learner-0 came back without its assignment "
+                        "after the coordinator restarted"));
+  Register(*core_, "actor-0", ACTOR, Assignment());  // its key: same process
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  EXPECT_EQ(Beat(*core_, "learner-0", registered.lease().epoch()).run_id(), id);
+}
+
 TEST_F(CoordinatorCoreTest, AWorkerReportingAnUnrecordedAssignmentStartsIdle) {
   const std::string id = core_->SubmitRun(Request())->run().run_id();
   const int64_t l = Register(*core_, "learner-0", LEARNER);
