@@ -5,12 +5,11 @@
 #include <optional>
 #include <set>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "common/json_quote.h"
 #include "common/logging.h"
 #include "common/secrets.h"
 #include "common/status.h"
+#include "coordinator/registration_check.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
@@ -129,8 +128,9 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
 
 absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id) {
   ASSIGN_OR_RETURN(Run run, store_->GetRun(run_id));
+  absl::MutexLock lock(&mu_);
+  pending_ends_.Apply(&run);
   if (run.state() == QUEUED || run.state() == PLACING) {
-    absl::MutexLock lock(&mu_);
     run.set_waiting_reason(scheduler_.WhyWaiting(run_id));
   }
   return run;
@@ -149,7 +149,15 @@ absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
   ASSIGN_OR_RETURN(std::vector<Run> runs,
                    store_->ListRuns(states, request.page_size(),
                                     request.page_token(), &next));
-  for (Run& run : runs) *response.add_runs() = std::move(run);
+  absl::MutexLock lock(&mu_);
+  for (Run& run : runs) {
+    pending_ends_.Apply(&run);
+    if (!states.empty() &&
+        std::find(states.begin(), states.end(), run.state()) == states.end()) {
+      continue;  // its end is not written yet, and not asked for
+    }
+    *response.add_runs() = std::move(run);
+  }
   response.set_next_page_token(next);
   return response;
 }
@@ -163,57 +171,17 @@ absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
         run.state() == CANCELLED) {
       return run;  // Idempotent.
     }
-    ASSIGN_OR_RETURN(
-        run, store_->Transition(run_id, CANCELLED, "cancelled by a user"));
-    EndRunLocked(run_id);
+    pending_ends_.Apply(&run);
+    if (run.state() == SUCCEEDED || run.state() == FAILED ||
+        run.state() == CANCELLED) {
+      return run;  // Ended, not yet written.
+    }
+    ASSIGN_OR_RETURN(run,
+                     FinishRunLocked(run_id, CANCELLED, "cancelled by a user"));
   }
   Notify(run);
   return run;
 }
-
-namespace {
-
-// INVALID_ARGUMENT naming `field` unless `value` has 1 to `max_bytes`
-// bytes, each of them in `allowed` (or alphanumeric): what a worker
-// registers is shown to operators and written to logs.
-absl::Status CheckWorkerField(absl::string_view field, absl::string_view value,
-                              size_t max_bytes, absl::string_view allowed) {
-  bool ok = !value.empty() && value.size() <= max_bytes;
-  for (size_t i = 0; ok && i < value.size(); ++i) {
-    ok = absl::ascii_isalnum(value[i]) ||
-         allowed.find(value[i]) != absl::string_view::npos;
-  }
-  if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      field, ": 1 to ", max_bytes, " bytes of letters, digits and \"", allowed,
-      "\" (got ", QuoteForError(value), ")"));
-}
-
-absl::Status CheckRegistration(const RegisterWorkerRequest& request) {
-  constexpr absl::string_view kNameCharacters = "._-:@/[]";
-  constexpr absl::string_view kAddressCharacters = "._-:[]%";
-  RETURN_IF_ERROR(CheckWorkerField("worker_name", request.worker_name(), 128,
-                                   kNameCharacters));
-  for (const auto& [field, address] :
-       {std::pair<const char*, const std::string*>{"address",
-                                                   &request.address()},
-        {"rendezvous_address", &request.rendezvous_address()}}) {
-    if (address->empty()) continue;
-    RETURN_IF_ERROR(CheckWorkerField(field, *address, 256, kAddressCharacters));
-  }
-  const auto& devices = request.capabilities().devices();
-  if (devices.size() > 64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "capabilities.devices: at most 64 (got ", devices.size(), ")"));
-  }
-  for (const std::string& device : devices) {
-    RETURN_IF_ERROR(
-        CheckWorkerField("capabilities.devices", device, 32, ":_-"));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     const RegisterWorkerRequest& request) {
@@ -495,7 +463,13 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
   }
   // A gang's ranks train in lockstep; rank 0 speaks for the run's progress.
   if (role == LEARNER && request.has_progress() && rank == 0) {
-    RETURN_IF_ERROR(store_->UpdateProgress(run_id, request.progress()));
+    absl::Status stored = store_->UpdateProgress(run_id, request.progress());
+    // A full store must not keep a run from ending (FinishRunLocked).
+    const bool ends = request.finished() || !request.error().empty();
+    if (!stored.ok() &&
+        !(ends && stored.code() == absl::StatusCode::kResourceExhausted)) {
+      return stored;
+    }
   }
   if (!request.finished() && request.error().empty()) {
     if (auto run = store_->GetRun(run_id); run.ok()) Notify(*run);
@@ -526,9 +500,8 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
       run = RestartGangLocked(run_id, request.error());
     } else {
       run = request.error().empty()
-                ? store_->Transition(run_id, SUCCEEDED, SuccessReason(request))
-                : store_->Transition(run_id, FAILED, request.error());
-      if (run.ok()) EndRunLocked(run_id);
+                ? FinishRunLocked(run_id, SUCCEEDED, SuccessReason(request))
+                : FinishRunLocked(run_id, FAILED, request.error());
     }
   }
   RETURN_IF_ERROR(run.status());
@@ -594,6 +567,23 @@ void CoordinatorCore::ForgetWorkersNotBackLocked() {
   recovered_assignments_.clear();
 }
 
+absl::StatusOr<Run> CoordinatorCore::FinishRunLocked(
+    const std::string& run_id, RunState to, const std::string& reason) {
+  absl::StatusOr<Run> run = store_->Transition(run_id, to, reason);
+  if (run.status().code() == absl::StatusCode::kResourceExhausted) {
+    ASSIGN_OR_RETURN(Run current, store_->GetRun(run_id));
+    RL_LOG_WARNING(
+        "run {} ended ({}: {}) but the store is full: the end is kept and "
+        "written when there is room ({})",
+        run_id, RunState_Name(to), reason, run.status().ToString());
+    pending_ends_.Keep(run_id, to, reason);
+    pending_ends_.Apply(&current);
+    run = std::move(current);
+  }
+  if (run.ok()) EndRunLocked(run_id);
+  return run;
+}
+
 void CoordinatorCore::EndRunLocked(const std::string& run_id) {
   scheduler_.Release(run_id);
   progress_marks_.erase(run_id);
@@ -632,6 +622,8 @@ void CoordinatorCore::Tick() {
   std::vector<Run> changed;
   {
     absl::MutexLock lock(&mu_);
+    // Ends first: room that came back goes to them before new placements.
+    pending_ends_.Write(store_.get(), &changed);
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
@@ -700,14 +692,13 @@ std::optional<Run> CoordinatorCore::WorkerFailedLocked(
                  failures, options_.max_worker_failures,
                  absl::FormatDuration(options_.worker_failure_window), reason);
   if (failures <= options_.max_worker_failures) return std::nullopt;
-  run = store_->Transition(
+  run = FinishRunLocked(
       run_id, FAILED,
       absl::StrCat("its workers failed ", failures, " times within ",
                    absl::FormatDuration(options_.worker_failure_window),
                    " (limit ", options_.max_worker_failures,
                    "); last: ", reason));
   if (!run.ok()) return std::nullopt;
-  EndRunLocked(run_id);
   return *run;
 }
 
@@ -748,14 +739,17 @@ void CoordinatorCore::FailUnplaceableLocked(std::vector<Run>* changed) {
       continue;
     }
     const std::string why = scheduler_.WhyWaiting(run_id);
-    auto run = store_->Transition(
+    auto run = FinishRunLocked(
         run_id, FAILED,
         absl::StrCat("cannot be placed on the registered workers for ",
                      absl::FormatDuration(now - first), " (limit ",
                      absl::FormatDuration(options_.unplaceable_timeout),
                      "): ", why));
-    EndRunLocked(run_id);
-    if (run.ok()) changed->push_back(*run);
+    if (run.ok()) {
+      changed->push_back(*run);
+    } else {
+      EndRunLocked(run_id);
+    }
   }
   unplaceable_since_ = std::move(still);
 }

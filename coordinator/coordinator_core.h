@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/pending_ends.h"
 #include "coordinator/run_store.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_keys.h"
@@ -138,6 +139,13 @@ class CoordinatorCore {
   // forgets what was kept about it.
   void EndRunLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends `run_id` in state `to` (terminal) with `reason`, and EndRunLocked.
+  // When the store is full (RESOURCE_EXHAUSTED) the end is kept here
+  // instead: GetRun, ListRuns and watchers see it at once, and Tick writes
+  // it once there is room.
+  absl::StatusOr<Run> FinishRunLocked(const std::string& run_id, RunState to,
+                                      const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Workers still in recovered_assignments_ a lease after the start are lost:
   // forgotten, and removed from the store (else every restart would list
   // them again, for ever).
@@ -188,6 +196,8 @@ class CoordinatorCore {
     absl::Time since;
   };
   std::map<std::string, ProgressMark> progress_marks_ ABSL_GUARDED_BY(mu_);
+  // Ends not yet written because the store was full (FinishRunLocked).
+  PendingEnds pending_ends_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
   // Per run: when its workers failed, within worker_failure_window.
   std::map<std::string, std::deque<absl::Time>> worker_failures_

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_core.h"
 
+#include <sqlite3.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -566,6 +568,58 @@ TEST_F(CoordinatorCoreTest, AFullStoreFailsSubmitsClearlyButWorkersRegister) {
   // Registration does not need the store; accepted runs stay readable.
   Register(*core_, "learner-0", LEARNER);
   for (const std::string& id : accepted) ASSERT_OK(core_->GetRun(id));
+}
+
+// With the store full, a run's end is still seen at once (GetRun, ListRuns,
+// its workers freed) and written once there is room again.
+TEST_F(CoordinatorCoreTest, ARunsEndIsSeenWithAFullStoreAndWrittenLater) {
+  options_.max_store_bytes = 256 << 10;
+  core_ = Make();
+  const std::string id = core_->SubmitRun(Request())->run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  const Assignment learner = Beat(*core_, "learner-0", l);
+  ASSERT_EQ(learner.run_id(), id);
+  // Queued runs fill the store.
+  absl::Status full;
+  for (int i = 0; i < 100000 && full.ok(); ++i) {
+    full = core_->SubmitRun(Request()).status();
+  }
+  ASSERT_THAT(full, StatusIs(absl::StatusCode::kResourceExhausted));
+
+  ReportStatusRequest report;
+  report.set_worker_id("learner-0");
+  report.set_worker_key(keys_["learner-0"]);
+  report.set_assignment_id(learner.assignment_id());
+  report.mutable_progress()->set_env_steps(4096);
+  report.set_finished(true);
+  ASSERT_OK(core_->ReportStatus(report));
+  EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
+  ListRunsRequest succeeded;
+  succeeded.add_states(SUCCEEDED);
+  ASSERT_EQ(core_->ListRuns(succeeded)->runs_size(), 1);
+  ListRunsRequest running;
+  running.add_states(RUNNING);
+  EXPECT_EQ(core_->ListRuns(running)->runs_size(), 0);
+  EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), "");  // freed
+  core_->Tick();                                       // still full: kept
+  EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
+
+  // Room again (another writer deletes the other runs' event logs; their
+  // pages are free for reuse): written.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(options_.store_path.c_str(), &db), SQLITE_OK);
+  const std::string room =
+      "DELETE FROM run_events WHERE run_id != '" + id + "';";
+  ASSERT_EQ(sqlite3_exec(db, room.c_str(), nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  core_->Tick();
+  core_.reset();
+  core_ = Make();  // what the store holds
+  EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
+  EXPECT_EQ(Reasons(id).back(), "step budget reached");
 }
 
 // Work is bound to the process that registered: another worker (same
