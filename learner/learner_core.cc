@@ -265,9 +265,32 @@ class LearnerCore::Impl {
     absl::MutexLock lock(&mu_);
     status_.set_segments_received(status_.segments_received() + 1);
     auto incarnation = incarnation_.find(actor_id);
+    std::deque<uint64_t>& replaced = replaced_incarnations_[actor_id];
+    if (std::find(replaced.begin(), replaced.end(),
+                  segment->actor_incarnation()) != replaced.end()) {
+      // A process this actor id moved on from streams again: two processes
+      // stream as one actor (a stale one, or an impostor). Taking it back
+      // would restart the numbering of both, and neither would be
+      // acknowledged again: the newer keeps the id.
+      status_.set_segments_rejected(status_.segments_rejected() + 1);
+      const absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
+          "actor ", actor_id, ": process ", segment->actor_incarnation(),
+          " was replaced by process ", incarnation->second,
+          " under this actor id; only the newest streams as it"));
+      RL_LOG_WARNING("run {}: {}", options_.run_id,
+                     std::string(refused.message()));
+      return refused;
+    }
     if (incarnation == incarnation_.end() ||
         incarnation->second != segment->actor_incarnation()) {
       // A new actor process under this id: its numbering starts afresh.
+      if (incarnation != incarnation_.end()) {
+        RL_LOG_INFO("run {}: actor {} is now process {} (was {})",
+                    options_.run_id, actor_id, segment->actor_incarnation(),
+                    incarnation->second);
+        replaced.push_back(incarnation->second);
+        if (replaced.size() > kMaxReplacedIncarnations) replaced.pop_front();
+      }
       incarnation_[actor_id] = segment->actor_incarnation();
       last_sequence_[actor_id] = 0;
       acked_[actor_id] = 0;
@@ -961,6 +984,11 @@ class LearnerCore::Impl {
   std::map<int64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> actor_stream_ ABSL_GUARDED_BY(mu_);
   std::map<int, uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
+  // Per actor id, the processes it moved on from (newest last, at most
+  // kMaxReplacedIncarnations): their segments are refused.
+  static constexpr size_t kMaxReplacedIncarnations = 16;
+  std::map<int, std::deque<uint64_t>> replaced_incarnations_
+      ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> acked_ ABSL_GUARDED_BY(mu_);
   std::map<int, int64_t> dropped_stale_ ABSL_GUARDED_BY(mu_);

@@ -168,6 +168,41 @@ TEST(LearnerCoreTest, ARestartedActorProcessNumbersAfresh) {
   EXPECT_EQ(core->GetStatus().segments_duplicate(), 0);
 }
 
+// Two processes streaming as one actor (one replaced, or an impostor) do
+// not take the id from each other in turn (each flip restarted the
+// numbering and froze the run with no error): the newest keeps it, the
+// replaced one is refused with the reason.
+TEST(LearnerCoreTest, AReplacedActorProcessCannotTakeItsIdBack) {
+  LearnerOptions options;
+  options.spec = Spec("resources: {num_actors: 1}");
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog log;
+  const int64_t s = core->OpenStream(0, log.Callback());
+  auto first = Segment(0, 1, 1);
+  first->set_actor_incarnation(111);
+  ASSERT_OK(core->SubmitSegment(s, std::move(first)));
+  ASSERT_TRUE(WaitForVersion(*core, 2));
+  const int64_t s2 = core->OpenStream(0, log.Callback());
+  auto newer = Segment(0, 1, 2);
+  newer->set_actor_incarnation(222);
+  ASSERT_OK(core->SubmitSegment(s2, std::move(newer)));
+  ASSERT_TRUE(WaitForVersion(*core, 3));
+  const int64_t rejected = core->GetStatus().segments_rejected();
+  auto stale = Segment(0, 2, 2);
+  stale->set_actor_incarnation(111);
+  EXPECT_THAT(core->SubmitSegment(s, std::move(stale)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("actor 0: process 111 was replaced by "
+                                 "process 222")));
+  EXPECT_EQ(core->GetStatus().segments_rejected(), rejected + 1);
+  // The newer one goes on, its numbering intact.
+  auto next = Segment(0, 2, 3);
+  next->set_actor_incarnation(222);
+  ASSERT_OK(core->SubmitSegment(s2, std::move(next)));
+  ASSERT_TRUE(WaitForVersion(*core, 4));
+  EXPECT_EQ(core->GetStatus().segments_duplicate(), 0);
+}
+
 TEST(LearnerCoreTest, MalformedSegmentsAreRejectedAndHarmNothing) {
   LearnerOptions options;
   options.spec = Spec("resources: {num_actors: 1}");
