@@ -2,10 +2,12 @@
 
 #include <malloc.h>
 
+#include <limits>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_message.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/security.h"
@@ -15,7 +17,7 @@ namespace rl {
 namespace {
 
 class IngestReactor final
-    : public grpc::ServerBidiReactor<MetricBatch, IngestAck> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   IngestReactor(TelemetryCore* core, std::unique_ptr<StreamPlace> place)
       : place_(std::move(place)), core_(core) {
@@ -36,7 +38,17 @@ class IngestReactor final
       MaybeFinishLocked();
       return;
     }
-    auto batch = std::make_shared<MetricBatch>(std::move(incoming_));
+    auto batch = std::make_shared<MetricBatch>();
+    if (absl::Status parsed = ParseByteBuffer(&incoming_, batch.get(), "batch");
+        !parsed.ok()) {
+      // Not a MetricBatch: the stream ends with why, after what came before
+      // it is acknowledged; nothing after it is read.
+      incoming_.Clear();
+      error_ = std::move(parsed);
+      refused_seq_ = std::numeric_limits<int64_t>::max();
+      MaybeFinishLocked();
+      return;
+    }
     incoming_.Clear();
     const int64_t seq = batch->sequence_number();
     ++in_flight_;
@@ -94,7 +106,8 @@ class IngestReactor final
     writing_ = true;
     written_ = acked_;
     ack_.set_acked_sequence_number(acked_);
-    StartWrite(&ack_);
+    ack_bytes_ = SerializeCopy(ack_);
+    StartWrite(&ack_bytes_);
   }
 
   // Finishes once nothing is queued or being written: after the client's
@@ -115,9 +128,10 @@ class IngestReactor final
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
   TelemetryCore* core_;
-  MetricBatch incoming_;  // owned by the pending read
+  grpc::ByteBuffer incoming_;  // owned by the pending read
   absl::Mutex mu_;
   IngestAck ack_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer ack_bytes_ ABSL_GUARDED_BY(mu_);  // owned by the write
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
@@ -250,7 +264,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
 
 // Finishes at once with `status`.
 class RefusedIngest final
-    : public grpc::ServerBidiReactor<MetricBatch, IngestAck> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit RefusedIngest(const grpc::Status& status) { Finish(status); }
   void OnDone() override { delete this; }
@@ -277,8 +291,8 @@ TelemetryServiceImpl::TelemetryServiceImpl(
       options_(options),
       ingest_streams_(IngestStreamQuota(options)) {}
 
-grpc::ServerBidiReactor<MetricBatch, IngestAck>* TelemetryServiceImpl::Ingest(
-    grpc::CallbackServerContext* context) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
+TelemetryServiceImpl::Ingest(grpc::CallbackServerContext* context) {
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
       ingest_streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) {

@@ -43,7 +43,16 @@ struct TelemetryServiceOptions {
   int max_ingest_streams_per_client = 1024;
 };
 
-class TelemetryServiceImpl final : public TelemetryService::CallbackService {
+// Ingest takes raw bytes, so that bytes that are no MetricBatch end the
+// stream with INVALID_ARGUMENT naming what is wrong (gRPC's typed reader
+// would take them for the client's end of the stream and finish OK).
+using TelemetryServiceBase = TelemetryService::WithRawCallbackMethod_Ingest<
+    TelemetryService::WithCallbackMethod_Query<
+        TelemetryService::WithCallbackMethod_ListSeries<
+            TelemetryService::WithCallbackMethod_Watch<
+                TelemetryService::Service>>>>;
+
+class TelemetryServiceImpl final : public TelemetryServiceBase {
  public:
   static constexpr int kMaxInFlight = 64;
 
@@ -53,7 +62,8 @@ class TelemetryServiceImpl final : public TelemetryService::CallbackService {
       TelemetryCore* core, TelemetryServiceOptions options = {},
       std::shared_ptr<const Security> security = nullptr);
 
-  grpc::ServerBidiReactor<MetricBatch, IngestAck>* Ingest(
+  // MetricBatch in, IngestAck out.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Ingest(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* Query(grpc::CallbackServerContext* context,
                                   const QueryRequest* request,

@@ -8,7 +8,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_message.h"
 #include "common/grpc_util.h"
+#include "common/raw_client_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/telemetry.grpc.pb.h"
@@ -241,6 +243,29 @@ TEST_F(TelemetryServiceTest, MalformedBatchEndsTheStreamAfterEarlierAcks) {
   ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
   ASSERT_EQ(r.series_size(), 1);
   EXPECT_EQ(r.series(0).points_size(), 10);
+}
+
+// Bytes that are no MetricBatch end the stream with INVALID_ARGUMENT naming
+// why (they once ended it OK, taken for the client's end of the stream),
+// after the batches before them are acknowledged.
+TEST_F(TelemetryServiceTest, UnparseableBytesEndTheStreamWithInvalidArgument) {
+  grpc::ClientContext context;
+  RawClientStream<IngestAck> stream(server_.channel,
+                                    "/rl.TelemetryService/Ingest", &context);
+  ASSERT_TRUE(stream.Write(SerializeCopy(Batch(1, "run-raw", 3))));
+  // Field 1 (run_id) declares 100 bytes; 2 follow.
+  const std::string garbage("\x0a\x64ab", 4);
+  grpc::Slice slice(garbage);
+  ASSERT_TRUE(stream.Write(grpc::ByteBuffer(&slice, 1)));
+  stream.WritesDone();
+  IngestAck ack;
+  int64_t acked = 0;
+  while (stream.Read(&ack)) acked = ack.acked_sequence_number();
+  const grpc::Status status = stream.Finish();
+  EXPECT_EQ(acked, 1);
+  EXPECT_EQ(status.error_code(), grpc::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("batch"));
 }
 
 // A batch the store refuses for good (a new run beyond max_runs) ends the
