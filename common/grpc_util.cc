@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/support/server_interceptor.h"
 
 namespace rl {
 namespace {
@@ -13,6 +14,58 @@ constexpr int kStreamWindowBytes = 64 << 20;
 int Millis(absl::Duration d) {
   return static_cast<int>(absl::ToInt64Milliseconds(d));
 }
+
+// gRPC answers a unary or server-streaming request whose bytes do not parse
+// as the method's request message with UNIMPLEMENTED and no message (callback
+// API) or INTERNAL and none (sync API). This names what happened instead:
+// INVALID_ARGUMENT, the method, and that its request did not parse.
+class UnparseableRequestInterceptor final
+    : public grpc::experimental::Interceptor {
+ public:
+  explicit UnparseableRequestInterceptor(
+      grpc::experimental::ServerRpcInfo* info)
+      : method_(info->method()) {}
+
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    using grpc::experimental::InterceptionHookPoints;
+    if (methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr) {
+      unparseable_ = true;
+    }
+    if (unparseable_ &&
+        methods->QueryInterceptionHookPoint(
+            InterceptionHookPoints::PRE_SEND_STATUS) &&
+        !methods->GetSendStatus().ok()) {
+      methods->ModifySendStatus(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("the request to ", method_,
+                       " is not a valid protobuf message of its request type "
+                       "(its bytes do not parse)")));
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+  bool unparseable_ = false;
+};
+
+class UnparseableRequestInterceptorFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    // Only these have their one request parsed before the handler runs; a
+    // stream's reads end with no message at its close too.
+    using Type = grpc::experimental::ServerRpcInfo::Type;
+    if (info->type() != Type::UNARY && info->type() != Type::SERVER_STREAMING) {
+      return nullptr;
+    }
+    return new UnparseableRequestInterceptor(info);
+  }
+};
 
 }  // namespace
 
@@ -62,6 +115,12 @@ absl::StatusOr<RunningServer> StartServer(
   // with the fixed window (bench/transport_bench).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<UnparseableRequestInterceptorFactory>());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   result.server = builder.BuildAndStart();
   if (result.server == nullptr || result.port == 0) {
     return absl::UnavailableError(

@@ -2,8 +2,11 @@
 // input, list, watch and cancel.
 #include "coordinator/coordinator_service.h"
 
+#include <future>
+
 #include "common/grpc_util.h"
 #include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "gtest/gtest.h"
 #include "testing/in_process_server.h"
 #include "testing/status_matchers.h"
@@ -159,6 +162,40 @@ TEST_F(CoordinatorServiceTest,
   w4->Finish();
   EXPECT_TRUE(WaitFor([&] { return runs_->watchers() == 0; }, absl::Seconds(30),
                       absl::Milliseconds(10)));
+}
+
+// Bytes that are no request message get INVALID_ARGUMENT naming the method
+// (gRPC's own answer is UNIMPLEMENTED with no message, or INTERNAL), on a
+// real server started the way every process starts its servers; a valid
+// request on the same connection is still served.
+TEST_F(CoordinatorServiceTest, AnUnparseableRequestIsInvalidArgument) {
+  ASSERT_OK_AND_ASSIGN(RunningServer server,
+                       StartServer({runs_.get(), workers_.get()}, {}));
+  grpc::GenericStub stub(
+      CreateChannel("127.0.0.1:" + std::to_string(server.port)));
+  auto call = [&](const std::string& method, const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer request(&slice, 1), response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    std::promise<grpc::Status> done;
+    stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response,
+                   [&](grpc::Status status) { done.set_value(status); });
+    return done.get_future().get();
+  };
+  // Field 1 (spec) says 100 bytes follow; there are 2.
+  grpc::Status status = call("/rl.RunService/SubmitRun", "\x0a\x64\x01\x02");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("/rl.RunService/SubmitRun"));
+  EXPECT_THAT(status.error_message(), HasSubstr("do not parse"));
+  status = call("/rl.WorkerService/Heartbeat", "\xff\xff\xff");
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+      << status.error_message();
+  EXPECT_TRUE(call("/rl.RunService/ListRuns", "").ok());  // an empty request
+  EXPECT_EQ(call("/rl.RunService/GetRun", "").error_code(),
+            grpc::StatusCode::NOT_FOUND);  // parsed; no run named ""
+  server.server->Shutdown();
 }
 
 TEST(StreamSlotsTest, EachCallerHasItsOwnLimit) {
