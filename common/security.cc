@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "grpcpp/security/auth_metadata_processor.h"
@@ -99,8 +100,14 @@ class TokenProcessor final : public grpc::AuthMetadataProcessor {
                        "required of workers)"));
     }
     if (!identity.ok()) {
-      RL_LOG_WARNING("refused {}: {}", method,
-                     std::string(identity.status().message()));
+      // The caller is not known here: lines are limited per reason (which
+      // names the token's holder where there is one).
+      static LogLimiter* const limiter = new LogLimiter();
+      const std::string reason(identity.status().message());
+      std::string left_out;
+      if (limiter->Allow(reason, &left_out)) {
+        RL_LOG_WARNING("refused {}: {}{}", method, reason, left_out);
+      }
       return grpc::Status(
           identity.status().code() == absl::StatusCode::kUnauthenticated
               ? grpc::StatusCode::UNAUTHENTICATED

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secrets.h"
 #include "common/status.h"
@@ -254,10 +255,14 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   }
   // Only the process that holds the worker's key may keep its assignment.
   if (recorded && !has_key) {
-    RL_LOG_WARNING(
-        "worker {} re-registered without its key: its assignment is not "
-        "kept",
-        request.worker_name());
+    static LogLimiter* const limiter = new LogLimiter();
+    std::string left_out;
+    if (limiter->Allow(request.worker_name(), &left_out)) {
+      RL_LOG_WARNING(
+          "worker {} re-registered without its key: its assignment is not "
+          "kept{}",
+          request.worker_name(), left_out);
+    }
     recorded = false;
   }
   const std::string keep_run =

@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
@@ -277,8 +278,13 @@ class LearnerCore::Impl {
           "actor ", actor_id, ": process ", segment->actor_incarnation(),
           " was replaced by process ", incarnation->second,
           " under this actor id; only the newest streams as it"));
-      RL_LOG_WARNING("run {}: {}", options_.run_id,
-                     std::string(refused.message()));
+      static LogLimiter* const limiter = new LogLimiter();
+      std::string left_out;
+      if (limiter->Allow(absl::StrCat(options_.run_id, "/", actor_id),
+                         &left_out)) {
+        RL_LOG_WARNING("run {}: {}{}", options_.run_id,
+                       std::string(refused.message()), left_out);
+      }
       return refused;
     }
     if (incarnation == incarnation_.end() ||

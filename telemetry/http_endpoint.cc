@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/json_quote.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/security.h"
 
@@ -67,6 +68,12 @@ constexpr std::pair<const char*, const char*> kSecurityHeaders[] = {
 // Host header): only loopback names, so a page on another site cannot
 // reach it through a DNS name rebound to 127.0.0.1. No Host (HTTP/1.0
 // tools) is served.
+// Refusals are logged a few a minute per client address.
+LogLimiter& RefusalLogs() {
+  static LogLimiter* const limiter = new LogLimiter();
+  return *limiter;
+}
+
 bool LoopbackHostAllowed(absl::string_view host) {
   if (host.empty()) return true;
   // "[::1]:8080", "localhost:8080", "127.0.0.1".
@@ -140,9 +147,13 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
                                   security](const httplib::Request& request,
                                             httplib::Response& response) {
     if (check_host && !LoopbackHostAllowed(request.get_header_value("Host"))) {
-      RL_LOG_WARNING("http: refused {} {} for Host {}", request.method,
-                     request.path,
-                     QuoteForError(request.get_header_value("Host")));
+      std::string left_out;
+      if (RefusalLogs().Allow(request.remote_addr, &left_out)) {
+        RL_LOG_WARNING("http: refused {} {} for Host {} from {}{}",
+                       request.method, QuoteForError(request.path),
+                       QuoteForError(request.get_header_value("Host")),
+                       request.remote_addr, left_out);
+      }
       response.status = 421;
       response.set_content(
           "this server answers only to a loopback Host (localhost, "
@@ -170,8 +181,12 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
       const absl::StatusOr<Identity> identity =
           security->Authorize(method, token);
       if (identity.ok()) return httplib::Server::HandlerResponse::Unhandled;
-      RL_LOG_WARNING("http: refused {} {}: {}", request.method, request.path,
-                     std::string(identity.status().message()));
+      std::string left_out;
+      if (RefusalLogs().Allow(request.remote_addr, &left_out)) {
+        RL_LOG_WARNING("http: refused {} {} from {}: {}{}", request.method,
+                       QuoteForError(request.path), request.remote_addr,
+                       std::string(identity.status().message()), left_out);
+      }
       response.status =
           identity.status().code() == absl::StatusCode::kUnauthenticated ? 401
                                                                          : 403;

@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
+#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/security.h"
 #include "telemetry/watch_backlog.h"
@@ -296,7 +297,12 @@ TelemetryServiceImpl::Ingest(grpc::CallbackServerContext* context) {
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
       ingest_streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) {
-    RL_LOG_WARNING("telemetry ingest refused: {}", place.status().ToString());
+    static LogLimiter* const limiter = new LogLimiter();
+    std::string left_out;
+    if (limiter->Allow(CallerClient(*context, *security_), &left_out)) {
+      RL_LOG_WARNING("telemetry ingest refused: {}{}",
+                     place.status().ToString(), left_out);
+    }
     return new RefusedIngest(ToGrpcStatus(place.status()));
   }
   return new IngestReactor(core_, *std::move(place));
