@@ -42,16 +42,18 @@ CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, min_step);
 CREATE TABLE IF NOT EXISTS streams (
   source TEXT NOT NULL,
   incarnation INTEGER NOT NULL,
+  run_id TEXT NOT NULL DEFAULT '',
   last_sequence INTEGER NOT NULL,
   last_write_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (source, incarnation)
+  PRIMARY KEY (source, incarnation, run_id)
 );
 CREATE TABLE IF NOT EXISTS stream_gaps (
   source TEXT NOT NULL,
   incarnation INTEGER NOT NULL,
+  run_id TEXT NOT NULL DEFAULT '',
   first_sequence INTEGER NOT NULL,
   last_sequence INTEGER NOT NULL,
-  PRIMARY KEY (source, incarnation, first_sequence)
+  PRIMARY KEY (source, incarnation, run_id, first_sequence)
 );
 )sql";
 
@@ -83,6 +85,59 @@ absl::Status AddStreamWriteTimes(sqlite3* db) {
   return ExecSql(db,
                  "ALTER TABLE streams ADD COLUMN last_write_ns INTEGER NOT "
                  "NULL DEFAULT 0;");
+}
+
+bool StreamsHaveRuns(sqlite3* db, absl::Status* status) {
+  Statement columns(db, "PRAGMA table_info(streams);");
+  *status = columns.status();
+  if (!status->ok()) return false;
+  int rc;
+  while ((rc = columns.Step()) == SQLITE_ROW) {
+    if (columns.Text(1) == "run_id") return true;
+  }
+  *status = columns.Done(rc);
+  return false;
+}
+
+// Stores made before a stream was keyed by its run too get the column (as
+// part of the key, so the tables are made again): their streams are kept
+// under the run "", which a batch's stream falls back to (every batch names
+// a run), so what the old store knew still holds.
+absl::Status AddStreamRuns(sqlite3* db, const char* schema) {
+  absl::Status status;
+  if (StreamsHaveRuns(db, &status) || !status.ok()) return status;
+  RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE;"));
+  status =
+      ExecSql(db,
+              "ALTER TABLE streams RENAME TO streams_without_runs;"
+              "ALTER TABLE stream_gaps RENAME TO stream_gaps_without_runs;");
+  if (status.ok()) status = ExecSql(db, schema);
+  if (status.ok()) {
+    status = ExecSql(
+        db,
+        "INSERT INTO streams (source, incarnation, run_id, last_sequence, "
+        "last_write_ns) SELECT source, incarnation, '', last_sequence, "
+        "last_write_ns FROM streams_without_runs;"
+        "INSERT INTO stream_gaps (source, incarnation, run_id, "
+        "first_sequence, last_sequence) SELECT source, incarnation, '', "
+        "first_sequence, last_sequence FROM stream_gaps_without_runs;"
+        "DROP TABLE streams_without_runs;"
+        "DROP TABLE stream_gaps_without_runs;");
+  }
+  if (!status.ok()) {
+    ExecSql(db, "ROLLBACK;").IgnoreError();
+    return status;
+  }
+  return ExecSql(db, "COMMIT;");
+}
+
+// One emitter stream: its source, its process's incarnation and the run its
+// batches are for (a process reusing its source and incarnation for another
+// run numbers that run's batches afresh). The source comes first.
+std::string StreamKey(absl::string_view source, int64_t incarnation,
+                      absl::string_view run_id) {
+  return absl::StrCat(source, std::string(1, '\0'), incarnation,
+                      std::string(1, '\0'), run_id);
 }
 
 Labels ParseLabelsKey(const std::string& key) {
@@ -381,6 +436,10 @@ absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
     sqlite3_close(writer);
     return s;
   }
+  if (absl::Status s = AddStreamRuns(writer, kSchema); !s.ok()) {
+    sqlite3_close(writer);
+    return s;
+  }
   absl::StatusOr<sqlite3*> reader = OpenDurableDatabase(path);
   if (!reader.ok()) {
     sqlite3_close(writer);
@@ -434,24 +493,24 @@ absl::Status MetricStore::LoadCatalog() {
   }
   RETURN_IF_ERROR(open.Done(rc));
   Statement streams(writer_,
-                    "SELECT source, incarnation, last_sequence, last_write_ns "
-                    "FROM streams;");
+                    "SELECT source, incarnation, run_id, last_sequence, "
+                    "last_write_ns FROM streams;");
   RETURN_IF_ERROR(streams.status());
   while ((rc = streams.Step()) == SQLITE_ROW) {
-    StreamState& state = c.streams[absl::StrCat(
-        streams.Text(0), std::string(1, '\0'), streams.Int(1))];
-    state.last = streams.Int(2);
-    state.last_write_ns = streams.Int(3);
+    StreamState& state =
+        c.streams[StreamKey(streams.Text(0), streams.Int(1), streams.Text(2))];
+    state.last = streams.Int(3);
+    state.last_write_ns = streams.Int(4);
   }
   RETURN_IF_ERROR(streams.Done(rc));
   Statement gaps(writer_,
-                 "SELECT source, incarnation, first_sequence, last_sequence "
-                 "FROM stream_gaps ORDER BY source, incarnation, "
-                 "first_sequence;");
+                 "SELECT source, incarnation, run_id, first_sequence, "
+                 "last_sequence FROM stream_gaps ORDER BY source, incarnation, "
+                 "run_id, first_sequence;");
   RETURN_IF_ERROR(gaps.status());
   while ((rc = gaps.Step()) == SQLITE_ROW) {
-    c.streams[absl::StrCat(gaps.Text(0), std::string(1, '\0'), gaps.Int(1))]
-        .gaps.emplace_back(gaps.Int(2), gaps.Int(3));
+    c.streams[StreamKey(gaps.Text(0), gaps.Int(1), gaps.Text(2))]
+        .gaps.emplace_back(gaps.Int(3), gaps.Int(4));
   }
   return gaps.Done(rc);
 }
@@ -511,10 +570,13 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   for (size_t i = 0; i < batches.size(); ++i) {
     const MetricBatch& b = *batches[i];
     const std::string stream_key =
-        absl::StrCat(b.source(), std::string(1, '\0'), b.incarnation());
+        StreamKey(b.source(), b.incarnation(), b.run_id());
     auto stream = stream_updates.find(stream_key);
     if (stream == stream_updates.end()) {
       auto stored = c.streams.find(stream_key);
+      if (stored == c.streams.end()) {  // kept by an older store?
+        stored = c.streams.find(StreamKey(b.source(), b.incarnation(), ""));
+      }
       stream =
           stream_updates
               .emplace(stream_key, stored == c.streams.end() ? StreamState()
@@ -776,32 +838,35 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   }
   Statement put_stream(writer_,
                        "INSERT OR REPLACE INTO streams (source, incarnation, "
-                       "last_sequence, last_write_ns) VALUES (?, ?, ?, ?);");
+                       "run_id, last_sequence, last_write_ns) VALUES (?, ?, "
+                       "?, ?, ?);");
   const int64_t now_ns = absl::ToUnixNanos(absl::Now());
   Statement clear_gaps(writer_,
                        "DELETE FROM stream_gaps WHERE source = ? AND "
-                       "incarnation = ?;");
+                       "incarnation = ? AND run_id = ?;");
   Statement put_gap(writer_,
-                    "INSERT INTO stream_gaps (source, incarnation, "
-                    "first_sequence, last_sequence) VALUES (?, ?, ?, ?);");
+                    "INSERT INTO stream_gaps (source, incarnation, run_id, "
+                    "first_sequence, last_sequence) VALUES (?, ?, ?, ?, ?);");
   for (Statement* st : {&put_stream, &clear_gaps, &put_gap}) {
     if (!st->status().ok()) return fail(st->status());
   }
   for (auto& [key, state] : stream_updates) {
     if (!streams_stored.contains(key)) continue;
     state.last_write_ns = now_ns;
-    const size_t sep = key.find('\0');
-    const absl::string_view source = absl::string_view(key).substr(0, sep);
+    const std::vector<absl::string_view> parts =
+        absl::StrSplit(key, absl::MaxSplits('\0', 2));
     int64_t incarnation = 0;
-    if (!absl::SimpleAtoi(absl::string_view(key).substr(sep + 1),
-                          &incarnation)) {
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &incarnation)) {
       return fail(absl::InternalError("bad stream key"));
     }
+    const absl::string_view source = parts[0];
+    const absl::string_view run_id = parts[2];
     put_stream.Reset();
     put_stream.Bind(1, source);
     put_stream.Bind(2, incarnation);
-    put_stream.Bind(3, state.last);
-    put_stream.Bind(4, now_ns);
+    put_stream.Bind(3, run_id);
+    put_stream.Bind(4, state.last);
+    put_stream.Bind(5, now_ns);
     if (absl::Status s = put_stream.Done(put_stream.Step()); !s.ok()) {
       return fail(s);
     }
@@ -815,6 +880,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     clear_gaps.Reset();
     clear_gaps.Bind(1, source);
     clear_gaps.Bind(2, incarnation);
+    clear_gaps.Bind(3, run_id);
     if (absl::Status s = clear_gaps.Done(clear_gaps.Step()); !s.ok()) {
       return fail(s);
     }
@@ -822,8 +888,9 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       put_gap.Reset();
       put_gap.Bind(1, source);
       put_gap.Bind(2, incarnation);
-      put_gap.Bind(3, first);
-      put_gap.Bind(4, end);
+      put_gap.Bind(3, run_id);
+      put_gap.Bind(4, first);
+      put_gap.Bind(5, end);
       if (absl::Status s = put_gap.Done(put_gap.Step()); !s.ok()) {
         return fail(s);
       }
@@ -1129,7 +1196,8 @@ absl::StatusOr<int> MetricStore::ForgetIdleStreams(absl::Time now) {
   Statement gaps(writer_,
                  "DELETE FROM stream_gaps WHERE NOT EXISTS (SELECT 1 FROM "
                  "streams s WHERE s.source = stream_gaps.source AND "
-                 "s.incarnation = stream_gaps.incarnation);");
+                 "s.incarnation = stream_gaps.incarnation AND s.run_id = "
+                 "stream_gaps.run_id);");
   absl::Status deleted = streams.status();
   if (deleted.ok()) {
     streams.Bind(1, cutoff);

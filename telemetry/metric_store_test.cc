@@ -529,6 +529,35 @@ TEST(MetricStoreTest, DuplicateBatchesAreStoredOnce) {
             (std::vector<int64_t>{1, 2, 3, 10, 11}));
 }
 
+// A process that reuses its source and incarnation for a second run numbers
+// that run's batches from 1 again: they are stored, not taken for resends of
+// the first run's (they were acknowledged and dropped).
+TEST(MetricStoreTest, AStreamIsKeyedByItsRunToo) {
+  const std::string path = DbPath("stream_runs");
+  auto store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  bool dup = true;
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-1", 1, {Point("x", 1, 1)}, "learner/0", 7),
+                     &dup));
+  EXPECT_FALSE(dup);
+  ASSERT_OK(WriteOne(store.get(),
+                     Batch("run-2", 1, {Point("x", 1, 5)}, "learner/0", 7),
+                     &dup));
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(MustQuery(store.get(), Raw("run-2")).series_size(), 1);
+  // Each run's stream still knows its resends, across a reopen.
+  store.reset();
+  store = OpenStore(path);
+  ASSERT_NE(store, nullptr);
+  for (const char* run : {"run-1", "run-2"}) {
+    ASSERT_OK(WriteOne(
+        store.get(), Batch(run, 1, {Point("x", 1, 9)}, "learner/0", 7), &dup));
+    EXPECT_TRUE(dup) << run;
+  }
+  EXPECT_EQ(store->num_streams(), 2);
+}
+
 // Runs `sql` on its own connection to the store's file (as another process
 // would).
 void ExecOnTheSide(const std::string& path, const std::string& sql) {
@@ -1166,7 +1195,7 @@ TEST(MetricStoreTest, IdleEmitterStreamsAreForgotten) {
   EXPECT_TRUE(duplicate);
 }
 
-TEST(MetricStoreTest, AStoreWithoutStreamWriteTimesIsUpgraded) {
+TEST(MetricStoreTest, AStoreWithoutStreamWriteTimesOrRunsIsUpgraded) {
   const std::string path = DbPath("old_streams");
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -1174,7 +1203,13 @@ TEST(MetricStoreTest, AStoreWithoutStreamWriteTimesIsUpgraded) {
                          "CREATE TABLE streams (source TEXT NOT NULL, "
                          "incarnation INTEGER NOT NULL, last_sequence INTEGER "
                          "NOT NULL, PRIMARY KEY (source, incarnation)); "
-                         "INSERT INTO streams VALUES ('learner/0', 1, 7);",
+                         "INSERT INTO streams VALUES ('learner/0', 1, 7); "
+                         "CREATE TABLE stream_gaps (source TEXT NOT NULL, "
+                         "incarnation INTEGER NOT NULL, first_sequence "
+                         "INTEGER NOT NULL, last_sequence INTEGER NOT NULL, "
+                         "PRIMARY KEY (source, incarnation, first_sequence)); "
+                         "INSERT INTO stream_gaps VALUES ('learner/0', 1, 3, "
+                         "4);",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
@@ -1185,6 +1220,12 @@ TEST(MetricStoreTest, AStoreWithoutStreamWriteTimesIsUpgraded) {
   ASSERT_OK(
       WriteOne(store.get(), Batch("run", 7, {Point("x", 1, 1)}), &duplicate));
   EXPECT_TRUE(duplicate);  // what the old store knew still holds
+  ASSERT_OK(
+      WriteOne(store.get(), Batch("run", 3, {Point("x", 3, 1)}), &duplicate));
+  EXPECT_FALSE(duplicate);  // its gap too: batch 3 was never stored
+  ASSERT_OK(
+      WriteOne(store.get(), Batch("run", 5, {Point("x", 5, 1)}), &duplicate));
+  EXPECT_TRUE(duplicate);
   // Its streams have no write time: the first retention forgets them.
   absl::StatusOr<int> forgotten = store->ForgetIdleStreams(absl::Now());
   ASSERT_OK(forgotten);
