@@ -503,6 +503,8 @@ void ActorClient::SenderLoop() {
         context = std::make_unique<grpc::ClientContext>();
         if (!options_.run_key.empty()) {
           context->AddMetadata(kRunKeyMetadata, options_.run_key);
+          context->AddMetadata(kActorIdMetadata,
+                               std::to_string(options_.actor_id));
         }
         {
           absl::MutexLock lock(&mu_);
@@ -605,6 +607,7 @@ void ActorClient::PolicyLoop() {
     grpc::ClientContext context;
     if (!options_.run_key.empty()) {
       context.AddMetadata(kRunKeyMetadata, options_.run_key);
+      context.AddMetadata(kActorIdMetadata, std::to_string(options_.actor_id));
     }
     SubscribePolicyRequest request;
     request.set_run_id(run_id_);

@@ -54,8 +54,9 @@ struct ActorOptions {
   RunSpec spec;
   // Sent with every segment and subscription; empty: spec.name().
   std::string run_id;
-  // The run's key from the coordinator (Assignment.run_key), shown to the
-  // learner on every stream; empty for a learner that asks for none.
+  // This actor's key from the coordinator (Assignment.run_key), shown to the
+  // learner with `actor_id` on every stream; empty for a learner that asks
+  // for none.
   std::string run_key;
   // Rank of this actor in the run; also offsets its seed.
   int actor_id = 0;

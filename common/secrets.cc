@@ -56,6 +56,10 @@ std::string DeriveKey(absl::string_view key, absl::string_view message) {
       absl::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
+std::string ActorKey(absl::string_view run_key, int actor_id) {
+  return DeriveKey(run_key, absl::StrCat("actor/", actor_id));
+}
+
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;

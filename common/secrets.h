@@ -11,9 +11,12 @@
 
 namespace rl {
 
-// Call metadata under which a run's workers present its key
-// (Assignment.run_key) to its learners.
+// Call metadata under which a run's workers present their key
+// (Assignment.run_key) to its learners: a learner's is the run's key, an
+// actor's is ActorKey(run key, its actor id), which it presents with that id
+// (kActorIdMetadata), so it can stream as no other actor.
 inline constexpr char kRunKeyMetadata[] = "x-rl-run-key";
+inline constexpr char kActorIdMetadata[] = "x-rl-actor-id";
 
 // A random token: 32 bytes from the OS, as 64 hex digits.
 std::string NewToken();
@@ -25,6 +28,9 @@ absl::Status WriteSecretFile(const std::string& path, absl::string_view text);
 // keys the coordinator hands out are derived this way, so they survive its
 // restarts without being stored.
 std::string DeriveKey(absl::string_view key, absl::string_view message);
+
+// The key of actor `actor_id` of the run whose key is `run_key`.
+std::string ActorKey(absl::string_view run_key, int actor_id);
 
 // Equal strings, in time independent of where they differ.
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);

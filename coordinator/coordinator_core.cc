@@ -392,7 +392,10 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   assignment.set_checkpoint_dir(
       (std::filesystem::path(options_.runs_dir) / worker.run_id).string());
   assignment.set_assignment_id(assignment_ids_[worker.worker_id]);
-  assignment.set_run_key(RunKey(worker.run_id));
+  // An actor gets its own key, not the run's: it streams as no other actor.
+  assignment.set_run_key(worker.role == ACTOR
+                             ? ActorKey(RunKey(worker.run_id), worker.rank)
+                             : RunKey(worker.run_id));
   return assignment;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "common/secrets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -623,8 +624,8 @@ TEST_F(CoordinatorCoreTest, ARunsEndIsSeenWithAFullStoreAndWrittenLater) {
 }
 
 // Work is bound to the process that registered: another worker (same
-// role, same token) cannot report, heartbeat or claim an assignment for it,
-// and a run's key (for its learners) is the same for all of its workers.
+// role, same token) cannot report, heartbeat or claim an assignment for it;
+// a learner holds the run's key, an actor only its own.
 TEST_F(CoordinatorCoreTest, OneWorkerCannotActForAnother) {
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse first,
                        core_->SubmitRun(Request("a")));
@@ -637,7 +638,9 @@ TEST_F(CoordinatorCoreTest, OneWorkerCannotActForAnother) {
   const Assignment actor = Beat(*core_, "actor-0", a);
   ASSERT_EQ(learner.run_id(), id);
   EXPECT_EQ(learner.run_key().size(), 64u);
-  EXPECT_EQ(actor.run_key(), learner.run_key());
+  // An actor holds its own key, not the run's (common/secrets.h).
+  EXPECT_EQ(actor.run_key(), ActorKey(learner.run_key(), actor.rank()));
+  EXPECT_NE(actor.run_key(), learner.run_key());
 
   // actor-1 forges a report for learner-0's assignment with its own key.
   ReportStatusRequest forged;

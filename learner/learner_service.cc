@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
@@ -17,9 +18,13 @@ namespace {
 class RolloutStreamReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
+  // `actor_id` >= 0: the only actor whose segments this stream may carry
+  // (its caller presented that actor's key).
   RolloutStreamReactor(std::shared_ptr<LearnerCore> core,
-                       std::unique_ptr<StreamPlace> place)
-      : place_(std::move(place)), core_(std::move(core)) {
+                       std::unique_ptr<StreamPlace> place, int actor_id)
+      : place_(std::move(place)),
+        core_(std::move(core)),
+        keyed_actor_(actor_id) {
     StartRead(&incoming_);
   }
 
@@ -46,6 +51,14 @@ class RolloutStreamReactor final
     incoming_.Clear();
     if (!status.ok()) {
       FinishOnce(ToGrpcStatus(core_->RejectSegment(status)));
+      return;
+    }
+    if (keyed_actor_ >= 0 && segment->actor_id() != keyed_actor_) {
+      FinishOnce(ToGrpcStatus(
+          core_->RejectSegment(absl::PermissionDeniedError(absl::StrCat(
+              "segment.actor_id: this stream presented actor ", keyed_actor_,
+              "'s key and may carry only its segments (got ",
+              segment->actor_id(), ")")))));
       return;
     }
     if (stream_id_ == 0) {
@@ -96,6 +109,7 @@ class RolloutStreamReactor final
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
   std::shared_ptr<LearnerCore> core_;
+  const int keyed_actor_;      // -1: any actor of the run
   int64_t stream_id_ = 0;      // Only touched by the read path.
   grpc::ByteBuffer incoming_;  // Only touched by the read path.
   absl::Mutex mu_;
@@ -223,7 +237,9 @@ void LearnerServiceImpl::SetCore(std::shared_ptr<LearnerCore> core,
 }
 
 grpc::Status LearnerServiceImpl::Admit(grpc::CallbackServerContext* context,
-                                       std::shared_ptr<LearnerCore>* core) {
+                                       std::shared_ptr<LearnerCore>* core,
+                                       int* actor_id) {
+  *actor_id = -1;
   std::string run_key;
   {
     absl::MutexLock lock(&mu_);
@@ -232,12 +248,20 @@ grpc::Status LearnerServiceImpl::Admit(grpc::CallbackServerContext* context,
   }
   if (run_key.empty()) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
-  const auto it = metadata.find(kRunKeyMetadata);
-  const absl::string_view presented =
-      it == metadata.end()
-          ? absl::string_view()
-          : absl::string_view(it->second.data(), it->second.size());
+  auto value = [&](const char* name) {
+    const auto it = metadata.find(name);
+    return it == metadata.end()
+               ? absl::string_view()
+               : absl::string_view(it->second.data(), it->second.size());
+  };
+  const absl::string_view presented = value(kRunKeyMetadata);
   if (ConstantTimeEquals(presented, run_key)) return grpc::Status::OK;
+  int claimed = -1;
+  if (absl::SimpleAtoi(value(kActorIdMetadata), &claimed) && claimed >= 0 &&
+      ConstantTimeEquals(presented, ActorKey(run_key, claimed))) {
+    *actor_id = claimed;
+    return grpc::Status::OK;
+  }
   core->reset();
   return grpc::Status(
       grpc::StatusCode::PERMISSION_DENIED,
@@ -279,14 +303,16 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>*
 LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
   using Reactor = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
   std::shared_ptr<LearnerCore> core;
-  if (grpc::Status admitted = Admit(context, &core); !admitted.ok()) {
+  int actor_id = -1;
+  if (grpc::Status admitted = Admit(context, &core, &actor_id);
+      !admitted.ok()) {
     return new Refused<Reactor>(admitted);
   }
   if (core == nullptr) return new Refused<Reactor>();
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
       streams_.Take(CallerClient(*context, *security_));
   if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
-  return new RolloutStreamReactor(std::move(core), *std::move(place));
+  return new RolloutStreamReactor(std::move(core), *std::move(place), actor_id);
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
@@ -300,7 +326,9 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
     return new Refused<Reactor>(ToGrpcStatus(parsed));
   }
   std::shared_ptr<LearnerCore> core;
-  if (grpc::Status admitted = Admit(context, &core); !admitted.ok()) {
+  int actor_id = -1;  // any actor of the run may follow the policy
+  if (grpc::Status admitted = Admit(context, &core, &actor_id);
+      !admitted.ok()) {
     return new Refused<Reactor>(admitted);
   }
   // A subscriber of another run (its assignment reached it before this

@@ -77,8 +77,10 @@ class LearnerServiceImpl final : public LearnerServiceBase {
   std::shared_ptr<LearnerCore> core() ABSL_LOCKS_EXCLUDED(mu_);
   // The core, if the caller may feed it: PERMISSION_DENIED for a missing
   // or wrong run key.
+  // A caller that presents the run's key may stream as any actor
+  // (`*actor_id` -1); one that presents an actor's key, only as that actor.
   grpc::Status Admit(grpc::CallbackServerContext* context,
-                     std::shared_ptr<LearnerCore>* core)
+                     std::shared_ptr<LearnerCore>* core, int* actor_id)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::shared_ptr<const Security> security_;

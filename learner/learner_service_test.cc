@@ -415,5 +415,55 @@ TEST_F(LearnerServiceTest, RunKeyAdmitsOnlyTheRunsWorkers) {
   stream->Finish();
 }
 
+// An actor's key (ActorKey of the run key and its id, from its assignment)
+// feeds the learner only as that actor: not under another id in the
+// metadata, and not with another actor's segments on its stream.
+TEST_F(LearnerServiceTest, AnActorsKeyStreamsOnlyAsThatActor) {
+  Start(SmallRunSpec("resources: {num_actors: 2}"));
+  service_->SetCore(core_, "the-run-key");
+  const std::string actor0_key = ActorKey("the-run-key", 0);
+  auto refused = [&](const std::string& claimed_id, int segment_actor) {
+    auto context = ContextWithDeadline(absl::Seconds(60));
+    context->AddMetadata(kRunKeyMetadata, actor0_key);
+    context->AddMetadata(kActorIdMetadata, claimed_id);
+    auto stream = stub_->StreamRollouts(context.get());
+    stream->Write(Segment(segment_actor, 1, 1));
+    RolloutAck ack;
+    while (stream->Read(&ack)) {
+    }
+    return stream->Finish();
+  };
+  grpc::Status status = refused("1", 1);  // actor 0's key, claiming 1
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr(kRunKeyMetadata));
+  status = refused("0", 1);  // actor 0's stream, actor 1's segment
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("segment.actor_id"));
+  EXPECT_EQ(Status().segments_received(), 0);
+
+  // As itself, the actor streams and follows the policy.
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  context->AddMetadata(kRunKeyMetadata, actor0_key);
+  context->AddMetadata(kActorIdMetadata, "0");
+  auto stream = stub_->StreamRollouts(context.get());
+  ASSERT_TRUE(stream->Write(Segment(0, 1, 1)));
+  EXPECT_TRUE(WaitFor([&] { return Status().segments_received() == 1; },
+                      absl::Seconds(60)));
+  auto policy_context = ContextWithDeadline(absl::Seconds(60));
+  policy_context->AddMetadata(kRunKeyMetadata, actor0_key);
+  policy_context->AddMetadata(kActorIdMetadata, "0");
+  auto policies =
+      stub_->SubscribePolicy(policy_context.get(), SubscribePolicyRequest());
+  PolicyUpdate update;
+  EXPECT_TRUE(policies->Read(&update));
+  policy_context->TryCancel();
+  policies->Finish();
+  stream->WritesDone();
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+  }
+  stream->Finish();
+}
+
 }  // namespace
 }  // namespace rl
