@@ -1,5 +1,6 @@
 #include "common/command_line.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -29,10 +30,10 @@ std::string FirstBadFlag(int argc, char** argv) {
     }
     const size_t eq = arg.find('=');
     const absl::string_view name = arg.substr(0, eq);
-    // absl's usage flags (--help, --helpfull, ...): absl handles them.
-    if (name == "help" || name == "helpfull" || name == "helpshort" ||
-        name == "helppackage" || name == "version" || name == "helpon" ||
-        name == "helpmatch" || name == "only_check_args") {
+    // absl's other usage flags (--helpfull, ...): absl handles them.
+    if (name == "helpfull" || name == "helpshort" || name == "helppackage" ||
+        name == "version" || name == "helpon" || name == "helpmatch" ||
+        name == "only_check_args") {
       continue;
     }
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
@@ -64,22 +65,62 @@ std::string FirstBadFlag(int argc, char** argv) {
   return "";
 }
 
+bool AsksForHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-help" || arg == "-h") return true;
+  }
+  return false;
+}
+
+// The usage line, then every flag defined outside absl and gRPC: name,
+// default and help, sorted by name.
+void PrintHelp(absl::string_view usage) {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    const std::string file = flag->Filename();
+    if (absl::StrContains(file, "absl/") || absl::StrContains(file, "grpc")) {
+      continue;
+    }
+    flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::printf("usage: %s\n\nflags:\n", std::string(usage).c_str());
+  for (const absl::CommandLineFlag* flag : flags) {
+    std::printf(
+        "  --%s (default: %s)\n      %s\n", std::string(flag->Name()).c_str(),
+        flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue().c_str(),
+        flag->Help().c_str());
+  }
+}
+
 }  // namespace
 
-void ParseCommandLineOrExit(int argc, char** argv, absl::string_view usage) {
+std::vector<std::string> ParseCommandLineOrExit(int argc, char** argv,
+                                                absl::string_view usage,
+                                                int max_positional) {
   // absl allows one usage message per process (tests parse repeatedly).
   static absl::once_flag usage_set;
   absl::call_once(usage_set, [usage] { absl::SetProgramUsageMessage(usage); });
+  if (AsksForHelp(argc, argv)) {
+    PrintHelp(usage);
+    std::fflush(stdout);
+    std::exit(0);
+  }
   const std::string bad = FirstBadFlag(argc, argv);
   if (!bad.empty()) {
     std::fprintf(stderr, "error: %s\n", bad.c_str());
     std::exit(2);
   }
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() > 1) {
-    std::fprintf(stderr, "error: unexpected argument \"%s\"\n", args[1]);
+  if (static_cast<int>(args.size()) > 1 + max_positional) {
+    std::fprintf(stderr, "error: unexpected argument \"%s\"\n",
+                 args[1 + max_positional]);
     std::exit(2);
   }
+  return std::vector<std::string>(args.begin() + 1, args.end());
 }
 
 int ExitCode(const absl::Status& status) {

@@ -35,13 +35,30 @@ TEST(CommandLineTest, BadFlagsExitWithTwo) {
               "error: unexpected argument \"stray\"");
 }
 
-// absl's usage flags are not "unknown flags" (exit 2): absl prints the
-// usage (to stdout) and exits by its own rule.
-TEST(CommandLineTest, HelpIsNotAnUnknownFlag) {
+// --help prints the usage and this program's flags (absl alone printed
+// "No flags matched." for binaries whose main is not <name>.cc, and exited
+// 1) and exits 0.
+TEST(CommandLineTest, HelpExitsZero) {
+  for (const char* help : {"--help", "-h"}) {
+    EXPECT_EXIT(
+        {
+          Parse({"--answer=3", help});
+          std::exit(9);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << help;
+  }
+}
+
+TEST(CommandLineTest, PositionalArgumentsUpToTheLimit) {
+  std::vector<const char*> args = {"prog", "train", "--answer=5"};
+  EXPECT_EQ(ParseCommandLineOrExit(3, const_cast<char**>(args.data()), "u", 1),
+            std::vector<std::string>{"train"});
+  EXPECT_EQ(absl::GetFlag(FLAGS_answer), 5);
+  args = {"prog", "train", "more"};
   EXPECT_EXIT(
-      Parse({"--help"}),
-      [](int status) { return WIFEXITED(status) && WEXITSTATUS(status) != 2; },
-      "");
+      ParseCommandLineOrExit(3, const_cast<char**>(args.data()), "u", 1),
+      ::testing::ExitedWithCode(2), "error: unexpected argument \"more\"");
 }
 
 TEST(CommandLineTest, ExitCodes) {

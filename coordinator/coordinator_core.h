@@ -59,7 +59,7 @@ struct CoordinatorOptions {
   absl::Duration unplaceable_timeout = absl::Minutes(10);
   // Refused at submit (runspec/run_footprint.h): segments or policies over
   // the wire's message limit, runs over a worker memory limit.
-  FootprintLimits footprint_limits{/*max_message_bytes=*/256 << 20};
+  FootprintLimits footprint_limits = DefaultFootprintLimits();
   // A RUNNING run whose learner reports no new environment steps for this
   // long (no segment reached it, no update) has its gang restarted with
   // that reason, which counts against max_worker_failures: nothing stays

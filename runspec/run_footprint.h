@@ -40,6 +40,14 @@ struct FootprintLimits {
   double max_learner_bytes = 0;
 };
 
+// What the coordinator admits by default and rl_local always: 256 MiB
+// messages (coordinator_main --max_message_mb), no memory limit.
+inline FootprintLimits DefaultFootprintLimits() {
+  FootprintLimits limits;
+  limits.max_message_bytes = 256 << 20;
+  return limits;
+}
+
 // INVALID_ARGUMENT naming the fields that size what is over its limit and
 // the estimate, e.g. "envs_per_actor x segment_length: one rollout segment
 // is about 1.5 TiB, over the 256 MiB message limit (...)".

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
+#include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
 namespace rl {
@@ -91,6 +92,27 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
   }
   torch::set_num_threads(std::max(1, options.torch_threads));
   ASSIGN_OR_RETURN(const RunSpec spec, LoadRunSpecFile(options.run_file));
+  // The coordinator's admission, and this machine's memory for the actor
+  // and learner that share this process: a run that cannot fit is bad
+  // input, not an abort at the first allocation.
+  FootprintLimits limits = DefaultFootprintLimits();
+  const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (memory > 0) limits.max_actor_bytes = limits.max_learner_bytes = memory;
+  const RunFootprint need = EstimateRunFootprint(spec);
+  absl::Status fits = CheckRunFootprint(spec, need, limits);
+  if (fits.ok() && memory > 0 &&
+      need.actor_bytes + need.learner_bytes > memory) {
+    fits = absl::InvalidArgumentError(absl::StrCat(
+        "envs_per_actor, segment_length, ppo.hidden_sizes: the actor and "
+        "learner need about ",
+        FormatBytes(need.actor_bytes + need.learner_bytes),
+        " together, over this machine's ", FormatBytes(memory), " of memory"));
+  }
+  if (!fits.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.run_file, ": ", fits.message()));
+  }
   LocalRunOptions resolved = options;
   if (resolved.run_dir.empty()) {
     resolved.run_dir =

@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "common/command_line.h"
 #include "trainer/local_run.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
@@ -29,10 +28,10 @@ ABSL_FLAG(bool, progress, true, "Show a live progress line.");
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "rl_local train|eval --run=RUN_FILE [--run_dir=DIR] [--checkpoint=DIR]";
-  absl::SetProgramUsageMessage(kUsage);
-  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const std::vector<std::string> args =
+      rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
   rl::LocalRunOptions options;
-  if (args.size() != 2 || !rl::ParseLocalRunMode(args[1], &options.mode)) {
+  if (args.size() != 1 || !rl::ParseLocalRunMode(args[0], &options.mode)) {
     std::fprintf(stderr, "usage: %s\n", kUsage);
     return rl::kExitBadInput;
   }
@@ -48,8 +47,10 @@ int main(int argc, char** argv) {
 
   auto run = rl::LocalRun::Create(options);
   if (!run.ok()) {
+    // A run file that cannot be read (NOT_FOUND) is bad input too.
     const bool bad_input =
         run.status().code() == absl::StatusCode::kInvalidArgument ||
+        run.status().code() == absl::StatusCode::kNotFound ||
         run.status().code() == absl::StatusCode::kUnimplemented;
     return rl::PrintLocalRunError(
         run.status(), bad_input ? rl::kExitBadInput : rl::kExitFailed);

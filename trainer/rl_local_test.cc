@@ -129,6 +129,43 @@ TEST_F(RlLocalTest, BadInputExits2NamingTheProblem) {
   const Result mode = Run("fly --run=" + run);
   EXPECT_EQ(mode.exit_code, 2);
   EXPECT_THAT(mode.err, HasSubstr("usage: rl_local train|eval"));
+
+  // Flags and files as every other binary: exit 2 (absl alone exits 1).
+  const Result flag = Run("train --run=" + run + " --no_such_flag=1");
+  EXPECT_EQ(flag.exit_code, 2) << flag.err;
+  EXPECT_THAT(flag.err, HasSubstr("error: unknown flag --no_such_flag"));
+  const Result missing = Run("train --run=" + (dir_ / "missing.yaml").string() +
+                             " " + RunDirFlag());
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr("cannot read run file"));
+  const Result extra = Run("train eval --run=" + run);
+  EXPECT_EQ(extra.exit_code, 2) << extra.err;
+  EXPECT_THAT(extra.err, HasSubstr("unexpected argument \"eval\""));
+}
+
+// --help prints the usage and rl_local's flags, exit 0 (absl printed "No
+// flags matched." and exited 1).
+TEST_F(RlLocalTest, HelpListsTheFlags) {
+  const Result help = Run("--help");
+  EXPECT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_THAT(help.out, HasSubstr("usage: rl_local train|eval"));
+  EXPECT_THAT(help.out, HasSubstr("--run (default: \"\")"));
+  EXPECT_THAT(help.out, HasSubstr("--episodes (default: 100)"));
+  EXPECT_THAT(help.out, Not(HasSubstr("No flags matched")));
+}
+
+// The coordinator's admission, locally: a run whose segments could never be
+// held is bad input (exit 2 naming the fields), not a LibTorch abort trying
+// to allocate a terabyte.
+TEST_F(RlLocalTest, ARunTooBigForTheMachineExits2) {
+  const std::string run = WriteRunFile(
+      "env: {id: CartPole-v1}\nenvs_per_actor: 1048576\n"
+      "segment_length: 65536\nppo: {num_minibatches: 1}\n");
+  const Result train = Run("train --run=" + run + " " + RunDirFlag());
+  EXPECT_EQ(train.exit_code, 2) << train.out << train.err;
+  EXPECT_THAT(train.err, HasSubstr("envs_per_actor x segment_length"));
+  EXPECT_THAT(train.err, HasSubstr("message limit"));
+  EXPECT_FALSE(fs::exists(dir_ / "run_dir" / "checkpoints"));
 }
 
 // rl_local computes on the CPU: a run asking for CUDA is refused (exit 2,
