@@ -17,7 +17,9 @@
 namespace rl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::StartsWith;
 
 class CoordinatorCoreTest : public ::testing::Test {
  protected:
@@ -132,6 +134,47 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
   EXPECT_EQ(core_->GetRun(second)->state(), SUCCEEDED);
   EXPECT_EQ(Reasons(second).back(),
             "target return reached at 3072 steps (mean return 480.5)");
+}
+
+// A run file's text is parsed here, by the loader rl_local uses: errors
+// start with the file's name and name the field or the line and column.
+TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
+  SubmitRunRequest file;
+  file.set_run_file("env: {id: CartPole-v1}\nname: from-text\n");
+  file.set_run_file_name("examples/x.yaml");
+  ASSERT_OK_AND_ASSIGN(SubmitRunResponse submitted, core_->SubmitRun(file));
+  EXPECT_EQ(submitted.run().spec().name(), "from-text");
+  EXPECT_GT(submitted.run().spec().env().observation_size(), 0);  // resolved
+
+  file.set_run_file(R"({"env": {"id": "CartPole-v1"}, "name": "json"})");
+  file.set_run_file_name("x.json");
+  ASSERT_OK_AND_ASSIGN(submitted, core_->SubmitRun(file));
+  EXPECT_EQ(submitted.run().spec().name(), "json");
+
+  file.set_run_file("env: {id: CartPole-v1}\nppo: {num_minibatches: 3}\n");
+  file.set_run_file_name("bad.yaml");
+  EXPECT_THAT(core_->SubmitRun(file),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("bad.yaml: "),
+                             HasSubstr("ppo.num_minibatches"))));
+  file.set_run_file(std::string("env: {id: Cart\0Pole}\n", 20));
+  EXPECT_THAT(core_->SubmitRun(file),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("bad.yaml: "),
+                             HasSubstr("line 1, column 15"))));
+  file.set_run_file(
+      "env: {id: CartPole-v1}\nenvs_per_actor: 1048576\n"
+      "segment_length: 65536\nppo: {num_minibatches: 1}\n");
+  EXPECT_THAT(
+      core_->SubmitRun(file),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(StartsWith("bad.yaml: "), HasSubstr("message limit"))));
+  SubmitRunRequest both = Request();
+  both.set_run_file("env: {id: CartPole-v1}\n");
+  EXPECT_THAT(
+      core_->SubmitRun(both),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
+  EXPECT_EQ(core_->ListRuns({})->runs_size(), 2);  // the good ones
 }
 
 TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {

@@ -25,7 +25,7 @@ struct CoordinatorProcessOptions {
   int64_t max_store_mb = 0;       // 0: no cap
   std::string runs_dir = "runs";  // checkpoints: <runs_dir>/<run id>
   absl::Duration lease_ttl = absl::Seconds(10);
-  int max_request_kb = 1024;
+  int max_request_kb = 4096;
   int max_watchers = 1024;         // concurrent WatchRun streams
   int max_watchers_per_user = 64;  // ... of one caller (0: no limit)
   // Admission and crash loops (coordinator_core.h's CoordinatorOptions).

@@ -24,7 +24,9 @@ ABSL_FLAG(std::string, store, "runs/coordinator.db", "SQLite state file.");
 ABSL_FLAG(std::string, runs_dir, "runs",
           "Checkpoints go to <runs_dir>/<run id>.");
 ABSL_FLAG(double, lease_ttl_s, 10, "Seconds a worker lease lasts.");
-ABSL_FLAG(int, max_request_kb, 1024, "Largest request accepted, in KiB.");
+ABSL_FLAG(int, max_request_kb, 4096,
+          "Largest request accepted, in KiB (a submitted run file is at "
+          "most 1 MiB; clients send at most 2 MiB of one).");
 ABSL_FLAG(
     int, max_watchers, 1024,
     "Concurrent WatchRun streams; more are refused (RESOURCE_EXHAUSTED).");

@@ -16,7 +16,7 @@ import grpc
 
 import rlctl
 import test_util
-from rlservice import Client, ClientError, Security
+from rlservice import Client, ClientError, Security, state_name
 
 
 class ClientTest(unittest.TestCase):
@@ -46,17 +46,27 @@ class ClientTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_submit_and_wait(self):
-        client = Client(self.address)
-        run, created = client.submit("examples/cartpole.yaml", idempotency_key="py-1")
+        # The README's snippet, as written there.
+        c = Client(self.address)
+        done = c.wait(c.submit("examples/cartpole.yaml"), 240)
+        self.assertEqual(state_name(done.state), "SUCCEEDED")
+        self.assertGreaterEqual(done.progress.mean_return, 475)
+        self.assertEqual(done.owner, "local-user")  # the name of rlctl's token
+        self.assertIn(done.run_id, [r.run_id for r in c.list(["succeeded"])])
+        self.assertIn(done.run_id, [r.run_id for r in c.list(states="SUCCEEDED")])
+        with self.assertRaises(ClientError) as e:
+            c.list(["finished"])
+        self.assertIsNone(e.exception.code)
+        self.assertIn("one of queued, placing, running, succeeded", str(e.exception))
+        # An idempotency key: the second submit returns the first's run.
+        run, created = c.submit_once("examples/cartpole.yaml", idempotency_key="py-1")
         self.assertTrue(created)
-        self.assertEqual(run.owner, "local-user")  # the name of rlctl's token
-        again, created = client.submit("examples/cartpole.yaml", idempotency_key="py-1")
+        again, created = c.submit_once("examples/cartpole.yaml", idempotency_key="py-1")
         self.assertFalse(created)
         self.assertEqual(again.run_id, run.run_id)
-        done = client.wait(run.run_id, timeout=240)
-        self.assertEqual(done.state, 4)  # SUCCEEDED
-        self.assertGreaterEqual(done.progress.mean_return, 475)
-        self.assertIn(run.run_id, [r.run_id for r in client.list(states=["SUCCEEDED"])])
+        self.assertEqual(c.submit("examples/cartpole.yaml", "py-1").run_id, run.run_id)
+        self.assertEqual(state_name(c.cancel(run).state), "CANCELLED")
+        run = c.get(run.run_id)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "get", run.run_id]), 0)
 
     def test_user_text_is_shown_as_text(self):
@@ -101,6 +111,7 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(ClientError) as e:
             client.submit(bad)
         self.assertEqual(e.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertTrue(str(e.exception).startswith(f"{bad}: "), str(e.exception))
         self.assertIn("ppo.num_minibatches", str(e.exception))
         typo = os.path.join(self.dir, "typo.yaml")
         with open(typo, "w") as f:

@@ -18,11 +18,14 @@ import time
 import unittest
 
 import grpc
+import yaml
+from google.protobuf import json_format
 
 import rlctl
 import test_util
 from rlservice.security import make_channel
-from rlservice import Client, ClientError, TelemetryClient, load_run_file
+from rlservice import Client, ClientError, TelemetryClient
+from rlservice.protos import common_pb2
 from rlservice.protos import telemetry_pb2, telemetry_pb2_grpc
 
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
@@ -379,10 +382,11 @@ class EmbeddedSystemTest(unittest.TestCase):
         self.addCleanup(client.close)
         self.addCleanup(telemetry.close)
         # CartPole with a budget it will not finish during the test.
-        spec = load_run_file("examples/cartpole.yaml")
+        with open("examples/cartpole.yaml") as f:
+            spec = json_format.ParseDict(yaml.safe_load(f), common_pb2.RunSpec())
         spec.total_env_steps = 50_000_000
         spec.ClearField("target_return")
-        run, _ = client.submit(spec)
+        run = client.submit(spec)  # a RunSpec built by a program
         run_id = run.run_id
 
         deadline = time.monotonic() + 120

@@ -492,11 +492,11 @@ def main(argv=None):
                 timeout=args.timeout if args.command == "metrics" else min(args.timeout, 3.0),
                 security=security)
         if args.command == "submit":
-            run, created = client.submit(args.run_file, args.key)
+            run, created = client.submit_once(args.run_file, args.key)
             print(f"{'submitted' if created else 'already submitted'} {text(run.run_id)}")
             return watch(client, run.run_id, args.retry_for) if args.watch else 0
         if args.command == "list":
-            for run in client.list(states=[s.upper() for s in args.state]):
+            for run in client.list(states=args.state):
                 print_run(run)
             return 0
         if args.command == "get":

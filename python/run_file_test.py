@@ -1,20 +1,23 @@
-"""Bad run files in rlctl and load_run_file: each one a quick ClientError (rlctl
-exit code 2) that names the file and the problem, never a traceback. No
-coordinator is needed: the file is read before anything is sent."""
+"""One parser for run files: a table of bad files fed to rl_local, to rlctl
+submit and to the Python client (both against a real coordinator, which
+parses the file with the same C++ loader as rl_local). Each gets the same
+message naming the file and the problem (its field, line and column, or the
+limit), exit code 2, never a traceback, in seconds."""
 
 import contextlib
 import io
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 import unittest
 
-import rlctl
-from rlservice import ClientError, load_run_file
+import grpc
 
-# Nothing listens there; a run file that got through would give exit code 4.
-NOWHERE = "127.0.0.1:1"
+import rlctl
+import test_util
+from rlservice import Client, ClientError, Security
 
 
 def run_rlctl(*argv):
@@ -25,7 +28,7 @@ def run_rlctl(*argv):
     return code, out.getvalue(), err.getvalue()
 
 
-def billion_laughs(last_key="i"):
+def billion_laughs():
     """342 bytes of YAML whose aliases expand to 9^9 strings."""
     text = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
     keys = "abcdefghi"
@@ -36,11 +39,28 @@ def billion_laughs(last_key="i"):
 
 class RunFileTest(unittest.TestCase):
 
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        port_file = os.path.join(cls.dir, "port")
+        cls.coordinator = test_util.start(
+            ["coordinator/coordinator_main", "--port=0", f"--port_file={port_file}",
+             f"--store={cls.dir}/c.db", f"--runs_dir={cls.dir}/runs", "--insecure",
+             "--local_telemetry=false"],
+            os.path.join(cls.dir, "coordinator.log"))
+        try:
+            port = test_util.read_port_file(port_file, cls.coordinator, what="coordinator")
+        except RuntimeError:
+            test_util.stop(cls.coordinator)
+            raise
+        cls.address = f"127.0.0.1:{port}"
+        cls.client = Client(cls.address, security=Security(insecure=True))
 
-    def tearDown(self):
-        shutil.rmtree(self.dir, ignore_errors=True)
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        test_util.stop(cls.coordinator)
+        shutil.rmtree(cls.dir, ignore_errors=True)
 
     def write(self, name, data):
         path = os.path.join(self.dir, name)
@@ -48,91 +68,105 @@ class RunFileTest(unittest.TestCase):
             f.write(data.encode() if isinstance(data, str) else data)
         return path
 
-    def assert_bad(self, path, *fragments):
-        """rlctl submit: exit code 2, the file and `fragments` on stderr, in
-        seconds; load_run_file: the same message."""
+    def messages(self, path):
+        """The error of rl_local, rlctl submit and Client.submit for the run
+        file at `path`, each checked for its exit code and form."""
         start = time.monotonic()
-        code, out, err = run_rlctl("--coordinator", NOWHERE, "--timeout", "1", "submit", path)
+        local = subprocess.run(
+            ["trainer/rl_local", "train", f"--run={path}", f"--run_dir={self.dir}/rl_local",
+             "--progress=false"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(local.returncode, 2, local.stderr)
+        self.assertEqual(local.stderr.count("\n"), 1, local.stderr)
+        self.assertTrue(local.stderr.startswith("error: "), local.stderr)
+        from_local = local.stderr[len("error: "):].rstrip("\n")
+
+        code, out, err = run_rlctl("--coordinator", self.address, "--insecure", "--timeout",
+                                   "30", "submit", path)
         self.assertEqual(code, 2, err)
         self.assertEqual(out, "")
-        self.assertTrue(err.startswith(f"rlctl: error: {path}: "), err)
         self.assertEqual(err.count("\n"), 1, err)  # one line, no traceback
-        for fragment in fragments:
-            self.assertIn(fragment, err)
-        self.assertLess(time.monotonic() - start, 10)
+        self.assertTrue(err.startswith("rlctl: error: "), err)
+        from_rlctl = err[len("rlctl: error: "):].rstrip("\n")
+
         with self.assertRaises(ClientError) as e:
-            load_run_file(path)
-        self.assertIsNone(e.exception.code)
-        self.assertIn(str(e.exception), err)
+            self.client.submit(path)
+        self.assertIn(e.exception.code, (None, grpc.StatusCode.INVALID_ARGUMENT))
+        from_client = str(e.exception)
+        self.assertLess(time.monotonic() - start, 60)
+        return from_local, from_rlctl, from_client
 
-    def test_deep_nesting(self):
-        # Level 1 is the top-level mapping: env's 63 sequences reach level 64.
-        ok_depth = self.write("63.yaml", "env: " + "[" * 63 + "]" * 63 + "\n")
-        code, _, err = run_rlctl("--coordinator", NOWHERE, "submit", ok_depth)
-        self.assertEqual(code, 2)
-        self.assertNotIn("nesting", err)  # a field error instead
-        self.assert_bad(self.write("64.yaml", "env: " + "[" * 64 + "]" * 64 + "\n"),
-                        "nesting deeper than 64 levels at line 1, column 69")
-        self.assert_bad(self.write("deep.yaml", "env: " + "[" * 100000 + "]" * 100000 + "\n"),
-                        "nesting deeper than 64 levels at line 1, column 69")
-        block = "".join(f"{'  ' * i}k{i}:\n" for i in range(70))
-        self.assert_bad(self.write("block.yaml", block),
-                        "nesting deeper than 64 levels at line 65")
-        # JSON: brackets inside strings do not count; columns count bytes.
-        self.assert_bad(
-            self.write("deep.json", '{"name": "[[[[", "env": ' + "[" * 100000 + "]" * 100000 + "}"),
-            "nesting deeper than 64 levels at line 1, column 88")
+    def assert_bad(self, path, *fragments):
+        """The same message from all three, starting with `path`, with every
+        one of `fragments`."""
+        from_local, from_rlctl, from_client = self.messages(path)
+        self.assertEqual(from_rlctl, rlctl.text(from_client))
+        self.assertEqual(from_local, from_client)
+        self.assertTrue(from_client.startswith(f"{path}: ") or
+                        from_client.startswith(f"cannot read run file {path}"), from_client)
+        for fragment in fragments:
+            self.assertIn(fragment, from_client)
 
-    def test_alias_expansion_is_bounded(self):
-        self.assert_bad(self.write("lol.yaml", billion_laughs()),
-                        "expands to more than 100000 values (YAML aliases?)")
-        long_value = ("name: &n " + "x" * 500000 + "\nenv: [" + ", ".join(["*n"] * 20) + "]\n")
-        self.assert_bad(self.write("long.yaml", long_value),
-                        "expands to more than 8388608 bytes (YAML aliases?)")
-        self.assert_bad(self.write("loop.yaml", "env: &a [*a]\n"), "alias *a inside its own anchor")
-
-    def test_binary_and_non_utf8(self):
-        self.assert_bad(self.write("nul.yaml", b"env: {id: Cart\0Pole-v1}\n"),
-                        "not a text file: byte 0x00 at line 1, column 15")
-        self.assert_bad(self.write("elf.yaml", b"\x7fELF\x02\x01\x01\x00"),
-                        "not a text file: byte 0x7f at line 1, column 1")
-        self.assert_bad(self.write("latin1.yaml", "env: {id: CartPole-v1}\nname: caf\xe9\n"
-                                   .encode("latin-1")),
-                        "not UTF-8 text: byte 0xe9 at line 2, column 10")
-        self.assert_bad(self.write("utf16.json", '{"env": {}}'.encode("utf-16")),
-                        "not UTF-8 text: byte 0xff at line 1, column 1")
-        # UTF-8 is fine.
-        spec = load_run_file(self.write("ok.yaml", "env: {id: CartPole-v1}\nname: café ✓\n"))
-        self.assertEqual(spec.name, "café ✓")
-
-    def test_size_is_limited(self):
-        self.assert_bad(self.write("big.yaml", "env: {id: CartPole-v1}\n# " + "x" * (1 << 20)),
-                        "run file is larger than 1048576 bytes")
-        # Only the limit is read: a file without end ends quickly.
-        self.assert_bad("/dev/zero", "run file is larger than 1048576 bytes")
-
-    def test_other_bad_files(self):
-        self.assert_bad(self.dir, "cannot read run file")
-        self.assert_bad(os.path.join(self.dir, "missing.yaml"), "cannot read run file")
-        self.assert_bad(self.write("list.yaml", "- env\n"), "expected a mapping")
-        self.assert_bad(self.write("syntax.yaml", "env: {id: [\n"), "not valid YAML")
-        self.assert_bad(self.write("two.yaml", "env: {}\n---\nenv: {}\n"), "not valid YAML")
-        self.assert_bad(self.write("syntax.json", '{"env": '), "not valid JSON")
-        self.assert_bad(self.write("date.yaml", "env: {id: CartPole-v1}\nname: 2020-01-01\n"),
-                        "name field")
-        self.assert_bad(self.write("key.yaml", "env: {id: CartPole-v1}\n1: x\n"), "1 field")
-        self.assert_bad(self.write("bin.yaml", "name: !!binary aGVsbG8=\n"), "name field")
-        self.assert_bad(self.write("seed.yaml", "seed: 99999999999999999999999\n"), "seed field")
-
-    def test_explicit_zero_counts_are_errors(self):
+    def test_fields(self):
+        self.assert_bad(self.write("minibatches.yaml",
+                                   "env: {id: CartPole-v1}\nppo: {num_minibatches: 3}\n"),
+                        "ppo.num_minibatches: must divide")
+        self.assert_bad(self.write("typo.yaml", "env: {id: CartPole-v1}\nppo: {learning_rat: 1}\n"),
+                        "learning_rat")
+        self.assert_bad(self.write("env.json", '{"env": {"id": "Pong-v5"}}'), "env.id")
         self.assert_bad(
             self.write("zeros.yaml", "env: {id: CartPole-v1}\ntotal_env_steps: 0\n"
                        "ppo: {num_epochs: -2}\n"),
             "total_env_steps: must be >= 1 (leave it out for the default) (got 0)",
             "ppo.num_epochs: must be >= 1 (leave it out for the default) (got -2)")
+        # Admission: a run whose segments could never be sent or held.
         self.assert_bad(
-            self.write("zeros.json", '{"env": {"id": "CartPole-v1"}, "envsPerActor": "0"}'),
-            "envs_per_actor: must be >= 1")
+            self.write("huge.yaml", "env: {id: CartPole-v1}\nenvs_per_actor: 1048576\n"
+                       "segment_length: 65536\nppo: {num_minibatches: 1}\n"),
+            "envs_per_actor x segment_length", "message limit")
+
+    def test_deep_nesting(self):
+        self.assert_bad(self.write("64.yaml", "env: " + "[" * 64 + "]" * 64 + "\n"),
+                        "nesting", "64")
+        self.assert_bad(self.write("deep.yaml", "env: " + "[" * 100000 + "]" * 100000 + "\n"),
+                        "nesting", "64")
+        self.assert_bad(
+            self.write("deep.json", '{"name": "[[[[", "env": ' + "[" * 100000 + "]" * 100000 + "}"),
+            "nesting", "64")
+
+    def test_alias_expansion_is_bounded(self):
+        self.assert_bad(self.write("lol.yaml", billion_laughs()), "100000")
+        self.assert_bad(self.write("loop.yaml", "env: &a [*a]\n"))
+
+    def test_binary_and_non_utf8(self):
+        self.assert_bad(self.write("nul.yaml", b"env: {id: Cart\0Pole-v1}\n"),
+                        "line 1, column 15")
+        self.assert_bad(self.write("latin1.yaml", "env: {id: CartPole-v1}\nname: caf\xe9\n"
+                                   .encode("latin-1")),
+                        "line 2, column 10")
+        self.assert_bad(self.write("utf16.json", '{"env": {}}'.encode("utf-16")),
+                        "line 1, column 1")
+
+    def test_size_is_limited(self):
+        self.assert_bad(self.write("big.yaml", "env: {id: CartPole-v1}\n# " + "x" * (1 << 20)),
+                        "1048576 bytes")
+        # Past what a client sends (2 MiB): still the loader's message.
+        self.assert_bad(self.write("bigger.yaml", "# " + "x" * (3 << 20)), "1048576 bytes")
+        # Only a bounded prefix is read: a file without end ends quickly.
+        self.assert_bad("/dev/zero", "1048576 bytes")
+
+    def test_unreadable_and_malformed(self):
+        self.assert_bad(self.dir, "cannot read run file")
+        self.assert_bad(os.path.join(self.dir, "missing.yaml"), "cannot read run file")
+        self.assert_bad(self.write("list.yaml", "- env\n"))
+        self.assert_bad(self.write("syntax.yaml", "env: {id: [\n"))
+        self.assert_bad(self.write("syntax.json", '{"env": '))
+        self.assert_bad(self.write("seed.yaml", "seed: 99999999999999999999999\n"), "seed")
+
+    def test_a_good_file_is_accepted(self):
+        path = self.write("ok.yaml", "env: {id: CartPole-v1}\nname: café ✓\n")
+        run = self.client.submit(path)
+        self.assertEqual(run.spec.name, "café ✓")
+        self.assertEqual(self.client.cancel(run).spec.name, "café ✓")
 
 
 class AddressesAndTerminalTest(unittest.TestCase):

@@ -1,9 +1,13 @@
 #include "runspec/run_spec.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -12,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/json_quote.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
@@ -255,8 +260,7 @@ class Problems {
 };
 
 // Counts that a left-out field takes a default for (ApplyRunSpecDefaults):
-// written out as 0 or less they are an error, not the default. The same
-// list is in python/rlservice/client.py (_COUNTS).
+// written out as 0 or less they are an error, not the default.
 constexpr std::pair<const char*, const char*> kCountsWithDefaults[] = {
     {"", "total_env_steps"},       {"", "envs_per_actor"},
     {"", "segment_length"},        {"", "keep_checkpoints"},
@@ -362,8 +366,13 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
   const auto status =
       google::protobuf::util::JsonStringToMessage(json, &spec, options);
   if (!status.ok()) {
+    // One line: protobuf's JSON errors may carry a caret drawing.
+    const std::string message = status.message().as_string();
+    std::vector<absl::string_view> words =
+        absl::StrSplit(message, absl::ByAnyChar(" \t\r\n"), absl::SkipEmpty());
+    while (!words.empty() && words.back() == "^") words.pop_back();
     return absl::InvalidArgumentError(
-        absl::StrCat("run file: ", status.message().as_string()));
+        absl::StrCat("run file: ", absl::StrJoin(words, " ")));
   }
   return spec;
 }
@@ -564,15 +573,30 @@ absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text,
 }
 
 absl::StatusOr<RunSpec> LoadRunSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
   // One byte past the limit is enough to tell a file over it (and a file
-  // without end, such as /dev/zero, from one).
+  // without end, such as /dev/zero, from one). The reason a file cannot be
+  // read is the OS's, as the Python client words it too.
+  auto unreadable = [&path](int error) {
+    return absl::NotFoundError(absl::StrCat("cannot read run file ", path, ": ",
+                                            std::strerror(error)));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return unreadable(errno);
   std::string text(kMaxRunFileBytes + 1, '\0');
-  if (in) in.read(&text[0], static_cast<std::streamsize>(text.size()));
-  if (!in && !in.eof()) {  // Not opened, or a read error (a directory).
-    return absl::NotFoundError(absl::StrCat("cannot read run file ", path));
+  size_t have = 0;
+  while (have < text.size()) {
+    const ssize_t n = ::read(fd, &text[have], text.size() - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      ::close(fd);
+      return unreadable(error);  // e.g. a directory
+    }
+    if (n == 0) break;
+    have += static_cast<size_t>(n);
   }
-  text.resize(static_cast<size_t>(in.gcount()));
+  ::close(fd);
+  text.resize(have);
   const RunFileFormat format = absl::EndsWith(path, ".json")
                                    ? RunFileFormat::kJson
                                    : RunFileFormat::kYaml;

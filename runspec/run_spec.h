@@ -22,7 +22,8 @@ enum class RunFileFormat { kYaml, kJson };
 // Limits on run files. A real one is a few hundred bytes and three levels
 // deep; these turn a mistaken or hostile one (a binary, an endless file, deep
 // nesting, a "billion laughs" of YAML aliases) into a quick INVALID_ARGUMENT
-// with little memory. python/rlservice/client.py applies the same ones.
+// with little memory. rlctl and the Python client send run files to the
+// coordinator, which parses them here.
 inline constexpr size_t kMaxRunFileBytes = 1 << 20;
 // Levels of mappings and sequences; the top-level mapping is level 1.
 inline constexpr int kMaxRunFileDepth = 64;

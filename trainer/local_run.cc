@@ -95,12 +95,11 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
   // The coordinator's admission, and this machine's memory for the actor
   // and learner that share this process: a run that cannot fit is bad
   // input, not an abort at the first allocation.
-  FootprintLimits limits = DefaultFootprintLimits();
+  // The coordinator's limits first: a file it refuses gets its words here.
+  const RunFootprint need = EstimateRunFootprint(spec);
+  absl::Status fits = CheckRunFootprint(spec, need, DefaultFootprintLimits());
   const double memory = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                         static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (memory > 0) limits.max_actor_bytes = limits.max_learner_bytes = memory;
-  const RunFootprint need = EstimateRunFootprint(spec);
-  absl::Status fits = CheckRunFootprint(spec, need, limits);
   if (fits.ok() && memory > 0 &&
       need.actor_bytes + need.learner_bytes > memory) {
     fits = absl::InvalidArgumentError(absl::StrCat(

@@ -1,14 +1,10 @@
 """A small wrapper over RunService: submit, wait, list, cancel."""
 
-import json
 import math
 import os
-import re
 import time
 
 import grpc
-import yaml
-from google.protobuf import json_format
 
 from rlservice.security import make_channel
 from rlservice.protos import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -34,212 +30,43 @@ class ClientError(Exception):
         self.code = code
 
 
-# Limits on run files, the same as the C++ loader's (runspec/run_spec.h): a
-# real one is a few hundred bytes and three levels deep.
-MAX_RUN_FILE_BYTES = 1 << 20
-MAX_RUN_FILE_DEPTH = 64  # levels of mappings and sequences; the top is level 1
-MAX_RUN_FILE_VALUES = 100000  # after YAML aliases are expanded
-MAX_RUN_FILE_EXPANDED_BYTES = 8 << 20  # scalar bytes, after aliases
-_MAX_MESSAGE_CHARS = 1000
-
-# Control characters other than tab, LF and CR: in neither YAML nor JSON text.
-_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-# JSON strings (closed or not) and brackets.
-_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
+# A run file is sent as read; the coordinator parses it with the loader
+# rl_local uses (runspec/run_spec.h), so a bad file gets the same message
+# from rlctl, this client and rl_local. Reading stops past this many bytes,
+# more than any run file may have (the coordinator names the real limit):
+# a file without end (/dev/zero) is not read for ever.
+_MAX_READ_BYTES = 2 << 20
 
 
-def _position(data, offset):
-    """"line L, column C" (1-based; columns count bytes) of data[offset]."""
-    line = data.count(b"\n", 0, offset) + 1
-    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-    return f"line {line}, column {column}"
-
-
-def _shorten(message):
-    if len(message) > _MAX_MESSAGE_CHARS:
-        message = message[:_MAX_MESSAGE_CHARS] + "..."
-    return message
-
-
-def _one_line(error):
-    """A parser's error as one line: "line L, column C: problem" for YAML."""
-    if isinstance(error, yaml.MarkedYAMLError) and error.problem_mark is not None:
-        mark = error.problem_mark
-        what = ", ".join(p for p in (error.context, error.problem) if p)
-        return _shorten(f"line {mark.line + 1}, column {mark.column + 1}: {what}")
-    return _shorten(" ".join(str(error).split()))
-
-
-def _decode(data):
-    """Bytes -> str: UTF-8 without control characters, within the size limit.
-    ValueError naming the first bad byte."""
-    if len(data) > MAX_RUN_FILE_BYTES:
-        raise ValueError(f"run file is larger than {MAX_RUN_FILE_BYTES} bytes")
-    control = _CONTROL.search(data)
-    try:
-        text, not_utf8 = data.decode("utf-8"), None
-    except UnicodeDecodeError as e:
-        text, not_utf8 = None, e.start
-    if control and (not_utf8 is None or control.start() < not_utf8):
-        raise ValueError(f"run file is not a text file: byte 0x{data[control.start()]:02x} "
-                         f"at {_position(data, control.start())}")
-    if not_utf8 is not None:
-        raise ValueError(f"run file is not UTF-8 text: byte 0x{data[not_utf8]:02x} at "
-                         f"{_position(data, not_utf8)}")
-    return text
-
-
-def _check_json_depth(data):
-    depth = 0
-    for token in _JSON_TOKEN.finditer(data):
-        c = data[token.start()]
-        if c in b"[{":
-            depth += 1
-            if depth > MAX_RUN_FILE_DEPTH:
-                raise ValueError(f"run file: nesting deeper than {MAX_RUN_FILE_DEPTH} levels "
-                                 f"at {_position(data, token.start())}")
-        elif c in b"]}":
-            depth -= 1
-
-
-def _check_yaml_shape(text):
-    """Walks the YAML events (nothing is built, nothing recurses) and counts
-    what the document expands to, aliases included: levels, values, bytes.
-    An alias shares its anchor's object, so a small file can stand for a
-    huge tree (a "billion laughs") or an endless one (an alias inside its
-    own anchor); the protobuf conversion would walk all of it."""
-    anchors = {}  # anchor -> (values, bytes, levels) of its node
-    open_nodes = []  # [anchor, values, bytes, levels] of each open collection
-    values = scalar_bytes = 0
-
-    def fail(problem, mark):
-        raise ValueError(f"run file: {problem} at line {mark.line + 1}, column {mark.column + 1}")
-
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(event, yaml.CollectionStartEvent):
-            if len(open_nodes) >= MAX_RUN_FILE_DEPTH:
-                fail(f"nesting deeper than {MAX_RUN_FILE_DEPTH} levels", event.start_mark)
-            open_nodes.append([event.anchor, 1, 0, 1])
-            values += 1
-            node = None
-        elif isinstance(event, yaml.CollectionEndEvent):
-            anchor, *node = open_nodes.pop()
-            if anchor is not None:
-                anchors[anchor] = node
-        elif isinstance(event, yaml.ScalarEvent):
-            node = (1, len(event.value.encode("utf-8")), 0)
-            if event.anchor is not None:
-                anchors[event.anchor] = node
-            values += 1
-            scalar_bytes += node[1]
-        elif isinstance(event, yaml.AliasEvent):
-            node = anchors.get(event.anchor)
-            if node is None:
-                if any(n[0] == event.anchor for n in open_nodes):
-                    fail(f"alias *{event.anchor} inside its own anchor", event.start_mark)
-                continue  # undefined: the loader names it
-            if len(open_nodes) + node[2] > MAX_RUN_FILE_DEPTH:
-                fail(f"nesting deeper than {MAX_RUN_FILE_DEPTH} levels (through alias "
-                     f"*{event.anchor})", event.start_mark)
-            values += node[0]
-            scalar_bytes += node[1]
-        else:
-            continue
-        if values > MAX_RUN_FILE_VALUES:
-            fail(f"expands to more than {MAX_RUN_FILE_VALUES} values (YAML aliases?)",
-                 event.start_mark)
-        if scalar_bytes > MAX_RUN_FILE_EXPANDED_BYTES:
-            fail(f"expands to more than {MAX_RUN_FILE_EXPANDED_BYTES} bytes (YAML aliases?)",
-                 event.start_mark)
-        if node is not None and open_nodes:  # a whole node: add it to its parent
-            parent = open_nodes[-1]
-            parent[1] += node[0]
-            parent[2] += node[1]
-            parent[3] = max(parent[3], node[2] + 1)
-
-
-# Counts that a left-out field takes a default for: written out as 0 or
-# less they are an error, not the default (the C++ loader's
-# kCountsWithDefaults, runspec/run_spec.cc).
-_COUNTS = (("", "total_env_steps"), ("", "envs_per_actor"), ("", "segment_length"),
-           ("", "keep_checkpoints"), ("ppo", "num_epochs"), ("ppo", "num_minibatches"),
-           ("resources", "num_learners"), ("resources", "num_actors"),
-           ("resources", "actor_threads"))
-
-
-def _camel(name):
-    first, *rest = name.split("_")
-    return first + "".join(w.capitalize() for w in rest)
-
-
-def _field(mapping, name):
-    for key in (name, _camel(name)):
-        if key in mapping:
-            return mapping[key]
-    return None
-
-
-def _check_explicit_counts(data):
-    """ValueError naming each count written out as 0 or less."""
-    problems = []
-    for parent, name in _COUNTS:
-        obj = _field(data, parent) if parent else data
-        if not isinstance(obj, dict):
-            continue
-        value = _field(obj, name)
-        try:
-            number = float(value) if isinstance(value, (int, float, str)) else None
-        except ValueError:
-            number = None  # not a number: the RunSpec parse says so
-        if isinstance(value, bool) or number is None or number > 0:
-            continue
-        path = f"{parent}.{name}" if parent else name
-        shown = int(number) if number == int(number) else number
-        problems.append(f"{path}: must be >= 1 (leave it out for the default) (got {shown})")
-    if problems:
-        raise ValueError("; ".join(problems))
-
-
-def load_run_file(path):
-    """Reads a YAML or JSON run file into a RunSpec. Every problem is a
-    ClientError (code None) whose message starts with the path and names the
-    field, or the line and column, or the limit."""
-    is_json = path.endswith(".json")
+def read_run_file(path):
+    """The bytes of the run file at `path` (at most 2 MiB of them).
+    ClientError (code None) "cannot read run file PATH: why" otherwise."""
     try:
         with open(path, "rb") as f:
-            data = f.read(MAX_RUN_FILE_BYTES + 1)  # enough to tell it is too big
+            return f.read(_MAX_READ_BYTES)
     except OSError as e:
-        raise ClientError(f"{path}: cannot read run file: {e.strerror or e}") from None
-    try:
-        text = _decode(data)
-        if is_json:
-            _check_json_depth(data)
-        else:
-            _check_yaml_shape(text)
-    except ValueError as e:
-        raise ClientError(f"{path}: {e}") from None
-    except yaml.YAMLError as e:
-        raise ClientError(f"{path}: not valid YAML: {_one_line(e)}") from None
-    try:
-        data = json.loads(text) if is_json else yaml.safe_load(text)
-    except (ValueError, RecursionError, yaml.YAMLError) as e:
-        raise ClientError(
-            f"{path}: not valid {'JSON' if is_json else 'YAML'}: {_one_line(e)}") from None
-    if not isinstance(data, dict):
-        raise ClientError(f"{path}: expected a mapping of fields at the top level")
-    try:
-        _check_explicit_counts(data)
-    except ValueError as e:
-        raise ClientError(f"{path}: {e}") from None
-    try:
-        return json_format.ParseDict(data, common_pb2.RunSpec())
-    except (json_format.ParseError, ValueError, TypeError, AttributeError,
-            RecursionError) as e:
-        raise ClientError(f"{path}: {_one_line(e)}") from None
+        raise ClientError(f"cannot read run file {path}: {e.strerror or e}") from None
 
 
 def state_name(state):
+    """A RunState's name ("SUCCEEDED") from the number in Run.state."""
     return common_pb2.RunState.Name(state)
+
+
+def state_value(name):
+    """A RunState's number from its name, in any case ("succeeded");
+    ClientError (code None) naming the states otherwise."""
+    try:
+        return common_pb2.RunState.Value(str(name).upper())
+    except ValueError:
+        names = ", ".join(n.lower() for n in common_pb2.RunState.keys()
+                          if n != "RUN_STATE_UNSPECIFIED")
+        raise ClientError(f"unknown run state {name!r}: one of {names}") from None
+
+
+def _run_id(run):
+    """A run id from a Run or a string."""
+    return run if isinstance(run, str) else run.run_id
 
 
 class Client:
@@ -273,27 +100,36 @@ class Client:
                     f"{e.details()} (give --token-file or set RL_TOKEN_FILE)", code)
             raise ClientError(e.details(), code)
 
-    def submit(self, spec, idempotency_key=""):
-        """Submits a RunSpec (or a run-file path); returns (run, created)."""
-        path = spec if isinstance(spec, str) else None
-        if path is not None:
-            spec = load_run_file(path)
-        try:
-            response = self._call(self._stub.SubmitRun, coordinator_pb2.SubmitRunRequest(
-                spec=spec, idempotency_key=idempotency_key))
-        except ClientError as e:
-            if path is not None and e.code == grpc.StatusCode.INVALID_ARGUMENT:
-                raise ClientError(f"{path}: {e}", e.code) from None  # name the file
-            raise
+    def submit(self, path_or_spec, idempotency_key=""):
+        """Submits a run file (its path) or a RunSpec; returns the Run.
+        A bad file is a ClientError INVALID_ARGUMENT starting with the path."""
+        return self.submit_once(path_or_spec, idempotency_key)[0]
+
+    def submit_once(self, path_or_spec, idempotency_key=""):
+        """As submit(), and whether the run was created by this call: a
+        second submit with the same `idempotency_key` returns the first's
+        run and False. Returns (run, created)."""
+        request = coordinator_pb2.SubmitRunRequest(idempotency_key=idempotency_key)
+        if isinstance(path_or_spec, (str, os.PathLike)):
+            path = os.fspath(path_or_spec)
+            request.run_file = read_run_file(path)
+            request.run_file_name = path
+        else:
+            request.spec.CopyFrom(path_or_spec)
+        response = self._call(self._stub.SubmitRun, request)
         return response.run, response.created
 
-    def get(self, run_id):
-        return self._call(self._stub.GetRun, coordinator_pb2.GetRunRequest(run_id=run_id))
+    def get(self, run):
+        """The run (a Run or its id) as the coordinator has it now."""
+        return self._call(self._stub.GetRun, coordinator_pb2.GetRunRequest(run_id=_run_id(run)))
 
     def list(self, states=(), page_size=50):
-        """All runs (newest first), optionally only in `states` (names)."""
+        """All runs (newest first), optionally only those in `states` (names
+        in any case, e.g. ["succeeded", "FAILED"])."""
+        if isinstance(states, str):
+            states = [states]
         request = coordinator_pb2.ListRunsRequest(
-            states=[common_pb2.RunState.Value(s) for s in states], page_size=page_size)
+            states=[state_value(s) for s in states], page_size=page_size)
         runs = []
         while True:
             response = self._call(self._stub.ListRuns, request)
@@ -302,15 +138,18 @@ class Client:
                 return runs
             request.page_token = response.next_page_token
 
-    def cancel(self, run_id):
-        return self._call(self._stub.CancelRun, coordinator_pb2.CancelRunRequest(run_id=run_id))
+    def cancel(self, run):
+        """Cancels the run (a Run or its id); returns it."""
+        return self._call(self._stub.CancelRun,
+                          coordinator_pb2.CancelRunRequest(run_id=_run_id(run)))
 
     def workers(self):
         return self._call(self._stub.ListWorkers, coordinator_pb2.ListWorkersRequest()).workers
 
-    def watch(self, run_id, timeout=None, retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None,
+    def watch(self, run, timeout=None, *, retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None,
               on_reconnect=None):
-        """Yields the run after every change until it reaches a final state.
+        """Yields the run (a Run or its id) after every change until it
+        reaches a final state.
 
         The stream starts with the run's current state, so one broken by a
         coordinator restart (UNAVAILABLE, or an end before a final state) is
@@ -323,6 +162,7 @@ class Client:
         """
         if not retry_for >= 0:
             raise ValueError(f"retry_for: must be >= 0 (got {retry_for})")
+        run_id = _run_id(run)
         deadline = None if timeout is None else time.monotonic() + timeout
         request = coordinator_pb2.WatchRunRequest(run_id=run_id)
         backoff = RETRY_INITIAL_S
@@ -365,12 +205,16 @@ class Client:
             time.sleep(pause)
             backoff = min(2 * backoff, RETRY_MAX_S)
 
-    def wait(self, run_id, timeout=None, on_update=None, retry_for=DEFAULT_RETRY_FOR_S,
+    def wait(self, run, timeout=None, *, on_update=None, retry_for=DEFAULT_RETRY_FOR_S,
              on_unavailable=None, on_reconnect=None):
-        """Waits for a final state and returns the run, through coordinator
-        restarts as watch() does. ClientError DEADLINE_EXCEEDED after
-        `timeout` seconds, UNAVAILABLE after `retry_for` s unreachable."""
-        for run in self.watch(run_id, timeout, retry_for, on_unavailable, on_reconnect):
+        """Waits for the run (a Run or its id) to reach a final state and
+        returns it, through coordinator restarts as watch() does:
+        `c.wait(c.submit("examples/cartpole.yaml"))`. ClientError
+        DEADLINE_EXCEEDED after `timeout` seconds, UNAVAILABLE after
+        `retry_for` s unreachable. `on_update(run)` sees every change."""
+        run_id = _run_id(run)
+        for run in self.watch(run_id, timeout, retry_for=retry_for,
+                              on_unavailable=on_unavailable, on_reconnect=on_reconnect):
             if on_update:
                 on_update(run)
             if state_name(run.state) in TERMINAL_STATES:
