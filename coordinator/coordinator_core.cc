@@ -370,6 +370,18 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
   return response;
 }
 
+int64_t CoordinatorCore::CurrentAssignmentIdLocked(
+    const SchedulerWorker& worker) const {
+  const auto id = assignment_ids_.find(worker.worker_id);
+  if (worker.run_id.empty()) return id == assignment_ids_.end() ? 0 : -1;
+  const auto placed = assigned_placement_.find(worker.worker_id);
+  if (placed == assigned_placement_.end() ||
+      placed->second != worker.placement || id == assignment_ids_.end()) {
+    return -1;  // a new assignment: AssignmentFor makes it
+  }
+  return id->second;
+}
+
 Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   Assignment assignment;
   if (worker.run_id.empty()) {
@@ -455,8 +467,15 @@ absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
   ASSIGN_OR_RETURN(
       *response.mutable_lease(),
       scheduler_.Heartbeat(request.worker_id(), request.lease_epoch()));
-  *response.mutable_assignment() =
-      AssignmentFor(*scheduler_.worker(request.worker_id()));
+  const SchedulerWorker& worker = *scheduler_.worker(request.worker_id());
+  // The worker runs its current assignment: say only that (its id), with no
+  // store read and no spec on the wire. Anything else gets it in full.
+  if (const int64_t current = CurrentAssignmentIdLocked(worker);
+      current >= 0 && current == request.running_assignment_id()) {
+    response.mutable_assignment()->set_assignment_id(current);
+    return response;
+  }
+  *response.mutable_assignment() = AssignmentFor(worker);
   return response;
 }
 

@@ -136,6 +136,10 @@ class CoordinatorCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Assignment AssignmentFor(const SchedulerWorker& worker)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The id AssignmentFor(worker) would carry without changing anything (0:
+  // no assignment), or -1 where it would make a new assignment.
+  int64_t CurrentAssignmentIdLocked(const SchedulerWorker& worker) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Notify(const Run& run);
   void RequeueLocked(const std::string& run_id, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

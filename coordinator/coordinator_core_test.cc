@@ -136,6 +136,45 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
             "target return reached at 3072 steps (mean return 480.5)");
 }
 
+// A heartbeat carries the whole assignment only when the worker does not
+// run it yet: one that reports its current assignment gets just its id.
+TEST_F(CoordinatorCoreTest, AHeartbeatCarriesTheAssignmentOnlyWhenItChanged) {
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  auto beat = [&](int64_t running) {
+    HeartbeatRequest request;
+    request.set_worker_id("learner-0");
+    request.set_worker_key(keys_["learner-0"]);
+    request.set_lease_epoch(l);
+    request.set_running_assignment_id(running);
+    absl::StatusOr<HeartbeatResponse> response = core_->Heartbeat(request);
+    EXPECT_OK(response);
+    return response.ok() ? response->assignment() : Assignment();
+  };
+  const Assignment full = beat(0);
+  ASSERT_EQ(full.run_id(), submitted.run().run_id());
+  ASSERT_GT(full.assignment_id(), 0);
+  EXPECT_EQ(full.spec().env().id(), "CartPole-v1");
+  const Assignment same = beat(full.assignment_id());
+  EXPECT_EQ(same.assignment_id(), full.assignment_id());
+  EXPECT_FALSE(same.has_spec());
+  Assignment only_id;
+  only_id.set_assignment_id(full.assignment_id());
+  EXPECT_EQ(same.SerializeAsString(), only_id.SerializeAsString());
+  // A worker that reports another id (a stale one) gets it all again.
+  EXPECT_EQ(beat(full.assignment_id() - 1).spec().env().id(), "CartPole-v1");
+  // The run ends: the worker running it hears that at once.
+  ASSERT_OK(core_->CancelRun(submitted.run().run_id()).status());
+  core_->Tick();
+  const Assignment ended = beat(full.assignment_id());
+  EXPECT_EQ(ended.assignment_id(), 0);
+  EXPECT_EQ(ended.run_id(), "");
+  EXPECT_EQ(beat(0).assignment_id(), 0);
+}
+
 // A run file's text is parsed here, by the loader rl_local uses: errors
 // start with the file's name and name the field or the line and column.
 TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
