@@ -37,7 +37,16 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
       started_(options.clock()),
       keys_(options.key_secret, store_.get()),
       scheduler_(options.clock, options.lease_ttl),
-      next_assignment_id_(absl::ToUnixMicros(absl::Now())) {}
+      next_assignment_id_(absl::ToUnixMicros(absl::Now())) {
+  std::vector<SchedulerWorker> expected;
+  for (const auto& [name, role] : options_.fixed_pool) {
+    SchedulerWorker w;
+    w.worker_id = name;
+    w.role = role;
+    expected.push_back(std::move(w));
+  }
+  scheduler_.SetExpectedWorkers(std::move(expected));
+}
 
 std::string CoordinatorCore::WorkerCredential(
     const std::string& worker_name) const {
@@ -102,6 +111,13 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
   bool created = false;
   {
     absl::MutexLock lock(&mu_);
+    if (const std::string never = scheduler_.WhyNeverPlaced(spec);
+        !never.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this system's workers can never hold this run (its pool is fixed: "
+          "--local_workers): ",
+          never));
+    }
     absl::StatusOr<Run> run =
         store_->SubmitRun(spec, request.idempotency_key(), &created, owner,
                           options_.max_queued_runs_per_user);
@@ -792,6 +808,19 @@ void CoordinatorCore::FailUnplaceableLocked(std::vector<Run>* changed) {
   std::map<std::string, absl::Time> still;
   for (const std::string& run_id : scheduler_.QueuedRuns()) {
     if (scheduler_.CouldEverPlace(run_id)) continue;
+    if (scheduler_.pool_fixed()) {  // no other worker will come
+      auto run = FinishRunLocked(
+          run_id, FAILED,
+          absl::StrCat("this system's workers can never hold it (its pool is "
+                       "fixed: --local_workers): ",
+                       scheduler_.WhyNeverPlaced(run_id)));
+      if (run.ok()) {
+        changed->push_back(*run);
+      } else {
+        EndRunLocked(run_id);
+      }
+      continue;
+    }
     auto since = unplaceable_since_.find(run_id);
     const absl::Time first =
         since == unplaceable_since_.end() ? now : since->second;

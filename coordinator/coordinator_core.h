@@ -42,6 +42,12 @@ struct CoordinatorOptions {
   // <store_path>.secret (made once, mode 0600) so the keys survive a
   // restart; random for an in-memory store.
   std::string key_secret;
+  // The workers that will register and no others, by name (the embedded
+  // system's local workers): a run none of them could ever hold is refused
+  // at submit (FAILED_PRECONDITION naming what it lacks), or fails as soon
+  // as that is known (when a registered worker lacks the device). Empty:
+  // any worker may come, and such runs wait unplaceable_timeout.
+  std::vector<std::pair<std::string, WorkerRole>> fixed_pool;
   // Runs one owner may have QUEUED or PLACING at once (0: no limit).
   int max_queued_runs_per_user = 256;
   absl::Duration lease_ttl = absl::Seconds(10);

@@ -136,6 +136,46 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
             "target return reached at 3072 steps (mean return 480.5)");
 }
 
+// On a fixed pool (the embedded system's local workers) a run no worker
+// could ever hold is refused at submit, or fails as soon as the workers
+// show they lack its device, instead of waiting unplaceable_timeout.
+TEST_F(CoordinatorCoreTest, AFixedPoolRefusesWhatItCanNeverHold) {
+  core_.reset();
+  options_.fixed_pool = {{"local-learner-0", LEARNER},
+                         {"local-actor-0", ACTOR}};
+  core_ = Make();
+  SubmitRunRequest two_learners = Request();
+  two_learners.mutable_spec()->mutable_resources()->set_num_learners(2);
+  EXPECT_THAT(
+      core_->SubmitRun(two_learners),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("--local_workers"),
+                     HasSubstr("needs 2 learners (cpu): 1 registered or "
+                               "expected in all"))));
+  // The workers' devices are not known before they register: a CUDA run
+  // waits for them, then fails at once with the reason.
+  SubmitRunRequest cuda = Request();
+  cuda.mutable_spec()->mutable_resources()->set_learner_device("cuda");
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse waiting, core_->SubmitRun(cuda));
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(waiting.run().run_id())->state(), QUEUED);
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse fits,
+                       core_->SubmitRun(Request()));
+  Register(*core_, "local-learner-0", LEARNER);
+  Register(*core_, "local-actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_OK_AND_ASSIGN(const rl::Run failed,
+                       core_->GetRun(waiting.run().run_id()));
+  EXPECT_EQ(failed.state(), FAILED);
+  EXPECT_THAT(failed.failure_reason(),
+              HasSubstr("needs 1 learners with cuda: 0 of 1 registered or "
+                        "expected have it"));
+  EXPECT_EQ(core_->GetRun(fits.run().run_id())->state(), RUNNING);
+  // Once registered, the workers' devices refuse such runs at submit.
+  EXPECT_THAT(core_->SubmitRun(cuda),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 // A heartbeat carries the whole assignment only when the worker does not
 // run it yet: one that reports its current assignment gets just its id.
 TEST_F(CoordinatorCoreTest, AHeartbeatCarriesTheAssignmentOnlyWhenItChanged) {

@@ -230,33 +230,48 @@ std::vector<std::string> Scheduler::Shortfalls(const QueuedRun& q,
     const std::string dev = device.empty() ? "cpu" : device;
     int registered = 0, with_device = 0, fitting = 0, idle = 0;
     int64_t largest = 0;
-    for (const auto& [id, w] : workers_) {
+    // Expected workers not registered yet count as they may come: idle,
+    // with the device.
+    std::vector<const SchedulerWorker*> pool;
+    for (const auto& [id, w] : workers_) pool.push_back(&w);
+    if (if_idle) {
+      for (const auto& [id, w] : expected_) {
+        if (workers_.count(id) == 0) pool.push_back(&w);
+      }
+    }
+    for (const SchedulerWorker* worker : pool) {
+      const SchedulerWorker& w = *worker;
       if (w.role != role) continue;
       ++registered;
       SchedulerWorker probe = w;
       probe.run_id.clear();
-      if (!Fits(probe, role, device, 0)) continue;
+      const bool not_here_yet = workers_.count(w.worker_id) == 0;
+      if (!not_here_yet && !Fits(probe, role, device, 0)) continue;
       ++with_device;
       largest = std::max(largest, w.memory_bytes);
-      if (!Fits(probe, role, device, bytes)) continue;
+      if (!not_here_yet && !Fits(probe, role, device, bytes)) continue;
       ++fitting;
       if (w.run_id.empty() || if_idle) ++idle;
     }
     if (idle >= needed) return;
+    const char* known = if_idle && !expected_.empty()
+                            ? " registered or expected"
+                            : " registered";
     if (with_device < needed && dev != "cpu") {
       reasons.push_back(absl::StrCat("needs ", needed, " ", what, " with ", dev,
                                      ": ", with_device, " of ", registered,
-                                     " registered have it"));
+                                     known, " have it"));
     } else if (fitting < needed && with_device >= needed) {
-      reasons.push_back(
-          absl::StrCat("needs ", needed, " ", what, " with about ",
-                       FormatBytes(bytes), " of memory each: ", fitting, " of ",
-                       registered, " registered have enough (the largest has ",
-                       FormatBytes(largest), ")"));
+      reasons.push_back(absl::StrCat(
+          "needs ", needed, " ", what, " with about ", FormatBytes(bytes),
+          " of memory each: ", fitting, " of ", registered, known,
+          " have enough (the largest has ", FormatBytes(largest), ")"));
     } else {
-      reasons.push_back(absl::StrCat("needs ", needed, " ", what, " (", dev,
-                                     "): ", idle, " idle of ", registered,
-                                     " registered"));
+      reasons.push_back(
+          if_idle ? absl::StrCat("needs ", needed, " ", what, " (", dev,
+                                 "): ", registered, known, " in all")
+                  : absl::StrCat("needs ", needed, " ", what, " (", dev,
+                                 "): ", idle, " idle of ", registered, known));
     }
   };
   check(LEARNER, res.learner_device(), std::max(1, res.num_learners()),
@@ -272,6 +287,29 @@ std::string Scheduler::WhyWaiting(const std::string& run_id) const {
                         [&](const QueuedRun& r) { return r.run_id == run_id; });
   if (q == queue_.end()) return "";
   return absl::StrJoin(Shortfalls(*q, /*if_idle=*/false), "; ");
+}
+
+void Scheduler::SetExpectedWorkers(std::vector<SchedulerWorker> expected) {
+  expected_.clear();
+  for (SchedulerWorker& w : expected) {
+    const std::string id = w.worker_id;
+    expected_[id] = std::move(w);
+  }
+}
+
+std::string Scheduler::WhyNeverPlaced(const RunSpec& spec) const {
+  if (expected_.empty()) return "";
+  QueuedRun q;
+  q.spec = spec;
+  q.footprint = estimate_footprint_(spec);
+  return absl::StrJoin(Shortfalls(q, /*if_idle=*/true), "; ");
+}
+
+std::string Scheduler::WhyNeverPlaced(const std::string& run_id) const {
+  auto q = std::find_if(queue_.begin(), queue_.end(),
+                        [&](const QueuedRun& r) { return r.run_id == run_id; });
+  if (expected_.empty() || q == queue_.end()) return "";
+  return absl::StrJoin(Shortfalls(*q, /*if_idle=*/true), "; ");
 }
 
 bool Scheduler::CouldEverPlace(const std::string& run_id) const {

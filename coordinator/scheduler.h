@@ -116,6 +116,17 @@ class Scheduler {
   // placement keeps its other workers and tops the actor up again.
   void ReleaseWorker(const std::string& worker_id);
 
+  // A fixed pool (the embedded system's local workers): the workers that
+  // will register, by name, with any devices until they do. With one, runs
+  // no registered or expected worker could ever hold are known at once.
+  void SetExpectedWorkers(std::vector<SchedulerWorker> expected);
+  // Why `spec` could never be placed on the registered and expected
+  // workers ("" when it could, or when no pool is fixed).
+  std::string WhyNeverPlaced(const RunSpec& spec) const;
+  // The same for queued run `run_id`.
+  std::string WhyNeverPlaced(const std::string& run_id) const;
+  bool pool_fixed() const { return !expected_.empty(); }
+
   // Placed runs none of whose learners is registered.
   std::vector<std::string> PlacedRunsWithoutLearners() const;
 
@@ -135,7 +146,8 @@ class Scheduler {
             const std::string& device, double bytes) const;
   // How queued run `q` fares on the registered workers: one reason per role
   // that falls short ("" when it would fit now); `if_idle`: as if every
-  // worker were idle.
+  // worker were idle, and counting the expected ones not registered yet
+  // (which fit any device).
   std::vector<std::string> Shortfalls(const QueuedRun& q, bool if_idle) const;
   void Assign(SchedulerWorker& w, const std::string& run_id, int rank);
 
@@ -150,6 +162,7 @@ class Scheduler {
   int64_t next_epoch_ = 0;
   int64_t next_placement_ = 0;
   std::map<std::string, SchedulerWorker> workers_;
+  std::map<std::string, SchedulerWorker> expected_;  // by name
   std::vector<QueuedRun> queue_;
   std::map<std::string, PlacedRun> placed_;
 };
