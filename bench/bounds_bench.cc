@@ -25,6 +25,9 @@
 // figures are printed, never judged.
 //
 //   bazel run --config=opt //bench:bounds_bench
+//
+// (or bazel-bin/bench/bounds_bench: the server binaries and a relative
+// --learner_run are found as bench/bench_files.h says)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -58,6 +61,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_files.h"
 #include "common/grpc_util.h"
 #include "common/subprocess.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -174,7 +178,7 @@ class ServerProcess {
       const std::string& name, const std::string& binary,
       std::vector<std::string> args, const std::string& dir) {
     const std::string port_file = dir + "/" + name + ".port";
-    std::vector<std::string> argv = {binary, "--port=0",
+    std::vector<std::string> argv = {BenchFilePath(binary), "--port=0",
                                      "--port_file=" + port_file};
     argv.insert(argv.end(), args.begin(), args.end());
     auto process = std::unique_ptr<ServerProcess>(new ServerProcess(name));
@@ -754,8 +758,7 @@ bool BenchLearner(const std::string& dir) {
   const int subscribers = absl::GetFlag(FLAGS_policy_subscribers);
   const int rollouts = absl::GetFlag(FLAGS_rollout_streams);
   const int connections = absl::GetFlag(FLAGS_connections);
-  const std::string run_file =
-      fs::absolute(absl::GetFlag(FLAGS_learner_run)).string();
+  const std::string run_file = BenchFilePath(absl::GetFlag(FLAGS_learner_run));
   // Standalone, no actors: it serves and waits for rollouts.
   auto server = ServerProcess::Start(
       "learner", "learner/learner_main",

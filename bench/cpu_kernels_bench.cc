@@ -2,8 +2,11 @@
 // process, legs alternated over rounds, next to the arithmetic limit of the
 // run's shapes on this machine:
 //
-//   bazel run --config=opt //bench:cpu_kernels_bench -- \
-//       --run=$PWD/bench/cartpole_cleanrl.yaml [--steps=200000] [--rounds=3]
+//   bazel run --config=opt //bench:cpu_kernels_bench --
+//       [--run=bench/cartpole_cleanrl.yaml] [--steps=200000] [--rounds=3]
+//
+// (or bazel-bin/bench/cpu_kernels_bench: a relative --run is found as
+// bench/bench_files.h says)
 //
 // The limit: the multiply-adds of one env step (one forward pass for
 // inference, and per epoch one forward and one backward pass of the update:
@@ -21,6 +24,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "bench/bench_files.h"
 #include "common/status.h"
 #include "envs/batched_env.h"
 #include "runspec/run_spec.h"
@@ -85,7 +89,7 @@ double Median(std::vector<double> v) {
 }
 
 int Main() {
-  auto spec = LoadRunSpecFile(absl::GetFlag(FLAGS_run));
+  auto spec = LoadRunSpecFile(BenchFilePath(absl::GetFlag(FLAGS_run)));
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 2;

@@ -11,6 +11,9 @@
 //   bazel run --config=opt //bench:distributed_bench -- [--rounds=3]
 //       [--runs=RUN_FILE:GOAL_PERCENT:STEPS,...]
 //
+// (or bazel-bin/bench/distributed_bench: relative run files and the
+// learner and actor binaries are found as bench/bench_files.h says)
+//
 // Steps/s are taken over the steady part of each leg (from the first
 // completed update to the last), so process start-up is not counted. The
 // distributed leg's time split comes from the processes' own metrics
@@ -49,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/bench_files.h"
 #include "common/grpc_util.h"
 #include "common/subprocess.h"
 #include "google/protobuf/util/json_util.h"
@@ -297,7 +301,9 @@ absl::StatusOr<DistributedLeg> RunDistributed(const RunSpec& spec,
   std::ofstream(run_file) << json;
   const std::string port_file = dir + "/port";
   fs::remove(port_file);
-  Subprocess learner({"learner/learner_main", "--run=" + run_file,
+  const std::string learner_main = BenchFilePath("learner/learner_main");
+  const std::string actor_main = BenchFilePath("actor/actor_main");
+  Subprocess learner({learner_main, "--run=" + run_file,
                       "--port_file=" + port_file, "--telemetry=" + telemetry,
                       absl::StrCat("--torch_threads=",
                                    absl::GetFlag(FLAGS_learner_torch_threads))},
@@ -309,11 +315,11 @@ absl::StatusOr<DistributedLeg> RunDistributed(const RunSpec& spec,
   }
   const std::string address =
       absl::StrCat("127.0.0.1:", std::atoi(port->c_str()));
-  Subprocess actor({"actor/actor_main", "--learner=" + address,
-                    "--run=" + run_file, "--telemetry=" + telemetry},
+  Subprocess actor({actor_main, "--learner=" + address, "--run=" + run_file,
+                    "--telemetry=" + telemetry},
                    dir + "/actor.log", /*die_with_parent=*/true);
-  const std::optional<pid_t> learner_pid = FindChild("learner/learner_main");
-  std::optional<pid_t> actor_pid = FindChild("actor/actor_main");
+  const std::optional<pid_t> learner_pid = FindChild(learner_main);
+  std::optional<pid_t> actor_pid = FindChild(actor_main);
 
   DistributedLeg leg;
   auto stub = LearnerService::NewStub(CreateChannel(address));
@@ -322,7 +328,7 @@ absl::StatusOr<DistributedLeg> RunDistributed(const RunSpec& spec,
   ProcSample learner_first, learner_last, actor_first, actor_last;
   double machine_first = 0, machine_last = 0, self_first = 0, self_last = 0;
   while (learner.running()) {
-    if (!actor_pid) actor_pid = FindChild("actor/actor_main");
+    if (!actor_pid) actor_pid = FindChild(actor_main);
     std::optional<ProcSample> l, a;
     if (learner_pid) l = ReadProc(*learner_pid);
     if (actor_pid) a = ReadProc(*actor_pid);
@@ -413,7 +419,7 @@ double Percent(double part, double whole) {
 int BenchRun(const RunCase& run_case, int rounds, const std::string& dir,
              const std::string& telemetry, MetricSumSink* sink,
              Emitter* local_emitter) {
-  auto spec = LoadRunSpecFile(run_case.file);
+  auto spec = LoadRunSpecFile(BenchFilePath(run_case.file));
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 1;

@@ -5,7 +5,10 @@
 // would), and the ratio busy/idle from this one invocation.
 //
 //   bazel run --config=opt //bench:local_training_bench --
-//       --run=$PWD/examples/cartpole_throughput.yaml [--steps=1000000] [--busy]
+//       [--run=examples/cartpole_throughput.yaml] [--steps=1000000] [--busy]
+//
+// (or bazel-bin/bench/local_training_bench: a relative --run is found as
+// bench/bench_files.h says)
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -23,6 +26,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/statusor.h"
+#include "bench/bench_files.h"
 #include "runspec/run_spec.h"
 #include "trainer/local_trainer.h"
 
@@ -132,7 +136,7 @@ void PrintLeg(const char* label, const Leg& leg) {
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
-  auto spec = rl::LoadRunSpecFile(absl::GetFlag(FLAGS_run));
+  auto spec = rl::LoadRunSpecFile(rl::BenchFilePath(absl::GetFlag(FLAGS_run)));
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     return 1;

@@ -9,7 +9,11 @@
 //   4. Local training with telemetry on vs off, alternating: env steps/s.
 //
 //   bazel run --config=opt //bench:telemetry_bench --
-//       --run=$PWD/examples/cartpole_throughput.yaml
+//       [--run=examples/cartpole_throughput.yaml] [--only=training]
+//       [--training_steps=500000] [--training_rounds=6]
+//
+// (or bazel-bin/bench/telemetry_bench after a build: a relative --run is
+// found as bench/bench_files.h says)
 #include <sqlite3.h>
 #include <torch/types.h>
 #include <torch/utils.h>
@@ -24,6 +28,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "bench/bench_files.h"
 #include "common/grpc_util.h"
 #include "common/port_file.h"
 #include "common/sqlite_util.h"
@@ -332,7 +337,7 @@ void BenchQuery() {
 
 void BenchTraining() {
   torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
-  auto spec = LoadRunSpecFile(absl::GetFlag(FLAGS_run));
+  auto spec = LoadRunSpecFile(BenchFilePath(absl::GetFlag(FLAGS_run)));
   if (!spec.ok()) {
     std::printf("%s\n", spec.status().ToString().c_str());
     return;

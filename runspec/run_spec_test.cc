@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -34,11 +35,25 @@ TEST(RunSpecTest, ExampleRunFilesLoad) {
   auto pendulum = LoadRunSpecFile("examples/pendulum.json");
   ASSERT_OK(pendulum);
   EXPECT_EQ(pendulum->env().id(), "Pendulum-v1");
-  EXPECT_EQ(pendulum->segment_length(), 256);
+  EXPECT_EQ(pendulum->segment_length(), 1024);
   EXPECT_TRUE(pendulum->ppo().normalize_observations());
+  EXPECT_DOUBLE_EQ(pendulum->target_return(), -250);
   // An explicit zero is kept for the fields whose default is not zero.
   EXPECT_TRUE(pendulum->ppo().has_entropy_coef());
   EXPECT_EQ(pendulum->ppo().entropy_coef(), 0.0f);
+}
+
+// examples/pendulum.json is pendulum.yaml written as JSON: the two load to
+// the same RunSpec (a run file is changed in both or the test fails).
+TEST(RunSpecTest, PendulumJsonIsTheYamlAsJson) {
+  auto yaml = LoadRunSpecFile("examples/pendulum.yaml");
+  auto json = LoadRunSpecFile("examples/pendulum.json");
+  ASSERT_OK(yaml);
+  ASSERT_OK(json);
+  std::string differences;
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.ReportDifferencesToString(&differences);
+  EXPECT_TRUE(differencer.Compare(*yaml, *json)) << differences;
 }
 
 TEST(RunSpecTest, DefaultsFillWhatIsLeftOut) {
@@ -344,6 +359,24 @@ TEST(RunSpecLimitsTest, NameIsLimited) {
       ResolveRunSpec(&spec),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("name: at most 128 characters (got 1048576)")));
+}
+
+TEST(ActorPlacementTest, EachActorStreamsToOneRankAndTheCountsAgree) {
+  for (int learners : {1, 2, 3}) {
+    for (int actors : {1, 2, 5, 8}) {
+      std::vector<int> counted(learners, 0);
+      for (int a = 0; a < actors; ++a) {
+        const int rank = LearnerRankOfActor(a, learners);
+        ASSERT_GE(rank, 0);
+        ASSERT_LT(rank, learners);
+        ++counted[rank];
+      }
+      for (int r = 0; r < learners; ++r) {
+        EXPECT_EQ(ActorsOfLearnerRank(r, learners, actors), counted[r])
+            << r << " of " << learners << ", " << actors << " actors";
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -14,10 +14,11 @@
 #  1. set-up (tools/setup.sh) and the image tools, pinned (IMAGE_APT_PACKAGES:
 #     podman, buildah, debootstrap, patchelf), installed here rather than in
 #     setup.sh so that the README's test command does not need them.
-#  2. the four binaries: --compilation_mode=opt with the stated baseline
-#     -march=x86-64-v2 (not .bazelrc's --config=opt, whose -march=native would
-#     tie the image to this CPU), in their own output directory
-#     (--platform_suffix=image) and without touching the bazel-* symlinks.
+#  2. the four binaries: .bazelrc's --config=opt (-O3, the stated baseline
+#     -march=x86-64-v2, as the Slurm job and tools/train.sh build them; never
+#     --config=native, which would tie the image to this CPU), in their own
+#     output directory (--platform_suffix=image) and without touching the
+#     bazel-* symlinks.
 #  3. the build context: the binaries with RUNPATH $ORIGIN/../lib (patchelf;
 #     no LD_LIBRARY_PATH), exactly the non-Debian libraries `ldd` resolves for
 #     them (LibTorch and the CUDA runtime libraries from .venv), examples/.
@@ -50,10 +51,10 @@ BASE_IMAGE="localhost/rl-debian-base:bookworm"
 SUITE="bookworm"
 SMOKE_CTR="rl-image-smoke"
 LOG_DIR="$ROOT/runs/image"
-# The shipped binaries' CPU baseline: x86-64-v2 (SSE4.2, POPCNT; every x86-64
-# server CPU since about 2009). LibTorch picks its own kernels at run time.
-BAZEL_FLAGS=(--compilation_mode=opt --copt=-march=x86-64-v2
-  --platform_suffix=image)
+# The shipped binaries' CPU baseline is --config=opt's: x86-64-v2 (SSE4.2,
+# POPCNT; every x86-64 server CPU since about 2009), with the hot loops' AVX2
+# clones picked at load time; LibTorch picks its own kernels at run time.
+BAZEL_FLAGS=(--config=opt --platform_suffix=image)
 TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_main
   //telemetry:telemetry_main)
 

@@ -5,7 +5,8 @@
 #
 # Installs (pinned): Debian packages for the toolchain and C++ libraries, and a
 # project virtual environment (.venv) holding LibTorch (PyPI torch, C++ side
-# only) and the Python client's dependencies. Writes .bazelrc.local, which
+# only), the Python client (.venv/bin/rlctl) and its dependencies, and
+# Debian's kubectl 1.20 (.venv/bin/kubectl). Writes .bazelrc.local, which
 # points Bazel's Python rules at the venv. Both README commands run this first.
 set -euo pipefail
 
@@ -161,7 +162,8 @@ fi
 # --- kubectl, to render deploy/k8s offline (//deploy/k8s:manifests_test) ---
 # Debian's kubernetes-client (kubectl 1.20, kustomize v2.0.3 built in), pinned
 # and unpacked into the venv rather than installed: its /usr/bin/kubectl
-# clashes with other kubectl packages (Google Cloud SDK's) on dpkg.
+# clashes with other kubectl packages (Google Cloud SDK's) on dpkg. It lands
+# in .venv/opt/kubernetes-client/usr/bin/kubectl, linked as .venv/bin/kubectl.
 KUBECTL_DEB="kubernetes-client=1.20.5+really1.20.2-1.1+deb12u1"
 KUBECTL_DIR="$VENV/opt/kubernetes-client"
 if [[ "$(cat "$KUBECTL_DIR/.rl_version" 2>/dev/null || true)" != "$KUBECTL_DEB" ]]; then
@@ -183,6 +185,14 @@ if [[ "$(cat "$KUBECTL_DIR/.rl_version" 2>/dev/null || true)" != "$KUBECTL_DEB" 
   dpkg-deb -x "$deb_dir"/kubernetes-client_*.deb "$KUBECTL_DIR"
   rm -rf "$deb_dir"
   echo "$KUBECTL_DEB" >"$KUBECTL_DIR/.rl_version"
+fi
+# Named beside the venv's other commands (rlctl, kubernetes-validate):
+# .venv/bin/kubectl, on PATH once the venv is activated.
+KUBECTL_LINK="$VENV/bin/kubectl"
+KUBECTL_TARGET="../opt/kubernetes-client/usr/bin/kubectl"
+if [[ "$(readlink "$KUBECTL_LINK" 2>/dev/null || true)" != "$KUBECTL_TARGET" ]]; then
+  ln -sfn "$KUBECTL_TARGET" "$KUBECTL_LINK"
+  log "kubectl 1.20 (kustomize v2.0.3): $KUBECTL_LINK"
 fi
 
 # --- Bazel settings local to this checkout --------------------------------

@@ -40,6 +40,20 @@ def runfile(path):
     return os.path.join(os.environ["TEST_SRCDIR"], "rl_service", path)
 
 
+def other_kubectl():
+    """The first kubectl on PATH that is not the pinned one, or None.
+
+    Set-up links the pinned one as .venv/bin/kubectl, which comes first on
+    PATH in an activated venv; a kubectl after it is still compared.
+    """
+    pinned = os.path.realpath(PINNED_KUBECTL)
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        candidate = shutil.which("kubectl", path=directory or ".")
+        if candidate and os.path.realpath(candidate) != pinned:
+            return candidate
+    return None
+
+
 def render(kubectl, directory):
     """kubectl kustomize DIRECTORY -> (YAML text, list of objects)."""
     env = dict(os.environ, HOME=os.environ.get("TEST_TMPDIR", "/tmp"))
@@ -433,9 +447,8 @@ class ManifestsTest(unittest.TestCase):
                 self.assertEqual(volumes[mount["name"]]["configMap"]["name"], name)
 
     def test_newer_kubectl_renders_the_same(self):
-        kubectl = shutil.which("kubectl")
-        if not kubectl or os.path.realpath(kubectl) == os.path.realpath(
-                PINNED_KUBECTL):
+        kubectl = other_kubectl()
+        if not kubectl:
             self.skipTest("no other kubectl on PATH")
         probe = subprocess.run([kubectl, "version", "--client"],
                                capture_output=True, text=True, timeout=60)

@@ -1,0 +1,24 @@
+// Where a bench finds the files it names (run files, the project's binaries
+// it starts), whether it was started by `bazel run` (working directory: its
+// runfiles tree) or as bazel-bin/bench/NAME from any directory.
+#ifndef RL_BENCH_BENCH_FILES_H_
+#define RL_BENCH_BENCH_FILES_H_
+
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace rl {
+
+// `path` as an absolute path to an existing file. A relative path is looked
+// up, in order: where the user ran `bazel run` (BUILD_WORKING_DIRECTORY: a
+// path typed on the command line means what it says there), the working
+// directory, this binary's runfiles tree (RUNFILES_DIR, then
+// /proc/self/exe's NAME.runfiles: the bench's data dependencies, e.g.
+// //examples:run_files), and the workspace (BUILD_WORKSPACE_DIRECTORY).
+// Nothing found: `path` as given, so the caller's error names it.
+std::string BenchFilePath(absl::string_view path);
+
+}  // namespace rl
+
+#endif  // RL_BENCH_BENCH_FILES_H_
