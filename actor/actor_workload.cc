@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "runspec/run_spec.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -21,10 +22,10 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
         "assignment ", assignment.assignment_id(), " names no learner"));
   }
   ActorOptions options;
-  // A gang of learners splits the actors: actor a streams to rank
-  // a % num_learners (the learner counts its share the same way).
-  options.learner_address = assignment.learner_addresses(
-      assignment.rank() % assignment.learner_addresses_size());
+  // A gang of learners splits the actors (the learner counts its share by
+  // the same rule).
+  options.learner_address = assignment.learner_addresses(LearnerRankOfActor(
+      assignment.rank(), assignment.learner_addresses_size()));
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
   options.run_key = assignment.run_key();

@@ -34,6 +34,7 @@
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
 #include "runspec/run_footprint.h"
+#include "runspec/run_spec.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
@@ -121,10 +122,8 @@ class LearnerCore::Impl {
       rank_ = options.collective->rank();
       world_size_ = options.collective->world_size();
     }
-    // Actor a streams to rank a % world_size.
-    const int actors = spec.resources().num_actors();
     actors_here_ =
-        actors / world_size_ + (rank_ < actors % world_size_ ? 1 : 0);
+        ActorsOfLearnerRank(rank_, world_size_, spec.resources().num_actors());
     queue_capacity_ = static_cast<size_t>(
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
     policy_config_ = MakeActorCriticConfig(
@@ -162,9 +161,13 @@ class LearnerCore::Impl {
     return absl::OkStatus();
   }
 
-  ~Impl() {
+  ~Impl() { Stop(); }
+
+  void Stop() {
     {
       absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stopped_ = true;
       stop_ = true;
     }
     if (thread_.joinable()) thread_.join();
@@ -257,7 +260,18 @@ class LearnerCore::Impl {
     }
     {
       absl::MutexLock lock(&mu_);
-      streamed_here_.insert(actor_id);
+      if (streamed_here_.insert(actor_id).second &&
+          static_cast<int>(streamed_here_.size()) == actors_here_ + 1) {
+        // Said once: more actors than the run declares make updates wait
+        // for none of them (SYNC) or drop their segments as stale (ASYNC).
+        RL_LOG_WARNING(
+            "run {}: actor {} is the {}th actor to stream to this learner, "
+            "which expects {} (resources.num_actors: {} over {} learner(s)); "
+            "segments beyond what the run declares are dropped as stale: "
+            "set resources.num_actors to the actors you start",
+            options_.run_id, actor_id, streamed_here_.size(), actors_here_,
+            options_.spec.resources().num_actors(), world_size_);
+      }
     }
     auto rollout = DecodeSegment(*segment, shape_);
     if (!rollout.ok()) return reject(rollout.status());
@@ -983,6 +997,7 @@ class LearnerCore::Impl {
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // Stop() ran
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   LearnerStatus status_ ABSL_GUARDED_BY(mu_);
@@ -1044,6 +1059,8 @@ LearnerCore::LearnerCore(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)), credits_(impl_->credits()) {}
 
 LearnerCore::~LearnerCore() = default;
+
+void LearnerCore::Stop() { impl_->Stop(); }
 
 int64_t LearnerCore::OpenStream(int actor_id, AckCallback on_ack) {
   return impl_->OpenStream(actor_id, std::move(on_ack));

@@ -131,7 +131,12 @@ class LearnerCore {
   // run_dir if any) and starts the PPO thread.
   static absl::StatusOr<std::unique_ptr<LearnerCore>> Create(
       const LearnerOptions& options);
-  ~LearnerCore();  // Stops and joins the PPO thread.
+  ~LearnerCore();  // Stop().
+
+  // Stops and joins the PPO thread and, stopped before its end, keeps the
+  // updates made since the last checkpoint in one more. Idempotent; after
+  // it GetStatus() is what the last checkpoint holds.
+  void Stop();
 
   // A rollout stream of `actor_id` opened; acks for this actor go to
   // `on_ack` (called from the PPO thread) until CloseStream. A newer stream

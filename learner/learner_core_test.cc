@@ -374,6 +374,16 @@ TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
     ASSERT_OK(core->SubmitSegment(stream, Segment(0, 2, 2)));
     ASSERT_TRUE(WaitForVersion(*core, 3));
     EXPECT_FALSE(LatestCheckpoint(dir + "/checkpoints").ok());  // none yet
+    // Stop() writes it, and what the core says after is what it holds (the
+    // learner's stop summary: it once showed a status from before).
+    core->Stop();
+    EXPECT_OK(LatestCheckpoint(dir + "/checkpoints").status());
+    EXPECT_EQ(core->GetStatus().updates(), 2);
+    // A segment after the stop changes nothing.
+    core->SubmitSegment(stream, Segment(0, 3, 3)).IgnoreError();
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_EQ(core->GetStatus().updates(), 2);
+    core->Stop();  // idempotent
   }
   ASSERT_OK_AND_ASSIGN(const std::string latest,
                        LatestCheckpoint(dir + "/checkpoints"));

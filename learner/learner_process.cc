@@ -267,7 +267,6 @@ class LearnerProcess::Impl {
         last_log = absl::Now();
       }
     }
-    const LearnerStatus status = core_->GetStatus();
     if (done) {
       // Give subscribers a moment to receive the final version.
       const absl::Time deadline = absl::Now() + absl::Seconds(5);
@@ -276,6 +275,10 @@ class LearnerProcess::Impl {
         absl::SleepFor(absl::Milliseconds(50));
       }
     }
+    // The summary is what training ended with: stopped first (with its
+    // checkpoint on stop), so it matches the checkpoint, not a moment before.
+    core_->Stop();
+    const LearnerStatus status = core_->GetStatus();
     Shutdown();
     if (!options_.result_file.empty()) {
       RETURN_IF_ERROR(

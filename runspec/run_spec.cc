@@ -565,6 +565,15 @@ absl::Status ResolveRunSpec(RunSpec* spec) {
   return ResolveEnvSpec(env);
 }
 
+int LearnerRankOfActor(int actor_id, int num_learners) {
+  return actor_id % std::max(1, num_learners);
+}
+
+int ActorsOfLearnerRank(int rank, int num_learners, int num_actors) {
+  num_learners = std::max(1, num_learners);
+  return num_actors / num_learners + (rank < num_actors % num_learners ? 1 : 0);
+}
+
 absl::StatusOr<RunSpec> LoadRunSpec(absl::string_view text,
                                     RunFileFormat format) {
   ASSIGN_OR_RETURN(RunSpec spec, ParseRunSpec(text, format));

@@ -54,6 +54,12 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 // rl_local at load: learners and actors receive resolved specs.
 absl::Status ResolveRunSpec(RunSpec* spec);
 
+// A gang of `num_learners` splits a run's actors: actor `actor_id` streams
+// to learner rank actor_id % num_learners. The one place that says so.
+int LearnerRankOfActor(int actor_id, int num_learners);
+// How many of `num_actors` actors stream to learner `rank` of `num_learners`.
+int ActorsOfLearnerRank(int rank, int num_learners, int num_actors);
+
 // Parse + ResolveRunSpec. The format follows the extension (.json is
 // JSON; anything else is YAML). NOT_FOUND if the file cannot be read; at
 // most kMaxRunFileBytes + 1 bytes are read. Errors start with `path`.
