@@ -3,18 +3,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
 #include "common/port_file.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
 #include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_service.h"
+#include "coordinator/queue_wait.h"
 
 namespace rl {
 namespace {
@@ -230,30 +229,12 @@ class CoordinatorProcess::Impl {
   }
 
  private:
-  // Queue wait: submission to first RUNNING, once per run (step: how many
-  // runs have started since this coordinator did).
+  // Queue wait: submission to first RUNNING, once per run, labelled with
+  // the run (coordinator/queue_wait.h).
   void WatchQueueWaits() {
-    struct Started {
-      absl::Mutex mu;
-      std::set<std::string> runs ABSL_GUARDED_BY(mu);
-    };
-    auto started = std::make_shared<Started>();
-    Emitter* emitter = telemetry_->emitter();
-    watch_id_ = core_->Watch([emitter, started](const Run& run) {
-      if (run.state() != RUNNING) return;
-      {
-        absl::MutexLock lock(&started->mu);
-        if (!started->runs.insert(run.run_id()).second) return;
-      }
-      const absl::Time created =
-          absl::FromUnixSeconds(run.create_time().seconds()) +
-          absl::Nanoseconds(run.create_time().nanos());
-      // At wall-clock milliseconds, so that a restarted coordinator's
-      // points follow, not replace, the earlier ones.
-      emitter->Emit("coordinator/queue_wait_seconds",
-                    absl::ToUnixMillis(absl::Now()),
-                    absl::ToDoubleSeconds(absl::Now() - created));
-    });
+    auto reporter = std::make_shared<QueueWaitReporter>(telemetry_->emitter());
+    watch_id_ = core_->Watch(
+        [reporter](const Run& run) { reporter->Observe(run, absl::Now()); });
   }
 
   const CoordinatorProcessOptions options_;

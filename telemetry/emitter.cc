@@ -128,19 +128,42 @@ Emitter::~Emitter() {
   if (s.sender.joinable()) s.sender.join();
 }
 
+int64_t Emitter::InternRunLocked(const std::string& run_id) {
+  State& s = *state_;
+  for (size_t i = 0; i < s.runs.size(); ++i) {
+    if (s.runs[i] == run_id) return static_cast<int64_t>(i);
+  }
+  if (s.runs.size() >= kMaxRuns) return -1;
+  s.runs.push_back(run_id);
+  return static_cast<int64_t>(s.runs.size() - 1);
+}
+
 void Emitter::SetRun(absl::string_view run_id) {
   State& s = *state_;
   absl::MutexLock lock(&s.mu);
-  const std::string id = run_id.empty() ? kDefaultRun : std::string(run_id);
-  for (size_t i = 0; i < s.runs.size(); ++i) {
-    if (s.runs[i] == id) {
-      s.run_index.store(static_cast<uint32_t>(i), std::memory_order_relaxed);
-      return;
-    }
+  const int64_t index =
+      InternRunLocked(run_id.empty() ? kDefaultRun : std::string(run_id));
+  // Past kMaxRuns the points go to the last run set.
+  if (index >= 0) {
+    s.run_index.store(static_cast<uint32_t>(index), std::memory_order_relaxed);
   }
-  s.runs.push_back(id);
-  s.run_index.store(static_cast<uint32_t>(s.runs.size() - 1),
-                    std::memory_order_relaxed);
+}
+
+void Emitter::EmitToRun(absl::string_view run_id, absl::string_view name,
+                        int64_t step, double value) {
+  if (!enabled_) return;
+  State& s = *state_;
+  int64_t index;
+  {
+    absl::MutexLock lock(&s.mu);
+    index = InternRunLocked(run_id.empty() ? kDefaultRun : std::string(run_id));
+  }
+  if (index < 0) {
+    s.dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  EmitInternal(name, step, value,
+               s.default_labels.load(std::memory_order_relaxed), index);
 }
 
 void Emitter::SetDefaultLabels(const MetricLabelList& labels) {
@@ -189,7 +212,7 @@ uint32_t Emitter::InternLabels(const MetricLabelList& labels) {
 }
 
 void Emitter::EmitInternal(absl::string_view name, int64_t step, double value,
-                           uint32_t labels_id) {
+                           uint32_t labels_id, int64_t run_index) {
   State& s = *state_;
   if (name.empty() || name.size() > kMaxNameBytes) {
     s.dropped.fetch_add(1, std::memory_order_relaxed);
@@ -217,7 +240,9 @@ void Emitter::EmitInternal(absl::string_view name, int64_t step, double value,
   slot->wall_ns = CoarseWallNanos();
   slot->value = value;
   slot->labels_id = labels_id;
-  slot->run_index = s.run_index.load(std::memory_order_relaxed);
+  slot->run_index = run_index >= 0
+                        ? static_cast<uint32_t>(run_index)
+                        : s.run_index.load(std::memory_order_relaxed);
   slot->name_len = static_cast<uint8_t>(name.size());
   std::memcpy(slot->name, name.data(), name.size());
   slot->sequence.store(pos + 1, std::memory_order_release);

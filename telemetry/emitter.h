@@ -110,6 +110,14 @@ class Emitter {
   void Emit(absl::string_view name, int64_t step, double value,
             const MetricLabelList& labels);
 
+  // A point of run `run_id`, whatever run is set (e.g. the coordinator's
+  // figures of each run, stored with that run's own metrics). Takes a lock:
+  // not for the hot path. At most kMaxRuns distinct runs per emitter; a
+  // point of one more is dropped (counted).
+  void EmitToRun(absl::string_view run_id, absl::string_view name, int64_t step,
+                 double value);
+  static constexpr size_t kMaxRuns = 1 << 16;
+
   // Sends what is queued now and waits until it is acknowledged, or until
   // `timeout`. DEADLINE_EXCEEDED says how many points were left.
   absl::Status Flush(absl::Duration timeout);
@@ -120,8 +128,12 @@ class Emitter {
  private:
   struct Slot;
   struct State;
+  // `run_index` -1: the run set by SetRun.
   void EmitInternal(absl::string_view name, int64_t step, double value,
-                    uint32_t labels_id);
+                    uint32_t labels_id, int64_t run_index = -1);
+  // The index of `run_id` in the emitter's runs (added if new; -1 when
+  // kMaxRuns are known).
+  int64_t InternRunLocked(const std::string& run_id);
   uint32_t InternLabels(const MetricLabelList& labels);
   void SenderLoop();
   void AckLoop(int64_t generation);
