@@ -1,18 +1,23 @@
 #include "coordinator/coordinator_process.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_lock.h"
 #include "common/grpc_util.h"
 #include "common/port_file.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
 #include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_service.h"
+#include "coordinator/local_workers.h"
 #include "coordinator/queue_wait.h"
 
 namespace rl {
@@ -121,6 +126,13 @@ class CoordinatorProcess::Impl {
     std::error_code ec;
     const auto parent = std::filesystem::path(options_.store).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    // One coordinator per store: a second one must not recover runs from a
+    // store that a live one is changing.
+    ASSIGN_OR_RETURN(FileLock lock,
+                     FileLock::Acquire(options_.store,
+                                       absl::StrCat("coordinator pid ",
+                                                    getpid(), ", starting")));
+    store_lock_.emplace(std::move(lock));
     CoordinatorOptions core;
     core.store_path = options_.store;
     core.max_store_bytes = options_.max_store_mb << 20;
@@ -134,6 +146,18 @@ class CoordinatorProcess::Impl {
     core.worker_failure_window = options_.worker_failure_window;
     core.footprint_limits.max_message_bytes =
         static_cast<double>(options_.max_message_mb) * (1 << 20);
+    if (!options_.embedded.local_workers.empty()) {
+      // The embedded system's pool is fixed: these workers and no others.
+      LocalWorkerOptions pool;
+      RETURN_IF_ERROR(
+          ParseLocalWorkers(options_.embedded.local_workers, &pool));
+      for (const std::string& name : LocalWorkerNames(pool, LEARNER)) {
+        core.fixed_pool.emplace_back(name, LEARNER);
+      }
+      for (const std::string& name : LocalWorkerNames(pool, ACTOR)) {
+        core.fixed_pool.emplace_back(name, ACTOR);
+      }
+    }
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
     LocalDoors doors;
     if (!options_.embedded.local_workers.empty()) {
@@ -155,6 +179,10 @@ class CoordinatorProcess::Impl {
                 server_.port);
     std::fflush(stdout);
     RETURN_IF_ERROR(WritePortFile(options_.port_file, server_.port));
+    store_lock_
+        ->SetHolder(absl::StrCat("coordinator pid ", getpid(), " serving ",
+                                 options_.host, ":", server_.port))
+        .IgnoreError();
 
     ProcessTelemetryOptions telemetry = options_.telemetry;
     telemetry.source = "coordinator";
@@ -238,6 +266,7 @@ class CoordinatorProcess::Impl {
   }
 
   const CoordinatorProcessOptions options_;
+  std::optional<FileLock> store_lock_;  // held for the process's life
   std::unique_ptr<CoordinatorCore> core_;
   std::unique_ptr<RunServiceImpl> runs_;
   std::unique_ptr<WorkerServiceImpl> workers_;

@@ -75,16 +75,26 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
     child.next_start = absl::InfinitePast();
     children_.push_back(std::move(child));
   };
-  for (int i = 0; i < options.learners; ++i) {
-    add(options.learner_binary, absl::StrCat("local-learner-", i),
-        {"--port=0"});
+  for (const std::string& name : LocalWorkerNames(options, LEARNER)) {
+    add(options.learner_binary, name, {"--port=0"});
   }
-  for (int i = 0; i < options.actors; ++i) {
-    add(options.actor_binary, absl::StrCat("local-actor-", i), {});
+  for (const std::string& name : LocalWorkerNames(options, ACTOR)) {
+    add(options.actor_binary, name, {});
   }
 }
 
 LocalWorkerPool::~LocalWorkerPool() { Shutdown(); }
+
+std::vector<std::string> LocalWorkerNames(const LocalWorkerOptions& options,
+                                          WorkerRole role) {
+  std::vector<std::string> names;
+  const bool learners = role == LEARNER;
+  for (int i = 0; i < (learners ? options.learners : options.actors); ++i) {
+    names.push_back(
+        absl::StrCat(learners ? "local-learner-" : "local-actor-", i));
+  }
+  return names;
+}
 
 void LocalWorkerPool::Supervise() {
   const absl::Time now = absl::Now();

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/subprocess.h"
+#include "proto/coordinator.pb.h"
 
 namespace rl {
 
@@ -41,6 +42,11 @@ struct LocalWorkerOptions {
 // part that is wrong).
 absl::Status ParseLocalWorkers(const std::string& text,
                                LocalWorkerOptions* options);
+
+// The names the pool's workers register under (local-learner-0, ...), of
+// `role` (LEARNER or ACTOR).
+std::vector<std::string> LocalWorkerNames(const LocalWorkerOptions& options,
+                                          WorkerRole role);
 
 class LocalWorkerPool {
  public:

@@ -119,6 +119,27 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(rlctl.main(["--coordinator", self.address, "submit", typo]), 2)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "submit", "/no/such.yaml"]), 2)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "cancel", "run-404"]), 3)
+        # The embedded pool is fixed (1 learner, 1 actor): a run it can never
+        # hold is refused at once, naming what it lacks.
+        two = os.path.join(self.dir, "two_learners.yaml")
+        with open(two, "w") as f:
+            f.write("env: {id: CartPole-v1}\nresources: {num_learners: 2}\n")
+        with self.assertRaises(ClientError) as e:
+            client.submit(two)
+        self.assertEqual(e.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertIn("needs 2 learners (cpu): 1 registered or expected in all",
+                      str(e.exception))
+
+    def test_a_second_coordinator_on_the_store_is_refused(self):
+        # It must not recover runs from a store a live coordinator changes.
+        second = subprocess.run(
+            ["coordinator/coordinator_main", "--port=0", f"--store={self.dir}/c.db",
+             f"--runs_dir={self.dir}/runs2", "--insecure", "--local_telemetry=false"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(second.returncode, 1, second.stderr)
+        self.assertIn(f"{self.dir}/c.db is in use by another process", second.stderr)
+        self.assertIn(f"coordinator pid {self.coordinator.pid} serving 127.0.0.1:"
+                      f"{self.address.rsplit(':', 1)[1]}", second.stderr)
         self.assertEqual(rlctl.main(["--coordinator", self.address, "watch", "run-404"]), 3)
         self.assertEqual(
             rlctl.main(["--coordinator", "127.0.0.1:1", "--timeout", "1", "list"]), 4)
