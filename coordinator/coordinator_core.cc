@@ -178,8 +178,26 @@ absl::StatusOr<RunSpec> CoordinatorCore::AdmitRunSpec(
   return spec;
 }
 
-absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id) {
+absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id,
+                                            bool with_history) {
   ASSIGN_OR_RETURN(Run run, store_->GetRun(run_id));
+  run.set_checkpoint_dir(
+      (std::filesystem::path(options_.runs_dir) / run_id).string());
+  if (with_history) {
+    ASSIGN_OR_RETURN(std::vector<RunEventRecord> events,
+                     store_->Events(run_id));
+    const size_t first =
+        events.size() > kMaxHistory ? events.size() - kMaxHistory : 0;
+    for (size_t i = first; i < events.size(); ++i) {
+      RunTransition* t = run.add_history();
+      const int64_t ns = absl::ToUnixNanos(events[i].time);
+      t->mutable_time()->set_seconds(ns / 1000000000);
+      t->mutable_time()->set_nanos(static_cast<int32_t>(ns % 1000000000));
+      t->set_from_state(events[i].from);
+      t->set_to_state(events[i].to);
+      t->set_reason(events[i].reason);
+    }
+  }
   absl::MutexLock lock(&mu_);
   pending_ends_.Apply(&run);
   if (run.state() == QUEUED || run.state() == PLACING) {

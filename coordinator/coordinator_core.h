@@ -90,7 +90,11 @@ class CoordinatorCore {
       const SubmitRunRequest& request, const std::string& owner = "anonymous");
   // Submits refused by max_queued_runs_per_user so far.
   int64_t refused_by_user_quota() const { return refused_by_user_quota_; }
-  absl::StatusOr<Run> GetRun(const std::string& run_id);
+  // With `with_history`, also its state changes (Run.history, the last
+  // kMaxHistory).
+  absl::StatusOr<Run> GetRun(const std::string& run_id,
+                             bool with_history = false);
+  static constexpr size_t kMaxHistory = 100;
   absl::StatusOr<ListRunsResponse> ListRuns(const ListRunsRequest& request);
   absl::StatusOr<Run> CancelRun(const std::string& run_id);
 

@@ -122,6 +122,15 @@ TEST_F(CoordinatorCoreTest, SubmitPlaceRunSucceed) {
   EXPECT_EQ(core_->GetRun(id)->state(), SUCCEEDED);
   EXPECT_EQ(Reasons(id).back(), "step budget reached");
   EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), "");  // freed
+  // What `rlctl get` shows: where its checkpoints are, how it went.
+  EXPECT_EQ(core_->GetRun(id)->history_size(), 0);  // only when asked
+  ASSERT_OK_AND_ASSIGN(const rl::Run got, core_->GetRun(id, true));
+  EXPECT_EQ(got.checkpoint_dir(), options_.runs_dir + "/" + id);
+  ASSERT_GE(got.history_size(), 2);
+  EXPECT_EQ(got.history(got.history_size() - 1).to_state(), SUCCEEDED);
+  EXPECT_EQ(got.history(got.history_size() - 1).reason(),
+            "step budget reached");
+  EXPECT_GT(got.history(0).time().seconds(), 0);
 
   // A run ended by its target says so, with where it got there.
   const std::string second = core_->SubmitRun(Request("b"))->run().run_id();

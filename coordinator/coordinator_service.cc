@@ -145,7 +145,9 @@ grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
 grpc::ServerUnaryReactor* RunServiceImpl::GetRun(
     grpc::CallbackServerContext* context, const GetRunRequest* request,
     Run* response) {
-  return ReplyUnary(context, core_->GetRun(request->run_id()), response);
+  return ReplyUnary(context,
+                    core_->GetRun(request->run_id(), request->with_history()),
+                    response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::ListRuns(

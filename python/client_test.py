@@ -1,6 +1,8 @@
 """The Python client and rlctl against the real coordinator (with local
 workers) as child processes."""
 
+import contextlib
+import io
 import os
 import queue
 import shutil
@@ -66,8 +68,16 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(again.run_id, run.run_id)
         self.assertEqual(c.submit("examples/cartpole.yaml", "py-1").run_id, run.run_id)
         self.assertEqual(state_name(c.cancel(run).state), "CANCELLED")
-        run = c.get(run.run_id)
-        self.assertEqual(rlctl.main(["--coordinator", self.address, "get", run.run_id]), 0)
+        # rlctl get: times, where the checkpoints go, how the run went.
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(rlctl.main(["--coordinator", self.address, "get", done.run_id]), 0)
+        shown = out.getvalue()
+        self.assertIn(f"checkpoints: {self.dir}/runs/{done.run_id}", shown)
+        self.assertRegex(shown, r"created \d{4}-\d\d-\d\d \d\d:\d\d:\d\d, updated ")
+        self.assertIn("history:", shown)
+        self.assertRegex(shown, r"\(new\)\s+-> QUEUED")
+        self.assertRegex(shown, r"RUNNING\s+-> SUCCEEDED\s+target return reached at")
 
     def test_user_text_is_shown_as_text(self):
         self.assertEqual(rlctl.text("a\x1b[2Jb\rc\u202e"), "a\\x1b[2Jb\\rc\\u202e")

@@ -97,6 +97,28 @@ def assignment_text(worker):
     return f"{text(a.run_id)} actor {a.rank}"
 
 
+def _time(timestamp):
+    """A Timestamp as local time, "2026-11-25 21:40:47"; "-" when unset."""
+    if not timestamp.seconds and not timestamp.nanos:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(timestamp.seconds))
+
+
+def print_details(run):
+    """`rlctl get`: times, where the checkpoints are, the state changes."""
+    created, updated = run.create_time.seconds, run.update_time.seconds
+    print(f"created {_time(run.create_time)}, updated {_time(run.update_time)}"
+          + (f" ({updated - created} s later)" if created and updated >= created else ""))
+    if run.checkpoint_dir:
+        print(f"checkpoints: {text(run.checkpoint_dir)}")
+    if run.history:
+        print("history:")
+        for t in run.history:
+            was = state_name(t.from_state) if t.from_state else "(new)"
+            print(f"  {_time(t.time)}  {was:9s} -> "
+                  f"{state_name(t.to_state):9s}" + (f"  {text(t.reason)}" if t.reason else ""))
+
+
 def print_placement(run, workers):
     """The workers a run is placed on (learners by rank, then actors)."""
     placed = [w for w in workers if w.assignment.run_id == run.run_id]
@@ -500,8 +522,9 @@ def main(argv=None):
                 print_run(run)
             return 0
         if args.command == "get":
-            run = client.get(args.run_id)
+            run = client.get(args.run_id, with_history=True)
             print_run(run)
+            print_details(run)
             print_placement(run, client.workers())
             return 0
         if args.command == "cancel":

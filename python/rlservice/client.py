@@ -119,9 +119,11 @@ class Client:
         response = self._call(self._stub.SubmitRun, request)
         return response.run, response.created
 
-    def get(self, run):
-        """The run (a Run or its id) as the coordinator has it now."""
-        return self._call(self._stub.GetRun, coordinator_pb2.GetRunRequest(run_id=_run_id(run)))
+    def get(self, run, with_history=False):
+        """The run (a Run or its id) as the coordinator has it now; with
+        `with_history`, also its state changes (Run.history)."""
+        return self._call(self._stub.GetRun, coordinator_pb2.GetRunRequest(
+            run_id=_run_id(run), with_history=with_history))
 
     def list(self, states=(), page_size=50):
         """All runs (newest first), optionally only those in `states` (names
