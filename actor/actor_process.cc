@@ -4,10 +4,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "actor/actor_client.h"
 #include "actor/actor_workload.h"
 #include "common/logging.h"
@@ -16,6 +21,7 @@
 #include "common/status.h"
 #include "policy/compute_device.h"
 #include "runspec/run_spec.h"
+#include "telemetry/metrics_registry.h"
 #include "worker/worker_runtime.h"
 
 namespace rl {
@@ -45,6 +51,61 @@ absl::Status CheckOptions(const ActorProcessOptions& o) {
 }
 
 // An error of the run, not of the input: exit code 1 (common/command_line.h).
+// Where /metrics reads the actor's counters from: set once the actor is
+// made, cleared before it goes (the HTTP endpoint outlives it).
+class CountersSource {
+ public:
+  using Fn =
+      std::function<std::optional<std::pair<std::string, ActorCounters>>()>;
+  void Set(Fn fn) {
+    absl::MutexLock lock(&mu_);
+    fn_ = std::move(fn);
+  }
+  std::optional<std::pair<std::string, ActorCounters>> Get() {
+    absl::MutexLock lock(&mu_);
+    return fn_ ? fn_() : std::nullopt;
+  }
+
+ private:
+  absl::Mutex mu_;
+  Fn fn_ ABSL_GUARDED_BY(mu_);
+};
+
+// The actor's families on its /metrics (labelled with the run), from the
+// counters `current` gives (nullopt: no run, no samples).
+void RegisterActorMetrics(MetricsRegistry* registry,
+                          std::shared_ptr<CountersSource> current) {
+  auto family = [&](const std::string& name, const std::string& help,
+                    const std::string& type,
+                    std::function<double(const ActorCounters&)> f) {
+    registry->AddCallback(name, help, type, [f, current]() {
+      const auto counters = current->Get();
+      if (!counters) return MetricSamples{};
+      return MetricSamples{{{{"run", counters->first}}, f(counters->second)}};
+    });
+  };
+  using C = ActorCounters;
+  family("actor_segments_collected_total", "Rollout segments collected.",
+         "counter", [](const C& c) { return double(c.segments_collected); });
+  family("actor_segments_sent_total",
+         "Segment writes to the learner, resends included.", "counter",
+         [](const C& c) { return double(c.segments_sent); });
+  family("actor_segments_resent_total",
+         "Writes of a segment already written on an earlier stream.", "counter",
+         [](const C& c) { return double(c.segments_resent); });
+  family("actor_segments_acked_total", "Segments the learner acknowledged.",
+         "counter", [](const C& c) { return double(c.segments_acked); });
+  family("actor_reconnects_total", "Streams opened again after one ended.",
+         "counter", [](const C& c) { return double(c.reconnects); });
+  family("actor_policy_updates_total", "Policy versions received.", "counter",
+         [](const C& c) { return double(c.policy_updates_received); });
+  family("actor_policy_version", "Newest policy version received.", "gauge",
+         [](const C& c) { return double(c.latest_version); });
+  family("actor_segments_dropped_stale_total",
+         "Its segments the learner dropped as stale (as it last said).",
+         "counter", [](const C& c) { return double(c.dropped_stale); });
+}
+
 absl::Status RunError(const absl::Status& status) {
   if (status.code() != absl::StatusCode::kInvalidArgument) return status;
   return absl::InternalError(status.message());
@@ -54,6 +115,9 @@ absl::Status RunError(const absl::Status& status) {
 
 class ActorProcess::Impl {
  public:
+  // /metrics stops reading the actor before it goes.
+  ~Impl() { counters_->Set(nullptr); }
+
   explicit Impl(const ActorProcessOptions& options) : options_(options) {}
 
   absl::Status Start() {
@@ -97,6 +161,9 @@ class ActorProcess::Impl {
       }
       ASSIGN_OR_RETURN(runtime_,
                        WorkerRuntime::Create(runtime, workload_.get()));
+      counters_->Set(
+          [workload = workload_.get()] { return workload->Counters(); });
+      RegisterActorMetrics(telemetry_->registry(), counters_);
       return absl::OkStatus();
     }
     ActorOptions actor;
@@ -109,6 +176,11 @@ class ActorProcess::Impl {
     actor.emitter = telemetry_->emitter();
     actor.emitter->SetRun(actor.run_id.empty() ? spec.name() : actor.run_id);
     ASSIGN_OR_RETURN(client_, ActorClient::Create(actor));
+    counters_->Set([client = client_.get(),
+                    run = actor.run_id.empty() ? spec.name() : actor.run_id] {
+      return std::make_optional(std::make_pair(run, client->counters()));
+    });
+    RegisterActorMetrics(telemetry_->registry(), counters_);
     return absl::OkStatus();
   }
 
@@ -142,6 +214,8 @@ class ActorProcess::Impl {
   const ActorProcessOptions options_;
   // Declared first, destroyed last: flushes what the others emitted.
   std::unique_ptr<ProcessTelemetry> telemetry_;
+  std::shared_ptr<CountersSource> counters_ =
+      std::make_shared<CountersSource>();
   std::unique_ptr<ActorClient> client_;      // standalone
   std::unique_ptr<ActorWorkload> workload_;  // worker mode
   std::unique_ptr<WorkerRuntime> runtime_;

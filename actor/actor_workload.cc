@@ -34,7 +34,13 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   options.max_disconnected = options_.max_disconnected;
   options.emitter = options_.emitter;
   if (options.emitter != nullptr) options.emitter->SetRun(assignment.run_id());
-  ASSIGN_OR_RETURN(client_, ActorClient::Create(options));
+  ASSIGN_OR_RETURN(std::unique_ptr<ActorClient> client,
+                   ActorClient::Create(options));
+  {
+    absl::MutexLock lock(&client_mu_);
+    client_ = std::move(client);
+    run_id_ = assignment.run_id();
+  }
   RL_LOG_INFO("actor {} of run {} (learner {})", assignment.rank(),
               assignment.run_id(), options.learner_address);
   {
@@ -63,7 +69,15 @@ WorkloadState ActorWorkload::Poll() {
 void ActorWorkload::Stop() {
   if (client_ != nullptr) client_->Stop();
   if (runner_.joinable()) runner_.join();
+  absl::MutexLock lock(&client_mu_);
   client_.reset();
+}
+
+std::optional<std::pair<std::string, ActorCounters>> ActorWorkload::Counters()
+    const {
+  absl::MutexLock lock(&client_mu_);
+  if (client_ == nullptr) return std::nullopt;
+  return std::make_pair(run_id_, client_->counters());
 }
 
 }  // namespace rl

@@ -6,7 +6,10 @@
 #define RL_ACTOR_ACTOR_WORKLOAD_H_
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -31,9 +34,17 @@ class ActorWorkload : public Workload {
   WorkloadState Poll() override;
   void Stop() override;
 
+  // The current assignment's run and its actor's counters; nullopt when
+  // idle. Thread-safe (the process's /metrics reads it).
+  std::optional<std::pair<std::string, ActorCounters>> Counters() const
+      ABSL_LOCKS_EXCLUDED(client_mu_);
+
  private:
   const ActorWorkloadOptions options_;
+  // Held while client_ changes and while Counters() reads it.
+  mutable absl::Mutex client_mu_;
   std::unique_ptr<ActorClient> client_;
+  std::string run_id_ ABSL_GUARDED_BY(client_mu_);
   std::thread runner_;
 
   absl::Mutex mu_;

@@ -15,6 +15,7 @@
 #include "common/subprocess.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "httplib.h"
 #include "proto/learner.grpc.pb.h"
 #include "testing/process_fixture.h"
 #include "testing/wait_for.h"
@@ -78,11 +79,12 @@ class DistributedTest : public ProcessTest {
   }
 
   void StartActor(const std::string& run_file, int port, int id) {
-    actors_.push_back(
-        Start(kActor,
-              {absl::StrCat("--learner=127.0.0.1:", port), "--run=" + run_file,
-               absl::StrCat("--actor_id=", id)},
-              absl::StrCat("actor", id, ".log")));
+    actors_.push_back(Start(
+        kActor,
+        {absl::StrCat("--learner=127.0.0.1:", port), "--run=" + run_file,
+         absl::StrCat("--actor_id=", id),
+         "--metrics_port_file=" + Path(absl::StrCat("actor", id, ".metrics"))},
+        absl::StrCat("actor", id, ".log")));
   }
 
   // A learner and two actors on `yaml`; returns the learner's port.
@@ -150,6 +152,25 @@ class DistributedTest : public ProcessTest {
 TEST_F(DistributedTest, SyncModeSolvesCartPole) {
   const int port = StartRun(CartPoleRun("sync_mode: SYNC\n"));
   ASSERT_GT(port, 0);
+  // An actor's /metrics shows the actor (it once showed only the process).
+  const std::optional<std::string> metrics_port =
+      WaitForFile(Path("actor0.metrics"), absl::Seconds(60));
+  ASSERT_TRUE(metrics_port.has_value());
+  httplib::Client http("127.0.0.1", std::atoi(metrics_port->c_str()));
+  std::string text;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto got = http.Get("/metrics");
+        if (!got || got->status != 200) return false;
+        text = got->body;
+        const std::regex acked(
+            R"re(actor_segments_acked_total\{run="[^"]+"\} ([0-9.e+]+))re");
+        std::smatch m;
+        return std::regex_search(text, m, acked) && std::stod(m[1]) > 0;
+      },
+      absl::Seconds(120), absl::Milliseconds(200)))
+      << text;
+  EXPECT_THAT(text, HasSubstr("actor_policy_version{run="));
   const Result result = Finish();
   EXPECT_TRUE(result.done);
   EXPECT_GE(result.mean_return, 475);
