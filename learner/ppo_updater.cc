@@ -117,10 +117,7 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
                                                int64_t env_steps_done,
                                                std::vector<double>* gang_sums) {
   RETURN_IF_ERROR(CheckRollout(rollout));
-  int64_t non_finite = 0;
-  torch::Tensor observations;
-  absl::Status collective_error;
-  if (!kernels_chosen_) {
+  if (epochs_ == nullptr) {
     ASSIGN_OR_RETURN(const bool fused,
                      UseFusedPolicy(config_.cpu_kernels(), policy_));
     if (fused) {
@@ -128,17 +125,18 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
       fused_loss_ = std::make_unique<FusedPpoLoss>();
       fused_buffers_ = std::make_unique<FusedBuffers>();
     }
-    kernels_chosen_ = true;
+    epochs_ = fused ? &PpoUpdater::RunEpochsFused : &PpoUpdater::RunEpochs;
   }
-  absl::StatusOr<UpdateStats> result = CatchTorchErrors("PPO update", [&] {
-    return fused_ != nullptr
-               ? RunEpochsFused(rollout, env_steps_done, gang_sums, &non_finite,
-                                &observations, &collective_error)
-               : RunEpochs(rollout, env_steps_done, gang_sums, &non_finite,
-                           &observations, &collective_error);
-  });
-  RETURN_IF_ERROR(collective_error);
-  ASSIGN_OR_RETURN(UpdateStats stats, std::move(result));
+  ASSIGN_OR_RETURN(
+      EpochResult epochs,
+      CatchTorchErrors("PPO update", [&]() -> absl::StatusOr<EpochResult> {
+        ASSIGN_OR_RETURN(const Plan plan,
+                         MakePlan(rollout, env_steps_done, gang_sums));
+        return (this->*epochs_)(rollout, plan);
+      }));
+  UpdateStats stats = epochs.stats;
+  const int64_t non_finite = epochs.non_finite;
+  const torch::Tensor observations = std::move(epochs.flat_observations);
   if (non_finite > 0) {
     // Every rank of a gang sees the same count (it rides in the gradient
     // bucket), so all skip or fail together.
@@ -180,10 +178,9 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   return stats;
 }
 
-PpoUpdater::Plan PpoUpdater::MakePlan(
+absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
     const Rollout& rollout, int64_t env_steps_done,
-    std::vector<double>* gang_sums,
-    const std::function<void(absl::Status)>& sync) {
+    std::vector<double>* gang_sums) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
   Plan plan;
@@ -234,7 +231,7 @@ PpoUpdater::Plan PpoUpdater::MakePlan(
   if (policy_->config().normalize_observations) {
     auto moments =
         policy_->ObservationMoments(rollout.observations.reshape({batch, -1}));
-    sync(moments.status());
+    RETURN_IF_ERROR(moments.status());
     observation_moments = *std::move(moments);
   }
   const int64_t num_observation =
@@ -271,7 +268,7 @@ PpoUpdater::Plan PpoUpdater::MakePlan(
     std::memcpy(v + 1 + num_moments + num_observation, gang_sums->data(),
                 num_extra * sizeof(double));
   }
-  sync(collective_->AllReduce(sums, ReduceOp::kSum));
+  RETURN_IF_ERROR(collective_->AllReduce(sums, ReduceOp::kSum));
 
   plan.global_minibatch = static_cast<int64_t>(v[0]);
   plan.share = static_cast<double>(plan.minibatch) / plan.global_minibatch;
@@ -297,21 +294,10 @@ std::pair<double, double> PpoUpdater::GangAdvantageMoments(const Plan& plan,
   return {mean, std::sqrt(std::max(var, 0.0))};
 }
 
-UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
-                                  int64_t env_steps_done,
-                                  std::vector<double>* gang_sums,
-                                  int64_t* non_finite,
-                                  torch::Tensor* flat_observations,
-                                  absl::Status* collective_error) {
+absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
+    const Rollout& rollout, const Plan& plan) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
-  // Collective calls: a failure is remembered and ends the update.
-  auto sync = [&](absl::Status status) {
-    if (status.ok()) return;
-    *collective_error = std::move(status);
-    throw std::runtime_error(std::string(collective_error->message()));
-  };
-  Plan plan = MakePlan(rollout, env_steps_done, gang_sums, sync);
   const Rollout& r = rollout;
   const torch::Tensor obs = r.observations.reshape({batch, -1});
   const torch::Tensor actions = policy_->discrete()
@@ -404,7 +390,7 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
             }
           }
           bucket.push_back(any_bad);
-          sync(AllReduceSumCoalesced(*collective_, bucket));
+          RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
         }
         std::vector<torch::Tensor> norms;
         norms.reserve(params.size());
@@ -449,13 +435,14 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
       // The global mean KL, so that every rank stops at the same epoch.
       torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
       if (collective_ != nullptr) {
-        sync(collective_->AllReduce(kl, ReduceOp::kSum));
+        RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
       }
       if (kl.item<double>() / num_minibatches > config_.target_kl()) break;
     }
   }
 
-  UpdateStats stats;
+  EpochResult result;
+  UpdateStats& stats = result.stats;
   // One read-back of everything reported.
   const torch::Tensor y_var = returns.var();
   const torch::Tensor explained = 1 - (returns - old_values).var() / y_var;
@@ -472,34 +459,22 @@ UpdateStats PpoUpdater::RunEpochs(const Rollout& rollout,
   stats.approx_kl = v[3];
   stats.clip_fraction = v[4];
   stats.grad_norm = v[5];
-  *non_finite = static_cast<int64_t>(v[6]);
+  result.non_finite = static_cast<int64_t>(v[6]);
   const double yv = y_var.item<double>();
   stats.explained_variance = yv == 0 ? 0.0 : explained.item<double>();
   stats.learning_rate = lr;
   stats.epochs = epochs;
   stats.gae_seconds = gae_seconds;
-  *flat_observations = obs;
-  return stats;
+  result.flat_observations = obs;
+  return result;
 }
 
-UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
-                                       int64_t env_steps_done,
-                                       std::vector<double>* gang_sums,
-                                       int64_t* non_finite,
-                                       torch::Tensor* flat_observations,
-                                       absl::Status* collective_error) {
+absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsFused(
+    const Rollout& rollout, const Plan& plan) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
-  auto sync = [&](absl::Status status) {
-    if (status.ok()) return;
-    *collective_error = std::move(status);
-    throw std::runtime_error(std::string(collective_error->message()));
-  };
   // The parameters' storage may have been replaced (a checkpoint loaded).
-  if (const absl::Status bound = fused_->Bind(policy_); !bound.ok()) {
-    throw std::runtime_error(std::string(bound.message()));
-  }
-  const Plan plan = MakePlan(rollout, env_steps_done, gang_sums, sync);
+  RETURN_IF_ERROR(fused_->Bind(policy_));
   const int64_t num_minibatches = config_.num_minibatches();
   const int64_t mb = plan.minibatch;
   const int d = fused_->observation_size();
@@ -595,7 +570,7 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
         for (int64_t i = 0; i < num_params; ++i) grads[i] *= share;
         torch::Tensor bucket =
             torch::from_blob(grads, {num_params + 1}, torch::kFloat32);
-        sync(collective_->AllReduce(bucket, ReduceOp::kSum));
+        RETURN_IF_ERROR(collective_->AllReduce(bucket, ReduceOp::kSum));
       }
       double sq = 0;
       for (int64_t i = 0; i < num_params; ++i)
@@ -612,11 +587,7 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
         std::fill(grads, grads + num_params, 0.0f);
         ++bad_minibatches;
       }
-      if (const absl::Status stepped =
-              FusedAdamStep(*optimizer_, params, grads);
-          !stepped.ok()) {
-        throw std::runtime_error(std::string(stepped.message()));
-      }
+      RETURN_IF_ERROR(FusedAdamStep(*optimizer_, params, grads));
       epoch_kl += terms.approx_kl * plan.share;
       sum_policy_loss += terms.policy_loss;
       sum_value_loss += terms.value_loss;
@@ -631,13 +602,14 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
       double kl = epoch_kl;
       if (collective_ != nullptr) {
         torch::Tensor t = torch::from_blob(&kl, {1}, torch::kFloat64);
-        sync(collective_->AllReduce(t, ReduceOp::kSum));
+        RETURN_IF_ERROR(collective_->AllReduce(t, ReduceOp::kSum));
       }
       if (kl / num_minibatches > config_.target_kl()) break;
     }
   }
 
-  UpdateStats stats;
+  EpochResult result;
+  UpdateStats& stats = result.stats;
   const double n = static_cast<double>(std::max<int64_t>(minibatches_run, 1));
   stats.policy_loss = sum_policy_loss / n;
   stats.value_loss = sum_value_loss / n;
@@ -645,7 +617,7 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
   stats.approx_kl = sum_kl / n;
   stats.clip_fraction = sum_clip / n;
   stats.grad_norm = sum_grad_norm / n;
-  *non_finite = bad_minibatches;
+  result.non_finite = bad_minibatches;
   // Explained variance: 1 - Var(returns - values) / Var(returns).
   double ret_mean = 0, res_mean = 0;
   for (int64_t i = 0; i < batch; ++i) {
@@ -664,8 +636,8 @@ UpdateStats PpoUpdater::RunEpochsFused(const Rollout& rollout,
   stats.learning_rate = plan.lr;
   stats.epochs = epochs;
   stats.gae_seconds = plan.gae_seconds;
-  *flat_observations = rollout.observations.reshape({batch, -1});
-  return stats;
+  result.flat_observations = rollout.observations.reshape({batch, -1});
+  return result;
 }
 
 }  // namespace rl

@@ -109,14 +109,6 @@ class PpoUpdater {
  private:
   // Shapes, dtypes, finite values and action range of `rollout`.
   absl::Status CheckRollout(const Rollout& rollout) const;
-  // The update proper: LibTorch calls, which may throw. Sets `*non_finite`
-  // to the number of minibatches whose loss or gradient was NaN or inf, and
-  // `*flat_observations` to the observations as [T*E, obs].
-  // Collective failures are stored in `*collective_error` and thrown.
-  UpdateStats RunEpochs(const Rollout& rollout, int64_t env_steps_done,
-                        std::vector<double>* gang_sums, int64_t* non_finite,
-                        torch::Tensor* flat_observations,
-                        absl::Status* collective_error);
 
   // What both paths compute first: GAE, the annealed rate (set on the
   // optimizer), this rank's minibatch and its share of the global one.
@@ -139,18 +131,29 @@ class PpoUpdater {
   // Everything a gang must agree on before the first minibatch, in one
   // all-reduce (see Update). Sets gang_observation_moments_ in a gang that
   // normalises observations.
-  Plan MakePlan(const Rollout& rollout, int64_t env_steps_done,
-                std::vector<double>* gang_sums,
-                const std::function<void(absl::Status)>& sync);
+  absl::StatusOr<Plan> MakePlan(const Rollout& rollout, int64_t env_steps_done,
+                                std::vector<double>* gang_sums);
   // A minibatch's advantage normalisation (mean, std) from the plan.
   static std::pair<double, double> GangAdvantageMoments(const Plan& plan,
                                                         int64_t index);
-  // RunEpochs on the fused CPU path (policy/fused_policy.h).
-  UpdateStats RunEpochsFused(const Rollout& rollout, int64_t env_steps_done,
-                             std::vector<double>* gang_sums,
-                             int64_t* non_finite,
-                             torch::Tensor* flat_observations,
-                             absl::Status* collective_error);
+  // What an update's epochs give back.
+  struct EpochResult {
+    UpdateStats stats;
+    // Minibatches whose loss or gradient was NaN or inf.
+    int64_t non_finite = 0;
+    torch::Tensor flat_observations;  // [T*E, obs]
+  };
+  // An update's epochs over a planned rollout, behind one signature: the
+  // eager LibTorch path (RunEpochs) or the fused CPU path
+  // (RunEpochsFused, policy/fused_policy.h), chosen at the first update
+  // (epochs_). LibTorch calls may throw (Update turns that into a Status);
+  // every other failure, a collective's included, is the returned Status.
+  using EpochLoop = absl::StatusOr<EpochResult> (PpoUpdater::*)(
+      const Rollout& rollout, const Plan& plan);
+  absl::StatusOr<EpochResult> RunEpochs(const Rollout& rollout,
+                                        const Plan& plan);
+  absl::StatusOr<EpochResult> RunEpochsFused(const Rollout& rollout,
+                                             const Plan& plan);
   struct FusedBuffers {
     std::vector<float> observations, actions, old_log_probs, old_values,
         advantages, returns, grads;
@@ -168,7 +171,7 @@ class PpoUpdater {
   torch::Tensor gang_observation_moments_;
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
-  bool kernels_chosen_ = false;
+  EpochLoop epochs_ = nullptr;          // set at the first update
   std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
   std::unique_ptr<FusedPpoLoss> fused_loss_;
   std::unique_ptr<FusedBuffers> fused_buffers_;
