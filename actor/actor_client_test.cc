@@ -37,7 +37,8 @@ envs_per_actor: 4
 segment_length: 8
 total_env_steps: 100000
 seed: 7
-ppo: {num_minibatches: 1, hidden_sizes: [16]}
+ppo: {num_minibatches: 1}
+policy: {hidden_sizes: [16]}
 sync_mode: )",
                                        mode, "\n"),
                           RunFileFormat::kYaml);

@@ -53,10 +53,10 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
   }
 }
 
-ActorCriticConfig RolloutCollector::PolicyConfig(const PPOConfig& ppo) const {
+ActorCriticConfig RolloutCollector::NetworkConfig(const RunSpec& spec) const {
   const EnvInfo& info = env_->info();
   return MakeActorCriticConfig(info.observation_size, info.num_actions,
-                               info.action_size, ppo);
+                               info.action_size, spec.policy(), spec.ppo());
 }
 
 Rollout RolloutCollector::AllocateRollout() const {

@@ -40,8 +40,9 @@ class RolloutCollector {
 
   const EnvInfo& env_info() const { return env_->info(); }
 
-  // The policy network configuration that fits these environments.
-  ActorCriticConfig PolicyConfig(const PPOConfig& ppo) const;
+  // The network `spec`'s policy block asks for, fitted to these
+  // environments.
+  ActorCriticConfig NetworkConfig(const RunSpec& spec) const;
 
   // A zeroed rollout of the run's segment shape.
   Rollout AllocateRollout() const;

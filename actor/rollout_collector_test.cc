@@ -14,7 +14,7 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   auto collector = RolloutCollector::Create(spec, 3, 1);
   ASSERT_OK(collector);
   torch::manual_seed(0);
-  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  ActorCritic policy((*collector)->NetworkConfig(spec));
   Rollout rollout = (*collector)->AllocateRollout();
   ASSERT_OK((*collector)->Collect(policy, &rollout));
 
@@ -57,7 +57,7 @@ TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
       "ppo: {normalize_rewards: true, num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
   ASSERT_OK(collector);
-  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  ActorCritic policy((*collector)->NetworkConfig(spec));
   Rollout rollout = (*collector)->AllocateRollout();
   EXPECT_EQ(rollout.actions.sizes(), (std::vector<int64_t>{64, 4, 1}));
   ASSERT_OK((*collector)->Collect(policy, &rollout));
@@ -73,7 +73,7 @@ TEST(RolloutCollectorTest, WrongRolloutShapeIsAnError) {
       "segment_length: 8\nppo: {num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
   ASSERT_OK(collector);
-  ActorCritic policy((*collector)->PolicyConfig(spec.ppo()));
+  ActorCritic policy((*collector)->NetworkConfig(spec));
   Rollout wrong = Rollout::Allocate(8, 5, 4, 0);
   EXPECT_THAT((*collector)->Collect(policy, &wrong),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -54,9 +54,9 @@ absl::StatusOr<Leg> Train(RunSpec spec, const std::string& kernels) {
 // Multiply-adds of one forward pass of one row.
 double ForwardFlops(const RunSpec& spec, int observation_size, int head) {
   double flops = 0;
-  const int trunks = spec.ppo().shared_trunk() ? 1 : 2;
+  const int trunks = spec.policy().shared_trunk() ? 1 : 2;
   int in = observation_size;
-  for (int h : spec.ppo().hidden_sizes()) {
+  for (int h : spec.policy().hidden_sizes()) {
     flops += 2.0 * in * h * trunks;
     in = h;
   }
@@ -106,7 +106,7 @@ int Main() {
       absl::GetFlag(FLAGS_run).c_str(), spec->envs_per_actor(),
       spec->segment_length(), ppo.num_epochs(), ppo.num_minibatches(),
       static_cast<long long>(minibatch));
-  for (int h : ppo.hidden_sizes()) std::printf(" %d", h);
+  for (int h : spec->policy().hidden_sizes()) std::printf(" %d", h);
   std::printf(", torch threads %d\n", torch::get_num_threads());
 
   std::vector<double> fused, libtorch, ratios;
@@ -148,8 +148,8 @@ int Main() {
                                              : (*env)->info().action_size;
   const double forward = ForwardFlops(*spec, obs, head);
   const double per_step = forward * (1 + 3.0 * ppo.num_epochs());
-  const int widest =
-      *std::max_element(ppo.hidden_sizes().begin(), ppo.hidden_sizes().end());
+  const int widest = *std::max_element(spec->policy().hidden_sizes().begin(),
+                                       spec->policy().hidden_sizes().end());
   const double gflops = GemmRate(minibatch, widest);
   const double limit = gflops * 1e9 / per_step;
   const double median = Median(fused);

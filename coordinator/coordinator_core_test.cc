@@ -494,11 +494,11 @@ TEST_F(CoordinatorCoreTest, ARunTooBigForTheWireIsRefusedAtSubmit) {
                                  "rollout segment")));
   SubmitRunRequest wide = Request();
   for (int i = 0; i < 4; ++i) {
-    wide.mutable_spec()->mutable_ppo()->add_hidden_sizes(65536);
+    wide.mutable_spec()->mutable_policy()->add_hidden_sizes(65536);
   }
   EXPECT_THAT(core_->SubmitRun(wide),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("ppo.hidden_sizes: the policy has about")));
+                       HasSubstr("policy.hidden_sizes: the policy has about")));
   EXPECT_EQ(core_->ListRuns(ListRunsRequest())->runs_size(), 0);
 }
 

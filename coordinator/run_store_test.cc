@@ -264,5 +264,31 @@ TEST(RunStoreTest, AFullStoreIsResourceExhaustedAndLosesNothing) {
   EXPECT_OK((*store)->GetRun(stored.back()));
 }
 
+// A run stored before the network moved from ppo: to policy: keeps its
+// network when read back (a recovered run must build the network its
+// checkpoints hold).
+TEST(RunStoreTest, RunsStoredBeforeThePolicyBlockKeepTheirNetwork) {
+  auto store = RunStore::Open(DbPath("legacy_policy"));
+  ASSERT_OK(store);
+  RunSpec legacy = Spec("old");
+  legacy.mutable_ppo()->add_hidden_sizes(8);
+  legacy.mutable_ppo()->add_hidden_sizes(4);
+  legacy.mutable_ppo()->set_shared_trunk(true);
+  legacy.mutable_ppo()->set_initial_log_std(-0.5f);
+  bool created = false;
+  auto stored = (*store)->SubmitRun(legacy, "", &created);
+  ASSERT_OK(stored);
+  auto read = (*store)->GetRun(stored->run_id());
+  ASSERT_OK(read);
+  const PolicyConfig& policy = read->spec().policy();
+  ASSERT_EQ(policy.hidden_sizes_size(), 2);
+  EXPECT_EQ(policy.hidden_sizes(0), 8);
+  EXPECT_EQ(policy.hidden_sizes(1), 4);
+  EXPECT_TRUE(policy.shared_trunk());
+  EXPECT_FLOAT_EQ(policy.initial_log_std(), -0.5f);
+  EXPECT_EQ(policy.activation(), "tanh");
+  EXPECT_EQ(read->spec().ppo().hidden_sizes_size(), 0);
+}
+
 }  // namespace
 }  // namespace rl

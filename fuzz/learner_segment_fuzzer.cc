@@ -29,7 +29,7 @@ Learner* MakeLearner() {
   auto spec = rl::LoadRunSpec(
       "name: fuzz\nenv: {id: CartPole-v1}\nenvs_per_actor: 2\n"
       "segment_length: 4\ntotal_env_steps: 1000000000000\n"
-      "ppo: {num_minibatches: 1, num_epochs: 1, hidden_sizes: [8]}\n"
+      "ppo: {num_minibatches: 1, num_epochs: 1}\npolicy: {hidden_sizes: [8]}\n"
       "resources: {num_actors: 1}\n",
       rl::RunFileFormat::kYaml);
   if (!spec.ok()) {

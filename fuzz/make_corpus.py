@@ -40,7 +40,7 @@ for name in ["cartpole.yaml", "pendulum.yaml", "pendulum.json"]:
 write("run_file_fuzzer", "small.yaml",
       "name: small\nenv: {id: CartPole-v1}\nenvs_per_actor: 4\n"
       "segment_length: 16\ntotal_env_steps: 640\n"
-      "ppo: {num_epochs: 2, num_minibatches: 2, hidden_sizes: [32]}\n")
+      "ppo: {num_epochs: 2, num_minibatches: 2}\npolicy: {hidden_sizes: [32]}\n")
 write("run_file_fuzzer", "anchors.yaml",
       "name: &n a\nenv: {id: Pendulum-v1}\nppo: &p {gamma: 0.9}\n"
       "resources: {num_actors: 2}\n")

@@ -298,7 +298,7 @@ absl::StatusOr<ActorCritic> ReadRunPolicy(const RunSpec& spec,
   ASSIGN_OR_RETURN(ActorCritic policy,
                    CreateActorCritic(MakeActorCriticConfig(
                        info.observation_size, info.num_actions,
-                       info.action_size, spec.ppo())));
+                       info.action_size, spec.policy(), spec.ppo())));
   RETURN_IF_ERROR(ReadCheckpoint(dir, policy, nullptr, nullptr));
   return policy;
 }

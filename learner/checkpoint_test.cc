@@ -70,7 +70,7 @@ TEST(CheckpointTest, ARunsPolicyLoadsFromItsCheckpoint) {
   const std::string root = MakeTestDir("run_policy");
   RunSpec spec;
   spec.mutable_env()->set_id("CartPole-v1");
-  spec.mutable_ppo()->add_hidden_sizes(8);
+  spec.mutable_policy()->add_hidden_sizes(8);
   ActorCritic policy(Config(8));
   torch::optim::Adam adam(policy->parameters(),
                           torch::optim::AdamOptions(1e-3));
@@ -79,7 +79,7 @@ TEST(CheckpointTest, ARunsPolicyLoadsFromItsCheckpoint) {
   ASSERT_OK_AND_ASSIGN(ActorCritic read, ReadRunPolicy(spec, dir));
   EXPECT_TRUE(torch::equal(read->parameters()[0], policy->parameters()[0]));
   RunSpec wider = spec;
-  wider.mutable_ppo()->set_hidden_sizes(0, 16);
+  wider.mutable_policy()->set_hidden_sizes(0, 16);
   EXPECT_THAT(ReadRunPolicy(wider, dir).status(),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }

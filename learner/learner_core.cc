@@ -126,8 +126,9 @@ class LearnerCore::Impl {
         ActorsOfLearnerRank(rank_, world_size_, spec.resources().num_actors());
     queue_capacity_ = static_cast<size_t>(
         credits_ * std::max(1, spec.resources().num_actors()) * 2);
-    policy_config_ = MakeActorCriticConfig(
-        info.observation_size, info.num_actions, info.action_size, spec.ppo());
+    policy_config_ =
+        MakeActorCriticConfig(info.observation_size, info.num_actions,
+                              info.action_size, spec.policy(), spec.ppo());
     status_.set_run_id(options.run_id);
     status_.set_policy_version(kFirstVersion);
   }

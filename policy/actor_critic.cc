@@ -22,11 +22,16 @@ torch::nn::Linear OrthogonalLinear(int in, int out, double gain) {
   return layer;
 }
 
-torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden) {
+torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden,
+                                ActorCriticConfig::Activation activation) {
   torch::nn::Sequential trunk;
   for (int size : hidden) {
     trunk->push_back(OrthogonalLinear(in, size, std::sqrt(2.0)));
-    trunk->push_back(torch::nn::Tanh());
+    if (activation == ActorCriticConfig::Activation::kRelu) {
+      trunk->push_back(torch::nn::ReLU());
+    } else {
+      trunk->push_back(torch::nn::Tanh());
+    }
     in = size;
   }
   return trunk;
@@ -35,15 +40,20 @@ torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden) {
 }  // namespace
 
 ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
-                                        int action_size, const PPOConfig& ppo) {
+                                        int action_size,
+                                        const PolicyConfig& policy,
+                                        const PPOConfig& ppo) {
   ActorCriticConfig config;
   config.observation_size = observation_size;
   config.num_actions = num_actions;
   config.action_size = action_size;
-  config.hidden_sizes.assign(ppo.hidden_sizes().begin(),
-                             ppo.hidden_sizes().end());
-  config.shared_trunk = ppo.shared_trunk();
-  config.initial_log_std = ppo.initial_log_std();
+  config.hidden_sizes.assign(policy.hidden_sizes().begin(),
+                             policy.hidden_sizes().end());
+  config.shared_trunk = policy.shared_trunk();
+  config.initial_log_std = policy.initial_log_std();
+  config.activation = policy.activation() == "relu"
+                          ? ActorCriticConfig::Activation::kRelu
+                          : ActorCriticConfig::Activation::kTanh;
   config.normalize_observations = ppo.normalize_observations();
   return config;
 }
@@ -53,10 +63,12 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   const int features = config.hidden_sizes.empty() ? config.observation_size
                                                    : config.hidden_sizes.back();
   policy_trunk_ = register_module(
-      "policy_trunk", MakeTrunk(config.observation_size, config.hidden_sizes));
+      "policy_trunk", MakeTrunk(config.observation_size, config.hidden_sizes,
+                                config.activation));
   if (!config.shared_trunk) {
     value_trunk_ = register_module(
-        "value_trunk", MakeTrunk(config.observation_size, config.hidden_sizes));
+        "value_trunk", MakeTrunk(config.observation_size, config.hidden_sizes,
+                                 config.activation));
   }
   const int head_size = discrete() ? config.num_actions : config.action_size;
   // Small policy-head gain: near-uniform initial policy (common PPO practice).

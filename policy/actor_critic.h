@@ -35,14 +35,20 @@ struct ActorCriticConfig {
   std::vector<int> hidden_sizes = {64, 64};
   bool shared_trunk = false;
   float initial_log_std = 0.0f;
+  enum class Activation { kTanh, kRelu };
+  Activation activation = Activation::kTanh;  // after each hidden layer
   bool normalize_observations = false;
   float observation_clip = 10.0f;
 };
 
-// The network a run's PPO settings ask for, for an environment with these
-// sizes (num_actions 0: continuous with action_size components).
+// The network a run's policy block asks for (and its PPO settings'
+// observation normalisation), for an environment with these sizes
+// (num_actions 0: continuous with action_size components). The spec is
+// resolved (runspec/run_spec.h): its activation is tanh or relu.
 ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
-                                        int action_size, const PPOConfig& ppo);
+                                        int action_size,
+                                        const PolicyConfig& policy,
+                                        const PPOConfig& ppo);
 
 // Output of acting on a batch of observations.
 struct PolicyStep {

@@ -172,5 +172,30 @@ TEST(ActorCriticTest, ObservationStatisticsRefuseBadBatches) {
   EXPECT_FALSE(torch::equal(policy->named_buffers()["obs_mean"], mean_before));
 }
 
+TEST(ActorCriticTest, TheActivationIsTheConfigured) {
+  for (auto activation : {ActorCriticConfig::Activation::kTanh,
+                          ActorCriticConfig::Activation::kRelu}) {
+    ActorCriticConfig c;
+    c.observation_size = 4;
+    c.num_actions = 2;
+    c.activation = activation;
+    ActorCritic policy(c);
+    int tanh = 0, relu = 0;
+    for (const auto& module : policy->modules()) {
+      // "torch::nn::TanhImpl", "torch::nn::ReLUImpl"
+      tanh += module->name().find("Tanh") != std::string::npos;
+      relu += module->name().find("ReLU") != std::string::npos;
+    }
+    const bool is_relu = activation == ActorCriticConfig::Activation::kRelu;
+    EXPECT_EQ(relu, is_relu ? 4 : 0);  // 2 layers x 2 trunks
+    EXPECT_EQ(tanh, is_relu ? 0 : 4);
+  }
+  // From a run's policy block.
+  PolicyConfig block;
+  block.set_activation("relu");
+  EXPECT_EQ(MakeActorCriticConfig(4, 2, 0, block, PPOConfig()).activation,
+            ActorCriticConfig::Activation::kRelu);
+}
+
 }  // namespace
 }  // namespace rl

@@ -165,6 +165,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
         "LibTorch has none");
   }
   const ActorCriticConfig& c = policy->config();
+  if (c.activation != ActorCriticConfig::Activation::kTanh) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path runs tanh networks only (policy.activation)");
+  }
   observation_size_ = c.observation_size;
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;

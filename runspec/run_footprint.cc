@@ -16,7 +16,7 @@ constexpr double kFloat = 4;
 // Weights and biases of an MLP trunk obs -> hidden...; returns its width.
 double TrunkParameters(double in, const RunSpec& spec, double* width) {
   double params = 0;
-  for (int h : spec.ppo().hidden_sizes()) {
+  for (int h : spec.policy().hidden_sizes()) {
     params += in * h + h;
     in = h;
   }
@@ -44,7 +44,7 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double e = std::max(1, spec.envs_per_actor());
   const double t = std::max(1, spec.segment_length());
   double hidden_sum = 0;
-  for (int h : spec.ppo().hidden_sizes()) hidden_sum += h;
+  for (int h : spec.policy().hidden_sizes()) hidden_sum += h;
 
   // Two trunks (policy and value), a policy head, a value head, log std.
   double width = 0;
@@ -110,14 +110,14 @@ absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
   }
   if (over(need.policy_bytes, limits.max_message_bytes)) {
     problems.push_back(absl::StrCat(
-        "ppo.hidden_sizes: the policy has about ",
+        "policy.hidden_sizes: the policy has about ",
         absl::StrFormat("%.4g", need.parameters), " parameters (",
         FormatBytes(need.policy_bytes), " per publication), over the ",
         FormatBytes(limits.max_message_bytes), " message limit"));
   }
   if (over(need.actor_bytes, limits.max_actor_bytes)) {
     problems.push_back(absl::StrCat(
-        "envs_per_actor, segment_length, ppo.hidden_sizes: one actor needs "
+        "envs_per_actor, segment_length, policy.hidden_sizes: one actor needs "
         "about ",
         FormatBytes(need.actor_bytes), ", over the ",
         FormatBytes(limits.max_actor_bytes), " actor memory limit"));
@@ -125,7 +125,7 @@ absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
   if (over(need.learner_bytes, limits.max_learner_bytes)) {
     problems.push_back(absl::StrCat(
         "resources.num_actors / resources.num_learners, envs_per_actor, "
-        "segment_length, ppo.hidden_sizes: one learner rank needs about ",
+        "segment_length, policy.hidden_sizes: one learner rank needs about ",
         FormatBytes(need.learner_bytes), ", over the ",
         FormatBytes(limits.max_learner_bytes), " learner memory limit"));
   }

@@ -32,7 +32,8 @@ TEST(RunFootprintTest, SegmentBytesFollowTheWireLayout) {
 env: {id: CartPole-v1}
 envs_per_actor: 8
 segment_length: 128
-ppo: {hidden_sizes: [64, 64], num_minibatches: 4}
+ppo: {num_minibatches: 4}
+policy: {hidden_sizes: [64, 64]}
 )");
   const RunFootprint f = EstimateRunFootprint(spec);
   // Per row: 4 observation floats, an int64 action, log prob, value,
@@ -115,7 +116,8 @@ TEST(RunFootprintTest, ContinuousActionsAndLogStdCount) {
 env: {id: Pendulum-v1}
 envs_per_actor: 2
 segment_length: 4
-ppo: {hidden_sizes: [8], num_minibatches: 1}
+ppo: {num_minibatches: 1}
+policy: {hidden_sizes: [8]}
 )");
   const RunFootprint f = EstimateRunFootprint(spec);
   // Pendulum: 3 observations, 1 continuous action (a float on the wire).
@@ -147,14 +149,14 @@ ppo: {num_minibatches: 1}
 TEST(RunFootprintTest, AVeryWideNetworkIsRefused) {
   const RunSpec spec = Resolved(R"(
 env: {id: CartPole-v1}
-ppo: {hidden_sizes: [65536, 65536, 65536, 65536]}
+policy: {hidden_sizes: [65536, 65536, 65536, 65536]}
 )");
   const RunFootprint f = EstimateRunFootprint(spec);
   EXPECT_GT(f.parameters, 6 * 65536.0 * 65536.0);
   const absl::Status status = CheckRunFootprint(spec, f, {kMessageLimit});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(),
-              AllOf(HasSubstr("ppo.hidden_sizes: the policy has about"),
+              AllOf(HasSubstr("policy.hidden_sizes: the policy has about"),
                     HasSubstr("GiB per publication")));
 }
 

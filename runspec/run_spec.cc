@@ -250,6 +250,7 @@ class Problems {
   void Add(absl::string_view path, absl::string_view problem, const T& got) {
     list_.push_back(absl::StrCat(path, ": ", problem, " (got ", got, ")"));
   }
+  void Add(std::string message) { list_.push_back(std::move(message)); }
   absl::Status ToStatus() const {
     if (list_.empty()) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrJoin(list_, "; "));
@@ -325,6 +326,35 @@ absl::Status CheckExplicitCounts(const std::string& json) {
   return problems.ToStatus();
 }
 
+// The network's fields moved from ppo: to policy: (PolicyConfig).
+constexpr const char* kMovedToPolicy[] = {"hidden_sizes", "shared_trunk",
+                                          "initial_log_std"};
+
+std::string MovedToPolicy(absl::string_view name) {
+  return absl::StrCat("ppo.", name, ": moved to policy.", name,
+                      " (the network has its own block: policy: {", name,
+                      ": ...})");
+}
+
+// INVALID_ARGUMENT naming each network field a run file still writes under
+// ppo: (a run file as JSON text).
+absl::Status CheckMovedFields(const std::string& json) {
+  google::protobuf::Struct root;
+  if (!google::protobuf::util::JsonStringToMessage(json, &root).ok()) {
+    return absl::OkStatus();  // the RunSpec parse names what is wrong
+  }
+  const google::protobuf::Value* ppo = FieldOf(root, "ppo");
+  if (ppo == nullptr || !ppo->has_struct_value()) return absl::OkStatus();
+  std::vector<std::string> moved;
+  for (const char* name : kMovedToPolicy) {
+    if (FieldOf(ppo->struct_value(), name) != nullptr) {
+      moved.push_back(MovedToPolicy(name));
+    }
+  }
+  if (moved.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(moved, "; "));
+}
+
 bool IsKnownDevice(const std::string& device) {
   if (device == "cpu" || device == "cuda") return true;
   int index;
@@ -359,6 +389,7 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
     }
     RETURN_IF_ERROR(YamlToJson(&json).Convert(root, "", 1));
   }
+  RETURN_IF_ERROR(CheckMovedFields(json));
   RETURN_IF_ERROR(CheckExplicitCounts(json));
   RunSpec spec;
   google::protobuf::util::JsonParseOptions options;
@@ -397,11 +428,15 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (!ppo->has_entropy_coef()) ppo->set_entropy_coef(0.01f);
   if (!ppo->has_max_grad_norm()) ppo->set_max_grad_norm(0.5f);
   if (!ppo->has_normalize_advantages()) ppo->set_normalize_advantages(true);
-  if (ppo->hidden_sizes_size() == 0) {
-    ppo->add_hidden_sizes(64);
-    ppo->add_hidden_sizes(64);
-  }
   if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
+
+  PolicyConfig* policy = spec->mutable_policy();
+  // A spec that still names the network under ppo keeps it for the error.
+  if (policy->hidden_sizes_size() == 0 && ppo->hidden_sizes_size() == 0) {
+    policy->add_hidden_sizes(64);
+    policy->add_hidden_sizes(64);
+  }
+  if (policy->activation().empty()) policy->set_activation("tanh");
 
   Resources* res = spec->mutable_resources();
   if (res->num_learners() == 0) res->set_num_learners(1);
@@ -486,17 +521,28 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
     p.Add("ppo.target_kl", "must be finite and >= 0 (0 disables)",
           ppo.target_kl());
   }
-  if (ppo.hidden_sizes_size() > 16) {
-    p.Add("ppo.hidden_sizes", "at most 16 layers", ppo.hidden_sizes_size());
+  // A program's spec that still names the network under ppo.
+  if (ppo.hidden_sizes_size() > 0) p.Add(MovedToPolicy("hidden_sizes"));
+  if (ppo.shared_trunk()) p.Add(MovedToPolicy("shared_trunk"));
+  if (ppo.initial_log_std() != 0) p.Add(MovedToPolicy("initial_log_std"));
+  const PolicyConfig& policy = spec.policy();
+  if (policy.hidden_sizes_size() > 16) {
+    p.Add("policy.hidden_sizes", "at most 16 layers",
+          policy.hidden_sizes_size());
   }
-  for (int i = 0; i < ppo.hidden_sizes_size(); ++i) {
-    if (ppo.hidden_sizes(i) < 1 || ppo.hidden_sizes(i) > 65536) {
-      p.Add(absl::StrCat("ppo.hidden_sizes[", i, "]"), "must be in [1, 65536]",
-            ppo.hidden_sizes(i));
+  for (int i = 0; i < policy.hidden_sizes_size(); ++i) {
+    if (policy.hidden_sizes(i) < 1 || policy.hidden_sizes(i) > 65536) {
+      p.Add(absl::StrCat("policy.hidden_sizes[", i, "]"),
+            "must be in [1, 65536]", policy.hidden_sizes(i));
     }
   }
-  if (!(std::fabs(ppo.initial_log_std()) <= 20)) {
-    p.Add("ppo.initial_log_std", "must be in [-20, 20]", ppo.initial_log_std());
+  if (!(std::fabs(policy.initial_log_std()) <= 20)) {
+    p.Add("policy.initial_log_std", "must be in [-20, 20]",
+          policy.initial_log_std());
+  }
+  if (policy.activation() != "tanh" && policy.activation() != "relu") {
+    p.Add("policy.activation", "must be tanh or relu",
+          JsonQuote(policy.activation()));
   }
   if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
       ppo.cpu_kernels() != "libtorch") {
@@ -508,6 +554,12 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
     p.Add("ppo.cpu_kernels",
           "fused is the CPU path; this run's learner or actor device is not "
           "cpu",
+          JsonQuote(ppo.cpu_kernels()));
+  } else if (ppo.cpu_kernels() == "fused" &&
+             spec.policy().activation() == "relu") {
+    p.Add("ppo.cpu_kernels",
+          "fused runs tanh networks only; this run's policy.activation is "
+          "relu (leave cpu_kernels out: auto takes LibTorch for it)",
           JsonQuote(ppo.cpu_kernels()));
   }
 

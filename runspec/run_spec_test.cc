@@ -27,7 +27,7 @@ TEST(RunSpecTest, ExampleRunFilesLoad) {
   EXPECT_EQ(cartpole->env().id(), "CartPole-v1");
   EXPECT_EQ(cartpole->envs_per_actor(), 8);
   EXPECT_FLOAT_EQ(cartpole->ppo().learning_rate(), 1e-3f);
-  EXPECT_EQ(cartpole->ppo().hidden_sizes_size(), 2);
+  EXPECT_EQ(cartpole->policy().hidden_sizes_size(), 2);
   EXPECT_EQ(cartpole->sync_mode(), SYNC);
   EXPECT_DOUBLE_EQ(cartpole->target_return(), 475);
 
@@ -87,7 +87,8 @@ ppo: {num_minibatches: 3}
 TEST(RunSpecTest, RangeErrorsAreAllListedWithPaths) {
   const absl::Status status = LoadYaml(R"(
 env: {id: CartPole-v1}
-ppo: {gamma: 1.5, learning_rate: -1, hidden_sizes: [64, 0]}
+ppo: {gamma: 1.5, learning_rate: -1}
+policy: {hidden_sizes: [64, 0]}
 resources: {num_actors: 2, min_actors: 5, learner_device: tpu}
 )");
   EXPECT_THAT(
@@ -95,7 +96,7 @@ resources: {num_actors: 2, min_actors: 5, learner_device: tpu}
       StatusIs(absl::StatusCode::kInvalidArgument,
                AllOf(HasSubstr("ppo.gamma: must be in (0, 1] (got 1.5)"),
                      HasSubstr("ppo.learning_rate: must be in (0, 1) (got -1)"),
-                     HasSubstr("ppo.hidden_sizes[1]: must be in [1, 65536] "
+                     HasSubstr("policy.hidden_sizes[1]: must be in [1, 65536] "
                                "(got 0)"),
                      HasSubstr("resources.min_actors"),
                      HasSubstr("resources.learner_device"))));
@@ -377,6 +378,50 @@ TEST(ActorPlacementTest, EachActorStreamsToOneRankAndTheCountsAgree) {
       }
     }
   }
+}
+
+// The network has its own block; a run file that still names it under ppo
+// is told where it moved.
+TEST(RunSpecTest, TheNetworkIsThePolicyBlock) {
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec spec,
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "policy: {hidden_sizes: [32], activation: relu, "
+                  "shared_trunk: true}\n",
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(spec.policy().hidden_sizes_size(), 1);
+  EXPECT_EQ(spec.policy().activation(), "relu");
+  EXPECT_TRUE(spec.policy().shared_trunk());
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec defaults,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(defaults.policy().hidden_sizes_size(), 2);
+  EXPECT_EQ(defaults.policy().activation(), "tanh");
+
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {hidden_sizes: [32], "
+                          "initialLogStd: 1}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("ppo.hidden_sizes: moved to "
+                                       "policy.hidden_sizes"),
+                             HasSubstr("ppo.initial_log_std: moved to "
+                                       "policy.initial_log_std"))));
+  // A program's spec too.
+  RunSpec legacy = defaults;
+  legacy.mutable_ppo()->add_hidden_sizes(8);
+  EXPECT_THAT(ResolveRunSpec(&legacy),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.hidden_sizes: moved to")));
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\n"
+                          "policy: {activation: gelu}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy.activation: must be tanh or relu")));
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cpu_kernels: fused}\n"
+                          "policy: {activation: relu}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fused runs tanh networks only")));
 }
 
 }  // namespace

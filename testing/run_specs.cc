@@ -15,7 +15,8 @@ envs_per_actor: 4
 segment_length: 16
 total_env_steps: 640
 seed: 1
-ppo: {num_epochs: 2, num_minibatches: 2, hidden_sizes: [32]}
+ppo: {num_epochs: 2, num_minibatches: 2}
+policy: {hidden_sizes: [32]}
 resources: {num_actors: 1}
 )";
 

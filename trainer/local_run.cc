@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
   if (fits.ok() && memory > 0 &&
       need.actor_bytes + need.learner_bytes > memory) {
     fits = absl::InvalidArgumentError(absl::StrCat(
-        "envs_per_actor, segment_length, ppo.hidden_sizes: the actor and "
+        "envs_per_actor, segment_length, policy.hidden_sizes: the actor and "
         "learner need about ",
         FormatBytes(need.actor_bytes + need.learner_bytes),
         " together, over this machine's ", FormatBytes(memory), " of memory"));

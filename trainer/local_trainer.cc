@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
                                             std::max(1, options.env_threads)));
   torch::manual_seed(spec.seed());  // Initial weights.
   ASSIGN_OR_RETURN(ActorCritic policy,
-                   CreateActorCritic(collector->PolicyConfig(spec.ppo())));
+                   CreateActorCritic(collector->NetworkConfig(spec)));
   ASSIGN_OR_RETURN(
       auto updater, CatchTorchErrors("creating the optimizer", [&] {
         return std::make_unique<PpoUpdater>(
