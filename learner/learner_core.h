@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "learner/collective.h"
+#include "learner/segment_budget.h"
 #include "policy/actor_critic.h"
 #include "proto/common.pb.h"
 #include "proto/learner.pb.h"
@@ -37,35 +38,6 @@
 namespace rl {
 
 class Emitter;
-
-// The bytes of rollout segments a learner holds waiting for a PPO thread
-// (received and validated, not yet taken for an update), over all its
-// streams and runs (--max_inflight_segment_mb). Streams x credits x the
-// message limit would otherwise bound them. A segment beyond the budget is
-// refused (RESOURCE_EXHAUSTED: its stream ends and the actor resends it
-// after a backoff) and counted. When no segment waits, one is admitted
-// whatever its size, so a segment larger than the budget is not refused
-// for ever; the PPO thread takes waiting segments whatever the budget, so
-// the budget always frees up again.
-class SegmentBudget {
- public:
-  explicit SegmentBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
-
-  // Takes `bytes` of the budget, or RESOURCE_EXHAUSTED (counted).
-  absl::Status Take(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
-  void Give(int64_t bytes) ABSL_LOCKS_EXCLUDED(mu_);
-
-  int64_t max_bytes() const { return max_bytes_; }
-  int64_t held_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Segments refused so far.
-  int64_t refused() const ABSL_LOCKS_EXCLUDED(mu_);
-
- private:
-  const int64_t max_bytes_;
-  mutable absl::Mutex mu_;
-  int64_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
-};
 
 struct LearnerOptions {
   RunSpec spec;

@@ -253,21 +253,6 @@ TEST(LearnerCoreTest, AsyncToleratesLagUpToTheLimit) {
   EXPECT_EQ(core->GetStatus().policy_version(), 3);
 }
 
-TEST(SegmentBudgetTest, OneSegmentIsAdmittedWhenNoneWaitsWhateverItsSize) {
-  SegmentBudget budget(100);
-  EXPECT_OK(budget.Take(1000));  // none waits: admitted
-  EXPECT_THAT(budget.Take(1),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       HasSubstr("(--max_inflight_segment_mb)")));
-  EXPECT_EQ(budget.refused(), 1);
-  budget.Give(1000);
-  EXPECT_OK(budget.Take(60));
-  EXPECT_OK(budget.Take(40));
-  EXPECT_FALSE(budget.Take(1).ok());
-  EXPECT_EQ(budget.held_bytes(), 100);
-  EXPECT_EQ(budget.refused(), 2);
-}
-
 // While an update runs, segments pile up for the PPO thread; the learner's
 // byte budget bounds them over all streams. A segment beyond it is refused
 // (counted, not recorded, so the actor's resend is taken, not called a
