@@ -193,11 +193,11 @@ absl::Status ActorClient::Run() {
       options_.actor_id, run_id_, options_.spec.envs_per_actor(),
       options_.spec.segment_length(), env_spec_.id(),
       sync_mode_ ? "sync" : "async");
-  sender_thread_ = std::thread([this] {
+  sender_thread_ = StartThread("actor-send", [this] {
     SetThreadName("actor-send");
     SenderLoop();
   });
-  policy_thread_ = std::thread([this] {
+  policy_thread_ = StartThread("actor-policy", [this] {
     SetThreadName("actor-policy");
     PolicyLoop();
   });
@@ -423,7 +423,7 @@ void ActorClient::SenderLoop() {
   absl::Time reconnect_at = absl::InfinitePast();
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<Stream> stream;
-  std::thread ack_reader;
+  NamedThread ack_reader;
   int64_t streams_opened = 0;
   int failures = 0;  // consecutive streams that ended without an ack
 
@@ -520,7 +520,7 @@ void ActorClient::SenderLoop() {
           if (++streams_opened > 1) ++counters_.reconnects;
         }
         stream = std::make_unique<Stream>(channel_, method, context.get());
-        ack_reader = std::thread([this, s = stream.get()] {
+        ack_reader = StartThread("actor-acks", [this, s = stream.get()] {
           SetThreadName("actor-acks");
           AckReaderLoop(s);
         });

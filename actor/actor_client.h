@@ -37,6 +37,7 @@
 #include "actor/rollout_collector.h"
 #include "actor/segment_window.h"
 #include "common/raw_client_stream.h"
+#include "common/thread.h"
 #include "grpcpp/grpcpp.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -205,8 +206,8 @@ class ActorClient {
   // Step of the latest collect metrics (collect_metrics.h).
   int64_t metrics_step_ ABSL_GUARDED_BY(mu_) = 0;
 
-  std::thread sender_thread_;
-  std::thread policy_thread_;
+  NamedThread sender_thread_;
+  NamedThread policy_thread_;
 };
 
 }  // namespace rl

@@ -48,7 +48,7 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
     ended_ = false;
     result_ = absl::OkStatus();
   }
-  runner_ = std::thread([this, client = client_.get()] {
+  runner_ = StartThread("actor-run", [this, client = client_.get()] {
     const absl::Status status = client->Run();
     if (!status.ok()) RL_LOG_WARNING("actor ended: {}", status.ToString());
     absl::MutexLock lock(&mu_);

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/actor_client.h"
+#include "common/thread.h"
 #include "worker/workload.h"
 
 namespace rl {
@@ -45,7 +46,7 @@ class ActorWorkload : public Workload {
   mutable absl::Mutex client_mu_;
   std::unique_ptr<ActorClient> client_;
   std::string run_id_ ABSL_GUARDED_BY(client_mu_);
-  std::thread runner_;
+  NamedThread runner_;
 
   absl::Mutex mu_;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

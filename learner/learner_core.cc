@@ -23,6 +23,7 @@
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/thread.h"
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
 #include "learner/ppo_updater.h"
@@ -129,7 +130,7 @@ class LearnerCore::Impl {
     if (options_.collective != nullptr) RETURN_IF_ERROR(ShareRankZeroState());
     if (!options_.run_dir.empty()) OpenLedger();
     RETURN_IF_ERROR(Publish(/*final=*/false));
-    thread_ = std::thread([this] { Run(); });
+    thread_ = StartThread("learner-ppo", [this] { Run(); });
     return absl::OkStatus();
   }
 
@@ -964,7 +965,7 @@ class LearnerCore::Impl {
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
-  std::thread thread_;
+  NamedThread thread_;
   const absl::Time started_ = absl::Now();
 
   mutable absl::Mutex mu_;

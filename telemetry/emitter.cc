@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/thread.h"
 
 namespace rl {
 namespace {
@@ -83,8 +84,8 @@ struct Emitter::State {
   // kWakeCheckInterval points), so a sleeping sender drains a burst in time.
   bool wake_requested ABSL_GUARDED_BY(mu) = false;
 
-  std::thread sender;
-  std::thread ack_reader;  // owned by the sender thread
+  NamedThread sender;
+  NamedThread ack_reader;  // owned by the sender thread
 };
 
 Emitter::Emitter(std::unique_ptr<MetricTransport> transport,
@@ -113,7 +114,7 @@ Emitter::Emitter(std::unique_ptr<MetricTransport> transport,
   for (uint64_t i = 0; i < capacity; ++i) {
     s.slots[i].sequence.store(i, std::memory_order_relaxed);
   }
-  s.sender = std::thread([this] { SenderLoop(); });
+  s.sender = StartThread("emitter-send", [this] { SenderLoop(); });
 }
 
 Emitter::~Emitter() {
@@ -416,7 +417,8 @@ void Emitter::SenderLoop() {
           ++s.connects;
           resend.assign(s.unacked.begin(), s.unacked.end());
         }
-        s.ack_reader = std::thread([this, generation] { AckLoop(generation); });
+        s.ack_reader = StartThread("emitter-acks",
+                                   [this, generation] { AckLoop(generation); });
         for (const auto& batch : resend) send(*batch);
       }
       // The next attempt (if this connection fails) waits; the backoff is

@@ -244,7 +244,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   endpoint->port_ = bound;
   // The socket listens from here on: connections wait in its backlog until
   // the accept loop takes them.
-  endpoint->thread_ = std::thread([e = endpoint.get()] {
+  endpoint->thread_ = StartThread("http", [e = endpoint.get()] {
     e->server_->listen_after_bind();
     e->stopped_.Notify();
   });

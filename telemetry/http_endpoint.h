@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/thread.h"
 #include "httplib.h"
 #include "telemetry/metrics_registry.h"
 
@@ -66,7 +67,7 @@ class HttpEndpoint {
   int port_ = 0;
   // Notified when httplib's accept loop has returned.
   absl::Notification stopped_;
-  std::thread thread_;
+  NamedThread thread_;
 };
 
 }  // namespace rl

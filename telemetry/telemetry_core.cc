@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "common/thread.h"
 #include "telemetry/tfevents/event_file_cache.h"
 
 namespace rl {
@@ -82,8 +83,8 @@ struct TelemetryCore::Impl {
   bool tb_stop ABSL_GUARDED_BY(tb_mu) = false;
   std::unique_ptr<EventFileCache> event_files;  // the TensorBoard thread's
 
-  std::thread writer;
-  std::thread tb_thread;
+  NamedThread writer;
+  NamedThread tb_thread;
 
   void WriterLoop();
   void TensorBoardLoop();
@@ -119,9 +120,10 @@ absl::StatusOr<std::unique_ptr<TelemetryCore>> TelemetryCore::Create(
                    MetricStore::Open(options.store_path, options.store));
   impl->options = std::move(options);
   Impl* raw = impl.get();
-  impl->writer = std::thread([raw] { raw->WriterLoop(); });
+  impl->writer = StartThread("tel-writer", [raw] { raw->WriterLoop(); });
   if (!impl->options.tensorboard_dir.empty()) {
-    impl->tb_thread = std::thread([raw] { raw->TensorBoardLoop(); });
+    impl->tb_thread =
+        StartThread("tensorboard", [raw] { raw->TensorBoardLoop(); });
   }
   return std::unique_ptr<TelemetryCore>(new TelemetryCore(std::move(impl)));
 }

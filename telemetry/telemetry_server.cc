@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "common/status.h"
+#include "common/thread.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "telemetry/http_api.h"
 #include "telemetry/http_endpoint.h"
@@ -28,7 +29,7 @@ class RunStatePoller {
  public:
   explicit RunStatePoller(const std::string& target)
       : stub_(RunService::NewStub(CreateChannel(target))),
-        thread_([this] { Loop(); }) {}
+        thread_(StartThread("telemetry-tick", [this] { Loop(); })) {}
   ~RunStatePoller() {
     {
       absl::MutexLock lock(&mu_);
@@ -66,7 +67,7 @@ class RunStatePoller {
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> states_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  NamedThread thread_;
 };
 
 // Prometheus families over the core's and the service's counters.

@@ -43,7 +43,7 @@ WorkerAgent::~WorkerAgent() {
 }
 
 void WorkerAgent::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = StartThread("worker-beat", [this] { Loop(); });
 }
 
 void WorkerAgent::Stop() {

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/thread.h"
 #include "grpcpp/channel.h"
 #include "proto/coordinator.grpc.pb.h"
 
@@ -70,7 +71,7 @@ class WorkerAgent {
   const WorkerAgentOptions options_;
   std::function<void(const Assignment&)> on_assignment_;
   std::unique_ptr<WorkerService::Stub> stub_;
-  std::thread thread_;
+  NamedThread thread_;
 
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -30,7 +30,8 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Create(
   auto runtime =
       std::unique_ptr<WorkerRuntime>(new WorkerRuntime(options, workload));
   runtime->agent_->Start();
-  runtime->thread_ = std::thread([r = runtime.get()] { r->Loop(); });
+  runtime->thread_ =
+      StartThread("worker-run", [r = runtime.get()] { r->Loop(); });
   return runtime;
 }
 

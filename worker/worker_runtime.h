@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/thread.h"
 #include "worker/worker_agent.h"
 #include "worker/workload.h"
 
@@ -63,7 +64,7 @@ class WorkerRuntime {
   Assignment desired_ ABSL_GUARDED_BY(mu_);
   int64_t started_ ABSL_GUARDED_BY(mu_) = 0;
 
-  std::thread thread_;
+  NamedThread thread_;
 };
 
 }  // namespace rl
