@@ -15,6 +15,8 @@
 #include "common/sqlite_util.h"
 #include "common/status.h"
 #include "telemetry/downsample.h"
+#include "telemetry/point_chunk.h"
+#include "telemetry/stream_ledger.h"
 
 namespace rl {
 namespace {
@@ -56,12 +58,6 @@ CREATE TABLE IF NOT EXISTS stream_gaps (
   PRIMARY KEY (source, incarnation, run_id, first_sequence)
 );
 )sql";
-
-// Gaps kept per stream, at most; past it the oldest is forgotten (its
-// batches, should they ever come, are taken for duplicates). A gap is a
-// batch whose write failed while a later one was stored; its resend fills
-// it within a reconnect, so few are open at once.
-constexpr size_t kMaxStreamGaps = 64;
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
@@ -182,21 +178,6 @@ absl::Status CheckText(absl::string_view value, const std::string& field,
         absl::StrCat(field, ": contains control characters"));
   }
   return absl::OkStatus();
-}
-
-void AppendPoints(std::string* blob, const PointRecord* points, size_t n) {
-  blob->append(reinterpret_cast<const char*>(points), n * sizeof(PointRecord));
-}
-
-template <typename F>
-void ForEachPoint(absl::string_view blob, F&& f) {
-  const size_t n = blob.size() / sizeof(PointRecord);
-  const char* p = blob.data();
-  for (size_t i = 0; i < n; ++i, p += sizeof(PointRecord)) {
-    PointRecord r;
-    std::memcpy(&r, p, sizeof(r));
-    f(r);
-  }
 }
 
 // The points of one Write for one series, in arrival order, with the batch
@@ -363,54 +344,13 @@ struct SeriesEntry {
   int64_t open_count = 0;
 };
 
-// The sequence numbers of one emitter stream (source, incarnation) that are
-// stored: every one up to `last` except those in `gaps` ([first, last]
-// ranges, ascending, all below `last`). Not a high-water mark alone: batch
-// k+1 may be stored while batch k's write failed, and k's resend must be
-// stored then, not taken for a duplicate.
-struct StreamState {
-  int64_t last = 0;
-  std::vector<std::pair<int64_t, int64_t>> gaps;
-  // When a batch of it was last stored (wall clock), for ForgetIdleStreams.
-  int64_t last_write_ns = 0;
-
-  bool Has(int64_t seq) const {
-    if (seq > last) return false;
-    for (const auto& [first, end] : gaps) {
-      if (seq >= first && seq <= end) return false;
-    }
-    return true;
-  }
-
-  // Records `seq` as stored (it is not yet: !Has(seq)).
-  void Add(int64_t seq) {
-    if (seq > last) {
-      if (seq > last + 1) gaps.emplace_back(last + 1, seq - 1);
-      last = seq;
-      if (gaps.size() > kMaxStreamGaps) {
-        gaps.erase(gaps.begin(),
-                   gaps.end() - static_cast<std::ptrdiff_t>(kMaxStreamGaps));
-      }
-      return;
-    }
-    for (auto it = gaps.begin(); it != gaps.end(); ++it) {
-      const auto [first, end] = *it;
-      if (seq < first || seq > end) continue;
-      it = gaps.erase(it);
-      if (seq < end) it = gaps.emplace(it, seq + 1, end);
-      if (seq > first) gaps.emplace(it, first, seq - 1);
-      return;
-    }
-  }
-};
-
 struct MetricStore::Catalog {
   absl::Mutex mu;
   std::vector<std::unique_ptr<SeriesEntry>> series ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<std::string, SeriesEntry*> by_key ABSL_GUARDED_BY(mu);
   std::map<std::string, std::vector<SeriesEntry*>> by_run ABSL_GUARDED_BY(mu);
   // source \0 incarnation -> its stored sequence numbers (writer only).
-  absl::flat_hash_map<std::string, StreamState> streams;
+  absl::flat_hash_map<std::string, StreamLedger> streams;
 };
 
 MetricStore::MetricStore(sqlite3* writer, sqlite3* reader,
@@ -497,7 +437,7 @@ absl::Status MetricStore::LoadCatalog() {
                     "last_write_ns FROM streams;");
   RETURN_IF_ERROR(streams.status());
   while ((rc = streams.Step()) == SQLITE_ROW) {
-    StreamState& state =
+    StreamLedger& state =
         c.streams[StreamKey(streams.Text(0), streams.Int(1), streams.Text(2))];
     state.last = streams.Int(3);
     state.last_write_ns = streams.Int(4);
@@ -528,7 +468,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
   // Streams this call looked at (copies of the catalog's), and those it
   // stored batches of.
-  absl::flat_hash_map<std::string, StreamState> stream_updates;
+  absl::flat_hash_map<std::string, StreamLedger> stream_updates;
   absl::flat_hash_set<std::string> streams_stored;
   std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
   absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
@@ -579,7 +519,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       }
       stream =
           stream_updates
-              .emplace(stream_key, stored == c.streams.end() ? StreamState()
+              .emplace(stream_key, stored == c.streams.end() ? StreamLedger()
                                                              : stored->second)
               .first;
     }
