@@ -5,15 +5,13 @@
 #include <optional>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secrets.h"
 #include "common/status.h"
 #include "coordinator/registration_check.h"
-#include "runspec/run_footprint.h"
-#include "runspec/run_spec.h"
+#include "coordinator/run_admission.h"
 
 namespace rl {
 
@@ -103,7 +101,8 @@ absl::Status CoordinatorCore::Recover() {
 
 absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
     const SubmitRunRequest& request, const std::string& owner) {
-  ASSIGN_OR_RETURN(const RunSpec spec, AdmitRunSpec(request));
+  ASSIGN_OR_RETURN(const RunSpec spec,
+                   AdmitRunSpec(request, options_.footprint_limits));
   if (request.idempotency_key().size() > 256) {
     return absl::InvalidArgumentError("idempotency_key: at most 256 bytes");
   }
@@ -133,49 +132,6 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
   response.set_created(created);
   if (created) Notify(response.run());
   return response;
-}
-
-absl::StatusOr<RunSpec> CoordinatorCore::AdmitRunSpec(
-    const SubmitRunRequest& request) const {
-  const bool from_file =
-      !request.run_file().empty() || !request.run_file_name().empty();
-  if (from_file && request.has_spec()) {
-    return absl::InvalidArgumentError(
-        "spec, run_file: give a run file or a spec, not both");
-  }
-  if (request.run_file_name().size() > 4096) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("run_file_name: at most 4096 bytes (got ",
-                     request.run_file_name().size(), ")"));
-  }
-  // Errors start with what the user knows the run by: the file's name, or
-  // "spec" for a RunSpec built by a program.
-  const std::string source = !from_file ? "spec"
-                             : request.run_file_name().empty()
-                                 ? "run_file"
-                                 : request.run_file_name();
-  RunSpec spec;
-  absl::Status valid;
-  if (from_file) {
-    absl::StatusOr<RunSpec> loaded = LoadRunSpec(
-        request.run_file(), absl::EndsWith(request.run_file_name(), ".json")
-                                ? RunFileFormat::kJson
-                                : RunFileFormat::kYaml);
-    if (loaded.ok()) spec = *std::move(loaded);
-    valid = loaded.status();
-  } else {
-    spec = request.spec();
-    valid = ResolveRunSpec(&spec);
-  }
-  if (valid.ok()) {
-    valid = CheckRunFootprint(spec, EstimateRunFootprint(spec),
-                              options_.footprint_limits);
-  }
-  if (!valid.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(source, ": ", valid.message()));
-  }
-  return spec;
 }
 
 absl::StatusOr<Run> CoordinatorCore::GetRun(const std::string& run_id,

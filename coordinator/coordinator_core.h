@@ -133,10 +133,6 @@ class CoordinatorCore {
   std::atomic<int64_t> refused_by_user_quota_{0};
   // What a run's workers show its learners (Assignment.run_key).
   std::string RunKey(const std::string& run_id) const;
-  // The request's run file parsed and resolved (or its spec resolved), and
-  // within the footprint limits: INVALID_ARGUMENT starting with the file's
-  // name (or "spec") otherwise.
-  absl::StatusOr<RunSpec> AdmitRunSpec(const SubmitRunRequest& request) const;
   // PERMISSION_DENIED unless `key` is `worker_id`'s current key.
   absl::Status CheckWorkerKeyLocked(const std::string& worker_id,
                                     const std::string& key) const
