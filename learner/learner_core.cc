@@ -644,24 +644,19 @@ class LearnerCore::Impl {
         }
         EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
                           options_.grad_norm_interval);
-        e->Emit("learner/nonfinite_updates", step,
-                static_cast<double>(faults_.nonfinite_updates));
-        e->Emit("learner/steps_per_second", step, progress->steps_per_second());
-        e->Emit("learner/policy_lag", step,
-                batch.empty() ? 0 : lag / static_cast<double>(batch.size()));
-        e->Emit("learner/queue_depth", step,
-                static_cast<double>(queue_.size()));
-        e->Emit("learner/segments_per_update", step,
-                static_cast<double>(batch.size()));
-        e->Emit("learner/segments_dropped_stale", step,
-                static_cast<double>(status_.segments_dropped_stale()));
-        e->Emit("learner/policy_version", step,
-                static_cast<double>(status_.policy_version()));
-        e->Emit("learner/connected_actors", step,
-                static_cast<double>(actor_stream_.size()));
-        if (!recent_returns_.empty()) {
-          e->Emit("learner/mean_return", step, MeanReturn());
-        }
+        LearnerUpdateFigures figures;
+        figures.nonfinite_updates = faults_.nonfinite_updates;
+        figures.steps_per_second = progress->steps_per_second();
+        figures.mean_policy_lag =
+            batch.empty() ? 0 : lag / static_cast<double>(batch.size());
+        figures.queue_depth = static_cast<int64_t>(queue_.size());
+        figures.segments = static_cast<int64_t>(batch.size());
+        figures.segments_dropped_stale = status_.segments_dropped_stale();
+        figures.policy_version = status_.policy_version();
+        figures.connected_actors = static_cast<int64_t>(actor_stream_.size());
+        figures.has_mean_return = !recent_returns_.empty();
+        if (figures.has_mean_return) figures.mean_return = MeanReturn();
+        EmitLearnerUpdateFigures(e, step, figures);
       }
     }
     if (ledger_.has_value()) {
