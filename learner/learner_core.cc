@@ -12,22 +12,19 @@
 #include <map>
 #include <numeric>
 #include <optional>
-#include <set>
-#include <tuple>
 #include <vector>
 
-#include "absl/base/casts.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread.h"
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
+#include "learner/gang_sync.h"
 #include "learner/ppo_updater.h"
+#include "learner/segment_intake.h"
 #include "learner/segment_ledger.h"
+#include "learner/training_state.h"
 #include "learner/update_metrics.h"
 #include "policy/actor_critic.h"
 #include "policy/compute_device.h"
@@ -46,29 +43,18 @@ constexpr int64_t kFirstVersion = 1;
 
 }  // namespace
 
-// A validated segment waiting in the queue or the staging area.
-struct LearnerCore::Staged {
-  ~Staged() { GiveBudget(); }
-  // Called once the PPO thread has taken it from the queue.
-  void GiveBudget() {
-    if (budget != nullptr) budget->Give(budget_bytes);
-    budget = nullptr;
-  }
-
-  std::shared_ptr<SegmentBudget> budget;  // null once given back
-  int64_t budget_bytes = 0;
-  int actor_id = 0;
-  uint64_t incarnation = 0;
-  int64_t sequence_number = 0;
-  int64_t policy_version = 0;
-  std::unique_ptr<RolloutSegment> proto;  // owns the bytes `rollout` views
+// A segment's rollout, decoded against the run's shapes at intake.
+struct DecodedRollout : SegmentPayload {
   Rollout rollout;
 };
 
+const Rollout& RolloutOf(const IntakeSegment& s) {
+  return static_cast<const DecodedRollout&>(*s.payload).rollout;
+}
+
 class LearnerCore::Impl {
  public:
-  Impl(const LearnerOptions& options, const EnvInfo& info)
-      : options_(options), info_(info) {
+  Impl(const LearnerOptions& options, const EnvInfo& info) : options_(options) {
     const RunSpec& spec = options.spec;
     shape_.env.set_id(info.id);
     shape_.env.set_max_episode_steps(info.max_episode_steps);
@@ -89,15 +75,40 @@ class LearnerCore::Impl {
         spec.ppo().normalize_rewards() ? reach * scale : info.reward_high;
     shape_.min_step_return = info.reward_low;
     shape_.max_step_return = info.reward_high;
-    credits_ = std::max(2, spec.resources().num_actors() + 1);
     if (options.collective != nullptr) {
       rank_ = options.collective->rank();
       world_size_ = options.collective->world_size();
     }
-    actors_here_ =
-        ActorsOfLearnerRank(rank_, world_size_, spec.resources().num_actors());
-    queue_capacity_ = static_cast<size_t>(
-        credits_ * std::max(1, spec.resources().num_actors()) * 2);
+    const int num_actors = spec.resources().num_actors();
+    actors_here_ = ActorsOfLearnerRank(rank_, world_size_, num_actors);
+    SegmentIntakeOptions intake;
+    intake.run_id = options.run_id;
+    intake.credits = std::max(2, num_actors + 1);
+    intake.queue_capacity =
+        static_cast<size_t>(intake.credits * std::max(1, num_actors) * 2);
+    intake.actors_here = actors_here_;
+    intake.num_actors = num_actors;
+    intake.num_learners = world_size_;
+    intake.async = spec.sync_mode() == ASYNC;
+    intake.max_policy_lag = spec.max_policy_lag();
+    intake.batch_steps = static_cast<int64_t>(spec.segment_length()) *
+                         spec.envs_per_actor() * actors_here_;
+    intake.budget = options.segment_budget;
+    intake.decode =
+        [this](
+            const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
+      ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, shape_));
+      DecodedSegment decoded;
+      decoded.env_steps = rollout.num_steps() * rollout.num_envs();
+      auto payload = std::make_unique<DecodedRollout>();
+      payload->rollout = std::move(rollout);
+      decoded.payload = std::move(payload);
+      return decoded;
+    };
+    intake.on_stale = [this](const SegmentKey& key) {
+      if (ledger_.has_value()) ledger_->Drop(key);
+    };
+    intake_ = std::make_unique<SegmentIntake>(std::move(intake));
     policy_config_ =
         MakeActorCriticConfig(info.observation_size, info.num_actions,
                               info.action_size, spec.policy(), spec.ppo());
@@ -122,12 +133,22 @@ class LearnerCore::Impl {
     if (!options_.run_dir.empty() && rank_ == 0) {
       auto latest = LatestCheckpoint(CheckpointRoot());
       if (latest.ok()) {
-        RETURN_IF_ERROR(Restore(*latest));
+        TensorMap extra;
+        RETURN_IF_ERROR(
+            ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+        RETURN_IF_ERROR(
+            ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
         RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
                     status_.policy_version(), status_.env_steps());
       }
     }
-    if (options_.collective != nullptr) RETURN_IF_ERROR(ShareRankZeroState());
+    if (options_.collective != nullptr) {
+      TensorMap extra;
+      if (rank_ == 0) extra = StateTensors();
+      RETURN_IF_ERROR(ShareRankZeroState(*options_.collective, policy_,
+                                         updater_->optimizer(), &extra));
+      if (rank_ != 0) RETURN_IF_ERROR(ApplyState(extra, "rank 0's state"));
+    }
     if (!options_.run_dir.empty()) OpenLedger();
     RETURN_IF_ERROR(Publish(/*final=*/false));
     thread_ = StartThread("learner-ppo", [this] { Run(); });
@@ -162,163 +183,7 @@ class LearnerCore::Impl {
     }
   }
 
-  int credits() const { return credits_; }
-
-  int64_t OpenStream(int actor_id, AckCallback on_ack) {
-    absl::MutexLock lock(&mu_);
-    const int64_t id = ++next_stream_id_;
-    streams_[id] = Stream{actor_id, std::move(on_ack)};
-    actor_stream_[actor_id] = id;
-    status_.set_connected_actors(ConnectedActors());
-    return id;
-  }
-
-  void CloseStream(int64_t stream_id) {
-    absl::MutexLock lock(&mu_);
-    auto it = streams_.find(stream_id);
-    if (it == streams_.end()) return;
-    const int actor = it->second.actor_id;
-    streams_.erase(it);
-    auto a = actor_stream_.find(actor);
-    if (a != actor_stream_.end() && a->second == stream_id) {
-      actor_stream_.erase(a);
-    }
-    status_.set_connected_actors(ConnectedActors());
-  }
-
-  // Counts a segment refused before it became one (unparseable, oversized)
-  // with the others refused.
-  absl::Status RejectSegment(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    status_.set_segments_rejected(status_.segments_rejected() + 1);
-    return status;
-  }
-
-  absl::Status SubmitSegment(int64_t stream_id,
-                             std::unique_ptr<RolloutSegment> segment) {
-    auto reject = [&](absl::Status status) {
-      absl::MutexLock lock(&mu_);
-      status_.set_segments_rejected(status_.segments_rejected() + 1);
-      return status;
-    };
-    if (!options_.run_id.empty() && !segment->run_id().empty() &&
-        segment->run_id() != options_.run_id) {
-      return reject(absl::InvalidArgumentError(absl::StrCat(
-          "segment.run_id: this learner serves \"", options_.run_id,
-          "\" (got \"", segment->run_id(), "\")")));
-    }
-    if (segment->sequence_number() < 1) {
-      return reject(absl::InvalidArgumentError(
-          absl::StrCat("segment.sequence_number: must be >= 1 (got ",
-                       segment->sequence_number(), ")")));
-    }
-    if (segment->policy_version() < kFirstVersion) {
-      return reject(absl::InvalidArgumentError(
-          absl::StrCat("segment.policy_version: must be >= 1 (got ",
-                       segment->policy_version(), ")")));
-    }
-    int actor_id;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = streams_.find(stream_id);
-      if (it == streams_.end()) {
-        return absl::FailedPreconditionError("stream is closed");
-      }
-      actor_id = it->second.actor_id;
-    }
-    if (segment->actor_id() != actor_id) {
-      return reject(absl::InvalidArgumentError(absl::StrCat(
-          "segment.actor_id: a stream carries one actor's segments (opened by ",
-          actor_id, ", got ", segment->actor_id(), ")")));
-    }
-    {
-      absl::MutexLock lock(&mu_);
-      if (streamed_here_.insert(actor_id).second &&
-          static_cast<int>(streamed_here_.size()) == actors_here_ + 1) {
-        // Said once: more actors than the run declares make updates wait
-        // for none of them (SYNC) or drop their segments as stale (ASYNC).
-        RL_LOG_WARNING(
-            "run {}: actor {} is the {}th actor to stream to this learner, "
-            "which expects {} (resources.num_actors: {} over {} learner(s)); "
-            "segments beyond what the run declares are dropped as stale: "
-            "set resources.num_actors to the actors you start",
-            options_.run_id, actor_id, streamed_here_.size(), actors_here_,
-            options_.spec.resources().num_actors(), world_size_);
-      }
-    }
-    auto rollout = DecodeSegment(*segment, shape_);
-    if (!rollout.ok()) return reject(rollout.status());
-    const int64_t bytes = static_cast<int64_t>(segment->ByteSizeLong());
-
-    absl::MutexLock lock(&mu_);
-    status_.set_segments_received(status_.segments_received() + 1);
-    auto incarnation = incarnation_.find(actor_id);
-    std::deque<uint64_t>& replaced = replaced_incarnations_[actor_id];
-    if (std::find(replaced.begin(), replaced.end(),
-                  segment->actor_incarnation()) != replaced.end()) {
-      // A process this actor id moved on from streams again: two processes
-      // stream as one actor (a stale one, or an impostor). Taking it back
-      // would restart the numbering of both, and neither would be
-      // acknowledged again: the newer keeps the id.
-      status_.set_segments_rejected(status_.segments_rejected() + 1);
-      const absl::Status refused = absl::FailedPreconditionError(absl::StrCat(
-          "actor ", actor_id, ": process ", segment->actor_incarnation(),
-          " was replaced by process ", incarnation->second,
-          " under this actor id; only the newest streams as it"));
-      static LogLimiter* const limiter = new LogLimiter();
-      std::string left_out;
-      if (limiter->Allow(absl::StrCat(options_.run_id, "/", actor_id),
-                         &left_out)) {
-        RL_LOG_WARNING("run {}: {}{}", options_.run_id,
-                       std::string(refused.message()), left_out);
-      }
-      return refused;
-    }
-    if (incarnation == incarnation_.end() ||
-        incarnation->second != segment->actor_incarnation()) {
-      // A new actor process under this id: its numbering starts afresh.
-      if (incarnation != incarnation_.end()) {
-        RL_LOG_INFO("run {}: actor {} is now process {} (was {})",
-                    options_.run_id, actor_id, segment->actor_incarnation(),
-                    incarnation->second);
-        replaced.push_back(incarnation->second);
-        if (replaced.size() > kMaxReplacedIncarnations) replaced.pop_front();
-      }
-      incarnation_[actor_id] = segment->actor_incarnation();
-      last_sequence_[actor_id] = 0;
-      acked_[actor_id] = 0;
-    }
-    int64_t& last = last_sequence_[actor_id];
-    if (segment->sequence_number() <= last) {
-      // Resent after a reconnect: already queued or processed.
-      status_.set_segments_duplicate(status_.segments_duplicate() + 1);
-      if (segment->sequence_number() <= acked_[actor_id]) SendAck(actor_id);
-      return absl::OkStatus();
-    }
-    if (queue_.size() >= queue_capacity_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("segment queue full: actor ", actor_id, " exceeded its ",
-                       credits_, " credits"));
-    }
-    // The run is over (or failed): no PPO thread would take it, and it
-    // would hold its share of the segment budget until the core goes.
-    if (done_) return absl::OkStatus();
-    auto staged = std::make_unique<Staged>();
-    if (options_.segment_budget != nullptr) {
-      RETURN_IF_ERROR(options_.segment_budget->Take(bytes));
-      staged->budget = options_.segment_budget;
-      staged->budget_bytes = bytes;
-    }
-    last = segment->sequence_number();
-    staged->actor_id = actor_id;
-    staged->incarnation = segment->actor_incarnation();
-    staged->sequence_number = segment->sequence_number();
-    staged->policy_version = segment->policy_version();
-    staged->rollout = *std::move(rollout);
-    staged->proto = std::move(segment);
-    queue_.push_back(std::move(staged));
-    return absl::OkStatus();
-  }
+  SegmentIntake& intake() { return *intake_; }
 
   int64_t Subscribe(PolicyCallback on_update,
                     std::shared_ptr<const PolicyUpdate>* latest) {
@@ -340,8 +205,18 @@ class LearnerCore::Impl {
   }
 
   LearnerStatus GetStatus() const {
-    absl::MutexLock lock(&mu_);
-    return status_;
+    LearnerStatus status;
+    {
+      absl::MutexLock lock(&mu_);
+      status = status_;
+    }
+    const IntakeCounts counts = intake_->counts();
+    status.set_segments_received(counts.received);
+    status.set_segments_rejected(counts.rejected);
+    status.set_segments_duplicate(counts.duplicate);
+    status.set_segments_dropped_stale(counts.dropped_stale);
+    status.set_connected_actors(counts.connected_actors);
+    return status;
   }
 
   LearnerFaultCounts fault_counts() const {
@@ -360,48 +235,15 @@ class LearnerCore::Impl {
   }
 
  private:
-  struct Stream {
-    int actor_id;
-    AckCallback on_ack;
-  };
-
   // Rank 0 learns, for the checkpoint it writes for the gang, which
-  // segments the actors of every rank have had acknowledged (each rank
-  // broadcasts its own actors' watermarks in turn; a few bytes each).
+  // segments the actors of every rank have had acknowledged.
   absl::Status GatherAckedSegments() {
-    Collective& c = *options_.collective;
-    std::string mine;
-    {
-      absl::MutexLock lock(&mu_);
-      for (int actor : streamed_here_) {
-        absl::StrAppend(&mine, actor, " ", incarnation_[actor], " ",
-                        acked_[actor], "\n");
-      }
-    }
-    std::map<int, std::pair<uint64_t, int64_t>> gathered;
-    for (int root = 0; root < world_size_; ++root) {
-      std::string bytes = root == rank_ ? mine : std::string();
-      RETURN_IF_ERROR(BroadcastBytes(c, &bytes, root));
-      for (absl::string_view line :
-           absl::StrSplit(bytes, '\n', absl::SkipEmpty())) {
-        const std::vector<absl::string_view> f = absl::StrSplit(line, ' ');
-        int actor;
-        uint64_t incarnation;
-        int64_t sequence;
-        if (f.size() != 3 || !absl::SimpleAtoi(f[0], &actor) ||
-            !absl::SimpleAtoi(f[1], &incarnation) ||
-            !absl::SimpleAtoi(f[2], &sequence)) {
-          return absl::InternalError(absl::StrCat(
-              "rank ", root, " sent a malformed acknowledgement: ", line));
-        }
-        gathered[actor] = {incarnation, sequence};
-      }
-    }
+    ASSIGN_OR_RETURN(
+        std::vector<AckWatermark> all,
+        GatherWatermarks(*options_.collective, intake_->Watermarks(true)));
     if (rank_ == 0) {
       absl::MutexLock lock(&mu_);
-      for (const auto& [actor, watermark] : gathered) {
-        gathered_acked_[actor] = watermark;
-      }
+      gathered_ = MergeWatermarks(gathered_, all, {});
     }
     return absl::OkStatus();
   }
@@ -425,34 +267,17 @@ class LearnerCore::Impl {
     return (std::filesystem::path(options_.run_dir) / "checkpoints").string();
   }
 
-  int ConnectedActors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return static_cast<int>(actor_stream_.size());
-  }
-
-  // Sends actor `actor_id` its current ack, if it has a stream.
-  void SendAck(int actor_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto s = actor_stream_.find(actor_id);
-    if (s == actor_stream_.end()) return;
-    RolloutAck ack;
-    ack.set_acked_sequence_number(acked_[actor_id]);
-    ack.set_credits(credits_);
-    ack.set_dropped_stale(dropped_stale_[actor_id]);
-    ack.set_latest_policy_version(status_.policy_version());
-    streams_[s->second].on_ack(ack);
-  }
-
-  // Marks `s` processed, unless its actor process has been replaced since.
-  void Acknowledge(const Staged& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (incarnation_[s.actor_id] != s.incarnation) return;
-    acked_[s.actor_id] = std::max(acked_[s.actor_id], s.sequence_number);
+  bool StopRequested() const {
+    absl::MutexLock lock(&mu_);
+    return stop_;
   }
 
   void Run() {
     absl::Status status = Loop();
-    absl::MutexLock lock(&mu_);
     // Done (or failed): what still waits is never used; it frees its share
     // of the learner's segment budget now, not when the core goes.
-    queue_.clear();
+    intake_->Close();
+    absl::MutexLock lock(&mu_);
     if (!status.ok()) {
       RL_LOG_ERROR("learner stopped: {}", std::string(status.message()));
     }
@@ -462,22 +287,9 @@ class LearnerCore::Impl {
 
   absl::Status Loop() {
     while (true) {
-      std::unique_ptr<Staged> next;
-      {
-        absl::MutexLock lock(&mu_);
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stop_ || !queue_.empty();
-        };
-        mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(50));
-        if (stop_) return absl::OkStatus();
-        if (!queue_.empty()) {
-          next = std::move(queue_.front());
-          queue_.pop_front();
-          next->GiveBudget();
-          StageOrDrop(std::move(next));
-        }
-        if (!BatchComplete()) continue;
-      }
+      const bool complete = intake_->StageNext(absl::Milliseconds(50));
+      if (StopRequested()) return absl::OkStatus();
+      if (!complete) continue;
       RETURN_IF_ERROR(UpdateFromStaged());
       if (Finished()) {
         RETURN_IF_ERROR(Publish(/*final=*/true));
@@ -501,57 +313,16 @@ class LearnerCore::Impl {
     }
   }
 
-  void StageOrDrop(std::unique_ptr<Staged> segment)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const int64_t version = status_.policy_version();
-    const int64_t lag = version - segment->policy_version;
-    const int64_t max_lag =
-        options_.spec.sync_mode() == ASYNC ? options_.spec.max_policy_lag() : 0;
-    // A version from the future comes from before a learner restart (the
-    // checkpoint is older than the actor's policy): as unusable as a stale one.
-    if (lag > max_lag || lag < 0) {
-      status_.set_segments_dropped_stale(status_.segments_dropped_stale() + 1);
-      dropped_stale_[segment->actor_id] += 1;
-      if (ledger_.has_value()) {
-        ledger_->Drop({segment->actor_id, segment->incarnation,
-                       segment->sequence_number});
-      }
-      Acknowledge(*segment);
-      SendAck(segment->actor_id);
-      return;
-    }
-    staged_steps_ += segment->rollout.num_steps() * segment->rollout.num_envs();
-    staged_.push_back(std::move(segment));
-  }
-
-  bool BatchComplete() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (staged_.empty()) return false;
-    const RunSpec& spec = options_.spec;
-    const int64_t batch_steps = static_cast<int64_t>(spec.segment_length()) *
-                                spec.envs_per_actor() * actors_here_;
-    if (staged_steps_ >= batch_steps) return true;
-    if (spec.sync_mode() == ASYNC) return false;
-    // SYNC: every connected actor has contributed (the others wait for us).
-    std::set<int> contributed;
-    for (const auto& s : staged_) contributed.insert(s->actor_id);
-    for (const auto& [actor, stream] : actor_stream_) {
-      if (contributed.count(actor) == 0) return false;
-    }
-    return true;
-  }
-
   absl::Status UpdateFromStaged() {
-    std::vector<std::unique_ptr<Staged>> batch;
+    const SegmentBatch batch = intake_->TakeBatch();
     int64_t env_steps_before;
     {
       absl::MutexLock lock(&mu_);
-      batch.swap(staged_);
-      staged_steps_ = 0;
       env_steps_before = status_.env_steps();
     }
     std::vector<Rollout> parts;
     parts.reserve(batch.size());
-    for (const auto& s : batch) parts.push_back(s->rollout);
+    for (const auto& s : batch) parts.push_back(RolloutOf(*s));
     ASSIGN_OR_RETURN(const Rollout rollout, ConcatenateRollouts(parts));
     // The returns window after this batch, and whether it reaches the
     // target; the window is kept only once the update succeeded.
@@ -585,14 +356,6 @@ class LearnerCore::Impl {
             options_.collective != nullptr ? &gang_sums : nullptr));
     steps = static_cast<int64_t>(gang_sums[0]);
     target_here = gang_sums[1] > 0;
-    {
-      absl::MutexLock lock(&mu_);
-      recent_returns_ = std::move(returns_after);
-      for (const auto& s : batch) {
-        episodes_ += s->proto->episode_returns_size();
-      }
-    }
-
     const int64_t update = GetStatus().updates() + 1;
     if (options_.after_update_for_testing) {
       options_.after_update_for_testing(update, policy_);
@@ -611,78 +374,22 @@ class LearnerCore::Impl {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    {
-      absl::MutexLock lock(&mu_);
-      status_.set_env_steps(status_.env_steps() + steps);
-      status_.set_updates(status_.updates() + 1);
-      status_.set_policy_version(status_.policy_version() + 1);
-      RunProgress* progress = status_.mutable_progress();
-      progress->set_env_steps(status_.env_steps());
-      progress->set_policy_version(status_.policy_version());
-      progress->set_episodes(episodes_);
-      progress->set_mean_return(MeanReturn());
-      const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
-      progress->set_steps_per_second(
-          elapsed > 0 ? (status_.env_steps() - steps_at_start_) / elapsed : 0);
-      if (target_here && !target_reached_) {
-        target_reached_ = true;
-        target_reached_at_ = status_.env_steps();
-      }
-      progress->set_target_reached_at_steps(target_reached_ ? target_reached_at_
-                                                            : 0);
-      if (stats.nonfinite_minibatches > 0) ++faults_.nonfinite_updates;
-      faults_.consecutive_nonfinite_updates =
-          stats.consecutive_nonfinite_updates;
-      RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
-                   status_.updates(), batch.size(), seconds, stats.approx_kl);
-      if (Emitter* e = options_.emitter) {
-        const int64_t step = status_.env_steps();
-        double lag = 0;
-        for (const auto& seg : batch) {
-          lag += static_cast<double>(status_.policy_version() - 1 -
-                                     seg->policy_version);
-        }
-        EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
-                          options_.grad_norm_interval);
-        LearnerUpdateFigures figures;
-        figures.nonfinite_updates = faults_.nonfinite_updates;
-        figures.steps_per_second = progress->steps_per_second();
-        figures.mean_policy_lag =
-            batch.empty() ? 0 : lag / static_cast<double>(batch.size());
-        figures.queue_depth = static_cast<int64_t>(queue_.size());
-        figures.segments = static_cast<int64_t>(batch.size());
-        figures.segments_dropped_stale = status_.segments_dropped_stale();
-        figures.policy_version = status_.policy_version();
-        figures.connected_actors = static_cast<int64_t>(actor_stream_.size());
-        figures.has_mean_return = !recent_returns_.empty();
-        if (figures.has_mean_return) figures.mean_return = MeanReturn();
-        EmitLearnerUpdateFigures(e, step, figures);
-      }
-    }
+    RecordUpdate(batch, stats, steps, target_here, std::move(returns_after),
+                 seconds);
     if (ledger_.has_value()) {
       std::vector<SegmentKey> used;
       used.reserve(batch.size());
-      for (const auto& s : batch) {
-        used.push_back({s->actor_id, s->incarnation, s->sequence_number});
-      }
+      for (const auto& s : batch) used.push_back(s->key());
       ledger_->Update(GetStatus().updates(), used);
     }
     RETURN_IF_ERROR(Publish(/*final=*/false));
-    {
-      // The batch's segments are used: acknowledge them.
-      absl::MutexLock lock(&mu_);
-      std::set<int> actors;
-      for (const auto& s : batch) {
-        Acknowledge(*s);
-        actors.insert(s->actor_id);
-      }
-      for (int actor : actors) SendAck(actor);
-    }
+    // The batch's segments are used: acknowledge them.
+    intake_->AcknowledgeUsed(batch);
     const int64_t updates = GetStatus().updates();
     if (options_.collective != nullptr && options_.sync_check_interval > 0 &&
         updates % options_.sync_check_interval == 0) {
       RETURN_IF_ERROR(
-          CheckInSync(*options_.collective, WeightsAndStatistics(),
+          CheckInSync(*options_.collective, WeightsAndStatistics(policy_),
                       absl::StrCat("after update ", updates, ", the weights")));
     }
     const int interval = options_.spec.checkpoint_interval();
@@ -696,6 +403,62 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(PeriodicCheckpoint());
     }
     return absl::OkStatus();
+  }
+
+  // Counts a successful update, tells the intake the new version, and
+  // emits its figures.
+  void RecordUpdate(const SegmentBatch& batch, const UpdateStats& stats,
+                    int64_t steps, bool target_here,
+                    std::deque<float> returns_after, double seconds) {
+    const IntakeCounts intake = intake_->counts();
+    absl::MutexLock lock(&mu_);
+    recent_returns_ = std::move(returns_after);
+    for (const auto& s : batch) episodes_ += s->proto->episode_returns_size();
+    status_.set_env_steps(status_.env_steps() + steps);
+    status_.set_updates(status_.updates() + 1);
+    status_.set_policy_version(status_.policy_version() + 1);
+    intake_->SetPolicyVersion(status_.policy_version());
+    RunProgress* progress = status_.mutable_progress();
+    progress->set_env_steps(status_.env_steps());
+    progress->set_policy_version(status_.policy_version());
+    progress->set_episodes(episodes_);
+    progress->set_mean_return(MeanReturn());
+    const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
+    progress->set_steps_per_second(
+        elapsed > 0 ? (status_.env_steps() - steps_at_start_) / elapsed : 0);
+    if (target_here && !target_reached_) {
+      target_reached_ = true;
+      target_reached_at_ = status_.env_steps();
+    }
+    progress->set_target_reached_at_steps(target_reached_ ? target_reached_at_
+                                                          : 0);
+    if (stats.nonfinite_minibatches > 0) ++faults_.nonfinite_updates;
+    faults_.consecutive_nonfinite_updates = stats.consecutive_nonfinite_updates;
+    RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
+                 status_.updates(), batch.size(), seconds, stats.approx_kl);
+    Emitter* e = options_.emitter;
+    if (e == nullptr) return;
+    const int64_t step = status_.env_steps();
+    double lag = 0;
+    for (const auto& seg : batch) {
+      lag += static_cast<double>(status_.policy_version() - 1 -
+                                 seg->policy_version);
+    }
+    EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
+                      options_.grad_norm_interval);
+    LearnerUpdateFigures figures;
+    figures.nonfinite_updates = faults_.nonfinite_updates;
+    figures.steps_per_second = progress->steps_per_second();
+    figures.mean_policy_lag =
+        batch.empty() ? 0 : lag / static_cast<double>(batch.size());
+    figures.queue_depth = intake.queued;
+    figures.segments = static_cast<int64_t>(batch.size());
+    figures.segments_dropped_stale = intake.dropped_stale;
+    figures.policy_version = status_.policy_version();
+    figures.connected_actors = intake.connected_actors;
+    figures.has_mean_return = !recent_returns_.empty();
+    if (figures.has_mean_return) figures.mean_return = MeanReturn();
+    EmitLearnerUpdateFigures(e, step, figures);
   }
 
   // A failed write is counted (by Checkpoint) and tried again at the next
@@ -732,7 +495,7 @@ class LearnerCore::Impl {
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {
-    const std::vector<torch::Tensor> all = WeightsAndStatistics();
+    const std::vector<torch::Tensor> all = WeightsAndStatistics(policy_);
     ASSIGN_OR_RETURN(const bool finite,
                      CatchTorchErrors("checking the weights", [&] {
                        std::vector<torch::Tensor> checks;
@@ -755,31 +518,6 @@ class LearnerCore::Impl {
         "or inf in ", where, "); they were not published or checkpointed ",
         "(the last published policy is version ", GetStatus().policy_version(),
         "). Lower ppo.learning_rate, or check ", "the scale of the rewards"));
-  }
-
-  std::vector<torch::Tensor> WeightsAndStatistics() {
-    std::vector<torch::Tensor> all = policy_->parameters();
-    for (const auto& b : policy_->buffers()) all.push_back(b);
-    return all;
-  }
-
-  // Every rank takes rank 0's state (resumed or fresh), then checks it.
-  absl::Status ShareRankZeroState() {
-    Collective& c = *options_.collective;
-    std::string bytes;
-    if (rank_ == 0) {
-      ASSIGN_OR_RETURN(
-          bytes,
-          EncodeTrainingState(policy_, updater_->optimizer(), StateTensors()));
-    }
-    RETURN_IF_ERROR(BroadcastBytes(c, &bytes, 0));
-    if (rank_ != 0) {
-      TensorMap extra;
-      RETURN_IF_ERROR(
-          DecodeTrainingState(bytes, policy_, &updater_->optimizer(), &extra));
-      RETURN_IF_ERROR(ApplyStateTensors(extra, "rank 0's state"));
-    }
-    return CheckInSync(c, WeightsAndStatistics(), "at start, the weights");
   }
 
   static double Mean(const std::deque<float>& returns) {
@@ -850,113 +588,65 @@ class LearnerCore::Impl {
 
   // The learner's state beyond the weights and the optimizer.
   TensorMap StateTensors() {
-    TensorMap extra;
+    TrainingState state;
+    // Which segments the updates so far used: per actor process, the
+    // highest sequence number acknowledged. A learner resumed here counts
+    // an actor's resend of one of them as a duplicate (its ack may have
+    // been lost with the old learner) instead of using it twice. Actors of
+    // other ranks: as gathered at this checkpoint (rank 0 writes the
+    // gang's); this rank's own: as they are now.
+    const std::vector<AckWatermark> known = intake_->Watermarks(false);
+    const std::vector<AckWatermark> here = intake_->Watermarks(true);
     {
       absl::MutexLock lock(&mu_);
-      extra["learner.counters"] = torch::tensor(
-          {status_.env_steps(), status_.policy_version(), status_.updates(),
-           episodes_, static_cast<int64_t>(target_reached_),
-           target_reached_at_},
-          torch::kInt64);
-      extra["learner.recent_returns"] = torch::tensor(
-          std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
-          torch::kFloat32);
-      // Which segments the updates so far used: per actor process, the
-      // highest sequence number acknowledged. A learner resumed here counts
-      // an actor's resend of one of them as a duplicate (its ack may have
-      // been lost with the old learner) instead of using it twice.
-      // Actors of other ranks: as gathered at this checkpoint (rank 0
-      // writes the gang's); this rank's own: as they are now.
-      std::map<int, std::pair<uint64_t, int64_t>> all = gathered_acked_;
-      for (const auto& [actor, sequence] : acked_) {
-        if (all.count(actor) == 0 || streamed_here_.count(actor) != 0) {
-          all[actor] = {incarnation_[actor], sequence};
-        }
+      state.set_env_steps(status_.env_steps());
+      state.set_policy_version(status_.policy_version());
+      state.set_updates(status_.updates());
+      state.set_episodes(episodes_);
+      state.set_target_reached(target_reached_);
+      state.set_target_reached_at_steps(target_reached_at_);
+      state.mutable_recent_returns()->Add(recent_returns_.begin(),
+                                          recent_returns_.end());
+      for (const AckWatermark& w : MergeWatermarks(known, gathered_, here)) {
+        *state.add_acked_segments() = w;
       }
-      std::vector<int64_t> acked;
-      for (const auto& [actor, watermark] : all) {
-        if (watermark.second <= 0) continue;
-        acked.push_back(actor);
-        acked.push_back(absl::bit_cast<int64_t>(watermark.first));
-        acked.push_back(watermark.second);
-      }
-      extra["learner.acked_segments"] =
-          torch::tensor(acked, torch::kInt64)
-              .reshape({static_cast<int64_t>(acked.size() / 3), 3});
     }
-    extra["updater.generator"] = updater_->generator().get_state();
+    state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
+    TensorMap extra;
+    PutTrainingState(state, &extra);
     return extra;
   }
 
-  absl::Status Restore(const std::string& dir) {
-    TensorMap extra;
-    RETURN_IF_ERROR(
-        ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
-    return ApplyStateTensors(extra, absl::StrCat("checkpoint ", dir));
-  }
-
   // `source` names where `extra` came from in errors.
-  absl::Status ApplyStateTensors(TensorMap& extra, const std::string& source) {
-    for (const auto& [key, dtype, shape] :
-         {std::tuple<const char*, c10::ScalarType, std::vector<int64_t>>{
-              "learner.counters", torch::kInt64, {6}},
-          {"learner.recent_returns", torch::kFloat32, {-1}},
-          {"updater.generator", torch::kUInt8, {-1}}}) {
-      if (extra.count(key) == 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, " has no ", key));
-      }
-      RETURN_IF_ERROR(CheckTensor(extra[key], absl::StrCat(source, ": ", key),
-                                  dtype, shape));
-    }
-    if (extra.count("learner.acked_segments") != 0) {
-      RETURN_IF_ERROR(
-          CheckTensor(extra["learner.acked_segments"],
-                      absl::StrCat(source, ": learner.acked_segments"),
-                      torch::kInt64, {-1, 3}));
-    }
-    return CatchTorchErrors(
-        absl::StrCat(source, ": learner state"),
-        [&] {
-          const torch::Tensor c = extra["learner.counters"];
-          absl::MutexLock lock(&mu_);
-          status_.set_env_steps(c[0].item<int64_t>());
-          status_.set_policy_version(c[1].item<int64_t>());
-          status_.set_updates(c[2].item<int64_t>());
-          episodes_ = c[3].item<int64_t>();
-          target_reached_ = c[4].item<int64_t>() != 0;
-          target_reached_at_ = c[5].item<int64_t>();
-          const torch::Tensor r = extra["learner.recent_returns"].contiguous();
-          recent_returns_.assign(r.data_ptr<float>(),
-                                 r.data_ptr<float>() + r.numel());
-          updater_->generator().set_state(extra["updater.generator"]);
-          // Absent from checkpoints written before it existed.
-          auto acked = extra.find("learner.acked_segments");
-          if (acked != extra.end()) {
-            const torch::Tensor a = acked->second.contiguous();
-            const int64_t* row = a.data_ptr<int64_t>();
-            for (int64_t i = 0; i < a.size(0); ++i, row += 3) {
-              const int actor = static_cast<int>(row[0]);
-              incarnation_[actor] = absl::bit_cast<uint64_t>(row[1]);
-              last_sequence_[actor] = row[2];
-              acked_[actor] = row[2];
-            }
-          }
-          steps_at_start_ = status_.env_steps();
-          checkpointed_updates_ = status_.updates();
-        },
-        absl::StatusCode::kInvalidArgument);
+  absl::Status ApplyState(const TensorMap& extra, const std::string& source) {
+    ASSIGN_OR_RETURN(const TrainingState state,
+                     TakeTrainingState(extra, source));
+    RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
+                                      updater_->generator(), source));
+    intake_->RestoreWatermarks(
+        {state.acked_segments().begin(), state.acked_segments().end()});
+    intake_->SetPolicyVersion(state.policy_version());
+    absl::MutexLock lock(&mu_);
+    status_.set_env_steps(state.env_steps());
+    status_.set_policy_version(state.policy_version());
+    status_.set_updates(state.updates());
+    episodes_ = state.episodes();
+    target_reached_ = state.target_reached();
+    target_reached_at_ = state.target_reached_at_steps();
+    recent_returns_.assign(state.recent_returns().begin(),
+                           state.recent_returns().end());
+    steps_at_start_ = status_.env_steps();
+    checkpointed_updates_ = status_.updates();
+    return absl::OkStatus();
   }
 
   const LearnerOptions options_;
   ActorCriticConfig policy_config_;
-  const EnvInfo info_;
   SegmentShape shape_;
-  int credits_ = 2;
-  size_t queue_capacity_ = 8;
   int rank_ = 0;
   int world_size_ = 1;
   int actors_here_ = 1;  // actors streaming to this rank
+  std::unique_ptr<SegmentIntake> intake_;
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
@@ -968,27 +658,10 @@ class LearnerCore::Impl {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // Stop() ran
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  // The counters; the segment counts are the intake's (GetStatus).
   LearnerStatus status_ ABSL_GUARDED_BY(mu_);
-  int64_t next_stream_id_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<int64_t, Stream> streams_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int64_t> actor_stream_ ABSL_GUARDED_BY(mu_);
-  std::map<int, uint64_t> incarnation_ ABSL_GUARDED_BY(mu_);
-  // Per actor id, the processes it moved on from (newest last, at most
-  // kMaxReplacedIncarnations): their segments are refused.
-  static constexpr size_t kMaxReplacedIncarnations = 16;
-  std::map<int, std::deque<uint64_t>> replaced_incarnations_
-      ABSL_GUARDED_BY(mu_);
-  std::map<int, int64_t> last_sequence_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int64_t> acked_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int64_t> dropped_stale_ ABSL_GUARDED_BY(mu_);
-  // Actors that sent this process segments; on rank 0, every rank's
-  // actors' (incarnation, acked sequence number) at the last gather.
-  std::set<int> streamed_here_ ABSL_GUARDED_BY(mu_);
-  std::map<int, std::pair<uint64_t, int64_t>> gathered_acked_
-      ABSL_GUARDED_BY(mu_);
-  std::deque<std::unique_ptr<Staged>> queue_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::unique_ptr<Staged>> staged_ ABSL_GUARDED_BY(mu_);
-  int64_t staged_steps_ ABSL_GUARDED_BY(mu_) = 0;
+  // Rank 0: every rank's actors' watermarks at the last gather.
+  std::vector<AckWatermark> gathered_ ABSL_GUARDED_BY(mu_);
   std::deque<float> recent_returns_ ABSL_GUARDED_BY(mu_);
   int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
   bool target_reached_ ABSL_GUARDED_BY(mu_) = false;
@@ -1024,25 +697,25 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
 }
 
 LearnerCore::LearnerCore(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)), credits_(impl_->credits()) {}
+    : impl_(std::move(impl)), credits_(impl_->intake().credits()) {}
 
 LearnerCore::~LearnerCore() = default;
 
 void LearnerCore::Stop() { impl_->Stop(); }
 
 int64_t LearnerCore::OpenStream(int actor_id, AckCallback on_ack) {
-  return impl_->OpenStream(actor_id, std::move(on_ack));
+  return impl_->intake().OpenStream(actor_id, std::move(on_ack));
 }
 void LearnerCore::CloseStream(int64_t stream_id) {
-  impl_->CloseStream(stream_id);
+  impl_->intake().CloseStream(stream_id);
 }
 absl::Status LearnerCore::RejectSegment(absl::Status status) {
-  return impl_->RejectSegment(std::move(status));
+  return impl_->intake().Reject(std::move(status));
 }
 
 absl::Status LearnerCore::SubmitSegment(
     int64_t stream_id, std::unique_ptr<RolloutSegment> segment) {
-  return impl_->SubmitSegment(stream_id, std::move(segment));
+  return impl_->intake().Submit(stream_id, std::move(segment));
 }
 int64_t LearnerCore::Subscribe(PolicyCallback on_update,
                                std::shared_ptr<const PolicyUpdate>* latest) {

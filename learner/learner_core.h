@@ -1,27 +1,21 @@
 // The learner's core, free of gRPC: validated rollout segments in, PPO
 // updates, versioned policies out.
 //
-// Data flow: stream reactors -> SubmitSegment (validate, dedupe by
-// (actor, sequence number)) -> segment queue (bounded in segments, and in
-// bytes by the process's SegmentBudget) -> PPO thread: drop
-// stale segments, stage the rest -> when the batch is complete: concatenate,
-// PPO update, version++ -> encode the weights once -> notify subscribers;
-// acknowledge the segments used or dropped to their actors.
-//
-// Batch completion: SYNC mode updates once every connected actor has staged
-// a segment of the current version (strictly on-policy: actors wait for the
-// next version), ASYNC mode once num_actors segments' worth of steps is
-// staged. Segments whose version lags by more than max_policy_lag (SYNC: any
-// lag) are dropped and counted.
+// Data flow: stream reactors -> SubmitSegment -> the segment intake
+// (learner/segment_intake.h: validate, dedupe by (actor process, sequence
+// number), a queue bounded in segments and in bytes by the process's
+// SegmentBudget, stale segments dropped, the rest staged) -> PPO thread:
+// when the batch is complete: concatenate, PPO update, version++ -> encode
+// the weights once -> notify subscribers; acknowledge the segments used to
+// their actors. A gang's agreement beyond the gradients is
+// learner/gang_sync.h; the counters a checkpoint carries, TrainingState
+// (learner/training_state.h).
 #ifndef RL_LEARNER_LEARNER_CORE_H_
 #define RL_LEARNER_LEARNER_CORE_H_
 
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -31,6 +25,7 @@
 #include "absl/time/time.h"
 #include "learner/collective.h"
 #include "learner/segment_budget.h"
+#include "learner/segment_intake.h"
 #include "policy/actor_critic.h"
 #include "proto/common.pb.h"
 #include "proto/learner.pb.h"
@@ -94,7 +89,6 @@ struct LearnerFaultCounts {
   int64_t consecutive_checkpoint_failures = 0;
 };
 
-using AckCallback = std::function<void(const RolloutAck&)>;
 using PolicyCallback = std::function<void(std::shared_ptr<const PolicyUpdate>)>;
 
 class LearnerCore {
@@ -151,7 +145,6 @@ class LearnerCore {
   absl::Status final_status() const;
 
  private:
-  struct Staged;
   class Impl;
   explicit LearnerCore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <limits>
 #include <numeric>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
+#include "learner/training_state.h"
 #include "learner/update_metrics.h"
 #include "policy/compute_device.h"
 #include "policy/torch_status.h"
@@ -161,18 +161,17 @@ absl::StatusOr<TrainResult> LocalTrainer::Train(
 
 absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   TensorMap extra = collector_->SaveState();
-  RETURN_IF_ERROR(CatchTorchErrors("saving the trainer's state", [&] {
-    extra["trainer.counters"] = torch::tensor(
-        {progress_.env_steps, progress_.updates, progress_.episodes,
-         static_cast<int64_t>(target_reached_), target_reached_at_},
-        torch::kInt64);
-    extra["trainer.seconds"] =
-        torch::tensor({progress_.seconds}, torch::kFloat64);
-    extra["trainer.recent_returns"] = torch::tensor(
-        std::vector<float>(recent_returns_.begin(), recent_returns_.end()),
-        torch::kFloat32);
-    extra["updater.generator"] = updater_->generator().get_state();
-  }));
+  TrainingState state;
+  state.set_env_steps(progress_.env_steps);
+  state.set_updates(progress_.updates);
+  state.set_episodes(progress_.episodes);
+  state.set_target_reached(target_reached_);
+  state.set_target_reached_at_steps(target_reached_at_);
+  state.set_seconds(progress_.seconds);
+  state.mutable_recent_returns()->Add(recent_returns_.begin(),
+                                      recent_returns_.end());
+  state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
+  PutTrainingState(state, &extra);
   ASSIGN_OR_RETURN(
       last_checkpoint_,
       rl::WriteCheckpoint(
@@ -187,42 +186,24 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   RETURN_IF_ERROR(
       ReadCheckpoint(checkpoint_dir, policy_, &updater_->optimizer(), &extra));
   RETURN_IF_ERROR(collector_->RestoreState(extra));
-  for (const auto& [key, dtype, shape] :
-       {std::tuple<const char*, c10::ScalarType, std::vector<int64_t>>{
-            "trainer.counters", torch::kInt64, {5}},
-        {"trainer.seconds", torch::kFloat64, {1}},
-        {"trainer.recent_returns", torch::kFloat32, {-1}},
-        {"updater.generator", torch::kUInt8, {-1}}}) {
-    if (extra.count(key) == 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint ", checkpoint_dir, " has no ", key));
-    }
-    RETURN_IF_ERROR(CheckTensor(
-        extra[key], absl::StrCat("checkpoint ", checkpoint_dir, ": ", key),
-        dtype, shape));
+  const std::string source = absl::StrCat("checkpoint ", checkpoint_dir);
+  ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));
+  RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
+                                    updater_->generator(), source));
+  progress_.env_steps = state.env_steps();
+  progress_.updates = state.updates();
+  progress_.episodes = state.episodes();
+  target_reached_ = state.target_reached();
+  target_reached_at_ = state.target_reached_at_steps();
+  seconds_before_resume_ = state.seconds();
+  recent_returns_.assign(state.recent_returns().begin(),
+                         state.recent_returns().end());
+  if (!recent_returns_.empty()) {
+    progress_.mean_return =
+        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
+        recent_returns_.size();
   }
-  return CatchTorchErrors(
-      absl::StrCat("checkpoint ", checkpoint_dir, ": trainer state"),
-      [&] {
-        const torch::Tensor counters = extra["trainer.counters"];
-        progress_.env_steps = counters[0].item<int64_t>();
-        progress_.updates = counters[1].item<int64_t>();
-        progress_.episodes = counters[2].item<int64_t>();
-        target_reached_ = counters[3].item<int64_t>() != 0;
-        target_reached_at_ = counters[4].item<int64_t>();
-        seconds_before_resume_ = extra["trainer.seconds"][0].item<double>();
-        const torch::Tensor returns =
-            extra["trainer.recent_returns"].contiguous();
-        recent_returns_.assign(returns.data_ptr<float>(),
-                               returns.data_ptr<float>() + returns.numel());
-        if (!recent_returns_.empty()) {
-          progress_.mean_return = std::accumulate(recent_returns_.begin(),
-                                                  recent_returns_.end(), 0.0) /
-                                  recent_returns_.size();
-        }
-        updater_->generator().set_state(extra["updater.generator"]);
-      },
-      absl::StatusCode::kInvalidArgument);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
