@@ -1,16 +1,10 @@
 #include "learner/learner_core.h"
 
 #include <torch/types.h>
-#include <torch/utils.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <deque>
 #include <filesystem>
-#include <limits>
-#include <map>
-#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -20,8 +14,13 @@
 #include "common/thread.h"
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
+#include "learner/checkpoint_keeper.h"
 #include "learner/gang_sync.h"
+#include "learner/learner_progress.h"
+#include "learner/policy_publisher.h"
 #include "learner/ppo_updater.h"
+#include "learner/return_window.h"
+#include "learner/run_intake.h"
 #include "learner/segment_intake.h"
 #include "learner/segment_ledger.h"
 #include "learner/training_state.h"
@@ -31,80 +30,28 @@
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
-#include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 #include "telemetry/emitter.h"
 
 namespace rl {
-namespace {
-
-constexpr size_t kReturnWindow = 100;
-constexpr int64_t kFirstVersion = 1;
-
-}  // namespace
-
-// A segment's rollout, decoded against the run's shapes at intake.
-struct DecodedRollout : SegmentPayload {
-  Rollout rollout;
-};
-
-const Rollout& RolloutOf(const IntakeSegment& s) {
-  return static_cast<const DecodedRollout&>(*s.payload).rollout;
-}
 
 class LearnerCore::Impl {
  public:
-  Impl(const LearnerOptions& options, const EnvInfo& info) : options_(options) {
+  Impl(const LearnerOptions& options, const EnvInfo& info)
+      : options_(options),
+        checkpoints_({options.run_dir, options.spec.keep_checkpoints(),
+                      options.max_checkpoint_failures, options.emitter}),
+        progress_(options.spec) {
     const RunSpec& spec = options.spec;
-    shape_.env.set_id(info.id);
-    shape_.env.set_max_episode_steps(info.max_episode_steps);
-    shape_.env.set_observation_size(info.observation_size);
-    shape_.env.set_num_discrete_actions(info.num_actions);
-    shape_.env.set_continuous_action_size(info.action_size);
-    shape_.num_steps = spec.segment_length();
-    shape_.num_envs = spec.envs_per_actor();
-    // Rewards within the env's declared range; scaled ones (divided by a
-    // running standard deviation of at least 1e-4, actor/reward_scaler.h)
-    // within 1e4 times it. Episode returns are the raw rewards' sums.
-    const float scale = spec.ppo().normalize_rewards() ? 1e4f : 1.0f;
-    const float reach =
-        std::max(std::fabs(info.reward_low), std::fabs(info.reward_high));
-    shape_.min_reward =
-        spec.ppo().normalize_rewards() ? -reach * scale : info.reward_low;
-    shape_.max_reward =
-        spec.ppo().normalize_rewards() ? reach * scale : info.reward_high;
-    shape_.min_step_return = info.reward_low;
-    shape_.max_step_return = info.reward_high;
+    shape_ = RunSegmentShape(spec, info);
     if (options.collective != nullptr) {
       rank_ = options.collective->rank();
       world_size_ = options.collective->world_size();
     }
-    const int num_actors = spec.resources().num_actors();
-    actors_here_ = ActorsOfLearnerRank(rank_, world_size_, num_actors);
-    SegmentIntakeOptions intake;
-    intake.run_id = options.run_id;
-    intake.credits = std::max(2, num_actors + 1);
-    intake.queue_capacity =
-        static_cast<size_t>(intake.credits * std::max(1, num_actors) * 2);
-    intake.actors_here = actors_here_;
-    intake.num_actors = num_actors;
-    intake.num_learners = world_size_;
-    intake.async = spec.sync_mode() == ASYNC;
-    intake.max_policy_lag = spec.max_policy_lag();
-    intake.batch_steps = static_cast<int64_t>(spec.segment_length()) *
-                         spec.envs_per_actor() * actors_here_;
-    intake.budget = options.segment_budget;
-    intake.decode =
-        [this](
-            const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
-      ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, shape_));
-      DecodedSegment decoded;
-      decoded.env_steps = rollout.num_steps() * rollout.num_envs();
-      auto payload = std::make_unique<DecodedRollout>();
-      payload->rollout = std::move(rollout);
-      decoded.payload = std::move(payload);
-      return decoded;
-    };
+    SegmentIntakeOptions intake =
+        RunIntakeOptions(spec, options.run_id, rank_, world_size_,
+                         options.segment_budget, &shape_);
+    actors_here_ = intake.actors_here;
     intake.on_stale = [this](const SegmentKey& key) {
       if (ledger_.has_value()) ledger_->Drop(key);
     };
@@ -112,8 +59,6 @@ class LearnerCore::Impl {
     policy_config_ =
         MakeActorCriticConfig(info.observation_size, info.num_actions,
                               info.action_size, spec.policy(), spec.ppo());
-    status_.set_run_id(options.run_id);
-    status_.set_policy_version(kFirstVersion);
   }
 
   absl::Status Start() {
@@ -131,7 +76,7 @@ class LearnerCore::Impl {
     updater_->set_collective(options_.collective.get());
     updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
     if (!options_.run_dir.empty() && rank_ == 0) {
-      auto latest = LatestCheckpoint(CheckpointRoot());
+      auto latest = checkpoints_.Latest();
       if (latest.ok()) {
         TensorMap extra;
         RETURN_IF_ERROR(
@@ -139,7 +84,7 @@ class LearnerCore::Impl {
         RETURN_IF_ERROR(
             ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
         RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
-                    status_.policy_version(), status_.env_steps());
+                    progress_.policy_version(), progress_.env_steps());
       }
     }
     if (options_.collective != nullptr) {
@@ -171,9 +116,10 @@ class LearnerCore::Impl {
     bool keep = false;
     {
       absl::MutexLock lock(&mu_);
-      keep = final_status_.ok() && status_.updates() > checkpointed_updates_;
+      keep = final_status_.ok() &&
+             progress_.updates() > checkpoints_.counts().updates;
     }
-    if (keep && !options_.run_dir.empty() && rank_ == 0) {
+    if (keep && checkpoints_.enabled() && rank_ == 0) {
       const absl::Status written = Checkpoint();
       if (!written.ok()) {
         RL_LOG_ERROR("checkpoint on stop failed: {}", written.ToString());
@@ -184,44 +130,30 @@ class LearnerCore::Impl {
   }
 
   SegmentIntake& intake() { return *intake_; }
-
-  int64_t Subscribe(PolicyCallback on_update,
-                    std::shared_ptr<const PolicyUpdate>* latest) {
-    absl::MutexLock lock(&subscribers_mu_);
-    const int64_t id = ++next_subscriber_id_;
-    subscribers_[id] = std::move(on_update);
-    *latest = latest_policy_;
-    return id;
-  }
-
-  void Unsubscribe(int64_t id) {
-    absl::MutexLock lock(&subscribers_mu_);
-    subscribers_.erase(id);
-  }
-
-  std::shared_ptr<const PolicyUpdate> LatestPolicy() const {
-    absl::MutexLock lock(&subscribers_mu_);
-    return latest_policy_;
-  }
+  PolicyPublisher& publisher() { return publisher_; }
 
   LearnerStatus GetStatus() const {
     LearnerStatus status;
+    status.set_run_id(options_.run_id);
     {
       absl::MutexLock lock(&mu_);
-      status = status_;
+      progress_.FillStatus(&status);
     }
-    const IntakeCounts counts = intake_->counts();
-    status.set_segments_received(counts.received);
-    status.set_segments_rejected(counts.rejected);
-    status.set_segments_duplicate(counts.duplicate);
-    status.set_segments_dropped_stale(counts.dropped_stale);
-    status.set_connected_actors(counts.connected_actors);
+    intake_->counts().FillStatus(&status);
     return status;
   }
 
   LearnerFaultCounts fault_counts() const {
-    absl::MutexLock lock(&mu_);
-    return faults_;
+    LearnerFaultCounts faults;
+    {
+      absl::MutexLock lock(&mu_);
+      faults = faults_;
+    }
+    const CheckpointCounts written = checkpoints_.counts();
+    faults.checkpoints_written = written.written;
+    faults.checkpoint_failures = written.failures;
+    faults.consecutive_checkpoint_failures = written.consecutive_failures;
+    return faults;
   }
 
   bool WaitUntilDone(absl::Duration timeout) {
@@ -263,10 +195,6 @@ class LearnerCore::Impl {
     ledger_->Resume(GetStatus().updates());
   }
 
-  std::string CheckpointRoot() const {
-    return (std::filesystem::path(options_.run_dir) / "checkpoints").string();
-  }
-
   bool StopRequested() const {
     absl::MutexLock lock(&mu_);
     return stop_;
@@ -297,18 +225,7 @@ class LearnerCore::Impl {
         if (options_.collective != nullptr) {
           RETURN_IF_ERROR(GatherAckedSegments());
         }
-        if (!options_.run_dir.empty()) {
-          // No later interval to try again at: the run's end is not
-          // durable, so the run fails (its last checkpoint is resumable).
-          const absl::Status written = Checkpoint();
-          if (!written.ok()) {
-            return absl::Status(
-                written.code(),
-                absl::StrCat("the final checkpoint failed (",
-                             LatestCheckpointText(), "): ", written.message()));
-          }
-        }
-        return absl::OkStatus();
+        return Checkpoint(&CheckpointKeeper::WriteFinal);
       }
     }
   }
@@ -318,7 +235,7 @@ class LearnerCore::Impl {
     int64_t env_steps_before;
     {
       absl::MutexLock lock(&mu_);
-      env_steps_before = status_.env_steps();
+      env_steps_before = progress_.env_steps();
     }
     std::vector<Rollout> parts;
     parts.reserve(batch.size());
@@ -327,21 +244,15 @@ class LearnerCore::Impl {
     // The returns window after this batch, and whether it reaches the
     // target; the window is kept only once the update succeeded.
     int64_t steps = rollout.num_steps() * rollout.num_envs();
-    std::deque<float> returns_after;
+    ReturnWindow returns_after;
     bool target_here = false;
     {
       absl::MutexLock lock(&mu_);
-      returns_after = recent_returns_;
+      returns_after = progress_.returns();
       for (const auto& s : batch) {
-        for (float r : s->proto->episode_returns()) {
-          returns_after.push_back(r);
-          if (returns_after.size() > kReturnWindow) returns_after.pop_front();
-        }
+        for (float r : s->proto->episode_returns()) returns_after.Add(r);
       }
-      const RunSpec& spec = options_.spec;
-      target_here = spec.has_target_return() &&
-                    returns_after.size() >= kReturnWindow &&
-                    Mean(returns_after) >= spec.target_return();
+      target_here = progress_.Reaches(returns_after);
     }
     // In a gang: the gang's steps, and whether any rank reached the target,
     // summed in the update's planning all-reduce, so that every rank counts
@@ -399,8 +310,8 @@ class LearnerCore::Impl {
     if (options_.collective != nullptr && checkpoint_due) {
       RETURN_IF_ERROR(GatherAckedSegments());
     }
-    if (!options_.run_dir.empty() && checkpoint_due) {
-      RETURN_IF_ERROR(PeriodicCheckpoint());
+    if (checkpoint_due) {
+      RETURN_IF_ERROR(Checkpoint(&CheckpointKeeper::WritePeriodic));
     }
     return absl::OkStatus();
   }
@@ -408,111 +319,46 @@ class LearnerCore::Impl {
   // Counts a successful update, tells the intake the new version, and
   // emits its figures.
   void RecordUpdate(const SegmentBatch& batch, const UpdateStats& stats,
-                    int64_t steps, bool target_here,
-                    std::deque<float> returns_after, double seconds) {
+                    int64_t steps, bool target_here, ReturnWindow returns_after,
+                    double seconds) {
     const IntakeCounts intake = intake_->counts();
     absl::MutexLock lock(&mu_);
-    recent_returns_ = std::move(returns_after);
-    for (const auto& s : batch) episodes_ += s->proto->episode_returns_size();
-    status_.set_env_steps(status_.env_steps() + steps);
-    status_.set_updates(status_.updates() + 1);
-    status_.set_policy_version(status_.policy_version() + 1);
-    intake_->SetPolicyVersion(status_.policy_version());
-    RunProgress* progress = status_.mutable_progress();
-    progress->set_env_steps(status_.env_steps());
-    progress->set_policy_version(status_.policy_version());
-    progress->set_episodes(episodes_);
-    progress->set_mean_return(MeanReturn());
-    const double elapsed = absl::ToDoubleSeconds(absl::Now() - started_);
-    progress->set_steps_per_second(
-        elapsed > 0 ? (status_.env_steps() - steps_at_start_) / elapsed : 0);
-    if (target_here && !target_reached_) {
-      target_reached_ = true;
-      target_reached_at_ = status_.env_steps();
-    }
-    progress->set_target_reached_at_steps(target_reached_ ? target_reached_at_
-                                                          : 0);
+    int64_t episodes = 0;
+    for (const auto& s : batch) episodes += s->proto->episode_returns_size();
+    progress_.CountUpdate(steps, episodes, std::move(returns_after),
+                          target_here);
+    const int64_t version = progress_.policy_version();
+    intake_->SetPolicyVersion(version);
     if (stats.nonfinite_minibatches > 0) ++faults_.nonfinite_updates;
     faults_.consecutive_nonfinite_updates = stats.consecutive_nonfinite_updates;
     RL_LOG_DEBUG("update {}: {} segments, {:.3f} s, kl {:.4f}",
-                 status_.updates(), batch.size(), seconds, stats.approx_kl);
+                 progress_.updates(), batch.size(), seconds, stats.approx_kl);
     Emitter* e = options_.emitter;
     if (e == nullptr) return;
-    const int64_t step = status_.env_steps();
+    const int64_t step = progress_.env_steps();
     double lag = 0;
-    for (const auto& seg : batch) {
-      lag += static_cast<double>(status_.policy_version() - 1 -
-                                 seg->policy_version);
-    }
-    EmitUpdateMetrics(e, step, stats, seconds, status_.updates(),
+    for (const auto& seg : batch) lag += version - 1 - seg->policy_version;
+    EmitUpdateMetrics(e, step, stats, seconds, progress_.updates(),
                       options_.grad_norm_interval);
     LearnerUpdateFigures figures;
     figures.nonfinite_updates = faults_.nonfinite_updates;
-    figures.steps_per_second = progress->steps_per_second();
+    figures.steps_per_second = progress_.run_progress().steps_per_second();
     figures.mean_policy_lag =
         batch.empty() ? 0 : lag / static_cast<double>(batch.size());
     figures.queue_depth = intake.queued;
     figures.segments = static_cast<int64_t>(batch.size());
     figures.segments_dropped_stale = intake.dropped_stale;
-    figures.policy_version = status_.policy_version();
+    figures.policy_version = version;
     figures.connected_actors = intake.connected_actors;
-    figures.has_mean_return = !recent_returns_.empty();
-    if (figures.has_mean_return) figures.mean_return = MeanReturn();
+    figures.has_mean_return = !progress_.returns().empty();
+    if (figures.has_mean_return)
+      figures.mean_return = progress_.returns().Mean();
     EmitLearnerUpdateFigures(e, step, figures);
   }
 
-  // A failed write is counted (by Checkpoint) and tried again at the next
-  // interval: a full disk may be freed meanwhile. Only
-  // max_checkpoint_failures in a row end the run, with the write's status.
-  absl::Status PeriodicCheckpoint() {
-    const absl::Status written = Checkpoint();
-    if (written.ok()) return absl::OkStatus();
-    const int64_t in_a_row = fault_counts().consecutive_checkpoint_failures;
-    const int limit = std::max(1, options_.max_checkpoint_failures);
-    if (in_a_row < limit) {
-      RL_LOG_ERROR(
-          "checkpoint failed ({} in a row; the run fails at {}), training "
-          "goes on and the next interval tries again: {}",
-          in_a_row, limit, written.ToString());
-      return absl::OkStatus();
-    }
-    return absl::Status(written.code(),
-                        absl::StrCat(in_a_row,
-                                     " checkpoints in a row failed (the limit, "
-                                     "max_checkpoint_failures, is ",
-                                     limit, "; ", LatestCheckpointText(),
-                                     "): ", written.message()));
-  }
-
-  // Where a restart would resume, for messages.
-  std::string LatestCheckpointText() const {
-    const absl::StatusOr<std::string> latest =
-        LatestCheckpoint(CheckpointRoot());
-    return latest.ok()
-               ? absl::StrCat("the latest complete checkpoint is still ",
-                              *latest)
-               : "there is no complete checkpoint";
-  }
-
   absl::Status CheckWeightsFinite(int64_t update) {
-    const std::vector<torch::Tensor> all = WeightsAndStatistics(policy_);
-    ASSIGN_OR_RETURN(const bool finite,
-                     CatchTorchErrors("checking the weights", [&] {
-                       std::vector<torch::Tensor> checks;
-                       for (const auto& t : all) {
-                         checks.push_back(torch::isfinite(t).all());
-                       }
-                       return torch::stack(checks).all().item<bool>();
-                     }));
-    if (finite) return absl::OkStatus();
-    std::string where;
-    for (const auto& item : policy_->named_parameters()) {
-      if (!torch::isfinite(item.value()).all().item<bool>()) {
-        where = item.key();
-        break;
-      }
-    }
-    if (where.empty()) where = "the observation statistics";
+    ASSIGN_OR_RETURN(const std::string where, FirstNonFiniteWeight(policy_));
+    if (where.empty()) return absl::OkStatus();
     return absl::InternalError(absl::StrCat(
         "after update ", update, " the policy's weights are not finite (NaN ",
         "or inf in ", where, "); they were not published or checkpointed ",
@@ -520,19 +366,9 @@ class LearnerCore::Impl {
         "). Lower ppo.learning_rate, or check ", "the scale of the rewards"));
   }
 
-  static double Mean(const std::deque<float>& returns) {
-    if (returns.empty()) return std::numeric_limits<double>::quiet_NaN();
-    return std::accumulate(returns.begin(), returns.end(), 0.0) /
-           returns.size();
-  }
-  double MeanReturn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return Mean(recent_returns_);
-  }
-
   bool Finished() {
     absl::MutexLock lock(&mu_);
-    return status_.env_steps() >= options_.spec.total_env_steps() ||
-           target_reached_;
+    return progress_.Finished();
   }
 
   // Encodes the weights once and hands the same message to every subscriber.
@@ -541,49 +377,25 @@ class LearnerCore::Impl {
     RETURN_IF_ERROR(EncodePolicy(policy_, update.get()));
     {
       absl::MutexLock lock(&mu_);
-      update->set_version(status_.policy_version());
-      update->set_env_steps(status_.env_steps());
+      update->set_version(progress_.policy_version());
+      update->set_env_steps(progress_.env_steps());
     }
     update->set_final(final);
-    std::shared_ptr<const PolicyUpdate> shared = std::move(update);
-    absl::MutexLock lock(&subscribers_mu_);
-    latest_policy_ = shared;
-    for (const auto& [id, callback] : subscribers_) callback(shared);
+    publisher_.Publish(std::move(update));
     return absl::OkStatus();
   }
 
-  // Writes and counts a checkpoint (rank 0 only).
-  absl::Status Checkpoint() {
-    if (rank_ != 0) return absl::OkStatus();  // rank 0 writes the gang's
+  // The checkpoint of the gang's state now; rank 0 writes it, through
+  // `write` (one of CheckpointKeeper's).
+  using WriteFn = absl::Status (CheckpointKeeper::*)(int64_t, int64_t,
+                                                     ActorCritic&,
+                                                     torch::optim::Optimizer&,
+                                                     const TensorMap&);
+  absl::Status Checkpoint(WriteFn write = &CheckpointKeeper::Write) {
+    if (rank_ != 0 || !checkpoints_.enabled()) return absl::OkStatus();
     const LearnerStatus status = GetStatus();
-    const absl::StatusOr<std::string> dir = WriteCheckpoint(
-        CheckpointRoot(), status.updates(), policy_, updater_->optimizer(),
-        StateTensors(), options_.spec.keep_checkpoints());
-    int64_t failures, recovered_after = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      if (dir.ok()) {
-        checkpointed_updates_ = status.updates();
-        ++faults_.checkpoints_written;
-        recovered_after = faults_.consecutive_checkpoint_failures;
-        faults_.consecutive_checkpoint_failures = 0;
-      } else {
-        ++faults_.checkpoint_failures;
-        ++faults_.consecutive_checkpoint_failures;
-      }
-      failures = faults_.checkpoint_failures;
-    }
-    if (options_.emitter != nullptr) {
-      options_.emitter->Emit("learner/checkpoint_failures", status.env_steps(),
-                             static_cast<double>(failures));
-    }
-    if (!dir.ok()) return dir.status();
-    if (recovered_after > 0) {
-      RL_LOG_INFO("checkpoint {} written after {} failed attempts", *dir,
-                  recovered_after);
-    }
-    RL_LOG_DEBUG("checkpoint {}", *dir);
-    return absl::OkStatus();
+    return (checkpoints_.*write)(status.updates(), status.env_steps(), policy_,
+                                 updater_->optimizer(), StateTensors());
   }
 
   // The learner's state beyond the weights and the optimizer.
@@ -599,14 +411,7 @@ class LearnerCore::Impl {
     const std::vector<AckWatermark> here = intake_->Watermarks(true);
     {
       absl::MutexLock lock(&mu_);
-      state.set_env_steps(status_.env_steps());
-      state.set_policy_version(status_.policy_version());
-      state.set_updates(status_.updates());
-      state.set_episodes(episodes_);
-      state.set_target_reached(target_reached_);
-      state.set_target_reached_at_steps(target_reached_at_);
-      state.mutable_recent_returns()->Add(recent_returns_.begin(),
-                                          recent_returns_.end());
+      progress_.Save(&state);
       for (const AckWatermark& w : MergeWatermarks(known, gathered_, here)) {
         *state.add_acked_segments() = w;
       }
@@ -627,16 +432,8 @@ class LearnerCore::Impl {
         {state.acked_segments().begin(), state.acked_segments().end()});
     intake_->SetPolicyVersion(state.policy_version());
     absl::MutexLock lock(&mu_);
-    status_.set_env_steps(state.env_steps());
-    status_.set_policy_version(state.policy_version());
-    status_.set_updates(state.updates());
-    episodes_ = state.episodes();
-    target_reached_ = state.target_reached();
-    target_reached_at_ = state.target_reached_at_steps();
-    recent_returns_.assign(state.recent_returns().begin(),
-                           state.recent_returns().end());
-    steps_at_start_ = status_.env_steps();
-    checkpointed_updates_ = status_.updates();
+    progress_.Restore(state);
+    checkpoints_.Resumed(progress_.updates());
     return absl::OkStatus();
   }
 
@@ -647,11 +444,11 @@ class LearnerCore::Impl {
   int world_size_ = 1;
   int actors_here_ = 1;  // actors streaming to this rank
   std::unique_ptr<SegmentIntake> intake_;
+  CheckpointKeeper checkpoints_;
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
   NamedThread thread_;
-  const absl::Time started_ = absl::Now();
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -659,23 +456,12 @@ class LearnerCore::Impl {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   // The counters; the segment counts are the intake's (GetStatus).
-  LearnerStatus status_ ABSL_GUARDED_BY(mu_);
+  LearnerProgress progress_ ABSL_GUARDED_BY(mu_);
   // Rank 0: every rank's actors' watermarks at the last gather.
   std::vector<AckWatermark> gathered_ ABSL_GUARDED_BY(mu_);
-  std::deque<float> recent_returns_ ABSL_GUARDED_BY(mu_);
-  int64_t episodes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool target_reached_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t target_reached_at_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t steps_at_start_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t checkpointed_updates_ ABSL_GUARDED_BY(mu_) = 0;
   LearnerFaultCounts faults_ ABSL_GUARDED_BY(mu_);
 
-  mutable absl::Mutex subscribers_mu_;
-  int64_t next_subscriber_id_ ABSL_GUARDED_BY(subscribers_mu_) = 0;
-  std::map<int64_t, PolicyCallback> subscribers_
-      ABSL_GUARDED_BY(subscribers_mu_);
-  std::shared_ptr<const PolicyUpdate> latest_policy_
-      ABSL_GUARDED_BY(subscribers_mu_);
+  PolicyPublisher publisher_;
 };
 
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
@@ -689,42 +475,19 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
   core->run_id_ = options.run_id;
-  // Twice the estimate and a MiB of headroom: a segment larger than that
-  // was not made for this run, and is refused before it is parsed.
-  core->max_segment_bytes_ = static_cast<int64_t>(std::min(
-      2 * EstimateRunFootprint(options.spec).segment_bytes + (1 << 20), 9e18));
+  core->max_segment_bytes_ = MaxSegmentBytes(options.spec);
   return core;
 }
 
 LearnerCore::LearnerCore(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)), credits_(impl_->intake().credits()) {}
+    : impl_(std::move(impl)),
+      intake_(&impl_->intake()),
+      publisher_(&impl_->publisher()) {}
 
 LearnerCore::~LearnerCore() = default;
 
 void LearnerCore::Stop() { impl_->Stop(); }
 
-int64_t LearnerCore::OpenStream(int actor_id, AckCallback on_ack) {
-  return impl_->intake().OpenStream(actor_id, std::move(on_ack));
-}
-void LearnerCore::CloseStream(int64_t stream_id) {
-  impl_->intake().CloseStream(stream_id);
-}
-absl::Status LearnerCore::RejectSegment(absl::Status status) {
-  return impl_->intake().Reject(std::move(status));
-}
-
-absl::Status LearnerCore::SubmitSegment(
-    int64_t stream_id, std::unique_ptr<RolloutSegment> segment) {
-  return impl_->intake().Submit(stream_id, std::move(segment));
-}
-int64_t LearnerCore::Subscribe(PolicyCallback on_update,
-                               std::shared_ptr<const PolicyUpdate>* latest) {
-  return impl_->Subscribe(std::move(on_update), latest);
-}
-void LearnerCore::Unsubscribe(int64_t id) { impl_->Unsubscribe(id); }
-std::shared_ptr<const PolicyUpdate> LearnerCore::LatestPolicy() const {
-  return impl_->LatestPolicy();
-}
 LearnerStatus LearnerCore::GetStatus() const { return impl_->GetStatus(); }
 LearnerFaultCounts LearnerCore::fault_counts() const {
   return impl_->fault_counts();

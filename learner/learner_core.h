@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "learner/collective.h"
+#include "learner/policy_publisher.h"
 #include "learner/segment_budget.h"
 #include "learner/segment_intake.h"
 #include "policy/actor_critic.h"
@@ -89,8 +91,6 @@ struct LearnerFaultCounts {
   int64_t consecutive_checkpoint_failures = 0;
 };
 
-using PolicyCallback = std::function<void(std::shared_ptr<const PolicyUpdate>)>;
-
 class LearnerCore {
  public:
   // Builds the policy and optimizer (resuming from the newest checkpoint in
@@ -107,8 +107,10 @@ class LearnerCore {
   // A rollout stream of `actor_id` opened; acks for this actor go to
   // `on_ack` (called from the PPO thread) until CloseStream. A newer stream
   // of the same actor replaces an older one. Returns a stream id.
-  int64_t OpenStream(int actor_id, AckCallback on_ack);
-  void CloseStream(int64_t stream_id);
+  int64_t OpenStream(int actor_id, AckCallback on_ack) {
+    return intake_->OpenStream(actor_id, std::move(on_ack));
+  }
+  void CloseStream(int64_t stream_id) { intake_->CloseStream(stream_id); }
 
   // Validates `segment` and queues it. A duplicate (already seen sequence
   // number of this actor) is dropped and acknowledged again. Errors:
@@ -116,14 +118,22 @@ class LearnerCore {
   // RESOURCE_EXHAUSTED if the actor exceeded its credits or the segment
   // does not fit in the segment budget (not queued: the actor resends it).
   absl::Status SubmitSegment(int64_t stream_id,
-                             std::unique_ptr<RolloutSegment> segment);
+                             std::unique_ptr<RolloutSegment> segment) {
+    return intake_->Submit(stream_id, std::move(segment));
+  }
 
   // Policy subscribers: `on_update` is called with every new version (from
   // the PPO thread); Subscribe returns the latest at once as well.
   int64_t Subscribe(PolicyCallback on_update,
-                    std::shared_ptr<const PolicyUpdate>* latest);
-  void Unsubscribe(int64_t subscriber_id);
-  std::shared_ptr<const PolicyUpdate> LatestPolicy() const;
+                    std::shared_ptr<const PolicyUpdate>* latest) {
+    return publisher_->Subscribe(std::move(on_update), latest);
+  }
+  void Unsubscribe(int64_t subscriber_id) {
+    publisher_->Unsubscribe(subscriber_id);
+  }
+  std::shared_ptr<const PolicyUpdate> LatestPolicy() const {
+    return publisher_->Latest();
+  }
 
   LearnerStatus GetStatus() const;
   LearnerFaultCounts fault_counts() const;
@@ -134,9 +144,11 @@ class LearnerCore {
   int64_t max_segment_bytes() const { return max_segment_bytes_; }
   // Counts `status` (a segment refused before it could be parsed or
   // submitted) in segments_rejected; returns it.
-  absl::Status RejectSegment(absl::Status status);
+  absl::Status RejectSegment(absl::Status status) {
+    return intake_->Reject(std::move(status));
+  }
   // Segments an actor may have in flight beyond its last ack.
-  int credits() const { return credits_; }
+  int credits() const { return intake_->credits(); }
 
   // True once the budget or the target return is reached (the final policy
   // has been published and the last checkpoint written).
@@ -148,7 +160,8 @@ class LearnerCore {
   class Impl;
   explicit LearnerCore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
-  int credits_;
+  SegmentIntake* intake_;       // the PPO loop's (impl_'s)
+  PolicyPublisher* publisher_;  // the PPO loop's (impl_'s)
   int64_t max_segment_bytes_ = 0;
   std::string run_id_;
 };

@@ -102,6 +102,14 @@ struct IntakeCounts {
   int64_t dropped_stale = 0;
   int64_t queued = 0;
   int connected_actors = 0;
+
+  void FillStatus(LearnerStatus* status) const {
+    status->set_segments_received(received);
+    status->set_segments_rejected(rejected);
+    status->set_segments_duplicate(duplicate);
+    status->set_segments_dropped_stale(dropped_stale);
+    status->set_connected_actors(connected_actors);
+  }
 };
 
 class SegmentIntake {

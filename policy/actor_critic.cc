@@ -279,4 +279,21 @@ absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
   });
 }
 
+absl::StatusOr<std::string> FirstNonFiniteWeight(ActorCritic& policy) {
+  return CatchTorchErrors("checking the weights", [&]() -> std::string {
+    std::vector<torch::Tensor> checks;
+    for (const auto& t : policy->parameters()) {
+      checks.push_back(torch::isfinite(t).all());
+    }
+    for (const auto& t : policy->buffers()) {
+      checks.push_back(torch::isfinite(t).all());
+    }
+    if (checks.empty() || torch::stack(checks).all().item<bool>()) return "";
+    for (const auto& item : policy->named_parameters()) {
+      if (!torch::isfinite(item.value()).all().item<bool>()) return item.key();
+    }
+    return "the observation statistics";
+  });
+}
+
 }  // namespace rl

@@ -19,6 +19,7 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -146,6 +147,12 @@ absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
                                       const torch::Tensor& observations,
                                       c10::optional<at::Generator> generator,
                                       bool deterministic = false);
+
+// The name of the first parameter of `policy` holding a NaN or an inf ("the
+// observation statistics" where only its buffers do), or "" when every
+// weight and statistic is finite (one reduction and one sync when they
+// are). INTERNAL for a LibTorch error.
+absl::StatusOr<std::string> FirstNonFiniteWeight(ActorCritic& policy);
 
 }  // namespace rl
 

@@ -197,5 +197,27 @@ TEST(ActorCriticTest, TheActivationIsTheConfigured) {
             ActorCriticConfig::Activation::kRelu);
 }
 
+TEST(ActorCriticTest, FirstNonFiniteWeightNamesTheParameter) {
+  ActorCritic policy(Discrete());
+  auto finite = FirstNonFiniteWeight(policy);
+  ASSERT_TRUE(finite.ok()) << finite.status();
+  EXPECT_EQ(*finite, "");
+  torch::NoGradGuard no_grad;
+  auto params = policy->named_parameters();
+  const std::string name = params.begin()->key();
+  params.begin()->value().view(-1)[0] = std::nanf("");
+  EXPECT_EQ(FirstNonFiniteWeight(policy).value_or("?"), name);
+
+  ActorCritic stats(Discrete());
+  for (auto& b : stats->buffers()) {
+    if (b.is_floating_point() && b.numel() > 0) {
+      b.view(-1)[0] = INFINITY;
+      break;
+    }
+  }
+  EXPECT_EQ(FirstNonFiniteWeight(stats).value_or("?"),
+            "the observation statistics");
+}
+
 }  // namespace
 }  // namespace rl

@@ -20,7 +20,6 @@ namespace rl {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr size_t kReturnWindow = 100;
 
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -110,19 +109,11 @@ absl::Status LocalTrainer::Step() {
                       progress_.last_update, update_seconds, progress_.updates,
                       /*grad_norm_interval=*/10);
   }
-  for (float r : collector_->episode_returns()) {
-    recent_returns_.push_back(r);
-    if (recent_returns_.size() > kReturnWindow) recent_returns_.pop_front();
-  }
+  for (float r : collector_->episode_returns()) recent_returns_.Add(r);
   progress_.episodes += collector_->episode_returns().size();
-  if (!recent_returns_.empty()) {
-    progress_.mean_return =
-        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
-        recent_returns_.size();
-  }
+  if (!recent_returns_.empty()) progress_.mean_return = recent_returns_.Mean();
   if (spec_.has_target_return() && !target_reached_ &&
-      recent_returns_.size() >= kReturnWindow &&
-      progress_.mean_return >= spec_.target_return()) {
+      recent_returns_.Reaches(spec_.target_return())) {
     target_reached_ = true;
     target_reached_at_ = progress_.env_steps;
   }
@@ -196,13 +187,9 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   target_reached_ = state.target_reached();
   target_reached_at_ = state.target_reached_at_steps();
   seconds_before_resume_ = state.seconds();
-  recent_returns_.assign(state.recent_returns().begin(),
+  recent_returns_.Assign(state.recent_returns().begin(),
                          state.recent_returns().end());
-  if (!recent_returns_.empty()) {
-    progress_.mean_return =
-        std::accumulate(recent_returns_.begin(), recent_returns_.end(), 0.0) /
-        recent_returns_.size();
-  }
+  if (!recent_returns_.empty()) progress_.mean_return = recent_returns_.Mean();
   return absl::OkStatus();
 }
 

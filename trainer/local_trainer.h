@@ -7,7 +7,6 @@
 #ifndef RL_TRAINER_LOCAL_TRAINER_H_
 #define RL_TRAINER_LOCAL_TRAINER_H_
 
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "actor/rollout_collector.h"
 #include "learner/ppo_updater.h"
+#include "learner/return_window.h"
 #include "policy/actor_critic.h"
 #include "proto/common.pb.h"
 
@@ -100,7 +100,7 @@ class LocalTrainer {
   std::unique_ptr<PpoUpdater> updater_;
   Rollout rollout_;
   TrainerProgress progress_;
-  std::deque<float> recent_returns_;
+  ReturnWindow recent_returns_;
   TimeBreakdown time_;
   bool target_reached_ = false;
   int64_t target_reached_at_ = 0;

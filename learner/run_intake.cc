@@ -1,0 +1,80 @@
+#include "learner/run_intake.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "common/status.h"
+#include "runspec/run_footprint.h"
+#include "runspec/run_spec.h"
+
+namespace rl {
+namespace {
+
+struct DecodedRollout : SegmentPayload {
+  Rollout rollout;
+};
+
+}  // namespace
+
+SegmentShape RunSegmentShape(const RunSpec& spec, const EnvInfo& info) {
+  SegmentShape shape;
+  shape.env.set_id(info.id);
+  shape.env.set_max_episode_steps(info.max_episode_steps);
+  shape.env.set_observation_size(info.observation_size);
+  shape.env.set_num_discrete_actions(info.num_actions);
+  shape.env.set_continuous_action_size(info.action_size);
+  shape.num_steps = spec.segment_length();
+  shape.num_envs = spec.envs_per_actor();
+  const bool scaled = spec.ppo().normalize_rewards();
+  const float reach =
+      std::max(std::fabs(info.reward_low), std::fabs(info.reward_high));
+  shape.min_reward = scaled ? -reach * 1e4f : info.reward_low;
+  shape.max_reward = scaled ? reach * 1e4f : info.reward_high;
+  shape.min_step_return = info.reward_low;
+  shape.max_step_return = info.reward_high;
+  return shape;
+}
+
+SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
+                                      const std::string& run_id, int rank,
+                                      int world_size,
+                                      std::shared_ptr<SegmentBudget> budget,
+                                      const SegmentShape* shape) {
+  const int num_actors = spec.resources().num_actors();
+  SegmentIntakeOptions o;
+  o.run_id = run_id;
+  o.credits = std::max(2, num_actors + 1);
+  o.queue_capacity =
+      static_cast<size_t>(o.credits * std::max(1, num_actors) * 2);
+  o.actors_here = ActorsOfLearnerRank(rank, world_size, num_actors);
+  o.num_actors = num_actors;
+  o.num_learners = world_size;
+  o.async = spec.sync_mode() == ASYNC;
+  o.max_policy_lag = spec.max_policy_lag();
+  o.batch_steps = static_cast<int64_t>(spec.segment_length()) *
+                  spec.envs_per_actor() * o.actors_here;
+  o.budget = std::move(budget);
+  o.decode =
+      [shape](const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
+    ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, *shape));
+    DecodedSegment decoded;
+    decoded.env_steps = rollout.num_steps() * rollout.num_envs();
+    auto payload = std::make_unique<DecodedRollout>();
+    payload->rollout = std::move(rollout);
+    decoded.payload = std::move(payload);
+    return decoded;
+  };
+  return o;
+}
+
+int64_t MaxSegmentBytes(const RunSpec& spec) {
+  return static_cast<int64_t>(
+      std::min(2 * EstimateRunFootprint(spec).segment_bytes + (1 << 20), 9e18));
+}
+
+const Rollout& RolloutOf(const IntakeSegment& segment) {
+  return static_cast<const DecodedRollout&>(*segment.payload).rollout;
+}
+
+}  // namespace rl

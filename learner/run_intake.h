@@ -1,0 +1,46 @@
+// How one run's segments are taken in by a learner rank: the intake's
+// settings from the run (credits, queue length, batch size, policy lag,
+// the actors this rank expects), the shapes and value ranges its segments
+// must have, and their decoding into the rollout the update uses.
+#ifndef RL_LEARNER_RUN_INTAKE_H_
+#define RL_LEARNER_RUN_INTAKE_H_
+
+#include <memory>
+#include <string>
+
+#include "envs/env_registry.h"
+#include "learner/segment_budget.h"
+#include "learner/segment_intake.h"
+#include "policy/rollout.h"
+#include "policy/segment_codec.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+// The shapes and value ranges of the segments of the run `spec` (of env
+// `info`). Rewards lie within the env's declared range; scaled ones
+// (ppo.normalize_rewards: divided by a running standard deviation of at
+// least 1e-4, actor/reward_scaler.h) within 1e4 times it. Episode returns
+// are the raw rewards' sums.
+SegmentShape RunSegmentShape(const RunSpec& spec, const EnvInfo& info);
+
+// The intake's options for rank `rank` of `world_size` learners of the run
+// `spec`: segments are checked against `shape` and decoded into Rollouts
+// (RolloutOf). `shape` must outlive the intake.
+SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
+                                      const std::string& run_id, int rank,
+                                      int world_size,
+                                      std::shared_ptr<SegmentBudget> budget,
+                                      const SegmentShape* shape);
+
+// The largest segment, in bytes on the wire, that the run's actors send,
+// with room to spare: twice the estimate and a MiB (a larger one was not
+// made for this run and is refused before it is parsed).
+int64_t MaxSegmentBytes(const RunSpec& spec);
+
+// The rollout of a segment decoded by RunIntakeOptions' decoder.
+const Rollout& RolloutOf(const IntakeSegment& segment);
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_RUN_INTAKE_H_
