@@ -20,7 +20,7 @@
 #include "policy/compute_device.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 namespace {

@@ -21,7 +21,7 @@
 #include "common/status.h"
 #include "policy/compute_device.h"
 #include "runspec/run_spec.h"
-#include "telemetry/metrics_registry.h"
+#include "telemetry/client/metrics_registry.h"
 #include "worker/worker_runtime.h"
 
 namespace rl {

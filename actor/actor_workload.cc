@@ -6,7 +6,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "runspec/run_spec.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "actor/rollout_collector.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

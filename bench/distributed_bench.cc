@@ -59,8 +59,8 @@
 #include "proto/learner.grpc.pb.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "runspec/run_spec.h"
-#include "telemetry/emitter.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/emitter.h"
+#include "telemetry/client/grpc_transport.h"
 #include "trainer/local_trainer.h"
 
 ABSL_FLAG(std::string, runs,

@@ -34,7 +34,7 @@
 #include "common/sqlite_util.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "runspec/run_spec.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 #include "telemetry/metric_store.h"
 #include "telemetry/telemetry_core.h"
 #include "telemetry/telemetry_service.h"

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/embedded_system.h"
-#include "telemetry/process_telemetry.h"
+#include "telemetry/client/process_telemetry.h"
 
 namespace rl {
 

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/coordinator.pb.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

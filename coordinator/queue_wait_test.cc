@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 #include "testing/status_matchers.h"
 
 namespace rl {

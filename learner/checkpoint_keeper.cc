@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

@@ -31,7 +31,7 @@
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
 #include "runspec/run_spec.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "telemetry/process_telemetry.h"
+#include "telemetry/client/process_telemetry.h"
 
 namespace rl {
 

@@ -11,7 +11,7 @@
 
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 #include "worker/workload.h"
 
 namespace rl {

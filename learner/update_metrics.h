@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "learner/ppo_updater.h"
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 

@@ -15,9 +15,9 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "proto/coordinator.grpc.pb.h"
+#include "telemetry/client/http_endpoint.h"
+#include "telemetry/client/metrics_registry.h"
 #include "telemetry/http_api.h"
-#include "telemetry/http_endpoint.h"
-#include "telemetry/metrics_registry.h"
 #include "telemetry/telemetry_service.h"
 
 namespace rl {

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/telemetry.grpc.pb.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 #include "telemetry/telemetry_core.h"
 #include "testing/in_process_server.h"
 #include "testing/status_matchers.h"

@@ -19,7 +19,7 @@
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "runspec/run_spec.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
 #include "testing/status_matchers.h"

@@ -19,6 +19,7 @@ RULES=(
   "learner:actor/ coordinator/ trainer/ envs/batched_env envs/env_batch envs/shard_pool"
   "coordinator:envs/ policy/ worker/ actor/ learner/ trainer/"
   "telemetry:envs/ runspec/ policy/ worker/ actor/ learner/ coordinator/ trainer/"
+  "telemetry/client:telemetry/downsample telemetry/http_api telemetry/metric_store telemetry/point_chunk telemetry/stream_ledger telemetry/telemetry_ telemetry/tfevents telemetry/watch_backlog telemetry/web"
 )
 
 status=0

@@ -44,7 +44,7 @@
 #include "coordinator/run_store.h"
 #include "learner/checkpoint.h"
 #include "learner/segment_ledger.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 #include "telemetry/metric_store.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"

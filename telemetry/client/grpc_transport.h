@@ -1,12 +1,12 @@
 // The emitter's transport over gRPC: one TelemetryService.Ingest stream per
 // connection, and a factory for a process's emitter.
-#ifndef RL_TELEMETRY_GRPC_TRANSPORT_H_
-#define RL_TELEMETRY_GRPC_TRANSPORT_H_
+#ifndef RL_TELEMETRY_CLIENT_GRPC_TRANSPORT_H_
+#define RL_TELEMETRY_CLIENT_GRPC_TRANSPORT_H_
 
 #include <memory>
 #include <string>
 
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 namespace rl {
 
@@ -21,4 +21,4 @@ std::unique_ptr<Emitter> MakeEmitter(const std::string& target,
 
 }  // namespace rl
 
-#endif  // RL_TELEMETRY_GRPC_TRANSPORT_H_
+#endif  // RL_TELEMETRY_CLIENT_GRPC_TRANSPORT_H_

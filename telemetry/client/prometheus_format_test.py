@@ -24,7 +24,7 @@ class PrometheusFormatTest(unittest.TestCase):
         port_file = os.path.join(cls.dir, "port")
         cls.log = open(os.path.join(cls.dir, "server.log"), "w")
         cls.server = subprocess.Popen(
-            ["telemetry/metrics_demo_server", "--port=0",
+            ["telemetry/client/metrics_demo_server", "--port=0",
              f"--port_file={port_file}"],
             stdout=cls.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

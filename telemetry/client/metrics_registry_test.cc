@@ -1,4 +1,4 @@
-#include "telemetry/metrics_registry.h"
+#include "telemetry/client/metrics_registry.h"
 
 #include <ctime>
 #include <stdexcept>

@@ -5,16 +5,16 @@
 // unacknowledged) and the process metrics among the exported families.
 //
 // No flags here: each main defines its own and fills the options.
-#ifndef RL_TELEMETRY_PROCESS_TELEMETRY_H_
-#define RL_TELEMETRY_PROCESS_TELEMETRY_H_
+#ifndef RL_TELEMETRY_CLIENT_PROCESS_TELEMETRY_H_
+#define RL_TELEMETRY_CLIENT_PROCESS_TELEMETRY_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "telemetry/emitter.h"
-#include "telemetry/http_endpoint.h"
-#include "telemetry/metrics_registry.h"
+#include "telemetry/client/emitter.h"
+#include "telemetry/client/http_endpoint.h"
+#include "telemetry/client/metrics_registry.h"
 
 namespace rl {
 
@@ -56,4 +56,4 @@ class ProcessTelemetry {
 
 }  // namespace rl
 
-#endif  // RL_TELEMETRY_PROCESS_TELEMETRY_H_
+#endif  // RL_TELEMETRY_CLIENT_PROCESS_TELEMETRY_H_

@@ -1,4 +1,4 @@
-#include "telemetry/emitter.h"
+#include "telemetry/client/emitter.h"
 
 #include <algorithm>
 #include <deque>

@@ -11,8 +11,8 @@
 #include "absl/flags/parse.h"
 #include "common/port_file.h"
 #include "common/signal_waiter.h"
-#include "telemetry/http_endpoint.h"
-#include "telemetry/metrics_registry.h"
+#include "telemetry/client/http_endpoint.h"
+#include "telemetry/client/metrics_registry.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
 ABSL_FLAG(int, port, 0, "Port; 0 picks a free one.");

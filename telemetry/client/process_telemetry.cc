@@ -1,9 +1,9 @@
-#include "telemetry/process_telemetry.h"
+#include "telemetry/client/process_telemetry.h"
 
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "common/status.h"
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 
 namespace rl {
 

@@ -1,4 +1,4 @@
-#include "telemetry/grpc_transport.h"
+#include "telemetry/client/grpc_transport.h"
 
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"

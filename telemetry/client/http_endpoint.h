@@ -17,8 +17,8 @@
 // /api/* need "Authorization: Bearer <token>" of a role AllowedRoles grants
 // ("GET /metrics", "GET /api"): 401 without one, 403 for the wrong role.
 // Plaintext off loopback only with --insecure.
-#ifndef RL_TELEMETRY_HTTP_ENDPOINT_H_
-#define RL_TELEMETRY_HTTP_ENDPOINT_H_
+#ifndef RL_TELEMETRY_CLIENT_HTTP_ENDPOINT_H_
+#define RL_TELEMETRY_CLIENT_HTTP_ENDPOINT_H_
 
 #include <functional>
 #include <memory>
@@ -29,7 +29,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/thread.h"
 #include "httplib.h"
-#include "telemetry/metrics_registry.h"
+#include "telemetry/client/metrics_registry.h"
 
 namespace rl {
 
@@ -72,4 +72,4 @@ class HttpEndpoint {
 
 }  // namespace rl
 
-#endif  // RL_TELEMETRY_HTTP_ENDPOINT_H_
+#endif  // RL_TELEMETRY_CLIENT_HTTP_ENDPOINT_H_

@@ -9,15 +9,15 @@
 // malformed; FAILED_PRECONDITION: beyond the store's runs or series) is
 // dropped and counted instead; any other refusal (RESOURCE_EXHAUSTED: the
 // service's shared ingest budget) is resent. No gRPC here: the transport is
-// an interface (telemetry/grpc_transport.h has the real one).
+// an interface (telemetry/client/grpc_transport.h has the real one).
 //
 // Limits, by design of the hot path: names are at most `kMaxNameBytes` bytes
 // (longer ones are dropped and counted as invalid); points with labels pay
 // for a lookup of their label set (~100 ns) where plain points cost a copy
 // into the ring. Wall time is read from CLOCK_REALTIME_COARSE (a few
 // milliseconds of resolution, a few nanoseconds to read).
-#ifndef RL_TELEMETRY_EMITTER_H_
-#define RL_TELEMETRY_EMITTER_H_
+#ifndef RL_TELEMETRY_CLIENT_EMITTER_H_
+#define RL_TELEMETRY_CLIENT_EMITTER_H_
 
 #include <atomic>
 #include <cstdint>
@@ -144,4 +144,4 @@ class Emitter {
 
 }  // namespace rl
 
-#endif  // RL_TELEMETRY_EMITTER_H_
+#endif  // RL_TELEMETRY_CLIENT_EMITTER_H_

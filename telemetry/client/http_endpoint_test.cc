@@ -1,4 +1,4 @@
-#include "telemetry/http_endpoint.h"
+#include "telemetry/client/http_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -11,8 +11,8 @@
 // registry has only stored values), names fixed up instead of exceptions (a
 // bad name must not take a server down), and one namespace for both kinds,
 // so a name is never exported twice.
-#ifndef RL_TELEMETRY_METRICS_REGISTRY_H_
-#define RL_TELEMETRY_METRICS_REGISTRY_H_
+#ifndef RL_TELEMETRY_CLIENT_METRICS_REGISTRY_H_
+#define RL_TELEMETRY_CLIENT_METRICS_REGISTRY_H_
 
 #include <functional>
 #include <map>
@@ -115,4 +115,4 @@ void RegisterProcessMetrics(MetricsRegistry* registry);
 
 }  // namespace rl
 
-#endif  // RL_TELEMETRY_METRICS_REGISTRY_H_
+#endif  // RL_TELEMETRY_CLIENT_METRICS_REGISTRY_H_
