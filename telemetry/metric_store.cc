@@ -15,6 +15,7 @@
 #include "common/sqlite_util.h"
 #include "common/status.h"
 #include "telemetry/downsample.h"
+#include "telemetry/metric_store_catalog.h"
 #include "telemetry/point_chunk.h"
 #include "telemetry/stream_ledger.h"
 
@@ -58,8 +59,6 @@ CREATE TABLE IF NOT EXISTS stream_gaps (
   PRIMARY KEY (source, incarnation, run_id, first_sequence)
 );
 )sql";
-
-using Labels = std::vector<std::pair<std::string, std::string>>;
 
 // Canonical text of a label set: sorted "key\x1fvalue\x1e" pairs.
 std::string LabelsKey(const Labels& sorted) {
@@ -330,29 +329,6 @@ absl::Status ValidateBatch(const MetricBatch& batch) {
   return absl::OkStatus();
 }
 
-struct SeriesEntry {
-  int64_t id = 0;
-  std::string run_id;
-  std::string name;
-  Labels labels;
-  // Counters; guarded by Catalog::mu.
-  int64_t num_points = 0;
-  int64_t last_step = 0;
-  int64_t last_wall_ns = 0;
-  // The chunk still being appended to (writer only).
-  int64_t open_chunk = 0;
-  int64_t open_count = 0;
-};
-
-struct MetricStore::Catalog {
-  absl::Mutex mu;
-  std::vector<std::unique_ptr<SeriesEntry>> series ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<std::string, SeriesEntry*> by_key ABSL_GUARDED_BY(mu);
-  std::map<std::string, std::vector<SeriesEntry*>> by_run ABSL_GUARDED_BY(mu);
-  // source \0 incarnation -> its stored sequence numbers (writer only).
-  absl::flat_hash_map<std::string, StreamLedger> streams;
-};
-
 MetricStore::MetricStore(sqlite3* writer, sqlite3* reader,
                          MetricStoreOptions options)
     : options_(options),
@@ -455,50 +431,59 @@ absl::Status MetricStore::LoadCatalog() {
   return gaps.Done(rc);
 }
 
-absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
-                                std::vector<absl::Status>* results,
-                                std::vector<bool>* duplicate) {
-  absl::MutexLock write_lock(&write_mu_);
-  Catalog& c = *catalog_;
-  results->assign(batches.size(), absl::OkStatus());
-  duplicate->assign(batches.size(), false);
-
-  // Series -> new points, in first-touched order.
+// What one Write holds until it commits: the streams it looked at (copies
+// of the catalog's) and those it stored batches of, the series it creates,
+// and the new points of each series it touches, in first-touched order.
+struct MetricStore::PendingWrite {
+  struct Stats {
+    int64_t num_points, last_step, last_wall_ns;
+  };
   std::vector<std::pair<SeriesEntry*, PendingPoints>> touched;
   absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
-  // Streams this call looked at (copies of the catalog's), and those it
-  // stored batches of.
-  absl::flat_hash_map<std::string, StreamLedger> stream_updates;
+  std::vector<Stats> stats;  // per touched series, once appended
+  absl::flat_hash_map<std::string, StreamLedger> streams;
   absl::flat_hash_set<std::string> streams_stored;
   std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
   absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
   absl::flat_hash_map<std::string, int64_t> created_per_run;
   absl::flat_hash_map<std::string, int64_t> created_per_source;
 
-  auto find_series = [&](const std::string& key) -> SeriesEntry* {
+  SeriesEntry* FindSeries(Catalog& c, const std::string& key) {
     auto it = created_by_key.find(key);
     if (it != created_by_key.end()) return it->second;
     absl::MutexLock lock(&c.mu);
     auto jt = c.by_key.find(key);
     return jt == c.by_key.end() ? nullptr : jt->second;
-  };
-  auto run_series_count = [&](const std::string& run) {
+  }
+  int64_t RunSeriesCount(Catalog& c, const std::string& run) {
     absl::MutexLock lock(&c.mu);
     auto it = c.by_run.find(run);
     return static_cast<int64_t>(it == c.by_run.end() ? 0 : it->second.size()) +
            created_per_run[run];
-  };
-
+  }
   // Runs stored plus those this call creates.
-  auto run_count = [&]() {
+  int64_t RunCount(Catalog& c) {
     int64_t runs = 0;
     absl::MutexLock lock(&c.mu);
     for (const auto& [run, n] : created_per_run) {
       if (n > 0 && !c.by_run.count(run)) ++runs;
     }
     return static_cast<int64_t>(c.by_run.size()) + runs;
-  };
+  }
+  void Add(SeriesEntry* e, size_t batch, const PointRecord& r) {
+    auto [it, inserted] = touched_index.try_emplace(e, touched.size());
+    if (inserted) touched.push_back({e, {}});
+    touched[it->second].second.Add(batch, r);
+  }
+};
 
+absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
+                                std::vector<absl::Status>* results,
+                                std::vector<bool>* duplicate) {
+  absl::MutexLock write_lock(&write_mu_);
+  results->assign(batches.size(), absl::OkStatus());
+  duplicate->assign(batches.size(), false);
+  PendingWrite w;
   RETURN_IF_ERROR(ExecSql(writer_, "BEGIN IMMEDIATE;"));
   // Any error: nothing of this call is stored; the catalog is reloaded.
   auto fail = [&](absl::Status s) {
@@ -506,155 +491,187 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     LoadCatalog().IgnoreError();
     return s;
   };
-
   for (size_t i = 0; i < batches.size(); ++i) {
-    const MetricBatch& b = *batches[i];
-    const std::string stream_key =
-        StreamKey(b.source(), b.incarnation(), b.run_id());
-    auto stream = stream_updates.find(stream_key);
-    if (stream == stream_updates.end()) {
-      auto stored = c.streams.find(stream_key);
-      if (stored == c.streams.end()) {  // kept by an older store?
-        stored = c.streams.find(StreamKey(b.source(), b.incarnation(), ""));
-      }
-      stream =
-          stream_updates
-              .emplace(stream_key, stored == c.streams.end() ? StreamLedger()
-                                                             : stored->second)
-              .first;
-    }
-    if (stream->second.Has(b.sequence_number())) {
-      (*duplicate)[i] = true;
-      continue;
-    }
-    // Resolve the batch's series first, so a refused batch creates nothing.
-    struct Resolved {
-      std::string key;
-      Labels labels;
-      std::string name;
-    };
-    std::vector<std::pair<int, Resolved>> fresh;  // point index -> new series
-    std::vector<SeriesEntry*> entries(b.points_size() + 1, nullptr);
-    absl::flat_hash_map<std::string, int> fresh_keys;
-    auto resolve = [&](int index, const std::string& name, Labels labels) {
-      const std::string key = SeriesKey(b.run_id(), name, LabelsKey(labels));
-      if (SeriesEntry* e = find_series(key)) {
-        entries[index] = e;
-      } else if (!fresh_keys.count(key)) {
-        fresh_keys[key] = index;
-        fresh.push_back({index, {key, std::move(labels), name}});
-      }
-    };
-    for (int p = 0; p < b.points_size(); ++p) {
-      resolve(p, b.points(p).name(), SortedLabels(b.points(p).labels()));
-    }
-    if (b.dropped_points() > 0) {
-      resolve(b.points_size(), kDroppedPointsSeries, {{"source", b.source()}});
-    }
-    if (!fresh.empty() &&
-        run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()) >
-            options_.max_series_per_run) {
-      (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
-          "batch ", b.sequence_number(), ": run ", b.run_id(), " would have ",
-          run_series_count(b.run_id()) + static_cast<int64_t>(fresh.size()),
-          " series, at most ", options_.max_series_per_run,
-          " (max_series_per_run)"));
-      refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    if (!fresh.empty() && options_.max_series_per_source > 0) {
-      const int64_t by_source = series_by_source_[b.source()] +
-                                created_per_source[b.source()] +
-                                static_cast<int64_t>(fresh.size());
-      if (by_source > options_.max_series_per_source) {
-        (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
-            "batch ", b.sequence_number(), ": source ", b.source(),
-            " would have created ", by_source, " series, at most ",
-            options_.max_series_per_source, " (max_series_per_source)"));
-        refused_series_per_source_.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-    }
-    const bool new_run = !fresh.empty() && run_series_count(b.run_id()) == 0;
-    RunBudget* budget = nullptr;
-    if (new_run && options_.max_new_runs_per_source_per_minute > 0) {
-      const double rate = options_.max_new_runs_per_source_per_minute;
-      const absl::Time now = absl::Now();
-      auto [it, added] = new_runs_by_source_.try_emplace(b.source());
-      budget = &it->second;
-      budget->tokens =
-          added ? rate
-                : std::min(rate, budget->tokens + rate * absl::ToDoubleMinutes(
-                                                             now - budget->at));
-      budget->at = now;
-      if (budget->tokens < 1) {
-        (*results)[i] = absl::FailedPreconditionError(
-            absl::StrCat("batch ", b.sequence_number(), ": source ", b.source(),
-                         " creates new runs faster than ",
-                         options_.max_new_runs_per_source_per_minute,
-                         " a minute (max_new_runs_per_source_per_minute); run ",
-                         b.run_id(), " refused"));
-        refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-    }
-    if (new_run && run_count() >= options_.max_runs) {
-      (*results)[i] = absl::FailedPreconditionError(absl::StrCat(
-          "batch ", b.sequence_number(), ": run ", b.run_id(),
-          " would be a new run beyond the ", options_.max_runs,
-          " runs stored, at most ", options_.max_runs, " (max_runs)"));
-      refused_runs_.fetch_add(1, std::memory_order_relaxed);
-      continue;
-    }
-    if (budget != nullptr) budget->tokens -= 1;
-    for (auto& [index, r] : fresh) {
-      Statement insert(writer_,
-                       "INSERT INTO series (run_id, name, labels) VALUES "
-                       "(?, ?, ?);");
-      if (!insert.status().ok()) return fail(insert.status());
-      insert.Bind(1, b.run_id());
-      insert.Bind(2, r.name);
-      insert.Bind(3, LabelsKey(r.labels));
-      if (absl::Status s = insert.Done(insert.Step()); !s.ok()) return fail(s);
-      auto e = std::make_unique<SeriesEntry>();
-      e->id = sqlite3_last_insert_rowid(writer_);
-      e->run_id = b.run_id();
-      e->name = r.name;
-      e->labels = std::move(r.labels);
-      created_by_key[r.key] = e.get();
-      ++created_per_run[b.run_id()];
-      ++created_per_source[b.source()];
-      created.push_back(std::move(e));
-    }
-    auto add = [&](SeriesEntry* e, const PointRecord& r) {
-      auto [it, inserted] = touched_index.try_emplace(e, touched.size());
-      if (inserted) touched.push_back({e, {}});
-      touched[it->second].second.Add(i, r);
-    };
-    for (int p = 0; p < b.points_size(); ++p) {
-      const MetricPoint& mp = b.points(p);
-      SeriesEntry* e = entries[p];
-      if (e == nullptr) {
-        e = find_series(SeriesKey(b.run_id(), mp.name(),
-                                  LabelsKey(SortedLabels(mp.labels()))));
-      }
-      add(e, {mp.step(), mp.wall_time_ns(), mp.value()});
-    }
-    if (b.dropped_points() > 0) {
-      SeriesEntry* e =
-          find_series(SeriesKey(b.run_id(), kDroppedPointsSeries,
-                                LabelsKey({{"source", b.source()}})));
-      const int64_t wall = b.points_size()
-                               ? b.points(b.points_size() - 1).wall_time_ns()
-                               : absl::ToUnixNanos(absl::Now());
-      // At wall-clock milliseconds: a restarted source (whose sequence
-      // numbers start again) follows its earlier points, not replaces them.
-      add(e, {wall / 1000000, wall, static_cast<double>(b.dropped_points())});
-    }
-    stream->second.Add(b.sequence_number());
-    streams_stored.insert(stream_key);
+    bool repeated = false;
+    const absl::Status admitted =
+        AdmitBatch(*batches[i], i, w, &(*results)[i], &repeated);
+    (*duplicate)[i] = repeated;
+    if (!admitted.ok()) return fail(admitted);
   }
+  if (absl::Status s = AppendPending(w); !s.ok()) return fail(s);
+  if (absl::Status s = SaveStreams(w); !s.ok()) return fail(s);
+  if (absl::Status s = ExecSql(writer_, "COMMIT;"); !s.ok()) return fail(s);
+  PublishWrite(w);
+  return absl::OkStatus();
+}
 
+// The limits a batch that creates `fresh` series must keep: series per run
+// and per source, new runs per source per minute, runs. OK, or the reason
+// it alone is refused (and counted). `*budget`: the source's new-run budget
+// to charge once the batch is taken (null: none).
+absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
+                                            PendingWrite& w,
+                                            RunBudget** budget) {
+  *budget = nullptr;
+  if (fresh == 0) return absl::OkStatus();
+  Catalog& c = *catalog_;
+  const int64_t in_run = w.RunSeriesCount(c, b.run_id());
+  if (in_run + fresh > options_.max_series_per_run) {
+    refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
+    return absl::FailedPreconditionError(
+        absl::StrCat("batch ", b.sequence_number(), ": run ", b.run_id(),
+                     " would have ", in_run + fresh, " series, at most ",
+                     options_.max_series_per_run, " (max_series_per_run)"));
+  }
+  if (options_.max_series_per_source > 0) {
+    const int64_t by_source = series_by_source_[b.source()] +
+                              w.created_per_source[b.source()] + fresh;
+    if (by_source > options_.max_series_per_source) {
+      refused_series_per_source_.fetch_add(1, std::memory_order_relaxed);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "batch ", b.sequence_number(), ": source ", b.source(),
+          " would have created ", by_source, " series, at most ",
+          options_.max_series_per_source, " (max_series_per_source)"));
+    }
+  }
+  if (in_run != 0) return absl::OkStatus();  // not a new run
+  if (options_.max_new_runs_per_source_per_minute > 0) {
+    const double rate = options_.max_new_runs_per_source_per_minute;
+    const absl::Time now = absl::Now();
+    auto [it, added] = new_runs_by_source_.try_emplace(b.source());
+    RunBudget& source = it->second;
+    source.tokens =
+        added
+            ? rate
+            : std::min(rate, source.tokens +
+                                 rate * absl::ToDoubleMinutes(now - source.at));
+    source.at = now;
+    if (source.tokens < 1) {
+      refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
+      return absl::FailedPreconditionError(
+          absl::StrCat("batch ", b.sequence_number(), ": source ", b.source(),
+                       " creates new runs faster than ",
+                       options_.max_new_runs_per_source_per_minute,
+                       " a minute (max_new_runs_per_source_per_minute); run ",
+                       b.run_id(), " refused"));
+    }
+    *budget = &source;
+  }
+  if (w.RunCount(c) >= options_.max_runs) {
+    *budget = nullptr;
+    refused_runs_.fetch_add(1, std::memory_order_relaxed);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "batch ", b.sequence_number(), ": run ", b.run_id(),
+        " would be a new run beyond the ", options_.max_runs,
+        " runs stored, at most ", options_.max_runs, " (max_runs)"));
+  }
+  return absl::OkStatus();
+}
+
+// Phase 1, per batch: a duplicate of a stored batch is marked; a batch
+// beyond the limits is refused (`*refused`); else its new series are
+// inserted and its points grouped by series. An error is the Write's.
+absl::Status MetricStore::AdmitBatch(const MetricBatch& b, size_t index,
+                                     PendingWrite& w, absl::Status* refused,
+                                     bool* duplicate) {
+  Catalog& c = *catalog_;
+  const std::string stream_key =
+      StreamKey(b.source(), b.incarnation(), b.run_id());
+  auto stream = w.streams.find(stream_key);
+  if (stream == w.streams.end()) {
+    auto stored = c.streams.find(stream_key);
+    if (stored == c.streams.end()) {  // kept by an older store?
+      stored = c.streams.find(StreamKey(b.source(), b.incarnation(), ""));
+    }
+    stream =
+        w.streams
+            .emplace(stream_key, stored == c.streams.end() ? StreamLedger()
+                                                           : stored->second)
+            .first;
+  }
+  if (stream->second.Has(b.sequence_number())) {
+    *duplicate = true;
+    return absl::OkStatus();
+  }
+  // Resolve the batch's series first, so a refused batch creates nothing.
+  struct Fresh {
+    std::string key;
+    Labels labels;
+    std::string name;
+  };
+  std::vector<Fresh> fresh;
+  absl::flat_hash_set<std::string> fresh_keys;
+  // Per point (and the dropped-points series last): its series, or null
+  // until it is created.
+  std::vector<SeriesEntry*> entries(b.points_size() + 1, nullptr);
+  auto resolve = [&](int p, const std::string& name, Labels labels) {
+    const std::string key = SeriesKey(b.run_id(), name, LabelsKey(labels));
+    entries[p] = w.FindSeries(c, key);
+    if (entries[p] == nullptr && fresh_keys.insert(key).second) {
+      fresh.push_back({key, std::move(labels), name});
+    }
+  };
+  for (int p = 0; p < b.points_size(); ++p) {
+    resolve(p, b.points(p).name(), SortedLabels(b.points(p).labels()));
+  }
+  const Labels dropped_labels = {{"source", b.source()}};
+  if (b.dropped_points() > 0) {
+    resolve(b.points_size(), kDroppedPointsSeries, dropped_labels);
+  }
+  RunBudget* budget = nullptr;
+  *refused =
+      CheckSeriesLimits(b, static_cast<int64_t>(fresh.size()), w, &budget);
+  if (!refused->ok()) return absl::OkStatus();
+  if (budget != nullptr) budget->tokens -= 1;
+  for (Fresh& f : fresh) {
+    Statement insert(writer_,
+                     "INSERT INTO series (run_id, name, labels) VALUES "
+                     "(?, ?, ?);");
+    RETURN_IF_ERROR(insert.status());
+    insert.Bind(1, b.run_id());
+    insert.Bind(2, f.name);
+    insert.Bind(3, LabelsKey(f.labels));
+    RETURN_IF_ERROR(insert.Done(insert.Step()));
+    auto e = std::make_unique<SeriesEntry>();
+    e->id = sqlite3_last_insert_rowid(writer_);
+    e->run_id = b.run_id();
+    e->name = f.name;
+    e->labels = std::move(f.labels);
+    w.created_by_key[f.key] = e.get();
+    ++w.created_per_run[b.run_id()];
+    ++w.created_per_source[b.source()];
+    w.created.push_back(std::move(e));
+  }
+  for (int p = 0; p < b.points_size(); ++p) {
+    const MetricPoint& mp = b.points(p);
+    SeriesEntry* e = entries[p];
+    if (e == nullptr) {
+      e = w.FindSeries(c, SeriesKey(b.run_id(), mp.name(),
+                                    LabelsKey(SortedLabels(mp.labels()))));
+    }
+    w.Add(e, index, {mp.step(), mp.wall_time_ns(), mp.value()});
+  }
+  if (b.dropped_points() > 0) {
+    SeriesEntry* e = entries[b.points_size()];
+    if (e == nullptr) {
+      e = w.FindSeries(c, SeriesKey(b.run_id(), kDroppedPointsSeries,
+                                    LabelsKey(dropped_labels)));
+    }
+    const int64_t wall = b.points_size()
+                             ? b.points(b.points_size() - 1).wall_time_ns()
+                             : absl::ToUnixNanos(absl::Now());
+    // At wall-clock milliseconds: a restarted source (whose sequence
+    // numbers start again) follows its earlier points, not replaces them.
+    w.Add(e, index,
+          {wall / 1000000, wall, static_cast<double>(b.dropped_points())});
+  }
+  stream->second.Add(b.sequence_number());
+  w.streams_stored.insert(stream_key);
+  return absl::OkStatus();
+}
+
+// Phase 2: the points go into their series' chunks.
+absl::Status MetricStore::AppendPending(PendingWrite& w) {
   // Append the points: replace the stored points at their steps, fill the
   // open chunk, then new chunks.
   //
@@ -667,14 +684,13 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
   // and none has to hold a series in memory to dedupe it; it costs nothing
   // while a series' steps only grow: only a point at or below its last step
   // makes the store read its chunks back.
-  struct Stats {
-    int64_t num_points, last_step, last_wall_ns;
-  };
-  std::vector<Stats> stats(touched.size());
+  Catalog& c = *catalog_;
+  std::vector<PendingWrite::Stats>& stats = w.stats;
+  stats.resize(w.touched.size());
   {
     absl::MutexLock lock(&c.mu);
-    for (size_t t = 0; t < touched.size(); ++t) {
-      const SeriesEntry* e = touched[t].first;
+    for (size_t t = 0; t < w.touched.size(); ++t) {
+      const SeriesEntry* e = w.touched[t].first;
       stats[t] = {e->num_points, e->last_step, e->last_wall_ns};
     }
   }
@@ -691,19 +707,19 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
                           "last_wall_ns = ? WHERE id = ?;");
   for (Statement* st :
        {&read_chunk, &update_chunk, &insert_chunk, &update_series}) {
-    if (!st->status().ok()) return fail(st->status());
+    if (!st->status().ok()) return st->status();
   }
-  for (size_t t = 0; t < touched.size(); ++t) {
-    SeriesEntry* e = touched[t].first;
-    touched[t].second.KeepLatestBatchPerStep();
-    const std::vector<PointRecord>& pts = touched[t].second.points;
-    Stats& st = stats[t];
+  for (size_t t = 0; t < w.touched.size(); ++t) {
+    SeriesEntry* e = w.touched[t].first;
+    w.touched[t].second.KeepLatestBatchPerStep();
+    const std::vector<PointRecord>& pts = w.touched[t].second.points;
+    PendingWrite::Stats& st = stats[t];
     int64_t min_step = INT64_MAX;
     for (const PointRecord& r : pts) min_step = std::min(min_step, r.step);
     if (st.num_points > 0 && min_step <= st.last_step) {
       absl::StatusOr<int64_t> removed = RemoveStoredSteps(
           writer_, e->id, pts, &e->open_chunk, &e->open_count);
-      if (!removed.ok()) return fail(removed.status());
+      if (!removed.ok()) return removed.status();
       st.num_points -= *removed;
     }
     size_t done = 0;
@@ -721,7 +737,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       read_chunk.Reset();
       read_chunk.Bind(1, e->open_chunk);
       const int rc = read_chunk.Step();
-      if (rc != SQLITE_ROW) return fail(read_chunk.Done(SQLITE_ERROR));
+      if (rc != SQLITE_ROW) return read_chunk.Done(SQLITE_ERROR);
       std::string blob = read_chunk.Blob(0);
       AppendPoints(&blob, pts.data(), n);
       const auto [lo, hi] = step_range(0, n);
@@ -732,7 +748,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       update_chunk.Bind(4, hi);
       update_chunk.Bind(5, e->open_chunk);
       if (absl::Status s = update_chunk.Done(update_chunk.Step()); !s.ok()) {
-        return fail(s);
+        return s;
       }
       e->open_count += static_cast<int64_t>(n);
       done = n;
@@ -749,7 +765,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       insert_chunk.Bind(4, static_cast<int64_t>(n));
       insert_chunk.BindBlob(5, blob);
       if (absl::Status s = insert_chunk.Done(insert_chunk.Step()); !s.ok()) {
-        return fail(s);
+        return s;
       }
       e->open_chunk = sqlite3_last_insert_rowid(writer_);
       e->open_count = static_cast<int64_t>(n);
@@ -764,7 +780,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
         st.num_points > options_.max_points_per_series) {
       absl::StatusOr<int64_t> removed =
           TrimSeries(e->id, e->open_chunk, st.num_points);
-      if (!removed.ok()) return fail(removed.status());
+      if (!removed.ok()) return removed.status();
       st.num_points -= *removed;
     }
     update_series.Reset();
@@ -773,9 +789,15 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     update_series.Bind(3, st.last_wall_ns);
     update_series.Bind(4, e->id);
     if (absl::Status s = update_series.Done(update_series.Step()); !s.ok()) {
-      return fail(s);
+      return s;
     }
   }
+  return absl::OkStatus();
+}
+
+// Phase 3: the streams' sequence numbers (and gaps) are stored.
+absl::Status MetricStore::SaveStreams(PendingWrite& w) {
+  Catalog& c = *catalog_;
   Statement put_stream(writer_,
                        "INSERT OR REPLACE INTO streams (source, incarnation, "
                        "run_id, last_sequence, last_write_ns) VALUES (?, ?, "
@@ -788,16 +810,16 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
                     "INSERT INTO stream_gaps (source, incarnation, run_id, "
                     "first_sequence, last_sequence) VALUES (?, ?, ?, ?, ?);");
   for (Statement* st : {&put_stream, &clear_gaps, &put_gap}) {
-    if (!st->status().ok()) return fail(st->status());
+    if (!st->status().ok()) return st->status();
   }
-  for (auto& [key, state] : stream_updates) {
-    if (!streams_stored.contains(key)) continue;
+  for (auto& [key, state] : w.streams) {
+    if (!w.streams_stored.contains(key)) continue;
     state.last_write_ns = now_ns;
     const std::vector<absl::string_view> parts =
         absl::StrSplit(key, absl::MaxSplits('\0', 2));
     int64_t incarnation = 0;
     if (parts.size() != 3 || !absl::SimpleAtoi(parts[1], &incarnation)) {
-      return fail(absl::InternalError("bad stream key"));
+      return absl::InternalError("bad stream key");
     }
     const absl::string_view source = parts[0];
     const absl::string_view run_id = parts[2];
@@ -808,7 +830,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     put_stream.Bind(4, state.last);
     put_stream.Bind(5, now_ns);
     if (absl::Status s = put_stream.Done(put_stream.Step()); !s.ok()) {
-      return fail(s);
+      return s;
     }
     // Streams without gaps, before and after (all but a failed write's),
     // cost nothing more.
@@ -822,7 +844,7 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
     clear_gaps.Bind(2, incarnation);
     clear_gaps.Bind(3, run_id);
     if (absl::Status s = clear_gaps.Done(clear_gaps.Step()); !s.ok()) {
-      return fail(s);
+      return s;
     }
     for (const auto& [first, end] : state.gaps) {
       put_gap.Reset();
@@ -832,32 +854,35 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
       put_gap.Bind(4, first);
       put_gap.Bind(5, end);
       if (absl::Status s = put_gap.Done(put_gap.Step()); !s.ok()) {
-        return fail(s);
+        return s;
       }
     }
   }
-  if (absl::Status s = ExecSql(writer_, "COMMIT;"); !s.ok()) return fail(s);
+  return absl::OkStatus();
+}
 
+// Phase 4, once committed: the catalog learns what is now durable.
+void MetricStore::PublishWrite(PendingWrite& w) {
+  Catalog& c = *catalog_;
   // Durable: publish to the catalog.
-  for (const auto& [source, n] : created_per_source) {
+  for (const auto& [source, n] : w.created_per_source) {
     series_by_source_[source] += n;
   }
-  for (auto& [key, state] : stream_updates) {
-    if (streams_stored.contains(key)) c.streams[key] = std::move(state);
+  for (auto& [key, state] : w.streams) {
+    if (w.streams_stored.contains(key)) c.streams[key] = std::move(state);
   }
   absl::MutexLock lock(&c.mu);
-  for (auto& e : created) {
+  for (auto& e : w.created) {
     c.by_key[SeriesKey(e->run_id, e->name, LabelsKey(e->labels))] = e.get();
     c.by_run[e->run_id].push_back(e.get());
     c.series.push_back(std::move(e));
   }
-  for (size_t t = 0; t < touched.size(); ++t) {
-    SeriesEntry* e = touched[t].first;
-    e->num_points = stats[t].num_points;
-    e->last_step = stats[t].last_step;
-    e->last_wall_ns = stats[t].last_wall_ns;
+  for (size_t t = 0; t < w.touched.size(); ++t) {
+    SeriesEntry* e = w.touched[t].first;
+    e->num_points = w.stats[t].num_points;
+    e->last_step = w.stats[t].last_step;
+    e->last_wall_ns = w.stats[t].last_wall_ns;
   }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> MetricStore::TrimSeries(int64_t series_id,
@@ -886,226 +911,6 @@ absl::StatusOr<int64_t> MetricStore::TrimSeries(int64_t series_id,
     RETURN_IF_ERROR(del.Done(del.Step()));
   }
   return removed;
-}
-
-}  // namespace rl
-
-namespace rl {
-
-namespace {
-
-struct SelectedSeries {
-  int64_t id;
-  std::string name;
-  Labels labels;
-};
-
-// Labels of a series with `drop` keys removed.
-Labels WithoutKeys(
-    const Labels& labels,
-    const google::protobuf::RepeatedPtrField<std::string>& drop) {
-  Labels out;
-  for (const auto& kv : labels) {
-    if (std::find(drop.begin(), drop.end(), kv.first) == drop.end()) {
-      out.push_back(kv);
-    }
-  }
-  return out;
-}
-
-bool NameMatches(const std::string& name,
-                 const google::protobuf::RepeatedPtrField<std::string>& names,
-                 const std::string& prefix) {
-  if (!names.empty()) {
-    return std::find(names.begin(), names.end(), name) != names.end();
-  }
-  return absl::StartsWith(name, prefix);
-}
-
-}  // namespace
-
-absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
-  if (request.run_id().empty()) {
-    return absl::InvalidArgumentError("request.run_id: empty");
-  }
-  if (request.max_buckets() < 0 || request.max_buckets() > 100000) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("request.max_buckets: ", request.max_buckets(),
-                     " is outside [0, 100000]"));
-  }
-  const int64_t min_step = request.min_step();
-  const int64_t max_step =
-      request.max_step() == 0 ? INT64_MAX : request.max_step();
-  if (min_step > max_step) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "request.min_step: ", min_step, " > request.max_step ", max_step));
-  }
-  const int64_t min_wall = request.min_wall_time_ns();
-  const int64_t max_wall =
-      request.max_wall_time_ns() == 0 ? INT64_MAX : request.max_wall_time_ns();
-
-  // Select the series and group them by (name, labels without the merged
-  // keys).
-  std::map<std::pair<std::string, Labels>, std::vector<SelectedSeries>> groups;
-  {
-    Catalog& c = *catalog_;
-    absl::MutexLock lock(&c.mu);
-    auto it = c.by_run.find(request.run_id());
-    if (it == c.by_run.end()) {
-      return absl::NotFoundError(
-          absl::StrCat("run ", request.run_id(), " has no metrics"));
-    }
-    for (const SeriesEntry* e : it->second) {
-      if (!NameMatches(e->name, request.names(), request.name_prefix())) {
-        continue;
-      }
-      groups[{e->name, WithoutKeys(e->labels, request.aggregate_labels())}]
-          .push_back({e->id, e->name, e->labels});
-    }
-  }
-
-  absl::MutexLock lock(&read_mu_);
-  RETURN_IF_ERROR(ExecSql(reader_, "BEGIN;"));  // one snapshot for all reads
-  struct EndRead {
-    sqlite3* db;
-    ~EndRead() { ExecSql(db, "COMMIT;").IgnoreError(); }
-  } end_read{reader_};
-  Statement range(reader_,
-                  "SELECT min(min_step), max(max_step) FROM chunks WHERE "
-                  "series_id = ? AND max_step >= ? AND min_step <= ?;");
-  Statement chunks(reader_,
-                   "SELECT data FROM chunks WHERE series_id = ? AND "
-                   "max_step >= ? AND min_step <= ? ORDER BY min_step, id;");
-  RETURN_IF_ERROR(range.status());
-  RETURN_IF_ERROR(chunks.status());
-  auto for_each_point = [&](int64_t series_id, auto&& f) -> absl::Status {
-    chunks.Reset();
-    chunks.Bind(1, series_id);
-    chunks.Bind(2, min_step);
-    chunks.Bind(3, max_step);
-    int rc;
-    while ((rc = chunks.Step()) == SQLITE_ROW) {
-      ForEachPoint(chunks.BlobView(0), [&](const PointRecord& p) {
-        if (p.step < min_step || p.step > max_step || p.wall_ns < min_wall ||
-            p.wall_ns > max_wall) {
-          return;
-        }
-        f(p);
-      });
-    }
-    return chunks.Done(rc);
-  };
-
-  QueryResponse response;
-  int64_t raw_points = 0;
-  for (const auto& [key, members] : groups) {
-    Series* out = response.add_series();
-    out->set_name(key.first);
-    for (const auto& [k, v] : key.second) (*out->mutable_labels())[k] = v;
-    if (request.max_buckets() > 0) {
-      int64_t lo = INT64_MAX, hi = INT64_MIN;
-      for (const SelectedSeries& s : members) {
-        range.Reset();
-        range.Bind(1, s.id);
-        range.Bind(2, min_step);
-        range.Bind(3, max_step);
-        if (range.Step() == SQLITE_ROW && !range.IsNull(0)) {
-          lo = std::min(lo, range.Int(0));
-          hi = std::max(hi, range.Int(1));
-        }
-      }
-      if (lo > hi) continue;  // no points in range
-      lo = std::max(lo, min_step);
-      hi = std::min(hi, max_step);
-      std::vector<std::unique_ptr<BucketAccumulator>> accs;
-      for (const SelectedSeries& s : members) {
-        accs.push_back(
-            std::make_unique<BucketAccumulator>(lo, hi, request.max_buckets()));
-        BucketAccumulator* acc = accs.back().get();
-        RETURN_IF_ERROR(
-            for_each_point(s.id, [acc](const PointRecord& p) { acc->Add(p); }));
-      }
-      std::vector<Bucket> buckets;
-      if (accs.size() == 1) {
-        buckets = accs[0]->Buckets();
-      } else {
-        std::vector<const BucketAccumulator*> parts;
-        for (const auto& a : accs) parts.push_back(a.get());
-        buckets = BucketAccumulator::Merge(parts, request.aggregation());
-      }
-      for (Bucket& b : buckets) *out->add_buckets() = std::move(b);
-      continue;
-    }
-    std::vector<std::vector<PointRecord>> parts;
-    for (const SelectedSeries& s : members) {
-      parts.emplace_back();
-      std::vector<PointRecord>* pts = &parts.back();
-      RETURN_IF_ERROR(for_each_point(
-          s.id, [pts](const PointRecord& p) { pts->push_back(p); }));
-      raw_points += static_cast<int64_t>(pts->size());
-      if (raw_points > options_.max_raw_points) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "query matches more than ", options_.max_raw_points,
-            " raw points; narrow the step range or set max_buckets"));
-      }
-    }
-    std::vector<PointRecord> points;
-    if (parts.size() == 1) {
-      points = std::move(parts[0]);
-      std::stable_sort(points.begin(), points.end(),
-                       [](const PointRecord& a, const PointRecord& b) {
-                         return a.step < b.step;
-                       });
-    } else {
-      points = MergeByStep(parts, request.aggregation());
-    }
-    for (const PointRecord& p : points) {
-      MetricPoint* mp = out->add_points();
-      mp->set_step(p.step);
-      mp->set_wall_time_ns(p.wall_ns);
-      mp->set_value(p.value);
-    }
-  }
-  return response;
-}
-
-std::vector<SeriesInfo> MetricStore::ListSeries(
-    const std::string& run_id, const std::string& name_prefix) {
-  std::vector<SeriesInfo> out;
-  Catalog& c = *catalog_;
-  absl::MutexLock lock(&c.mu);
-  for (const auto& [run, entries] : c.by_run) {
-    if (!run_id.empty() && run != run_id) continue;
-    for (const SeriesEntry* e : entries) {
-      if (!absl::StartsWith(e->name, name_prefix)) continue;
-      SeriesInfo info;
-      info.set_run_id(e->run_id);
-      info.set_name(e->name);
-      for (const auto& [k, v] : e->labels) (*info.mutable_labels())[k] = v;
-      info.set_num_points(e->num_points);
-      info.set_last_step(e->last_step);
-      out.push_back(std::move(info));
-    }
-  }
-  return out;
-}
-
-std::vector<RunSummary> MetricStore::ListRuns() {
-  std::vector<RunSummary> out;
-  Catalog& c = *catalog_;
-  absl::MutexLock lock(&c.mu);
-  for (const auto& [run, entries] : c.by_run) {
-    RunSummary r;
-    r.run_id = run;
-    for (const SeriesEntry* e : entries) {
-      ++r.num_series;
-      r.num_points += e->num_points;
-      r.last_step = std::max(r.last_step, e->last_step);
-      r.last_wall_time_ns = std::max(r.last_wall_time_ns, e->last_wall_ns);
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 absl::StatusOr<int> MetricStore::ApplyRetention(absl::Time now) {

@@ -135,7 +135,18 @@ class MetricStore {
 
  private:
   struct Catalog;
+  struct PendingWrite;
+  struct RunBudget;
   MetricStore(sqlite3* writer, sqlite3* reader, MetricStoreOptions options);
+  // Write's phases (metric_store.cc), inside its transaction.
+  absl::Status AdmitBatch(const MetricBatch& batch, size_t index,
+                          PendingWrite& w, absl::Status* refused,
+                          bool* duplicate);
+  absl::Status CheckSeriesLimits(const MetricBatch& batch, int64_t fresh,
+                                 PendingWrite& w, RunBudget** budget);
+  absl::Status AppendPending(PendingWrite& w);
+  absl::Status SaveStreams(PendingWrite& w);
+  void PublishWrite(PendingWrite& w);
   absl::Status LoadCatalog();
   // Deletes a series' oldest chunks (not `open_chunk`) down to the point
   // limit; returns the points removed. Inside Write's transaction.
