@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "common/secrets.h"
 #include "common/status.h"
+#include "envs/env_registry.h"
 #include "policy/compute_device.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
@@ -69,16 +70,6 @@ std::string Describe(const grpc::Status& status) {
   return FromGrpcStatus(status).ToString();
 }
 
-EnvSpec MakeEnvSpec(const EnvInfo& info) {
-  EnvSpec spec;
-  spec.set_id(info.id);
-  spec.set_max_episode_steps(info.max_episode_steps);
-  spec.set_observation_size(info.observation_size);
-  spec.set_num_discrete_actions(info.num_actions);
-  spec.set_continuous_action_size(info.action_size);
-  return spec;
-}
-
 ChannelOptions LearnerChannelOptions() {
   ChannelOptions options;
   options.max_send_message_bytes = kMaxMessageBytes;
@@ -93,6 +84,8 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
   if (options.learner_address.empty()) {
     return absl::InvalidArgumentError("learner address: must not be empty");
   }
+  // Specs arrive resolved (runspec/): checked, never filled in again.
+  RETURN_IF_ERROR(CheckResolvedEnvSpec(options.spec.env()));
   RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().actor_device(),
                                      "resources.actor_device", "this actor"));
   if (options.actor_id < 0) {
@@ -129,7 +122,7 @@ ActorClient::ActorClient(const ActorOptions& options,
                          std::unique_ptr<SegmentWindow> window)
     : options_(options),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
-      env_spec_(MakeEnvSpec(collector->env_info())),
+      env_spec_(collector->env_spec()),
       policy_config_(collector->NetworkConfig(options.spec)),
       sync_mode_(options.spec.sync_mode() != ASYNC),
       actors_per_learner_(ActorsPerLearner(options.spec.resources())),

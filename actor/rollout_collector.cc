@@ -41,7 +41,7 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
       num_steps_(spec.segment_length()),
       num_envs_(spec.envs_per_actor()),
       generator_(at::make_generator<at::CPUGeneratorImpl>(SamplingSeed(seed))) {
-  const int64_t obs = env_->info().observation_size;
+  const int64_t obs = env_->spec().observation_size();
   current_observations_ = torch::zeros({num_envs_, obs});
   final_observations_ = torch::zeros({num_steps_, num_envs_, obs});
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
@@ -54,14 +54,13 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
 }
 
 ActorCriticConfig RolloutCollector::NetworkConfig(const RunSpec& spec) const {
-  const EnvInfo& info = env_->info();
-  return MakeActorCriticConfig(info.observation_size, info.num_actions,
-                               info.action_size, spec.policy(), spec.ppo());
+  return MakeActorCriticConfig(env_->spec(), spec.policy(), spec.ppo());
 }
 
 Rollout RolloutCollector::AllocateRollout() const {
-  return Rollout::Allocate(num_steps_, num_envs_, env_->info().observation_size,
-                           env_->info().action_size);
+  return Rollout::Allocate(num_steps_, num_envs_,
+                           env_->spec().observation_size(),
+                           env_->spec().continuous_action_size());
 }
 
 absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
@@ -83,7 +82,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   }
   c10::InferenceMode inference;
   CollectTimings local;
-  const bool discrete = env_->info().discrete();
+  const bool discrete = IsDiscrete(env_->spec());
   rollout->observations[0].copy_(current_observations_);
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
@@ -94,8 +93,9 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     RETURN_IF_ERROR(fused_->Bind(policy));
   }
   at::CPUGeneratorImpl* generator = generator_.get<at::CPUGeneratorImpl>();
-  const int64_t obs_size = env_->info().observation_size;
-  const int64_t action_size = discrete ? 1 : env_->info().action_size;
+  const int64_t obs_size = env_->spec().observation_size();
+  const int64_t action_size =
+      discrete ? 1 : env_->spec().continuous_action_size();
   for (const torch::Tensor* t :
        {&rollout->observations, &rollout->actions, &rollout->log_probs,
         &rollout->values, &rollout->rewards, &rollout->terminated,

@@ -38,7 +38,7 @@ class RolloutCollector {
   static absl::StatusOr<std::unique_ptr<RolloutCollector>> Create(
       const RunSpec& spec, uint64_t seed, int env_threads);
 
-  const EnvInfo& env_info() const { return env_->info(); }
+  const EnvSpec& env_spec() const { return env_->spec(); }
 
   // The network `spec`'s policy block asks for, fitted to these
   // environments.

@@ -143,9 +143,10 @@ int Main() {
 
   // The arithmetic limit of these shapes.
   auto env = BatchedEnv::Create(spec->env().id(), 1, 1, 1, 0);
-  const int obs = (*env)->info().observation_size;
-  const int head = (*env)->info().discrete() ? (*env)->info().num_actions
-                                             : (*env)->info().action_size;
+  const int obs = (*env)->spec().observation_size();
+  const int head = IsDiscrete((*env)->spec())
+                       ? (*env)->spec().num_discrete_actions()
+                       : (*env)->spec().continuous_action_size();
   const double forward = ForwardFlops(*spec, obs, head);
   const double per_step = forward * (1 + 3.0 * ppo.num_epochs());
   const int widest = *std::max_element(spec->policy().hidden_sizes().begin(),

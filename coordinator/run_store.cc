@@ -9,6 +9,7 @@
 #include "common/json_quote.h"
 #include "common/sqlite_util.h"
 #include "common/status.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 namespace {
@@ -84,6 +85,7 @@ absl::StatusOr<Run> ParseRun(const std::string& blob) {
     return absl::DataLossError("stored run does not parse");
   }
   MoveLegacyPolicyFields(run.mutable_spec());
+  CompleteStoredRunSpec(run.mutable_spec());
   return run;
 }
 

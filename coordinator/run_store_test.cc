@@ -290,5 +290,27 @@ TEST(RunStoreTest, RunsStoredBeforeThePolicyBlockKeepTheirNetwork) {
   EXPECT_EQ(read->spec().ppo().hidden_sizes_size(), 0);
 }
 
+// A run stored before EnvSpec carried the action bounds and the reward
+// range gets them when read back: workers check specs, never fill them in.
+TEST(RunStoreTest, RunsStoredBeforeTheRewardRangeGetTheirEnvCompleted) {
+  auto store = RunStore::Open(DbPath("legacy_env"));
+  ASSERT_OK(store);
+  RunSpec legacy = Spec("old");
+  legacy.mutable_env()->set_id("Pendulum-v1");
+  legacy.mutable_env()->set_observation_size(3);
+  legacy.mutable_env()->set_continuous_action_size(1);
+  legacy.mutable_env()->set_max_episode_steps(50);  // the run's own limit
+  bool created = false;
+  auto stored = (*store)->SubmitRun(legacy, "", &created);
+  ASSERT_OK(stored);
+  auto read = (*store)->GetRun(stored->run_id());
+  ASSERT_OK(read);
+  const EnvSpec& env = read->spec().env();
+  EXPECT_EQ(env.max_episode_steps(), 50);
+  EXPECT_EQ(env.action_low(), -2.0f);
+  EXPECT_EQ(env.action_high(), 2.0f);
+  EXPECT_LT(env.reward_low(), -16.0f);
+}
+
 }  // namespace
 }  // namespace rl

@@ -17,10 +17,10 @@ namespace {
 
 class CpuBatchedEnv final : public BatchedEnv {
  public:
-  CpuBatchedEnv(EnvKind kind, EnvInfo info, int num_envs, uint64_t seed,
+  CpuBatchedEnv(EnvKind kind, EnvSpec spec, int num_envs, uint64_t seed,
                 int num_threads)
       : kind_(kind),
-        info_(std::move(info)),
+        spec_(std::move(spec)),
         state_size_(EnvStateSize(kind)),
         num_envs_(num_envs),
         state_(static_cast<size_t>(state_size_) * num_envs),
@@ -33,14 +33,14 @@ class CpuBatchedEnv final : public BatchedEnv {
     batch_.episode = episode_.data();
     batch_.returns = returns_.data();
     batch_.num_envs = num_envs;
-    batch_.max_episode_steps = info_.max_episode_steps;
+    batch_.max_episode_steps = spec_.max_episode_steps();
     batch_.seed = seed;
     // Every environment starts in a valid initial state (episode 1), so a
     // Step before the first Reset is well defined.
     ResetBatchCpu(kind_, batch_, nullptr, 0, num_envs_);
   }
 
-  const EnvInfo& info() const override { return info_; }
+  const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return num_envs_; }
   int state_size() const override { return state_size_; }
 
@@ -53,24 +53,25 @@ class CpuBatchedEnv final : public BatchedEnv {
 
   absl::Status StepDiscrete(const int64_t* actions,
                             const StepOutputs& out) override {
-    if (!info_.discrete()) {
+    if (!IsDiscrete(spec_)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          info_.id, " takes continuous actions; call StepContinuous"));
+          spec_.id(), " takes continuous actions; call StepContinuous"));
     }
     RETURN_IF_ERROR(CheckOutputs(actions, out));
     // Rare path: find the first bad row only if the vectorisable scan
     // says there is one.
     bool any_bad = false;
     for (int i = 0; i < num_envs_; ++i) {
-      any_bad |= (actions[i] < 0) | (actions[i] >= info_.num_actions);
+      any_bad |=
+          (actions[i] < 0) | (actions[i] >= spec_.num_discrete_actions());
     }
     if (any_bad) {
       for (int i = 0; i < num_envs_; ++i) {
-        if (actions[i] < 0 || actions[i] >= info_.num_actions) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(info_.id, ": action ", actions[i], " of env row ", i,
-                           " is out of range [0, ", info_.num_actions,
-                           "); no environment was stepped"));
+        if (actions[i] < 0 || actions[i] >= spec_.num_discrete_actions()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              spec_.id(), ": action ", actions[i], " of env row ", i,
+              " is out of range [0, ", spec_.num_discrete_actions(),
+              "); no environment was stepped"));
         }
       }
     }
@@ -80,18 +81,20 @@ class CpuBatchedEnv final : public BatchedEnv {
 
   absl::Status StepContinuous(const float* actions,
                               const StepOutputs& out) override {
-    if (info_.discrete()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(info_.id, " takes discrete actions; call StepDiscrete"));
+    if (IsDiscrete(spec_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_.id(), " takes discrete actions; call StepDiscrete"));
     }
     RETURN_IF_ERROR(CheckOutputs(actions, out));
-    const int64_t count = static_cast<int64_t>(num_envs_) * info_.action_size;
+    const int64_t count =
+        static_cast<int64_t>(num_envs_) * spec_.continuous_action_size();
     for (int64_t j = 0; j < count; ++j) {
       if (!std::isfinite(actions[j])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            info_.id, ": action ", actions[j], " of env row ",
-            j / info_.action_size, " (component ", j % info_.action_size,
-            ") is not finite; no environment was stepped"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec_.id(), ": action ", actions[j], " of env row ",
+                         j / spec_.continuous_action_size(), " (component ",
+                         j % spec_.continuous_action_size(),
+                         ") is not finite; no environment was stepped"));
       }
     }
     Step(actions, out);
@@ -118,7 +121,7 @@ class CpuBatchedEnv final : public BatchedEnv {
     if (bytes.size() != expected ||
         bytes.compare(0, header.size(), header) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "saved environment state does not fit ", info_.id, " x ", num_envs_,
+          "saved environment state does not fit ", spec_.id(), " x ", num_envs_,
           ": ", bytes.size(), " bytes, expected ", expected,
           " starting with \"", header.substr(0, header.size() - 1), "\""));
     }
@@ -137,10 +140,10 @@ class CpuBatchedEnv final : public BatchedEnv {
       return absl::InvalidArgumentError(absl::StrCat(
           "env index ", env, " is out of range [0, ", num_envs_, ")"));
     }
-    if (elapsed_steps < 0 || elapsed_steps >= info_.max_episode_steps) {
+    if (elapsed_steps < 0 || elapsed_steps >= spec_.max_episode_steps()) {
       return absl::InvalidArgumentError(
           absl::StrCat("elapsed steps ", elapsed_steps, " is out of range [0, ",
-                       info_.max_episode_steps, ")"));
+                       spec_.max_episode_steps(), ")"));
     }
     elapsed_[env] = elapsed_steps;
     return absl::OkStatus();
@@ -153,7 +156,7 @@ class CpuBatchedEnv final : public BatchedEnv {
     }
     if (state == nullptr || state_size != state_size_) {
       return absl::InvalidArgumentError(
-          absl::StrCat(info_.id, " has a state of ", state_size_,
+          absl::StrCat(spec_.id(), " has a state of ", state_size_,
                        " values (got ", state_size, ")"));
     }
     for (int k = 0; k < state_size_; ++k) {
@@ -188,7 +191,7 @@ class CpuBatchedEnv final : public BatchedEnv {
 
   // Identifies what the saved arrays belong to: the same task and size.
   std::string Header() const {
-    return absl::StrCat("rl.BatchedEnv/1 ", info_.id, " ", num_envs_, "\n");
+    return absl::StrCat("rl.BatchedEnv/1 ", spec_.id(), " ", num_envs_, "\n");
   }
 
   template <typename T>
@@ -219,7 +222,7 @@ class CpuBatchedEnv final : public BatchedEnv {
   }
 
   const EnvKind kind_;
-  const EnvInfo info_;
+  const EnvSpec spec_;
   const int state_size_;
   const int num_envs_;
   std::vector<double> state_;  // [state_size][num_envs]
@@ -248,10 +251,10 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> BatchedEnv::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "max_episode_steps must be >= 0 (got ", max_episode_steps, ")"));
   }
-  EnvInfo info = DescribeEnv(kind);
-  if (max_episode_steps > 0) info.max_episode_steps = max_episode_steps;
+  EnvSpec spec = RegisteredEnv(kind);
+  if (max_episode_steps > 0) spec.set_max_episode_steps(max_episode_steps);
   return std::unique_ptr<BatchedEnv>(
-      new CpuBatchedEnv(kind, std::move(info), num_envs, seed, num_threads));
+      new CpuBatchedEnv(kind, std::move(spec), num_envs, seed, num_threads));
 }
 
 }  // namespace rl

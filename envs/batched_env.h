@@ -52,7 +52,9 @@ class BatchedEnv {
 
   virtual ~BatchedEnv() = default;
 
-  virtual const EnvInfo& info() const = 0;
+  // The environment's resolved spec (spaces, bounds, reward range, the
+  // time limit in effect).
+  virtual const EnvSpec& spec() const = 0;
   virtual int num_envs() const = 0;
 
   // Resets every environment to a fresh random initial state (from the

@@ -68,16 +68,16 @@ struct StepRecord {
 // for continuous tasks also out-of-bound ones (clipped by the env).
 absl::Status StepRandom(BatchedEnv& env, std::mt19937_64& rng,
                         StepRecord& rec) {
-  const EnvInfo& info = env.info();
+  const EnvSpec& info = env.spec();
   const int n = env.num_envs();
-  if (info.discrete()) {
+  if (IsDiscrete(info)) {
     std::vector<int64_t> actions(n);
-    for (int64_t& a : actions) a = rng() % info.num_actions;
+    for (int64_t& a : actions) a = rng() % info.num_discrete_actions();
     return env.StepDiscrete(actions.data(), rec.outputs());
   }
-  std::uniform_real_distribution<float> u(1.5f * info.action_low,
-                                          1.5f * info.action_high);
-  std::vector<float> actions(n * info.action_size);
+  std::uniform_real_distribution<float> u(1.5f * info.action_low(),
+                                          1.5f * info.action_high());
+  std::vector<float> actions(n * info.continuous_action_size());
   for (float& a : actions) a = u(rng);
   return env.StepContinuous(actions.data(), rec.outputs());
 }
@@ -141,18 +141,18 @@ TEST(BatchedEnvTest, DescribesGymnasiumSpacesAndTimeLimits) {
   };
   for (const Want& w : wants) {
     auto env = MustCreate(w.id, 3, 1);
-    const EnvInfo& info = env->info();
-    EXPECT_EQ(info.id, w.id);
-    EXPECT_EQ(info.observation_size, w.obs) << w.id;
-    EXPECT_EQ(info.num_actions, w.num_actions) << w.id;
-    EXPECT_EQ(info.action_size, w.action_size) << w.id;
-    EXPECT_EQ(info.action_low, w.low) << w.id;
-    EXPECT_EQ(info.action_high, w.high) << w.id;
-    EXPECT_EQ(info.max_episode_steps, w.max_steps) << w.id;
+    const EnvSpec& info = env->spec();
+    EXPECT_EQ(info.id(), w.id);
+    EXPECT_EQ(info.observation_size(), w.obs) << w.id;
+    EXPECT_EQ(info.num_discrete_actions(), w.num_actions) << w.id;
+    EXPECT_EQ(info.continuous_action_size(), w.action_size) << w.id;
+    EXPECT_EQ(info.action_low(), w.low) << w.id;
+    EXPECT_EQ(info.action_high(), w.high) << w.id;
+    EXPECT_EQ(info.max_episode_steps(), w.max_steps) << w.id;
     EXPECT_EQ(env->state_size(), w.state_size) << w.id;
     EXPECT_EQ(env->num_envs(), 3);
   }
-  EXPECT_EQ(MustCreate("CartPole-v1", 1, 0, 1, 7)->info().max_episode_steps, 7);
+  EXPECT_EQ(MustCreate("CartPole-v1", 1, 0, 1, 7)->spec().max_episode_steps(), 7);
 }
 
 TEST(SinCosTest, AgreesWithLibm) {
@@ -202,7 +202,7 @@ TEST(BatchedEnvTest, DeterministicAcrossThreadCounts) {
     std::vector<std::vector<StepRecord>> runs;
     for (int threads : {1, 2, 3}) {
       auto env = MustCreate(id, 37, 1234, threads);
-      const int obs_size = env->info().observation_size;
+      const int obs_size = env->spec().observation_size();
       std::mt19937_64 rng(99);
       std::vector<StepRecord> run;
       StepRecord reset(37, obs_size);
@@ -219,7 +219,7 @@ TEST(BatchedEnvTest, DeterministicAcrossThreadCounts) {
       ASSERT_TRUE(runs[0][t] == runs[2][t]) << id << " step " << t;
     }
     auto other = MustCreate(id, 37, 1235, 1);
-    StepRecord other_reset(37, other->info().observation_size);
+    StepRecord other_reset(37, other->spec().observation_size());
     other->Reset(other_reset.obs.data());
     EXPECT_NE(other_reset.obs, runs[0][0].obs) << id;
   }
@@ -232,7 +232,7 @@ TEST(BatchedEnvTest, AutoResetsIntoInitialStates) {
   for (const char* id : kAllIds) {
     const int n = 16;
     auto env = MustCreate(id, n, 42, 2, /*max_episode_steps=*/60);
-    const int obs_size = env->info().observation_size;
+    const int obs_size = env->spec().observation_size();
     std::vector<float> first(n * obs_size);
     env->Reset(first.data());
     for (int e = 0; e < n; ++e) {
@@ -366,7 +366,7 @@ TEST(BatchedEnvTest, NonFiniteContinuousActionStepsNothing) {
   for (const char* id : {"Pendulum-v1", "MountainCarContinuous-v0"}) {
     auto env = MustCreate(id, 6, 5);
     auto twin = MustCreate(id, 6, 5);
-    const int obs_size = env->info().observation_size;
+    const int obs_size = env->spec().observation_size();
     for (float bad : {std::numeric_limits<float>::quiet_NaN(),
                       std::numeric_limits<float>::infinity(),
                       -std::numeric_limits<float>::infinity()}) {

@@ -4,14 +4,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
 
 namespace rl {
 namespace {
 
 struct Entry {
   EnvKind kind;
-  EnvInfo info;
+  EnvSpec spec;
 };
+
+EnvSpec Spec(const char* id, int observation_size, int num_actions,
+             int action_size, float action_low, float action_high,
+             int max_episode_steps, float reward_low, float reward_high) {
+  EnvSpec spec;
+  spec.set_id(id);
+  spec.set_observation_size(observation_size);
+  spec.set_num_discrete_actions(num_actions);
+  spec.set_continuous_action_size(action_size);
+  spec.set_action_low(action_low);
+  spec.set_action_high(action_high);
+  spec.set_max_episode_steps(max_episode_steps);
+  spec.set_reward_low(reward_low);
+  spec.set_reward_high(reward_high);
+  return spec;
+}
 
 // Gymnasium 1.0.0's spaces and time limits (checked against the physics
 // headers by env_registry_test).
@@ -23,22 +40,22 @@ const std::vector<Entry>& Entries() {
       // as given (not clipped, as in Gymnasium: no lower bound), plus 100 at
       // the goal.
       {EnvKind::kCartPole,
-       {"CartPole-v1", 4, 2, 0, 0.0f, 0.0f, 500, 0.0f, 1.0f}},
+       Spec("CartPole-v1", 4, 2, 0, 0.0f, 0.0f, 500, 0.0f, 1.0f)},
       {EnvKind::kAcrobot,
-       {"Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500, -1.0f, 0.0f}},
+       Spec("Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500, -1.0f, 0.0f)},
       {EnvKind::kMountainCar,
-       {"MountainCar-v0", 2, 3, 0, 0.0f, 0.0f, 200, -1.0f, 0.0f}},
+       Spec("MountainCar-v0", 2, 3, 0, 0.0f, 0.0f, 200, -1.0f, 0.0f)},
       {EnvKind::kPendulum,
-       {"Pendulum-v1", 3, 0, 1, -2.0f, 2.0f, 200, -16.2736044f, 0.0f}},
+       Spec("Pendulum-v1", 3, 0, 1, -2.0f, 2.0f, 200, -16.2736044f, 0.0f)},
       {EnvKind::kMountainCarContinuous,
-       {"MountainCarContinuous-v0", 2, 0, 1, -1.0f, 1.0f, 999,
-        -std::numeric_limits<float>::infinity(), 100.0f}},
+       Spec("MountainCarContinuous-v0", 2, 0, 1, -1.0f, 1.0f, 999,
+            -std::numeric_limits<float>::infinity(), 100.0f)},
   };
   return *entries;
 }
 
-absl::Status Disagrees(absl::string_view field, absl::string_view id, int want,
-                       int got) {
+absl::Status Disagrees(absl::string_view field, absl::string_view id,
+                       double want, double got) {
   return absl::InvalidArgumentError(
       absl::StrCat("env.", field, ": ", id, " has ", want, " (got ", got, ")"));
 }
@@ -48,7 +65,7 @@ absl::Status Disagrees(absl::string_view field, absl::string_view id, int want,
 const std::vector<std::string>& RegisteredEnvIds() {
   static const auto* ids = [] {
     auto* out = new std::vector<std::string>;
-    for (const Entry& e : Entries()) out->push_back(e.info.id);
+    for (const Entry& e : Entries()) out->push_back(e.spec.id());
     return out;
   }();
   return *ids;
@@ -56,18 +73,19 @@ const std::vector<std::string>& RegisteredEnvIds() {
 
 absl::StatusOr<EnvKind> FindEnvKind(absl::string_view id) {
   for (const Entry& e : Entries()) {
-    if (e.info.id == id) return e.kind;
+    if (e.spec.id() == id) return e.kind;
   }
   return absl::InvalidArgumentError(
       absl::StrCat("unknown environment id \"", id,
                    "\"; known ids: ", absl::StrJoin(RegisteredEnvIds(), ", ")));
 }
 
-EnvInfo DescribeEnv(EnvKind kind) {
+const EnvSpec& RegisteredEnv(EnvKind kind) {
   for (const Entry& e : Entries()) {
-    if (e.kind == kind) return e.info;
+    if (e.kind == kind) return e.spec;
   }
-  return EnvInfo{};
+  static const EnvSpec* const none = new EnvSpec();
+  return *none;
 }
 
 absl::Status ResolveEnvSpec(EnvSpec* env) {
@@ -76,20 +94,27 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
     return absl::InvalidArgumentError(
         absl::StrCat("env.id: ", kind.status().message()));
   }
-  const EnvInfo info = DescribeEnv(*kind);
+  const EnvSpec& want = RegisteredEnv(*kind);
   struct Field {
     const char* name;
-    int want;
-    int got;
+    double want;
+    double got;
   };
-  for (const Field& f : {Field{"observation_size", info.observation_size,
-                               env->observation_size()},
-                         Field{"num_discrete_actions", info.num_actions,
-                               env->num_discrete_actions()},
-                         Field{"continuous_action_size", info.action_size,
-                               env->continuous_action_size()}}) {
+  for (const Field& f :
+       {Field{"observation_size", static_cast<double>(want.observation_size()),
+              static_cast<double>(env->observation_size())},
+        Field{"num_discrete_actions",
+              static_cast<double>(want.num_discrete_actions()),
+              static_cast<double>(env->num_discrete_actions())},
+        Field{"continuous_action_size",
+              static_cast<double>(want.continuous_action_size()),
+              static_cast<double>(env->continuous_action_size())},
+        Field{"action_low", want.action_low(), env->action_low()},
+        Field{"action_high", want.action_high(), env->action_high()},
+        Field{"reward_low", want.reward_low(), env->reward_low()},
+        Field{"reward_high", want.reward_high(), env->reward_high()}}) {
     if (f.got != 0 && f.got != f.want) {
-      return Disagrees(f.name, info.id, f.want, f.got);
+      return Disagrees(f.name, want.id(), f.want, f.got);
     }
   }
   if (env->max_episode_steps() < 0) {
@@ -97,23 +122,30 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
         absl::StrCat("env.max_episode_steps: must be >= 0 (got ",
                      env->max_episode_steps(), ")"));
   }
-  env->set_observation_size(info.observation_size);
-  env->set_num_discrete_actions(info.num_actions);
-  env->set_continuous_action_size(info.action_size);
-  if (env->max_episode_steps() == 0) {
-    env->set_max_episode_steps(info.max_episode_steps);
-  }
+  const int max_episode_steps = env->max_episode_steps();
+  *env = want;
+  if (max_episode_steps > 0) env->set_max_episode_steps(max_episode_steps);
   return absl::OkStatus();
 }
 
-absl::StatusOr<EnvInfo> DescribeEnvSpec(const EnvSpec& env) {
-  EnvSpec resolved = env;
-  if (absl::Status status = ResolveEnvSpec(&resolved); !status.ok()) {
-    return status;
+absl::Status CheckResolvedEnvSpec(const EnvSpec& env) {
+  if (env.observation_size() == 0 || env.max_episode_steps() == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env: the spec of \"", env.id(),
+        "\" is not resolved (observation_size and max_episode_steps are "
+        "filled in by the coordinator or rl_local; a worker takes them as "
+        "given)"));
   }
-  EnvInfo info = DescribeEnv(*FindEnvKind(resolved.id()));
-  info.max_episode_steps = resolved.max_episode_steps();
-  return info;
+  EnvSpec resolved = env;
+  RETURN_IF_ERROR(ResolveEnvSpec(&resolved));
+  // Every derived field was filled and agreed: resolving changed nothing.
+  if (resolved.SerializeAsString() != env.SerializeAsString()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env: the spec of \"", env.id(), "\" lacks fields the registry fills ",
+        "(resolved: ", resolved.ShortDebugString(),
+        "; given: ", env.ShortDebugString(), ")"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace rl

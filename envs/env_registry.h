@@ -18,22 +18,6 @@
 
 namespace rl {
 
-// Static description of an environment.
-struct EnvInfo {
-  std::string id;            // e.g. "CartPole-v1"
-  int observation_size = 0;  // length of one observation vector
-  int num_actions = 0;       // discrete: number of actions; 0 if continuous
-  int action_size = 0;       // continuous: action dimension; 0 if discrete
-  float action_low = 0;      // continuous: bounds of each action component
-  float action_high = 0;
-  int max_episode_steps = 0;  // time limit in effect (truncation)
-  // Every reward one step can give is in [reward_low, reward_high];
-  // learners refuse segments outside it (a sick or hostile actor).
-  float reward_low = 0;
-  float reward_high = 0;
-  bool discrete() const { return num_actions > 0; }
-};
-
 // "CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1",
 // "MountainCarContinuous-v0", in that order.
 const std::vector<std::string>& RegisteredEnvIds();
@@ -41,19 +25,27 @@ const std::vector<std::string>& RegisteredEnvIds();
 // INVALID_ARGUMENT listing the known ids for an unknown one.
 absl::StatusOr<EnvKind> FindEnvKind(absl::string_view id);
 
-// The registered description (Gymnasium's spaces and time limit).
-EnvInfo DescribeEnv(EnvKind kind);
+// The registered description: an EnvSpec with every field the service
+// derives filled (Gymnasium's spaces, action bounds, reward range and time
+// limit).
+const EnvSpec& RegisteredEnv(EnvKind kind);
 
-// Fills the fields of `env` that the service derives from its id
-// (observation_size, num_discrete_actions, continuous_action_size, and
-// max_episode_steps when 0). Fields already filled must agree with the
-// registry. INVALID_ARGUMENT naming the field ("env.observation_size: ...")
-// for an unknown id or a disagreeing field.
+// Fills the fields of `env` that the service derives from its id (the
+// spaces' sizes, the action bounds, the reward range, and max_episode_steps
+// when 0). Fields already filled must agree with the registry.
+// INVALID_ARGUMENT naming the field ("env.observation_size: ...") for an
+// unknown id or a disagreeing field. Only the coordinator and rl_local
+// resolve (runspec/ResolveRunSpec); workers check (CheckResolvedEnvSpec).
 absl::Status ResolveEnvSpec(EnvSpec* env);
 
-// The description of a resolved EnvSpec (action bounds from the registry,
-// the time limit from the spec).
-absl::StatusOr<EnvInfo> DescribeEnvSpec(const EnvSpec& env);
+// What a worker does with the spec it is given: OK if `env` is resolved
+// (every derived field filled, as the registry says, and a time limit);
+// else INVALID_ARGUMENT naming the field. Fills nothing in.
+absl::Status CheckResolvedEnvSpec(const EnvSpec& env);
+
+inline bool IsDiscrete(const EnvSpec& env) {
+  return env.num_discrete_actions() > 0;
+}
 
 }  // namespace rl
 

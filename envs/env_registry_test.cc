@@ -23,16 +23,16 @@ TEST(EnvRegistryTest, EveryEntryMatchesItsPhysics) {
     SCOPED_TRACE(id);
     absl::StatusOr<EnvKind> kind = FindEnvKind(id);
     ASSERT_OK(kind);
-    const EnvInfo info = DescribeEnv(*kind);
+    const EnvSpec& info = RegisteredEnv(*kind);
     VisitEnvKind(*kind, [&](auto env) {
       using Env = decltype(env);
-      EXPECT_EQ(info.id, Env::kId);
-      EXPECT_EQ(info.observation_size, Env::kObsSize);
-      EXPECT_EQ(info.num_actions, Env::kNumActions);
-      EXPECT_EQ(info.action_size, Env::kActionSize);
-      EXPECT_EQ(info.action_low, Env::kActionLow);
-      EXPECT_EQ(info.action_high, Env::kActionHigh);
-      EXPECT_EQ(info.max_episode_steps, Env::kMaxEpisodeSteps);
+      EXPECT_EQ(info.id(), Env::kId);
+      EXPECT_EQ(info.observation_size(), Env::kObsSize);
+      EXPECT_EQ(info.num_discrete_actions(), Env::kNumActions);
+      EXPECT_EQ(info.continuous_action_size(), Env::kActionSize);
+      EXPECT_EQ(info.action_low(), Env::kActionLow);
+      EXPECT_EQ(info.action_high(), Env::kActionHigh);
+      EXPECT_EQ(info.max_episode_steps(), Env::kMaxEpisodeSteps);
     });
   }
 }
@@ -45,9 +45,9 @@ TEST(EnvRegistryTest, RewardsStayInTheDeclaredRange) {
     SCOPED_TRACE(id);
     auto env = BatchedEnv::Create(id, kEnvs, /*seed=*/7);
     ASSERT_OK(env);
-    const EnvInfo& info = (*env)->info();
-    EXPECT_LE(info.reward_low, info.reward_high);
-    std::vector<float> obs(kEnvs * info.observation_size);
+    const EnvSpec& info = (*env)->spec();
+    EXPECT_LE(info.reward_low(), info.reward_high());
+    std::vector<float> obs(kEnvs * info.observation_size());
     std::vector<float> rewards(kEnvs);
     std::vector<uint8_t> terminated(kEnvs), truncated(kEnvs);
     StepOutputs out;
@@ -59,15 +59,15 @@ TEST(EnvRegistryTest, RewardsStayInTheDeclaredRange) {
     std::mt19937 rng(11);
     float low = 1e30f, high = -1e30f;
     for (int step = 0; step < 1000; ++step) {
-      if (info.discrete()) {
+      if (IsDiscrete(info)) {
         std::vector<int64_t> actions(kEnvs);
-        for (auto& a : actions) a = rng() % info.num_actions;
+        for (auto& a : actions) a = rng() % info.num_discrete_actions();
         ASSERT_OK((*env)->StepDiscrete(actions.data(), out));
       } else {
         // Beyond the bounds too: clipped, as Gymnasium does.
-        std::uniform_real_distribution<float> u(2 * info.action_low,
-                                                2 * info.action_high);
-        std::vector<float> actions(kEnvs * info.action_size);
+        std::uniform_real_distribution<float> u(2 * info.action_low(),
+                                                2 * info.action_high());
+        std::vector<float> actions(kEnvs * info.continuous_action_size());
         for (auto& a : actions) a = u(rng);
         ASSERT_OK((*env)->StepContinuous(actions.data(), out));
       }
@@ -76,8 +76,8 @@ TEST(EnvRegistryTest, RewardsStayInTheDeclaredRange) {
         high = std::max(high, r);
       }
     }
-    EXPECT_GE(low, info.reward_low);
-    EXPECT_LE(high, info.reward_high);
+    EXPECT_GE(low, info.reward_low());
+    EXPECT_LE(high, info.reward_high());
   }
 }
 
@@ -102,6 +102,10 @@ TEST(EnvRegistryTest, ResolveFillsTheDerivedFields) {
   EXPECT_EQ(env.num_discrete_actions(), 0);
   EXPECT_EQ(env.continuous_action_size(), 1);
   EXPECT_EQ(env.max_episode_steps(), 200);
+  EXPECT_EQ(env.action_low(), -2.0f);
+  EXPECT_EQ(env.action_high(), 2.0f);
+  EXPECT_LT(env.reward_low(), -16.0f);
+  EXPECT_EQ(env.reward_high(), 0.0f);
   // Idempotent: a resolved spec resolves to itself.
   EnvSpec again = env;
   ASSERT_OK(ResolveEnvSpec(&again));
@@ -114,10 +118,35 @@ TEST(EnvRegistryTest, ResolveKeepsAShorterTimeLimit) {
   env.set_max_episode_steps(100);
   ASSERT_OK(ResolveEnvSpec(&env));
   EXPECT_EQ(env.max_episode_steps(), 100);
-  absl::StatusOr<EnvInfo> info = DescribeEnvSpec(env);
-  ASSERT_OK(info);
-  EXPECT_EQ(info->max_episode_steps, 100);
-  EXPECT_EQ(info->num_actions, 2);
+  EXPECT_EQ(env.num_discrete_actions(), 2);
+  EXPECT_EQ(env.reward_high(), 1.0f);
+  EXPECT_OK(CheckResolvedEnvSpec(env));
+}
+
+// Workers take the spec as given: one that is not resolved, or resolved
+// against other sizes, is refused naming what is wrong, never filled in.
+TEST(EnvRegistryTest, CheckResolvedRefusesWhatIsNotResolved) {
+  EnvSpec env;
+  env.set_id("CartPole-v1");
+  EXPECT_THAT(CheckResolvedEnvSpec(env),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is not resolved")));
+  ASSERT_OK(ResolveEnvSpec(&env));
+  EnvSpec stale = env;  // stored before the reward range was in the spec
+  stale.clear_reward_high();
+  EXPECT_THAT(CheckResolvedEnvSpec(stale),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("lacks fields the registry fills")));
+  EnvSpec other = env;
+  other.set_continuous_action_size(3);
+  EXPECT_THAT(CheckResolvedEnvSpec(other),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.continuous_action_size")));
+  EnvSpec wrong_range = env;
+  wrong_range.set_reward_high(5);
+  EXPECT_THAT(CheckResolvedEnvSpec(wrong_range),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.reward_high: CartPole-v1 has 1")));
 }
 
 TEST(EnvRegistryTest, ResolveRefusesADisagreeingField) {

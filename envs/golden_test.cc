@@ -105,9 +105,9 @@ void CheckTrajectories(const GoldenFile& g, bool anchor_all) {
   auto env_or = BatchedEnv::Create(g.env_id, n, /*seed=*/7, /*num_threads=*/2);
   ASSERT_OK(env_or);
   BatchedEnv& env = **env_or;
-  const EnvInfo& info = env.info();
-  ASSERT_EQ(info.max_episode_steps, g.max_episode_steps);
-  ASSERT_EQ(info.observation_size, g.obs_size);
+  const EnvSpec& info = env.spec();
+  ASSERT_EQ(info.max_episode_steps(), g.max_episode_steps);
+  ASSERT_EQ(info.observation_size(), g.obs_size);
   ASSERT_EQ(env.state_size(), g.state_size);
   size_t longest = 0;
   for (int e = 0; e < n; ++e) {
@@ -141,8 +141,8 @@ void CheckTrajectories(const GoldenFile& g, bool anchor_all) {
       }
     }
     const absl::Status status =
-        info.discrete() ? env.StepDiscrete(discrete.data(), out)
-                        : env.StepContinuous(continuous.data(), out);
+        IsDiscrete(info) ? env.StepDiscrete(discrete.data(), out)
+                         : env.StepContinuous(continuous.data(), out);
     ASSERT_OK(status);
     for (int e = 0; e < n; ++e) {
       const Trajectory& traj = g.trajectories[e];

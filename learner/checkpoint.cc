@@ -294,11 +294,10 @@ absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
 
 absl::StatusOr<ActorCritic> ReadRunPolicy(const RunSpec& spec,
                                           const std::string& dir) {
-  ASSIGN_OR_RETURN(const EnvInfo info, DescribeEnvSpec(spec.env()));
+  RETURN_IF_ERROR(CheckResolvedEnvSpec(spec.env()));
   ASSIGN_OR_RETURN(ActorCritic policy,
                    CreateActorCritic(MakeActorCriticConfig(
-                       info.observation_size, info.num_actions,
-                       info.action_size, spec.policy(), spec.ppo())));
+                       spec.env(), spec.policy(), spec.ppo())));
   RETURN_IF_ERROR(ReadCheckpoint(dir, policy, nullptr, nullptr));
   return policy;
 }

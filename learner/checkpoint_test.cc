@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "envs/env_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -70,6 +71,7 @@ TEST(CheckpointTest, ARunsPolicyLoadsFromItsCheckpoint) {
   const std::string root = MakeTestDir("run_policy");
   RunSpec spec;
   spec.mutable_env()->set_id("CartPole-v1");
+  ASSERT_OK(ResolveEnvSpec(spec.mutable_env()));
   spec.mutable_policy()->add_hidden_sizes(8);
   ActorCritic policy(Config(8));
   torch::optim::Adam adam(policy->parameters(),

@@ -37,13 +37,13 @@ namespace rl {
 
 class LearnerCore::Impl {
  public:
-  Impl(const LearnerOptions& options, const EnvInfo& info)
+  explicit Impl(const LearnerOptions& options)
       : options_(options),
         checkpoints_({options.run_dir, options.spec.keep_checkpoints(),
                       options.max_checkpoint_failures, options.emitter}),
         progress_(options.spec) {
     const RunSpec& spec = options.spec;
-    shape_ = RunSegmentShape(spec, info);
+    shape_ = RunSegmentShape(spec);
     if (options.collective != nullptr) {
       rank_ = options.collective->rank();
       world_size_ = options.collective->world_size();
@@ -57,8 +57,7 @@ class LearnerCore::Impl {
     };
     intake_ = std::make_unique<SegmentIntake>(std::move(intake));
     policy_config_ =
-        MakeActorCriticConfig(info.observation_size, info.num_actions,
-                              info.action_size, spec.policy(), spec.ppo());
+        MakeActorCriticConfig(spec.env(), spec.policy(), spec.ppo());
   }
 
   absl::Status Start() {
@@ -466,12 +465,12 @@ class LearnerCore::Impl {
 
 absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     const LearnerOptions& options) {
-  // Specs arrive resolved (runspec/); resolving again only checks them.
-  ASSIGN_OR_RETURN(const EnvInfo info, DescribeEnvSpec(options.spec.env()));
+  // Specs arrive resolved (runspec/): checked, never filled in again.
+  RETURN_IF_ERROR(CheckResolvedEnvSpec(options.spec.env()));
   RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().learner_device(),
                                      "resources.learner_device",
                                      "this learner"));
-  auto impl = std::make_unique<Impl>(options, info);
+  auto impl = std::make_unique<Impl>(options);
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));
   core->run_id_ = options.run_id;

@@ -17,22 +17,19 @@ struct DecodedRollout : SegmentPayload {
 
 }  // namespace
 
-SegmentShape RunSegmentShape(const RunSpec& spec, const EnvInfo& info) {
+SegmentShape RunSegmentShape(const RunSpec& spec) {
+  const EnvSpec& env = spec.env();
   SegmentShape shape;
-  shape.env.set_id(info.id);
-  shape.env.set_max_episode_steps(info.max_episode_steps);
-  shape.env.set_observation_size(info.observation_size);
-  shape.env.set_num_discrete_actions(info.num_actions);
-  shape.env.set_continuous_action_size(info.action_size);
+  shape.env = env;
   shape.num_steps = spec.segment_length();
   shape.num_envs = spec.envs_per_actor();
   const bool scaled = spec.ppo().normalize_rewards();
   const float reach =
-      std::max(std::fabs(info.reward_low), std::fabs(info.reward_high));
-  shape.min_reward = scaled ? -reach * 1e4f : info.reward_low;
-  shape.max_reward = scaled ? reach * 1e4f : info.reward_high;
-  shape.min_step_return = info.reward_low;
-  shape.max_step_return = info.reward_high;
+      std::max(std::fabs(env.reward_low()), std::fabs(env.reward_high()));
+  shape.min_reward = scaled ? -reach * 1e4f : env.reward_low();
+  shape.max_reward = scaled ? reach * 1e4f : env.reward_high();
+  shape.min_step_return = env.reward_low();
+  shape.max_step_return = env.reward_high();
   return shape;
 }
 

@@ -8,7 +8,6 @@
 #include <memory>
 #include <string>
 
-#include "envs/env_registry.h"
 #include "learner/segment_budget.h"
 #include "learner/segment_intake.h"
 #include "policy/rollout.h"
@@ -17,12 +16,12 @@
 
 namespace rl {
 
-// The shapes and value ranges of the segments of the run `spec` (of env
-// `info`). Rewards lie within the env's declared range; scaled ones
+// The shapes and value ranges of the segments of the run `spec` (its
+// resolved env's). Rewards lie within the env's declared range; scaled ones
 // (ppo.normalize_rewards: divided by a running standard deviation of at
 // least 1e-4, actor/reward_scaler.h) within 1e4 times it. Episode returns
 // are the raw rewards' sums.
-SegmentShape RunSegmentShape(const RunSpec& spec, const EnvInfo& info);
+SegmentShape RunSegmentShape(const RunSpec& spec);
 
 // The intake's options for rank `rank` of `world_size` learners of the run
 // `spec`: segments are checked against `shape` and decoded into Rollouts

@@ -39,14 +39,13 @@ torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden,
 
 }  // namespace
 
-ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
-                                        int action_size,
+ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo) {
   ActorCriticConfig config;
-  config.observation_size = observation_size;
-  config.num_actions = num_actions;
-  config.action_size = action_size;
+  config.observation_size = env.observation_size();
+  config.num_actions = env.num_discrete_actions();
+  config.action_size = env.continuous_action_size();
   config.hidden_sizes.assign(policy.hidden_sizes().begin(),
                              policy.hidden_sizes().end());
   config.shared_trunk = policy.shared_trunk();

@@ -43,11 +43,10 @@ struct ActorCriticConfig {
 };
 
 // The network a run's policy block asks for (and its PPO settings'
-// observation normalisation), for an environment with these sizes
-// (num_actions 0: continuous with action_size components). The spec is
-// resolved (runspec/run_spec.h): its activation is tanh or relu.
-ActorCriticConfig MakeActorCriticConfig(int observation_size, int num_actions,
-                                        int action_size,
+// observation normalisation), for the resolved environment `env` (its
+// spaces' sizes). The spec is resolved (runspec/run_spec.h): its activation
+// is tanh or relu.
+ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo);
 

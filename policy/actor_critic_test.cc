@@ -193,7 +193,10 @@ TEST(ActorCriticTest, TheActivationIsTheConfigured) {
   // From a run's policy block.
   PolicyConfig block;
   block.set_activation("relu");
-  EXPECT_EQ(MakeActorCriticConfig(4, 2, 0, block, PPOConfig()).activation,
+  EnvSpec cartpole;
+  cartpole.set_observation_size(4);
+  cartpole.set_num_discrete_actions(2);
+  EXPECT_EQ(MakeActorCriticConfig(cartpole, block, PPOConfig()).activation,
             ActorCriticConfig::Activation::kRelu);
 }
 

@@ -614,7 +614,16 @@ absl::Status ResolveRunSpec(RunSpec* spec) {
   env->clear_observation_size();
   env->clear_num_discrete_actions();
   env->clear_continuous_action_size();
+  env->clear_action_low();
+  env->clear_action_high();
+  env->clear_reward_low();
+  env->clear_reward_high();
   return ResolveEnvSpec(env);
+}
+
+void CompleteStoredRunSpec(RunSpec* spec) {
+  EnvSpec env = spec->env();
+  if (ResolveEnvSpec(&env).ok()) *spec->mutable_env() = env;
 }
 
 int LearnerRankOfActor(int actor_id, int num_learners) {

@@ -54,6 +54,12 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 // rl_local at load: learners and actors receive resolved specs.
 absl::Status ResolveRunSpec(RunSpec* spec);
 
+// A spec stored by an older coordinator gets the env fields the service
+// derives that it lacked (the action bounds and the reward range came
+// later), so that workers, which check specs and never fill them in, take
+// it. A spec that does not resolve is left as it is.
+void CompleteStoredRunSpec(RunSpec* spec);
+
 // A gang of `num_learners` splits a run's actors: actor `actor_id` streams
 // to learner rank actor_id % num_learners. The one place that says so.
 int LearnerRankOfActor(int actor_id, int num_learners);

@@ -203,9 +203,9 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   ASSIGN_OR_RETURN(
       auto env, BatchedEnv::Create(spec.env().id(), eval_spec.envs_per_actor(),
                                    seed, 1, spec.env().max_episode_steps()));
-  const EnvInfo& info = env->info();
+  const EnvSpec& info = env->spec();
   const int64_t E = eval_spec.envs_per_actor();
-  torch::Tensor obs = torch::zeros({E, info.observation_size});
+  torch::Tensor obs = torch::zeros({E, info.observation_size()});
   torch::Tensor returns = torch::zeros({E});
   torch::Tensor lengths = torch::zeros({E}, torch::kInt32);
   torch::Tensor rewards = torch::zeros({E});
@@ -228,7 +228,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
     out.episode_returns = returns.data_ptr<float>();
     out.episode_lengths = lengths.data_ptr<int32_t>();
     const torch::Tensor actions = step.actions.contiguous();
-    RETURN_IF_ERROR(info.discrete()
+    RETURN_IF_ERROR(IsDiscrete(info)
                         ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
                         : env->StepContinuous(actions.data_ptr<float>(), out));
     for (int64_t e = 0; e < E; ++e) {
