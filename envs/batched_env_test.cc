@@ -152,7 +152,8 @@ TEST(BatchedEnvTest, DescribesGymnasiumSpacesAndTimeLimits) {
     EXPECT_EQ(env->state_size(), w.state_size) << w.id;
     EXPECT_EQ(env->num_envs(), 3);
   }
-  EXPECT_EQ(MustCreate("CartPole-v1", 1, 0, 1, 7)->spec().max_episode_steps(), 7);
+  EXPECT_EQ(MustCreate("CartPole-v1", 1, 0, 1, 7)->spec().max_episode_steps(),
+            7);
 }
 
 TEST(SinCosTest, AgreesWithLibm) {
