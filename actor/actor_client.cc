@@ -70,8 +70,25 @@ std::string Describe(const grpc::Status& status) {
   return FromGrpcStatus(status).ToString();
 }
 
-ChannelOptions LearnerChannelOptions() {
+// A stream to `peer` ended and is opened again in `delay`, the `attempt`th
+// time in a row (from 1): a warning every kWarnEveryFailures attempts, the
+// others at debug level.
+void LogReconnect(absl::string_view what, const std::string& peer,
+                  const grpc::Status& status, absl::Duration delay,
+                  int64_t attempt) {
+  if ((attempt - 1) % kWarnEveryFailures == 0) {
+    RL_LOG_WARNING("{} {} ended: {}; reconnecting in {} (attempt {})",
+                   std::string(what), peer, Describe(status),
+                   FormatDelay(delay), attempt);
+  } else {
+    RL_LOG_DEBUG("{} {} ended: {}; reconnecting in {}", std::string(what), peer,
+                 Describe(status), FormatDelay(delay));
+  }
+}
+
+ChannelOptions LearnerChannelOptions(std::shared_ptr<const Security> security) {
   ChannelOptions options;
+  options.security = std::move(security);
   options.max_send_message_bytes = kMaxMessageBytes;
   options.max_receive_message_bytes = kMaxMessageBytes;
   return options;
@@ -127,7 +144,8 @@ ActorClient::ActorClient(const ActorOptions& options,
       sync_mode_(options.spec.sync_mode() != ASYNC),
       actors_per_learner_(ActorsPerLearner(options.spec.resources())),
       collector_(std::move(collector)),
-      channel_(CreateChannel(options.learner_address, LearnerChannelOptions())),
+      channel_(CreateChannel(options.learner_address,
+                             LearnerChannelOptions(options.security))),
       stub_(LearnerService::NewStub(channel_)),
       buffers_{collector_->AllocateRollout(), collector_->AllocateRollout()},
       window_(std::move(window)) {}
@@ -165,11 +183,11 @@ bool ActorClient::AwaitCounters(
   return mu_.AwaitWithTimeout(absl::Condition(&holds), timeout);
 }
 
-absl::Duration ActorClient::NextBackoff(absl::Duration* backoff) {
-  thread_local absl::BitGen bitgen;
-  const absl::Duration delay = *backoff * absl::Uniform(bitgen, 0.8, 1.2);
-  *backoff = std::min(*backoff * 2, options_.max_backoff);
-  return delay;
+Backoff ActorClient::MakeBackoff() const {
+  Backoff::Options options;
+  options.initial = options_.initial_backoff;
+  options.max = options_.max_backoff;
+  return Backoff(options);
 }
 
 absl::Status ActorClient::Run() {
@@ -412,7 +430,7 @@ void ActorClient::SenderLoop() {
   using Stream = RawClientStream<RolloutAck>;
   const std::string method =
       absl::StrCat("/", LearnerService::service_full_name(), "/StreamRollouts");
-  absl::Duration backoff = options_.initial_backoff;
+  Backoff backoff = MakeBackoff();
   absl::Time reconnect_at = absl::InfinitePast();
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<Stream> stream;
@@ -544,10 +562,10 @@ void ActorClient::SenderLoop() {
       case Action::kTeardown: {
         const auto [status, got_ack] = close_stream(/*graceful=*/false);
         if (got_ack) {
-          backoff = options_.initial_backoff;
+          backoff.Reset();
           failures = 0;
         }
-        const absl::Duration delay = NextBackoff(&backoff);
+        const absl::Duration delay = backoff.Next();
         reconnect_at = absl::Now() + delay;
         if (RefusedForGood(status)) {
           // Sending it again would be refused again, for ever, while the
@@ -564,16 +582,9 @@ void ActorClient::SenderLoop() {
               "THE LEARNER REJECTED A SEGMENT (a bug on the actor side): {}; "
               "reconnecting in {}",
               Describe(status), FormatDelay(delay));
-        } else if (failures++ % kWarnEveryFailures == 0) {
-          RL_LOG_WARNING(
-              "rollout stream to {} ended: {}; reconnecting in {} "
-              "(attempt {})",
-              options_.learner_address, Describe(status), FormatDelay(delay),
-              failures);
         } else {
-          RL_LOG_DEBUG("rollout stream to {} ended: {}; reconnecting in {}",
-                       options_.learner_address, Describe(status),
-                       FormatDelay(delay));
+          LogReconnect("rollout stream to", options_.learner_address, status,
+                       delay, ++failures);
         }
         break;
       }
@@ -593,9 +604,9 @@ void ActorClient::SenderLoop() {
 }
 
 void ActorClient::PolicyLoop() {
-  absl::Duration backoff = options_.initial_backoff;
+  // Its failures: consecutive streams that ended without an update.
+  Backoff backoff = MakeBackoff();
   int64_t streams_opened = 0;
-  int failures = 0;  // consecutive streams that ended without an update
   while (true) {
     grpc::ClientContext context;
     if (!options_.run_key.empty()) {
@@ -679,20 +690,11 @@ void ActorClient::PolicyLoop() {
     }
     if (shutting_down_) return;
     if (got_update || absl::Now() - opened_at > options_.max_backoff) {
-      backoff = options_.initial_backoff;
-      failures = 0;
+      backoff.Reset();
     }
-    const absl::Duration delay = NextBackoff(&backoff);
-    if (failures++ % kWarnEveryFailures == 0) {
-      RL_LOG_WARNING(
-          "policy stream from {} ended: {}; reconnecting in {} (attempt {})",
-          options_.learner_address, Describe(status), FormatDelay(delay),
-          failures);
-    } else {
-      RL_LOG_DEBUG("policy stream from {} ended: {}; reconnecting in {}",
-                   options_.learner_address, Describe(status),
-                   FormatDelay(delay));
-    }
+    const absl::Duration delay = backoff.Next();
+    LogReconnect("policy stream from", options_.learner_address, status, delay,
+                 backoff.failures());
     mu_.AwaitWithTimeout(absl::Condition(&shutting_down_), delay);
   }
 }

@@ -36,7 +36,9 @@
 #include "absl/time/time.h"
 #include "actor/rollout_collector.h"
 #include "actor/segment_window.h"
+#include "common/backoff.h"
 #include "common/raw_client_stream.h"
+#include "common/security.h"
 #include "common/thread.h"
 #include "grpcpp/grpcpp.h"
 #include "policy/actor_critic.h"
@@ -51,6 +53,8 @@ class Emitter;
 struct ActorOptions {
   // "host:port" of the learner.
   std::string learner_address;
+  // The channel's TLS and bearer token (null: Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   // The run (validated, defaults applied: LoadRunSpecFile's result).
   RunSpec spec;
   // Sent with every segment and subscription; empty: spec.name().
@@ -161,8 +165,8 @@ class ActorClient {
       ABSL_LOCKS_EXCLUDED(mu_);
   void PolicyLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Next reconnect delay; doubles `*backoff` up to the maximum.
-  absl::Duration NextBackoff(absl::Duration* backoff);
+  // The reconnect delays of a stream (initial_backoff .. max_backoff).
+  Backoff MakeBackoff() const;
 
   const ActorOptions options_;
   const std::string run_id_;

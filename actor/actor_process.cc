@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -21,6 +22,7 @@
 #include "common/status.h"
 #include "policy/compute_device.h"
 #include "runspec/run_spec.h"
+#include "telemetry/client/metric_table.h"
 #include "telemetry/client/metrics_registry.h"
 #include "worker/worker_runtime.h"
 
@@ -71,39 +73,42 @@ class CountersSource {
   Fn fn_ ABSL_GUARDED_BY(mu_);
 };
 
-// The actor's families on its /metrics (labelled with the run), from the
-// counters `current` gives (nullopt: no run, no samples).
+// The actor's metric-name table: its families on /metrics (its series are
+// collect_metrics.h's).
+const std::vector<MetricEntry<ActorCounters>>& ActorMetricTable() {
+  using C = ActorCounters;
+  static const auto* table = new std::vector<MetricEntry<C>>{
+      {nullptr, "actor_segments_collected_total", "Rollout segments collected.",
+       "counter", [](const C& c) { return double(c.segments_collected); }},
+      {nullptr, "actor_segments_sent_total",
+       "Segment writes to the learner, resends included.", "counter",
+       [](const C& c) { return double(c.segments_sent); }},
+      {nullptr, "actor_segments_resent_total",
+       "Writes of a segment already written on an earlier stream.", "counter",
+       [](const C& c) { return double(c.segments_resent); }},
+      {nullptr, "actor_segments_acked_total",
+       "Segments the learner acknowledged.", "counter",
+       [](const C& c) { return double(c.segments_acked); }},
+      {nullptr, "actor_reconnects_total",
+       "Streams opened again after one ended.", "counter",
+       [](const C& c) { return double(c.reconnects); }},
+      {nullptr, "actor_policy_updates_total", "Policy versions received.",
+       "counter", [](const C& c) { return double(c.policy_updates_received); }},
+      {nullptr, "actor_policy_version", "Newest policy version received.",
+       "gauge", [](const C& c) { return double(c.latest_version); }},
+      {nullptr, "actor_segments_dropped_stale_total",
+       "Its segments the learner dropped as stale (as it last said).",
+       "counter", [](const C& c) { return double(c.dropped_stale); }},
+  };
+  return *table;
+}
+
+// The actor's families, labelled with the run, from the counters `current`
+// gives (nullopt: no run, no samples).
 void RegisterActorMetrics(MetricsRegistry* registry,
                           std::shared_ptr<CountersSource> current) {
-  auto family = [&](const std::string& name, const std::string& help,
-                    const std::string& type,
-                    std::function<double(const ActorCounters&)> f) {
-    registry->AddCallback(name, help, type, [f, current]() {
-      const auto counters = current->Get();
-      if (!counters) return MetricSamples{};
-      return MetricSamples{{{{"run", counters->first}}, f(counters->second)}};
-    });
-  };
-  using C = ActorCounters;
-  family("actor_segments_collected_total", "Rollout segments collected.",
-         "counter", [](const C& c) { return double(c.segments_collected); });
-  family("actor_segments_sent_total",
-         "Segment writes to the learner, resends included.", "counter",
-         [](const C& c) { return double(c.segments_sent); });
-  family("actor_segments_resent_total",
-         "Writes of a segment already written on an earlier stream.", "counter",
-         [](const C& c) { return double(c.segments_resent); });
-  family("actor_segments_acked_total", "Segments the learner acknowledged.",
-         "counter", [](const C& c) { return double(c.segments_acked); });
-  family("actor_reconnects_total", "Streams opened again after one ended.",
-         "counter", [](const C& c) { return double(c.reconnects); });
-  family("actor_policy_updates_total", "Policy versions received.", "counter",
-         [](const C& c) { return double(c.policy_updates_received); });
-  family("actor_policy_version", "Newest policy version received.", "gauge",
-         [](const C& c) { return double(c.latest_version); });
-  family("actor_segments_dropped_stale_total",
-         "Its segments the learner dropped as stale (as it last said).",
-         "counter", [](const C& c) { return double(c.dropped_stale); });
+  RegisterMetricTable<ActorCounters>(registry, ActorMetricTable(),
+                                     [current] { return current->Get(); });
 }
 
 absl::Status RunError(const absl::Status& status) {
@@ -136,6 +141,7 @@ class ActorProcess::Impl {
       spec = *std::move(loaded);
     }
     ProcessTelemetryOptions telemetry = options_.telemetry;
+    telemetry.security = options_.security;
     if (telemetry.source.empty()) {
       telemetry.source =
           worker ? worker_name : absl::StrCat("actor/", options_.actor_id);
@@ -144,12 +150,14 @@ class ActorProcess::Impl {
 
     if (worker) {
       ActorWorkloadOptions workload;
+      workload.security = options_.security;
       workload.env_threads = options_.env_threads;
       workload.max_disconnected = options_.max_disconnected;
       workload.emitter = telemetry_->emitter();
       workload_ = std::make_unique<ActorWorkload>(workload);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
+      runtime.agent.security = options_.security;
       runtime.agent.role = ACTOR;
       runtime.agent.devices = VisibleCudaDevices();
       runtime.agent.worker_name = worker_name;
@@ -168,6 +176,7 @@ class ActorProcess::Impl {
     }
     ActorOptions actor;
     actor.learner_address = options_.learner;
+    actor.security = options_.security;
     actor.spec = spec;
     actor.run_id = options_.run_id;
     actor.actor_id = options_.actor_id;

@@ -12,11 +12,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "telemetry/client/process_telemetry.h"
 
 namespace rl {
 
 struct ActorProcessOptions {
+  // TLS and bearer token of its calls to the coordinator, the learners and
+  // telemetry, and the doors of its /metrics (the main's, from its flags;
+  // null: Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   // Worker mode when set: register with this coordinator (HOST:PORT).
   std::string coordinator;
   std::string worker_name;  // default actor-<pid>

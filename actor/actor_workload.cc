@@ -26,6 +26,7 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   // the same rule).
   options.learner_address = assignment.learner_addresses(LearnerRankOfActor(
       assignment.rank(), assignment.learner_addresses_size()));
+  options.security = options_.security;
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
   options.run_key = assignment.run_key();

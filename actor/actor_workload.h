@@ -15,12 +15,15 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actor/actor_client.h"
+#include "common/security.h"
 #include "common/thread.h"
 #include "worker/workload.h"
 
 namespace rl {
 
 struct ActorWorkloadOptions {
+  // The learner channels' TLS and token (null: Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   int env_threads = 1;
   absl::Duration max_disconnected = absl::Seconds(120);
   Emitter* emitter = nullptr;  // not owned; null: none

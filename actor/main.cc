@@ -63,12 +63,13 @@ int main(int argc, char** argv) {
   rl::InitLogging(absl::GetFlag(FLAGS_coordinator).empty()
                       ? absl::StrCat("actor/", absl::GetFlag(FLAGS_actor_id))
                       : "actor");
-  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
-    return rl::ExitCode(security);
-  }
+  absl::StatusOr<std::shared_ptr<const rl::Security>> security =
+      rl::SecurityFromFlags();
+  if (!security.ok()) return rl::ExitCode(security.status());
   torch::set_num_threads(absl::GetFlag(FLAGS_torch_threads));
 
   rl::ActorProcessOptions options;
+  options.security = *security;
   options.coordinator = absl::GetFlag(FLAGS_coordinator);
   options.worker_name = absl::GetFlag(FLAGS_worker_name);
   options.worker_credential_file = absl::GetFlag(FLAGS_worker_credential_file);

@@ -377,4 +377,19 @@ std::string CallerClient(const grpc::ServerContextBase& context,
   return absl::StrCat(CallerIdentity(context, security).name, "@", peer);
 }
 
+std::vector<std::string> SecurityFlags(const SecurityOptions& options) {
+  std::vector<std::string> flags;
+  auto add = [&](const char* name, const std::string& value) {
+    if (!value.empty()) flags.push_back(std::string("--") + name + "=" + value);
+  };
+  add("tls_cert", options.tls_cert_file);
+  add("tls_key", options.tls_key_file);
+  add("tls_ca", options.tls_ca_file);
+  add("tls_server_name", options.tls_server_name);
+  add("tokens", options.tokens_file);
+  add("token_file", options.token_file);
+  if (options.insecure) flags.push_back("--insecure");
+  return flags;
+}
+
 }  // namespace rl

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -138,6 +139,11 @@ Identity CallerIdentity(const grpc::ServerContextBase& context,
 // many hosts; one host may hold several tokens).
 std::string CallerClient(const grpc::ServerContextBase& context,
                          const Security& security);
+
+// `options` as command-line flags for a child process (--tls_cert=...,
+// --insecure; empty values left out): what a parent passes on to the
+// workers and services it starts.
+std::vector<std::string> SecurityFlags(const SecurityOptions& options);
 
 }  // namespace rl
 

@@ -159,14 +159,18 @@ class CoordinatorProcess::Impl {
       }
     }
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
+    std::shared_ptr<const Security> security = options_.security != nullptr
+                                                   ? options_.security
+                                                   : Security::ProcessDefault();
     LocalDoors doors;
     if (!options_.embedded.local_workers.empty()) {
-      ASSIGN_OR_RETURN(doors, LockLocalDoors(options_.runs_dir));
+      ASSIGN_OR_RETURN(doors, LockLocalDoors(options_.runs_dir, security));
+      security = doors.security;
     }
     // After the doors: the services identify callers by the same tokens
     // the server checks.
     ServerOptions server;
-    server.security = Security::ProcessDefault();
+    server.security = security;
     runs_ = std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers,
                                              options_.max_watchers_per_user,
                                              server.security);
@@ -185,6 +189,7 @@ class CoordinatorProcess::Impl {
         .IgnoreError();
 
     ProcessTelemetryOptions telemetry = options_.telemetry;
+    telemetry.security = security;
     telemetry.source = "coordinator";
     telemetry.host = options_.host;
     if (!options_.embedded.local_workers.empty()) {

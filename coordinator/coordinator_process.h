@@ -12,12 +12,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "coordinator/embedded_system.h"
 #include "telemetry/client/process_telemetry.h"
 
 namespace rl {
 
 struct CoordinatorProcessOptions {
+  // TLS, tokens and roles of its server and its calls (the main's, from its
+  // flags; null: Security::ProcessDefault()). With local workers and no
+  // --tokens or --insecure, the embedded system's local tokens replace it.
+  std::shared_ptr<const Security> security;
   std::string host = "127.0.0.1";
   int port = 50051;  // 0: a free one
   std::string port_file;

@@ -14,7 +14,6 @@
 #include "common/logging.h"
 #include "common/port_file.h"
 #include "common/security.h"
-#include "common/security_flags.h"
 #include "common/status.h"
 
 namespace rl {
@@ -43,11 +42,14 @@ absl::StatusOr<std::string> FindBinary(const std::string& given,
 
 }  // namespace
 
-absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir) {
-  SecurityOptions options = Security::ProcessDefault()->options();
+absl::StatusOr<LocalDoors> LockLocalDoors(
+    const std::string& runs_dir,
+    std::shared_ptr<const Security> operator_security) {
+  SecurityOptions options = operator_security->options();
   LocalDoors doors;
   if (options.insecure || !options.tokens_file.empty()) {
     doors.flags = SecurityFlags(options);  // the operator's, token included
+    doors.security = std::move(operator_security);
     return doors;
   }
   const fs::path dir = fs::path(runs_dir) / "auth";
@@ -73,9 +75,7 @@ absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir) {
   doors.user_token_file = (dir / "user.token").string();
   doors.worker_token_file = (dir / "worker.token").string();
   options.token_file = doors.admin_token_file;
-  ASSIGN_OR_RETURN(std::shared_ptr<const Security> security,
-                   Security::Load(options));
-  Security::SetProcessDefault(std::move(security));
+  ASSIGN_OR_RETURN(doors.security, Security::Load(options));
   std::printf("tokens in %s (rlctl reads %s)\n", dir.c_str(),
               doors.user_token_file.c_str());
   std::fflush(stdout);

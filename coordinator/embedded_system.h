@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/security.h"
 #include "coordinator/local_workers.h"
 
 namespace rl {
@@ -23,14 +24,20 @@ struct LocalDoors {
   std::string worker_token_file;  // workers ("": the flags carry one)
   std::string admin_token_file;   // telemetry, this coordinator
   std::string user_token_file;    // rlctl
+  // This coordinator's: its servers check the local tokens, its calls send
+  // the admin token (or the operator's, when the operator set the doors).
+  std::shared_ptr<const Security> security;
 };
 
 // Unless the operator gave --tokens or --insecure, makes tokens once into
 // <runs_dir>/auth (directory 0700, files 0600, reused after a restart):
 // admin.token, user.token, worker.token and their table `tokens`, and
-// installs them as this process's security (its servers check them; its
-// calls send the admin token). Loopback needs no other set-up.
-absl::StatusOr<LocalDoors> LockLocalDoors(const std::string& runs_dir);
+// returns them as this process's security (`security`: its servers check
+// them; its calls send the admin token). Loopback needs no other set-up.
+// `operator_security` is what the operator's flags gave.
+absl::StatusOr<LocalDoors> LockLocalDoors(
+    const std::string& runs_dir,
+    std::shared_ptr<const Security> operator_security);
 
 struct EmbeddedSystemOptions {
   std::string local_workers;  // "learners=1,actors=2"

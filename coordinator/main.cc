@@ -100,9 +100,9 @@ int main(int argc, char** argv) {
       argc, argv,
       "coordinator_main [--port=N] [--store=FILE] [--local_workers=...]");
   rl::InitLogging("coordinator");
-  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
-    return rl::ExitCode(security);
-  }
+  absl::StatusOr<std::shared_ptr<const rl::Security>> security =
+      rl::SecurityFromFlags();
+  if (!security.ok()) return rl::ExitCode(security.status());
 
   if (const std::string name = absl::GetFlag(FLAGS_issue_worker_credential);
       !name.empty()) {
@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
   }
 
   rl::CoordinatorProcessOptions options;
+  options.security = *security;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.port_file = absl::GetFlag(FLAGS_port_file);

@@ -16,6 +16,7 @@
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_keeper.h"
 #include "learner/gang_sync.h"
+#include "learner/learner_metrics.h"
 #include "learner/learner_progress.h"
 #include "learner/policy_publisher.h"
 #include "learner/ppo_updater.h"
@@ -339,20 +340,15 @@ class LearnerCore::Impl {
     for (const auto& seg : batch) lag += version - 1 - seg->policy_version;
     EmitUpdateMetrics(e, step, stats, seconds, progress_.updates(),
                       options_.grad_norm_interval);
-    LearnerUpdateFigures figures;
-    figures.nonfinite_updates = faults_.nonfinite_updates;
-    figures.steps_per_second = progress_.run_progress().steps_per_second();
+    LearnerFigures figures;
+    progress_.FillStatus(&figures.status);
+    intake.FillStatus(&figures.status);
+    figures.nonfinite_updates = static_cast<double>(faults_.nonfinite_updates);
     figures.mean_policy_lag =
         batch.empty() ? 0 : lag / static_cast<double>(batch.size());
-    figures.queue_depth = intake.queued;
-    figures.segments = static_cast<int64_t>(batch.size());
-    figures.segments_dropped_stale = intake.dropped_stale;
-    figures.policy_version = version;
-    figures.connected_actors = intake.connected_actors;
-    figures.has_mean_return = !progress_.returns().empty();
-    if (figures.has_mean_return)
-      figures.mean_return = progress_.returns().Mean();
-    EmitLearnerUpdateFigures(e, step, figures);
+    figures.queue_depth = static_cast<double>(intake.queued);
+    figures.segments_per_update = static_cast<double>(batch.size());
+    EmitLearnerFigures(e, step, figures);
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {

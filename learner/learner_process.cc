@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "learner/c10d_collective.h"
 #include "learner/learner_core.h"
+#include "learner/learner_metrics.h"
 #include "learner/learner_service.h"
 #include "learner/learner_workload.h"
 #include "policy/compute_device.h"
@@ -44,35 +45,19 @@ class CurrentCore {
   std::shared_ptr<LearnerCore> core_ ABSL_GUARDED_BY(mu_);
 };
 
+// The learner's families on its /metrics (learner_metrics.h), labelled
+// with the run of the core `current` holds (none while it holds none).
 void RegisterLearnerMetrics(MetricsRegistry* registry,
                             std::shared_ptr<CurrentCore> current) {
-  auto family = [&](const std::string& name, const std::string& help,
-                    const std::string& type,
-                    std::function<double(const LearnerStatus&)> f) {
-    registry->AddCallback(name, help, type, [f, current]() {
-      std::shared_ptr<LearnerCore> core = current->Get();
-      if (core == nullptr) return MetricSamples{};
-      return MetricSamples{{{{"run", core->run_id()}}, f(core->GetStatus())}};
-    });
-  };
-  using S = LearnerStatus;
-  family("learner_env_steps_total", "Environment steps trained on.", "counter",
-         [](const S& s) { return double(s.env_steps()); });
-  family("learner_updates_total", "PPO updates.", "counter",
-         [](const S& s) { return double(s.updates()); });
-  family("learner_policy_version", "Current policy version.", "gauge",
-         [](const S& s) { return double(s.policy_version()); });
-  family("learner_steps_per_second", "Training throughput.", "gauge",
-         [](const S& s) { return s.progress().steps_per_second(); });
-  family("learner_connected_actors", "Actors streaming rollouts.", "gauge",
-         [](const S& s) { return double(s.connected_actors()); });
-  family("learner_segments_received_total", "Rollout segments received.",
-         "counter", [](const S& s) { return double(s.segments_received()); });
-  family("learner_segments_rejected_total", "Malformed segments refused.",
-         "counter", [](const S& s) { return double(s.segments_rejected()); });
-  family("learner_segments_dropped_stale_total",
-         "Segments dropped for policy lag.", "counter",
-         [](const S& s) { return double(s.segments_dropped_stale()); });
+  RegisterMetricTable<LearnerFigures>(
+      registry, LearnerMetricTable(),
+      [current]() -> std::optional<std::pair<std::string, LearnerFigures>> {
+        std::shared_ptr<LearnerCore> core = current->Get();
+        if (core == nullptr) return std::nullopt;
+        LearnerFigures figures;
+        figures.status = core->GetStatus();
+        return std::make_pair(core->run_id(), std::move(figures));
+      });
 }
 
 std::string ResultJson(const LearnerStatus& s, bool done) {
@@ -97,8 +82,8 @@ class LearnerProcess::Impl {
  public:
   explicit Impl(const LearnerProcessOptions& options)
       : options_(options),
-        service_(nullptr, options.max_streams, options.max_streams_per_client) {
-  }
+        service_(nullptr, options.max_streams, options.max_streams_per_client,
+                 options.security) {}
 
   absl::Status Start() {
     const bool worker = !options_.coordinator.empty();
@@ -140,6 +125,7 @@ class LearnerProcess::Impl {
                              : options_.worker_name;
     }
     telemetry.host = options_.host;
+    telemetry.security = options_.security;
     ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
     RegisterLearnerMetrics(telemetry_->registry(), current_);
     LearnerServiceImpl* service = &service_;
@@ -189,6 +175,7 @@ class LearnerProcess::Impl {
       service_.SetCore(core_);
     }
     ServerOptions server;
+    server.security = options_.security;
     server.address = absl::StrCat(options_.host, ":", options_.port);
     // Rollout segments are large; other messages are small anyway.
     server.max_receive_message_bytes = options_.max_message_mb << 20;
@@ -231,6 +218,7 @@ class LearnerProcess::Impl {
           advertised, options_.rendezvous_timeout, segment_budget_);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
+      runtime.agent.security = options_.security;
       runtime.agent.role = LEARNER;
       runtime.agent.devices = VisibleCudaDevices();
       runtime.agent.address = absl::StrCat(advertised, ":", server_.port);

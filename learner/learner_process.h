@@ -12,11 +12,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/security.h"
 #include "telemetry/client/process_telemetry.h"
 
 namespace rl {
 
 struct LearnerProcessOptions {
+  // TLS, tokens and roles of its server, its calls to the coordinator and
+  // its telemetry (the main's, from its flags; null:
+  // Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   std::string host = "127.0.0.1";
   int port = 0;  // 0: a free one
   std::string port_file;

@@ -72,12 +72,13 @@ int main(int argc, char** argv) {
       "learner_main --run=RUN_FILE [--port=N] [--run_dir=DIR] | "
       "--coordinator=HOST:PORT");
   rl::InitLogging("learner");
-  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
-    return rl::ExitCode(security);
-  }
+  absl::StatusOr<std::shared_ptr<const rl::Security>> security =
+      rl::SecurityFromFlags();
+  if (!security.ok()) return rl::ExitCode(security.status());
   torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
 
   rl::LearnerProcessOptions options;
+  options.security = *security;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.port_file = absl::GetFlag(FLAGS_port_file);

@@ -24,22 +24,4 @@ void EmitUpdateMetrics(Emitter* e, int64_t step, const UpdateStats& stats,
   }
 }
 
-void EmitLearnerUpdateFigures(Emitter* e, int64_t step,
-                              const LearnerUpdateFigures& f) {
-  if (e == nullptr || !e->enabled()) return;
-  e->Emit("learner/nonfinite_updates", step,
-          static_cast<double>(f.nonfinite_updates));
-  e->Emit("learner/steps_per_second", step, f.steps_per_second);
-  e->Emit("learner/policy_lag", step, f.mean_policy_lag);
-  e->Emit("learner/queue_depth", step, static_cast<double>(f.queue_depth));
-  e->Emit("learner/segments_per_update", step, static_cast<double>(f.segments));
-  e->Emit("learner/segments_dropped_stale", step,
-          static_cast<double>(f.segments_dropped_stale));
-  e->Emit("learner/policy_version", step,
-          static_cast<double>(f.policy_version));
-  e->Emit("learner/connected_actors", step,
-          static_cast<double>(f.connected_actors));
-  if (f.has_mean_return) e->Emit("learner/mean_return", step, f.mean_return);
-}
-
 }  // namespace rl

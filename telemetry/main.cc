@@ -84,11 +84,12 @@ int main(int argc, char** argv) {
       "telemetry_main [--port=N] [--http_port=N] [--store=FILE] "
       "[--coordinator=HOST:PORT]");
   rl::InitLogging("telemetry");
-  if (absl::Status security = rl::InstallSecurityFromFlags(); !security.ok()) {
-    return rl::ExitCode(security);
-  }
+  absl::StatusOr<std::shared_ptr<const rl::Security>> security =
+      rl::SecurityFromFlags();
+  if (!security.ok()) return rl::ExitCode(security.status());
 
   rl::TelemetryServerOptions options;
+  options.security = *security;
   options.host = absl::GetFlag(FLAGS_host);
   options.port = absl::GetFlag(FLAGS_port);
   options.port_file = absl::GetFlag(FLAGS_port_file);

@@ -27,8 +27,15 @@ namespace {
 // own, so a page load never waits for the coordinator.
 class RunStatePoller {
  public:
-  explicit RunStatePoller(const std::string& target)
-      : stub_(RunService::NewStub(CreateChannel(target))),
+  RunStatePoller(const std::string& target,
+                 std::shared_ptr<const Security> security)
+      : stub_(RunService::NewStub(CreateChannel(target,
+                                                [&security] {
+                                                  ChannelOptions channel;
+                                                  channel.security =
+                                                      std::move(security);
+                                                  return channel;
+                                                }()))),
         thread_(StartThread("telemetry-tick", [this] { Loop(); })) {}
   ~RunStatePoller() {
     {
@@ -196,11 +203,12 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
     std::filesystem::create_directories(parent, ec);
   }
   ASSIGN_OR_RETURN(impl->core, TelemetryCore::Create(options.core));
-  impl->service =
-      std::make_unique<TelemetryServiceImpl>(impl->core.get(), options.service);
+  impl->service = std::make_unique<TelemetryServiceImpl>(
+      impl->core.get(), options.service, options.security);
   RegisterCoreMetrics(impl->core.get(), impl->service.get(), &impl->registry);
 
   ServerOptions server_options;
+  server_options.security = options.security;
   server_options.address = absl::StrCat(options.host, ":", options.port);
   server_options.max_receive_message_bytes = 64 << 20;
   server_options.max_send_message_bytes = 64 << 20;
@@ -208,7 +216,8 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
                    StartServer({impl->service.get()}, server_options));
 
   if (!options.coordinator.empty()) {
-    impl->poller = std::make_unique<RunStatePoller>(options.coordinator);
+    impl->poller =
+        std::make_unique<RunStatePoller>(options.coordinator, options.security);
   }
   if (options.http_port >= 0) {
     RunStateSource states;
@@ -216,12 +225,13 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
       states = [poller = impl->poller.get()] { return poller->States(); };
     }
     TelemetryCore* core = impl->core.get();
-    ASSIGN_OR_RETURN(
-        impl->http,
-        HttpEndpoint::Start(options.host, options.http_port, &impl->registry,
-                            [core, &states](httplib::Server* server) {
-                              AddTelemetryHttpRoutes(core, states, server);
-                            }));
+    ASSIGN_OR_RETURN(impl->http,
+                     HttpEndpoint::Start(
+                         options.host, options.http_port, &impl->registry,
+                         [core, &states](httplib::Server* server) {
+                           AddTelemetryHttpRoutes(core, states, server);
+                         },
+                         options.security));
     RETURN_IF_ERROR(WritePortFile(options.http_port_file, impl->http->port()));
   }
   // The gRPC port file last: once it exists, everything is up.

@@ -13,12 +13,17 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/security.h"
 #include "telemetry/telemetry_core.h"
 #include "telemetry/telemetry_service.h"
 
 namespace rl {
 
 struct TelemetryServerOptions {
+  // TLS, tokens and roles of its gRPC and HTTP doors and of its calls to
+  // the coordinator (the main's, from its flags; null:
+  // Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   std::string host = "127.0.0.1";
   // gRPC (TelemetryService); 0 picks a free port.
   int port = 50052;

@@ -33,9 +33,14 @@ WorkerAgent::WorkerAgent(const WorkerAgentOptions& options,
                          std::function<void(const Assignment&)> on_assignment)
     : options_(options),
       on_assignment_(std::move(on_assignment)),
-      stub_(WorkerService::NewStub(options.channel != nullptr
-                                       ? options.channel
-                                       : CreateChannel(options.coordinator))) {}
+      stub_(WorkerService::NewStub(
+          options.channel != nullptr
+              ? options.channel
+              : CreateChannel(options.coordinator, [&options] {
+                  ChannelOptions channel;
+                  channel.security = options.security;
+                  return channel;
+                }()))) {}
 
 WorkerAgent::~WorkerAgent() {
   Stop();

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/security.h"
 #include "common/thread.h"
 #include "grpcpp/channel.h"
 #include "proto/coordinator.grpc.pb.h"
@@ -24,6 +25,8 @@ namespace rl {
 
 struct WorkerAgentOptions {
   std::string coordinator;  // host:port
+  // The channel's TLS and bearer token (null: Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
   // Used instead of a channel to `coordinator` when set (in-process tests).
   std::shared_ptr<grpc::Channel> channel;
   std::string worker_name;  // stable across restarts of the worker

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/backoff.h"
 #include "common/logging.h"
 #include "common/thread.h"
 
@@ -341,8 +342,13 @@ void Emitter::AckLoop(int64_t generation) {
 void Emitter::SenderLoop() {
   State& s = *state_;
   const EmitterOptions& o = s.options;
-  std::mt19937_64 rng(static_cast<uint64_t>(o.incarnation));
-  absl::Duration backoff = o.min_backoff;
+  Backoff::Options backoff_options;
+  backoff_options.initial = o.min_backoff;
+  backoff_options.max = o.max_backoff;
+  backoff_options.min_jitter = 0.5;
+  backoff_options.max_jitter = 1.0;
+  backoff_options.seed = static_cast<uint64_t>(o.incarnation) | 1;
+  Backoff backoff(backoff_options);
   absl::Time next_connect = absl::InfinitePast();
   absl::Time first_pending = absl::InfiniteFuture();
   // The batch being filled, per run.
@@ -423,15 +429,13 @@ void Emitter::SenderLoop() {
       }
       // The next attempt (if this connection fails) waits; the backoff is
       // reset once the service acknowledges something.
-      std::uniform_real_distribution<double> jitter(0.5, 1.0);
-      next_connect = now + backoff * jitter(rng);
-      backoff = std::min(backoff * 2, o.max_backoff);
+      next_connect = now + backoff.Next();
     }
     {
       absl::MutexLock lock(&s.mu);
       if (s.acked_since_connect) {
         s.acked_since_connect = false;
-        backoff = o.min_backoff;
+        backoff.Reset();
       }
     }
 

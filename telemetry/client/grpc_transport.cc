@@ -8,10 +8,18 @@
 namespace rl {
 namespace {
 
+ChannelOptions WithSecurity(std::shared_ptr<const Security> security) {
+  ChannelOptions options;
+  options.security = std::move(security);
+  return options;
+}
+
 class GrpcMetricTransport : public MetricTransport {
  public:
-  explicit GrpcMetricTransport(const std::string& target)
-      : stub_(TelemetryService::NewStub(CreateChannel(target))) {}
+  GrpcMetricTransport(const std::string& target,
+                      std::shared_ptr<const Security> security)
+      : stub_(TelemetryService::NewStub(
+            CreateChannel(target, WithSecurity(std::move(security))))) {}
   ~GrpcMetricTransport() override { Close(); }
 
   absl::Status Connect() override {
@@ -64,14 +72,16 @@ class GrpcMetricTransport : public MetricTransport {
 }  // namespace
 
 std::unique_ptr<MetricTransport> MakeGrpcMetricTransport(
-    const std::string& target) {
-  return std::make_unique<GrpcMetricTransport>(target);
+    const std::string& target, std::shared_ptr<const Security> security) {
+  return std::make_unique<GrpcMetricTransport>(target, std::move(security));
 }
 
 std::unique_ptr<Emitter> MakeEmitter(const std::string& target,
-                                     EmitterOptions options) {
+                                     EmitterOptions options,
+                                     std::shared_ptr<const Security> security) {
   return std::make_unique<Emitter>(
-      target.empty() ? nullptr : MakeGrpcMetricTransport(target),
+      target.empty() ? nullptr
+                     : MakeGrpcMetricTransport(target, std::move(security)),
       std::move(options));
 }
 

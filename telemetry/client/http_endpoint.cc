@@ -90,7 +90,7 @@ bool LoopbackHostAllowed(absl::string_view host) {
 
 absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     const std::string& host, int port, const MetricsRegistry* registry,
-    const AddRoutes& add_routes) {
+    const AddRoutes& add_routes, std::shared_ptr<const Security> security) {
   if (port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("HTTP port ", port, " is outside [0, 65535]"));
@@ -98,7 +98,7 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
   std::unique_ptr<HttpEndpoint> endpoint(new HttpEndpoint());
   // "" means every IPv4 address, as for the gRPC servers.
   const std::string bind_host = host.empty() ? "0.0.0.0" : host;
-  const std::shared_ptr<const Security> security = Security::ProcessDefault();
+  if (security == nullptr) security = Security::ProcessDefault();
   const bool open = IsLoopbackAddress(bind_host) || security->insecure();
   if (open) {
     endpoint->server_ = std::make_unique<httplib::Server>();

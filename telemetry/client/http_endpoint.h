@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
+#include "common/security.h"
 #include "common/thread.h"
 #include "httplib.h"
 #include "telemetry/client/metrics_registry.h"
@@ -44,9 +45,11 @@ class HttpEndpoint {
   // address if it cannot bind; INVALID_ARGUMENT for a port outside
   // [0, 65535]; FAILED_PRECONDITION for plaintext off loopback without
   // --insecure, or a certificate httplib cannot load.
+  // Doors by `security` (null: Security::ProcessDefault()).
   static absl::StatusOr<std::unique_ptr<HttpEndpoint>> Start(
       const std::string& host, int port, const MetricsRegistry* registry,
-      const AddRoutes& add_routes = nullptr);
+      const AddRoutes& add_routes = nullptr,
+      std::shared_ptr<const Security> security = nullptr);
 
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;

@@ -12,7 +12,8 @@ absl::StatusOr<std::unique_ptr<ProcessTelemetry>> ProcessTelemetry::Start(
   auto t = std::unique_ptr<ProcessTelemetry>(new ProcessTelemetry());
   EmitterOptions emitter_options;
   emitter_options.source = options.source;
-  t->emitter_ = MakeEmitter(options.telemetry_target, emitter_options);
+  t->emitter_ =
+      MakeEmitter(options.telemetry_target, emitter_options, options.security);
   if (t->emitter_->enabled()) {
     RL_LOG_INFO("metrics go to telemetry at {} as {}", options.telemetry_target,
                 options.source);
@@ -37,7 +38,8 @@ absl::StatusOr<std::unique_ptr<ProcessTelemetry>> ProcessTelemetry::Start(
   if (options.metrics_port >= 0) {
     ASSIGN_OR_RETURN(
         t->http_,
-        HttpEndpoint::Start(options.host, options.metrics_port, &t->registry_));
+        HttpEndpoint::Start(options.host, options.metrics_port, &t->registry_,
+                            /*add_routes=*/nullptr, options.security));
     RL_LOG_INFO("Prometheus metrics on http://{}:{}/metrics", options.host,
                 t->http_->port());
     RETURN_IF_ERROR(WritePortFile(options.metrics_port_file, t->http_->port()));

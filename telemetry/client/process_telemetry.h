@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/security.h"
 #include "telemetry/client/emitter.h"
 #include "telemetry/client/http_endpoint.h"
 #include "telemetry/client/metrics_registry.h"
@@ -29,6 +30,9 @@ struct ProcessTelemetryOptions {
   int metrics_port = 0;
   // The bound port is written here if set.
   std::string metrics_port_file;
+  // The process's credentials: the emitter's channel and the doors of
+  // /metrics (null: Security::ProcessDefault()).
+  std::shared_ptr<const Security> security;
 };
 
 class ProcessTelemetry {
