@@ -379,6 +379,38 @@ TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
   EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
 }
 
+// A checkpoint written before the counters moved into TrainingState
+// (learner/testdata, examples/cartpole.yaml at update 233) resumes, and
+// the next checkpoint is written in the new form and resumes too.
+TEST(LearnerCoreTest, ACheckpointWrittenBeforeTrainingStateResumes) {
+  const std::string dir = MakeTestDir();
+  const std::filesystem::path kept =
+      std::filesystem::path(dir) / "checkpoints" / "ckpt-000000000233";
+  std::filesystem::create_directories(kept.parent_path());
+  std::filesystem::copy("learner/testdata/learner_checkpoint_2026_11", kept);
+  LearnerOptions options;
+  options.spec = Spec("policy: {hidden_sizes: [64, 64]}");
+  options.run_id = "t";
+  options.run_dir = dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+    EXPECT_EQ(core->GetStatus().updates(), 233);
+    EXPECT_EQ(core->GetStatus().policy_version(), 234);
+    EXPECT_EQ(core->GetStatus().env_steps(), 233 * 256);
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 234)));
+    ASSERT_TRUE(WaitForVersion(*core, 235));
+    core->Stop();  // writes checkpoint 234
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string latest,
+                       LatestCheckpoint(dir + "/checkpoints"));
+  EXPECT_THAT(latest, HasSubstr("ckpt-000000000234"));
+  ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
+  EXPECT_EQ(resumed->GetStatus().updates(), 234);
+  EXPECT_EQ(resumed->GetStatus().env_steps(), 233 * 256 + 8);
+}
+
 // A learner killed after a checkpoint but before its ack reached the actor:
 // the actor resends the segment to the resumed learner, which must not use
 // it a second time (ASYNC with lag 1 would otherwise accept it).

@@ -124,5 +124,32 @@ TEST(LocalTrainerTest, CheckpointOfAnotherEnvironmentIsRejected) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// rl_local's checkpoint written before the counters moved into
+// TrainingState (learner/testdata/README.md has its run) resumes.
+TEST(LocalTrainerTest, ACheckpointWrittenBeforeTrainingStateResumes) {
+  auto spec = LoadRunSpec(R"(
+name: legacy
+env: {id: CartPole-v1}
+envs_per_actor: 4
+segment_length: 16
+total_env_steps: 4096
+seed: 3
+checkpoint_interval: 8
+policy: {hidden_sizes: [16, 16]}
+)",
+                          RunFileFormat::kYaml);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto trainer = LocalTrainer::Create(*spec, {});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  const absl::Status restored =
+      (*trainer)->Restore("learner/testdata/trainer_checkpoint_2026_11");
+  ASSERT_TRUE(restored.ok()) << restored;
+  EXPECT_EQ((*trainer)->progress().env_steps, 2048);
+  EXPECT_EQ((*trainer)->progress().updates, 32);
+  EXPECT_GT((*trainer)->progress().episodes, 0);
+  ASSERT_TRUE((*trainer)->Train(nullptr, 2).ok());
+  EXPECT_EQ((*trainer)->progress().env_steps, 2048 + 2 * 64);
+}
+
 }  // namespace
 }  // namespace rl
