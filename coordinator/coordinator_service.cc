@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
+#include "common/latest_write.h"
 #include "common/security.h"
 
 namespace rl {
@@ -61,7 +62,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
+    const bool more = slot_.Done();
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
@@ -74,7 +75,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
       FinishLocked(grpc::Status::OK);
       return;
     }
-    if (pending_) WriteLocked();
+    if (more) WriteLocked();
   }
 
   // A watcher that hung up: end the stream now (a write in flight ends it
@@ -82,7 +83,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+    if (!slot_.writing()) FinishLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -96,16 +97,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   void Offer(const Run& run) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    // Keep the newest by generation (progress keeps the generation).
-    if (!pending_ || run.generation() >= next_.generation()) next_ = run;
-    pending_ = true;
-    if (!writing_) WriteLocked();
+    if (slot_.Offer(run)) WriteLocked();
   }
 
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    pending_ = false;
-    writing_ = true;
-    *out_.mutable_run() = next_;
+    *out_.mutable_run() = slot_.Start();
     StartWrite(&out_);
   }
 
@@ -123,11 +119,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   StreamSlots* user_slots_ = nullptr;  // set once a slot is taken
   int64_t watch_id_ = 0;
   absl::Mutex mu_;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool pending_ ABSL_GUARDED_BY(mu_) = false;
+  // One write in flight; the newest run by generation waits (progress
+  // keeps the generation).
+  LatestWrite<Run> slot_ ABSL_GUARDED_BY(mu_){
+      [](const Run& waiting, const Run& incoming) {
+        return incoming.generation() >= waiting.generation();
+      }};
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  Run next_ ABSL_GUARDED_BY(mu_);
   RunEvent out_ ABSL_GUARDED_BY(mu_);
 };
 

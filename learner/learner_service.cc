@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
+#include "common/latest_write.h"
 #include "common/secrets.h"
 #include "common/security.h"
 
@@ -75,8 +76,7 @@ class RolloutStreamReactor final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (ok && has_pending_ && !finished_) WriteLocked();
+    if (acks_.Done() && ok && !finished_) WriteLocked();
   }
 
   void OnDone() override {
@@ -88,15 +88,11 @@ class RolloutStreamReactor final
   // From the core's PPO thread.
   void Ack(const RolloutAck& ack) {
     absl::MutexLock lock(&mu_);
-    pending_ = ack;
-    has_pending_ = true;
-    if (!writing_ && !finished_) WriteLocked();
+    if (acks_.Offer(ack) && !finished_) WriteLocked();
   }
 
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    writing_ = true;
-    has_pending_ = false;
-    outgoing_ = SerializeCopy(pending_);
+    outgoing_ = SerializeCopy(acks_.Start());
     StartWrite(&outgoing_);
   }
 
@@ -113,10 +109,9 @@ class RolloutStreamReactor final
   int64_t stream_id_ = 0;      // Only touched by the read path.
   grpc::ByteBuffer incoming_;  // Only touched by the read path.
   absl::Mutex mu_;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
-  RolloutAck pending_ ABSL_GUARDED_BY(mu_);
+  // One ack in flight, the newest waiting (an ack says all before it).
+  LatestWrite<RolloutAck> acks_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -139,7 +134,7 @@ class PolicyStreamReactor final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
+    const bool more = updates_.Done();
     if (!ok) {
       FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       return;
@@ -155,10 +150,7 @@ class PolicyStreamReactor final
     }
     // A newer version, or the final one (same version, final flag) that
     // arrived while its non-final twin was being written.
-    if (newest_ != nullptr && newest_ != in_flight_ &&
-        (newest_->version() > sent_version_ || newest_->final())) {
-      WriteLocked();
-    }
+    if (more) WriteLocked();
   }
 
   // The subscriber hung up (or the server is shutting down). A write in
@@ -167,7 +159,7 @@ class PolicyStreamReactor final
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
     cancelled_ = true;
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
+    if (!updates_.writing()) FinishLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -178,16 +170,16 @@ class PolicyStreamReactor final
  private:
   void Offer(std::shared_ptr<const PolicyUpdate> update) {
     absl::MutexLock lock(&mu_);
-    if (newest_ == nullptr || update->version() >= newest_->version()) {
-      newest_ = std::move(update);
-    }
-    const bool newer = newest_->version() > sent_version_ || newest_->final();
-    if (!writing_ && !finished_ && newer) WriteLocked();
+    // Only what the subscriber lacks: a version after the one it has (or
+    // that is being written), or the final one.
+    const int64_t have =
+        updates_.writing() ? in_flight_->version() : sent_version_;
+    if (finished_ || (update->version() <= have && !update->final())) return;
+    if (updates_.Offer(std::move(update))) WriteLocked();
   }
 
   void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    writing_ = true;
-    in_flight_ = newest_;
+    in_flight_ = updates_.Start();
     // Shared, not copied: the tensor bytes are written from the one
     // PolicyUpdate of this version, which the buffer keeps alive.
     outgoing_ = SerializeAliased(in_flight_);
@@ -206,10 +198,15 @@ class PolicyStreamReactor final
   int64_t subscriber_ = 0;
   absl::Mutex mu_;
   int64_t sent_version_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<const PolicyUpdate> newest_ ABSL_GUARDED_BY(mu_);
+  // One version in flight, the newest waiting (a later version, or the
+  // final twin of the same one, replaces it).
+  LatestWrite<std::shared_ptr<const PolicyUpdate>> updates_ ABSL_GUARDED_BY(
+      mu_){[](const std::shared_ptr<const PolicyUpdate>& waiting,
+              const std::shared_ptr<const PolicyUpdate>& incoming) {
+    return incoming->version() >= waiting->version();
+  }};
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
   grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
