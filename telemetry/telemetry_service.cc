@@ -9,6 +9,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
+#include "common/latest_write.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/security.h"
@@ -71,9 +72,9 @@ class IngestReactor final
 
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
-    writing_ = false;
+    const bool more = acks_.Done();
     if (!ok) write_failed_ = true;
-    if (!write_failed_ && acked_ > written_) WriteAckLocked();
+    if (!write_failed_ && more) WriteAckLocked();
     MaybeFinishLocked();
   }
 
@@ -87,9 +88,9 @@ class IngestReactor final
       // Never past a refused batch: the client drops (or resends) the oldest
       // batch not acknowledged, which must be the refused one. A later batch
       // stored anyway is resent and then found a duplicate.
-      if (refused_seq_ == 0 || seq < refused_seq_) {
-        acked_ = std::max(acked_, seq);
-        if (!writing_ && !write_failed_) WriteAckLocked();
+      if ((refused_seq_ == 0 || seq < refused_seq_) && seq > acked_) {
+        acked_ = seq;
+        if (acks_.Offer(seq) && !write_failed_) WriteAckLocked();
       }
     } else if (error_.ok()) {
       error_ = s;
@@ -103,10 +104,8 @@ class IngestReactor final
   }
 
   void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (acked_ <= written_) return;
-    writing_ = true;
-    written_ = acked_;
-    ack_.set_acked_sequence_number(acked_);
+    if (!acks_.has_waiting()) return;
+    ack_.set_acked_sequence_number(acks_.Start());
     ack_bytes_ = SerializeCopy(ack_);
     StartWrite(&ack_bytes_);
   }
@@ -114,9 +113,9 @@ class IngestReactor final
   // Finishes once nothing is queued or being written: after the client's
   // last batch, or after an error (with every earlier batch acknowledged).
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || in_flight_ > 0 || writing_) return;
+    if (finished_ || in_flight_ > 0 || acks_.writing()) return;
     if (!reads_done_ && error_.ok() && !write_failed_) return;
-    if (!write_failed_ && acked_ > written_) {
+    if (!write_failed_ && acks_.has_waiting()) {
       WriteAckLocked();
       return;
     }
@@ -136,11 +135,12 @@ class IngestReactor final
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The highest batch stored; one ack in flight, the highest waiting.
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t written_ ABSL_GUARDED_BY(mu_) = 0;
+  LatestWrite<int64_t> acks_ ABSL_GUARDED_BY(mu_){
+      [](int64_t waiting, int64_t incoming) { return incoming > waiting; }};
   // The first batch that was refused (error_), 0 while none.
   int64_t refused_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
