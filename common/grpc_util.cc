@@ -150,6 +150,13 @@ grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options) {
   return args;
 }
 
+std::shared_ptr<grpc::Channel> CreateChannel(
+    const std::string& target, std::shared_ptr<const Security> security) {
+  ChannelOptions options;
+  options.security = std::move(security);
+  return CreateChannel(target, options);
+}
+
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const ChannelOptions& options) {
   const std::shared_ptr<const Security> security =

@@ -66,6 +66,10 @@ grpc::ChannelArguments MakeChannelArguments(const ChannelOptions& options);
 // `options.security`.
 std::shared_ptr<grpc::Channel> CreateChannel(
     const std::string& target, const ChannelOptions& options = {});
+// The same with the default options and `security` (null: the process
+// default).
+std::shared_ptr<grpc::Channel> CreateChannel(
+    const std::string& target, std::shared_ptr<const Security> security);
 
 // A client context whose deadline is now + `timeout`.
 std::unique_ptr<grpc::ClientContext> ContextWithDeadline(

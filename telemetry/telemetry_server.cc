@@ -29,13 +29,7 @@ class RunStatePoller {
  public:
   RunStatePoller(const std::string& target,
                  std::shared_ptr<const Security> security)
-      : stub_(RunService::NewStub(CreateChannel(target,
-                                                [&security] {
-                                                  ChannelOptions channel;
-                                                  channel.security =
-                                                      std::move(security);
-                                                  return channel;
-                                                }()))),
+      : stub_(RunService::NewStub(CreateChannel(target, std::move(security)))),
         thread_(StartThread("telemetry-tick", [this] { Loop(); })) {}
   ~RunStatePoller() {
     {

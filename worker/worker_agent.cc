@@ -36,11 +36,7 @@ WorkerAgent::WorkerAgent(const WorkerAgentOptions& options,
       stub_(WorkerService::NewStub(
           options.channel != nullptr
               ? options.channel
-              : CreateChannel(options.coordinator, [&options] {
-                  ChannelOptions channel;
-                  channel.security = options.security;
-                  return channel;
-                }()))) {}
+              : CreateChannel(options.coordinator, options.security))) {}
 
 WorkerAgent::~WorkerAgent() {
   Stop();

@@ -8,18 +8,12 @@
 namespace rl {
 namespace {
 
-ChannelOptions WithSecurity(std::shared_ptr<const Security> security) {
-  ChannelOptions options;
-  options.security = std::move(security);
-  return options;
-}
-
 class GrpcMetricTransport : public MetricTransport {
  public:
   GrpcMetricTransport(const std::string& target,
                       std::shared_ptr<const Security> security)
       : stub_(TelemetryService::NewStub(
-            CreateChannel(target, WithSecurity(std::move(security))))) {}
+            CreateChannel(target, std::move(security)))) {}
   ~GrpcMetricTransport() override { Close(); }
 
   absl::Status Connect() override {

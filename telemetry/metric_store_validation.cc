@@ -1,0 +1,70 @@
+// ValidateBatch (metric_store.h): what the store takes from an emitter,
+// checked field by field before anything is written.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "common/status.h"
+#include "telemetry/metric_store.h"
+
+namespace rl {
+namespace {
+
+bool Printable(absl::string_view s) {
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) return false;
+  }
+  return true;
+}
+
+absl::Status CheckText(absl::string_view value, const std::string& field,
+                       size_t min_len, size_t max_len) {
+  if (value.size() < min_len || value.size() > max_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": length ", value.size(), " is outside [", min_len,
+                     ", ", max_len, "]"));
+  }
+  if (!Printable(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": contains control characters"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateBatch(const MetricBatch& batch) {
+  RETURN_IF_ERROR(CheckText(batch.run_id(), "batch.run_id", 1, 128));
+  RETURN_IF_ERROR(CheckText(batch.source(), "batch.source", 1, 128));
+  if (batch.sequence_number() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.sequence_number: ", batch.sequence_number(),
+                     " (sequence numbers start at 1)"));
+  }
+  if (batch.dropped_points() < 0) {
+    return absl::InvalidArgumentError("batch.dropped_points: negative");
+  }
+  if (batch.points_size() > kMaxPointsPerBatch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch.points: ", batch.points_size(), " points, at most ",
+                     kMaxPointsPerBatch, " per batch"));
+  }
+  for (int i = 0; i < batch.points_size(); ++i) {
+    const MetricPoint& p = batch.points(i);
+    const std::string field = absl::StrCat("batch.points[", i, "]");
+    RETURN_IF_ERROR(CheckText(p.name(), field + ".name", 1, 256));
+    if (p.labels_size() > kMaxLabels) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".labels: ", p.labels_size(), " labels, at most ",
+                       kMaxLabels));
+    }
+    for (const auto& [k, v] : p.labels()) {
+      RETURN_IF_ERROR(CheckText(k, absl::StrCat(field, ".labels key"), 1, 64));
+      RETURN_IF_ERROR(
+          CheckText(v, absl::StrCat(field, ".labels[", k, "]"), 0, 256));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rl
