@@ -424,173 +424,43 @@ void ActorClient::AckReaderLoop(RawClientStream<RolloutAck>* stream) {
   ack_reader_done_ = true;
 }
 
-void ActorClient::SenderLoop() {
-  // Raw so that a segment's tensor bytes go from the window's encoded
-  // segment to the socket without another copy (common/grpc_message.h).
-  using Stream = RawClientStream<RolloutAck>;
-  const std::string method =
-      absl::StrCat("/", LearnerService::service_full_name(), "/StreamRollouts");
-  Backoff backoff = MakeBackoff();
+// Raw so that a segment's tensor bytes go from the window's encoded
+// segment to the socket without another copy (common/grpc_message.h).
+struct ActorClient::SenderState {
+  explicit SenderState(Backoff b) : backoff(std::move(b)) {}
+  Backoff backoff;
   absl::Time reconnect_at = absl::InfinitePast();
   std::unique_ptr<grpc::ClientContext> context;
-  std::unique_ptr<Stream> stream;
+  std::unique_ptr<RawClientStream<RolloutAck>> stream;
   NamedThread ack_reader;
   int64_t streams_opened = 0;
   int failures = 0;  // consecutive streams that ended without an ack
+};
 
-  // Ends the current stream; graceful: half-close and let the learner end it.
-  // Returns its status and whether it carried any ack.
-  auto close_stream = [&](bool graceful) -> std::pair<grpc::Status, bool> {
-    if (graceful) stream->WritesDone();
-    {
-      absl::MutexLock lock(&mu_);
-      auto reader_done = [this]() {
-        mu_.AssertReaderHeld();
-        return ack_reader_done_;
-      };
-      if (graceful) {
-        mu_.AwaitWithTimeout(absl::Condition(&reader_done), kCloseTimeout);
-      }
-      if (!ack_reader_done_) context->TryCancel();
-    }
-    ack_reader.join();
-    grpc::Status status = stream->Finish();
-    bool got_ack;
-    {
-      absl::MutexLock lock(&mu_);
-      rollout_context_ = nullptr;
-      got_ack = stream_got_ack_;
-    }
-    stream.reset();
-    context.reset();
-    return {status, got_ack};
-  };
-
+void ActorClient::SenderLoop() {
+  SenderState s(MakeBackoff());
   while (true) {
-    enum class Action { kNone, kEncode, kOpen, kWrite, kTeardown, kExit };
-    Action action = Action::kNone;
     std::optional<Handoff> handoff;
     std::optional<SegmentWindow::Write> write;
-    {
-      absl::MutexLock lock(&mu_);
-      auto has_work = [&]() {
-        mu_.AssertReaderHeld();
-        if (!handoffs_.empty() || shutting_down_) return true;
-        if (stream == nullptr) return absl::Now() >= reconnect_at;
-        return stream_broken_ || window_->NextToWrite().has_value();
-      };
-      absl::Duration wait = kPollInterval;
-      if (stream == nullptr) {
-        wait = std::clamp(reconnect_at - absl::Now(), absl::ZeroDuration(),
-                          kPollInterval);
-      }
-      mu_.AwaitWithTimeout(absl::Condition(&has_work), wait);
-      if (stream != nullptr &&
-          channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) {
-        last_connected_ = absl::Now();
-      }
-      if (!handoffs_.empty()) {
-        action = Action::kEncode;
-        handoff = std::move(handoffs_.front());
-        handoffs_.pop_front();
-      } else if (shutting_down_) {
-        action = Action::kExit;
-      } else if (stream == nullptr) {
-        if (absl::Now() >= reconnect_at) action = Action::kOpen;
-      } else if (stream_broken_) {
-        action = Action::kTeardown;
-      } else if ((write = window_->NextToWrite())) {
-        action = Action::kWrite;
-      }
-    }
-
-    switch (action) {
-      case Action::kNone:
+    switch (NextSenderAction(&s, &handoff, &write)) {
+      case SenderAction::kNone:
         break;
-      case Action::kEncode:
+      case SenderAction::kEncode:
         EncodeHandoff(*handoff);
         break;
-      case Action::kOpen: {
-        context = std::make_unique<grpc::ClientContext>();
-        if (!options_.run_key.empty()) {
-          context->AddMetadata(kRunKeyMetadata, options_.run_key);
-          context->AddMetadata(kActorIdMetadata,
-                               std::to_string(options_.actor_id));
-        }
-        {
-          absl::MutexLock lock(&mu_);
-          if (shutting_down_) {
-            context.reset();
-            break;
-          }
-          rollout_context_ = context.get();
-          window_->OnStreamOpened();
-          stream_broken_ = false;
-          stream_got_ack_ = false;
-          ack_reader_done_ = false;
-          if (++streams_opened > 1) ++counters_.reconnects;
-        }
-        stream = std::make_unique<Stream>(channel_, method, context.get());
-        ack_reader = StartThread("actor-acks", [this, s = stream.get()] {
-          SetThreadName("actor-acks");
-          AckReaderLoop(s);
-        });
+      case SenderAction::kOpen:
+        OpenRolloutStream(&s);
         break;
-      }
-      case Action::kWrite: {
-        const absl::Time write_start = absl::Now();
-        const bool ok = stream->Write(SerializeAliased(write->segment));
-        if (ok && options_.emitter != nullptr) {
-          options_.emitter->Emit(
-              "actor/segment_send_seconds",
-              write->sequence_number * options_.spec.segment_length() *
-                  options_.spec.envs_per_actor(),
-              absl::ToDoubleSeconds(absl::Now() - write_start),
-              {{"actor", std::to_string(options_.actor_id)}});
-        }
-        absl::MutexLock lock(&mu_);
-        if (!ok) {
-          stream_broken_ = true;
-          break;
-        }
-        window_->OnWritten(write->sequence_number);
-        ++counters_.segments_sent;
-        if (write->resend) ++counters_.segments_resent;
-        last_connected_ = absl::Now();
+      case SenderAction::kWrite:
+        WriteSegment(&s, *write);
         break;
-      }
-      case Action::kTeardown: {
-        const auto [status, got_ack] = close_stream(/*graceful=*/false);
-        if (got_ack) {
-          backoff.Reset();
-          failures = 0;
-        }
-        const absl::Duration delay = backoff.Next();
-        reconnect_at = absl::Now() + delay;
-        if (RefusedForGood(status)) {
-          // Sending it again would be refused again, for ever, while the
-          // run holds its workers at no progress: a worker failure, with
-          // the reason, that the coordinator counts against the run.
-          absl::MutexLock lock(&mu_);
-          sender_error_ = absl::FailedPreconditionError(absl::StrCat(
-              "the learner refused a segment for a reason that cannot "
-              "change: ",
-              Describe(status)));
-          RL_LOG_ERROR("{}", sender_error_.ToString());
-        } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
-          RL_LOG_ERROR(
-              "THE LEARNER REJECTED A SEGMENT (a bug on the actor side): {}; "
-              "reconnecting in {}",
-              Describe(status), FormatDelay(delay));
-        } else {
-          LogReconnect("rollout stream to", options_.learner_address, status,
-                       delay, ++failures);
-        }
+      case SenderAction::kTeardown:
+        TeardownRolloutStream(&s);
         break;
-      }
-      case Action::kExit: {
-        if (stream != nullptr) {
-          const auto [status, got_ack] = close_stream(/*graceful=*/true);
+      case SenderAction::kExit: {
+        if (s.stream != nullptr) {
+          const auto [status, got_ack] =
+              CloseRolloutStream(&s, /*graceful=*/true);
           if (!status.ok()) {
             RL_LOG_DEBUG("rollout stream closed: {}", Describe(status));
           }
@@ -601,6 +471,149 @@ void ActorClient::SenderLoop() {
       }
     }
   }
+}
+
+ActorClient::SenderAction ActorClient::NextSenderAction(
+    SenderState* s, std::optional<Handoff>* handoff,
+    std::optional<SegmentWindow::Write>* write) {
+  absl::MutexLock lock(&mu_);
+  auto has_work = [&]() {
+    mu_.AssertReaderHeld();
+    if (!handoffs_.empty() || shutting_down_) return true;
+    if (s->stream == nullptr) return absl::Now() >= s->reconnect_at;
+    return stream_broken_ || window_->NextToWrite().has_value();
+  };
+  absl::Duration wait = kPollInterval;
+  if (s->stream == nullptr) {
+    wait = std::clamp(s->reconnect_at - absl::Now(), absl::ZeroDuration(),
+                      kPollInterval);
+  }
+  mu_.AwaitWithTimeout(absl::Condition(&has_work), wait);
+  if (s->stream != nullptr &&
+      channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) {
+    last_connected_ = absl::Now();
+  }
+  if (!handoffs_.empty()) {
+    *handoff = std::move(handoffs_.front());
+    handoffs_.pop_front();
+    return SenderAction::kEncode;
+  }
+  if (shutting_down_) return SenderAction::kExit;
+  if (s->stream == nullptr) {
+    return absl::Now() >= s->reconnect_at ? SenderAction::kOpen
+                                          : SenderAction::kNone;
+  }
+  if (stream_broken_) return SenderAction::kTeardown;
+  if ((*write = window_->NextToWrite())) return SenderAction::kWrite;
+  return SenderAction::kNone;
+}
+
+void ActorClient::OpenRolloutStream(SenderState* s) {
+  static const std::string* const method = new std::string(absl::StrCat(
+      "/", LearnerService::service_full_name(), "/StreamRollouts"));
+  s->context = std::make_unique<grpc::ClientContext>();
+  if (!options_.run_key.empty()) {
+    s->context->AddMetadata(kRunKeyMetadata, options_.run_key);
+    s->context->AddMetadata(kActorIdMetadata,
+                            std::to_string(options_.actor_id));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) {
+      s->context.reset();
+      return;
+    }
+    rollout_context_ = s->context.get();
+    window_->OnStreamOpened();
+    stream_broken_ = false;
+    stream_got_ack_ = false;
+    ack_reader_done_ = false;
+    if (++s->streams_opened > 1) ++counters_.reconnects;
+  }
+  s->stream = std::make_unique<RawClientStream<RolloutAck>>(channel_, *method,
+                                                            s->context.get());
+  s->ack_reader = StartThread("actor-acks", [this, stream = s->stream.get()] {
+    SetThreadName("actor-acks");
+    AckReaderLoop(stream);
+  });
+}
+
+void ActorClient::WriteSegment(SenderState* s,
+                               const SegmentWindow::Write& write) {
+  const absl::Time write_start = absl::Now();
+  const bool ok = s->stream->Write(SerializeAliased(write.segment));
+  if (ok && options_.emitter != nullptr) {
+    options_.emitter->Emit("actor/segment_send_seconds",
+                           write.sequence_number *
+                               options_.spec.segment_length() *
+                               options_.spec.envs_per_actor(),
+                           absl::ToDoubleSeconds(absl::Now() - write_start),
+                           {{"actor", std::to_string(options_.actor_id)}});
+  }
+  absl::MutexLock lock(&mu_);
+  if (!ok) {
+    stream_broken_ = true;
+    return;
+  }
+  window_->OnWritten(write.sequence_number);
+  ++counters_.segments_sent;
+  if (write.resend) ++counters_.segments_resent;
+  last_connected_ = absl::Now();
+}
+
+void ActorClient::TeardownRolloutStream(SenderState* s) {
+  const auto [status, got_ack] = CloseRolloutStream(s, /*graceful=*/false);
+  if (got_ack) {
+    s->backoff.Reset();
+    s->failures = 0;
+  }
+  const absl::Duration delay = s->backoff.Next();
+  s->reconnect_at = absl::Now() + delay;
+  if (RefusedForGood(status)) {
+    // Sending it again would be refused again, for ever, while the run
+    // holds its workers at no progress: a worker failure, with the reason,
+    // that the coordinator counts against the run.
+    absl::MutexLock lock(&mu_);
+    sender_error_ = absl::FailedPreconditionError(absl::StrCat(
+        "the learner refused a segment for a reason that cannot change: ",
+        Describe(status)));
+    RL_LOG_ERROR("{}", sender_error_.ToString());
+  } else if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    RL_LOG_ERROR(
+        "THE LEARNER REJECTED A SEGMENT (a bug on the actor side): {}; "
+        "reconnecting in {}",
+        Describe(status), FormatDelay(delay));
+  } else {
+    LogReconnect("rollout stream to", options_.learner_address, status, delay,
+                 ++s->failures);
+  }
+}
+
+std::pair<grpc::Status, bool> ActorClient::CloseRolloutStream(SenderState* s,
+                                                              bool graceful) {
+  if (graceful) s->stream->WritesDone();
+  {
+    absl::MutexLock lock(&mu_);
+    auto reader_done = [this]() {
+      mu_.AssertReaderHeld();
+      return ack_reader_done_;
+    };
+    if (graceful) {
+      mu_.AwaitWithTimeout(absl::Condition(&reader_done), kCloseTimeout);
+    }
+    if (!ack_reader_done_) s->context->TryCancel();
+  }
+  s->ack_reader.join();
+  grpc::Status status = s->stream->Finish();
+  bool got_ack;
+  {
+    absl::MutexLock lock(&mu_);
+    rollout_context_ = nullptr;
+    got_ack = stream_got_ack_;
+  }
+  s->stream.reset();
+  s->context.reset();
+  return {status, got_ack};
 }
 
 void ActorClient::PolicyLoop() {

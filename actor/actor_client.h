@@ -25,8 +25,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -159,7 +161,27 @@ class ActorClient {
   absl::Status CheckConnected() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The sender thread: encodes handoffs, opens the rollout stream, writes
+  // the window's segments, and tears the stream down and reopens it (with
+  // backoff) when it breaks. Its state is the sender thread's own.
+  struct SenderState;
+  enum class SenderAction { kNone, kEncode, kOpen, kWrite, kTeardown, kExit };
   void SenderLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for work and says what it is (taking a handoff or a write).
+  SenderAction NextSenderAction(SenderState* s, std::optional<Handoff>* handoff,
+                                std::optional<SegmentWindow::Write>* write)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void OpenRolloutStream(SenderState* s) ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteSegment(SenderState* s, const SegmentWindow::Write& write)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // After a broken stream: closes it and schedules the reconnect, or
+  // records a refusal that cannot change as the sender's error.
+  void TeardownRolloutStream(SenderState* s) ABSL_LOCKS_EXCLUDED(mu_);
+  // Ends the stream; graceful: half-close and let the learner end it.
+  // Returns its status and whether it carried any ack.
+  std::pair<grpc::Status, bool> CloseRolloutStream(SenderState* s,
+                                                   bool graceful)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void EncodeHandoff(const Handoff& handoff) ABSL_LOCKS_EXCLUDED(mu_);
   void AckReaderLoop(RawClientStream<RolloutAck>* stream)
       ABSL_LOCKS_EXCLUDED(mu_);

@@ -19,18 +19,25 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/local_workers.h"
 #include "coordinator/queue_wait.h"
+#include "telemetry/client/metric_table.h"
 
 namespace rl {
 namespace {
 
-// Runs per state and workers per role, now.
-struct Census {
+// The coordinator's figures now: runs per state, workers per role, the
+// watch streams and the refusals.
+struct CoordinatorFigures {
   std::map<std::string, int> runs_by_state;
   std::map<std::string, int> workers_by_role;
+  int64_t watchers = 0;
+  int64_t refused_watchers = 0;
+  int64_t refused_user_watchers = 0;
+  int64_t refused_user_queue = 0;
 };
 
-Census TakeCensus(CoordinatorCore* core) {
-  Census c;
+CoordinatorFigures TakeFigures(CoordinatorCore* core,
+                               const RunServiceImpl* runs) {
+  CoordinatorFigures c;
   for (int s = RunState_MIN; s <= RunState_MAX; ++s) {
     if (RunState_IsValid(s) && s != RUN_STATE_UNSPECIFIED) {
       c.runs_by_state[RunState_Name(static_cast<RunState>(s))] = 0;
@@ -52,37 +59,51 @@ Census TakeCensus(CoordinatorCore* core) {
     if (w.alive())
       ++c.workers_by_role[WorkerRole_Name(w.capabilities().role())];
   }
+  c.watchers = runs->watchers();
+  c.refused_watchers = runs->refused_watchers();
+  c.refused_user_watchers = runs->refused_user_watchers();
+  c.refused_user_queue = core->refused_by_user_quota();
   return c;
 }
 
-void EmitCensus(CoordinatorCore* core, Emitter* emitter, int64_t step) {
-  if (!emitter->enabled()) return;
-  const Census c = TakeCensus(core);
-  for (const auto& [state, n] : c.runs_by_state) {
-    emitter->Emit("coordinator/runs", step, n, {{"state", state}});
+MetricSamples ByLabel(const char* label, const std::map<std::string, int>& n) {
+  MetricSamples out;
+  for (const auto& [value, count] : n) {
+    out.push_back({{{label, value}}, static_cast<double>(count)});
   }
-  int workers = 0;
-  for (const auto& [role, n] : c.workers_by_role) workers += n;
-  emitter->Emit("coordinator/workers", step, workers);
+  return out;
 }
 
-void RegisterCensusMetrics(CoordinatorCore* core, MetricsRegistry* registry) {
-  registry->AddCallback(
-      "coordinator_runs", "Runs by state.", "gauge", [core]() {
-        MetricSamples out;
-        for (const auto& [state, n] : TakeCensus(core).runs_by_state) {
-          out.push_back({{{"state", state}}, static_cast<double>(n)});
-        }
-        return out;
-      });
-  registry->AddCallback(
-      "coordinator_workers", "Registered workers by role.", "gauge", [core]() {
-        MetricSamples out;
-        for (const auto& [role, n] : TakeCensus(core).workers_by_role) {
-          out.push_back({{{"role", role}}, static_cast<double>(n)});
-        }
-        return out;
-      });
+// The coordinator's metric-name table (see telemetry/client/metric_table.h).
+const std::vector<MetricEntry<CoordinatorFigures>>& CoordinatorMetricTable() {
+  using F = CoordinatorFigures;
+  static const auto* table = new std::vector<MetricEntry<F>>{
+      {"coordinator/runs", "coordinator_runs", "Runs by state.", "gauge",
+       nullptr, [](const F& f) { return ByLabel("state", f.runs_by_state); }},
+      {nullptr, "coordinator_workers", "Registered workers by role.", "gauge",
+       nullptr, [](const F& f) { return ByLabel("role", f.workers_by_role); }},
+      {"coordinator/workers", nullptr, nullptr, nullptr,
+       [](const F& f) {
+         int n = 0;
+         for (const auto& [role, count] : f.workers_by_role) n += count;
+         return static_cast<double>(n);
+       }},
+      {nullptr, "coordinator_watchers", "Open WatchRun streams.", "gauge",
+       [](const F& f) { return static_cast<double>(f.watchers); }},
+      {nullptr, "coordinator_refused_total",
+       "Requests refused by a limit (--max_watchers, "
+       "--max_queued_runs_per_user).",
+       "counter", nullptr,
+       [](const F& f) {
+         return MetricSamples{{{{"reason", "watchers"}},
+                               static_cast<double>(f.refused_watchers)},
+                              {{{"reason", "user_watchers"}},
+                               static_cast<double>(f.refused_user_watchers)},
+                              {{{"reason", "user_queue"}},
+                               static_cast<double>(f.refused_user_queue)}};
+       }},
+  };
+  return *table;
 }
 
 }  // namespace
@@ -211,24 +232,10 @@ class CoordinatorProcess::Impl {
     }
     ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
     WatchQueueWaits();
-    RegisterCensusMetrics(core_.get(), telemetry_->registry());
-    RunServiceImpl* runs = runs_.get();
-    telemetry_->registry()->AddCallback(
-        "coordinator_watchers", "Open WatchRun streams.", "gauge", [runs]() {
-          return MetricSamples{{{}, static_cast<double>(runs->watchers())}};
-        });
-    telemetry_->registry()->AddCallback(
-        "coordinator_refused_total",
-        "Requests refused by a limit (--max_watchers, "
-        "--max_queued_runs_per_user).",
-        "counter", [runs, core = core_.get()]() {
-          return MetricSamples{
-              {{{"reason", "watchers"}},
-               static_cast<double>(runs->refused_watchers())},
-              {{{"reason", "user_watchers"}},
-               static_cast<double>(runs->refused_user_watchers())},
-              {{{"reason", "user_queue"}},
-               static_cast<double>(core->refused_by_user_quota())}};
+    RegisterProcessMetricTable<CoordinatorFigures>(
+        telemetry_->registry(), CoordinatorMetricTable(),
+        [core = core_.get(), runs = runs_.get()] {
+          return TakeFigures(core, runs);
         });
     if (embedded_ != nullptr) embedded_->Start();
     return absl::OkStatus();
@@ -243,8 +250,11 @@ class CoordinatorProcess::Impl {
         next_census = absl::Now() + absl::Seconds(5);
         // Steps are wall-clock seconds: they go on across a coordinator
         // restart (the store replaces points re-emitted at a step).
-        EmitCensus(core_.get(), telemetry_->emitter(),
-                   absl::ToUnixSeconds(absl::Now()));
+        if (telemetry_->emitter()->enabled()) {
+          EmitMetricTable(
+              telemetry_->emitter(), absl::ToUnixSeconds(absl::Now()),
+              CoordinatorMetricTable(), TakeFigures(core_.get(), runs_.get()));
+        }
       }
     }
     Shutdown();

@@ -60,6 +60,58 @@ void RegisterLearnerMetrics(MetricsRegistry* registry,
       });
 }
 
+// The learner process's own figures: its streams and its segment budget.
+struct LearnerProcessFigures {
+  int64_t open_streams = 0;
+  int64_t refused_streams = 0;
+  int64_t refused_streams_per_client = 0;
+  int64_t inflight_segment_bytes = 0;
+  int64_t refused_segments = 0;
+};
+
+const std::vector<MetricEntry<LearnerProcessFigures>>&
+LearnerProcessMetricTable() {
+  using F = LearnerProcessFigures;
+  static const auto* table = new std::vector<MetricEntry<F>>{
+      {nullptr, "learner_open_streams", "Open rollout and policy streams.",
+       "gauge", [](const F& f) { return static_cast<double>(f.open_streams); }},
+      {nullptr, "learner_refused_streams_total",
+       "Streams refused: limit=\"total\" by --max_streams, "
+       "limit=\"per_client\" by --max_streams_per_client.",
+       "counter", nullptr,
+       [](const F& f) {
+         return MetricSamples{
+             {{{"limit", "total"}}, static_cast<double>(f.refused_streams)},
+             {{{"limit", "per_client"}},
+              static_cast<double>(f.refused_streams_per_client)}};
+       }},
+      {nullptr, "learner_inflight_segment_bytes",
+       "Bytes of rollout segments waiting for the PPO thread.", "gauge",
+       [](const F& f) {
+         return static_cast<double>(f.inflight_segment_bytes);
+       }},
+      {nullptr, "learner_refused_segments_total",
+       "Rollout segments refused by --max_inflight_segment_mb.", "counter",
+       [](const F& f) { return static_cast<double>(f.refused_segments); }},
+  };
+  return *table;
+}
+
+void RegisterLearnerProcessMetrics(MetricsRegistry* registry,
+                                   const LearnerServiceImpl* service,
+                                   std::shared_ptr<SegmentBudget> budget) {
+  RegisterProcessMetricTable<LearnerProcessFigures>(
+      registry, LearnerProcessMetricTable(), [service, budget] {
+        LearnerProcessFigures f;
+        f.open_streams = service->open_streams();
+        f.refused_streams = service->refused_streams();
+        f.refused_streams_per_client = service->refused_streams_per_client();
+        f.inflight_segment_bytes = budget->held_bytes();
+        f.refused_segments = budget->refused();
+        return f;
+      });
+}
+
 std::string ResultJson(const LearnerStatus& s, bool done) {
   const double mean = s.progress().mean_return();
   return absl::StrFormat(
@@ -128,37 +180,8 @@ class LearnerProcess::Impl {
     telemetry.security = options_.security;
     ASSIGN_OR_RETURN(telemetry_, ProcessTelemetry::Start(telemetry));
     RegisterLearnerMetrics(telemetry_->registry(), current_);
-    LearnerServiceImpl* service = &service_;
-    telemetry_->registry()->AddCallback(
-        "learner_open_streams", "Open rollout and policy streams.", "gauge",
-        [service]() {
-          return MetricSamples{
-              {{}, static_cast<double>(service->open_streams())}};
-        });
-    telemetry_->registry()->AddCallback(
-        "learner_refused_streams_total",
-        "Streams refused: limit=\"total\" by --max_streams, "
-        "limit=\"per_client\" by --max_streams_per_client.",
-        "counter", [service]() {
-          return MetricSamples{
-              {{{"limit", "total"}},
-               static_cast<double>(service->refused_streams())},
-              {{{"limit", "per_client"}},
-               static_cast<double>(service->refused_streams_per_client())}};
-        });
-    std::shared_ptr<SegmentBudget> budget = segment_budget_;
-    telemetry_->registry()->AddCallback(
-        "learner_inflight_segment_bytes",
-        "Bytes of rollout segments waiting for the PPO thread.", "gauge",
-        [budget]() {
-          return MetricSamples{{{}, static_cast<double>(budget->held_bytes())}};
-        });
-    telemetry_->registry()->AddCallback(
-        "learner_refused_segments_total",
-        "Rollout segments refused by --max_inflight_segment_mb.", "counter",
-        [budget]() {
-          return MetricSamples{{{}, static_cast<double>(budget->refused())}};
-        });
+    RegisterLearnerProcessMetrics(telemetry_->registry(), &service_,
+                                  segment_budget_);
 
     if (!worker) {
       LearnerOptions learner;

@@ -16,6 +16,7 @@
 #include "common/thread.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "telemetry/client/http_endpoint.h"
+#include "telemetry/client/metric_table.h"
 #include "telemetry/client/metrics_registry.h"
 #include "telemetry/http_api.h"
 #include "telemetry/telemetry_service.h"
@@ -71,92 +72,111 @@ class RunStatePoller {
   NamedThread thread_;
 };
 
-// Prometheus families over the core's and the service's counters.
+// Telemetry's own figures: the core's counters and the service's.
+struct TelemetryFigures {
+  TelemetryCoreStats core;
+  int64_t ingest_streams = 0;
+  int64_t refused_ingest_streams = 0;
+  int64_t refused_ingest_streams_per_client = 0;
+  int64_t watch_backlog_bytes = 0;
+};
+
+// Telemetry's metric-name table (see telemetry/client/metric_table.h):
+// Prometheus families only (its own figures are not stored as series).
+const std::vector<MetricEntry<TelemetryFigures>>& TelemetryMetricTable() {
+  using F = TelemetryFigures;
+  auto core = [](int64_t TelemetryCoreStats::*field) {
+    return [field](const F& f) { return static_cast<double>(f.core.*field); };
+  };
+  using S = TelemetryCoreStats;
+  static const auto* table = new std::vector<MetricEntry<F>>{
+      {nullptr, "telemetry_stored_points_total", "Points stored durably.",
+       "counter", core(&S::stored_points)},
+      {nullptr, "telemetry_stored_batches_total", "Batches stored durably.",
+       "counter", core(&S::stored_batches)},
+      {nullptr, "telemetry_duplicate_batches_total",
+       "Resent batches already stored (acknowledged, not stored again).",
+       "counter", core(&S::duplicate_batches)},
+      {nullptr, "telemetry_refused_batches_total",
+       "Batches refused by the store.", "counter", core(&S::refused_batches)},
+      {nullptr, "telemetry_transactions_total",
+       "Store transactions (group commits).", "counter",
+       core(&S::transactions)},
+      {nullptr, "telemetry_queued_batches", "Batches waiting for the store.",
+       "gauge", core(&S::queued_batches)},
+      {nullptr, "telemetry_watchers", "Live Watch streams.", "gauge",
+       core(&S::watchers)},
+      {nullptr, "telemetry_tensorboard_points_total",
+       "Points written to TensorBoard event files.", "counter",
+       core(&S::tensorboard_points)},
+      {nullptr, "telemetry_tensorboard_dropped_points_total",
+       "Points not written to event files: their backlog was full.", "counter",
+       core(&S::tensorboard_dropped_points)},
+      {nullptr, "telemetry_open_event_files", "TensorBoard event files open.",
+       "gauge", core(&S::open_event_files)},
+      {nullptr, "telemetry_in_flight_batches",
+       "Batches from all streams submitted and not yet stored.", "gauge",
+       core(&S::in_flight_batches)},
+      {nullptr, "telemetry_in_flight_bytes",
+       "Serialized bytes of the batches in flight.", "gauge",
+       core(&S::in_flight_bytes)},
+      {nullptr, "telemetry_refused_total",
+       "Requests refused by a limit, by reason: ingest_budget "
+       "(max_ingest_batches/bytes), watchers (max_watchers), watch_backlog "
+       "(max_watch_backlog_bytes), series_per_run (max_series_per_run), runs "
+       "(max_runs), runs_per_source (max_new_runs_per_source_per_minute).",
+       "counter", nullptr,
+       [](const F& f) {
+         const S& s = f.core;
+         MetricSamples samples;
+         for (const auto& [reason, value] :
+              {std::pair<const char*, int64_t>{"ingest_budget",
+                                               s.refused_ingest_budget},
+               {"watchers", s.refused_watchers},
+               {"watch_backlog", s.refused_watch_backlog},
+               {"series_per_run", s.refused_series_per_run},
+               {"series_per_source", s.refused_series_per_source},
+               {"runs", s.refused_runs},
+               {"runs_per_source", s.refused_runs_per_source}}) {
+           samples.push_back(
+               {{{"reason", reason}}, static_cast<double>(value)});
+         }
+         return samples;
+       }},
+      {nullptr, "telemetry_ingest_streams", "Open ingest streams.", "gauge",
+       [](const F& f) { return static_cast<double>(f.ingest_streams); }},
+      {nullptr, "telemetry_refused_ingest_streams_total",
+       "Ingest streams refused: limit=\"total\" by --max_ingest_streams, "
+       "limit=\"per_client\" by --max_ingest_streams_per_client.",
+       "counter", nullptr,
+       [](const F& f) {
+         return MetricSamples{
+             {{{"limit", "total"}},
+              static_cast<double>(f.refused_ingest_streams)},
+             {{{"limit", "per_client"}},
+              static_cast<double>(f.refused_ingest_streams_per_client)}};
+       }},
+      {nullptr, "telemetry_watch_backlog_bytes",
+       "Bytes of points queued for Watch clients that have not read them.",
+       "gauge",
+       [](const F& f) { return static_cast<double>(f.watch_backlog_bytes); }},
+  };
+  return *table;
+}
+
 void RegisterCoreMetrics(TelemetryCore* core,
                          const TelemetryServiceImpl* service,
                          MetricsRegistry* registry) {
-  auto family = [registry, core](const std::string& name,
-                                 const std::string& help,
-                                 const std::string& type,
-                                 int64_t TelemetryCoreStats::*field) {
-    registry->AddCallback(name, help, type, [core, field]() {
-      return MetricSamples{{{}, static_cast<double>(core->stats().*field)}};
-    });
-  };
-  using S = TelemetryCoreStats;
-  family("telemetry_stored_points_total", "Points stored durably.", "counter",
-         &S::stored_points);
-  family("telemetry_stored_batches_total", "Batches stored durably.", "counter",
-         &S::stored_batches);
-  family("telemetry_duplicate_batches_total",
-         "Resent batches already stored (acknowledged, not stored again).",
-         "counter", &S::duplicate_batches);
-  family("telemetry_refused_batches_total", "Batches refused by the store.",
-         "counter", &S::refused_batches);
-  family("telemetry_transactions_total", "Store transactions (group commits).",
-         "counter", &S::transactions);
-  family("telemetry_queued_batches", "Batches waiting for the store.", "gauge",
-         &S::queued_batches);
-  family("telemetry_watchers", "Live Watch streams.", "gauge", &S::watchers);
-  family("telemetry_tensorboard_points_total",
-         "Points written to TensorBoard event files.", "counter",
-         &S::tensorboard_points);
-  family("telemetry_tensorboard_dropped_points_total",
-         "Points not written to event files: their backlog was full.",
-         "counter", &S::tensorboard_dropped_points);
-  family("telemetry_open_event_files", "TensorBoard event files open.", "gauge",
-         &S::open_event_files);
-  family("telemetry_in_flight_batches",
-         "Batches from all streams submitted and not yet stored.", "gauge",
-         &S::in_flight_batches);
-  family("telemetry_in_flight_bytes",
-         "Serialized bytes of the batches in flight.", "gauge",
-         &S::in_flight_bytes);
-  registry->AddCallback(
-      "telemetry_refused_total",
-      "Requests refused by a limit, by reason: ingest_budget "
-      "(max_ingest_batches/bytes), watchers (max_watchers), watch_backlog "
-      "(max_watch_backlog_bytes), series_per_run (max_series_per_run), runs "
-      "(max_runs), runs_per_source (max_new_runs_per_source_per_minute).",
-      "counter", [core]() {
-        const TelemetryCoreStats s = core->stats();
-        MetricSamples samples;
-        for (const auto& [reason, value] :
-             {std::pair<const char*, int64_t>{"ingest_budget",
-                                              s.refused_ingest_budget},
-              {"watchers", s.refused_watchers},
-              {"watch_backlog", s.refused_watch_backlog},
-              {"series_per_run", s.refused_series_per_run},
-              {"series_per_source", s.refused_series_per_source},
-              {"runs", s.refused_runs},
-              {"runs_per_source", s.refused_runs_per_source}}) {
-          samples.push_back({{{"reason", reason}}, static_cast<double>(value)});
-        }
-        return samples;
-      });
-  registry->AddCallback(
-      "telemetry_ingest_streams", "Open ingest streams.", "gauge", [service]() {
-        return MetricSamples{
-            {{}, static_cast<double>(service->open_ingest_streams())}};
-      });
-  registry->AddCallback(
-      "telemetry_refused_ingest_streams_total",
-      "Ingest streams refused: limit=\"total\" by --max_ingest_streams, "
-      "limit=\"per_client\" by --max_ingest_streams_per_client.",
-      "counter", [service]() {
-        return MetricSamples{
-            {{{"limit", "total"}},
-             static_cast<double>(service->refused_ingest_streams())},
-            {{{"limit", "per_client"}},
-             static_cast<double>(
-                 service->refused_ingest_streams_per_client())}};
-      });
-  registry->AddCallback(
-      "telemetry_watch_backlog_bytes",
-      "Bytes of points queued for Watch clients that have not read them.",
-      "gauge", [service]() {
-        return MetricSamples{
-            {{}, static_cast<double>(service->watch_backlog_bytes())}};
+  RegisterProcessMetricTable<TelemetryFigures>(
+      registry, TelemetryMetricTable(), [core, service] {
+        TelemetryFigures f;
+        f.core = core->stats();
+        f.ingest_streams = service->open_ingest_streams();
+        f.refused_ingest_streams = service->refused_ingest_streams();
+        f.refused_ingest_streams_per_client =
+            service->refused_ingest_streams_per_client();
+        f.watch_backlog_bytes = service->watch_backlog_bytes();
+        return f;
       });
 }
 

@@ -11,6 +11,11 @@
 //   };
 //   EmitMetricTable(emitter, step, kTable, status);        // the series
 //   RegisterMetricTable(registry, kTable, sample_of_run);  // the families
+//
+// An entry gives either one `value` or, for a figure kept per label (runs
+// by state, refusals by reason), `labelled` samples. A process-wide table
+// (the coordinator's, telemetry's own) is registered with
+// RegisterProcessMetricTable: its samples carry no run label.
 #ifndef RL_TELEMETRY_CLIENT_METRIC_TABLE_H_
 #define RL_TELEMETRY_CLIENT_METRIC_TABLE_H_
 
@@ -35,7 +40,23 @@ struct MetricEntry {
   const char* type;    // of the family: "counter" or "gauge"
   // The figure; NaN: none this time (nothing emitted or exported).
   std::function<double(const Figures&)> value;
+  // Instead of `value`: one sample per label set.
+  std::function<MetricSamples(const Figures&)> labelled = nullptr;
 };
+
+namespace metric_table_internal {
+
+// The entry's samples now: `labelled`'s, or `value`'s unlabelled (none
+// when NaN).
+template <typename Figures>
+MetricSamples SamplesOf(const MetricEntry<Figures>& m, const Figures& f) {
+  if (m.labelled) return m.labelled(f);
+  const double v = m.value(f);
+  if (std::isnan(v)) return {};
+  return {{{}, v}};
+}
+
+}  // namespace metric_table_internal
 
 // Emits every entry with a series at `step`.
 template <typename Figures>
@@ -45,8 +66,15 @@ void EmitMetricTable(Emitter* emitter, int64_t step,
   if (emitter == nullptr || !emitter->enabled()) return;
   for (const MetricEntry<Figures>& m : table) {
     if (m.series == nullptr) continue;
-    const double value = m.value(figures);
-    if (!std::isnan(value)) emitter->Emit(m.series, step, value);
+    for (const auto& [labels, value] :
+         metric_table_internal::SamplesOf(m, figures)) {
+      if (std::isnan(value)) continue;
+      if (labels.empty()) {
+        emitter->Emit(m.series, step, value);
+      } else {
+        emitter->Emit(m.series, step, value, labels);
+      }
+    }
   }
 }
 
@@ -64,14 +92,36 @@ void RegisterMetricTable(MetricsRegistry* registry,
                          RunFigures<Figures> sample) {
   for (const MetricEntry<Figures>& m : table) {
     if (m.family == nullptr) continue;
-    registry->AddCallback(
-        m.family, m.help, m.type, [value = m.value, sample]() {
-          const std::optional<std::pair<std::string, Figures>> now = sample();
-          if (!now) return MetricSamples{};
-          const double v = value(now->second);
-          if (std::isnan(v)) return MetricSamples{};
-          return MetricSamples{{{{"run", now->first}}, v}};
-        });
+    registry->AddCallback(m.family, m.help, m.type, [m, sample]() {
+      const std::optional<std::pair<std::string, Figures>> now = sample();
+      if (!now) return MetricSamples{};
+      MetricSamples out;
+      for (auto& [labels, v] :
+           metric_table_internal::SamplesOf(m, now->second)) {
+        if (std::isnan(v)) continue;
+        labels.insert(labels.begin(), {"run", now->first});
+        out.push_back({std::move(labels), v});
+      }
+      return out;
+    });
+  }
+}
+
+// Registers every entry with a family, sampled from `figures` at each
+// scrape, without a run label: for a process's own figures.
+template <typename Figures>
+void RegisterProcessMetricTable(MetricsRegistry* registry,
+                                const std::vector<MetricEntry<Figures>>& table,
+                                std::function<Figures()> figures) {
+  for (const MetricEntry<Figures>& m : table) {
+    if (m.family == nullptr) continue;
+    registry->AddCallback(m.family, m.help, m.type, [m, figures]() {
+      MetricSamples out;
+      for (auto& sample : metric_table_internal::SamplesOf(m, figures())) {
+        if (!std::isnan(sample.second)) out.push_back(std::move(sample));
+      }
+      return out;
+    });
   }
 }
 

@@ -102,5 +102,49 @@ TEST(MetricTableTest, FamiliesAreSampledPerScrapeWithTheRunLabel) {
   EXPECT_THAT(text, Not(HasSubstr("policy_lag")));  // telemetry only
 }
 
+struct Census {
+  int running = 0;
+  int failed = 0;
+};
+
+const std::vector<MetricEntry<Census>>& CensusTable() {
+  static const auto* table = new std::vector<MetricEntry<Census>>{
+      {"demo/runs", "demo_runs", "Runs by state.", "gauge", nullptr,
+       [](const Census& c) {
+         return MetricSamples{{{{"state", "RUNNING"}}, double(c.running)},
+                              {{{"state", "FAILED"}}, double(c.failed)}};
+       }},
+      {nullptr, "demo_total_runs", "Runs.", "gauge",
+       [](const Census& c) { return double(c.running + c.failed); }},
+  };
+  return *table;
+}
+
+TEST(MetricTableTest, LabelledEntriesExportEveryLabelSet) {
+  MetricsRegistry registry;
+  Census census{2, 1};
+  RegisterProcessMetricTable<Census>(&registry, CensusTable(),
+                                     [&census] { return census; });
+  std::string text = registry.RenderText();
+  EXPECT_THAT(text, HasSubstr("demo_runs{state=\"RUNNING\"} 2"));
+  EXPECT_THAT(text, HasSubstr("demo_runs{state=\"FAILED\"} 1"));
+  EXPECT_THAT(text, HasSubstr("demo_total_runs 3"));
+  census.failed = 4;  // read again at the next scrape
+  text = registry.RenderText();
+  EXPECT_THAT(text, HasSubstr("demo_runs{state=\"FAILED\"} 4"));
+  EXPECT_THAT(text, HasSubstr("demo_total_runs 6"));
+
+  RegisterMetricTable<Census>(
+      &registry,
+      {{nullptr, "demo_run_states", "Per run.", "gauge", nullptr,
+        [](const Census& c) {
+          return MetricSamples{{{{"state", "RUNNING"}}, double(c.running)}};
+        }}},
+      [&census] { return std::make_pair(std::string("run-9"), census); });
+  text = registry.RenderText();
+  EXPECT_THAT(text,
+              HasSubstr("demo_run_states{run=\"run-9\",state=\"RUNNING\"} 2"));
+}
+
 }  // namespace
 }  // namespace rl
