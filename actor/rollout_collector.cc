@@ -25,12 +25,17 @@ uint64_t SamplingSeed(uint64_t seed) {
 
 absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
     const RunSpec& spec, uint64_t seed, int env_threads) {
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<BatchedEnv> env,
-      BatchedEnv::Create(spec.env().id(), spec.envs_per_actor(), seed,
-                         env_threads, spec.env().max_episode_steps()));
-  return std::unique_ptr<RolloutCollector>(
+  EnvOpenOptions options;
+  options.num_envs = spec.envs_per_actor();
+  options.seed = seed;
+  options.num_threads = env_threads;
+  ASSIGN_OR_RETURN(std::unique_ptr<BatchedEnv> env,
+                   OpenEnv(spec.env(), options));
+  std::unique_ptr<RolloutCollector> collector(
       new RolloutCollector(spec, std::move(env), seed));
+  RETURN_IF_ERROR(collector->env_->Reset(
+      collector->current_observations_.data_ptr<float>()));
+  return collector;
 }
 
 RolloutCollector::RolloutCollector(const RunSpec& spec,
@@ -46,7 +51,6 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
   final_observations_ = torch::zeros({num_steps_, num_envs_, obs});
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
   episode_length_rows_ = torch::zeros({num_steps_, num_envs_}, torch::kInt32);
-  env_->Reset(current_observations_.data_ptr<float>());
   if (spec.ppo().normalize_rewards()) {
     reward_scaler_ =
         std::make_unique<RewardScaler>(num_envs_, spec.ppo().gamma());

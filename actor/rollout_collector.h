@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "actor/reward_scaler.h"
 #include "envs/batched_env.h"
+#include "envs/env_plugin.h"
 #include "policy/actor_critic.h"
 #include "policy/fused_policy.h"
 #include "policy/rollout.h"

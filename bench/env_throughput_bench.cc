@@ -126,7 +126,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   BatchedEnv& env = **soa;
-  env.Reset(rollout.obs.data());
+  if (!env.Reset(rollout.obs.data()).ok()) std::abort();
   bool ok = true;
   const double soa_rate = Measure(num_envs, steps, seconds, [&] {
     for (int t = 0; t < steps; ++t) {

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 
 #define RL_STATUS_CONCAT_INNER_(a, b) a##b
 #define RL_STATUS_CONCAT_(a, b) RL_STATUS_CONCAT_INNER_(a, b)
@@ -27,5 +28,24 @@
   auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
+
+namespace rl {
+
+// A failure that would recur on any worker (an environment plugin that
+// cannot be loaded, declares other spaces than the run, or fails a step):
+// the run fails at once rather than being retried against its failure
+// budget. Carried as a payload, so it survives RETURN_IF_ERROR.
+inline constexpr char kRunFatalPayload[] = "type.rl/run_fatal";
+
+inline absl::Status MarkRunFatal(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kRunFatalPayload, absl::Cord("1"));
+  return status;
+}
+
+inline bool IsRunFatal(const absl::Status& status) {
+  return status.GetPayload(kRunFatalPayload).has_value();
+}
+
+}  // namespace rl
 
 #endif  // RL_COMMON_STATUS_H_

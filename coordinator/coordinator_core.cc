@@ -535,9 +535,18 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     {
       absl::MutexLock lock(&mu_);
       scheduler_.ReleaseWorker(request.worker_id());
-      changed = WorkerFailedLocked(
-          run_id,
-          absl::StrCat("actor ", request.worker_id(), ": ", request.error()));
+      const std::string reason =
+          absl::StrCat("actor ", request.worker_id(), ": ", request.error());
+      auto current = store_->GetRun(run_id);
+      if (request.fatal() && current.ok() &&
+          (current->state() == RUNNING || current->state() == PLACING)) {
+        // It would fail the same way on every actor: no retries.
+        RL_LOG_WARNING("run {} fails: {}", run_id, reason);
+        auto failed = FinishRunLocked(run_id, FAILED, reason);
+        if (failed.ok()) changed = *std::move(failed);
+      } else {
+        changed = WorkerFailedLocked(run_id, reason);
+      }
     }
     if (changed.has_value()) Notify(*changed);
     return absl::OkStatus();

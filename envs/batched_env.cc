@@ -44,11 +44,12 @@ class CpuBatchedEnv final : public BatchedEnv {
   int num_envs() const override { return num_envs_; }
   int state_size() const override { return state_size_; }
 
-  void Reset(float* observations) override {
+  absl::Status Reset(float* observations) override {
     pool_.Run([&](int shard) {
       ResetBatchCpu(kind_, batch_, observations, ShardBegin(shard),
                     ShardBegin(shard + 1));
     });
+    return absl::OkStatus();
   }
 
   absl::Status StepDiscrete(const int64_t* actions,

@@ -42,7 +42,9 @@ struct StepOutputs {
 
 class BatchedEnv {
  public:
-  // INVALID_ARGUMENT for an unknown id, num_envs < 1 or num_threads < 1.
+  // The built-in classic-control batch of `id` (what the built-in plugin
+  // table serves; envs/env_plugin.h's OpenEnv is how the service makes
+  // environments). INVALID_ARGUMENT for an unknown id, num_envs < 1 or num_threads < 1.
   // max_episode_steps 0: the environment's registered limit. The CPU backend
   // splits the E environments across num_threads threads; results do not
   // depend on num_threads.
@@ -59,8 +61,8 @@ class BatchedEnv {
 
   // Resets every environment to a fresh random initial state (from the
   // per-environment counter-based random stream) and writes observations
-  // [E, obs].
-  virtual void Reset(float* observations) = 0;
+  // [E, obs]. A plugin's failure is FAILED_PRECONDITION with its reason.
+  virtual absl::Status Reset(float* observations) = 0;
 
   // Discrete environments take int64 actions [E] in [0, num_actions);
   // continuous ones take float actions [E, action_size] (finite; clipped to

@@ -207,7 +207,7 @@ TEST(BatchedEnvTest, DeterministicAcrossThreadCounts) {
       std::mt19937_64 rng(99);
       std::vector<StepRecord> run;
       StepRecord reset(37, obs_size);
-      env->Reset(reset.obs.data());
+      ASSERT_OK(env->Reset(reset.obs.data()));
       run.push_back(reset);
       for (int t = 0; t < 600; ++t) {
         run.emplace_back(37, obs_size);
@@ -221,7 +221,7 @@ TEST(BatchedEnvTest, DeterministicAcrossThreadCounts) {
     }
     auto other = MustCreate(id, 37, 1235, 1);
     StepRecord other_reset(37, other->spec().observation_size());
-    other->Reset(other_reset.obs.data());
+    ASSERT_OK(other->Reset(other_reset.obs.data()));
     EXPECT_NE(other_reset.obs, runs[0][0].obs) << id;
   }
 }
@@ -235,7 +235,7 @@ TEST(BatchedEnvTest, AutoResetsIntoInitialStates) {
     auto env = MustCreate(id, n, 42, 2, /*max_episode_steps=*/60);
     const int obs_size = env->spec().observation_size();
     std::vector<float> first(n * obs_size);
-    env->Reset(first.data());
+    ASSERT_OK(env->Reset(first.data()));
     for (int e = 0; e < n; ++e) {
       ASSERT_TRUE(IsInitialObservation(id, &first[e * obs_size])) << id;
     }

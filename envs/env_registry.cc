@@ -1,10 +1,12 @@
 #include "envs/env_registry.h"
 
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace rl {
 namespace {
@@ -60,6 +62,74 @@ absl::Status Disagrees(absl::string_view field, absl::string_view id,
       absl::StrCat("env.", field, ": ", id, " has ", want, " (got ", got, ")"));
 }
 
+// A plugin env's spec: declared by the run file, checked here (the
+// coordinator cannot load the plugin; actors check the plugin against it).
+absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
+  std::vector<std::string> problems;
+  auto problem = [&](absl::string_view field, absl::string_view what,
+                     double got) {
+    problems.push_back(
+        absl::StrCat("env.", field, ": ", what, " (got ", got, ")"));
+  };
+  if (env->id().empty()) {
+    problems.push_back(
+        "env.id: required (the name the plugin is asked to create)");
+  } else if (env->id().size() > 256) {
+    problem("id", "at most 256 characters", env->id().size());
+  }
+  if (env->plugin().size() > 4096) {
+    problem("plugin", "at most 4096 characters", env->plugin().size());
+  }
+  if (env->observation_size() < 1) {
+    problem("observation_size",
+            "a plugin env declares its spaces: must be >= 1 (the number of "
+            "observation elements)",
+            env->observation_size());
+  }
+  const bool discrete = env->num_discrete_actions() != 0;
+  const bool continuous = env->continuous_action_size() != 0;
+  if (discrete == continuous) {
+    problems.push_back(
+        "env: a plugin env declares exactly one of num_discrete_actions "
+        "(Discrete(n)) and continuous_action_size (Box of that many floats)");
+  }
+  if (env->num_discrete_actions() < 0) {
+    problem("num_discrete_actions", "must be >= 1",
+            env->num_discrete_actions());
+  }
+  if (env->continuous_action_size() < 0) {
+    problem("continuous_action_size", "must be >= 1",
+            env->continuous_action_size());
+  }
+  if (discrete && (env->action_low() != 0 || env->action_high() != 0)) {
+    problems.push_back(
+        "env.action_low/action_high: only for continuous actions");
+  }
+  if (continuous &&
+      !(std::isfinite(env->action_low()) && std::isfinite(env->action_high()) &&
+        env->action_low() < env->action_high())) {
+    problems.push_back(absl::StrCat(
+        "env.action_low/action_high: a plugin with continuous actions "
+        "declares finite bounds with action_low < action_high (got ",
+        env->action_low(), ", ", env->action_high(), ")"));
+  }
+  if (env->reward_low() == 0 && env->reward_high() == 0) {
+    env->set_reward_low(-std::numeric_limits<float>::infinity());
+    env->set_reward_high(std::numeric_limits<float>::infinity());
+  } else if (!(env->reward_low() <= env->reward_high())) {
+    problems.push_back(absl::StrCat(
+        "env.reward_low/reward_high: reward_low must be <= reward_high (got ",
+        env->reward_low(), ", ", env->reward_high(), ")"));
+  }
+  if (env->max_episode_steps() < 0) {
+    problem("max_episode_steps", "must be >= 0", env->max_episode_steps());
+  }
+  if (!problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<std::string>& RegisteredEnvIds() {
@@ -89,6 +159,12 @@ const EnvSpec& RegisteredEnv(EnvKind kind) {
 }
 
 absl::Status ResolveEnvSpec(EnvSpec* env) {
+  if (!env->plugin().empty()) return ResolvePluginEnvSpec(env);
+  if (env->kwargs().fields_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.kwargs: only a plugin env (env.plugin) takes kwargs; \"",
+        env->id(), "\" is built in"));
+  }
   absl::StatusOr<EnvKind> kind = FindEnvKind(env->id());
   if (!kind.ok()) {
     return absl::InvalidArgumentError(
@@ -129,7 +205,10 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
 }
 
 absl::Status CheckResolvedEnvSpec(const EnvSpec& env) {
-  if (env.observation_size() == 0 || env.max_episode_steps() == 0) {
+  if (env.observation_size() == 0 ||
+      (env.plugin().empty() && env.max_episode_steps() == 0) ||
+      (!env.plugin().empty() && env.reward_low() == 0 &&
+       env.reward_high() == 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env: the spec of \"", env.id(),
         "\" is not resolved (observation_size and max_episode_steps are "
@@ -139,7 +218,7 @@ absl::Status CheckResolvedEnvSpec(const EnvSpec& env) {
   EnvSpec resolved = env;
   RETURN_IF_ERROR(ResolveEnvSpec(&resolved));
   // Every derived field was filled and agreed: resolving changed nothing.
-  if (resolved.SerializeAsString() != env.SerializeAsString()) {
+  if (!google::protobuf::util::MessageDifferencer::Equals(resolved, env)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env: the spec of \"", env.id(), "\" lacks fields the registry fills ",
         "(resolved: ", resolved.ShortDebugString(),

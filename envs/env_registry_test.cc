@@ -55,7 +55,7 @@ TEST(EnvRegistryTest, RewardsStayInTheDeclaredRange) {
     out.rewards = rewards.data();
     out.terminated = terminated.data();
     out.truncated = truncated.data();
-    (*env)->Reset(obs.data());
+    ASSERT_OK((*env)->Reset(obs.data()));
     std::mt19937 rng(11);
     float low = 1e30f, high = -1e30f;
     for (int step = 0; step < 1000; ++step) {

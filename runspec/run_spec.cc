@@ -611,6 +611,9 @@ absl::Status ResolveRunSpec(RunSpec* spec) {
   // The derived fields are the service's to fill (the run file's are
   // ignored, as common.proto says).
   EnvSpec* env = spec->mutable_env();
+  // A plugin's spaces are the run file's to declare (the coordinator
+  // cannot load it); actors check the plugin against them.
+  if (!env->plugin().empty()) return ResolveEnvSpec(env);
   env->clear_observation_size();
   env->clear_num_discrete_actions();
   env->clear_continuous_action_size();

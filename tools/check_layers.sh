@@ -16,7 +16,7 @@ RULES=(
   "policy:envs/ runspec/ worker/ actor/ learner/ coordinator/ telemetry/ trainer/"
   "worker:envs/ runspec/ policy/ actor/ learner/ coordinator/ telemetry/ trainer/"
   "actor:learner/ coordinator/ trainer/"
-  "learner:actor/ coordinator/ trainer/ envs/batched_env envs/env_batch envs/shard_pool"
+  "learner:actor/ coordinator/ trainer/ envs/batched_env envs/builtin_env_plugin envs/env_batch envs/env_plugin envs/plugin_api envs/shard_pool"
   "coordinator:envs/ policy/ worker/ actor/ learner/ trainer/"
   "telemetry:envs/ runspec/ policy/ worker/ actor/ learner/ coordinator/ trainer/"
   "telemetry/client:telemetry/downsample telemetry/http_api telemetry/metric_store telemetry/point_chunk telemetry/stream_ledger telemetry/telemetry_ telemetry/tfevents telemetry/watch_backlog telemetry/web"

@@ -1,5 +1,7 @@
 #include "trainer/local_run.h"
 
+#include "envs/env_check.h"
+
 #include <torch/types.h>
 #include <torch/utils.h>
 #include <unistd.h>
@@ -69,6 +71,31 @@ void PrintSummary(const RunSpec& spec, const TrainResult& result) {
 }
 
 }  // namespace
+
+int CheckRunFileEnv(const std::string& run_file, int64_t steps) {
+  if (run_file.empty()) {
+    return PrintLocalRunError(
+        absl::InvalidArgumentError("a run file is required (--run)"),
+        kExitBadInput);
+  }
+  if (steps < 1) {
+    return PrintLocalRunError(
+        absl::InvalidArgumentError(
+            absl::StrCat("--steps: must be >= 1 (got ", steps, ")")),
+        kExitBadInput);
+  }
+  absl::StatusOr<RunSpec> spec = LoadRunSpecFile(run_file);
+  if (!spec.ok()) {
+    return PrintLocalRunError(spec.status(), kExitBadInput);
+  }
+  EnvCheckOptions options;
+  options.steps = steps;
+  absl::StatusOr<EnvCheckReport> report = CheckEnv(spec->env(), options);
+  if (!report.ok()) return PrintLocalRunError(report.status(), kExitFailed);
+  std::printf("%s", FormatEnvCheckReport(*report).c_str());
+  std::fflush(stdout);
+  return report->violation.empty() ? kExitDone : kExitFailed;
+}
 
 bool ParseLocalRunMode(absl::string_view word, LocalRunOptions::Mode* mode) {
   if (word == "train") {

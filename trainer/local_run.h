@@ -49,6 +49,13 @@ inline constexpr int kExitTargetMissed = 3;  // budget used, target not met
 
 enum class LocalRunOutcome { kDone, kTargetMissed };
 
+// rl_local check-env: the run file's environment stepped `steps` times with
+// random actions against the plugin contract (envs/env_check.h); prints
+// the report on stdout. Returns the exit code: kExitDone when no violation
+// is found, kExitFailed for a violation or a plugin that cannot be used,
+// kExitBadInput for a run file that is wrong.
+int CheckRunFileEnv(const std::string& run_file, int64_t steps);
+
 class LocalRun {
  public:
   // Reads the run file and builds the trainer: for training resumed from

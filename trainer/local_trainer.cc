@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
 #include "common/status.h"
+#include "envs/env_plugin.h"
 #include "learner/checkpoint.h"
 #include "learner/training_state.h"
 #include "learner/update_metrics.h"
@@ -200,9 +201,10 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   }
   RunSpec eval_spec = spec;
   eval_spec.set_envs_per_actor(std::min(episodes, 64));
-  ASSIGN_OR_RETURN(
-      auto env, BatchedEnv::Create(spec.env().id(), eval_spec.envs_per_actor(),
-                                   seed, 1, spec.env().max_episode_steps()));
+  EnvOpenOptions options;
+  options.num_envs = eval_spec.envs_per_actor();
+  options.seed = seed;
+  ASSIGN_OR_RETURN(auto env, OpenEnv(spec.env(), options));
   const EnvSpec& info = env->spec();
   const int64_t E = eval_spec.envs_per_actor();
   torch::Tensor obs = torch::zeros({E, info.observation_size()});
@@ -211,7 +213,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   torch::Tensor rewards = torch::zeros({E});
   torch::Tensor term = torch::zeros({E}, torch::kUInt8);
   torch::Tensor trunc = torch::zeros({E}, torch::kUInt8);
-  env->Reset(obs.data_ptr<float>());
+  RETURN_IF_ERROR(env->Reset(obs.data_ptr<float>()));
   // Each env slot plays episodes until `episodes` have finished in total;
   // only the first `episodes` completions count, in slot order per step.
   std::vector<double> finished;

@@ -4,6 +4,7 @@
 //
 //   rl_local train --run=examples/cartpole.yaml --run_dir=runs/cartpole
 //   rl_local eval  --run=examples/cartpole.yaml --checkpoint=runs/cartpole
+//   rl_local check-env --run=examples/plugin_env/chase.yaml [--steps=N]
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -24,12 +25,19 @@ ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
+ABSL_FLAG(int64_t, steps, 10000,
+          "check-env: batch steps of random actions (8 environments).");
 
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
-      "rl_local train|eval --run=RUN_FILE [--run_dir=DIR] [--checkpoint=DIR]";
+      "rl_local train|eval|check-env --run=RUN_FILE [--run_dir=DIR] "
+      "[--checkpoint=DIR] [--steps=N]";
   const std::vector<std::string> args =
       rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
+  if (args.size() == 1 && args[0] == "check-env") {
+    return rl::CheckRunFileEnv(absl::GetFlag(FLAGS_run),
+                               absl::GetFlag(FLAGS_steps));
+  }
   rl::LocalRunOptions options;
   if (args.size() != 1 || !rl::ParseLocalRunMode(args[0], &options.mode)) {
     std::fprintf(stderr, "usage: %s\n", kUsage);

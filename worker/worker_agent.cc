@@ -9,6 +9,7 @@
 #include "common/grpc_status.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace rl {
 
@@ -66,6 +67,7 @@ absl::Status WorkerAgent::Report(const std::optional<RunProgress>& progress,
   if (!status.ok()) {
     request.set_error(std::string(status.message()));
     request.set_retryable(status.code() == absl::StatusCode::kAborted);
+    request.set_fatal(IsRunFatal(status));
   }
   ReportStatusResponse response;
   auto context = ContextWithDeadline(absl::Seconds(5));

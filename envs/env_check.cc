@@ -1,0 +1,313 @@
+#include "envs/env_check.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/status.h"
+#include "envs/env_plugin.h"
+#include "envs/env_registry.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kErrorBytes = 1024;
+
+int64_t Elements(const rl_space& s) {
+  if (s.kind == RL_SPACE_DISCRETE) return 1;
+  int64_t n = 1;
+  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
+  return n;
+}
+
+int64_t MaskElements(const rl_space& s) {
+  if (s.kind == RL_SPACE_DISCRETE) return s.shape[0];
+  if (s.kind == RL_SPACE_MULTI_DISCRETE) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < s.shape[0]; ++k) n += s.nvec[k];
+    return n;
+  }
+  return 0;
+}
+
+// One batch made through a table, with its buffers.
+class Probe {
+ public:
+  static absl::StatusOr<std::unique_ptr<Probe>> Create(
+      const EnvPluginRef& plugin, const EnvSpec& spec,
+      const EnvCheckOptions& options) {
+    auto probe = std::unique_ptr<Probe>(new Probe(plugin.table));
+    ASSIGN_OR_RETURN(probe->kwargs_, KwargsJson(spec));
+    rl_env_options o{};
+    o.env_id = spec.id().c_str();
+    o.kwargs_json = probe->kwargs_.c_str();
+    o.num_envs = options.num_envs;
+    o.seed = options.seed;
+    o.max_episode_steps = spec.max_episode_steps();
+    o.num_threads = 1;
+    char error[kErrorBytes] = "";
+    probe->env_ = plugin.table->create(&o, &probe->info_, error, sizeof(error));
+    if (probe->env_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "environment plugin ", plugin.origin, ": create failed: ", error));
+    }
+    const int64_t n = options.num_envs;
+    probe->obs_.assign(n * Elements(probe->info_.observation), 0.f);
+    probe->final_obs_.assign(probe->obs_.size(), 0.f);
+    probe->rewards_.assign(n, 0.f);
+    probe->terminated_.assign(n, 0);
+    probe->truncated_.assign(n, 0);
+    probe->returns_.assign(n, 0.f);
+    probe->lengths_.assign(n, 0);
+    if (probe->info_.has_action_mask) {
+      probe->masks_.assign(n * MaskElements(probe->info_.action), 1);
+    }
+    return probe;
+  }
+  ~Probe() {
+    if (env_ != nullptr) table_->destroy(env_);
+  }
+
+  const rl_env_info& info() const { return info_; }
+  rl_env_buffers Buffers() {
+    rl_env_buffers b{};
+    b.observations = obs_.data();
+    b.rewards = rewards_.data();
+    b.terminated = terminated_.data();
+    b.truncated = truncated_.data();
+    b.action_masks = masks_.empty() ? nullptr : masks_.data();
+    b.final_observations = final_obs_.data();
+    b.episode_returns = returns_.data();
+    b.episode_lengths = lengths_.data();
+    return b;
+  }
+  std::string Reset() {
+    char error[kErrorBytes] = "";
+    const rl_env_buffers b = Buffers();
+    if (table_->reset(env_, &b, error, sizeof(error)) != 0) {
+      return absl::StrCat("reset failed: ", error);
+    }
+    return "";
+  }
+  std::string Step(const void* actions) {
+    char error[kErrorBytes] = "";
+    const rl_env_buffers b = Buffers();
+    if (table_->step(env_, actions, &b, error, sizeof(error)) != 0) {
+      return absl::StrCat("step failed: ", error);
+    }
+    return "";
+  }
+
+  std::vector<float> obs_, final_obs_, rewards_, returns_;
+  std::vector<uint8_t> terminated_, truncated_, masks_;
+  std::vector<int32_t> lengths_;
+
+ private:
+  explicit Probe(const rl_env_plugin* table) : table_(table) {}
+  const rl_env_plugin* table_;
+  std::string kwargs_;
+  rl_env* env_ = nullptr;
+  rl_env_info info_{};
+};
+
+// The first problem of what `p` wrote, or "".
+std::string CheckOutputs(const Probe& p, bool after_step) {
+  const rl_space& obs = p.info().observation;
+  const int64_t size = Elements(obs);
+  for (size_t k = 0; k < p.obs_.size(); ++k) {
+    const float v = p.obs_[k];
+    const int64_t e = static_cast<int64_t>(k) % size;
+    if (!std::isfinite(v)) {
+      return absl::StrCat("observation element ", e, " of env row ", k / size,
+                          " is not finite (", v, ")");
+    }
+    if ((obs.low != nullptr && v < obs.low[e]) ||
+        (obs.high != nullptr && v > obs.high[e])) {
+      return absl::StrCat(
+          "observation element ", e, " of env row ", k / size, " is ", v,
+          ", outside the declared bounds [",
+          obs.low != nullptr ? obs.low[e] : -INFINITY, ", ",
+          obs.high != nullptr ? obs.high[e] : INFINITY, "]");
+    }
+  }
+  if (!p.masks_.empty()) {
+    const int64_t m = MaskElements(p.info().action);
+    for (size_t i = 0; i < p.masks_.size() / m; ++i) {
+      bool any = false;
+      for (int64_t k = 0; k < m; ++k) any |= p.masks_[i * m + k] != 0;
+      if (!any) {
+        return absl::StrCat("the action mask of env row ", i,
+                            " allows no action");
+      }
+    }
+  }
+  if (!after_step) return "";
+  for (size_t i = 0; i < p.rewards_.size(); ++i) {
+    const float r = p.rewards_[i];
+    if (!std::isfinite(r) || r < p.info().reward_low ||
+        r > p.info().reward_high) {
+      return absl::StrCat("the reward of env row ", i, " is ", r,
+                          ", outside the declared range [",
+                          p.info().reward_low, ", ", p.info().reward_high,
+                          "] (or not finite)");
+    }
+    if (p.terminated_[i] > 1 || p.truncated_[i] > 1) {
+      return absl::StrCat("env row ", i, " wrote terminated=",
+                          p.terminated_[i], " truncated=", p.truncated_[i],
+                          " (flags are 0 or 1)");
+    }
+    if (p.terminated_[i] == 1 && p.truncated_[i] == 1) {
+      return absl::StrCat("env row ", i,
+                          " is both terminated and truncated (truncated is "
+                          "for a time limit that cut a live episode)");
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
+                                        const EnvCheckOptions& options) {
+  if (options.num_envs < 1 || options.steps < 1) {
+    return absl::InvalidArgumentError("check-env: num_envs and steps >= 1");
+  }
+  RETURN_IF_ERROR(CheckResolvedEnvSpec(spec));
+  ASSIGN_OR_RETURN(const EnvPluginRef plugin,
+                   FindEnvPlugin(spec, options.search_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<Probe> a,
+                   Probe::Create(plugin, spec, options));
+  ASSIGN_OR_RETURN(std::unique_ptr<Probe> b,
+                   Probe::Create(plugin, spec, options));
+  EnvCheckReport report;
+  report.origin = plugin.origin;
+  report.plugin_name =
+      plugin.table->name != nullptr ? plugin.table->name : "unnamed";
+  const rl_env_info& info = a->info();
+  report.observation = DescribeSpace(info.observation);
+  report.action = DescribeSpace(info.action);
+  report.reward_low = info.reward_low;
+  report.reward_high = info.reward_high;
+  report.action_masks = info.has_action_mask != 0;
+  auto violation = [&](std::string v) {
+    report.violation = std::move(v);
+    return report;
+  };
+  if (absl::Status fits = CheckPluginInfo(info, spec, plugin.origin);
+      !fits.ok()) {
+    return violation(std::string(fits.message()));
+  }
+  if (std::string e = a->Reset(); !e.empty()) return violation(e);
+  if (std::string e = b->Reset(); !e.empty()) return violation(e);
+  if (a->obs_ != b->obs_) {
+    return violation(
+        "reset is not deterministic: two batches created with the same seed "
+        "reset to different observations (randomness must come only from "
+        "the seed and the env index)");
+  }
+  if (std::string e = CheckOutputs(*a, false); !e.empty()) {
+    return violation("after reset: " + e);
+  }
+  // Random actions, the same for both batches.
+  std::mt19937_64 rng(options.seed);
+  const rl_space& act = info.action;
+  const int64_t n = options.num_envs;
+  std::vector<int64_t> ints(n * Elements(act));
+  std::vector<float> floats(n * Elements(act));
+  const bool box = act.kind == RL_SPACE_BOX;
+  double returns = 0;
+  const absl::Time start = absl::Now();
+  absl::Duration in_plugin;
+  for (int64_t t = 0; t < options.steps; ++t) {
+    for (size_t k = 0; k < ints.size(); ++k) {
+      const int64_t e = static_cast<int64_t>(k) % Elements(act);
+      switch (act.kind) {
+        case RL_SPACE_DISCRETE: {
+          // A masked action is never taken.
+          const int64_t choices = act.shape[0];
+          int64_t pick = static_cast<int64_t>(rng() % choices);
+          if (!a->masks_.empty()) {
+            const uint8_t* mask = &a->masks_[(k / Elements(act)) * choices];
+            for (int64_t j = 0; j < choices && !mask[pick]; ++j) {
+              pick = (pick + 1) % choices;
+            }
+          }
+          ints[k] = pick;
+          break;
+        }
+        case RL_SPACE_MULTI_DISCRETE:
+          ints[k] = static_cast<int64_t>(rng() % act.nvec[e]);
+          break;
+        case RL_SPACE_MULTI_BINARY:
+          ints[k] = static_cast<int64_t>(rng() % 2);
+          break;
+        case RL_SPACE_BOX: {
+          const double low = act.low != nullptr ? act.low[e] : -1.0;
+          const double high = act.high != nullptr ? act.high[e] : 1.0;
+          std::uniform_real_distribution<double> u(
+              std::isfinite(low) ? low : -1.0, std::isfinite(high) ? high : 1.0);
+          floats[k] = static_cast<float>(u(rng));
+          break;
+        }
+      }
+    }
+    const void* actions =
+        box ? static_cast<const void*>(floats.data()) : ints.data();
+    const absl::Time before = absl::Now();
+    if (std::string e = a->Step(actions); !e.empty()) {
+      return violation(absl::StrCat("at step ", t + 1, ": ", e));
+    }
+    in_plugin += absl::Now() - before;
+    if (std::string e = CheckOutputs(*a, true); !e.empty()) {
+      return violation(absl::StrCat("at step ", t + 1, ": ", e));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      if (a->terminated_[i] || a->truncated_[i]) {
+        ++report.episodes;
+        returns += a->returns_[i];
+      }
+    }
+    report.steps += n;
+    if (t < 1000) {  // determinism of steps, on the first ones
+      if (std::string e = b->Step(actions); !e.empty()) {
+        return violation(absl::StrCat("at step ", t + 1, ": ", e));
+      }
+      if (a->obs_ != b->obs_ || a->rewards_ != b->rewards_ ||
+          a->terminated_ != b->terminated_) {
+        return violation(absl::StrCat(
+            "step ", t + 1,
+            " is not deterministic: two batches with the same seed and "
+            "actions wrote different observations, rewards or flags"));
+      }
+    }
+  }
+  (void)start;
+  report.steps_per_second =
+      report.steps / std::max(1e-9, absl::ToDoubleSeconds(in_plugin));
+  report.mean_return = report.episodes > 0 ? returns / report.episodes : 0;
+  return report;
+}
+
+std::string FormatEnvCheckReport(const EnvCheckReport& r) {
+  std::string out = absl::StrFormat(
+      "environment: %s (%s)\n"
+      "observation: %s\n"
+      "action:      %s%s\n"
+      "rewards:     [%g, %g]\n"
+      "stepped:     %d env steps at %.0f steps/s, %d episodes ended "
+      "(random actions: mean return %.3f)\n",
+      r.origin, r.plugin_name, r.observation, r.action,
+      r.action_masks ? " with action masks" : "", r.reward_low, r.reward_high,
+      r.steps, r.steps_per_second, r.episodes, r.mean_return);
+  absl::StrAppend(&out, r.violation.empty()
+                            ? "no violation found\n"
+                            : absl::StrCat("VIOLATION: ", r.violation, "\n"));
+  return out;
+}
+
+}  // namespace rl

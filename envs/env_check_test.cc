@@ -1,0 +1,84 @@
+#include "envs/env_check.h"
+
+#include <string>
+
+#include "envs/env_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+EnvSpec Probe(const std::string& mode) {
+  EnvSpec spec;
+  spec.set_id("Probe-v0");
+  spec.set_plugin("envs/testdata/libtest_plugin.so");
+  spec.set_observation_size(3);
+  spec.set_num_discrete_actions(2);
+  (*spec.mutable_kwargs()->mutable_fields())["mode"].set_string_value(mode);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+EnvCheckOptions Options() {
+  EnvCheckOptions o;
+  o.steps = 200;
+  o.num_envs = 4;
+  o.search_path = std::vector<std::string>{};
+  return o;
+}
+
+TEST(EnvCheckTest, AWellBehavedPluginPassesWithItsFigures) {
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(Probe("ok"), Options()));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_EQ(r.plugin_name, "probe 1.0");
+  EXPECT_EQ(r.observation, "Box(float32, [3])");
+  EXPECT_EQ(r.action, "Discrete(2)");
+  EXPECT_EQ(r.steps, 800);
+  EXPECT_EQ(r.episodes, 80);  // every episode is 10 steps
+  EXPECT_GT(r.steps_per_second, 0);
+  EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("no violation found"));
+}
+
+TEST(EnvCheckTest, BuiltinsPass) {
+  for (const std::string& id : RegisteredEnvIds()) {
+    EnvSpec spec;
+    spec.set_id(id);
+    ASSERT_OK(ResolveEnvSpec(&spec));
+    ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, Options()));
+    EXPECT_EQ(r.violation, "") << id;
+  }
+}
+
+TEST(EnvCheckTest, ReportsTheFirstViolation) {
+  for (const auto& [mode, violation] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"nan", "at step 3: observation element 0 of env row 0 is not "
+                   "finite"},
+           {"oob", "at step 3: observation element 0 of env row 0 is 50, "
+                   "outside the declared bounds [-10, 10]"},
+           {"nondet", "reset is not deterministic"},
+           {"step_error", "at step 3: step failed: the probe broke"},
+           {"big_reward", "disagree"}}) {
+    EnvSpec spec = Probe(mode);
+    if (mode == "big_reward") {  // the run says rewards lie in [0, 1]
+      spec.set_reward_low(0);
+      spec.set_reward_high(1);
+    }
+    ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, Options()));
+    EXPECT_THAT(r.violation, HasSubstr(violation)) << mode;
+    EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("VIOLATION: ")) << mode;
+  }
+}
+
+TEST(EnvCheckTest, APluginThatCannotBeCreatedIsAnError) {
+  EXPECT_THAT(CheckEnv(Probe("create_error"), Options()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the probe refuses")));
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,483 @@
+#include "envs/env_plugin.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "envs/builtin_env_plugin.h"
+#include "envs/env_registry.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kErrorBytes = 1024;
+
+// A plugin's failure: it would recur on any actor (common/status.h).
+absl::Status Fatal(const std::string& message) {
+  return MarkRunFatal(absl::FailedPreconditionError(message));
+}
+
+int64_t Elements(const rl_space& s) {
+  if (s.kind == RL_SPACE_DISCRETE) return 1;
+  int64_t n = 1;
+  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
+  return n;
+}
+
+const char* DtypeName(rl_dtype d) {
+  switch (d) {
+    case RL_DTYPE_FLOAT32:
+      return "float32";
+    case RL_DTYPE_UINT8:
+      return "uint8";
+    case RL_DTYPE_INT64:
+      return "int64";
+  }
+  return "unknown dtype";
+}
+
+// A batch created through a plugin table.
+class PluginEnv final : public BatchedEnv {
+ public:
+  PluginEnv(const rl_env_plugin* plugin, std::string origin, rl_env* env,
+            EnvSpec spec, int num_envs)
+      : plugin_(plugin),
+        origin_(std::move(origin)),
+        env_(env),
+        spec_(std::move(spec)),
+        num_envs_(num_envs) {}
+  ~PluginEnv() override { plugin_->destroy(env_); }
+
+  const EnvSpec& spec() const override { return spec_; }
+  int num_envs() const override { return num_envs_; }
+
+  absl::Status Reset(float* observations) override {
+    rl_env_buffers out{};
+    out.observations = observations;
+    char error[kErrorBytes] = "";
+    if (plugin_->reset(env_, &out, error, sizeof(error)) != 0) {
+      return Failed("reset", error);
+    }
+    return CheckObservations(observations, "reset");
+  }
+
+  absl::Status StepDiscrete(const int64_t* actions,
+                            const StepOutputs& out) override {
+    if (!IsDiscrete(spec_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_.id(), " takes continuous actions; call StepContinuous"));
+    }
+    for (int i = 0; i < num_envs_; ++i) {
+      if (actions[i] < 0 || actions[i] >= spec_.num_discrete_actions()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            spec_.id(), ": action ", actions[i], " of env row ", i,
+            " is out of range [0, ", spec_.num_discrete_actions(),
+            "); no environment was stepped"));
+      }
+    }
+    return Step(actions, out);
+  }
+
+  absl::Status StepContinuous(const float* actions,
+                              const StepOutputs& out) override {
+    if (IsDiscrete(spec_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec_.id(), " takes discrete actions; call StepDiscrete"));
+    }
+    const int64_t n =
+        static_cast<int64_t>(num_envs_) * spec_.continuous_action_size();
+    for (int64_t k = 0; k < n; ++k) {
+      if (!std::isfinite(actions[k])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            spec_.id(), ": action of env row ",
+            k / spec_.continuous_action_size(),
+            " is not finite; no environment was stepped"));
+      }
+    }
+    return Step(actions, out);
+  }
+
+  absl::Status SetState(int, const double*, int) override {
+    return absl::UnimplementedError("SetState: built-in environments only");
+  }
+  int state_size() const override { return 0; }
+  absl::Status SetElapsedSteps(int, int) override {
+    return absl::UnimplementedError(
+        "SetElapsedSteps: built-in environments only");
+  }
+
+  std::string SaveState() const override {
+    if (plugin_->save_state == nullptr) return "";
+    char error[kErrorBytes] = "";
+    std::string bytes(4096, '\0');
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      const int64_t n =
+          plugin_->save_state(env_, bytes.data(), bytes.size(), error,
+                              sizeof(error));
+      if (n < 0) {
+        RL_LOG_WARNING("{}: save_state failed: {}", origin_, error);
+        return "";
+      }
+      if (static_cast<size_t>(n) <= bytes.size()) {
+        bytes.resize(n);
+        return bytes;
+      }
+      bytes.resize(n);
+    }
+    return "";
+  }
+
+  absl::Status RestoreState(const std::string& bytes) override {
+    if (bytes.empty()) return absl::OkStatus();  // nothing was saved
+    if (plugin_->restore_state == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          origin_, " cannot restore a saved state (no restore_state)"));
+    }
+    char error[kErrorBytes] = "";
+    if (plugin_->restore_state(env_, bytes.data(), bytes.size(), error,
+                               sizeof(error)) != 0) {
+      return Failed("restore_state", error);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Failed(const char* call, const char* error) const {
+    return Fatal(
+        absl::StrCat("environment plugin ", origin_, ": ", call,
+                     " failed: ", error[0] != '\0' ? error : "(no message)"));
+  }
+
+  absl::Status CheckObservations(const float* obs, const char* call) const {
+    const int64_t size = spec_.observation_size();
+    const int64_t n = static_cast<int64_t>(num_envs_) * size;
+    bool finite = true;
+    for (int64_t k = 0; k < n; ++k) finite &= std::isfinite(obs[k]);
+    if (finite) return absl::OkStatus();
+    for (int64_t k = 0; k < n; ++k) {
+      if (!std::isfinite(obs[k])) {
+        return Fatal(absl::StrCat(
+            "environment plugin ", origin_, ": ", call,
+            " wrote a non-finite observation (", obs[k], ") at env row ",
+            k / size, ", element ", k % size));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Step(const void* actions, const StepOutputs& o) {
+    rl_env_buffers out{};
+    out.observations = o.observations;
+    out.rewards = o.rewards;
+    out.terminated = o.terminated;
+    out.truncated = o.truncated;
+    out.final_observations = o.final_observations;
+    out.episode_returns = o.episode_returns;
+    out.episode_lengths = o.episode_lengths;
+    char error[kErrorBytes] = "";
+    if (plugin_->step(env_, actions, &out, error, sizeof(error)) != 0) {
+      return Failed("step", error);
+    }
+    RETURN_IF_ERROR(CheckObservations(o.observations, "step"));
+    bool ok = true;
+    for (int i = 0; i < num_envs_; ++i) {
+      ok &= std::isfinite(o.rewards[i]) & (o.rewards[i] >= spec_.reward_low()) &
+            (o.rewards[i] <= spec_.reward_high()) & (o.terminated[i] <= 1) &
+            (o.truncated[i] <= 1);
+    }
+    if (ok) return absl::OkStatus();
+    for (int i = 0; i < num_envs_; ++i) {
+      if (!std::isfinite(o.rewards[i]) || o.rewards[i] < spec_.reward_low() ||
+          o.rewards[i] > spec_.reward_high()) {
+        return Fatal(absl::StrCat(
+            "environment plugin ", origin_, ": step gave env row ", i,
+            " the reward ", o.rewards[i], ", outside the declared range [",
+            spec_.reward_low(), ", ", spec_.reward_high(), "]"));
+      }
+      if (o.terminated[i] > 1 || o.truncated[i] > 1) {
+        return Fatal(absl::StrCat(
+            "environment plugin ", origin_, ": step wrote terminated=",
+            o.terminated[i], " truncated=", o.truncated[i], " at env row ", i,
+            " (flags are 0 or 1)"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const rl_env_plugin* const plugin_;
+  const std::string origin_;
+  rl_env* const env_;
+  const EnvSpec spec_;
+  const int num_envs_;
+};
+
+}  // namespace
+
+absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
+                             const std::string& origin) {
+  auto disagree = [&](const std::string& what) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin, " declares spaces that disagree with "
+        "the run's env spec: ", what));
+  };
+  const rl_space& obs = info.observation;
+  if (obs.rank < 0 || obs.rank > RL_ENV_MAX_RANK ||
+      info.action.rank < 0 || info.action.rank > RL_ENV_MAX_RANK) {
+    return disagree("a space's rank is outside [0, 8]");
+  }
+  if (obs.kind != RL_SPACE_BOX || obs.dtype != RL_DTYPE_FLOAT32) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin, ": its observation space ",
+        DescribeSpace(obs),
+        " is not supported yet (this version takes float32 Box "
+        "observations)"));
+  }
+  if (Elements(obs) != spec.observation_size()) {
+    return disagree(absl::StrCat("observation ", DescribeSpace(obs), " has ",
+                                 Elements(obs),
+                                 " elements, env.observation_size is ",
+                                 spec.observation_size()));
+  }
+  const rl_space& act = info.action;
+  if (IsDiscrete(spec)) {
+    if (act.kind != RL_SPACE_DISCRETE || act.rank != 1 ||
+        act.shape[0] != spec.num_discrete_actions()) {
+      return disagree(absl::StrCat("action ", DescribeSpace(act),
+                                   ", env.num_discrete_actions is ",
+                                   spec.num_discrete_actions()));
+    }
+  } else {
+    if (act.kind != RL_SPACE_BOX || act.dtype != RL_DTYPE_FLOAT32 ||
+        Elements(act) != spec.continuous_action_size()) {
+      return disagree(absl::StrCat("action ", DescribeSpace(act),
+                                   ", env.continuous_action_size is ",
+                                   spec.continuous_action_size()));
+    }
+    for (int64_t k = 0; k < Elements(act); ++k) {
+      const double low = act.low != nullptr ? act.low[k] : -INFINITY;
+      const double high = act.high != nullptr ? act.high[k] : INFINITY;
+      if (static_cast<float>(low) != spec.action_low() ||
+          static_cast<float>(high) != spec.action_high()) {
+        return disagree(absl::StrCat(
+            "action element ", k, " has bounds [", low, ", ", high,
+            "], env.action_low/action_high are [", spec.action_low(), ", ",
+            spec.action_high(), "]"));
+      }
+    }
+  }
+  if (info.has_action_mask != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin,
+        ": action masks are not supported yet by this version"));
+  }
+  if (!(info.reward_low >= spec.reward_low() &&
+        info.reward_high <= spec.reward_high())) {
+    return disagree(absl::StrCat(
+        "its rewards lie in [", info.reward_low, ", ", info.reward_high,
+        "], outside env.reward_low/reward_high [", spec.reward_low(), ", ",
+        spec.reward_high(), "]"));
+  }
+  return absl::OkStatus();
+}
+
+std::string DescribeSpace(const rl_space& s) {
+  std::vector<int64_t> shape;
+  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) {
+    shape.push_back(s.shape[i]);
+  }
+  switch (s.kind) {
+    case RL_SPACE_BOX:
+      return absl::StrCat("Box(", DtypeName(s.dtype), ", [",
+                          absl::StrJoin(shape, ", "), "])");
+    case RL_SPACE_DISCRETE:
+      return absl::StrCat("Discrete(", shape.empty() ? 0 : shape[0], ")");
+    case RL_SPACE_MULTI_DISCRETE:
+      return absl::StrCat("MultiDiscrete(", shape.empty() ? 0 : shape[0],
+                          " dims)");
+    case RL_SPACE_MULTI_BINARY:
+      return absl::StrCat("MultiBinary([", absl::StrJoin(shape, ", "), "])");
+  }
+  return absl::StrCat("unknown space kind ", static_cast<int>(s.kind));
+}
+
+absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec) {
+  std::string kwargs = "{}";
+  if (spec.kwargs().fields_size() > 0) {
+    google::protobuf::util::JsonPrintOptions print;
+    print.preserve_proto_field_names = true;
+    if (!google::protobuf::util::MessageToJsonString(spec.kwargs(), &kwargs,
+                                                     print)
+             .ok()) {
+      return absl::InvalidArgumentError("env.kwargs: cannot write as JSON");
+    }
+  }
+  return kwargs;
+}
+
+std::vector<std::string> EnvPluginSearchPath() {
+  const char* env = std::getenv("RL_ENV_PLUGIN_PATH");
+  if (env == nullptr) return {};
+  std::vector<std::string> dirs;
+  for (absl::string_view d : absl::StrSplit(env, ':', absl::SkipEmpty())) {
+    dirs.emplace_back(d);
+  }
+  return dirs;
+}
+
+absl::StatusOr<std::string> FindEnvPluginFile(
+    const std::string& plugin, const std::vector<std::string>& search_path) {
+  if (plugin.find('/') != std::string::npos) return plugin;
+  for (const std::string& dir : search_path) {
+    const std::string path = absl::StrCat(dir, "/", plugin);
+    if (access(path.c_str(), R_OK) == 0) return path;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      "environment plugin \"", plugin, "\": not found in ",
+      search_path.empty()
+          ? std::string("$RL_ENV_PLUGIN_PATH (unset; name a path with a '/' "
+                        "or set it)")
+          : absl::StrCat("$RL_ENV_PLUGIN_PATH (",
+                         absl::StrJoin(search_path, ":"), ")")));
+}
+
+absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* loaded = new std::map<std::string, const rl_env_plugin*>;
+  absl::MutexLock lock(&mu);
+  if (auto it = loaded->find(path); it != loaded->end()) return it->second;
+  auto failed = [&](const std::string& why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", path, ": ", why));
+  };
+  dlerror();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* e = dlerror();
+    return failed(absl::StrCat("cannot load it: ", e ? e : "dlopen failed"));
+  }
+  void* symbol = dlsym(handle, RL_ENV_PLUGIN_ENTRY);
+  if (symbol == nullptr) {
+    dlclose(handle);
+    return failed(absl::StrCat("it does not export ", RL_ENV_PLUGIN_ENTRY,
+                               " (see envs/plugin_api/rl_env_plugin.h)"));
+  }
+  const rl_env_plugin* table =
+      reinterpret_cast<rl_env_plugin_entry_fn>(symbol)();
+  if (table == nullptr) {
+    dlclose(handle);
+    return failed(absl::StrCat(RL_ENV_PLUGIN_ENTRY, "() returned null"));
+  }
+  if (table->abi_version != RL_ENV_ABI_VERSION) {
+    const uint32_t version = table->abi_version;
+    dlclose(handle);
+    return failed(absl::StrCat("built for plugin ABI version ", version,
+                               "; this service loads version ",
+                               RL_ENV_ABI_VERSION));
+  }
+  if (table->struct_size < sizeof(rl_env_plugin)) {
+    const uint32_t size = table->struct_size;
+    dlclose(handle);
+    return failed(absl::StrCat("its function table is ", size,
+                               " bytes; version ", RL_ENV_ABI_VERSION,
+                               "'s is ", sizeof(rl_env_plugin)));
+  }
+  std::vector<std::string> missing;
+  if (table->create == nullptr) missing.push_back("create");
+  if (table->destroy == nullptr) missing.push_back("destroy");
+  if (table->reset == nullptr) missing.push_back("reset");
+  if (table->step == nullptr) missing.push_back("step");
+  if (!missing.empty()) {
+    dlclose(handle);
+    return failed(absl::StrCat("its table leaves required functions null: ",
+                               absl::StrJoin(missing, ", ")));
+  }
+  RL_LOG_INFO("loaded environment plugin {} ({})", path,
+              table->name != nullptr ? table->name : "unnamed");
+  (*loaded)[path] = table;  // never unloaded
+  return table;
+}
+
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
+    const rl_env_plugin* plugin, const std::string& origin,
+    const EnvSpec& spec, const EnvOpenOptions& options) {
+  if (options.num_envs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_envs must be >= 1 (got ", options.num_envs, ")"));
+  }
+  if (options.num_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_threads must be >= 1 (got ", options.num_threads, ")"));
+  }
+  ASSIGN_OR_RETURN(const std::string kwargs, KwargsJson(spec));
+  rl_env_options o{};
+  o.env_id = spec.id().c_str();
+  o.kwargs_json = kwargs.c_str();
+  o.num_envs = options.num_envs;
+  o.seed = options.seed;
+  o.max_episode_steps = spec.max_episode_steps();
+  o.num_threads = options.num_threads;
+  rl_env_info info{};
+  char error[kErrorBytes] = "";
+  rl_env* env = plugin->create(&o, &info, error, sizeof(error));
+  if (env == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", origin, ": create failed: ",
+                     error[0] != '\0' ? error : "(no message)"));
+  }
+  if (absl::Status fits = CheckPluginInfo(info, spec, origin); !fits.ok()) {
+    plugin->destroy(env);
+    return fits;
+  }
+  return std::unique_ptr<BatchedEnv>(
+      new PluginEnv(plugin, origin, env, spec, options.num_envs));
+}
+
+absl::StatusOr<EnvPluginRef> FindEnvPlugin(
+    const EnvSpec& spec,
+    const std::optional<std::vector<std::string>>& search_path) {
+  if (spec.plugin().empty()) {
+    return EnvPluginRef{BuiltinEnvPlugin(),
+                        absl::StrCat("built-in ", spec.id())};
+  }
+  absl::StatusOr<std::string> path = FindEnvPluginFile(
+      spec.plugin(),
+      search_path.has_value() ? *search_path : EnvPluginSearchPath());
+  if (!path.ok()) {
+    return absl::FailedPreconditionError(path.status().message());
+  }
+  ASSIGN_OR_RETURN(const rl_env_plugin* table, LoadEnvPlugin(*path));
+  return EnvPluginRef{table, *path};
+}
+
+namespace {
+
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvUnmarked(
+    const EnvSpec& spec, const EnvOpenOptions& options) {
+  RETURN_IF_ERROR(CheckResolvedEnvSpec(spec));
+  ASSIGN_OR_RETURN(const EnvPluginRef plugin,
+                   FindEnvPlugin(spec, options.search_path));
+  return OpenEnvWith(plugin.table, plugin.origin, spec, options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnv(
+    const EnvSpec& spec, const EnvOpenOptions& options) {
+  auto env = OpenEnvUnmarked(spec, options);
+  if (!env.ok()) return MarkRunFatal(env.status());
+  return env;
+}
+
+}  // namespace rl

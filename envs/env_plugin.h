@@ -1,0 +1,92 @@
+// Environments behind the plugin ABI (envs/plugin_api/rl_env_plugin.h): the
+// one way actors and the trainer make environments. A run's env.plugin
+// names a shared library (loaded once per process, never unloaded); an
+// empty one means the built-in table (builtin_env_plugin.h), which serves
+// the five classic-control ids through the same ABI.
+//
+// Data flow: EnvSpec (resolved by runspec/) -> FindEnvPlugin -> the
+// plugin's create(options, &info) -> info checked against the spec ->
+// a BatchedEnv whose Reset/Step call the plugin into caller-owned buffers
+// and check what it wrote (finite observations and rewards, flags 0/1).
+#ifndef RL_ENVS_ENV_PLUGIN_H_
+#define RL_ENVS_ENV_PLUGIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "envs/batched_env.h"
+#include "envs/plugin_api/rl_env_plugin.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+// Where a plugin named without a '/' is looked for: the directories of
+// $RL_ENV_PLUGIN_PATH (':'-separated), in order.
+std::vector<std::string> EnvPluginSearchPath();
+
+// The file `plugin` names: itself when it holds a '/', else the first
+// directory of `search_path` that has it. NOT_FOUND naming what was tried.
+absl::StatusOr<std::string> FindEnvPluginFile(
+    const std::string& plugin, const std::vector<std::string>& search_path);
+
+// Loads the shared library at `path` (once per process; later calls return
+// the same table) and checks its entry point: FAILED_PRECONDITION for a
+// library that cannot be loaded, lacks rl_env_plugin_v1, was built for
+// another ABI version, or leaves a required function null.
+absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path);
+
+// A plugin table and where it came from (for messages).
+struct EnvPluginRef {
+  const rl_env_plugin* table = nullptr;
+  std::string origin;  // the library's path, or "built-in <id>"
+};
+
+// The table `spec` (resolved) names: the built-in one for an empty
+// env.plugin, else the library found and loaded as above.
+// FAILED_PRECONDITION naming what went wrong.
+absl::StatusOr<EnvPluginRef> FindEnvPlugin(
+    const EnvSpec& spec,
+    const std::optional<std::vector<std::string>>& search_path =
+        std::nullopt);
+
+// OK if what a plugin declared at create fits the run's `spec`; else
+// FAILED_PRECONDITION naming both sides.
+absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
+                             const std::string& origin);
+
+// The run file's env.kwargs as the JSON object the plugin is given.
+absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec);
+
+// What OpenEnv needs besides the spec.
+struct EnvOpenOptions {
+  int num_envs = 1;
+  uint64_t seed = 0;
+  int num_threads = 1;
+  // For env.plugin names without a '/'; default: EnvPluginSearchPath().
+  std::optional<std::vector<std::string>> search_path;
+};
+
+// `options.num_envs` environments of `spec` (resolved: runspec/), created
+// through the built-in table or the plugin `spec.plugin()` names. The
+// plugin's declared spaces must match the spec: FAILED_PRECONDITION naming
+// both otherwise, as for any failure of the plugin to load or create. Its
+// errors, and those of the environment's Reset and Step, are marked
+// IsRunFatal (common/status.h): they would recur on any actor.
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnv(
+    const EnvSpec& spec, const EnvOpenOptions& options);
+
+// The same with an already loaded table (tests, benches).
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
+    const rl_env_plugin* plugin, const std::string& origin,
+    const EnvSpec& spec, const EnvOpenOptions& options);
+
+// "Box(float32, [3, 4])", "Discrete(2)": a space as error messages show it.
+std::string DescribeSpace(const rl_space& space);
+
+}  // namespace rl
+
+#endif  // RL_ENVS_ENV_PLUGIN_H_

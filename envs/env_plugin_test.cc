@@ -1,0 +1,250 @@
+#include "envs/env_plugin.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "envs/env_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
+
+// A resolved spec of the probe plugin (envs/testdata/test_plugin.cc).
+EnvSpec ProbeSpec(const std::string& mode = "ok", int obs_size = 3) {
+  EnvSpec spec;
+  spec.set_id("Probe-v0");
+  spec.set_plugin(kProbe);
+  spec.set_observation_size(obs_size);
+  spec.set_num_discrete_actions(2);
+  (*spec.mutable_kwargs()->mutable_fields())["mode"].set_string_value(mode);
+  (*spec.mutable_kwargs()->mutable_fields())["obs_size"].set_number_value(
+      obs_size);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+struct Buffers {
+  explicit Buffers(int n, int obs)
+      : obs(n * obs), final_obs(n * obs), rewards(n), terminated(n),
+        truncated(n), returns(n), lengths(n) {}
+  StepOutputs Outputs() {
+    StepOutputs out;
+    out.observations = obs.data();
+    out.final_observations = final_obs.data();
+    out.rewards = rewards.data();
+    out.terminated = terminated.data();
+    out.truncated = truncated.data();
+    out.episode_returns = returns.data();
+    out.episode_lengths = lengths.data();
+    return out;
+  }
+  std::vector<float> obs, final_obs, rewards;
+  std::vector<uint8_t> terminated, truncated;
+  std::vector<float> returns;
+  std::vector<int32_t> lengths;
+};
+
+EnvOpenOptions Options(int num_envs, uint64_t seed = 7) {
+  EnvOpenOptions o;
+  o.num_envs = num_envs;
+  o.seed = seed;
+  o.search_path = std::vector<std::string>{};
+  return o;
+}
+
+// The built-in table gives exactly what the classic-control batch gives.
+TEST(EnvPluginTest, BuiltinsGoThroughTheSameTable) {
+  for (const std::string& id : RegisteredEnvIds()) {
+    EnvSpec spec;
+    spec.set_id(id);
+    ASSERT_OK(ResolveEnvSpec(&spec));
+    ASSERT_OK_AND_ASSIGN(auto via_table, OpenEnv(spec, Options(5, 3)));
+    ASSERT_OK_AND_ASSIGN(auto direct, BatchedEnv::Create(id, 5, 3));
+    const int obs = spec.observation_size();
+    Buffers a(5, obs), b(5, obs);
+    ASSERT_OK(via_table->Reset(a.obs.data()));
+    ASSERT_OK(direct->Reset(b.obs.data()));
+    std::mt19937 rng(1);
+    for (int t = 0; t < 300; ++t) {
+      if (IsDiscrete(spec)) {
+        std::vector<int64_t> actions(5);
+        for (auto& x : actions) x = rng() % spec.num_discrete_actions();
+        ASSERT_OK(via_table->StepDiscrete(actions.data(), a.Outputs()));
+        ASSERT_OK(direct->StepDiscrete(actions.data(), b.Outputs()));
+      } else {
+        std::vector<float> actions(5 * spec.continuous_action_size());
+        for (auto& x : actions) x = (rng() % 200) / 100.0f - 1.0f;
+        ASSERT_OK(via_table->StepContinuous(actions.data(), a.Outputs()));
+        ASSERT_OK(direct->StepContinuous(actions.data(), b.Outputs()));
+      }
+      ASSERT_EQ(a.obs, b.obs) << id << " step " << t;
+      ASSERT_EQ(a.rewards, b.rewards) << id << " step " << t;
+      ASSERT_EQ(a.terminated, b.terminated) << id;
+      ASSERT_EQ(a.truncated, b.truncated) << id;
+    }
+    // Checkpoints go through the table too.
+    const std::string state = via_table->SaveState();
+    EXPECT_FALSE(state.empty()) << id;
+    EXPECT_OK(via_table->RestoreState(state));
+  }
+}
+
+TEST(EnvPluginTest, AHelperPluginStepsWithAutoResetAndEpisodeInfo) {
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(ProbeSpec(), Options(4)));
+  Buffers out(4, 3);
+  ASSERT_OK(env->Reset(out.obs.data()));
+  EXPECT_EQ(out.obs[0], 0.0f);
+  const std::vector<int64_t> ones(4, 1);
+  for (int t = 1; t <= 10; ++t) {
+    ASSERT_OK(env->StepDiscrete(ones.data(), out.Outputs()));
+    EXPECT_EQ(out.rewards[2], 1.0f);
+    if (t < 10) {
+      EXPECT_FLOAT_EQ(out.obs[3], t / 10.0f);
+      EXPECT_EQ(out.terminated[3], 0);
+    }
+  }
+  // Step 10 ended every episode: the final observation is t = 10, the row
+  // starts over, and the episode's return and length are reported.
+  EXPECT_EQ(out.terminated[1], 1);
+  EXPECT_EQ(out.truncated[1], 0);
+  EXPECT_FLOAT_EQ(out.final_obs[3], 1.0f);
+  EXPECT_FLOAT_EQ(out.obs[3], 0.0f);
+  EXPECT_FLOAT_EQ(out.returns[1], 10.0f);
+  EXPECT_EQ(out.lengths[1], 10);
+  // An out-of-range action never reaches the plugin.
+  const std::vector<int64_t> bad = {0, 1, 2, 0};
+  EXPECT_THAT(env->StepDiscrete(bad.data(), out.Outputs()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("action 2 of env row 2")));
+}
+
+TEST(EnvPluginTest, TheSameSeedGivesTheSameEpisodesAndKwargsArrive) {
+  auto first_obs = [](uint64_t seed) {
+    auto env = OpenEnv(ProbeSpec("ok", 5), Options(3, seed));
+    EXPECT_OK(env.status());
+    Buffers out(3, 5);
+    EXPECT_OK((*env)->Reset(out.obs.data()));
+    return out.obs;
+  };
+  EXPECT_EQ(first_obs(11), first_obs(11));
+  EXPECT_NE(first_obs(11), first_obs(12));
+  EXPECT_EQ(first_obs(11).size(), 15u);  // kwargs.obs_size = 5
+}
+
+TEST(EnvPluginTest, APluginNamedWithoutASlashIsLookedUpInTheSearchPath) {
+  EnvSpec spec = ProbeSpec();
+  spec.set_plugin("libtest_plugin.so");
+  EnvOpenOptions options = Options(2);
+  EXPECT_THAT(OpenEnv(spec, options).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("not found in $RL_ENV_PLUGIN_PATH")));
+  options.search_path = std::vector<std::string>{"/nonexistent", "envs/testdata"};
+  EXPECT_OK(OpenEnv(spec, options).status());
+}
+
+TEST(EnvPluginTest, EveryLoadFailureNamesItsReason) {
+  EnvSpec spec = ProbeSpec();
+  spec.set_plugin("envs/testdata/libno_entry_plugin.so");
+  const absl::Status no_entry = OpenEnv(spec, Options(1)).status();
+  EXPECT_THAT(no_entry, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                 HasSubstr("does not export rl_env_plugin_v1")));
+  // It would fail on any actor: the run fails at once (common/status.h).
+  EXPECT_TRUE(IsRunFatal(no_entry));
+  spec.set_plugin("envs/testdata/libbad_abi_plugin.so");
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("built for plugin ABI version 42; this "
+                                 "service loads version 1")));
+  spec.set_plugin("envs/testdata/missing.so");
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot load it")));
+  EXPECT_THAT(OpenEnv(ProbeSpec("create_error"), Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("create failed: the probe refuses")));
+}
+
+TEST(EnvPluginTest, SpacesThatDisagreeWithTheSpecAreRefused) {
+  EnvSpec spec = ProbeSpec();
+  spec.set_observation_size(4);  // the plugin is asked for 3
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("disagree"),
+                             HasSubstr("Box(float32, [3]) has 3 elements, "
+                                       "env.observation_size is 4"))));
+  spec = ProbeSpec();
+  spec.set_num_discrete_actions(3);
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("action Discrete(2), env.num_discrete_"
+                                 "actions is 3")));
+  // Rewards the plugin may give beyond the run's declared range.
+  spec = ProbeSpec("big_reward");
+  spec.set_reward_low(0);
+  spec.set_reward_high(1);
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("rewards lie in [0, 1000]")));
+}
+
+TEST(EnvPluginTest, StepFailuresEndWithThePluginsReason) {
+  const std::vector<int64_t> actions(2, 1);
+  for (const auto& [mode, message] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"step_error", "step failed: the probe broke"},
+           {"nan", "non-finite observation (nan) at env row 0, element 0"}}) {
+    ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(ProbeSpec(mode), Options(2)));
+    Buffers out(2, 3);
+    ASSERT_OK(env->Reset(out.obs.data()));
+    absl::Status status;
+    for (int t = 0; t < 5 && status.ok(); ++t) {
+      status = env->StepDiscrete(actions.data(), out.Outputs());
+    }
+    EXPECT_THAT(status,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         AllOf(HasSubstr(kProbe), HasSubstr(message))))
+        << mode;
+    EXPECT_TRUE(IsRunFatal(status)) << mode;
+  }
+}
+
+TEST(EnvPluginTest, ResolveChecksAPluginsDeclaredSpaces) {
+  EnvSpec spec;
+  spec.set_id("Probe-v0");
+  spec.set_plugin(kProbe);
+  EXPECT_THAT(ResolveEnvSpec(&spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("env.observation_size: a plugin env "
+                                       "declares its spaces"),
+                             HasSubstr("exactly one of num_discrete_actions"))));
+  spec.set_observation_size(3);
+  spec.set_continuous_action_size(2);
+  EXPECT_THAT(ResolveEnvSpec(&spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("action_low < action_high")));
+  spec.set_action_low(-1);
+  spec.set_action_high(1);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EXPECT_EQ(spec.reward_low(), -INFINITY);  // unbounded unless declared
+  EXPECT_OK(CheckResolvedEnvSpec(spec));
+  EnvSpec builtin;
+  builtin.set_id("CartPole-v1");
+  (*builtin.mutable_kwargs()->mutable_fields())["x"].set_number_value(1);
+  EXPECT_THAT(ResolveEnvSpec(&builtin),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.kwargs: only a plugin env")));
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,175 @@
+/* The native environment plugin ABI, version 1.
+ *
+ * A plugin is a shared library that exports one C function,
+ *
+ *     const rl_env_plugin* rl_env_plugin_v1(void);
+ *
+ * returning a table of functions over a batch of N environments. Actors and
+ * rl_local load the library named by a run file's `env.plugin`, check
+ * `abi_version`, create the batch with the run's seed and `env.kwargs` (as
+ * JSON), and step it into buffers they own. The service's five built-in
+ * environments implement this same table.
+ *
+ * This header is C (C99 and C++ compilers alike), depends on nothing but the
+ * C library, and is meant to be copied into a plugin's own repository. The
+ * C++ helper rl_env_plugin.hpp builds this table from a class.
+ *
+ * Layout of one step, for a batch of N environments:
+ *   actions            N x action elements (int64 for Discrete and
+ *                      MultiDiscrete and MultiBinary, float32 for Box)
+ *   observations       N x observation elements of the observation dtype
+ *   rewards            N float32
+ *   terminated         N uint8 (1: the episode reached a terminal state)
+ *   truncated          N uint8 (1: cut by a time limit, not terminated)
+ *   action_masks       N x mask elements uint8, 1 = allowed (optional)
+ *   final_observations N x observation elements (optional): for a row whose
+ *                      episode ended at this step, its last observation;
+ *                      other rows are left untouched
+ *   episode_returns    N float32, episode_lengths N int32 (optional): where
+ *                      an episode ended at this step, its undiscounted
+ *                      return and length; 0 elsewhere
+ * An environment whose episode ended is reset within the same step (auto
+ * reset): `observations` holds the first observation of its next episode.
+ * Elements are row-major ("C order"); row i belongs to environment i.
+ *
+ * Errors: a function that fails returns nonzero (or NULL) and writes a
+ * NUL-terminated message into the caller's `error` buffer (at most
+ * `error_size` bytes including the NUL). The run then fails with that
+ * message. A plugin must not throw across this boundary or call exit().
+ *
+ * Threads: the service calls one batch from one thread at a time. Different
+ * batches (two runs in one process) may be called concurrently.
+ */
+#ifndef RL_ENV_PLUGIN_H_
+#define RL_ENV_PLUGIN_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RL_ENV_ABI_VERSION 1
+
+/* The name of the exported entry point, as a string for dlsym. */
+#define RL_ENV_PLUGIN_ENTRY "rl_env_plugin_v1"
+
+/* The most dimensions of one space. */
+#define RL_ENV_MAX_RANK 8
+
+typedef enum {
+  RL_DTYPE_FLOAT32 = 1,
+  RL_DTYPE_UINT8 = 2,
+  RL_DTYPE_INT64 = 3
+} rl_dtype;
+
+typedef enum {
+  /* A box of `shape` elements of `dtype` (float32 or uint8) within
+     [low, high] per element. */
+  RL_SPACE_BOX = 1,
+  /* One integer in [0, n): n = shape[0], rank 1. As an action: int64. */
+  RL_SPACE_DISCRETE = 2,
+  /* `shape[0]` integers, the k-th in [0, nvec[k]). As an action: int64. */
+  RL_SPACE_MULTI_DISCRETE = 3,
+  /* `shape` elements each 0 or 1. As an action: int64. */
+  RL_SPACE_MULTI_BINARY = 4
+} rl_space_kind;
+
+typedef struct {
+  rl_space_kind kind;
+  rl_dtype dtype;
+  int32_t rank;
+  int64_t shape[RL_ENV_MAX_RANK];
+  /* Box: per-element bounds (product of shape each), or NULL for
+     unbounded. Owned by the plugin; valid while the batch lives. */
+  const double* low;
+  const double* high;
+  /* MultiDiscrete: shape[0] counts. Owned by the plugin. */
+  const int64_t* nvec;
+} rl_space;
+
+/* What a batch declares when created. */
+typedef struct {
+  rl_space observation;
+  rl_space action;
+  /* Nonzero: the plugin writes action masks (one uint8 per discrete choice:
+     n for Discrete, sum(nvec) for MultiDiscrete). */
+  int32_t has_action_mask;
+  /* Every reward of one step lies in [reward_low, reward_high] (use
+     -INFINITY / INFINITY where unbounded). */
+  double reward_low;
+  double reward_high;
+} rl_env_info;
+
+/* What the service asks for. */
+typedef struct {
+  /* The run file's env.id (a plugin may serve several). */
+  const char* env_id;
+  /* The run file's env.kwargs as a JSON object ("{}" when none). */
+  const char* kwargs_json;
+  int32_t num_envs;
+  /* Environment i's randomness must depend only on (seed, i): the same
+     seed gives the same episodes. */
+  uint64_t seed;
+  /* Steps after which an episode is truncated (0: none from the service;
+     the plugin's own limit, if any, applies). */
+  int32_t max_episode_steps;
+  /* Threads the plugin may use to step the batch (a hint). */
+  int32_t num_threads;
+} rl_env_options;
+
+/* Where reset and step write; caller-owned, valid for the call. */
+typedef struct {
+  void* observations;
+  float* rewards;
+  uint8_t* terminated;
+  uint8_t* truncated;
+  uint8_t* action_masks;     /* NULL unless has_action_mask */
+  void* final_observations;  /* may be NULL */
+  float* episode_returns;    /* may be NULL */
+  int32_t* episode_lengths;  /* may be NULL */
+} rl_env_buffers;
+
+typedef struct rl_env rl_env; /* a plugin's batch, opaque to the service */
+
+typedef struct {
+  /* RL_ENV_ABI_VERSION of the header the plugin was built with. */
+  uint32_t abi_version;
+  /* sizeof(rl_env_plugin) as the plugin saw it. */
+  uint32_t struct_size;
+  /* The plugin's name and version, for logs. */
+  const char* name;
+
+  /* A batch of options->num_envs environments, its spaces in *info. NULL
+     on failure, with the reason in `error`. */
+  rl_env* (*create)(const rl_env_options* options, rl_env_info* info,
+                    char* error, size_t error_size);
+  void (*destroy)(rl_env* env);
+
+  /* Starts a new episode in every environment; writes `observations` (and
+     `action_masks`). Rewards and flags are not touched. */
+  int (*reset)(rl_env* env, const rl_env_buffers* out, char* error,
+               size_t error_size);
+
+  /* One step of every environment, with auto reset (see above). */
+  int (*step)(rl_env* env, const void* actions, const rl_env_buffers* out,
+              char* error, size_t error_size);
+
+  /* Optional (NULL when not supported): the batch's whole state as bytes,
+     so that a resumed run continues exactly. save_state returns the size
+     written, or the size needed when `capacity` is too small (call again),
+     or -1 on error. */
+  int64_t (*save_state)(rl_env* env, void* bytes, int64_t capacity,
+                        char* error, size_t error_size);
+  int (*restore_state)(rl_env* env, const void* bytes, int64_t size,
+                       char* error, size_t error_size);
+} rl_env_plugin;
+
+typedef const rl_env_plugin* (*rl_env_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RL_ENV_PLUGIN_H_ */

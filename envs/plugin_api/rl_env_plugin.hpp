@@ -1,0 +1,364 @@
+// A header-only C++ helper over the plugin ABI (rl_env_plugin.h): write one
+// environment as a class, get a batched plugin. C++17, no dependency but the
+// standard library; copy both headers into your repository.
+//
+//   #include "rl_env_plugin.hpp"
+//
+//   class Corridor final : public rlenv::Env {
+//    public:
+//     // The spaces, from the run file's env.kwargs.
+//     static rlenv::Spaces Declare(const rlenv::Kwargs& kwargs) {
+//       return {rlenv::Space::Box({2}, -1, 1), rlenv::Space::Discrete(2)};
+//     }
+//     explicit Corridor(const rlenv::Kwargs& kwargs) {}
+//     void Reset(rlenv::Rng& rng, float* obs) override { ... }
+//     rlenv::StepResult Step(const rlenv::Action& action, rlenv::Rng& rng,
+//                            float* obs) override { ... }
+//   };
+//   RL_ENV_PLUGIN(Corridor, "corridor 1.0")
+//
+// The helper keeps N instances, a random stream per instance (seeded from
+// the run's seed and the instance's index, so runs repeat), the episode
+// counters, the time limit, final observations and auto reset. An exception
+// thrown by the class becomes the plugin's error string (the run fails with
+// it). Observations are float32; actions are int64 (Discrete,
+// MultiDiscrete, MultiBinary) or float32 (Box).
+#ifndef RL_ENV_PLUGIN_HPP_
+#define RL_ENV_PLUGIN_HPP_
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "rl_env_plugin.h"
+
+namespace rlenv {
+
+using Rng = std::mt19937_64;
+
+struct Space {
+  rl_space_kind kind = RL_SPACE_BOX;
+  std::vector<int64_t> shape;
+  std::vector<double> low, high;  // Box, one per element
+  std::vector<int64_t> nvec;      // MultiDiscrete
+
+  // float32 elements of `shape`, each in [low, high].
+  static Space Box(std::vector<int64_t> shape, double low, double high) {
+    Space s;
+    s.kind = RL_SPACE_BOX;
+    s.shape = std::move(shape);
+    s.low.assign(s.elements(), low);
+    s.high.assign(s.elements(), high);
+    return s;
+  }
+  static Space Discrete(int64_t n) {
+    Space s;
+    s.kind = RL_SPACE_DISCRETE;
+    s.shape = {n};
+    return s;
+  }
+  static Space MultiDiscrete(std::vector<int64_t> nvec) {
+    Space s;
+    s.kind = RL_SPACE_MULTI_DISCRETE;
+    s.shape = {static_cast<int64_t>(nvec.size())};
+    s.nvec = std::move(nvec);
+    return s;
+  }
+  static Space MultiBinary(int64_t n) {
+    Space s;
+    s.kind = RL_SPACE_MULTI_BINARY;
+    s.shape = {n};
+    return s;
+  }
+  // Elements of one value of the space as an array (Discrete: 1).
+  int64_t elements() const {
+    if (kind == RL_SPACE_DISCRETE) return 1;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+struct Spaces {
+  Space observation;
+  Space action;
+  double reward_low = -std::numeric_limits<double>::infinity();
+  double reward_high = std::numeric_limits<double>::infinity();
+};
+
+// One environment's action: `discrete` (int64) for Discrete,
+// MultiDiscrete and MultiBinary, `box` (float32) for Box.
+struct Action {
+  const int64_t* discrete = nullptr;
+  const float* box = nullptr;
+  int64_t index() const { return discrete[0]; }  // Discrete
+};
+
+struct StepResult {
+  float reward = 0;
+  bool terminated = false;
+  bool truncated = false;
+};
+
+// The run file's env.kwargs (a JSON object). Top-level numbers, strings
+// and booleans by key; json() is the whole text for anything else.
+class Kwargs {
+ public:
+  explicit Kwargs(std::string json) : json_(std::move(json)) {}
+  const std::string& json() const { return json_; }
+
+  bool Has(const std::string& key) const { return Find(key) != nullptr; }
+  double Number(const std::string& key, double fallback) const {
+    const char* v = Find(key);
+    if (v == nullptr) return fallback;
+    char* end = nullptr;
+    const double d = std::strtod(v, &end);
+    if (end == v) throw std::invalid_argument("kwargs." + key + ": not a number");
+    return d;
+  }
+  int64_t Int(const std::string& key, int64_t fallback) const {
+    const double d = Number(key, static_cast<double>(fallback));
+    if (d != std::floor(d)) {
+      throw std::invalid_argument("kwargs." + key + ": not an integer");
+    }
+    return static_cast<int64_t>(d);
+  }
+  bool Bool(const std::string& key, bool fallback) const {
+    const char* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (std::strncmp(v, "true", 4) == 0) return true;
+    if (std::strncmp(v, "false", 5) == 0) return false;
+    throw std::invalid_argument("kwargs." + key + ": not a boolean");
+  }
+  std::string String(const std::string& key, const std::string& fallback) const {
+    const char* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (*v != '"') throw std::invalid_argument("kwargs." + key + ": not a string");
+    std::string out;
+    for (++v; *v != '\0' && *v != '"'; ++v) {
+      if (*v == '\\' && v[1] != '\0') ++v;
+      out += *v;
+    }
+    return out;
+  }
+
+ private:
+  // The start of the value of top-level `key`, or null.
+  const char* Find(const std::string& key) const {
+    const char* p = json_.c_str();
+    int depth = 0;
+    while (*p != '\0') {
+      if (*p == '"') {
+        const char* start = ++p;
+        while (*p != '\0' && *p != '"') p += (*p == '\\' && p[1]) ? 2 : 1;
+        const std::string name(start, p - start);
+        if (*p == '"') ++p;
+        const char* q = p;
+        while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
+        if (depth == 1 && *q == ':' && name == key) {
+          ++q;
+          while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
+          return q;
+        }
+        continue;
+      }
+      if (*p == '{' || *p == '[') ++depth;
+      if (*p == '}' || *p == ']') --depth;
+      ++p;
+    }
+    return nullptr;
+  }
+  std::string json_;
+};
+
+// Derive from this; see the top of the file.
+class Env {
+ public:
+  virtual ~Env() = default;
+  // Starts an episode: writes the first observation.
+  virtual void Reset(Rng& rng, float* obs) = 0;
+  // One step: writes the next observation.
+  virtual StepResult Step(const Action& action, Rng& rng, float* obs) = 0;
+};
+
+namespace internal {
+
+inline void WriteError(char* error, size_t size, const char* what) {
+  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what);
+}
+
+inline void ToC(const Space& s, rl_space* out) {
+  *out = rl_space{};
+  out->kind = s.kind;
+  out->dtype = s.kind == RL_SPACE_BOX ? RL_DTYPE_FLOAT32 : RL_DTYPE_INT64;
+  out->rank = static_cast<int32_t>(s.shape.size());
+  for (size_t i = 0; i < s.shape.size() && i < RL_ENV_MAX_RANK; ++i) {
+    out->shape[i] = s.shape[i];
+  }
+  out->low = s.low.empty() ? nullptr : s.low.data();
+  out->high = s.high.empty() ? nullptr : s.high.data();
+  out->nvec = s.nvec.empty() ? nullptr : s.nvec.data();
+}
+
+template <typename E>
+class Batch {
+ public:
+  Batch(const rl_env_options& o, rl_env_info* info)
+      : kwargs_(o.kwargs_json != nullptr ? o.kwargs_json : "{}"),
+        spaces_(E::Declare(kwargs_)),
+        max_steps_(o.max_episode_steps) {
+    if (spaces_.observation.kind != RL_SPACE_BOX) {
+      throw std::invalid_argument("the helper's observations are Box spaces");
+    }
+    if (spaces_.observation.shape.size() > RL_ENV_MAX_RANK ||
+        spaces_.action.shape.size() > RL_ENV_MAX_RANK) {
+      throw std::invalid_argument("a space has more than 8 dimensions");
+    }
+    obs_size_ = spaces_.observation.elements();
+    action_size_ = spaces_.action.elements();
+    for (int32_t i = 0; i < o.num_envs; ++i) {
+      envs_.push_back(std::make_unique<E>(kwargs_));
+      // splitmix64 of (seed, i): independent streams per environment.
+      uint64_t z = o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      rngs_.emplace_back(z ^ (z >> 31));
+    }
+    elapsed_.assign(o.num_envs, 0);
+    returns_.assign(o.num_envs, 0.0);
+    *info = rl_env_info{};
+    ToC(spaces_.observation, &info->observation);
+    ToC(spaces_.action, &info->action);
+    info->reward_low = spaces_.reward_low;
+    info->reward_high = spaces_.reward_high;
+  }
+
+  void Reset(const rl_env_buffers& out) {
+    float* obs = static_cast<float*>(out.observations);
+    for (size_t i = 0; i < envs_.size(); ++i) {
+      envs_[i]->Reset(rngs_[i], obs + i * obs_size_);
+      elapsed_[i] = 0;
+      returns_[i] = 0;
+    }
+  }
+
+  void Step(const void* actions, const rl_env_buffers& out) {
+    float* obs = static_cast<float*>(out.observations);
+    float* final_obs = static_cast<float*>(out.final_observations);
+    const bool box = spaces_.action.kind == RL_SPACE_BOX;
+    for (size_t i = 0; i < envs_.size(); ++i) {
+      Action a;
+      if (box) {
+        a.box = static_cast<const float*>(actions) + i * action_size_;
+      } else {
+        a.discrete = static_cast<const int64_t*>(actions) + i * action_size_;
+      }
+      float* row = obs + i * obs_size_;
+      StepResult r = envs_[i]->Step(a, rngs_[i], row);
+      ++elapsed_[i];
+      returns_[i] += r.reward;
+      if (!r.terminated && max_steps_ > 0 && elapsed_[i] >= max_steps_) {
+        r.truncated = true;
+      }
+      if (r.terminated) r.truncated = false;
+      out.rewards[i] = r.reward;
+      out.terminated[i] = r.terminated ? 1 : 0;
+      out.truncated[i] = r.truncated ? 1 : 0;
+      const bool ended = r.terminated || r.truncated;
+      if (out.episode_returns != nullptr) {
+        out.episode_returns[i] = ended ? static_cast<float>(returns_[i]) : 0.f;
+      }
+      if (out.episode_lengths != nullptr) {
+        out.episode_lengths[i] = ended ? elapsed_[i] : 0;
+      }
+      if (ended) {
+        if (final_obs != nullptr) {
+          std::memcpy(final_obs + i * obs_size_, row, obs_size_ * sizeof(float));
+        }
+        envs_[i]->Reset(rngs_[i], row);
+        elapsed_[i] = 0;
+        returns_[i] = 0;
+      }
+    }
+  }
+
+ private:
+  Kwargs kwargs_;
+  Spaces spaces_;
+  int32_t max_steps_;
+  int64_t obs_size_ = 0;
+  int64_t action_size_ = 0;
+  std::vector<std::unique_ptr<E>> envs_;
+  std::vector<Rng> rngs_;
+  std::vector<int32_t> elapsed_;
+  std::vector<double> returns_;
+};
+
+template <typename E>
+const rl_env_plugin* Table(const char* name) {
+  static const rl_env_plugin table = [name] {
+    rl_env_plugin t{};
+    t.abi_version = RL_ENV_ABI_VERSION;
+    t.struct_size = sizeof(rl_env_plugin);
+    t.name = name;
+    t.create = [](const rl_env_options* o, rl_env_info* info, char* error,
+                  size_t error_size) -> rl_env* {
+      try {
+        return reinterpret_cast<rl_env*>(new Batch<E>(*o, info));
+      } catch (const std::exception& e) {
+        WriteError(error, error_size, e.what());
+      } catch (...) {
+        WriteError(error, error_size, "unknown exception in create");
+      }
+      return nullptr;
+    };
+    t.destroy = [](rl_env* env) { delete reinterpret_cast<Batch<E>*>(env); };
+    t.reset = [](rl_env* env, const rl_env_buffers* out, char* error,
+                 size_t error_size) -> int {
+      try {
+        reinterpret_cast<Batch<E>*>(env)->Reset(*out);
+        return 0;
+      } catch (const std::exception& e) {
+        WriteError(error, error_size, e.what());
+      } catch (...) {
+        WriteError(error, error_size, "unknown exception in reset");
+      }
+      return 1;
+    };
+    t.step = [](rl_env* env, const void* actions, const rl_env_buffers* out,
+                char* error, size_t error_size) -> int {
+      try {
+        reinterpret_cast<Batch<E>*>(env)->Step(actions, *out);
+        return 0;
+      } catch (const std::exception& e) {
+        WriteError(error, error_size, e.what());
+      } catch (...) {
+        WriteError(error, error_size, "unknown exception in step");
+      }
+      return 1;
+    };
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace internal
+}  // namespace rlenv
+
+// Exports the plugin entry point for environment class `EnvClass`.
+#define RL_ENV_PLUGIN(EnvClass, name)                                   \
+  extern "C" __attribute__((visibility("default"))) const rl_env_plugin* \
+  rl_env_plugin_v1(void) {                                             \
+    return ::rlenv::internal::Table<EnvClass>(name);                    \
+  }
+
+#endif  // RL_ENV_PLUGIN_HPP_

@@ -1,0 +1,74 @@
+// A plugin for env_plugin_test and the failure tests of tests/: built with
+// the C++ helper, misbehaving on request (kwargs.mode):
+//   "ok"          a counter env: obs = [t / 10, 1, ...], reward 1 for
+//                 action 1, terminated at t = 10
+//   "create_error"  create throws
+//   "step_error"  step throws at kwargs.fail_at (default 3)
+//   "nan"         a NaN observation at step kwargs.fail_at
+//   "crash"       abort() at step kwargs.fail_at (the actor process dies)
+//   "big_reward"  reward 1000 (outside a declared range)
+//   "oob"         observation 50 (outside its Box [-10, 10]) at fail_at
+//   "nondet"      reset ignores the seed (a process-wide counter)
+// kwargs.obs_size (default 3) sizes the observation.
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+#include "rl_env_plugin.hpp"
+
+class Probe final : public rlenv::Env {
+ public:
+  static rlenv::Spaces Declare(const rlenv::Kwargs& kwargs) {
+    if (kwargs.String("mode", "ok") == "create_error") {
+      throw std::runtime_error("the probe refuses to be created");
+    }
+    rlenv::Spaces s{rlenv::Space::Box({kwargs.Int("obs_size", 3)}, -10, 10),
+                    rlenv::Space::Discrete(2)};
+    s.reward_low = 0;
+    s.reward_high = kwargs.String("mode", "ok") == "big_reward" ? 1000 : 1;
+    return s;
+  }
+  explicit Probe(const rlenv::Kwargs& kwargs)
+      : mode_(kwargs.String("mode", "ok")),
+        fail_at_(kwargs.Int("fail_at", 3)),
+        obs_size_(kwargs.Int("obs_size", 3)) {}
+
+  void Reset(rlenv::Rng& rng, float* obs) override {
+    t_ = 0;
+    static int calls = 0;
+    offset_ = mode_ == "nondet" ? static_cast<float>(++calls % 7)
+                                : static_cast<float>(rng() % 1000) / 1000.0f;
+    Write(obs);
+  }
+  rlenv::StepResult Step(const rlenv::Action& action, rlenv::Rng&,
+                         float* obs) override {
+    ++t_;
+    ++steps_;
+    if (steps_ == fail_at_) {
+      if (mode_ == "step_error") throw std::runtime_error("the probe broke");
+      if (mode_ == "crash") std::abort();
+    }
+    Write(obs);
+    if (mode_ == "nan" && steps_ == fail_at_) obs[0] = NAN;
+    if (mode_ == "oob" && steps_ == fail_at_) obs[0] = 50;
+    rlenv::StepResult r;
+    r.reward = mode_ == "big_reward" ? 1000.f : (action.index() == 1 ? 1.f : 0.f);
+    r.terminated = t_ >= 10;
+    return r;
+  }
+
+ private:
+  void Write(float* obs) const {
+    obs[0] = static_cast<float>(t_) / 10.0f;
+    for (int64_t k = 1; k < obs_size_; ++k) obs[k] = offset_;
+  }
+  std::string mode_;
+  int64_t fail_at_;
+  int64_t obs_size_;
+  int64_t t_ = 0;
+  int64_t steps_ = 0;
+  float offset_ = 0;
+};
+
+RL_ENV_PLUGIN(Probe, "probe 1.0")

@@ -1,0 +1,107 @@
+// Environments of one's own through the whole service: the example plugin
+// (examples/plugin_env) trained by a coordinator with real learner and
+// actor processes, and every way a plugin can fail ending its run FAILED
+// with the reason, while the workers go on to train the next run.
+#include <signal.h>
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "testing/embedded_coordinator.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Absolute(const std::string& runfile) {
+  return std::filesystem::absolute(runfile).string();
+}
+
+// The example's run file, its plugin named by absolute path.
+std::string Chase(const std::string& name) {
+  return absl::StrCat(R"(
+name: )", name, R"(
+env:
+  id: Chase-v0
+  plugin: )", Absolute("examples/plugin_env/libchase_env.so"), R"(
+  kwargs: {step_size: 0.1, goal_radius: 0.05}
+  observation_size: 2
+  num_discrete_actions: 3
+  reward_low: -0.01
+  reward_high: 1.0
+  max_episode_steps: 60
+envs_per_actor: 16
+segment_length: 64
+total_env_steps: 300000
+target_return: 0.8
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4}
+)");
+}
+
+// The probe plugin (envs/testdata/test_plugin.cc) misbehaving as `mode`
+// says; the run declares `obs_size` observation elements (the plugin has 3).
+std::string Probe(const std::string& name, const std::string& plugin,
+                  const std::string& mode, int obs_size = 3) {
+  return absl::StrCat(R"(
+name: )", name, R"(
+env:
+  id: Probe-v0
+  plugin: )", Absolute(plugin), R"(
+  kwargs: {mode: )", mode, R"(, fail_at: 40}
+  observation_size: )", obs_size, R"(
+  num_discrete_actions: 2
+envs_per_actor: 4
+segment_length: 16
+total_env_steps: 100000
+)");
+}
+
+class PluginEnvTest : public EmbeddedCoordinatorTest {};
+
+TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
+  StartCoordinator("learners=1,actors=1",
+                   {"--lease_ttl_s=3", "--max_worker_failures=1"});
+  constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
+  struct Case {
+    std::string name, yaml, reason;
+  };
+  const std::vector<Case> cases = {
+      {"no-entry",
+       Probe("no-entry", "envs/testdata/libno_entry_plugin.so", "ok"),
+       "does not export rl_env_plugin_v1"},
+      {"abi", Probe("abi", "envs/testdata/libbad_abi_plugin.so", "ok"),
+       "built for plugin ABI version 42"},
+      {"spaces", Probe("spaces", kProbe, "ok", /*obs_size=*/5),
+       "Box(float32, [3]) has 3 elements, env.observation_size is 5"},
+      {"create", Probe("create", kProbe, "create_error"),
+       "create failed: the probe refuses"},
+      {"step", Probe("step", kProbe, "step_error"),
+       "step failed: the probe broke"},
+      {"nan", Probe("nan", kProbe, "nan"), "non-finite observation"},
+      // The actor process dies: through the crash-loop limit
+      // (--max_worker_failures=1: the second death fails the run).
+      {"crash", Probe("crash", kProbe, "crash"), "actor"},
+  };
+  for (const Case& c : cases) {
+    const rl::Run submitted = Submit(c.yaml);
+    const rl::Run done = WaitForEnd(submitted.run_id(), absl::Seconds(180));
+    EXPECT_EQ(done.state(), FAILED) << c.name;
+    EXPECT_THAT(done.failure_reason(), HasSubstr(c.reason)) << c.name;
+  }
+  // The workers are unharmed: the example plugin trains to its target on
+  // them.
+  const rl::Run chase = Submit(Chase("chase"));
+  const rl::Run done = WaitForEnd(chase.run_id(), absl::Seconds(400));
+  EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  EXPECT_GE(done.progress().mean_return(), 0.8);
+  EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
+}
+
+}  // namespace
+}  // namespace rl
