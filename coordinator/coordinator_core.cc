@@ -209,6 +209,20 @@ absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
   return run;
 }
 
+void CoordinatorCore::NoteWorkerExit(const std::string& worker_name,
+                                     const std::string& how) {
+  absl::MutexLock lock(&mu_);
+  if (exit_notes_.size() < 4096) exit_notes_[worker_name] = how;
+}
+
+std::string CoordinatorCore::ExitNoteLocked(const std::string& worker_name) {
+  auto it = exit_notes_.find(worker_name);
+  if (it == exit_notes_.end()) return "";
+  std::string note = absl::StrCat(" (its process ", it->second, ")");
+  exit_notes_.erase(it);
+  return note;
+}
+
 absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     const RegisterWorkerRequest& request) {
   if (request.worker_name().empty()) {
@@ -314,7 +328,8 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     // A restarted actor (its process died): a failure of its run.
     restarted = WorkerFailedLocked(
         dropped_actor_run,
-        absl::StrCat("actor ", request.worker_name(), " restarted"));
+        absl::StrCat("actor ", request.worker_name(), " restarted",
+                     ExitNoteLocked(request.worker_name())));
   }
   if (!dropped_run.empty() &&
       scheduler_.worker(request.worker_name())->run_id != dropped_run) {
@@ -322,9 +337,11 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     // rather than after a lease period.
     auto changed = RestartGangLocked(
         dropped_run,
-        absl::StrCat("learner ", request.worker_name(), " restarted"));
+        absl::StrCat("learner ", request.worker_name(), " restarted",
+                     ExitNoteLocked(request.worker_name())));
     if (changed.ok()) restarted = *std::move(changed);
   }
+  exit_notes_.erase(request.worker_name());  // said above, or of no run
   if (!recovered_run_gone.empty() && recovered_run_gone != keep_run) {
     if (auto run = store_->GetRun(recovered_run_gone);
         run.ok() && run->state() == RUNNING) {

@@ -114,6 +114,12 @@ class CoordinatorCore {
   // operator to hand to that worker; derived from the coordinator's secret).
   std::string WorkerCredential(const std::string& worker_name) const;
 
+  // The embedded supervisor saw worker `worker_name`'s process end `how`
+  // ("killed by SIGABRT (signal 6)"): the failure its run is charged when
+  // the worker registers again names it.
+  void NoteWorkerExit(const std::string& worker_name, const std::string& how)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Expires leases and places runs; called periodically by the service.
   void Tick();
 
@@ -212,6 +218,12 @@ class CoordinatorCore {
   std::map<std::string, ProgressMark> progress_marks_ ABSL_GUARDED_BY(mu_);
   // Ends not yet written because the store was full (FinishRunLocked).
   PendingEnds pending_ends_ ABSL_GUARDED_BY(mu_);
+  // How a supervised worker's process last ended, by name, until it
+  // registers again (NoteWorkerExit).
+  // " (its process killed by SIGABRT (signal 6))", once, or "".
+  std::string ExitNoteLocked(const std::string& worker_name)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<std::string, std::string> exit_notes_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
   // Per run: when its workers failed, within worker_failure_window.
   std::map<std::string, std::deque<absl::Time>> worker_failures_

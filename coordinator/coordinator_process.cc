@@ -224,6 +224,10 @@ class CoordinatorProcess::Impl {
                                         core_.get()](const std::string& name) {
         return core->WorkerCredential(name);
       };
+      embedded.on_worker_exit = [core = core_.get()](const std::string& name,
+                                                     const std::string& how) {
+        core->NoteWorkerExit(name, how);
+      };
       ASSIGN_OR_RETURN(embedded_, EmbeddedSystem::Create(embedded));
       // The local telemetry, when there is one, wins over the option.
       if (!embedded_->telemetry_address().empty()) {

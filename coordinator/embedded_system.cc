@@ -96,6 +96,7 @@ absl::StatusOr<std::unique_ptr<EmbeddedSystem>> EmbeddedSystem::Create(
       absl::StrCat("127.0.0.1:", options.coordinator_port);
   pool.log_dir = options.log_dir;
   pool.credential = options.worker_credential;
+  pool.on_exit = options.on_worker_exit;
   pool.credential_dir =
       (fs::path(options.runs_dir) / "auth" / "workers").string();
   pool.worker_args = options.doors.flags;

@@ -62,6 +62,9 @@ struct EmbeddedSystemOptions {
   // The credential of a local worker's name (CoordinatorCore's), handed to
   // each child; empty: none.
   std::function<std::string(const std::string& worker_name)> worker_credential;
+  // How a local worker's process ended (LocalWorkerOptions::on_exit).
+  std::function<void(const std::string& worker_name, const std::string& how)>
+      on_worker_exit;
 };
 
 class EmbeddedSystem {

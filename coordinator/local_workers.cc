@@ -96,6 +96,17 @@ std::vector<std::string> LocalWorkerNames(const LocalWorkerOptions& options,
   return names;
 }
 
+std::string DescribeExit(int code) {
+  if (code > 128 && code < 128 + 65) {
+    const int signal = code - 128;
+    const char* name = sigabbrev_np(signal);
+    return absl::StrCat("killed by ", name != nullptr ? "SIG" : "",
+                        name != nullptr ? name : "signal", " (signal ", signal,
+                        ")");
+  }
+  return absl::StrCat("exited with ", code);
+}
+
 void LocalWorkerPool::Supervise() {
   const absl::Time now = absl::Now();
   for (Child& child : children_) {
@@ -108,8 +119,9 @@ void LocalWorkerPool::Supervise() {
         continue;
       }
       const int code = child.process->Wait(absl::ZeroDuration()).value_or(-1);
-      RL_LOG_WARNING("{} exited with {}; restarting in {}", child.name, code,
+      RL_LOG_WARNING("{} {}; restarting in {}", child.name, DescribeExit(code),
                      absl::FormatDuration(child.backoff));
+      if (options_.on_exit) options_.on_exit(child.name, DescribeExit(code));
       child.process.reset();
       child.next_start = now + child.backoff;
       child.backoff = std::min(child.backoff * 2, absl::Seconds(30));

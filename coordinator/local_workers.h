@@ -36,7 +36,15 @@ struct LocalWorkerOptions {
   // once instead of waiting out the dead one's lease.
   std::function<std::string(const std::string& worker_name)> credential;
   std::string credential_dir;
+  // Called from Supervise when a worker's process ends, with its name and
+  // how it ended ("exited with 3", "killed by SIGABRT").
+  std::function<void(const std::string& worker_name, const std::string& how)>
+      on_exit;
 };
+
+// "exited with 3", "killed by SIGABRT (signal 6)": a Subprocess exit code
+// (128+N for signal N) in words.
+std::string DescribeExit(int code);
 
 // Parses "learners=1,actors=2" into `options` (INVALID_ARGUMENT naming the
 // part that is wrong).

@@ -44,10 +44,10 @@ class BatchedEnv {
  public:
   // The built-in classic-control batch of `id` (what the built-in plugin
   // table serves; envs/env_plugin.h's OpenEnv is how the service makes
-  // environments). INVALID_ARGUMENT for an unknown id, num_envs < 1 or num_threads < 1.
-  // max_episode_steps 0: the environment's registered limit. The CPU backend
-  // splits the E environments across num_threads threads; results do not
-  // depend on num_threads.
+  // environments). INVALID_ARGUMENT for an unknown id, num_envs < 1 or
+  // num_threads < 1. max_episode_steps 0: the environment's registered limit.
+  // The CPU backend splits the E environments across num_threads threads;
+  // results do not depend on num_threads.
   static absl::StatusOr<std::unique_ptr<BatchedEnv>> Create(
       const std::string& id, int num_envs, uint64_t seed, int num_threads = 1,
       int max_episode_steps = 0);

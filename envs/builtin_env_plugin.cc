@@ -14,7 +14,8 @@ namespace rl {
 namespace {
 
 void WriteError(char* error, size_t size, const std::string& what) {
-  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what.c_str());
+  if (error != nullptr && size > 0)
+    std::snprintf(error, size, "%s", what.c_str());
 }
 
 // One batch: the classic-control BatchedEnv and the bounds its info points
@@ -30,8 +31,8 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     WriteError(error, error_size, "built-in environments take no kwargs");
     return nullptr;
   }
-  auto env = BatchedEnv::Create(o->env_id, o->num_envs, o->seed,
-                                o->num_threads, o->max_episode_steps);
+  auto env = BatchedEnv::Create(o->env_id, o->num_envs, o->seed, o->num_threads,
+                                o->max_episode_steps);
   if (!env.ok()) {
     WriteError(error, error_size, std::string(env.status().message()));
     return nullptr;

@@ -128,11 +128,10 @@ std::string CheckOutputs(const Probe& p, bool after_step) {
     }
     if ((obs.low != nullptr && v < obs.low[e]) ||
         (obs.high != nullptr && v > obs.high[e])) {
-      return absl::StrCat(
-          "observation element ", e, " of env row ", k / size, " is ", v,
-          ", outside the declared bounds [",
-          obs.low != nullptr ? obs.low[e] : -INFINITY, ", ",
-          obs.high != nullptr ? obs.high[e] : INFINITY, "]");
+      return absl::StrCat("observation element ", e, " of env row ", k / size,
+                          " is ", v, ", outside the declared bounds [",
+                          obs.low != nullptr ? obs.low[e] : -INFINITY, ", ",
+                          obs.high != nullptr ? obs.high[e] : INFINITY, "]");
     }
   }
   if (!p.masks_.empty()) {
@@ -152,13 +151,12 @@ std::string CheckOutputs(const Probe& p, bool after_step) {
     if (!std::isfinite(r) || r < p.info().reward_low ||
         r > p.info().reward_high) {
       return absl::StrCat("the reward of env row ", i, " is ", r,
-                          ", outside the declared range [",
-                          p.info().reward_low, ", ", p.info().reward_high,
-                          "] (or not finite)");
+                          ", outside the declared range [", p.info().reward_low,
+                          ", ", p.info().reward_high, "] (or not finite)");
     }
     if (p.terminated_[i] > 1 || p.truncated_[i] > 1) {
-      return absl::StrCat("env row ", i, " wrote terminated=",
-                          p.terminated_[i], " truncated=", p.truncated_[i],
+      return absl::StrCat("env row ", i, " wrote terminated=", p.terminated_[i],
+                          " truncated=", p.truncated_[i],
                           " (flags are 0 or 1)");
     }
     if (p.terminated_[i] == 1 && p.truncated_[i] == 1) {
@@ -250,7 +248,8 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
           const double low = act.low != nullptr ? act.low[e] : -1.0;
           const double high = act.high != nullptr ? act.high[e] : 1.0;
           std::uniform_real_distribution<double> u(
-              std::isfinite(low) ? low : -1.0, std::isfinite(high) ? high : 1.0);
+              std::isfinite(low) ? low : -1.0,
+              std::isfinite(high) ? high : 1.0);
           floats[k] = static_cast<float>(u(rng));
           break;
         }

@@ -32,7 +32,8 @@ EnvCheckOptions Options() {
 }
 
 TEST(EnvCheckTest, AWellBehavedPluginPassesWithItsFigures) {
-  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(Probe("ok"), Options()));
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r,
+                       CheckEnv(Probe("ok"), Options()));
   EXPECT_EQ(r.violation, "");
   EXPECT_EQ(r.plugin_name, "probe 1.0");
   EXPECT_EQ(r.observation, "Box(float32, [3])");
@@ -56,10 +57,12 @@ TEST(EnvCheckTest, BuiltinsPass) {
 TEST(EnvCheckTest, ReportsTheFirstViolation) {
   for (const auto& [mode, violation] :
        std::vector<std::pair<std::string, std::string>>{
-           {"nan", "at step 3: observation element 0 of env row 0 is not "
-                   "finite"},
-           {"oob", "at step 3: observation element 0 of env row 0 is 50, "
-                   "outside the declared bounds [-10, 10]"},
+           {"nan",
+            "at step 3: observation element 0 of env row 0 is not "
+            "finite"},
+           {"oob",
+            "at step 3: observation element 0 of env row 0 is 50, "
+            "outside the declared bounds [-10, 10]"},
            {"nondet", "reset is not deterministic"},
            {"step_error", "at step 3: step failed: the probe broke"},
            {"big_reward", "disagree"}}) {

@@ -81,10 +81,10 @@ class PluginEnv final : public BatchedEnv {
     }
     for (int i = 0; i < num_envs_; ++i) {
       if (actions[i] < 0 || actions[i] >= spec_.num_discrete_actions()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            spec_.id(), ": action ", actions[i], " of env row ", i,
-            " is out of range [0, ", spec_.num_discrete_actions(),
-            "); no environment was stepped"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec_.id(), ": action ", actions[i], " of env row ", i,
+                         " is out of range [0, ", spec_.num_discrete_actions(),
+                         "); no environment was stepped"));
       }
     }
     return Step(actions, out);
@@ -100,10 +100,10 @@ class PluginEnv final : public BatchedEnv {
         static_cast<int64_t>(num_envs_) * spec_.continuous_action_size();
     for (int64_t k = 0; k < n; ++k) {
       if (!std::isfinite(actions[k])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            spec_.id(), ": action of env row ",
-            k / spec_.continuous_action_size(),
-            " is not finite; no environment was stepped"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(spec_.id(), ": action of env row ",
+                         k / spec_.continuous_action_size(),
+                         " is not finite; no environment was stepped"));
       }
     }
     return Step(actions, out);
@@ -123,9 +123,8 @@ class PluginEnv final : public BatchedEnv {
     char error[kErrorBytes] = "";
     std::string bytes(4096, '\0');
     for (int attempt = 0; attempt < 3; ++attempt) {
-      const int64_t n =
-          plugin_->save_state(env_, bytes.data(), bytes.size(), error,
-                              sizeof(error));
+      const int64_t n = plugin_->save_state(env_, bytes.data(), bytes.size(),
+                                            error, sizeof(error));
       if (n < 0) {
         RL_LOG_WARNING("{}: save_state failed: {}", origin_, error);
         return "";
@@ -168,10 +167,10 @@ class PluginEnv final : public BatchedEnv {
     if (finite) return absl::OkStatus();
     for (int64_t k = 0; k < n; ++k) {
       if (!std::isfinite(obs[k])) {
-        return Fatal(absl::StrCat(
-            "environment plugin ", origin_, ": ", call,
-            " wrote a non-finite observation (", obs[k], ") at env row ",
-            k / size, ", element ", k % size));
+        return Fatal(absl::StrCat("environment plugin ", origin_, ": ", call,
+                                  " wrote a non-finite observation (", obs[k],
+                                  ") at env row ", k / size, ", element ",
+                                  k % size));
       }
     }
     return absl::OkStatus();
@@ -191,6 +190,23 @@ class PluginEnv final : public BatchedEnv {
       return Failed("step", error);
     }
     RETURN_IF_ERROR(CheckObservations(o.observations, "step"));
+    if (o.final_observations != nullptr) {
+      // The last observation of each episode that ended: its value is
+      // bootstrapped from when it was cut by a time limit.
+      const int64_t size = spec_.observation_size();
+      for (int i = 0; i < num_envs_; ++i) {
+        if (!o.terminated[i] && !o.truncated[i]) continue;
+        for (int64_t k = 0; k < size; ++k) {
+          if (!std::isfinite(o.final_observations[i * size + k])) {
+            return Fatal(
+                absl::StrCat("environment plugin ", origin_,
+                             ": step wrote a non-finite final observation (",
+                             o.final_observations[i * size + k],
+                             ") at env row ", i, ", element ", k));
+          }
+        }
+      }
+    }
     bool ok = true;
     for (int i = 0; i < num_envs_; ++i) {
       ok &= std::isfinite(o.rewards[i]) & (o.rewards[i] >= spec_.reward_low()) &
@@ -207,10 +223,10 @@ class PluginEnv final : public BatchedEnv {
             spec_.reward_low(), ", ", spec_.reward_high(), "]"));
       }
       if (o.terminated[i] > 1 || o.truncated[i] > 1) {
-        return Fatal(absl::StrCat(
-            "environment plugin ", origin_, ": step wrote terminated=",
-            o.terminated[i], " truncated=", o.truncated[i], " at env row ", i,
-            " (flags are 0 or 1)"));
+        return Fatal(absl::StrCat("environment plugin ", origin_,
+                                  ": step wrote terminated=", o.terminated[i],
+                                  " truncated=", o.truncated[i], " at env row ",
+                                  i, " (flags are 0 or 1)"));
       }
     }
     return absl::OkStatus();
@@ -228,27 +244,28 @@ class PluginEnv final : public BatchedEnv {
 absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
                              const std::string& origin) {
   auto disagree = [&](const std::string& what) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "environment plugin ", origin, " declares spaces that disagree with "
-        "the run's env spec: ", what));
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", origin,
+                     " declares spaces that disagree with "
+                     "the run's env spec: ",
+                     what));
   };
   const rl_space& obs = info.observation;
-  if (obs.rank < 0 || obs.rank > RL_ENV_MAX_RANK ||
-      info.action.rank < 0 || info.action.rank > RL_ENV_MAX_RANK) {
+  if (obs.rank < 0 || obs.rank > RL_ENV_MAX_RANK || info.action.rank < 0 ||
+      info.action.rank > RL_ENV_MAX_RANK) {
     return disagree("a space's rank is outside [0, 8]");
   }
   if (obs.kind != RL_SPACE_BOX || obs.dtype != RL_DTYPE_FLOAT32) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "environment plugin ", origin, ": its observation space ",
-        DescribeSpace(obs),
-        " is not supported yet (this version takes float32 Box "
-        "observations)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", origin, ": its observation space ",
+                     DescribeSpace(obs),
+                     " is not supported yet (this version takes float32 Box "
+                     "observations)"));
   }
   if (Elements(obs) != spec.observation_size()) {
-    return disagree(absl::StrCat("observation ", DescribeSpace(obs), " has ",
-                                 Elements(obs),
-                                 " elements, env.observation_size is ",
-                                 spec.observation_size()));
+    return disagree(absl::StrCat(
+        "observation ", DescribeSpace(obs), " has ", Elements(obs),
+        " elements, env.observation_size is ", spec.observation_size()));
   }
   const rl_space& act = info.action;
   if (IsDiscrete(spec)) {
@@ -270,20 +287,21 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
       const double high = act.high != nullptr ? act.high[k] : INFINITY;
       if (static_cast<float>(low) != spec.action_low() ||
           static_cast<float>(high) != spec.action_high()) {
-        return disagree(absl::StrCat(
-            "action element ", k, " has bounds [", low, ", ", high,
-            "], env.action_low/action_high are [", spec.action_low(), ", ",
-            spec.action_high(), "]"));
+        return disagree(
+            absl::StrCat("action element ", k, " has bounds [", low, ", ", high,
+                         "], env.action_low/action_high are [",
+                         spec.action_low(), ", ", spec.action_high(), "]"));
       }
     }
   }
   if (info.has_action_mask != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "environment plugin ", origin,
-        ": action masks are not supported yet by this version"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", origin,
+                     ": action masks are not supported yet by this version"));
   }
-  if (!(info.reward_low >= spec.reward_low() &&
-        info.reward_high <= spec.reward_high())) {
+  // Compared as float32, the precision of the spec and of rewards.
+  if (!(static_cast<float>(info.reward_low) >= spec.reward_low() &&
+        static_cast<float>(info.reward_high) <= spec.reward_high())) {
     return disagree(absl::StrCat(
         "its rewards lie in [", info.reward_low, ", ", info.reward_high,
         "], outside env.reward_low/reward_high [", spec.reward_low(), ", ",
@@ -390,8 +408,8 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
     const uint32_t size = table->struct_size;
     dlclose(handle);
     return failed(absl::StrCat("its function table is ", size,
-                               " bytes; version ", RL_ENV_ABI_VERSION,
-                               "'s is ", sizeof(rl_env_plugin)));
+                               " bytes; version ", RL_ENV_ABI_VERSION, "'s is ",
+                               sizeof(rl_env_plugin)));
   }
   std::vector<std::string> missing;
   if (table->create == nullptr) missing.push_back("create");
@@ -410,8 +428,8 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
-    const rl_env_plugin* plugin, const std::string& origin,
-    const EnvSpec& spec, const EnvOpenOptions& options) {
+    const rl_env_plugin* plugin, const std::string& origin, const EnvSpec& spec,
+    const EnvOpenOptions& options) {
   if (options.num_envs < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_envs must be >= 1 (got ", options.num_envs, ")"));
@@ -432,9 +450,9 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
   char error[kErrorBytes] = "";
   rl_env* env = plugin->create(&o, &info, error, sizeof(error));
   if (env == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("environment plugin ", origin, ": create failed: ",
-                     error[0] != '\0' ? error : "(no message)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin,
+        ": create failed: ", error[0] != '\0' ? error : "(no message)"));
   }
   if (absl::Status fits = CheckPluginInfo(info, spec, origin); !fits.ok()) {
     plugin->destroy(env);

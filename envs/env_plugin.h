@@ -50,8 +50,7 @@ struct EnvPluginRef {
 // FAILED_PRECONDITION naming what went wrong.
 absl::StatusOr<EnvPluginRef> FindEnvPlugin(
     const EnvSpec& spec,
-    const std::optional<std::vector<std::string>>& search_path =
-        std::nullopt);
+    const std::optional<std::vector<std::string>>& search_path = std::nullopt);
 
 // OK if what a plugin declared at create fits the run's `spec`; else
 // FAILED_PRECONDITION naming both sides.
@@ -81,8 +80,8 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnv(
 
 // The same with an already loaded table (tests, benches).
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
-    const rl_env_plugin* plugin, const std::string& origin,
-    const EnvSpec& spec, const EnvOpenOptions& options);
+    const rl_env_plugin* plugin, const std::string& origin, const EnvSpec& spec,
+    const EnvOpenOptions& options);
 
 // "Box(float32, [3, 4])", "Discrete(2)": a space as error messages show it.
 std::string DescribeSpace(const rl_space& space);

@@ -21,7 +21,8 @@ using ::testing::HasSubstr;
 constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
 
 // A resolved spec of the probe plugin (envs/testdata/test_plugin.cc).
-EnvSpec ProbeSpec(const std::string& mode = "ok", int obs_size = 3) {
+EnvSpec ProbeSpec(const std::string& mode = "ok", int obs_size = 3,
+                  int fail_at = 3) {
   EnvSpec spec;
   spec.set_id("Probe-v0");
   spec.set_plugin(kProbe);
@@ -30,14 +31,21 @@ EnvSpec ProbeSpec(const std::string& mode = "ok", int obs_size = 3) {
   (*spec.mutable_kwargs()->mutable_fields())["mode"].set_string_value(mode);
   (*spec.mutable_kwargs()->mutable_fields())["obs_size"].set_number_value(
       obs_size);
+  (*spec.mutable_kwargs()->mutable_fields())["fail_at"].set_number_value(
+      fail_at);
   EXPECT_OK(ResolveEnvSpec(&spec));
   return spec;
 }
 
 struct Buffers {
   explicit Buffers(int n, int obs)
-      : obs(n * obs), final_obs(n * obs), rewards(n), terminated(n),
-        truncated(n), returns(n), lengths(n) {}
+      : obs(n * obs),
+        final_obs(n * obs),
+        rewards(n),
+        terminated(n),
+        truncated(n),
+        returns(n),
+        lengths(n) {}
   StepOutputs Outputs() {
     StepOutputs out;
     out.observations = obs.data();
@@ -149,7 +157,8 @@ TEST(EnvPluginTest, APluginNamedWithoutASlashIsLookedUpInTheSearchPath) {
   EXPECT_THAT(OpenEnv(spec, options).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("not found in $RL_ENV_PLUGIN_PATH")));
-  options.search_path = std::vector<std::string>{"/nonexistent", "envs/testdata"};
+  options.search_path =
+      std::vector<std::string>{"/nonexistent", "envs/testdata"};
   EXPECT_OK(OpenEnv(spec, options).status());
 }
 
@@ -157,8 +166,9 @@ TEST(EnvPluginTest, EveryLoadFailureNamesItsReason) {
   EnvSpec spec = ProbeSpec();
   spec.set_plugin("envs/testdata/libno_entry_plugin.so");
   const absl::Status no_entry = OpenEnv(spec, Options(1)).status();
-  EXPECT_THAT(no_entry, StatusIs(absl::StatusCode::kFailedPrecondition,
-                                 HasSubstr("does not export rl_env_plugin_v1")));
+  EXPECT_THAT(no_entry,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("does not export rl_env_plugin_v1")));
   // It would fail on any actor: the run fails at once (common/status.h).
   EXPECT_TRUE(IsRunFatal(no_entry));
   spec.set_plugin("envs/testdata/libbad_abi_plugin.so");
@@ -200,20 +210,28 @@ TEST(EnvPluginTest, SpacesThatDisagreeWithTheSpecAreRefused) {
 
 TEST(EnvPluginTest, StepFailuresEndWithThePluginsReason) {
   const std::vector<int64_t> actions(2, 1);
-  for (const auto& [mode, message] :
-       std::vector<std::pair<std::string, std::string>>{
-           {"step_error", "step failed: the probe broke"},
-           {"nan", "non-finite observation (nan) at env row 0, element 0"}}) {
-    ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(ProbeSpec(mode), Options(2)));
+  struct Case {
+    std::string mode;
+    int fail_at;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"step_error", 3, "step failed: the probe broke"},
+           {"nan", 3, "non-finite observation (nan) at env row 0, element 0"},
+           // The last step of an episode: only its final observation is bad.
+           {"nan", 10, "non-finite final observation (nan) at env row 0"}}) {
+    const std::string& mode = c.mode;
+    const std::string& message = c.message;
+    ASSERT_OK_AND_ASSIGN(auto env,
+                         OpenEnv(ProbeSpec(mode, 3, c.fail_at), Options(2)));
     Buffers out(2, 3);
     ASSERT_OK(env->Reset(out.obs.data()));
     absl::Status status;
-    for (int t = 0; t < 5 && status.ok(); ++t) {
+    for (int t = 0; t < 12 && status.ok(); ++t) {
       status = env->StepDiscrete(actions.data(), out.Outputs());
     }
-    EXPECT_THAT(status,
-                StatusIs(absl::StatusCode::kFailedPrecondition,
-                         AllOf(HasSubstr(kProbe), HasSubstr(message))))
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                                 AllOf(HasSubstr(kProbe), HasSubstr(message))))
         << mode;
     EXPECT_TRUE(IsRunFatal(status)) << mode;
   }
@@ -223,11 +241,12 @@ TEST(EnvPluginTest, ResolveChecksAPluginsDeclaredSpaces) {
   EnvSpec spec;
   spec.set_id("Probe-v0");
   spec.set_plugin(kProbe);
-  EXPECT_THAT(ResolveEnvSpec(&spec),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("env.observation_size: a plugin env "
-                                       "declares its spaces"),
-                             HasSubstr("exactly one of num_discrete_actions"))));
+  EXPECT_THAT(
+      ResolveEnvSpec(&spec),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("env.observation_size: a plugin env "
+                               "declares its spaces"),
+                     HasSubstr("exactly one of num_discrete_actions"))));
   spec.set_observation_size(3);
   spec.set_continuous_action_size(2);
   EXPECT_THAT(ResolveEnvSpec(&spec),

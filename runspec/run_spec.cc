@@ -462,9 +462,11 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   const auto& ids = RegisteredEnvIds();
   if (spec.env().id().empty()) {
     p.Add("env.id", "required, one of " + absl::StrJoin(ids, ", "), "nothing");
-  } else if (std::find(ids.begin(), ids.end(), spec.env().id()) == ids.end()) {
+  } else if (spec.env().plugin().empty() &&
+             std::find(ids.begin(), ids.end(), spec.env().id()) == ids.end()) {
     p.Add("env.id",
-          "unknown environment, expected one of " + absl::StrJoin(ids, ", "),
+          "unknown environment, expected one of " + absl::StrJoin(ids, ", ") +
+              " (or name an environment plugin in env.plugin)",
           JsonQuote(spec.env().id()));
   }
   if (spec.env().max_episode_steps() < 0) {

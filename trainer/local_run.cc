@@ -1,7 +1,5 @@
 #include "trainer/local_run.h"
 
-#include "envs/env_check.h"
-
 #include <torch/types.h>
 #include <torch/utils.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
+#include "envs/env_check.h"
 #include "learner/checkpoint.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
@@ -79,10 +78,9 @@ int CheckRunFileEnv(const std::string& run_file, int64_t steps) {
         kExitBadInput);
   }
   if (steps < 1) {
-    return PrintLocalRunError(
-        absl::InvalidArgumentError(
-            absl::StrCat("--steps: must be >= 1 (got ", steps, ")")),
-        kExitBadInput);
+    return PrintLocalRunError(absl::InvalidArgumentError(absl::StrCat(
+                                  "--steps: must be >= 1 (got ", steps, ")")),
+                              kExitBadInput);
   }
   absl::StatusOr<RunSpec> spec = LoadRunSpecFile(run_file);
   if (!spec.ok()) {

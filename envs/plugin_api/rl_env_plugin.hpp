@@ -122,7 +122,8 @@ class Kwargs {
     if (v == nullptr) return fallback;
     char* end = nullptr;
     const double d = std::strtod(v, &end);
-    if (end == v) throw std::invalid_argument("kwargs." + key + ": not a number");
+    if (end == v)
+      throw std::invalid_argument("kwargs." + key + ": not a number");
     return d;
   }
   int64_t Int(const std::string& key, int64_t fallback) const {
@@ -139,10 +140,12 @@ class Kwargs {
     if (std::strncmp(v, "false", 5) == 0) return false;
     throw std::invalid_argument("kwargs." + key + ": not a boolean");
   }
-  std::string String(const std::string& key, const std::string& fallback) const {
+  std::string String(const std::string& key,
+                     const std::string& fallback) const {
     const char* v = Find(key);
     if (v == nullptr) return fallback;
-    if (*v != '"') throw std::invalid_argument("kwargs." + key + ": not a string");
+    if (*v != '"')
+      throw std::invalid_argument("kwargs." + key + ": not a string");
     std::string out;
     for (++v; *v != '\0' && *v != '"'; ++v) {
       if (*v == '\\' && v[1] != '\0') ++v;
@@ -228,7 +231,8 @@ class Batch {
     for (int32_t i = 0; i < o.num_envs; ++i) {
       envs_.push_back(std::make_unique<E>(kwargs_));
       // splitmix64 of (seed, i): independent streams per environment.
-      uint64_t z = o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+      uint64_t z =
+          o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
       z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
       z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
       rngs_.emplace_back(z ^ (z >> 31));
@@ -282,7 +286,8 @@ class Batch {
       }
       if (ended) {
         if (final_obs != nullptr) {
-          std::memcpy(final_obs + i * obs_size_, row, obs_size_ * sizeof(float));
+          std::memcpy(final_obs + i * obs_size_, row,
+                      obs_size_ * sizeof(float));
         }
         envs_[i]->Reset(rngs_[i], row);
         elapsed_[i] = 0;
@@ -355,10 +360,10 @@ const rl_env_plugin* Table(const char* name) {
 }  // namespace rlenv
 
 // Exports the plugin entry point for environment class `EnvClass`.
-#define RL_ENV_PLUGIN(EnvClass, name)                                   \
+#define RL_ENV_PLUGIN(EnvClass, name)                                    \
   extern "C" __attribute__((visibility("default"))) const rl_env_plugin* \
-  rl_env_plugin_v1(void) {                                             \
-    return ::rlenv::internal::Table<EnvClass>(name);                    \
+  rl_env_plugin_v1(void) {                                               \
+    return ::rlenv::internal::Table<EnvClass>(name);                     \
   }
 
 #endif  // RL_ENV_PLUGIN_HPP_

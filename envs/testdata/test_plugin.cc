@@ -53,7 +53,8 @@ class Probe final : public rlenv::Env {
     if (mode_ == "nan" && steps_ == fail_at_) obs[0] = NAN;
     if (mode_ == "oob" && steps_ == fail_at_) obs[0] = 50;
     rlenv::StepResult r;
-    r.reward = mode_ == "big_reward" ? 1000.f : (action.index() == 1 ? 1.f : 0.f);
+    r.reward =
+        mode_ == "big_reward" ? 1000.f : (action.index() == 1 ? 1.f : 0.f);
     r.terminated = t_ >= 10;
     return r;
   }
