@@ -323,8 +323,14 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
         absl::StrCat("environment plugin ", origin,
                      ": action masks are not supported yet by this version"));
   }
-  // Compared as float32, the precision of the spec and of rewards.
-  if (!(static_cast<float>(info.reward_low) >= spec.reward_low() &&
+  // Compared as float32, the precision of the spec and of rewards. A
+  // plugin that cannot know its range (the Gymnasium bridge) declares
+  // (-inf, inf): the run's declared range holds, checked at every step.
+  const bool unknown =
+      std::isinf(info.reward_low) && info.reward_low < 0 &&
+      std::isinf(info.reward_high) && info.reward_high > 0;
+  if (!unknown &&
+      !(static_cast<float>(info.reward_low) >= spec.reward_low() &&
         static_cast<float>(info.reward_high) <= spec.reward_high())) {
     return disagree(absl::StrCat(
         "its rewards lie in [", info.reward_low, ", ", info.reward_high,
@@ -355,15 +361,14 @@ std::string DescribeSpace(const rl_space& s) {
 }
 
 absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec) {
-  std::string kwargs = "{}";
-  if (spec.kwargs().fields_size() > 0) {
-    google::protobuf::util::JsonPrintOptions print;
-    print.preserve_proto_field_names = true;
-    if (!google::protobuf::util::MessageToJsonString(spec.kwargs(), &kwargs,
-                                                     print)
-             .ok()) {
-      return absl::InvalidArgumentError("env.kwargs: cannot write as JSON");
-    }
+  if (spec.kwargs().fields_size() == 0) return std::string("{}");
+  std::string kwargs;  // MessageToJsonString appends
+  google::protobuf::util::JsonPrintOptions print;
+  print.preserve_proto_field_names = true;
+  if (!google::protobuf::util::MessageToJsonString(spec.kwargs(), &kwargs,
+                                                   print)
+           .ok()) {
+    return absl::InvalidArgumentError("env.kwargs: cannot write as JSON");
   }
   return kwargs;
 }
@@ -381,8 +386,25 @@ std::vector<std::string> EnvPluginSearchPath() {
 absl::StatusOr<std::string> FindEnvPluginFile(
     const std::string& plugin, const std::vector<std::string>& search_path) {
   if (plugin.find('/') != std::string::npos) return plugin;
-  for (const std::string& dir : search_path) {
-    const std::string path = absl::StrCat(dir, "/", plugin);
+  const std::string file =
+      plugin == kGymnasiumPlugin ? "libgym_bridge.so" : plugin;
+  std::vector<std::string> dirs = search_path;
+  if (plugin == kGymnasiumPlugin) {
+    // Beside the binaries: bazel-bin/{actor,trainer,...}/X and
+    // bazel-bin/envs/gym_bridge/, or an install's bin/ and lib/.
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+      exe[n] = '\0';
+      std::string dir(exe);
+      dir = dir.substr(0, dir.rfind('/'));
+      dirs.push_back(dir + "/../envs/gym_bridge");
+      dirs.push_back(dir + "/../lib");
+      dirs.push_back(dir);
+    }
+  }
+  for (const std::string& dir : dirs) {
+    const std::string path = absl::StrCat(dir, "/", file);
     if (access(path.c_str(), R_OK) == 0) return path;
   }
   return absl::NotFoundError(absl::StrCat(

@@ -24,12 +24,17 @@
 
 namespace rl {
 
+// env.plugin "gymnasium": the Gymnasium bridge (envs/gym_bridge), found in
+// the search path as libgym_bridge.so or beside the binaries.
+inline constexpr char kGymnasiumPlugin[] = "gymnasium";
+
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.
 std::vector<std::string> EnvPluginSearchPath();
 
 // The file `plugin` names: itself when it holds a '/', else the first
-// directory of `search_path` that has it. NOT_FOUND naming what was tried.
+// directory of `search_path` that has it (for "gymnasium", also beside
+// the binaries). NOT_FOUND naming what was tried.
 absl::StatusOr<std::string> FindEnvPluginFile(
     const std::string& plugin, const std::vector<std::string>& search_path);
 

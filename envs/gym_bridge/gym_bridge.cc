@@ -1,0 +1,287 @@
+// The Gymnasium bridge: a plugin (envs/plugin_api/rl_env_plugin.h) that
+// steps any Gymnasium env through an embedded CPython, as
+// gymnasium.make_vec (sync, or async with worker processes) with same-step
+// autoreset. Inference, segments and the wire stay in C++; the Python half
+// (gym_bridge.py, compiled into this library) only makes the vector env
+// and turns its steps into arrays.
+//
+// The interpreter is started once per process, from $RL_PYTHON (a python3
+// executable, e.g. a virtual environment's, whose site-packages are then
+// used) or else $VIRTUAL_ENV/bin/python3, else the system's; $PYTHONPATH
+// reaches it as usual (a user's own env module). The GIL is taken for each
+// call and released between them.
+#include <dlfcn.h>
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rl_env_plugin.h"
+
+namespace py = pybind11;
+
+namespace {
+
+const char kBridgePy[] =
+#include "envs/gym_bridge/gym_bridge_py.inc"
+    ;
+
+void WriteError(char* error, size_t size, const std::string& what) {
+  if (error != nullptr && size > 0) {
+    std::snprintf(error, size, "%s", what.c_str());
+  }
+}
+
+std::string StartError() {
+  static std::once_flag once;
+  static std::string error;
+  std::call_once(once, [] {
+    // Extension modules (numpy's) resolve CPython's symbols globally: this
+    // library was loaded RTLD_LOCAL, with libpython as its dependency.
+    if (dlopen("libpython3.11.so.1.0", RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD) ==
+        nullptr) {
+      dlopen("libpython3.11.so.1.0", RTLD_NOW | RTLD_GLOBAL);
+    }
+    if (Py_IsInitialized()) return;  // the host runs Python already
+    PyConfig config;
+    PyConfig_InitPythonConfig(&config);
+    config.install_signal_handlers = 0;  // the host's SIGTERM handling stays
+    config.parse_argv = 0;
+    std::string python;
+    if (const char* p = std::getenv("RL_PYTHON"); p != nullptr && *p) {
+      python = p;
+    } else if (const char* v = std::getenv("VIRTUAL_ENV"); v != nullptr && *v) {
+      python = std::string(v) + "/bin/python3";
+    }
+    if (!python.empty()) {
+      PyConfig_SetBytesString(&config, &config.executable, python.c_str());
+    }
+    try {
+      py::initialize_interpreter(&config, 0, nullptr, false);
+      py::module_ bridge = py::module_::import("types").attr("ModuleType")(
+          "rl_gym_bridge");
+      py::exec(kBridgePy, bridge.attr("__dict__"));
+      py::module_::import("sys").attr("modules")["rl_gym_bridge"] = bridge;
+    } catch (const std::exception& e) {
+      error = std::string("cannot start the embedded Python (set RL_PYTHON "
+                          "to a python3 with gymnasium installed): ") +
+              e.what();
+    }
+    PyConfig_Clear(&config);
+    if (Py_IsInitialized()) PyEval_SaveThread();  // the GIL, released
+  });
+  return error;
+}
+
+struct Space {
+  std::string kind;  // "box", "discrete", or an unsupported class name
+  std::vector<int64_t> shape;
+  std::vector<double> low, high;
+  int64_t n = 0;
+  std::string dtype;
+  int64_t elements() const {
+    int64_t e = 1;
+    for (int64_t d : shape) e *= d;
+    return kind == "discrete" ? 1 : e;
+  }
+};
+
+Space ToSpace(const py::tuple& t) {
+  Space s;
+  s.kind = t[0].cast<std::string>();
+  s.shape = t[1].cast<std::vector<int64_t>>();
+  s.low = t[2].cast<std::vector<double>>();
+  s.high = t[3].cast<std::vector<double>>();
+  s.n = t[4].cast<int64_t>();
+  s.dtype = t[5].cast<std::string>();
+  return s;
+}
+
+// Fills `out` from `s`; an error message for a space the ABI cannot say.
+std::string ToC(const Space& s, rl_space* out) {
+  *out = rl_space{};
+  if (s.shape.size() > RL_ENV_MAX_RANK) return "more than 8 dimensions";
+  out->rank = static_cast<int32_t>(s.shape.size());
+  for (size_t i = 0; i < s.shape.size(); ++i) out->shape[i] = s.shape[i];
+  if (s.kind == "box") {
+    out->kind = RL_SPACE_BOX;
+    out->dtype = RL_DTYPE_FLOAT32;  // float64 and uint8 boxes are converted
+    out->low = s.low.data();
+    out->high = s.high.data();
+    return "";
+  }
+  if (s.kind == "discrete") {
+    out->kind = RL_SPACE_DISCRETE;
+    out->dtype = RL_DTYPE_INT64;
+    return "";
+  }
+  return "a " + s.kind + " space (the bridge passes Box and Discrete)";
+}
+
+struct Bridge {
+  py::object module;
+  py::object env;
+  Space observation, action;
+  int num_envs = 0;
+  uint64_t seed = 0;
+  std::vector<double> returns;
+  std::vector<int32_t> lengths;
+
+  ~Bridge() {
+    py::gil_scoped_acquire gil;
+    if (env) {
+      try {
+        env.attr("close")();
+      } catch (...) {
+      }
+    }
+    env = py::object();
+    module = py::object();
+  }
+};
+
+Bridge* Of(rl_env* env) { return reinterpret_cast<Bridge*>(env); }
+
+std::string Describe(const std::exception& e) { return e.what(); }
+
+rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
+               size_t error_size) {
+  if (std::string e = StartError(); !e.empty()) {
+    WriteError(error, error_size, e);
+    return nullptr;
+  }
+  py::gil_scoped_acquire gil;
+  try {
+    auto bridge = std::make_unique<Bridge>();
+    bridge->module = py::module_::import("rl_gym_bridge");
+    py::object kwargs =
+        py::module_::import("json").attr("loads")(o->kwargs_json);
+    bridge->env = bridge->module.attr("make")(
+        o->env_id, o->num_envs, kwargs, o->max_episode_steps, o->seed);
+    py::tuple spaces = bridge->module.attr("spaces")(bridge->env);
+    bridge->observation = ToSpace(spaces[0]);
+    bridge->action = ToSpace(spaces[1]);
+    bridge->num_envs = o->num_envs;
+    bridge->seed = o->seed;
+    bridge->returns.assign(o->num_envs, 0.0);
+    bridge->lengths.assign(o->num_envs, 0);
+    *info = rl_env_info{};
+    for (const auto& [space, c, what] :
+         {std::tuple<const Space*, rl_space*, const char*>{
+              &bridge->observation, &info->observation, "observation"},
+          {&bridge->action, &info->action, "action"}}) {
+      if (std::string e = ToC(*space, c); !e.empty()) {
+        WriteError(error, error_size,
+                   std::string("the Gymnasium bridge cannot pass its ") +
+                       what + " space: " + e);
+        return nullptr;
+      }
+    }
+    info->reward_low = -INFINITY;
+    info->reward_high = INFINITY;
+    return reinterpret_cast<rl_env*>(bridge.release());
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, Describe(e));
+    return nullptr;
+  }
+}
+
+void Destroy(rl_env* env) { delete Of(env); }
+
+// A view of `count` elements at `p` for Python (no copy). The bridge does
+// not use pybind11's NumPy API: Debian's pybind11 2.10 predates NumPy 2's
+// ABI. Python wraps the views with numpy.frombuffer instead.
+template <typename T>
+py::memoryview View(T* p, size_t count) {
+  return py::memoryview::from_memory(const_cast<std::remove_const_t<T>*>(p),
+                                     static_cast<py::ssize_t>(count * sizeof(T)),
+                                     /*readonly=*/std::is_const_v<T>);
+}
+
+int Reset(rl_env* env, const rl_env_buffers* out, char* error,
+          size_t error_size) {
+  Bridge* b = Of(env);
+  py::gil_scoped_acquire gil;
+  try {
+    b->module.attr("reset_into")(
+        b->env, b->seed,
+        View(static_cast<float*>(out->observations),
+             static_cast<size_t>(b->num_envs) * b->observation.elements()));
+    std::fill(b->returns.begin(), b->returns.end(), 0.0);
+    std::fill(b->lengths.begin(), b->lengths.end(), 0);
+    return 0;
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, Describe(e));
+    return 1;
+  }
+}
+
+int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
+         char* error, size_t error_size) {
+  Bridge* b = Of(env);
+  const int n = b->num_envs;
+  const size_t obs_count =
+      static_cast<size_t>(n) * b->observation.elements();
+  py::gil_scoped_acquire gil;
+  try {
+    py::object action_view =
+        b->action.kind == "discrete"
+            ? View(static_cast<const int64_t*>(actions), n)
+            : View(static_cast<const float*>(actions),
+                   static_cast<size_t>(n) * b->action.elements());
+    py::object final_view = py::none();
+    if (out->final_observations != nullptr) {
+      final_view = View(static_cast<float*>(out->final_observations), obs_count);
+    }
+    b->module.attr("step_into")(
+        b->env, action_view,
+        View(static_cast<float*>(out->observations), obs_count),
+        View(out->rewards, n), View(out->terminated, n),
+        View(out->truncated, n), final_view);
+    for (int i = 0; i < n; ++i) {
+      b->returns[i] += out->rewards[i];
+      ++b->lengths[i];
+      const bool ended = out->terminated[i] || out->truncated[i];
+      if (out->episode_returns != nullptr) {
+        out->episode_returns[i] =
+            ended ? static_cast<float>(b->returns[i]) : 0.f;
+      }
+      if (out->episode_lengths != nullptr) {
+        out->episode_lengths[i] = ended ? b->lengths[i] : 0;
+      }
+      if (ended) {
+        b->returns[i] = 0;
+        b->lengths[i] = 0;
+      }
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, Describe(e));
+    return 1;
+  }
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const rl_env_plugin*
+rl_env_plugin_v1(void) {
+  static const rl_env_plugin table = [] {
+    rl_env_plugin t{};
+    t.abi_version = RL_ENV_ABI_VERSION;
+    t.struct_size = sizeof(rl_env_plugin);
+    t.name = "Gymnasium bridge (embedded CPython 3.11)";
+    t.create = Create;
+    t.destroy = Destroy;
+    t.reset = Reset;
+    t.step = Step;
+    return t;
+  }();
+  return &table;
+}
