@@ -28,7 +28,10 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VENV_PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+# Its own venv: the project's .venv holds gymnasium 1.1.1 for the bridge
+# (envs/gym_bridge), while the golden trajectories are Gymnasium 1.0.0's.
+VENV = os.path.join(ROOT, ".venv-golden")
+VENV_PYTHON = os.path.join(VENV, "bin", "python")
 # Exact versions; NumPy's version matters (NEP 50 promotion in Pendulum and
 # MountainCarContinuous). --no-deps keeps pip away from the LibTorch wheel.
 PINS = [
@@ -42,8 +45,8 @@ PINS = [
 
 def ensure_gymnasium():
     if not os.path.exists(VENV_PYTHON):
-        sys.exit("no .venv: run tools/setup.sh first")
-    if os.path.realpath(sys.prefix) != os.path.realpath(os.path.join(ROOT, ".venv")):
+        subprocess.check_call([sys.executable, "-m", "venv", VENV])
+    if os.path.realpath(sys.prefix) != os.path.realpath(VENV):
         os.execv(VENV_PYTHON, [VENV_PYTHON] + sys.argv)
     try:
         import gymnasium

@@ -38,6 +38,11 @@ APT_PACKAGES=(
   # come from LibTorch's libtorch_cpu).
   "libgloo-dev=0.0~git20220518.5b14351-3"
   "python3-venv=3.11.2-1+b1"
+  # The Gymnasium bridge (envs/gym_bridge): CPython's headers and library to
+  # embed, and pybind11's headers.
+  "python3-dev=3.11.2-1+b1"
+  "libpython3.11-dev=3.11.2-6+deb12u6"
+  "pybind11-dev=2.10.3-1"
   # `ip netns` and veth pairs for the two-host tests (tests/two_hosts.sh).
   "iproute2=6.1.0-3"
   # .ci/run checks the C++ formatting with it.
@@ -65,8 +70,9 @@ APT_PACKAGES=(
 # Packages whose old versions leave the archive when a security update comes
 # (Debian keeps only the newest chromium in bookworm-security). Their pin is
 # taken while the archive holds it; once it is gone, the archive's candidate
-# is installed instead and the log says so. Test-only (the web page test).
-FOLLOWS_SECURITY=" chromium "
+# is installed instead and the log says so. chromium: test-only (the web
+# page test); libpython3.11-dev: CPython's security releases.
+FOLLOWS_SECURITY=" chromium libpython3.11-dev "
 in_archive() {  # in_archive PKG VERSION: apt's lists hold that version
   apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
     grep -qxF -- "$2"
@@ -202,5 +208,7 @@ cat >"$ROOT/.bazelrc.local" <<EOF
 build --incompatible_use_python_toolchains=false
 build --python_path=$VENV/bin/python3
 build --repo_env=RL_VENV=$VENV
+# The Gymnasium bridge's embedded interpreter uses the venv (gymnasium).
+test --test_env=RL_PYTHON=$VENV/bin/python3
 EOF
 log "done"

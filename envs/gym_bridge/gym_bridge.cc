@@ -65,13 +65,14 @@ std::string StartError() {
     }
     try {
       py::initialize_interpreter(&config, 0, nullptr, false);
-      py::module_ bridge = py::module_::import("types").attr("ModuleType")(
-          "rl_gym_bridge");
+      py::module_ bridge =
+          py::module_::import("types").attr("ModuleType")("rl_gym_bridge");
       py::exec(kBridgePy, bridge.attr("__dict__"));
       py::module_::import("sys").attr("modules")["rl_gym_bridge"] = bridge;
     } catch (const std::exception& e) {
-      error = std::string("cannot start the embedded Python (set RL_PYTHON "
-                          "to a python3 with gymnasium installed): ") +
+      error = std::string(
+                  "cannot start the embedded Python (set RL_PYTHON "
+                  "to a python3 with gymnasium installed): ") +
               e.what();
     }
     PyConfig_Clear(&config);
@@ -163,8 +164,8 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     bridge->module = py::module_::import("rl_gym_bridge");
     py::object kwargs =
         py::module_::import("json").attr("loads")(o->kwargs_json);
-    bridge->env = bridge->module.attr("make")(
-        o->env_id, o->num_envs, kwargs, o->max_episode_steps, o->seed);
+    bridge->env = bridge->module.attr("make")(o->env_id, o->num_envs, kwargs,
+                                              o->max_episode_steps, o->seed);
     py::tuple spaces = bridge->module.attr("spaces")(bridge->env);
     bridge->observation = ToSpace(spaces[0]);
     bridge->action = ToSpace(spaces[1]);
@@ -179,8 +180,8 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
           {&bridge->action, &info->action, "action"}}) {
       if (std::string e = ToC(*space, c); !e.empty()) {
         WriteError(error, error_size,
-                   std::string("the Gymnasium bridge cannot pass its ") +
-                       what + " space: " + e);
+                   std::string("the Gymnasium bridge cannot pass its ") + what +
+                       " space: " + e);
         return nullptr;
       }
     }
@@ -200,9 +201,10 @@ void Destroy(rl_env* env) { delete Of(env); }
 // ABI. Python wraps the views with numpy.frombuffer instead.
 template <typename T>
 py::memoryview View(T* p, size_t count) {
-  return py::memoryview::from_memory(const_cast<std::remove_const_t<T>*>(p),
-                                     static_cast<py::ssize_t>(count * sizeof(T)),
-                                     /*readonly=*/std::is_const_v<T>);
+  return py::memoryview::from_memory(
+      const_cast<std::remove_const_t<T>*>(p),
+      static_cast<py::ssize_t>(count * sizeof(T)),
+      /*readonly=*/std::is_const_v<T>);
 }
 
 int Reset(rl_env* env, const rl_env_buffers* out, char* error,
@@ -227,8 +229,7 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
          char* error, size_t error_size) {
   Bridge* b = Of(env);
   const int n = b->num_envs;
-  const size_t obs_count =
-      static_cast<size_t>(n) * b->observation.elements();
+  const size_t obs_count = static_cast<size_t>(n) * b->observation.elements();
   py::gil_scoped_acquire gil;
   try {
     py::object action_view =
@@ -238,7 +239,8 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
                    static_cast<size_t>(n) * b->action.elements());
     py::object final_view = py::none();
     if (out->final_observations != nullptr) {
-      final_view = View(static_cast<float*>(out->final_observations), obs_count);
+      final_view =
+          View(static_cast<float*>(out->final_observations), obs_count);
     }
     b->module.attr("step_into")(
         b->env, action_view,

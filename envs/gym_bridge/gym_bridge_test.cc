@@ -1,0 +1,156 @@
+// The Gymnasium bridge loaded as a plugin (as actors load it): a registered
+// Gymnasium env, a user's own Python env, async worker processes, and the
+// errors a user sees. Needs the venv's gymnasium (tools/setup.sh sets
+// RL_PYTHON for tests).
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "envs/env_plugin.h"
+#include "envs/env_registry.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+class GymBridgeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // Read once, when the first bridge starts the interpreter.
+    setenv("PYTHONPATH", "examples/gym_env", 1);
+  }
+
+  static EnvSpec Spec(const std::string& id, int obs, int discrete,
+                      int continuous = 0) {
+    EnvSpec spec;
+    spec.set_id(id);
+    spec.set_plugin("envs/gym_bridge/libgym_bridge.so");
+    spec.set_observation_size(obs);
+    spec.set_num_discrete_actions(discrete);
+    spec.set_continuous_action_size(continuous);
+    if (continuous > 0) {
+      spec.set_action_low(-2);
+      spec.set_action_high(2);
+    }
+    EXPECT_OK(ResolveEnvSpec(&spec));
+    return spec;
+  }
+
+  static EnvOpenOptions Options(int num_envs) {
+    EnvOpenOptions o;
+    o.num_envs = num_envs;
+    o.seed = 3;
+    o.search_path = std::vector<std::string>{};
+    return o;
+  }
+};
+
+struct Steps {
+  int episodes = 0;
+  double returns = 0;
+  bool finite = true;
+};
+
+// `t` steps of random discrete actions.
+Steps StepRandomly(BatchedEnv& env, int n, int obs_size, int actions, int t) {
+  std::vector<float> obs(n * obs_size), final_obs(n * obs_size), rewards(n),
+      returns(n);
+  std::vector<uint8_t> term(n), trunc(n);
+  std::vector<int32_t> lengths(n);
+  std::vector<int64_t> a(n);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  EXPECT_OK(env.Reset(obs.data()));
+  std::mt19937 rng(1);
+  Steps s;
+  for (int k = 0; k < t; ++k) {
+    for (auto& x : a) x = rng() % actions;
+    EXPECT_OK(env.StepDiscrete(a.data(), out));
+    for (int i = 0; i < n; ++i) {
+      if (term[i] || trunc[i]) {
+        ++s.episodes;
+        s.returns += returns[i];
+        EXPECT_EQ(lengths[i], returns[i]);  // CartPole: 1 a step
+      }
+    }
+  }
+  return s;
+}
+
+TEST_F(GymBridgeTest, ARegisteredGymnasiumEnvStepsWithEpisodeInfo) {
+  ASSERT_OK_AND_ASSIGN(auto env,
+                       OpenEnv(Spec("CartPole-v1", 4, 2), Options(6)));
+  const Steps s = StepRandomly(*env, 6, 4, 2, 300);
+  // Random CartPole episodes last about 22 steps.
+  EXPECT_GT(s.episodes, 40);
+  EXPECT_NEAR(s.returns / s.episodes, 22, 8);
+}
+
+TEST_F(GymBridgeTest, AUsersOwnPythonEnvAndItsKwargs) {
+  EnvSpec spec = Spec("chase_py:make", 2, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["step_size"].set_number_value(0.5);
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(4)));
+  std::vector<float> obs(8);
+  ASSERT_OK(env->Reset(obs.data()));
+  std::vector<float> next(8), rewards(4);
+  std::vector<uint8_t> term(4), trunc(4);
+  StepOutputs out;
+  out.observations = next.data();
+  out.rewards = rewards.data();
+  out.terminated = term.data();
+  out.truncated = trunc.data();
+  const std::vector<int64_t> right(4, 2);
+  ASSERT_OK(env->StepDiscrete(right.data(), out));
+  for (int i = 0; i < 4; ++i) {
+    if (term[i]) continue;
+    // x moved right by the kwargs' step (clipped at 1).
+    EXPECT_NEAR(next[2 * i], std::min(1.0f, obs[2 * i] + 0.5f), 1e-5) << i;
+  }
+  spec.set_num_discrete_actions(4);
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("action Discrete(3), env.num_discrete_"
+                                 "actions is 4")));
+}
+
+TEST_F(GymBridgeTest, AsyncWorkerProcessesGiveTheSameEpisodes) {
+  EnvSpec spec = Spec("CartPole-v1", 4, 2);
+  ASSERT_OK_AND_ASSIGN(auto sync_env, OpenEnv(spec, Options(2)));
+  (*spec.mutable_kwargs()->mutable_fields())["vectorization_mode"]
+      .set_string_value("async");
+  ASSERT_OK_AND_ASSIGN(auto async_env, OpenEnv(spec, Options(2)));
+  const Steps a = StepRandomly(*sync_env, 2, 4, 2, 100);
+  const Steps b = StepRandomly(*async_env, 2, 4, 2, 100);
+  EXPECT_EQ(a.episodes, b.episodes);
+  EXPECT_EQ(a.returns, b.returns);
+}
+
+TEST_F(GymBridgeTest, ErrorsNameWhatIsWrong) {
+  EXPECT_THAT(
+      OpenEnv(Spec("NoSuchEnv-v0", 4, 2), Options(1)).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("create failed"), HasSubstr("NoSuchEnv"))));
+  EXPECT_THAT(OpenEnv(Spec("bad_spaces:make", 2, 2), Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("cannot pass its action space: a Tuple "
+                                 "space")));
+  EXPECT_THAT(OpenEnv(Spec("bad_spaces:broken", 2, 2), Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("this env cannot be made")));
+  EnvSpec spec = Spec("CartPole-v1", 4, 2);
+  (*spec.mutable_kwargs()->mutable_fields())["vectorization_mode"]
+      .set_string_value("threads");
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.vectorization_mode")));
+}
+
+}  // namespace
+}  // namespace rl

@@ -1,0 +1,27 @@
+"""A Gymnasium env whose action space the bridge cannot pass (a Tuple):
+the bridge's tests check the message."""
+
+import gymnasium as gym
+import numpy as np
+
+
+class TupleActions(gym.Env):
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = gym.spaces.Tuple(
+            (gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+def make():
+    return TupleActions()
+
+
+def broken(**kwargs):
+    raise RuntimeError("this env cannot be made")
