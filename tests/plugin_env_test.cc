@@ -3,6 +3,7 @@
 // actor processes, and every way a plugin can fail ending its run FAILED
 // with the reason, while the workers go on to train the next run.
 #include <signal.h>
+#include <stdlib.h>
 
 #include <filesystem>
 #include <optional>
@@ -46,6 +47,18 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4}
 )");
 }
 
+// The same env in Python (examples/gym_env/chase_py.py) through the
+// Gymnasium bridge.
+std::string ChasePy(const std::string& name) {
+  std::string yaml = Chase(name);
+  const std::string from = "  id: Chase-v0\n  plugin: " +
+                           Absolute("examples/plugin_env/libchase_env.so");
+  yaml.replace(yaml.find(from), from.size(),
+               "  id: chase_py:make\n  plugin: " +
+                   Absolute("envs/gym_bridge/libgym_bridge.so"));
+  return yaml;
+}
+
 // The probe plugin (envs/testdata/test_plugin.cc) misbehaving as `mode`
 // says; the run declares `obs_size` observation elements (the plugin has 3).
 std::string Probe(const std::string& name, const std::string& plugin,
@@ -71,6 +84,8 @@ total_env_steps: 100000
 class PluginEnvTest : public EmbeddedCoordinatorTest {};
 
 TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
+  // The workers inherit it: the bridge's interpreter finds chase_py there.
+  setenv("PYTHONPATH", Absolute("examples/gym_env").c_str(), 1);
   StartCoordinator("learners=1,actors=1",
                    {"--lease_ttl_s=3", "--max_worker_failures=1"});
   constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
@@ -103,11 +118,14 @@ TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
     EXPECT_THAT(done.failure_reason(), HasSubstr(c.reason)) << c.name;
   }
   // The workers are unharmed: the example plugin trains to its target on
-  // them.
-  const rl::Run chase = Submit(Chase("chase"));
-  const rl::Run done = WaitForEnd(chase.run_id(), absl::Seconds(400));
-  EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
-  EXPECT_GE(done.progress().mean_return(), 0.9);
+  // them, and so does the same env written in Python (examples/gym_env)
+  // through the Gymnasium bridge.
+  for (const std::string& yaml : {Chase("chase"), ChasePy("chase-py")}) {
+    const rl::Run chase = Submit(yaml);
+    const rl::Run done = WaitForEnd(chase.run_id(), absl::Seconds(400));
+    EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+    EXPECT_GE(done.progress().mean_return(), 0.9);
+  }
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 
