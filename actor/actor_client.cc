@@ -129,7 +129,8 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
                    SegmentWindow::Create(window_options));
   ASSIGN_OR_RETURN(
       std::unique_ptr<RolloutCollector> collector,
-      RolloutCollector::Create(options.spec, seed, options.env_threads));
+      RolloutCollector::Create(options.spec, seed, options.env_threads,
+                               options.env_plugin_dirs));
   return std::unique_ptr<ActorClient>(
       new ActorClient(options, std::move(collector), std::move(window)));
 }

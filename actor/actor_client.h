@@ -69,6 +69,8 @@ struct ActorOptions {
   int actor_id = 0;
   // Threads stepping the environments.
   int env_threads = 1;
+  // Where environment plugins may be loaded from (empty: anywhere).
+  std::vector<std::string> env_plugin_dirs;
   // Run() fails with UNAVAILABLE after this long without a connection.
   absl::Duration max_disconnected = absl::Seconds(120);
   // Reconnect backoff: doubles from initial to max, with +-20% jitter.

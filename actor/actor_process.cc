@@ -152,6 +152,7 @@ class ActorProcess::Impl {
       ActorWorkloadOptions workload;
       workload.security = options_.security;
       workload.env_threads = options_.env_threads;
+      workload.env_plugin_dirs = options_.env_plugin_dirs;
       workload.max_disconnected = options_.max_disconnected;
       workload.emitter = telemetry_->emitter();
       workload_ = std::make_unique<ActorWorkload>(workload);
@@ -181,6 +182,7 @@ class ActorProcess::Impl {
     actor.run_id = options_.run_id;
     actor.actor_id = options_.actor_id;
     actor.env_threads = options_.env_threads;
+    actor.env_plugin_dirs = options_.env_plugin_dirs;
     actor.max_disconnected = options_.max_disconnected;
     actor.emitter = telemetry_->emitter();
     actor.emitter->SetRun(actor.run_id.empty() ? spec.name() : actor.run_id);

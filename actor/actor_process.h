@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -37,6 +38,9 @@ struct ActorProcessOptions {
   std::string run_id;
   int actor_id = 0;
   int env_threads = 1;
+  // Directories environment plugins may be loaded from; empty: any path a
+  // run file names (a single-user machine).
+  std::vector<std::string> env_plugin_dirs;
   absl::Duration max_disconnected = absl::Seconds(120);
   // Its source defaults to the worker name or actor/<actor_id>.
   ProcessTelemetryOptions telemetry;

@@ -32,6 +32,7 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   options.run_key = assignment.run_key();
   options.actor_id = assignment.rank();
   options.env_threads = options_.env_threads;
+  options.env_plugin_dirs = options_.env_plugin_dirs;
   options.max_disconnected = options_.max_disconnected;
   options.emitter = options_.emitter;
   if (options.emitter != nullptr) options.emitter->SetRun(assignment.run_id());

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -25,6 +26,7 @@ struct ActorWorkloadOptions {
   // The learner channels' TLS and token (null: Security::ProcessDefault()).
   std::shared_ptr<const Security> security;
   int env_threads = 1;
+  std::vector<std::string> env_plugin_dirs;  // ActorOptions'
   absl::Duration max_disconnected = absl::Seconds(120);
   Emitter* emitter = nullptr;  // not owned; null: none
 };

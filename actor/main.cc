@@ -11,6 +11,7 @@
 #include <torch/utils.h>
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,10 @@ ABSL_FLAG(std::string, run_id, "",
           "Run id sent to the learner (default: the run file's name).");
 ABSL_FLAG(int, actor_id, 0, "Rank of this actor in the run (>= 0).");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
+ABSL_FLAG(std::vector<std::string>, env_plugin_dirs, {},
+          "Directories environment plugins may be loaded from (comma-"
+          "separated); a run naming a library elsewhere fails. Empty: any "
+          "path a run file names (a single-user machine).");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(std::string, coordinator, "",
           "Worker mode: register with this coordinator (HOST:PORT) and run "
@@ -79,6 +84,7 @@ int main(int argc, char** argv) {
   options.run_id = absl::GetFlag(FLAGS_run_id);
   options.actor_id = absl::GetFlag(FLAGS_actor_id);
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
+  options.env_plugin_dirs = absl::GetFlag(FLAGS_env_plugin_dirs);
   options.max_disconnected =
       absl::Seconds(absl::GetFlag(FLAGS_max_disconnected_seconds));
   options.telemetry.telemetry_target = absl::GetFlag(FLAGS_telemetry);

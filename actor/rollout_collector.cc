@@ -24,11 +24,13 @@ uint64_t SamplingSeed(uint64_t seed) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
-    const RunSpec& spec, uint64_t seed, int env_threads) {
+    const RunSpec& spec, uint64_t seed, int env_threads,
+    const std::vector<std::string>& plugin_dirs) {
   EnvOpenOptions options;
   options.num_envs = spec.envs_per_actor();
   options.seed = seed;
   options.num_threads = env_threads;
+  options.allowed_dirs = plugin_dirs;
   ASSIGN_OR_RETURN(std::unique_ptr<BatchedEnv> env,
                    OpenEnv(spec.env(), options));
   std::unique_ptr<RolloutCollector> collector(

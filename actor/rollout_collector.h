@@ -13,6 +13,7 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,8 +37,11 @@ class RolloutCollector {
  public:
   // Environments from `spec` (id, envs_per_actor, time limit), seeded with
   // `seed`; `env_threads` threads step them.
+  // A plugin must lie under one of `plugin_dirs` when that is not empty
+  // (envs/env_plugin.h).
   static absl::StatusOr<std::unique_ptr<RolloutCollector>> Create(
-      const RunSpec& spec, uint64_t seed, int env_threads);
+      const RunSpec& spec, uint64_t seed, int env_threads,
+      const std::vector<std::string>& plugin_dirs = {});
 
   const EnvSpec& env_spec() const { return env_->spec(); }
 

@@ -5,8 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <utility>
@@ -326,9 +327,8 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
   // Compared as float32, the precision of the spec and of rewards. A
   // plugin that cannot know its range (the Gymnasium bridge) declares
   // (-inf, inf): the run's declared range holds, checked at every step.
-  const bool unknown =
-      std::isinf(info.reward_low) && info.reward_low < 0 &&
-      std::isinf(info.reward_high) && info.reward_high > 0;
+  const bool unknown = std::isinf(info.reward_low) && info.reward_low < 0 &&
+                       std::isinf(info.reward_high) && info.reward_high > 0;
   if (!unknown &&
       !(static_cast<float>(info.reward_low) >= spec.reward_low() &&
         static_cast<float>(info.reward_high) <= spec.reward_high())) {
@@ -510,7 +510,8 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
 
 absl::StatusOr<EnvPluginRef> FindEnvPlugin(
     const EnvSpec& spec,
-    const std::optional<std::vector<std::string>>& search_path) {
+    const std::optional<std::vector<std::string>>& search_path,
+    const std::vector<std::string>& allowed_dirs) {
   if (spec.plugin().empty()) {
     return EnvPluginRef{BuiltinEnvPlugin(),
                         absl::StrCat("built-in ", spec.id())};
@@ -521,6 +522,24 @@ absl::StatusOr<EnvPluginRef> FindEnvPlugin(
   if (!path.ok()) {
     return absl::FailedPreconditionError(path.status().message());
   }
+  if (!allowed_dirs.empty()) {
+    std::error_code error;
+    const std::filesystem::path real = std::filesystem::canonical(*path, error);
+    bool inside = false;
+    for (const std::string& dir : allowed_dirs) {
+      const std::filesystem::path root =
+          std::filesystem::weakly_canonical(dir, error);
+      const std::string prefix = root.string() + "/";
+      inside |= !real.empty() && real.string().rfind(prefix, 0) == 0;
+    }
+    if (!inside) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "environment plugin ", *path,
+          ": outside the directories this worker loads plugins from "
+          "(--env_plugin_dirs=",
+          absl::StrJoin(allowed_dirs, ","), ")"));
+    }
+  }
   ASSIGN_OR_RETURN(const rl_env_plugin* table, LoadEnvPlugin(*path));
   return EnvPluginRef{table, *path};
 }
@@ -530,8 +549,9 @@ namespace {
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvUnmarked(
     const EnvSpec& spec, const EnvOpenOptions& options) {
   RETURN_IF_ERROR(CheckResolvedEnvSpec(spec));
-  ASSIGN_OR_RETURN(const EnvPluginRef plugin,
-                   FindEnvPlugin(spec, options.search_path));
+  ASSIGN_OR_RETURN(
+      const EnvPluginRef plugin,
+      FindEnvPlugin(spec, options.search_path, options.allowed_dirs));
   return OpenEnvWith(plugin.table, plugin.origin, spec, options);
 }
 

@@ -55,7 +55,8 @@ struct EnvPluginRef {
 // FAILED_PRECONDITION naming what went wrong.
 absl::StatusOr<EnvPluginRef> FindEnvPlugin(
     const EnvSpec& spec,
-    const std::optional<std::vector<std::string>>& search_path = std::nullopt);
+    const std::optional<std::vector<std::string>>& search_path = std::nullopt,
+    const std::vector<std::string>& allowed_dirs = {});
 
 // OK if what a plugin declared at create fits the run's `spec`; else
 // FAILED_PRECONDITION naming both sides.
@@ -72,6 +73,11 @@ struct EnvOpenOptions {
   int num_threads = 1;
   // For env.plugin names without a '/'; default: EnvPluginSearchPath().
   std::optional<std::vector<std::string>> search_path;
+  // When not empty, a plugin library must lie (after resolving symbolic
+  // links) under one of these directories: a worker's limit on what run
+  // files may make it load (the actor's --env_plugin_dirs). Built-in
+  // environments need none.
+  std::vector<std::string> allowed_dirs;
 };
 
 // `options.num_envs` environments of `spec` (resolved: runspec/), created

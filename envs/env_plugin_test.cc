@@ -1,6 +1,7 @@
 #include "envs/env_plugin.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -160,6 +161,32 @@ TEST(EnvPluginTest, APluginNamedWithoutASlashIsLookedUpInTheSearchPath) {
   options.search_path =
       std::vector<std::string>{"/nonexistent", "envs/testdata"};
   EXPECT_OK(OpenEnv(spec, options).status());
+}
+
+TEST(EnvPluginTest, AWorkerCanLimitWherePluginsComeFrom) {
+  EnvOpenOptions options = Options(1);
+  // Where the library really is (the runfiles tree holds a symbolic link,
+  // which does not count).
+  options.allowed_dirs = {
+      std::filesystem::canonical(kProbe).parent_path().string()};
+  EXPECT_OK(OpenEnv(ProbeSpec(), options).status());
+  options.allowed_dirs = {"envs/testdata"};
+  EXPECT_THAT(OpenEnv(ProbeSpec(), options).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("outside the directories")));
+  options.allowed_dirs = {"/opt/plugins",
+                          "envs/test"};  // a prefix is not a dir
+  const absl::Status outside = OpenEnv(ProbeSpec(), options).status();
+  EXPECT_THAT(outside,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("outside the directories this worker loads "
+                                 "plugins from (--env_plugin_dirs=/opt/"
+                                 "plugins,envs/test)")));
+  // Built-in environments need no directory.
+  EnvSpec cartpole;
+  cartpole.set_id("CartPole-v1");
+  ASSERT_OK(ResolveEnvSpec(&cartpole));
+  EXPECT_OK(OpenEnv(cartpole, options).status());
 }
 
 TEST(EnvPluginTest, EveryLoadFailureNamesItsReason) {

@@ -25,6 +25,8 @@ import itertools
 import math
 import os
 import re
+import shutil
+import subprocess
 import sys
 import time
 
@@ -455,6 +457,32 @@ def add_retry_for(parser):
         f"for up to this long (default {DEFAULT_RETRY_FOR_S:g}; 0: exit at once)")
 
 
+def find_rl_local():
+    """rl_local's path: $RL_LOCAL, on PATH, or this checkout's bazel-bin."""
+    candidates = [os.environ.get("RL_LOCAL"), shutil.which("rl_local"),
+                  os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "bazel-bin", "trainer", "rl_local")]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def check_env(run_file, steps):
+    """`rl_local check-env`: its output and exit code (0 clean, 1 a violation,
+    2 bad input)."""
+    rl_local = find_rl_local()
+    if rl_local is None:
+        print("rlctl: error: check-env runs rl_local, which was not found ($RL_LOCAL, PATH, "
+              "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)", file=sys.stderr)
+        return 2
+    done = subprocess.run([rl_local, "check-env", f"--run={run_file}", f"--steps={steps}"],
+                          capture_output=True, text=True, check=False)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="rlctl", description=__doc__.split("\n")[0])
     parser.add_argument("--coordinator", help="host:port (default $RL_COORDINATOR or 127.0.0.1:50051)")
@@ -497,10 +525,19 @@ def main(argv=None):
     p.add_argument("--min-step", dest="min_step", type=int, default=0)
     p.add_argument("--max-step", dest="max_step", type=int, default=0, help="0: no bound")
     p.add_argument("--csv", action="store_true", help="CSV (raw points) on stdout")
+    p = sub.add_parser(
+        "check-env", help="step a run file's environment here, against the plugin contract",
+        description="Runs `rl_local check-env` on this machine (as an actor would load the "
+        "environment): its spaces, step rate and the first violation found. rl_local is "
+        "$RL_LOCAL, else rl_local on PATH, else this checkout's bazel-bin/trainer/rl_local.")
+    p.add_argument("run_file")
+    p.add_argument("--steps", type=int, default=10000, help="batch steps of random actions")
     p = sub.add_parser("top", help="live view of the active runs")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     args = parser.parse_args(argv)
+    if args.command == "check-env":
+        return check_env(args.run_file, args.steps)
 
     security = Security.from_env(
         token_file=args.token_file, tls_ca=args.tls_ca, tls_cert=args.tls_cert,

@@ -162,6 +162,17 @@ class RunFileTest(unittest.TestCase):
         self.assert_bad(self.write("syntax.json", '{"env": '))
         self.assert_bad(self.write("seed.yaml", "seed: 99999999999999999999999\n"), "seed")
 
+    def test_check_env_runs_rl_local(self):
+        os.environ["RL_LOCAL"] = os.path.abspath("trainer/rl_local")
+        code, out, err = run_rlctl("check-env", "examples/cartpole.yaml", "--steps", "200")
+        self.assertEqual(code, 0, err)
+        self.assertIn("observation: Box(float32, [4])", out)
+        self.assertIn("no violation found", out)
+        # A bad run file: rl_local's exit code 2 and its one-line error.
+        code, out, err = run_rlctl("check-env", self.write("bad.yaml", "env: {id: Nope}\n"))
+        self.assertEqual(code, 2, err)
+        self.assertIn("env.id", err)
+
     def test_a_good_file_is_accepted(self):
         path = self.write("ok.yaml", "env: {id: CartPole-v1}\nname: café ✓\n")
         run = self.client.submit(path)

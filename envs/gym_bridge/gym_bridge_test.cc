@@ -28,7 +28,7 @@ class GymBridgeTest : public ::testing::Test {
   }
 
   static EnvSpec Spec(const std::string& id, int obs, int discrete,
-                      int continuous = 0) {
+                      int continuous = 0, float low = -2, float high = 2) {
     EnvSpec spec;
     spec.set_id(id);
     spec.set_plugin("envs/gym_bridge/libgym_bridge.so");
@@ -36,8 +36,8 @@ class GymBridgeTest : public ::testing::Test {
     spec.set_num_discrete_actions(discrete);
     spec.set_continuous_action_size(continuous);
     if (continuous > 0) {
-      spec.set_action_low(-2);
-      spec.set_action_high(2);
+      spec.set_action_low(low);
+      spec.set_action_high(high);
     }
     EXPECT_OK(ResolveEnvSpec(&spec));
     return spec;
@@ -130,6 +130,33 @@ TEST_F(GymBridgeTest, AsyncWorkerProcessesGiveTheSameEpisodes) {
   const Steps b = StepRandomly(*async_env, 2, 4, 2, 100);
   EXPECT_EQ(a.episodes, b.episodes);
   EXPECT_EQ(a.returns, b.returns);
+}
+
+// Gymnasium's MuJoCo (mujoco from PyPI) and ale-py's Atari (its ROMs in
+// the wheel; the RAM observation), as set-up installs them.
+TEST_F(GymBridgeTest, MujocoAndAtariEnvsStep) {
+  ASSERT_OK_AND_ASSIGN(auto hopper,
+                       OpenEnv(Spec("Hopper-v5", 11, 0, 3, -1, 1), Options(2)));
+  std::vector<float> obs(22), final_obs(22), rewards(2);
+  std::vector<uint8_t> term(2), trunc(2);
+  StepOutputs out;
+  out.observations = obs.data();
+  out.final_observations = final_obs.data();
+  out.rewards = rewards.data();
+  out.terminated = term.data();
+  out.truncated = trunc.data();
+  ASSERT_OK(hopper->Reset(obs.data()));
+  const std::vector<float> torques = {0.5f, -0.5f, 0.2f, 0.1f, 0.f, -1.f};
+  for (int t = 0; t < 50; ++t) {
+    ASSERT_OK(hopper->StepContinuous(torques.data(), out));
+  }
+  EnvSpec pong = Spec("ale_py:ALE/Pong-v5", 128, 6);
+  (*pong.mutable_kwargs()->mutable_fields())["obs_type"].set_string_value(
+      "ram");
+  pong.set_reward_low(-1);
+  pong.set_reward_high(1);
+  ASSERT_OK_AND_ASSIGN(auto atari, OpenEnv(pong, Options(2)));
+  EXPECT_EQ(StepRandomly(*atari, 2, 128, 6, 50).episodes, 0);
 }
 
 TEST_F(GymBridgeTest, ErrorsNameWhatIsWrong) {
