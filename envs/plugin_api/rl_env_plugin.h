@@ -125,10 +125,10 @@ typedef struct {
   float* rewards;
   uint8_t* terminated;
   uint8_t* truncated;
-  uint8_t* action_masks;     /* NULL unless has_action_mask */
-  void* final_observations;  /* may be NULL */
-  float* episode_returns;    /* may be NULL */
-  int32_t* episode_lengths;  /* may be NULL */
+  uint8_t* action_masks;    /* NULL unless has_action_mask */
+  void* final_observations; /* may be NULL */
+  float* episode_returns;   /* may be NULL */
+  int32_t* episode_lengths; /* may be NULL */
 } rl_env_buffers;
 
 typedef struct rl_env rl_env; /* a plugin's batch, opaque to the service */
@@ -160,8 +160,8 @@ typedef struct {
      so that a resumed run continues exactly. save_state returns the size
      written, or the size needed when `capacity` is too small (call again),
      or -1 on error. */
-  int64_t (*save_state)(rl_env* env, void* bytes, int64_t capacity,
-                        char* error, size_t error_size);
+  int64_t (*save_state)(rl_env* env, void* bytes, int64_t capacity, char* error,
+                        size_t error_size);
   int (*restore_state)(rl_env* env, const void* bytes, int64_t size,
                        char* error, size_t error_size);
 } rl_env_plugin;
