@@ -41,6 +41,13 @@ write("run_file_fuzzer", "small.yaml",
       "name: small\nenv: {id: CartPole-v1}\nenvs_per_actor: 4\n"
       "segment_length: 16\ntotal_env_steps: 640\n"
       "ppo: {num_epochs: 2, num_minibatches: 2}\npolicy: {hidden_sizes: [32]}\n")
+with open(os.path.join(ROOT, "..", "examples", "plugin_env", "chase.yaml"),
+          "rb") as f:
+    write("run_file_fuzzer", "plugin.yaml", f.read())
+write("run_file_fuzzer", "gymnasium.yaml",
+      "env: {id: 'chase_py:make', plugin: gymnasium, observation_size: 2,\n"
+      "      continuous_action_size: 2, action_low: -1, action_high: 1,\n"
+      "      kwargs: {a: [1, {b: null}], c: 'x', d: true}}\n")
 write("run_file_fuzzer", "anchors.yaml",
       "name: &n a\nenv: {id: Pendulum-v1}\nppo: &p {gamma: 0.9}\n"
       "resources: {num_actors: 2}\n")
