@@ -35,8 +35,11 @@ absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
                    OpenEnv(spec.env(), options));
   std::unique_ptr<RolloutCollector> collector(
       new RolloutCollector(spec, std::move(env), seed));
-  RETURN_IF_ERROR(collector->env_->Reset(
-      collector->current_observations_.data_ptr<float>()));
+  RETURN_IF_ERROR(
+      collector->env_->Reset(collector->current_observations_.data_ptr<float>(),
+                             collector->current_masks_.defined()
+                                 ? collector->current_masks_.data_ptr<uint8_t>()
+                                 : nullptr));
   return collector;
 }
 
@@ -53,6 +56,11 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
   final_observations_ = torch::zeros({num_steps_, num_envs_, obs});
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
   episode_length_rows_ = torch::zeros({num_steps_, num_envs_}, torch::kInt32);
+  if (env_->spec().action_mask()) {
+    const int64_t n = env_->spec().num_discrete_actions();
+    current_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
+    next_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
+  }
   if (spec.ppo().normalize_rewards()) {
     reward_scaler_ =
         std::make_unique<RewardScaler>(num_envs_, spec.ppo().gamma());
@@ -64,9 +72,10 @@ ActorCriticConfig RolloutCollector::NetworkConfig(const RunSpec& spec) const {
 }
 
 Rollout RolloutCollector::AllocateRollout() const {
-  return Rollout::Allocate(num_steps_, num_envs_,
-                           env_->spec().observation_size(),
-                           env_->spec().continuous_action_size());
+  return Rollout::Allocate(
+      num_steps_, num_envs_, env_->spec().observation_size(),
+      env_->spec().continuous_action_size(),
+      env_->spec().action_mask() ? env_->spec().num_discrete_actions() : 0);
 }
 
 absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
@@ -90,6 +99,19 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   CollectTimings local;
   const bool discrete = IsDiscrete(env_->spec());
   rollout->observations[0].copy_(current_observations_);
+  const bool masked = current_masks_.defined();
+  if (masked != rollout->action_masks.defined()) {
+    return absl::InvalidArgumentError(
+        "rollout.action_masks: allocated exactly when the env writes masks "
+        "(AllocateRollout)");
+  }
+  uint8_t* masks = nullptr;
+  int64_t mask_size = 0;
+  if (masked) {
+    rollout->action_masks[0].copy_(current_masks_);
+    masks = rollout->action_masks.data_ptr<uint8_t>();
+    mask_size = current_masks_.size(1);
+  }
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
   ASSIGN_OR_RETURN(const bool use_fused,
@@ -135,7 +157,8 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
           rollout->values.data_ptr<float>() + t * num_envs_);
     } else {
       const PolicyStep step =
-          policy->Act(rollout->observations[t], generator_, false);
+          policy->Act(rollout->observations[t], generator_, false,
+                      masked ? rollout->action_masks[t] : torch::Tensor());
       rollout->actions[t].copy_(step.actions);
       rollout->log_probs[t].copy_(step.log_probs);
       rollout->values[t].copy_(step.values);
@@ -156,6 +179,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     out.final_observations = final_observations + row * obs_size;
     out.episode_returns = episode_returns + row;
     out.episode_lengths = episode_lengths + row;
+    if (masked) {
+      out.action_masks = t + 1 < num_steps_
+                             ? masks + (row + num_envs_) * mask_size
+                             : next_masks_.data_ptr<uint8_t>();
+    }
     const absl::Status status =
         discrete
             ? env_->StepDiscrete(discrete_actions + row, out)
@@ -166,6 +194,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
 
   auto start = Clock::now();
   current_observations_.copy_(rollout->next_observations);
+  if (masked) current_masks_.copy_(next_masks_);
   if (use_fused) {
     fused_->Values(rollout->next_observations.data_ptr<float>(), num_envs_,
                    rollout->next_values.data_ptr<float>());
@@ -215,6 +244,9 @@ std::map<std::string, torch::Tensor> RolloutCollector::SaveState() const {
                        {static_cast<int64_t>(env_bytes.size())}, torch::kUInt8)
           .clone();
   state["collector.observations"] = current_observations_.clone();
+  if (current_masks_.defined()) {
+    state["collector.action_masks"] = current_masks_.clone();
+  }
   state["collector.generator"] = generator_.get_state();
   if (reward_scaler_ != nullptr) {
     const std::vector<double> scaler = reward_scaler_->SaveState();
@@ -235,14 +267,27 @@ absl::Status RolloutCollector::RestoreState(
     return it->second.contiguous();
   };
   ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
-  RETURN_IF_ERROR(env_->RestoreState(std::string(
-      static_cast<const char*>(env_bytes.data_ptr()), env_bytes.numel())));
   ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
   if (!obs.sizes().equals(current_observations_.sizes())) {
     return absl::InvalidArgumentError(
         "checkpoint observations do not fit this run's environments");
   }
-  current_observations_.copy_(obs);
+  if (env_bytes.numel() > 0) {
+    RETURN_IF_ERROR(env_->RestoreState(std::string(
+        static_cast<const char*>(env_bytes.data_ptr()), env_bytes.numel())));
+    current_observations_.copy_(obs);
+    if (current_masks_.defined()) {
+      ASSIGN_OR_RETURN(const torch::Tensor masks,
+                       get("collector.action_masks"));
+      if (!masks.sizes().equals(current_masks_.sizes())) {
+        return absl::InvalidArgumentError(
+            "checkpoint action masks do not fit this run's environments");
+      }
+      current_masks_.copy_(masks);
+    }
+  }
+  // Else the environment keeps no state (a plugin without save_state): it
+  // began new episodes when it was created, and their observations stay.
   ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
   generator_.set_state(generator);
   if (reward_scaler_ != nullptr) {

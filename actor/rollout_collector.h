@@ -78,9 +78,13 @@ class RolloutCollector {
   int64_t num_steps_;
   int64_t num_envs_;
   torch::Tensor current_observations_;  // [E, obs]
-  torch::Tensor final_observations_;    // [T, E, obs] scratch
-  torch::Tensor episode_return_rows_;   // [T, E] scratch
-  torch::Tensor episode_length_rows_;   // [T, E] int32 scratch
+  // [E, n] uint8: the action masks of current_observations_, and the
+  // scratch the last step of a segment writes (undefined: no masks).
+  torch::Tensor current_masks_;
+  torch::Tensor next_masks_;
+  torch::Tensor final_observations_;   // [T, E, obs] scratch
+  torch::Tensor episode_return_rows_;  // [T, E] scratch
+  torch::Tensor episode_length_rows_;  // [T, E] int32 scratch
   at::Generator generator_;
   std::unique_ptr<RewardScaler> reward_scaler_;
   std::unique_ptr<FusedPolicy> fused_;  // ppo.cpu_kernels auto/fused

@@ -51,6 +51,29 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   EXPECT_TRUE(torch::equal(rollout.observations[0], next));
 }
 
+// A plugin that saves no state (no save_state): a resumed collector keeps
+// the observations of the episodes its environments began, not the saved
+// ones of environments that are gone.
+TEST(RolloutCollectorTest, APluginWithoutStateResumesOnFreshEpisodes) {
+  const RunSpec spec = SmallRunSpec(
+      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
+      "      observation_size: 3, num_discrete_actions: 2}\n"
+      "envs_per_actor: 4\nsegment_length: 7\nppo: {num_minibatches: 1}");
+  auto first = RolloutCollector::Create(spec, 3, 1);
+  ASSERT_OK(first);
+  ActorCritic policy((*first)->NetworkConfig(spec));
+  Rollout rollout = (*first)->AllocateRollout();
+  ASSERT_OK((*first)->Collect(policy, &rollout));
+  EXPECT_GT(rollout.next_observations[0][0].item<float>(), 0);  // t = 7
+  const auto state = (*first)->SaveState();
+  auto second = RolloutCollector::Create(spec, 3, 1);
+  ASSERT_OK(second);
+  ASSERT_OK((*second)->RestoreState(state));
+  ASSERT_OK((*second)->Collect(policy, &rollout));
+  // Its first observations are of t = 0 (fresh episodes), not t = 7.
+  EXPECT_EQ(rollout.observations[0][0][0].item<float>(), 0.0f);
+}
+
 TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
   const RunSpec spec = SmallRunSpec(
       "env: {id: Pendulum-v1}\nenvs_per_actor: 4\nsegment_length: 64\n"

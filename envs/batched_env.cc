@@ -44,7 +44,8 @@ class CpuBatchedEnv final : public BatchedEnv {
   int num_envs() const override { return num_envs_; }
   int state_size() const override { return state_size_; }
 
-  absl::Status Reset(float* observations) override {
+  absl::Status Reset(float* observations,
+                     uint8_t* /*action_masks: none*/ = nullptr) override {
     pool_.Run([&](int shard) {
       ResetBatchCpu(kind_, batch_, observations, ShardBegin(shard),
                     ShardBegin(shard + 1));

@@ -38,6 +38,9 @@ struct StepOutputs {
   // return and length; 0 elsewhere.
   float* episode_returns = nullptr;
   int32_t* episode_lengths = nullptr;
+  // [E, num_discrete_actions], when the env writes action masks
+  // (EnvSpec.action_mask): the mask of each row's new observation.
+  uint8_t* action_masks = nullptr;
 };
 
 class BatchedEnv {
@@ -61,8 +64,10 @@ class BatchedEnv {
 
   // Resets every environment to a fresh random initial state (from the
   // per-environment counter-based random stream) and writes observations
-  // [E, obs]. A plugin's failure is FAILED_PRECONDITION with its reason.
-  virtual absl::Status Reset(float* observations) = 0;
+  // [E, obs], and the action masks [E, n] of an env that writes them. A
+  // plugin's failure is FAILED_PRECONDITION with its reason.
+  virtual absl::Status Reset(float* observations,
+                             uint8_t* action_masks = nullptr) = 0;
 
   // Discrete environments take int64 actions [E] in [0, num_actions);
   // continuous ones take float actions [E, action_size] (finite; clipped to

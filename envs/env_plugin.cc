@@ -78,14 +78,17 @@ class PluginEnv final : public BatchedEnv {
   const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return num_envs_; }
 
-  absl::Status Reset(float* observations) override {
+  absl::Status Reset(float* observations,
+                     uint8_t* action_masks = nullptr) override {
     rl_env_buffers out{};
     out.observations = observations;
+    RETURN_IF_ERROR(MaskBuffer(action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
     if (plugin_->reset(env_, &out, error, sizeof(error)) != 0) {
       return Failed("reset", error);
     }
-    return CheckObservations(observations, "reset");
+    RETURN_IF_ERROR(CheckObservations(observations, "reset"));
+    return CheckMasks(out.action_masks, "reset");
   }
 
   absl::Status StepDiscrete(const int64_t* actions,
@@ -174,6 +177,41 @@ class PluginEnv final : public BatchedEnv {
   }
 
  private:
+  // Where the plugin writes masks: the caller's buffer, or scratch when the
+  // caller wants none (the plugin writes them all the same).
+  absl::Status MaskBuffer(uint8_t* caller, uint8_t** out) {
+    *out = nullptr;
+    if (!spec_.action_mask()) return absl::OkStatus();
+    if (caller != nullptr) {
+      *out = caller;
+      return absl::OkStatus();
+    }
+    scratch_masks_.resize(static_cast<size_t>(num_envs_) *
+                          spec_.num_discrete_actions());
+    *out = scratch_masks_.data();
+    return absl::OkStatus();
+  }
+
+  // Every row allows at least one action, and masks are 0 or 1.
+  absl::Status CheckMasks(const uint8_t* masks, const char* call) const {
+    if (masks == nullptr) return absl::OkStatus();
+    const int64_t n = spec_.num_discrete_actions();
+    for (int i = 0; i < num_envs_; ++i) {
+      uint8_t any = 0, bits = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        any |= masks[i * n + k];
+        bits |= masks[i * n + k];
+      }
+      if (any == 0 || bits > 1) {
+        return Fatal(absl::StrCat(
+            "environment plugin ", origin_, ": ", call,
+            " wrote an action mask for env row ", i,
+            any == 0 ? " that allows no action" : " with a value not 0 or 1"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Failed(const char* call, const char* error) const {
     return Fatal(
         absl::StrCat("environment plugin ", origin_, ": ", call,
@@ -204,10 +242,12 @@ class PluginEnv final : public BatchedEnv {
     out.final_observations = o.final_observations;
     out.episode_returns = o.episode_returns;
     out.episode_lengths = o.episode_lengths;
+    RETURN_IF_ERROR(MaskBuffer(o.action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
     if (plugin_->step(env_, actions, &out, error, sizeof(error)) != 0) {
       return Failed("step", error);
     }
+    RETURN_IF_ERROR(CheckMasks(out.action_masks, "step"));
     RETURN_IF_ERROR(CheckObservations(o.observations, "step"));
     if (o.final_observations != nullptr) {
       // The last observation of each episode that ended: its value is
@@ -262,6 +302,7 @@ class PluginEnv final : public BatchedEnv {
   rl_env* const env_;
   const EnvSpec spec_;
   const int num_envs_;
+  std::vector<uint8_t> scratch_masks_;
 };
 
 }  // namespace
@@ -319,10 +360,11 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
       }
     }
   }
-  if (info.has_action_mask != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("environment plugin ", origin,
-                     ": action masks are not supported yet by this version"));
+  if ((info.has_action_mask != 0) != spec.action_mask()) {
+    return disagree(info.has_action_mask != 0
+                        ? "it writes action masks; declare env.action_mask: "
+                          "true (a masked action is then never taken)"
+                        : "env.action_mask is true, and it writes none");
   }
   // Compared as float32, the precision of the spec and of rewards. A
   // plugin that cannot know its range (the Gymnasium bridge) declares

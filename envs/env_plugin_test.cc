@@ -264,6 +264,75 @@ TEST(EnvPluginTest, StepFailuresEndWithThePluginsReason) {
   }
 }
 
+TEST(EnvPluginTest, ActionMasksComeWithEveryObservation) {
+  EnvSpec spec;
+  spec.set_id("Probe-v0");
+  spec.set_plugin(kProbe);
+  spec.set_observation_size(6);
+  spec.set_num_discrete_actions(3);
+  (*spec.mutable_kwargs()->mutable_fields())["mode"].set_string_value("masked");
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  // The plugin writes masks; a run that does not declare them is refused.
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("declare env.action_mask: true")));
+  spec.set_action_mask(true);
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(4)));
+  std::vector<float> obs(24);
+  std::vector<uint8_t> masks(12, 7);
+  ASSERT_OK(env->Reset(obs.data(), masks.data()));
+  std::vector<float> rewards(4);
+  std::vector<uint8_t> term(4), trunc(4);
+  for (int t = 0; t < 30; ++t) {
+    // The mask is the observation's second one-hot, inverted; take the
+    // first allowed action.
+    std::vector<int64_t> actions(4);
+    for (int i = 0; i < 4; ++i) {
+      int allowed = 0;
+      for (int k = 0; k < 3; ++k) {
+        EXPECT_EQ(masks[i * 3 + k], obs[i * 6 + 3 + k] == 1.f ? 0 : 1);
+        allowed += masks[i * 3 + k];
+      }
+      EXPECT_EQ(allowed, 2);
+      actions[i] = masks[i * 3] ? 0 : 1;
+    }
+    StepOutputs out;
+    out.observations = obs.data();
+    out.rewards = rewards.data();
+    out.terminated = term.data();
+    out.truncated = trunc.data();
+    out.action_masks = masks.data();
+    ASSERT_OK(env->StepDiscrete(actions.data(), out));
+  }
+  // The env refuses a masked action (its own check).
+  std::vector<int64_t> masked(4);
+  for (int i = 0; i < 4; ++i)
+    masked[i] = masks[i * 3] ? (masks[i * 3 + 1] ? 2 : 1) : 0;
+  StepOutputs out;
+  out.observations = obs.data();
+  out.rewards = rewards.data();
+  out.terminated = term.data();
+  out.truncated = trunc.data();
+  EXPECT_THAT(env->StepDiscrete(masked.data(), out),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the masked action was taken")));
+  // Masks are for discrete actions, and built-ins write none.
+  EnvSpec bad = spec;
+  bad.set_num_discrete_actions(0);
+  bad.set_continuous_action_size(2);
+  bad.set_action_low(-1);
+  bad.set_action_high(1);
+  EXPECT_THAT(ResolveEnvSpec(&bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.action_mask: masks are for discrete")));
+  EnvSpec cartpole;
+  cartpole.set_id("CartPole-v1");
+  cartpole.set_action_mask(true);
+  EXPECT_THAT(ResolveEnvSpec(&cartpole),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("CartPole-v1 writes no action masks")));
+}
+
 TEST(EnvPluginTest, ResolveChecksAPluginsDeclaredSpaces) {
   EnvSpec spec;
   spec.set_id("Probe-v0");

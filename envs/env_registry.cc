@@ -101,6 +101,11 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
     problem("continuous_action_size", "must be >= 1",
             env->continuous_action_size());
   }
+  if (env->action_mask() && !discrete) {
+    problems.push_back(
+        "env.action_mask: masks are for discrete actions "
+        "(num_discrete_actions)");
+  }
   if (discrete && (env->action_low() != 0 || env->action_high() != 0)) {
     problems.push_back(
         "env.action_low/action_high: only for continuous actions");
@@ -169,6 +174,11 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
   if (!kind.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("env.id: ", kind.status().message()));
+  }
+  if (env->action_mask()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("env.action_mask: ", env->id(),
+                     " writes no action masks (plugins only)"));
   }
   const EnvSpec& want = RegisteredEnv(*kind);
   struct Field {

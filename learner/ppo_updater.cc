@@ -67,6 +67,10 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
       CheckTensor(r.terminated, "rollout.terminated", torch::kUInt8, {T, E}));
   RETURN_IF_ERROR(
       CheckTensor(r.truncated, "rollout.truncated", torch::kUInt8, {T, E}));
+  RETURN_IF_ERROR(policy_->CheckActionMasks(
+      r.action_masks.defined() ? r.action_masks.reshape({T * E, -1})
+                               : r.action_masks,
+      "rollout.action_masks", T * E));
   // GAE reads these through raw pointers.
   for (const auto& [name, tensor] :
        {std::pair<const char*, const torch::Tensor*>{"rollout.rewards",
@@ -305,6 +309,9 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
                                     : r.actions.reshape({batch, -1});
   const torch::Tensor old_log_probs = r.log_probs.reshape({batch});
   const torch::Tensor old_values = r.values.reshape({batch});
+  const torch::Tensor masks = r.action_masks.defined()
+                                  ? r.action_masks.reshape({batch, -1})
+                                  : torch::Tensor();
   const torch::Tensor advantages = plan.advantages;
   const torch::Tensor returns = plan.returns;
   const double lr = plan.lr;
@@ -331,7 +338,8 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
       const PolicyEvaluation eval = policy_->Evaluate(
-          obs.index_select(0, idx), actions.index_select(0, idx));
+          obs.index_select(0, idx), actions.index_select(0, idx),
+          masks.defined() ? masks.index_select(0, idx) : torch::Tensor());
       const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
       torch::Tensor mb_adv = advantages.index_select(0, idx);
       if (config_.normalize_advantages() && global_minibatch > 1) {

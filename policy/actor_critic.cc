@@ -54,6 +54,7 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                           ? ActorCriticConfig::Activation::kRelu
                           : ActorCriticConfig::Activation::kTanh;
   config.normalize_observations = ppo.normalize_observations();
+  config.action_masks = env.action_mask();
   return config;
 }
 
@@ -93,6 +94,22 @@ torch::Tensor ActorCriticImpl::NormalizeObservations(
       .clamp(-config_.observation_clip, config_.observation_clip);
 }
 
+namespace {
+
+// A masked action's logit: finite, so that its probability is exactly 0
+// (exp underflows) while p * log p stays 0 in the entropy (no 0 * -inf).
+constexpr float kMaskedLogit = -1e8f;
+
+// `logits` [B, n] with the actions `masks` forbids (0) at kMaskedLogit;
+// unchanged without masks.
+torch::Tensor MaskLogits(const torch::Tensor& logits,
+                         const torch::Tensor& masks) {
+  if (!masks.defined()) return logits;
+  return logits.masked_fill(masks.eq(0), kMaskedLogit);
+}
+
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> ActorCriticImpl::Trunks(
     const torch::Tensor& x) {
   const torch::Tensor policy = policy_trunk_->forward(x);
@@ -106,10 +123,12 @@ torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
 
 PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
                                 c10::optional<at::Generator> generator,
-                                bool deterministic) {
+                                bool deterministic,
+                                const torch::Tensor& action_masks) {
   const auto [policy_features, value_features] =
       Trunks(NormalizeObservations(observations));
-  const torch::Tensor out = PolicyHead(policy_features);
+  const torch::Tensor out =
+      MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyStep step;
   step.values = value_head_->forward(value_features).squeeze(-1);
   if (discrete()) {
@@ -145,10 +164,12 @@ torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations) {
 }
 
 PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
-                                           const torch::Tensor& actions) {
+                                           const torch::Tensor& actions,
+                                           const torch::Tensor& action_masks) {
   const auto [policy_features, value_features] =
       Trunks(NormalizeObservations(observations));
-  const torch::Tensor out = PolicyHead(policy_features);
+  const torch::Tensor out =
+      MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyEvaluation eval;
   eval.values = value_head_->forward(value_features).squeeze(-1);
   if (discrete()) {
@@ -167,6 +188,18 @@ absl::Status ActorCriticImpl::CheckObservations(
     const torch::Tensor& observations, absl::string_view name) const {
   return CheckTensor(observations, name, torch::kFloat32,
                      {-1, config_.observation_size});
+}
+
+absl::Status ActorCriticImpl::CheckActionMasks(
+    const torch::Tensor& action_masks, absl::string_view name,
+    int64_t batch) const {
+  if (!config_.action_masks) {
+    if (!action_masks.defined()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": this policy takes no action masks (env.action_mask)"));
+  }
+  return CheckTensor(action_masks, name, torch::kUInt8,
+                     {batch, config_.num_actions});
 }
 
 absl::Status ActorCriticImpl::CheckActions(const torch::Tensor& actions,
@@ -271,10 +304,13 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
 absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
                                       const torch::Tensor& observations,
                                       c10::optional<at::Generator> generator,
-                                      bool deterministic) {
+                                      bool deterministic,
+                                      const torch::Tensor& action_masks) {
   RETURN_IF_ERROR(policy->CheckObservations(observations, "observations"));
+  RETURN_IF_ERROR(policy->CheckActionMasks(action_masks, "action_masks",
+                                           observations.size(0)));
   return CatchTorchErrors("acting", [&] {
-    return policy->Act(observations, generator, deterministic);
+    return policy->Act(observations, generator, deterministic, action_masks);
   });
 }
 

@@ -40,6 +40,9 @@ struct ActorCriticConfig {
   Activation activation = Activation::kTanh;  // after each hidden layer
   bool normalize_observations = false;
   float observation_clip = 10.0f;
+  // The env writes action masks (EnvSpec.action_mask; discrete only): Act
+  // and Evaluate take them, and a masked action has probability 0.
+  bool action_masks = false;
 };
 
 // The network a run's policy block asks for (and its PPO settings'
@@ -76,17 +79,28 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::Tensor NormalizeObservations(const torch::Tensor& observations) const;
 
   // Samples actions (argmax / mean when `deterministic`) with `generator`.
+  // `action_masks` ([B, n] uint8, 1 = allowed; undefined: none): a masked
+  // action is never chosen.
   PolicyStep Act(const torch::Tensor& observations,
                  c10::optional<at::Generator> generator,
-                 bool deterministic = false);
+                 bool deterministic = false,
+                 const torch::Tensor& action_masks = torch::Tensor());
 
   // Value estimates [B] of raw observations.
   torch::Tensor Value(const torch::Tensor& observations);
 
   // Log-probabilities, entropy and values of `actions` taken at raw
   // `observations`, with gradients.
-  PolicyEvaluation Evaluate(const torch::Tensor& observations,
-                            const torch::Tensor& actions);
+  // With `action_masks` as in Act: masked actions have probability 0 in
+  // the log-probabilities and the entropy.
+  PolicyEvaluation Evaluate(
+      const torch::Tensor& observations, const torch::Tensor& actions,
+      const torch::Tensor& action_masks = torch::Tensor());
+
+  // OK if `action_masks` fit this policy for a batch of `batch`: undefined
+  // without masks, uint8 [B, num_actions] with them. Reads no data.
+  absl::Status CheckActionMasks(const torch::Tensor& action_masks,
+                                absl::string_view name, int64_t batch) const;
 
   // Folds a batch of raw observations [N, obs] into the running mean and
   // variance (parallel algorithm of Chan et al.). No-op if disabled.
@@ -142,10 +156,10 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config);
 
 // policy->Act as a Status: observations checked first (INVALID_ARGUMENT
 // naming their shape), a LibTorch error INTERNAL.
-absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
-                                      const torch::Tensor& observations,
-                                      c10::optional<at::Generator> generator,
-                                      bool deterministic = false);
+absl::StatusOr<PolicyStep> ActChecked(
+    ActorCritic& policy, const torch::Tensor& observations,
+    c10::optional<at::Generator> generator, bool deterministic = false,
+    const torch::Tensor& action_masks = torch::Tensor());
 
 // The name of the first parameter of `policy` holding a NaN or an inf ("the
 // observation statistics" where only its buffers do), or "" when every

@@ -42,6 +42,62 @@ TEST(ActorCriticTest, CategoricalLogProbsAndEntropyAreConsistent) {
   EXPECT_NEAR(eval.entropy.mean().item<double>(), std::log(3.0), 1e-2);
 }
 
+// A masked action is never sampled (nor chosen greedily), and has
+// probability 0 in the log-probabilities and entropy of the loss, whose
+// gradients stay finite.
+TEST(ActorCriticTest, MaskedActionsAreNeverTakenAndWeighNothing) {
+  torch::manual_seed(0);
+  ActorCriticConfig config = Discrete();
+  config.action_masks = true;
+  ActorCritic policy(config);
+  const int64_t B = 4000;
+  const torch::Tensor obs = torch::randn({B, 4});
+  // Row i allows every action but (i % 3); rows 1 mod 7 allow only 2.
+  torch::Tensor masks = torch::ones({B, 3}, torch::kUInt8);
+  for (int64_t i = 0; i < B; ++i) {
+    masks[i][i % 3] = 0;
+    if (i % 7 == 1) masks[i] = torch::tensor({0, 0, 1}, torch::kUInt8);
+  }
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  for (const bool greedy : {false, true}) {
+    const PolicyStep step = policy->Act(obs, gen, greedy, masks);
+    const torch::Tensor taken =
+        masks.gather(1, step.actions.unsqueeze(1)).squeeze(1);
+    EXPECT_TRUE((taken == 1).all().item<bool>()) << greedy;
+    EXPECT_TRUE(torch::isfinite(step.log_probs).all().item<bool>());
+  }
+  const PolicyStep step = policy->Act(obs, gen, false, masks);
+  // Both allowed actions of a two-action row are taken (about half each).
+  const torch::Tensor rows0 = torch::arange(0, B, 3 * 7);  // i % 3 == 0
+  EXPECT_GT((step.actions.index_select(0, rows0) == 1).sum().item<int64_t>(),
+            30);
+  const PolicyEvaluation eval = policy->Evaluate(obs, step.actions, masks);
+  EXPECT_TRUE(torch::allclose(eval.log_probs, step.log_probs, 1e-5, 1e-5));
+  // One allowed action: probability 1, entropy 0.
+  const torch::Tensor single = torch::arange(1, B, 7);
+  EXPECT_TRUE(torch::allclose(eval.log_probs.index_select(0, single),
+                              torch::zeros({single.size(0)}), 1e-5, 1e-5));
+  EXPECT_TRUE(torch::allclose(eval.entropy.index_select(0, single),
+                              torch::zeros({single.size(0)}), 1e-5, 1e-5));
+  // At most log 2 with two allowed actions (log 3 without masks).
+  EXPECT_LE(eval.entropy.max().item<float>(), std::log(2.0f) + 1e-5);
+  (eval.log_probs.mean() - eval.entropy.mean()).backward();
+  for (const auto& p : policy->parameters()) {
+    if (p.grad().defined()) {
+      EXPECT_TRUE(torch::isfinite(p.grad()).all().item<bool>());
+    }
+  }
+  // Masks that do not fit are a Status.
+  EXPECT_FALSE(
+      policy->CheckActionMasks(torch::ones({B, 2}, torch::kUInt8), "masks", B)
+          .ok());
+  EXPECT_FALSE(policy->CheckActionMasks(torch::Tensor(), "masks", B).ok());
+  ActorCritic unmasked(Discrete());
+  EXPECT_THAT(
+      std::string(unmasked->CheckActionMasks(masks, "masks", B).message()),
+      HasSubstr("takes no action masks"));
+}
+
 TEST(ActorCriticTest, SamplingFrequenciesFollowTheProbabilities) {
   torch::manual_seed(0);
   ActorCritic policy(Discrete());

@@ -169,6 +169,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path runs tanh networks only (policy.activation)");
   }
+  if (c.action_masks) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path has no action masks (env.action_mask)");
+  }
   observation_size_ = c.observation_size;
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;

@@ -19,13 +19,18 @@ struct Rollout {
   torch::Tensor truncated_values;  // [T, E] float: V(final obs) where truncated
   torch::Tensor next_observations;  // [E, obs] float: after the last step
   torch::Tensor next_values;        // [E] float: V(next_observations)
+  // [T, E, n] uint8, 1 = allowed: the action mask of observations[t];
+  // undefined when the env writes none (EnvSpec.action_mask).
+  torch::Tensor action_masks;
 
   int64_t num_steps() const { return rewards.size(0); }
   int64_t num_envs() const { return rewards.size(1); }
 
-  // Zero-filled tensors for T x E steps; action_size 0 means discrete.
+  // Zero-filled tensors for T x E steps; action_size 0 means discrete;
+  // mask_size > 0: action masks of that many actions.
   static Rollout Allocate(int64_t num_steps, int64_t num_envs,
-                          int64_t observation_size, int64_t action_size) {
+                          int64_t observation_size, int64_t action_size,
+                          int64_t mask_size = 0) {
     Rollout r;
     const auto f = torch::kFloat32;
     r.observations = torch::zeros({num_steps, num_envs, observation_size}, f);
@@ -40,6 +45,10 @@ struct Rollout {
     r.truncated_values = torch::zeros({num_steps, num_envs}, f);
     r.next_observations = torch::zeros({num_envs, observation_size}, f);
     r.next_values = torch::zeros({num_envs}, f);
+    if (mask_size > 0) {
+      r.action_masks =
+          torch::zeros({num_steps, num_envs, mask_size}, torch::kUInt8);
+    }
     return r;
   }
 };

@@ -171,6 +171,13 @@ absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
   RETURN_IF_ERROR(
       EncodeTensor(r.next_observations, s->mutable_next_observations()));
   RETURN_IF_ERROR(EncodeTensor(r.next_values, s->mutable_next_values()));
+  if (r.action_masks.defined()) {
+    ASSIGN_OR_RETURN(const torch::Tensor masks,
+                     CatchTorchErrors("encoding rollout.action_masks", [&] {
+                       return r.action_masks.to(torch::kBool);
+                     }));
+    RETURN_IF_ERROR(EncodeTensor(masks, s->mutable_action_masks()));
+  }
   return absl::OkStatus();
 }
 
@@ -240,6 +247,29 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
                          torch::kFloat32, {E, obs}));
   ASSIGN_OR_RETURN(r.next_values,
                    Field(s.next_values(), "next_values", torch::kFloat32, {E}));
+  if (want.action_mask()) {
+    const int64_t n = want.num_discrete_actions();
+    ASSIGN_OR_RETURN(
+        torch::Tensor masks,
+        Field(s.action_masks(), "action_masks", torch::kBool, {T, E, n}));
+    ASSIGN_OR_RETURN(r.action_masks, FlagBytes(masks, "segment.action_masks"));
+    // Every row allows an action, and the action taken was allowed.
+    const uint8_t* m = r.action_masks.data_ptr<uint8_t>();
+    const int64_t* a = r.actions.data_ptr<int64_t>();
+    for (int64_t i = 0; i < T * E; ++i) {
+      uint8_t any = 0;
+      for (int64_t k = 0; k < n; ++k) any |= m[i * n + k];
+      if (!any || !m[i * n + a[i]]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment.action_masks: at step ", i / E, ", env ", i % E,
+            any ? absl::StrCat(" the action taken (", a[i], ") is masked")
+                : std::string(" no action is allowed")));
+      }
+    }
+  } else if (s.has_action_masks()) {
+    return absl::InvalidArgumentError(
+        "segment.action_masks: the run's env writes no action masks");
+  }
   // At most one episode per env can end at each step: every byte of a
   // segment is sized by the run.
   if (s.episode_returns_size() > T * E) {
@@ -290,9 +320,23 @@ absl::StatusOr<Rollout> ConcatenateRollouts(const std::vector<Rollout>& parts) {
       {"truncated", &Rollout::truncated},
       {"truncated_values", &Rollout::truncated_values},
       {"next_observations", &Rollout::next_observations},
-      {"next_values", &Rollout::next_values}};
+      {"next_values", &Rollout::next_values},
+      {"action_masks", &Rollout::action_masks}};
   Rollout r;
   for (const auto& [name, member] : kMembers) {
+    if (member == &Rollout::action_masks) {
+      // All with masks or none.
+      bool any = false, all = true;
+      for (const Rollout& part : parts) {
+        any |= part.action_masks.defined();
+        all &= part.action_masks.defined();
+      }
+      if (!any) continue;
+      if (!all) {
+        return absl::InvalidArgumentError(
+            "rollouts: some have action_masks and some do not");
+      }
+    }
     const int64_t env_axis =
         member == &Rollout::next_observations || member == &Rollout::next_values
             ? 0

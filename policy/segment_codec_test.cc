@@ -47,6 +47,72 @@ TEST(SegmentCodecTest, RoundTrip) {
   EXPECT_TRUE(torch::all(r->actions == 1).item<bool>());
 }
 
+// A deep copy.
+Rollout Clone(const Rollout& r) {
+  Rollout c;
+  for (const auto member :
+       {&Rollout::observations, &Rollout::actions, &Rollout::log_probs,
+        &Rollout::values, &Rollout::rewards, &Rollout::terminated,
+        &Rollout::truncated, &Rollout::truncated_values,
+        &Rollout::next_observations, &Rollout::next_values,
+        &Rollout::action_masks}) {
+    if ((r.*member).defined()) c.*member = (r.*member).clone();
+  }
+  return c;
+}
+
+// Action masks travel as bool [T, E, n], come back as the rollout's uint8,
+// concatenate, and are checked: every row allows an action, the action
+// taken is allowed, and a run without masks gets none.
+TEST(SegmentCodecTest, ActionMasksRoundTripAndAreChecked) {
+  SegmentShape shape = Shape();
+  shape.env.set_num_discrete_actions(3);
+  shape.env.set_action_mask(true);
+  Rollout r = Rollout::Allocate(3, 2, 4, 0, 3);
+  r.actions.fill_(1);
+  r.action_masks.fill_(1);
+  r.action_masks[0][1][0] = 0;  // action 0 masked at step 0, env 1
+  r.action_masks[2][0][2] = 0;
+  auto encode = [&](const Rollout& rollout) {
+    RolloutSegment s;
+    EXPECT_TRUE(EncodeSegment(rollout, &s).ok());
+    *s.mutable_env() = shape.env;
+    return s;
+  };
+  const RolloutSegment s = encode(r);
+  EXPECT_EQ(s.action_masks().dtype(), DTYPE_BOOL);
+  auto decoded = DecodeSegment(s, shape);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->action_masks.scalar_type(), torch::kUInt8);
+  EXPECT_TRUE(torch::equal(decoded->action_masks, r.action_masks));
+  auto both = ConcatenateRollouts({*decoded, *decoded});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->action_masks.sizes(), (std::vector<int64_t>{3, 4, 3}));
+  EXPECT_FALSE(
+      ConcatenateRollouts({*decoded, Rollout::Allocate(3, 2, 4, 0)}).ok());
+
+  Rollout taken = Clone(r);
+  taken.actions[0][1] = 0;  // the masked action
+  EXPECT_THAT(
+      std::string(DecodeSegment(encode(taken), shape).status().message()),
+      HasSubstr("segment.action_masks: at step 0, env 1 the action "
+                "taken (0) is masked"));
+  Rollout none = Clone(r);
+  none.action_masks[1][1].fill_(0);
+  EXPECT_THAT(
+      std::string(DecodeSegment(encode(none), shape).status().message()),
+      HasSubstr("at step 1, env 1 no action is allowed"));
+  RolloutSegment missing = s;
+  missing.clear_action_masks();
+  EXPECT_THAT(std::string(DecodeSegment(missing, shape).status().message()),
+              HasSubstr("segment.action_masks"));
+  // A run without masks refuses a segment that carries some.
+  SegmentShape unmasked = shape;
+  unmasked.env.set_action_mask(false);
+  EXPECT_THAT(std::string(DecodeSegment(s, unmasked).status().message()),
+              HasSubstr("the run's env writes no action masks"));
+}
+
 TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
   RolloutSegment s = Valid();
   s.mutable_env()->set_id("Acrobot-v1");

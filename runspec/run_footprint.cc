@@ -62,8 +62,10 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   // the env spec, run id, sequence numbers): an upper bound of the encoded
   // size, so that no admitted run has segments refused for size.
   const double action_bytes = discrete ? 8 : actions * kFloat;
+  // An action mask: one byte per action.
+  const double mask_bytes = env.action_mask() ? actions : 0;
   const double per_row =
-      obs * kFloat + action_bytes + 4 * kFloat + 2 + kEpisodeBytes;
+      obs * kFloat + action_bytes + mask_bytes + 4 * kFloat + 2 + kEpisodeBytes;
   f.segment_bytes = t * e * per_row + e * (obs + 1) * kFloat +
                     kSegmentOverheadBytes +
                     static_cast<double>(env.ByteSizeLong()) +

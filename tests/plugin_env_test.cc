@@ -126,6 +126,31 @@ TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
     EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
     EXPECT_GE(done.progress().mean_return(), 0.9);
   }
+  // Action masks: the probe fails the run if its masked action is ever
+  // taken; the masks travel with the segments to the learner's loss, and
+  // the run learns to take the rewarded one of the two allowed actions
+  // (random: 5 of 10).
+  const rl::Run masked = Submit(absl::StrCat(R"(
+name: masked
+env:
+  id: Probe-v0
+  plugin: )",
+                                             Absolute(kProbe), R"(
+  kwargs: {mode: masked}
+  observation_size: 6
+  num_discrete_actions: 3
+  action_mask: true
+  reward_low: 0
+  reward_high: 1
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 100000
+target_return: 9.5
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
+)"));
+  const rl::Run done = WaitForEnd(masked.run_id(), absl::Seconds(400));
+  EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  EXPECT_GE(done.progress().mean_return(), 9.5);
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 

@@ -213,17 +213,26 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   torch::Tensor rewards = torch::zeros({E});
   torch::Tensor term = torch::zeros({E}, torch::kUInt8);
   torch::Tensor trunc = torch::zeros({E}, torch::kUInt8);
-  RETURN_IF_ERROR(env->Reset(obs.data_ptr<float>()));
+  // The env's action masks, when it writes them: a masked action is never
+  // taken, in evaluation either.
+  torch::Tensor masks;
+  if (info.action_mask()) {
+    masks = torch::ones({E, info.num_discrete_actions()}, torch::kUInt8);
+  }
+  RETURN_IF_ERROR(
+      env->Reset(obs.data_ptr<float>(),
+                 masks.defined() ? masks.data_ptr<uint8_t>() : nullptr));
   // Each env slot plays episodes until `episodes` have finished in total;
   // only the first `episodes` completions count, in slot order per step.
   std::vector<double> finished;
   c10::InferenceMode inference;
   while (static_cast<int>(finished.size()) < episodes) {
     ASSIGN_OR_RETURN(const PolicyStep step,
-                     ActChecked(policy, obs, c10::nullopt, true));
+                     ActChecked(policy, obs, c10::nullopt, true, masks));
     RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
     StepOutputs out;
     out.observations = obs.data_ptr<float>();
+    if (masks.defined()) out.action_masks = masks.data_ptr<uint8_t>();
     out.rewards = rewards.data_ptr<float>();
     out.terminated = term.data_ptr<uint8_t>();
     out.truncated = trunc.data_ptr<uint8_t>();

@@ -93,6 +93,9 @@ struct Spaces {
   Space action;
   double reward_low = -std::numeric_limits<double>::infinity();
   double reward_high = std::numeric_limits<double>::infinity();
+  // The env writes an action mask with every observation (Discrete
+  // actions): Env::ActionMask is called after each Reset and Step.
+  bool action_mask = false;
 };
 
 // One environment's action: `discrete` (int64) for Discrete,
@@ -191,6 +194,10 @@ class Env {
   virtual void Reset(Rng& rng, float* obs) = 0;
   // One step: writes the next observation.
   virtual StepResult Step(const Action& action, Rng& rng, float* obs) = 0;
+  // With Spaces::action_mask: which actions the current observation
+  // allows (n bytes, 1 = allowed; at least one). A masked action is never
+  // taken.
+  virtual void ActionMask(uint8_t* mask) { (void)mask; }
 };
 
 namespace internal {
@@ -228,6 +235,12 @@ class Batch {
     }
     obs_size_ = spaces_.observation.elements();
     action_size_ = spaces_.action.elements();
+    if (spaces_.action_mask) {
+      if (spaces_.action.kind != RL_SPACE_DISCRETE) {
+        throw std::invalid_argument("action masks need a Discrete action");
+      }
+      mask_size_ = spaces_.action.shape[0];
+    }
     for (int32_t i = 0; i < o.num_envs; ++i) {
       envs_.push_back(std::make_unique<E>(kwargs_));
       // splitmix64 of (seed, i): independent streams per environment.
@@ -244,6 +257,7 @@ class Batch {
     ToC(spaces_.action, &info->action);
     info->reward_low = spaces_.reward_low;
     info->reward_high = spaces_.reward_high;
+    info->has_action_mask = spaces_.action_mask ? 1 : 0;
   }
 
   void Reset(const rl_env_buffers& out) {
@@ -252,6 +266,9 @@ class Batch {
       envs_[i]->Reset(rngs_[i], obs + i * obs_size_);
       elapsed_[i] = 0;
       returns_[i] = 0;
+      if (mask_size_ > 0 && out.action_masks != nullptr) {
+        envs_[i]->ActionMask(out.action_masks + i * mask_size_);
+      }
     }
   }
 
@@ -293,6 +310,9 @@ class Batch {
         elapsed_[i] = 0;
         returns_[i] = 0;
       }
+      if (mask_size_ > 0 && out.action_masks != nullptr) {
+        envs_[i]->ActionMask(out.action_masks + i * mask_size_);
+      }
     }
   }
 
@@ -302,6 +322,7 @@ class Batch {
   int32_t max_steps_;
   int64_t obs_size_ = 0;
   int64_t action_size_ = 0;
+  int64_t mask_size_ = 0;
   std::vector<std::unique_ptr<E>> envs_;
   std::vector<Rng> rngs_;
   std::vector<int32_t> elapsed_;

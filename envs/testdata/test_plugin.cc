@@ -9,6 +9,10 @@
 //   "big_reward"  reward 1000 (outside a declared range)
 //   "oob"         observation 50 (outside its Box [-10, 10]) at fail_at
 //   "nondet"      reset ignores the seed (a process-wide counter)
+//   "masked"      3 actions, one masked at every step: obs = one-hot of the
+//                 rewarded action (+1) and one-hot of the masked one; taking
+//                 the masked action is a step error; episodes of 10 steps
+//                 (a random unmasked policy scores 5, a learned one 10)
 // kwargs.obs_size (default 3) sizes the observation.
 #include <cmath>
 #include <cstdlib>
@@ -23,6 +27,13 @@ class Probe final : public rlenv::Env {
     if (kwargs.String("mode", "ok") == "create_error") {
       throw std::runtime_error("the probe refuses to be created");
     }
+    if (kwargs.String("mode", "ok") == "masked") {
+      rlenv::Spaces s{rlenv::Space::Box({6}, 0, 1), rlenv::Space::Discrete(3)};
+      s.reward_low = 0;
+      s.reward_high = 1;
+      s.action_mask = true;
+      return s;
+    }
     rlenv::Spaces s{rlenv::Space::Box({kwargs.Int("obs_size", 3)}, -10, 10),
                     rlenv::Space::Discrete(2)};
     s.reward_low = 0;
@@ -36,15 +47,29 @@ class Probe final : public rlenv::Env {
 
   void Reset(rlenv::Rng& rng, float* obs) override {
     t_ = 0;
+    if (mode_ == "masked") {
+      Draw(rng, obs);
+      return;
+    }
     static int calls = 0;
     offset_ = mode_ == "nondet" ? static_cast<float>(++calls % 7)
                                 : static_cast<float>(rng() % 1000) / 1000.0f;
     Write(obs);
   }
-  rlenv::StepResult Step(const rlenv::Action& action, rlenv::Rng&,
+  rlenv::StepResult Step(const rlenv::Action& action, rlenv::Rng& rng,
                          float* obs) override {
     ++t_;
     ++steps_;
+    if (mode_ == "masked") {
+      if (action.index() == masked_) {
+        throw std::runtime_error("the masked action was taken");
+      }
+      rlenv::StepResult r;
+      r.reward = action.index() == target_ ? 1.f : 0.f;
+      r.terminated = t_ >= 10;
+      Draw(rng, obs);
+      return r;
+    }
     if (steps_ == fail_at_) {
       if (mode_ == "step_error") throw std::runtime_error("the probe broke");
       if (mode_ == "crash") std::abort();
@@ -59,7 +84,20 @@ class Probe final : public rlenv::Env {
     return r;
   }
 
+  void ActionMask(uint8_t* mask) override {
+    for (int k = 0; k < 3; ++k) mask[k] = k == masked_ ? 0 : 1;
+  }
+
  private:
+  // "masked": a new rewarded action and a different masked one.
+  void Draw(rlenv::Rng& rng, float* obs) {
+    target_ = static_cast<int64_t>(rng() % 3);
+    masked_ = (target_ + 1 + static_cast<int64_t>(rng() % 2)) % 3;
+    for (int k = 0; k < 3; ++k) {
+      obs[k] = k == target_ ? 1.f : 0.f;
+      obs[3 + k] = k == masked_ ? 1.f : 0.f;
+    }
+  }
   void Write(float* obs) const {
     obs[0] = static_cast<float>(t_) / 10.0f;
     for (int64_t k = 1; k < obs_size_; ++k) obs[k] = offset_;
@@ -70,6 +108,8 @@ class Probe final : public rlenv::Env {
   int64_t t_ = 0;
   int64_t steps_ = 0;
   float offset_ = 0;
+  int64_t target_ = 0;
+  int64_t masked_ = 1;
 };
 
 RL_ENV_PLUGIN(Probe, "probe 1.0")
