@@ -46,12 +46,82 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode,
                            vector_kwargs=vector_kwargs, **kwargs)
     env.action_space.seed(seed)
+    if isinstance(env.single_observation_space, _NESTED):
+        parts = flat_layout(env.single_observation_space)
+        at, text = 0, []
+        for name, size in parts:
+            text.append(f"{name or '-'} [{at}, {at + size})")
+            at += size
+        import sys
+        print(f"[gym_bridge] {env_id}: the observation is flattened to "
+              f"{at} floats: " + ", ".join(text), file=sys.stderr)
     return env
 
 
-def describe(space):
+_NESTED = (gym.spaces.Dict, gym.spaces.Tuple)
+
+
+def flat_layout(space, prefix=""):
+    """[(name, start, end)] of a Dict/Tuple observation flattened as
+    gymnasium.spaces.flatten does: Dict keys in the space's order, Tuple
+    items in order, Discrete as a one-hot, MultiDiscrete as one-hots."""
+    if isinstance(space, gym.spaces.Dict):
+        parts = []
+        for key, sub in space.spaces.items():
+            parts += flat_layout(sub, f"{prefix}{key}.")
+        return parts
+    if isinstance(space, gym.spaces.Tuple):
+        parts = []
+        for i, sub in enumerate(space.spaces):
+            parts += flat_layout(sub, f"{prefix}{i}.")
+        return parts
+    return [(prefix.rstrip("."), gym.spaces.flatdim(space))]
+
+
+def flatten_batch(space, x, n):
+    """A batch of n observations of `space` as float32 [n, flatdim]."""
+    if isinstance(space, gym.spaces.Dict):
+        return np.concatenate([flatten_batch(sub, x[key], n)
+                               for key, sub in space.spaces.items()], axis=1)
+    if isinstance(space, gym.spaces.Tuple):
+        return np.concatenate([flatten_batch(sub, x[i], n)
+                               for i, sub in enumerate(space.spaces)], axis=1)
+    if isinstance(space, gym.spaces.Discrete):
+        out = np.zeros((n, int(space.n)), np.float32)
+        out[np.arange(n), np.asarray(x).reshape(n) - int(space.start)] = 1
+        return out
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        x = np.asarray(x).reshape(n, -1)
+        cols = []
+        for k, count in enumerate(np.asarray(space.nvec).ravel()):
+            one = np.zeros((n, int(count)), np.float32)
+            one[np.arange(n), x[:, k]] = 1
+            cols.append(one)
+        return np.concatenate(cols, axis=1)
+    return np.asarray(x, np.float32).reshape(n, -1)
+
+
+def observations(env, obs):
+    """The vector env's observations as float32 [n * flatdim] (Dict and
+    Tuple spaces flattened)."""
+    space = env.single_observation_space
+    if isinstance(space, _NESTED):
+        return flatten_batch(space, obs, env.num_envs).ravel()
+    return np.asarray(obs, np.float32).ravel()
+
+
+def describe(space, flatten=False):
     """(kind, shape, low, high, n): kind is "box", "discrete" or the
-    unsupported space's class name."""
+    unsupported space's class name. A Dict or Tuple observation is a Box of
+    its flattened parts (flat_layout) when `flatten`."""
+    if flatten and isinstance(space, _NESTED):
+        try:
+            flat = gym.spaces.flatten_space(space)
+        except NotImplementedError as e:
+            return (type(space).__name__ + f" ({e})", (), [], [], 0, "")
+        if not isinstance(flat, gym.spaces.Box):
+            return (type(space).__name__, (), [], [], 0, "")
+        space = flat
     if isinstance(space, gym.spaces.Box):
         return ("box", tuple(int(d) for d in space.shape),
                 np.asarray(space.low, np.float64).ravel().tolist(),
@@ -64,17 +134,20 @@ def describe(space):
     return (type(space).__name__, (), [], [], 0, "")
 
 
+def space_of(env):
+    return env.single_observation_space
+
+
 def spaces(env):
-    return describe(env.single_observation_space), describe(
-        env.single_action_space)
+    return (describe(env.single_observation_space, flatten=True),
+            describe(env.single_action_space))
 
 
 def reset_into(env, seed, obs_out):
     """Resets every env; writes float32 observations into obs_out (a
     writable buffer of the caller's)."""
     obs, _ = env.reset(seed=seed)
-    np.frombuffer(obs_out, np.float32)[:] = np.asarray(
-        obs, np.float32).ravel()
+    np.frombuffer(obs_out, np.float32)[:] = observations(env, obs)
 
 
 def step_into(env, actions, obs_out, rewards_out, terminated_out,
@@ -95,12 +168,15 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     # A time limit reached on the terminal step is a termination (the ABI:
     # truncated is for a live episode that was cut).
     truncated = np.asarray(truncated, bool) & ~terminated
-    np.frombuffer(obs_out, np.float32)[:] = np.asarray(obs, np.float32).ravel()
+    np.frombuffer(obs_out, np.float32)[:] = observations(env, obs)
     np.frombuffer(rewards_out, np.float32)[:] = np.asarray(rewards, np.float32)
     np.frombuffer(terminated_out, np.uint8)[:] = terminated
     np.frombuffer(truncated_out, np.uint8)[:] = truncated
     if final_out is not None and "final_obs" in info:
         final = np.frombuffer(final_out, np.float32).reshape(n, -1)
         mask = info.get("_final_obs", np.ones(n, bool))
+        nested = isinstance(space_of(env), _NESTED)
         for i in np.flatnonzero(mask):
-            final[i] = np.asarray(info["final_obs"][i], np.float32).ravel()
+            one = info["final_obs"][i]
+            final[i] = (gym.spaces.flatten(space_of(env), one).astype(
+                np.float32) if nested else np.asarray(one, np.float32).ravel())

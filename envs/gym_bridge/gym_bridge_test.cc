@@ -159,6 +159,20 @@ TEST_F(GymBridgeTest, MujocoAndAtariEnvsStep) {
   EXPECT_EQ(StepRandomly(*atari, 2, 128, 6, 50).episodes, 0);
 }
 
+// A Dict observation arrives flattened as gymnasium.spaces.flatten does:
+// keys in the space's order, a Discrete as a one-hot.
+TEST_F(GymBridgeTest, DictObservationsAreFlattened) {
+  ASSERT_OK_AND_ASSIGN(auto env,
+                       OpenEnv(Spec("bad_spaces:make_dict", 5, 2), Options(2)));
+  std::vector<float> obs(10);
+  ASSERT_OK(env->Reset(obs.data()));
+  EXPECT_EQ(obs,
+            (std::vector<float>{0.5f, -0.5f, 0, 0, 1, 0.5f, -0.5f, 0, 0, 1}));
+  EXPECT_THAT(OpenEnv(Spec("bad_spaces:make_dict", 4, 2), Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("has 5 elements, env.observation_size is 4")));
+}
+
 TEST_F(GymBridgeTest, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(
       OpenEnv(Spec("NoSuchEnv-v0", 4, 2), Options(1)).status(),

@@ -25,3 +25,28 @@ def make():
 
 def broken(**kwargs):
     raise RuntimeError("this env cannot be made")
+
+
+class DictObservations(gym.Env):
+    """A Dict observation (flattened by the bridge: its layout is logged)."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Dict({
+            "position": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "room": gym.spaces.Discrete(3),
+        })
+        self.action_space = gym.spaces.Discrete(2)
+
+    def _obs(self):
+        return {"position": np.array([0.5, -0.5], np.float32), "room": 2}
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self._obs(), {}
+
+    def step(self, action):
+        return self._obs(), 0.0, True, False, {}
+
+
+def make_dict():
+    return DictObservations()
