@@ -57,7 +57,7 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
   episode_length_rows_ = torch::zeros({num_steps_, num_envs_}, torch::kInt32);
   if (env_->spec().action_mask()) {
-    const int64_t n = env_->spec().num_discrete_actions();
+    const int64_t n = ActionMaskSize(env_->spec());
     current_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
     next_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
   }
@@ -72,10 +72,11 @@ ActorCriticConfig RolloutCollector::NetworkConfig(const RunSpec& spec) const {
 }
 
 Rollout RolloutCollector::AllocateRollout() const {
-  return Rollout::Allocate(
-      num_steps_, num_envs_, env_->spec().observation_size(),
-      env_->spec().continuous_action_size(),
-      env_->spec().action_mask() ? env_->spec().num_discrete_actions() : 0);
+  const EnvSpec& env = env_->spec();
+  return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
+                           env.continuous_action_size(),
+                           env.action_mask() ? ActionMaskSize(env) : 0,
+                           env.action_nvec_size());
 }
 
 absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
@@ -122,8 +123,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   }
   at::CPUGeneratorImpl* generator = generator_.get<at::CPUGeneratorImpl>();
   const int64_t obs_size = env_->spec().observation_size();
-  const int64_t action_size =
-      discrete ? 1 : env_->spec().continuous_action_size();
+  // Elements of one env's action: 1 (Discrete), its parts (MultiDiscrete)
+  // or its floats.
+  const int64_t action_size = discrete
+                                  ? std::max(1, env_->spec().action_nvec_size())
+                                  : env_->spec().continuous_action_size();
   for (const torch::Tensor* t :
        {&rollout->observations, &rollout->actions, &rollout->log_probs,
         &rollout->values, &rollout->rewards, &rollout->terminated,
@@ -186,7 +190,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     }
     const absl::Status status =
         discrete
-            ? env_->StepDiscrete(discrete_actions + row, out)
+            ? env_->StepDiscrete(discrete_actions + row * action_size, out)
             : env_->StepContinuous(continuous_actions + row * action_size, out);
     local.env_seconds += SecondsSince(start);
     RETURN_IF_ERROR(status);

@@ -18,13 +18,6 @@ namespace {
 
 constexpr size_t kErrorBytes = 1024;
 
-int64_t Elements(const rl_space& s) {
-  if (s.kind == RL_SPACE_DISCRETE) return 1;
-  int64_t n = 1;
-  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
-  return n;
-}
-
 int64_t MaskElements(const rl_space& s) {
   if (s.kind == RL_SPACE_DISCRETE) return s.shape[0];
   if (s.kind == RL_SPACE_MULTI_DISCRETE) {
@@ -57,7 +50,7 @@ class Probe {
           "environment plugin ", plugin.origin, ": create failed: ", error));
     }
     const int64_t n = options.num_envs;
-    probe->obs_.assign(n * Elements(probe->info_.observation), 0.f);
+    probe->obs_.assign(n * SpaceElements(probe->info_.observation), 0.f);
     probe->final_obs_.assign(probe->obs_.size(), 0.f);
     probe->rewards_.assign(n, 0.f);
     probe->terminated_.assign(n, 0);
@@ -118,7 +111,7 @@ class Probe {
 // The first problem of what `p` wrote, or "".
 std::string CheckOutputs(const Probe& p, bool after_step) {
   const rl_space& obs = p.info().observation;
-  const int64_t size = Elements(obs);
+  const int64_t size = SpaceElements(obs);
   for (size_t k = 0; k < p.obs_.size(); ++k) {
     const float v = p.obs_[k];
     const int64_t e = static_cast<int64_t>(k) % size;
@@ -215,22 +208,23 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
   std::mt19937_64 rng(options.seed);
   const rl_space& act = info.action;
   const int64_t n = options.num_envs;
-  std::vector<int64_t> ints(n * Elements(act));
-  std::vector<float> floats(n * Elements(act));
+  std::vector<int64_t> ints(n * SpaceElements(act));
+  std::vector<float> floats(n * SpaceElements(act));
   const bool box = act.kind == RL_SPACE_BOX;
   double returns = 0;
   const absl::Time start = absl::Now();
   absl::Duration in_plugin;
   for (int64_t t = 0; t < options.steps; ++t) {
     for (size_t k = 0; k < ints.size(); ++k) {
-      const int64_t e = static_cast<int64_t>(k) % Elements(act);
+      const int64_t e = static_cast<int64_t>(k) % SpaceElements(act);
       switch (act.kind) {
         case RL_SPACE_DISCRETE: {
           // A masked action is never taken.
           const int64_t choices = act.shape[0];
           int64_t pick = static_cast<int64_t>(rng() % choices);
           if (!a->masks_.empty()) {
-            const uint8_t* mask = &a->masks_[(k / Elements(act)) * choices];
+            const uint8_t* mask =
+                &a->masks_[(k / SpaceElements(act)) * choices];
             for (int64_t j = 0; j < choices && !mask[pick]; ++j) {
               pick = (pick + 1) % choices;
             }

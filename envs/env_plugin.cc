@@ -44,13 +44,6 @@ absl::Status Fatal(const std::string& message) {
   return MarkRunFatal(absl::FailedPreconditionError(message));
 }
 
-int64_t Elements(const rl_space& s) {
-  if (s.kind == RL_SPACE_DISCRETE) return 1;
-  int64_t n = 1;
-  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
-  return n;
-}
-
 const char* DtypeName(rl_dtype d) {
   switch (d) {
     case RL_DTYPE_FLOAT32:
@@ -72,7 +65,8 @@ class PluginEnv final : public BatchedEnv {
         origin_(std::move(origin)),
         env_(env),
         spec_(std::move(spec)),
-        num_envs_(num_envs) {}
+        num_envs_(num_envs),
+        parts_(DiscreteActionParts(spec_)) {}
   ~PluginEnv() override { plugin_->destroy(env_); }
 
   const EnvSpec& spec() const override { return spec_; }
@@ -97,16 +91,21 @@ class PluginEnv final : public BatchedEnv {
       return absl::InvalidArgumentError(absl::StrCat(
           spec_.id(), " takes continuous actions; call StepContinuous"));
     }
+    // [E] for Discrete, [E, parts] for MultiDiscrete.
+    const int64_t k = static_cast<int64_t>(parts_.size());
     bool bad = false;
-    const uint64_t n = spec_.num_discrete_actions();
     for (int i = 0; i < num_envs_; ++i) {
-      bad |= static_cast<uint64_t>(actions[i]) >= n;
+      for (int64_t j = 0; j < k; ++j) {
+        bad |= static_cast<uint64_t>(actions[i * k + j]) >=
+               static_cast<uint64_t>(parts_[j]);
+      }
     }
-    for (int i = 0; bad && i < num_envs_; ++i) {
-      if (actions[i] < 0 || actions[i] >= spec_.num_discrete_actions()) {
+    for (int64_t x = 0; bad && x < num_envs_ * k; ++x) {
+      if (actions[x] < 0 || actions[x] >= parts_[x % k]) {
         return absl::InvalidArgumentError(
-            absl::StrCat(spec_.id(), ": action ", actions[i], " of env row ", i,
-                         " is out of range [0, ", spec_.num_discrete_actions(),
+            absl::StrCat(spec_.id(), ": action ", actions[x], " of env row ",
+                         x / k, k > 1 ? absl::StrCat(", part ", x % k) : "",
+                         " is out of range [0, ", parts_[x % k],
                          "); no environment was stepped"));
       }
     }
@@ -187,26 +186,33 @@ class PluginEnv final : public BatchedEnv {
       return absl::OkStatus();
     }
     scratch_masks_.resize(static_cast<size_t>(num_envs_) *
-                          spec_.num_discrete_actions());
+                          ActionMaskSize(spec_));
     *out = scratch_masks_.data();
     return absl::OkStatus();
   }
 
-  // Every row allows at least one action, and masks are 0 or 1.
+  // Every part of every row allows at least one choice, and masks are 0
+  // or 1.
   absl::Status CheckMasks(const uint8_t* masks, const char* call) const {
     if (masks == nullptr) return absl::OkStatus();
-    const int64_t n = spec_.num_discrete_actions();
+    const int64_t n = ActionMaskSize(spec_);
     for (int i = 0; i < num_envs_; ++i) {
-      uint8_t any = 0, bits = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        any |= masks[i * n + k];
-        bits |= masks[i * n + k];
-      }
-      if (any == 0 || bits > 1) {
-        return Fatal(absl::StrCat(
-            "environment plugin ", origin_, ": ", call,
-            " wrote an action mask for env row ", i,
-            any == 0 ? " that allows no action" : " with a value not 0 or 1"));
+      int64_t at = 0;
+      for (size_t j = 0; j < parts_.size(); ++j) {
+        uint8_t any = 0, bits = 0;
+        for (int64_t c = 0; c < parts_[j]; ++c) {
+          any |= masks[i * n + at + c];
+          bits |= masks[i * n + at + c];
+        }
+        at += parts_[j];
+        if (any == 0 || bits > 1) {
+          return Fatal(
+              absl::StrCat("environment plugin ", origin_, ": ", call,
+                           " wrote an action mask for env row ", i,
+                           parts_.size() > 1 ? absl::StrCat(", part ", j) : "",
+                           any == 0 ? " that allows no action"
+                                    : " with a value not 0 or 1"));
+        }
       }
     }
     return absl::OkStatus();
@@ -302,6 +308,7 @@ class PluginEnv final : public BatchedEnv {
   rl_env* const env_;
   const EnvSpec spec_;
   const int num_envs_;
+  const std::vector<int64_t> parts_;  // DiscreteActionParts
   std::vector<uint8_t> scratch_masks_;
 };
 
@@ -328,13 +335,32 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
                      " is not supported yet (this version takes float32 Box "
                      "observations)"));
   }
-  if (Elements(obs) != spec.observation_size()) {
+  if (SpaceElements(obs) != spec.observation_size()) {
     return disagree(absl::StrCat(
-        "observation ", DescribeSpace(obs), " has ", Elements(obs),
+        "observation ", DescribeSpace(obs), " has ", SpaceElements(obs),
         " elements, env.observation_size is ", spec.observation_size()));
   }
   const rl_space& act = info.action;
-  if (IsDiscrete(spec)) {
+  if (IsMultiDiscrete(spec)) {
+    // MultiDiscrete with the same counts, or MultiBinary of as many parts
+    // of 2.
+    const std::vector<int64_t> parts = DiscreteActionParts(spec);
+    bool same = false;
+    if (act.kind == RL_SPACE_MULTI_DISCRETE && act.rank == 1 &&
+        act.shape[0] == static_cast<int64_t>(parts.size()) &&
+        act.nvec != nullptr) {
+      same = std::equal(parts.begin(), parts.end(), act.nvec);
+    } else if (act.kind == RL_SPACE_MULTI_BINARY &&
+               SpaceElements(act) == static_cast<int64_t>(parts.size())) {
+      same = std::all_of(parts.begin(), parts.end(),
+                         [](int64_t p) { return p == 2; });
+    }
+    if (!same) {
+      return disagree(absl::StrCat("action ", DescribeSpace(act),
+                                   ", env.action_nvec is [",
+                                   absl::StrJoin(parts, ", "), "]"));
+    }
+  } else if (IsDiscrete(spec)) {
     if (act.kind != RL_SPACE_DISCRETE || act.rank != 1 ||
         act.shape[0] != spec.num_discrete_actions()) {
       return disagree(absl::StrCat("action ", DescribeSpace(act),
@@ -343,12 +369,12 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
     }
   } else {
     if (act.kind != RL_SPACE_BOX || act.dtype != RL_DTYPE_FLOAT32 ||
-        Elements(act) != spec.continuous_action_size()) {
+        SpaceElements(act) != spec.continuous_action_size()) {
       return disagree(absl::StrCat("action ", DescribeSpace(act),
                                    ", env.continuous_action_size is ",
                                    spec.continuous_action_size()));
     }
-    for (int64_t k = 0; k < Elements(act); ++k) {
+    for (int64_t k = 0; k < SpaceElements(act); ++k) {
       const double low = act.low != nullptr ? act.low[k] : -INFINITY;
       const double high = act.high != nullptr ? act.high[k] : INFINITY;
       if (static_cast<float>(low) != spec.action_low() ||
@@ -382,6 +408,13 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
   return absl::OkStatus();
 }
 
+int64_t SpaceElements(const rl_space& s) {
+  if (s.kind == RL_SPACE_DISCRETE) return 1;
+  int64_t n = 1;
+  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
+  return n;
+}
+
 std::string DescribeSpace(const rl_space& s) {
   std::vector<int64_t> shape;
   for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) {
@@ -393,9 +426,13 @@ std::string DescribeSpace(const rl_space& s) {
                           absl::StrJoin(shape, ", "), "])");
     case RL_SPACE_DISCRETE:
       return absl::StrCat("Discrete(", shape.empty() ? 0 : shape[0], ")");
-    case RL_SPACE_MULTI_DISCRETE:
-      return absl::StrCat("MultiDiscrete(", shape.empty() ? 0 : shape[0],
-                          " dims)");
+    case RL_SPACE_MULTI_DISCRETE: {
+      std::vector<int64_t> nvec;
+      for (int64_t k = 0; s.nvec != nullptr && k < SpaceElements(s); ++k) {
+        nvec.push_back(s.nvec[k]);
+      }
+      return absl::StrCat("MultiDiscrete([", absl::StrJoin(nvec, ", "), "])");
+    }
     case RL_SPACE_MULTI_BINARY:
       return absl::StrCat("MultiBinary([", absl::StrJoin(shape, ", "), "])");
   }

@@ -97,6 +97,9 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
 // "Box(float32, [3, 4])", "Discrete(2)": a space as error messages show it.
 std::string DescribeSpace(const rl_space& space);
 
+// Elements of one value of `space` as an array (a Discrete value is one).
+int64_t SpaceElements(const rl_space& space);
+
 }  // namespace rl
 
 #endif  // RL_ENVS_ENV_PLUGIN_H_

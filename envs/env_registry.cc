@@ -86,12 +86,24 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
             "observation elements)",
             env->observation_size());
   }
-  const bool discrete = env->num_discrete_actions() != 0;
+  const bool single = env->num_discrete_actions() != 0;
+  const bool multi = env->action_nvec_size() > 0;
+  const bool discrete = single || multi;
   const bool continuous = env->continuous_action_size() != 0;
-  if (discrete == continuous) {
+  if (int(single) + int(multi) + int(continuous) != 1) {
     problems.push_back(
         "env: a plugin env declares exactly one of num_discrete_actions "
-        "(Discrete(n)) and continuous_action_size (Box of that many floats)");
+        "(Discrete(n)), action_nvec (MultiDiscrete) and "
+        "continuous_action_size (Box of that many floats)");
+  }
+  if (env->action_nvec_size() > 64) {
+    problem("action_nvec", "at most 64 parts", env->action_nvec_size());
+  }
+  for (int i = 0; i < env->action_nvec_size(); ++i) {
+    if (env->action_nvec(i) < 1 || env->action_nvec(i) > (1 << 20)) {
+      problem(absl::StrCat("action_nvec[", i, "]"), "must be in [1, 2^20]",
+              env->action_nvec(i));
+    }
   }
   if (env->num_discrete_actions() < 0) {
     problem("num_discrete_actions", "must be >= 1",
@@ -137,6 +149,21 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
 
 }  // namespace
 
+std::vector<int64_t> DiscreteActionParts(const EnvSpec& env) {
+  if (env.action_nvec_size() > 0) {
+    return std::vector<int64_t>(env.action_nvec().begin(),
+                                env.action_nvec().end());
+  }
+  if (env.num_discrete_actions() > 0) return {env.num_discrete_actions()};
+  return {};
+}
+
+int64_t ActionMaskSize(const EnvSpec& env) {
+  int64_t n = 0;
+  for (const int64_t part : DiscreteActionParts(env)) n += part;
+  return n;
+}
+
 const std::vector<std::string>& RegisteredEnvIds() {
   static const auto* ids = [] {
     auto* out = new std::vector<std::string>;
@@ -179,6 +206,10 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
     return absl::InvalidArgumentError(
         absl::StrCat("env.action_mask: ", env->id(),
                      " writes no action masks (plugins only)"));
+  }
+  if (env->action_nvec_size() > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.action_nvec: ", env->id(), " has no MultiDiscrete actions"));
   }
   const EnvSpec& want = RegisteredEnv(*kind);
   struct Field {

@@ -43,9 +43,22 @@ absl::Status ResolveEnvSpec(EnvSpec* env);
 // else INVALID_ARGUMENT naming the field. Fills nothing in.
 absl::Status CheckResolvedEnvSpec(const EnvSpec& env);
 
+// Integer actions: Discrete (num_discrete_actions) or MultiDiscrete
+// (action_nvec).
 inline bool IsDiscrete(const EnvSpec& env) {
-  return env.num_discrete_actions() > 0;
+  return env.num_discrete_actions() > 0 || env.action_nvec_size() > 0;
 }
+
+inline bool IsMultiDiscrete(const EnvSpec& env) {
+  return env.action_nvec_size() > 0;
+}
+
+// The choices of each part of an integer action: {num_discrete_actions}
+// for Discrete, action_nvec for MultiDiscrete; empty for continuous.
+std::vector<int64_t> DiscreteActionParts(const EnvSpec& env);
+
+// Bytes of one action mask: the sum of DiscreteActionParts.
+int64_t ActionMaskSize(const EnvSpec& env);
 
 }  // namespace rl
 

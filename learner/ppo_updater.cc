@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
@@ -50,6 +51,10 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
   if (policy_->discrete()) {
     RETURN_IF_ERROR(
         CheckTensor(r.actions, "rollout.actions", torch::kInt64, {T, E}));
+  } else if (policy_->multi_discrete()) {
+    RETURN_IF_ERROR(
+        CheckTensor(r.actions, "rollout.actions", torch::kInt64,
+                    {T, E, static_cast<int64_t>(c.action_nvec.size())}));
   } else {
     RETURN_IF_ERROR(CheckTensor(r.actions, "rollout.actions", torch::kFloat32,
                                 {T, E, c.action_size}));
@@ -103,6 +108,9 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
         if (policy_->discrete()) {
           checks.push_back(
               ((r.actions >= 0) & (r.actions < c.num_actions)).all());
+        } else if (policy_->multi_discrete()) {
+          const torch::Tensor nvec = torch::tensor(c.action_nvec);
+          checks.push_back(((r.actions >= 0) & (r.actions < nvec)).all());
         } else {
           checks.push_back(torch::isfinite(r.actions).all());
         }
@@ -111,6 +119,11 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
   if (valid) return absl::OkStatus();
   for (const auto& [name, tensor] : floats) {
     RETURN_IF_ERROR(CheckFinite(*tensor, name));
+  }
+  if (policy_->multi_discrete()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollout.actions: part j must be in [0, action_nvec[j]) (action_nvec ",
+        absl::StrJoin(c.action_nvec, ", "), ")"));
   }
   if (!policy_->discrete()) return CheckFinite(r.actions, "rollout.actions");
   return absl::InvalidArgumentError(

@@ -46,6 +46,7 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
   config.observation_size = env.observation_size();
   config.num_actions = env.num_discrete_actions();
   config.action_size = env.continuous_action_size();
+  config.action_nvec.assign(env.action_nvec().begin(), env.action_nvec().end());
   config.hidden_sizes.assign(policy.hidden_sizes().begin(),
                              policy.hidden_sizes().end());
   config.shared_trunk = policy.shared_trunk();
@@ -70,13 +71,17 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
         "value_trunk", MakeTrunk(config.observation_size, config.hidden_sizes,
                                  config.activation));
   }
-  const int head_size = discrete() ? config.num_actions : config.action_size;
+  int64_t head_size = discrete() ? config.num_actions : config.action_size;
+  if (multi_discrete()) {
+    head_size = 0;
+    for (const int64_t n : config.action_nvec) head_size += n;
+  }
   // Small policy-head gain: near-uniform initial policy (common PPO practice).
   policy_head_ = register_module("policy_head",
                                  OrthogonalLinear(features, head_size, 0.01));
   value_head_ =
       register_module("value_head", OrthogonalLinear(features, 1, 1.0));
-  if (!discrete()) {
+  if (!discrete() && !multi_discrete()) {
     log_std_ = register_parameter(
         "log_std", torch::full({config.action_size}, config.initial_log_std));
   }
@@ -131,7 +136,28 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
       MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyStep step;
   step.values = value_head_->forward(value_features).squeeze(-1);
-  if (discrete()) {
+  if (multi_discrete()) {
+    // One categorical per part, sampled independently; the action's
+    // log-probability is their sum.
+    std::vector<torch::Tensor> actions, log_probs;
+    for (const torch::Tensor& logits :
+         out.split_with_sizes(config_.action_nvec, -1)) {
+      const torch::Tensor lp = torch::log_softmax(logits, -1);
+      torch::Tensor a;
+      if (deterministic) {
+        a = logits.argmax(-1);
+      } else {
+        const torch::Tensor u =
+            torch::rand(logits.sizes(), generator, logits.options())
+                .clamp_(1e-12, 1.0 - 1e-7);
+        a = (lp - torch::log(-torch::log(u))).argmax(-1);
+      }
+      log_probs.push_back(lp.gather(-1, a.unsqueeze(-1)).squeeze(-1));
+      actions.push_back(a);
+    }
+    step.actions = torch::stack(actions, -1);
+    step.log_probs = torch::stack(log_probs, -1).sum(-1);
+  } else if (discrete()) {
     const torch::Tensor log_probs = torch::log_softmax(out, -1);
     if (deterministic) {
       step.actions = out.argmax(-1);
@@ -172,7 +198,19 @@ PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
       MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyEvaluation eval;
   eval.values = value_head_->forward(value_features).squeeze(-1);
-  if (discrete()) {
+  if (multi_discrete()) {
+    std::vector<torch::Tensor> log_probs, entropies;
+    int64_t j = 0;
+    for (const torch::Tensor& logits :
+         out.split_with_sizes(config_.action_nvec, -1)) {
+      const torch::Tensor lp = torch::log_softmax(logits, -1);
+      log_probs.push_back(
+          lp.gather(-1, actions.select(-1, j++).unsqueeze(-1)).squeeze(-1));
+      entropies.push_back(-(lp.exp() * lp).sum(-1));
+    }
+    eval.log_probs = torch::stack(log_probs, -1).sum(-1);
+    eval.entropy = torch::stack(entropies, -1).sum(-1);
+  } else if (discrete()) {
     const torch::Tensor log_probs = torch::log_softmax(out, -1);
     eval.log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
     eval.entropy = -(log_probs.exp() * log_probs).sum(-1);
@@ -198,14 +236,20 @@ absl::Status ActorCriticImpl::CheckActionMasks(
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": this policy takes no action masks (env.action_mask)"));
   }
-  return CheckTensor(action_masks, name, torch::kUInt8,
-                     {batch, config_.num_actions});
+  int64_t size = config_.num_actions;
+  for (const int64_t n : config_.action_nvec) size += n;
+  return CheckTensor(action_masks, name, torch::kUInt8, {batch, size});
 }
 
 absl::Status ActorCriticImpl::CheckActions(const torch::Tensor& actions,
                                            absl::string_view name,
                                            int64_t batch) const {
   if (discrete()) return CheckTensor(actions, name, torch::kInt64, {batch});
+  if (multi_discrete()) {
+    return CheckTensor(
+        actions, name, torch::kInt64,
+        {batch, static_cast<int64_t>(config_.action_nvec.size())});
+  }
   return CheckTensor(actions, name, torch::kFloat32,
                      {batch, config_.action_size});
 }
@@ -279,12 +323,22 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "observation_size must be >= 1 (got ", config.observation_size, ")"));
   }
-  if ((config.num_actions > 0) == (config.action_size > 0) ||
+  const bool multi = !config.action_nvec.empty();
+  if (int(config.num_actions > 0) + int(config.action_size > 0) + int(multi) !=
+          1 ||
       config.num_actions < 0 || config.action_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "exactly one of num_actions (discrete) and action_size (continuous) "
-        "must be positive (got ",
-        config.num_actions, " and ", config.action_size, ")"));
+        "exactly one of num_actions (discrete), action_size (continuous) "
+        "and action_nvec (MultiDiscrete) must be given (got ",
+        config.num_actions, ", ", config.action_size, " and ",
+        config.action_nvec.size(), " parts)"));
+  }
+  for (size_t i = 0; i < config.action_nvec.size(); ++i) {
+    if (config.action_nvec[i] < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("action_nvec[", i, "] must be >= 1 (got ",
+                       config.action_nvec[i], ")"));
+    }
   }
   for (size_t i = 0; i < config.hidden_sizes.size(); ++i) {
     if (config.hidden_sizes[i] < 1) {

@@ -33,6 +33,9 @@ struct ActorCriticConfig {
   int observation_size = 0;
   int num_actions = 0;  // discrete; 0 if continuous
   int action_size = 0;  // continuous; 0 if discrete
+  // MultiDiscrete: the choices of each part of an action (num_actions and
+  // action_size 0): one categorical per part, the action [B, parts].
+  std::vector<int64_t> action_nvec;
   std::vector<int> hidden_sizes = {64, 64};
   bool shared_trunk = false;
   float initial_log_std = 0.0f;
@@ -72,7 +75,10 @@ class ActorCriticImpl : public torch::nn::Module {
   explicit ActorCriticImpl(const ActorCriticConfig& config);
 
   const ActorCriticConfig& config() const { return config_; }
+  // One categorical (Discrete); MultiDiscrete is neither this nor
+  // continuous.
   bool discrete() const { return config_.num_actions > 0; }
+  bool multi_discrete() const { return !config_.action_nvec.empty(); }
 
   // Raw observations [B, obs] -> normalised (identity if normalisation is
   // off), with the statistics as they are now.
@@ -98,7 +104,8 @@ class ActorCriticImpl : public torch::nn::Module {
       const torch::Tensor& action_masks = torch::Tensor());
 
   // OK if `action_masks` fit this policy for a batch of `batch`: undefined
-  // without masks, uint8 [B, num_actions] with them. Reads no data.
+  // without masks, uint8 [B, num_actions] (or [B, sum of action_nvec])
+  // with them. Reads no data.
   absl::Status CheckActionMasks(const torch::Tensor& action_masks,
                                 absl::string_view name, int64_t batch) const;
 
@@ -123,7 +130,8 @@ class ActorCriticImpl : public torch::nn::Module {
   absl::Status CheckObservations(const torch::Tensor& observations,
                                  absl::string_view name) const;
   // OK if `actions` fit this policy for a batch of `batch`: int64 [B]
-  // (discrete) or float [B, action_size]. Reads no data.
+  // (discrete), int64 [B, parts] (MultiDiscrete) or float [B, action_size].
+  // Reads no data.
   absl::Status CheckActions(const torch::Tensor& actions,
                             absl::string_view name, int64_t batch) const;
 

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
@@ -96,6 +97,45 @@ TEST(ActorCriticTest, MaskedActionsAreNeverTakenAndWeighNothing) {
   EXPECT_THAT(
       std::string(unmasked->CheckActionMasks(masks, "masks", B).message()),
       HasSubstr("takes no action masks"));
+}
+
+// MultiDiscrete: one categorical per part; the log-probability of an action
+// is the sum of its parts', the entropy the sum of theirs; masks hold each
+// part's choices in turn.
+TEST(ActorCriticTest, MultiDiscreteActionsArePartsOfCategoricals) {
+  torch::manual_seed(0);
+  ActorCriticConfig config;
+  config.observation_size = 4;
+  config.action_nvec = {3, 2};
+  config.action_masks = true;
+  ASSERT_TRUE(CreateActorCritic(config).ok());
+  ActorCritic policy(config);
+  const int64_t B = 2000;
+  const torch::Tensor obs = torch::randn({B, 4});
+  torch::Tensor masks = torch::ones({B, 5}, torch::kUInt8);
+  masks.index_put_({torch::indexing::Slice(), 0}, 0);  // part 0: never 0
+  masks.index_put_({torch::indexing::Slice(), 4}, 0);  // part 1: always 0
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  const PolicyStep step = policy->Act(obs, gen, false, masks);
+  ASSERT_EQ(step.actions.sizes(), (std::vector<int64_t>{B, 2}));
+  EXPECT_EQ(step.actions.scalar_type(), torch::kInt64);
+  EXPECT_OK(policy->CheckActions(step.actions, "actions", B));
+  const torch::Tensor part0 = step.actions.select(1, 0);
+  EXPECT_TRUE(((part0 == 1) | (part0 == 2)).all().item<bool>());
+  EXPECT_GT((part0 == 1).sum().item<int64_t>(), 500);
+  EXPECT_GT((part0 == 2).sum().item<int64_t>(), 500);
+  EXPECT_TRUE((step.actions.select(1, 1) == 0).all().item<bool>());
+  const PolicyEvaluation eval = policy->Evaluate(obs, step.actions, masks);
+  EXPECT_TRUE(torch::allclose(eval.log_probs, step.log_probs, 1e-5, 1e-5));
+  // Two allowed choices in part 0, one in part 1: at most log 2.
+  EXPECT_LE(eval.entropy.max().item<float>(), std::log(2.0f) + 1e-5);
+  EXPECT_GT(eval.entropy.min().item<float>(), 0.5f);
+  EXPECT_FALSE(
+      policy->CheckActions(torch::zeros({B}, torch::kInt64), "a", B).ok());
+  ActorCriticConfig both = config;
+  both.num_actions = 3;
+  EXPECT_THAT(std::string(CreateActorCritic(both).status().message()),
+              HasSubstr("exactly one of"));
 }
 
 TEST(ActorCriticTest, SamplingFrequenciesFollowTheProbabilities) {

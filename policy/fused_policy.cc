@@ -169,6 +169,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path runs tanh networks only (policy.activation)");
   }
+  if (!c.action_nvec.empty()) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path has no MultiDiscrete head (env.action_nvec)");
+  }
   if (c.action_masks) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no action masks (env.action_mask)");

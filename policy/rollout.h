@@ -9,8 +9,10 @@
 namespace rl {
 
 struct Rollout {
-  torch::Tensor observations;      // [T, E, obs] float: raw, before each step
-  torch::Tensor actions;           // [T, E] int64 or [T, E, A] float
+  torch::Tensor observations;  // [T, E, obs] float: raw, before each step
+  // [T, E] int64 (Discrete), [T, E, parts] int64 (MultiDiscrete) or
+  // [T, E, A] float.
+  torch::Tensor actions;
   torch::Tensor log_probs;         // [T, E] float
   torch::Tensor values;            // [T, E] float
   torch::Tensor rewards;           // [T, E] float (scaled if enabled)
@@ -26,17 +28,21 @@ struct Rollout {
   int64_t num_steps() const { return rewards.size(0); }
   int64_t num_envs() const { return rewards.size(1); }
 
-  // Zero-filled tensors for T x E steps; action_size 0 means discrete;
-  // mask_size > 0: action masks of that many actions.
+  // Zero-filled tensors for T x E steps; action_size 0 means discrete
+  // (action_parts > 0: MultiDiscrete of that many parts); mask_size > 0:
+  // action masks of that many bytes.
   static Rollout Allocate(int64_t num_steps, int64_t num_envs,
                           int64_t observation_size, int64_t action_size,
-                          int64_t mask_size = 0) {
+                          int64_t mask_size = 0, int64_t action_parts = 0) {
     Rollout r;
     const auto f = torch::kFloat32;
     r.observations = torch::zeros({num_steps, num_envs, observation_size}, f);
-    r.actions = action_size == 0
-                    ? torch::zeros({num_steps, num_envs}, torch::kInt64)
-                    : torch::zeros({num_steps, num_envs, action_size}, f);
+    r.actions =
+        action_parts > 0
+            ? torch::zeros({num_steps, num_envs, action_parts}, torch::kInt64)
+        : action_size == 0
+            ? torch::zeros({num_steps, num_envs}, torch::kInt64)
+            : torch::zeros({num_steps, num_envs, action_size}, f);
     r.log_probs = torch::zeros({num_steps, num_envs}, f);
     r.values = torch::zeros({num_steps, num_envs}, f);
     r.rewards = torch::zeros({num_steps, num_envs}, f);

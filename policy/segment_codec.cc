@@ -1,5 +1,6 @@
 #include "policy/segment_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -191,7 +192,9 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   }
   if (s.env().observation_size() != want.observation_size() ||
       s.env().num_discrete_actions() != want.num_discrete_actions() ||
-      s.env().continuous_action_size() != want.continuous_action_size()) {
+      s.env().continuous_action_size() != want.continuous_action_size() ||
+      !std::equal(s.env().action_nvec().begin(), s.env().action_nvec().end(),
+                  want.action_nvec().begin(), want.action_nvec().end())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "segment.env: sizes (observation ", s.env().observation_size(),
         ", discrete actions ", s.env().num_discrete_actions(),
@@ -202,10 +205,26 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   const int64_t T = shape.num_steps, E = shape.num_envs;
   const int64_t obs = want.observation_size();
   const bool discrete = want.num_discrete_actions() > 0;
+  // The choices of each part of an integer action (Discrete: one part).
+  std::vector<int64_t> parts(want.action_nvec().begin(),
+                             want.action_nvec().end());
+  if (discrete) parts = {want.num_discrete_actions()};
   Rollout r;
   ASSIGN_OR_RETURN(r.observations, Field(s.observations(), "observations",
                                          torch::kFloat32, {T, E, obs}));
-  if (discrete) {
+  if (want.action_nvec_size() > 0) {
+    const int64_t k = want.action_nvec_size();
+    ASSIGN_OR_RETURN(r.actions,
+                     Field(s.actions(), "actions", torch::kInt64, {T, E, k}));
+    const int64_t* a = r.actions.data_ptr<int64_t>();
+    for (int64_t x = 0; x < T * E * k; ++x) {
+      if (a[x] < 0 || a[x] >= parts[x % k]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("segment.actions: part ", x % k, " must be in [0, ",
+                         parts[x % k], ") (got ", a[x], ")"));
+      }
+    }
+  } else if (discrete) {
     ASSIGN_OR_RETURN(r.actions,
                      Field(s.actions(), "actions", torch::kInt64, {T, E}));
     ASSIGN_OR_RETURN(const bool in_range,
@@ -222,7 +241,7 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   }
   ASSIGN_OR_RETURN(r.log_probs,
                    Field(s.log_probs(), "log_probs", torch::kFloat32, {T, E}));
-  if (discrete) {
+  if (!parts.empty()) {
     // A probability is at most 1.
     RETURN_IF_ERROR(CheckRange(r.log_probs, "segment.log_probs",
                                -std::numeric_limits<float>::infinity(), 0));
@@ -248,22 +267,31 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   ASSIGN_OR_RETURN(r.next_values,
                    Field(s.next_values(), "next_values", torch::kFloat32, {E}));
   if (want.action_mask()) {
-    const int64_t n = want.num_discrete_actions();
+    int64_t n = 0;
+    for (const int64_t p : parts) n += p;
+    const int64_t k = static_cast<int64_t>(parts.size());
     ASSIGN_OR_RETURN(
         torch::Tensor masks,
         Field(s.action_masks(), "action_masks", torch::kBool, {T, E, n}));
     ASSIGN_OR_RETURN(r.action_masks, FlagBytes(masks, "segment.action_masks"));
-    // Every row allows an action, and the action taken was allowed.
+    // Every part of every row allows a choice, and the one taken was
+    // allowed.
     const uint8_t* m = r.action_masks.data_ptr<uint8_t>();
     const int64_t* a = r.actions.data_ptr<int64_t>();
     for (int64_t i = 0; i < T * E; ++i) {
-      uint8_t any = 0;
-      for (int64_t k = 0; k < n; ++k) any |= m[i * n + k];
-      if (!any || !m[i * n + a[i]]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "segment.action_masks: at step ", i / E, ", env ", i % E,
-            any ? absl::StrCat(" the action taken (", a[i], ") is masked")
-                : std::string(" no action is allowed")));
+      int64_t at = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        uint8_t any = 0;
+        for (int64_t c = 0; c < parts[j]; ++c) any |= m[i * n + at + c];
+        const int64_t taken = a[i * k + j];
+        if (!any || !m[i * n + at + taken]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "segment.action_masks: at step ", i / E, ", env ", i % E,
+              k > 1 ? absl::StrCat(", part ", j) : "",
+              any ? absl::StrCat(" the action taken (", taken, ") is masked")
+                  : std::string(" no action is allowed")));
+        }
+        at += parts[j];
       }
     }
   } else if (s.has_action_masks()) {

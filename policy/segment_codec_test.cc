@@ -113,6 +113,41 @@ TEST(SegmentCodecTest, ActionMasksRoundTripAndAreChecked) {
               HasSubstr("the run's env writes no action masks"));
 }
 
+TEST(SegmentCodecTest, MultiDiscreteActionsRoundTripPerPart) {
+  SegmentShape shape = Shape();
+  shape.env.set_num_discrete_actions(0);
+  shape.env.add_action_nvec(3);
+  shape.env.add_action_nvec(2);
+  shape.env.set_action_mask(true);
+  Rollout r = Rollout::Allocate(3, 2, 4, 0, 5, 2);
+  ASSERT_EQ(r.actions.sizes(), (std::vector<int64_t>{3, 2, 2}));
+  r.actions.select(2, 0).fill_(2);
+  r.actions.select(2, 1).fill_(1);
+  r.action_masks.fill_(1);
+  r.action_masks[1][0][3] = 0;  // part 1, choice 0: masked, not taken
+  auto encode = [&](const Rollout& rollout) {
+    RolloutSegment s;
+    EXPECT_TRUE(EncodeSegment(rollout, &s).ok());
+    *s.mutable_env() = shape.env;
+    return s;
+  };
+  const RolloutSegment segment = encode(r);  // the decoded rollout aliases it
+  auto decoded = DecodeSegment(segment, shape);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(torch::equal(decoded->actions, r.actions));
+  Rollout out_of_range = Clone(r);
+  out_of_range.actions[0][1][1] = 2;  // part 1 has 2 choices
+  EXPECT_THAT(
+      std::string(
+          DecodeSegment(encode(out_of_range), shape).status().message()),
+      HasSubstr("segment.actions: part 1 must be in [0, 2) (got 2)"));
+  Rollout masked = Clone(r);
+  masked.action_masks[2][1][4] = 0;  // part 1, choice 1: the one taken
+  EXPECT_THAT(
+      std::string(DecodeSegment(encode(masked), shape).status().message()),
+      HasSubstr("at step 2, env 1, part 1 the action taken (1) is masked"));
+}
+
 TEST(SegmentCodecTest, EveryBadFieldIsNamed) {
   RolloutSegment s = Valid();
   s.mutable_env()->set_id("Acrobot-v1");

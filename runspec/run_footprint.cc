@@ -38,9 +38,15 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   RunFootprint f;
   const EnvSpec& env = spec.env();
   const double obs = std::max(1, env.observation_size());
-  const bool discrete = env.num_discrete_actions() > 0;
-  const double actions =
-      discrete ? env.num_discrete_actions() : env.continuous_action_size();
+  const bool discrete =
+      env.num_discrete_actions() > 0 || env.action_nvec_size() > 0;
+  // The policy head's outputs: the choices (each part's, for MultiDiscrete)
+  // or the action's floats.
+  double nvec_sum = 0;
+  for (const int32_t n : env.action_nvec()) nvec_sum += n;
+  const double actions = env.action_nvec_size() > 0 ? nvec_sum
+                         : discrete                 ? env.num_discrete_actions()
+                                    : env.continuous_action_size();
   const double e = std::max(1, spec.envs_per_actor());
   const double t = std::max(1, spec.segment_length());
   double hidden_sum = 0;
@@ -61,7 +67,8 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   // message carries (field tags and lengths of ten tensors, their shapes,
   // the env spec, run id, sequence numbers): an upper bound of the encoded
   // size, so that no admitted run has segments refused for size.
-  const double action_bytes = discrete ? 8 : actions * kFloat;
+  const double action_bytes =
+      discrete ? 8.0 * std::max(1, env.action_nvec_size()) : actions * kFloat;
   // An action mask: one byte per action.
   const double mask_bytes = env.action_mask() ? actions : 0;
   const double per_row =

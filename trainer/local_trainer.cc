@@ -217,7 +217,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   // taken, in evaluation either.
   torch::Tensor masks;
   if (info.action_mask()) {
-    masks = torch::ones({E, info.num_discrete_actions()}, torch::kUInt8);
+    masks = torch::ones({E, ActionMaskSize(info)}, torch::kUInt8);
   }
   RETURN_IF_ERROR(
       env->Reset(obs.data_ptr<float>(),

@@ -124,6 +124,32 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
   EXPECT_GE(*evaluated, 9.5);
 }
 
+// MultiDiscrete actions through the one-process trainer: two parts (3 and
+// 2 choices), each rewarded when it matches its part of the observation.
+TEST(LocalTrainerTest, MultiDiscreteActionsLearn) {
+  auto spec = LoadRunSpec(R"(
+env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,
+      kwargs: {mode: multi}, observation_size: 5, action_nvec: [3, 2],
+      reward_low: 0, reward_high: 1}
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 60000
+target_return: 9.5
+seed: 2
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
+)",
+                          RunFileFormat::kYaml);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto trainer = LocalTrainer::Create(*spec, {});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto result = (*trainer)->Train();
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->target_reached) << result->progress.mean_return;
+  auto evaluated = EvaluatePolicy(*spec, (*trainer)->policy(), 20, 5);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  EXPECT_GE(*evaluated, 9.5);
+}
+
 TEST(LocalTrainerTest, EvaluationIsDeterministic) {
   const RunSpec spec = SmallRun("env: {id: CartPole-v1}");
   auto trainer = LocalTrainer::Create(spec, {});

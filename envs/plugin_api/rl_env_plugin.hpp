@@ -195,8 +195,9 @@ class Env {
   // One step: writes the next observation.
   virtual StepResult Step(const Action& action, Rng& rng, float* obs) = 0;
   // With Spaces::action_mask: which actions the current observation
-  // allows (n bytes, 1 = allowed; at least one). A masked action is never
-  // taken.
+  // allows (1 = allowed; at least one per part): n bytes for Discrete(n),
+  // each part's choices in turn for MultiDiscrete. A masked action is
+  // never taken.
   virtual void ActionMask(uint8_t* mask) { (void)mask; }
 };
 
@@ -236,10 +237,21 @@ class Batch {
     obs_size_ = spaces_.observation.elements();
     action_size_ = spaces_.action.elements();
     if (spaces_.action_mask) {
-      if (spaces_.action.kind != RL_SPACE_DISCRETE) {
-        throw std::invalid_argument("action masks need a Discrete action");
+      // One byte per choice: n for Discrete(n); each part's choices in
+      // turn for MultiDiscrete (2 per part of a MultiBinary).
+      switch (spaces_.action.kind) {
+        case RL_SPACE_DISCRETE:
+          mask_size_ = spaces_.action.shape[0];
+          break;
+        case RL_SPACE_MULTI_DISCRETE:
+          for (int64_t n : spaces_.action.nvec) mask_size_ += n;
+          break;
+        case RL_SPACE_MULTI_BINARY:
+          mask_size_ = 2 * spaces_.action.elements();
+          break;
+        default:
+          throw std::invalid_argument("action masks need integer actions");
       }
-      mask_size_ = spaces_.action.shape[0];
     }
     for (int32_t i = 0; i < o.num_envs; ++i) {
       envs_.push_back(std::make_unique<E>(kwargs_));
