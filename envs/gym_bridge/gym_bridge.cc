@@ -82,10 +82,13 @@ std::string StartError() {
 }
 
 struct Space {
-  std::string kind;  // "box", "discrete", or an unsupported class name
+  // "box", "discrete", "multi_discrete", "multi_binary", or an
+  // unsupported class name.
+  std::string kind;
   std::vector<int64_t> shape;
   std::vector<double> low, high;
   int64_t n = 0;
+  std::vector<int64_t> nvec;  // multi_discrete
   std::string dtype;
   int64_t elements() const {
     int64_t e = 1;
@@ -100,7 +103,11 @@ Space ToSpace(const py::tuple& t) {
   s.shape = t[1].cast<std::vector<int64_t>>();
   s.low = t[2].cast<std::vector<double>>();
   s.high = t[3].cast<std::vector<double>>();
-  s.n = t[4].cast<int64_t>();
+  if (py::isinstance<py::list>(t[4])) {
+    s.nvec = t[4].cast<std::vector<int64_t>>();
+  } else {
+    s.n = t[4].cast<int64_t>();
+  }
   s.dtype = t[5].cast<std::string>();
   return s;
 }
@@ -123,7 +130,20 @@ std::string ToC(const Space& s, rl_space* out) {
     out->dtype = RL_DTYPE_INT64;
     return "";
   }
-  return "a " + s.kind + " space (the bridge passes Box and Discrete)";
+  if (s.kind == "multi_discrete") {
+    out->kind = RL_SPACE_MULTI_DISCRETE;
+    out->dtype = RL_DTYPE_INT64;
+    out->nvec = s.nvec.data();
+    return "";
+  }
+  if (s.kind == "multi_binary") {
+    out->kind = RL_SPACE_MULTI_BINARY;
+    out->dtype = RL_DTYPE_INT64;
+    return "";
+  }
+  return "a " + s.kind +
+         " space (the bridge passes Box, Discrete, MultiDiscrete and "
+         "MultiBinary actions)";
 }
 
 struct Bridge {
@@ -233,8 +253,9 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
   py::gil_scoped_acquire gil;
   try {
     py::object action_view =
-        b->action.kind == "discrete"
-            ? View(static_cast<const int64_t*>(actions), n)
+        b->action.kind != "box"
+            ? View(static_cast<const int64_t*>(actions),
+                   static_cast<size_t>(n) * b->action.elements())
             : View(static_cast<const float*>(actions),
                    static_cast<size_t>(n) * b->action.elements());
     py::object final_view = py::none();

@@ -131,6 +131,15 @@ def describe(space, flatten=False):
         if int(space.start) != 0:
             raise ValueError(f"Discrete spaces must start at 0 (got {space})")
         return ("discrete", (int(space.n),), [], [], int(space.n), "int64")
+    if isinstance(space, gym.spaces.MultiDiscrete) and not flatten:
+        nvec = np.asarray(space.nvec).ravel()
+        if np.any(np.asarray(space.start) != 0):
+            raise ValueError(f"MultiDiscrete spaces must start at 0 (got {space})")
+        return ("multi_discrete", (len(nvec),), [], [], [int(n) for n in nvec],
+                "int64")
+    if isinstance(space, gym.spaces.MultiBinary) and not flatten:
+        return ("multi_binary", tuple(int(d) for d in np.atleast_1d(space.n)),
+                [], [], 0, "int64")
     return (type(space).__name__, (), [], [], 0, "")
 
 
@@ -160,6 +169,9 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     n = env.num_envs
     if isinstance(space, gym.spaces.Box):
         actions = np.frombuffer(actions, np.float32).reshape(
+            (n,) + space.shape).astype(space.dtype, copy=False)
+    elif isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):
+        actions = np.frombuffer(actions, np.int64).reshape(
             (n,) + space.shape).astype(space.dtype, copy=False)
     else:
         actions = np.frombuffer(actions, np.int64)

@@ -173,6 +173,53 @@ TEST_F(GymBridgeTest, DictObservationsAreFlattened) {
                        HasSubstr("has 5 elements, env.observation_size is 4")));
 }
 
+TEST_F(GymBridgeTest, MultiDiscreteAndMultiBinaryActionsPassThrough) {
+  auto bare = [](int obs) {
+    EnvSpec spec;
+    spec.set_id("bad_spaces:make_multi");
+    spec.set_plugin("envs/gym_bridge/libgym_bridge.so");
+    spec.set_observation_size(obs);
+    return spec;
+  };
+  EnvSpec multi = bare(2);
+  multi.add_action_nvec(3);
+  multi.add_action_nvec(2);
+  ASSERT_OK(ResolveEnvSpec(&multi));
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(multi, Options(2)));
+  std::vector<float> obs(4), rewards(2);
+  std::vector<uint8_t> term(2), trunc(2);
+  ASSERT_OK(env->Reset(obs.data()));
+  StepOutputs out;
+  out.observations = obs.data();
+  out.rewards = rewards.data();
+  out.terminated = term.data();
+  out.truncated = trunc.data();
+  const std::vector<int64_t> actions = {2, 1, 0, 1};  // [E, parts]
+  ASSERT_OK(env->StepDiscrete(actions.data(), out));
+  EXPECT_EQ(obs, (std::vector<float>{2, 1, 0, 1}));  // echoed
+  const std::vector<int64_t> bad = {3, 0, 0, 0};
+  EXPECT_THAT(env->StepDiscrete(bad.data(), out),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("action 3 of env row 0, part 0")));
+
+  EnvSpec binary = bare(3);
+  for (int i = 0; i < 3; ++i) binary.add_action_nvec(2);
+  (*binary.mutable_kwargs()->mutable_fields())["binary"].set_bool_value(true);
+  ASSERT_OK(ResolveEnvSpec(&binary));
+  ASSERT_OK_AND_ASSIGN(auto bits, OpenEnv(binary, Options(1)));
+  std::vector<float> obs3(3);
+  ASSERT_OK(bits->Reset(obs3.data()));
+  out.observations = obs3.data();
+  const std::vector<int64_t> one = {1, 0, 1};
+  ASSERT_OK(bits->StepDiscrete(one.data(), out));
+  EXPECT_EQ(obs3, (std::vector<float>{1, 0, 1}));
+  binary.set_action_nvec(0, 3);
+  EXPECT_THAT(OpenEnv(binary, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("action MultiBinary([3]), env.action_nvec is "
+                                 "[3, 2, 2]")));
+}
+
 TEST_F(GymBridgeTest, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(
       OpenEnv(Spec("NoSuchEnv-v0", 4, 2), Options(1)).status(),

@@ -50,3 +50,26 @@ class DictObservations(gym.Env):
 
 def make_dict():
     return DictObservations()
+
+
+class MultiActions(gym.Env):
+    """MultiDiscrete([3, 2]) actions, or MultiBinary(3) with binary=True;
+    the observation echoes the last action."""
+
+    def __init__(self, binary=False):
+        self.binary = binary
+        self.action_space = (gym.spaces.MultiBinary(3) if binary
+                             else gym.spaces.MultiDiscrete([3, 2]))
+        size = 3 if binary else 2
+        self.observation_space = gym.spaces.Box(0.0, 2.0, (size,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(self.observation_space.shape, np.float32), {}
+
+    def step(self, action):
+        return np.asarray(action, np.float32), 0.0, False, False, {}
+
+
+def make_multi(**kwargs):
+    return MultiActions(**kwargs)
