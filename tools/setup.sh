@@ -43,6 +43,8 @@ APT_PACKAGES=(
   "python3-dev=3.11.2-1+b1"
   "libpython3.11-dev=3.11.2-6+deb12u6"
   "pybind11-dev=2.10.3-1"
+  # examples/plugin_env builds on its own with CMake (its cmake_build_test).
+  "cmake=3.25.1-1"
   # `ip netns` and veth pairs for the two-host tests (tests/two_hosts.sh).
   "iproute2=6.1.0-3"
   # .ci/run checks the C++ formatting with it.
