@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
   std::unique_ptr<RolloutCollector> collector(
       new RolloutCollector(spec, std::move(env), seed));
   RETURN_IF_ERROR(
-      collector->env_->Reset(collector->current_observations_.data_ptr<float>(),
+      collector->env_->Reset(collector->current_observations_.data_ptr(),
                              collector->current_masks_.defined()
                                  ? collector->current_masks_.data_ptr<uint8_t>()
                                  : nullptr));
@@ -52,8 +52,9 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
       num_envs_(spec.envs_per_actor()),
       generator_(at::make_generator<at::CPUGeneratorImpl>(SamplingSeed(seed))) {
   const int64_t obs = env_->spec().observation_size();
-  current_observations_ = torch::zeros({num_envs_, obs});
-  final_observations_ = torch::zeros({num_steps_, num_envs_, obs});
+  const torch::Dtype dtype = ObservationDtype();
+  current_observations_ = torch::zeros({num_envs_, obs}, dtype);
+  final_observations_ = torch::zeros({num_steps_, num_envs_, obs}, dtype);
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_});
   episode_length_rows_ = torch::zeros({num_steps_, num_envs_}, torch::kInt32);
   if (env_->spec().action_mask()) {
@@ -76,7 +77,11 @@ Rollout RolloutCollector::AllocateRollout() const {
   return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
                            env.continuous_action_size(),
                            env.action_mask() ? ActionMaskSize(env) : 0,
-                           env.action_nvec_size());
+                           env.action_nvec_size(), ObservationDtype());
+}
+
+torch::Dtype RolloutCollector::ObservationDtype() const {
+  return ObservationsAreBytes(env_->spec()) ? torch::kUInt8 : torch::kFloat32;
 }
 
 absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
@@ -122,7 +127,9 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     RETURN_IF_ERROR(fused_->Bind(policy));
   }
   at::CPUGeneratorImpl* generator = generator_.get<at::CPUGeneratorImpl>();
-  const int64_t obs_size = env_->spec().observation_size();
+  // Bytes of one env's observation (float32 or uint8 elements).
+  const int64_t obs_size =
+      env_->spec().observation_size() * ObservationElementBytes(env_->spec());
   // Elements of one env's action: 1 (Discrete), its parts (MultiDiscrete)
   // or its floats.
   const int64_t action_size = discrete
@@ -137,11 +144,17 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
           "rollout: the collector fills contiguous CPU tensors");
     }
   }
-  float* observations = rollout->observations.data_ptr<float>();
+  if (rollout->observations.scalar_type() != ObservationDtype()) {
+    return absl::InvalidArgumentError(
+        "rollout.observations: not of the env's observation dtype "
+        "(AllocateRollout)");
+  }
+  // Observation rows are addressed in bytes.
+  char* observations = static_cast<char*>(rollout->observations.data_ptr());
   float* rewards = rollout->rewards.data_ptr<float>();
   uint8_t* terminated = rollout->terminated.data_ptr<uint8_t>();
   uint8_t* truncated_rows = rollout->truncated.data_ptr<uint8_t>();
-  float* final_observations = final_observations_.data_ptr<float>();
+  char* final_observations = static_cast<char*>(final_observations_.data_ptr());
   float* episode_returns = episode_return_rows_.data_ptr<float>();
   int32_t* episode_lengths = episode_length_rows_.data_ptr<int32_t>();
   int64_t* discrete_actions =
@@ -152,13 +165,15 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   for (int64_t t = 0; t < num_steps_; ++t) {
     auto start = Clock::now();
     if (use_fused) {
-      fused_->Act(
-          observations + t * num_envs_ * obs_size, num_envs_, generator, false,
-          discrete ? static_cast<void*>(discrete_actions + t * num_envs_)
-                   : static_cast<void*>(continuous_actions +
-                                        t * num_envs_ * action_size),
-          rollout->log_probs.data_ptr<float>() + t * num_envs_,
-          rollout->values.data_ptr<float>() + t * num_envs_);
+      fused_->Act(reinterpret_cast<const float*>(observations +
+                                                 t * num_envs_ * obs_size),
+                  num_envs_, generator, false,
+                  discrete
+                      ? static_cast<void*>(discrete_actions + t * num_envs_)
+                      : static_cast<void*>(continuous_actions +
+                                           t * num_envs_ * action_size),
+                  rollout->log_probs.data_ptr<float>() + t * num_envs_,
+                  rollout->values.data_ptr<float>() + t * num_envs_);
     } else {
       const PolicyStep step =
           policy->Act(rollout->observations[t], generator_, false,
@@ -176,7 +191,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     StepOutputs out;
     out.observations = t + 1 < num_steps_
                            ? observations + (row + num_envs_) * obs_size
-                           : rollout->next_observations.data_ptr<float>();
+                           : rollout->next_observations.data_ptr();
     out.rewards = rewards + row;
     out.terminated = terminated + row;
     out.truncated = truncated_rows + row;
@@ -272,9 +287,11 @@ absl::Status RolloutCollector::RestoreState(
   };
   ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
   ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
-  if (!obs.sizes().equals(current_observations_.sizes())) {
+  if (!obs.sizes().equals(current_observations_.sizes()) ||
+      obs.scalar_type() != current_observations_.scalar_type()) {
     return absl::InvalidArgumentError(
-        "checkpoint observations do not fit this run's environments");
+        "checkpoint observations do not fit this run's environments (shape "
+        "or dtype)");
   }
   if (env_bytes.numel() > 0) {
     RETURN_IF_ERROR(env_->RestoreState(std::string(

@@ -52,6 +52,10 @@ class RolloutCollector {
   // A zeroed rollout of the run's segment shape.
   Rollout AllocateRollout() const;
 
+  // The env's observation elements: float32, or uint8
+  // (EnvSpec.observation_dtype).
+  torch::Dtype ObservationDtype() const;
+
   // Fills `rollout` with one segment collected by `policy`.
   absl::Status Collect(ActorCritic& policy, Rollout* rollout,
                        CollectTimings* timings = nullptr);

@@ -44,10 +44,12 @@ class CpuBatchedEnv final : public BatchedEnv {
   int num_envs() const override { return num_envs_; }
   int state_size() const override { return state_size_; }
 
-  absl::Status Reset(float* observations,
+  absl::Status Reset(void* observations,
                      uint8_t* /*action_masks: none*/ = nullptr) override {
+    // Built-in environments observe float32.
+    float* const obs = static_cast<float*>(observations);
     pool_.Run([&](int shard) {
-      ResetBatchCpu(kind_, batch_, observations, ShardBegin(shard),
+      ResetBatchCpu(kind_, batch_, obs, ShardBegin(shard),
                     ShardBegin(shard + 1));
     });
     return absl::OkStatus();
@@ -210,11 +212,11 @@ class CpuBatchedEnv final : public BatchedEnv {
 
   void Step(const void* actions, const StepOutputs& out) {
     StepBuffers buffers;
-    buffers.observations = out.observations;
+    buffers.observations = static_cast<float*>(out.observations);
     buffers.rewards = out.rewards;
     buffers.terminated = out.terminated;
     buffers.truncated = out.truncated;
-    buffers.final_observations = out.final_observations;
+    buffers.final_observations = static_cast<float*>(out.final_observations);
     buffers.episode_returns = out.episode_returns;
     buffers.episode_lengths = out.episode_lengths;
     pool_.Run([&](int shard) {

@@ -22,8 +22,10 @@ namespace rl {
 // must stay valid for the call. Row i belongs to environment i.
 struct StepOutputs {
   // [E, obs] observation after the step; for an environment whose episode
-  // ended at this step, the first observation of its next episode.
-  float* observations = nullptr;
+  // ended at this step, the first observation of its next episode. Elements
+  // of the spec's observation dtype: float32, or uint8 where
+  // ObservationsAreBytes(spec()) (plugins only).
+  void* observations = nullptr;
   // [E] reward of the step.
   float* rewards = nullptr;
   // [E] 1 if the episode ended in a terminal state at this step, else 0.
@@ -32,8 +34,8 @@ struct StepOutputs {
   uint8_t* truncated = nullptr;
   // Optional ([E, obs]): for environments whose episode ended at this step,
   // the last observation of that episode (to bootstrap from on truncation);
-  // other rows are left untouched.
-  float* final_observations = nullptr;
+  // other rows are left untouched. The observation dtype, as above.
+  void* final_observations = nullptr;
   // Optional ([E]): where an episode ended at this step, its undiscounted
   // return and length; 0 elsewhere.
   float* episode_returns = nullptr;
@@ -64,9 +66,10 @@ class BatchedEnv {
 
   // Resets every environment to a fresh random initial state (from the
   // per-environment counter-based random stream) and writes observations
-  // [E, obs], and the action masks [E, n] of an env that writes them. A
-  // plugin's failure is FAILED_PRECONDITION with its reason.
-  virtual absl::Status Reset(float* observations,
+  // [E, obs] (of the observation dtype, as StepOutputs says), and the
+  // action masks [E, n] of an env that writes them. A plugin's failure is
+  // FAILED_PRECONDITION with its reason.
+  virtual absl::Status Reset(void* observations,
                              uint8_t* action_masks = nullptr) = 0;
 
   // Discrete environments take int64 actions [E] in [0, num_actions);

@@ -71,8 +71,7 @@ void Destroy(rl_env* env) { delete Of(env); }
 
 int Reset(rl_env* env, const rl_env_buffers* out, char* error,
           size_t error_size) {
-  const absl::Status s =
-      Of(env)->env->Reset(static_cast<float*>(out->observations));
+  const absl::Status s = Of(env)->env->Reset(out->observations);
   if (s.ok()) return 0;
   WriteError(error, error_size, std::string(s.message()));
   return 1;
@@ -82,11 +81,11 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
          char* error, size_t error_size) {
   BatchedEnv& e = *Of(env)->env;
   StepOutputs o;
-  o.observations = static_cast<float*>(out->observations);
+  o.observations = out->observations;
   o.rewards = out->rewards;
   o.terminated = out->terminated;
   o.truncated = out->truncated;
-  o.final_observations = static_cast<float*>(out->final_observations);
+  o.final_observations = out->final_observations;
   o.episode_returns = out->episode_returns;
   o.episode_lengths = out->episode_lengths;
   const absl::Status s =

@@ -50,8 +50,11 @@ class Probe {
           "environment plugin ", plugin.origin, ": create failed: ", error));
     }
     const int64_t n = options.num_envs;
-    probe->obs_.assign(n * SpaceElements(probe->info_.observation), 0.f);
-    probe->final_obs_.assign(probe->obs_.size(), 0.f);
+    const rl_space& obs = probe->info_.observation;
+    probe->obs_bytes_ = obs.dtype == RL_DTYPE_UINT8;
+    probe->obs_.assign(
+        n * SpaceElements(obs) * (probe->obs_bytes_ ? 1 : sizeof(float)), 0);
+    probe->final_obs_.assign(probe->obs_.size(), 0);
     probe->rewards_.assign(n, 0.f);
     probe->terminated_.assign(n, 0);
     probe->truncated_.assign(n, 0);
@@ -96,7 +99,21 @@ class Probe {
     return "";
   }
 
-  std::vector<float> obs_, final_obs_, rewards_, returns_;
+  // Element k of the observations.
+  float Observation(int64_t k) const {
+    if (obs_bytes_) return obs_[k];
+    float v;
+    std::memcpy(&v, obs_.data() + k * sizeof(float), sizeof(float));
+    return v;
+  }
+  int64_t ObservationElements() const {
+    return static_cast<int64_t>(obs_.size()) / (obs_bytes_ ? 1 : 4);
+  }
+
+  // Observations as bytes: float32, or uint8 where obs_bytes_.
+  std::vector<uint8_t> obs_, final_obs_;
+  bool obs_bytes_ = false;
+  std::vector<float> rewards_, returns_;
   std::vector<uint8_t> terminated_, truncated_, masks_;
   std::vector<int32_t> lengths_;
 
@@ -112,8 +129,8 @@ class Probe {
 std::string CheckOutputs(const Probe& p, bool after_step) {
   const rl_space& obs = p.info().observation;
   const int64_t size = SpaceElements(obs);
-  for (size_t k = 0; k < p.obs_.size(); ++k) {
-    const float v = p.obs_[k];
+  for (int64_t k = 0; k < p.ObservationElements(); ++k) {
+    const float v = p.Observation(k);
     const int64_t e = static_cast<int64_t>(k) % size;
     if (!std::isfinite(v)) {
       return absl::StrCat("observation element ", e, " of env row ", k / size,

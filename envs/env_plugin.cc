@@ -59,28 +59,33 @@ const char* DtypeName(rl_dtype d) {
 // A batch created through a plugin table.
 class PluginEnv final : public BatchedEnv {
  public:
+  // `widen`: the plugin writes uint8 observations that the run takes as
+  // float32 (converted here).
   PluginEnv(const rl_env_plugin* plugin, std::string origin, rl_env* env,
-            EnvSpec spec, int num_envs)
+            EnvSpec spec, int num_envs, bool widen)
       : plugin_(plugin),
         origin_(std::move(origin)),
         env_(env),
         spec_(std::move(spec)),
         num_envs_(num_envs),
-        parts_(DiscreteActionParts(spec_)) {}
+        parts_(DiscreteActionParts(spec_)),
+        bytes_(ObservationsAreBytes(spec_)),
+        widen_(widen) {}
   ~PluginEnv() override { plugin_->destroy(env_); }
 
   const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return num_envs_; }
 
-  absl::Status Reset(float* observations,
+  absl::Status Reset(void* observations,
                      uint8_t* action_masks = nullptr) override {
     rl_env_buffers out{};
-    out.observations = observations;
+    out.observations = PluginObservations(observations, &scratch_obs_);
     RETURN_IF_ERROR(MaskBuffer(action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
     if (plugin_->reset(env_, &out, error, sizeof(error)) != 0) {
       return Failed("reset", error);
     }
+    if (widen_) Widen(scratch_obs_.data(), observations, 0, num_envs_);
     RETURN_IF_ERROR(CheckObservations(observations, "reset"));
     return CheckMasks(out.action_masks, "reset");
   }
@@ -224,7 +229,25 @@ class PluginEnv final : public BatchedEnv {
                      " failed: ", error[0] != '\0' ? error : "(no message)"));
   }
 
-  absl::Status CheckObservations(const float* obs, const char* call) const {
+  // Where the plugin writes observations: the caller's buffer, or uint8
+  // scratch widened into it afterwards.
+  void* PluginObservations(void* caller, std::vector<uint8_t>* scratch) {
+    if (!widen_ || caller == nullptr) return caller;
+    scratch->resize(static_cast<size_t>(num_envs_) * spec_.observation_size());
+    return scratch->data();
+  }
+
+  // uint8 rows [begin, end) of `from` as float32 into `to`.
+  void Widen(const uint8_t* from, void* to, int begin, int end) const {
+    const int64_t size = spec_.observation_size();
+    float* out = static_cast<float*>(to);
+    for (int64_t k = begin * size; k < end * size; ++k) out[k] = from[k];
+  }
+
+  absl::Status CheckObservations(const void* observations,
+                                 const char* call) const {
+    if (bytes_) return absl::OkStatus();  // every byte is a valid element
+    const float* obs = static_cast<const float*>(observations);
     const int64_t size = spec_.observation_size();
     const int64_t n = static_cast<int64_t>(num_envs_) * size;
     if (AllFinite(obs, n)) return absl::OkStatus();
@@ -241,11 +264,12 @@ class PluginEnv final : public BatchedEnv {
 
   absl::Status Step(const void* actions, const StepOutputs& o) {
     rl_env_buffers out{};
-    out.observations = o.observations;
+    out.observations = PluginObservations(o.observations, &scratch_obs_);
     out.rewards = o.rewards;
     out.terminated = o.terminated;
     out.truncated = o.truncated;
-    out.final_observations = o.final_observations;
+    out.final_observations =
+        PluginObservations(o.final_observations, &scratch_final_obs_);
     out.episode_returns = o.episode_returns;
     out.episode_lengths = o.episode_lengths;
     RETURN_IF_ERROR(MaskBuffer(o.action_masks, &out.action_masks));
@@ -254,20 +278,28 @@ class PluginEnv final : public BatchedEnv {
       return Failed("step", error);
     }
     RETURN_IF_ERROR(CheckMasks(out.action_masks, "step"));
+    if (widen_) {
+      Widen(scratch_obs_.data(), o.observations, 0, num_envs_);
+      for (int i = 0; o.final_observations != nullptr && i < num_envs_; ++i) {
+        if (o.terminated[i] | o.truncated[i]) {
+          Widen(scratch_final_obs_.data(), o.final_observations, i, i + 1);
+        }
+      }
+    }
     RETURN_IF_ERROR(CheckObservations(o.observations, "step"));
-    if (o.final_observations != nullptr) {
+    if (o.final_observations != nullptr && !bytes_) {
+      const float* final_obs = static_cast<const float*>(o.final_observations);
       // The last observation of each episode that ended: its value is
       // bootstrapped from when it was cut by a time limit.
       const int64_t size = spec_.observation_size();
       for (int i = 0; i < num_envs_; ++i) {
         if (!o.terminated[i] && !o.truncated[i]) continue;
         for (int64_t k = 0; k < size; ++k) {
-          if (!std::isfinite(o.final_observations[i * size + k])) {
-            return Fatal(
-                absl::StrCat("environment plugin ", origin_,
-                             ": step wrote a non-finite final observation (",
-                             o.final_observations[i * size + k],
-                             ") at env row ", i, ", element ", k));
+          if (!std::isfinite(final_obs[i * size + k])) {
+            return Fatal(absl::StrCat(
+                "environment plugin ", origin_,
+                ": step wrote a non-finite final observation (",
+                final_obs[i * size + k], ") at env row ", i, ", element ", k));
           }
         }
       }
@@ -309,7 +341,10 @@ class PluginEnv final : public BatchedEnv {
   const EnvSpec spec_;
   const int num_envs_;
   const std::vector<int64_t> parts_;  // DiscreteActionParts
+  const bool bytes_;                  // uint8 observations for the caller
+  const bool widen_;                  // uint8 from the plugin, float32 out
   std::vector<uint8_t> scratch_masks_;
+  std::vector<uint8_t> scratch_obs_, scratch_final_obs_;  // when widen_
 };
 
 }  // namespace
@@ -328,14 +363,26 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
       info.action.rank > RL_ENV_MAX_RANK) {
     return disagree("a space's rank is outside [0, 8]");
   }
-  if (obs.kind != RL_SPACE_BOX || obs.dtype != RL_DTYPE_FLOAT32) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("environment plugin ", origin, ": its observation space ",
-                     DescribeSpace(obs),
-                     " is not supported yet (this version takes float32 Box "
-                     "observations)"));
+  if (obs.kind != RL_SPACE_BOX ||
+      (obs.dtype != RL_DTYPE_FLOAT32 && obs.dtype != RL_DTYPE_UINT8)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin, ": its observation space ",
+        DescribeSpace(obs),
+        " is not supported (observations are a Box of float32 or uint8)"));
   }
-  if (SpaceElements(obs) != spec.observation_size()) {
+  if (ObservationsAreBytes(spec) && obs.dtype != RL_DTYPE_UINT8) {
+    return disagree(absl::StrCat("observation ", DescribeSpace(obs),
+                                 ", env.observation_dtype is uint8"));
+  }
+  if (spec.observation_shape_size() > 0) {
+    const std::vector<int64_t> want = ObservationShape(spec);
+    if (obs.rank != static_cast<int32_t>(want.size()) ||
+        !std::equal(want.begin(), want.end(), obs.shape)) {
+      return disagree(absl::StrCat("observation ", DescribeSpace(obs),
+                                   ", env.observation_shape is [",
+                                   absl::StrJoin(want, ", "), "]"));
+    }
+  } else if (SpaceElements(obs) != spec.observation_size()) {
     return disagree(absl::StrCat(
         "observation ", DescribeSpace(obs), " has ", SpaceElements(obs),
         " elements, env.observation_size is ", spec.observation_size()));
@@ -583,8 +630,10 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     plugin->destroy(env);
     return fits;
   }
+  const bool widen =
+      info.observation.dtype == RL_DTYPE_UINT8 && !ObservationsAreBytes(spec);
   return std::unique_ptr<BatchedEnv>(
-      new PluginEnv(plugin, origin, env, spec, options.num_envs));
+      new PluginEnv(plugin, origin, env, spec, options.num_envs, widen));
 }
 
 absl::StatusOr<EnvPluginRef> FindEnvPlugin(

@@ -361,5 +361,124 @@ TEST(EnvPluginTest, ResolveChecksAPluginsDeclaredSpaces) {
                        HasSubstr("env.kwargs: only a plugin env")));
 }
 
+constexpr char kPixels[] = "envs/testdata/libpixel_plugin.so";
+
+// The pixel plugin (envs/testdata/pixel_plugin.cc): uint8 [4, 4, 1] images.
+EnvSpec PixelSpec(const std::string& dtype) {
+  EnvSpec spec;
+  spec.set_id("Pixels-v0");
+  spec.set_plugin(kPixels);
+  for (int d : {4, 4, 1}) spec.add_observation_shape(d);
+  spec.set_observation_dtype(dtype);
+  spec.set_num_discrete_actions(4);
+  (*spec.mutable_kwargs()->mutable_fields())["size"].set_number_value(4);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+// One white pixel per image, and the rest black.
+template <typename T>
+void ExpectOneWhitePixelPerRow(const std::vector<T>& obs, int rows,
+                               float white) {
+  for (int i = 0; i < rows; ++i) {
+    int white_pixels = 0, black_pixels = 0;
+    for (int k = 0; k < 16; ++k) {
+      white_pixels += obs[i * 16 + k] == static_cast<T>(white);
+      black_pixels += obs[i * 16 + k] == 0;
+    }
+    EXPECT_EQ(white_pixels, 1) << "row " << i;
+    EXPECT_EQ(black_pixels, 15) << "row " << i;
+  }
+}
+
+// uint8 images pass as bytes where the run says uint8, and are widened to
+// float32 where it says float32 (the same values, final observations too).
+TEST(EnvPluginTest, UInt8ObservationsStayBytesOrAreWidened) {
+  const EnvSpec bytes_spec = PixelSpec("uint8");
+  EXPECT_EQ(bytes_spec.observation_size(), 16);  // from observation_shape
+  ASSERT_OK_AND_ASSIGN(auto bytes_env, OpenEnv(bytes_spec, Options(3)));
+  ASSERT_OK_AND_ASSIGN(auto float_env, OpenEnv(PixelSpec(""), Options(3)));
+  std::vector<uint8_t> b_obs(3 * 16), b_final(3 * 16, 7);
+  Buffers f(3, 16);
+  ASSERT_OK(bytes_env->Reset(b_obs.data()));
+  ASSERT_OK(float_env->Reset(f.obs.data()));
+  ExpectOneWhitePixelPerRow(b_obs, 3, 255);
+  ExpectOneWhitePixelPerRow(f.obs, 3, 255.f);
+  std::vector<float> rewards(3);
+  std::vector<uint8_t> terminated(3), truncated(3);
+  for (int t = 0; t < 10; ++t) {
+    const std::vector<int64_t> actions = {0, 1, 2};
+    StepOutputs out;
+    out.observations = b_obs.data();
+    out.final_observations = b_final.data();
+    out.rewards = rewards.data();
+    out.terminated = terminated.data();
+    out.truncated = truncated.data();
+    ASSERT_OK(bytes_env->StepDiscrete(actions.data(), out));
+    ASSERT_OK(float_env->StepDiscrete(actions.data(), f.Outputs()));
+    for (int k = 0; k < 3 * 16; ++k) {
+      ASSERT_EQ(static_cast<float>(b_obs[k]), f.obs[k]) << "element " << k;
+    }
+    EXPECT_EQ(rewards, f.rewards);
+  }
+  // The 10th step ended every episode: final observations in both forms.
+  EXPECT_EQ(terminated, (std::vector<uint8_t>{1, 1, 1}));
+  ExpectOneWhitePixelPerRow(b_final, 3, 255);
+  for (int k = 0; k < 3 * 16; ++k) {
+    EXPECT_EQ(static_cast<float>(b_final[k]), f.final_obs[k]);
+  }
+}
+
+TEST(EnvPluginTest, ObservationDtypeAndShapeMustFitThePlugin) {
+  // A float32 plugin cannot serve a uint8 run.
+  EnvSpec spec = ProbeSpec();
+  spec.set_observation_dtype("uint8");
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("observation Box(float32, [3]), "
+                                 "env.observation_dtype is uint8")));
+  // The shape, where the run gives one, is compared as a shape.
+  EnvSpec pixels = PixelSpec("uint8");
+  pixels.clear_observation_shape();
+  for (int d : {1, 4, 4}) pixels.add_observation_shape(d);
+  EXPECT_THAT(OpenEnv(pixels, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("observation Box(uint8, [4, 4, 1]), "
+                                 "env.observation_shape is [1, 4, 4]")));
+}
+
+TEST(EnvPluginTest, ResolveChecksObservationShapeAndDtype) {
+  EnvSpec spec = PixelSpec("uint8");
+  EXPECT_OK(CheckResolvedEnvSpec(spec));
+  spec.set_observation_size(17);
+  EXPECT_THAT(ResolveEnvSpec(&spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.observation_size: 17 disagrees with "
+                                 "env.observation_shape [4, 4, 1]")));
+  spec.set_observation_size(0);
+  spec.set_observation_shape(1, 0);
+  spec.set_observation_dtype("float64");
+  EXPECT_THAT(
+      ResolveEnvSpec(&spec),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("env.observation_shape[1]: must be >= 1"),
+                     HasSubstr("env.observation_dtype: \"float64\" is not "
+                               "\"float32\" or \"uint8\""))));
+  spec.set_observation_shape(1, 4096);
+  spec.set_observation_shape(0, 4096);
+  spec.set_observation_dtype("uint8");
+  EXPECT_THAT(ResolveEnvSpec(&spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.observation_shape: at most 4194304 "
+                                 "elements")));
+  EnvSpec builtin;
+  builtin.set_id("CartPole-v1");
+  builtin.set_observation_dtype("uint8");
+  EXPECT_THAT(ResolveEnvSpec(&builtin),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("CartPole-v1 observes a float32 vector of 4 "
+                                 "(these fields are for plugins)")));
+}
+
 }  // namespace
 }  // namespace rl

@@ -1,5 +1,6 @@
 #include "envs/env_registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -80,11 +81,55 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
   if (env->plugin().size() > 4096) {
     problem("plugin", "at most 4096 characters", env->plugin().size());
   }
+  if (env->observation_shape_size() > 8) {
+    problem("observation_shape", "at most 8 dimensions",
+            env->observation_shape_size());
+  } else if (env->observation_shape_size() > 0) {
+    int64_t elements = 1;
+    bool ok = true;
+    for (int i = 0; i < env->observation_shape_size(); ++i) {
+      const int32_t d = env->observation_shape(i);
+      if (d < 1) {
+        problem(absl::StrCat("observation_shape[", i, "]"), "must be >= 1", d);
+        ok = false;
+      } else {
+        elements = std::min<int64_t>(elements * d, int64_t{1} << 40);
+      }
+    }
+    if (ok && elements > kMaxObservationElements) {
+      problem(
+          "observation_shape",
+          absl::StrCat("at most ", kMaxObservationElements, " elements in all"),
+          static_cast<double>(elements));
+    } else if (ok && env->observation_size() != 0 &&
+               env->observation_size() != elements) {
+      problems.push_back(
+          absl::StrCat("env.observation_size: ", env->observation_size(),
+                       " disagrees with env.observation_shape [",
+                       absl::StrJoin(env->observation_shape(), ", "), "] (",
+                       elements, " elements); give one of them"));
+    } else if (ok) {
+      env->set_observation_size(static_cast<int32_t>(elements));
+    }
+  }
   if (env->observation_size() < 1) {
+    if (env->observation_shape_size() == 0) {
+      problem("observation_size",
+              "a plugin env declares its spaces: must be >= 1 (the number "
+              "of observation elements; or give env.observation_shape)",
+              env->observation_size());
+    }
+  } else if (env->observation_size() > kMaxObservationElements) {
     problem("observation_size",
-            "a plugin env declares its spaces: must be >= 1 (the number of "
-            "observation elements)",
+            absl::StrCat("at most ", kMaxObservationElements),
             env->observation_size());
+  }
+  if (!env->observation_dtype().empty() &&
+      env->observation_dtype() != "float32" &&
+      env->observation_dtype() != "uint8") {
+    problems.push_back(absl::StrCat("env.observation_dtype: \"",
+                                    env->observation_dtype().substr(0, 64),
+                                    "\" is not \"float32\" or \"uint8\""));
   }
   const bool single = env->num_discrete_actions() != 0;
   const bool multi = env->action_nvec_size() > 0;
@@ -149,6 +194,16 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
 
 }  // namespace
 
+bool ObservationsAreBytes(const EnvSpec& env) {
+  return env.observation_dtype() == "uint8";
+}
+
+std::vector<int64_t> ObservationShape(const EnvSpec& env) {
+  if (env.observation_shape_size() == 0) return {env.observation_size()};
+  return std::vector<int64_t>(env.observation_shape().begin(),
+                              env.observation_shape().end());
+}
+
 std::vector<int64_t> DiscreteActionParts(const EnvSpec& env) {
   if (env.action_nvec_size() > 0) {
     return std::vector<int64_t>(env.action_nvec().begin(),
@@ -210,6 +265,15 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
   if (env->action_nvec_size() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env.action_nvec: ", env->id(), " has no MultiDiscrete actions"));
+  }
+  if (env->observation_shape_size() > 0 ||
+      (!env->observation_dtype().empty() &&
+       env->observation_dtype() != "float32")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("env.observation_shape/observation_dtype: ", env->id(),
+                     " observes a float32 vector of ",
+                     RegisteredEnv(*kind).observation_size(),
+                     " (these fields are for plugins)"));
   }
   const EnvSpec& want = RegisteredEnv(*kind);
   struct Field {

@@ -43,6 +43,22 @@ absl::Status ResolveEnvSpec(EnvSpec* env);
 // else INVALID_ARGUMENT naming the field. Fills nothing in.
 absl::Status CheckResolvedEnvSpec(const EnvSpec& env);
 
+// The most elements one observation may have (a 4-frame 210x160 RGB
+// stack is 403,200).
+inline constexpr int64_t kMaxObservationElements = int64_t{1} << 22;
+
+// Observations are uint8 (env.observation_dtype "uint8"), else float32.
+bool ObservationsAreBytes(const EnvSpec& env);
+
+// Bytes of one observation element: 1 for uint8, 4 for float32.
+inline int64_t ObservationElementBytes(const EnvSpec& env) {
+  return ObservationsAreBytes(env) ? 1 : 4;
+}
+
+// The shape of one observation: env.observation_shape, or
+// {observation_size} when that is empty.
+std::vector<int64_t> ObservationShape(const EnvSpec& env);
+
 // Integer actions: Discrete (num_discrete_actions) or MultiDiscrete
 // (action_nvec).
 inline bool IsDiscrete(const EnvSpec& env) {

@@ -46,8 +46,10 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
         config_.num_minibatches(), ") minibatches"));
   }
   const ActorCriticConfig& c = policy_->config();
-  RETURN_IF_ERROR(CheckTensor(r.observations, "rollout.observations",
-                              torch::kFloat32, {T, E, c.observation_size}));
+  RETURN_IF_ERROR(
+      CheckTensor(r.observations, "rollout.observations",
+                  c.byte_observations ? torch::kUInt8 : torch::kFloat32,
+                  {T, E, c.observation_size}));
   if (policy_->discrete()) {
     RETURN_IF_ERROR(
         CheckTensor(r.actions, "rollout.actions", torch::kInt64, {T, E}));

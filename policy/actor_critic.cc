@@ -56,6 +56,8 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                           : ActorCriticConfig::Activation::kTanh;
   config.normalize_observations = ppo.normalize_observations();
   config.action_masks = env.action_mask();
+  // As envs/env_registry.h's ObservationsAreBytes (policy/ sits below envs/).
+  config.byte_observations = env.observation_dtype() == "uint8";
   return config;
 }
 
@@ -92,10 +94,17 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
       register_buffer("obs_count", torch::full({}, 1e-4, torch::kFloat64));
 }
 
+torch::Tensor ActorCriticImpl::FloatObservations(
+    const torch::Tensor& observations) {
+  if (observations.scalar_type() == torch::kFloat32) return observations;
+  return observations.to(torch::kFloat32) * (1.0f / 255.0f);
+}
+
 torch::Tensor ActorCriticImpl::NormalizeObservations(
     const torch::Tensor& observations) const {
-  if (!config_.normalize_observations) return observations;
-  return ((observations - obs_mean_) * torch::rsqrt(obs_var_ + 1e-8))
+  const torch::Tensor x = FloatObservations(observations);
+  if (!config_.normalize_observations) return x;
+  return ((x - obs_mean_) * torch::rsqrt(obs_var_ + 1e-8))
       .clamp(-config_.observation_clip, config_.observation_clip);
 }
 
@@ -224,8 +233,10 @@ PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
 
 absl::Status ActorCriticImpl::CheckObservations(
     const torch::Tensor& observations, absl::string_view name) const {
-  return CheckTensor(observations, name, torch::kFloat32,
-                     {-1, config_.observation_size});
+  return CheckTensor(
+      observations, name,
+      config_.byte_observations ? torch::kUInt8 : torch::kFloat32,
+      {-1, config_.observation_size});
 }
 
 absl::Status ActorCriticImpl::CheckActionMasks(
@@ -263,7 +274,7 @@ absl::Status ActorCriticImpl::UpdateObservationStatistics(
   RETURN_IF_ERROR(CheckFinite(observations, "observation statistics batch"));
   return CatchTorchErrors("updating the observation statistics", [&] {
     torch::NoGradGuard no_grad;
-    const torch::Tensor x = observations.to(torch::kFloat64);
+    const torch::Tensor x = FloatObservations(observations).to(torch::kFloat64);
     const torch::Tensor batch_mean = x.mean(0);
     const torch::Tensor batch_var = x.var(0, /*unbiased=*/false);
     FoldBatchStatistics(static_cast<double>(x.size(0)), batch_mean, batch_var);
@@ -292,7 +303,7 @@ absl::StatusOr<torch::Tensor> ActorCriticImpl::ObservationMoments(
   RETURN_IF_ERROR(CheckFinite(observations, "observation moments batch"));
   return CatchTorchErrors("observation moments", [&] {
     torch::NoGradGuard no_grad;
-    const torch::Tensor x = observations.to(torch::kFloat64);
+    const torch::Tensor x = FloatObservations(observations).to(torch::kFloat64);
     return torch::cat(
         {torch::full({1}, static_cast<double>(x.size(0)), torch::kFloat64),
          x.sum(0), x.pow(2).sum(0)});

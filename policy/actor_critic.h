@@ -46,6 +46,10 @@ struct ActorCriticConfig {
   // The env writes action masks (EnvSpec.action_mask; discrete only): Act
   // and Evaluate take them, and a masked action has probability 0.
   bool action_masks = false;
+  // Observations are uint8 (EnvSpec.observation_dtype): they are taken as
+  // such and scaled to float32 in [0, 1] (x / 255) inside the network,
+  // before the normalisation, whose statistics are of the scaled values.
+  bool byte_observations = false;
 };
 
 // The network a run's policy block asks for (and its PPO settings'
@@ -80,9 +84,12 @@ class ActorCriticImpl : public torch::nn::Module {
   bool discrete() const { return config_.num_actions > 0; }
   bool multi_discrete() const { return !config_.action_nvec.empty(); }
 
-  // Raw observations [B, obs] -> normalised (identity if normalisation is
-  // off), with the statistics as they are now.
+  // Raw observations [B, obs] -> the network's input: uint8 ones scaled to
+  // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
+  // statistics as they are now (where normalisation is on).
   torch::Tensor NormalizeObservations(const torch::Tensor& observations) const;
+  // float32 observations as they are; uint8 ones scaled by 1 / 255.
+  static torch::Tensor FloatObservations(const torch::Tensor& observations);
 
   // Samples actions (argmax / mean when `deterministic`) with `generator`.
   // `action_masks` ([B, n] uint8, 1 = allowed; undefined: none): a masked

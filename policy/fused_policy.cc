@@ -177,6 +177,11 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no action masks (env.action_mask)");
   }
+  if (c.byte_observations) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path reads float32 observations "
+        "(env.observation_dtype is uint8)");
+  }
   observation_size_ = c.observation_size;
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;

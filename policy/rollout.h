@@ -9,7 +9,9 @@
 namespace rl {
 
 struct Rollout {
-  torch::Tensor observations;  // [T, E, obs] float: raw, before each step
+  // [T, E, obs] float32, or uint8 (EnvSpec.observation_dtype): raw, before
+  // each step.
+  torch::Tensor observations;
   // [T, E] int64 (Discrete), [T, E, parts] int64 (MultiDiscrete) or
   // [T, E, A] float.
   torch::Tensor actions;
@@ -19,7 +21,7 @@ struct Rollout {
   torch::Tensor terminated;        // [T, E] uint8
   torch::Tensor truncated;         // [T, E] uint8
   torch::Tensor truncated_values;  // [T, E] float: V(final obs) where truncated
-  torch::Tensor next_observations;  // [E, obs] float: after the last step
+  torch::Tensor next_observations;  // [E, obs]: after the last step
   torch::Tensor next_values;        // [E] float: V(next_observations)
   // [T, E, n] uint8, 1 = allowed: the action mask of observations[t];
   // undefined when the env writes none (EnvSpec.action_mask).
@@ -30,13 +32,16 @@ struct Rollout {
 
   // Zero-filled tensors for T x E steps; action_size 0 means discrete
   // (action_parts > 0: MultiDiscrete of that many parts); mask_size > 0:
-  // action masks of that many bytes.
+  // action masks of that many bytes; observations of `observation_dtype`
+  // (float32 or uint8).
   static Rollout Allocate(int64_t num_steps, int64_t num_envs,
                           int64_t observation_size, int64_t action_size,
-                          int64_t mask_size = 0, int64_t action_parts = 0) {
+                          int64_t mask_size = 0, int64_t action_parts = 0,
+                          torch::Dtype observation_dtype = torch::kFloat32) {
     Rollout r;
     const auto f = torch::kFloat32;
-    r.observations = torch::zeros({num_steps, num_envs, observation_size}, f);
+    r.observations = torch::zeros({num_steps, num_envs, observation_size},
+                                  observation_dtype);
     r.actions =
         action_parts > 0
             ? torch::zeros({num_steps, num_envs, action_parts}, torch::kInt64)
@@ -49,7 +54,8 @@ struct Rollout {
     r.terminated = torch::zeros({num_steps, num_envs}, torch::kUInt8);
     r.truncated = torch::zeros({num_steps, num_envs}, torch::kUInt8);
     r.truncated_values = torch::zeros({num_steps, num_envs}, f);
-    r.next_observations = torch::zeros({num_envs, observation_size}, f);
+    r.next_observations =
+        torch::zeros({num_envs, observation_size}, observation_dtype);
     r.next_values = torch::zeros({num_envs}, f);
     if (mask_size > 0) {
       r.action_masks =

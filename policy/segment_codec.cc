@@ -202,6 +202,14 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
         ") do not match the run's (", want.observation_size(), ", ",
         want.num_discrete_actions(), ", ", want.continuous_action_size(), ")"));
   }
+  // uint8 observations (images) stay bytes; "" means float32.
+  const bool bytes = want.observation_dtype() == "uint8";
+  if ((s.env().observation_dtype() == "uint8") != bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment.env.observation_dtype: must be ", bytes ? "uint8" : "float32",
+        " (got \"", s.env().observation_dtype().substr(0, 64), "\")"));
+  }
+  const torch::Dtype obs_dtype = bytes ? torch::kUInt8 : torch::kFloat32;
   const int64_t T = shape.num_steps, E = shape.num_envs;
   const int64_t obs = want.observation_size();
   const bool discrete = want.num_discrete_actions() > 0;
@@ -211,7 +219,7 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   if (discrete) parts = {want.num_discrete_actions()};
   Rollout r;
   ASSIGN_OR_RETURN(r.observations, Field(s.observations(), "observations",
-                                         torch::kFloat32, {T, E, obs}));
+                                         obs_dtype, {T, E, obs}));
   if (want.action_nvec_size() > 0) {
     const int64_t k = want.action_nvec_size();
     ASSIGN_OR_RETURN(r.actions,
@@ -261,9 +269,9 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   ASSIGN_OR_RETURN(
       r.truncated_values,
       Field(s.truncated_values(), "truncated_values", torch::kFloat32, {T, E}));
-  ASSIGN_OR_RETURN(r.next_observations,
-                   Field(s.next_observations(), "next_observations",
-                         torch::kFloat32, {E, obs}));
+  ASSIGN_OR_RETURN(
+      r.next_observations,
+      Field(s.next_observations(), "next_observations", obs_dtype, {E, obs}));
   ASSIGN_OR_RETURN(r.next_values,
                    Field(s.next_values(), "next_values", torch::kFloat32, {E}));
   if (want.action_mask()) {

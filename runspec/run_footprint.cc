@@ -38,6 +38,8 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   RunFootprint f;
   const EnvSpec& env = spec.env();
   const double obs = std::max(1, env.observation_size());
+  // Bytes of one observation element: uint8 images are 1, floats 4.
+  const double obs_element = env.observation_dtype() == "uint8" ? 1 : kFloat;
   const bool discrete =
       env.num_discrete_actions() > 0 || env.action_nvec_size() > 0;
   // The policy head's outputs: the choices (each part's, for MultiDiscrete)
@@ -71,9 +73,9 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
       discrete ? 8.0 * std::max(1, env.action_nvec_size()) : actions * kFloat;
   // An action mask: one byte per action.
   const double mask_bytes = env.action_mask() ? actions : 0;
-  const double per_row =
-      obs * kFloat + action_bytes + mask_bytes + 4 * kFloat + 2 + kEpisodeBytes;
-  f.segment_bytes = t * e * per_row + e * (obs + 1) * kFloat +
+  const double per_row = obs * obs_element + action_bytes + mask_bytes +
+                         4 * kFloat + 2 + kEpisodeBytes;
+  f.segment_bytes = t * e * per_row + e * (obs * obs_element + kFloat) +
                     kSegmentOverheadBytes +
                     static_cast<double>(env.ByteSizeLong()) +
                     static_cast<double>(spec.name().size());
@@ -82,6 +84,7 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   // in flight, and the envs' state and inference activations (both trunks).
   f.actor_bytes = f.policy_bytes + 2 * f.segment_bytes +
                   e * (4 * obs + 2 * hidden_sum + 2 * actions) * kFloat;
+  // (The inference activations include the observations as float32.)
 
   // A learner rank holds weights, gradients and Adam's two moments; its
   // actors' segments as received, the assembled rollout and the flattened

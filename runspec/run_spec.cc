@@ -563,6 +563,13 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
           "fused runs tanh networks only; this run's policy.activation is "
           "relu (leave cpu_kernels out: auto takes LibTorch for it)",
           JsonQuote(ppo.cpu_kernels()));
+  } else if (ppo.cpu_kernels() == "fused" &&
+             spec.env().observation_dtype() == "uint8") {
+    p.Add("ppo.cpu_kernels",
+          "fused reads float32 observations; this run's "
+          "env.observation_dtype is uint8 (leave cpu_kernels out: auto takes "
+          "LibTorch for it)",
+          JsonQuote(ppo.cpu_kernels()));
   }
 
   const Resources& res = spec.resources();

@@ -207,7 +207,9 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   ASSIGN_OR_RETURN(auto env, OpenEnv(spec.env(), options));
   const EnvSpec& info = env->spec();
   const int64_t E = eval_spec.envs_per_actor();
-  torch::Tensor obs = torch::zeros({E, info.observation_size()});
+  torch::Tensor obs = torch::zeros(
+      {E, info.observation_size()},
+      ObservationsAreBytes(info) ? torch::kUInt8 : torch::kFloat32);
   torch::Tensor returns = torch::zeros({E});
   torch::Tensor lengths = torch::zeros({E}, torch::kInt32);
   torch::Tensor rewards = torch::zeros({E});
@@ -219,9 +221,8 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   if (info.action_mask()) {
     masks = torch::ones({E, ActionMaskSize(info)}, torch::kUInt8);
   }
-  RETURN_IF_ERROR(
-      env->Reset(obs.data_ptr<float>(),
-                 masks.defined() ? masks.data_ptr<uint8_t>() : nullptr));
+  RETURN_IF_ERROR(env->Reset(
+      obs.data_ptr(), masks.defined() ? masks.data_ptr<uint8_t>() : nullptr));
   // Each env slot plays episodes until `episodes` have finished in total;
   // only the first `episodes` completions count, in slot order per step.
   std::vector<double> finished;
@@ -231,7 +232,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                      ActChecked(policy, obs, c10::nullopt, true, masks));
     RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
     StepOutputs out;
-    out.observations = obs.data_ptr<float>();
+    out.observations = obs.data_ptr();
     if (masks.defined()) out.action_masks = masks.data_ptr<uint8_t>();
     out.rewards = rewards.data_ptr<float>();
     out.terminated = term.data_ptr<uint8_t>();

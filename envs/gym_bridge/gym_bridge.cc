@@ -113,14 +113,17 @@ Space ToSpace(const py::tuple& t) {
 }
 
 // Fills `out` from `s`; an error message for a space the ABI cannot say.
-std::string ToC(const Space& s, rl_space* out) {
+// A uint8 observation Box stays uint8 (gym_bridge.py's obs_dtype); other
+// boxes are float32 (float64 ones converted; actions are float32).
+std::string ToC(const Space& s, bool observation, rl_space* out) {
   *out = rl_space{};
   if (s.shape.size() > RL_ENV_MAX_RANK) return "more than 8 dimensions";
   out->rank = static_cast<int32_t>(s.shape.size());
   for (size_t i = 0; i < s.shape.size(); ++i) out->shape[i] = s.shape[i];
   if (s.kind == "box") {
     out->kind = RL_SPACE_BOX;
-    out->dtype = RL_DTYPE_FLOAT32;  // float64 and uint8 boxes are converted
+    out->dtype =
+        observation && s.dtype == "uint8" ? RL_DTYPE_UINT8 : RL_DTYPE_FLOAT32;
     out->low = s.low.data();
     out->high = s.high.data();
     return "";
@@ -150,6 +153,7 @@ struct Bridge {
   py::object module;
   py::object env;
   Space observation, action;
+  bool byte_observations = false;  // uint8, else float32
   int num_envs = 0;
   uint64_t seed = 0;
   std::vector<double> returns;
@@ -198,7 +202,7 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
          {std::tuple<const Space*, rl_space*, const char*>{
               &bridge->observation, &info->observation, "observation"},
           {&bridge->action, &info->action, "action"}}) {
-      if (std::string e = ToC(*space, c); !e.empty()) {
+      if (std::string e = ToC(*space, c == &info->observation, c); !e.empty()) {
         WriteError(error, error_size,
                    std::string("the Gymnasium bridge cannot pass its ") + what +
                        " space: " + e);
@@ -207,6 +211,7 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     }
     info->reward_low = -INFINITY;
     info->reward_high = INFINITY;
+    bridge->byte_observations = info->observation.dtype == RL_DTYPE_UINT8;
     return reinterpret_cast<rl_env*>(bridge.release());
   } catch (const std::exception& e) {
     WriteError(error, error_size, Describe(e));
@@ -227,6 +232,14 @@ py::memoryview View(T* p, size_t count) {
       /*readonly=*/std::is_const_v<T>);
 }
 
+// `count` observation elements at `p`: uint8 or float32, as declared.
+py::memoryview ObservationView(const Bridge* b, void* p, size_t count) {
+  if (b->byte_observations) {
+    return View(static_cast<uint8_t*>(p), count);
+  }
+  return View(static_cast<float*>(p), count);
+}
+
 int Reset(rl_env* env, const rl_env_buffers* out, char* error,
           size_t error_size) {
   Bridge* b = Of(env);
@@ -234,8 +247,9 @@ int Reset(rl_env* env, const rl_env_buffers* out, char* error,
   try {
     b->module.attr("reset_into")(
         b->env, b->seed,
-        View(static_cast<float*>(out->observations),
-             static_cast<size_t>(b->num_envs) * b->observation.elements()));
+        ObservationView(
+            b, out->observations,
+            static_cast<size_t>(b->num_envs) * b->observation.elements()));
     std::fill(b->returns.begin(), b->returns.end(), 0.0);
     std::fill(b->lengths.begin(), b->lengths.end(), 0);
     return 0;
@@ -260,12 +274,10 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
                    static_cast<size_t>(n) * b->action.elements());
     py::object final_view = py::none();
     if (out->final_observations != nullptr) {
-      final_view =
-          View(static_cast<float*>(out->final_observations), obs_count);
+      final_view = ObservationView(b, out->final_observations, obs_count);
     }
     b->module.attr("step_into")(
-        b->env, action_view,
-        View(static_cast<float*>(out->observations), obs_count),
+        b->env, action_view, ObservationView(b, out->observations, obs_count),
         View(out->rewards, n), View(out->terminated, n),
         View(out->truncated, n), final_view);
     for (int i = 0; i < n; ++i) {

@@ -101,13 +101,22 @@ def flatten_batch(space, x, n):
     return np.asarray(x, np.float32).reshape(n, -1)
 
 
+def obs_dtype(env):
+    """What the bridge writes: uint8 for a uint8 Box (images stay bytes),
+    float32 for anything else (Dict and Tuple flattened to float32)."""
+    space = env.single_observation_space
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
+        return np.uint8
+    return np.float32
+
+
 def observations(env, obs):
-    """The vector env's observations as float32 [n * flatdim] (Dict and
-    Tuple spaces flattened)."""
+    """The vector env's observations as obs_dtype(env) [n * flatdim] (Dict
+    and Tuple spaces flattened)."""
     space = env.single_observation_space
     if isinstance(space, _NESTED):
         return flatten_batch(space, obs, env.num_envs).ravel()
-    return np.asarray(obs, np.float32).ravel()
+    return np.asarray(obs, obs_dtype(env)).ravel()
 
 
 def describe(space, flatten=False):
@@ -121,6 +130,8 @@ def describe(space, flatten=False):
             return (type(space).__name__ + f" ({e})", (), [], [], 0, "")
         if not isinstance(flat, gym.spaces.Box):
             return (type(space).__name__, (), [], [], 0, "")
+        # flatten_batch writes float32 whatever the parts' dtypes.
+        flat = gym.spaces.Box(flat.low, flat.high, flat.shape, np.float32)
         space = flat
     if isinstance(space, gym.spaces.Box):
         return ("box", tuple(int(d) for d in space.shape),
@@ -153,17 +164,17 @@ def spaces(env):
 
 
 def reset_into(env, seed, obs_out):
-    """Resets every env; writes float32 observations into obs_out (a
+    """Resets every env; writes observations (obs_dtype) into obs_out (a
     writable buffer of the caller's)."""
     obs, _ = env.reset(seed=seed)
-    np.frombuffer(obs_out, np.float32)[:] = observations(env, obs)
+    np.frombuffer(obs_out, obs_dtype(env))[:] = observations(env, obs)
 
 
 def step_into(env, actions, obs_out, rewards_out, terminated_out,
               truncated_out, final_out):
     """One step with `actions` (a buffer: int64 for Discrete, float32 for
-    Box), written into the caller's buffers: obs float32 [n, obs], rewards
-    float32 [n], flags uint8 [n], and final_out (or None) float32 [n, obs]
+    Box), written into the caller's buffers: obs [n, obs] of obs_dtype,
+    rewards float32 [n], flags uint8 [n], and final_out (or None) like obs
     in the rows of the envs whose episode ended."""
     space = env.single_action_space
     n = env.num_envs
@@ -180,15 +191,16 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     # A time limit reached on the terminal step is a termination (the ABI:
     # truncated is for a live episode that was cut).
     truncated = np.asarray(truncated, bool) & ~terminated
-    np.frombuffer(obs_out, np.float32)[:] = observations(env, obs)
+    dtype = obs_dtype(env)
+    np.frombuffer(obs_out, dtype)[:] = observations(env, obs)
     np.frombuffer(rewards_out, np.float32)[:] = np.asarray(rewards, np.float32)
     np.frombuffer(terminated_out, np.uint8)[:] = terminated
     np.frombuffer(truncated_out, np.uint8)[:] = truncated
     if final_out is not None and "final_obs" in info:
-        final = np.frombuffer(final_out, np.float32).reshape(n, -1)
+        final = np.frombuffer(final_out, dtype).reshape(n, -1)
         mask = info.get("_final_obs", np.ones(n, bool))
         nested = isinstance(space_of(env), _NESTED)
         for i in np.flatnonzero(mask):
             one = info["final_obs"][i]
             final[i] = (gym.spaces.flatten(space_of(env), one).astype(
-                np.float32) if nested else np.asarray(one, np.float32).ravel())
+                np.float32) if nested else np.asarray(one, dtype).ravel())

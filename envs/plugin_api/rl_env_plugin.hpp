@@ -21,8 +21,9 @@
 // the run's seed and the instance's index, so runs repeat), the episode
 // counters, the time limit, final observations and auto reset. An exception
 // thrown by the class becomes the plugin's error string (the run fails with
-// it). Observations are float32; actions are int64 (Discrete,
-// MultiDiscrete, MultiBinary) or float32 (Box).
+// it). Observations are float32 (derive from rlenv::Env) or uint8
+// (rlenv::ByteEnv, with a Space::Bytes observation: images); actions are
+// int64 (Discrete, MultiDiscrete, MultiBinary) or float32 (Box).
 #ifndef RL_ENV_PLUGIN_HPP_
 #define RL_ENV_PLUGIN_HPP_
 
@@ -47,6 +48,7 @@ using Rng = std::mt19937_64;
 
 struct Space {
   rl_space_kind kind = RL_SPACE_BOX;
+  rl_dtype dtype = RL_DTYPE_FLOAT32;  // Box: float32 or uint8
   std::vector<int64_t> shape;
   std::vector<double> low, high;  // Box, one per element
   std::vector<int64_t> nvec;      // MultiDiscrete
@@ -58,6 +60,13 @@ struct Space {
     s.shape = std::move(shape);
     s.low.assign(s.elements(), low);
     s.high.assign(s.elements(), high);
+    return s;
+  }
+  // uint8 elements of `shape` (an image: e.g. {84, 84, 4}), each in
+  // [low, high]; observations of a ByteEnv.
+  static Space Bytes(std::vector<int64_t> shape, int low = 0, int high = 255) {
+    Space s = Box(std::move(shape), low, high);
+    s.dtype = RL_DTYPE_UINT8;
     return s;
   }
   static Space Discrete(int64_t n) {
@@ -186,20 +195,25 @@ class Kwargs {
   std::string json_;
 };
 
-// Derive from this; see the top of the file.
-class Env {
+// Derive from Env (float32 observations) or ByteEnv (uint8); see the top
+// of the file.
+template <typename T>
+class BasicEnv {
  public:
-  virtual ~Env() = default;
+  using Observation = T;
+  virtual ~BasicEnv() = default;
   // Starts an episode: writes the first observation.
-  virtual void Reset(Rng& rng, float* obs) = 0;
+  virtual void Reset(Rng& rng, T* obs) = 0;
   // One step: writes the next observation.
-  virtual StepResult Step(const Action& action, Rng& rng, float* obs) = 0;
+  virtual StepResult Step(const Action& action, Rng& rng, T* obs) = 0;
   // With Spaces::action_mask: which actions the current observation
   // allows (1 = allowed; at least one per part): n bytes for Discrete(n),
   // each part's choices in turn for MultiDiscrete. A masked action is
   // never taken.
   virtual void ActionMask(uint8_t* mask) { (void)mask; }
 };
+using Env = BasicEnv<float>;
+using ByteEnv = BasicEnv<uint8_t>;
 
 namespace internal {
 
@@ -210,7 +224,7 @@ inline void WriteError(char* error, size_t size, const char* what) {
 inline void ToC(const Space& s, rl_space* out) {
   *out = rl_space{};
   out->kind = s.kind;
-  out->dtype = s.kind == RL_SPACE_BOX ? RL_DTYPE_FLOAT32 : RL_DTYPE_INT64;
+  out->dtype = s.kind == RL_SPACE_BOX ? s.dtype : RL_DTYPE_INT64;
   out->rank = static_cast<int32_t>(s.shape.size());
   for (size_t i = 0; i < s.shape.size() && i < RL_ENV_MAX_RANK; ++i) {
     out->shape[i] = s.shape[i];
@@ -223,12 +237,20 @@ inline void ToC(const Space& s, rl_space* out) {
 template <typename E>
 class Batch {
  public:
+  using T = typename E::Observation;  // float or uint8_t
   Batch(const rl_env_options& o, rl_env_info* info)
       : kwargs_(o.kwargs_json != nullptr ? o.kwargs_json : "{}"),
         spaces_(E::Declare(kwargs_)),
         max_steps_(o.max_episode_steps) {
     if (spaces_.observation.kind != RL_SPACE_BOX) {
       throw std::invalid_argument("the helper's observations are Box spaces");
+    }
+    const rl_dtype want = sizeof(T) == 1 ? RL_DTYPE_UINT8 : RL_DTYPE_FLOAT32;
+    if (spaces_.observation.dtype != want) {
+      throw std::invalid_argument(
+          sizeof(T) == 1 ? "a ByteEnv observes a Space::Bytes"
+                         : "an Env observes a float32 Space::Box (uint8 "
+                           "observations: derive from ByteEnv)");
     }
     if (spaces_.observation.shape.size() > RL_ENV_MAX_RANK ||
         spaces_.action.shape.size() > RL_ENV_MAX_RANK) {
@@ -273,7 +295,7 @@ class Batch {
   }
 
   void Reset(const rl_env_buffers& out) {
-    float* obs = static_cast<float*>(out.observations);
+    T* obs = static_cast<T*>(out.observations);
     for (size_t i = 0; i < envs_.size(); ++i) {
       envs_[i]->Reset(rngs_[i], obs + i * obs_size_);
       elapsed_[i] = 0;
@@ -285,8 +307,8 @@ class Batch {
   }
 
   void Step(const void* actions, const rl_env_buffers& out) {
-    float* obs = static_cast<float*>(out.observations);
-    float* final_obs = static_cast<float*>(out.final_observations);
+    T* obs = static_cast<T*>(out.observations);
+    T* final_obs = static_cast<T*>(out.final_observations);
     const bool box = spaces_.action.kind == RL_SPACE_BOX;
     for (size_t i = 0; i < envs_.size(); ++i) {
       Action a;
@@ -295,7 +317,7 @@ class Batch {
       } else {
         a.discrete = static_cast<const int64_t*>(actions) + i * action_size_;
       }
-      float* row = obs + i * obs_size_;
+      T* row = obs + i * obs_size_;
       StepResult r = envs_[i]->Step(a, rngs_[i], row);
       ++elapsed_[i];
       returns_[i] += r.reward;
@@ -315,8 +337,7 @@ class Batch {
       }
       if (ended) {
         if (final_obs != nullptr) {
-          std::memcpy(final_obs + i * obs_size_, row,
-                      obs_size_ * sizeof(float));
+          std::memcpy(final_obs + i * obs_size_, row, obs_size_ * sizeof(T));
         }
         envs_[i]->Reset(rngs_[i], row);
         elapsed_[i] = 0;
