@@ -1,12 +1,15 @@
 // A RolloutSegment from a peer -> LearnerCore::SubmitSegment, in-process (no
 // gRPC): run id, numbering, the segment codec's validation (env, dtypes,
-// shapes, finite values, action ranges), dedupe and the queue. One core for
-// the whole process; its PPO thread trains on the segments that pass.
+// shapes, finite values, action ranges), dedupe and the queue. Two cores for
+// the whole process, one of float32 observations (CartPole) and one of uint8
+// ones (a plugin's images), the segment going to the one its
+// env.observation_dtype names; their PPO threads train on what passes.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "fuzz/fuzz_input.h"
@@ -23,15 +26,23 @@ struct Learner {
   int64_t stream_id = 0;
 };
 
-Learner* MakeLearner() {
-  // CartPole, 2 envs x 4 steps per segment (the seed corpus's shape), a
-  // budget no fuzzing run reaches so the core never stops taking segments.
-  auto spec = rl::LoadRunSpec(
-      "name: fuzz\nenv: {id: CartPole-v1}\nenvs_per_actor: 2\n"
-      "segment_length: 4\ntotal_env_steps: 1000000000000\n"
-      "ppo: {num_minibatches: 1, num_epochs: 1}\npolicy: {hidden_sizes: [8]}\n"
-      "resources: {num_actors: 1}\n",
-      rl::RunFileFormat::kYaml);
+// CartPole's float32 observations, or uint8 [2, 2, 1] images of a plugin.
+constexpr char kFloatEnv[] = "{id: CartPole-v1}";
+constexpr char kByteEnv[] =
+    "{id: Pixels-v0, plugin: libpixel_plugin.so, observation_shape: [2, 2, "
+    "1], observation_dtype: uint8, num_discrete_actions: 4}";
+
+Learner* MakeLearner(const char* env) {
+  // 2 envs x 4 steps per segment (the seed corpus's shape), a budget no
+  // fuzzing run reaches so the core never stops taking segments.
+  auto spec =
+      rl::LoadRunSpec(std::string("name: fuzz\nenv: ") + env +
+                          "\nenvs_per_actor: 2\n"
+                          "segment_length: 4\ntotal_env_steps: 1000000000000\n"
+                          "ppo: {num_minibatches: 1, num_epochs: 1}\npolicy: "
+                          "{hidden_sizes: [8]}\n"
+                          "resources: {num_actors: 1}\n",
+                      rl::RunFileFormat::kYaml);
   if (!spec.ok()) {
     std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
     std::abort();
@@ -55,9 +66,12 @@ Learner* MakeLearner() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Learner* learner = MakeLearner();
+  static Learner* floats = MakeLearner(kFloatEnv);
+  static Learner* bytes = MakeLearner(kByteEnv);
   auto segment = std::make_unique<rl::RolloutSegment>();
   if (!rl::ParseFuzzInput(data, size, segment.get())) return 0;
+  Learner* learner =
+      segment->env().observation_dtype() == "uint8" ? bytes : floats;
   // The stream belongs to one actor; a segment naming another is refused
   // before any decoding, so steer the fuzzer past that check.
   segment->set_actor_id(kActorId);

@@ -48,6 +48,10 @@ write("run_file_fuzzer", "gymnasium.yaml",
       "env: {id: 'chase_py:make', plugin: gymnasium, observation_size: 2,\n"
       "      continuous_action_size: 2, action_low: -1, action_high: 1,\n"
       "      kwargs: {a: [1, {b: null}], c: 'x', d: true}}\n")
+write("run_file_fuzzer", "uint8.yaml",
+      "env: {id: Pixels-v0, plugin: libpixel_plugin.so,\n"
+      "      observation_shape: [84, 84, 4], observation_dtype: uint8,\n"
+      "      num_discrete_actions: 6}\nenvs_per_actor: 8\n")
 write("run_file_fuzzer", "anchors.yaml",
       "name: &n a\nenv: {id: Pendulum-v1}\nppo: &p {gamma: 0.9}\n"
       "resources: {num_actors: 2}\n")
@@ -66,13 +70,32 @@ write("tensor_codec_fuzzer", "empty.txtpb", tensor("DTYPE_UINT8", [0, 5], b""))
 T, N, OBS = 4, 2, 4
 
 
-def segment(seq, actions):
+CARTPOLE = ('env { id: "CartPole-v1" max_episode_steps: 500 '
+            "observation_size: 4 num_discrete_actions: 2 }")
+# The fuzzer's second run: a plugin's uint8 [2, 2, 1] images.
+PIXELS = ('env { id: "Pixels-v0" plugin: "libpixel_plugin.so" '
+          "observation_size: 4 num_discrete_actions: 4 reward_low: -inf "
+          'reward_high: inf observation_shape: [2, 2, 1] '
+          'observation_dtype: "uint8" }')
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def segment(seq, actions, env=CARTPOLE):
     f32 = "DTYPE_FLOAT32"
+    if env == PIXELS:
+        obs = lambda n: tensor("DTYPE_UINT8", n, bytes(range(0, 255, 8))[:_numel(n)])
+    else:
+        obs = lambda n: tensor(f32, n, floats([0.01] * _numel(n)))
     parts = [
         'run_id: "fuzz" actor_id: 0 sequence_number: %d policy_version: 1' % seq,
-        'env { id: "CartPole-v1" max_episode_steps: 500 observation_size: 4 '
-        "num_discrete_actions: 2 }",
-        "observations { %s }" % tensor(f32, [T, N, OBS], floats([0.01] * (T * N * OBS))),
+        env,
+        "observations { %s }" % obs([T, N, OBS]),
         "actions { %s }" % tensor("DTYPE_INT64", [T, N], struct.pack("<%dq" % (T * N), *actions)),
         "log_probs { %s }" % tensor(f32, [T, N], floats([-0.69] * (T * N))),
         "values { %s }" % tensor(f32, [T, N], floats([0.5] * (T * N))),
@@ -80,7 +103,7 @@ def segment(seq, actions):
         "terminated { %s }" % tensor("DTYPE_BOOL", [T, N], bytes([0] * (T * N - 1) + [1])),
         "truncated { %s }" % tensor("DTYPE_BOOL", [T, N], bytes(T * N)),
         "truncated_values { %s }" % tensor(f32, [T, N], floats([0] * (T * N))),
-        "next_observations { %s }" % tensor(f32, [N, OBS], floats([0] * (N * OBS))),
+        "next_observations { %s }" % obs([N, OBS]),
         "next_values { %s }" % tensor(f32, [N], floats([0] * N)),
         "episode_returns: 4 episode_lengths: 4 actor_incarnation: 7",
     ]
@@ -89,6 +112,8 @@ def segment(seq, actions):
 
 write("learner_segment_fuzzer", "segment1.txtpb", segment(1, [0, 1] * 4))
 write("learner_segment_fuzzer", "segment2.txtpb", segment(2, [1, 1, 0, 0] * 2))
+write("learner_segment_fuzzer", "segment3_uint8.txtpb",
+      segment(1, [0, 3, 2, 1] * 2, env=PIXELS))
 
 # --- telemetry ingest ------------------------------------------------------
 write("telemetry_ingest_fuzzer", "batch.txtpb",

@@ -195,6 +195,33 @@ TEST(ActorCriticTest, ObservationStatisticsTrackMeanAndVariance) {
   EXPECT_EQ(buffers, 3);
 }
 
+// uint8 observations are the float ones / 255 to the network: the same
+// actions, values and statistics; float32 ones are refused by name.
+TEST(ActorCriticTest, ByteObservationsAreScaledInsideTheNetwork) {
+  ActorCriticConfig c = Discrete();
+  c.normalize_observations = true;
+  c.byte_observations = true;
+  ActorCritic policy(c);
+  torch::manual_seed(4);
+  const torch::Tensor bytes = torch::randint(0, 256, {64, 4}, torch::kUInt8);
+  const torch::Tensor scaled = bytes.to(torch::kFloat32) / 255.0f;
+  ASSERT_OK(policy->UpdateObservationStatistics(bytes));
+  // The statistics are of the scaled values: they normalise them.
+  const torch::Tensor normalized = policy->NormalizeObservations(bytes);
+  EXPECT_NEAR(normalized.mean().item<double>(), 0.0, 1e-3);
+  EXPECT_TRUE(
+      torch::allclose(normalized, policy->NormalizeObservations(scaled)));
+  EXPECT_TRUE(
+      torch::allclose(policy->Value(bytes), policy->Value(scaled), 1e-5, 1e-6));
+  auto step = ActChecked(policy, bytes, c10::nullopt, true);
+  ASSERT_OK(step.status());
+  const PolicyEvaluation eval = policy->Evaluate(scaled, step->actions);
+  EXPECT_TRUE(torch::allclose(eval.log_probs, step->log_probs, 1e-5, 1e-5));
+  EXPECT_THAT(
+      ActChecked(policy, scaled, c10::nullopt, true).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("observations")));
+}
+
 TEST(ActorCriticTest, SharedTrunkHasFewerParameters) {
   ActorCriticConfig separate = Discrete();
   ActorCriticConfig shared = Discrete();

@@ -61,6 +61,37 @@ Rollout Clone(const Rollout& r) {
   return c;
 }
 
+// uint8 observations (images) travel as bytes, come back as uint8, and a
+// segment whose observations are of the other dtype is refused by name.
+TEST(SegmentCodecTest, UInt8ObservationsRoundTripAsBytes) {
+  SegmentShape shape = Shape();
+  shape.env.set_observation_dtype("uint8");
+  Rollout r = Rollout::Allocate(3, 2, 4, 0, 0, 0, torch::kUInt8);
+  r.observations.random_(0, 256);
+  r.next_observations.fill_(255);
+  r.actions.fill_(1);
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = shape.env;
+  EXPECT_EQ(s.observations().dtype(), DTYPE_UINT8);
+  EXPECT_EQ(s.observations().data().size(), 3u * 2 * 4);  // a byte each
+  auto decoded = DecodeSegment(s, shape);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->observations.scalar_type(), torch::kUInt8);
+  EXPECT_TRUE(torch::equal(decoded->observations, r.observations));
+  EXPECT_TRUE(torch::equal(decoded->next_observations, r.next_observations));
+  // A float32 segment for a uint8 run, and the reverse.
+  EXPECT_THAT(std::string(DecodeSegment(Valid(), shape).status().message()),
+              HasSubstr("segment.env.observation_dtype: must be uint8"));
+  EXPECT_THAT(Error(s),
+              HasSubstr("segment.env.observation_dtype: must be float32"));
+  // The env says uint8 but the tensor is float32.
+  RolloutSegment lying = Valid();
+  lying.mutable_env()->set_observation_dtype("uint8");
+  EXPECT_THAT(std::string(DecodeSegment(lying, shape).status().message()),
+              HasSubstr("segment.observations"));
+}
+
 // Action masks travel as bool [T, E, n], come back as the rollout's uint8,
 // concatenate, and are checked: every row allows an action, the action
 // taken is allowed, and a run without masks gets none.

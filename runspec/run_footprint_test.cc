@@ -50,6 +50,25 @@ policy: {hidden_sizes: [64, 64]}
   EXPECT_OK(CheckRunFootprint(spec, f, {kMessageLimit, 1e9, 1e9}));
 }
 
+// uint8 observations are a byte per element on the wire, not four.
+TEST(RunFootprintTest, ByteObservationsAreAQuarterOfFloats) {
+  auto run = [](const char* dtype) {
+    return Resolved(absl::StrCat(R"(
+env: {id: Pixels-v0, plugin: libpixel_plugin.so, observation_shape: [84, 84, 4],
+      num_discrete_actions: 6, observation_dtype: )",
+                                 dtype, R"(}
+envs_per_actor: 8
+segment_length: 128
+)"));
+  };
+  const RunFootprint floats = EstimateRunFootprint(run("float32"));
+  const RunFootprint bytes = EstimateRunFootprint(run("uint8"));
+  const double observation_rows = 8 * 128 + 8;  // segment rows + next obs
+  EXPECT_NEAR(floats.segment_bytes - bytes.segment_bytes,
+              observation_rows * 84 * 84 * 4 * 3, 64);
+  EXPECT_LT(bytes.segment_bytes, 0.3 * floats.segment_bytes);
+}
+
 // A tensor field of `bytes` bytes with `shape`, as the codec writes it.
 void Fill(Tensor* tensor, DType dtype, std::vector<int64_t> shape,
           int64_t bytes) {

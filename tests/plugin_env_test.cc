@@ -89,6 +89,7 @@ TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
   StartCoordinator("learners=1,actors=1",
                    {"--lease_ttl_s=3", "--max_worker_failures=1"});
   constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
+  constexpr char kPixels[] = "envs/testdata/libpixel_plugin.so";
   struct Case {
     std::string name, yaml, reason;
   };
@@ -151,6 +152,29 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
   const rl::Run done = WaitForEnd(masked.run_id(), absl::Seconds(400));
   EXPECT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
   EXPECT_GE(done.progress().mean_return(), 9.5);
+  // uint8 images (envs/testdata/pixel_plugin.cc): bytes in the actor's
+  // rollouts, on the wire (the learner refuses float32 observations for a
+  // uint8 run) and in the learner's batches; random play scores 2.5.
+  const rl::Run pixels = Submit(absl::StrCat(R"(
+name: pixels
+env:
+  id: Pixels-v0
+  plugin: )",
+                                             Absolute(kPixels), R"(
+  observation_shape: [6, 6, 1]
+  observation_dtype: uint8
+  num_discrete_actions: 4
+  reward_low: 0
+  reward_high: 1
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 150000
+target_return: 9.5
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
+)"));
+  const rl::Run pixels_done = WaitForEnd(pixels.run_id(), absl::Seconds(400));
+  EXPECT_EQ(pixels_done.state(), SUCCEEDED) << pixels_done.failure_reason();
+  EXPECT_GE(pixels_done.progress().mean_return(), 9.5);
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,55 @@ TEST_F(GymBridgeTest, MujocoAndAtariEnvsStep) {
   pong.set_reward_high(1);
   ASSERT_OK_AND_ASSIGN(auto atari, OpenEnv(pong, Options(2)));
   EXPECT_EQ(StepRandomly(*atari, 2, 128, 6, 50).episodes, 0);
+}
+
+// ale-py's grey frames are a uint8 Box: they pass as bytes where the run
+// says observation_dtype uint8, and equal the float32 run's widened values.
+TEST_F(GymBridgeTest, AtariFramesPassAsBytes) {
+  auto frames = [](const std::string& dtype) {
+    EnvSpec s;
+    s.set_id("ale_py:ALE/Pong-v5");
+    s.set_plugin("envs/gym_bridge/libgym_bridge.so");
+    s.add_observation_shape(210);
+    s.add_observation_shape(160);
+    s.set_observation_dtype(dtype);
+    s.set_num_discrete_actions(6);
+    s.set_reward_low(-1);
+    s.set_reward_high(1);
+    (*s.mutable_kwargs()->mutable_fields())["obs_type"].set_string_value(
+        "grayscale");
+    EXPECT_OK(ResolveEnvSpec(&s));
+    return s;
+  };
+  ASSERT_OK_AND_ASSIGN(auto bytes_env, OpenEnv(frames("uint8"), Options(2)));
+  ASSERT_OK_AND_ASSIGN(auto float_env, OpenEnv(frames(""), Options(2)));
+  constexpr int kFrame = 210 * 160;
+  std::vector<uint8_t> b(2 * kFrame);
+  std::vector<float> f(2 * kFrame), rewards(2), f_rewards(2);
+  std::vector<uint8_t> term(2), trunc(2), f_term(2), f_trunc(2);
+  ASSERT_OK(bytes_env->Reset(b.data()));
+  ASSERT_OK(float_env->Reset(f.data()));
+  std::set<uint8_t> levels(b.begin(), b.end());
+  EXPECT_GT(levels.size(), 2u);  // a frame, not a blank
+  std::mt19937 rng(5);
+  for (int t = 0; t < 30; ++t) {
+    const std::vector<int64_t> actions = {rng() % 6, rng() % 6};
+    StepOutputs out;
+    out.observations = b.data();
+    out.rewards = rewards.data();
+    out.terminated = term.data();
+    out.truncated = trunc.data();
+    ASSERT_OK(bytes_env->StepDiscrete(actions.data(), out));
+    StepOutputs f_out;
+    f_out.observations = f.data();
+    f_out.rewards = f_rewards.data();
+    f_out.terminated = f_term.data();
+    f_out.truncated = f_trunc.data();
+    ASSERT_OK(float_env->StepDiscrete(actions.data(), f_out));
+  }
+  for (int k = 0; k < 2 * kFrame; ++k) {
+    ASSERT_EQ(static_cast<float>(b[k]), f[k]) << "element " << k;
+  }
 }
 
 // A Dict observation arrives flattened as gymnasium.spaces.flatten does:
