@@ -2,10 +2,13 @@
 
 #include <torch/nn/init.h>
 #include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/pooling.h>
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "policy/torch_status.h"
 
@@ -20,6 +23,77 @@ torch::nn::Linear OrthogonalLinear(int in, int out, double gain) {
   torch::nn::init::orthogonal_(layer->weight, gain);
   torch::nn::init::zeros_(layer->bias);
   return layer;
+}
+
+torch::nn::Conv2d OrthogonalConv(int64_t in, int64_t out, int64_t kernel,
+                                 int64_t stride, int64_t padding = 0) {
+  torch::nn::Conv2d layer(torch::nn::Conv2dOptions(in, out, kernel)
+                              .stride(stride)
+                              .padding(padding));
+  torch::NoGradGuard no_grad;
+  torch::nn::init::orthogonal_(layer->weight, std::sqrt(2.0));
+  torch::nn::init::zeros_(layer->bias);
+  return layer;
+}
+
+// IMPALA's residual block: x + conv(relu(conv(relu(x)))), 3x3 convolutions
+// keeping the channels and size.
+class ResidualBlockImpl : public torch::nn::Module {
+ public:
+  explicit ResidualBlockImpl(int64_t channels)
+      : conv0_(register_module("conv0",
+                               OrthogonalConv(channels, channels, 3, 1, 1))),
+        conv1_(register_module("conv1",
+                               OrthogonalConv(channels, channels, 3, 1, 1))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    return x + conv1_->forward(torch::relu(conv0_->forward(torch::relu(x))));
+  }
+
+ private:
+  torch::nn::Conv2d conv0_, conv1_;
+};
+TORCH_MODULE(ResidualBlock);
+
+// Features of one image [C, H, W] after `layers` (a forward of zeros).
+int64_t FlatFeatures(torch::nn::Sequential& layers,
+                     const std::vector<int64_t>& chw) {
+  torch::NoGradGuard no_grad;
+  return layers->forward(torch::zeros({1, chw[0], chw[1], chw[2]})).numel();
+}
+
+// The CNN encoders of CleanRL's Atari (Nature) and Procgen (IMPALA) PPO:
+// images [B, C, H, W] in [0, 1] -> features [B, 512] or [B, 256].
+torch::nn::Sequential MakeCnn(const ActorCriticConfig& config,
+                              int64_t* features) {
+  torch::nn::Sequential cnn;
+  const std::vector<int64_t>& chw = config.image_chw;
+  if (config.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
+    cnn->push_back(OrthogonalConv(chw[0], 32, 8, 4));
+    cnn->push_back(torch::nn::ReLU());
+    cnn->push_back(OrthogonalConv(32, 64, 4, 2));
+    cnn->push_back(torch::nn::ReLU());
+    cnn->push_back(OrthogonalConv(64, 64, 3, 1));
+    cnn->push_back(torch::nn::ReLU());
+    cnn->push_back(torch::nn::Flatten());
+    *features = 512;
+  } else {
+    int64_t in = chw[0];
+    for (int64_t out : {16, 32, 32}) {
+      cnn->push_back(OrthogonalConv(in, out, 3, 1, 1));
+      cnn->push_back(torch::nn::MaxPool2d(
+          torch::nn::MaxPool2dOptions(3).stride(2).padding(1)));
+      cnn->push_back(ResidualBlock(out));
+      cnn->push_back(ResidualBlock(out));
+      in = out;
+    }
+    cnn->push_back(torch::nn::Flatten());
+    cnn->push_back(torch::nn::ReLU());
+    *features = 256;
+  }
+  const int64_t flat = FlatFeatures(cnn, chw);
+  cnn->push_back(OrthogonalLinear(flat, *features, std::sqrt(2.0)));
+  cnn->push_back(torch::nn::ReLU());
+  return cnn;
 }
 
 torch::nn::Sequential MakeTrunk(int in, const std::vector<int>& hidden,
@@ -58,20 +132,41 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
   config.action_masks = env.action_mask();
   // As envs/env_registry.h's ObservationsAreBytes (policy/ sits below envs/).
   config.byte_observations = env.observation_dtype() == "uint8";
+  // The run spec names the encoder (runspec/ fills the default); a stored
+  // spec from before encoders is an MLP's.
+  if (policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn") {
+    config.encoder = policy.encoder() == "nature_cnn"
+                         ? ActorCriticConfig::Encoder::kNatureCnn
+                         : ActorCriticConfig::Encoder::kImpalaCnn;
+    std::vector<int64_t> shape(env.observation_shape().begin(),
+                               env.observation_shape().end());
+    config.channels_last = policy.image_layout() == "hwc";
+    if (shape.size() == 3) {
+      config.image_chw =
+          config.channels_last
+              ? std::vector<int64_t>{shape[2], shape[0], shape[1]}
+              : shape;
+    }
+  }
   return config;
 }
 
 ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     : config_(config) {
-  const int features = config.hidden_sizes.empty() ? config.observation_size
+  // What the trunks take: the observation, or the CNN's features.
+  int64_t trunk_in = config.observation_size;
+  if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
+    encoder_ = register_module("encoder", MakeCnn(config, &trunk_in));
+  }
+  const int features = config.hidden_sizes.empty() ? static_cast<int>(trunk_in)
                                                    : config.hidden_sizes.back();
   policy_trunk_ = register_module(
-      "policy_trunk", MakeTrunk(config.observation_size, config.hidden_sizes,
-                                config.activation));
+      "policy_trunk",
+      MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
   if (!config.shared_trunk) {
     value_trunk_ = register_module(
-        "value_trunk", MakeTrunk(config.observation_size, config.hidden_sizes,
-                                 config.activation));
+        "value_trunk",
+        MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
   }
   int64_t head_size = discrete() ? config.num_actions : config.action_size;
   if (multi_discrete()) {
@@ -96,7 +191,7 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
 
 torch::Tensor ActorCriticImpl::FloatObservations(
     const torch::Tensor& observations) {
-  if (observations.scalar_type() == torch::kFloat32) return observations;
+  if (observations.scalar_type() != torch::kUInt8) return observations;
   return observations.to(torch::kFloat32) * (1.0f / 255.0f);
 }
 
@@ -125,10 +220,26 @@ torch::Tensor MaskLogits(const torch::Tensor& logits,
 }  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> ActorCriticImpl::Trunks(
-    const torch::Tensor& x) {
-  const torch::Tensor policy = policy_trunk_->forward(x);
+    const torch::Tensor& observations) {
+  torch::Tensor x = observations;
+  if (encoder_) {
+    const std::vector<int64_t>& chw = config_.image_chw;
+    const int64_t batch = observations.size(0);
+    const torch::Tensor images =
+        config_.channels_last
+            ? observations.view({batch, chw[1], chw[2], chw[0]})
+                  .permute({0, 3, 1, 2})
+                  .contiguous()
+            : observations.view({batch, chw[0], chw[1], chw[2]});
+    x = encoder_->forward(images);
+  }
+  // No hidden layers (a CNN's default): the features themselves.
+  auto trunk = [&](torch::nn::Sequential& t) {
+    return t->is_empty() ? x : t->forward(x);
+  };
+  const torch::Tensor policy = trunk(policy_trunk_);
   if (config_.shared_trunk) return {policy, policy};
-  return {policy, value_trunk_->forward(x)};
+  return {policy, trunk(value_trunk_)};
 }
 
 torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
@@ -361,6 +472,22 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
   if (!(config.observation_clip > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "observation_clip must be > 0 (got ", config.observation_clip, ")"));
+  }
+  if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
+    const std::vector<int64_t>& chw = config.image_chw;
+    if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1 ||
+        chw[0] * chw[1] * chw[2] != config.observation_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a CNN encoder reads images: image [C, H, W] must have 3 positive "
+          "sizes whose product is observation_size ",
+          config.observation_size, " (got [", absl::StrJoin(chw, ", "), "])"));
+    }
+    if (config.encoder == ActorCriticConfig::Encoder::kNatureCnn &&
+        (chw[1] < 36 || chw[2] < 36)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the Nature CNN needs images of at least 36x36 (got ",
+                       chw[1], "x", chw[2], ")"));
+    }
   }
   return CatchTorchErrors("creating the policy network",
                           [&] { return ActorCritic(config); });

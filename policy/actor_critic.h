@@ -50,6 +50,15 @@ struct ActorCriticConfig {
   // such and scaled to float32 in [0, 1] (x / 255) inside the network,
   // before the normalisation, whose statistics are of the scaled values.
   bool byte_observations = false;
+  // What reads the observations before the trunks (PolicyConfig.encoder):
+  // the MLP trunks alone, or a CNN shared by both heads whose features the
+  // hidden_sizes trunks (possibly none) then take.
+  enum class Encoder { kMlp, kNatureCnn, kImpalaCnn };
+  Encoder encoder = Encoder::kMlp;
+  // CNN: the image as [channels, height, width], and whether an
+  // observation lays it out as height, width, channels (HWC) instead.
+  std::vector<int64_t> image_chw;
+  bool channels_last = false;
 };
 
 // The network a run's policy block asks for (and its PPO settings'
@@ -88,7 +97,7 @@ class ActorCriticImpl : public torch::nn::Module {
   // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
   // statistics as they are now (where normalisation is on).
   torch::Tensor NormalizeObservations(const torch::Tensor& observations) const;
-  // float32 observations as they are; uint8 ones scaled by 1 / 255.
+  // uint8 observations scaled by 1 / 255 to float32; others as they are.
   static torch::Tensor FloatObservations(const torch::Tensor& observations);
 
   // Samples actions (argmax / mean when `deterministic`) with `generator`.
@@ -146,12 +155,14 @@ class ActorCriticImpl : public torch::nn::Module {
   // Chan et al.'s merge of a batch's float64 mean and (biased) variance.
   void FoldBatchStatistics(double batch_count, const torch::Tensor& batch_mean,
                            const torch::Tensor& batch_var);
-  // Policy-head input and value-head input (equal with a shared trunk).
+  // Policy-head input and value-head input (equal with a shared trunk),
+  // through the CNN first where there is one.
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // Logits [B, n] or Gaussian means [B, A].
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
 
   ActorCriticConfig config_;
+  torch::nn::Sequential encoder_{nullptr};  // CNN encoders only
   torch::nn::Sequential policy_trunk_{nullptr};
   torch::nn::Sequential value_trunk_{nullptr};
   torch::nn::Linear policy_head_{nullptr};

@@ -222,6 +222,111 @@ TEST(ActorCriticTest, ByteObservationsAreScaledInsideTheNetwork) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("observations")));
 }
 
+// An image policy: `encoder` over [C, H, W] images laid out HWC.
+ActorCriticConfig Cnn(ActorCriticConfig::Encoder encoder, int64_t c, int64_t h,
+                      int64_t w) {
+  ActorCriticConfig config;
+  config.encoder = encoder;
+  config.image_chw = {c, h, w};
+  config.channels_last = true;
+  config.observation_size = static_cast<int>(c * h * w);
+  config.num_actions = 3;
+  config.hidden_sizes = {};
+  return config;
+}
+
+// sum(log pi(a|s)) + sum(V(s)) of fixed actions: every parameter's gradient
+// is checked against central finite differences, in float64, at a few
+// entries of each parameter tensor.
+void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
+  torch::manual_seed(3);
+  auto created = CreateActorCritic(config);
+  ASSERT_OK(created.status());
+  ActorCritic policy = *created;
+  policy->to(torch::kFloat64);
+  const torch::Tensor obs =
+      torch::rand({4, config.observation_size}, torch::kFloat64);
+  const torch::Tensor actions = torch::tensor({0, 1, 2, 1}, torch::kInt64);
+  auto loss = [&] {
+    const PolicyEvaluation e = policy->Evaluate(obs, actions);
+    return e.log_probs.sum() + e.values.sum();
+  };
+  policy->zero_grad();
+  loss().backward();
+  int checked = 0;
+  for (const auto& item : policy->named_parameters()) {
+    torch::Tensor p = item.value();
+    const torch::Tensor grad = p.grad().clone();
+    ASSERT_TRUE(grad.defined()) << item.key();
+    double* data = p.data_ptr<double>();
+    const double* g = grad.data_ptr<double>();
+    for (int64_t k : {int64_t{0}, p.numel() / 2, p.numel() - 1}) {
+      torch::NoGradGuard no_grad;
+      const double saved = data[k];
+      constexpr double kEps = 1e-6;
+      data[k] = saved + kEps;
+      const double up = loss().item<double>();
+      data[k] = saved - kEps;
+      const double down = loss().item<double>();
+      data[k] = saved;
+      const double numeric = (up - down) / (2 * kEps);
+      EXPECT_NEAR(g[k], numeric, 1e-5 * std::max(1.0, std::fabs(numeric)))
+          << item.key() << "[" << k << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 12);
+}
+
+TEST(ActorCriticTest, ImpalaCnnGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(
+      Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 2, 8, 8));
+}
+
+TEST(ActorCriticTest, NatureCnnGradientsMatchFiniteDifferences) {
+  ActorCriticConfig c = Cnn(ActorCriticConfig::Encoder::kNatureCnn, 1, 36, 36);
+  c.hidden_sizes = {8};  // layers after the CNN's features
+  ExpectGradientsMatchFiniteDifferences(c);
+}
+
+// The same weights read HWC observations and their CHW transposes alike;
+// images too small for the Nature CNN, or that do not multiply to the
+// observation size, make no network.
+TEST(ActorCriticTest, CnnLayoutsAgreeAndBadImagesAreRefused) {
+  ActorCriticConfig hwc = Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 3, 6, 5);
+  ActorCriticConfig chw = hwc;
+  chw.channels_last = false;
+  torch::manual_seed(1);
+  auto a = CreateActorCritic(hwc);
+  auto b = CreateActorCritic(chw);
+  ASSERT_OK(a.status());
+  ASSERT_OK(b.status());
+  {
+    torch::NoGradGuard no_grad;
+    auto from = (*a)->named_parameters();
+    for (auto& item : (*b)->named_parameters()) {
+      item.value().copy_(from[item.key()]);
+    }
+  }
+  const torch::Tensor images =
+      torch::randint(0, 256, {4, 6, 5, 3}, torch::kUInt8);
+  const torch::Tensor hwc_obs = images.reshape({4, -1});
+  const torch::Tensor chw_obs = images.permute({0, 3, 1, 2}).reshape({4, -1});
+  EXPECT_TRUE(
+      torch::allclose((*a)->Value(hwc_obs), (*b)->Value(chw_obs), 1e-5, 1e-6));
+  EXPECT_EQ((*a)->Value(hwc_obs).sizes(), (std::vector<int64_t>{4}));
+  ActorCriticConfig small =
+      Cnn(ActorCriticConfig::Encoder::kNatureCnn, 1, 35, 40);
+  EXPECT_THAT(CreateActorCritic(small).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("at least 36x36 (got 35x40)")));
+  ActorCriticConfig wrong = hwc;
+  wrong.observation_size = 91;
+  EXPECT_THAT(CreateActorCritic(wrong).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("observation_size 91 (got [3, 6, 5])")));
+}
+
 TEST(ActorCriticTest, SharedTrunkHasFewerParameters) {
   ActorCriticConfig separate = Discrete();
   ActorCriticConfig shared = Discrete();

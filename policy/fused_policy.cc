@@ -177,6 +177,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no action masks (env.action_mask)");
   }
+  if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path runs MLPs only (policy.encoder is a CNN)");
+  }
   if (c.byte_observations) {
     return absl::FailedPreconditionError(
         "the fused CPU path reads float32 observations "

@@ -24,6 +24,48 @@ double TrunkParameters(double in, const RunSpec& spec, double* width) {
   return params;
 }
 
+// A CNN encoder (policy.encoder, as policy/actor_critic.cc builds it): its
+// weights, the floats of one image's activations (every layer's output),
+// and its output width. 0 for the MLP.
+double CnnParameters(const RunSpec& spec, double* activations, double* width) {
+  *activations = 0;
+  const PolicyConfig& policy = spec.policy();
+  const EnvSpec& env = spec.env();
+  if ((policy.encoder() != "nature_cnn" && policy.encoder() != "impala_cnn") ||
+      env.observation_shape_size() != 3) {
+    return 0;
+  }
+  const bool hwc = policy.image_layout() == "hwc";
+  double c = env.observation_shape(hwc ? 2 : 0);
+  int64_t h = env.observation_shape(hwc ? 0 : 1);
+  int64_t w = env.observation_shape(hwc ? 1 : 2);
+  double params = 0;
+  auto conv = [&](double out, int64_t kernel, int64_t stride, int64_t pad) {
+    params += c * out * kernel * kernel + out;
+    h = (h + 2 * pad - kernel) / stride + 1;
+    w = (w + 2 * pad - kernel) / stride + 1;
+    c = out;
+    *activations += c * static_cast<double>(h * w);
+  };
+  if (policy.encoder() == "nature_cnn") {
+    conv(32, 8, 4, 0);
+    conv(64, 4, 2, 0);
+    conv(64, 3, 1, 0);
+    *width = 512;
+  } else {
+    for (double out : {16.0, 32.0, 32.0}) {
+      conv(out, 3, 1, 1);
+      h = (h - 1) / 2 + 1;  // max pool 3, stride 2, padding 1
+      w = (w - 1) / 2 + 1;
+      for (int k = 0; k < 4; ++k) conv(out, 3, 1, 1);  // 2 residual blocks
+    }
+    *width = 256;
+  }
+  params += c * static_cast<double>(h * w) * *width + *width;
+  *activations += *width;
+  return params;
+}
+
 // A finished episode in a segment: a packed float return and a packed
 // int32 length (a varint, at most 5 bytes for a positive one).
 constexpr double kEpisodeBytes = 4 + 5;
@@ -54,10 +96,13 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   double hidden_sum = 0;
   for (int h : spec.policy().hidden_sizes()) hidden_sum += h;
 
-  // Two trunks (policy and value), a policy head, a value head, log std.
+  // A CNN encoder (shared) where the policy has one; two trunks (policy
+  // and value) after it, a policy head, a value head, log std.
+  double cnn_activations = 0, cnn_width = 0;
+  const double cnn = CnnParameters(spec, &cnn_activations, &cnn_width);
   double width = 0;
-  const double trunk = TrunkParameters(obs, spec, &width);
-  f.parameters = 2 * trunk + (width * actions + actions) + (width + 1) +
+  const double trunk = TrunkParameters(cnn > 0 ? cnn_width : obs, spec, &width);
+  f.parameters = cnn + 2 * trunk + (width * actions + actions) + (width + 1) +
                  (discrete ? 0 : actions);
   // The weights plus the observation normaliser's buffers.
   f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;
@@ -82,8 +127,9 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
 
   // An actor holds the policy, the rollout being filled, the encoded copy
   // in flight, and the envs' state and inference activations (both trunks).
-  f.actor_bytes = f.policy_bytes + 2 * f.segment_bytes +
-                  e * (4 * obs + 2 * hidden_sum + 2 * actions) * kFloat;
+  f.actor_bytes =
+      f.policy_bytes + 2 * f.segment_bytes +
+      e * (4 * obs + cnn_activations + 2 * hidden_sum + 2 * actions) * kFloat;
   // (The inference activations include the observations as float32.)
 
   // A learner rank holds weights, gradients and Adam's two moments; its
@@ -97,10 +143,11 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double batch_rows = actors_here * t * e;
   const double minibatch_rows =
       batch_rows / std::max(1, spec.ppo().num_minibatches());
-  f.learner_bytes = 4 * f.parameters * kFloat +
-                    3 * actors_here * f.segment_bytes +
-                    batch_rows * 4 * kFloat +
-                    minibatch_rows * (obs + 4 * hidden_sum + actions) * kFloat;
+  f.learner_bytes =
+      4 * f.parameters * kFloat + 3 * actors_here * f.segment_bytes +
+      batch_rows * 4 * kFloat +
+      minibatch_rows * (obs + 2 * cnn_activations + 4 * hidden_sum + actions) *
+          kFloat;
   return f;
 }
 

@@ -431,8 +431,27 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
 
   PolicyConfig* policy = spec->mutable_policy();
+  // The encoder follows the space: uint8 images get a CNN.
+  const EnvSpec& env = spec->env();
+  const bool image =
+      env.observation_dtype() == "uint8" && env.observation_shape_size() == 3;
+  if (policy->encoder().empty()) {
+    const bool hwc = image && env.observation_shape(2) <= 4;
+    const int h = image ? env.observation_shape(hwc ? 0 : 1) : 0;
+    const int w = image ? env.observation_shape(hwc ? 1 : 2) : 0;
+    policy->set_encoder(!image               ? "mlp"
+                        : h >= 36 && w >= 36 ? "nature_cnn"
+                                             : "impala_cnn");
+  }
+  const bool cnn = policy->encoder() != "mlp";
+  if (cnn && policy->image_layout().empty() &&
+      env.observation_shape_size() == 3) {
+    policy->set_image_layout(env.observation_shape(2) <= 4 ? "hwc" : "chw");
+  }
   // A spec that still names the network under ppo keeps it for the error.
-  if (policy->hidden_sizes_size() == 0 && ppo->hidden_sizes_size() == 0) {
+  // After a CNN, no hidden layers unless asked for.
+  if (!cnn && policy->hidden_sizes_size() == 0 &&
+      ppo->hidden_sizes_size() == 0) {
     policy->add_hidden_sizes(64);
     policy->add_hidden_sizes(64);
   }
@@ -546,6 +565,38 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
     p.Add("policy.activation", "must be tanh or relu",
           JsonQuote(policy.activation()));
   }
+  const bool cnn =
+      policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn";
+  if (!cnn && policy.encoder() != "mlp") {
+    p.Add("policy.encoder", "must be mlp, nature_cnn or impala_cnn",
+          JsonQuote(policy.encoder()));
+  } else if (cnn && spec.env().observation_shape_size() != 3) {
+    p.Add("policy.encoder",
+          absl::StrCat(policy.encoder(),
+                       " reads images: env.observation_shape must have 3 "
+                       "dimensions (height, width, channels or channels, "
+                       "height, width); it has ",
+                       spec.env().observation_shape_size()),
+          JsonQuote(policy.encoder()));
+  } else if (cnn) {
+    const bool hwc = policy.image_layout() == "hwc";
+    const int h = spec.env().observation_shape(hwc ? 0 : 1);
+    const int w = spec.env().observation_shape(hwc ? 1 : 2);
+    if (policy.image_layout() != "hwc" && policy.image_layout() != "chw") {
+      p.Add("policy.image_layout", "must be hwc or chw",
+            JsonQuote(policy.image_layout()));
+    } else if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
+      p.Add("policy.encoder",
+            absl::StrCat("nature_cnn needs images of at least 36x36; this "
+                         "one is ",
+                         h, "x", w, " (impala_cnn takes any size)"),
+            JsonQuote(policy.encoder()));
+    }
+  }
+  if (!cnn && !policy.image_layout().empty()) {
+    p.Add("policy.image_layout", "is for a CNN encoder (policy.encoder)",
+          JsonQuote(policy.image_layout()));
+  }
   if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
       ppo.cpu_kernels() != "libtorch") {
     p.Add("ppo.cpu_kernels", "must be auto, fused or libtorch",
@@ -562,6 +613,11 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
     p.Add("ppo.cpu_kernels",
           "fused runs tanh networks only; this run's policy.activation is "
           "relu (leave cpu_kernels out: auto takes LibTorch for it)",
+          JsonQuote(ppo.cpu_kernels()));
+  } else if (ppo.cpu_kernels() == "fused" && cnn) {
+    p.Add("ppo.cpu_kernels",
+          "fused runs MLPs only; this run's policy.encoder is a CNN (leave "
+          "cpu_kernels out: auto takes LibTorch for it)",
           JsonQuote(ppo.cpu_kernels()));
   } else if (ppo.cpu_kernels() == "fused" &&
              spec.env().observation_dtype() == "uint8") {

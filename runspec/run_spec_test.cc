@@ -424,5 +424,75 @@ TEST(RunSpecTest, TheNetworkIsThePolicyBlock) {
                        HasSubstr("fused runs tanh networks only")));
 }
 
+// A plugin env observing uint8 images of `shape` ("[84, 84, 4]").
+std::string ImageRun(const std::string& shape, const std::string& policy = "") {
+  return "env: {id: Pixels-v0, plugin: libpixel_plugin.so, "
+         "observation_shape: " +
+         shape + ", observation_dtype: uint8, num_discrete_actions: 4}\n" +
+         (policy.empty() ? "" : "policy: " + policy + "\n");
+}
+
+// The encoder follows the space: images get a CNN (Nature where it fits,
+// IMPALA below 36x36) reading their layout, with no hidden layers after
+// it; vectors and float32 observations the MLP.
+TEST(RunSpecTest, TheEncoderFollowsTheObservationSpace) {
+  ASSERT_OK_AND_ASSIGN(const RunSpec atari, LoadRunSpec(ImageRun("[84, 84, 4]"),
+                                                        RunFileFormat::kYaml));
+  EXPECT_EQ(atari.policy().encoder(), "nature_cnn");
+  EXPECT_EQ(atari.policy().image_layout(), "hwc");
+  EXPECT_EQ(atari.policy().hidden_sizes_size(), 0);
+  ASSERT_OK_AND_ASSIGN(const RunSpec stack, LoadRunSpec(ImageRun("[4, 84, 84]"),
+                                                        RunFileFormat::kYaml));
+  EXPECT_EQ(stack.policy().encoder(), "nature_cnn");
+  EXPECT_EQ(stack.policy().image_layout(), "chw");
+  ASSERT_OK_AND_ASSIGN(const RunSpec small, LoadRunSpec(ImageRun("[12, 12, 3]"),
+                                                        RunFileFormat::kYaml));
+  EXPECT_EQ(small.policy().encoder(), "impala_cnn");
+  ASSERT_OK_AND_ASSIGN(const RunSpec ram,
+                       LoadRunSpec(ImageRun("[128]"), RunFileFormat::kYaml));
+  EXPECT_EQ(ram.policy().encoder(), "mlp");
+  EXPECT_EQ(ram.policy().hidden_sizes_size(), 2);
+  ASSERT_OK_AND_ASSIGN(const RunSpec chosen,
+                       LoadRunSpec(ImageRun("[84, 84, 4]", "{encoder: mlp}"),
+                                   RunFileFormat::kYaml));
+  EXPECT_EQ(chosen.policy().encoder(), "mlp");
+  EXPECT_TRUE(chosen.policy().image_layout().empty());
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec after,
+      LoadRunSpec(ImageRun("[84, 84, 4]", "{hidden_sizes: [256]}"),
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(after.policy().hidden_sizes_size(), 1);
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec cartpole,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(cartpole.policy().encoder(), "mlp");
+}
+
+TEST(RunSpecTest, EncoderErrorsNameTheField) {
+  EXPECT_THAT(LoadYaml(ImageRun("[84, 84, 4]", "{encoder: resnet}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy.encoder: must be mlp, nature_cnn or "
+                                 "impala_cnn (got \"resnet\")")));
+  EXPECT_THAT(
+      LoadYaml("env: {id: CartPole-v1}\npolicy: {encoder: impala_cnn}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("impala_cnn reads images: "
+                         "env.observation_shape must have 3 "
+                         "dimensions")));
+  EXPECT_THAT(LoadYaml(ImageRun("[12, 12, 3]", "{encoder: nature_cnn}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("nature_cnn needs images of at least 36x36; "
+                                 "this one is 12x12")));
+  EXPECT_THAT(LoadYaml(ImageRun("[84, 84, 4]", "{image_layout: nhwc}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy.image_layout: must be hwc or chw")));
+  EXPECT_THAT(LoadYaml("env: {id: CartPole-v1}\npolicy: {image_layout: hwc}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy.image_layout: is for a CNN encoder")));
+  EXPECT_THAT(LoadYaml(ImageRun("[84, 84, 4]") + "ppo: {cpu_kernels: fused}\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fused runs MLPs only")));
+}
+
 }  // namespace
 }  // namespace rl

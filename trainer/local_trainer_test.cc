@@ -4,6 +4,8 @@
 
 #include "gtest/gtest.h"
 #include "learner/checkpoint.h"
+#include "policy/actor_critic.h"
+#include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 #include "testing/temp_dir.h"
 
@@ -160,6 +162,50 @@ target_return: 9.5
 seed: 2
 ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
 )");
+}
+
+// The Nature CNN (chosen for 36x36 uint8 images) learns the pixel env from
+// the bytes.
+TEST(LocalTrainerTest, ACnnLearnsFromImages) {
+  ExpectProbeLearns(R"(
+env: {id: Pixels-v0, plugin: envs/testdata/libpixel_plugin.so,
+      kwargs: {size: 36}, observation_shape: [36, 36, 1],
+      observation_dtype: uint8, num_discrete_actions: 4, reward_low: 0,
+      reward_high: 1}
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 60000
+target_return: 9.5
+seed: 2
+ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4, gamma: 0.9}
+)");
+}
+
+// Footprint admission counts the network it admits: the estimate of the
+// parameters is the count of the policy built, for each encoder.
+TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
+  for (const std::string& env :
+       {std::string("{id: CartPole-v1}"),
+        std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [36, "
+                    "36, 1], observation_dtype: uint8, num_discrete_actions: "
+                    "4}"),
+        std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [3, "
+                    "13, 11], observation_dtype: uint8, num_discrete_actions: "
+                    "4}"),
+        std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [40, "
+                    "52, 2], observation_dtype: uint8, "
+                    "continuous_action_size: 2, action_low: -1, action_high: "
+                    "1}\npolicy: {hidden_sizes: [32]}")}) {
+    auto spec = LoadRunSpec("env: " + env + "\n", RunFileFormat::kYaml);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto policy = CreateActorCritic(
+        MakeActorCriticConfig(spec->env(), spec->policy(), spec->ppo()));
+    ASSERT_TRUE(policy.ok()) << policy.status();
+    int64_t count = 0;
+    for (const auto& p : (*policy)->parameters()) count += p.numel();
+    EXPECT_EQ(EstimateRunFootprint(*spec).parameters, count)
+        << spec->policy().encoder() << " " << env;
+  }
 }
 
 TEST(LocalTrainerTest, EvaluationIsDeterministic) {
