@@ -14,6 +14,8 @@
 #include "common/status.h"
 #include "envs/env_check.h"
 #include "learner/checkpoint.h"
+#include "policy/actor_critic.h"
+#include "policy/policy_export.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
@@ -93,6 +95,61 @@ int CheckRunFileEnv(const std::string& run_file, int64_t steps) {
   std::printf("%s", FormatEnvCheckReport(*report).c_str());
   std::fflush(stdout);
   return report->violation.empty() ? kExitDone : kExitFailed;
+}
+
+int ExportRunPolicy(const ExportOptions& options) {
+  auto bad = [](const std::string& message) {
+    return PrintLocalRunError(absl::InvalidArgumentError(message),
+                              kExitBadInput);
+  };
+  if (options.run_file.empty()) return bad("a run file is required (--run)");
+  if (options.checkpoint.empty()) {
+    return bad(
+        "a checkpoint is required (--checkpoint: a checkpoint or run "
+        "directory)");
+  }
+  if (options.output.empty())
+    return bad("an output file is required (--output)");
+  if (options.format == "onnx") {
+    return PrintLocalRunError(
+        absl::UnimplementedError(
+            "--format=onnx: not yet (export TorchScript, which PyTorch and "
+            "LibTorch load)"),
+        kExitBadInput);
+  }
+  if (options.format != "torchscript") {
+    return bad(absl::StrCat("--format: must be torchscript (got \"",
+                            options.format, "\")"));
+  }
+  absl::StatusOr<RunSpec> spec = LoadRunSpecFile(options.run_file);
+  if (!spec.ok()) return PrintLocalRunError(spec.status(), kExitBadInput);
+  absl::StatusOr<ActorCritic> policy = CreateActorCritic(
+      MakeActorCriticConfig(spec->env(), spec->policy(), spec->ppo()));
+  if (!policy.ok()) return PrintLocalRunError(policy.status(), kExitBadInput);
+  std::string checkpoint = options.checkpoint;
+  for (const std::string& root : {checkpoint + "/checkpoints", checkpoint}) {
+    auto latest = LatestCheckpoint(root);
+    if (latest.ok()) {
+      checkpoint = *latest;
+      break;
+    }
+  }
+  if (absl::Status read = ReadCheckpoint(checkpoint, *policy, nullptr, nullptr);
+      !read.ok()) {
+    return PrintLocalRunError(read, kExitFailed);
+  }
+  PolicyExportOptions export_options;
+  export_options.sampled = options.sampled;
+  if (absl::Status written = ExportTorchScript(*policy, spec->env(),
+                                               export_options, options.output);
+      !written.ok()) {
+    return PrintLocalRunError(written, kExitFailed);
+  }
+  std::printf(
+      "exported %s (%s actions) to %s, its inputs and outputs in %s.json\n",
+      checkpoint.c_str(), options.sampled ? "sampled" : "deterministic",
+      options.output.c_str(), options.output.c_str());
+  return kExitDone;
 }
 
 bool ParseLocalRunMode(absl::string_view word, LocalRunOptions::Mode* mode) {

@@ -56,6 +56,22 @@ enum class LocalRunOutcome { kDone, kTargetMissed };
 // kExitBadInput for a run file that is wrong.
 int CheckRunFileEnv(const std::string& run_file, int64_t steps);
 
+// rl_local export: a checkpoint's policy as a file people deploy.
+struct ExportOptions {
+  std::string run_file;    // the run's file (YAML or JSON); required
+  std::string checkpoint;  // a checkpoint directory, or a run directory
+  std::string format = "torchscript";  // "torchscript" ("onnx": not yet)
+  std::string output;                  // the file to write; required
+  bool sampled = false;  // actions drawn from the policy, not its argmax
+};
+
+// Loads the run file's policy from the checkpoint (without making its
+// environments: a cluster run's plugin need not be here) and writes it
+// with its sidecar (policy/policy_export.h); prints what it wrote. Returns
+// the exit code: kExitBadInput for wrong options or run file, kExitFailed
+// for a checkpoint that cannot be read or a file that cannot be written.
+int ExportRunPolicy(const ExportOptions& options);
+
 class LocalRun {
  public:
   // Reads the run file and builds the trainer: for training resumed from

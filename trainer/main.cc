@@ -5,6 +5,8 @@
 //   rl_local train --run=examples/cartpole.yaml --run_dir=runs/cartpole
 //   rl_local eval  --run=examples/cartpole.yaml --checkpoint=runs/cartpole
 //   rl_local check-env --run=examples/plugin_env/chase.yaml [--steps=N]
+//   rl_local export --run=examples/cartpole.yaml --checkpoint=runs/cartpole
+//       --output=cartpole.pt [--sampled]
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,18 +27,32 @@ ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
+ABSL_FLAG(std::string, output, "", "export: the file to write.");
+ABSL_FLAG(std::string, format, "torchscript", "export: torchscript.");
+ABSL_FLAG(bool, sampled, false,
+          "export: actions sampled from the policy (default: its most likely "
+          "action).");
 ABSL_FLAG(int64_t, steps, 10000,
           "check-env: batch steps of random actions (8 environments).");
 
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
-      "rl_local train|eval|check-env --run=RUN_FILE [--run_dir=DIR] "
-      "[--checkpoint=DIR] [--steps=N]";
+      "rl_local train|eval|check-env|export --run=RUN_FILE [--run_dir=DIR] "
+      "[--checkpoint=DIR] [--steps=N] [--output=FILE]";
   const std::vector<std::string> args =
       rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
   if (args.size() == 1 && args[0] == "check-env") {
     return rl::CheckRunFileEnv(absl::GetFlag(FLAGS_run),
                                absl::GetFlag(FLAGS_steps));
+  }
+  if (args.size() == 1 && args[0] == "export") {
+    rl::ExportOptions options;
+    options.run_file = absl::GetFlag(FLAGS_run);
+    options.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+    options.format = absl::GetFlag(FLAGS_format);
+    options.output = absl::GetFlag(FLAGS_output);
+    options.sampled = absl::GetFlag(FLAGS_sampled);
+    return rl::ExportRunPolicy(options);
   }
   rl::LocalRunOptions options;
   if (args.size() != 1 || !rl::ParseLocalRunMode(args[0], &options.mode)) {

@@ -1,0 +1,58 @@
+// Taking a trained policy out of the service: a self-contained TorchScript
+// file that LibTorch (torch::jit::load) and PyTorch (torch.jit.load) run
+// without this code base, and a JSON sidecar naming its inputs and outputs.
+//
+// Data flow: ActorCritic (weights, normaliser statistics, config) ->
+// TorchScript source generated from the config (PolicySource) + the
+// weights as the module's parameters -> FILE, and FILE.json.
+//
+// The exported forward(obs[, mask]) returns (actions, values):
+//   obs     [B, observation_size] or [B, *observation_shape], float32, or
+//           uint8 for a uint8 run (scaled by 1/255 inside, as in training)
+//   mask    [B, n] uint8, 1 = allowed: only for envs with action masks
+//   actions int64 [B] (Discrete), int64 [B, parts] (MultiDiscrete), or
+//           float32 [B, A] clipped to the action bounds (Box)
+//   values  float32 [B]
+// Observation normalisation is baked in; actions are the most likely (the
+// argmax / the Gaussian mean) or, with sampled, drawn from the policy
+// (Gumbel-max for categoricals, mean + std * N(0, 1) for Gaussians).
+#ifndef RL_POLICY_POLICY_EXPORT_H_
+#define RL_POLICY_POLICY_EXPORT_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "policy/actor_critic.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+struct PolicyExportOptions {
+  // false: actions sampled from the policy instead of its most likely.
+  bool sampled = false;
+};
+
+// The TorchScript source of the exported module's forward, for `policy`
+// trained on `env`. INVALID_ARGUMENT if the policy's weights lack what its
+// config says it has.
+absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
+                                         const EnvSpec& env,
+                                         const PolicyExportOptions& options);
+
+// The sidecar: format, env id, every input and output with dtype and shape
+// ("B" for the batch), the action bounds and the sampling mode, as JSON.
+std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
+                          const PolicyExportOptions& options);
+
+// Writes the TorchScript module to `path` and the sidecar to
+// `path` + ".json". The module is checked before it is written: a batch of
+// observations through it must give the policy's own actions and values.
+// INTERNAL naming the difference otherwise; a file error is its message.
+absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
+                               const PolicyExportOptions& options,
+                               const std::string& path);
+
+}  // namespace rl
+
+#endif  // RL_POLICY_POLICY_EXPORT_H_
