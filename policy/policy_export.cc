@@ -195,7 +195,10 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
                    const std::vector<std::string>& shape,
                    const std::string& what) {
     std::vector<std::string> dims;
-    for (const std::string& d : shape) dims.push_back(JsonQuote(d));
+    // The batch is "B"; sizes are numbers.
+    for (const std::string& d : shape) {
+      dims.push_back(d == "B" ? JsonQuote(d) : d);
+    }
     return absl::StrCat("{\"name\": ", JsonQuote(name),
                         ", \"dtype\": ", JsonQuote(dtype), ", \"shape\": [",
                         absl::StrJoin(dims, ", "),
@@ -322,6 +325,45 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
     }
     return absl::OkStatus();
   });
+}
+
+struct ExportedPolicy::Module {
+  torch::jit::Module module;
+};
+
+ExportedPolicy::ExportedPolicy(std::unique_ptr<Module> module)
+    : module_(std::move(module)) {}
+ExportedPolicy::~ExportedPolicy() = default;
+
+absl::StatusOr<std::unique_ptr<ExportedPolicy>> ExportedPolicy::Load(
+    const std::string& path) {
+  auto module = std::make_unique<Module>();
+  try {
+    module->module = torch::jit::load(path);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a TorchScript module (", e.what(), ")"));
+  }
+  if (!module->module.find_method("forward")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the module has no forward method"));
+  }
+  module->module.eval();
+  return std::unique_ptr<ExportedPolicy>(new ExportedPolicy(std::move(module)));
+}
+
+absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ExportedPolicy::Act(
+    const torch::Tensor& observations, const torch::Tensor& masks) const {
+  try {
+    std::vector<torch::jit::IValue> inputs = {observations};
+    if (masks.defined()) inputs.push_back(masks);
+    const auto out = module_->module.forward(inputs).toTuple();
+    return std::make_pair(out->elements()[0].toTensor(),
+                          out->elements()[1].toTensor());
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the exported policy refused its inputs: ", e.what()));
+  }
 }
 
 }  // namespace rl

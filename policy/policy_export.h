@@ -19,7 +19,9 @@
 #ifndef RL_POLICY_POLICY_EXPORT_H_
 #define RL_POLICY_POLICY_EXPORT_H_
 
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +54,28 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
 absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
                                const PolicyExportOptions& options,
                                const std::string& path);
+
+// An exported file loaded back (torch::jit::load), for rl_local eval
+// --policy=FILE and as the example of using one from C++.
+class ExportedPolicy {
+ public:
+  // INVALID_ARGUMENT naming the file if it is not a TorchScript module with
+  // a forward method.
+  static absl::StatusOr<std::unique_ptr<ExportedPolicy>> Load(
+      const std::string& path);
+  ~ExportedPolicy();
+
+  // forward(obs[, masks]): (actions, values). `masks` is passed exactly
+  // when it is defined. INVALID_ARGUMENT with LibTorch's words for inputs
+  // the module refuses.
+  absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> Act(
+      const torch::Tensor& observations, const torch::Tensor& masks) const;
+
+ private:
+  struct Module;
+  explicit ExportedPolicy(std::unique_ptr<Module> module);
+  std::unique_ptr<Module> module_;
+};
 
 }  // namespace rl
 

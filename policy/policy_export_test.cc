@@ -114,11 +114,12 @@ TEST(PolicyExportTest, TheLoadedModuleActsAsThePolicy) {
     const std::string path = dir + "/" + c.name + ".pt";
     ASSERT_OK(ExportTorchScript(policy, c.env, {}, path)) << c.name;
 
-    torch::jit::Module module = torch::jit::load(path);
-    std::vector<torch::jit::IValue> args(inputs.begin(), inputs.end());
-    const auto out = module.forward(args).toTuple();
-    const torch::Tensor actions = out->elements()[0].toTensor();
-    const torch::Tensor values = out->elements()[1].toTensor();
+    ASSERT_OK_AND_ASSIGN(auto loaded, ExportedPolicy::Load(path));
+    ASSERT_OK_AND_ASSIGN(
+        const auto out,
+        loaded->Act(inputs[0],
+                    inputs.size() > 1 ? inputs[1] : torch::Tensor()));
+    const auto& [actions, values] = out;
     torch::NoGradGuard no_grad;
     const PolicyStep want =
         policy->Act(inputs[0], c10::nullopt, true,
@@ -176,6 +177,20 @@ TEST(PolicyExportTest, SampledActionsFollowTheProbabilities) {
     EXPECT_NEAR(seen, p, 0.015) << "action " << a;
   }
   EXPECT_EQ((actions == 2).sum().item<int64_t>(), 0);  // masked
+}
+
+TEST(PolicyExportTest, LoadingNamesWhatIsWrong) {
+  const std::string dir = MakeTestDir("load");
+  EXPECT_THAT(ExportedPolicy::Load(dir + "/none.pt").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("none.pt: not a TorchScript module")));
+  Case c = Cases()[0];
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
+  ASSERT_OK(ExportTorchScript(policy, c.env, {}, dir + "/p.pt"));
+  ASSERT_OK_AND_ASSIGN(auto loaded, ExportedPolicy::Load(dir + "/p.pt"));
+  EXPECT_THAT(loaded->Act(torch::zeros({2, 5}), torch::Tensor()).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("refused its inputs")));  // no mask
 }
 
 TEST(PolicyExportTest, TheSourceIsReadable) {

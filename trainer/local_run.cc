@@ -207,7 +207,12 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
   ASSIGN_OR_RETURN(auto trainer, LocalTrainer::Create(spec, trainer_options));
 
   std::string checkpoint;
-  if (resolved.mode == LocalRunOptions::Mode::kTrain) {
+  std::unique_ptr<ExportedPolicy> exported;
+  if (resolved.mode == LocalRunOptions::Mode::kEvaluate &&
+      !resolved.policy_file.empty()) {
+    ASSIGN_OR_RETURN(exported, ExportedPolicy::Load(resolved.policy_file));
+    checkpoint = resolved.policy_file;
+  } else if (resolved.mode == LocalRunOptions::Mode::kTrain) {
     if (resolved.resume) {
       auto latest = LatestCheckpoint(resolved.run_dir + "/checkpoints");
       if (latest.ok()) {
@@ -229,16 +234,19 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
         ReadCheckpoint(checkpoint, trainer->policy(), nullptr, nullptr));
   }
   return std::unique_ptr<LocalRun>(
-      new LocalRun(resolved, spec, std::move(trainer), std::move(checkpoint)));
+      new LocalRun(resolved, spec, std::move(trainer), std::move(checkpoint),
+                   std::move(exported)));
 }
 
 LocalRun::LocalRun(const LocalRunOptions& options, const RunSpec& spec,
                    std::unique_ptr<LocalTrainer> trainer,
-                   std::string checkpoint)
+                   std::string checkpoint,
+                   std::unique_ptr<ExportedPolicy> exported)
     : options_(options),
       spec_(spec),
       trainer_(std::move(trainer)),
-      checkpoint_(std::move(checkpoint)) {}
+      checkpoint_(std::move(checkpoint)),
+      exported_(std::move(exported)) {}
 
 absl::StatusOr<LocalRunOutcome> LocalRun::Wait() {
   return options_.mode == LocalRunOptions::Mode::kTrain ? Train() : Evaluate();
@@ -277,13 +285,27 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
 }
 
 absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
-  ASSIGN_OR_RETURN(const double mean,
-                   EvaluatePolicy(spec_, trainer_->policy(), options_.episodes,
-                                  options_.eval_seed));
+  absl::StatusOr<double> mean;
+  if (exported_ != nullptr) {
+    // The file's own actions (deterministic or sampled, as exported).
+    mean = EvaluateActions(
+        spec_,
+        [&](const torch::Tensor& obs,
+            const torch::Tensor& masks) -> absl::StatusOr<torch::Tensor> {
+          ASSIGN_OR_RETURN(auto out, exported_->Act(obs, masks));
+          return out.first;
+        },
+        options_.episodes, options_.eval_seed);
+  } else {
+    mean = EvaluatePolicy(spec_, trainer_->policy(), options_.episodes,
+                          options_.eval_seed);
+  }
+  if (!mean.ok()) return mean.status();
   std::printf(
-      "evaluated %s: mean return %.2f over %d episodes "
-      "(deterministic actions, seed %llu)\n",
-      checkpoint_.c_str(), mean, options_.episodes,
+      "evaluated %s: mean return %.2f over %d episodes (%s, seed %llu)\n",
+      checkpoint_.c_str(), *mean, options_.episodes,
+      exported_ != nullptr ? "the exported file's actions"
+                           : "deterministic actions",
       static_cast<unsigned long long>(options_.eval_seed));
   return LocalRunOutcome::kDone;
 }

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "policy/policy_export.h"
 #include "proto/common.pb.h"
 #include "trainer/local_trainer.h"
 
@@ -30,6 +31,9 @@ struct LocalRunOptions {
   // Evaluate: a checkpoint directory, or a run directory (its newest);
   // empty: run_dir.
   std::string checkpoint;
+  // Evaluate: an exported policy file (rl_local export) to play instead of
+  // a checkpoint.
+  std::string policy_file;
   int episodes = 100;
   uint64_t eval_seed = 1000003;
   int env_threads = 1;
@@ -89,7 +93,8 @@ class LocalRun {
 
  private:
   LocalRun(const LocalRunOptions& options, const RunSpec& spec,
-           std::unique_ptr<LocalTrainer> trainer, std::string checkpoint);
+           std::unique_ptr<LocalTrainer> trainer, std::string checkpoint,
+           std::unique_ptr<ExportedPolicy> exported);
 
   absl::StatusOr<LocalRunOutcome> Train();
   absl::StatusOr<LocalRunOutcome> Evaluate();
@@ -100,6 +105,8 @@ class LocalRun {
   // Train: the checkpoint resumed from (empty: a fresh run). Evaluate: the
   // checkpoint loaded.
   std::string checkpoint_;
+  // Evaluate: the exported file played instead (policy_file).
+  std::unique_ptr<ExportedPolicy> exported_;
 };
 
 // Prints "error: <message>" on stderr and returns `exit_code`.

@@ -196,6 +196,22 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
 
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                                       int episodes, uint64_t seed) {
+  const int64_t E = std::min(episodes, 64);
+  return EvaluateActions(
+      spec,
+      [&](const torch::Tensor& obs,
+          const torch::Tensor& masks) -> absl::StatusOr<torch::Tensor> {
+        ASSIGN_OR_RETURN(const PolicyStep step,
+                         ActChecked(policy, obs, c10::nullopt, true, masks));
+        RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
+        return step.actions;
+      },
+      episodes, seed);
+}
+
+absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
+                                       const EvaluationActor& act, int episodes,
+                                       uint64_t seed) {
   if (episodes < 1) {
     return absl::InvalidArgumentError("episodes must be >= 1");
   }
@@ -227,10 +243,15 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
   // only the first `episodes` completions count, in slot order per step.
   std::vector<double> finished;
   c10::InferenceMode inference;
+  // The actions the env takes: int64 [E] or [E, parts], float [E, A].
+  std::vector<int64_t> action_shape = {E};
+  if (IsMultiDiscrete(info)) action_shape.push_back(info.action_nvec_size());
+  if (!IsDiscrete(info)) action_shape.push_back(info.continuous_action_size());
   while (static_cast<int>(finished.size()) < episodes) {
-    ASSIGN_OR_RETURN(const PolicyStep step,
-                     ActChecked(policy, obs, c10::nullopt, true, masks));
-    RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
+    ASSIGN_OR_RETURN(const torch::Tensor chosen, act(obs, masks));
+    RETURN_IF_ERROR(CheckTensor(
+        chosen, "actions", IsDiscrete(info) ? torch::kInt64 : torch::kFloat32,
+        action_shape));
     StepOutputs out;
     out.observations = obs.data_ptr();
     if (masks.defined()) out.action_masks = masks.data_ptr<uint8_t>();
@@ -239,7 +260,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
     out.truncated = trunc.data_ptr<uint8_t>();
     out.episode_returns = returns.data_ptr<float>();
     out.episode_lengths = lengths.data_ptr<int32_t>();
-    const torch::Tensor actions = step.actions.contiguous();
+    const torch::Tensor actions = chosen.contiguous();
     RETURN_IF_ERROR(IsDiscrete(info)
                         ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
                         : env->StepContinuous(actions.data_ptr<float>(), out));

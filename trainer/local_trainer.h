@@ -108,8 +108,19 @@ class LocalTrainer {
   std::string last_checkpoint_;
 };
 
-// Plays `episodes` episodes (seeded environments, deterministic actions:
-// argmax / Gaussian mean) with `policy`; returns their mean return.
+// What chooses an evaluation's actions: observations [E, obs] and the
+// env's action masks (undefined without) -> actions of the env's kind.
+using EvaluationActor = std::function<absl::StatusOr<torch::Tensor>(
+    const torch::Tensor& observations, const torch::Tensor& masks)>;
+
+// Plays `episodes` episodes of `spec`'s env (seeded environments) with the
+// actions `act` chooses; returns their mean return. INVALID_ARGUMENT for
+// actions of the wrong dtype or shape.
+absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
+                                       const EvaluationActor& act, int episodes,
+                                       uint64_t seed);
+
+// The same with `policy`'s deterministic actions (argmax / Gaussian mean).
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                                       int episodes, uint64_t seed);
 

@@ -4,6 +4,7 @@
 //
 //   rl_local train --run=examples/cartpole.yaml --run_dir=runs/cartpole
 //   rl_local eval  --run=examples/cartpole.yaml --checkpoint=runs/cartpole
+//   rl_local eval  --run=examples/cartpole.yaml --policy=cartpole.pt
 //   rl_local check-env --run=examples/plugin_env/chase.yaml [--steps=N]
 //   rl_local export --run=examples/cartpole.yaml --checkpoint=runs/cartpole
 //       --output=cartpole.pt [--sampled]
@@ -22,6 +23,9 @@ ABSL_FLAG(bool, resume, true,
           "train: continue from the newest checkpoint in --run_dir if any.");
 ABSL_FLAG(std::string, checkpoint, "",
           "eval: a checkpoint directory, or a run directory (its newest).");
+ABSL_FLAG(std::string, policy, "",
+          "eval: an exported policy file (rl_local export) to play instead "
+          "of a checkpoint.");
 ABSL_FLAG(int, episodes, 100, "eval: episodes to play.");
 ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.resume = absl::GetFlag(FLAGS_resume);
   options.checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  options.policy_file = absl::GetFlag(FLAGS_policy);
   options.episodes = absl::GetFlag(FLAGS_episodes);
   options.eval_seed = absl::GetFlag(FLAGS_eval_seed);
   options.env_threads = absl::GetFlag(FLAGS_env_threads);

@@ -92,6 +92,41 @@ TEST_F(RlLocalTest, FinishesTheBudgetAndEvaluatesTheCheckpoint) {
   EXPECT_THAT(eval.out, HasSubstr("over 3 episodes"));
 }
 
+// The exported file plays as the checkpoint it came from: the same mean
+// return over the same seeded episodes. Its sidecar names its inputs.
+TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {
+  const std::string run = WriteRunFile(kSmallRun);
+  ASSERT_EQ(Run("train --run=" + run + " " + RunDirFlag()).exit_code, 0);
+  const std::string file = (dir_ / "cartpole.pt").string();
+  const Result exported =
+      Run("export --run=" + run +
+          " --checkpoint=" + (dir_ / "run_dir").string() + " --output=" + file);
+  EXPECT_EQ(exported.exit_code, 0) << exported.out << exported.err;
+  EXPECT_THAT(ReadFile(file + ".json"),
+              HasSubstr("\"name\": \"obs\", \"dtype\": \"float32\", "
+                        "\"shape\": [\"B\", 4]"));
+  const Result from_checkpoint =
+      Run("eval --run=" + run +
+          " --episodes=5 --checkpoint=" + (dir_ / "run_dir").string());
+  const Result from_file =
+      Run("eval --run=" + run + " --episodes=5 --policy=" + file);
+  EXPECT_EQ(from_file.exit_code, 0) << from_file.out << from_file.err;
+  auto mean = [](const std::string& out) {
+    return out.substr(out.find("mean return"), 30);
+  };
+  EXPECT_EQ(mean(from_file.out), mean(from_checkpoint.out));
+  // What is wrong is named.
+  const Result onnx = Run("export --run=" + run +
+                          " --checkpoint=" + (dir_ / "run_dir").string() +
+                          " --output=" + file + " --format=onnx");
+  EXPECT_EQ(onnx.exit_code, 2);
+  EXPECT_THAT(onnx.err, HasSubstr("--format=onnx: not yet"));
+  const Result no_policy =
+      Run("eval --run=" + run + " --policy=" + (dir_ / "none.pt").string());
+  EXPECT_EQ(no_policy.exit_code, 2) << no_policy.err;
+  EXPECT_THAT(no_policy.err, HasSubstr("not a TorchScript module"));
+}
+
 TEST_F(RlLocalTest, BudgetUsedWithoutReachingTheTargetExits3) {
   const std::string run =
       WriteRunFile(std::string(kSmallRun) + "target_return: 10000\n");
