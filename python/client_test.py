@@ -3,8 +3,10 @@ workers) as child processes."""
 
 import contextlib
 import io
+import json
 import os
 import queue
+import re
 import shutil
 import signal
 import subprocess
@@ -78,6 +80,33 @@ class ClientTest(unittest.TestCase):
         self.assertIn("history:", shown)
         self.assertRegex(shown, r"\(new\)\s+-> QUEUED")
         self.assertRegex(shown, r"RUNNING\s+-> SUCCEEDED\s+target return reached at")
+        # rlctl export: the trained policy as TorchScript with its sidecar,
+        # which rl_local then plays as the checkpoint played.
+        os.environ["RL_LOCAL"] = os.path.abspath("trainer/rl_local")
+        policy = os.path.join(self.dir, "cartpole.pt")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(rlctl.main(["--coordinator", self.address, "export",
+                                         done.run_id, "-o", policy]), 0)
+        self.assertIn(f"to {policy}", out.getvalue())
+        with open(policy + ".json") as f:
+            sidecar = json.load(f)
+        self.assertEqual([i["name"] for i in sidecar["inputs"]], ["obs"])
+        self.assertEqual(sidecar["inputs"][0]["shape"], ["B", 4])
+        self.assertEqual([o["name"] for o in sidecar["outputs"]], ["actions", "values"])
+        played = subprocess.run(
+            ["trainer/rl_local", "eval", "--run=examples/cartpole.yaml", f"--policy={policy}",
+             "--episodes=10"], capture_output=True, text=True, check=False)
+        self.assertEqual(played.returncode, 0, played.stderr)
+        mean = float(re.search(r"mean return ([\d.]+)", played.stdout).group(1))
+        self.assertGreaterEqual(mean, 400)
+        # A checkpoint that is not there is named.
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertNotEqual(rlctl.main(["--coordinator", self.address, "export",
+                                            done.run_id, "-o", policy, "--checkpoint", "999"]),
+                                0)
+        self.assertIn("ckpt-000000000999", err.getvalue())
 
     def test_user_text_is_shown_as_text(self):
         self.assertEqual(rlctl.text("a\x1b[2Jb\rc\u202e"), "a\\x1b[2Jb\\rc\\u202e")

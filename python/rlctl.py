@@ -8,6 +8,7 @@
   rlctl workers
   rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
   rlctl top [--interval S] [--once]
+  rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled]
 
 The coordinator's address comes from --coordinator or $RL_COORDINATOR
 (default 127.0.0.1:50051), the telemetry service's from --telemetry or
@@ -28,9 +29,11 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 import grpc
+from google.protobuf import json_format
 
 from rlservice.client import (DEFAULT_RETRY_FOR_S, Client, ClientError, TERMINAL_STATES,
                               mean_return, state_name)
@@ -483,6 +486,37 @@ def check_env(run_file, steps):
     return done.returncode
 
 
+def export(client, args):
+    """`rlctl export`: the run's spec and checkpoint handed to `rl_local export`
+    (which must see the checkpoint: run it where the learner wrote it, e.g. the
+    embedded coordinator's machine, or on the shared filesystem)."""
+    rl_local = find_rl_local()
+    if rl_local is None:
+        print("rlctl: error: export runs rl_local, which was not found ($RL_LOCAL, PATH, "
+              "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)", file=sys.stderr)
+        return 2
+    run = client.get(args.run_id)
+    if not run.checkpoint_dir:
+        print(f"rlctl: error: run {text(run.run_id)} has no checkpoint directory",
+              file=sys.stderr)
+        return 3
+    checkpoint = run.checkpoint_dir
+    if args.checkpoint is not None:
+        checkpoint = os.path.join(run.checkpoint_dir, "checkpoints",
+                                  "ckpt-%012d" % args.checkpoint)
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="rlctl-run-") as spec:
+        spec.write(json_format.MessageToJson(run.spec, preserving_proto_field_name=True))
+        spec.flush()
+        command = [rl_local, "export", f"--run={spec.name}", f"--checkpoint={checkpoint}",
+                   f"--format={args.format}", f"--output={args.output}"]
+        if args.sampled:
+            command.append("--sampled")
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="rlctl", description=__doc__.split("\n")[0])
     parser.add_argument("--coordinator", help="host:port (default $RL_COORDINATOR or 127.0.0.1:50051)")
@@ -532,6 +566,19 @@ def main(argv=None):
         "$RL_LOCAL, else rl_local on PATH, else this checkout's bazel-bin/trainer/rl_local.")
     p.add_argument("run_file")
     p.add_argument("--steps", type=int, default=10000, help="batch steps of random actions")
+    p = sub.add_parser(
+        "export", help="a run's trained policy as a file to deploy (TorchScript)",
+        description="Writes the run's newest (or --checkpoint N's) policy as a self-contained "
+        "TorchScript file, observation normalisation included, and FILE.json naming its "
+        "inputs and outputs. Runs `rl_local export` here, which reads the checkpoint "
+        "directory `rlctl get` shows.")
+    p.add_argument("run_id")
+    p.add_argument("-o", "--output", required=True, help="the file to write")
+    p.add_argument("--checkpoint", type=int, help="checkpoint number (default: the newest)")
+    p.add_argument("--format", default="torchscript", choices=["torchscript", "onnx"],
+                   help="torchscript (onnx: not yet)")
+    p.add_argument("--sampled", action="store_true",
+                   help="actions drawn from the policy (default: its most likely action)")
     p = sub.add_parser("top", help="live view of the active runs")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
@@ -579,6 +626,8 @@ def main(argv=None):
             return 0
         if args.command == "metrics":
             return metrics(tclient, args)
+        if args.command == "export":
+            return export(client, args)
         if args.command == "top":
             return top(client, tclient, args.interval, args.once)
     except ClientError as e:
