@@ -4,6 +4,15 @@
 // the whole process, one of float32 observations (CartPole) and one of uint8
 // ones (a plugin's images), the segment going to the one its
 // env.observation_dtype names; their PPO threads train on what passes.
+//
+// libFuzzer exits with an update possibly running (the uint8 core's goes
+// through LibTorch's matmul, not the fused path). An exit handler stops
+// both cores first; it runs before the destructors of every static that
+// existed when it was registered, so it is registered after LibTorch's
+// matmul, autograd and Adam and spdlog have made their lazy statics.
+#include <torch/nn/modules/linear.h>
+#include <torch/optim/adam.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -12,6 +21,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/logging.h"
 #include "fuzz/fuzz_input.h"
 #include "learner/learner_core.h"
 #include "proto/learner.pb.h"
@@ -40,7 +50,7 @@ Learner* MakeLearner(const char* env) {
                           "\nenvs_per_actor: 2\n"
                           "segment_length: 4\ntotal_env_steps: 1000000000000\n"
                           "ppo: {num_minibatches: 1, num_epochs: 1}\npolicy: "
-                          "{hidden_sizes: [8]}\n"
+                          "{encoder: mlp, hidden_sizes: [8]}\n"
                           "resources: {num_actors: 1}\n",
                       rl::RunFileFormat::kYaml);
   if (!spec.ok()) {
@@ -63,11 +73,31 @@ Learner* MakeLearner(const char* env) {
   return learner;
 }
 
+Learner* learners[2] = {nullptr, nullptr};
+
+void StopLearners() {
+  for (Learner* learner : learners) learner->core->Stop();
+}
+
+bool StartLearners() {
+  learners[0] = MakeLearner(kFloatEnv);
+  learners[1] = MakeLearner(kByteEnv);
+  // What an update makes lazily, made here first.
+  RL_LOG_DEBUG("fuzz: warming up LibTorch before registering the exit stop");
+  torch::nn::Linear layer(8, 8);
+  torch::optim::Adam adam(layer->parameters());
+  torch::tanh(layer->forward(torch::randn({16, 8}))).sum().backward();
+  adam.step();
+  return std::atexit(StopLearners) == 0;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Learner* floats = MakeLearner(kFloatEnv);
-  static Learner* bytes = MakeLearner(kByteEnv);
+  static const bool started = StartLearners();
+  if (!started) std::abort();
+  Learner* const floats = learners[0];
+  Learner* const bytes = learners[1];
   auto segment = std::make_unique<rl::RolloutSegment>();
   if (!rl::ParseFuzzInput(data, size, segment.get())) return 0;
   Learner* learner =

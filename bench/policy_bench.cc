@@ -1,0 +1,74 @@
+// Training throughput of each policy encoder on one image task, side by
+// side in one run: env steps/s of the whole loop (collection + PPO updates)
+// with the MLP, the Nature CNN and the IMPALA CNN on the same uint8 images
+// (envs/testdata/pixel_plugin.cc at 36x36x1), and each CNN's ratio to the
+// MLP, with where the time goes.
+//
+//   bazel run --config=opt //bench:policy_bench -- [--steps=20480] [--size=36]
+#include <torch/utils.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "bench/bench_files.h"
+#include "runspec/run_spec.h"
+#include "trainer/local_trainer.h"
+
+ABSL_FLAG(int64_t, steps, 20480, "environment steps per policy");
+ABSL_FLAG(int, size, 36, "image side (>= 36 for the Nature CNN)");
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  torch::set_num_threads(1);  // as rl_local
+  const int size = absl::GetFlag(FLAGS_size);
+  const std::string plugin =
+      rl::BenchFilePath("envs/testdata/libpixel_plugin.so");
+  std::printf(
+      "pixel env %dx%dx1 uint8, 16 envs x 128 steps, 4 epochs x 4 "
+      "minibatches, %lld steps per policy, 1 LibTorch thread\n",
+      size, size, static_cast<long long>(absl::GetFlag(FLAGS_steps)));
+  double mlp_sps = 0;
+  for (const char* encoder : {"mlp", "nature_cnn", "impala_cnn"}) {
+    auto spec = rl::LoadRunSpec(
+        absl::StrCat("name: bench\nenv: {id: Pixels-v0, plugin: ", plugin,
+                     ", kwargs: {size: ", size, "}, observation_shape: [",
+                     size, ", ", size,
+                     ", 1], observation_dtype: uint8, num_discrete_actions: 4, "
+                     "reward_low: 0, reward_high: 1}\n"
+                     "envs_per_actor: 16\nsegment_length: 128\n"
+                     "total_env_steps: ",
+                     absl::GetFlag(FLAGS_steps),
+                     "\nppo: {num_epochs: 4, num_minibatches: 4}\n"
+                     "policy: {encoder: ",
+                     encoder, "}\n"),
+        rl::RunFileFormat::kYaml);
+    if (!spec.ok()) {
+      std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
+      return 1;
+    }
+    auto trainer = rl::LocalTrainer::Create(*spec, {});
+    if (!trainer.ok()) {
+      std::fprintf(stderr, "%s\n", trainer.status().ToString().c_str());
+      return 1;
+    }
+    auto result = (*trainer)->Train();
+    if (!result.ok()) {
+      std::fprintf(stderr, "%s\n", result.status().ToString().c_str());
+      return 1;
+    }
+    const double sps = result->progress.steps_per_second;
+    if (mlp_sps == 0) mlp_sps = sps;
+    const rl::TimeBreakdown& t = result->time;
+    const double total = t.env + t.inference + t.gae + t.update + t.other;
+    std::printf(
+        "%-11s %8.0f env steps/s  %.2fx the MLP | env %.2f inference %.2f "
+        "update %.2f | return %.2f\n",
+        encoder, sps, sps / mlp_sps, t.env / total, t.inference / total,
+        t.update / total, result->progress.mean_return);
+    std::fflush(stdout);
+  }
+  return 0;
+}
