@@ -144,10 +144,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
           "rollout: the collector fills contiguous CPU tensors");
     }
   }
-  if (rollout->observations.scalar_type() != ObservationDtype()) {
+  if (rollout->observations.scalar_type() != ObservationDtype() ||
+      rollout->next_observations.scalar_type() != ObservationDtype()) {
     return absl::InvalidArgumentError(
-        "rollout.observations: not of the env's observation dtype "
-        "(AllocateRollout)");
+        "rollout.observations, rollout.next_observations: not of the env's "
+        "observation dtype (AllocateRollout)");
   }
   // Observation rows are addressed in bytes.
   char* observations = static_cast<char*>(rollout->observations.data_ptr());

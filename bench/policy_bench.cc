@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
   for (const char* encoder : {"mlp", "nature_cnn", "impala_cnn"}) {
     auto spec = rl::LoadRunSpec(
         absl::StrCat("name: bench\nenv: {id: Pixels-v0, plugin: ", plugin,
-                     ", kwargs: {size: ", size, "}, observation_shape: [",
-                     size, ", ", size,
+                     ", kwargs: {size: ", size, "}, observation_shape: [", size,
+                     ", ", size,
                      ", 1], observation_dtype: uint8, num_discrete_actions: 4, "
                      "reward_low: 0, reward_high: 1}\n"
                      "envs_per_actor: 16\nsegment_length: 128\n"

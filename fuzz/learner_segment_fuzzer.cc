@@ -3,7 +3,7 @@
 // shapes, finite values, action ranges), dedupe and the queue. Two cores for
 // the whole process, one of float32 observations (CartPole) and one of uint8
 // ones (a plugin's images), the segment going to the one its
-// env.observation_dtype names; their PPO threads train on what passes.
+// env.id names; their PPO threads train on what passes.
 //
 // libFuzzer exits with an update possibly running (the uint8 core's goes
 // through LibTorch's matmul, not the fused path). An exit handler stops
@@ -100,8 +100,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Learner* const bytes = learners[1];
   auto segment = std::make_unique<rl::RolloutSegment>();
   if (!rl::ParseFuzzInput(data, size, segment.get())) return 0;
-  Learner* learner =
-      segment->env().observation_dtype() == "uint8" ? bytes : floats;
+  // By env id, so that a segment of either env with the other dtype
+  // reaches the codec's dtype check.
+  Learner* learner = segment->env().id() == "Pixels-v0" ? bytes : floats;
   // The stream belongs to one actor; a segment naming another is refused
   // before any decoding, so steer the fuzzer past that check.
   segment->set_actor_id(kActorId);

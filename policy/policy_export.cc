@@ -85,11 +85,11 @@ void Trunk(Source& s, const ActorCriticConfig& c, const std::string& prefix,
 // The CNN encoder (actor_critic.cc's MakeCnn, layer by layer) over `x`.
 void Encoder(Source& s, const ActorCriticConfig& c) {
   const std::vector<int64_t>& chw = c.image_chw;
-  s.Line(c.channels_last
-             ? absl::StrCat("x = x.reshape([x.size(0), ", chw[1], ", ", chw[2],
-                            ", ", chw[0], "]).permute([0, 3, 1, 2])")
-             : absl::StrCat("x = x.reshape([x.size(0), ", chw[0], ", ", chw[1],
-                            ", ", chw[2], "])"));
+  s.Line(c.channels_last ? absl::StrCat("x = x.reshape([x.size(0), ", chw[1],
+                                        ", ", chw[2], ", ", chw[0],
+                                        "]).permute([0, 3, 1, 2]).contiguous()")
+                         : absl::StrCat("x = x.reshape([x.size(0), ", chw[0],
+                                        ", ", chw[1], ", ", chw[2], "])"));
   int linear = 0;
   if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
     s.Line("x = torch.relu(" + s.Conv("encoder.0", "x", 4, 0) + ")");

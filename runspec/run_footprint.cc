@@ -167,24 +167,30 @@ absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
         " message limit; use fewer envs_per_actor or a shorter "
         "segment_length"));
   }
+  // What sizes the network: the hidden layers, and a CNN's image.
+  const std::string network =
+      spec.policy().encoder() == "nature_cnn" ||
+              spec.policy().encoder() == "impala_cnn"
+          ? "policy.encoder, env.observation_shape, policy.hidden_sizes"
+          : "policy.hidden_sizes";
   if (over(need.policy_bytes, limits.max_message_bytes)) {
     problems.push_back(absl::StrCat(
-        "policy.hidden_sizes: the policy has about ",
+        network, ": the policy has about ",
         absl::StrFormat("%.4g", need.parameters), " parameters (",
         FormatBytes(need.policy_bytes), " per publication), over the ",
         FormatBytes(limits.max_message_bytes), " message limit"));
   }
   if (over(need.actor_bytes, limits.max_actor_bytes)) {
     problems.push_back(absl::StrCat(
-        "envs_per_actor, segment_length, policy.hidden_sizes: one actor needs "
-        "about ",
+        "envs_per_actor, segment_length, ", network, ": one actor needs about ",
         FormatBytes(need.actor_bytes), ", over the ",
         FormatBytes(limits.max_actor_bytes), " actor memory limit"));
   }
   if (over(need.learner_bytes, limits.max_learner_bytes)) {
     problems.push_back(absl::StrCat(
         "resources.num_actors / resources.num_learners, envs_per_actor, "
-        "segment_length, policy.hidden_sizes: one learner rank needs about ",
+        "segment_length, ",
+        network, ": one learner rank needs about ",
         FormatBytes(need.learner_bytes), ", over the ",
         FormatBytes(limits.max_learner_bytes), " learner memory limit"));
   }

@@ -435,18 +435,22 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   const EnvSpec& env = spec->env();
   const bool image =
       env.observation_dtype() == "uint8" && env.observation_shape_size() == 3;
+  // The layout as given, else guessed: few channels last is HWC.
+  const bool hwc = policy->image_layout().empty()
+                       ? image && env.observation_shape(2) <= 4
+                       : policy->image_layout() == "hwc";
   if (policy->encoder().empty()) {
-    const bool hwc = image && env.observation_shape(2) <= 4;
     const int h = image ? env.observation_shape(hwc ? 0 : 1) : 0;
     const int w = image ? env.observation_shape(hwc ? 1 : 2) : 0;
     policy->set_encoder(!image               ? "mlp"
                         : h >= 36 && w >= 36 ? "nature_cnn"
                                              : "impala_cnn");
   }
-  const bool cnn = policy->encoder() != "mlp";
+  const bool cnn =
+      policy->encoder() == "nature_cnn" || policy->encoder() == "impala_cnn";
   if (cnn && policy->image_layout().empty() &&
       env.observation_shape_size() == 3) {
-    policy->set_image_layout(env.observation_shape(2) <= 4 ? "hwc" : "chw");
+    policy->set_image_layout(hwc ? "hwc" : "chw");
   }
   // A spec that still names the network under ppo keeps it for the error.
   // After a CNN, no hidden layers unless asked for.
@@ -569,6 +573,15 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
       policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn";
   if (!cnn && policy.encoder() != "mlp") {
     p.Add("policy.encoder", "must be mlp, nature_cnn or impala_cnn",
+          JsonQuote(policy.encoder()));
+  } else if (cnn && spec.env().observation_dtype() != "uint8") {
+    p.Add("policy.encoder",
+          absl::StrCat(policy.encoder(),
+                       " reads uint8 images (scaled to [0, 1] inside); this "
+                       "run's env.observation_dtype is ",
+                       spec.env().observation_dtype().empty()
+                           ? "float32"
+                           : spec.env().observation_dtype()),
           JsonQuote(policy.encoder()));
   } else if (cnn && spec.env().observation_shape_size() != 3) {
     p.Add("policy.encoder",

@@ -466,6 +466,13 @@ TEST(RunSpecTest, TheEncoderFollowsTheObservationSpace) {
       const RunSpec cartpole,
       LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
   EXPECT_EQ(cartpole.policy().encoder(), "mlp");
+  // A layout given says which sides are height and width: 84x84x12 HWC is
+  // 84x84 (Nature), not 84x12.
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec twelve,
+      LoadRunSpec(ImageRun("[84, 84, 12]", "{image_layout: hwc}"),
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(twelve.policy().encoder(), "nature_cnn");
 }
 
 TEST(RunSpecTest, EncoderErrorsNameTheField) {
@@ -473,12 +480,11 @@ TEST(RunSpecTest, EncoderErrorsNameTheField) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policy.encoder: must be mlp, nature_cnn or "
                                  "impala_cnn (got \"resnet\")")));
-  EXPECT_THAT(
-      LoadYaml("env: {id: CartPole-v1}\npolicy: {encoder: impala_cnn}\n"),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("impala_cnn reads images: "
-                         "env.observation_shape must have 3 "
-                         "dimensions")));
+  EXPECT_THAT(LoadYaml(ImageRun("[128]", "{encoder: impala_cnn}")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("impala_cnn reads images: "
+                                 "env.observation_shape must have 3 "
+                                 "dimensions")));
   EXPECT_THAT(LoadYaml(ImageRun("[12, 12, 3]", "{encoder: nature_cnn}")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("nature_cnn needs images of at least 36x36; "
@@ -489,6 +495,17 @@ TEST(RunSpecTest, EncoderErrorsNameTheField) {
   EXPECT_THAT(LoadYaml("env: {id: CartPole-v1}\npolicy: {image_layout: hwc}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policy.image_layout: is for a CNN encoder")));
+  EXPECT_THAT(
+      LoadYaml("env: {id: P-v0, plugin: p.so, observation_shape: [84, 84, 4], "
+               "num_discrete_actions: 4}\npolicy: {encoder: nature_cnn}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("nature_cnn reads uint8 images (scaled to [0, 1] "
+                         "inside); this run's env.observation_dtype is "
+                         "float32")));
+  // A misspelt encoder is the one error (no image_layout filled for it).
+  const absl::Status typo = LoadYaml(ImageRun("[84, 84, 4]", "{encoder: cnn}"));
+  EXPECT_THAT(typo, StatusIs(absl::StatusCode::kInvalidArgument,
+                             Not(HasSubstr("image_layout"))));
   EXPECT_THAT(LoadYaml(ImageRun("[84, 84, 4]") + "ppo: {cpu_kernels: fused}\n"),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("fused runs MLPs only")));

@@ -172,6 +172,14 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
     return absl::InvalidArgumentError(
         absl::StrCat("episodes must be >= 1 (got ", options.episodes, ")"));
   }
+  if (!options.policy_file.empty() &&
+      options.mode != LocalRunOptions::Mode::kEvaluate) {
+    return absl::InvalidArgumentError("--policy: for eval only");
+  }
+  if (!options.policy_file.empty() && !options.checkpoint.empty()) {
+    return absl::InvalidArgumentError(
+        "--policy and --checkpoint: eval plays one of them; give one");
+  }
   torch::set_num_threads(std::max(1, options.torch_threads));
   ASSIGN_OR_RETURN(const RunSpec spec, LoadRunSpecFile(options.run_file));
   // The coordinator's admission, and this machine's memory for the actor

@@ -1,5 +1,7 @@
 #include "trainer/local_trainer.h"
 
+#include <torch/utils.h>
+
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -11,6 +13,16 @@
 
 namespace rl {
 namespace {
+
+// One LibTorch thread, as rl_local: a second one only spins (OpenMP waits
+// busily) beside the other tests of a 2-core machine, and the learning
+// tests here then take 50x longer.
+class OneTorchThread : public ::testing::Environment {
+ public:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+::testing::Environment* const kOneTorchThread =
+    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
 
 namespace fs = std::filesystem;
 
@@ -148,13 +160,15 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
 }
 
 // uint8 image observations (the pixel plugin: which quadrant holds the
-// white pixel) stay bytes in the rollouts and are learned by the MLP, the
-// network scaling them: random play scores 2.5, the target is 9.5.
+// white pixel) stay bytes in the rollouts and are learned by the MLP (asked
+// for: a 6x6 image would get the IMPALA CNN), the network scaling them:
+// random play scores 2.5, the target is 9.5.
 TEST(LocalTrainerTest, UInt8ImageObservationsLearn) {
   ExpectProbeLearns(R"(
 env: {id: Pixels-v0, plugin: envs/testdata/libpixel_plugin.so,
       observation_shape: [6, 6, 1], observation_dtype: uint8,
       num_discrete_actions: 4, reward_low: 0, reward_high: 1}
+policy: {encoder: mlp}
 envs_per_actor: 16
 segment_length: 32
 total_env_steps: 60000

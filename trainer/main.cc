@@ -58,6 +58,14 @@ int main(int argc, char** argv) {
     options.sampled = absl::GetFlag(FLAGS_sampled);
     return rl::ExportRunPolicy(options);
   }
+  if (!absl::GetFlag(FLAGS_output).empty() || absl::GetFlag(FLAGS_sampled) ||
+      absl::GetFlag(FLAGS_format) != "torchscript") {
+    std::fprintf(stderr,
+                 "error: --output, --format and --sampled are export's "
+                 "flags\nusage: %s\n",
+                 kUsage);
+    return rl::kExitBadInput;
+  }
   rl::LocalRunOptions options;
   if (args.size() != 1 || !rl::ParseLocalRunMode(args[0], &options.mode)) {
     std::fprintf(stderr, "usage: %s\n", kUsage);

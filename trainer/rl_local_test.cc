@@ -111,10 +111,13 @@ TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {
   const Result from_file =
       Run("eval --run=" + run + " --episodes=5 --policy=" + file);
   EXPECT_EQ(from_file.exit_code, 0) << from_file.out << from_file.err;
+  EXPECT_EQ(from_checkpoint.exit_code, 0) << from_checkpoint.err;
   auto mean = [](const std::string& out) {
-    return out.substr(out.find("mean return"), 30);
+    const size_t at = out.find("mean return");
+    return at == std::string::npos ? "(none) " + out : out.substr(at, 30);
   };
   EXPECT_EQ(mean(from_file.out), mean(from_checkpoint.out));
+  EXPECT_THAT(mean(from_file.out), HasSubstr("mean return"));
   // What is wrong is named.
   const Result onnx = Run("export --run=" + run +
                           " --checkpoint=" + (dir_ / "run_dir").string() +
@@ -125,6 +128,13 @@ TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {
       Run("eval --run=" + run + " --policy=" + (dir_ / "none.pt").string());
   EXPECT_EQ(no_policy.exit_code, 2) << no_policy.err;
   EXPECT_THAT(no_policy.err, HasSubstr("not a TorchScript module"));
+  const Result both = Run("eval --run=" + run + " --policy=" + file +
+                          " --checkpoint=" + (dir_ / "run_dir").string());
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_THAT(both.err, HasSubstr("give one"));
+  const Result stray = Run("train --run=" + run + " --output=" + file);
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_THAT(stray.err, HasSubstr("are export's flags"));
 }
 
 TEST_F(RlLocalTest, BudgetUsedWithoutReachingTheTargetExits3) {

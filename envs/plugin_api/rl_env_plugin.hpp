@@ -38,6 +38,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rl_env_plugin.h"
@@ -199,6 +200,10 @@ class Kwargs {
 // of the file.
 template <typename T>
 class BasicEnv {
+  static_assert(std::is_same<T, float>::value ||
+                    std::is_same<T, uint8_t>::value,
+                "observations are float (Env) or uint8_t (ByteEnv)");
+
  public:
   using Observation = T;
   virtual ~BasicEnv() = default;
