@@ -139,8 +139,12 @@ TEST(C10dCollectiveTest, RendezvousNamesTheRanksThatNeverJoined) {
 // the gang's.
 TEST(C10dCollectiveTest, RanksMeetOnlyUnderTheSameStoreSecret) {
   ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  // Each rank's collective lives until both ranks are done: a rank that
+  // dropped its process group as soon as it had one would close the
+  // sockets its peer is still finishing its handshake on.
+  std::unique_ptr<Collective> kept[2];
   auto join = [&](int rank, const std::string& gang,
-                  const std::string& secret) {
+                  const std::string& secret) -> absl::Status {
     CollectiveOptions options;
     options.rank = rank;
     options.world_size = 2;
@@ -148,7 +152,10 @@ TEST(C10dCollectiveTest, RanksMeetOnlyUnderTheSameStoreSecret) {
     options.gang_id = gang;
     options.store_secret = secret;
     options.rendezvous_timeout = absl::Seconds(2);
-    return ConnectCollective(options).status();
+    auto collective = ConnectCollective(options);
+    if (!collective.ok()) return collective.status();
+    kept[rank] = *std::move(collective);
+    return absl::OkStatus();
   };
   absl::Status s0, s1;
   std::thread t0([&] { s0 = join(0, "test/secret-1", "right"); });

@@ -20,6 +20,7 @@
 #include "common/json_quote.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
+#include "runspec/policy_rules.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/depthguard.h"
@@ -430,36 +431,7 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (!ppo->has_normalize_advantages()) ppo->set_normalize_advantages(true);
   if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
 
-  PolicyConfig* policy = spec->mutable_policy();
-  // The encoder follows the space: uint8 images get a CNN.
-  const EnvSpec& env = spec->env();
-  const bool image =
-      env.observation_dtype() == "uint8" && env.observation_shape_size() == 3;
-  // The layout as given, else guessed: few channels last is HWC.
-  const bool hwc = policy->image_layout().empty()
-                       ? image && env.observation_shape(2) <= 4
-                       : policy->image_layout() == "hwc";
-  if (policy->encoder().empty()) {
-    const int h = image ? env.observation_shape(hwc ? 0 : 1) : 0;
-    const int w = image ? env.observation_shape(hwc ? 1 : 2) : 0;
-    policy->set_encoder(!image               ? "mlp"
-                        : h >= 36 && w >= 36 ? "nature_cnn"
-                                             : "impala_cnn");
-  }
-  const bool cnn =
-      policy->encoder() == "nature_cnn" || policy->encoder() == "impala_cnn";
-  if (cnn && policy->image_layout().empty() &&
-      env.observation_shape_size() == 3) {
-    policy->set_image_layout(hwc ? "hwc" : "chw");
-  }
-  // A spec that still names the network under ppo keeps it for the error.
-  // After a CNN, no hidden layers unless asked for.
-  if (!cnn && policy->hidden_sizes_size() == 0 &&
-      ppo->hidden_sizes_size() == 0) {
-    policy->add_hidden_sizes(64);
-    policy->add_hidden_sizes(64);
-  }
-  if (policy->activation().empty()) policy->set_activation("tanh");
+  ApplyPolicyDefaults(spec->env(), *ppo, spec->mutable_policy());
 
   Resources* res = spec->mutable_resources();
   if (res->num_learners() == 0) res->set_num_learners(1);
@@ -550,95 +522,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (ppo.hidden_sizes_size() > 0) p.Add(MovedToPolicy("hidden_sizes"));
   if (ppo.shared_trunk()) p.Add(MovedToPolicy("shared_trunk"));
   if (ppo.initial_log_std() != 0) p.Add(MovedToPolicy("initial_log_std"));
-  const PolicyConfig& policy = spec.policy();
-  if (policy.hidden_sizes_size() > 16) {
-    p.Add("policy.hidden_sizes", "at most 16 layers",
-          policy.hidden_sizes_size());
-  }
-  for (int i = 0; i < policy.hidden_sizes_size(); ++i) {
-    if (policy.hidden_sizes(i) < 1 || policy.hidden_sizes(i) > 65536) {
-      p.Add(absl::StrCat("policy.hidden_sizes[", i, "]"),
-            "must be in [1, 65536]", policy.hidden_sizes(i));
-    }
-  }
-  if (!(std::fabs(policy.initial_log_std()) <= 20)) {
-    p.Add("policy.initial_log_std", "must be in [-20, 20]",
-          policy.initial_log_std());
-  }
-  if (policy.activation() != "tanh" && policy.activation() != "relu") {
-    p.Add("policy.activation", "must be tanh or relu",
-          JsonQuote(policy.activation()));
-  }
-  const bool cnn =
-      policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn";
-  if (!cnn && policy.encoder() != "mlp") {
-    p.Add("policy.encoder", "must be mlp, nature_cnn or impala_cnn",
-          JsonQuote(policy.encoder()));
-  } else if (cnn && spec.env().observation_dtype() != "uint8") {
-    p.Add("policy.encoder",
-          absl::StrCat(policy.encoder(),
-                       " reads uint8 images (scaled to [0, 1] inside); this "
-                       "run's env.observation_dtype is ",
-                       spec.env().observation_dtype().empty()
-                           ? "float32"
-                           : spec.env().observation_dtype()),
-          JsonQuote(policy.encoder()));
-  } else if (cnn && spec.env().observation_shape_size() != 3) {
-    p.Add("policy.encoder",
-          absl::StrCat(policy.encoder(),
-                       " reads images: env.observation_shape must have 3 "
-                       "dimensions (height, width, channels or channels, "
-                       "height, width); it has ",
-                       spec.env().observation_shape_size()),
-          JsonQuote(policy.encoder()));
-  } else if (cnn) {
-    const bool hwc = policy.image_layout() == "hwc";
-    const int h = spec.env().observation_shape(hwc ? 0 : 1);
-    const int w = spec.env().observation_shape(hwc ? 1 : 2);
-    if (policy.image_layout() != "hwc" && policy.image_layout() != "chw") {
-      p.Add("policy.image_layout", "must be hwc or chw",
-            JsonQuote(policy.image_layout()));
-    } else if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
-      p.Add("policy.encoder",
-            absl::StrCat("nature_cnn needs images of at least 36x36; this "
-                         "one is ",
-                         h, "x", w, " (impala_cnn takes any size)"),
-            JsonQuote(policy.encoder()));
-    }
-  }
-  if (!cnn && !policy.image_layout().empty()) {
-    p.Add("policy.image_layout", "is for a CNN encoder (policy.encoder)",
-          JsonQuote(policy.image_layout()));
-  }
-  if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
-      ppo.cpu_kernels() != "libtorch") {
-    p.Add("ppo.cpu_kernels", "must be auto, fused or libtorch",
-          JsonQuote(ppo.cpu_kernels()));
-  } else if (ppo.cpu_kernels() == "fused" &&
-             (spec.resources().learner_device() != "cpu" ||
-              spec.resources().actor_device() != "cpu")) {
-    p.Add("ppo.cpu_kernels",
-          "fused is the CPU path; this run's learner or actor device is not "
-          "cpu",
-          JsonQuote(ppo.cpu_kernels()));
-  } else if (ppo.cpu_kernels() == "fused" &&
-             spec.policy().activation() == "relu") {
-    p.Add("ppo.cpu_kernels",
-          "fused runs tanh networks only; this run's policy.activation is "
-          "relu (leave cpu_kernels out: auto takes LibTorch for it)",
-          JsonQuote(ppo.cpu_kernels()));
-  } else if (ppo.cpu_kernels() == "fused" && cnn) {
-    p.Add("ppo.cpu_kernels",
-          "fused runs MLPs only; this run's policy.encoder is a CNN (leave "
-          "cpu_kernels out: auto takes LibTorch for it)",
-          JsonQuote(ppo.cpu_kernels()));
-  } else if (ppo.cpu_kernels() == "fused" &&
-             spec.env().observation_dtype() == "uint8") {
-    p.Add("ppo.cpu_kernels",
-          "fused reads float32 observations; this run's "
-          "env.observation_dtype is uint8 (leave cpu_kernels out: auto takes "
-          "LibTorch for it)",
-          JsonQuote(ppo.cpu_kernels()));
+  for (std::string& problem : PolicyProblems(spec)) {
+    p.Add(std::move(problem));
   }
 
   const Resources& res = spec.resources();

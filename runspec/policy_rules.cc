@@ -1,0 +1,209 @@
+#include "runspec/policy_rules.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/json_quote.h"
+
+namespace rl {
+namespace {
+
+// "path: problem (got value)", as every run-file check words it.
+template <typename T>
+std::string Problem(absl::string_view path, absl::string_view problem,
+                    const T& got) {
+  return absl::StrCat(path, ": ", problem, " (got ", got, ")");
+}
+
+// The height and width of an image observation read in `layout`.
+std::pair<int, int> ImageSize(const EnvSpec& env, bool hwc) {
+  return {env.observation_shape(hwc ? 0 : 1),
+          env.observation_shape(hwc ? 1 : 2)};
+}
+
+// Problems of the encoder (and the image layout it reads).
+void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
+  const PolicyConfig& policy = spec.policy();
+  const EnvSpec& env = spec.env();
+  const bool cnn = IsCnnEncoder(policy);
+  const std::string encoder = JsonQuote(policy.encoder());
+  if (!cnn && policy.encoder() != "mlp") {
+    out->push_back(Problem("policy.encoder",
+                           "must be mlp, nature_cnn or impala_cnn", encoder));
+  } else if (cnn && env.observation_dtype() != "uint8") {
+    out->push_back(Problem(
+        "policy.encoder",
+        absl::StrCat(policy.encoder(),
+                     " reads uint8 images (scaled to [0, 1] inside); this "
+                     "run's env.observation_dtype is ",
+                     env.observation_dtype().empty() ? "float32"
+                                                     : env.observation_dtype()),
+        encoder));
+  } else if (cnn && env.observation_shape_size() != 3) {
+    out->push_back(
+        Problem("policy.encoder",
+                absl::StrCat(policy.encoder(),
+                             " reads images: env.observation_shape must have 3 "
+                             "dimensions (height, width, channels or channels, "
+                             "height, width); it has ",
+                             env.observation_shape_size()),
+                encoder));
+  } else if (cnn) {
+    if (policy.image_layout() != "hwc" && policy.image_layout() != "chw") {
+      out->push_back(Problem("policy.image_layout", "must be hwc or chw",
+                             JsonQuote(policy.image_layout())));
+    } else {
+      const auto [h, w] = ImageSize(env, policy.image_layout() == "hwc");
+      if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
+        out->push_back(
+            Problem("policy.encoder",
+                    absl::StrCat("nature_cnn needs images of at least 36x36; "
+                                 "this one is ",
+                                 h, "x", w, " (impala_cnn takes any size)"),
+                    encoder));
+      }
+    }
+  }
+  if (!cnn && !policy.image_layout().empty()) {
+    out->push_back(Problem("policy.image_layout",
+                           "is for a CNN encoder (policy.encoder)",
+                           JsonQuote(policy.image_layout())));
+  }
+}
+
+// Problems of the recurrent core.
+void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
+  const PolicyConfig& policy = spec.policy();
+  if (policy.core() != "none" && !HasRecurrentCore(policy)) {
+    out->push_back(Problem("policy.core", "must be none, lstm or gru",
+                           JsonQuote(policy.core())));
+    return;
+  }
+  if (policy.core_size() < 1 || policy.core_size() > 4096) {
+    out->push_back(Problem("policy.core_size", "must be in [1, 4096]",
+                           policy.core_size()));
+  }
+  const int minibatches = spec.ppo().num_minibatches();
+  if (HasRecurrentCore(policy) && minibatches >= 1 &&
+      spec.envs_per_actor() % minibatches != 0) {
+    out->push_back(Problem(
+        "ppo.num_minibatches",
+        absl::StrCat("a recurrent policy (policy.core ", policy.core(),
+                     ") learns from whole env sequences: num_minibatches "
+                     "must divide envs_per_actor (",
+                     spec.envs_per_actor(), ")"),
+        minibatches));
+  }
+}
+
+// Problems of ppo.cpu_kernels against the network it would run.
+void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
+  const PPOConfig& ppo = spec.ppo();
+  const PolicyConfig& policy = spec.policy();
+  const std::string kernels = JsonQuote(ppo.cpu_kernels());
+  if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
+      ppo.cpu_kernels() != "libtorch") {
+    out->push_back(
+        Problem("ppo.cpu_kernels", "must be auto, fused or libtorch", kernels));
+    return;
+  }
+  if (ppo.cpu_kernels() != "fused") return;
+  const char* leave_out =
+      " (leave cpu_kernels out: auto takes LibTorch for it)";
+  if (spec.resources().learner_device() != "cpu" ||
+      spec.resources().actor_device() != "cpu") {
+    out->push_back(Problem(
+        "ppo.cpu_kernels",
+        "fused is the CPU path; this run's learner or actor device is not cpu",
+        kernels));
+  } else if (policy.activation() == "relu") {
+    out->push_back(
+        Problem("ppo.cpu_kernels",
+                absl::StrCat("fused runs tanh networks only; this run's "
+                             "policy.activation is relu",
+                             leave_out),
+                kernels));
+  } else if (IsCnnEncoder(policy) || HasRecurrentCore(policy) ||
+             spec.env().observation_dtype() == "uint8") {
+    const std::string what =
+        IsCnnEncoder(policy) ? "policy.encoder is a CNN"
+        : HasRecurrentCore(policy)
+            ? absl::StrCat("policy.core is ", policy.core())
+            : "env.observation_dtype is uint8";
+    out->push_back(Problem(
+        "ppo.cpu_kernels",
+        absl::StrCat("fused runs MLPs only, on float32 observations; this "
+                     "run's ",
+                     what, leave_out),
+        kernels));
+  }
+}
+
+}  // namespace
+
+bool IsCnnEncoder(const PolicyConfig& policy) {
+  return policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn";
+}
+
+bool HasRecurrentCore(const PolicyConfig& policy) {
+  return policy.core() == "lstm" || policy.core() == "gru";
+}
+
+void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
+                         PolicyConfig* policy) {
+  const bool image =
+      env.observation_dtype() == "uint8" && env.observation_shape_size() == 3;
+  // The layout as given, else guessed: few channels last is HWC.
+  const bool hwc = policy->image_layout().empty()
+                       ? image && env.observation_shape(2) <= 4
+                       : policy->image_layout() == "hwc";
+  if (policy->encoder().empty()) {
+    const auto [h, w] = image ? ImageSize(env, hwc) : std::pair<int, int>();
+    policy->set_encoder(!image               ? "mlp"
+                        : h >= 36 && w >= 36 ? "nature_cnn"
+                                             : "impala_cnn");
+  }
+  const bool cnn = IsCnnEncoder(*policy);
+  if (cnn && policy->image_layout().empty() && image) {
+    policy->set_image_layout(hwc ? "hwc" : "chw");
+  }
+  if (policy->core().empty()) policy->set_core("none");
+  if (policy->core_size() == 0) policy->set_core_size(128);
+  // A spec that still names the network under ppo keeps it for the error.
+  // After a CNN, no hidden layers unless asked for.
+  if (!cnn && policy->hidden_sizes_size() == 0 &&
+      ppo.hidden_sizes_size() == 0) {
+    policy->add_hidden_sizes(64);
+    policy->add_hidden_sizes(64);
+  }
+  if (policy->activation().empty()) policy->set_activation("tanh");
+}
+
+std::vector<std::string> PolicyProblems(const RunSpec& spec) {
+  std::vector<std::string> out;
+  const PolicyConfig& policy = spec.policy();
+  if (policy.hidden_sizes_size() > 16) {
+    out.push_back(Problem("policy.hidden_sizes", "at most 16 layers",
+                          policy.hidden_sizes_size()));
+  }
+  for (int i = 0; i < policy.hidden_sizes_size(); ++i) {
+    if (policy.hidden_sizes(i) < 1 || policy.hidden_sizes(i) > 65536) {
+      out.push_back(Problem(absl::StrCat("policy.hidden_sizes[", i, "]"),
+                            "must be in [1, 65536]", policy.hidden_sizes(i)));
+    }
+  }
+  if (!(std::fabs(policy.initial_log_std()) <= 20)) {
+    out.push_back(Problem("policy.initial_log_std", "must be in [-20, 20]",
+                          policy.initial_log_std()));
+  }
+  if (policy.activation() != "tanh" && policy.activation() != "relu") {
+    out.push_back(Problem("policy.activation", "must be tanh or relu",
+                          JsonQuote(policy.activation())));
+  }
+  EncoderProblems(spec, &out);
+  CoreProblems(spec, &out);
+  FusedProblems(spec, &out);
+  return out;
+}
+
+}  // namespace rl

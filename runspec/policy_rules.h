@@ -1,0 +1,34 @@
+// The rules of a run's policy block: the defaults that follow the env's
+// spaces (an image gets a CNN) and the checks of the network it asks for,
+// ppo.cpu_kernels' fused path included (it runs tanh MLPs only).
+#ifndef RL_RUNSPEC_POLICY_RULES_H_
+#define RL_RUNSPEC_POLICY_RULES_H_
+
+#include <string>
+#include <vector>
+
+#include "proto/common.pb.h"
+
+namespace rl {
+
+// True for the encoders that read images ("nature_cnn", "impala_cnn").
+bool IsCnnEncoder(const PolicyConfig& policy);
+
+// True where the policy carries a recurrent state ("lstm", "gru").
+bool HasRecurrentCore(const PolicyConfig& policy);
+
+// Fills `policy`'s left-out fields for the env `env`: the encoder (a CNN
+// for uint8 images of rank 3, nature_cnn from 36x36, else mlp), the image
+// layout (hwc when the last dimension is <= 4), the core ("none") and its
+// size (128), the hidden sizes ([64, 64]; none after a CNN, and none where
+// `ppo` still names them, so that its error is kept) and the activation.
+void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
+                         PolicyConfig* policy);
+
+// Each problem of `spec`'s policy block (and of ppo.cpu_kernels against it)
+// as "field.path: what is wrong (got value)"; empty when there are none.
+std::vector<std::string> PolicyProblems(const RunSpec& spec);
+
+}  // namespace rl
+
+#endif  // RL_RUNSPEC_POLICY_RULES_H_

@@ -1,0 +1,182 @@
+#include "runspec/policy_rules.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+EnvSpec Image(int a, int b, int c) {
+  EnvSpec env;
+  env.set_observation_dtype("uint8");
+  env.add_observation_shape(a);
+  env.add_observation_shape(b);
+  env.add_observation_shape(c);
+  return env;
+}
+
+// A resolved spec of `env` with `policy`'s fields given and the rest
+// defaulted.
+RunSpec Spec(const EnvSpec& env, const PolicyConfig& policy) {
+  RunSpec spec;
+  *spec.mutable_env() = env;
+  *spec.mutable_policy() = policy;
+  spec.set_envs_per_actor(8);
+  spec.mutable_ppo()->set_num_minibatches(4);
+  spec.mutable_ppo()->set_cpu_kernels("auto");
+  spec.mutable_resources()->set_learner_device("cpu");
+  spec.mutable_resources()->set_actor_device("cpu");
+  ApplyPolicyDefaults(spec.env(), spec.ppo(), spec.mutable_policy());
+  return spec;
+}
+
+std::string Problems(const RunSpec& spec) {
+  return absl::StrJoin(PolicyProblems(spec), "; ");
+}
+
+TEST(PolicyRulesTest, DefaultsFollowTheSpace) {
+  PolicyConfig policy;
+  ApplyPolicyDefaults(EnvSpec(), PPOConfig(), &policy);
+  EXPECT_EQ(policy.encoder(), "mlp");
+  EXPECT_EQ(policy.image_layout(), "");
+  EXPECT_EQ(policy.core(), "none");
+  EXPECT_EQ(policy.core_size(), 128);
+  EXPECT_THAT(policy.hidden_sizes(), ElementsAre(64, 64));
+  EXPECT_EQ(policy.activation(), "tanh");
+
+  PolicyConfig atari;
+  ApplyPolicyDefaults(Image(4, 84, 84), PPOConfig(), &atari);
+  EXPECT_EQ(atari.encoder(), "nature_cnn");
+  EXPECT_EQ(atari.image_layout(), "chw");  // 84 channels last is not HWC
+  EXPECT_THAT(atari.hidden_sizes(), IsEmpty());
+
+  PolicyConfig small;
+  ApplyPolicyDefaults(Image(10, 10, 3), PPOConfig(), &small);
+  EXPECT_EQ(small.encoder(), "impala_cnn");
+  EXPECT_EQ(small.image_layout(), "hwc");
+
+  // A given layout decides which dimensions are the height and width.
+  PolicyConfig given;
+  given.set_image_layout("chw");
+  ApplyPolicyDefaults(Image(3, 40, 40), PPOConfig(), &given);
+  EXPECT_EQ(given.encoder(), "nature_cnn");
+
+  PolicyConfig lstm;
+  lstm.set_core("lstm");
+  lstm.set_core_size(32);
+  ApplyPolicyDefaults(EnvSpec(), PPOConfig(), &lstm);
+  EXPECT_EQ(lstm.core(), "lstm");
+  EXPECT_EQ(lstm.core_size(), 32);
+  EXPECT_TRUE(HasRecurrentCore(lstm));
+  EXPECT_FALSE(IsCnnEncoder(lstm));
+}
+
+TEST(PolicyRulesTest, DefaultSpecsHaveNoProblems) {
+  EXPECT_EQ(Problems(Spec(EnvSpec(), PolicyConfig())), "");
+  EXPECT_EQ(Problems(Spec(Image(84, 84, 3), PolicyConfig())), "");
+  PolicyConfig gru;
+  gru.set_core("gru");
+  EXPECT_EQ(Problems(Spec(EnvSpec(), gru)), "");
+}
+
+TEST(PolicyRulesTest, EncoderProblemsNameTheField) {
+  PolicyConfig typo;
+  typo.set_encoder("nature");
+  EXPECT_EQ(Problems(Spec(EnvSpec(), typo)),
+            "policy.encoder: must be mlp, nature_cnn or impala_cnn (got "
+            "\"nature\")");
+
+  PolicyConfig cnn;
+  cnn.set_encoder("impala_cnn");
+  EXPECT_THAT(Problems(Spec(EnvSpec(), cnn)),
+              HasSubstr("observation_dtype is float32"));
+
+  EnvSpec flat;
+  flat.set_observation_dtype("uint8");
+  flat.add_observation_shape(16);
+  EXPECT_THAT(Problems(Spec(flat, cnn)), HasSubstr("it has 1"));
+
+  PolicyConfig nature;
+  nature.set_encoder("nature_cnn");
+  EXPECT_THAT(Problems(Spec(Image(20, 20, 1), nature)),
+              HasSubstr("at least 36x36; this one is 20x20"));
+
+  PolicyConfig layout;
+  layout.set_image_layout("hwc");
+  EXPECT_THAT(Problems(Spec(EnvSpec(), layout)),
+              HasSubstr("policy.image_layout: is for a CNN encoder"));
+  PolicyConfig bad_layout;
+  bad_layout.set_image_layout("nhwc");
+  EXPECT_THAT(Problems(Spec(Image(8, 8, 1), bad_layout)),
+              HasSubstr("policy.image_layout: must be hwc or chw"));
+}
+
+TEST(PolicyRulesTest, CoreProblemsNameTheField) {
+  PolicyConfig typo;
+  typo.set_core("rnn");
+  EXPECT_EQ(Problems(Spec(EnvSpec(), typo)),
+            "policy.core: must be none, lstm or gru (got \"rnn\")");
+
+  PolicyConfig big;
+  big.set_core("lstm");
+  big.set_core_size(5000);
+  EXPECT_THAT(Problems(Spec(EnvSpec(), big)),
+              HasSubstr("policy.core_size: must be in [1, 4096] (got 5000)"));
+
+  // Whole env sequences per minibatch: 8 envs do not split in 3.
+  PolicyConfig lstm;
+  lstm.set_core("lstm");
+  RunSpec spec = Spec(EnvSpec(), lstm);
+  spec.mutable_ppo()->set_num_minibatches(3);
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("ppo.num_minibatches: a recurrent policy (policy.core "
+                        "lstm) learns from whole env sequences"));
+  // Without a core the same split is a question for the batch size only.
+  RunSpec plain = Spec(EnvSpec(), PolicyConfig());
+  plain.mutable_ppo()->set_num_minibatches(3);
+  EXPECT_EQ(Problems(plain), "");
+}
+
+TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
+  RunSpec spec = Spec(EnvSpec(), PolicyConfig());
+  spec.mutable_ppo()->set_cpu_kernels("fused");
+  EXPECT_EQ(Problems(spec), "");
+
+  PolicyConfig gru;
+  gru.set_core("gru");
+  RunSpec recurrent = Spec(EnvSpec(), gru);
+  recurrent.mutable_ppo()->set_cpu_kernels("fused");
+  EXPECT_THAT(Problems(recurrent), HasSubstr("fused runs MLPs only"));
+  EXPECT_THAT(Problems(recurrent), HasSubstr("policy.core is gru"));
+
+  RunSpec image = Spec(Image(84, 84, 3), PolicyConfig());
+  image.mutable_ppo()->set_cpu_kernels("fused");
+  EXPECT_THAT(Problems(image), HasSubstr("policy.encoder is a CNN"));
+
+  EnvSpec bytes;
+  bytes.set_observation_dtype("uint8");
+  bytes.add_observation_shape(16);
+  RunSpec flat_bytes = Spec(bytes, PolicyConfig());
+  flat_bytes.mutable_ppo()->set_cpu_kernels("fused");
+  EXPECT_THAT(Problems(flat_bytes),
+              HasSubstr("env.observation_dtype is uint8"));
+
+  spec.mutable_policy()->set_activation("relu");
+  EXPECT_THAT(Problems(spec), HasSubstr("fused runs tanh networks only"));
+  spec.mutable_resources()->set_learner_device("cuda");
+  EXPECT_THAT(Problems(spec), HasSubstr("fused is the CPU path"));
+  spec.mutable_ppo()->set_cpu_kernels("fast");
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("ppo.cpu_kernels: must be auto, fused or libtorch"));
+}
+
+}  // namespace
+}  // namespace rl
