@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "policy/torch_status.h"
+#include "runspec/policy_rules.h"
 
 namespace rl {
 namespace {
@@ -62,6 +63,11 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
     current_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
     next_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
   }
+  if (const int64_t state_size = RecurrentStateSize(spec.policy());
+      state_size > 0) {
+    policy_state_ = torch::zeros({num_envs_, state_size});
+    step_states_ = torch::zeros({num_steps_, num_envs_, state_size});
+  }
   if (spec.ppo().normalize_rewards()) {
     reward_scaler_ =
         std::make_unique<RewardScaler>(num_envs_, spec.ppo().gamma());
@@ -77,7 +83,8 @@ Rollout RolloutCollector::AllocateRollout() const {
   return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
                            env.continuous_action_size(),
                            env.action_mask() ? ActionMaskSize(env) : 0,
-                           env.action_nvec_size(), ObservationDtype());
+                           env.action_nvec_size(), ObservationDtype(),
+                           policy_state_.defined() ? policy_state_.size(1) : 0);
 }
 
 torch::Dtype RolloutCollector::ObservationDtype() const {
@@ -118,6 +125,17 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     masks = rollout->action_masks.data_ptr<uint8_t>();
     mask_size = current_masks_.size(1);
   }
+  const bool recurrent = policy_state_.defined();
+  if (policy->state_size() != (recurrent ? policy_state_.size(1) : 0) ||
+      recurrent != rollout->initial_state.defined()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy: a recurrent state of ", policy->state_size(),
+        " numbers per env, the run's policy.core carries ",
+        recurrent ? policy_state_.size(1) : 0,
+        " (and the rollout's initial_state must be allocated exactly then: "
+        "AllocateRollout)"));
+  }
+  if (recurrent) rollout->initial_state.copy_(policy_state_);
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
   ASSIGN_OR_RETURN(const bool use_fused,
@@ -178,10 +196,12 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     } else {
       const PolicyStep step =
           policy->Act(rollout->observations[t], generator_, false,
-                      masked ? rollout->action_masks[t] : torch::Tensor());
+                      masked ? rollout->action_masks[t] : torch::Tensor(),
+                      recurrent ? &policy_state_ : nullptr);
       rollout->actions[t].copy_(step.actions);
       rollout->log_probs[t].copy_(step.log_probs);
       rollout->values[t].copy_(step.values);
+      if (recurrent) step_states_[t].copy_(policy_state_);
     }
     local.inference_seconds += SecondsSince(start);
 
@@ -210,6 +230,12 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
             : env_->StepContinuous(continuous_actions + row * action_size, out);
     local.env_seconds += SecondsSince(start);
     RETURN_IF_ERROR(status);
+    if (recurrent) {
+      // A new episode starts from a zero state.
+      const torch::Tensor carry =
+          (rollout->terminated[t] | rollout->truncated[t]).eq(0);
+      policy_state_.mul_(carry.unsqueeze(1));
+    }
   }
 
   auto start = Clock::now();
@@ -219,7 +245,8 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     fused_->Values(rollout->next_observations.data_ptr<float>(), num_envs_,
                    rollout->next_values.data_ptr<float>());
   } else {
-    rollout->next_values.copy_(policy->Value(rollout->next_observations));
+    rollout->next_values.copy_(
+        policy->Value(rollout->next_observations, policy_state_));
   }
   // Bootstrap values of truncated episodes: one forward over just those rows.
   rollout->truncated_values.zero_();
@@ -228,7 +255,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   if (rows.size(0) > 0) {
     const torch::Tensor final_obs =
         final_observations_.index({truncated});  // [K, obs]
-    rollout->truncated_values.index_put_({truncated}, policy->Value(final_obs));
+    // In the state the truncated step left (before its zeroing).
+    const torch::Tensor final_state =
+        recurrent ? step_states_.index({truncated}) : torch::Tensor();
+    rollout->truncated_values.index_put_({truncated},
+                                         policy->Value(final_obs, final_state));
   }
   local.inference_seconds += SecondsSince(start);
 
@@ -268,6 +299,9 @@ std::map<std::string, torch::Tensor> RolloutCollector::SaveState() const {
     state["collector.action_masks"] = current_masks_.clone();
   }
   state["collector.generator"] = generator_.get_state();
+  if (policy_state_.defined()) {
+    state["collector.policy_state"] = policy_state_.clone();
+  }
   if (reward_scaler_ != nullptr) {
     const std::vector<double> scaler = reward_scaler_->SaveState();
     state["collector.reward_scaler"] =
@@ -310,6 +344,18 @@ absl::Status RolloutCollector::RestoreState(
   }
   // Else the environment keeps no state (a plugin without save_state): it
   // began new episodes when it was created, and their observations stay.
+  if (policy_state_.defined()) {
+    ASSIGN_OR_RETURN(const torch::Tensor policy_state,
+                     get("collector.policy_state"));
+    if (!policy_state.sizes().equals(policy_state_.sizes()) ||
+        policy_state.scalar_type() != torch::kFloat32) {
+      return absl::InvalidArgumentError(
+          "checkpoint policy state does not fit this run's policy.core");
+    }
+    // A copy of its own (the state a segment left may be an inference
+    // tensor, which takes no in-place write out of InferenceMode).
+    policy_state_ = policy_state.clone();
+  }
   ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
   generator_.set_state(generator);
   if (reward_scaler_ != nullptr) {

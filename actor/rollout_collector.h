@@ -67,7 +67,7 @@ class RolloutCollector {
   }
 
   // Everything needed to continue exactly: env state, current observations,
-  // sampling generator, reward-scaler state.
+  // sampling generator, reward-scaler state, a recurrent policy's state.
   std::map<std::string, torch::Tensor> SaveState() const;
   absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
 
@@ -86,6 +86,12 @@ class RolloutCollector {
   // scratch the last step of a segment writes (undefined: no masks).
   torch::Tensor current_masks_;
   torch::Tensor next_masks_;
+  // A recurrent policy's state [E, S] before the next step, and each
+  // step's state after it (before the zeroing at an episode's end) [T, E,
+  // S] scratch, the truncated episodes' bootstrap values read it; both
+  // undefined without a core (policy.core).
+  torch::Tensor policy_state_;
+  torch::Tensor step_states_;
   torch::Tensor final_observations_;   // [T, E, obs] scratch
   torch::Tensor episode_return_rows_;  // [T, E] scratch
   torch::Tensor episode_length_rows_;  // [T, E] int32 scratch

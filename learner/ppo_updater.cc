@@ -78,6 +78,21 @@ absl::Status PpoUpdater::CheckRollout(const Rollout& r) const {
       r.action_masks.defined() ? r.action_masks.reshape({T * E, -1})
                                : r.action_masks,
       "rollout.action_masks", T * E));
+  if (policy_->recurrent()) {
+    RETURN_IF_ERROR(CheckTensor(r.initial_state, "rollout.initial_state",
+                                torch::kFloat32, {E, policy_->state_size()}));
+    RETURN_IF_ERROR(CheckFinite(r.initial_state, "rollout.initial_state"));
+    // Minibatches of whole env sequences.
+    if (E % config_.num_minibatches() != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rollout: ", E, " envs do not split into ppo.num_minibatches ",
+          config_.num_minibatches(),
+          " minibatches of whole env sequences (a recurrent policy)"));
+    }
+  } else if (r.initial_state.defined()) {
+    return absl::InvalidArgumentError(
+        "rollout.initial_state: this policy has no recurrent core");
+  }
   // GAE reads these through raw pointers.
   for (const auto& [name, tensor] :
        {std::pair<const char*, const torch::Tensor*>{"rollout.rewards",
@@ -233,7 +248,18 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
   plan.minibatch = batch / num_minibatches;
   plan.orders.reserve(num_epochs);
   for (int e = 0; e < num_epochs; ++e) {
-    plan.orders.push_back(torch::randperm(batch, generator_));
+    if (!policy_->recurrent()) {
+      plan.orders.push_back(torch::randperm(batch, generator_));
+      continue;
+    }
+    // Whole env sequences: minibatch m holds the rows of envs
+    // perm[m * k, (m + 1) * k), time-major (t * E + env), so that its
+    // first k entries name its envs.
+    const int64_t k = E / num_minibatches;
+    const torch::Tensor envs =
+        torch::randperm(E, generator_).view({num_minibatches, 1, k});
+    const torch::Tensor steps = (torch::arange(T) * E).view({1, T, 1});
+    plan.orders.push_back((steps + envs).reshape({batch}));
   }
   // This rank's share of every global minibatch (1 alone).
   plan.global_minibatch = plan.minibatch;
@@ -327,6 +353,18 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
   const torch::Tensor masks = r.action_masks.defined()
                                   ? r.action_masks.reshape({batch, -1})
                                   : torch::Tensor();
+  // A recurrent policy's minibatch: k whole env sequences of T steps.
+  const bool recurrent = policy_->recurrent();
+  const int64_t envs_per_minibatch = E / config_.num_minibatches();
+  const torch::Tensor episode_ends =
+      recurrent ? (r.terminated | r.truncated).reshape({batch})
+                : torch::Tensor();
+  const auto sequences = [&](const torch::Tensor& rows) {
+    if (!rows.defined()) return rows;
+    std::vector<int64_t> shape = {T, envs_per_minibatch};
+    for (int64_t d = 1; d < rows.dim(); ++d) shape.push_back(rows.size(d));
+    return rows.view(shape);
+  };
   const torch::Tensor advantages = plan.advantages;
   const torch::Tensor returns = plan.returns;
   const double lr = plan.lr;
@@ -352,9 +390,18 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
     torch::Tensor epoch_kl = torch::zeros({});
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
-      const PolicyEvaluation eval = policy_->Evaluate(
-          obs.index_select(0, idx), actions.index_select(0, idx),
-          masks.defined() ? masks.index_select(0, idx) : torch::Tensor());
+      const torch::Tensor mb_masks =
+          masks.defined() ? masks.index_select(0, idx) : torch::Tensor();
+      const PolicyEvaluation eval =
+          recurrent ? policy_->EvaluateSequence(
+                          sequences(obs.index_select(0, idx)),
+                          sequences(actions.index_select(0, idx)),
+                          sequences(mb_masks),
+                          r.initial_state.index_select(
+                              0, idx.narrow(0, 0, envs_per_minibatch)),
+                          sequences(episode_ends.index_select(0, idx)))
+                    : policy_->Evaluate(obs.index_select(0, idx),
+                                        actions.index_select(0, idx), mb_masks);
       const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
       torch::Tensor mb_adv = advantages.index_select(0, idx);
       if (config_.normalize_advantages() && global_minibatch > 1) {

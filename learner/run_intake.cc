@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/status.h"
+#include "runspec/policy_rules.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
@@ -30,6 +31,7 @@ SegmentShape RunSegmentShape(const RunSpec& spec) {
   shape.max_reward = scaled ? reach * 1e4f : env.reward_high();
   shape.min_step_return = env.reward_low();
   shape.max_step_return = env.reward_high();
+  shape.state_size = RecurrentStateSize(spec.policy());
   return shape;
 }
 

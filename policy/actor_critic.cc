@@ -148,22 +148,47 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
               : shape;
     }
   }
+  if (policy.core() == "lstm" || policy.core() == "gru") {
+    config.core = policy.core() == "lstm" ? ActorCriticConfig::Core::kLstm
+                                          : ActorCriticConfig::Core::kGru;
+    config.core_size = policy.core_size() > 0 ? policy.core_size() : 128;
+  }
   return config;
 }
 
 ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     : config_(config) {
+  // One trunk feeds a core.
+  if (recurrent()) config_.shared_trunk = true;
   // What the trunks take: the observation, or the CNN's features.
   int64_t trunk_in = config.observation_size;
   if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
     encoder_ = register_module("encoder", MakeCnn(config, &trunk_in));
   }
-  const int features = config.hidden_sizes.empty() ? static_cast<int>(trunk_in)
-                                                   : config.hidden_sizes.back();
+  int features = config.hidden_sizes.empty() ? static_cast<int>(trunk_in)
+                                             : config.hidden_sizes.back();
+  if (recurrent()) {
+    // CleanRL's recurrent PPO: orthogonal weights, zero biases.
+    const int size = config.core_size;
+    std::vector<torch::Tensor> weights, biases;
+    if (config.core == ActorCriticConfig::Core::kLstm) {
+      lstm_ = register_module("lstm", torch::nn::LSTMCell(features, size));
+      weights = {lstm_->weight_ih, lstm_->weight_hh};
+      biases = {lstm_->bias_ih, lstm_->bias_hh};
+    } else {
+      gru_ = register_module("gru", torch::nn::GRUCell(features, size));
+      weights = {gru_->weight_ih, gru_->weight_hh};
+      biases = {gru_->bias_ih, gru_->bias_hh};
+    }
+    torch::NoGradGuard no_grad;
+    for (auto& w : weights) torch::nn::init::orthogonal_(w, 1.0);
+    for (auto& b : biases) torch::nn::init::zeros_(b);
+    features = size;
+  }
   policy_trunk_ = register_module(
       "policy_trunk",
       MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
-  if (!config.shared_trunk) {
+  if (!config_.shared_trunk) {
     value_trunk_ = register_module(
         "value_trunk",
         MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
@@ -246,12 +271,51 @@ torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
   return policy_head_->forward(features);
 }
 
+int64_t RecurrentStateSize(const ActorCriticConfig& config) {
+  switch (config.core) {
+    case ActorCriticConfig::Core::kLstm:
+      return 2 * config.core_size;
+    case ActorCriticConfig::Core::kGru:
+      return config.core_size;
+    case ActorCriticConfig::Core::kNone:
+      break;
+  }
+  return 0;
+}
+
+torch::Tensor ActorCriticImpl::InitialState(int64_t batch) const {
+  if (!recurrent()) return torch::Tensor();
+  return torch::zeros({batch, state_size()});
+}
+
+torch::Tensor ActorCriticImpl::CoreStep(const torch::Tensor& features,
+                                        const torch::Tensor& state,
+                                        torch::Tensor* next_state) {
+  if (lstm_) {
+    const std::vector<torch::Tensor> hc = state.chunk(2, 1);
+    const auto [h, c] = lstm_->forward(features, std::make_tuple(hc[0], hc[1]));
+    *next_state = torch::cat({h, c}, 1);
+    return h;
+  }
+  torch::Tensor h = gru_->forward(features, state);
+  *next_state = h;
+  return h;
+}
+
 PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
                                 c10::optional<at::Generator> generator,
                                 bool deterministic,
-                                const torch::Tensor& action_masks) {
-  const auto [policy_features, value_features] =
+                                const torch::Tensor& action_masks,
+                                torch::Tensor* state) {
+  auto [policy_features, value_features] =
       Trunks(NormalizeObservations(observations));
+  if (recurrent()) {
+    TORCH_CHECK(state != nullptr && state->defined(),
+                "a recurrent policy acts from a state (ActorCritic::Act)");
+    torch::Tensor next;
+    policy_features = value_features = CoreStep(policy_features, *state, &next);
+    *state = next;
+  }
   const torch::Tensor out =
       MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyStep step;
@@ -303,17 +367,65 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
   return step;
 }
 
-torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations) {
-  return value_head_
-      ->forward(Trunks(NormalizeObservations(observations)).second)
-      .squeeze(-1);
+torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations,
+                                     const torch::Tensor& state) {
+  torch::Tensor features = Trunks(NormalizeObservations(observations)).second;
+  if (recurrent()) {
+    TORCH_CHECK(state.defined(),
+                "a recurrent policy values from a state (ActorCritic::Value)");
+    torch::Tensor next;
+    features = CoreStep(features, state, &next);
+  }
+  return value_head_->forward(features).squeeze(-1);
 }
 
 PolicyEvaluation ActorCriticImpl::Evaluate(const torch::Tensor& observations,
                                            const torch::Tensor& actions,
                                            const torch::Tensor& action_masks) {
+  TORCH_CHECK(!recurrent(),
+              "a recurrent policy evaluates whole sequences "
+              "(ActorCritic::EvaluateSequence)");
   const auto [policy_features, value_features] =
       Trunks(NormalizeObservations(observations));
+  return EvaluateHeads(policy_features, value_features, actions, action_masks);
+}
+
+PolicyEvaluation ActorCriticImpl::EvaluateSequence(
+    const torch::Tensor& observations, const torch::Tensor& actions,
+    const torch::Tensor& action_masks, const torch::Tensor& initial_state,
+    const torch::Tensor& episode_ends) {
+  const int64_t T = observations.size(0), B = observations.size(1);
+  const auto flat = [&](const torch::Tensor& t) {
+    if (!t.defined()) return t;
+    std::vector<int64_t> shape = {T * B};
+    for (int64_t d = 2; d < t.dim(); ++d) shape.push_back(t.size(d));
+    return t.reshape(shape);
+  };
+  if (!recurrent()) {
+    return Evaluate(flat(observations), flat(actions), flat(action_masks));
+  }
+  // The trunk over every step at once; the core step by step.
+  const torch::Tensor features =
+      Trunks(NormalizeObservations(flat(observations))).first.view({T, B, -1});
+  // 1 where the state carries on to the next step, 0 where it restarts.
+  const torch::Tensor carry =
+      (1 - episode_ends.to(torch::kFloat32)).unsqueeze(-1);
+  torch::Tensor state = initial_state;
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(T);
+  for (int64_t t = 0; t < T; ++t) {
+    if (t > 0) state = state * carry[t - 1];
+    torch::Tensor next;
+    outputs.push_back(CoreStep(features[t], state, &next));
+    state = next;
+  }
+  const torch::Tensor core = torch::cat(outputs, 0);  // [T * B, core_size]
+  return EvaluateHeads(core, core, flat(actions), flat(action_masks));
+}
+
+PolicyEvaluation ActorCriticImpl::EvaluateHeads(
+    const torch::Tensor& policy_features, const torch::Tensor& value_features,
+    const torch::Tensor& actions, const torch::Tensor& action_masks) {
   const torch::Tensor out =
       MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyEvaluation eval;
@@ -469,6 +581,11 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
                        config.hidden_sizes[i], ")"));
     }
   }
+  if (config.core != ActorCriticConfig::Core::kNone && config.core_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("core_size must be >= 1 for a recurrent core (got ",
+                     config.core_size, ")"));
+  }
   if (!(config.observation_clip > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "observation_clip must be > 0 (got ", config.observation_clip, ")"));
@@ -497,12 +614,22 @@ absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
                                       const torch::Tensor& observations,
                                       c10::optional<at::Generator> generator,
                                       bool deterministic,
-                                      const torch::Tensor& action_masks) {
+                                      const torch::Tensor& action_masks,
+                                      torch::Tensor* state) {
   RETURN_IF_ERROR(policy->CheckObservations(observations, "observations"));
   RETURN_IF_ERROR(policy->CheckActionMasks(action_masks, "action_masks",
                                            observations.size(0)));
+  if (policy->recurrent()) {
+    if (state == nullptr) {
+      return absl::InvalidArgumentError(
+          "state: a recurrent policy (policy.core) acts from a state");
+    }
+    RETURN_IF_ERROR(CheckTensor(*state, "state", torch::kFloat32,
+                                {observations.size(0), policy->state_size()}));
+  }
   return CatchTorchErrors("acting", [&] {
-    return policy->Act(observations, generator, deterministic, action_masks);
+    return policy->Act(observations, generator, deterministic, action_masks,
+                       state);
   });
 }
 

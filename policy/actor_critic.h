@@ -16,6 +16,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/rnn.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -59,6 +60,13 @@ struct ActorCriticConfig {
   // observation lays it out as height, width, channels (HWC) instead.
   std::vector<int64_t> image_chw;
   bool channels_last = false;
+  // A recurrent core between the trunk and the heads (PolicyConfig.core):
+  // the trunk (hidden_sizes; shared, whatever shared_trunk says) feeds an
+  // LSTM or GRU cell of core_size units whose output both heads read. Each
+  // env carries the core's state from step to step.
+  enum class Core { kNone, kLstm, kGru };
+  Core core = Core::kNone;
+  int core_size = 0;
 };
 
 // The network a run's policy block asks for (and its PPO settings'
@@ -68,6 +76,10 @@ struct ActorCriticConfig {
 ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo);
+
+// Numbers of a recurrent state per env of `config`'s network: 2 x core_size
+// for an LSTM (hidden and cell), core_size for a GRU, 0 without a core.
+int64_t RecurrentStateSize(const ActorCriticConfig& config);
 
 // Output of acting on a batch of observations.
 struct PolicyStep {
@@ -100,16 +112,43 @@ class ActorCriticImpl : public torch::nn::Module {
   // uint8 observations scaled by 1 / 255 to float32; others as they are.
   static torch::Tensor FloatObservations(const torch::Tensor& observations);
 
+  // The recurrent state (ActorCriticConfig::core): B envs' states are a
+  // float32 [B, state_size()] (an LSTM's hidden then cell state, a GRU's
+  // hidden state), zeros where an episode starts. state_size() is 0 without
+  // a core, and every `state` argument below is then ignored.
+  bool recurrent() const {
+    return config_.core != ActorCriticConfig::Core::kNone;
+  }
+  int64_t state_size() const { return RecurrentStateSize(config_); }
+  // Zeros [batch, state_size()] (undefined without a core).
+  torch::Tensor InitialState(int64_t batch) const;
+
   // Samples actions (argmax / mean when `deterministic`) with `generator`.
   // `action_masks` ([B, n] uint8, 1 = allowed; undefined: none): a masked
-  // action is never chosen.
+  // action is never chosen. With a core, `state` ([B, state_size()]) is the
+  // state before the step and is replaced by the state after it.
   PolicyStep Act(const torch::Tensor& observations,
                  c10::optional<at::Generator> generator,
                  bool deterministic = false,
-                 const torch::Tensor& action_masks = torch::Tensor());
+                 const torch::Tensor& action_masks = torch::Tensor(),
+                 torch::Tensor* state = nullptr);
 
-  // Value estimates [B] of raw observations.
-  torch::Tensor Value(const torch::Tensor& observations);
+  // Value estimates [B] of raw observations (with a core: in `state`).
+  torch::Tensor Value(const torch::Tensor& observations,
+                      const torch::Tensor& state = torch::Tensor());
+
+  // Evaluate over whole env sequences, for a recurrent policy: T steps of
+  // B envs, time-major ([T, B, obs], actions [T, B, ...], masks [T, B, n]
+  // or undefined), from `initial_state` [B, state_size()] (the state before
+  // step 0), the state zeroed after every step where `episode_ends` [T, B]
+  // (uint8: terminated or truncated) is set. The result is flat, [T * B] in
+  // time-major order: exactly what Act gave along the way (truncated BPTT
+  // over the T steps). Without a core it is Evaluate on the flattened steps.
+  PolicyEvaluation EvaluateSequence(const torch::Tensor& observations,
+                                    const torch::Tensor& actions,
+                                    const torch::Tensor& action_masks,
+                                    const torch::Tensor& initial_state,
+                                    const torch::Tensor& episode_ends);
 
   // Log-probabilities, entropy and values of `actions` taken at raw
   // `observations`, with gradients.
@@ -160,6 +199,16 @@ class ActorCriticImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // Logits [B, n] or Gaussian means [B, A].
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
+  // One step of the core: trunk features [B, in] and the state before ->
+  // the core's output [B, core_size]; `next_state` gets the state after.
+  torch::Tensor CoreStep(const torch::Tensor& features,
+                         const torch::Tensor& state, torch::Tensor* next_state);
+  // Log-probabilities and entropy of `actions` under the heads' outputs,
+  // and the values.
+  PolicyEvaluation EvaluateHeads(const torch::Tensor& policy_features,
+                                 const torch::Tensor& value_features,
+                                 const torch::Tensor& actions,
+                                 const torch::Tensor& action_masks);
 
   ActorCriticConfig config_;
   torch::nn::Sequential encoder_{nullptr};  // CNN encoders only
@@ -167,10 +216,12 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::nn::Sequential value_trunk_{nullptr};
   torch::nn::Linear policy_head_{nullptr};
   torch::nn::Linear value_head_{nullptr};
-  torch::Tensor log_std_;    // [A], continuous only
-  torch::Tensor obs_mean_;   // [obs] buffer
-  torch::Tensor obs_var_;    // [obs] buffer
-  torch::Tensor obs_count_;  // [] float64 buffer
+  torch::nn::LSTMCell lstm_{nullptr};  // core lstm only
+  torch::nn::GRUCell gru_{nullptr};    // core gru only
+  torch::Tensor log_std_;              // [A], continuous only
+  torch::Tensor obs_mean_;             // [obs] buffer
+  torch::Tensor obs_var_;              // [obs] buffer
+  torch::Tensor obs_count_;            // [] float64 buffer
 };
 TORCH_MODULE(ActorCritic);
 
@@ -182,10 +233,13 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config);
 
 // policy->Act as a Status: observations checked first (INVALID_ARGUMENT
 // naming their shape), a LibTorch error INTERNAL.
+// With a core, `state` ([B, state_size()] float32) is checked too and
+// replaced by the state after the step.
 absl::StatusOr<PolicyStep> ActChecked(
     ActorCritic& policy, const torch::Tensor& observations,
     c10::optional<at::Generator> generator, bool deterministic = false,
-    const torch::Tensor& action_masks = torch::Tensor());
+    const torch::Tensor& action_masks = torch::Tensor(),
+    torch::Tensor* state = nullptr);
 
 // The name of the first parameter of `policy` holding a NaN or an inf ("the
 // observation statistics" where only its buffers do), or "" when every

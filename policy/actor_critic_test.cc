@@ -235,9 +235,10 @@ ActorCriticConfig Cnn(ActorCriticConfig::Encoder encoder, int64_t c, int64_t h,
   return config;
 }
 
-// sum(log pi(a|s)) + sum(V(s)) of fixed actions: every parameter's gradient
-// is checked against central finite differences, in float64, at a few
-// entries of each parameter tensor.
+// sum(log pi(a|s)) + sum(V(s)) of fixed actions over 2 steps of 2 envs
+// (with a core: from a random state, env 0's episode ending after step 0):
+// every parameter's gradient is checked against central finite
+// differences, in float64, at a few entries of each parameter tensor.
 void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
   torch::manual_seed(3);
   auto created = CreateActorCritic(config);
@@ -245,10 +246,18 @@ void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
   ActorCritic policy = *created;
   policy->to(torch::kFloat64);
   const torch::Tensor obs =
-      torch::rand({4, config.observation_size}, torch::kFloat64);
-  const torch::Tensor actions = torch::tensor({0, 1, 2, 1}, torch::kInt64);
+      torch::rand({2, 2, config.observation_size}, torch::kFloat64);
+  const torch::Tensor actions =
+      torch::tensor({0, 1, 2, 1}, torch::kInt64).view({2, 2});
+  const torch::Tensor state =
+      policy->recurrent()
+          ? torch::rand({2, policy->state_size()}, torch::kFloat64) - 0.5
+          : torch::Tensor();
+  const torch::Tensor ends =
+      torch::tensor({1, 0, 0, 0}, torch::kUInt8).view({2, 2});
   auto loss = [&] {
-    const PolicyEvaluation e = policy->Evaluate(obs, actions);
+    const PolicyEvaluation e =
+        policy->EvaluateSequence(obs, actions, torch::Tensor(), state, ends);
     return e.log_probs.sum() + e.values.sum();
   };
   policy->zero_grad();
@@ -281,6 +290,88 @@ void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
 TEST(ActorCriticTest, ImpalaCnnGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(
       Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 2, 8, 8));
+}
+
+ActorCriticConfig Recurrent(ActorCriticConfig::Core core) {
+  ActorCriticConfig config;
+  config.observation_size = 3;
+  config.num_actions = 3;
+  config.hidden_sizes = {5};
+  config.core = core;
+  config.core_size = 4;
+  return config;
+}
+
+// Truncated BPTT through the LSTM and GRU cores, and the trunk before them.
+TEST(ActorCriticTest, RecurrentGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(
+      Recurrent(ActorCriticConfig::Core::kLstm));
+  ExpectGradientsMatchFiniteDifferences(
+      Recurrent(ActorCriticConfig::Core::kGru));
+  // A CNN's features straight into a core.
+  ActorCriticConfig cnn = Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 1, 6, 6);
+  cnn.core = ActorCriticConfig::Core::kGru;
+  cnn.core_size = 3;
+  ExpectGradientsMatchFiniteDifferences(cnn);
+}
+
+// What the actor computes step by step (Act from a carried state, zeroed
+// where an episode ends) is what the learner recomputes over the whole
+// sequence: the same log-probabilities and values.
+TEST(ActorCriticTest, SequenceEvaluationRetracesTheSteps) {
+  for (const auto core :
+       {ActorCriticConfig::Core::kLstm, ActorCriticConfig::Core::kGru}) {
+    torch::manual_seed(5);
+    ActorCriticConfig config = Recurrent(core);
+    config.action_masks = true;
+    ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(config));
+    EXPECT_EQ(policy->state_size(),
+              core == ActorCriticConfig::Core::kLstm ? 8 : 4);
+    constexpr int64_t T = 6, B = 3;
+    const torch::Tensor obs = torch::randn({T, B, 3});
+    torch::Tensor masks = torch::ones({T, B, 3}, torch::kUInt8);
+    masks.index_put_({torch::indexing::Slice(), 1, 0}, 0);  // env 1: no 0
+    torch::Tensor ends = torch::zeros({T, B}, torch::kUInt8);
+    ends[1][0] = 1;
+    ends[3][2] = 1;
+    ends[4][0] = 1;
+    const torch::Tensor initial = torch::randn({B, policy->state_size()});
+    torch::Tensor state = initial.clone();
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(9);
+    std::vector<torch::Tensor> actions, log_probs, values;
+    {
+      torch::NoGradGuard no_grad;
+      for (int64_t t = 0; t < T; ++t) {
+        const PolicyStep step =
+            policy->Act(obs[t], gen, false, masks[t], &state);
+        EXPECT_EQ(state.sizes(), initial.sizes());
+        actions.push_back(step.actions);
+        log_probs.push_back(step.log_probs);
+        values.push_back(step.values);
+        state = state * (1 - ends[t].to(torch::kFloat32)).unsqueeze(1);
+      }
+    }
+    const torch::Tensor taken = torch::stack(actions);
+    EXPECT_FALSE(taken.select(1, 1).eq(0).any().item<bool>());
+    const PolicyEvaluation eval =
+        policy->EvaluateSequence(obs, taken, masks, initial, ends);
+    EXPECT_TRUE(torch::allclose(
+        eval.log_probs, torch::stack(log_probs).reshape({T * B}), 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(
+        eval.values, torch::stack(values).reshape({T * B}), 1e-5, 1e-6));
+    // The carried state matters: from zeros the same steps read otherwise.
+    const PolicyEvaluation from_zero = policy->EvaluateSequence(
+        obs, taken, masks, policy->InitialState(B), ends);
+    EXPECT_FALSE(torch::allclose(from_zero.values, eval.values, 1e-5, 1e-6));
+    // Acting without a state is an error, not a silent reset.
+    EXPECT_THAT(ActChecked(policy, obs[0], gen, false, masks[0]).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("acts from a state")));
+    torch::Tensor wrong = torch::zeros({B, 2});
+    EXPECT_THAT(
+        ActChecked(policy, obs[0], gen, false, masks[0], &wrong).status(),
+        StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("state")));
+  }
 }
 
 TEST(ActorCriticTest, NatureCnnGradientsMatchFiniteDifferences) {

@@ -186,6 +186,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
         "the fused CPU path reads float32 observations "
         "(env.observation_dtype is uint8)");
   }
+  if (c.core != ActorCriticConfig::Core::kNone) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path has no recurrent core (policy.core)");
+  }
   observation_size_ = c.observation_size;
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;

@@ -26,6 +26,11 @@ struct Rollout {
   // [T, E, n] uint8, 1 = allowed: the action mask of observations[t];
   // undefined when the env writes none (EnvSpec.action_mask).
   torch::Tensor action_masks;
+  // [E, S] float32: a recurrent policy's state before observations[0]
+  // (already zeroed where an episode starts there); undefined without a
+  // core. The state before step t > 0 follows from it: the policy's, zeroed
+  // where step t - 1 ended an episode (terminated or truncated).
+  torch::Tensor initial_state;
 
   int64_t num_steps() const { return rewards.size(0); }
   int64_t num_envs() const { return rewards.size(1); }
@@ -33,11 +38,13 @@ struct Rollout {
   // Zero-filled tensors for T x E steps; action_size 0 means discrete
   // (action_parts > 0: MultiDiscrete of that many parts); mask_size > 0:
   // action masks of that many bytes; observations of `observation_dtype`
-  // (float32 or uint8).
+  // (float32 or uint8); state_size > 0: a recurrent state of that many
+  // numbers per env.
   static Rollout Allocate(int64_t num_steps, int64_t num_envs,
                           int64_t observation_size, int64_t action_size,
                           int64_t mask_size = 0, int64_t action_parts = 0,
-                          torch::Dtype observation_dtype = torch::kFloat32) {
+                          torch::Dtype observation_dtype = torch::kFloat32,
+                          int64_t state_size = 0) {
     Rollout r;
     const auto f = torch::kFloat32;
     r.observations = torch::zeros({num_steps, num_envs, observation_size},
@@ -61,6 +68,8 @@ struct Rollout {
       r.action_masks =
           torch::zeros({num_steps, num_envs, mask_size}, torch::kUInt8);
     }
+    if (state_size > 0)
+      r.initial_state = torch::zeros({num_envs, state_size}, f);
     return r;
   }
 };

@@ -179,6 +179,9 @@ absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
                      }));
     RETURN_IF_ERROR(EncodeTensor(masks, s->mutable_action_masks()));
   }
+  if (r.initial_state.defined()) {
+    RETURN_IF_ERROR(EncodeTensor(r.initial_state, s->mutable_initial_state()));
+  }
   return absl::OkStatus();
 }
 
@@ -306,6 +309,15 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
     return absl::InvalidArgumentError(
         "segment.action_masks: the run's env writes no action masks");
   }
+  if (shape.state_size > 0) {
+    ASSIGN_OR_RETURN(r.initial_state,
+                     Field(s.initial_state(), "initial_state", torch::kFloat32,
+                           {E, shape.state_size}));
+  } else if (s.has_initial_state()) {
+    return absl::InvalidArgumentError(
+        "segment.initial_state: the run's policy has no recurrent core "
+        "(policy.core)");
+  }
   // At most one episode per env can end at each step: every byte of a
   // segment is sized by the run.
   if (s.episode_returns_size() > T * E) {
@@ -357,26 +369,28 @@ absl::StatusOr<Rollout> ConcatenateRollouts(const std::vector<Rollout>& parts) {
       {"truncated_values", &Rollout::truncated_values},
       {"next_observations", &Rollout::next_observations},
       {"next_values", &Rollout::next_values},
-      {"action_masks", &Rollout::action_masks}};
+      {"action_masks", &Rollout::action_masks},
+      {"initial_state", &Rollout::initial_state}};
   Rollout r;
   for (const auto& [name, member] : kMembers) {
-    if (member == &Rollout::action_masks) {
-      // All with masks or none.
+    if (member == &Rollout::action_masks || member == &Rollout::initial_state) {
+      // All with them or none.
       bool any = false, all = true;
       for (const Rollout& part : parts) {
-        any |= part.action_masks.defined();
-        all &= part.action_masks.defined();
+        any |= (part.*member).defined();
+        all &= (part.*member).defined();
       }
       if (!any) continue;
       if (!all) {
         return absl::InvalidArgumentError(
-            "rollouts: some have action_masks and some do not");
+            absl::StrCat("rollouts: some have ", name, " and some do not"));
       }
     }
-    const int64_t env_axis =
-        member == &Rollout::next_observations || member == &Rollout::next_values
-            ? 0
-            : 1;
+    const int64_t env_axis = member == &Rollout::next_observations ||
+                                     member == &Rollout::next_values ||
+                                     member == &Rollout::initial_state
+                                 ? 0
+                                 : 1;
     // Checked here so that a mismatch is INVALID_ARGUMENT naming the
     // rollout, not LibTorch's message from inside torch::cat.
     const torch::Tensor& first = parts[0].*member;

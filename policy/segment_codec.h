@@ -25,6 +25,9 @@ struct SegmentShape {
   float max_reward = std::numeric_limits<float>::infinity();
   float min_step_return = -std::numeric_limits<float>::infinity();
   float max_step_return = std::numeric_limits<float>::infinity();
+  // Numbers of a recurrent policy's state per env (segment.initial_state);
+  // 0 without a core.
+  int64_t state_size = 0;
 };
 
 // Writes the rollout's tensors into `segment` (identity fields and episode

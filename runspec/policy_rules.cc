@@ -149,6 +149,11 @@ bool HasRecurrentCore(const PolicyConfig& policy) {
   return policy.core() == "lstm" || policy.core() == "gru";
 }
 
+int64_t RecurrentStateSize(const PolicyConfig& policy) {
+  if (!HasRecurrentCore(policy)) return 0;
+  return (policy.core() == "lstm" ? 2 : 1) * int64_t{policy.core_size()};
+}
+
 void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
                          PolicyConfig* policy) {
   const bool image =

@@ -17,6 +17,11 @@ bool IsCnnEncoder(const PolicyConfig& policy);
 // True where the policy carries a recurrent state ("lstm", "gru").
 bool HasRecurrentCore(const PolicyConfig& policy);
 
+// Numbers of the recurrent state a policy carries per env: 2 x core_size
+// for an LSTM (hidden and cell state), core_size for a GRU, else 0 (as
+// policy/actor_critic.h's RecurrentStateSize of its network).
+int64_t RecurrentStateSize(const PolicyConfig& policy);
+
 // Fills `policy`'s left-out fields for the env `env`: the encoder (a CNN
 // for uint8 images of rank 3, nature_cnn from 36x36, else mlp), the image
 // layout (hwc when the last dimension is <= 4), the core ("none") and its

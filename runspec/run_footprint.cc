@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runspec/policy_rules.h"
 
 namespace rl {
 namespace {
@@ -31,8 +32,7 @@ double CnnParameters(const RunSpec& spec, double* activations, double* width) {
   *activations = 0;
   const PolicyConfig& policy = spec.policy();
   const EnvSpec& env = spec.env();
-  if ((policy.encoder() != "nature_cnn" && policy.encoder() != "impala_cnn") ||
-      env.observation_shape_size() != 3) {
+  if (!IsCnnEncoder(policy) || env.observation_shape_size() != 3) {
     return 0;
   }
   const bool hwc = policy.image_layout() == "hwc";
@@ -102,7 +102,21 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double cnn = CnnParameters(spec, &cnn_activations, &cnn_width);
   double width = 0;
   const double trunk = TrunkParameters(cnn > 0 ? cnn_width : obs, spec, &width);
-  f.parameters = cnn + 2 * trunk + (width * actions + actions) + (width + 1) +
+  // A recurrent core (one shared trunk before it): an LSTM's 4 gates or a
+  // GRU's 3, each with two biases; its gates and state per env and step.
+  const PolicyConfig& policy = spec.policy();
+  const double gates = !HasRecurrentCore(policy) ? 0
+                       : policy.core() == "lstm" ? 4
+                                                 : 3;
+  const double core_size = policy.core_size();
+  double core = 0, core_activations = 0;
+  if (gates > 0) {
+    core = gates * core_size * (width + core_size + 2);
+    core_activations = gates * core_size + RecurrentStateSize(policy);
+    width = core_size;
+  }
+  f.parameters = cnn + (gates > 0 ? 1 : 2) * trunk + core +
+                 (width * actions + actions) + (width + 1) +
                  (discrete ? 0 : actions);
   // The weights plus the observation normaliser's buffers.
   f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;
@@ -120,16 +134,21 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double mask_bytes = env.action_mask() ? actions : 0;
   const double per_row = obs * obs_element + action_bytes + mask_bytes +
                          4 * kFloat + 2 + kEpisodeBytes;
-  f.segment_bytes = t * e * per_row + e * (obs * obs_element + kFloat) +
-                    kSegmentOverheadBytes +
-                    static_cast<double>(env.ByteSizeLong()) +
-                    static_cast<double>(spec.name().size());
+  // The recurrent state at the segment's start, floats per env.
+  const double state_bytes = RecurrentStateSize(policy) * kFloat;
+  f.segment_bytes =
+      t * e * per_row + e * (obs * obs_element + kFloat + state_bytes) +
+      kSegmentOverheadBytes + static_cast<double>(env.ByteSizeLong()) +
+      static_cast<double>(spec.name().size());
 
   // An actor holds the policy, the rollout being filled, the encoded copy
   // in flight, and the envs' state and inference activations (both trunks).
   f.actor_bytes =
       f.policy_bytes + 2 * f.segment_bytes +
-      e * (4 * obs + cnn_activations + 2 * hidden_sum + 2 * actions) * kFloat;
+      e *
+          (4 * obs + cnn_activations + 2 * hidden_sum + 2 * actions +
+           core_activations + t * RecurrentStateSize(policy)) *
+          kFloat;
   // (The inference activations include the observations as float32.)
 
   // A learner rank holds weights, gradients and Adam's two moments; its
@@ -143,11 +162,13 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double batch_rows = actors_here * t * e;
   const double minibatch_rows =
       batch_rows / std::max(1, spec.ppo().num_minibatches());
-  f.learner_bytes =
-      4 * f.parameters * kFloat + 3 * actors_here * f.segment_bytes +
-      batch_rows * 4 * kFloat +
-      minibatch_rows * (obs + 2 * cnn_activations + 4 * hidden_sum + actions) *
-          kFloat;
+  f.learner_bytes = 4 * f.parameters * kFloat +
+                    3 * actors_here * f.segment_bytes +
+                    batch_rows * 4 * kFloat +
+                    minibatch_rows *
+                        (obs + 2 * cnn_activations + 4 * hidden_sum + actions +
+                         2 * core_activations) *
+                        kFloat;
   return f;
 }
 
@@ -168,11 +189,11 @@ absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
         "segment_length"));
   }
   // What sizes the network: the hidden layers, and a CNN's image.
-  const std::string network =
-      spec.policy().encoder() == "nature_cnn" ||
-              spec.policy().encoder() == "impala_cnn"
+  std::string network =
+      IsCnnEncoder(spec.policy())
           ? "policy.encoder, env.observation_shape, policy.hidden_sizes"
           : "policy.hidden_sizes";
+  if (HasRecurrentCore(spec.policy())) network += ", policy.core_size";
   if (over(need.policy_bytes, limits.max_message_bytes)) {
     problems.push_back(absl::StrCat(
         network, ": the policy has about ",

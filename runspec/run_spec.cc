@@ -20,9 +20,9 @@
 #include "common/json_quote.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
-#include "runspec/policy_rules.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "runspec/policy_rules.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
 

@@ -196,7 +196,7 @@ ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4, gamma: 0.9}
 }
 
 // Footprint admission counts the network it admits: the estimate of the
-// parameters is the count of the policy built, for each encoder.
+// parameters is the count of the policy built, for each encoder and core.
 TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
   for (const std::string& env :
        {std::string("{id: CartPole-v1}"),
@@ -209,7 +209,12 @@ TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
         std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [40, "
                     "52, 2], observation_dtype: uint8, "
                     "continuous_action_size: 2, action_low: -1, action_high: "
-                    "1}\npolicy: {hidden_sizes: [32]}")}) {
+                    "1}\npolicy: {hidden_sizes: [32]}"),
+        std::string("{id: CartPole-v1}\npolicy: {core: lstm, core_size: 16}"),
+        std::string("{id: Pendulum-v1}\npolicy: {core: gru}"),
+        std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [8, "
+                    "8, 1], observation_dtype: uint8, num_discrete_actions: "
+                    "4}\npolicy: {core: lstm, core_size: 32}")}) {
     auto spec = LoadRunSpec("env: " + env + "\n", RunFileFormat::kYaml);
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto policy = CreateActorCritic(

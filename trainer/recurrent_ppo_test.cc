@@ -1,0 +1,206 @@
+// Recurrent PPO end to end on one machine: the actor's collector carries an
+// LSTM's state through real CartPole episodes, the segment crosses the wire
+// format, and the learner's first look at it (the first minibatch of the
+// first epoch, before any step) recomputes exactly the log-probabilities the
+// actor sampled with: the classic recurrent-PPO bug is a learner that does
+// not (it starts each sequence from zeros, or forgets the resets).
+#include <torch/torch.h>
+
+#include <cstdio>
+
+#include "actor/rollout_collector.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "learner/ppo_updater.h"
+#include "policy/actor_critic.h"
+#include "policy/segment_codec.h"
+#include "runspec/run_spec.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+RunSpec Spec(const std::string& core) {
+  auto spec = LoadRunSpec(
+      "env: {id: CartPole-v1}\n"
+      "envs_per_actor: 4\n"
+      "segment_length: 48\n"
+      "policy: {core: " +
+          core +
+          ", core_size: 16, hidden_sizes: [16]}\n"
+          "ppo: {num_epochs: 1, num_minibatches: 1}\n",
+      RunFileFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// A policy of `spec` whose head is sharp enough for the state to change its
+// action probabilities (a fresh head is near uniform whatever it reads).
+ActorCritic SharpPolicy(const RunSpec& spec, const RolloutCollector& c) {
+  torch::manual_seed(7);
+  auto policy = CreateActorCritic(c.NetworkConfig(spec));
+  EXPECT_TRUE(policy.ok()) << policy.status();
+  torch::NoGradGuard no_grad;
+  for (auto& item : (*policy)->named_parameters()) {
+    if (item.key() == "policy_head.weight") item.value().mul_(300);
+  }
+  return *policy;
+}
+
+// Two segments of `spec` collected by `policy`, the second as the learner
+// decodes it from the wire.
+struct Collected {
+  Rollout first;
+  RolloutSegment wire;
+  Rollout second;
+};
+Collected Collect(const RunSpec& spec, RolloutCollector& collector,
+                  ActorCritic& policy) {
+  Collected c;
+  c.first = collector.AllocateRollout();
+  EXPECT_OK(collector.Collect(policy, &c.first));
+  Rollout second = collector.AllocateRollout();
+  EXPECT_OK(collector.Collect(policy, &second));
+  EXPECT_OK(EncodeSegment(second, &c.wire));
+  *c.wire.mutable_env() = collector.env_spec();
+  for (const float r : collector.episode_returns())
+    c.wire.add_episode_returns(r);
+  for (const int32_t n : collector.episode_lengths()) {
+    c.wire.add_episode_lengths(n);
+  }
+  SegmentShape shape;
+  shape.env = collector.env_spec();
+  shape.num_steps = spec.segment_length();
+  shape.num_envs = spec.envs_per_actor();
+  shape.state_size = policy->state_size();
+  auto decoded = DecodeSegment(c.wire, shape);
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  c.second = *decoded;
+  return c;
+}
+
+TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
+  for (const std::string core : {"lstm", "gru"}) {
+    SCOPED_TRACE(core);
+    const RunSpec spec = Spec(core);
+    ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
+    ActorCritic policy = SharpPolicy(spec, *collector);
+    const Collected c = Collect(spec, *collector, policy);
+    const int64_t state_size = core == "lstm" ? 32 : 16;
+    ASSERT_EQ(c.second.initial_state.sizes(),
+              (std::vector<int64_t>{4, state_size}));
+    // Episodes end inside the segments (a sharp untrained policy drops the
+    // pole within a few dozen steps), and the state carries across them:
+    // the second segment starts from where the first left each env, zero
+    // where its episode ended on the first segment's last step.
+    EXPECT_GT(
+        (c.first.terminated.sum() + c.second.terminated.sum()).item<int64_t>(),
+        0);
+    const torch::Tensor last_ended =
+        c.first.terminated[-1] | c.first.truncated[-1];
+    for (int64_t e = 0; e < 4; ++e) {
+      const bool zero =
+          c.second.initial_state[e].abs().sum().item<float>() == 0;
+      EXPECT_EQ(zero, last_ended[e].item<uint8_t>() != 0) << "env " << e;
+    }
+
+    // The learner, from the same weights: its one minibatch of the one
+    // epoch reads the rollout before any step, so the ratio is 1 to float
+    // precision (and no sample is clipped).
+    ActorCritic learner_policy = SharpPolicy(spec, *collector);
+    PpoUpdater updater(learner_policy, spec.ppo(), 1000000, 1);
+    ASSERT_OK_AND_ASSIGN(const UpdateStats stats, updater.Update(c.second, 0));
+    EXPECT_LT(std::fabs(stats.approx_kl), 1e-6);
+    EXPECT_EQ(stats.clip_fraction, 0);
+
+    // The bug this guards against: sequences started from zeros instead of
+    // the segment's state read other probabilities.
+    Rollout zeroed = c.second;
+    zeroed.initial_state = torch::zeros_like(c.second.initial_state);
+    ActorCritic buggy_policy = SharpPolicy(spec, *collector);
+    PpoUpdater buggy(buggy_policy, spec.ppo(), 1000000, 1);
+    ASSERT_OK_AND_ASSIGN(const UpdateStats wrong, buggy.Update(zeroed, 0));
+    std::printf("%s: first-epoch approx KL %.3g (from zeros: %.3g)\n",
+                core.c_str(), stats.approx_kl, wrong.approx_kl);
+    EXPECT_GT(wrong.approx_kl,
+              100 * std::max(std::fabs(stats.approx_kl), 1e-9));
+  }
+}
+
+// Minibatches of whole env sequences, several epochs: the update runs, and
+// a rollout that does not fit the recurrent policy is refused by name.
+TEST(RecurrentPpoTest, UpdatesSplitEnvsAndRefuseBadStates) {
+  RunSpec spec = Spec("lstm");
+  spec.mutable_ppo()->set_num_epochs(3);
+  spec.mutable_ppo()->set_num_minibatches(2);
+  ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 4, 1));
+  ActorCritic policy = SharpPolicy(spec, *collector);
+  const Collected c = Collect(spec, *collector, policy);
+  PpoUpdater updater(policy, spec.ppo(), 1000000, 1);
+  ASSERT_OK_AND_ASSIGN(const UpdateStats stats, updater.Update(c.second, 0));
+  EXPECT_EQ(stats.epochs, 3);
+  EXPECT_TRUE(std::isfinite(stats.policy_loss));
+
+  Rollout no_state = c.second;
+  no_state.initial_state = torch::Tensor();
+  EXPECT_THAT(updater.Update(no_state, 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("rollout.initial_state")));
+  Rollout nan = c.second;
+  nan.initial_state = c.second.initial_state.clone();
+  nan.initial_state[1][0] = std::nanf("");
+  EXPECT_THAT(updater.Update(nan, 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("rollout.initial_state")));
+  RunSpec odd = spec;
+  odd.mutable_ppo()->set_num_minibatches(3);
+  PpoUpdater three(policy, odd.ppo(), 1000000, 1);
+  EXPECT_THAT(three.Update(c.second, 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("whole env sequences")));
+
+  // On the wire: a run without a core takes no state, and one with a core
+  // needs it.
+  SegmentShape shape;
+  shape.env = collector->env_spec();
+  shape.num_steps = spec.segment_length();
+  shape.num_envs = spec.envs_per_actor();
+  EXPECT_THAT(DecodeSegment(c.wire, shape).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("segment.initial_state")));
+  shape.state_size = 32;
+  RolloutSegment missing = c.wire;
+  missing.clear_initial_state();
+  EXPECT_THAT(DecodeSegment(missing, shape).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("initial_state")));
+}
+
+// A checkpoint of the collector keeps the policy's state: a restored one
+// starts its next segment from the state the saved one would have.
+TEST(RecurrentPpoTest, TheCollectorsStateSurvivesACheckpoint) {
+  const RunSpec spec = Spec("gru");
+  ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 5, 1));
+  ActorCritic policy = SharpPolicy(spec, *collector);
+  Rollout r = collector->AllocateRollout();
+  ASSERT_OK(collector->Collect(policy, &r));
+  const auto saved = collector->SaveState();
+  ASSERT_EQ(saved.count("collector.policy_state"), 1u);
+
+  ASSERT_OK_AND_ASSIGN(auto restored, RolloutCollector::Create(spec, 99, 1));
+  ASSERT_OK(restored->RestoreState(saved));
+  Rollout a = collector->AllocateRollout(), b = restored->AllocateRollout();
+  ASSERT_OK(collector->Collect(policy, &a));
+  ASSERT_OK(restored->Collect(policy, &b));
+  EXPECT_TRUE(torch::equal(a.initial_state, b.initial_state));
+  EXPECT_GT(a.initial_state.abs().sum().item<float>(), 0);
+
+  auto wrong = saved;
+  wrong["collector.policy_state"] = torch::zeros({4, 3});
+  EXPECT_THAT(restored->RestoreState(wrong),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::HasSubstr("policy state")));
+}
+
+}  // namespace
+}  // namespace rl
