@@ -1,7 +1,8 @@
-// Training throughput of each policy encoder on one image task, side by
-// side in one run: env steps/s of the whole loop (collection + PPO updates)
-// with the MLP, the Nature CNN and the IMPALA CNN on the same uint8 images
-// (envs/testdata/pixel_plugin.cc at 36x36x1), and each CNN's ratio to the
+// Training throughput of each policy kind on one image task, side by side
+// in one run: env steps/s of the whole loop (collection + PPO updates) with
+// the MLP, the Nature CNN, the IMPALA CNN, and the MLP with an LSTM or a
+// GRU core (128 units), on the same uint8 images
+// (envs/testdata/pixel_plugin.cc at 36x36x1), and each one's ratio to the
 // MLP, with where the time goes.
 //
 //   bazel run --config=opt //bench:policy_bench -- [--steps=20480] [--size=36]
@@ -9,6 +10,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -31,7 +33,12 @@ int main(int argc, char** argv) {
       "minibatches, %lld steps per policy, 1 LibTorch thread\n",
       size, size, static_cast<long long>(absl::GetFlag(FLAGS_steps)));
   double mlp_sps = 0;
-  for (const char* encoder : {"mlp", "nature_cnn", "impala_cnn"}) {
+  const std::pair<const char*, const char*> kinds[] = {{"mlp", "none"},
+                                                       {"nature_cnn", "none"},
+                                                       {"impala_cnn", "none"},
+                                                       {"mlp", "lstm"},
+                                                       {"mlp", "gru"}};
+  for (const auto& [encoder, core] : kinds) {
     auto spec = rl::LoadRunSpec(
         absl::StrCat("name: bench\nenv: {id: Pixels-v0, plugin: ", plugin,
                      ", kwargs: {size: ", size, "}, observation_shape: [", size,
@@ -43,7 +50,7 @@ int main(int argc, char** argv) {
                      absl::GetFlag(FLAGS_steps),
                      "\nppo: {num_epochs: 4, num_minibatches: 4}\n"
                      "policy: {encoder: ",
-                     encoder, "}\n"),
+                     encoder, ", core: ", core, "}\n"),
         rl::RunFileFormat::kYaml);
     if (!spec.ok()) {
       std::fprintf(stderr, "%s\n", spec.status().ToString().c_str());
@@ -64,9 +71,12 @@ int main(int argc, char** argv) {
     const rl::TimeBreakdown& t = result->time;
     const double total = t.env + t.inference + t.gae + t.update + t.other;
     std::printf(
-        "%-11s %8.0f env steps/s  %.2fx the MLP | env %.2f inference %.2f "
+        "%-16s %8.0f env steps/s  %.2fx the MLP | env %.2f inference %.2f "
         "update %.2f | return %.2f\n",
-        encoder, sps, sps / mlp_sps, t.env / total, t.inference / total,
+        absl::StrCat(encoder, std::string(core) == "none" ? "" : "+",
+                     std::string(core) == "none" ? "" : core)
+            .c_str(),
+        sps, sps / mlp_sps, t.env / total, t.inference / total,
         t.update / total, result->progress.mean_return);
     std::fflush(stdout);
   }

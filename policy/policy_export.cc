@@ -134,7 +134,23 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
   if (c.encoder != ActorCriticConfig::Encoder::kMlp) Encoder(s, c);
   s.Line("p = x");
   Trunk(s, c, "policy_trunk", "p");
-  if (c.shared_trunk) {
+  const int64_t state_size = policy->state_size();
+  if (c.core == ActorCriticConfig::Core::kLstm) {
+    // As LSTMCell (CoreStep): the state is [hidden, cell].
+    s.Line(absl::StrCat("h, cell = torch.lstm_cell(p, [state[:, :", c.core_size,
+                        "], state[:, ", c.core_size, ":]], ",
+                        s.Ref("lstm.weight_ih"), ", ", s.Ref("lstm.weight_hh"),
+                        ", ", s.Ref("lstm.bias_ih"), ", ",
+                        s.Ref("lstm.bias_hh"), ")"));
+    s.Line("next_state = torch.cat([h, cell], 1)");
+    s.Line("p = h");
+  } else if (c.core == ActorCriticConfig::Core::kGru) {
+    s.Line(absl::StrCat("p = torch.gru_cell(p, state, ", s.Ref("gru.weight_ih"),
+                        ", ", s.Ref("gru.weight_hh"), ", ",
+                        s.Ref("gru.bias_ih"), ", ", s.Ref("gru.bias_hh"), ")"));
+    s.Line("next_state = p");
+  }
+  if (policy->config().shared_trunk) {
     s.Line("v = p");
   } else {
     s.Line("v = x");
@@ -177,15 +193,18 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
     s.Line(absl::StrCat("action = torch.clamp(out, ", Literal(env.action_low()),
                         ", ", Literal(env.action_high()), ")"));
   }
-  s.Line("return action, value");
+  s.Line(state_size > 0 ? "return action, value, next_state"
+                        : "return action, value");
   if (!s.missing().empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the policy lacks tensors its config needs: ",
                      absl::StrJoin(s.missing(), ", ")));
   }
-  return absl::StrCat("def forward(self, obs: Tensor",
-                      c.action_masks ? ", mask: Tensor" : "",
-                      ") -> Tuple[Tensor, Tensor]:\n", s.text());
+  return absl::StrCat(
+      "def forward(self, obs: Tensor", c.action_masks ? ", mask: Tensor" : "",
+      state_size > 0 ? ", state: Tensor) -> Tuple[Tensor, Tensor, Tensor]"
+                     : ") -> Tuple[Tensor, Tensor]",
+      ":\n", s.text());
 }
 
 std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
@@ -221,6 +240,17 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
                             "1 = the action is allowed (each part's choices "
                             "in turn for MultiDiscrete)"));
   }
+  const int64_t state_size = policy->state_size();
+  const std::string state_dims = absl::StrCat(state_size);
+  if (state_size > 0) {
+    inputs.push_back(tensor(
+        "state", "float32", {"B", state_dims},
+        absl::StrCat("the recurrent state before this step: zeros where an "
+                     "episode starts, else the last step's next_state",
+                     c.core == ActorCriticConfig::Core::kLstm
+                         ? " (the LSTM's hidden, then cell state)"
+                         : "")));
+  }
   std::string action;
   if (c.num_actions > 0) {
     action = tensor("actions", "int64", {"B"},
@@ -242,6 +272,11 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
       ",\n  \"inputs\": [\n    ", absl::StrJoin(inputs, ",\n    "),
       "\n  ],\n  \"outputs\": [\n    ", action, ",\n    ",
       tensor("values", "float32", {"B"}, "the value estimate V(obs)"),
+      state_size > 0
+          ? absl::StrCat(",\n    ",
+                         tensor("next_state", "float32", {"B", state_dims},
+                                "the state after this step, for the next one"))
+          : "",
       "\n  ]\n}\n");
 }
 
@@ -262,6 +297,9 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
       module.register_buffer(Attribute(item.key()),
                              item.value().detach().cpu().clone());
     }
+    // How many numbers of state per env the caller carries (0: none).
+    module.register_attribute("state_size", c10::IntType::get(),
+                              policy->state_size());
     module.define(source);
     module.eval();
 
@@ -288,10 +326,25 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
       }
       inputs.push_back(masks);
     }
+    torch::Tensor state;
+    if (policy->recurrent()) {
+      state = torch::randn({batch, policy->state_size()}) * 0.5;
+      inputs.push_back(state);
+    }
     const auto out = module.forward(inputs).toTuple();
     const torch::Tensor actions = out->elements()[0].toTensor();
     const torch::Tensor values = out->elements()[1].toTensor();
-    const PolicyStep want = policy->Act(obs, c10::nullopt, true, masks);
+    const PolicyStep want = policy->Act(obs, c10::nullopt, true, masks,
+                                        state.defined() ? &state : nullptr);
+    if (state.defined()) {
+      const double state_error =
+          (out->elements()[2].toTensor() - state).abs().max().item<double>();
+      if (!(state_error <= 1e-4)) {
+        return absl::InternalError(absl::StrCat(
+            "the exported module's next state differs from the policy's by ",
+            state_error));
+      }
+    }
     const double value_error =
         (values - want.values).abs().max().item<double>();
     if (!(value_error <= 1e-4)) {
@@ -329,6 +382,7 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
 
 struct ExportedPolicy::Module {
   torch::jit::Module module;
+  int64_t state_size = 0;
 };
 
 ExportedPolicy::ExportedPolicy(std::unique_ptr<Module> module)
@@ -349,15 +403,30 @@ absl::StatusOr<std::unique_ptr<ExportedPolicy>> ExportedPolicy::Load(
         absl::StrCat(path, ": the module has no forward method"));
   }
   module->module.eval();
+  // Files from before recurrent policies have no state_size.
+  if (module->module.hasattr("state_size")) {
+    module->state_size = module->module.attr("state_size").toInt();
+  }
   return std::unique_ptr<ExportedPolicy>(new ExportedPolicy(std::move(module)));
 }
 
+int64_t ExportedPolicy::state_size() const { return module_->state_size; }
+
 absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ExportedPolicy::Act(
-    const torch::Tensor& observations, const torch::Tensor& masks) const {
+    const torch::Tensor& observations, const torch::Tensor& masks,
+    torch::Tensor* state) const {
+  if (module_->state_size > 0 && (state == nullptr || !state->defined())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state: the exported policy is recurrent: it takes a "
+                     "state of ",
+                     module_->state_size, " numbers per env"));
+  }
   try {
     std::vector<torch::jit::IValue> inputs = {observations};
     if (masks.defined()) inputs.push_back(masks);
+    if (module_->state_size > 0) inputs.push_back(*state);
     const auto out = module_->module.forward(inputs).toTuple();
+    if (module_->state_size > 0) *state = out->elements()[2].toTensor();
     return std::make_pair(out->elements()[0].toTensor(),
                           out->elements()[1].toTensor());
   } catch (const std::exception& e) {

@@ -6,13 +6,18 @@
 // TorchScript source generated from the config (PolicySource) + the
 // weights as the module's parameters -> FILE, and FILE.json.
 //
-// The exported forward(obs[, mask]) returns (actions, values):
+// The exported forward(obs[, mask][, state]) returns (actions, values[,
+// next_state]):
 //   obs     [B, observation_size] or [B, *observation_shape], float32, or
 //           uint8 for a uint8 run (scaled by 1/255 inside, as in training)
 //   mask    [B, n] uint8, 1 = allowed: only for envs with action masks
+//   state   [B, S] float32: only for a recurrent policy (policy.core), the
+//           state before the step, zeros where an episode starts
 //   actions int64 [B] (Discrete), int64 [B, parts] (MultiDiscrete), or
 //           float32 [B, A] clipped to the action bounds (Box)
 //   values  float32 [B]
+//   next_state [B, S] float32: with a state, the one to pass next
+// The module's int attribute state_size is S (0 without a core).
 // Observation normalisation is baked in; actions are the most likely (the
 // argmax / the Gaussian mean) or, with sampled, drawn from the policy
 // (Gumbel-max for categoricals, mean + std * N(0, 1) for Gaussians).
@@ -65,11 +70,17 @@ class ExportedPolicy {
       const std::string& path);
   ~ExportedPolicy();
 
-  // forward(obs[, masks]): (actions, values). `masks` is passed exactly
-  // when it is defined. INVALID_ARGUMENT with LibTorch's words for inputs
-  // the module refuses.
+  // Numbers of recurrent state per env the module takes and gives back
+  // (0: none).
+  int64_t state_size() const;
+
+  // forward(obs[, masks][, state]): (actions, values). `masks` is passed
+  // exactly when it is defined; a recurrent module's `state` [B,
+  // state_size()] is required and replaced by the next state.
+  // INVALID_ARGUMENT with LibTorch's words for inputs the module refuses.
   absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> Act(
-      const torch::Tensor& observations, const torch::Tensor& masks) const;
+      const torch::Tensor& observations, const torch::Tensor& masks,
+      torch::Tensor* state = nullptr) const;
 
  private:
   struct Module;

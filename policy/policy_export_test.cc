@@ -78,6 +78,25 @@ std::vector<Case> Cases() {
     c.config.action_size = 2;
     cases.push_back(c);
   }
+  {
+    Case c{"lstm_masked", {}, Env()};
+    c.config.observation_size = 4;
+    c.config.num_actions = 3;
+    c.config.action_masks = true;
+    c.config.hidden_sizes = {8};
+    c.config.core = ActorCriticConfig::Core::kLstm;
+    c.config.core_size = 6;
+    cases.push_back(c);
+  }
+  {
+    Case c{"gru_continuous", {}, Env(-1, 1)};
+    c.config.observation_size = 3;
+    c.config.action_size = 2;
+    c.config.normalize_observations = true;
+    c.config.core = ActorCriticConfig::Core::kGru;
+    c.config.core_size = 5;
+    cases.push_back(c);
+  }
   return cases;
 }
 
@@ -115,17 +134,36 @@ TEST(PolicyExportTest, TheLoadedModuleActsAsThePolicy) {
     ASSERT_OK(ExportTorchScript(policy, c.env, {}, path)) << c.name;
 
     ASSERT_OK_AND_ASSIGN(auto loaded, ExportedPolicy::Load(path));
+    ASSERT_EQ(loaded->state_size(), policy->state_size()) << c.name;
+    // A recurrent policy: both from the same nonzero state.
+    torch::Tensor state, want_state;
+    if (policy->recurrent()) {
+      state = torch::randn({1000, policy->state_size()});
+      want_state = state.clone();
+    }
     ASSERT_OK_AND_ASSIGN(
         const auto out,
-        loaded->Act(inputs[0],
-                    inputs.size() > 1 ? inputs[1] : torch::Tensor()));
+        loaded->Act(inputs[0], inputs.size() > 1 ? inputs[1] : torch::Tensor(),
+                    &state));
     const auto& [actions, values] = out;
     torch::NoGradGuard no_grad;
     const PolicyStep want =
         policy->Act(inputs[0], c10::nullopt, true,
-                    inputs.size() > 1 ? inputs[1] : torch::Tensor());
+                    inputs.size() > 1 ? inputs[1] : torch::Tensor(),
+                    policy->recurrent() ? &want_state : nullptr);
     EXPECT_LE((values - want.values).abs().max().item<double>(), 1e-5)
         << c.name;
+    if (policy->recurrent()) {
+      EXPECT_LE((state - want_state).abs().max().item<double>(), 1e-5)
+          << c.name;
+      const std::string sidecar = ReadTestFile(path + ".json");
+      EXPECT_THAT(sidecar, HasSubstr("\"name\": \"next_state\""));
+      EXPECT_THAT(
+          loaded
+              ->Act(inputs[0], inputs.size() > 1 ? inputs[1] : torch::Tensor())
+              .status(),
+          StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("recurrent")));
+    }
     if (c.config.action_size > 0) {
       const torch::Tensor clipped =
           want.actions.clamp(c.env.action_low(), c.env.action_high());

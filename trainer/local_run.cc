@@ -296,11 +296,19 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
   absl::StatusOr<double> mean;
   if (exported_ != nullptr) {
     // The file's own actions (deterministic or sampled, as exported).
+    // A recurrent file's state, zeroed where an episode starts.
+    torch::Tensor state;
     mean = EvaluateActions(
         spec_,
-        [&](const torch::Tensor& obs,
-            const torch::Tensor& masks) -> absl::StatusOr<torch::Tensor> {
-          ASSIGN_OR_RETURN(auto out, exported_->Act(obs, masks));
+        [&](const torch::Tensor& obs, const torch::Tensor& masks,
+            const torch::Tensor& starts) -> absl::StatusOr<torch::Tensor> {
+          if (exported_->state_size() > 0) {
+            if (!state.defined()) {
+              state = torch::zeros({obs.size(0), exported_->state_size()});
+            }
+            state = state * starts.eq(0).unsqueeze(1);
+          }
+          ASSIGN_OR_RETURN(auto out, exported_->Act(obs, masks, &state));
           return out.first;
         },
         options_.episodes, options_.eval_seed);

@@ -197,12 +197,15 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                                       int episodes, uint64_t seed) {
   const int64_t E = std::min(episodes, 64);
+  torch::Tensor state = policy->InitialState(E);
   return EvaluateActions(
       spec,
-      [&](const torch::Tensor& obs,
-          const torch::Tensor& masks) -> absl::StatusOr<torch::Tensor> {
+      [&](const torch::Tensor& obs, const torch::Tensor& masks,
+          const torch::Tensor& starts) -> absl::StatusOr<torch::Tensor> {
+        if (state.defined()) state = state * starts.eq(0).unsqueeze(1);
         ASSIGN_OR_RETURN(const PolicyStep step,
-                         ActChecked(policy, obs, c10::nullopt, true, masks));
+                         ActChecked(policy, obs, c10::nullopt, true, masks,
+                                    state.defined() ? &state : nullptr));
         RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
         return step.actions;
       },
@@ -247,8 +250,10 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
   std::vector<int64_t> action_shape = {E};
   if (IsMultiDiscrete(info)) action_shape.push_back(info.action_nvec_size());
   if (!IsDiscrete(info)) action_shape.push_back(info.continuous_action_size());
+  // Every env begins an episode at the reset, then wherever one ended.
+  torch::Tensor starts = torch::ones({E}, torch::kUInt8);
   while (static_cast<int>(finished.size()) < episodes) {
-    ASSIGN_OR_RETURN(const torch::Tensor chosen, act(obs, masks));
+    ASSIGN_OR_RETURN(const torch::Tensor chosen, act(obs, masks, starts));
     RETURN_IF_ERROR(CheckTensor(
         chosen, "actions", IsDiscrete(info) ? torch::kInt64 : torch::kFloat32,
         action_shape));
@@ -264,6 +269,7 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
     RETURN_IF_ERROR(IsDiscrete(info)
                         ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
                         : env->StepContinuous(actions.data_ptr<float>(), out));
+    starts.copy_(term | trunc);
     for (int64_t e = 0; e < E; ++e) {
       if (term.data_ptr<uint8_t>()[e] | trunc.data_ptr<uint8_t>()[e]) {
         if (static_cast<int>(finished.size()) < episodes) {

@@ -108,10 +108,13 @@ class LocalTrainer {
   std::string last_checkpoint_;
 };
 
-// What chooses an evaluation's actions: observations [E, obs] and the
-// env's action masks (undefined without) -> actions of the env's kind.
+// What chooses an evaluation's actions: observations [E, obs], the env's
+// action masks (undefined without) and which envs begin an episode with
+// these observations ([E] uint8, 1 = a new episode: a recurrent policy
+// starts it from a zero state) -> actions of the env's kind.
 using EvaluationActor = std::function<absl::StatusOr<torch::Tensor>(
-    const torch::Tensor& observations, const torch::Tensor& masks)>;
+    const torch::Tensor& observations, const torch::Tensor& masks,
+    const torch::Tensor& episode_starts)>;
 
 // Plays `episodes` episodes of `spec`'s env (seeded environments) with the
 // actions `act` chooses; returns their mean return. INVALID_ARGUMENT for
