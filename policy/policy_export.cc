@@ -208,7 +208,8 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
 }
 
 std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
-                          const PolicyExportOptions& options) {
+                          const PolicyExportOptions& options,
+                          const std::string& format) {
   const ActorCriticConfig& c = policy->config();
   auto tensor = [](const std::string& name, const std::string& dtype,
                    const std::vector<std::string>& shape,
@@ -266,8 +267,10 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
                                  env.action_high(), "]"));
   }
   return absl::StrCat(
-      "{\n  \"format\": \"torchscript\",\n  \"env_id\": ", JsonQuote(env.id()),
-      ",\n  \"method\": \"forward\",\n  \"actions\": ",
+      "{\n  \"format\": ", JsonQuote(format),
+      ",\n  \"env_id\": ", JsonQuote(env.id()),
+      format == "torchscript" ? ",\n  \"method\": \"forward\"" : "",
+      ",\n  \"actions\": ",
       JsonQuote(options.sampled ? "sampled" : "deterministic"),
       ",\n  \"inputs\": [\n    ", absl::StrJoin(inputs, ",\n    "),
       "\n  ],\n  \"outputs\": [\n    ", action, ",\n    ",

@@ -49,8 +49,10 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
 
 // The sidecar: format, env id, every input and output with dtype and shape
 // ("B" for the batch), the action bounds and the sampling mode, as JSON.
+// `format` names the file's kind: "torchscript" or "onnx".
 std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
-                          const PolicyExportOptions& options);
+                          const PolicyExportOptions& options,
+                          const std::string& format = "torchscript");
 
 // Writes the TorchScript module to `path` and the sidecar to
 // `path` + ".json". The module is checked before it is written: a batch of

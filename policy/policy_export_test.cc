@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/export_cases.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -15,118 +16,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Case {
-  std::string name;
-  ActorCriticConfig config;
-  EnvSpec env;
-};
-
-EnvSpec Env(float low = 0, float high = 0) {
-  EnvSpec env;
-  env.set_id("Test-v0");
-  env.set_action_low(low);
-  env.set_action_high(high);
-  return env;
-}
-
-std::vector<Case> Cases() {
-  std::vector<Case> cases;
-  {
-    Case c{"discrete_masked_normalized", {}, Env()};
-    c.config.observation_size = 5;
-    c.config.num_actions = 4;
-    c.config.action_masks = true;
-    c.config.normalize_observations = true;
-    cases.push_back(c);
-  }
-  {
-    Case c{"continuous", {}, Env(-2, 2)};
-    c.config.observation_size = 3;
-    c.config.action_size = 2;
-    c.config.normalize_observations = true;
-    c.config.initial_log_std = -0.5f;
-    cases.push_back(c);
-  }
-  {
-    Case c{"multi_discrete_relu_shared", {}, Env()};
-    c.config.observation_size = 4;
-    c.config.action_nvec = {3, 2};
-    c.config.action_masks = true;
-    c.config.shared_trunk = true;
-    c.config.activation = ActorCriticConfig::Activation::kRelu;
-    cases.push_back(c);
-  }
-  {
-    Case c{"nature_cnn_hwc", {}, Env()};
-    c.config.encoder = ActorCriticConfig::Encoder::kNatureCnn;
-    c.config.image_chw = {2, 36, 40};
-    c.config.channels_last = true;
-    c.config.observation_size = 2 * 36 * 40;
-    c.config.byte_observations = true;
-    c.config.hidden_sizes = {};
-    c.config.num_actions = 6;
-    for (int d : {36, 40, 2}) c.env.add_observation_shape(d);
-    cases.push_back(c);
-  }
-  {
-    Case c{"impala_cnn_chw", {}, Env(-1, 1)};
-    c.config.encoder = ActorCriticConfig::Encoder::kImpalaCnn;
-    c.config.image_chw = {3, 9, 7};
-    c.config.observation_size = 3 * 9 * 7;
-    c.config.byte_observations = true;
-    c.config.hidden_sizes = {16};
-    c.config.action_size = 2;
-    cases.push_back(c);
-  }
-  {
-    Case c{"lstm_masked", {}, Env()};
-    c.config.observation_size = 4;
-    c.config.num_actions = 3;
-    c.config.action_masks = true;
-    c.config.hidden_sizes = {8};
-    c.config.core = ActorCriticConfig::Core::kLstm;
-    c.config.core_size = 6;
-    cases.push_back(c);
-  }
-  {
-    Case c{"gru_continuous", {}, Env(-1, 1)};
-    c.config.observation_size = 3;
-    c.config.action_size = 2;
-    c.config.normalize_observations = true;
-    c.config.core = ActorCriticConfig::Core::kGru;
-    c.config.core_size = 5;
-    cases.push_back(c);
-  }
-  return cases;
-}
-
-// 1,000 observations (and masks) of `c`'s kinds.
-std::vector<torch::Tensor> Inputs(const ActorCriticConfig& c) {
-  torch::manual_seed(7);
-  const int64_t n = 1000;
-  std::vector<torch::Tensor> inputs = {
-      c.byte_observations
-          ? torch::randint(0, 256, {n, c.observation_size}, torch::kUInt8)
-          : torch::randn({n, c.observation_size}) * 3};
-  if (c.action_masks) {
-    int64_t size = c.num_actions;
-    for (int64_t k : c.action_nvec) size += k;
-    torch::Tensor masks = torch::randint(0, 2, {n, size}, torch::kUInt8);
-    masks.select(1, 0).fill_(1);
-    if (!c.action_nvec.empty()) masks.select(1, c.action_nvec[0]).fill_(1);
-    inputs.push_back(masks);
-  }
-  return inputs;
-}
-
 // Every kind of policy, exported and loaded back with torch::jit::load,
 // gives the learner's policy's actions and values on 1,000 observations.
 TEST(PolicyExportTest, TheLoadedModuleActsAsThePolicy) {
   const std::string dir = MakeTestDir("export");
-  for (const Case& c : Cases()) {
+  for (const ExportCase& c : ExportCases()) {
     torch::manual_seed(1);
     ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
-    const std::vector<torch::Tensor> inputs = Inputs(c.config);
+    const std::vector<torch::Tensor> inputs = ExportInputs(c.config);
     if (c.config.normalize_observations) {
       ASSERT_OK(policy->UpdateObservationStatistics(inputs[0] + 1));
     }
@@ -189,7 +86,7 @@ TEST(PolicyExportTest, TheLoadedModuleActsAsThePolicy) {
 // Sampled actions follow the policy's probabilities and never take a
 // masked action.
 TEST(PolicyExportTest, SampledActionsFollowTheProbabilities) {
-  Case c = Cases()[0];
+  ExportCase c = ExportCases()[0];
   c.config.normalize_observations = false;
   torch::manual_seed(2);
   ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
@@ -222,7 +119,7 @@ TEST(PolicyExportTest, LoadingNamesWhatIsWrong) {
   EXPECT_THAT(ExportedPolicy::Load(dir + "/none.pt").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("none.pt: not a TorchScript module")));
-  Case c = Cases()[0];
+  ExportCase c = ExportCases()[0];
   ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
   ASSERT_OK(ExportTorchScript(policy, c.env, {}, dir + "/p.pt"));
   ASSERT_OK_AND_ASSIGN(auto loaded, ExportedPolicy::Load(dir + "/p.pt"));
@@ -232,7 +129,7 @@ TEST(PolicyExportTest, LoadingNamesWhatIsWrong) {
 }
 
 TEST(PolicyExportTest, TheSourceIsReadable) {
-  Case c = Cases()[0];
+  ExportCase c = ExportCases()[0];
   ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
   ASSERT_OK_AND_ASSIGN(const std::string source,
                        PolicySource(policy, c.env, {}));

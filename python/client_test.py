@@ -20,7 +20,7 @@ import grpc
 
 import rlctl
 import test_util
-from rlservice import Client, ClientError, Security, state_name
+from rlservice import Client, ClientError, Security, load_policy, state_name
 
 
 class ClientTest(unittest.TestCase):
@@ -100,6 +100,29 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(played.returncode, 0, played.stderr)
         mean = float(re.search(r"mean return ([\d.]+)", played.stdout).group(1))
         self.assertGreaterEqual(mean, 400)
+        # load_policy: the same run as an ONNX policy on numpy arrays, which
+        # balances Gymnasium's own CartPole as the checkpoint did.
+        import gymnasium
+        import numpy as np
+        loaded = load_policy(done.run_id, client=c, directory=self.dir)
+        self.assertEqual(loaded.sidecar["format"], "onnx")
+        self.assertIsNone(loaded.initial_state(4))
+        envs = gymnasium.vector.SyncVectorEnv(
+            [lambda: gymnasium.make("CartPole-v1") for _ in range(4)])
+        obs, _ = envs.reset(seed=3)
+        returns, totals = np.zeros(4), []
+        while len(totals) < 8:
+            actions, values = loaded(obs)
+            self.assertEqual(actions.dtype, np.int64)
+            self.assertEqual(values.shape, (4,))
+            obs, reward, terminated, truncated, _ = envs.step(actions)
+            returns += reward
+            for i in np.flatnonzero(terminated | truncated):
+                totals.append(returns[i])
+                returns[i] = 0
+        self.assertGreaterEqual(np.mean(totals), 400, totals)
+        with self.assertRaises(ValueError):
+            loaded(obs, mask=np.ones((4, 2), np.uint8))
         # A checkpoint that is not there is named.
         err = io.StringIO()
         with contextlib.redirect_stderr(err):

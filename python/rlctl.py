@@ -26,17 +26,15 @@ import itertools
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 import grpc
-from google.protobuf import json_format
 
 from rlservice.client import (DEFAULT_RETRY_FOR_S, Client, ClientError, TERMINAL_STATES,
                               mean_return, state_name)
+from rlservice.policy import export_policy, find_rl_local
 from rlservice.security import Security
 from rlservice.telemetry import TelemetryClient, default_address as default_telemetry
 
@@ -460,17 +458,6 @@ def add_retry_for(parser):
         f"for up to this long (default {DEFAULT_RETRY_FOR_S:g}; 0: exit at once)")
 
 
-def find_rl_local():
-    """rl_local's path: $RL_LOCAL, on PATH, or this checkout's bazel-bin."""
-    candidates = [os.environ.get("RL_LOCAL"), shutil.which("rl_local"),
-                  os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "bazel-bin", "trainer", "rl_local")]
-    for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
-
-
 def check_env(run_file, steps):
     """`rl_local check-env`: its output and exit code (0 clean, 1 a violation,
     2 bad input)."""
@@ -490,28 +477,16 @@ def export(client, args):
     """`rlctl export`: the run's spec and checkpoint handed to `rl_local export`
     (which must see the checkpoint: run it where the learner wrote it, e.g. the
     embedded coordinator's machine, or on the shared filesystem)."""
-    rl_local = find_rl_local()
-    if rl_local is None:
+    if find_rl_local() is None:
         print("rlctl: error: export runs rl_local, which was not found ($RL_LOCAL, PATH, "
               "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)", file=sys.stderr)
         return 2
-    run = client.get(args.run_id)
-    if not run.checkpoint_dir:
-        print(f"rlctl: error: run {text(run.run_id)} has no checkpoint directory",
-              file=sys.stderr)
+    try:
+        done = export_policy(client, args.run_id, args.output, checkpoint=args.checkpoint,
+                             fmt=args.format, sampled=args.sampled)
+    except ClientError as e:
+        print(f"rlctl: error: {text(str(e))}", file=sys.stderr)
         return 3
-    checkpoint = run.checkpoint_dir
-    if args.checkpoint is not None:
-        checkpoint = os.path.join(run.checkpoint_dir, "checkpoints",
-                                  "ckpt-%012d" % args.checkpoint)
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="rlctl-run-") as spec:
-        spec.write(json_format.MessageToJson(run.spec, preserving_proto_field_name=True))
-        spec.flush()
-        command = [rl_local, "export", f"--run={spec.name}", f"--checkpoint={checkpoint}",
-                   f"--format={args.format}", f"--output={args.output}"]
-        if args.sampled:
-            command.append("--sampled")
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode
@@ -567,16 +542,16 @@ def main(argv=None):
     p.add_argument("run_file")
     p.add_argument("--steps", type=int, default=10000, help="batch steps of random actions")
     p = sub.add_parser(
-        "export", help="a run's trained policy as a file to deploy (TorchScript)",
+        "export", help="a run's trained policy as a file to deploy (TorchScript or ONNX)",
         description="Writes the run's newest (or --checkpoint N's) policy as a self-contained "
-        "TorchScript file, observation normalisation included, and FILE.json naming its "
+        "TorchScript or ONNX file, observation normalisation included, and FILE.json naming its "
         "inputs and outputs. Runs `rl_local export` here, which reads the checkpoint "
         "directory `rlctl get` shows.")
     p.add_argument("run_id")
     p.add_argument("-o", "--output", required=True, help="the file to write")
     p.add_argument("--checkpoint", type=int, help="checkpoint number (default: the newest)")
     p.add_argument("--format", default="torchscript", choices=["torchscript", "onnx"],
-                   help="torchscript (onnx: not yet)")
+                   help="torchscript (LibTorch, PyTorch) or onnx (onnxruntime and others)")
     p.add_argument("--sampled", action="store_true",
                    help="actions drawn from the policy (default: its most likely action)")
     p = sub.add_parser("top", help="live view of the active runs")

@@ -15,6 +15,7 @@
 #include "envs/env_check.h"
 #include "learner/checkpoint.h"
 #include "policy/actor_critic.h"
+#include "policy/onnx_export.h"
 #include "policy/policy_export.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
@@ -110,15 +111,8 @@ int ExportRunPolicy(const ExportOptions& options) {
   }
   if (options.output.empty())
     return bad("an output file is required (--output)");
-  if (options.format == "onnx") {
-    return PrintLocalRunError(
-        absl::UnimplementedError(
-            "--format=onnx: not yet (export TorchScript, which PyTorch and "
-            "LibTorch load)"),
-        kExitBadInput);
-  }
-  if (options.format != "torchscript") {
-    return bad(absl::StrCat("--format: must be torchscript (got \"",
+  if (options.format != "torchscript" && options.format != "onnx") {
+    return bad(absl::StrCat("--format: must be torchscript or onnx (got \"",
                             options.format, "\")"));
   }
   absl::StatusOr<RunSpec> spec = LoadRunSpecFile(options.run_file);
@@ -140,15 +134,18 @@ int ExportRunPolicy(const ExportOptions& options) {
   }
   PolicyExportOptions export_options;
   export_options.sampled = options.sampled;
-  if (absl::Status written = ExportTorchScript(*policy, spec->env(),
-                                               export_options, options.output);
-      !written.ok()) {
-    return PrintLocalRunError(written, kExitFailed);
-  }
+  const absl::Status written =
+      options.format == "onnx"
+          ? ExportOnnx(*policy, spec->env(), export_options, options.output)
+          : ExportTorchScript(*policy, spec->env(), export_options,
+                              options.output);
+  if (!written.ok()) return PrintLocalRunError(written, kExitFailed);
   std::printf(
-      "exported %s (%s actions) to %s, its inputs and outputs in %s.json\n",
-      checkpoint.c_str(), options.sampled ? "sampled" : "deterministic",
-      options.output.c_str(), options.output.c_str());
+      "exported %s (%s, %s actions) to %s, its inputs and outputs in "
+      "%s.json\n",
+      checkpoint.c_str(), options.format.c_str(),
+      options.sampled ? "sampled" : "deterministic", options.output.c_str(),
+      options.output.c_str());
   return kExitDone;
 }
 

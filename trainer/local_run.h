@@ -64,7 +64,7 @@ int CheckRunFileEnv(const std::string& run_file, int64_t steps);
 struct ExportOptions {
   std::string run_file;    // the run's file (YAML or JSON); required
   std::string checkpoint;  // a checkpoint directory, or a run directory
-  std::string format = "torchscript";  // "torchscript" ("onnx": not yet)
+  std::string format = "torchscript";  // "torchscript" or "onnx"
   std::string output;                  // the file to write; required
   bool sampled = false;  // actions drawn from the policy, not its argmax
 };

@@ -32,7 +32,7 @@ ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
 ABSL_FLAG(std::string, output, "", "export: the file to write.");
-ABSL_FLAG(std::string, format, "torchscript", "export: torchscript.");
+ABSL_FLAG(std::string, format, "torchscript", "export: torchscript or onnx.");
 ABSL_FLAG(bool, sampled, false,
           "export: actions sampled from the policy (default: its most likely "
           "action).");

@@ -119,11 +119,19 @@ TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {
   EXPECT_EQ(mean(from_file.out), mean(from_checkpoint.out));
   EXPECT_THAT(mean(from_file.out), HasSubstr("mean return"));
   // What is wrong is named.
+  // ONNX too (onnxruntime runs such files in //policy:onnx_export_test).
+  const std::string onnx_file = (dir_ / "policy.onnx").string();
   const Result onnx = Run("export --run=" + run +
                           " --checkpoint=" + (dir_ / "run_dir").string() +
-                          " --output=" + file + " --format=onnx");
-  EXPECT_EQ(onnx.exit_code, 2);
-  EXPECT_THAT(onnx.err, HasSubstr("--format=onnx: not yet"));
+                          " --output=" + onnx_file + " --format=onnx");
+  EXPECT_EQ(onnx.exit_code, 0) << onnx.err;
+  EXPECT_THAT(ReadFile(onnx_file + ".json"), HasSubstr("\"format\": \"onnx\""));
+  EXPECT_GT(std::filesystem::file_size(onnx_file), 1000u);
+  const Result tflite = Run("export --run=" + run +
+                            " --checkpoint=" + (dir_ / "run_dir").string() +
+                            " --output=" + file + " --format=tflite");
+  EXPECT_EQ(tflite.exit_code, 2);
+  EXPECT_THAT(tflite.err, HasSubstr("--format: must be torchscript or onnx"));
   const Result no_policy =
       Run("eval --run=" + run + " --policy=" + (dir_ / "none.pt").string());
   EXPECT_EQ(no_policy.exit_code, 2) << no_policy.err;

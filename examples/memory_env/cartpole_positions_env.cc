@@ -53,8 +53,8 @@ class CartPolePositions final : public rlenv::Env {
     Observe(obs);
     rlenv::StepResult result;
     result.reward = 1.0f;
-    result.terminated = std::abs(s_[0]) > kXThreshold ||
-                        std::abs(s_[2]) > kThetaThreshold;
+    result.terminated =
+        std::abs(s_[0]) > kXThreshold || std::abs(s_[2]) > kThetaThreshold;
     return result;
   }
 

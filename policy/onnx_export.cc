@@ -1,0 +1,448 @@
+#include "policy/onnx_export.h"
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "policy/torch_status.h"
+#include "third_party/onnx/onnx.pb.h"
+
+namespace rl {
+namespace {
+
+// The graph being written: initializers from the policy's tensors,
+// constants, and nodes, each output a fresh name.
+class Graph {
+ public:
+  explicit Graph(ActorCritic& policy, onnx::GraphProto* graph) : graph_(graph) {
+    for (const auto& item : policy->named_parameters()) {
+      tensors_[item.key()] = item.value();
+    }
+    for (const auto& item : policy->named_buffers()) {
+      tensors_[item.key()] = item.value();
+    }
+  }
+
+  // The policy's tensor `name` as an initializer (noted if missing).
+  std::string Weight(const std::string& name) {
+    const auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      missing_.push_back(name);
+      return Constant(torch::zeros({1}));
+    }
+    if (added_.insert(name).second) Add(name, it->second);
+    return name;
+  }
+  // A float32 or int64 tensor as an initializer of a new name.
+  std::string Constant(const torch::Tensor& t) {
+    const std::string name = absl::StrCat("const_", next_++);
+    Add(name, t);
+    return name;
+  }
+  std::string Scalar(float v) { return Constant(torch::tensor({v})); }
+  std::string Ints(const std::vector<int64_t>& v) {
+    return Constant(torch::tensor(v, torch::kInt64));
+  }
+
+  // A node of `op` over `inputs` with one output (or `outputs` of them),
+  // whose attributes `attrs` fills.
+  std::vector<std::string> Nodes(
+      const std::string& op, const std::vector<std::string>& inputs,
+      int outputs,
+      const std::function<void(onnx::NodeProto*)>& attrs = nullptr) {
+    onnx::NodeProto* node = graph_->add_node();
+    node->set_op_type(op);
+    node->set_name(absl::StrCat(op, "_", next_));
+    for (const std::string& in : inputs) node->add_input(in);
+    std::vector<std::string> names;
+    for (int i = 0; i < outputs; ++i) {
+      names.push_back(absl::StrCat(op, "_", next_++));
+      node->add_output(names.back());
+    }
+    if (attrs) attrs(node);
+    return names;
+  }
+  std::string Node(
+      const std::string& op, const std::vector<std::string>& inputs,
+      const std::function<void(onnx::NodeProto*)>& attrs = nullptr) {
+    return Nodes(op, inputs, 1, attrs)[0];
+  }
+  // Renames the output of the node that made `name` to `to` (a graph
+  // output).
+  void Rename(const std::string& name, const std::string& to) {
+    for (auto& node : *graph_->mutable_node()) {
+      for (auto& out : *node.mutable_output()) {
+        if (out == name) out = to;
+      }
+    }
+  }
+
+  // y = x W^T + b of the policy's Linear `prefix`.
+  std::string Linear(const std::string& prefix, const std::string& x) {
+    return Gemm(x, prefix + ".weight", prefix + ".bias");
+  }
+  std::string Gemm(const std::string& x, const std::string& weight,
+                   const std::string& bias) {
+    return Node("Gemm", {x, Weight(weight), Weight(bias)},
+                [](onnx::NodeProto* n) { IntAttr(n, "transB", 1); });
+  }
+  std::string Conv(const std::string& prefix, const std::string& x,
+                   int64_t stride, int64_t padding) {
+    return Node("Conv",
+                {x, Weight(prefix + ".weight"), Weight(prefix + ".bias")},
+                [&](onnx::NodeProto* n) {
+                  IntsAttr(n, "strides", {stride, stride});
+                  IntsAttr(n, "pads", {padding, padding, padding, padding});
+                });
+  }
+  // The columns [begin, end) of a [B, n] tensor.
+  std::string Columns(const std::string& x, int64_t begin, int64_t end) {
+    return Node("Slice", {x, Ints({begin}), Ints({end}), Ints({1})});
+  }
+
+  static void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void IntsAttr(onnx::NodeProto* n, const std::string& name,
+                       const std::vector<int64_t>& v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+  static void FloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+
+  const std::vector<std::string>& missing() const { return missing_; }
+
+ private:
+  void Add(const std::string& name, const torch::Tensor& value) {
+    const torch::Tensor t = value.detach().cpu().contiguous();
+    onnx::TensorProto* init = graph_->add_initializer();
+    init->set_name(name);
+    for (int64_t d : t.sizes()) init->add_dims(d);
+    if (t.scalar_type() == torch::kInt64) {
+      init->set_data_type(onnx::TensorProto::INT64);
+    } else {
+      init->set_data_type(onnx::TensorProto::FLOAT);
+    }
+    const torch::Tensor data = t.scalar_type() == torch::kInt64
+                                   ? t
+                                   : t.to(torch::kFloat32).contiguous();
+    init->set_raw_data(data.data_ptr(), data.numel() * data.element_size());
+  }
+
+  onnx::GraphProto* graph_;
+  std::map<std::string, torch::Tensor> tensors_;
+  std::set<std::string> added_;
+  std::vector<std::string> missing_;
+  int next_ = 0;
+};
+
+// A graph input or output: `elem` of shape `dims` ("B" the batch).
+void Value(onnx::ValueInfoProto* v, const std::string& name, int elem,
+           const std::vector<std::string>& dims) {
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem);
+  for (const std::string& d : dims) {
+    onnx::TensorShapeProto::Dimension* dim = t->mutable_shape()->add_dim();
+    if (d == "B") {
+      dim->set_dim_param("B");
+    } else {
+      dim->set_dim_value(std::stoll(d));
+    }
+  }
+}
+
+// The hidden layers of trunk `prefix` over `x`.
+std::string Trunk(Graph& g, const ActorCriticConfig& c,
+                  const std::string& prefix, std::string x) {
+  const char* act =
+      c.activation == ActorCriticConfig::Activation::kRelu ? "Relu" : "Tanh";
+  for (size_t i = 0; i < c.hidden_sizes.size(); ++i) {
+    x = g.Node(act, {g.Linear(absl::StrCat(prefix, ".", 2 * i), x)});
+  }
+  return x;
+}
+
+// The CNN encoder (actor_critic.cc's MakeCnn) over flat images `x`.
+std::string Encoder(Graph& g, const ActorCriticConfig& c, std::string x) {
+  const std::vector<int64_t>& chw = c.image_chw;
+  if (c.channels_last) {
+    x = g.Node("Reshape", {x, g.Ints({-1, chw[1], chw[2], chw[0]})});
+    x = g.Node("Transpose", {x}, [](onnx::NodeProto* n) {
+      Graph::IntsAttr(n, "perm", {0, 3, 1, 2});
+    });
+  } else {
+    x = g.Node("Reshape", {x, g.Ints({-1, chw[0], chw[1], chw[2]})});
+  }
+  int linear = 0;
+  if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
+    x = g.Node("Relu", {g.Conv("encoder.0", x, 4, 0)});
+    x = g.Node("Relu", {g.Conv("encoder.2", x, 2, 0)});
+    x = g.Node("Relu", {g.Conv("encoder.4", x, 1, 0)});
+    x = g.Node("Flatten", {x});
+    linear = 7;
+  } else {
+    for (int stack = 0; stack < 3; ++stack) {
+      const int base = 4 * stack;
+      x = g.Conv(absl::StrCat("encoder.", base), x, 1, 1);
+      x = g.Node("MaxPool", {x}, [](onnx::NodeProto* n) {
+        Graph::IntsAttr(n, "kernel_shape", {3, 3});
+        Graph::IntsAttr(n, "strides", {2, 2});
+        Graph::IntsAttr(n, "pads", {1, 1, 1, 1});
+      });
+      for (int block = 1; block <= 2; ++block) {
+        const std::string b = absl::StrCat("encoder.", base + 1 + block);
+        const std::string r = g.Conv(b + ".conv0", g.Node("Relu", {x}), 1, 1);
+        x = g.Node("Add", {x, g.Conv(b + ".conv1", g.Node("Relu", {r}), 1, 1)});
+      }
+    }
+    x = g.Node("Relu", {g.Node("Flatten", {x})});
+    linear = 14;
+  }
+  return g.Node("Relu", {g.Linear(absl::StrCat("encoder.", linear), x)});
+}
+
+// One step of the core over `x` from `state`; sets `next_state`.
+std::string Core(Graph& g, const ActorCriticConfig& c, const std::string& x,
+                 const std::string& state, std::string* next_state) {
+  const int64_t h = c.core_size;
+  auto split = [&](const std::string& t, int parts) {
+    return g.Nodes("Split", {t, g.Ints(std::vector<int64_t>(parts, h))}, parts,
+                   [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
+  };
+  if (c.core == ActorCriticConfig::Core::kLstm) {
+    // PyTorch's LSTMCell: gates i, f, g, o; state [hidden, cell].
+    const std::string hidden = g.Columns(state, 0, h);
+    const std::string cell = g.Columns(state, h, 2 * h);
+    const std::string gates =
+        g.Node("Add", {g.Gemm(x, "lstm.weight_ih", "lstm.bias_ih"),
+                       g.Gemm(hidden, "lstm.weight_hh", "lstm.bias_hh")});
+    const std::vector<std::string> q = split(gates, 4);
+    const std::string i = g.Node("Sigmoid", {q[0]});
+    const std::string f = g.Node("Sigmoid", {q[1]});
+    const std::string gg = g.Node("Tanh", {q[2]});
+    const std::string o = g.Node("Sigmoid", {q[3]});
+    const std::string c2 =
+        g.Node("Add", {g.Node("Mul", {f, cell}), g.Node("Mul", {i, gg})});
+    const std::string h2 = g.Node("Mul", {o, g.Node("Tanh", {c2})});
+    *next_state = g.Node("Concat", {h2, c2}, [](onnx::NodeProto* n) {
+      Graph::IntAttr(n, "axis", 1);
+    });
+    return h2;
+  }
+  // PyTorch's GRUCell: r, z, n; n = tanh(W_in x + b_in + r * (W_hn h +
+  // b_hn)); h' = (1 - z) * n + z * h.
+  const std::vector<std::string> gi =
+      split(g.Gemm(x, "gru.weight_ih", "gru.bias_ih"), 3);
+  const std::vector<std::string> gh =
+      split(g.Gemm(state, "gru.weight_hh", "gru.bias_hh"), 3);
+  const std::string r = g.Node("Sigmoid", {g.Node("Add", {gi[0], gh[0]})});
+  const std::string z = g.Node("Sigmoid", {g.Node("Add", {gi[1], gh[1]})});
+  const std::string n =
+      g.Node("Tanh", {g.Node("Add", {gi[2], g.Node("Mul", {r, gh[2]})})});
+  const std::string h2 =
+      g.Node("Add", {g.Node("Mul", {g.Node("Sub", {g.Scalar(1), z}), n}),
+                     g.Node("Mul", {z, state})});
+  *next_state = h2;
+  return h2;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
+                                      const PolicyExportOptions& options) {
+  return CatchTorchErrors(
+      "writing the ONNX model", [&]() -> absl::StatusOr<std::string> {
+        torch::NoGradGuard no_grad;
+        const ActorCriticConfig& c = policy->config();
+        onnx::ModelProto model;
+        model.set_ir_version(8);
+        model.set_producer_name("rl_service");
+        onnx::OperatorSetIdProto* opset = model.add_opset_import();
+        opset->set_domain("");
+        opset->set_version(17);
+        onnx::GraphProto* graph = model.mutable_graph();
+        graph->set_name("rl_policy");
+        Graph g(policy, graph);
+
+        // Inputs.
+        std::vector<std::string> obs_dims = {"B"};
+        if (env.observation_shape_size() > 0) {
+          for (int d : env.observation_shape()) {
+            obs_dims.push_back(absl::StrCat(d));
+          }
+        } else {
+          obs_dims.push_back(absl::StrCat(c.observation_size));
+        }
+        Value(graph->add_input(), "obs",
+              c.byte_observations ? onnx::TensorProto::UINT8
+                                  : onnx::TensorProto::FLOAT,
+              obs_dims);
+        int64_t mask_size = c.num_actions;
+        for (const int64_t n : c.action_nvec) mask_size += n;
+        if (c.action_masks) {
+          Value(graph->add_input(), "mask", onnx::TensorProto::UINT8,
+                {"B", absl::StrCat(mask_size)});
+        }
+        const int64_t state_size = policy->state_size();
+        if (state_size > 0) {
+          Value(graph->add_input(), "state", onnx::TensorProto::FLOAT,
+                {"B", absl::StrCat(state_size)});
+        }
+
+        // Observations -> features, as NormalizeObservations and Trunks.
+        std::string x = g.Node("Flatten", {"obs"});
+        x = g.Node("Cast", {x}, [](onnx::NodeProto* n) {
+          Graph::IntAttr(n, "to", onnx::TensorProto::FLOAT);
+        });
+        if (c.byte_observations) {
+          x = g.Node("Mul", {x, g.Scalar(1.0f / 255.0f)});
+        }
+        if (c.normalize_observations) {
+          const torch::Tensor mean = policy->named_buffers()["obs_mean"];
+          const torch::Tensor var = policy->named_buffers()["obs_var"];
+          x = g.Node("Mul", {g.Node("Sub", {x, g.Constant(mean)}),
+                             g.Constant(torch::rsqrt(var + 1e-8))});
+          x = g.Node("Clip", {x, g.Constant(torch::tensor(-c.observation_clip)),
+                              g.Constant(torch::tensor(c.observation_clip))});
+        }
+        if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
+          x = Encoder(g, c, x);
+        }
+        std::string p = Trunk(g, c, "policy_trunk", x);
+        std::string v;
+        std::string next_state;
+        if (state_size > 0) {
+          p = Core(g, c, p, "state", &next_state);
+          v = p;
+        } else {
+          v = c.shared_trunk ? p : Trunk(g, c, "value_trunk", x);
+        }
+
+        // Heads.
+        std::string out = g.Linear("policy_head", p);
+        const std::string value =
+            g.Node("Squeeze", {g.Linear("value_head", v), g.Ints({1})});
+        if (c.action_masks) {
+          // As MaskLogits: a masked choice's logit is -1e8.
+          const std::string forbidden =
+              g.Node("Not", {g.Node("Cast", {"mask"}, [](onnx::NodeProto* n) {
+                       Graph::IntAttr(n, "to", onnx::TensorProto::BOOL);
+                     })});
+          out = g.Node("Where", {forbidden, g.Scalar(-1e8f), out});
+        }
+        std::string action;
+        if (c.num_actions > 0 || !c.action_nvec.empty()) {
+          if (options.sampled) {
+            // Gumbel-max, as the TorchScript export.
+            const std::string u =
+                g.Node("Clip", {g.Node("RandomUniformLike", {out}),
+                                g.Constant(torch::tensor(1e-20f)),
+                                g.Constant(torch::tensor(1.0f))});
+            out = g.Node(
+                "Sub",
+                {out, g.Node("Log", {g.Node("Neg", {g.Node("Log", {u})})})});
+          }
+          auto argmax = [&](const std::string& logits, int keepdims) {
+            return g.Node("ArgMax", {logits}, [&](onnx::NodeProto* n) {
+              Graph::IntAttr(n, "axis", 1);
+              Graph::IntAttr(n, "keepdims", keepdims);
+            });
+          };
+          if (c.action_nvec.empty()) {
+            action = argmax(out, 0);
+          } else {
+            std::vector<std::string> parts;
+            int64_t at = 0;
+            for (const int64_t n : c.action_nvec) {
+              parts.push_back(argmax(g.Columns(out, at, at + n), 1));
+              at += n;
+            }
+            action = g.Node("Concat", parts, [](onnx::NodeProto* n) {
+              Graph::IntAttr(n, "axis", 1);
+            });
+          }
+        } else {
+          if (options.sampled) {
+            out = g.Node(
+                "Add",
+                {out, g.Node("Mul", {g.Node("Exp", {g.Weight("log_std")}),
+                                     g.Node("RandomNormalLike", {out})})});
+          }
+          action =
+              g.Node("Clip", {out, g.Constant(torch::tensor(env.action_low())),
+                              g.Constant(torch::tensor(env.action_high()))});
+        }
+        if (!g.missing().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the policy lacks tensors its config needs: ",
+                           absl::StrJoin(g.missing(), ", ")));
+        }
+
+        // Outputs, named as the sidecar says.
+        g.Rename(action, "actions");
+        g.Rename(value, "values");
+        if (c.num_actions > 0) {
+          Value(graph->add_output(), "actions", onnx::TensorProto::INT64,
+                {"B"});
+        } else if (!c.action_nvec.empty()) {
+          Value(graph->add_output(), "actions", onnx::TensorProto::INT64,
+                {"B", absl::StrCat(c.action_nvec.size())});
+        } else {
+          Value(graph->add_output(), "actions", onnx::TensorProto::FLOAT,
+                {"B", absl::StrCat(c.action_size)});
+        }
+        Value(graph->add_output(), "values", onnx::TensorProto::FLOAT, {"B"});
+        if (state_size > 0) {
+          // An LSTM's next state is a Concat; a GRU's is the output the
+          // policy head also reads, so it is copied out.
+          const std::string named = c.core == ActorCriticConfig::Core::kLstm
+                                        ? next_state
+                                        : g.Node("Identity", {next_state});
+          g.Rename(named, "next_state");
+          Value(graph->add_output(), "next_state", onnx::TensorProto::FLOAT,
+                {"B", absl::StrCat(state_size)});
+        }
+        std::string bytes;
+        if (!model.SerializeToString(&bytes)) {
+          return absl::InternalError("cannot serialize the ONNX model");
+        }
+        return bytes;
+      });
+}
+
+absl::Status ExportOnnx(ActorCritic& policy, const EnvSpec& env,
+                        const PolicyExportOptions& options,
+                        const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string model, OnnxModel(policy, env, options));
+  std::ofstream file(path, std::ios::binary);
+  file << model;
+  file.close();
+  if (!file) return absl::InternalError(absl::StrCat("cannot write ", path));
+  std::ofstream sidecar(path + ".json");
+  sidecar << PolicySidecar(policy, env, options, "onnx");
+  sidecar.close();
+  if (!sidecar) {
+    return absl::InternalError(
+        absl::StrCat("cannot write the sidecar ", path, ".json"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rl
