@@ -69,8 +69,8 @@ class LearnerCore::Impl {
           ") must be at least resources.num_learners (", world_size_,
           "): learner rank ", rank_, " would get no actor"));
     }
-    torch::manual_seed(spec.seed());
-    ASSIGN_OR_RETURN(policy_, CreateActorCritic(policy_config_));
+    ASSIGN_OR_RETURN(policy_,
+                     CreateSeededActorCritic(policy_config_, spec.seed()));
     updater_ = std::make_unique<PpoUpdater>(
         policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     updater_->set_collective(options_.collective.get());

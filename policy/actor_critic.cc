@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "common/status.h"
 #include "policy/torch_status.h"
 
@@ -288,16 +289,55 @@ torch::Tensor ActorCriticImpl::InitialState(int64_t batch) const {
   return torch::zeros({batch, state_size()});
 }
 
+namespace {
+
+// One LSTM step (PyTorch's LSTMCell: gates i, f, g, o) from the input's
+// projection `xw` = x W_ih^T + b_ih + b_hh and the hidden and cell states:
+// the new ones in place of `h` and `c`.
+void LstmStep(const torch::Tensor& xw, const torch::Tensor& w_hh,
+              torch::Tensor* h, torch::Tensor* c) {
+  const std::vector<torch::Tensor> g =
+      torch::addmm(xw, *h, w_hh.t()).chunk(4, 1);
+  *c = g[1].sigmoid() * *c + g[0].sigmoid() * g[2].tanh();
+  *h = g[3].sigmoid() * c->tanh();
+}
+
+// One GRU step (PyTorch's GRUCell: gates r, z, n) from the input's
+// projection `xw` = x W_ih^T + b_ih: the new hidden state in place of `h`.
+void GruStep(const torch::Tensor& xw, const torch::Tensor& w_hh,
+             const torch::Tensor& b_hh, torch::Tensor* h) {
+  const std::vector<torch::Tensor> x = xw.chunk(3, 1);
+  const std::vector<torch::Tensor> hw =
+      torch::addmm(b_hh, *h, w_hh.t()).chunk(3, 1);
+  const torch::Tensor r = (x[0] + hw[0]).sigmoid();
+  const torch::Tensor z = (x[1] + hw[1]).sigmoid();
+  const torch::Tensor n = (x[2] + r * hw[2]).tanh();
+  *h = n + z * (*h - n);
+}
+
+}  // namespace
+
+torch::Tensor ActorCriticImpl::CoreInput(const torch::Tensor& features) {
+  if (lstm_) {
+    return torch::linear(features, lstm_->weight_ih,
+                         lstm_->bias_ih + lstm_->bias_hh);
+  }
+  return torch::linear(features, gru_->weight_ih, gru_->bias_ih);
+}
+
 torch::Tensor ActorCriticImpl::CoreStep(const torch::Tensor& features,
                                         const torch::Tensor& state,
                                         torch::Tensor* next_state) {
+  const torch::Tensor xw = CoreInput(features);
   if (lstm_) {
-    const std::vector<torch::Tensor> hc = state.chunk(2, 1);
-    const auto [h, c] = lstm_->forward(features, std::make_tuple(hc[0], hc[1]));
+    const int64_t H = config_.core_size;
+    torch::Tensor h = state.narrow(1, 0, H), c = state.narrow(1, H, H);
+    LstmStep(xw, lstm_->weight_hh, &h, &c);
     *next_state = torch::cat({h, c}, 1);
     return h;
   }
-  torch::Tensor h = gru_->forward(features, state);
+  torch::Tensor h = state;
+  GruStep(xw, gru_->weight_hh, gru_->bias_hh, &h);
   *next_state = h;
   return h;
 }
@@ -404,20 +444,37 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
   if (!recurrent()) {
     return Evaluate(flat(observations), flat(actions), flat(action_masks));
   }
-  // The trunk over every step at once; the core step by step.
-  const torch::Tensor features =
-      Trunks(NormalizeObservations(flat(observations))).first.view({T, B, -1});
-  // 1 where the state carries on to the next step, 0 where it restarts.
+  // The trunk and the core's input projection over every step at once; the
+  // recurrence step by step, as CoreStep computes it.
+  // unbind, not xw[t]: one backward node for all the steps (a select's
+  // backward would write a whole [T, B, gates] gradient per step).
+  const std::vector<torch::Tensor> xw =
+      CoreInput(Trunks(NormalizeObservations(flat(observations))).first)
+          .view({T, B, -1})
+          .unbind(0);
+  // 1 where the state carries on to the next step, 0 where it restarts;
+  // the steps after which no episode ended skip the product.
   const torch::Tensor carry =
       (1 - episode_ends.to(torch::kFloat32)).unsqueeze(-1);
-  torch::Tensor state = initial_state;
+  const torch::Tensor any_end =
+      episode_ends.ne(0).any(1).to(torch::kCPU).contiguous();
+  const bool* ended = any_end.data_ptr<bool>();
+  const int64_t H = config_.core_size;
+  torch::Tensor h = initial_state.narrow(1, 0, H);
+  torch::Tensor c = lstm_ ? initial_state.narrow(1, H, H) : torch::Tensor();
   std::vector<torch::Tensor> outputs;
   outputs.reserve(T);
   for (int64_t t = 0; t < T; ++t) {
-    if (t > 0) state = state * carry[t - 1];
-    torch::Tensor next;
-    outputs.push_back(CoreStep(features[t], state, &next));
-    state = next;
+    if (t > 0 && ended[t - 1]) {
+      h = h * carry[t - 1];
+      if (lstm_) c = c * carry[t - 1];
+    }
+    if (lstm_) {
+      LstmStep(xw[t], lstm_->weight_hh, &h, &c);
+    } else {
+      GruStep(xw[t], gru_->weight_hh, gru_->bias_hh, &h);
+    }
+    outputs.push_back(h);
   }
   const torch::Tensor core = torch::cat(outputs, 0);  // [T * B, core_size]
   return EvaluateHeads(core, core, flat(actions), flat(action_masks));
@@ -608,6 +665,14 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
   }
   return CatchTorchErrors("creating the policy network",
                           [&] { return ActorCritic(config); });
+}
+
+absl::StatusOr<ActorCritic> CreateSeededActorCritic(
+    const ActorCriticConfig& config, uint64_t seed) {
+  static absl::Mutex mu(absl::kConstInit);
+  absl::MutexLock lock(&mu);
+  torch::manual_seed(seed);
+  return CreateActorCritic(config);
 }
 
 absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,

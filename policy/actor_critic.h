@@ -199,6 +199,9 @@ class ActorCriticImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // Logits [B, n] or Gaussian means [B, A].
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
+  // The core's input projection of trunk features [N, in]: x W_ih^T plus
+  // the input bias (an LSTM's two biases, summed).
+  torch::Tensor CoreInput(const torch::Tensor& features);
   // One step of the core: trunk features [B, in] and the state before ->
   // the core's output [B, core_size]; `next_state` gets the state after.
   torch::Tensor CoreStep(const torch::Tensor& features,
@@ -230,6 +233,13 @@ TORCH_MODULE(ActorCritic);
 // observation_size < 1, not exactly one of num_actions / action_size
 // positive, a hidden size < 1, observation_clip <= 0.
 absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config);
+
+// CreateActorCritic with fresh weights that are a function of `seed` alone:
+// the global LibTorch generator is seeded and drawn from under one
+// process-wide lock, so that policies made at once on several threads (two
+// runs in one process) each get their own seed's weights.
+absl::StatusOr<ActorCritic> CreateSeededActorCritic(
+    const ActorCriticConfig& config, uint64_t seed);
 
 // policy->Act as a Status: observations checked first (INVALID_ARGUMENT
 // naming their shape), a LibTorch error INTERNAL.

@@ -42,9 +42,9 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   ASSIGN_OR_RETURN(auto collector,
                    RolloutCollector::Create(spec, spec.seed(),
                                             std::max(1, options.env_threads)));
-  torch::manual_seed(spec.seed());  // Initial weights.
-  ASSIGN_OR_RETURN(ActorCritic policy,
-                   CreateActorCritic(collector->NetworkConfig(spec)));
+  ASSIGN_OR_RETURN(
+      ActorCritic policy,
+      CreateSeededActorCritic(collector->NetworkConfig(spec), spec.seed()));
   ASSIGN_OR_RETURN(
       auto updater, CatchTorchErrors("creating the optimizer", [&] {
         return std::make_unique<PpoUpdater>(
