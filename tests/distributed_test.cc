@@ -1,6 +1,6 @@
 // The learner and actors as real processes on loopback: learning in sync and
-// async mode, an actor killed, the learner killed and restarted, and a
-// malformed segment from a rogue client.
+// async mode, an actor killed, the learner killed and restarted, a
+// malformed segment from a rogue client, and a recurrent policy.
 #include <signal.h>
 
 #include <fstream>
@@ -243,6 +243,32 @@ TEST_F(DistributedTest, MalformedSegmentIsRejectedWhileActorsTrain) {
   EXPECT_TRUE(result.done);
   EXPECT_EQ(result.rejected, 1);
   EXPECT_GE(result.mean_return, 475);
+}
+
+// Recurrent PPO across processes: each actor carries its envs' LSTM states
+// and ships them with every segment (segment.initial_state), the learner
+// takes them into minibatches of whole env sequences, in async mode (policy
+// lag 2, so segments of older policies and states are learned from too).
+TEST_F(DistributedTest, RecurrentPolicyLearnsAcrossProcesses) {
+  const int port = StartRun(R"(name: cartpole-lstm
+env: {id: CartPole-v1}
+envs_per_actor: 8
+segment_length: 32
+total_env_steps: 300000
+seed: 1
+target_return: 300
+policy: {core: lstm, core_size: 32, hidden_sizes: [64]}
+ppo: {learning_rate: 2.0e-3, gamma: 0.98, gae_lambda: 0.8, num_epochs: 10,
+      num_minibatches: 2, entropy_coef: 0.0}
+resources: {num_actors: 2}
+sync_mode: ASYNC
+max_policy_lag: 2
+)");
+  ASSERT_GT(port, 0);
+  const Result result = Finish();
+  EXPECT_TRUE(result.done);
+  EXPECT_GE(result.mean_return, 300);
+  EXPECT_EQ(result.rejected, 0);
 }
 
 }  // namespace
