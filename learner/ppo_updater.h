@@ -107,9 +107,6 @@ class PpoUpdater {
   at::Generator& generator() { return generator_; }
 
  private:
-  // Shapes, dtypes, finite values and action range of `rollout`.
-  absl::Status CheckRollout(const Rollout& rollout) const;
-
   // What both paths compute first: GAE, the annealed rate (set on the
   // optimizer), this rank's minibatch and its share of the global one.
   struct Plan {

@@ -308,11 +308,10 @@ TEST(ActorCriticTest, RecurrentGradientsMatchFiniteDifferences) {
       Recurrent(ActorCriticConfig::Core::kLstm));
   ExpectGradientsMatchFiniteDifferences(
       Recurrent(ActorCriticConfig::Core::kGru));
-  // A CNN's features straight into a core.
-  ActorCriticConfig cnn = Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 1, 6, 6);
-  cnn.core = ActorCriticConfig::Core::kGru;
-  cnn.core_size = 3;
-  ExpectGradientsMatchFiniteDifferences(cnn);
+  // The observations straight into a core (no hidden layers).
+  ActorCriticConfig direct = Recurrent(ActorCriticConfig::Core::kGru);
+  direct.hidden_sizes = {};
+  ExpectGradientsMatchFiniteDifferences(direct);
 }
 
 // What the actor computes step by step (Act from a carried state, zeroed
