@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "common/security_flags.h"
 #include "common/signal_waiter.h"
+#include "policy/cuda_runtime.h"
 
 ABSL_FLAG(std::string, learner, "", "Learner address HOST:PORT (required).");
 ABSL_FLAG(std::string, run, "", "Run file, YAML or JSON (required).");
@@ -68,6 +69,8 @@ int main(int argc, char** argv) {
   rl::InitLogging(absl::GetFlag(FLAGS_coordinator).empty()
                       ? absl::StrCat("actor/", absl::GetFlag(FLAGS_actor_id))
                       : "actor");
+  // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
+  rl::PrepareCudaRuntime();
   absl::StatusOr<std::shared_ptr<const rl::Security>> security =
       rl::SecurityFromFlags();
   if (!security.ok()) return rl::ExitCode(security.status());

@@ -1,6 +1,7 @@
 #include "learner/checkpoint.h"
 
 #include <fcntl.h>
+#include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <unistd.h>
 
@@ -193,6 +194,20 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& root) {
 
 namespace {
 
+// Adam's moments beside their parameters (a checkpoint's load onto the CPU).
+void MoveOptimizerState(torch::optim::Optimizer& optimizer,
+                        torch::Device device) {
+  for (auto& [key, state] : optimizer.state()) {
+    if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(state.get())) {
+      adam->exp_avg(adam->exp_avg().to(device));
+      adam->exp_avg_sq(adam->exp_avg_sq().to(device));
+      if (adam->max_exp_avg_sq().defined()) {
+        adam->max_exp_avg_sq(adam->max_exp_avg_sq().to(device));
+      }
+    }
+  }
+}
+
 // Loads the policy, the optimizer (may be null) and `extra` (may be null)
 // from the archives `open(part, archive)` fills, for the parts "policy",
 // "optimizer" and "state". `what` names the source in errors.
@@ -201,6 +216,10 @@ absl::Status LoadTrainingState(
         open,
     const std::string& what, ActorCritic& policy,
     torch::optim::Optimizer* optimizer, TensorMap* extra) {
+  // Archives load onto the CPU (map location), whatever device wrote them,
+  // and the state then moves to the policy's device: a checkpoint written
+  // on a GPU resumes on a CPU-only machine and back.
+  const torch::Device device = policy->device();
   // Module::load replaces tensors whatever their shape; check it ourselves.
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const auto& item : policy->named_parameters()) {
@@ -222,10 +241,12 @@ absl::Status LoadTrainingState(
                 c10::str(c10::IntArrayRef(shape))));
           }
         }
+        policy->to(device);
         if (optimizer != nullptr) {
           torch::serialize::InputArchive opt;
           open("optimizer", opt);
           optimizer->load(opt);
+          MoveOptimizerState(*optimizer, device);
         }
         if (extra != nullptr) {
           torch::serialize::InputArchive state;
@@ -252,7 +273,8 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
   }
   return LoadTrainingState(
       [&](const char* part, torch::serialize::InputArchive& archive) {
-        archive.load_from((fs::path(dir) / absl::StrCat(part, ".pt")).string());
+        archive.load_from((fs::path(dir) / absl::StrCat(part, ".pt")).string(),
+                          torch::Device(torch::kCPU));
       },
       absl::StrCat("checkpoint ", dir), policy, optimizer, extra);
 }
@@ -282,7 +304,7 @@ absl::Status DecodeTrainingState(const std::string& bytes, ActorCritic& policy,
       "the training state does not load",
       [&] {
         std::istringstream in(bytes);
-        all.load_from(in);
+        all.load_from(in, torch::Device(torch::kCPU));
       },
       absl::StatusCode::kInvalidArgument));
   return LoadTrainingState(

@@ -15,6 +15,7 @@
 #include "envs/env_registry.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_keeper.h"
+#include "learner/device_self_check.h"
 #include "learner/gang_sync.h"
 #include "learner/learner_metrics.h"
 #include "learner/learner_progress.h"
@@ -69,8 +70,25 @@ class LearnerCore::Impl {
           ") must be at least resources.num_learners (", world_size_,
           "): learner rank ", rank_, " would get no actor"));
     }
+    // The device the updates run on; a CUDA device's first use in this
+    // process checks itself against the CPU (learner/device_self_check.h).
+    ASSIGN_OR_RETURN(
+        const torch::Device device,
+        ResolveComputeDevice(spec.resources().learner_device(),
+                             "resources.learner_device", "this learner"));
+    if (!device.is_cpu() && world_size_ > 1) {
+      return absl::UnimplementedError(absl::StrCat(
+          "resources.learner_device: \"", spec.resources().learner_device(),
+          "\" with resources.num_learners ", world_size_,
+          ": a gang of CUDA learners needs NCCL, which this learner does "
+          "not have yet; use one CUDA learner, or cpu"));
+    }
+    RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, spec.ppo(), device));
     ASSIGN_OR_RETURN(policy_,
                      CreateSeededActorCritic(policy_config_, spec.seed()));
+    RETURN_IF_ERROR(
+        CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
+                         [&] { policy_->to(device); }));
     updater_ = std::make_unique<PpoUpdater>(
         policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
     updater_->set_collective(options_.collective.get());
@@ -463,9 +481,6 @@ absl::StatusOr<std::unique_ptr<LearnerCore>> LearnerCore::Create(
     const LearnerOptions& options) {
   // Specs arrive resolved (runspec/): checked, never filled in again.
   RETURN_IF_ERROR(CheckResolvedEnvSpec(options.spec.env()));
-  RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().learner_device(),
-                                     "resources.learner_device",
-                                     "this learner"));
   auto impl = std::make_unique<Impl>(options);
   RETURN_IF_ERROR(impl->Start());
   auto core = std::unique_ptr<LearnerCore>(new LearnerCore(std::move(impl)));

@@ -18,6 +18,7 @@
 #include "common/security_flags.h"
 #include "common/signal_waiter.h"
 #include "learner/learner_process.h"
+#include "policy/cuda_runtime.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
 ABSL_FLAG(std::string, host, "127.0.0.1", "Address to listen on.");
@@ -72,6 +73,8 @@ int main(int argc, char** argv) {
       "learner_main --run=RUN_FILE [--port=N] [--run_dir=DIR] | "
       "--coordinator=HOST:PORT");
   rl::InitLogging("learner");
+  // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
+  rl::PrepareCudaRuntime();
   absl::StatusOr<std::shared_ptr<const rl::Security>> security =
       rl::SecurityFromFlags();
   if (!security.ok()) return rl::ExitCode(security.status());

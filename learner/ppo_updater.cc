@@ -18,6 +18,7 @@
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
 #include "learner/rollout_check.h"
+#include "policy/device_transfer.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -229,29 +230,45 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
   const Rollout& r = rollout;
-  const torch::Tensor obs = r.observations.reshape({batch, -1});
-  const torch::Tensor actions = policy_->discrete()
-                                    ? r.actions.reshape({batch})
-                                    : r.actions.reshape({batch, -1});
-  const torch::Tensor old_log_probs = r.log_probs.reshape({batch});
-  const torch::Tensor old_values = r.values.reshape({batch});
-  const torch::Tensor masks = r.action_masks.defined()
-                                  ? r.action_masks.reshape({batch, -1})
-                                  : torch::Tensor();
-  // A recurrent policy's minibatch: k whole env sequences of T steps.
   const bool recurrent = policy_->recurrent();
-  const int64_t envs_per_minibatch = E / config_.num_minibatches();
-  const torch::Tensor episode_ends =
+  // The rollout and the plan (host tensors) on the policy's device, in one
+  // packed copy: on the CPU, the tensors themselves.
+  const torch::Device device = policy_->device();
+  std::vector<torch::Tensor> host = {
+      r.observations.reshape({batch, -1}),
+      policy_->discrete() ? r.actions.reshape({batch})
+                          : r.actions.reshape({batch, -1}),
+      r.log_probs.reshape({batch}),
+      r.values.reshape({batch}),
+      r.action_masks.defined() ? r.action_masks.reshape({batch, -1})
+                               : torch::Tensor(),
       recurrent ? (r.terminated | r.truncated).reshape({batch})
-                : torch::Tensor();
+                : torch::Tensor(),
+      recurrent ? r.initial_state : torch::Tensor(),
+      plan.advantages,
+      plan.returns};
+  const size_t num_rollout_tensors = host.size();
+  host.insert(host.end(), plan.orders.begin(), plan.orders.end());
+  const std::vector<torch::Tensor> on_device = ToDevice(host, device);
+  const torch::Tensor& obs = on_device[0];
+  const torch::Tensor& actions = on_device[1];
+  const torch::Tensor& old_log_probs = on_device[2];
+  const torch::Tensor& old_values = on_device[3];
+  const torch::Tensor& masks = on_device[4];
+  // A recurrent policy's minibatch: k whole env sequences of T steps.
+  const int64_t envs_per_minibatch = E / config_.num_minibatches();
+  const torch::Tensor& episode_ends = on_device[5];
+  const torch::Tensor& initial_state = on_device[6];
+  const std::vector<torch::Tensor> orders(
+      on_device.begin() + num_rollout_tensors, on_device.end());
   const auto sequences = [&](const torch::Tensor& rows) {
     if (!rows.defined()) return rows;
     std::vector<int64_t> shape = {T, envs_per_minibatch};
     for (int64_t d = 1; d < rows.dim(); ++d) shape.push_back(rows.size(d));
     return rows.view(shape);
   };
-  const torch::Tensor advantages = plan.advantages;
-  const torch::Tensor returns = plan.returns;
+  const torch::Tensor& advantages = on_device[7];
+  const torch::Tensor& returns = on_device[8];
   const double lr = plan.lr;
   const double gae_seconds = plan.gae_seconds;
   const int64_t num_minibatches = config_.num_minibatches();
@@ -259,20 +276,21 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
   const int64_t global_minibatch = plan.global_minibatch;
   const double share = plan.share;
   const float clip = config_.clip_coef();
-  torch::Tensor sum_policy_loss = torch::zeros({});
-  torch::Tensor sum_value_loss = torch::zeros({});
-  torch::Tensor sum_entropy = torch::zeros({});
-  torch::Tensor sum_kl = torch::zeros({});
-  torch::Tensor sum_clip = torch::zeros({});
-  torch::Tensor sum_grad_norm = torch::zeros({});
-  torch::Tensor sum_non_finite = torch::zeros({});
+  const auto on = torch::TensorOptions().device(device);
+  torch::Tensor sum_policy_loss = torch::zeros({}, on);
+  torch::Tensor sum_value_loss = torch::zeros({}, on);
+  torch::Tensor sum_entropy = torch::zeros({}, on);
+  torch::Tensor sum_kl = torch::zeros({}, on);
+  torch::Tensor sum_clip = torch::zeros({}, on);
+  torch::Tensor sum_grad_norm = torch::zeros({}, on);
+  torch::Tensor sum_non_finite = torch::zeros({}, on);
   int64_t minibatches_run = 0;
   int epochs = 0;
   std::vector<torch::Tensor> params = policy_->parameters();
 
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    const torch::Tensor& order = plan.orders[epoch];
-    torch::Tensor epoch_kl = torch::zeros({});
+    const torch::Tensor& order = orders[epoch];
+    torch::Tensor epoch_kl = torch::zeros({}, on);
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
       const torch::Tensor mb_masks =
@@ -282,7 +300,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
                           sequences(obs.index_select(0, idx)),
                           sequences(actions.index_select(0, idx)),
                           sequences(mb_masks),
-                          r.initial_state.index_select(
+                          initial_state.index_select(
                               0, idx.narrow(0, 0, envs_per_minibatch)),
                           sequences(episode_ends.index_select(0, idx)))
                     : policy_->Evaluate(obs.index_select(0, idx),
@@ -405,8 +423,8 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
       {torch::stack({sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
                      sum_clip, sum_grad_norm}) /
            static_cast<double>(std::max<int64_t>(minibatches_run, 1)),
-       sum_non_finite.unsqueeze(0)});
-  const auto values = packed.to(torch::kFloat64).contiguous();
+       torch::stack({sum_non_finite.to(torch::kFloat32), y_var, explained})});
+  const auto values = packed.to(torch::kCPU, torch::kFloat64).contiguous();
   const double* v = values.data_ptr<double>();
   stats.policy_loss = v[0];
   stats.value_loss = v[1];
@@ -415,8 +433,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
   stats.clip_fraction = v[4];
   stats.grad_norm = v[5];
   result.non_finite = static_cast<int64_t>(v[6]);
-  const double yv = y_var.item<double>();
-  stats.explained_variance = yv == 0 ? 0.0 : explained.item<double>();
+  stats.explained_variance = v[7] == 0 ? 0.0 : v[8];
   stats.learning_rate = lr;
   stats.epochs = epochs;
   stats.gae_seconds = gae_seconds;

@@ -468,13 +468,17 @@ absl::Status ActorCriticImpl::UpdateObservationStatistics(
 void ActorCriticImpl::FoldBatchStatistics(double batch_count,
                                           const torch::Tensor& batch_mean,
                                           const torch::Tensor& batch_var) {
+  // The batch's moments may come from another device (a gang's, summed on
+  // the host).
+  const torch::Tensor mean = batch_mean.to(obs_mean_.device());
+  const torch::Tensor var = batch_var.to(obs_mean_.device());
   const torch::Tensor count = obs_count_;
   const torch::Tensor total = count + batch_count;
-  const torch::Tensor delta = batch_mean - obs_mean_.to(torch::kFloat64);
+  const torch::Tensor delta = mean - obs_mean_.to(torch::kFloat64);
   const torch::Tensor new_mean =
       obs_mean_.to(torch::kFloat64) + delta * batch_count / total;
   const torch::Tensor m2 = obs_var_.to(torch::kFloat64) * count +
-                           batch_var * batch_count +
+                           var * batch_count +
                            delta * delta * count * batch_count / total;
   obs_mean_.copy_(new_mean);
   obs_var_.copy_(m2 / total);
@@ -616,6 +620,25 @@ absl::StatusOr<std::string> FirstNonFiniteWeight(ActorCritic& policy) {
       if (!torch::isfinite(item.value()).all().item<bool>()) return item.key();
     }
     return "the observation statistics";
+  });
+}
+
+absl::Status CopyPolicyWeights(ActorCritic& from, ActorCritic& to) {
+  return CatchTorchErrors("copying the policy's weights", [&] {
+    torch::NoGradGuard no_grad;
+    const auto from_parameters = from->parameters();
+    const auto to_parameters = to->parameters();
+    const auto from_buffers = from->buffers();
+    const auto to_buffers = to->buffers();
+    TORCH_CHECK(from_parameters.size() == to_parameters.size() &&
+                    from_buffers.size() == to_buffers.size(),
+                "the two policies are different networks");
+    for (size_t i = 0; i < to_parameters.size(); ++i) {
+      to_parameters[i].copy_(from_parameters[i]);
+    }
+    for (size_t i = 0; i < to_buffers.size(); ++i) {
+      to_buffers[i].copy_(from_buffers[i]);
+    }
   });
 }
 

@@ -119,6 +119,8 @@ class ActorCriticImpl : public torch::nn::Module {
   bool recurrent() const {
     return config_.core != ActorCriticConfig::Core::kNone;
   }
+  // Where the parameters and buffers live (module->to(device) moves them).
+  torch::Device device() const { return obs_mean_.device(); }
   int64_t state_size() const { return RecurrentStateSize(config_); }
   // Zeros [batch, state_size()] (undefined without a core).
   torch::Tensor InitialState(int64_t batch) const;
@@ -256,6 +258,10 @@ absl::StatusOr<PolicyStep> ActChecked(
 // weight and statistic is finite (one reduction and one sync when they
 // are). INTERNAL for a LibTorch error.
 absl::StatusOr<std::string> FirstNonFiniteWeight(ActorCritic& policy);
+
+// Copies `from`'s parameters and buffers into `to` (a network of the same
+// config, on any device): the acting copy of a policy trained elsewhere.
+absl::Status CopyPolicyWeights(ActorCritic& from, ActorCritic& to);
 
 }  // namespace rl
 

@@ -5,12 +5,37 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "policy/cuda_runtime.h"
 
 namespace rl {
+namespace {
+
+// Parses "cuda" / "cuda:N" into N; false for anything else.
+bool ParseCuda(absl::string_view device, int* index) {
+  *index = 0;
+  return device == "cuda" ||
+         (absl::StartsWith(device, "cuda:") &&
+          absl::SimpleAtoi(device.substr(5), index) && *index >= 0);
+}
+
+absl::Status NotVisible(absl::string_view device, absl::string_view field,
+                        absl::string_view who, int visible) {
+  const absl::Status runtime = LoadCudaRuntime();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": \"", device, "\", but ", who, " sees ",
+      visible == 0 ? std::string("no CUDA device")
+                   : absl::StrCat(visible, " CUDA device(s)"),
+      runtime.ok() ? std::string() : absl::StrCat(" (", runtime.message(), ")"),
+      "; it refuses rather than run on the CPU. Use cpu, or a worker with "
+      "a GPU"));
+}
+
+}  // namespace
 
 std::vector<std::string> VisibleCudaDevices() {
   std::vector<std::string> devices;
-  // Without libtorch_cuda, LibTorch's CUDA hooks report no device.
+  // Without libtorch_cuda loaded, LibTorch's CUDA hooks report no device.
+  if (!LoadCudaRuntime().ok()) return devices;
   const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
   for (int64_t i = 0; i < count; ++i) {
     devices.push_back(absl::StrCat("cuda:", i));
@@ -23,26 +48,30 @@ absl::Status CheckComputeDevice(absl::string_view device,
                                 absl::string_view who) {
   if (device.empty() || device == "cpu") return absl::OkStatus();
   int index = 0;
-  if (device != "cuda" &&
-      !(absl::StartsWith(device, "cuda:") &&
-        absl::SimpleAtoi(device.substr(5), &index) && index >= 0)) {
+  if (!ParseCuda(device, &index)) {
     return absl::InvalidArgumentError(absl::StrCat(
         field, ": must be cpu, cuda or cuda:N (got \"", device, "\")"));
   }
   const int visible = static_cast<int>(VisibleCudaDevices().size());
-  if (index >= visible) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": \"", device, "\", but ", who, " sees ",
-        visible == 0 ? std::string("no CUDA device")
-                     : absl::StrCat(visible, " CUDA device(s)"),
-        " (no GPU or driver here, or a binary built without LibTorch's CUDA "
-        "library); it refuses rather than run on the CPU. Use cpu, or a "
-        "worker with a GPU"));
-  }
+  if (index >= visible) return NotVisible(device, field, who, visible);
   return absl::UnimplementedError(absl::StrCat(
       field, ": \"", device, "\": ", who,
-      " computes on the CPU only (the CUDA path is not built yet); it "
+      " computes on the CPU only (its CUDA path is not built yet); it "
       "refuses rather than run on the CPU. Use cpu"));
+}
+
+absl::StatusOr<c10::Device> ResolveComputeDevice(absl::string_view device,
+                                                 absl::string_view field,
+                                                 absl::string_view who) {
+  if (device.empty() || device == "cpu") return c10::Device(c10::kCPU);
+  int index = 0;
+  if (!ParseCuda(device, &index)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": must be cpu, cuda or cuda:N (got \"", device, "\")"));
+  }
+  const int visible = static_cast<int>(VisibleCudaDevices().size());
+  if (index >= visible) return NotVisible(device, field, who, visible);
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 }  // namespace rl

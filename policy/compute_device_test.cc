@@ -38,5 +38,29 @@ TEST(ComputeDeviceTest, CudaIsRefusedNeverRunOnTheCpu) {
                        HasSubstr("must be cpu, cuda or cuda:N")));
 }
 
+TEST(ComputeDeviceTest, ACallerWithACudaPathGetsTheDeviceOrTheReason) {
+  ASSERT_OK_AND_ASSIGN(
+      const c10::Device cpu,
+      ResolveComputeDevice("", "resources.learner_device", "this learner"));
+  EXPECT_TRUE(cpu.is_cpu());
+  EXPECT_THAT(ResolveComputeDevice("cuda:x", "resources.learner_device", "l"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("must be cpu, cuda or cuda:N")));
+  const absl::StatusOr<c10::Device> cuda = ResolveComputeDevice(
+      "cuda:1", "resources.learner_device", "this learner");
+  if (VisibleCudaDevices().size() < 2) {
+    // Refused with why: here, no driver or no GPU runtime.
+    EXPECT_THAT(cuda, StatusIs(absl::StatusCode::kInvalidArgument,
+                               AllOf(HasSubstr("resources.learner_device: "
+                                               "\"cuda:1\", but this learner "
+                                               "sees"),
+                                     HasSubstr("refuses rather than run on "
+                                               "the CPU"))));
+  } else {
+    ASSERT_OK(cuda.status());
+    EXPECT_EQ(cuda->str(), "cuda:1");
+  }
+}
+
 }  // namespace
 }  // namespace rl

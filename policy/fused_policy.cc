@@ -164,6 +164,11 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
         "the fused CPU path needs a BLAS (sgemm_) in LibTorch, and this "
         "LibTorch has none");
   }
+  if (!policy->device().is_cpu()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the fused CPU path computes on the CPU, and this policy is on ",
+        policy->device().str()));
+  }
   const ActorCriticConfig& c = policy->config();
   if (c.activation != ActorCriticConfig::Activation::kTanh) {
     return absl::FailedPreconditionError(

@@ -30,7 +30,10 @@ absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update) {
   for (const auto& [name, tensor] : NamedState(policy)) {
     NamedTensor* named = update->add_parameters();
     named->set_name(name);
-    RETURN_IF_ERROR(EncodeTensor(tensor.detach(), named->mutable_tensor()));
+    // From any device: the bytes are the host's (one copy per tensor off a
+    // GPU, none on the CPU).
+    RETURN_IF_ERROR(
+        EncodeTensor(tensor.detach().to(torch::kCPU), named->mutable_tensor()));
   }
   return absl::OkStatus();
 }

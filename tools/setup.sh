@@ -2,6 +2,10 @@
 # One idempotent set-up step for building, testing and running the service.
 #
 #   tools/setup.sh          install what is missing; seconds when nothing is.
+#   tools/setup.sh --gpu    also the GPU runtime of LibTorch (cuDNN, cuBLAS,
+#                           NCCL, ...: tools/requirements-gpu.txt, ~2.6 GB).
+#                           Installed without the flag too where an NVIDIA
+#                           driver is present; never on other machines.
 #
 # Installs (pinned): Debian packages for the toolchain and C++ libraries, and a
 # project virtual environment (.venv) holding LibTorch (PyPI torch, C++ side
@@ -13,6 +17,19 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 log() { printf '[setup] %s\n' "$*" >&2; }
+
+WANT_GPU=0
+for arg in "$@"; do
+  case "$arg" in
+    --gpu) WANT_GPU=1 ;;
+    *) echo "usage: tools/setup.sh [--gpu]" >&2; exit 2 ;;
+  esac
+done
+# An NVIDIA driver (its kernel module, or its user-space library) means a GPU
+# machine: the GPU runtime is installed there without asking.
+if [[ -e /proc/driver/nvidia/version ]] || ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 '; then
+  WANT_GPU=1
+fi
 
 # --- Debian packages (exact versions of Debian 12 "bookworm") -------------
 APT_PACKAGES=(
@@ -143,6 +160,23 @@ if [[ "$(cat "$STAMP" 2>/dev/null || true)" != "$want_stamp" ]]; then
   echo "$want_stamp" >"$STAMP"
 else
   log "Python packages: up to date"
+fi
+
+# --- LibTorch's GPU runtime, only on GPU machines or with --gpu ------------
+# The binaries link only libtorch_cpu and load libtorch_cuda (and, through
+# its RPATH, these wheels) on demand: policy/cuda_runtime.h.
+GPU_REQS="$ROOT/tools/requirements-gpu.txt"
+GPU_STAMP="$VENV/.rl_gpu_stamp"
+if ((WANT_GPU)); then
+  want_gpu="$(sha256sum <"$GPU_REQS" | cut -d' ' -f1)"
+  if [[ "$(cat "$GPU_STAMP" 2>/dev/null || true)" != "$want_gpu" ]]; then
+    log "installing LibTorch's GPU runtime into .venv (~2.6 GB download)"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+      -r "$GPU_REQS"
+    echo "$want_gpu" >"$GPU_STAMP"
+  else
+    log "GPU runtime: up to date"
+  fi
 fi
 
 # --- Python client (rlservice + rlctl), installed into .venv ---------------

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "envs/env_plugin.h"
 #include "learner/checkpoint.h"
+#include "learner/device_self_check.h"
 #include "learner/training_state.h"
 #include "learner/update_metrics.h"
 #include "policy/compute_device.h"
@@ -35,38 +36,51 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view context) {
 
 absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
     const RunSpec& spec, const TrainerOptions& options) {
-  RETURN_IF_ERROR(CheckComputeDevice(spec.resources().learner_device(),
-                                     "resources.learner_device", "rl_local"));
+  ASSIGN_OR_RETURN(
+      const torch::Device device,
+      ResolveComputeDevice(spec.resources().learner_device(),
+                           "resources.learner_device", "rl_local"));
   RETURN_IF_ERROR(CheckComputeDevice(spec.resources().actor_device(),
                                      "resources.actor_device", "rl_local"));
   ASSIGN_OR_RETURN(auto collector,
                    RolloutCollector::Create(spec, spec.seed(),
                                             std::max(1, options.env_threads)));
-  ASSIGN_OR_RETURN(
-      ActorCritic policy,
-      CreateSeededActorCritic(collector->NetworkConfig(spec), spec.seed()));
+  const ActorCriticConfig config = collector->NetworkConfig(spec);
+  // A CUDA device's first use in this process checks itself.
+  RETURN_IF_ERROR(CheckDeviceOnFirstUse(config, spec.ppo(), device));
+  ASSIGN_OR_RETURN(ActorCritic policy,
+                   CreateSeededActorCritic(config, spec.seed()));
+  ActorCritic learner_policy = policy;
+  if (!device.is_cpu() || options.separate_learner_policy_for_testing) {
+    ASSIGN_OR_RETURN(learner_policy,
+                     CreateSeededActorCritic(config, spec.seed()));
+    RETURN_IF_ERROR(
+        CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
+                         [&] { learner_policy->to(device); }));
+  }
   ASSIGN_OR_RETURN(
       auto updater, CatchTorchErrors("creating the optimizer", [&] {
         return std::make_unique<PpoUpdater>(
-            policy, spec.ppo(), spec.total_env_steps(), spec.seed());
+            learner_policy, spec.ppo(), spec.total_env_steps(), spec.seed());
       }));
   ASSIGN_OR_RETURN(Rollout rollout,
                    CatchTorchErrors("allocating the rollout buffer", [&] {
                      return collector->AllocateRollout();
                    }));
-  return std::unique_ptr<LocalTrainer>(
-      new LocalTrainer(spec, options, std::move(collector), std::move(policy),
-                       std::move(updater), std::move(rollout)));
+  return std::unique_ptr<LocalTrainer>(new LocalTrainer(
+      spec, options, std::move(collector), std::move(policy),
+      std::move(learner_policy), std::move(updater), std::move(rollout)));
 }
 
 LocalTrainer::LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
                            std::unique_ptr<RolloutCollector> collector,
-                           ActorCritic policy,
+                           ActorCritic policy, ActorCritic learner_policy,
                            std::unique_ptr<PpoUpdater> updater, Rollout rollout)
     : spec_(spec),
       options_(options),
       collector_(std::move(collector)),
       policy_(std::move(policy)),
+      learner_policy_(std::move(learner_policy)),
       updater_(std::move(updater)),
       rollout_(std::move(rollout)) {
   progress_.total_env_steps = spec.total_env_steps();
@@ -94,6 +108,9 @@ absl::Status LocalTrainer::Step() {
                                  progress_.env_steps, " steps)"));
   }
   progress_.last_update = *update;
+  if (learner_policy_.ptr() != policy_.ptr()) {
+    RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
+  }
   time_.gae += progress_.last_update.gae_seconds;
   time_.update += SecondsSince(start) - progress_.last_update.gae_seconds;
 
@@ -168,15 +185,18 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
       last_checkpoint_,
       rl::WriteCheckpoint(
           (std::filesystem::path(options_.run_dir) / "checkpoints").string(),
-          progress_.updates, policy_, updater_->optimizer(), extra,
+          progress_.updates, learner_policy_, updater_->optimizer(), extra,
           spec_.keep_checkpoints()));
   return last_checkpoint_;
 }
 
 absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   TensorMap extra;
-  RETURN_IF_ERROR(
-      ReadCheckpoint(checkpoint_dir, policy_, &updater_->optimizer(), &extra));
+  RETURN_IF_ERROR(ReadCheckpoint(checkpoint_dir, learner_policy_,
+                                 &updater_->optimizer(), &extra));
+  if (learner_policy_.ptr() != policy_.ptr()) {
+    RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
+  }
   RETURN_IF_ERROR(collector_->RestoreState(extra));
   const std::string source = absl::StrCat("checkpoint ", checkpoint_dir);
   ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));

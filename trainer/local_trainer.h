@@ -30,6 +30,10 @@ struct TrainerOptions {
   int env_threads = 1;
   // Metrics (the learner's and actor 0's) go here; not owned; null: none.
   Emitter* emitter = nullptr;
+  // Tests: the trained policy is a copy of the acting one even on the CPU,
+  // as on a CUDA learner_device (weights copied back after every update),
+  // so the CPU runs the GPU path's bookkeeping.
+  bool separate_learner_policy_for_testing = false;
 };
 
 // Where the time of the run went, in seconds.
@@ -91,12 +95,17 @@ class LocalTrainer {
  private:
   LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
                std::unique_ptr<RolloutCollector> collector, ActorCritic policy,
-               std::unique_ptr<PpoUpdater> updater, Rollout rollout);
+               ActorCritic learner_policy, std::unique_ptr<PpoUpdater> updater,
+               Rollout rollout);
 
   RunSpec spec_;
   TrainerOptions options_;
   std::unique_ptr<RolloutCollector> collector_;
+  // Acts (on the CPU).
   ActorCritic policy_{nullptr};
+  // Trained (resources.learner_device): policy_ itself on the CPU, else a
+  // copy on the device whose weights policy_ takes after every update.
+  ActorCritic learner_policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   Rollout rollout_;
   TrainerProgress progress_;

@@ -88,6 +88,32 @@ TEST(LocalTrainerTest, ResumedRunMatchesUninterruptedContinuous) {
   CheckResume("env: {id: Pendulum-v1}", "resume_pendulum");
 }
 
+// A CUDA learner_device trains a copy of the acting policy and copies its
+// weights back after every update; run on the CPU, that bookkeeping (and
+// its checkpoints and resume) gives exactly the one-policy run.
+TEST(LocalTrainerTest, ATrainedCopyAsOnAGpuMatchesTheOnePolicyRun) {
+  RunSpec spec = SmallRun("env: {id: CartPole-v1}");
+  spec.mutable_ppo()->set_cpu_kernels("libtorch");  // the path a GPU takes
+  auto straight = LocalTrainer::Create(spec, {});
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  ASSERT_TRUE((*straight)->Train(nullptr, 6).ok());
+
+  TrainerOptions copy;
+  copy.separate_learner_policy_for_testing = true;
+  copy.run_dir = MakeTestDir("learner_copy");
+  auto first = LocalTrainer::Create(spec, copy);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE((*first)->Train(nullptr, 3).ok());
+  auto latest = LatestCheckpoint(copy.run_dir + "/checkpoints");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  auto resumed = LocalTrainer::Create(spec, copy);
+  ASSERT_TRUE(resumed.ok());
+  ASSERT_TRUE((*resumed)->Restore(*latest).ok());
+  ASSERT_TRUE((*resumed)->Train(nullptr, 3).ok());
+  EXPECT_EQ((*resumed)->progress().episodes, (*straight)->progress().episodes);
+  ExpectSameParameters(**straight, **resumed);
+}
+
 TEST(LocalTrainerTest, SameSeedSameRun) {
   const RunSpec spec = SmallRun("env: {id: Acrobot-v1}");
   auto a = LocalTrainer::Create(spec, {});

@@ -14,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
+#include "policy/cuda_runtime.h"
 #include "trainer/local_run.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
       "[--checkpoint=DIR] [--steps=N] [--output=FILE]";
   const std::vector<std::string> args =
       rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
+  // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
+  rl::PrepareCudaRuntime();
   if (args.size() == 1 && args[0] == "check-env") {
     return rl::CheckRunFileEnv(absl::GetFlag(FLAGS_run),
                                absl::GetFlag(FLAGS_steps));

@@ -1,0 +1,54 @@
+// A device's first use checks itself: before a learner (or rl_local) trains
+// on a CUDA device, one fixed PPO update of the run's own network runs on
+// the CPU and on the device, from the same weights, rollout and shuffling
+// stream, and the results are compared. Code that never ran on a GPU then
+// cannot train silently wrong there: a mismatch refuses the run naming
+// what differed. The comparison is the same code on every device; tests run
+// it on the CPU against the CPU (and against a perturbed copy).
+#ifndef RL_LEARNER_DEVICE_SELF_CHECK_H_
+#define RL_LEARNER_DEVICE_SELF_CHECK_H_
+
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "policy/actor_critic.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+struct DeviceCheckOptions {
+  // float32: every parameter, buffer and reported loss within this of the
+  // CPU's, relative to max(|cpu value|, 1).
+  double tolerance = 1e-4;
+  // Tests: called on the device's policy after its update, before the
+  // comparison.
+  std::function<void(ActorCritic&)> perturb_for_testing;
+};
+
+// What the check compared, for the log and the worker's record.
+struct DeviceCheckReport {
+  std::string device;
+  int64_t tensors_compared = 0;
+  double max_relative_difference = 0;
+  std::string worst;  // the tensor with the largest difference
+};
+
+// The check for a network of `config` trained with `ppo` (its epochs,
+// minibatches and KL stop replaced by one epoch of one minibatch) on a
+// made-up rollout of 8 steps x 4 envs. FAILED_PRECONDITION naming the
+// first tensor out of tolerance (and the device); INTERNAL for a LibTorch
+// error on the device.
+absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
+    const ActorCriticConfig& config, const PPOConfig& ppo, torch::Device device,
+    const DeviceCheckOptions& options = {});
+
+// CheckDeviceUpdate once per process, network shape and device: later
+// calls with the same (config, device) return the first result. Nothing
+// to check on the CPU (OK at once).
+absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
+                                   const PPOConfig& ppo, torch::Device device);
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_DEVICE_SELF_CHECK_H_

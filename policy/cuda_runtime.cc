@@ -1,0 +1,119 @@
+#include "policy/cuda_runtime.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <mutex>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "c10/core/CPUAllocator.h"
+#include "common/logging.h"
+
+namespace rl {
+namespace fs = std::filesystem;
+
+const std::vector<CudaLibrary>& RequiredCudaLibraries() {
+  // libtorch_cuda.so's and libtorch_nvshmem.so's NEEDED entries outside
+  // LibTorch and glibc (readelf -d), torch 2.9.1.
+  static const auto* libraries = new std::vector<CudaLibrary>{
+      {"nvidia-cuda-runtime-cu12", "cuda_runtime", "libcudart.so.12"},
+      {"nvidia-cudnn-cu12", "cudnn", "libcudnn.so.9"},
+      {"nvidia-cublas-cu12", "cublas", "libcublas.so.12"},
+      {"nvidia-cublas-cu12", "cublas", "libcublasLt.so.12"},
+      {"nvidia-nccl-cu12", "nccl", "libnccl.so.2"},
+      {"nvidia-cusparse-cu12", "cusparse", "libcusparse.so.12"},
+      {"nvidia-cusparselt-cu12", "cusparselt", "libcusparseLt.so.0"},
+      {"nvidia-cufft-cu12", "cufft", "libcufft.so.11"},
+      {"nvidia-curand-cu12", "curand", "libcurand.so.10"},
+      {"nvidia-cufile-cu12", "cufile", "libcufile.so.0"},
+      {"nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3"},
+      {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
+  };
+  return *libraries;
+}
+
+absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir) {
+  const fs::path lib(torch_lib_dir);
+  std::vector<std::string> missing;
+  for (const char* own : {"libtorch_cuda.so", "libc10_cuda.so"}) {
+    if (!fs::exists(lib / own))
+      missing.push_back(absl::StrCat(own, " (torch)"));
+  }
+  const fs::path nvidia = lib.parent_path().parent_path() / "nvidia";
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    if (fs::exists(nvidia / l.dir / "lib" / l.soname) ||
+        fs::exists(lib / l.soname)) {
+      continue;
+    }
+    missing.push_back(absl::StrCat(l.soname, " (", l.wheel, ")"));
+  }
+  if (missing.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "LibTorch's GPU runtime is not installed for ", torch_lib_dir,
+      ": missing ", absl::StrJoin(missing, ", "),
+      ". Run tools/setup.sh --gpu (the CUDA 12.8 wheels torch was built "
+      "with; another CUDA toolkit's libraries are never used instead)"));
+}
+
+std::string LoadedTorchLibraryDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&c10::GetCPUAllocator), &info) == 0 ||
+      info.dli_fname == nullptr) {
+    return "";
+  }
+  std::error_code ec;
+  const fs::path path = fs::canonical(info.dli_fname, ec);
+  return (ec ? fs::path(info.dli_fname) : path).parent_path().string();
+}
+
+namespace {
+
+absl::Status Load() {
+  // The driver first: without it nothing else matters, and CPU-only
+  // machines stop here at once.
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver == nullptr) {
+    const char* error = dlerror();
+    return absl::FailedPreconditionError(
+        absl::StrCat("no NVIDIA driver here (libcuda.so.1 does not load: ",
+                     error != nullptr ? error : "unknown error", ")"));
+  }
+  const std::string dir = LoadedTorchLibraryDirectory();
+  if (dir.empty()) {
+    return absl::FailedPreconditionError(
+        "cannot find the directory of this process's libtorch_cpu.so");
+  }
+  if (absl::Status files = CheckCudaRuntimeFiles(dir); !files.ok()) {
+    return files;
+  }
+  const std::string path = (fs::path(dir) / "libtorch_cuda.so").string();
+  if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+    const char* error = dlerror();
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " does not load: ", error != nullptr ? error : "unknown error"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LoadCudaRuntime() {
+  static std::once_flag once;
+  static absl::Status* status = nullptr;
+  std::call_once(once, [] { status = new absl::Status(Load()); });
+  return *status;
+}
+
+void PrepareCudaRuntime() {
+  const absl::Status status = LoadCudaRuntime();
+  if (status.ok()) {
+    RL_LOG_INFO("LibTorch's CUDA runtime loaded");
+  } else if (!absl::StartsWith(status.message(), "no NVIDIA driver")) {
+    RL_LOG_WARNING("CUDA is unavailable to this process: {}",
+                   std::string(status.message()));
+  }
+}
+
+}  // namespace rl

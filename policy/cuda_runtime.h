@@ -1,0 +1,54 @@
+// LibTorch's CUDA library, loaded on demand. The binaries link only
+// libtorch_cpu: the same binary runs on a CPU-only machine without ~2.6 GB
+// of GPU libraries, and on a GPU machine loads libtorch_cuda.so (beside
+// libtorch_cpu.so) at run time, which registers LibTorch's CUDA backend.
+//
+// The load is refused, with the reason, unless every library
+// libtorch_cuda.so needs is the CUDA 12 build torch was built with: from
+// the pinned cu12 wheels (tools/requirements-gpu.txt, installed by
+// `tools/setup.sh --gpu`) or beside libtorch_cpu.so (a LibTorch zip). The
+// dynamic loader would otherwise resolve missing ones to another toolkit's
+// (a system CUDA 13 answers to some cu12 sonames) and fail later, or worse.
+//
+// Load before LibTorch is first asked about CUDA: LibTorch caches its CUDA
+// hooks at the first question (torch::manual_seed asks), so a load after it
+// goes unseen. The mains call PrepareCudaRuntime() first thing.
+#ifndef RL_POLICY_CUDA_RUNTIME_H_
+#define RL_POLICY_CUDA_RUNTIME_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace rl {
+
+// A library libtorch_cuda.so needs, and the wheel that ships it.
+struct CudaLibrary {
+  const char* wheel;   // e.g. "nvidia-cudnn-cu12"
+  const char* dir;     // its directory under site-packages/nvidia
+  const char* soname;  // e.g. "libcudnn.so.9"
+};
+const std::vector<CudaLibrary>& RequiredCudaLibraries();
+
+// OK when every required library is found for the LibTorch in
+// `torch_lib_dir` (libtorch_cuda.so and libc10_cuda.so there, each cu12
+// library in ../../nvidia/<dir>/lib or there too); else FAILED_PRECONDITION
+// naming every missing one with its wheel and the set-up command.
+absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir);
+
+// The directory of the libtorch_cpu.so / libc10.so this process runs.
+std::string LoadedTorchLibraryDirectory();
+
+// Once per process: the driver (libcuda.so.1), the files above, then
+// dlopen(libtorch_cuda.so). OK once loaded; FAILED_PRECONDITION with the
+// reason otherwise (the same reason on every later call).
+absl::Status LoadCudaRuntime();
+
+// LoadCudaRuntime() where an NVIDIA driver is present, its failure logged;
+// nothing (and nothing logged) elsewhere. For the mains, first thing.
+void PrepareCudaRuntime();
+
+}  // namespace rl
+
+#endif  // RL_POLICY_CUDA_RUNTIME_H_

@@ -1,0 +1,80 @@
+#include "policy/cuda_runtime.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace rl {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+void Touch(const fs::path& path) {
+  fs::create_directories(path.parent_path());
+  std::ofstream(path) << "";
+}
+
+// A LibTorch lib directory laid out as the torch wheel's:
+// site-packages/torch/lib beside site-packages/nvidia/<dir>/lib.
+fs::path FakeWheels(const std::string& skip_soname) {
+  const fs::path site(MakeTestDir("site-packages"));
+  const fs::path lib = site / "torch" / "lib";
+  Touch(lib / "libtorch_cuda.so");
+  Touch(lib / "libc10_cuda.so");
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    if (l.soname != skip_soname)
+      Touch(site / "nvidia" / l.dir / "lib" / l.soname);
+  }
+  return lib;
+}
+
+TEST(CudaRuntimeTest, EveryWheelPresentIsEnough) {
+  EXPECT_OK(CheckCudaRuntimeFiles(FakeWheels("").string()));
+}
+
+TEST(CudaRuntimeTest, AMissingWheelIsNamedWithTheSetUpCommand) {
+  const absl::Status status =
+      CheckCudaRuntimeFiles(FakeWheels("libcudnn.so.9").string());
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               AllOf(HasSubstr("missing libcudnn.so.9 "
+                                               "(nvidia-cudnn-cu12)"),
+                                     HasSubstr("tools/setup.sh --gpu"),
+                                     Not(HasSubstr("libcublas")))));
+}
+
+TEST(CudaRuntimeTest, ALibTorchZipKeepsThemBesideItself) {
+  const fs::path lib = fs::path(MakeTestDir("libtorch")) / "lib";
+  for (const char* own : {"libtorch_cuda.so", "libc10_cuda.so"}) {
+    Touch(lib / own);
+  }
+  for (const CudaLibrary& l : RequiredCudaLibraries()) Touch(lib / l.soname);
+  EXPECT_OK(CheckCudaRuntimeFiles(lib.string()));
+}
+
+TEST(CudaRuntimeTest, ThisProcessLoadsOrSaysWhy) {
+  // The torch this test runs: its directory holds libtorch_cpu.so.
+  const std::string dir = LoadedTorchLibraryDirectory();
+  ASSERT_FALSE(dir.empty());
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "libtorch_cpu.so")) << dir;
+  const absl::Status status = LoadCudaRuntime();
+  if (!status.ok()) {
+    // No driver here, or the GPU wheels are not installed: the reason says
+    // which, and a second call gives the same answer without trying again.
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::AnyOf(HasSubstr("no NVIDIA driver"),
+                                 HasSubstr("tools/setup.sh --gpu"),
+                                 HasSubstr("does not load")));
+    EXPECT_EQ(LoadCudaRuntime(), status);
+  }
+}
+
+}  // namespace
+}  // namespace rl

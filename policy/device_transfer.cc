@@ -1,0 +1,62 @@
+#include "policy/device_transfer.h"
+
+#include <cstring>
+
+namespace rl {
+namespace {
+
+constexpr int64_t kAlignment = 64;
+
+int64_t Aligned(int64_t bytes) {
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+int64_t Bytes(const torch::Tensor& t) {
+  return t.defined() ? static_cast<int64_t>(t.numel() * t.element_size()) : 0;
+}
+
+}  // namespace
+
+torch::Tensor PackTensors(const std::vector<torch::Tensor>& host, bool pin) {
+  int64_t total = 0;
+  for (const torch::Tensor& t : host) total += Aligned(Bytes(t));
+  torch::Tensor packed = torch::empty(
+      {std::max<int64_t>(total, 1)},
+      torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(pin));
+  uint8_t* out = packed.data_ptr<uint8_t>();
+  int64_t offset = 0;
+  for (const torch::Tensor& t : host) {
+    if (!t.defined()) continue;
+    const torch::Tensor c = t.contiguous();
+    std::memcpy(out + offset, c.data_ptr(), Bytes(c));
+    offset += Aligned(Bytes(c));
+  }
+  return packed;
+}
+
+std::vector<torch::Tensor> UnpackTensors(
+    const torch::Tensor& packed, const std::vector<torch::Tensor>& like) {
+  std::vector<torch::Tensor> out;
+  out.reserve(like.size());
+  int64_t offset = 0;
+  for (const torch::Tensor& t : like) {
+    if (!t.defined()) {
+      out.emplace_back();
+      continue;
+    }
+    const int64_t bytes = Bytes(t);
+    out.push_back(
+        packed.narrow(0, offset, bytes).view(t.scalar_type()).view(t.sizes()));
+    offset += Aligned(bytes);
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
+                                    torch::Device device) {
+  if (device.is_cpu()) return host;
+  const torch::Tensor packed = PackTensors(host, /*pin=*/device.is_cuda());
+  return UnpackTensors(packed.to(device, /*non_blocking=*/true), host);
+}
+
+}  // namespace rl

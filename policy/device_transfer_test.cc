@@ -1,0 +1,44 @@
+#include "policy/device_transfer.h"
+
+#include "gtest/gtest.h"
+
+namespace rl {
+namespace {
+
+TEST(DeviceTransferTest, PackedTensorsComeBackWithTheirDtypesAndShapes) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  const std::vector<torch::Tensor> host = {
+      torch::randn({5, 3, 7}, gen),
+      torch::randint(0, 9, {5, 3}, gen, torch::kInt64),
+      torch::Tensor(),  // an undefined one keeps its place
+      torch::randint(0, 255, {5, 3, 2}, gen, torch::kUInt8),
+      torch::randn({4, 6}, gen).t(),  // not contiguous
+      torch::randn({}, gen).to(torch::kFloat64),
+  };
+  const torch::Tensor packed = PackTensors(host, /*pin=*/false);
+  // Each piece starts 64-byte aligned: 420, 120, 30, 96 and 8 bytes.
+  EXPECT_EQ(packed.numel(), 448 + 128 + 64 + 128 + 64);
+  const std::vector<torch::Tensor> back = UnpackTensors(packed, host);
+  ASSERT_EQ(back.size(), host.size());
+  for (size_t i = 0; i < host.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(back[i].defined(), host[i].defined());
+    if (!host[i].defined()) continue;
+    EXPECT_EQ(back[i].scalar_type(), host[i].scalar_type());
+    EXPECT_EQ(back[i].sizes(), host[i].sizes());
+    EXPECT_TRUE(torch::equal(back[i], host[i]));
+    // Views of the one buffer, not copies.
+    EXPECT_EQ(back[i].storage().data(), packed.storage().data());
+  }
+}
+
+TEST(DeviceTransferTest, TheCpuGetsTheTensorsThemselves) {
+  const std::vector<torch::Tensor> host = {torch::ones({3}), torch::Tensor()};
+  const std::vector<torch::Tensor> same = ToDevice(host, torch::kCPU);
+  ASSERT_EQ(same.size(), 2u);
+  EXPECT_TRUE(same[0].is_same(host[0]));
+  EXPECT_FALSE(same[1].defined());
+}
+
+}  // namespace
+}  // namespace rl
