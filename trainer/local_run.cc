@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -17,6 +19,7 @@
 #include "policy/actor_critic.h"
 #include "policy/onnx_export.h"
 #include "policy/policy_export.h"
+#include "policy/step_profiler.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
@@ -269,7 +272,22 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
   std::fflush(stdout);
   const bool tty = isatty(fileno(stdout));
   double last_print = -1e9;
+  const std::string profile_path =
+      options_.profile_output.empty()
+          ? (std::filesystem::path(options_.run_dir) / "profile.json").string()
+          : options_.profile_output;
+  if (options_.profile_steps > 0) {
+    std::error_code ec;
+    std::filesystem::create_directories(
+        std::filesystem::path(profile_path).parent_path(), ec);
+  }
+  StepProfiler profiler(
+      profile_path, options_.profile_steps,
+      absl::StartsWith(spec_.resources().learner_device(), "cuda"));
+  RETURN_IF_ERROR(profiler.BeforeStep());
+  absl::Status profile_status;
   auto result = trainer_->Train([&](const TrainerProgress& p) {
+    if (profile_status.ok()) profile_status = profiler.BeforeStep();
     if (!options_.progress) return;
     if (tty) {
       std::printf("\r\033[K%s", ProgressLine(p).c_str());
@@ -282,7 +300,9 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
   });
   if (options_.progress && tty) std::printf("\n");
   std::fflush(stdout);
+  if (profile_status.ok()) profile_status = profiler.Finish();
   if (!result.ok()) return result.status();
+  RETURN_IF_ERROR(profile_status);
   PrintSummary(spec_, *result);
   return spec_.has_target_return() && !result->target_reached
              ? LocalRunOutcome::kTargetMissed

@@ -40,6 +40,11 @@ struct LocalRunOptions {
   int torch_threads = 1;
   // Train: a live progress line (redrawn on a terminal, every 5 s else).
   bool progress = true;
+  // Train: a Chrome trace of this many updates (collection and update, the
+  // first ones) written to profile_output (empty: <run_dir>/profile.json);
+  // 0: none.
+  int profile_steps = 0;
+  std::string profile_output;
 };
 
 // "train" or "eval"; false for anything else.

@@ -32,6 +32,12 @@ ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
+ABSL_FLAG(int, profile, 0,
+          "train: write a Chrome trace (LibTorch's profiler) of the first N "
+          "updates, collection included; 0: none.");
+ABSL_FLAG(std::string, profile_output, "",
+          "train: the trace file of --profile (default "
+          "<run_dir>/profile.json).");
 ABSL_FLAG(std::string, output, "", "export: the file to write.");
 ABSL_FLAG(std::string, format, "torchscript", "export: torchscript or onnx.");
 ABSL_FLAG(bool, sampled, false,
@@ -84,6 +90,13 @@ int main(int argc, char** argv) {
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   options.progress = absl::GetFlag(FLAGS_progress);
+  options.profile_steps = absl::GetFlag(FLAGS_profile);
+  if (options.profile_steps < 0) {
+    std::fprintf(stderr, "error: --profile: must be >= 0 (got %d)\n",
+                 options.profile_steps);
+    return rl::kExitBadInput;
+  }
+  options.profile_output = absl::GetFlag(FLAGS_profile_output);
 
   auto run = rl::LocalRun::Create(options);
   if (!run.ok()) {

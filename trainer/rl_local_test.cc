@@ -92,6 +92,21 @@ TEST_F(RlLocalTest, FinishesTheBudgetAndEvaluatesTheCheckpoint) {
   EXPECT_THAT(eval.out, HasSubstr("over 3 episodes"));
 }
 
+// --profile=N: a Chrome trace of the first N updates, LibTorch's operators
+// of the collection and the update in it.
+TEST_F(RlLocalTest, ProfileWritesAChromeTraceOfTheFirstUpdates) {
+  const std::string run = WriteRunFile(kSmallRun);
+  const Result train =
+      Run("train --run=" + run + " " + RunDirFlag() + " --profile=1");
+  EXPECT_EQ(train.exit_code, 0) << train.out << train.err;
+  const std::string trace = ReadFile(dir_ / "run_dir" / "profile.json");
+  EXPECT_THAT(trace, HasSubstr("\"traceEvents\""));
+  EXPECT_THAT(trace, HasSubstr("aten::"));
+  const Result bad = Run("train --run=" + run + " --profile=-1");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("--profile: must be >= 0"));
+}
+
 // The exported file plays as the checkpoint it came from: the same mean
 // return over the same seeded episodes. Its sidecar names its inputs.
 TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One command on a GPU machine: the GPU path checked end to end, one report.
+#
+#   tools/gpu_check.sh [REPORT_FILE]      (default gpu_check_report.txt)
+#
+# 1. set-up with --gpu (LibTorch's CUDA 12.8 runtime wheels, pinned);
+# 2. the GPU's description (nvidia-smi);
+# 3. the tests tagged `cuda` (the CUDA env and normaliser kernels against
+#    their CPU loops), built with --config=cuda;
+# 4. rl_local on CartPole with learner_device: cuda: the first-use self-check
+#    (one PPO update on the CPU and on the GPU, compared), then training to
+#    CartPole's target, beside the same run on the CPU (steps/s of each);
+# 5. a Chrome trace of 5 CUDA updates (--profile), for Perfetto.
+# Every step runs even when one before it failed; the report says which
+# failed, and the exit code is 1 if any did.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+REPORT="$(realpath -m "${1:-gpu_check_report.txt}")"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+: >"$REPORT"
+failed=()
+step() {  # step NAME COMMAND...: runs it, its output into the report
+  local name="$1"
+  shift
+  echo "== $name" | tee -a "$REPORT"
+  if "$@" 2>&1 | tee -a "$REPORT"; then
+    echo "-- $name: ok" | tee -a "$REPORT"
+  else
+    echo "-- $name: FAILED" | tee -a "$REPORT"
+    failed+=("$name")
+  fi
+}
+
+step "set-up --gpu" bash tools/setup.sh --gpu
+step "device" nvidia-smi --query-gpu=name,driver_version,memory.total \
+  --format=csv
+step "cuda tests" bazel test --config=cuda --test_tag_filters=cuda \
+  --test_output=all //envs:batched_env_cuda_test \
+  //policy:normalize_kernel_cuda_test
+step "build rl_local" bazel build --config=opt //trainer:rl_local
+RL_LOCAL="$ROOT/bazel-bin/trainer/rl_local"
+
+# The tuned CartPole run file, on each device.
+for device in cpu cuda; do
+  sed "s/learner_device: cpu/learner_device: $device/" examples/cartpole.yaml \
+    >"$WORK/cartpole-$device.yaml"
+done
+step "CartPole, updates on the CPU" "$RL_LOCAL" train \
+  --run="$WORK/cartpole-cpu.yaml" --run_dir="$WORK/cpu" --progress=false
+step "CartPole, updates on CUDA (self-check first)" "$RL_LOCAL" train \
+  --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/cuda" --progress=false
+step "profile of 5 CUDA updates" "$RL_LOCAL" train \
+  --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/profile" --resume=false \
+  --progress=false --profile=5 --profile_output="$ROOT/gpu_profile.json"
+
+echo "== summary" | tee -a "$REPORT"
+if ((${#failed[@]})); then
+  printf 'FAILED: %s\n' "${failed[@]}" | tee -a "$REPORT"
+  echo "report: $REPORT" >&2
+  exit 1
+fi
+echo "all steps passed; report: $REPORT; trace: $ROOT/gpu_profile.json" |
+  tee -a "$REPORT"
