@@ -19,8 +19,10 @@
 #include "common/status.h"
 #include "envs/env_registry.h"
 #include "policy/compute_device.h"
+#include "policy/device_act_check.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "policy/torch_status.h"
 #include "telemetry/client/emitter.h"
 
 namespace rl {
@@ -103,8 +105,12 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
   }
   // Specs arrive resolved (runspec/): checked, never filled in again.
   RETURN_IF_ERROR(CheckResolvedEnvSpec(options.spec.env()));
-  RETURN_IF_ERROR(CheckComputeDevice(options.spec.resources().actor_device(),
-                                     "resources.actor_device", "this actor"));
+  // Inference on the device (the envs step on the CPU); its first use in
+  // this process checks itself against the CPU.
+  ASSIGN_OR_RETURN(
+      const torch::Device device,
+      ResolveComputeDevice(options.spec.resources().actor_device(),
+                           "resources.actor_device", "this actor"));
   if (options.actor_id < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("actor_id: must be >= 0 (got ", options.actor_id, ")"));
@@ -131,17 +137,20 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
       std::unique_ptr<RolloutCollector> collector,
       RolloutCollector::Create(options.spec, seed, options.env_threads,
                                options.env_plugin_dirs));
-  return std::unique_ptr<ActorClient>(
-      new ActorClient(options, std::move(collector), std::move(window)));
+  RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(
+      collector->NetworkConfig(options.spec), device));
+  return std::unique_ptr<ActorClient>(new ActorClient(
+      options, device, std::move(collector), std::move(window)));
 }
 
-ActorClient::ActorClient(const ActorOptions& options,
+ActorClient::ActorClient(const ActorOptions& options, torch::Device device,
                          std::unique_ptr<RolloutCollector> collector,
                          std::unique_ptr<SegmentWindow> window)
     : options_(options),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
       env_spec_(collector->env_spec()),
       policy_config_(collector->NetworkConfig(options.spec)),
+      device_(device),
       sync_mode_(options.spec.sync_mode() != ASYNC),
       actors_per_learner_(ActorsPerLearner(options.spec.resources())),
       collector_(std::move(collector)),
@@ -671,7 +680,9 @@ void ActorClient::PolicyLoop() {
       absl::Status status = policy.status();
       if (policy.ok()) {
         published->policy = *std::move(policy);
-        status = DecodePolicy(update, published->policy);
+        status = CatchTorchErrors("moving the policy to the actor's device",
+                                  [&] { published->policy->to(device_); });
+        if (status.ok()) status = DecodePolicy(update, published->policy);
       }
       if (!status.ok()) {
         RL_LOG_ERROR("policy version {} from the learner does not fit: {}",

@@ -150,7 +150,7 @@ class ActorClient {
     std::vector<int32_t> episode_lengths;
   };
 
-  ActorClient(const ActorOptions& options,
+  ActorClient(const ActorOptions& options, torch::Device device,
               std::unique_ptr<RolloutCollector> collector,
               std::unique_ptr<SegmentWindow> window);
 
@@ -196,6 +196,8 @@ class ActorClient {
   const std::string run_id_;
   const EnvSpec env_spec_;
   const ActorCriticConfig policy_config_;
+  // Where the policy acts (resources.actor_device).
+  const torch::Device device_;
   const bool sync_mode_;
   // The actors streaming to this actor's learner rank (actor a streams to
   // rank a % num_learners): about as many segments as each update takes.

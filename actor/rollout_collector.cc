@@ -258,8 +258,8 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     // In the state the truncated step left (before its zeroing).
     const torch::Tensor final_state =
         recurrent ? step_states_.index({truncated}) : torch::Tensor();
-    rollout->truncated_values.index_put_({truncated},
-                                         policy->Value(final_obs, final_state));
+    rollout->truncated_values.index_put_(
+        {truncated}, policy->Value(final_obs, final_state).to(torch::kCPU));
   }
   local.inference_seconds += SecondsSince(start);
 

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "learner/ppo_updater.h"
+#include "policy/device_act_check.h"
 #include "policy/rollout.h"
 #include "policy/torch_status.h"
 
@@ -88,17 +89,6 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedState(
     out.emplace_back(item.key(), item.value());
   }
   return out;
-}
-
-std::string ConfigKey(const ActorCriticConfig& c) {
-  return absl::StrCat(
-      c.observation_size, "/", c.num_actions, "/", c.action_size, "/",
-      absl::StrJoin(c.action_nvec, ","), "/",
-      absl::StrJoin(c.hidden_sizes, ","), "/", c.shared_trunk, "/",
-      static_cast<int>(c.activation), "/", c.normalize_observations, "/",
-      c.action_masks, "/", c.byte_observations, "/",
-      static_cast<int>(c.encoder), "/", absl::StrJoin(c.image_chw, ","), "/",
-      c.channels_last, "/", static_cast<int>(c.core), "/", c.core_size);
 }
 
 }  // namespace
@@ -178,7 +168,7 @@ absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
   if (device.is_cpu()) return absl::OkStatus();
   static absl::Mutex mu(absl::kConstInit);
   static auto* results = new std::map<std::string, absl::Status>();
-  const std::string key = absl::StrCat(device.str(), " ", ConfigKey(config));
+  const std::string key = absl::StrCat(device.str(), " ", NetworkKey(config));
   absl::MutexLock lock(&mu);
   auto it = results->find(key);
   if (it != results->end()) return it->second;

@@ -246,19 +246,47 @@ torch::Tensor ActorCriticImpl::CoreStep(const torch::Tensor& features,
   return h;
 }
 
+namespace {
+
+// `t` on `device` (itself where it is there already, or undefined).
+torch::Tensor On(const torch::Tensor& t, torch::Device device) {
+  return t.defined() && t.device() != device ? t.to(device) : t;
+}
+
+// Random numbers of `like`'s shape drawn by `generator` on its own device
+// and handed over to `like`'s: a CPU generator draws the same stream for a
+// policy on any device, so sampling does not depend on where it runs.
+torch::Tensor Noise(bool normal, const torch::Tensor& like,
+                    const c10::optional<at::Generator>& generator) {
+  const torch::Device where =
+      generator.has_value() ? generator->device() : like.device();
+  const auto options = like.options().device(where);
+  return On(normal ? torch::randn(like.sizes(), generator, options)
+                   : torch::rand(like.sizes(), generator, options),
+            like.device());
+}
+
+}  // namespace
+
 PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
                                 c10::optional<at::Generator> generator,
                                 bool deterministic,
-                                const torch::Tensor& action_masks,
+                                const torch::Tensor& masks_anywhere,
                                 torch::Tensor* state) {
+  // Inputs from anywhere (the host's env buffers, say) to the policy's
+  // device; the outputs stay there, and a recurrent state goes back to
+  // where the caller keeps it.
+  const torch::Device device = this->device();
+  const torch::Tensor action_masks = On(masks_anywhere, device);
   auto [policy_features, value_features] =
-      Trunks(NormalizeObservations(observations));
+      Trunks(NormalizeObservations(On(observations, device)));
   if (recurrent()) {
     TORCH_CHECK(state != nullptr && state->defined(),
                 "a recurrent policy acts from a state (ActorCritic::Act)");
     torch::Tensor next;
-    policy_features = value_features = CoreStep(policy_features, *state, &next);
-    *state = next;
+    policy_features = value_features =
+        CoreStep(policy_features, On(*state, device), &next);
+    *state = On(next, state->device());
   }
   const torch::Tensor out =
       MaskLogits(PolicyHead(policy_features), action_masks);
@@ -275,9 +303,8 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
       if (deterministic) {
         a = logits.argmax(-1);
       } else {
-        const torch::Tensor u =
-            torch::rand(logits.sizes(), generator, logits.options())
-                .clamp_(1e-12, 1.0 - 1e-7);
+        const torch::Tensor u = Noise(/*normal=*/false, logits, generator)
+                                    .clamp_(1e-12, 1.0 - 1e-7);
         a = (lp - torch::log(-torch::log(u))).argmax(-1);
       }
       log_probs.push_back(lp.gather(-1, a.unsqueeze(-1)).squeeze(-1));
@@ -291,8 +318,8 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
       step.actions = out.argmax(-1);
     } else {
       // Gumbel-max: one uniform draw per logit, no CDF search.
-      const torch::Tensor u = torch::rand(out.sizes(), generator, out.options())
-                                  .clamp_(1e-12, 1.0 - 1e-7);
+      const torch::Tensor u =
+          Noise(/*normal=*/false, out, generator).clamp_(1e-12, 1.0 - 1e-7);
       step.actions = (log_probs - torch::log(-torch::log(u))).argmax(-1);
     }
     step.log_probs =
@@ -302,8 +329,7 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
     if (deterministic) {
       step.actions = out;
     } else {
-      step.actions =
-          out + std * torch::randn(out.sizes(), generator, out.options());
+      step.actions = out + std * Noise(/*normal=*/true, out, generator);
     }
     const torch::Tensor z = (step.actions - out) / std;
     step.log_probs = (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
@@ -313,12 +339,14 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
 
 torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations,
                                      const torch::Tensor& state) {
-  torch::Tensor features = Trunks(NormalizeObservations(observations)).second;
+  const torch::Device device = this->device();
+  torch::Tensor features =
+      Trunks(NormalizeObservations(On(observations, device))).second;
   if (recurrent()) {
     TORCH_CHECK(state.defined(),
                 "a recurrent policy values from a state (ActorCritic::Value)");
     torch::Tensor next;
-    features = CoreStep(features, state, &next);
+    features = CoreStep(features, On(state, device), &next);
   }
   return value_head_->forward(features).squeeze(-1);
 }

@@ -129,6 +129,10 @@ class ActorCriticImpl : public torch::nn::Module {
   // `action_masks` ([B, n] uint8, 1 = allowed; undefined: none): a masked
   // action is never chosen. With a core, `state` ([B, state_size()]) is the
   // state before the step and is replaced by the state after it.
+  // Inputs may live on any device (they move to the policy's); the outputs
+  // are on the policy's device, the state stays on its own. The generator
+  // draws on its own device: a CPU generator gives a policy on a GPU the
+  // random stream it gives one on the CPU.
   PolicyStep Act(const torch::Tensor& observations,
                  c10::optional<at::Generator> generator,
                  bool deterministic = false,

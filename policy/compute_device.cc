@@ -43,23 +43,6 @@ std::vector<std::string> VisibleCudaDevices() {
   return devices;
 }
 
-absl::Status CheckComputeDevice(absl::string_view device,
-                                absl::string_view field,
-                                absl::string_view who) {
-  if (device.empty() || device == "cpu") return absl::OkStatus();
-  int index = 0;
-  if (!ParseCuda(device, &index)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": must be cpu, cuda or cuda:N (got \"", device, "\")"));
-  }
-  const int visible = static_cast<int>(VisibleCudaDevices().size());
-  if (index >= visible) return NotVisible(device, field, who, visible);
-  return absl::UnimplementedError(absl::StrCat(
-      field, ": \"", device, "\": ", who,
-      " computes on the CPU only (its CUDA path is not built yet); it "
-      "refuses rather than run on the CPU. Use cpu"));
-}
-
 absl::StatusOr<c10::Device> ResolveComputeDevice(absl::string_view device,
                                                  absl::string_view field,
                                                  absl::string_view who) {

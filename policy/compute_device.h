@@ -1,9 +1,8 @@
 // The devices a learner, an actor or rl_local computes on, and the refusal
-// of a run asking for one they cannot use. Learners (and rl_local's
-// updates) compute on CUDA where a device is visible
-// (ResolveComputeDevice); actors have no CUDA path yet (CheckComputeDevice
-// refuses it). A run asking for `cuda` where it cannot have it is refused
-// with a clear error, never trained on the CPU instead.
+// of a run asking for one they cannot use. Learners, actors' inference and
+// rl_local compute on CUDA where a device is visible; a run asking for
+// `cuda` where there is none is refused with a clear error, never trained
+// on the CPU instead.
 #ifndef RL_POLICY_COMPUTE_DEVICE_H_
 #define RL_POLICY_COMPUTE_DEVICE_H_
 
@@ -22,13 +21,7 @@ namespace rl {
 // driver or the GPU runtime. Workers report them at registration.
 std::vector<std::string> VisibleCudaDevices();
 
-// OK for "cpu" (or empty). For "cuda" / "cuda:N": INVALID_ARGUMENT naming
-// `field` when no such CUDA device is visible here, UNIMPLEMENTED when it
-// is but `who` (e.g. "this learner") has no CUDA path yet.
-absl::Status CheckComputeDevice(absl::string_view device,
-                                absl::string_view field, absl::string_view who);
-
-// For a caller with a CUDA path: "cpu" (or empty) is the CPU, "cuda" the
+// "cpu" (or empty) is the CPU, "cuda" the
 // first CUDA device, "cuda:N" that one; INVALID_ARGUMENT naming `field`
 // for a malformed device or one not visible here (with the reason CUDA
 // did not load, where it did not).

@@ -16,6 +16,7 @@
 #include "learner/training_state.h"
 #include "learner/update_metrics.h"
 #include "policy/compute_device.h"
+#include "policy/device_act_check.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -40,18 +41,23 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
       const torch::Device device,
       ResolveComputeDevice(spec.resources().learner_device(),
                            "resources.learner_device", "rl_local"));
-  RETURN_IF_ERROR(CheckComputeDevice(spec.resources().actor_device(),
-                                     "resources.actor_device", "rl_local"));
+  ASSIGN_OR_RETURN(const torch::Device acting_device,
+                   ResolveComputeDevice(spec.resources().actor_device(),
+                                        "resources.actor_device", "rl_local"));
   ASSIGN_OR_RETURN(auto collector,
                    RolloutCollector::Create(spec, spec.seed(),
                                             std::max(1, options.env_threads)));
   const ActorCriticConfig config = collector->NetworkConfig(spec);
   // A CUDA device's first use in this process checks itself.
   RETURN_IF_ERROR(CheckDeviceOnFirstUse(config, spec.ppo(), device));
+  RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(config, acting_device));
   ASSIGN_OR_RETURN(ActorCritic policy,
                    CreateSeededActorCritic(config, spec.seed()));
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("moving the policy to ", acting_device.str()),
+      [&] { policy->to(acting_device); }));
   ActorCritic learner_policy = policy;
-  if (!device.is_cpu() || options.separate_learner_policy_for_testing) {
+  if (device != acting_device || options.separate_learner_policy_for_testing) {
     ASSIGN_OR_RETURN(learner_policy,
                      CreateSeededActorCritic(config, spec.seed()));
     RETURN_IF_ERROR(

@@ -101,10 +101,10 @@ class LocalTrainer {
   RunSpec spec_;
   TrainerOptions options_;
   std::unique_ptr<RolloutCollector> collector_;
-  // Acts (on the CPU).
+  // Acts (on resources.actor_device; the envs step on the CPU).
   ActorCritic policy_{nullptr};
-  // Trained (resources.learner_device): policy_ itself on the CPU, else a
-  // copy on the device whose weights policy_ takes after every update.
+  // Trained (resources.learner_device): policy_ itself on the same device,
+  // else a copy whose weights policy_ takes after every update.
   ActorCritic learner_policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   Rollout rollout_;

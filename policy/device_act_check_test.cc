@@ -1,0 +1,60 @@
+#include "policy/device_act_check.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::vector<ActorCriticConfig> Configs() {
+  ActorCriticConfig discrete;
+  discrete.observation_size = 6;
+  discrete.num_actions = 4;
+  discrete.hidden_sizes = {16};
+  discrete.action_masks = true;
+  ActorCriticConfig box;
+  box.observation_size = 3;
+  box.action_size = 2;
+  box.hidden_sizes = {8};
+  box.normalize_observations = true;
+  ActorCriticConfig multi;
+  multi.observation_size = 5;
+  multi.action_nvec = {3, 2};
+  multi.byte_observations = true;
+  ActorCriticConfig lstm = discrete;
+  lstm.core = ActorCriticConfig::Core::kLstm;
+  lstm.core_size = 8;
+  return {discrete, box, multi, lstm};
+}
+
+// The same code on the CPU against the CPU: every network passes.
+TEST(DeviceActCheckTest, TheCpuActsAsItself) {
+  for (const ActorCriticConfig& config : Configs()) {
+    SCOPED_TRACE(NetworkKey(config));
+    EXPECT_OK(CheckDeviceActing(config, torch::kCPU));
+  }
+  EXPECT_OK(CheckDeviceActingOnFirstUse(Configs()[0], torch::kCPU));
+}
+
+TEST(DeviceActCheckTest, ADeviceThatActsDifferentlyIsRefusedNamingWhat) {
+  DeviceActCheckOptions options;
+  options.perturb_for_testing = [](ActorCritic& policy) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : policy->parameters()) p.add_(0.05);
+  };
+  for (const ActorCriticConfig& config : Configs()) {
+    SCOPED_TRACE(NetworkKey(config));
+    EXPECT_THAT(CheckDeviceActing(config, torch::kCPU, options),
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         AllOf(HasSubstr("the acting self-check of cpu "
+                                         "failed"),
+                               HasSubstr("differ by"))));
+  }
+}
+
+}  // namespace
+}  // namespace rl
