@@ -22,6 +22,7 @@
 #include "policy/device_act_check.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "policy/step_profiler.h"
 #include "policy/torch_status.h"
 #include "telemetry/client/emitter.h"
 
@@ -303,6 +304,12 @@ absl::StatusOr<bool> ActorClient::AwaitForStepLoop(const Ready& ready) {
 absl::Status ActorClient::StepLoop() {
   int64_t collected_with = 0;  // policy version of the last segment
   absl::Time last_log = absl::Now();
+  // Errors writing the trace are logged, never the run's.
+  StepProfiler profiler(options_.profile_path.empty()
+                            ? absl::StrCat("profile-", run_id_, "-actor",
+                                           options_.actor_id, ".json")
+                            : options_.profile_path,
+                        options_.profile_segments, device_.is_cuda());
   while (true) {
     std::shared_ptr<const PolicyVersion> policy;
     int buffer = 0;
@@ -331,6 +338,9 @@ absl::Status ActorClient::StepLoop() {
     }
 
     ActorCritic net = policy->policy;
+    if (const absl::Status traced = profiler.BeforeStep(); !traced.ok()) {
+      RL_LOG_ERROR("profile: {}", std::string(traced.message()));
+    }
     CollectTimings timings;
     const absl::Time collect_start = absl::Now();
     const absl::Status status =

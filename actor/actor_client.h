@@ -71,6 +71,11 @@ struct ActorOptions {
   int env_threads = 1;
   // Where environment plugins may be loaded from (empty: anywhere).
   std::vector<std::string> env_plugin_dirs;
+  // A Chrome trace of the first `profile_segments` segments' collection
+  // (LibTorch's profiler: inference, copies) to `profile_path` (empty:
+  // profile-<run>-actor<actor_id>.json); 0: none.
+  int profile_segments = 0;
+  std::string profile_path;
   // Run() fails with UNAVAILABLE after this long without a connection.
   absl::Duration max_disconnected = absl::Seconds(120);
   // Reconnect backoff: doubles from initial to max, with +-20% jitter.

@@ -17,12 +17,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/grpc_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/actor_critic.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "proto/learner.grpc.pb.h"
 #include "runspec/run_spec.h"
+#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
@@ -263,8 +265,11 @@ TEST(ActorClientTest, SyncModeWaitsForEachNewVersionAndStopsOnFinal) {
   learner.Publish(1);
   auto server = StartServer({&learner}, LearnerServerOptions());
   ASSERT_TRUE(server.ok()) << server.status();
-  auto client =
-      ActorClient::Create(TestOptions(CartPoleRun("SYNC"), server->port, 0));
+  ActorOptions options = TestOptions(CartPoleRun("SYNC"), server->port, 0);
+  // --profile=1: the first segment's collection traced.
+  options.profile_segments = 1;
+  options.profile_path = MakeTestDir("profile") + "/actor.json";
+  auto client = ActorClient::Create(options);
   ASSERT_TRUE(client.ok()) << client.status();
   BackgroundRun run(client->get());
 
@@ -290,6 +295,8 @@ TEST(ActorClientTest, SyncModeWaitsForEachNewVersionAndStopsOnFinal) {
   EXPECT_EQ(counters.latest_version, 2);
   EXPECT_EQ(counters.segments_acked, 2);
   EXPECT_EQ(counters.segments_sent, 2);
+  EXPECT_THAT(ReadTestFile(options.profile_path),
+              ::testing::HasSubstr("aten::"));
 
   const std::vector<RolloutSegment> segments = learner.segments();
   ASSERT_EQ(segments.size(), 2u);

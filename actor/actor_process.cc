@@ -153,6 +153,8 @@ class ActorProcess::Impl {
       workload.security = options_.security;
       workload.env_threads = options_.env_threads;
       workload.env_plugin_dirs = options_.env_plugin_dirs;
+      workload.profile_segments = options_.profile_segments;
+      workload.profile_path = options_.profile_output;
       workload.max_disconnected = options_.max_disconnected;
       workload.emitter = telemetry_->emitter();
       workload_ = std::make_unique<ActorWorkload>(workload);
@@ -183,6 +185,8 @@ class ActorProcess::Impl {
     actor.actor_id = options_.actor_id;
     actor.env_threads = options_.env_threads;
     actor.env_plugin_dirs = options_.env_plugin_dirs;
+    actor.profile_segments = options_.profile_segments;
+    actor.profile_path = options_.profile_output;
     actor.max_disconnected = options_.max_disconnected;
     actor.emitter = telemetry_->emitter();
     actor.emitter->SetRun(actor.run_id.empty() ? spec.name() : actor.run_id);

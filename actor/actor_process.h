@@ -41,6 +41,9 @@ struct ActorProcessOptions {
   // Directories environment plugins may be loaded from; empty: any path a
   // run file names (a single-user machine).
   std::vector<std::string> env_plugin_dirs;
+  // A Chrome trace of each run's first N segments (ActorOptions); 0: none.
+  int profile_segments = 0;
+  std::string profile_output;
   absl::Duration max_disconnected = absl::Seconds(120);
   // Its source defaults to the worker name or actor/<actor_id>.
   ProcessTelemetryOptions telemetry;

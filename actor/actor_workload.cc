@@ -33,6 +33,8 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   options.actor_id = assignment.rank();
   options.env_threads = options_.env_threads;
   options.env_plugin_dirs = options_.env_plugin_dirs;
+  options.profile_segments = options_.profile_segments;
+  options.profile_path = options_.profile_path;
   options.max_disconnected = options_.max_disconnected;
   options.emitter = options_.emitter;
   if (options.emitter != nullptr) options.emitter->SetRun(assignment.run_id());

@@ -27,6 +27,8 @@ struct ActorWorkloadOptions {
   std::shared_ptr<const Security> security;
   int env_threads = 1;
   std::vector<std::string> env_plugin_dirs;  // ActorOptions'
+  int profile_segments = 0;                  // ActorOptions'
+  std::string profile_path;                  // ActorOptions'
   absl::Duration max_disconnected = absl::Seconds(120);
   Emitter* emitter = nullptr;  // not owned; null: none
 };

@@ -33,6 +33,12 @@ ABSL_FLAG(std::vector<std::string>, env_plugin_dirs, {},
           "separated); a run naming a library elsewhere fails. Empty: any "
           "path a run file names (a single-user machine).");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(int, profile, 0,
+          "Write a Chrome trace (LibTorch's profiler) of each run's first N "
+          "segments; 0: none.");
+ABSL_FLAG(std::string, profile_output, "",
+          "The trace file of --profile (default "
+          "profile-<run>-actor<actor_id>.json).");
 ABSL_FLAG(std::string, coordinator, "",
           "Worker mode: register with this coordinator (HOST:PORT) and run "
           "the assignments it gives (no --learner/--run needed).");
@@ -88,6 +94,12 @@ int main(int argc, char** argv) {
   options.actor_id = absl::GetFlag(FLAGS_actor_id);
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.env_plugin_dirs = absl::GetFlag(FLAGS_env_plugin_dirs);
+  options.profile_segments = absl::GetFlag(FLAGS_profile);
+  options.profile_output = absl::GetFlag(FLAGS_profile_output);
+  if (options.profile_segments < 0) {
+    return rl::ExitCode(absl::InvalidArgumentError(absl::StrCat(
+        "--profile: must be >= 0 (got ", options.profile_segments, ")")));
+  }
   options.max_disconnected =
       absl::Seconds(absl::GetFlag(FLAGS_max_disconnected_seconds));
   options.telemetry.telemetry_target = absl::GetFlag(FLAGS_telemetry);

@@ -31,6 +31,7 @@
 #include "policy/compute_device.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
+#include "policy/step_profiler.h"
 #include "policy/torch_status.h"
 #include "runspec/run_spec.h"
 #include "telemetry/client/emitter.h"
@@ -232,10 +233,13 @@ class LearnerCore::Impl {
   }
 
   absl::Status Loop() {
+    StepProfiler profiler(ProfilePath(), options_.profile_updates,
+                          policy_->device().is_cuda());
     while (true) {
       const bool complete = intake_->StageNext(absl::Milliseconds(50));
-      if (StopRequested()) return absl::OkStatus();
+      if (StopRequested()) return profiler.Finish();
       if (!complete) continue;
+      RETURN_IF_ERROR(profiler.BeforeStep());
       RETURN_IF_ERROR(UpdateFromStaged());
       if (Finished()) {
         RETURN_IF_ERROR(Publish(/*final=*/true));
@@ -243,9 +247,18 @@ class LearnerCore::Impl {
         if (options_.collective != nullptr) {
           RETURN_IF_ERROR(GatherAckedSegments());
         }
+        RETURN_IF_ERROR(profiler.Finish());
         return Checkpoint(&CheckpointKeeper::WriteFinal);
       }
     }
+  }
+
+  std::string ProfilePath() const {
+    if (!options_.profile_path.empty()) return options_.profile_path;
+    if (options_.run_dir.empty()) {
+      return absl::StrCat("profile-", options_.run_id, ".json");
+    }
+    return (std::filesystem::path(options_.run_dir) / "profile.json").string();
   }
 
   absl::Status UpdateFromStaged() {

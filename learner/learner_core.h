@@ -74,6 +74,12 @@ struct LearnerOptions {
   // Shared by the cores of one learner process (null: no byte budget; the
   // queue's length in segments still bounds what waits).
   std::shared_ptr<SegmentBudget> segment_budget;
+  // A Chrome trace of the first `profile_updates` updates (LibTorch's
+  // profiler on the PPO thread: batching, the update, publication) to
+  // `profile_path` (empty: <run_dir>/profile.json, or profile-<run_id>.json
+  // without a run_dir); 0: none.
+  int profile_updates = 0;
+  std::string profile_path;
   // Tests: called on the PPO thread right after each update (before its
   // checks and its publication) with the update's number.
   std::function<void(int64_t, ActorCritic&)> after_update_for_testing;

@@ -16,6 +16,7 @@
 #include "learner/c10d_collective.h"
 #include "learner/checkpoint.h"
 #include "learner/segment_ledger.h"
+#include "policy/compute_device.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
 #include "testing/run_specs.h"
@@ -623,14 +624,42 @@ TEST(LearnerCoreTest, NonFiniteWeightsAreNeverPublished) {
 
 // The learner trains on the CPU only: a CUDA run is refused, naming the
 // field, never trained on the CPU instead.
-TEST(LearnerCoreTest, ACudaRunIsRefused) {
+// Refused where no CUDA device is visible (never trained on the CPU
+// instead); where one is, the first-use self-check passes and it trains.
+TEST(LearnerCoreTest, ACudaRunTrainsOnlyWhereADeviceIsVisible) {
   LearnerOptions options;
   options.spec = Spec("resources: {learner_device: cuda}");
   options.run_id = "t";
   const auto core = LearnerCore::Create(options);
-  ASSERT_FALSE(core.ok());
-  EXPECT_THAT(core.status().message(),
-              HasSubstr("resources.learner_device: \"cuda\""));
+  if (VisibleCudaDevices().empty()) {
+    ASSERT_FALSE(core.ok());
+    EXPECT_THAT(core.status().message(),
+                HasSubstr("resources.learner_device: \"cuda\""));
+    return;
+  }
+  ASSERT_OK(core.status());
+  AckLog acks;
+  const int64_t stream = (*core)->OpenStream(0, acks.Callback());
+  ASSERT_OK((*core)->SubmitSegment(stream, Segment(0, 1, 1)));
+  ASSERT_TRUE(WaitForVersion(**core, 2));
+}
+
+// --profile: a Chrome trace of the first updates on the PPO thread.
+TEST(LearnerCoreTest, AProfileTracesTheFirstUpdates) {
+  LearnerOptions options;
+  options.spec = Spec("");
+  options.run_id = "t";
+  options.run_dir = MakeTestDir("profile");
+  options.profile_updates = 1;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 1, 1)));
+  ASSERT_TRUE(WaitForVersion(*core, 2));
+  core->Stop();
+  const std::string trace = ReadTestFile(options.run_dir + "/profile.json");
+  EXPECT_THAT(trace, HasSubstr("\"traceEvents\""));
+  EXPECT_THAT(trace, HasSubstr("aten::"));
 }
 
 // A reward outside the env's declared range (CartPole: [0, 1]) is refused

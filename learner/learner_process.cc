@@ -188,6 +188,8 @@ class LearnerProcess::Impl {
       learner.spec = spec;
       learner.run_id = options_.run_id.empty() ? spec.name() : options_.run_id;
       learner.run_dir = options_.run_dir;
+      learner.profile_updates = options_.profile_updates;
+      learner.profile_path = options_.profile_output;
       learner.emitter = telemetry_->emitter();
       learner.segment_budget = segment_budget_;
       telemetry_->emitter()->SetRun(learner.run_id);
@@ -239,6 +241,7 @@ class LearnerProcess::Impl {
             current->Set(std::move(core));
           },
           advertised, options_.rendezvous_timeout, segment_budget_);
+      workload_->set_profile(options_.profile_updates, options_.profile_output);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
       runtime.agent.security = options_.security;

@@ -52,6 +52,9 @@ struct LearnerProcessOptions {
   std::string run_id;
   std::string run_dir;
   std::string result_file;
+  // A Chrome trace of each run's first N updates (LearnerOptions); 0: none.
+  int profile_updates = 0;
+  std::string profile_output;
   // Its source defaults to the worker name or learner/<pid>.
   ProcessTelemetryOptions telemetry;
 };

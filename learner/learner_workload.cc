@@ -38,6 +38,8 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
   options.run_dir = assignment.checkpoint_dir();
+  options.profile_updates = profile_updates_;
+  options.profile_path = profile_path_;
   options.emitter = emitter_;
   options.segment_budget = segment_budget_;
   if (emitter_ != nullptr) {

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
@@ -37,6 +39,11 @@ class LearnerWorkload : public Workload {
   ~LearnerWorkload() override;
 
   absl::Status Start(const Assignment& assignment) override;
+  // Every run's first `updates` updates traced (LearnerOptions).
+  void set_profile(int updates, std::string path) {
+    profile_updates_ = updates;
+    profile_path_ = std::move(path);
+  }
   WorkloadState Poll() override;
   void Stop() override;
   // Ends a rendezvous in progress (a new assignment replaced it).
@@ -50,6 +57,8 @@ class LearnerWorkload : public Workload {
   const std::function<void(std::shared_ptr<LearnerCore>)> on_core_;
   const std::string collective_address_;
   const absl::Duration rendezvous_timeout_;
+  int profile_updates_ = 0;
+  std::string profile_path_;
   const std::shared_ptr<SegmentBudget> segment_budget_;
   std::shared_ptr<LearnerCore> core_;
   std::atomic<int64_t> cancels_{0};

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/logging.h"
 #include "common/security_flags.h"
@@ -30,6 +31,11 @@ ABSL_FLAG(std::string, run_id, "", "Run id (default: the run's name).");
 ABSL_FLAG(std::string, result_file, "",
           "At the end, write a JSON summary of the run here.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(int, profile, 0,
+          "Write a Chrome trace (LibTorch's profiler) of each run's first N "
+          "updates; 0: none.");
+ABSL_FLAG(std::string, profile_output, "",
+          "The trace file of --profile (default <run_dir>/profile.json).");
 ABSL_FLAG(std::string, coordinator, "",
           "Worker mode: register with this coordinator (host:port) and train "
           "the runs it assigns (no --run needed).");
@@ -101,6 +107,12 @@ int main(int argc, char** argv) {
   options.run_id = absl::GetFlag(FLAGS_run_id);
   options.run_dir = absl::GetFlag(FLAGS_run_dir);
   options.result_file = absl::GetFlag(FLAGS_result_file);
+  options.profile_updates = absl::GetFlag(FLAGS_profile);
+  options.profile_output = absl::GetFlag(FLAGS_profile_output);
+  if (options.profile_updates < 0) {
+    return rl::ExitCode(absl::InvalidArgumentError(absl::StrCat(
+        "--profile: must be >= 0 (got ", options.profile_updates, ")")));
+  }
   options.telemetry.telemetry_target = absl::GetFlag(FLAGS_telemetry);
   options.telemetry.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.telemetry.metrics_port_file = absl::GetFlag(FLAGS_metrics_port_file);
