@@ -109,7 +109,9 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
   RETURN_IF_ERROR(
       CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
                        [&] { on_device->to(device); }));
-  PpoUpdater cpu_updater(cpu, fixed, /*total_env_steps=*/1, kSeed);
+  PPOConfig reference = fixed;
+  reference.set_precision("float32");
+  PpoUpdater cpu_updater(cpu, reference, /*total_env_steps=*/1, kSeed);
   PpoUpdater device_updater(on_device, fixed, /*total_env_steps=*/1, kSeed);
   ASSIGN_OR_RETURN(const UpdateStats want, cpu_updater.Update(rollout, 0));
   ASSIGN_OR_RETURN(const UpdateStats got, device_updater.Update(rollout, 0));
@@ -117,6 +119,9 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
 
   DeviceCheckReport report;
   report.device = device.str();
+  report.bfloat16 = device_updater.bfloat16();
+  report.tolerance =
+      report.bfloat16 ? options.bfloat16_tolerance : options.tolerance;
   const auto compare = [&](const std::string& name, double want_value,
                            double got_value) -> absl::Status {
     const double diff =
@@ -126,15 +131,16 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
       report.max_relative_difference = diff;
       report.worst = name;
     }
-    if (!(diff <= options.tolerance)) {
+    if (!(diff <= report.tolerance)) {
       return absl::FailedPreconditionError(absl::StrFormat(
-          "the self-check of %s failed: after one PPO update on the CPU and "
-          "on %s from the same weights and rollout, %s differs by %g "
-          "(relative; the tolerance is %g). This binary's code for %s "
-          "computes differently from its CPU code: the run is refused "
-          "rather than trained wrong. Use cpu, and report it",
-          device.str(), device.str(), name, diff, options.tolerance,
-          device.str()));
+          "the self-check of %s failed: after one PPO update on the CPU "
+          "(float32) and on %s (%s) from the same weights and rollout, %s "
+          "differs by %g (relative; the tolerance is %g). This binary's "
+          "code for %s computes differently from its CPU code: the run is "
+          "refused rather than trained wrong. Use cpu, and report it",
+          device.str(), device.str(),
+          report.bfloat16 ? "bfloat16 autocast" : "float32", name, diff,
+          report.tolerance, device.str()));
     }
     return absl::OkStatus();
   };

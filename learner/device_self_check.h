@@ -21,6 +21,10 @@ struct DeviceCheckOptions {
   // float32: every parameter, buffer and reported loss within this of the
   // CPU's, relative to max(|cpu value|, 1).
   double tolerance = 1e-4;
+  // The same, where the device's update runs in bfloat16 autocast
+  // (ppo.precision) against the CPU's float32: bfloat16 keeps 8 bits of
+  // mantissa, about 2 to 3 significant digits.
+  double bfloat16_tolerance = 5e-2;
   // Tests: called on the device's policy after its update, before the
   // comparison.
   std::function<void(ActorCritic&)> perturb_for_testing;
@@ -31,12 +35,15 @@ struct DeviceCheckReport {
   std::string device;
   int64_t tensors_compared = 0;
   double max_relative_difference = 0;
-  std::string worst;  // the tensor with the largest difference
+  std::string worst;      // the tensor with the largest difference
+  bool bfloat16 = false;  // the device's update ran in bfloat16 autocast
+  double tolerance = 0;   // the one applied
 };
 
 // The check for a network of `config` trained with `ppo` (its epochs,
 // minibatches and KL stop replaced by one epoch of one minibatch) on a
-// made-up rollout of 8 steps x 4 envs. FAILED_PRECONDITION naming the
+// made-up rollout of 8 steps x 4 envs. The CPU's update is float32; the
+// device's runs at the run's ppo.precision. FAILED_PRECONDITION naming the
 // first tensor out of tolerance (and the device); INTERNAL for a LibTorch
 // error on the device.
 absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(

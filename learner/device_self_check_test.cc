@@ -97,6 +97,28 @@ TEST(DeviceSelfCheckTest, ADeviceThatComputesDifferentlyIsRefusedNamingWhat) {
   EXPECT_OK(CheckDeviceUpdate(c.config, Ppo(), torch::kCPU, options).status());
 }
 
+// ppo.precision: bfloat16 on the CPU (autocast works there too): the
+// update really ran in bfloat16 (it differs from float32's), within the
+// bfloat16 tolerance.
+TEST(DeviceSelfCheckTest, ABfloat16UpdateIsComparedWithItsOwnTolerance) {
+  PPOConfig ppo = Ppo();
+  ppo.set_precision("bfloat16");
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE(c.name);
+    ASSERT_OK_AND_ASSIGN(const DeviceCheckReport report,
+                         CheckDeviceUpdate(c.config, ppo, torch::kCPU));
+    EXPECT_TRUE(report.bfloat16);
+    EXPECT_EQ(report.tolerance, DeviceCheckOptions().bfloat16_tolerance);
+    EXPECT_GT(report.max_relative_difference, 1e-6) << report.worst;
+    EXPECT_LE(report.max_relative_difference, report.tolerance);
+  }
+  ppo.set_precision("float32");
+  ASSERT_OK_AND_ASSIGN(const DeviceCheckReport f32,
+                       CheckDeviceUpdate(Cases()[0].config, ppo, torch::kCPU));
+  EXPECT_FALSE(f32.bfloat16);
+  EXPECT_EQ(f32.max_relative_difference, 0);
+}
+
 TEST(DeviceSelfCheckTest, TheCpuNeedsNoCheck) {
   EXPECT_OK(CheckDeviceOnFirstUse(Cases()[0].config, Ppo(), torch::kCPU));
 }

@@ -1,10 +1,13 @@
 #include "learner/ppo_updater.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -18,10 +21,39 @@
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
 #include "learner/rollout_check.h"
+#include "policy/compute_device.h"
 #include "policy/device_transfer.h"
 #include "policy/torch_status.h"
 
 namespace rl {
+namespace {
+
+// Autocast to bfloat16 on one device type for the guard's life (LibTorch's
+// autocast is per thread), then as it was, its cast cache cleared.
+class Bfloat16Autocast {
+ public:
+  explicit Bfloat16Autocast(c10::DeviceType type)
+      : type_(type),
+        was_enabled_(at::autocast::is_autocast_enabled(type)),
+        was_dtype_(at::autocast::get_autocast_dtype(type)) {
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
+  }
+  ~Bfloat16Autocast() {
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+    at::autocast::clear_cache();
+  }
+  Bfloat16Autocast(const Bfloat16Autocast&) = delete;
+  Bfloat16Autocast& operator=(const Bfloat16Autocast&) = delete;
+
+ private:
+  const c10::DeviceType type_;
+  const bool was_enabled_;
+  const at::ScalarType was_dtype_;
+};
+
+}  // namespace
 
 PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
                        int64_t total_env_steps, uint64_t seed)
@@ -38,8 +70,16 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
                                                std::vector<double>* gang_sums) {
   RETURN_IF_ERROR(CheckRolloutForUpdate(rollout, *policy_, config_));
   if (epochs_ == nullptr) {
-    ASSIGN_OR_RETURN(const bool fused,
+    ASSIGN_OR_RETURN(bfloat16_,
+                     UseBfloat16(config_.precision(), policy_->device()));
+    if (bfloat16_ && config_.cpu_kernels() == "fused") {
+      return absl::FailedPreconditionError(
+          "ppo.cpu_kernels: fused computes in float32, and ppo.precision "
+          "asks for bfloat16");
+    }
+    ASSIGN_OR_RETURN(const bool fusable,
                      UseFusedPolicy(config_.cpu_kernels(), policy_));
+    const bool fused = fusable && !bfloat16_;
     if (fused) {
       fused_ = std::make_unique<FusedPolicy>();
       fused_loss_ = std::make_unique<FusedPpoLoss>();
@@ -293,6 +333,10 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
     torch::Tensor epoch_kl = torch::zeros({}, on);
     for (int64_t m = 0; m < num_minibatches; ++m) {
       const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
+      // The forward passes and the loss in bfloat16 autocast where asked;
+      // the backward pass after it (weights and gradients stay float32).
+      std::optional<Bfloat16Autocast> autocast;
+      if (bfloat16_) autocast.emplace(device.type());
       const torch::Tensor mb_masks =
           masks.defined() ? masks.index_select(0, idx) : torch::Tensor();
       const PolicyEvaluation eval =
@@ -341,6 +385,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
       const torch::Tensor loss = policy_loss -
                                  config_.entropy_coef() * entropy +
                                  config_.value_coef() * value_loss;
+      autocast.reset();
       optimizer_->zero_grad();
       loss.backward();
       torch::Tensor grad_norm;

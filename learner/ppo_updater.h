@@ -101,6 +101,9 @@ class PpoUpdater {
   // Whether updates run on the fused CPU path (ppo.cpu_kernels); known
   // after the first Update.
   bool fused() const { return fused_ != nullptr; }
+  // Whether the forward passes run in bfloat16 autocast (ppo.precision on
+  // the policy's device); known after the first Update.
+  bool bfloat16() const { return bfloat16_; }
 
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
@@ -169,6 +172,7 @@ class PpoUpdater {
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
   EpochLoop epochs_ = nullptr;          // set at the first update
+  bool bfloat16_ = false;               // ppo.precision, set with epochs_
   std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
   std::unique_ptr<FusedPpoLoss> fused_loss_;
   std::unique_ptr<FusedBuffers> fused_buffers_;

@@ -43,6 +43,21 @@ std::vector<std::string> VisibleCudaDevices() {
   return devices;
 }
 
+absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
+                                 c10::Device device) {
+  if (precision == "bfloat16") return true;
+  if (precision == "float32") return false;
+  if (!precision.empty() && precision != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ppo.precision: must be auto, float32 or bfloat16 (got \"",
+                     precision, "\")"));
+  }
+  if (!device.is_cuda()) return false;
+  const absl::StatusOr<int> major =
+      CudaComputeCapabilityMajor(device.has_index() ? device.index() : 0);
+  return major.ok() && *major >= 8;
+}
+
 absl::StatusOr<c10::Device> ResolveComputeDevice(absl::string_view device,
                                                  absl::string_view field,
                                                  absl::string_view who) {

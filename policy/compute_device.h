@@ -25,6 +25,13 @@ std::vector<std::string> VisibleCudaDevices();
 // first CUDA device, "cuda:N" that one; INVALID_ARGUMENT naming `field`
 // for a malformed device or one not visible here (with the reason CUDA
 // did not load, where it did not).
+// Whether updates on `device` run in bfloat16 autocast for `precision`
+// (PPOConfig.precision): "bfloat16" yes, "float32" no, "auto" (or empty)
+// on a CUDA device of compute capability 8 or newer (Ampere, Hopper).
+// INVALID_ARGUMENT for another value.
+absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
+                                 c10::Device device);
+
 absl::StatusOr<c10::Device> ResolveComputeDevice(absl::string_view device,
                                                  absl::string_view field,
                                                  absl::string_view who);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "c10/core/CPUAllocator.h"
 #include "common/logging.h"
+#include "common/status.h"
 
 namespace rl {
 namespace fs = std::filesystem;
@@ -104,6 +105,29 @@ absl::Status LoadCudaRuntime() {
   static absl::Status* status = nullptr;
   std::call_once(once, [] { status = new absl::Status(Load()); });
   return *status;
+}
+
+absl::StatusOr<int> CudaComputeCapabilityMajor(int index) {
+  RETURN_IF_ERROR(LoadCudaRuntime());
+  // cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int), from the
+  // libcudart.so.12 libtorch_cuda.so brought in (no CUDA headers needed).
+  using GetAttribute = int (*)(int*, int, int);
+  constexpr int kComputeCapabilityMajor =
+      75;  // cudaDevAttrComputeCapabilityMajor
+  auto get = reinterpret_cast<GetAttribute>(
+      dlsym(RTLD_DEFAULT, "cudaDeviceGetAttribute"));
+  if (get == nullptr) {
+    return absl::FailedPreconditionError(
+        "cudaDeviceGetAttribute is not in this process");
+  }
+  int major = 0;
+  if (const int error = get(&major, kComputeCapabilityMajor, index);
+      error != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cudaDeviceGetAttribute(compute capability, ", index,
+                     ") failed with CUDA error ", error));
+  }
+  return major;
 }
 
 void PrepareCudaRuntime() {

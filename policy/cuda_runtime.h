@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace rl {
 
@@ -44,6 +45,11 @@ std::string LoadedTorchLibraryDirectory();
 // dlopen(libtorch_cuda.so). OK once loaded; FAILED_PRECONDITION with the
 // reason otherwise (the same reason on every later call).
 absl::Status LoadCudaRuntime();
+
+// The compute capability's major number of CUDA device `index` (8 for
+// Ampere, 9 for Hopper), from the CUDA runtime libtorch_cuda loaded;
+// FAILED_PRECONDITION where it is not loaded.
+absl::StatusOr<int> CudaComputeCapabilityMajor(int index);
 
 // LoadCudaRuntime() where an NVIDIA driver is present, its failure logged;
 // nothing (and nothing logged) elsewhere. For the mains, first thing.

@@ -110,6 +110,15 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
   if (ppo.cpu_kernels() != "fused") return;
   const char* leave_out =
       " (leave cpu_kernels out: auto takes LibTorch for it)";
+  if (ppo.precision() == "bfloat16") {
+    out->push_back(Problem(
+        "ppo.cpu_kernels",
+        absl::StrCat("fused computes in float32; this run's ppo.precision is "
+                     "bfloat16",
+                     leave_out),
+        kernels));
+    return;
+  }
   if (spec.resources().learner_device() != "cpu" ||
       spec.resources().actor_device() != "cpu") {
     out->push_back(Problem(

@@ -430,6 +430,7 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (!ppo->has_max_grad_norm()) ppo->set_max_grad_norm(0.5f);
   if (!ppo->has_normalize_advantages()) ppo->set_normalize_advantages(true);
   if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
+  if (ppo->precision().empty()) ppo->set_precision("auto");
 
   ApplyPolicyDefaults(spec->env(), *ppo, spec->mutable_policy());
 
@@ -517,6 +518,11 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (!(ppo.target_kl() >= 0 && std::isfinite(ppo.target_kl()))) {
     p.Add("ppo.target_kl", "must be finite and >= 0 (0 disables)",
           ppo.target_kl());
+  }
+  if (ppo.precision() != "auto" && ppo.precision() != "float32" &&
+      ppo.precision() != "bfloat16") {
+    p.Add("ppo.precision", "must be auto, float32 or bfloat16",
+          absl::StrCat("\"", ppo.precision(), "\""));
   }
   // A program's spec that still names the network under ppo.
   if (ppo.hidden_sizes_size() > 0) p.Add(MovedToPolicy("hidden_sizes"));

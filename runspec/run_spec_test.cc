@@ -424,6 +424,30 @@ TEST(RunSpecTest, TheNetworkIsThePolicyBlock) {
                        HasSubstr("fused runs tanh networks only")));
 }
 
+TEST(RunSpecTest, PrecisionIsAutoFloat32OrBfloat16) {
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec plain,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(plain.ppo().precision(), "auto");
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec bf16,
+      LoadRunSpec("env: {id: CartPole-v1}\nppo: {precision: bfloat16}\n",
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(bf16.ppo().precision(), "bfloat16");
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\nppo: {precision: fp16}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("ppo.precision: must be auto, float32 or bfloat16 "
+                         "(got \"fp16\")")));
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\n"
+                          "ppo: {precision: bfloat16, cpu_kernels: fused}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("fused computes in float32; this run's "
+                                 "ppo.precision is bfloat16")));
+}
+
 // A plugin env observing uint8 images of `shape` ("[84, 84, 4]").
 std::string ImageRun(const std::string& shape, const std::string& policy = "") {
   return "env: {id: Pixels-v0, plugin: libpixel_plugin.so, "
