@@ -23,6 +23,8 @@ ABSL_FLAG(double, target, 0, "target mean return");
 ABSL_FLAG(int, need, 4, "seeds that must reach the target");
 ABSL_FLAG(int, most, 5, "seeds that may reach the target");
 ABSL_FLAG(int, seeds, 5, "seeds to train");
+ABSL_FLAG(std::string, precision, "",
+          "ppo.precision to train with (empty: the run file's)");
 
 namespace rl {
 namespace {
@@ -32,6 +34,9 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   spec->set_total_env_steps(absl::GetFlag(FLAGS_steps));
   spec->set_target_return(absl::GetFlag(FLAGS_target));
+  if (!absl::GetFlag(FLAGS_precision).empty()) {
+    spec->mutable_ppo()->set_precision(absl::GetFlag(FLAGS_precision));
+  }
   torch::set_num_threads(1);
 
   std::mutex mu;
