@@ -10,7 +10,9 @@
 # 4. rl_local on CartPole with learner_device: cuda: the first-use self-check
 #    (one PPO update on the CPU and on the GPU, compared), then training to
 #    CartPole's target, beside the same run on the CPU (steps/s of each);
-# 5. a Chrome trace of 5 CUDA updates (--profile), for Perfetto.
+# 5. bench/device_bench on the GPU (float32 vs bfloat16 updates, the share
+#    of the host-to-device copy);
+# 6. a Chrome trace of 5 CUDA updates (--profile), for Perfetto.
 # Every step runs even when one before it failed; the report says which
 # failed, and the exit code is 1 if any did.
 set -uo pipefail
@@ -39,8 +41,11 @@ step "device" nvidia-smi --query-gpu=name,driver_version,memory.total \
 step "cuda tests" bazel test --config=cuda --test_tag_filters=cuda \
   --test_output=all //envs:batched_env_cuda_test \
   //policy:normalize_kernel_cuda_test
-step "build rl_local" bazel build --config=opt //trainer:rl_local
+step "build rl_local and device_bench" bazel build --config=opt \
+  //trainer:rl_local //bench:device_bench
 RL_LOCAL="$ROOT/bazel-bin/trainer/rl_local"
+step "update bench: float32 vs bfloat16 on the GPU, copy share" \
+  "$ROOT/bazel-bin/bench/device_bench" --device=cuda
 
 # The tuned CartPole run file, on each device.
 for device in cpu cuda; do
