@@ -365,31 +365,36 @@ bool IsKnownDevice(const std::string& device) {
 
 }  // namespace
 
-absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
-                                     RunFileFormat format) {
+absl::StatusOr<std::string> RunFileToJson(absl::string_view text,
+                                          RunFileFormat format) {
   RETURN_IF_ERROR(CheckRunFileText(text));
   std::string json;
   if (format == RunFileFormat::kJson) {
     RETURN_IF_ERROR(CheckJsonDepth(text));
-    json = std::string(text);
-  } else {
-    YAML::Node root;
-    try {
-      root = YAML::Load(std::string(text));
-    } catch (const YAML::DeepRecursion& e) {
-      // Its mark is where the parser had read to, past the deep point.
-      return DepthError(absl::StrCat(" near line ", e.mark.line + 1));
-    } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("run file is not valid YAML: line ", e.mark.line + 1,
-                       ", column ", e.mark.column + 1, ": ", e.msg));
-    }
-    if (!root.IsMap()) {
-      return absl::InvalidArgumentError(
-          "run file: expected a mapping of fields at the top level");
-    }
-    RETURN_IF_ERROR(YamlToJson(&json).Convert(root, "", 1));
+    return std::string(text);
   }
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    // Its mark is where the parser had read to, past the deep point.
+    return DepthError(absl::StrCat(" near line ", e.mark.line + 1));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("run file is not valid YAML: line ", e.mark.line + 1,
+                     ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+  if (!root.IsMap()) {
+    return absl::InvalidArgumentError(
+        "run file: expected a mapping of fields at the top level");
+  }
+  RETURN_IF_ERROR(YamlToJson(&json).Convert(root, "", 1));
+  return json;
+}
+
+absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
+                                     RunFileFormat format) {
+  ASSIGN_OR_RETURN(const std::string json, RunFileToJson(text, format));
   RETURN_IF_ERROR(CheckMovedFields(json));
   RETURN_IF_ERROR(CheckExplicitCounts(json));
   RunSpec spec;

@@ -42,6 +42,12 @@ inline constexpr int kMaxRunNameChars = 128;
 absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
                                      RunFileFormat format);
 
+// A run file's text (YAML or JSON, within the limits above) as JSON text;
+// the first step of ParseRunSpec, shared by files of the same syntax (sweep
+// files). INVALID_ARGUMENT as ParseRunSpec's.
+absl::StatusOr<std::string> RunFileToJson(absl::string_view text,
+                                          RunFileFormat format);
+
 // Fills every field the run file left out with its documented default.
 void ApplyRunSpecDefaults(RunSpec* spec);
 
