@@ -16,8 +16,11 @@
 #include "common/command_line.h"
 #include "policy/cuda_runtime.h"
 #include "trainer/local_run.h"
+#include "trainer/local_sweep.h"
 
 ABSL_FLAG(std::string, run, "", "Run file (YAML or JSON).");
+ABSL_FLAG(std::string, sweep, "",
+          "sweep: the sweep file (YAML or JSON; docs/sweeps.md).");
 ABSL_FLAG(std::string, run_dir, "",
           "Directory for checkpoints (default: runs/<run name>).");
 ABSL_FLAG(bool, resume, true,
@@ -49,11 +52,32 @@ ABSL_FLAG(int64_t, steps, 10000,
 int main(int argc, char** argv) {
   constexpr char kUsage[] =
       "rl_local train|eval|check-env|export --run=RUN_FILE [--run_dir=DIR] "
-      "[--checkpoint=DIR] [--steps=N] [--output=FILE]";
+      "[--checkpoint=DIR] [--steps=N] [--output=FILE]\n"
+      "       rl_local sweep --sweep=SWEEP_FILE [--run_dir=DIR]";
   const std::vector<std::string> args =
       rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
   // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
   rl::PrepareCudaRuntime();
+  if (args.size() == 1 && args[0] == "sweep") {
+    if (absl::GetFlag(FLAGS_sweep).empty()) {
+      std::fprintf(stderr, "error: sweep needs --sweep=SWEEP_FILE\nusage: %s\n",
+                   kUsage);
+      return rl::kExitBadInput;
+    }
+    torch::set_num_threads(std::max(1, absl::GetFlag(FLAGS_torch_threads)));
+    const auto outcomes = rl::RunLocalSweepFile(
+        absl::GetFlag(FLAGS_sweep), absl::GetFlag(FLAGS_run_dir),
+        absl::GetFlag(FLAGS_env_threads));
+    if (!outcomes.ok()) {
+      const absl::StatusCode code = outcomes.status().code();
+      return rl::PrintLocalRunError(
+          outcomes.status(), code == absl::StatusCode::kInvalidArgument ||
+                                     code == absl::StatusCode::kNotFound
+                                 ? rl::kExitBadInput
+                                 : rl::kExitFailed);
+    }
+    return 0;
+  }
   if (args.size() == 1 && args[0] == "check-env") {
     return rl::CheckRunFileEnv(absl::GetFlag(FLAGS_run),
                                absl::GetFlag(FLAGS_steps));

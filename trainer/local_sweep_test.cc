@@ -1,0 +1,108 @@
+#include "trainer/local_sweep.h"
+
+#include <torch/utils.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+SweepSpec Sweep(const std::string& extra) {
+  auto spec = ParseSweepSpec(std::string(R"(
+name: lr
+base:
+  env: {id: CartPole-v1}
+  envs_per_actor: 8
+  segment_length: 32
+  total_env_steps: 8192
+  seed: 1
+  ppo: {learning_rate: 0.001, num_epochs: 10, num_minibatches: 1, gamma: 0.98, gae_lambda: 0.8, entropy_coef: 0}
+metric: {series: learner/mean_return, last_points: 2}
+method: grid
+)") + extra,
+                             RunFileFormat::kYaml, "");
+  EXPECT_OK(spec.status());
+  return *spec;
+}
+
+// ASHA over four learning rates, two of them too small to learn anything in
+// 4,096 steps: they stop at the first rung with the reason; the others
+// train to their budget, and the table puts the best first.
+TEST(LocalSweepTest, AshaStopsTheLosersAtTheirRung) {
+  torch::set_num_threads(1);
+  const SweepSpec spec = Sweep(R"(
+parameters: {ppo.learning_rate: {values: [0.003, 1.0e-7, 0.001, 1.0e-8]}}
+concurrency: 2
+early_stopping: {kind: asha, first_rung_steps: 4096, reduction_factor: 2, min_trials_at_rung: 4}
+)");
+  LocalSweepOptions options;
+  options.sweep_dir = MakeTestDir("sweep");
+  std::vector<std::string> lines;
+  options.log = [&](const std::string& line) { lines.push_back(line); };
+  ASSERT_OK_AND_ASSIGN(const std::vector<TrialOutcome> outcomes,
+                       RunLocalSweep(spec, options));
+  ASSERT_EQ(outcomes.size(), 4u);
+  for (int i : {1, 3}) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(outcomes[i].state, "STOPPED");
+    EXPECT_EQ(outcomes[i].env_steps, 4096);
+    EXPECT_THAT(outcomes[i].reason,
+                AllOf(HasSubstr("early-stopped at rung 0 (4096 env steps) by "
+                                "asha"),
+                      HasSubstr("is not in the top 1/2 of 4 trials")));
+    EXPECT_FALSE(outcomes[i].checkpoint.empty());
+  }
+  for (int i : {0, 2}) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(outcomes[i].state, "DONE");
+    EXPECT_EQ(outcomes[i].env_steps, 8192);
+    EXPECT_GT(outcomes[i].score, outcomes[1].score);
+    EXPECT_GT(outcomes[i].score, outcomes[3].score);
+  }
+  const std::string table = SweepTable(spec, outcomes);
+  // Best first: a DONE trial heads the table, and the last line names it.
+  const size_t first_row = table.find('\n') + 1;
+  EXPECT_THAT(table.substr(first_row, 20), HasSubstr("DONE"));
+  EXPECT_THAT(table, HasSubstr("best: ppo.learning_rate="));
+  EXPECT_THAT(table, HasSubstr("ppo.learning_rate"));
+}
+
+TEST(LocalSweepTest, WithoutEarlyStoppingEveryTrialRunsItsBudget) {
+  torch::set_num_threads(1);
+  const SweepSpec spec = Sweep(R"(
+parameters: {ppo.num_epochs: {values: [2, 4]}}
+seeds_per_config: 2
+)");
+  ASSERT_OK_AND_ASSIGN(const std::vector<TrialOutcome> outcomes,
+                       RunLocalSweep(spec, {}));
+  ASSERT_EQ(outcomes.size(), 4u);
+  for (const TrialOutcome& o : outcomes) {
+    EXPECT_EQ(o.state, "DONE");
+    EXPECT_EQ(o.env_steps, 8192);
+    EXPECT_FALSE(std::isnan(o.score));
+  }
+  // Two seeds of one configuration differ.
+  EXPECT_NE(outcomes[0].score, outcomes[1].score);
+  EXPECT_THAT(SweepTable(spec, outcomes), HasSubstr("(mean of its seeds)"));
+}
+
+TEST(LocalSweepTest, OnlyTheMeanReturnCanBeScoredHere) {
+  SweepSpec spec = Sweep("parameters: {ppo.num_epochs: {values: [2]}}\n");
+  spec.mutable_metric()->set_series("learner/entropy");
+  EXPECT_THAT(RunLocalSweep(spec, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("metric.series: rl_local scores "
+                                 "learner/mean_return")));
+}
+
+}  // namespace
+}  // namespace rl
