@@ -1,14 +1,12 @@
 #include "learner/device_self_check.h"
 
 #include <cmath>
-#include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "learner/ppo_updater.h"
@@ -172,27 +170,22 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
 absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
                                    const PPOConfig& ppo, torch::Device device) {
   if (device.is_cpu()) return absl::OkStatus();
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* results = new std::map<std::string, absl::Status>();
-  const std::string key = absl::StrCat(device.str(), " ", NetworkKey(config));
-  absl::MutexLock lock(&mu);
-  auto it = results->find(key);
-  if (it != results->end()) return it->second;
-  RL_LOG_INFO("self-check of {}: one PPO update on the CPU and on {}",
-              device.str(), device.str());
-  absl::StatusOr<DeviceCheckReport> report =
-      CheckDeviceUpdate(config, ppo, device);
-  absl::Status status = report.status();
-  if (report.ok()) {
-    RL_LOG_INFO(
-        "self-check of {} passed: {} tensors within {:g} of the CPU's "
-        "(largest difference {:g}, {})",
-        report->device, report->tensors_compared,
-        DeviceCheckOptions().tolerance, report->max_relative_difference,
-        report->worst);
-  }
-  results->emplace(key, status);
-  return status;
+  return CheckOncePerProcess(
+      absl::StrCat("updating on ", device.str(), " ", NetworkKey(config), " ",
+                   ppo.precision()),
+      [&]() -> absl::Status {
+        RL_LOG_INFO("self-check of {}: one PPO update on the CPU and on {}",
+                    device.str(), device.str());
+        ASSIGN_OR_RETURN(const DeviceCheckReport report,
+                         CheckDeviceUpdate(config, ppo, device));
+        RL_LOG_INFO(
+            "self-check of {} ({}) passed: {} tensors within {:g} of the "
+            "CPU's (largest difference {:g}, {})",
+            report.device, report.bfloat16 ? "bfloat16 autocast" : "float32",
+            report.tensors_compared, report.tolerance,
+            report.max_relative_difference, report.worst);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace rl

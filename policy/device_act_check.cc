@@ -121,24 +121,33 @@ absl::Status CheckDeviceActing(const ActorCriticConfig& config,
       });
 }
 
-absl::Status CheckDeviceActingOnFirstUse(const ActorCriticConfig& config,
-                                         torch::Device device) {
-  if (device.is_cpu()) return absl::OkStatus();
+absl::Status CheckOncePerProcess(const std::string& key,
+                                 const std::function<absl::Status()>& check) {
   static absl::Mutex mu(absl::kConstInit);
   static auto* results = new std::map<std::string, absl::Status>();
-  const std::string key = absl::StrCat(device.str(), " ", NetworkKey(config));
   absl::MutexLock lock(&mu);
   auto it = results->find(key);
   if (it != results->end()) return it->second;
-  absl::Status status = CheckDeviceActing(config, device);
-  if (status.ok()) {
-    RL_LOG_INFO(
-        "acting self-check of {} passed (values, log-probabilities, "
-        "actions within {:g} of the CPU's)",
-        device.str(), DeviceActCheckOptions().tolerance);
-  }
+  absl::Status status = check();
   results->emplace(key, status);
   return status;
+}
+
+absl::Status CheckDeviceActingOnFirstUse(const ActorCriticConfig& config,
+                                         torch::Device device) {
+  if (device.is_cpu()) return absl::OkStatus();
+  return CheckOncePerProcess(
+      absl::StrCat("acting on ", device.str(), " ", NetworkKey(config)),
+      [&]() -> absl::Status {
+        absl::Status status = CheckDeviceActing(config, device);
+        if (status.ok()) {
+          RL_LOG_INFO(
+              "acting self-check of {} passed (values, log-probabilities, "
+              "actions within {:g} of the CPU's)",
+              device.str(), DeviceActCheckOptions().tolerance);
+        }
+        return status;
+      });
 }
 
 }  // namespace rl

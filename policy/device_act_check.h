@@ -8,6 +8,7 @@
 #define RL_POLICY_DEVICE_ACT_CHECK_H_
 
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "policy/actor_critic.h"
@@ -34,6 +35,12 @@ absl::Status CheckDeviceActingOnFirstUse(const ActorCriticConfig& config,
 
 // A key naming `config`'s network shape, for once-per-network caches.
 std::string NetworkKey(const ActorCriticConfig& config);
+
+// Runs `check` once per process for `key` (what is checked, on which device,
+// for which network); later calls with the same key return the first
+// result without running it again.
+absl::Status CheckOncePerProcess(const std::string& key,
+                                 const std::function<absl::Status()>& check);
 
 }  // namespace rl
 

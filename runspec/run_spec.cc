@@ -22,6 +22,7 @@
 #include "envs/env_registry.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "runspec/field_problems.h"
 #include "runspec/policy_rules.h"
 #include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/yaml.h"
@@ -244,22 +245,7 @@ int64_t Utf8Chars(absl::string_view text) {
   return n;
 }
 
-// Collects "path: problem (got value)" messages.
-class Problems {
- public:
-  template <typename T>
-  void Add(absl::string_view path, absl::string_view problem, const T& got) {
-    list_.push_back(absl::StrCat(path, ": ", problem, " (got ", got, ")"));
-  }
-  void Add(std::string message) { list_.push_back(std::move(message)); }
-  absl::Status ToStatus() const {
-    if (list_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(list_, "; "));
-  }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = FieldProblems;
 
 // Counts that a left-out field takes a default for (ApplyRunSpecDefaults):
 // written out as 0 or less they are an error, not the default.

@@ -17,6 +17,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/util/json_util.h"
+#include "runspec/field_problems.h"
 
 namespace rl {
 namespace {
@@ -95,22 +96,7 @@ bool IsInteger(const FieldDescriptor* f) {
          f->cpp_type() != FieldDescriptor::CPPTYPE_FLOAT;
 }
 
-// Collects "path: problem (got value)" messages.
-class Problems {
- public:
-  template <typename T>
-  void Add(absl::string_view path, absl::string_view problem, const T& got) {
-    list_.push_back(absl::StrCat(path, ": ", problem, " (got ", got, ")"));
-  }
-  void Add(std::string message) { list_.push_back(std::move(message)); }
-  absl::Status ToStatus() const {
-    if (list_.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrJoin(list_, "; "));
-  }
-
- private:
-  std::vector<std::string> list_;
-};
+using Problems = FieldProblems;
 
 // Configurations of the parameters (path -> value), in trial order.
 using Config = std::map<std::string, Value>;
