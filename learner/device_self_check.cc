@@ -29,7 +29,7 @@ Rollout MakeRollout(ActorCritic& policy) {
   auto gen = at::make_generator<at::CPUGeneratorImpl>(kSeed);
   Rollout r = Rollout::Allocate(
       T, E, c.observation_size, c.num_actions > 0 ? 0 : c.action_size,
-      c.action_masks ? c.num_actions : 0,
+      c.action_masks ? ActionMaskWidth(c) : 0,
       static_cast<int64_t>(c.action_nvec.size()),
       c.byte_observations ? torch::kUInt8 : torch::kFloat32,
       policy->state_size());
@@ -42,9 +42,7 @@ Rollout MakeRollout(ActorCritic& policy) {
   }
   torch::Tensor masks;
   if (r.action_masks.defined()) {
-    r.action_masks.copy_(
-        (torch::rand(r.action_masks.sizes(), gen) < 0.7).to(torch::kUInt8));
-    r.action_masks.select(2, 0).fill_(1);  // never none allowed
+    r.action_masks.copy_(RandomActionMasks(c, B, 0.7, gen).view({T, E, -1}));
     masks = r.action_masks.reshape({B, -1});
   }
   torch::Tensor state;

@@ -34,6 +34,7 @@ std::vector<Case> Cases() {
   multi.action_nvec = {3, 2};
   multi.hidden_sizes = {8};
   multi.byte_observations = true;
+  multi.action_masks = true;  // one mask per part, side by side
   cases.push_back({"multi-discrete, uint8", multi});
   ActorCriticConfig lstm = discrete;
   lstm.action_masks = false;

@@ -237,9 +237,12 @@ class LearnerCore::Impl {
                           policy_->device().is_cuda());
     while (true) {
       const bool complete = intake_->StageNext(absl::Milliseconds(50));
-      if (StopRequested()) return profiler.Finish();
+      if (StopRequested()) {
+        LogProfileError(profiler.Finish());
+        return absl::OkStatus();
+      }
       if (!complete) continue;
-      RETURN_IF_ERROR(profiler.BeforeStep());
+      LogProfileError(profiler.BeforeStep());
       RETURN_IF_ERROR(UpdateFromStaged());
       if (Finished()) {
         RETURN_IF_ERROR(Publish(/*final=*/true));
@@ -247,9 +250,17 @@ class LearnerCore::Impl {
         if (options_.collective != nullptr) {
           RETURN_IF_ERROR(GatherAckedSegments());
         }
-        RETURN_IF_ERROR(profiler.Finish());
+        LogProfileError(profiler.Finish());
         return Checkpoint(&CheckpointKeeper::WriteFinal);
       }
+    }
+  }
+
+  // A trace that cannot be written is the operator's to fix; the run goes
+  // on.
+  static void LogProfileError(const absl::Status& status) {
+    if (!status.ok()) {
+      RL_LOG_ERROR("profile: {}", std::string(status.message()));
     }
   }
 

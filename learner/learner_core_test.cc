@@ -17,6 +17,7 @@
 #include "learner/checkpoint.h"
 #include "learner/segment_ledger.h"
 #include "policy/compute_device.h"
+#include "policy/cuda_runtime.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
 #include "testing/run_specs.h"
@@ -29,6 +30,15 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+
+// LibTorch caches its answer about CUDA at the first question (seeding asks
+// it): load the CUDA runtime first, as the learner's main does.
+class CudaRuntimeFirst : public ::testing::Environment {
+ public:
+  void SetUp() override { PrepareCudaRuntime(); }
+};
+const auto* const kCudaRuntimeFirst =
+    ::testing::AddGlobalTestEnvironment(new CudaRuntimeFirst);
 
 // Finite (float's maximum is 3.4e38), but the value loss overflows.
 // Finite but huge: a value estimate no network of the run could give.

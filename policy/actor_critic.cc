@@ -176,6 +176,26 @@ torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
   return policy_head_->forward(features);
 }
 
+int64_t ActionMaskWidth(const ActorCriticConfig& config) {
+  int64_t width = config.num_actions;
+  for (const int64_t n : config.action_nvec) width += n;
+  return width;
+}
+
+torch::Tensor RandomActionMasks(const ActorCriticConfig& config, int64_t batch,
+                                double allowed, at::Generator& generator) {
+  torch::Tensor masks =
+      (torch::rand({batch, ActionMaskWidth(config)}, generator) < allowed)
+          .to(torch::kUInt8);
+  masks.select(1, 0).fill_(1);
+  int64_t offset = 0;
+  for (const int64_t n : config.action_nvec) {
+    masks.select(1, offset).fill_(1);
+    offset += n;
+  }
+  return masks;
+}
+
 int64_t RecurrentStateSize(const ActorCriticConfig& config) {
   switch (config.core) {
     case ActorCriticConfig::Core::kLstm:
@@ -459,9 +479,8 @@ absl::Status ActorCriticImpl::CheckActionMasks(
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": this policy takes no action masks (env.action_mask)"));
   }
-  int64_t size = config_.num_actions;
-  for (const int64_t n : config_.action_nvec) size += n;
-  return CheckTensor(action_masks, name, torch::kUInt8, {batch, size});
+  return CheckTensor(action_masks, name, torch::kUInt8,
+                     {batch, ActionMaskWidth(config_)});
 }
 
 absl::Status ActorCriticImpl::CheckActions(const torch::Tensor& actions,

@@ -81,6 +81,16 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
 // for an LSTM (hidden and cell), core_size for a GRU, 0 without a core.
 int64_t RecurrentStateSize(const ActorCriticConfig& config);
 
+// Bytes of one observation's action mask (ActorCriticConfig::action_masks):
+// num_actions, or the sum of action_nvec for MultiDiscrete.
+int64_t ActionMaskWidth(const ActorCriticConfig& config);
+
+// A random action mask [batch, ActionMaskWidth] for tests and self-checks:
+// each action allowed with probability `allowed`, and the first action of
+// every categorical (each MultiDiscrete part) always allowed.
+torch::Tensor RandomActionMasks(const ActorCriticConfig& config, int64_t batch,
+                                double allowed, at::Generator& generator);
+
 // Output of acting on a batch of observations.
 struct PolicyStep {
   torch::Tensor actions;    // [B] int64 or [B, A] float

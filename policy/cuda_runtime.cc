@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <mutex>
 
+#include "ATen/Context.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -18,20 +19,22 @@ namespace fs = std::filesystem;
 const std::vector<CudaLibrary>& RequiredCudaLibraries() {
   // libtorch_cuda.so's and libtorch_nvshmem.so's NEEDED entries outside
   // LibTorch and glibc (readelf -d), torch 2.9.1.
+  // In load order: each after what it needs.
   static const auto* libraries = new std::vector<CudaLibrary>{
       {"nvidia-cuda-runtime-cu12", "cuda_runtime", "libcudart.so.12"},
-      {"nvidia-cudnn-cu12", "cudnn", "libcudnn.so.9"},
-      {"nvidia-cublas-cu12", "cublas", "libcublas.so.12"},
+      {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
       {"nvidia-cublas-cu12", "cublas", "libcublasLt.so.12"},
-      {"nvidia-nccl-cu12", "nccl", "libnccl.so.2"},
+      {"nvidia-cublas-cu12", "cublas", "libcublas.so.12"},
       {"nvidia-cusparse-cu12", "cusparse", "libcusparse.so.12"},
       {"nvidia-cusparselt-cu12", "cusparselt", "libcusparseLt.so.0"},
       {"nvidia-cufft-cu12", "cufft", "libcufft.so.11"},
       {"nvidia-curand-cu12", "curand", "libcurand.so.10"},
       {"nvidia-cufile-cu12", "cufile", "libcufile.so.0"},
+      {"nvidia-nccl-cu12", "nccl", "libnccl.so.2"},
+      {"nvidia-cudnn-cu12", "cudnn", "libcudnn.so.9"},
       {"nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3"},
-      {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
   };
+
   return *libraries;
 }
 
@@ -89,6 +92,28 @@ absl::Status Load() {
   if (absl::Status files = CheckCudaRuntimeFiles(dir); !files.ok()) {
     return files;
   }
+  // The wheels' libraries first, by absolute path and global, as torch's
+  // own Python loader does: libtorch_cuda.so's RPATH misses some of their
+  // directories (nvjitlink's), so the dynamic loader would otherwise take
+  // another toolkit's copy from LD_LIBRARY_PATH or ld.so.conf.
+  const fs::path nvidia = fs::path(dir).parent_path().parent_path() / "nvidia";
+  std::vector<fs::path> preload;
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    preload.push_back(nvidia / l.dir / "lib" / l.soname);
+  }
+  for (const char* optional : {"cuda_nvrtc/lib/libnvrtc.so.12",
+                               "cuda_nvrtc/lib/libnvrtc-builtins.so.12.8"}) {
+    preload.push_back(nvidia / optional);
+  }
+  for (const fs::path& library : preload) {
+    if (!fs::exists(library)) continue;  // beside libtorch_cpu (a zip)
+    if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
+      const char* error = dlerror();
+      return absl::FailedPreconditionError(absl::StrCat(
+          library.string(),
+          " does not load: ", error != nullptr ? error : "unknown error"));
+    }
+  }
   const std::string path = (fs::path(dir) / "libtorch_cuda.so").string();
   if (dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
     const char* error = dlerror();
@@ -133,6 +158,11 @@ absl::StatusOr<int> CudaComputeCapabilityMajor(int index) {
 void PrepareCudaRuntime() {
   const absl::Status status = LoadCudaRuntime();
   if (status.ok()) {
+    // float32 means float32: cuDNN's convolutions would run in TF32 by
+    // default (LibTorch's matrix products already do not), ~1e-3 from the
+    // CPU's, which the first-use self-checks would refuse. bfloat16
+    // autocast (ppo.precision) is the fast path.
+    at::globalContext().setAllowTF32CuDNN(false);
     RL_LOG_INFO("LibTorch's CUDA runtime loaded");
   } else if (!absl::StartsWith(status.message(), "no NVIDIA driver")) {
     RL_LOG_WARNING("CUDA is unavailable to this process: {}",

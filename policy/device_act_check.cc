@@ -58,9 +58,7 @@ absl::Status CheckDeviceActing(const ActorCriticConfig& config,
                 : torch::randn({kBatch, config.observation_size}, gen) * 1.5;
         torch::Tensor masks;
         if (config.action_masks) {
-          masks = (torch::rand({kBatch, config.num_actions}, gen) < 0.7)
-                      .to(torch::kUInt8);
-          masks.select(1, 0).fill_(1);
+          masks = RandomActionMasks(config, kBatch, 0.7, gen);
         }
         torch::Tensor cpu_state, device_state;
         if (cpu->recurrent()) {

@@ -25,6 +25,7 @@ std::vector<ActorCriticConfig> Configs() {
   multi.observation_size = 5;
   multi.action_nvec = {3, 2};
   multi.byte_observations = true;
+  multi.action_masks = true;
   ActorCriticConfig lstm = discrete;
   lstm.core = ActorCriticConfig::Core::kLstm;
   lstm.core_size = 8;

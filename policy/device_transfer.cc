@@ -18,6 +18,10 @@ int64_t Bytes(const torch::Tensor& t) {
 }  // namespace
 
 torch::Tensor PackTensors(const std::vector<torch::Tensor>& host, bool pin) {
+  for (const torch::Tensor& t : host) {
+    TORCH_CHECK(!t.defined() || t.is_cpu(),
+                "PackTensors packs host tensors; one is on ", t.device());
+  }
   int64_t total = 0;
   for (const torch::Tensor& t : host) total += Aligned(Bytes(t));
   torch::Tensor packed = torch::empty(
@@ -55,6 +59,18 @@ std::vector<torch::Tensor> UnpackTensors(
 std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
                                     torch::Device device) {
   if (device.is_cpu()) return host;
+  for (const torch::Tensor& t : host) {
+    if (t.defined() && !t.is_cpu()) {
+      // Not all on the host: each one on its own (no packing of device
+      // memory through the host).
+      std::vector<torch::Tensor> out;
+      out.reserve(host.size());
+      for (const torch::Tensor& h : host) {
+        out.push_back(h.defined() ? h.to(device, /*non_blocking=*/true) : h);
+      }
+      return out;
+    }
+  }
   const torch::Tensor packed = PackTensors(host, /*pin=*/device.is_cuda());
   return UnpackTensors(packed.to(device, /*non_blocking=*/true), host);
 }

@@ -13,7 +13,8 @@
 namespace rl {
 
 // `host` on `device`, in order; undefined tensors stay undefined. On the
-// CPU the tensors come back as they are (no copy).
+// CPU the tensors come back as they are (no copy); tensors already on a
+// device are moved one by one instead of packed.
 std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
                                     torch::Device device);
 

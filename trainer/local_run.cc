@@ -283,7 +283,8 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
   }
   StepProfiler profiler(
       profile_path, options_.profile_steps,
-      absl::StartsWith(spec_.resources().learner_device(), "cuda"));
+      absl::StartsWith(spec_.resources().learner_device(), "cuda") ||
+          absl::StartsWith(spec_.resources().actor_device(), "cuda"));
   RETURN_IF_ERROR(profiler.BeforeStep());
   absl::Status profile_status;
   auto result = trainer_->Train([&](const TrainerProgress& p) {

@@ -233,7 +233,7 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                          ActChecked(policy, obs, c10::nullopt, true, masks,
                                     state.defined() ? &state : nullptr));
         RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
-        return step.actions;
+        return step.actions.to(torch::kCPU);  // the envs read them here
       },
       episodes, seed);
 }
@@ -291,7 +291,8 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
     out.truncated = trunc.data_ptr<uint8_t>();
     out.episode_returns = returns.data_ptr<float>();
     out.episode_lengths = lengths.data_ptr<int32_t>();
-    const torch::Tensor actions = chosen.contiguous();
+    // The envs read the actions' memory on the host.
+    const torch::Tensor actions = chosen.to(torch::kCPU).contiguous();
     RETURN_IF_ERROR(IsDiscrete(info)
                         ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
                         : env->StepContinuous(actions.data_ptr<float>(), out));
