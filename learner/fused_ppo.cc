@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "learner/multi_tensor_adam.h"
 
 namespace rl {
 namespace {
@@ -228,33 +230,16 @@ void FusedPpoLoss::ComputeChunk(FusedPolicy& policy, const PPOConfig& config,
 absl::Status FusedAdamStep(torch::optim::Adam& optimizer,
                            const std::vector<torch::Tensor>& parameters,
                            const float* grads) {
-  if (optimizer.param_groups().size() != 1) {
-    return absl::FailedPreconditionError(
-        "the fused Adam step needs one parameter group");
-  }
+  RETURN_IF_ERROR(CheckPlainAdam(optimizer));
   const auto& options = static_cast<const torch::optim::AdamOptions&>(
       optimizer.param_groups()[0].options());
-  if (options.weight_decay() != 0 || options.amsgrad()) {
-    return absl::FailedPreconditionError(
-        "the fused Adam step does no weight decay and no amsgrad");
-  }
   const double lr = options.lr();
   const double beta1 = std::get<0>(options.betas());
   const double beta2 = std::get<1>(options.betas());
   const float eps = static_cast<float>(options.eps());
-  auto& states = optimizer.state();
   const float* grad = grads;
   for (const torch::Tensor& p : parameters) {
-    auto it = states.find(p.unsafeGetTensorImpl());
-    if (it == states.end()) {
-      // As Adam::step creates it on first use.
-      auto state = std::make_unique<torch::optim::AdamParamState>();
-      state->step(0);
-      state->exp_avg(torch::zeros_like(p, at::MemoryFormat::Preserve));
-      state->exp_avg_sq(torch::zeros_like(p, at::MemoryFormat::Preserve));
-      it = states.emplace(p.unsafeGetTensorImpl(), std::move(state)).first;
-    }
-    auto& state = static_cast<torch::optim::AdamParamState&>(*it->second);
+    torch::optim::AdamParamState& state = AdamStateFor(optimizer, p);
     if (!state.exp_avg().is_contiguous() ||
         !state.exp_avg_sq().is_contiguous() ||
         state.exp_avg().scalar_type() != torch::kFloat32 ||

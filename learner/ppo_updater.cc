@@ -1,6 +1,8 @@
 #include "learner/ppo_updater.h"
 
 #include <ATen/autocast_mode.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,7 +73,9 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   RETURN_IF_ERROR(CheckRolloutForUpdate(rollout, *policy_, config_));
   if (epochs_ == nullptr) {
     ASSIGN_OR_RETURN(bfloat16_,
-                     UseBfloat16(config_.precision(), policy_->device()));
+                     UseBfloat16(config_.precision(), policy_->device(),
+                                 policy_->config().encoder !=
+                                     ActorCriticConfig::Encoder::kMlp));
     if (bfloat16_ && config_.cpu_kernels() == "fused") {
       return absl::FailedPreconditionError(
           "ppo.cpu_kernels: fused computes in float32, and ppo.precision "
@@ -410,19 +414,18 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
           bucket.push_back(any_bad);
           RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
         }
-        std::vector<torch::Tensor> norms;
-        norms.reserve(params.size());
+        // Multi-tensor kernels: a launch for all gradients, not one each.
+        std::vector<torch::Tensor> grads;
+        grads.reserve(params.size());
         for (const auto& p : params) {
-          if (p.grad().defined()) norms.push_back(p.grad().norm());
+          if (p.grad().defined()) grads.push_back(p.grad());
         }
-        grad_norm = torch::stack(norms).norm();
+        grad_norm = torch::stack(at::_foreach_norm(grads)).norm();
         if (config_.max_grad_norm() > 0) {
           // Scale without reading the norm back: clip_coef = min(1, max/norm).
           const torch::Tensor scale = torch::clamp_max(
               config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
-          for (auto& p : params) {
-            if (p.grad().defined()) p.grad().mul_(scale);
-          }
+          at::_foreach_mul_(grads, scale);
         }
         // A NaN or inf would reach every weight through the optimizer; zero
         // such a minibatch's gradients on the device (no read-back here) and
@@ -435,7 +438,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
         }
         sum_non_finite += bad;
       }
-      optimizer_->step();
+      RETURN_IF_ERROR(adam_.Step());
 
       torch::NoGradGuard no_grad;
       const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "learner/collective.h"
 #include "learner/fused_ppo.h"
+#include "learner/multi_tensor_adam.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
@@ -164,6 +165,7 @@ class PpoUpdater {
   PPOConfig config_;
   int64_t total_env_steps_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
+  MultiTensorAdam adam_{optimizer_.get()};  // the LibTorch path's steps
   at::Generator generator_;
   Collective* collective_ = nullptr;
   // A gang's all-reduced observation moments of the update in progress

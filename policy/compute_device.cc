@@ -44,7 +44,7 @@ std::vector<std::string> VisibleCudaDevices() {
 }
 
 absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
-                                 c10::Device device) {
+                                 c10::Device device, bool convolutional) {
   if (precision == "bfloat16") return true;
   if (precision == "float32") return false;
   if (!precision.empty() && precision != "auto") {
@@ -52,7 +52,7 @@ absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
         absl::StrCat("ppo.precision: must be auto, float32 or bfloat16 (got \"",
                      precision, "\")"));
   }
-  if (!device.is_cuda()) return false;
+  if (!device.is_cuda() || !convolutional) return false;
   const absl::StatusOr<int> major =
       CudaComputeCapabilityMajor(device.has_index() ? device.index() : 0);
   return major.ok() && *major >= 8;

@@ -27,10 +27,13 @@ std::vector<std::string> VisibleCudaDevices();
 // did not load, where it did not).
 // Whether updates on `device` run in bfloat16 autocast for `precision`
 // (PPOConfig.precision): "bfloat16" yes, "float32" no, "auto" (or empty)
-// on a CUDA device of compute capability 8 or newer (Ampere, Hopper).
+// for a convolutional network on a CUDA device of compute capability 8 or
+// newer (Ampere, Hopper). Measured on an H100 (tools/gpu_bundle_check.sh,
+// device_bench): bfloat16 made a Nature CNN's update 1.16x as fast at 256
+// envs, and an MLP's 0.79x to 0.86x (its casts cost more than they save).
 // INVALID_ARGUMENT for another value.
 absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
-                                 c10::Device device);
+                                 c10::Device device, bool convolutional);
 
 absl::StatusOr<c10::Device> ResolveComputeDevice(absl::string_view device,
                                                  absl::string_view field,

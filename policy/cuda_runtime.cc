@@ -16,49 +16,96 @@
 namespace rl {
 namespace fs = std::filesystem;
 
-const std::vector<CudaLibrary>& RequiredCudaLibraries() {
+const std::vector<CudaRuntimeLine>& CudaRuntimeLines() {
   // libtorch_cuda.so's and libtorch_nvshmem.so's NEEDED entries outside
-  // LibTorch and glibc (readelf -d), torch 2.9.1.
-  // In load order: each after what it needs.
-  static const auto* libraries = new std::vector<CudaLibrary>{
-      {"nvidia-cuda-runtime-cu12", "cuda_runtime", "libcudart.so.12"},
-      {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
-      {"nvidia-cublas-cu12", "cublas", "libcublasLt.so.12"},
-      {"nvidia-cublas-cu12", "cublas", "libcublas.so.12"},
-      {"nvidia-cusparse-cu12", "cusparse", "libcusparse.so.12"},
-      {"nvidia-cusparselt-cu12", "cusparselt", "libcusparseLt.so.0"},
-      {"nvidia-cufft-cu12", "cufft", "libcufft.so.11"},
-      {"nvidia-curand-cu12", "curand", "libcurand.so.10"},
-      {"nvidia-cufile-cu12", "cufile", "libcufile.so.0"},
-      {"nvidia-nccl-cu12", "nccl", "libnccl.so.2"},
-      {"nvidia-cudnn-cu12", "cudnn", "libcudnn.so.9"},
-      {"nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3"},
+  // LibTorch and glibc (readelf -d): torch 2.9.1+cu128 and 2.11.0+cu130.
+  static const auto* lines = new std::vector<CudaRuntimeLine>{
+      {"CUDA 12",
+       {
+           {"nvidia-cuda-runtime-cu12", "cuda_runtime", "libcudart.so.12"},
+           {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
+           {"nvidia-cublas-cu12", "cublas", "libcublasLt.so.12"},
+           {"nvidia-cublas-cu12", "cublas", "libcublas.so.12"},
+           {"nvidia-cusparse-cu12", "cusparse", "libcusparse.so.12"},
+           {"nvidia-cusparselt-cu12", "cusparselt", "libcusparseLt.so.0"},
+           {"nvidia-cufft-cu12", "cufft", "libcufft.so.11"},
+           {"nvidia-curand-cu12", "curand", "libcurand.so.10"},
+           {"nvidia-cufile-cu12", "cufile", "libcufile.so.0"},
+           {"nvidia-nccl-cu12", "nccl", "libnccl.so.2"},
+           {"nvidia-cudnn-cu12", "cudnn", "libcudnn.so.9"},
+           {"nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3"},
+       },
+       {"cuda_nvrtc/lib/libnvrtc.so.12",
+        "cuda_nvrtc/lib/libnvrtc-builtins.so.12.8"}},
+      // The CUDA 13 wheels share one directory, nvidia/cu13/lib.
+      {"CUDA 13",
+       {
+           {"nvidia-cuda-runtime", "cu13", "libcudart.so.13"},
+           {"nvidia-nvjitlink", "cu13", "libnvJitLink.so.13"},
+           {"nvidia-cublas", "cu13", "libcublasLt.so.13"},
+           {"nvidia-cublas", "cu13", "libcublas.so.13"},
+           {"nvidia-cusparse", "cu13", "libcusparse.so.12"},
+           {"nvidia-cusparselt-cu13", "cusparselt", "libcusparseLt.so.0"},
+           {"nvidia-cufft", "cu13", "libcufft.so.12"},
+           {"nvidia-curand", "cu13", "libcurand.so.10"},
+           {"nvidia-cufile", "cu13", "libcufile.so.0"},
+           {"nvidia-nccl-cu13", "nccl", "libnccl.so.2"},
+           {"nvidia-cudnn-cu13", "cudnn", "libcudnn.so.9"},
+           {"nvidia-nvshmem-cu13", "nvshmem", "libnvshmem_host.so.3"},
+       },
+       {"cu13/lib/libnvrtc.so.13", "cu13/lib/libnvrtc-builtins.so.13.0"}},
   };
-
-  return *libraries;
+  return *lines;
 }
 
-absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir) {
+const std::vector<CudaLibrary>& RequiredCudaLibraries() {
+  return CudaRuntimeLines().front().libraries;
+}
+
+namespace {
+
+// Where `l` is for the LibTorch in `lib`, or "" where it is not there.
+fs::path FindLibrary(const fs::path& lib, const CudaLibrary& l) {
+  const fs::path wheel =
+      lib.parent_path().parent_path() / "nvidia" / l.dir / "lib" / l.soname;
+  if (fs::exists(wheel)) return wheel;
+  if (fs::exists(lib / l.soname)) return lib / l.soname;
+  return {};
+}
+
+}  // namespace
+
+absl::StatusOr<const CudaRuntimeLine*> FindCudaRuntime(
+    const std::string& torch_lib_dir) {
   const fs::path lib(torch_lib_dir);
   std::vector<std::string> missing;
   for (const char* own : {"libtorch_cuda.so", "libc10_cuda.so"}) {
     if (!fs::exists(lib / own))
       missing.push_back(absl::StrCat(own, " (torch)"));
   }
-  const fs::path nvidia = lib.parent_path().parent_path() / "nvidia";
-  for (const CudaLibrary& l : RequiredCudaLibraries()) {
-    if (fs::exists(nvidia / l.dir / "lib" / l.soname) ||
-        fs::exists(lib / l.soname)) {
-      continue;
+  if (missing.empty()) {
+    for (const CudaRuntimeLine& line : CudaRuntimeLines()) {
+      bool complete = true;
+      for (const CudaLibrary& l : line.libraries) {
+        complete = complete && !FindLibrary(lib, l).empty();
+      }
+      if (complete) return &line;
     }
-    missing.push_back(absl::StrCat(l.soname, " (", l.wheel, ")"));
   }
-  if (missing.empty()) return absl::OkStatus();
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    if (FindLibrary(lib, l).empty()) {
+      missing.push_back(absl::StrCat(l.soname, " (", l.wheel, ")"));
+    }
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "LibTorch's GPU runtime is not installed for ", torch_lib_dir,
       ": missing ", absl::StrJoin(missing, ", "),
       ". Run tools/setup.sh --gpu (the CUDA 12.8 wheels torch was built "
       "with; another CUDA toolkit's libraries are never used instead)"));
+}
+
+absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir) {
+  return FindCudaRuntime(torch_lib_dir).status();
 }
 
 std::string LoadedTorchLibraryDirectory() {
@@ -89,24 +136,22 @@ absl::Status Load() {
     return absl::FailedPreconditionError(
         "cannot find the directory of this process's libtorch_cpu.so");
   }
-  if (absl::Status files = CheckCudaRuntimeFiles(dir); !files.ok()) {
-    return files;
-  }
+  absl::StatusOr<const CudaRuntimeLine*> line = FindCudaRuntime(dir);
+  if (!line.ok()) return line.status();
   // The wheels' libraries first, by absolute path and global, as torch's
   // own Python loader does: libtorch_cuda.so's RPATH misses some of their
   // directories (nvjitlink's), so the dynamic loader would otherwise take
   // another toolkit's copy from LD_LIBRARY_PATH or ld.so.conf.
   const fs::path nvidia = fs::path(dir).parent_path().parent_path() / "nvidia";
   std::vector<fs::path> preload;
-  for (const CudaLibrary& l : RequiredCudaLibraries()) {
-    preload.push_back(nvidia / l.dir / "lib" / l.soname);
+  for (const CudaLibrary& l : (*line)->libraries) {
+    preload.push_back(FindLibrary(dir, l));
   }
-  for (const char* optional : {"cuda_nvrtc/lib/libnvrtc.so.12",
-                               "cuda_nvrtc/lib/libnvrtc-builtins.so.12.8"}) {
+  for (const char* optional : (*line)->optional) {
     preload.push_back(nvidia / optional);
   }
   for (const fs::path& library : preload) {
-    if (!fs::exists(library)) continue;  // beside libtorch_cpu (a zip)
+    if (!fs::exists(library)) continue;  // an optional one
     if (dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL) == nullptr) {
       const char* error = dlerror();
       return absl::FailedPreconditionError(absl::StrCat(
@@ -163,7 +208,8 @@ void PrepareCudaRuntime() {
     // CPU's, which the first-use self-checks would refuse. bfloat16
     // autocast (ppo.precision) is the fast path.
     at::globalContext().setAllowTF32CuDNN(false);
-    RL_LOG_INFO("LibTorch's CUDA runtime loaded");
+    RL_LOG_INFO("LibTorch's CUDA runtime loaded ({})",
+                LoadedTorchLibraryDirectory());
   } else if (!absl::StartsWith(status.message(), "no NVIDIA driver")) {
     RL_LOG_WARNING("CUDA is unavailable to this process: {}",
                    std::string(status.message()));

@@ -4,11 +4,13 @@
 // libtorch_cpu.so) at run time, which registers LibTorch's CUDA backend.
 //
 // The load is refused, with the reason, unless every library
-// libtorch_cuda.so needs is the CUDA 12 build torch was built with: from
-// the pinned cu12 wheels (tools/requirements-gpu.txt, installed by
-// `tools/setup.sh --gpu`) or beside libtorch_cpu.so (a LibTorch zip). The
-// dynamic loader would otherwise resolve missing ones to another toolkit's
-// (a system CUDA 13 answers to some cu12 sonames) and fail later, or worse.
+// libtorch_cuda.so needs is the CUDA build torch was built with: from the
+// pinned cu12 wheels (tools/requirements-gpu.txt, installed by
+// `tools/setup.sh --gpu`), from the cu13 wheels of torch >= 2.10's PyPI
+// build (site-packages/nvidia/cu13), or beside libtorch_cpu.so (a LibTorch
+// zip). The dynamic loader would otherwise resolve missing ones to another
+// toolkit's (a system CUDA 13 answers to some cu12 sonames) and fail
+// later, or worse.
 //
 // Load before LibTorch is first asked about CUDA: LibTorch caches its CUDA
 // hooks at the first question (torch::manual_seed asks), so a load after it
@@ -30,12 +32,28 @@ struct CudaLibrary {
   const char* dir;     // its directory under site-packages/nvidia
   const char* soname;  // e.g. "libcudnn.so.9"
 };
+
+// One CUDA major's wheels: what a torch built for it needs, in load order
+// (each after what it needs), and what it loads only when present (NVRTC,
+// for run-time compiled kernels).
+struct CudaRuntimeLine {
+  const char* name;  // "CUDA 12", "CUDA 13"
+  std::vector<CudaLibrary> libraries;
+  std::vector<const char*> optional;  // paths under site-packages/nvidia
+};
+// The lines a torch wheel can be built against, the pinned one (CUDA 12,
+// torch 2.9.1) first.
+const std::vector<CudaRuntimeLine>& CudaRuntimeLines();
+// The pinned line's libraries.
 const std::vector<CudaLibrary>& RequiredCudaLibraries();
 
-// OK when every required library is found for the LibTorch in
-// `torch_lib_dir` (libtorch_cuda.so and libc10_cuda.so there, each cu12
-// library in ../../nvidia/<dir>/lib or there too); else FAILED_PRECONDITION
-// naming every missing one with its wheel and the set-up command.
+// The first line whose every library is found for the LibTorch in
+// `torch_lib_dir` (libtorch_cuda.so and libc10_cuda.so there, each library
+// in ../../nvidia/<dir>/lib or there too); else FAILED_PRECONDITION naming
+// every missing library of the pinned line with its wheel and the set-up
+// command.
+absl::StatusOr<const CudaRuntimeLine*> FindCudaRuntime(
+    const std::string& torch_lib_dir);
 absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir);
 
 // The directory of the libtorch_cpu.so / libc10.so this process runs.

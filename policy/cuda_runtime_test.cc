@@ -23,12 +23,13 @@ void Touch(const fs::path& path) {
 
 // A LibTorch lib directory laid out as the torch wheel's:
 // site-packages/torch/lib beside site-packages/nvidia/<dir>/lib.
-fs::path FakeWheels(const std::string& skip_soname) {
+fs::path FakeWheels(const std::string& skip_soname,
+                    const CudaRuntimeLine& line = CudaRuntimeLines().front()) {
   const fs::path site(MakeTestDir("site-packages"));
   const fs::path lib = site / "torch" / "lib";
   Touch(lib / "libtorch_cuda.so");
   Touch(lib / "libc10_cuda.so");
-  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+  for (const CudaLibrary& l : line.libraries) {
     if (l.soname != skip_soname)
       Touch(site / "nvidia" / l.dir / "lib" / l.soname);
   }
@@ -37,6 +38,27 @@ fs::path FakeWheels(const std::string& skip_soname) {
 
 TEST(CudaRuntimeTest, EveryWheelPresentIsEnough) {
   EXPECT_OK(CheckCudaRuntimeFiles(FakeWheels("").string()));
+}
+
+TEST(CudaRuntimeTest, EachLineIsFoundByItsOwnWheels) {
+  for (const CudaRuntimeLine& line : CudaRuntimeLines()) {
+    absl::StatusOr<const CudaRuntimeLine*> found =
+        FindCudaRuntime(FakeWheels("", line).string());
+    ASSERT_OK(found.status()) << line.name;
+    EXPECT_EQ(*found, &line);
+  }
+  // torch >= 2.10's PyPI wheels: the CUDA 13 libraries in nvidia/cu13/lib.
+  EXPECT_STREQ(CudaRuntimeLines().back().name, "CUDA 13");
+  EXPECT_STREQ(CudaRuntimeLines().back().libraries.front().dir, "cu13");
+}
+
+TEST(CudaRuntimeTest, AnIncompleteCuda13SetIsNotTakenAndThePinIsNamed) {
+  const absl::Status status = CheckCudaRuntimeFiles(
+      FakeWheels("libcudnn.so.9", CudaRuntimeLines().back()).string());
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               AllOf(HasSubstr("libcudart.so.12 "
+                                               "(nvidia-cuda-runtime-cu12)"),
+                                     HasSubstr("tools/setup.sh --gpu"))));
 }
 
 TEST(CudaRuntimeTest, AMissingWheelIsNamedWithTheSetUpCommand) {

@@ -118,6 +118,11 @@ def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], visib
         srcs = objs,
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cudart"],
+        # No .so of its own: the kernels' objects call the static CUDA
+        # runtime (cudart_static), whose symbols a shared library cannot
+        # reach in the executable. Tests link dynamically by default, and
+        # on a GPU failed with "undefined symbol: __cudaPopCallConfiguration".
+        linkstatic = True,
         tags = ["cuda"],
         visibility = visibility,
     )

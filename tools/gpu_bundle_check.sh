@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, in a checkout, what tools/gpu_bundle.sh built:
+#
+#   bash BUNDLE_DIR/gpu_bundle_check.sh BUNDLE_DIR [REPORT_DIR [STEPS]]
+#
+# STEPS, an extended regular expression, picks the steps whose names match
+# (default: all), e.g. 'cuda_test|profile'.
+#
+# 1. the machine's torch (must be the bundle's version) and GPU;
+# 2. the unit tests whose CUDA branches run where a GPU is visible (the
+#    runtime loader, device resolution, the acting and update self-checks'
+#    comparisons, the packed transfer, a learner core on cuda) and the CUDA
+#    kernels against their CPU loops;
+# 3. bench/device_bench on the GPU (float32 vs bfloat16, copy share);
+# 4. rl_local on CartPole: updates on the CPU, on CUDA (self-check first),
+#    on CUDA in bfloat16, and acting on CUDA too; steps and time of each;
+# 5. a Chrome trace of 5 CUDA updates (REPORT_DIR/gpu_profile.json.gz)
+#    and its summary (tools/trace_summary.py).
+# Every step runs even when one before it failed; exit 1 if any did.
+set -uo pipefail
+BUNDLE="$(realpath "$1")"
+REPORT_DIR="$(realpath -m "${2:-gpu_report}")"
+STEPS="${3:-.}"
+mkdir -p "$REPORT_DIR"
+REPORT="$REPORT_DIR/report.txt"
+: >"$REPORT"
+failed=()
+step() { # step NAME COMMAND...
+  local name="$1"
+  shift
+  [[ "$name" =~ $STEPS ]] || return 0
+  echo "== $name" | tee -a "$REPORT"
+  local start=$SECONDS
+  if "$@" >>"$REPORT" 2>&1; then
+    echo "-- $name: ok ($((SECONDS - start)) s)" | tee -a "$REPORT"
+  else
+    echo "-- $name: FAILED ($((SECONDS - start)) s)" | tee -a "$REPORT"
+    tail -25 "$REPORT"
+    failed+=("$name")
+  fi
+}
+
+PY="${PYTHON:-python3}"
+read -r TORCH_DIR TORCH_VERSION < <("$PY" -c \
+  'import os, torch; print(os.path.dirname(torch.__file__), torch.__version__)')
+WANT="$(cat "$BUNDLE/TORCH_VERSION")"
+echo "torch here: $TORCH_VERSION at $TORCH_DIR; bundle built for $WANT" |
+  tee -a "$REPORT"
+if [[ "${TORCH_VERSION%%+*}" != "$WANT" ]]; then
+  echo "the bundle needs torch $WANT here" | tee -a "$REPORT"
+  exit 1
+fi
+# The binaries' RPATH names the torch they were linked with; it becomes
+# this machine's torch (same version), CUDA wheels and all.
+LINKED="$(cat "$BUNDLE/TORCH_LIB")"
+mkdir -p "$(dirname "$LINKED")"
+ln -sfn "$TORCH_DIR/lib" "$LINKED"
+export LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TEST_TMPDIR="$(mktemp -d)"
+B="$BUNDLE/bin"
+
+step "device" nvidia-smi --query-gpu=name,driver_version,memory.total \
+  --format=csv
+for t in cuda_runtime_test compute_device_test device_act_check_test \
+  device_transfer_test device_self_check_test batched_env_cuda_test \
+  normalize_kernel_cuda_test; do
+  step "$t" timeout 300 "$B/$t" --gtest_brief=1
+done
+step "learner_core_test (cuda)" timeout 300 "$B/learner_core_test" --gtest_brief=1 \
+  --gtest_filter='*Cuda*:*Device*'
+step "device_bench (cuda)" timeout 300 "$B/device_bench" --device=cuda --updates=5
+[[ "device_bench (cuda)" =~ $STEPS ]] && tail -14 "$REPORT"
+# Rollouts 4x larger (256 envs x 128 steps): minibatches of 8192 samples.
+step "device_bench (cuda, 256 envs)" timeout 300 "$B/device_bench" \
+  --device=cuda --updates=3 --envs=256
+[[ "device_bench (cuda, 256 envs)" =~ $STEPS ]] && tail -8 "$REPORT"
+
+WORK="$(mktemp -d)"
+run_file() { # run_file NAME SED_EXPRESSION
+  sed "$2" examples/cartpole.yaml >"$WORK/$1.yaml"
+}
+run_file profile 's/learner_device: cpu/learner_device: cuda/; s/total_env_steps: 200000/total_env_steps: 8192/'
+run_file cpu 's/learner_device: cpu/learner_device: cpu/'
+run_file cuda 's/learner_device: cpu/learner_device: cuda/'
+run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: bfloat16/'
+run_file cuda_f32 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: float32/'
+run_file cuda_both 's/learner_device: cpu/learner_device: cuda/; s/actor_device: cpu/actor_device: cuda/'
+# precision auto is bfloat16 on a GPU of compute capability >= 8.
+for r in cpu cuda cuda_bf16 cuda_f32 cuda_both; do
+  step "CartPole, $r" timeout 300 "$B/rl_local" train --run="$WORK/$r.yaml" \
+    --run_dir="$WORK/run-$r" --progress=false
+  [[ "CartPole, $r" =~ $STEPS ]] &&
+    grep -h -i -E "solved|self-check|not solved|budget" "$REPORT" | tail -3
+done
+step "profile of 5 CUDA updates" timeout 300 "$B/rl_local" train \
+  --run="$WORK/profile.yaml" --run_dir="$WORK/profile" --resume=false \
+  --progress=false --profile=5 --profile_output="$REPORT_DIR/gpu_profile.json"
+if [[ -f "$REPORT_DIR/gpu_profile.json" ]]; then
+  step "trace summary" "${PYTHON:-python3}" "$(dirname "$0")/trace_summary.py" \
+    "$REPORT_DIR/gpu_profile.json"
+  gzip -f "$REPORT_DIR/gpu_profile.json"
+  [[ "trace summary" =~ $STEPS ]] && sed -n '/== trace summary/,$p' "$REPORT"
+fi
+
+echo "== summary" | tee -a "$REPORT"
+if ((${#failed[@]})); then
+  printf 'FAILED: %s\n' "${failed[@]}" | tee -a "$REPORT"
+  exit 1
+fi
+echo "all steps passed" | tee -a "$REPORT"
