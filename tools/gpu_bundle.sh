@@ -35,7 +35,7 @@ if [[ ! -f "$CACHE/torch/lib/libtorch_cpu.so" ]]; then
     'torch/lib/*' 'torch/version.py')
 fi
 
-TARGETS=(//trainer:rl_local //bench:device_bench
+TARGETS=(//trainer:rl_local //bench:device_bench //bench:cuda_env_bench
   //policy:cuda_runtime_test //policy:compute_device_test
   //policy:device_act_check_test //policy:device_transfer_test
   //learner:device_self_check_test //learner:learner_core_test

@@ -11,7 +11,8 @@
 #    runtime loader, device resolution, the acting and update self-checks'
 #    comparisons, the packed transfer, a learner core on cuda) and the CUDA
 #    kernels against their CPU loops;
-# 3. bench/device_bench on the GPU (float32 vs bfloat16, copy share);
+# 3. bench/device_bench on the GPU (float32 vs bfloat16, copy share), and
+#    bench/cuda_env_bench (CartPole's kernels alone, 8192 to 1M envs);
 # 4. rl_local on CartPole: updates on the CPU, on CUDA (self-check first),
 #    on CUDA in bfloat16, and acting on CUDA too; steps and time of each;
 # 5. a Chrome trace of 5 CUDA updates (REPORT_DIR/gpu_profile.json.gz)
@@ -70,6 +71,8 @@ step "learner_core_test (cuda)" timeout 300 "$B/learner_core_test" --gtest_brief
   --gtest_filter='*Cuda*:*Device*'
 step "device_bench (cuda)" timeout 300 "$B/device_bench" --device=cuda --updates=5
 [[ "device_bench (cuda)" =~ $STEPS ]] && tail -14 "$REPORT"
+step "cuda_env_bench" timeout 120 "$B/cuda_env_bench"
+[[ "cuda_env_bench" =~ $STEPS ]] && tail -6 "$REPORT"
 # Rollouts 4x larger (256 envs x 128 steps): minibatches of 8192 samples.
 step "device_bench (cuda, 256 envs)" timeout 300 "$B/device_bench" \
   --device=cuda --updates=3 --envs=256
@@ -79,7 +82,7 @@ WORK="$(mktemp -d)"
 run_file() { # run_file NAME SED_EXPRESSION
   sed "$2" examples/cartpole.yaml >"$WORK/$1.yaml"
 }
-run_file profile 's/learner_device: cpu/learner_device: cuda/; s/total_env_steps: 200000/total_env_steps: 8192/'
+run_file profile 's/learner_device: cpu/learner_device: cuda/; s/total_env_steps: 200000/total_env_steps: 8192/; /^target_return/d'
 run_file cpu 's/learner_device: cpu/learner_device: cpu/'
 run_file cuda 's/learner_device: cpu/learner_device: cuda/'
 run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: bfloat16/'
