@@ -21,9 +21,11 @@
 #include "common/signal_waiter.h"
 #include "common/status.h"
 #include "policy/compute_device.h"
+#include "policy/device_act_check.h"
 #include "runspec/run_spec.h"
 #include "telemetry/client/metric_table.h"
 #include "telemetry/client/metrics_registry.h"
+#include "worker/worker_agent.h"
 #include "worker/worker_runtime.h"
 
 namespace rl {
@@ -163,6 +165,9 @@ class ActorProcess::Impl {
       runtime.agent.security = options_.security;
       runtime.agent.role = ACTOR;
       runtime.agent.devices = VisibleCudaDevices();
+      runtime.agent.device_checks = [] {
+        return DeviceChecksOf(DeviceChecksRun());
+      };
       runtime.agent.worker_name = worker_name;
       runtime.agent.address = options_.advertise_address;
       if (!options_.worker_credential_file.empty()) {

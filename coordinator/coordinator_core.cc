@@ -465,15 +465,43 @@ bool CoordinatorCore::NameHeldLocked(const std::string& worker_id) const {
   return now < started_ + options_.lease_ttl;
 }
 
+namespace {
+
+// A heartbeat's device checks within their bounds (proto/coordinator.proto).
+absl::Status CheckDeviceChecks(const HeartbeatRequest& request) {
+  constexpr int kMaxChecks = 32;
+  constexpr size_t kMaxText = 1024;
+  if (request.device_checks_size() > kMaxChecks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device_checks: ", request.device_checks_size(),
+                     " checks, at most ", kMaxChecks));
+  }
+  for (int i = 0; i < request.device_checks_size(); ++i) {
+    const DeviceCheck& c = request.device_checks(i);
+    if (c.check().empty() || c.check().size() > kMaxText ||
+        c.detail().size() > kMaxText) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device_checks[", i, "]: check must be 1 to ", kMaxText,
+                       " bytes and detail at most ", kMaxText));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<HeartbeatResponse> CoordinatorCore::Heartbeat(
     const HeartbeatRequest& request) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(
       CheckWorkerKeyLocked(request.worker_id(), request.worker_key()));
+  RETURN_IF_ERROR(CheckDeviceChecks(request));
   HeartbeatResponse response;
   ASSIGN_OR_RETURN(
       *response.mutable_lease(),
       scheduler_.Heartbeat(request.worker_id(), request.lease_epoch()));
+  device_checks_[request.worker_id()].assign(request.device_checks().begin(),
+                                             request.device_checks().end());
   const SchedulerWorker& worker = *scheduler_.worker(request.worker_id());
   // The worker runs its current assignment: say only that (its id), with no
   // store read and no spec on the wire. Anything else gets it in full.
@@ -601,6 +629,10 @@ ListWorkersResponse CoordinatorCore::ListWorkers() {
     // Users never see secrets: the run key is for the run's workers only.
     out->mutable_assignment()->clear_run_key();
     out->set_alive(true);
+    if (auto it = device_checks_.find(w.worker_id);
+        it != device_checks_.end()) {
+      out->mutable_device_checks()->Add(it->second.begin(), it->second.end());
+    }
   }
   // Known from before a restart, not registered again (yet).
   for (const auto& [name, a] : recovered_assignments_) {
@@ -705,6 +737,7 @@ void CoordinatorCore::Tick() {
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
       assigned_placement_.erase(lost.worker_id);
       assignment_ids_.erase(lost.worker_id);
+      device_checks_.erase(lost.worker_id);
       keys_.Forget(lost.worker_id);  // the name is free again
       if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
           !removed.ok()) {

@@ -216,6 +216,9 @@ class CoordinatorCore {
     absl::Time since;
   };
   std::map<std::string, ProgressMark> progress_marks_ ABSL_GUARDED_BY(mu_);
+  // Per worker: the device checks its last heartbeat reported.
+  std::map<std::string, std::vector<DeviceCheck>> device_checks_
+      ABSL_GUARDED_BY(mu_);
   // Ends not yet written because the store was full (FinishRunLocked).
   PendingEnds pending_ends_ ABSL_GUARDED_BY(mu_);
   // How a supervised worker's process last ended, by name, until it

@@ -187,6 +187,37 @@ TEST_F(CoordinatorCoreTest, AFixedPoolRefusesWhatItCanNeverHold) {
 
 // A heartbeat carries the whole assignment only when the worker does not
 // run it yet: one that reports its current assignment gets just its id.
+TEST_F(CoordinatorCoreTest, AHeartbeatsDeviceChecksAreBoundedAndListed) {
+  const int64_t epoch = Register(*core_, "learner-0", LEARNER);
+  HeartbeatRequest request;
+  request.set_worker_id("learner-0");
+  request.set_worker_key(keys_["learner-0"]);
+  request.set_lease_epoch(epoch);
+  for (int i = 0; i < 33; ++i) {
+    request.add_device_checks()->set_check(absl::StrCat("check ", i));
+  }
+  EXPECT_THAT(core_->Heartbeat(request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("device_checks: 33 checks, at most 32")));
+  request.clear_device_checks();
+  request.add_device_checks()->set_detail(std::string(2000, 'x'));
+  EXPECT_THAT(core_->Heartbeat(request),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("device_checks[0]: check must be 1 to 1024")));
+  // Refused heartbeats store nothing; an accepted one is listed.
+  EXPECT_EQ(core_->ListWorkers().workers(0).device_checks_size(), 0);
+  request.clear_device_checks();
+  DeviceCheck* check = request.add_device_checks();
+  check->set_check("updating on cuda:0 mlp[64,64] float32");
+  check->set_passed(true);
+  ASSERT_OK(core_->Heartbeat(request));
+  const Worker listed = core_->ListWorkers().workers(0);
+  ASSERT_EQ(listed.device_checks_size(), 1);
+  EXPECT_EQ(listed.device_checks(0).check(),
+            "updating on cuda:0 mlp[64,64] float32");
+  EXPECT_TRUE(listed.device_checks(0).passed());
+}
+
 TEST_F(CoordinatorCoreTest, AHeartbeatCarriesTheAssignmentOnlyWhenItChanged) {
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
                        core_->SubmitRun(Request()));

@@ -22,7 +22,9 @@
 #include "learner/learner_service.h"
 #include "learner/learner_workload.h"
 #include "policy/compute_device.h"
+#include "policy/device_act_check.h"
 #include "runspec/run_spec.h"
+#include "worker/worker_agent.h"
 #include "worker/worker_runtime.h"
 
 namespace rl {
@@ -247,6 +249,9 @@ class LearnerProcess::Impl {
       runtime.agent.security = options_.security;
       runtime.agent.role = LEARNER;
       runtime.agent.devices = VisibleCudaDevices();
+      runtime.agent.device_checks = [] {
+        return DeviceChecksOf(DeviceChecksRun());
+      };
       runtime.agent.address = absl::StrCat(advertised, ":", server_.port);
       runtime.agent.rendezvous_address =
           absl::StrCat(advertised, ":", rendezvous_->port());

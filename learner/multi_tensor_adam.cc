@@ -54,22 +54,27 @@ absl::Status MultiTensorAdam::Step() {
     device_steps_.assign(params.size(), torch::Tensor());
     host_steps_.assign(params.size(), -1);
   }
+  // Every gradient first: a refused step changes no count.
   for (size_t i = 0; i < params.size(); ++i) {
-    const torch::Tensor& p = params[i];
-    if (!p.grad().defined()) {
+    if (!params[i].grad().defined()) {
       return absl::FailedPreconditionError(
           absl::StrCat("parameter ", i, " of ", params.size(),
                        " has no gradient for the Adam step"));
     }
+  }
+  std::vector<torch::optim::AdamParamState*> states;
+  states.reserve(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& p = params[i];
     torch::optim::AdamParamState& state = AdamStateFor(*optimizer_, p);
-    if (state.step() != host_steps_[i] ||
+    if (state.step() != host_steps_[i] || !device_steps_[i].defined() ||
         device_steps_[i].device() != p.device()) {
       device_steps_[i] = torch::full(
           {}, static_cast<double>(state.step()),
           torch::TensorOptions().dtype(torch::kFloat32).device(p.device()));
+      host_steps_[i] = state.step();
     }
-    state.step(state.step() + 1);
-    host_steps_[i] = state.step();
+    states.push_back(&state);
     grads.push_back(p.grad());
     exp_avgs.push_back(state.exp_avg());
     exp_avg_sqs.push_back(state.exp_avg_sq());
@@ -81,6 +86,11 @@ absl::Status MultiTensorAdam::Step() {
                    options.lr(), std::get<0>(options.betas()),
                    std::get<1>(options.betas()), options.weight_decay(),
                    options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+  // The host's counts follow once the device's did.
+  for (size_t i = 0; i < params.size(); ++i) {
+    states[i]->step(states[i]->step() + 1);
+    host_steps_[i] = states[i]->step();
+  }
   return absl::OkStatus();
 }
 

@@ -88,10 +88,15 @@ TEST(MultiTensorAdamTest, RefusesWhatItDoesNotDo) {
   EXPECT_THAT(MultiTensorAdam(&decaying).Step(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("no weight decay")));
-  torch::optim::Adam plain(params, torch::optim::AdamOptions(1e-3));
+  // A parameter without a gradient refuses the step before any count moves.
+  std::vector<torch::Tensor> two = Leaves({torch::ones({2}), torch::ones({3})});
+  two[0].mutable_grad() = torch::ones({2});
+  torch::optim::Adam plain(two, torch::optim::AdamOptions(1e-3));
   EXPECT_THAT(MultiTensorAdam(&plain).Step(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("parameter 0 of 1 has no gradient")));
+                       HasSubstr("parameter 1 of 2 has no gradient")));
+  EXPECT_TRUE(plain.state().empty());
+  EXPECT_TRUE(torch::equal(two[0], torch::ones({2})));
 }
 
 }  // namespace

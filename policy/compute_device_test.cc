@@ -37,5 +37,34 @@ TEST(ComputeDeviceTest, TheDeviceOrTheReasonItIsRefused) {
   }
 }
 
+// UseBfloat16's answer, failing the test where it is an error.
+bool Bf16(absl::string_view precision, c10::Device device, bool conv) {
+  const absl::StatusOr<bool> use = UseBfloat16(precision, device, conv);
+  EXPECT_OK(use.status());
+  return use.ok() && *use;
+}
+
+TEST(ComputeDeviceTest, Bfloat16WhereAskedOrWhereItPays) {
+  const c10::Device cpu(c10::kCPU);
+  const c10::Device cuda(c10::kCUDA, 0);
+  for (const bool conv : {false, true}) {
+    EXPECT_TRUE(Bf16("bfloat16", cpu, conv));
+    EXPECT_FALSE(Bf16("float32", cuda, conv));
+    // auto: never on the CPU, never for an MLP (measured slower on an H100).
+    EXPECT_FALSE(Bf16("auto", cpu, conv));
+    EXPECT_FALSE(Bf16("", cpu, conv));
+  }
+  EXPECT_FALSE(Bf16("auto", cuda, false));
+  // A CNN on CUDA: by the device's compute capability (>= 8), which a
+  // machine without a GPU cannot read, so there it is float32.
+  if (VisibleCudaDevices().empty()) {
+    EXPECT_FALSE(Bf16("auto", cuda, true));
+  }
+  EXPECT_THAT(UseBfloat16("half", cpu, false),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.precision: must be auto, float32 or "
+                                 "bfloat16 (got \"half\")")));
+}
+
 }  // namespace
 }  // namespace rl

@@ -3,10 +3,12 @@
 #include <dlfcn.h>
 
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "ATen/Context.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "c10/core/CPUAllocator.h"
@@ -20,7 +22,8 @@ const std::vector<CudaRuntimeLine>& CudaRuntimeLines() {
   // libtorch_cuda.so's and libtorch_nvshmem.so's NEEDED entries outside
   // LibTorch and glibc (readelf -d): torch 2.9.1+cu128 and 2.11.0+cu130.
   static const auto* lines = new std::vector<CudaRuntimeLine>{
-      {"CUDA 12",
+      {12,
+       "CUDA 12",
        {
            {"nvidia-cuda-runtime-cu12", "cuda_runtime", "libcudart.so.12"},
            {"nvidia-nvjitlink-cu12", "nvjitlink", "libnvJitLink.so.12"},
@@ -36,9 +39,12 @@ const std::vector<CudaRuntimeLine>& CudaRuntimeLines() {
            {"nvidia-nvshmem-cu12", "nvshmem", "libnvshmem_host.so.3"},
        },
        {"cuda_nvrtc/lib/libnvrtc.so.12",
-        "cuda_nvrtc/lib/libnvrtc-builtins.so.12.8"}},
+        "cuda_nvrtc/lib/libnvrtc-builtins.so.12.8"},
+       "Run tools/setup.sh --gpu (the CUDA 12.8 wheels torch was built "
+       "with; another CUDA toolkit's libraries are never used instead)"},
       // The CUDA 13 wheels share one directory, nvidia/cu13/lib.
-      {"CUDA 13",
+      {13,
+       "CUDA 13",
        {
            {"nvidia-cuda-runtime", "cu13", "libcudart.so.13"},
            {"nvidia-nvjitlink", "cu13", "libnvJitLink.so.13"},
@@ -53,7 +59,10 @@ const std::vector<CudaRuntimeLine>& CudaRuntimeLines() {
            {"nvidia-cudnn-cu13", "cudnn", "libcudnn.so.9"},
            {"nvidia-nvshmem-cu13", "nvshmem", "libnvshmem_host.so.3"},
        },
-       {"cu13/lib/libnvrtc.so.13", "cu13/lib/libnvrtc-builtins.so.13.0"}},
+       {"cu13/lib/libnvrtc.so.13", "cu13/lib/libnvrtc-builtins.so.13.0"},
+       "Install this torch's own CUDA 13 wheels (pip install of its torch "
+       "version with its dependencies; another CUDA toolkit's libraries are "
+       "never used instead)"},
   };
   return *lines;
 }
@@ -75,6 +84,25 @@ fs::path FindLibrary(const fs::path& lib, const CudaLibrary& l) {
 
 }  // namespace
 
+int TorchCudaMajor(const std::string& torch_lib_dir) {
+  std::ifstream version(fs::path(torch_lib_dir).parent_path() / "version.py");
+  std::string line;
+  while (std::getline(version, line)) {
+    // cuda: Optional[str] = '13.0'   (or cuda = '12.8'; None on a CPU build)
+    if (!absl::StartsWith(line, "cuda")) continue;
+    const size_t quote = line.find_first_of("'\"");
+    int major = 0;
+    if (quote != std::string::npos &&
+        absl::SimpleAtoi(
+            line.substr(quote + 1, line.find('.', quote) - quote - 1),
+            &major)) {
+      return major;
+    }
+    return 0;
+  }
+  return 0;
+}
+
 absl::StatusOr<const CudaRuntimeLine*> FindCudaRuntime(
     const std::string& torch_lib_dir) {
   const fs::path lib(torch_lib_dir);
@@ -83,25 +111,42 @@ absl::StatusOr<const CudaRuntimeLine*> FindCudaRuntime(
     if (!fs::exists(lib / own))
       missing.push_back(absl::StrCat(own, " (torch)"));
   }
-  if (missing.empty()) {
-    for (const CudaRuntimeLine& line : CudaRuntimeLines()) {
-      bool complete = true;
-      for (const CudaLibrary& l : line.libraries) {
-        complete = complete && !FindLibrary(lib, l).empty();
+  auto complete = [&](const CudaRuntimeLine& line) {
+    for (const CudaLibrary& l : line.libraries) {
+      if (FindLibrary(lib, l).empty()) return false;
+    }
+    return true;
+  };
+  // The line torch was built for; the first complete one where unknown.
+  const CudaRuntimeLine* line = &CudaRuntimeLines().front();
+  if (const int major = TorchCudaMajor(torch_lib_dir); major > 0) {
+    line = nullptr;
+    for (const CudaRuntimeLine& l : CudaRuntimeLines()) {
+      if (l.major == major) line = &l;
+    }
+    if (line == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "LibTorch in ", torch_lib_dir, " is built for CUDA ", major,
+          ", which this build does not know (it knows CUDA 12 and 13)"));
+    }
+  } else {
+    for (const CudaRuntimeLine& l : CudaRuntimeLines()) {
+      if (complete(l)) {
+        line = &l;
+        break;
       }
-      if (complete) return &line;
     }
   }
-  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+  if (missing.empty() && complete(*line)) return line;
+  for (const CudaLibrary& l : line->libraries) {
     if (FindLibrary(lib, l).empty()) {
       missing.push_back(absl::StrCat(l.soname, " (", l.wheel, ")"));
     }
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "LibTorch's GPU runtime is not installed for ", torch_lib_dir,
-      ": missing ", absl::StrJoin(missing, ", "),
-      ". Run tools/setup.sh --gpu (the CUDA 12.8 wheels torch was built "
-      "with; another CUDA toolkit's libraries are never used instead)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("LibTorch's GPU runtime (", line->name,
+                   ") is not installed for ", torch_lib_dir, ": missing ",
+                   absl::StrJoin(missing, ", "), ". ", line->install));
 }
 
 absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir) {
@@ -206,7 +251,7 @@ void PrepareCudaRuntime() {
     // float32 means float32: cuDNN's convolutions would run in TF32 by
     // default (LibTorch's matrix products already do not), ~1e-3 from the
     // CPU's, which the first-use self-checks would refuse. bfloat16
-    // autocast (ppo.precision) is the fast path.
+    // autocast (ppo.precision) is the fast path where it pays (CNNs).
     at::globalContext().setAllowTF32CuDNN(false);
     RL_LOG_INFO("LibTorch's CUDA runtime loaded ({})",
                 LoadedTorchLibraryDirectory());

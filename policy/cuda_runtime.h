@@ -37,9 +37,11 @@ struct CudaLibrary {
 // (each after what it needs), and what it loads only when present (NVRTC,
 // for run-time compiled kernels).
 struct CudaRuntimeLine {
+  int major;         // 12, 13
   const char* name;  // "CUDA 12", "CUDA 13"
   std::vector<CudaLibrary> libraries;
   std::vector<const char*> optional;  // paths under site-packages/nvidia
+  const char* install;                // how to install the missing ones
 };
 // The lines a torch wheel can be built against, the pinned one (CUDA 12,
 // torch 2.9.1) first.
@@ -47,11 +49,18 @@ const std::vector<CudaRuntimeLine>& CudaRuntimeLines();
 // The pinned line's libraries.
 const std::vector<CudaLibrary>& RequiredCudaLibraries();
 
-// The first line whose every library is found for the LibTorch in
-// `torch_lib_dir` (libtorch_cuda.so and libc10_cuda.so there, each library
-// in ../../nvidia/<dir>/lib or there too); else FAILED_PRECONDITION naming
-// every missing library of the pinned line with its wheel and the set-up
-// command.
+// The CUDA major a torch wheel was built for, from its torch/version.py
+// (`cuda = '13.0'`) beside `torch_lib_dir`; 0 where there is none (a
+// LibTorch zip) or it names none (a CPU build).
+int TorchCudaMajor(const std::string& torch_lib_dir);
+
+// The line the LibTorch in `torch_lib_dir` was built for (TorchCudaMajor;
+// where that is unknown, the first line found complete), with every library
+// found (libtorch_cuda.so and libc10_cuda.so there, each library in
+// ../../nvidia/<dir>/lib or there too); else FAILED_PRECONDITION naming
+// every missing library of that line (the pinned one where unknown) with
+// its wheel and how to install it. Another line's libraries, left behind
+// by an upgrade of torch, are never taken instead.
 absl::StatusOr<const CudaRuntimeLine*> FindCudaRuntime(
     const std::string& torch_lib_dir);
 absl::Status CheckCudaRuntimeFiles(const std::string& torch_lib_dir);

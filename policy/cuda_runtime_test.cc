@@ -52,6 +52,51 @@ TEST(CudaRuntimeTest, EachLineIsFoundByItsOwnWheels) {
   EXPECT_STREQ(CudaRuntimeLines().back().libraries.front().dir, "cu13");
 }
 
+void WriteVersion(const fs::path& lib, const std::string& cuda) {
+  std::ofstream(lib.parent_path() / "version.py")
+      << "__version__ = '2.11.0+cu130'\ndebug = False\ncuda: Optional[str] = "
+      << cuda << "\n";
+}
+
+TEST(CudaRuntimeTest, TheLineIsTheOneTorchWasBuiltFor) {
+  // An upgrade from a cu12 torch leaves the cu12 wheels behind: a torch
+  // built for CUDA 13 still takes the CUDA 13 line.
+  const fs::path lib = FakeWheels("", CudaRuntimeLines().back());
+  const fs::path site = lib.parent_path().parent_path();
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    Touch(site / "nvidia" / l.dir / "lib" / l.soname);
+  }
+  EXPECT_EQ(*FindCudaRuntime(lib.string()), &CudaRuntimeLines().front());
+  WriteVersion(lib, "'13.0'");
+  EXPECT_EQ(TorchCudaMajor(lib.string()), 13);
+  EXPECT_EQ(*FindCudaRuntime(lib.string()), &CudaRuntimeLines().back());
+  WriteVersion(lib, "None");  // a CPU build: unknown, the first complete
+  EXPECT_EQ(TorchCudaMajor(lib.string()), 0);
+  WriteVersion(lib, "'11.8'");
+  EXPECT_THAT(FindCudaRuntime(lib.string()).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("built for CUDA 11, which this build does "
+                                 "not know")));
+}
+
+TEST(CudaRuntimeTest, ACuda13TorchMissingItsWheelsIsToldItsOwn) {
+  // The cu12 set complete, the cu13 one not: refused, naming CUDA 13's.
+  const fs::path lib = FakeWheels("libcudnn.so.9", CudaRuntimeLines().back());
+  const fs::path site = lib.parent_path().parent_path();
+  for (const CudaLibrary& l : RequiredCudaLibraries()) {
+    if (std::string(l.dir) != "cudnn") {
+      Touch(site / "nvidia" / l.dir / "lib" / l.soname);
+    }
+  }
+  WriteVersion(lib, "'13.0'");
+  EXPECT_THAT(
+      CheckCudaRuntimeFiles(lib.string()),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("(CUDA 13)"),
+                     HasSubstr("libcudnn.so.9 (nvidia-cudnn-cu13)"),
+                     HasSubstr("CUDA 13 wheels"), Not(HasSubstr("setup.sh")))));
+}
+
 TEST(CudaRuntimeTest, AnIncompleteCuda13SetIsNotTakenAndThePinIsNamed) {
   const absl::Status status = CheckCudaRuntimeFiles(
       FakeWheels("libcudnn.so.9", CudaRuntimeLines().back()).string());

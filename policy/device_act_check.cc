@@ -119,16 +119,32 @@ absl::Status CheckDeviceActing(const ActorCriticConfig& config,
       });
 }
 
+namespace {
+
+absl::Mutex checks_mu(absl::kConstInit);
+
+std::map<std::string, absl::Status>& ChecksRun()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(checks_mu) {
+  static auto* results = new std::map<std::string, absl::Status>();
+  return *results;
+}
+
+}  // namespace
+
 absl::Status CheckOncePerProcess(const std::string& key,
                                  const std::function<absl::Status()>& check) {
-  static absl::Mutex mu(absl::kConstInit);
-  static auto* results = new std::map<std::string, absl::Status>();
-  absl::MutexLock lock(&mu);
-  auto it = results->find(key);
-  if (it != results->end()) return it->second;
+  absl::MutexLock lock(&checks_mu);
+  auto& results = ChecksRun();
+  auto it = results.find(key);
+  if (it != results.end()) return it->second;
   absl::Status status = check();
-  results->emplace(key, status);
+  results.emplace(key, status);
   return status;
+}
+
+std::vector<std::pair<std::string, absl::Status>> DeviceChecksRun() {
+  absl::MutexLock lock(&checks_mu);
+  return {ChecksRun().begin(), ChecksRun().end()};
 }
 
 absl::Status CheckDeviceActingOnFirstUse(const ActorCriticConfig& config,

@@ -9,6 +9,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "policy/actor_critic.h"
@@ -41,6 +43,10 @@ std::string NetworkKey(const ActorCriticConfig& config);
 // result without running it again.
 absl::Status CheckOncePerProcess(const std::string& key,
                                  const std::function<absl::Status()>& check);
+
+// Every check CheckOncePerProcess has run in this process: its key and its
+// result, by key. Workers report them to the coordinator (`rlctl workers`).
+std::vector<std::pair<std::string, absl::Status>> DeviceChecksRun();
 
 }  // namespace rl
 

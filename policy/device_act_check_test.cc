@@ -1,5 +1,8 @@
 #include "policy/device_act_check.h"
 
+#include <map>
+#include <string>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -33,6 +36,35 @@ std::vector<ActorCriticConfig> Configs() {
 }
 
 // The same code on the CPU against the CPU: every network passes.
+TEST(DeviceActCheckTest, EveryCheckRunIsListedWithItsResult) {
+  int runs = 0;
+  EXPECT_OK(CheckOncePerProcess("a passing check", [&] {
+    ++runs;
+    return absl::OkStatus();
+  }));
+  EXPECT_THAT(
+      CheckOncePerProcess("a failing check",
+                          [&] {
+                            ++runs;
+                            return absl::FailedPreconditionError("differs");
+                          }),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Once each: the second call returns the first result.
+  EXPECT_OK(CheckOncePerProcess("a passing check", [&] {
+    ++runs;
+    return absl::InternalError("run again");
+  }));
+  EXPECT_EQ(runs, 2);
+  std::map<std::string, absl::Status> listed;
+  for (const auto& [check, status] : DeviceChecksRun()) listed[check] = status;
+  ASSERT_TRUE(listed.count("a passing check"));
+  EXPECT_OK(listed["a passing check"]);
+  ASSERT_TRUE(listed.count("a failing check"));
+  EXPECT_THAT(
+      listed["a failing check"],
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("differs")));
+}
+
 TEST(DeviceActCheckTest, TheCpuActsAsItself) {
   for (const ActorCriticConfig& config : Configs()) {
     SCOPED_TRACE(NetworkKey(config));

@@ -90,6 +90,29 @@ def role_name(worker):
     return "learner" if worker.capabilities.role == 1 else "actor"
 
 
+def device_checks_text(worker):
+    """A worker's device self-checks in a word: '-' (none run), 'N passed',
+    or 'K FAILED' (the failures are listed under the worker's line)."""
+    checks = list(worker.device_checks)
+    if not checks:
+        return "-"
+    failed = sum(1 for c in checks if not c.passed)
+    return f"{failed} FAILED" if failed else f"{len(checks)} passed"
+
+
+def print_workers(workers):
+    print(f"{'WORKER':24s} {'ROLE':8s} {'ADDRESS':22s} {'DEVICES':12s} "
+          f"{'ALIVE':5s} {'CHECKS':9s} ASSIGNMENT")
+    for w in workers:
+        print(f"{text(w.worker_id):24s} {role_name(w):8s} {text(w.address or '-'):22s} "
+              f"{text(','.join(w.capabilities.devices) or 'cpu'):12s} "
+              f"{'yes' if w.alive else 'no':5s} {device_checks_text(w):9s} "
+              f"{assignment_text(w)}")
+        for c in w.device_checks:
+            if not c.passed:
+                print(f"  self-check FAILED: {text(c.check)}: {text(c.detail)}")
+
+
 def assignment_text(worker):
     """'run-000001 rank 1/2' (learners: of the gang), 'run-000001 actor 0', or 'idle'."""
     a = worker.assignment
@@ -592,12 +615,7 @@ def main(argv=None):
         if args.command == "watch":
             return watch(client, args.run_id, args.retry_for)
         if args.command == "workers":
-            print(f"{'WORKER':24s} {'ROLE':8s} {'ADDRESS':22s} {'DEVICES':12s} "
-                  f"{'ALIVE':5s} ASSIGNMENT")
-            for w in client.workers():
-                print(f"{text(w.worker_id):24s} {role_name(w):8s} {text(w.address or '-'):22s} "
-                      f"{text(','.join(w.capabilities.devices) or 'cpu'):12s} "
-                      f"{'yes' if w.alive else 'no':5s} {assignment_text(w)}")
+            print_workers(client.workers())
             return 0
         if args.command == "metrics":
             return metrics(tclient, args)

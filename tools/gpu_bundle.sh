@@ -62,7 +62,7 @@ for t in "${TARGETS[@]}"; do
   ldd "$BIN/${path%%:*}/${path##*:}"
 done |
   awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-  grep -v -e "$CACHE" -e '/libc\.so' -e '/libm\.so' -e '/libstdc++' \
+  grep -v -e "$CACHE/torch/" -e '/libc\.so' -e '/libm\.so' -e '/libstdc++' \
     -e '/libgcc_s' -e '/ld-linux' -e '/libpthread' -e '/libdl\.so' \
     -e '/librt\.so' -e '/libcuda\.so' -e '/libcudart' -e '/libcupti' \
     -e '/cuda' |

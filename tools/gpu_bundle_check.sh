@@ -19,6 +19,10 @@
 #    and its summary (tools/trace_summary.py).
 # Every step runs even when one before it failed; exit 1 if any did.
 set -uo pipefail
+if (($# < 1 || $# > 3)); then
+  sed -n '2,20p' "$0" >&2
+  exit 2
+fi
 BUNDLE="$(realpath "$1")"
 REPORT_DIR="$(realpath -m "${2:-gpu_report}")"
 STEPS="${3:-.}"
@@ -54,8 +58,12 @@ fi
 # The binaries' RPATH names the torch they were linked with; it becomes
 # this machine's torch (same version), CUDA wheels and all.
 LINKED="$(cat "$BUNDLE/TORCH_LIB")"
-mkdir -p "$(dirname "$LINKED")"
-ln -sfn "$TORCH_DIR/lib" "$LINKED"
+if [[ -d "$LINKED" && ! -L "$LINKED" ]]; then
+  echo "$LINKED is a real directory (the machine that built the bundle?):" \
+    "run the bundle on the GPU machine" | tee -a "$REPORT"
+  exit 1
+fi
+mkdir -p "$(dirname "$LINKED")" && ln -sfn "$TORCH_DIR/lib" "$LINKED" || exit 1
 export LD_LIBRARY_PATH="$BUNDLE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export TEST_TMPDIR="$(mktemp -d)"
 B="$BUNDLE/bin"
@@ -88,7 +96,8 @@ run_file cuda 's/learner_device: cpu/learner_device: cuda/'
 run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: bfloat16/'
 run_file cuda_f32 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: float32/'
 run_file cuda_both 's/learner_device: cpu/learner_device: cuda/; s/actor_device: cpu/actor_device: cuda/'
-# precision auto is bfloat16 on a GPU of compute capability >= 8.
+# precision auto is float32 for CartPole's MLP (bfloat16 is for CNNs), so
+# "cuda" and "cuda_f32" differ only in asking.
 for r in cpu cuda cuda_bf16 cuda_f32 cuda_both; do
   step "CartPole, $r" timeout 300 "$B/rl_local" train --run="$WORK/$r.yaml" \
     --run_dir="$WORK/run-$r" --progress=false

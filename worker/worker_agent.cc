@@ -13,6 +13,18 @@
 
 namespace rl {
 
+std::vector<DeviceCheck> DeviceChecksOf(
+    const std::vector<std::pair<std::string, absl::Status>>& checks) {
+  std::vector<DeviceCheck> out;
+  for (const auto& [check, status] : checks) {
+    DeviceCheck& c = out.emplace_back();
+    c.set_check(check);
+    c.set_passed(status.ok());
+    c.set_detail(std::string(status.message()));
+  }
+  return out;
+}
+
 int64_t HostMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
@@ -139,6 +151,11 @@ void WorkerAgent::Loop() {
       request.set_running_assignment_id(current_.assignment_id());
     }
     request.set_lease_epoch(epoch);
+    if (options_.device_checks) {
+      for (DeviceCheck& check : options_.device_checks()) {
+        *request.add_device_checks() = std::move(check);
+      }
+    }
     HeartbeatResponse response;
     auto context = ContextWithDeadline(absl::Seconds(5));
     const grpc::Status status =

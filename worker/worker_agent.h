@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,7 +43,15 @@ struct WorkerAgentOptions {
   // run here that it estimates cannot fit; 0: the host's (the smaller of
   // physical memory and the cgroup limit, HostMemoryBytes()).
   int64_t memory_bytes = 0;
+  // The device checks this process has run so far, sent with every
+  // heartbeat (HeartbeatRequest.device_checks); null: none.
+  std::function<std::vector<DeviceCheck>()> device_checks;
 };
+
+// Device checks as the heartbeat carries them, from (what was checked, its
+// result) pairs (policy/device_act_check.h's DeviceChecksRun()).
+std::vector<DeviceCheck> DeviceChecksOf(
+    const std::vector<std::pair<std::string, absl::Status>>& checks);
 
 // The memory of this host as a process sees it: physical memory, or the
 // cgroup (v2 memory.max, v1 limit_in_bytes) limit when smaller; 0 unknown.

@@ -18,6 +18,7 @@
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 #include "testing/wait_for.h"
+#include "worker/worker_agent.h"
 
 namespace rl {
 namespace {
@@ -112,9 +113,11 @@ class WorkerRuntimeTest : public ::testing::Test {
     server_->Shutdown();
   }
 
-  WorkerRuntime* StartWorker(WorkerRole role, const std::string& name,
-                             Workload* workload) {
+  WorkerRuntime* StartWorker(
+      WorkerRole role, const std::string& name, Workload* workload,
+      std::function<std::vector<DeviceCheck>()> device_checks = nullptr) {
     WorkerRuntimeOptions options;
+    options.agent.device_checks = std::move(device_checks);
     options.agent.channel = server_->InProcessChannel(grpc::ChannelArguments());
     options.agent.worker_name = name;
     options.agent.role = role;
@@ -238,6 +241,33 @@ TEST_F(WorkerRuntimeTest, StopEndsTheWorkload) {
   runtime->Stop();
   EXPECT_FALSE(learner.running());
   EXPECT_EQ(learner.stops(), 1);
+}
+
+// A process's device self-checks ride its heartbeats to ListWorkers
+// (`rlctl workers`): what was checked, whether it passed, and why not.
+TEST_F(WorkerRuntimeTest, DeviceChecksReachTheWorkerList) {
+  StartWorker(LEARNER, "learner-0", &learner, [] {
+    return DeviceChecksOf(
+        {{"updating on cuda:0 mlp[64,64] float32", absl::OkStatus()},
+         {"acting on cuda:0 mlp[64,64]",
+          absl::FailedPreconditionError("values differ by 0.3")}});
+  });
+  std::vector<DeviceCheck> listed;
+  ASSERT_TRUE(WaitTicking([&] {
+    const ListWorkersResponse workers = core_->ListWorkers();
+    for (const Worker& w : workers.workers()) {
+      if (w.worker_id() == "learner-0") {
+        listed.assign(w.device_checks().begin(), w.device_checks().end());
+      }
+    }
+    return listed.size() == 2;
+  }));
+  EXPECT_EQ(listed[0].check(), "updating on cuda:0 mlp[64,64] float32");
+  EXPECT_TRUE(listed[0].passed());
+  EXPECT_EQ(listed[0].detail(), "");
+  EXPECT_EQ(listed[1].check(), "acting on cuda:0 mlp[64,64]");
+  EXPECT_FALSE(listed[1].passed());
+  EXPECT_EQ(listed[1].detail(), "values differ by 0.3");
 }
 
 TEST(WorkerRuntimeOptionsTest, RefusesOptionsThatCannotWork) {
