@@ -31,6 +31,7 @@ from proto import telemetry_pb2_grpc
 RUN = "run-000042"
 OTHER_RUN = "run-000043"
 BASE_WALL_NS = 1_763_780_000_000_000_000
+SYSTEM_T0 = 1_763_780_000  # Unix seconds
 CHROMIUM_TIMEOUT_S = 90
 
 
@@ -212,11 +213,17 @@ class BrowserTest(unittest.TestCase):
         grad = [point("learner/grad_norm", s, float("nan") if s == 5 else 1.0 + s)
                 for s in range(0, 10)]
         other = [point("learner/policy_loss", s, 1.0) for s in range(0, 20)]
+        mean_return = [point("learner/mean_return", s, 20.0 + s) for s in range(0, 50)]
+        # The system run's steps are Unix seconds (coordinator_process.cc).
+        census = [point("coordinator/runs_running", SYSTEM_T0 + 5 * i, float(i % 3))
+                  for i in range(0, 120)]
         return [
             (RUN, loss[:500]),
             (RUN, loss[500:] + grad),
             (RUN, returns),
+            (RUN, mean_return),
             (OTHER_RUN, other),
+            ("system", census),
         ]
 
     @classmethod
@@ -350,7 +357,7 @@ class BrowserTest(unittest.TestCase):
 
         names = [e.attrs["data-name"] for e in dom.by_class("series", "li")]
         self.assertEqual(sorted(names), ["actor/episode_return", "learner/grad_norm",
-                                         "learner/policy_loss"], ctx)
+                                         "learner/mean_return", "learner/policy_loss"], ctx)
 
         self.assertEqual(dom.by_id("chart-title").text.strip(), "learner/policy_loss", ctx)
         self.assertIsNotNone(dom.by_id("chart"), ctx)
@@ -426,6 +433,29 @@ class BrowserTest(unittest.TestCase):
         self.assertEqual(len(chosen), 1, ctx)
         self.assertEqual(dom.by_id("chart-title").text.strip(), chosen[0], ctx)
         self.assertGreaterEqual(len(dom.by_class("mean-line", "path")), 1, ctx)
+
+    def test_a_run_opens_on_its_return(self):
+        # Not its alphabetically first series (actor/episode_return here).
+        dom, stderr = self.dump_dom(self.view_url(run=RUN))
+        ctx = self.context(dom, stderr)
+        chosen = [e.attrs["data-name"] for e in dom.by_class("series", "li")
+                  if "selected" in e.classes]
+        self.assertEqual(chosen, ["learner/mean_return"], ctx)
+        self.assertEqual(dom.by_id("chart").attrs.get("data-x-axis"), "step", ctx)
+
+    def test_wall_clock_steps_get_a_time_axis(self):
+        dom, stderr = self.dump_dom(
+            self.view_url(run="system", metric="coordinator/runs_running"))
+        ctx = self.context(dom, stderr)
+        self.assertEqual(dom.by_id("chart").attrs.get("data-x-axis"), "time", ctx)
+        labels = [e.text.strip() for e in dom.by_class("x-label", "text")]
+        self.assertEqual(labels, ["time (wall clock)"], ctx)
+        x_ticks = [e.text.strip() for e in dom.by_class("tick", "text")
+                   if e.attrs.get("text-anchor") == "middle"]
+        self.assertGreaterEqual(len(x_ticks), 3, ctx)
+        for tick in x_ticks:  # clock times, not "1.76G" steps
+            self.assertRegex(tick, r"\d:\d\d", ctx)
+            self.assertNotIn("G", tick, ctx)
 
     def test_unknown_run_shows_the_error(self):
         dom, stderr = self.dump_dom(self.view_url(run="run-nope", metric="x/y"))
