@@ -443,6 +443,27 @@ class BrowserTest(unittest.TestCase):
         self.assertEqual(chosen, ["learner/mean_return"], ctx)
         self.assertEqual(dom.by_id("chart").attrs.get("data-x-axis"), "step", ctx)
 
+    def test_other_runs_are_overlaid_for_comparison(self):
+        dom, stderr = self.dump_dom(self.view_url(
+            run=RUN, metric="learner/policy_loss", compare=f"{OTHER_RUN},system"))
+        ctx = self.context(dom, stderr)
+        groups = [e for e in dom.by_class("series", "g")]
+        self.assertEqual([g.attrs.get("data-run") for g in groups], [RUN, OTHER_RUN], ctx)
+        self.assertEqual(groups[1].attrs.get("data-labels"), OTHER_RUN, ctx)
+        self.assertEqual(dom.by_id("chart").attrs.get("data-series"), "2", ctx)
+        lines = {e.attrs.get("data-points") for e in dom.by_class("mean-line", "path")}
+        self.assertEqual(len(dom.by_class("mean-line", "path")), 2, ctx)
+        # The other run has 20 points of it (one per step, 200 buckets).
+        self.assertIn("20", lines, ctx)
+        # A compared run without this metric is named, not an error.
+        missing = [e for e in dom.by_class("missing", "span")]
+        self.assertEqual([e.attrs.get("data-run") for e in missing], ["system"], ctx)
+        self.assertIn("no learner/policy_loss", missing[0].text, ctx)
+        self.assertNotEqual(dom.body().attrs.get("data-state"), "error", ctx)
+        # Each other run offers the compare toggle.
+        toggles = {e.attrs["data-run"]: e for e in dom.by_class("overlay-toggle", "input")}
+        self.assertEqual(sorted(toggles), sorted([OTHER_RUN, "system"]), ctx)
+
     def test_wall_clock_steps_get_a_time_axis(self):
         dom, stderr = self.dump_dom(
             self.view_url(run="system", metric="coordinator/runs_running"))
