@@ -28,14 +28,32 @@ double MaxRelativeDifference(const torch::Tensor& want,
 }  // namespace
 
 std::string NetworkKey(const ActorCriticConfig& c) {
+  using C = ActorCriticConfig;
+  static constexpr const char* kEncoders[] = {"mlp", "nature_cnn",
+                                              "impala_cnn"};
+  static constexpr const char* kCores[] = {"", " lstm", " gru"};
+  std::string actions;
+  if (c.num_actions > 0) {
+    actions = absl::StrCat("discrete ", c.num_actions);
+  } else if (!c.action_nvec.empty()) {
+    actions =
+        absl::StrCat("multi_discrete ", absl::StrJoin(c.action_nvec, ","));
+  } else {
+    actions = absl::StrCat("box ", c.action_size);
+  }
+  // Every field that shapes the network or its computation: a readable key
+  // (it names the check in logs and `rlctl workers`) that is also unique.
   return absl::StrCat(
-      c.observation_size, "/", c.num_actions, "/", c.action_size, "/",
-      absl::StrJoin(c.action_nvec, ","), "/",
-      absl::StrJoin(c.hidden_sizes, ","), "/", c.shared_trunk, "/",
-      static_cast<int>(c.activation), "/", c.normalize_observations, "/",
-      c.action_masks, "/", c.byte_observations, "/",
-      static_cast<int>(c.encoder), "/", absl::StrJoin(c.image_chw, ","), "/",
-      c.channels_last, "/", static_cast<int>(c.core), "/", c.core_size);
+      kEncoders[static_cast<int>(c.encoder)],
+      c.image_chw.empty() ? "" : " image ", absl::StrJoin(c.image_chw, "x"),
+      c.image_chw.empty() ? "" : (c.channels_last ? " hwc" : " chw"), " obs ",
+      c.observation_size, c.byte_observations ? " uint8" : "",
+      c.normalize_observations ? " normalized" : "", " -> [",
+      absl::StrJoin(c.hidden_sizes, ","), "]", c.shared_trunk ? " shared" : "",
+      c.activation == C::Activation::kRelu ? " relu" : " tanh",
+      kCores[static_cast<int>(c.core)],
+      c.core == C::Core::kNone ? "" : absl::StrCat(" ", c.core_size), " -> ",
+      actions, c.action_masks ? " masked" : "");
 }
 
 absl::Status CheckDeviceActing(const ActorCriticConfig& config,

@@ -1,7 +1,9 @@
 #include "policy/device_act_check.h"
 
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -36,6 +38,42 @@ std::vector<ActorCriticConfig> Configs() {
 }
 
 // The same code on the CPU against the CPU: every network passes.
+TEST(DeviceActCheckTest, NetworkKeysReadAndDiffer) {
+  ActorCriticConfig mlp;
+  mlp.observation_size = 4;
+  mlp.num_actions = 2;
+  EXPECT_EQ(NetworkKey(mlp), "mlp obs 4 -> [64,64] tanh -> discrete 2");
+  ActorCriticConfig cnn = mlp;
+  cnn.encoder = ActorCriticConfig::Encoder::kNatureCnn;
+  cnn.image_chw = {4, 84, 84};
+  cnn.channels_last = true;
+  cnn.observation_size = 84 * 84 * 4;
+  cnn.byte_observations = true;
+  cnn.hidden_sizes = {512};
+  cnn.core = ActorCriticConfig::Core::kLstm;
+  cnn.core_size = 128;
+  cnn.num_actions = 6;
+  cnn.action_masks = true;
+  EXPECT_EQ(NetworkKey(cnn),
+            "nature_cnn image 4x84x84 hwc obs 28224 uint8 -> [512] tanh lstm "
+            "128 -> discrete 6 masked");
+  // Any field that changes the network changes the key.
+  std::vector<ActorCriticConfig> variants(8, mlp);
+  variants[1].shared_trunk = true;
+  variants[2].activation = ActorCriticConfig::Activation::kRelu;
+  variants[3].normalize_observations = true;
+  variants[4].num_actions = 0;
+  variants[4].action_size = 2;
+  variants[5].num_actions = 0;
+  variants[5].action_nvec = {2, 3};
+  variants[6].hidden_sizes = {64};
+  variants[7].core = ActorCriticConfig::Core::kGru;
+  variants[7].core_size = 64;
+  std::set<std::string> keys;
+  for (const auto& v : variants) keys.insert(NetworkKey(v));
+  EXPECT_EQ(keys.size(), variants.size());
+}
+
 TEST(DeviceActCheckTest, EveryCheckRunIsListedWithItsResult) {
   int runs = 0;
   EXPECT_OK(CheckOncePerProcess("a passing check", [&] {
