@@ -214,6 +214,7 @@ class BrowserTest(unittest.TestCase):
                 for s in range(0, 10)]
         other = [point("learner/policy_loss", s, 1.0) for s in range(0, 20)]
         mean_return = [point("learner/mean_return", s, 20.0 + s) for s in range(0, 50)]
+        speed = [point("learner/steps_per_second", s, 5000.0) for s in range(0, 30)]
         # The system run's steps are Unix seconds (coordinator_process.cc).
         census = [point("coordinator/runs_running", SYSTEM_T0 + 5 * i, float(i % 3))
                   for i in range(0, 120)]
@@ -221,7 +222,7 @@ class BrowserTest(unittest.TestCase):
             (RUN, loss[:500]),
             (RUN, loss[500:] + grad),
             (RUN, returns),
-            (RUN, mean_return),
+            (RUN, mean_return + speed),
             (OTHER_RUN, other),
             ("system", census),
         ]
@@ -357,7 +358,8 @@ class BrowserTest(unittest.TestCase):
 
         names = [e.attrs["data-name"] for e in dom.by_class("series", "li")]
         self.assertEqual(sorted(names), ["actor/episode_return", "learner/grad_norm",
-                                         "learner/mean_return", "learner/policy_loss"], ctx)
+                                         "learner/mean_return", "learner/policy_loss",
+                                         "learner/steps_per_second"], ctx)
 
         self.assertEqual(dom.by_id("chart-title").text.strip(), "learner/policy_loss", ctx)
         self.assertIsNotNone(dom.by_id("chart"), ctx)
@@ -442,6 +444,24 @@ class BrowserTest(unittest.TestCase):
                   if "selected" in e.classes]
         self.assertEqual(chosen, ["learner/mean_return"], ctx)
         self.assertEqual(dom.by_id("chart").attrs.get("data-x-axis"), "step", ctx)
+
+    def test_the_run_at_a_glance_shows_several_series_at_once(self):
+        dom, stderr = self.dump_dom(self.view_url(run=RUN, metric="learner/policy_loss"))
+        ctx = self.context(dom, stderr)
+        cards = dom.by_class("glance", "div")
+        # The series people look for that this run has, in that order; the
+        # per-actor returns as one curve (their mean).
+        self.assertEqual([c.attrs.get("data-name") for c in cards],
+                         ["learner/mean_return", "actor/episode_return",
+                          "learner/steps_per_second"], ctx)
+        lines = dom.by_class("glance-line", "path")
+        self.assertEqual(len(lines), 3, ctx)
+        self.assertTrue(all(int(l.attrs["data-points"]) >= 2 for l in lines), ctx)
+        values = [e.text.strip() for e in dom.by_class("glance-value", "div")]
+        self.assertEqual(values[0], "69", ctx)      # the last mean return
+        self.assertEqual(values[2], "5000", ctx)    # steps/s
+        # The main chart still shows the metric asked for.
+        self.assertEqual(dom.by_id("chart-title").text.strip(), "learner/policy_loss", ctx)
 
     def test_other_runs_are_overlaid_for_comparison(self):
         dom, stderr = self.dump_dom(self.view_url(
