@@ -512,19 +512,33 @@ std::vector<std::string> EnvPluginSearchPath() {
 absl::StatusOr<std::string> FindEnvPluginFile(
     const std::string& plugin, const std::vector<std::string>& search_path) {
   if (plugin.find('/') != std::string::npos) return plugin;
-  const std::string file =
-      plugin == kGymnasiumPlugin ? "libgym_bridge.so" : plugin;
+  // The plugins built with the service, by name: their library and their
+  // package under bazel-bin.
+  struct Bundled {
+    const char* name;
+    const char* file;
+    const char* package;
+  };
+  static constexpr Bundled kBundled[] = {
+      {kGymnasiumPlugin, "libgym_bridge.so", "envs/gym_bridge"},
+      {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
+  };
+  const Bundled* bundled = nullptr;
+  for (const Bundled& b : kBundled) {
+    if (plugin == b.name) bundled = &b;
+  }
+  const std::string file = bundled != nullptr ? bundled->file : plugin;
   std::vector<std::string> dirs = search_path;
-  if (plugin == kGymnasiumPlugin) {
+  if (bundled != nullptr) {
     // Beside the binaries: bazel-bin/{actor,trainer,...}/X and
-    // bazel-bin/envs/gym_bridge/, or an install's bin/ and lib/.
+    // bazel-bin/<package>/, or an install's bin/ and lib/.
     char exe[4096];
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
       exe[n] = '\0';
       std::string dir(exe);
       dir = dir.substr(0, dir.rfind('/'));
-      dirs.push_back(dir + "/../envs/gym_bridge");
+      dirs.push_back(absl::StrCat(dir, "/../", bundled->package));
       dirs.push_back(dir + "/../lib");
       dirs.push_back(dir);
     }

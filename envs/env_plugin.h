@@ -28,6 +28,10 @@ namespace rl {
 // the search path as libgym_bridge.so or beside the binaries.
 inline constexpr char kGymnasiumPlugin[] = "gymnasium";
 
+// env.plugin "mujoco": Gymnasium's MuJoCo v5 environments in C++
+// (envs/mujoco), found as libmujoco_envs.so the same way.
+inline constexpr char kMujocoPlugin[] = "mujoco";
+
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.
 std::vector<std::string> EnvPluginSearchPath();

@@ -166,6 +166,49 @@ class Kwargs {
     }
     return out;
   }
+  // A top-level array of numbers, e.g. "healthy_z_range": [0.7, 2.0].
+  std::vector<double> Numbers(const std::string& key,
+                              std::vector<double> fallback) const {
+    const char* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (*v != '[')
+      throw std::invalid_argument("kwargs." + key + ": not an array");
+    std::vector<double> out;
+    for (++v;;) {
+      while (*v == ' ' || *v == '\n' || *v == '\t' || *v == '\r') ++v;
+      if (*v == ']') return out;
+      char* end = nullptr;
+      out.push_back(std::strtod(v, &end));
+      if (end == v) {
+        throw std::invalid_argument("kwargs." + key +
+                                    ": not an array of numbers");
+      }
+      for (v = end; *v == ' ' || *v == '\n' || *v == '\t' || *v == '\r';) ++v;
+      if (*v == ',') ++v;
+    }
+  }
+  // The top-level keys, in order: to refuse those an env does not know.
+  std::vector<std::string> Keys() const {
+    std::vector<std::string> keys;
+    const char* p = json_.c_str();
+    int depth = 0;
+    while (*p != '\0') {
+      if (*p == '"') {
+        const char* start = ++p;
+        while (*p != '\0' && *p != '"') p += (*p == '\\' && p[1]) ? 2 : 1;
+        std::string name(start, p - start);
+        if (*p == '"') ++p;
+        const char* q = p;
+        while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
+        if (depth == 1 && *q == ':') keys.push_back(std::move(name));
+        continue;
+      }
+      if (*p == '{' || *p == '[') ++depth;
+      if (*p == '}' || *p == ']') --depth;
+      ++p;
+    }
+    return keys;
+  }
 
  private:
   // The start of the value of top-level `key`, or null.

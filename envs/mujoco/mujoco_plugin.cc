@@ -1,0 +1,199 @@
+// The MuJoCo v5 environments as a plugin (envs/plugin_api/rl_env_plugin.h):
+// run files name it `plugin: mujoco` (found beside the binaries, as the
+// Gymnasium bridge is) with a task id, e.g. `id: HalfCheetah-v5`, and
+// Gymnasium's kwargs. One mjModel per batch, one mjData per environment, no
+// allocation per step; the batch is split over `num_threads` shards
+// (envs/shard_pool.h), each stepping its own environments.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "envs/mujoco/mujoco_task.h"
+#include "envs/shard_pool.h"
+#include "rl_env_plugin.hpp"
+
+namespace rl::mujoco_envs {
+namespace {
+
+class MujocoBatch {
+ public:
+  MujocoBatch(const rl_env_options& o, rl_env_info* info)
+      : task_(MakeMujocoTask(
+            o.env_id != nullptr ? o.env_id : "",
+            rlenv::Kwargs(o.kwargs_json != nullptr ? o.kwargs_json : "{}"))),
+        max_steps_(o.max_episode_steps > 0
+                       ? o.max_episode_steps
+                       : task_->default_max_episode_steps()) {
+    const mjModel* m = task_->model();
+    const int n = std::max(o.num_envs, 0);
+    for (int i = 0; i < n; ++i) {
+      mjData* d = mj_makeData(m);
+      if (d == nullptr) throw std::runtime_error("mj_makeData failed");
+      data_.push_back(d);
+      // splitmix64 of (seed, i), as the C++ helper seeds its envs.
+      uint64_t z =
+          o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      rngs_.emplace_back(z ^ (z >> 31));
+    }
+    elapsed_.assign(n, 0);
+    returns_.assign(n, 0.0);
+    pool_ = std::make_unique<ShardPool>(
+        std::max(1, std::min(std::max(o.num_threads, 1), n)));
+    for (int k = 0; k < m->nu; ++k) {
+      // Gymnasium's action space: the actuators' ctrlrange.
+      action_low_.push_back(m->actuator_ctrlrange[2 * k]);
+      action_high_.push_back(m->actuator_ctrlrange[2 * k + 1]);
+    }
+    *info = rl_env_info{};
+    info->observation.kind = RL_SPACE_BOX;
+    info->observation.dtype = RL_DTYPE_FLOAT32;
+    info->observation.rank = 1;
+    info->observation.shape[0] = task_->observation_size();
+    info->action.kind = RL_SPACE_BOX;
+    info->action.dtype = RL_DTYPE_FLOAT32;
+    info->action.rank = 1;
+    info->action.shape[0] = m->nu;
+    info->action.low = action_low_.data();
+    info->action.high = action_high_.data();
+    info->reward_low = task_->reward_low();
+    info->reward_high = task_->reward_high();
+  }
+
+  ~MujocoBatch() {
+    for (mjData* d : data_) mj_deleteData(d);
+  }
+
+  void Reset(const rl_env_buffers& out) {
+    float* obs = static_cast<float*>(out.observations);
+    const int size = task_->observation_size();
+    ForEachShard([&](int i) {
+      task_->Reset(data_[i], rngs_[i]);
+      task_->Observe(data_[i], obs + static_cast<int64_t>(i) * size);
+      elapsed_[i] = 0;
+      returns_[i] = 0;
+    });
+  }
+
+  void Step(const float* actions, const rl_env_buffers& out) {
+    float* obs = static_cast<float*>(out.observations);
+    float* final_obs = static_cast<float*>(out.final_observations);
+    const int size = task_->observation_size();
+    const int nu = task_->model()->nu;
+    ForEachShard([&](int i) {
+      float* row = obs + static_cast<int64_t>(i) * size;
+      const StepOutcome r =
+          task_->Step(data_[i], actions + static_cast<int64_t>(i) * nu);
+      task_->Observe(data_[i], row);
+      const int32_t length = ++elapsed_[i];
+      returns_[i] += r.reward;
+      const bool truncated = !r.terminated && length >= max_steps_;
+      out.rewards[i] = static_cast<float>(r.reward);
+      out.terminated[i] = r.terminated ? 1 : 0;
+      out.truncated[i] = truncated ? 1 : 0;
+      const bool ended = r.terminated || truncated;
+      if (out.episode_returns != nullptr) {
+        out.episode_returns[i] = ended ? static_cast<float>(returns_[i]) : 0.f;
+      }
+      if (out.episode_lengths != nullptr) {
+        out.episode_lengths[i] = ended ? length : 0;
+      }
+      if (ended) {
+        if (final_obs != nullptr) {
+          std::copy(row, row + size,
+                    final_obs + static_cast<int64_t>(i) * size);
+        }
+        task_->Reset(data_[i], rngs_[i]);
+        task_->Observe(data_[i], row);
+        elapsed_[i] = 0;
+        returns_[i] = 0;
+      }
+    });
+  }
+
+ private:
+  // fn(i) for every environment, each shard over its own contiguous range.
+  template <typename F>
+  void ForEachShard(F&& fn) {
+    const int n = static_cast<int>(data_.size());
+    const int shards = pool_->num_shards();
+    pool_->Run([&](int s) {
+      const int begin = static_cast<int>(int64_t{n} * s / shards);
+      const int end = static_cast<int>(int64_t{n} * (s + 1) / shards);
+      for (int i = begin; i < end; ++i) fn(i);
+    });
+  }
+
+  std::unique_ptr<MujocoTask> task_;
+  const int32_t max_steps_;
+  std::vector<mjData*> data_;
+  std::vector<Rng> rngs_;
+  std::vector<int32_t> elapsed_;
+  std::vector<double> returns_;
+  std::unique_ptr<ShardPool> pool_;
+  std::vector<double> action_low_, action_high_;
+};
+
+void WriteError(char* error, size_t size, const char* what) {
+  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what);
+}
+
+MujocoBatch* Of(rl_env* env) { return reinterpret_cast<MujocoBatch*>(env); }
+
+// Runs `body`, turning an exception into the ABI's error string.
+template <typename F>
+int Guard(char* error, size_t error_size, F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, e.what());
+  } catch (...) {
+    WriteError(error, error_size, "unknown exception in the MuJoCo plugin");
+  }
+  return 1;
+}
+
+const rl_env_plugin* Table() {
+  static const rl_env_plugin table = [] {
+    rl_env_plugin t{};
+    t.abi_version = RL_ENV_ABI_VERSION;
+    t.struct_size = sizeof(rl_env_plugin);
+    static const std::string name =
+        std::string("MuJoCo v5 environments (libmujoco ") + mj_versionString() +
+        ")";
+    t.name = name.c_str();
+    t.create = [](const rl_env_options* o, rl_env_info* info, char* error,
+                  size_t error_size) -> rl_env* {
+      MujocoBatch* batch = nullptr;
+      Guard(error, error_size, [&] { batch = new MujocoBatch(*o, info); });
+      return reinterpret_cast<rl_env*>(batch);
+    };
+    t.destroy = [](rl_env* env) { delete Of(env); };
+    t.reset = [](rl_env* env, const rl_env_buffers* out, char* error,
+                 size_t error_size) {
+      return Guard(error, error_size, [&] { Of(env)->Reset(*out); });
+    };
+    t.step = [](rl_env* env, const void* actions, const rl_env_buffers* out,
+                char* error, size_t error_size) {
+      return Guard(error, error_size, [&] {
+        Of(env)->Step(static_cast<const float*>(actions), *out);
+      });
+    };
+    return t;
+  }();
+  return &table;
+}
+
+}  // namespace
+}  // namespace rl::mujoco_envs
+
+extern "C" __attribute__((visibility("default"))) const rl_env_plugin*
+rl_env_plugin_v1(void) {
+  return rl::mujoco_envs::Table();
+}
