@@ -2,11 +2,35 @@
 
 #include <pthread.h>
 
+#include <chrono>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
 namespace rl {
+namespace {
+
+// How long a worker (or the caller) watches for the next run (or the
+// workers' end) before sleeping: about the time of a futex wake-up plus a
+// fast batch's step, small enough that an idle pool's spinning is noise.
+constexpr int64_t kSpinNs = 50'000;
+
+}  // namespace
+
+template <typename Done>
+bool ShardPool::SpinUntil(Done done, int64_t budget_ns) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int k = 1;; ++k) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (k % 64 == 0 && std::chrono::steady_clock::now() - start >
+                           std::chrono::nanoseconds(budget_ns)) {
+      return done();
+    }
+  }
+}
 
 ShardPool::ShardPool(int num_shards)
     : num_shards_(num_shards < 1 ? 1 : num_shards) {
@@ -35,9 +59,13 @@ void ShardPool::Run(absl::FunctionRef<void(int)> fn) {
     absl::MutexLock lock(&mu_);
     fn_ = &fn;
     pending_ = static_cast<int>(workers_.size());
+    running_.store(pending_, std::memory_order_relaxed);
     ++generation_;
+    published_.store(generation_, std::memory_order_release);
   }
   fn(0);
+  SpinUntil([this] { return running_.load(std::memory_order_acquire) == 0; },
+            kSpinNs);
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
       +[](int* pending) { return *pending == 0; }, &pending_));
@@ -55,6 +83,11 @@ void ShardPool::WorkerLoop(int shard) {
   Wake wake{this, 0};
   while (true) {
     const absl::FunctionRef<void(int)>* fn;
+    // The next run is usually a few microseconds away: watch for it before
+    // sleeping on the mutex.
+    SpinUntil(
+        [&] { return published_.load(std::memory_order_acquire) != wake.seen; },
+        kSpinNs);
     {
       absl::MutexLock lock(&mu_, absl::Condition(&wake, &Wake::Ready));
       if (stopping_) return;
@@ -64,6 +97,7 @@ void ShardPool::WorkerLoop(int shard) {
     (*fn)(shard);
     absl::MutexLock lock(&mu_);
     --pending_;
+    running_.fetch_sub(1, std::memory_order_release);
   }
 }
 
