@@ -531,7 +531,8 @@ absl::StatusOr<std::string> FindEnvPluginFile(
   std::vector<std::string> dirs = search_path;
   if (bundled != nullptr) {
     // Beside the binaries: bazel-bin/{actor,trainer,...}/X and
-    // bazel-bin/<package>/, or an install's bin/ and lib/.
+    // bazel-bin/<package>/, or an install's bin/ and plugins/ (the image's
+    // /opt/rl) or lib/.
     char exe[4096];
     const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
@@ -539,6 +540,7 @@ absl::StatusOr<std::string> FindEnvPluginFile(
       std::string dir(exe);
       dir = dir.substr(0, dir.rfind('/'));
       dirs.push_back(absl::StrCat(dir, "/../", bundled->package));
+      dirs.push_back(dir + "/../plugins");
       dirs.push_back(dir + "/../lib");
       dirs.push_back(dir);
     }

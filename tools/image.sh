@@ -57,6 +57,10 @@ LOG_DIR="$ROOT/runs/image"
 BAZEL_FLAGS=(--config=opt --platform_suffix=image)
 TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_main
   //telemetry:telemetry_main)
+# Plugins built with the service, staged in plugins/ where actors look for
+# them by name (envs/env_plugin.h: <binary's dir>/../plugins), the
+# directory operators list in --env_plugin_dirs: `plugin: mujoco`.
+PLUGINS=(//envs/mujoco:libmujoco_envs.so)
 
 log() { printf '[image %4ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '[image %4ds] FAILED: %s\n' "$SECONDS" "$*" >&2; exit 1; }
@@ -153,11 +157,11 @@ fi
 # --- 2. the binaries ----------------------------------------------------------
 log "bazel build ${BAZEL_FLAGS[*]} (first time: ~7 min on 2 cores)"
 step bazel-build 5400 bazel build "${BAZEL_FLAGS[@]}" --symlink_prefix=/ \
-  --show_result=10 "${TARGETS[@]}"
+  --show_result=10 "${TARGETS[@]}" "${PLUGINS[@]}"
 # Where they are, from the build's result lines (no second Bazel command,
 # which would queue behind others on a shared server).
 declare -A built=()
-for target in "${TARGETS[@]}"; do
+for target in "${TARGETS[@]}" "${PLUGINS[@]}"; do
   built["$target"]="$(grep -A1 -E "^Target $target up.to.date:" "$LOG_DIR/bazel-build.log" |
     sed -n '2s/^ *//p' || true)"
   [[ -x "${built[$target]}" ]] || die "bazel build: no binary for $target in its output"
@@ -165,7 +169,7 @@ done
 
 # --- 3. the build context -----------------------------------------------------
 CTX="$WORK/context"
-mkdir -p "$CTX/bin" "$CTX/lib" "$CTX/examples"
+mkdir -p "$CTX/bin" "$CTX/lib" "$CTX/plugins" "$CTX/examples"
 VENV_REAL="$(realpath "$ROOT/.venv")"
 declare -A system_pkgs=()
 # The Debian package that owns a library path (usrmerge: /lib or /usr/lib).
@@ -179,9 +183,12 @@ owner_of() {
   done
   return 1
 }
-for target in "${TARGETS[@]}"; do
-  name="${target#*:}"
-  bin="${built[$target]}"
+# stage FILE DEST RPATH: FILE into DEST (bin/, plugins/) with RPATH, and the
+# non-Debian libraries ldd resolves for it into lib/; the Debian ones'
+# packages noted.
+stage() {
+  local file="$1" dest="$2" rpath="$3" name soname arrow path real
+  name="$(basename "$file")"
   while read -r soname arrow path _; do
     [[ "$arrow" == "=>" ]] || continue
     [[ "$path" == "not" ]] && die "$name: $soname not found (ldd)"
@@ -194,16 +201,22 @@ for target in "${TARGETS[@]}"; do
       pkg="$(owner_of "$path")" || die "$name: no Debian package owns $path"
       system_pkgs["${pkg%%:*}"]=1
     fi
-  done < <(ldd "$bin")
-  install -m 0755 "$bin" "$CTX/bin/$name"
-  patchelf --set-rpath '$ORIGIN/../lib' "$CTX/bin/$name"
-  # The staged binary must resolve its non-Debian libraries from lib/ alone.
-  if ldd "$CTX/bin/$name" | grep -E 'not found|'"$ROOT"'/' >&2; then
+  done < <(ldd "$file")
+  install -m 0755 "$file" "$dest/$name"
+  patchelf --set-rpath "$rpath" "$dest/$name"
+  # The staged file must resolve its non-Debian libraries from lib/ alone.
+  if ldd "$dest/$name" | grep -E 'not found|'"$ROOT"'/' >&2; then
     die "$name: after patchelf, a library resolves outside lib/"
   fi
+}
+for target in "${TARGETS[@]}"; do
+  stage "${built[$target]}" "$CTX/bin" '$ORIGIN/../lib'
+done
+for target in "${PLUGINS[@]}"; do
+  stage "${built[$target]}" "$CTX/plugins" '$ORIGIN/../lib'
 done
 cp examples/*.yaml examples/*.json "$CTX/examples/"
-log "context: $(ls "$CTX/bin" | tr '\n' ' ')+ $(ls "$CTX/lib" | wc -l) libraries" \
+log "context: $(ls "$CTX/bin" "$CTX/plugins" | tr '\n' ' ')+ $(ls "$CTX/lib" | wc -l) libraries" \
   "($(du -sm "$CTX/lib" | cut -f1) MB: $(ls "$CTX/lib" | tr '\n' ' '))"
 
 # The Dockerfile's pins must be what the binaries were built against.
@@ -319,8 +332,13 @@ buildah from --pull-never --name "$SMOKE_CTR" "$IMAGE" >/dev/null
 sed -e 's/^name: .*/name: smoke/' -e 's/^total_env_steps: .*/total_env_steps: 2048/' \
   -e 's/^checkpoint_interval: .*/checkpoint_interval: 4/' examples/cartpole.yaml \
   >"$WORK/smoke.yaml"
-chmod 0644 "$WORK/smoke.yaml"
+# The MuJoCo plugin of /opt/rl/plugins, stepped by a real actor: Hopper-v5.
+sed -e 's/^name: .*/name: smoke-mujoco/' -e 's/^total_env_steps: .*/total_env_steps: 4096/' \
+  -e '/^target_return/d' examples/mujoco/hopper.yaml >"$WORK/smoke_mujoco.yaml"
+chmod 0644 "$WORK/smoke.yaml" "$WORK/smoke_mujoco.yaml"
 buildah copy --chown 10001:10001 "$SMOKE_CTR" "$WORK/smoke.yaml" /tmp/smoke.yaml >/dev/null
+buildah copy --chown 10001:10001 "$SMOKE_CTR" "$WORK/smoke_mujoco.yaml" \
+  /tmp/smoke_mujoco.yaml >/dev/null
 # in_ctr NAME LIMIT SCRIPT: runs the bash SCRIPT in the smoke container, as
 # the image's user, output to LOG_DIR/smoke-NAME.log.
 in_ctr() {
@@ -337,7 +355,7 @@ expect user '^cwd=/var/lib/rl$' "$LOG_DIR/smoke-user.log"
 expect user '^writable$' "$LOG_DIR/smoke-user.log"
 ok "runs as $(head -n1 "$LOG_DIR/smoke-user.log"), in /var/lib/rl (writable)"
 
-in_ctr ldd 60 'for b in /opt/rl/bin/*; do echo "== $b"; ldd "$b"; done'
+in_ctr ldd 60 'for b in /opt/rl/bin/* /opt/rl/plugins/*; do echo "== $b"; ldd "$b"; done'
 if grep -q 'not found' "$LOG_DIR/smoke-ldd.log"; then
   grep -B50 'not found' "$LOG_DIR/smoke-ldd.log" >&2; die "smoke ldd: a library is missing"
 fi
@@ -408,24 +426,35 @@ expect telemetry '^HTTP/1\.[01] 200 OK' "$LOG_DIR/smoke-telemetry.log"
 expect telemetry '^server exit=0$' "$LOG_DIR/smoke-telemetry.log"
 ok "telemetry_main: listening, GET /metrics 200, uid 10001, exit 0 on SIGTERM"
 
-# Learner and actor as separate processes, a 2048-step run to its end.
-in_ctr training 300 'set -u
-learner_main --run=/tmp/smoke.yaml --port=0 --port_file=/tmp/l.port \
-  --run_dir=/tmp/lrun --result_file=/tmp/result.json --metrics_port=-1 >/tmp/l.log 2>&1 &
-lpid=$!
-for i in $(seq 300); do [[ -s /tmp/l.port ]] && break; sleep 0.1; done
-actor_main --learner=127.0.0.1:$(cat /tmp/l.port) --run=/tmp/smoke.yaml --actor_id=0 \
-  --metrics_port=-1 >/tmp/a.log 2>&1 &
-apid=$!
-wait $lpid; echo "learner exit=$?"
-wait $apid; echo "actor exit=$?"
-echo "result: $(tr -d "\n" </tmp/result.json)"
-tail -n 5 /tmp/l.log /tmp/a.log'
-expect training '^learner exit=0$' "$LOG_DIR/smoke-training.log"
-expect training '^actor exit=0$' "$LOG_DIR/smoke-training.log"
-expect training '^result: \{.+\}' "$LOG_DIR/smoke-training.log"
+# train_in_ctr NAME RUN_FILE: learner and actor as separate processes, the
+# run to its end; both must exit 0 with a result.
+train_in_ctr() {
+  local name="$1" run="$2"
+  in_ctr "$name" 300 "set -u
+learner_main --run=$run --port=0 --port_file=/tmp/$name.port \\
+  --run_dir=/tmp/$name-run --result_file=/tmp/$name.json --metrics_port=-1 >/tmp/$name-l.log 2>&1 &
+lpid=\$!
+for i in \$(seq 300); do [[ -s /tmp/$name.port ]] && break; sleep 0.1; done
+actor_main --learner=127.0.0.1:\$(cat /tmp/$name.port) --run=$run --actor_id=0 \\
+  --metrics_port=-1 >/tmp/$name-a.log 2>&1 &
+apid=\$!
+wait \$lpid; echo \"learner exit=\$?\"
+wait \$apid; echo \"actor exit=\$?\"
+echo \"result: \$(tr -d '\\n' </tmp/$name.json)\"
+grep -h 'environment plugin' /tmp/$name-a.log || true
+tail -n 5 /tmp/$name-l.log /tmp/$name-a.log"
+  expect "$name" '^learner exit=0$' "$LOG_DIR/smoke-$name.log"
+  expect "$name" '^actor exit=0$' "$LOG_DIR/smoke-$name.log"
+  expect "$name" '^result: \{.+\}' "$LOG_DIR/smoke-$name.log"
+}
+train_in_ctr training /tmp/smoke.yaml
 ok "learner_main + actor_main: 2048-step CartPole run, both exit 0;" \
   "$(grep -m1 '^result:' "$LOG_DIR/smoke-training.log" | cut -c1-160)"
+train_in_ctr training-mujoco /tmp/smoke_mujoco.yaml
+grep -q 'plugin /opt/rl/.*plugins/libmujoco_envs.so' "$LOG_DIR/smoke-training-mujoco.log" ||
+  die "smoke training-mujoco: the actor did not name /opt/rl/plugins/libmujoco_envs.so"
+ok "learner_main + actor_main: 4096-step Hopper-v5 run (plugin: mujoco from /opt/rl/plugins), both exit 0;" \
+  "$(grep -m1 '^result:' "$LOG_DIR/smoke-training-mujoco.log" | cut -c1-120)"
 
 # The image's default command (the embedded system), on free ports; a run
 # submitted from outside with rlctl (chroot isolation shares the network).
