@@ -18,16 +18,16 @@ constexpr int64_t kSpinNs = 50'000;
 }  // namespace
 
 template <typename Done>
-bool ShardPool::SpinUntil(Done done, int64_t budget_ns) {
+void ShardPool::SpinUntil(Done done, int64_t budget_ns) {
   const auto start = std::chrono::steady_clock::now();
   for (int k = 1;; ++k) {
-    if (done()) return true;
+    if (done()) return;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
     if (k % 64 == 0 && std::chrono::steady_clock::now() - start >
                            std::chrono::nanoseconds(budget_ns)) {
-      return done();
+      return;
     }
   }
 }

@@ -38,10 +38,9 @@ class ShardPool {
  private:
   void WorkerLoop(int shard) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Spins up to `budget_ns` while `done()` is false; true if it became
-  // true.
+  // Spins up to `budget_ns` while `done()` is false.
   template <typename Done>
-  static bool SpinUntil(Done done, int64_t budget_ns);
+  static void SpinUntil(Done done, int64_t budget_ns);
 
   const int num_shards_;
   // Mirrors of generation_ and pending_ read while spinning (written under

@@ -34,12 +34,8 @@ class MujocoBatch {
       mjData* d = mj_makeData(m);
       if (d == nullptr) throw std::runtime_error("mj_makeData failed");
       data_.push_back(d);
-      // splitmix64 of (seed, i), as the C++ helper seeds its envs.
-      uint64_t z =
-          o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      rngs_.emplace_back(z ^ (z >> 31));
+      // Seeded as the C++ helper seeds its envs.
+      rngs_.emplace_back(rlenv::EnvSeed(o.seed, static_cast<uint64_t>(i)));
     }
     elapsed_.assign(n, 0);
     returns_.assign(n, 0.0);

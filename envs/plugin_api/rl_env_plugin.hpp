@@ -175,7 +175,7 @@ class Kwargs {
       throw std::invalid_argument("kwargs." + key + ": not an array");
     std::vector<double> out;
     for (++v;;) {
-      while (*v == ' ' || *v == '\n' || *v == '\t' || *v == '\r') ++v;
+      v = SkipSpace(v);
       if (*v == ']') return out;
       char* end = nullptr;
       out.push_back(std::strtod(v, &end));
@@ -183,13 +183,29 @@ class Kwargs {
         throw std::invalid_argument("kwargs." + key +
                                     ": not an array of numbers");
       }
-      for (v = end; *v == ' ' || *v == '\n' || *v == '\t' || *v == '\r';) ++v;
+      v = SkipSpace(end);
       if (*v == ',') ++v;
     }
   }
   // The top-level keys, in order: to refuse those an env does not know.
   std::vector<std::string> Keys() const {
     std::vector<std::string> keys;
+    ForEachKey([&](std::string name, const char*) {
+      keys.push_back(std::move(name));
+      return false;
+    });
+    return keys;
+  }
+
+ private:
+  static const char* SkipSpace(const char* p) {
+    while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') ++p;
+    return p;
+  }
+  // Calls visit(name, start of its value) for each top-level key in order
+  // until it returns true; returns that value's start, or null.
+  template <typename Visit>
+  const char* ForEachKey(Visit visit) const {
     const char* p = json_.c_str();
     int depth = 0;
     while (*p != '\0') {
@@ -198,35 +214,10 @@ class Kwargs {
         while (*p != '\0' && *p != '"') p += (*p == '\\' && p[1]) ? 2 : 1;
         std::string name(start, p - start);
         if (*p == '"') ++p;
-        const char* q = p;
-        while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
-        if (depth == 1 && *q == ':') keys.push_back(std::move(name));
-        continue;
-      }
-      if (*p == '{' || *p == '[') ++depth;
-      if (*p == '}' || *p == ']') --depth;
-      ++p;
-    }
-    return keys;
-  }
-
- private:
-  // The start of the value of top-level `key`, or null.
-  const char* Find(const std::string& key) const {
-    const char* p = json_.c_str();
-    int depth = 0;
-    while (*p != '\0') {
-      if (*p == '"') {
-        const char* start = ++p;
-        while (*p != '\0' && *p != '"') p += (*p == '\\' && p[1]) ? 2 : 1;
-        const std::string name(start, p - start);
-        if (*p == '"') ++p;
-        const char* q = p;
-        while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
-        if (depth == 1 && *q == ':' && name == key) {
-          ++q;
-          while (*q == ' ' || *q == '\n' || *q == '\t' || *q == '\r') ++q;
-          return q;
+        const char* q = SkipSpace(p);
+        if (depth == 1 && *q == ':') {
+          const char* value = SkipSpace(q + 1);
+          if (visit(std::move(name), value)) return value;
         }
         continue;
       }
@@ -235,6 +226,11 @@ class Kwargs {
       ++p;
     }
     return nullptr;
+  }
+  // The start of the value of top-level `key`, or null.
+  const char* Find(const std::string& key) const {
+    return ForEachKey(
+        [&](const std::string& name, const char*) { return name == key; });
   }
   std::string json_;
 };
@@ -262,6 +258,15 @@ class BasicEnv {
 };
 using Env = BasicEnv<float>;
 using ByteEnv = BasicEnv<uint8_t>;
+
+// The seed of environment `i` of a batch created with `seed`: splitmix64
+// of (seed, i), so each environment has its own stream and runs repeat.
+inline uint64_t EnvSeed(uint64_t seed, uint64_t i) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 namespace internal {
 
@@ -325,12 +330,7 @@ class Batch {
     }
     for (int32_t i = 0; i < o.num_envs; ++i) {
       envs_.push_back(std::make_unique<E>(kwargs_));
-      // splitmix64 of (seed, i): independent streams per environment.
-      uint64_t z =
-          o.seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      rngs_.emplace_back(z ^ (z >> 31));
+      rngs_.emplace_back(EnvSeed(o.seed, static_cast<uint64_t>(i)));
     }
     elapsed_.assign(o.num_envs, 0);
     returns_.assign(o.num_envs, 0.0);
