@@ -263,15 +263,25 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   }
   local.inference_seconds += SecondsSince(start);
 
-  // Episode statistics (raw rewards, from the environments).
+  // Episode statistics (raw rewards, from the environments): one per
+  // terminated or truncated step, or with env.episodic_life one per game
+  // the environment reports (length > 0), each on such a step.
   episode_returns_.clear();
   episode_lengths_.clear();
   const uint8_t* term = rollout->terminated.data_ptr<uint8_t>();
   const uint8_t* trunc = rollout->truncated.data_ptr<uint8_t>();
   const float* returns = episode_return_rows_.data_ptr<float>();
   const int32_t* lengths = episode_length_rows_.data_ptr<int32_t>();
+  const bool games = env_->spec().episodic_life();
   for (int64_t i = 0; i < num_steps_ * num_envs_; ++i) {
-    if (term[i] | trunc[i]) {
+    const bool ended = term[i] | trunc[i];
+    if (games && lengths[i] > 0 && !ended) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "env.episodic_life: the environment reported a game's end (env ",
+          i % num_envs_, ", step ", i / num_envs_,
+          ") on a step that was neither terminated nor truncated"));
+    }
+    if (games ? lengths[i] > 0 : ended) {
       episode_returns_.push_back(returns[i]);
       episode_lengths_.push_back(lengths[i]);
     }

@@ -266,6 +266,10 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env.action_nvec: ", env->id(), " has no MultiDiscrete actions"));
   }
+  if (env->episodic_life()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.episodic_life: ", env->id(), " has no lives (plugins only)"));
+  }
   if (env->observation_shape_size() > 0 ||
       (!env->observation_dtype().empty() &&
        env->observation_dtype() != "float32")) {

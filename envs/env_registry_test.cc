@@ -160,6 +160,17 @@ TEST(EnvRegistryTest, ResolveRefusesADisagreeingField) {
                HasSubstr("env.observation_size: CartPole-v1 has 4 (got 5)")));
 }
 
+// Lives are a plugin's (the Gymnasium bridge's Atari ids).
+TEST(EnvRegistryTest, ResolveRefusesEpisodicLifeForABuiltInEnv) {
+  EnvSpec env;
+  env.set_id("CartPole-v1");
+  env.set_episodic_life(true);
+  EXPECT_THAT(ResolveEnvSpec(&env),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.episodic_life: CartPole-v1 has no "
+                                 "lives (plugins only)")));
+}
+
 TEST(EnvRegistryTest, ResolveRefusesAnUnknownId) {
   EnvSpec env;
   env.set_id("Pong");

@@ -132,6 +132,26 @@ absl::Status CheckEpisodesFit(const RolloutSegment& s,
   return absl::OkStatus();
 }
 
+// With env.episodic_life the episodes a segment claims are games, each
+// ending on one of the steps its flags end (a lost life ends the others):
+// at most that many, of any length (a game began before the segment, lives
+// ago).
+absl::Status CheckGamesFit(const RolloutSegment& s,
+                           const torch::Tensor& terminated,
+                           const torch::Tensor& truncated) {
+  ASSIGN_OR_RETURN(const int64_t ends,
+                   CatchTorchErrors("segment.terminated", [&] {
+                     return (terminated | truncated).sum().item<int64_t>();
+                   }));
+  if (s.episode_lengths_size() > ends) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "segment.episode_lengths: ", s.episode_lengths_size(),
+        " games, but the segment's terminated/truncated flags end ", ends,
+        " episodes (env.episodic_life: a game ends on one of them)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
@@ -332,13 +352,18 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
         "segment.episode_returns: ", s.episode_returns_size(),
         " entries but episode_lengths has ", s.episode_lengths_size()));
   }
-  RETURN_IF_ERROR(CheckEpisodesFit(s, r.terminated, r.truncated, T, E,
-                                   want.max_episode_steps()));
+  RETURN_IF_ERROR(want.episodic_life()
+                      ? CheckGamesFit(s, r.terminated, r.truncated)
+                      : CheckEpisodesFit(s, r.terminated, r.truncated, T, E,
+                                         want.max_episode_steps()));
   for (int i = 0; i < s.episode_returns_size(); ++i) {
     if (!std::isfinite(s.episode_returns(i)) || s.episode_lengths(i) < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "segment.episode_returns[", i, "]: must be finite with length >= 1"));
     }
+    // A game's return is in raw rewards over its lives: the declared
+    // range bounds the training rewards (clipped, for Atari), not it.
+    if (want.episodic_life()) continue;
     const double length = s.episode_lengths(i);
     const double lo = Slack(shape.min_step_return * length, -1);
     const double hi = Slack(shape.max_step_return * length, 1);

@@ -347,6 +347,47 @@ TEST(SegmentCodecTest, EpisodesMustFitTheSegment) {
   EXPECT_THAT(error(impossible), HasSubstr("segment.log_probs: element 3"));
 }
 
+// With env.episodic_life (Atari's lives) the episodes are games: fewer
+// than the flags' ends, of any length, their returns in raw rewards beyond
+// the clipped per-step range; never more than the flags end.
+TEST(SegmentCodecTest, GamesEndOnSomeOfTheFlagsEnds) {
+  SegmentShape shape = Shape();
+  shape.env.set_episodic_life(true);
+  shape.min_step_return = -1;
+  shape.max_step_return = 1;
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.terminated[0][1] = 1;  // three lives lost, one of them the game's last
+  r.terminated[1][0] = 1;
+  r.terminated[2][1] = 1;
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = shape.env;
+  s.add_episode_returns(420);  // a Breakout game of 900 steps, 7-point bricks
+  s.add_episode_lengths(900);
+  ASSERT_TRUE(DecodeSegment(s, shape).ok()) << DecodeSegment(s, shape).status();
+  for (int i = 0; i < 2; ++i) {
+    s.add_episode_returns(1);
+    s.add_episode_lengths(10);
+  }
+  ASSERT_TRUE(DecodeSegment(s, shape).ok());  // three games: every end
+  s.add_episode_returns(1);
+  s.add_episode_lengths(10);
+  const absl::Status status = DecodeSegment(s, shape).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("segment.episode_lengths: 4 games, but the "
+                        "segment's terminated/truncated flags end 3 "
+                        "episodes"));
+  // Without lives the same 900-step return is refused (3 steps at most 1).
+  RolloutSegment plain;
+  ASSERT_TRUE(EncodeSegment(r, &plain).ok());
+  shape.env.set_episodic_life(false);
+  *plain.mutable_env() = shape.env;
+  plain.add_episode_returns(420);
+  plain.add_episode_lengths(900);
+  EXPECT_FALSE(DecodeSegment(plain, shape).ok());
+}
+
 TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {
   Rollout a = Rollout::Allocate(3, 2, 4, 0), b = Rollout::Allocate(3, 5, 4, 0);
   b.rewards.fill_(1);

@@ -298,7 +298,10 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
                         : env->StepContinuous(actions.data_ptr<float>(), out));
     starts.copy_(term | trunc);
     for (int64_t e = 0; e < E; ++e) {
-      if (term.data_ptr<uint8_t>()[e] | trunc.data_ptr<uint8_t>()[e]) {
+      // With env.episodic_life an episode is a game, over every life.
+      if (info.episodic_life()
+              ? lengths.data_ptr<int32_t>()[e] > 0
+              : (term.data_ptr<uint8_t>()[e] | trunc.data_ptr<uint8_t>()[e])) {
         if (static_cast<int>(finished.size()) < episodes) {
           finished.push_back(returns.data_ptr<float>()[e]);
         }

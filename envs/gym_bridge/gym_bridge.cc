@@ -32,6 +32,11 @@ namespace {
 const char kBridgePy[] =
 #include "envs/gym_bridge/gym_bridge_py.inc"
     ;
+// rl_atari.py: CleanRL's Atari preprocessing as ids (rl_atari:Breakout-v5),
+// loaded by gym_bridge.py when a run names one.
+const char kAtariPy[] =
+#include "envs/gym_bridge/rl_atari_py.inc"
+    ;
 
 void WriteError(char* error, size_t size, const std::string& what) {
   if (error != nullptr && size > 0) {
@@ -67,6 +72,7 @@ std::string StartError() {
       py::initialize_interpreter(&config, 0, nullptr, false);
       py::module_ bridge =
           py::module_::import("types").attr("ModuleType")("rl_gym_bridge");
+      bridge.attr("_RL_ATARI_PY") = py::str(kAtariPy);
       py::exec(kBridgePy, bridge.attr("__dict__"));
       py::module_::import("sys").attr("modules")["rl_gym_bridge"] = bridge;
     } catch (const std::exception& e) {
@@ -154,6 +160,9 @@ struct Bridge {
   py::object env;
   Space observation, action;
   bool byte_observations = false;  // uint8, else float32
+  // The env's episodes are lives of games (rl_atari): Python reports the
+  // games; else the bridge counts episodes itself.
+  bool episodic_life = false;
   int num_envs = 0;
   uint64_t seed = 0;
   std::vector<double> returns;
@@ -195,6 +204,8 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     bridge->action = ToSpace(spaces[1]);
     bridge->num_envs = o->num_envs;
     bridge->seed = o->seed;
+    bridge->episodic_life =
+        bridge->module.attr("episodic_life")(bridge->env).cast<bool>();
     bridge->returns.assign(o->num_envs, 0.0);
     bridge->lengths.assign(o->num_envs, 0);
     *info = rl_env_info{};
@@ -276,10 +287,17 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
     if (out->final_observations != nullptr) {
       final_view = ObservationView(b, out->final_observations, obs_count);
     }
+    py::object returns_view = py::none(), lengths_view = py::none();
+    if (b->episodic_life && out->episode_returns != nullptr &&
+        out->episode_lengths != nullptr) {
+      returns_view = View(out->episode_returns, n);
+      lengths_view = View(out->episode_lengths, n);
+    }
     b->module.attr("step_into")(
         b->env, action_view, ObservationView(b, out->observations, obs_count),
         View(out->rewards, n), View(out->terminated, n),
-        View(out->truncated, n), final_view);
+        View(out->truncated, n), final_view, returns_view, lengths_view);
+    if (b->episodic_life) return 0;  // Python wrote the games
     for (int i = 0; i < n; ++i) {
       b->returns[i] += out->rewards[i];
       ++b->lengths[i];

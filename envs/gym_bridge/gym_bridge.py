@@ -18,10 +18,29 @@ def _one_maker(factory, kwargs, max_steps):
     return make
 
 
+def _load_rl_atari():
+    """The module rl_atari (rl_atari.py, compiled into the bridge beside
+    this file as _RL_ATARI_PY): its ids, rl_atari:Breakout-v5 and the
+    like, are ale-py's games preprocessed the CleanRL way."""
+    import sys
+    import types
+    if "rl_atari" not in sys.modules:
+        module = types.ModuleType("rl_atari")
+        sys.modules["rl_atari"] = module
+        try:
+            exec(_RL_ATARI_PY, module.__dict__)
+        except BaseException:
+            del sys.modules["rl_atari"]
+            raise
+
+
 def make(env_id, num_envs, kwargs, max_steps, seed):
     """A vector env of num_envs copies of env_id: a registered id
-    ("CartPole-v1", "ale_py:ALE/Pong-v5") with kwargs, or "module:function"
-    (a function of the user's module that returns a gymnasium.Env)."""
+    ("CartPole-v1", "ale_py:ALE/Pong-v5", "rl_atari:Breakout-v5") with
+    kwargs, or "module:function" (a function of the user's module that
+    returns a gymnasium.Env)."""
+    if env_id.split(":", 1)[0] == "rl_atari":
+        _load_rl_atari()
     kwargs = dict(kwargs)
     mode = kwargs.pop("vectorization_mode", "sync")
     if mode not in ("sync", "async"):
@@ -170,12 +189,35 @@ def reset_into(env, seed, obs_out):
     np.frombuffer(obs_out, obs_dtype(env))[:] = observations(env, obs)
 
 
+def episodic_life(env):
+    """Whether the env's episodes are lives of longer games (rl_atari's
+    EpisodicLife says so in its metadata): step_into then reports the
+    games, from Gymnasium's RecordEpisodeStatistics under that wrapper."""
+    return bool(env.metadata.get("episodic_life", False))
+
+
+def _games_into(info, returns_out, lengths_out):
+    """The games that ended at this step (info["episode"] of
+    RecordEpisodeStatistics, under "final_info" with same-step autoreset)
+    into returns_out float32 [n] and lengths_out int32 [n], 0 elsewhere."""
+    returns = np.frombuffer(returns_out, np.float32)
+    lengths = np.frombuffer(lengths_out, np.int32)
+    returns[:] = 0
+    lengths[:] = 0
+    for source in (info, info.get("final_info", {})):
+        if "episode" in source:
+            rows = np.flatnonzero(source["_episode"])
+            returns[rows] = np.asarray(source["episode"]["r"])[rows]
+            lengths[rows] = np.asarray(source["episode"]["l"])[rows]
+
+
 def step_into(env, actions, obs_out, rewards_out, terminated_out,
-              truncated_out, final_out):
+              truncated_out, final_out, returns_out=None, lengths_out=None):
     """One step with `actions` (a buffer: int64 for Discrete, float32 for
     Box), written into the caller's buffers: obs [n, obs] of obs_dtype,
     rewards float32 [n], flags uint8 [n], and final_out (or None) like obs
-    in the rows of the envs whose episode ended."""
+    in the rows of the envs whose episode ended; returns_out and
+    lengths_out (or None) get the games that ended (episodic_life)."""
     space = env.single_action_space
     n = env.num_envs
     if isinstance(space, gym.spaces.Box):
@@ -196,6 +238,8 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     np.frombuffer(rewards_out, np.float32)[:] = np.asarray(rewards, np.float32)
     np.frombuffer(terminated_out, np.uint8)[:] = terminated
     np.frombuffer(truncated_out, np.uint8)[:] = truncated
+    if returns_out is not None:
+        _games_into(info, returns_out, lengths_out)
     if final_out is not None and "final_obs" in info:
         final = np.frombuffer(final_out, dtype).reshape(n, -1)
         mask = info.get("_final_obs", np.ones(n, bool))

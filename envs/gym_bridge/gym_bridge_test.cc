@@ -2,6 +2,7 @@
 // Gymnasium env, a user's own Python env, async worker processes, and the
 // errors a user sees. Needs the venv's gymnasium (tools/setup.sh sets
 // RL_PYTHON for tests).
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -158,6 +159,65 @@ TEST_F(GymBridgeTest, MujocoAndAtariEnvsStep) {
   pong.set_reward_high(1);
   ASSERT_OK_AND_ASSIGN(auto atari, OpenEnv(pong, Options(2)));
   EXPECT_EQ(StepRandomly(*atari, 2, 128, 6, 50).episodes, 0);
+}
+
+// Atari the CleanRL way (rl_atari.py): 4 stacked 84x84 grey frames, a
+// lost life ends a training episode, rewards clipped to their sign, and
+// the games (every life, raw rewards) reported as the episodes.
+TEST_F(GymBridgeTest, AtariTheCleanRLWayReportsGamesOverLives) {
+  constexpr int kEnvs = 4, kFrames = 4 * 84 * 84;
+  EnvSpec spec;
+  spec.set_id("rl_atari:Breakout-v5");
+  spec.set_plugin("envs/gym_bridge/libgym_bridge.so");
+  for (const int d : {4, 84, 84}) spec.add_observation_shape(d);
+  spec.set_observation_dtype("uint8");
+  spec.set_num_discrete_actions(4);
+  spec.set_reward_low(-1);
+  spec.set_reward_high(1);
+  spec.set_episodic_life(true);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(kEnvs)));
+  std::vector<uint8_t> obs(kEnvs * kFrames), final_obs(kEnvs * kFrames);
+  std::vector<float> rewards(kEnvs), returns(kEnvs);
+  std::vector<uint8_t> term(kEnvs), trunc(kEnvs);
+  std::vector<int32_t> lengths(kEnvs);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  ASSERT_OK(env->Reset(obs.data()));
+  // The stack starts as four copies of the first frame.
+  EXPECT_TRUE(std::equal(obs.begin(), obs.begin() + 84 * 84,
+                         obs.begin() + 3 * 84 * 84));
+  std::mt19937 rng(7);
+  std::vector<int64_t> a(kEnvs);
+  std::vector<int> seen(kEnvs), lives(kEnvs);
+  std::vector<double> clipped(kEnvs);
+  int life_ends = 0, games = 0;
+  for (int t = 0; t < 1500; ++t) {
+    for (auto& x : a) x = rng() % 4;
+    ASSERT_OK(env->StepDiscrete(a.data(), out));
+    for (int i = 0; i < kEnvs; ++i) {
+      EXPECT_TRUE(rewards[i] == 0 || rewards[i] == 1) << rewards[i];
+      ++seen[i];
+      clipped[i] += rewards[i];
+      life_ends += term[i] | trunc[i];
+      lives[i] += term[i];
+      if (lengths[i] == 0) continue;
+      ASSERT_TRUE(term[i] || trunc[i]) << "a game ends on a life's end";
+      ++games;
+      // Every step the agent saw, and the no-op and FIRE steps the
+      // resets take at each of its lives (1 + 2 a life at most).
+      EXPECT_GE(lengths[i], seen[i]);
+      EXPECT_LE(lengths[i], seen[i] + 3 * lives[i]);
+      // Breakout's bricks give 1, 4 or 7 points: the raw return is at
+      // least the clipped one.
+      EXPECT_GE(returns[i], clipped[i]);
+      EXPECT_EQ(lives[i], 5) << "Breakout has 5 lives";
+      seen[i] = lives[i] = 0;
+      clipped[i] = 0;
+    }
+  }
+  EXPECT_GE(games, 10);  // random games last about 170 steps
+  EXPECT_GE(life_ends, 4 * games);
 }
 
 // ale-py's grey frames are a uint8 Box: they pass as bytes where the run
