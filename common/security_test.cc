@@ -43,6 +43,10 @@ const std::map<std::string, uint32_t>& ExpectedRoles() {
       {"/rl.RunService/CancelRun", kRoleUser | kRoleAdmin},
       {"/rl.RunService/WatchRun", kRoleUser | kRoleAdmin},
       {"/rl.RunService/ListWorkers", kRoleUser | kRoleAdmin},
+      {"/rl.RunService/SubmitSweep", kRoleUser | kRoleAdmin},
+      {"/rl.RunService/GetSweep", kRoleUser | kRoleAdmin},
+      {"/rl.RunService/ListSweeps", kRoleUser | kRoleAdmin},
+      {"/rl.RunService/CancelSweep", kRoleUser | kRoleAdmin},
       {"/rl.WorkerService/RegisterWorker", kRoleWorker | kRoleAdmin},
       {"/rl.WorkerService/Heartbeat", kRoleWorker | kRoleAdmin},
       {"/rl.WorkerService/ReportStatus", kRoleWorker | kRoleAdmin},
@@ -221,7 +225,7 @@ TEST_F(SecurityTest, EachRoleAgainstEachMethod) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 16 * 5);
+  EXPECT_EQ(checked, 20 * 5);
   // Health checks need no token (probes of Kubernetes and Slurm scripts).
   EXPECT_EQ(Call("/grpc.health.v1.Health/Check", Client("")).error_code(),
             grpc::StatusCode::OK);

@@ -188,7 +188,8 @@ absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
   return response;
 }
 
-absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
+absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id,
+                                               const std::string& reason) {
   Run run;
   {
     absl::MutexLock lock(&mu_);
@@ -202,8 +203,7 @@ absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id) {
         run.state() == CANCELLED) {
       return run;  // Ended, not yet written.
     }
-    ASSIGN_OR_RETURN(run,
-                     FinishRunLocked(run_id, CANCELLED, "cancelled by a user"));
+    ASSIGN_OR_RETURN(run, FinishRunLocked(run_id, CANCELLED, reason));
   }
   Notify(run);
   return run;

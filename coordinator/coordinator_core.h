@@ -96,7 +96,10 @@ class CoordinatorCore {
                              bool with_history = false);
   static constexpr size_t kMaxHistory = 100;
   absl::StatusOr<ListRunsResponse> ListRuns(const ListRunsRequest& request);
-  absl::StatusOr<Run> CancelRun(const std::string& run_id);
+  // Ends an unfinished run CANCELLED with `reason`; idempotent.
+  absl::StatusOr<Run> CancelRun(
+      const std::string& run_id,
+      const std::string& reason = "cancelled by a user");
 
   // A name whose registration is live (its lease not expired, or within a
   // lease of this coordinator's start) is held: registering it again needs
@@ -119,6 +122,9 @@ class CoordinatorCore {
   // the worker registers again names it.
   void NoteWorkerExit(const std::string& worker_name, const std::string& how)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The durable store (the sweep manager keeps its sweeps there too).
+  RunStore* store() { return store_.get(); }
 
   // Expires leases and places runs; called periodically by the service.
   void Tick();

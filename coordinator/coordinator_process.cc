@@ -180,6 +180,8 @@ class CoordinatorProcess::Impl {
       }
     }
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
+    ASSIGN_OR_RETURN(sweeps_,
+                     SweepManager::Create(core_.get(), core_->store()));
     std::shared_ptr<const Security> security = options_.security != nullptr
                                                    ? options_.security
                                                    : Security::ProcessDefault();
@@ -194,7 +196,7 @@ class CoordinatorProcess::Impl {
     server.security = security;
     runs_ = std::make_unique<RunServiceImpl>(core_.get(), options_.max_watchers,
                                              options_.max_watchers_per_user,
-                                             server.security);
+                                             server.security, sweeps_.get());
     workers_ = std::make_unique<WorkerServiceImpl>(core_.get());
     server.address = absl::StrCat(options_.host, ":", options_.port);
     server.max_receive_message_bytes = options_.max_request_kb << 10;
@@ -250,6 +252,7 @@ class CoordinatorProcess::Impl {
     while (WaitForStopSignal(absl::Milliseconds(200)) == 0) {
       if (embedded_ != nullptr) embedded_->Supervise();
       core_->Tick();
+      sweeps_->Tick();
       if (absl::Now() >= next_census) {
         next_census = absl::Now() + absl::Seconds(5);
         // Steps are wall-clock seconds: they go on across a coordinator
@@ -287,6 +290,7 @@ class CoordinatorProcess::Impl {
   const CoordinatorProcessOptions options_;
   std::optional<FileLock> store_lock_;  // held for the process's life
   std::unique_ptr<CoordinatorCore> core_;
+  std::unique_ptr<SweepManager> sweeps_;
   std::unique_ptr<RunServiceImpl> runs_;
   std::unique_ptr<WorkerServiceImpl> workers_;
   RunningServer server_;

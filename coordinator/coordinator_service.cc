@@ -194,6 +194,54 @@ grpc::ServerUnaryReactor* RunServiceImpl::ListWorkers(
                     response);
 }
 
+namespace {
+
+absl::Status NoSweeps() {
+  return absl::UnimplementedError("this coordinator runs no sweeps");
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RunServiceImpl::SubmitSweep(
+    grpc::CallbackServerContext* context, const SubmitSweepRequest* request,
+    Sweep* response) {
+  if (sweeps_ == nullptr) {
+    return ReplyUnary(context, absl::StatusOr<Sweep>(NoSweeps()), response);
+  }
+  return ReplyUnary(
+      context,
+      sweeps_->Submit(*request, CallerIdentity(*context, *security_).name),
+      response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::GetSweep(
+    grpc::CallbackServerContext* context, const GetSweepRequest* request,
+    Sweep* response) {
+  return ReplyUnary(context,
+                    sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
+                                       : sweeps_->Get(request->sweep_id()),
+                    response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::ListSweeps(
+    grpc::CallbackServerContext* context, const ListSweepsRequest*,
+    ListSweepsResponse* response) {
+  return ReplyUnary(context,
+                    sweeps_ == nullptr
+                        ? absl::StatusOr<ListSweepsResponse>(NoSweeps())
+                        : sweeps_->List(),
+                    response);
+}
+
+grpc::ServerUnaryReactor* RunServiceImpl::CancelSweep(
+    grpc::CallbackServerContext* context, const CancelSweepRequest* request,
+    Sweep* response) {
+  return ReplyUnary(context,
+                    sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
+                                       : sweeps_->Cancel(request->sweep_id()),
+                    response);
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     grpc::CallbackServerContext* context, const RegisterWorkerRequest* request,
     RegisterWorkerResponse* response) {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/security.h"
 #include "coordinator/coordinator_core.h"
+#include "coordinator/sweep_manager.h"
 #include "proto/coordinator.grpc.pb.h"
 
 namespace rl {
@@ -43,10 +44,14 @@ class RunServiceImpl final : public RunService::CallbackService {
   // RESOURCE_EXHAUSTED naming the limit.
   // Callers are identified by `security`'s tokens (null: the process
   // default), per call (CallerIdentity).
+  // `sweeps` (null: the sweep calls are UNIMPLEMENTED) runs SubmitSweep
+  // and the rest.
   explicit RunServiceImpl(CoordinatorCore* core, int max_watchers = 1024,
                           int max_watchers_per_user = 64,
-                          std::shared_ptr<const Security> security = nullptr)
+                          std::shared_ptr<const Security> security = nullptr,
+                          SweepManager* sweeps = nullptr)
       : core_(core),
+        sweeps_(sweeps),
         security_(security != nullptr ? std::move(security)
                                       : Security::ProcessDefault()),
         max_watchers_(max_watchers),
@@ -71,6 +76,19 @@ class RunServiceImpl final : public RunService::CallbackService {
                                         const ListWorkersRequest* request,
                                         ListWorkersResponse* response) override;
 
+  grpc::ServerUnaryReactor* SubmitSweep(grpc::CallbackServerContext* context,
+                                        const SubmitSweepRequest* request,
+                                        Sweep* response) override;
+  grpc::ServerUnaryReactor* GetSweep(grpc::CallbackServerContext* context,
+                                     const GetSweepRequest* request,
+                                     Sweep* response) override;
+  grpc::ServerUnaryReactor* ListSweeps(grpc::CallbackServerContext* context,
+                                       const ListSweepsRequest* request,
+                                       ListSweepsResponse* response) override;
+  grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* context,
+                                        const CancelSweepRequest* request,
+                                        Sweep* response) override;
+
   int watchers() const { return watchers_.load(); }
   // WatchRun streams refused by the limit so far.
   int64_t refused_watchers() const { return refused_watchers_.load(); }
@@ -79,6 +97,7 @@ class RunServiceImpl final : public RunService::CallbackService {
 
  private:
   CoordinatorCore* core_;
+  SweepManager* sweeps_;
   const std::shared_ptr<const Security> security_;
   const int max_watchers_;
   std::atomic<int> watchers_{0};

@@ -41,6 +41,13 @@ CREATE TABLE IF NOT EXISTS worker_keys (
   worker_id TEXT PRIMARY KEY,
   nonce TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS sweeps (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep_id TEXT UNIQUE,
+  state INTEGER NOT NULL,
+  idempotency_key TEXT UNIQUE,
+  sweep BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS assignments (
   worker_id TEXT PRIMARY KEY,
   run_id TEXT NOT NULL,
@@ -290,7 +297,7 @@ absl::StatusOr<Run> RunStore::Transition(const std::string& run_id, RunState to,
   run->set_state(to);
   run->set_generation(run->generation() + 1);
   SetTime(run->mutable_update_time(), now);
-  if (to == FAILED) run->set_failure_reason(reason);
+  if (to == FAILED || to == CANCELLED) run->set_failure_reason(reason);
 
   Statement update(db_, "UPDATE runs SET state = ?, run = ? WHERE run_id = ?;");
   RETURN_IF_ERROR(update.status());
@@ -452,6 +459,115 @@ absl::StatusOr<std::vector<RunEventRecord>> RunStore::Events(
     events.push_back(std::move(e));
   }
   return events;
+}
+
+absl::StatusOr<Sweep> RunStore::CreateSweep(Sweep sweep,
+                                            const std::string& idempotency_key,
+                                            bool* created) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
+  auto rollback = [&](absl::Status status) {
+    Exec("ROLLBACK;").IgnoreError();
+    return status;
+  };
+  if (!idempotency_key.empty()) {
+    Statement find(db_, "SELECT sweep FROM sweeps WHERE idempotency_key = ?;");
+    RETURN_IF_ERROR(find.status());
+    find.Bind(1, idempotency_key);
+    if (find.Step() == SQLITE_ROW) {
+      Sweep stored;
+      if (!stored.ParseFromString(find.Blob(0))) {
+        return rollback(absl::DataLossError("stored sweep does not parse"));
+      }
+      RETURN_IF_ERROR(Exec("COMMIT;"));
+      *created = false;
+      return stored;
+    }
+  }
+  Statement insert(db_,
+                   "INSERT INTO sweeps(state, idempotency_key, sweep) "
+                   "VALUES(?, ?, x'');");
+  RETURN_IF_ERROR(insert.status());
+  insert.Bind(1, static_cast<int64_t>(sweep.state()));
+  if (idempotency_key.empty()) {
+    insert.BindNull(2);
+  } else {
+    insert.Bind(2, idempotency_key);
+  }
+  absl::Status status = insert.Done(insert.Step());
+  if (!status.ok()) return rollback(status);
+  const int64_t seq = sqlite3_last_insert_rowid(db_);
+  sweep.set_sweep_id(absl::StrFormat("sweep-%06d", seq));
+  Statement update(db_,
+                   "UPDATE sweeps SET sweep_id = ?, sweep = ? WHERE seq = ?;");
+  RETURN_IF_ERROR(update.status());
+  update.Bind(1, sweep.sweep_id());
+  update.BindBlob(2, sweep.SerializeAsString());
+  update.Bind(3, seq);
+  status = update.Done(update.Step());
+  if (!status.ok()) return rollback(status);
+  RETURN_IF_ERROR(Exec("COMMIT;"));
+  *created = true;
+  return sweep;
+}
+
+absl::Status RunStore::PutSweep(const Sweep& sweep) {
+  absl::MutexLock lock(&mu_);
+  Statement update(
+      db_, "UPDATE sweeps SET state = ?, sweep = ? WHERE sweep_id = ?;");
+  RETURN_IF_ERROR(update.status());
+  update.Bind(1, static_cast<int64_t>(sweep.state()));
+  update.BindBlob(2, sweep.SerializeAsString());
+  update.Bind(3, sweep.sweep_id());
+  RETURN_IF_ERROR(update.Done(update.Step()));
+  if (sqlite3_changes(db_) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("no sweep \"", sweep.sweep_id(), "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sweep> RunStore::GetSweep(const std::string& sweep_id) {
+  absl::MutexLock lock(&mu_);
+  Statement find(db_, "SELECT sweep FROM sweeps WHERE sweep_id = ?;");
+  RETURN_IF_ERROR(find.status());
+  find.Bind(1, sweep_id);
+  if (find.Step() != SQLITE_ROW) {
+    return absl::NotFoundError(absl::StrCat("no sweep \"", sweep_id, "\""));
+  }
+  Sweep sweep;
+  if (!sweep.ParseFromString(find.Blob(0))) {
+    return absl::DataLossError(
+        absl::StrCat("stored sweep \"", sweep_id, "\" does not parse"));
+  }
+  return sweep;
+}
+
+absl::StatusOr<std::vector<Sweep>> RunStore::ListSweeps(bool unfinished_only,
+                                                        int limit) {
+  absl::MutexLock lock(&mu_);
+  Statement list(db_, unfinished_only
+                          ? "SELECT sweep FROM sweeps WHERE state NOT IN "
+                            "(?, ?, ?) ORDER BY seq DESC LIMIT ?;"
+                          : "SELECT sweep FROM sweeps ORDER BY seq DESC "
+                            "LIMIT ?;");
+  RETURN_IF_ERROR(list.status());
+  int next = 1;
+  if (unfinished_only) {
+    for (const RunState s : {SUCCEEDED, FAILED, CANCELLED}) {
+      list.Bind(next++, static_cast<int64_t>(s));
+    }
+  }
+  list.Bind(next, static_cast<int64_t>(limit));
+  std::vector<Sweep> sweeps;
+  while (list.Step() == SQLITE_ROW) {
+    Sweep sweep;
+    if (!sweep.ParseFromString(list.Blob(0))) {
+      return absl::DataLossError("stored sweep does not parse");
+    }
+    sweeps.push_back(std::move(sweep));
+  }
+  return sweeps;
 }
 
 }  // namespace rl

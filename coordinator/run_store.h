@@ -98,6 +98,21 @@ class RunStore {
                               const std::string& nonce);
   absl::StatusOr<std::map<std::string, std::string>> WorkerNonces();
 
+  // Sweeps (coordinator/sweep_manager.h), stored whole. CreateSweep gives
+  // `sweep` its id ("sweep-000001"), or, when `idempotency_key` is
+  // non-empty and already used, returns the sweep it made (`*created`
+  // false).
+  absl::StatusOr<Sweep> CreateSweep(Sweep sweep,
+                                    const std::string& idempotency_key,
+                                    bool* created);
+  // Replaces a stored sweep (NOT_FOUND for an unknown id).
+  absl::Status PutSweep(const Sweep& sweep);
+  absl::StatusOr<Sweep> GetSweep(const std::string& sweep_id);
+  // Newest first, at most `limit`; only those not ended with
+  // `unfinished_only`.
+  absl::StatusOr<std::vector<Sweep>> ListSweeps(bool unfinished_only,
+                                                int limit);
+
   // True if the lifecycle allows `from` -> `to`.
   static bool TransitionAllowed(RunState from, RunState to);
 

@@ -375,6 +375,19 @@ absl::Status ResolveSweepSpec(SweepSpec* spec) {
 absl::StatusOr<SweepSpec> ParseSweepSpec(absl::string_view text,
                                          RunFileFormat format,
                                          const std::string& base_dir) {
+  return ParseSweepSpec(
+      text, format,
+      [&](const std::string& base_run_file) -> absl::StatusOr<RunSpec> {
+        const fs::path path = fs::path(base_run_file).is_absolute()
+                                  ? fs::path(base_run_file)
+                                  : fs::path(base_dir) / base_run_file;
+        return LoadRunSpecFile(path.string());
+      });
+}
+
+absl::StatusOr<SweepSpec> ParseSweepSpec(absl::string_view text,
+                                         RunFileFormat format,
+                                         const BaseRunLoader& load_base) {
   auto json = RunFileToJson(text, format);
   if (!json.ok()) {
     return absl::InvalidArgumentError(
@@ -395,10 +408,7 @@ absl::StatusOr<SweepSpec> ParseSweepSpec(absl::string_view text,
       return absl::InvalidArgumentError(
           "sweep file: base and base_run_file: give one of them");
     }
-    const fs::path path = fs::path(spec.base_run_file()).is_absolute()
-                              ? fs::path(spec.base_run_file())
-                              : fs::path(base_dir) / spec.base_run_file();
-    auto base = LoadRunSpecFile(path.string());
+    auto base = load_base(spec.base_run_file());
     if (!base.ok()) {
       return absl::Status(
           base.status().code(),

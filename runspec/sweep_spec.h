@@ -7,6 +7,7 @@
 #ifndef RL_RUNSPEC_SWEEP_SPEC_H_
 #define RL_RUNSPEC_SWEEP_SPEC_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -33,6 +34,13 @@ inline constexpr int kMaxSweepParameters = 32;
 absl::StatusOr<SweepSpec> ParseSweepSpec(absl::string_view text,
                                          RunFileFormat format,
                                          const std::string& base_dir);
+// The same, with `load_base` giving the run named by base_run_file (the
+// coordinator's: the text that came with the sweep file).
+using BaseRunLoader =
+    std::function<absl::StatusOr<RunSpec>(const std::string& base_run_file)>;
+absl::StatusOr<SweepSpec> ParseSweepSpec(absl::string_view text,
+                                         RunFileFormat format,
+                                         const BaseRunLoader& load_base);
 // The same from a file (JSON for .json, YAML otherwise); NOT_FOUND if it
 // cannot be read.
 absl::StatusOr<SweepSpec> LoadSweepSpecFile(const std::string& path);

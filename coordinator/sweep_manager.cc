@@ -1,0 +1,426 @@
+#include "coordinator/sweep_manager.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "runspec/run_spec.h"
+
+namespace rl {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+bool IsFinal(RunState s) {
+  return s == SUCCEEDED || s == FAILED || s == CANCELLED;
+}
+
+void SetNow(google::protobuf::Timestamp* ts) {
+  const int64_t ns = absl::ToUnixNanos(absl::Now());
+  ts->set_seconds(ns / 1000000000);
+  ts->set_nanos(static_cast<int32_t>(ns % 1000000000));
+}
+
+RunFileFormat FormatOf(absl::string_view name) {
+  return absl::EndsWith(name, ".json") ? RunFileFormat::kJson
+                                       : RunFileFormat::kYaml;
+}
+
+bool Better(double a, double b, bool maximize) {
+  if (std::isnan(b)) return !std::isnan(a);
+  if (std::isnan(a)) return false;
+  return maximize ? a > b : a < b;
+}
+
+std::string Number(double v) {
+  return std::isnan(v) ? "none" : absl::StrFormat("%.4g", v);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(
+    CoordinatorCore* core, RunStore* store) {
+  auto manager = std::unique_ptr<SweepManager>(new SweepManager(core, store));
+  RETURN_IF_ERROR(manager->Recover());
+  return manager;
+}
+
+absl::Status SweepManager::Recover() {
+  ASSIGN_OR_RETURN(std::vector<Sweep> sweeps,
+                   store_->ListSweeps(/*unfinished_only=*/true,
+                                      std::numeric_limits<int>::max()));
+  absl::MutexLock lock(&mu_);
+  for (Sweep& sweep : sweeps) {
+    Live live;
+    absl::StatusOr<std::vector<SweepTrial>> expanded =
+        ExpandSweep(sweep.spec());
+    live.sweep = std::move(sweep);
+    live.stored = live.sweep.SerializeAsString();
+    if (!expanded.ok() ||
+        expanded->size() != static_cast<size_t>(live.sweep.trials_size())) {
+      // Written by a coordinator whose expansion differed: its trials
+      // cannot be told apart any more.
+      live.sweep.set_state(FAILED);
+      live.sweep.set_reason(absl::StrCat(
+          "cannot be recovered: its trials no longer expand from its spec (",
+          expanded.ok() ? "a different number of them"
+                        : expanded.status().ToString(),
+          ")"));
+      WriteLocked(&live);
+      continue;
+    }
+    live.expanded = *std::move(expanded);
+    RL_LOG_INFO("sweep {} recovered: {} trials", live.sweep.sweep_id(),
+                live.sweep.trials_size());
+    const std::string id = live.sweep.sweep_id();
+    live_.emplace(id, std::move(live));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
+                                           const std::string& owner) {
+  const std::string name = request.sweep_file_name().empty()
+                               ? std::string("sweep file")
+                               : request.sweep_file_name();
+  if (request.sweep_file_name().size() > 4096) {
+    return absl::InvalidArgumentError("sweep_file_name: at most 4096 bytes");
+  }
+  if (request.idempotency_key().size() > 256) {
+    return absl::InvalidArgumentError("idempotency_key: at most 256 bytes");
+  }
+  for (const auto& [field, bytes] :
+       {std::pair<const char*, const std::string*>{"sweep_file",
+                                                   &request.sweep_file()},
+        {"base_run_file", &request.base_run_file()}}) {
+    if (bytes->size() > static_cast<size_t>(kMaxRunFileBytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": ", bytes->size(), " bytes, at most ", kMaxRunFileBytes));
+    }
+  }
+  if (request.sweep_file().empty()) {
+    return absl::InvalidArgumentError("sweep_file: empty");
+  }
+  // The base run file comes with the request: the coordinator does not
+  // read the caller's disk.
+  const BaseRunLoader load_base =
+      [&](const std::string& path) -> absl::StatusOr<RunSpec> {
+    if (request.base_run_file().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the sweep names \"", path,
+                       "\": send that file's text with it (SubmitSweepRequest."
+                       "base_run_file; rlctl sweep submit does)"));
+    }
+    return LoadRunSpec(request.base_run_file(), FormatOf(path));
+  };
+  absl::StatusOr<SweepSpec> spec =
+      ParseSweepSpec(request.sweep_file(), FormatOf(name), load_base);
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(),
+                        absl::StrCat(name, ": ", spec.status().message()));
+  }
+  if (spec->metric().series() != kSweepSeries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": metric.series: the coordinator scores ", kSweepSeries,
+        " (its trials' mean return of the last 100 episodes), not \"",
+        spec->metric().series(), "\""));
+  }
+  absl::StatusOr<std::vector<SweepTrial>> expanded = ExpandSweep(*spec);
+  if (!expanded.ok()) {
+    return absl::Status(expanded.status().code(),
+                        absl::StrCat(name, ": ", expanded.status().message()));
+  }
+  Sweep sweep;
+  *sweep.mutable_spec() = *spec;
+  sweep.set_state(RUNNING);
+  sweep.set_owner(owner);
+  SetNow(sweep.mutable_create_time());
+  SetNow(sweep.mutable_update_time());
+  for (const SweepTrial& t : *expanded) {
+    Trial* trial = sweep.add_trials();
+    trial->set_index(t.index);
+    trial->set_config(t.config);
+    trial->set_seed_offset(t.seed_offset);
+    for (const auto& [path, value] : t.parameters) {
+      (*trial->mutable_parameters())[path] = value;
+    }
+    trial->set_state(QUEUED);
+    trial->set_score(kNaN);
+  }
+  bool created = false;
+  ASSIGN_OR_RETURN(
+      sweep, store_->CreateSweep(std::move(sweep), request.idempotency_key(),
+                                 &created));
+  absl::MutexLock lock(&mu_);
+  if (!created) {
+    auto it = live_.find(sweep.sweep_id());
+    return it == live_.end() ? sweep : it->second.sweep;
+  }
+  Live live;
+  live.sweep = std::move(sweep);
+  live.expanded = *std::move(expanded);
+  RL_LOG_INFO("sweep {} ({}) submitted by {}: {} trials, {} at once",
+              live.sweep.sweep_id(), live.sweep.spec().name(), owner,
+              live.sweep.trials_size(), live.sweep.spec().concurrency());
+  const std::string id = live.sweep.sweep_id();
+  Live& stored = live_.emplace(id, std::move(live)).first->second;
+  Sweep out;
+  if (AdvanceLocked(&stored)) {
+    out = stored.sweep;
+    live_.erase(id);
+  } else {
+    out = stored.sweep;
+  }
+  return out;
+}
+
+absl::StatusOr<Sweep> SweepManager::Get(const std::string& sweep_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = live_.find(sweep_id);
+    if (it != live_.end()) return it->second.sweep;
+  }
+  return store_->GetSweep(sweep_id);
+}
+
+absl::StatusOr<ListSweepsResponse> SweepManager::List() {
+  ASSIGN_OR_RETURN(std::vector<Sweep> sweeps,
+                   store_->ListSweeps(false, kMaxListedSweeps));
+  ListSweepsResponse response;
+  absl::MutexLock lock(&mu_);
+  for (Sweep& sweep : sweeps) {
+    auto it = live_.find(sweep.sweep_id());
+    *response.add_sweeps() =
+        it == live_.end() ? std::move(sweep) : it->second.sweep;
+  }
+  return response;
+}
+
+absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(sweep_id);
+  if (it == live_.end()) return store_->GetSweep(sweep_id);  // ended
+  Live& live = it->second;
+  for (Trial& trial : *live.sweep.mutable_trials()) {
+    if (IsFinal(trial.state())) continue;
+    if (trial.run_id().empty()) {
+      trial.set_state(CANCELLED);
+      trial.set_reason("not started: the sweep was cancelled");
+      continue;
+    }
+    absl::StatusOr<Run> run = core_->CancelRun(
+        trial.run_id(), absl::StrCat("its sweep ", sweep_id, " was cancelled"));
+    if (run.ok()) {
+      trial.set_state(run->state());
+      trial.set_reason(run->failure_reason());
+    } else {
+      RL_LOG_WARNING("sweep {}: cancelling {}: {}", sweep_id, trial.run_id(),
+                     run.status().ToString());
+    }
+  }
+  live.sweep.set_state(CANCELLED);
+  live.sweep.set_reason("cancelled by a user");
+  SetNow(live.sweep.mutable_update_time());
+  WriteLocked(&live);
+  Sweep out = live.sweep;
+  live_.erase(it);
+  return out;
+}
+
+void SweepManager::Tick() {
+  absl::MutexLock lock(&mu_);
+  for (auto it = live_.begin(); it != live_.end();) {
+    if (AdvanceLocked(&it->second)) {
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool SweepManager::AdvanceLocked(Live* live) {
+  Sweep& sweep = live->sweep;
+  int unfinished = 0;
+  for (Trial& trial : *sweep.mutable_trials()) {
+    if (trial.run_id().empty() || IsFinal(trial.state())) continue;
+    FollowTrialLocked(live, &trial);
+    if (!IsFinal(trial.state())) ++unfinished;
+  }
+  for (Trial& trial : *sweep.mutable_trials()) {
+    if (unfinished >= sweep.spec().concurrency()) break;
+    if (!trial.run_id().empty() || IsFinal(trial.state())) continue;
+    SubmitTrialLocked(live, &trial);
+    if (trial.run_id().empty() && !IsFinal(trial.state())) break;  // later
+    if (!IsFinal(trial.state())) ++unfinished;
+  }
+  const bool ended =
+      std::all_of(sweep.trials().begin(), sweep.trials().end(),
+                  [](const Trial& t) { return IsFinal(t.state()); });
+  if (ended) FinishLocked(live);
+  WriteLocked(live);
+  return ended;
+}
+
+void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
+  const SweepSpec& spec = live->sweep.spec();
+  absl::StatusOr<Run> run = core_->GetRun(trial->run_id());
+  if (!run.ok()) {
+    trial->set_state(FAILED);
+    trial->set_reason(
+        absl::StrCat("its run is gone: ", run.status().message()));
+    return;
+  }
+  trial->set_state(run->state());
+  trial->set_env_steps(run->progress().env_steps());
+  if (IsFinal(run->state())) trial->set_reason(run->failure_reason());
+  // A progress report after an update is one point of the metric.
+  const double mean_return = run->progress().mean_return();
+  const int64_t version = run->progress().policy_version();
+  auto seen = live->scored_version.find(trial->index());
+  if (!std::isnan(mean_return) &&
+      (seen == live->scored_version.end() || seen->second != version)) {
+    live->scored_version[trial->index()] = version;
+    trial->add_recent(mean_return);
+    const int keep = std::max(1, spec.metric().last_points());
+    while (trial->recent_size() > keep) {
+      trial->mutable_recent()->erase(trial->mutable_recent()->begin());
+    }
+  }
+  const bool maximize = spec.metric().goal() != "min";
+  double score = kNaN;
+  for (const double point : trial->recent()) {
+    if (Better(point, score, maximize)) score = point;
+  }
+  trial->set_score(score);
+  if (IsFinal(trial->state())) return;
+  // Rungs: each one reached is scored once and decided at once.
+  const EarlyStopping& stopping = spec.early_stopping();
+  if (stopping.kind() != "asha" && stopping.kind() != "median") return;
+  const int64_t budget = spec.base().total_env_steps();
+  while (true) {
+    const int rung = trial->rung_scores_size();
+    const int64_t steps = RungSteps(stopping, rung);
+    if (steps <= 0 || trial->env_steps() < steps ||
+        (budget > 0 && steps >= budget)) {
+      return;
+    }
+    trial->add_rung_scores(score);
+    std::vector<double> at_rung;
+    for (const Trial& other : live->sweep.trials()) {
+      if (other.rung_scores_size() > rung) {
+        at_rung.push_back(other.rung_scores(rung));
+      }
+    }
+    if (KeepsGoing(stopping, maximize, score, at_rung)) continue;
+    const std::string reason = absl::StrCat(
+        "stopped early at rung ", rung + 1, " (", steps,
+        " env steps): ", spec.metric().series(), " ", Number(score),
+        stopping.kind() == "asha"
+            ? absl::StrCat(" is not in the best 1/",
+                           stopping.reduction_factor(), " of the ",
+                           at_rung.size(), " trials that reached it")
+            : absl::StrCat(" is worse than the median of the ", at_rung.size(),
+                           " trials that reached it"));
+    absl::StatusOr<Run> cancelled = core_->CancelRun(trial->run_id(), reason);
+    if (!cancelled.ok()) {
+      RL_LOG_WARNING("sweep {}: stopping {}: {}", live->sweep.sweep_id(),
+                     trial->run_id(), cancelled.status().ToString());
+      return;
+    }
+    RL_LOG_INFO("sweep {}: trial {} ({}) {}", live->sweep.sweep_id(),
+                trial->index(), trial->run_id(), reason);
+    trial->set_state(cancelled->state());
+    trial->set_reason(cancelled->failure_reason());
+    return;
+  }
+}
+
+void SweepManager::SubmitTrialLocked(Live* live, Trial* trial) {
+  const SweepTrial& expanded = live->expanded[trial->index()];
+  SubmitRunRequest request;
+  *request.mutable_spec() = expanded.spec;
+  request.set_idempotency_key(
+      absl::StrCat(live->sweep.sweep_id(), "/", trial->index()));
+  absl::StatusOr<SubmitRunResponse> submitted =
+      core_->SubmitRun(request, live->sweep.owner());
+  if (submitted.status().code() == absl::StatusCode::kResourceExhausted) {
+    return;  // the owner's queue is full (or the store): next tick
+  }
+  if (!submitted.ok()) {
+    trial->set_state(FAILED);
+    trial->set_reason(absl::StrCat("submit: ", submitted.status().message()));
+    return;
+  }
+  trial->set_run_id(submitted->run().run_id());
+  trial->set_state(submitted->run().state());
+  RL_LOG_INFO("sweep {}: trial {} is {} ({})", live->sweep.sweep_id(),
+              trial->index(), trial->run_id(),
+              DescribeParameters(expanded.parameters));
+}
+
+void SweepManager::FinishLocked(Live* live) {
+  Sweep& sweep = live->sweep;
+  const bool maximize = sweep.spec().metric().goal() != "min";
+  // The best configuration by the mean score of its succeeded trials.
+  std::map<int, std::pair<double, int>> sums;  // config -> (sum, count)
+  for (const Trial& trial : sweep.trials()) {
+    if (trial.state() != SUCCEEDED || std::isnan(trial.score())) continue;
+    auto& [sum, count] = sums[trial.config()];
+    sum += trial.score();
+    ++count;
+  }
+  int best_config = -1;
+  double best_mean = kNaN;
+  for (const auto& [config, sum_count] : sums) {
+    const double mean = sum_count.first / sum_count.second;
+    if (Better(mean, best_mean, maximize)) {
+      best_mean = mean;
+      best_config = config;
+    }
+  }
+  if (best_config < 0) {
+    sweep.set_state(FAILED);
+    sweep.set_reason(absl::StrCat("none of its ", sweep.trials_size(),
+                                  " trials succeeded with a score"));
+  } else {
+    const Trial* best = nullptr;
+    for (const Trial& trial : sweep.trials()) {
+      if (trial.config() != best_config || trial.state() != SUCCEEDED ||
+          std::isnan(trial.score())) {
+        continue;
+      }
+      if (best == nullptr || Better(trial.score(), best->score(), maximize)) {
+        best = &trial;
+      }
+    }
+    sweep.set_state(SUCCEEDED);
+    sweep.set_best_run_id(best->run_id());
+  }
+  SetNow(sweep.mutable_update_time());
+  RL_LOG_INFO("sweep {} {}: best {} {}", sweep.sweep_id(),
+              RunState_Name(sweep.state()), sweep.best_run_id(),
+              sweep.reason());
+}
+
+void SweepManager::WriteLocked(Live* live) {
+  std::string now = live->sweep.SerializeAsString();
+  if (now == live->stored) return;
+  SetNow(live->sweep.mutable_update_time());
+  now = live->sweep.SerializeAsString();
+  const absl::Status status = store_->PutSweep(live->sweep);
+  if (!status.ok()) {
+    // Kept in memory (Get sees it); written on a later change.
+    RL_LOG_WARNING("sweep {}: not written: {}", live->sweep.sweep_id(),
+                   status.ToString());
+    return;
+  }
+  live->stored = std::move(now);
+}
+
+}  // namespace rl

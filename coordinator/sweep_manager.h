@@ -1,0 +1,98 @@
+// Sweeps run by the coordinator (docs/sweeps.md): a sweep file parsed and
+// expanded into trials (runspec/sweep_spec.h), stored whole in the
+// coordinator's store, and driven from the coordinator's tick:
+//
+//   - trials are ordinary runs of the sweep's owner named "<sweep>-<index>"
+//     (priorities, quotas and placement as for any run), at most
+//     `concurrency` of them unfinished at once, each submitted with the
+//     idempotency key "<sweep id>/<index>" so that a restart between the
+//     submit and the sweep's write submits nothing twice;
+//   - a trial's score is the best of its run's last `metric.last_points`
+//     progress reports of the mean return (learner/mean_return);
+//   - early stopping (asha, median) decides as each trial reaches a rung,
+//     against the scores recorded at that rung so far (asynchronous, as Ray
+//     Tune's ASHA): a loser's run ends CANCELLED naming the rung and why;
+//   - the sweep ends SUCCEEDED with its best trial (the best configuration
+//     by the mean score of its succeeded trials), FAILED when none
+//     succeeded, or CANCELLED with its unfinished trials.
+//
+// Unfinished sweeps are recovered from the store at Create. No gRPC: the
+// service calls this.
+#ifndef RL_COORDINATOR_SWEEP_MANAGER_H_
+#define RL_COORDINATOR_SWEEP_MANAGER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "coordinator/coordinator_core.h"
+#include "coordinator/run_store.h"
+#include "proto/coordinator.pb.h"
+#include "runspec/sweep_spec.h"
+
+namespace rl {
+
+// The one metric a coordinator sweep scores (its runs' progress).
+inline constexpr char kSweepSeries[] = "learner/mean_return";
+// ListSweeps' most.
+inline constexpr int kMaxListedSweeps = 100;
+
+class SweepManager {
+ public:
+  // `core` and `store` (the core's) outlive it.
+  static absl::StatusOr<std::unique_ptr<SweepManager>> Create(
+      CoordinatorCore* core, RunStore* store);
+
+  // Parses and validates the sweep file (INVALID_ARGUMENT naming the
+  // field path, prefixed with its name), stores the sweep RUNNING and
+  // submits its first trials as `owner`'s runs.
+  absl::StatusOr<Sweep> Submit(const SubmitSweepRequest& request,
+                               const std::string& owner);
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<Sweep> Get(const std::string& sweep_id);
+  absl::StatusOr<ListSweepsResponse> List();
+  // Cancels its unfinished trials' runs; idempotent.
+  absl::StatusOr<Sweep> Cancel(const std::string& sweep_id);
+
+  // Follows every unfinished sweep's trials: scores, rungs, next trials,
+  // the end. Called by the service after the core's Tick.
+  void Tick();
+
+ private:
+  // An unfinished sweep and its trials' run specs (expanded again from the
+  // stored spec after a restart: the expansion is deterministic).
+  struct Live {
+    Sweep sweep;
+    std::vector<SweepTrial> expanded;
+    // The last policy version scored per trial (a progress report counts
+    // as one point once).
+    std::map<int, int64_t> scored_version;
+    std::string stored;  // the sweep as last written
+  };
+
+  SweepManager(CoordinatorCore* core, RunStore* store)
+      : core_(core), store_(store) {}
+  absl::Status Recover();
+  // Advances `live` one step; writes it to the store if it changed. True
+  // when the sweep ended.
+  bool AdvanceLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FollowTrialLocked(Live* live, Trial* trial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SubmitTrialLocked(Live* live, Trial* trial)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  CoordinatorCore* const core_;
+  RunStore* const store_;
+  absl::Mutex mu_;
+  std::map<std::string, Live> live_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_COORDINATOR_SWEEP_MANAGER_H_

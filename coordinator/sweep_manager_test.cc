@@ -1,0 +1,282 @@
+// The coordinator's sweeps over a real CoordinatorCore and SQLite store,
+// its workers registered and reporting by hand (no processes): trials as
+// runs, ASHA's decisions at a rung, the best trial, a restart, cancelling
+// and bad sweep files.
+#include "coordinator/sweep_manager.h"
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kSweep[] = R"(
+name: lr
+base: {env: {id: CartPole-v1}, total_env_steps: 4000, envs_per_actor: 8,
+       segment_length: 32}
+method: grid
+parameters:
+  ppo.learning_rate: {values: [0.001, 0.002, 0.003, 0.004]}
+metric: {series: learner/mean_return, goal: max}
+concurrency: 4
+early_stopping: {kind: asha, first_rung_steps: 1000, reduction_factor: 2,
+                 min_trials_at_rung: 2}
+)";
+
+class SweepManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string dir = MakeTestDir();
+    options_.store_path = dir + "/coordinator.db";
+    options_.runs_dir = dir + "/runs";
+    options_.lease_ttl = absl::Hours(1);
+    Start();
+  }
+
+  void Start() {
+    sweeps_.reset();
+    core_.reset();
+    auto core = CoordinatorCore::Create(options_);
+    ASSERT_OK(core);
+    core_ = *std::move(core);
+    auto sweeps = SweepManager::Create(core_.get(), core_->store());
+    ASSERT_OK(sweeps);
+    sweeps_ = *std::move(sweeps);
+  }
+
+  absl::StatusOr<Sweep> Submit(const std::string& text,
+                               const std::string& base = "") {
+    SubmitSweepRequest request;
+    request.set_sweep_file(text);
+    request.set_sweep_file_name("lr.yaml");
+    request.set_base_run_file(base);
+    return sweeps_->Submit(request, "alice");
+  }
+
+  // Learner and actor pairs 0..n-1, registered once.
+  void Workers(int n) {
+    for (int i = 0; i < n; ++i) {
+      for (const WorkerRole role : {LEARNER, ACTOR}) {
+        const std::string name =
+            absl::StrCat(role == LEARNER ? "learner-" : "actor-", i);
+        RegisterWorkerRequest request;
+        request.set_worker_name(name);
+        request.mutable_capabilities()->set_role(role);
+        if (role == LEARNER) request.set_address("127.0.0.1:5000");
+        auto response = core_->RegisterWorker(request);
+        ASSERT_OK(response);
+        keys_[name] = response->worker_key();
+        epochs_[name] = response->lease().epoch();
+      }
+    }
+  }
+
+  // Run id -> the learner holding it (from the heartbeats).
+  std::map<std::string, std::pair<std::string, int64_t>> Learners(int n) {
+    std::map<std::string, std::pair<std::string, int64_t>> held;
+    for (int i = 0; i < n; ++i) {
+      const std::string name = absl::StrCat("learner-", i);
+      HeartbeatRequest beat;
+      beat.set_worker_id(name);
+      beat.set_worker_key(keys_[name]);
+      beat.set_lease_epoch(epochs_[name]);
+      auto response = core_->Heartbeat(beat);
+      EXPECT_OK(response);
+      if (response.ok() && !response->assignment().run_id().empty()) {
+        held[response->assignment().run_id()] = {
+            name, response->assignment().assignment_id()};
+      }
+    }
+    return held;
+  }
+
+  void Report(const std::pair<std::string, int64_t>& learner, int64_t steps,
+              double mean_return, int64_t version, bool finished = false) {
+    ReportStatusRequest report;
+    report.set_worker_id(learner.first);
+    report.set_worker_key(keys_[learner.first]);
+    report.set_assignment_id(learner.second);
+    report.mutable_progress()->set_env_steps(steps);
+    report.mutable_progress()->set_mean_return(mean_return);
+    report.mutable_progress()->set_policy_version(version);
+    report.set_finished(finished);
+    ASSERT_OK(core_->ReportStatus(report));
+  }
+
+  void Tick() {
+    core_->Tick();
+    sweeps_->Tick();
+  }
+
+  CoordinatorOptions options_;
+  std::unique_ptr<CoordinatorCore> core_;
+  std::unique_ptr<SweepManager> sweeps_;
+  std::map<std::string, std::string> keys_;
+  std::map<std::string, int64_t> epochs_;
+};
+
+TEST_F(SweepManagerTest, AshaStopsLosersAtTheirRungAndTheBestTrialWins) {
+  Workers(4);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kSweep));
+  EXPECT_EQ(submitted.state(), RUNNING);
+  EXPECT_EQ(submitted.owner(), "alice");
+  ASSERT_EQ(submitted.trials_size(), 4);
+  for (const Trial& trial : submitted.trials()) {
+    EXPECT_FALSE(trial.run_id().empty()) << "concurrency 4: all started";
+    ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
+    EXPECT_EQ(run.owner(), "alice");
+    EXPECT_EQ(run.spec().name(), absl::StrCat("lr-", trial.index()));
+  }
+  Tick();
+  const auto learners = Learners(4);
+  ASSERT_EQ(learners.size(), 4u);
+  // Trial k reaches the first rung (1000 steps) with return 30 - 10k: in
+  // index order, trial 0 is alone there (goes on), then each later one is
+  // outside the best half of those there so far.
+  for (const Trial& trial : submitted.trials()) {
+    Report(learners.at(trial.run_id()), 1200, 30 - 10 * trial.index(), 1);
+  }
+  sweeps_->Tick();
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).state(), RUNNING);
+  EXPECT_EQ(sweep.trials(0).rung_scores_size(), 1);
+  for (int k = 1; k < 4; ++k) {
+    const Trial& trial = sweep.trials(k);
+    EXPECT_EQ(trial.state(), CANCELLED) << k;
+    EXPECT_THAT(
+        trial.reason(),
+        AllOf(HasSubstr("stopped early at rung 1 (1000 env steps)"),
+              HasSubstr(absl::StrCat("learner/mean_return ", 30 - 10 * k)),
+              HasSubstr("not in the best 1/2 of the")))
+        << k;
+    ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
+    EXPECT_EQ(run.state(), CANCELLED);
+    EXPECT_EQ(run.failure_reason(), trial.reason());
+  }
+  // The winner goes on to its budget; its score is the last report's.
+  Report(learners.at(sweep.trials(0).run_id()), 4000, 45, 2,
+         /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.state(), SUCCEEDED);
+  EXPECT_EQ(sweep.best_run_id(), sweep.trials(0).run_id());
+  EXPECT_EQ(sweep.trials(0).score(), 45);
+  EXPECT_EQ(sweep.trials(0).env_steps(), 4000);
+  // Stored: a new manager over the same store reads it back as it ended.
+  Start();
+  ASSERT_OK_AND_ASSIGN(const Sweep stored, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(stored.state(), SUCCEEDED);
+  EXPECT_EQ(stored.best_run_id(), sweep.best_run_id());
+  ASSERT_OK_AND_ASSIGN(const ListSweepsResponse list, sweeps_->List());
+  ASSERT_EQ(list.sweeps_size(), 1);
+  EXPECT_EQ(list.sweeps(0).sweep_id(), submitted.sweep_id());
+}
+
+TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
+  const std::string one_at_a_time =
+      absl::StrCat(kSweep, "\nconcurrency: 1\n")
+          .replace(std::string(kSweep).find("concurrency: 4"), 14,
+                   "max_trials: 9");
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(one_at_a_time));
+  ASSERT_EQ(submitted.trials_size(), 4);
+  const std::string first = submitted.trials(0).run_id();
+  EXPECT_FALSE(first.empty());
+  EXPECT_TRUE(submitted.trials(1).run_id().empty());
+  // The coordinator restarts: the sweep comes back with its trials.
+  Start();
+  Workers(1);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.state(), RUNNING);
+  EXPECT_EQ(sweep.trials(0).run_id(), first);
+  EXPECT_TRUE(sweep.trials(1).run_id().empty());
+  ListRunsRequest all;
+  EXPECT_EQ(core_->ListRuns(all)->runs_size(), 1);
+  // Its first trial ends: the second starts.
+  Report(Learners(1).at(first), 4000, 100, 5, /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).state(), SUCCEEDED);
+  EXPECT_FALSE(sweep.trials(1).run_id().empty());
+  EXPECT_EQ(core_->ListRuns(all)->runs_size(), 2);
+}
+
+TEST_F(SweepManagerTest, CancellingASweepCancelsItsTrials) {
+  const std::string two_at_a_time = std::string(kSweep).replace(
+      std::string(kSweep).find("concurrency: 4"), 14, "concurrency: 2");
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(two_at_a_time));
+  ASSERT_OK_AND_ASSIGN(const Sweep cancelled,
+                       sweeps_->Cancel(submitted.sweep_id()));
+  EXPECT_EQ(cancelled.state(), CANCELLED);
+  for (const Trial& trial : cancelled.trials()) {
+    EXPECT_EQ(trial.state(), CANCELLED) << trial.index();
+    if (trial.index() < 2) {
+      ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
+      EXPECT_EQ(run.state(), CANCELLED);
+      EXPECT_THAT(run.failure_reason(),
+                  HasSubstr(absl::StrCat("its sweep ", submitted.sweep_id(),
+                                         " was cancelled")));
+    } else {
+      EXPECT_TRUE(trial.run_id().empty());
+      EXPECT_THAT(trial.reason(), HasSubstr("not started"));
+    }
+  }
+  // Idempotent, and nothing starts afterwards.
+  ASSERT_OK_AND_ASSIGN(const Sweep again,
+                       sweeps_->Cancel(submitted.sweep_id()));
+  EXPECT_EQ(again.state(), CANCELLED);
+  Tick();
+  ListRunsRequest all;
+  EXPECT_EQ(core_->ListRuns(all)->runs_size(), 2);
+}
+
+TEST_F(SweepManagerTest, BadSweepFilesAreRefusedNamingTheField) {
+  const std::string typo = std::string(kSweep).replace(
+      std::string(kSweep).find("ppo.learning_rate"), 17, "ppo.learnin_rate");
+  EXPECT_THAT(Submit(typo).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("lr.yaml: "),
+                             HasSubstr("parameters.ppo.learnin_rate: no such "
+                                       "run-file field"))));
+  // A base run file must come with the sweep file.
+  constexpr char kByFile[] = R"(
+base_run_file: ../cartpole.yaml
+metric: {series: learner/mean_return}
+method: grid
+parameters:
+  ppo.learning_rate: {values: [0.001, 0.002]}
+)";
+  EXPECT_THAT(Submit(kByFile).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("base_run_file: the sweep names "
+                                 "\"../cartpole.yaml\": send that file's "
+                                 "text")));
+  ASSERT_OK_AND_ASSIGN(
+      const Sweep by_file,
+      Submit(kByFile, "env: {id: CartPole-v1}\ntotal_env_steps: 5000\n"));
+  EXPECT_EQ(by_file.spec().base().total_env_steps(), 5000);
+  EXPECT_EQ(by_file.trials_size(), 2);
+  // The coordinator scores the runs' mean return only.
+  EXPECT_THAT(Submit(std::string(kSweep).replace(
+                         std::string(kSweep).find("learner/mean_return"), 19,
+                         "actor/env_seconds"))
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("metric.series: the coordinator scores "
+                                 "learner/mean_return")));
+  EXPECT_THAT(sweeps_->Get("sweep-999999").status(),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+}  // namespace
+}  // namespace rl
