@@ -166,6 +166,7 @@ uint32_t AllowedRoles(absl::string_view method) {
           {"/rl.RunService/GetSweep", kRoleUser | kRoleAdmin},
           {"/rl.RunService/ListSweeps", kRoleUser | kRoleAdmin},
           {"/rl.RunService/CancelSweep", kRoleUser | kRoleAdmin},
+          {"/rl.RunService/AddSweepTrial", kRoleUser | kRoleAdmin},
           {"/rl.WorkerService/RegisterWorker", kRoleWorker | kRoleAdmin},
           {"/rl.WorkerService/Heartbeat", kRoleWorker | kRoleAdmin},
           {"/rl.WorkerService/ReportStatus", kRoleWorker | kRoleAdmin},

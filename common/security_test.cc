@@ -47,6 +47,7 @@ const std::map<std::string, uint32_t>& ExpectedRoles() {
       {"/rl.RunService/GetSweep", kRoleUser | kRoleAdmin},
       {"/rl.RunService/ListSweeps", kRoleUser | kRoleAdmin},
       {"/rl.RunService/CancelSweep", kRoleUser | kRoleAdmin},
+      {"/rl.RunService/AddSweepTrial", kRoleUser | kRoleAdmin},
       {"/rl.WorkerService/RegisterWorker", kRoleWorker | kRoleAdmin},
       {"/rl.WorkerService/Heartbeat", kRoleWorker | kRoleAdmin},
       {"/rl.WorkerService/ReportStatus", kRoleWorker | kRoleAdmin},
@@ -225,7 +226,7 @@ TEST_F(SecurityTest, EachRoleAgainstEachMethod) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 20 * 5);
+  EXPECT_EQ(checked, 21 * 5);
   // Health checks need no token (probes of Kubernetes and Slurm scripts).
   EXPECT_EQ(Call("/grpc.health.v1.Health/Check", Client("")).error_code(),
             grpc::StatusCode::OK);

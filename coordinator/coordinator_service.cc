@@ -242,6 +242,15 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelSweep(
                     response);
 }
 
+grpc::ServerUnaryReactor* RunServiceImpl::AddSweepTrial(
+    grpc::CallbackServerContext* context, const AddSweepTrialRequest* request,
+    Sweep* response) {
+  return ReplyUnary(context,
+                    sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
+                                       : sweeps_->AddTrial(*request),
+                    response);
+}
+
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(
     grpc::CallbackServerContext* context, const RegisterWorkerRequest* request,
     RegisterWorkerResponse* response) {

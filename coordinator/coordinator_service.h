@@ -88,6 +88,9 @@ class RunServiceImpl final : public RunService::CallbackService {
   grpc::ServerUnaryReactor* CancelSweep(grpc::CallbackServerContext* context,
                                         const CancelSweepRequest* request,
                                         Sweep* response) override;
+  grpc::ServerUnaryReactor* AddSweepTrial(grpc::CallbackServerContext* context,
+                                          const AddSweepTrialRequest* request,
+                                          Sweep* response) override;
 
   int watchers() const { return watchers_.load(); }
   // WatchRun streams refused by the limit so far.

@@ -38,6 +38,13 @@ bool Better(double a, double b, bool maximize) {
   return maximize ? a > b : a < b;
 }
 
+// Configurations a sweep holds (each one seeds_per_config trials).
+int ConfigurationsOf(const Sweep& sweep) {
+  return sweep.trials_size() == 0
+             ? 0
+             : sweep.trials(sweep.trials_size() - 1).config() + 1;
+}
+
 std::string Number(double v) {
   return std::isnan(v) ? "none" : absl::StrFormat("%.4g", v);
 }
@@ -58,30 +65,97 @@ absl::Status SweepManager::Recover() {
   absl::MutexLock lock(&mu_);
   for (Sweep& sweep : sweeps) {
     Live live;
-    absl::StatusOr<std::vector<SweepTrial>> expanded =
-        ExpandSweep(sweep.spec());
     live.sweep = std::move(sweep);
     live.stored = live.sweep.SerializeAsString();
-    if (!expanded.ok() ||
-        expanded->size() != static_cast<size_t>(live.sweep.trials_size())) {
-      // Written by a coordinator whose expansion differed: its trials
-      // cannot be told apart any more.
+    absl::Status rebuilt = RebuildTrials(&live);
+    if (!rebuilt.ok()) {
+      // Written by a coordinator whose run files meant something else.
       live.sweep.set_state(FAILED);
-      live.sweep.set_reason(absl::StrCat(
-          "cannot be recovered: its trials no longer expand from its spec (",
-          expanded.ok() ? "a different number of them"
-                        : expanded.status().ToString(),
-          ")"));
+      live.sweep.set_reason(
+          absl::StrCat("cannot be recovered: ", rebuilt.message()));
       WriteLocked(&live);
       continue;
     }
-    live.expanded = *std::move(expanded);
     RL_LOG_INFO("sweep {} recovered: {} trials", live.sweep.sweep_id(),
                 live.sweep.trials_size());
     const std::string id = live.sweep.sweep_id();
     live_.emplace(id, std::move(live));
   }
   return absl::OkStatus();
+}
+
+absl::Status SweepManager::RebuildTrials(Live* live) {
+  live->expanded.clear();
+  for (const Trial& trial : live->sweep.trials()) {
+    const std::map<std::string, google::protobuf::Value> parameters(
+        trial.parameters().begin(), trial.parameters().end());
+    ASSIGN_OR_RETURN(
+        SweepTrial expanded,
+        MakeSweepTrial(live->sweep.spec(), parameters, trial.index(),
+                       trial.config(), trial.seed_offset()));
+    live->expanded.push_back(std::move(expanded));
+  }
+  return absl::OkStatus();
+}
+
+void SweepManager::AppendTrial(Live* live, const SweepTrial& expanded) {
+  Trial* trial = live->sweep.add_trials();
+  trial->set_index(expanded.index);
+  trial->set_config(expanded.config);
+  trial->set_seed_offset(expanded.seed_offset);
+  for (const auto& [path, value] : expanded.parameters) {
+    (*trial->mutable_parameters())[path] = value;
+  }
+  trial->set_state(QUEUED);
+  trial->set_score(kNaN);
+  live->expanded.push_back(expanded);
+}
+
+absl::StatusOr<Sweep> SweepManager::AddTrial(
+    const AddSweepTrialRequest& request) {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(request.sweep_id());
+  if (it == live_.end()) {
+    ASSIGN_OR_RETURN(const Sweep ended, store_->GetSweep(request.sweep_id()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("sweep ", ended.sweep_id(), " has ended (",
+                     RunState_Name(ended.state()), ")"));
+  }
+  Live& live = it->second;
+  const SweepSpec& spec = live.sweep.spec();
+  if (spec.method() != "external") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sweep ", request.sweep_id(), " draws its own trials (method ",
+        spec.method(), "); only a sweep of method external takes them"));
+  }
+  const int configs = ConfigurationsOf(live.sweep);
+  if (configs >= spec.max_trials()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sweep ", request.sweep_id(), " has its max_trials (",
+                     spec.max_trials(), ") configurations already"));
+  }
+  const std::map<std::string, google::protobuf::Value> parameters(
+      request.parameters().begin(), request.parameters().end());
+  RETURN_IF_ERROR(CheckConfiguration(spec, parameters));
+  std::vector<SweepTrial> made;
+  for (int s = 0; s < spec.seeds_per_config(); ++s) {
+    ASSIGN_OR_RETURN(
+        SweepTrial trial,
+        MakeSweepTrial(spec, parameters,
+                       live.sweep.trials_size() + static_cast<int>(made.size()),
+                       configs, s));
+    made.push_back(std::move(trial));
+  }
+  for (const SweepTrial& trial : made) AppendTrial(&live, trial);
+  const std::string id = request.sweep_id();
+  Sweep out;
+  if (AdvanceLocked(&live)) {
+    out = live.sweep;
+    live_.erase(id);
+  } else {
+    out = live.sweep;
+  }
+  return out;
 }
 
 absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
@@ -142,17 +216,10 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
   sweep.set_owner(owner);
   SetNow(sweep.mutable_create_time());
   SetNow(sweep.mutable_update_time());
-  for (const SweepTrial& t : *expanded) {
-    Trial* trial = sweep.add_trials();
-    trial->set_index(t.index);
-    trial->set_config(t.config);
-    trial->set_seed_offset(t.seed_offset);
-    for (const auto& [path, value] : t.parameters) {
-      (*trial->mutable_parameters())[path] = value;
-    }
-    trial->set_state(QUEUED);
-    trial->set_score(kNaN);
-  }
+  Live made;
+  made.sweep = std::move(sweep);
+  for (const SweepTrial& t : *expanded) AppendTrial(&made, t);
+  sweep = std::move(made.sweep);
   bool created = false;
   ASSIGN_OR_RETURN(
       sweep, store_->CreateSweep(std::move(sweep), request.idempotency_key(),
@@ -259,9 +326,12 @@ bool SweepManager::AdvanceLocked(Live* live) {
     if (trial.run_id().empty() && !IsFinal(trial.state())) break;  // later
     if (!IsFinal(trial.state())) ++unfinished;
   }
+  // An external sweep waits for its max_trials configurations.
   const bool ended =
       std::all_of(sweep.trials().begin(), sweep.trials().end(),
-                  [](const Trial& t) { return IsFinal(t.state()); });
+                  [](const Trial& t) { return IsFinal(t.state()); }) &&
+      (sweep.spec().method() != "external" ||
+       ConfigurationsOf(sweep) >= sweep.spec().max_trials());
   if (ended) FinishLocked(live);
   WriteLocked(live);
   return ended;

@@ -58,6 +58,9 @@ class SweepManager {
   // Cancels its unfinished trials' runs; idempotent.
   absl::StatusOr<Sweep> Cancel(const std::string& sweep_id);
 
+  // A configuration for a sweep of method external (AddSweepTrialRequest).
+  absl::StatusOr<Sweep> AddTrial(const AddSweepTrialRequest& request);
+
   // Follows every unfinished sweep's trials: scores, rungs, next trials,
   // the end. Called by the service after the core's Tick.
   void Tick();
@@ -77,6 +80,10 @@ class SweepManager {
   SweepManager(CoordinatorCore* core, RunStore* store)
       : core_(core), store_(store) {}
   absl::Status Recover();
+  // live->expanded again from its trials' parameters.
+  static absl::Status RebuildTrials(Live* live);
+  // A trial made from `expanded`, appended (QUEUED, not submitted).
+  static void AppendTrial(Live* live, const SweepTrial& expanded);
   // Advances `live` one step; writes it to the store if it changed. True
   // when the sweep ended.
   bool AdvanceLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -73,6 +73,7 @@ class SweepManagerTest : public ::testing::Test {
         request.set_worker_name(name);
         request.mutable_capabilities()->set_role(role);
         if (role == LEARNER) request.set_address("127.0.0.1:5000");
+        request.set_worker_key(keys_[name]);  // again after a restart
         auto response = core_->RegisterWorker(request);
         ASSERT_OK(response);
         keys_[name] = response->worker_key();
@@ -238,6 +239,80 @@ TEST_F(SweepManagerTest, CancellingASweepCancelsItsTrials) {
   Tick();
   ListRunsRequest all;
   EXPECT_EQ(core_->ListRuns(all)->runs_size(), 2);
+}
+
+// Method external: the caller (the Python client's Optuna sampler) picks
+// each configuration; the coordinator checks it against the sweep's
+// space and runs it like any trial.
+TEST_F(SweepManagerTest, AnExternalSweepRunsTheCallersConfigurations) {
+  constexpr char kExternal[] = R"(
+name: tpe
+base: {env: {id: CartPole-v1}, total_env_steps: 4000}
+method: external
+max_trials: 2
+concurrency: 1
+parameters:
+  ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
+  policy.activation: {values: [tanh, relu]}
+metric: {series: learner/mean_return, goal: max}
+)";
+  Workers(1);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kExternal));
+  EXPECT_EQ(submitted.trials_size(), 0);
+  EXPECT_EQ(submitted.state(), RUNNING);
+  auto add = [&](double lr, const std::string& activation) {
+    AddSweepTrialRequest request;
+    request.set_sweep_id(submitted.sweep_id());
+    (*request.mutable_parameters())["ppo.learning_rate"].set_number_value(lr);
+    (*request.mutable_parameters())["policy.activation"].set_string_value(
+        activation);
+    return sweeps_->AddTrial(request);
+  };
+  EXPECT_THAT(add(0.5, "gelu").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("parameters.policy.activation: not one "
+                                       "of its values (got \"gelu\")"),
+                             HasSubstr("parameters.ppo.learning_rate: must "
+                                       "be in [0.0001, 0.01] (got 0.5)"))));
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, add(1e-3, "relu"));
+  ASSERT_EQ(sweep.trials_size(), 1);
+  const std::string first = sweep.trials(0).run_id();
+  ASSERT_FALSE(first.empty());
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(first));
+  EXPECT_FLOAT_EQ(run.spec().ppo().learning_rate(), 1e-3f);
+  EXPECT_EQ(run.spec().policy().activation(), "relu");
+  ASSERT_OK_AND_ASSIGN(sweep, add(2e-3, "tanh"));
+  EXPECT_TRUE(sweep.trials(1).run_id().empty());  // concurrency 1
+  EXPECT_THAT(add(3e-3, "tanh").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("max_trials (2)")));
+  // Its configurations survive a restart.
+  Start();
+  Workers(1);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  ASSERT_EQ(sweep.trials_size(), 2);
+  EXPECT_EQ(sweep.trials(0).run_id(), first);
+  Report(Learners(1).at(first), 4000, 200, 3, /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  const std::string second = sweep.trials(1).run_id();
+  ASSERT_FALSE(second.empty());
+  ASSERT_OK_AND_ASSIGN(const rl::Run second_run, core_->GetRun(second));
+  EXPECT_EQ(second_run.spec().policy().activation(), "tanh");
+  core_->Tick();  // places it
+  Report(Learners(1).at(second), 4000, 300, 3, /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.state(), SUCCEEDED);
+  EXPECT_EQ(sweep.best_run_id(), second);
+  // A sweep that draws its own takes none.
+  ASSERT_OK_AND_ASSIGN(const Sweep grid, Submit(kSweep));
+  AddSweepTrialRequest request;
+  request.set_sweep_id(grid.sweep_id());
+  EXPECT_THAT(sweeps_->AddTrial(request).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("draws its own trials (method grid)")));
 }
 
 TEST_F(SweepManagerTest, BadSweepFilesAreRefusedNamingTheField) {

@@ -232,8 +232,9 @@ absl::Status ResolveSweepSpec(SweepSpec* spec) {
   if (spec->name().size() > 100) {
     p.Add("name", "at most 100 characters", spec->name().size());
   }
-  if (spec->method() != "grid" && spec->method() != "random") {
-    p.Add("method", "must be grid or random",
+  if (spec->method() != "grid" && spec->method() != "random" &&
+      spec->method() != "external") {
+    p.Add("method", "must be grid, random or external",
           absl::StrCat("\"", spec->method(), "\""));
   }
   if (spec->parameters().empty()) {
@@ -448,33 +449,90 @@ std::string DescribeParameters(const std::map<std::string, Value>& parameters) {
   return absl::StrJoin(parts, ", ");
 }
 
+absl::StatusOr<SweepTrial> MakeSweepTrial(const SweepSpec& spec,
+                                          const Config& parameters, int index,
+                                          int config, int seed_offset) {
+  SweepTrial trial;
+  trial.index = index;
+  trial.config = config;
+  trial.seed_offset = seed_offset;
+  trial.parameters = parameters;
+  trial.spec = spec.base();
+  const std::string label = absl::StrCat("trial ", trial.index, " (",
+                                         DescribeParameters(parameters), ")");
+  for (const auto& [path, value] : parameters) {
+    if (absl::Status set = SetRunField(&trial.spec, path, value); !set.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": ", set.message()));
+    }
+  }
+  trial.spec.set_seed(spec.base().seed() + static_cast<uint64_t>(seed_offset));
+  trial.spec.set_name(absl::StrCat(spec.name(), "-", trial.index));
+  if (absl::Status resolved = ResolveRunSpec(&trial.spec); !resolved.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, " is not a valid run: ", resolved.message()));
+  }
+  return trial;
+}
+
+absl::Status CheckConfiguration(const SweepSpec& spec,
+                                const Config& parameters) {
+  Problems p;
+  for (const auto& [path, value] : parameters) {
+    if (spec.parameters().find(path) == spec.parameters().end()) {
+      p.Add(absl::StrCat("parameters.", path,
+                         ": not one of the sweep's parameters"));
+    }
+  }
+  const std::map<std::string, SweepParameter> sorted(spec.parameters().begin(),
+                                                     spec.parameters().end());
+  for (const auto& [path, param] : sorted) {
+    const std::string at = absl::StrCat("parameters.", path);
+    auto it = parameters.find(path);
+    if (it == parameters.end()) {
+      p.Add(absl::StrCat(at,
+                         ": missing (every parameter of the sweep needs "
+                         "a value)"));
+      continue;
+    }
+    const Value& value = it->second;
+    if (param.values_size() > 0) {
+      bool found = false;
+      for (const Value& allowed : param.values()) {
+        found = found || ValueJson(allowed) == ValueJson(value);
+      }
+      if (!found) {
+        p.Add(at, "not one of its values", ValueJson(value));
+      }
+      continue;
+    }
+    if (!value.has_number_value()) {
+      p.Add(at, "must be a number", ValueJson(value));
+      continue;
+    }
+    const double x = value.number_value();
+    if (!(x >= param.min() && x <= param.max())) {
+      p.Add(at,
+            absl::StrCat("must be in [", param.min(), ", ", param.max(), "]"),
+            x);
+    } else if (param.distribution() == "int" && x != std::floor(x)) {
+      p.Add(at, "must be an integer", x);
+    }
+  }
+  return p.ToStatus();
+}
+
 absl::StatusOr<std::vector<SweepTrial>> ExpandSweep(const SweepSpec& spec) {
+  std::vector<SweepTrial> trials;
+  if (spec.method() == "external") return trials;  // AddSweepTrial's
   const std::vector<Config> configs =
       spec.method() == "grid" ? GridConfigs(spec) : RandomConfigs(spec);
-  std::vector<SweepTrial> trials;
   for (size_t c = 0; c < configs.size(); ++c) {
     for (int s = 0; s < spec.seeds_per_config(); ++s) {
-      SweepTrial trial;
-      trial.index = static_cast<int>(trials.size());
-      trial.config = static_cast<int>(c);
-      trial.seed_offset = s;
-      trial.parameters = configs[c];
-      trial.spec = spec.base();
-      const std::string label = absl::StrCat(
-          "trial ", trial.index, " (", DescribeParameters(configs[c]), ")");
-      for (const auto& [path, value] : configs[c]) {
-        if (absl::Status set = SetRunField(&trial.spec, path, value);
-            !set.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(label, ": ", set.message()));
-        }
-      }
-      trial.spec.set_seed(spec.base().seed() + static_cast<uint64_t>(s));
-      trial.spec.set_name(absl::StrCat(spec.name(), "-", trial.index));
-      if (absl::Status resolved = ResolveRunSpec(&trial.spec); !resolved.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(label, " is not a valid run: ", resolved.message()));
-      }
+      ASSIGN_OR_RETURN(
+          SweepTrial trial,
+          MakeSweepTrial(spec, configs[c], static_cast<int>(trials.size()),
+                         static_cast<int>(c), s));
       trials.push_back(std::move(trial));
     }
   }

@@ -72,10 +72,29 @@ struct SweepTrial {
 std::string DescribeParameters(
     const std::map<std::string, google::protobuf::Value>& parameters);
 
+// Trial `index` of `spec` with the configuration `parameters` (number
+// `config`) and seed base.seed + `seed_offset`: the base with the
+// configuration applied, named "<sweep>-<index>", resolved.
+// INVALID_ARGUMENT naming the trial and the run file's problem.
+absl::StatusOr<SweepTrial> MakeSweepTrial(
+    const SweepSpec& spec,
+    const std::map<std::string, google::protobuf::Value>& parameters, int index,
+    int config, int seed_offset);
+
+// A configuration chosen outside the sweep (method external: Optuna's
+// samplers in the Python client, through the coordinator's AddSweepTrial):
+// exactly the sweep's parameters, each value one of its `values` or within
+// its distribution's [min, max] (an integer for int). INVALID_ARGUMENT
+// listing each problem as "parameters.<path>: ...".
+absl::Status CheckConfiguration(
+    const SweepSpec& spec,
+    const std::map<std::string, google::protobuf::Value>& parameters);
+
 // Every trial of a resolved sweep: configurations (grid combinations in
-// order, or max_trials random draws from the sweep's seed) x
-// seeds_per_config seeds. Each trial's spec is the base with the
-// configuration applied, its seed base.seed + seed_offset, and its name
+// order, or max_trials random draws from the sweep's seed; none for
+// external, whose trials are added one by one) x seeds_per_config seeds. Each
+// trial's spec is the base with the configuration applied, its seed base.seed +
+// seed_offset, and its name
 // "<sweep>-<index>", resolved. A configuration that makes an invalid run is
 // INVALID_ARGUMENT naming the configuration and the run file's problem.
 absl::StatusOr<std::vector<SweepTrial>> ExpandSweep(const SweepSpec& spec);

@@ -93,7 +93,8 @@ seed: 11
 }
 
 TEST(SweepSpecTest, ABadSweepFileIsRefusedNamingEveryField) {
-  EXPECT_THAT(Parse(std::string(kBase) + R"(
+  EXPECT_THAT(
+      Parse(std::string(kBase) + R"(
 method: anneal
 max_trials: 0
 concurrency: 100
@@ -106,25 +107,25 @@ parameters:
   ppo.num_minibatches: {values: [four]}
 early_stopping: {kind: asha, first_rung_steps: 200000}
 )"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("method: must be grid or random"),
-                             HasSubstr("parameters.ppo.learnin_rate: no such "
-                                       "run-file field"),
-                             HasSubstr("parameters.ppo.num_epochs.distribution"
-                                       ": ppo.num_epochs is an integer; use "
-                                       "int"),
-                             HasSubstr("parameters.ppo.clip_coef.min: must be "
-                                       "> 0 for log_uniform"),
-                             HasSubstr("parameters.ppo.gamma: give either "
-                                       "values or a distribution"),
-                             HasSubstr("policy.activation is not a number"),
-                             HasSubstr("parameters.ppo.num_minibatches."
-                                       "values[0]: ppo.num_minibatches: the "
-                                       "value \"four\" does not fit"),
-                             HasSubstr("early_stopping.first_rung_steps: must "
-                                       "be in [1, base.total_env_steps = "
-                                       "100000)"),
-                             HasSubstr("concurrency: must be in [1, 64]"))));
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("method: must be grid, random or external"),
+                     HasSubstr("parameters.ppo.learnin_rate: no such "
+                               "run-file field"),
+                     HasSubstr("parameters.ppo.num_epochs.distribution"
+                               ": ppo.num_epochs is an integer; use "
+                               "int"),
+                     HasSubstr("parameters.ppo.clip_coef.min: must be "
+                               "> 0 for log_uniform"),
+                     HasSubstr("parameters.ppo.gamma: give either "
+                               "values or a distribution"),
+                     HasSubstr("policy.activation is not a number"),
+                     HasSubstr("parameters.ppo.num_minibatches."
+                               "values[0]: ppo.num_minibatches: the "
+                               "value \"four\" does not fit"),
+                     HasSubstr("early_stopping.first_rung_steps: must "
+                               "be in [1, base.total_env_steps = "
+                               "100000)"),
+                     HasSubstr("concurrency: must be in [1, 64]"))));
   EXPECT_THAT(
       Parse(std::string(kBase) + "parameterz: {}\n"),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("parameterz")));

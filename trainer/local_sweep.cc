@@ -117,6 +117,12 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
         " (the mean return of the last 100 episodes); \"",
         spec.metric().series(), "\" needs the coordinator's telemetry"));
   }
+  if (spec.method() == "external") {
+    return absl::InvalidArgumentError(
+        "method: rl_local draws its own trials (grid or random); external "
+        "trials come from a client through the coordinator (rlctl sweep "
+        "submit --optuna)");
+  }
   ASSIGN_OR_RETURN(std::vector<SweepTrial> trials, ExpandSweep(spec));
   const auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
