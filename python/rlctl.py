@@ -9,15 +9,23 @@
   rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
   rlctl top [--interval S] [--once]
   rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled]
+  rlctl sweep submit SWEEP_FILE [--watch] [--key KEY] [--interval S] [--retry-for S]
+  rlctl sweep list
+  rlctl sweep get SWEEP_ID
+  rlctl sweep cancel SWEEP_ID
+  rlctl sweep watch SWEEP_ID [--interval S] [--retry-for S]
 
 The coordinator's address comes from --coordinator or $RL_COORDINATOR
 (default 127.0.0.1:50051), the telemetry service's from --telemetry or
 $RL_TELEMETRY (default 127.0.0.1:50052). Exit codes: 0 success (a watched run
-SUCCEEDED), 1 a watched run FAILED or was CANCELLED, 2 bad input (run file,
-arguments), 3 not found (also: a run with no metrics), 4 coordinator or
-telemetry service unreachable, 5 other errors. `watch` and `submit --watch`
-reconnect to a coordinator that went away (a restart) with backoff, and exit
-4 only after --retry-for seconds (default 60) without it.
+or sweep SUCCEEDED), 1 a watched run or sweep FAILED or was CANCELLED, 2 bad
+input (run or sweep file, arguments), 3 not found (also: a run with no
+metrics), 4 coordinator or telemetry service unreachable, 5 other errors.
+`watch`, `submit --watch` and `sweep watch` reconnect to a coordinator that
+went away (a restart) with backoff, and exit 4 only after --retry-for seconds
+(default 60) without it. Sweeps (docs/sweeps.md) run on the coordinator; a
+sweep file's base_run_file is read here, beside the sweep file, and sent
+with it.
 """
 
 import argparse
@@ -463,6 +471,185 @@ def top(client, tclient, interval, once):
         return 0
 
 
+# --- sweeps -------------------------------------------------------------------
+
+def score_text(score):
+    """A trial's score: '-' before any (NaN)."""
+    return "-" if math.isnan(score) else f"{score:.6g}"
+
+
+def value_text(value):
+    """A google.protobuf.Value, compactly: 0.0003123, 64, true, relu,
+    [64,64]."""
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        n = value.number_value
+        if math.isfinite(n) and n == int(n) and abs(n) < 2**53:
+            return str(int(n))
+        return f"{n:.4g}"
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return "true" if value.bool_value else "false"
+    if kind == "list_value":
+        return "[" + ",".join(value_text(v) for v in value.list_value.values) + "]"
+    if kind == "struct_value":
+        fields = value.struct_value.fields
+        return "{" + ",".join(f"{k}:{value_text(fields[k])}" for k in sorted(fields)) + "}"
+    return "null"
+
+
+def parameters_text(trial):
+    """'ppo.learning_rate=0.0003123 envs_per_actor=8', by path; a trial of a
+    configuration's second seed onwards ends with 'seed+N'."""
+    words = [f"{path}={value_text(trial.parameters[path])}"
+             for path in sorted(trial.parameters)]
+    if trial.seed_offset:
+        words.append(f"seed+{trial.seed_offset}")
+    return " ".join(words) or "-"
+
+
+def minimises(sweep):
+    """Whether a lower score is better (metric.goal "min"; the default is max)."""
+    return sweep.spec.metric.goal.lower() == "min"
+
+
+def trials_best_first(sweep):
+    """The sweep's trials by score, best first per metric.goal; trials with
+    no score yet (NaN) last; ties by index."""
+    sign = 1.0 if minimises(sweep) else -1.0
+    return sorted(sweep.trials, key=lambda t: (math.isnan(t.score),
+                                               0.0 if math.isnan(t.score) else sign * t.score,
+                                               t.index))
+
+
+def trials_done(sweep):
+    return sum(1 for t in sweep.trials if state_name(t.state) in TERMINAL_STATES)
+
+
+def best_score_text(sweep):
+    """The score of the sweep's best trial (best_run_id); '-' before one."""
+    for t in sweep.trials:
+        if sweep.best_run_id and t.run_id == sweep.best_run_id:
+            return score_text(t.score)
+    return "-"
+
+
+def early_stopping_text(spec):
+    """'none', 'asha (rungs at 25000 env steps x2)', 'median (rungs every
+    25000 env steps)'."""
+    e = spec.early_stopping
+    kind = e.kind or "none"
+    if kind == "asha":
+        return f"asha (rungs at {e.first_rung_steps} env steps x{e.reduction_factor or 3})"
+    if kind == "median":
+        return f"median (rungs every {e.first_rung_steps} env steps)"
+    return text(kind)
+
+
+def sweep_table(sweep):
+    """`rlctl sweep get`: a header (the sweep, its state, best run, reason,
+    metric and early stopping), then its trials best first (trials_best_first)
+    with their runs, states, env steps, scores, scores at each rung,
+    parameters and why they stopped early or failed."""
+    spec = sweep.spec
+    metric = spec.metric
+    lines = [f"{text(sweep.sweep_id)}  {text(spec.name or '-')}  {state_name(sweep.state)}  "
+             f"trials {trials_done(sweep)}/{len(sweep.trials)} done"
+             + (f"  owner: {text(sweep.owner)}" if sweep.owner else ""),
+             f"metric: {text(metric.series or '-')} ({text(metric.goal or 'max')}, best of the "
+             f"last {max(metric.last_points, 1)} points)  "
+             f"early stopping: {early_stopping_text(spec)}",
+             "best run: " + (f"{text(sweep.best_run_id)} (score {best_score_text(sweep)})"
+                             if sweep.best_run_id else "-")]
+    if sweep.reason:
+        lines.append(f"reason: {text(sweep.reason)}")
+    if not sweep.trials:
+        lines.append("no trials")
+        return "\n".join(lines)
+    rows = [[str(t.index), t.run_id or "-", state_name(t.state), str(t.env_steps),
+             score_text(t.score), ",".join(score_text(r) for r in t.rung_scores) or "-",
+             parameters_text(t), t.reason]
+            for t in trials_best_first(sweep)]
+    lines += format_table(["TRIAL", "RUN", "STATE", "ENV STEPS", "SCORE", "RUNGS",
+                           "PARAMETERS", "REASON"], rows, right=(0, 3, 4))
+    return "\n".join(lines)
+
+
+def sweeps_table(sweeps):
+    """`rlctl sweep list`: one line per sweep under a header (no lines for
+    none)."""
+    if not sweeps:
+        return ""
+    rows = [[s.sweep_id, state_name(s.state), s.spec.name or "-",
+             f"{trials_done(s)}/{len(s.trials)}", s.best_run_id or "-", best_score_text(s)]
+            for s in sweeps]
+    return "\n".join(format_table(["SWEEP", "STATE", "NAME", "TRIALS", "BEST RUN",
+                                    "BEST SCORE"], rows, right=(3, 5)))
+
+
+def _sweep_milestones(sweep):
+    """What a log (not a terminal) of `sweep watch` reprints the table for:
+    the sweep's and its trials' states, runs, rungs and reasons, not every
+    progress report."""
+    return (sweep.state, sweep.best_run_id, sweep.reason,
+            tuple((t.run_id, t.state, len(t.rung_scores), t.reason) for t in sweep.trials))
+
+
+def watch_sweep(client, sweep_id, retry_for, interval):
+    """Reprints the sweep's table (sweep_table) whenever it changed, in place
+    on a terminal, until the sweep ends (through coordinator restarts, for
+    up to `retry_for` s of unavailability in a row); 0 if it SUCCEEDED."""
+    if not interval > 0:
+        raise ValueError("--interval: must be > 0")
+    tty = sys.stdout.isatty()
+    shown = [None]
+
+    def outage(message):  # when a coordinator outage starts, and when it ends
+        print(f"rlctl: {text(message)}", file=sys.stderr, flush=True)
+
+    def show(sweep):
+        if tty:
+            sys.stdout.write("\033[H\033[2J" + sweep_table(sweep) + "\n")
+            sys.stdout.flush()
+        elif _sweep_milestones(sweep) != shown[0]:
+            if shown[0] is not None:
+                print()
+            print(sweep_table(sweep), flush=True)
+            shown[0] = _sweep_milestones(sweep)
+
+    sweep = client.wait_sweep(sweep_id, on_update=show, poll_s=interval, retry_for=retry_for,
+                              on_unavailable=outage, on_reconnect=outage)
+    state = state_name(sweep.state)
+    print(f"{text(sweep.sweep_id)} {state}"
+          + (f": best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
+             if sweep.best_run_id else "")
+          + (f": {text(sweep.reason)}" if sweep.reason else ""))
+    return 0 if state == "SUCCEEDED" else 1
+
+
+def sweep_command(client, args):
+    """`rlctl sweep submit|list|get|cancel|watch`."""
+    if args.sweep_command == "submit":
+        sweep = client.submit_sweep(args.sweep_file, args.key)
+        print(f"submitted {text(sweep.sweep_id)} ({text(sweep.spec.name or '-')}: "
+              f"{len(sweep.trials)} trials, {sweep.spec.concurrency} at once)")
+        return watch_sweep(client, sweep.sweep_id, args.retry_for,
+                           args.interval) if args.watch else 0
+    if args.sweep_command == "list":
+        table = sweeps_table(client.list_sweeps())
+        if table:
+            print(table)
+        return 0
+    if args.sweep_command == "get":
+        print(sweep_table(client.get_sweep(args.sweep_id)))
+        return 0
+    if args.sweep_command == "cancel":
+        print(sweeps_table([client.cancel_sweep(args.sweep_id)]))
+        return 0
+    return watch_sweep(client, args.sweep_id, args.retry_for, args.interval)
+
+
 def seconds(text):
     """argparse type: a number of seconds >= 0."""
     try:
@@ -580,6 +767,29 @@ def main(argv=None):
     p = sub.add_parser("top", help="live view of the active runs")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
+    p = sub.add_parser(
+        "sweep", help="sweeps run by the coordinator: submit|list|get|cancel|watch",
+        description="Many runs from one sweep file (docs/sweeps.md), scheduled by the "
+        "coordinator. A sweep file's base_run_file is read here, relative to the sweep file, "
+        "and sent with it.")
+    sweep_sub = p.add_subparsers(dest="sweep_command", required=True,
+                                 metavar="{submit,list,get,cancel,watch}")
+    p = sweep_sub.add_parser("submit", help="submit a sweep file")
+    p.add_argument("sweep_file")
+    p.add_argument("--watch", action="store_true", help="follow the sweep until it ends")
+    p.add_argument("--key", default="", help="idempotency key")
+    p.add_argument("--interval", type=float, default=2.0,
+                   help="with --watch: seconds between polls")
+    add_retry_for(p)
+    sweep_sub.add_parser("list", help="list sweeps")
+    sweep_sub.add_parser("get", help="a sweep and its trials, best first").add_argument(
+        "sweep_id")
+    sweep_sub.add_parser("cancel", help="cancel a sweep's unfinished trials").add_argument(
+        "sweep_id")
+    p = sweep_sub.add_parser("watch", help="follow a sweep until it ends")
+    p.add_argument("sweep_id")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
+    add_retry_for(p)
     args = parser.parse_args(argv)
     if args.command == "check-env":
         return check_env(args.run_file, args.steps)
@@ -623,6 +833,8 @@ def main(argv=None):
             return export(client, args)
         if args.command == "top":
             return top(client, tclient, args.interval, args.once)
+        if args.command == "sweep":
+            return sweep_command(client, args)
     except ClientError as e:
         print(f"rlctl: error: {text(e)}", file=sys.stderr)
         if e.code is None or e.code == grpc.StatusCode.INVALID_ARGUMENT:

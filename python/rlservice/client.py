@@ -1,10 +1,13 @@
-"""A small wrapper over RunService: submit, wait, list, cancel."""
+"""A small wrapper over RunService: submit, wait, list, cancel; runs and
+sweeps."""
 
+import json
 import math
 import os
 import time
 
 import grpc
+import yaml
 
 from rlservice.security import make_channel
 from rlservice.protos import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -38,14 +41,49 @@ class ClientError(Exception):
 _MAX_READ_BYTES = 2 << 20
 
 
-def read_run_file(path):
-    """The bytes of the run file at `path` (at most 2 MiB of them).
-    ClientError (code None) "cannot read run file PATH: why" otherwise."""
+def _read_bounded(path, what, note=""):
+    """The first 2 MiB of the file at `path`; ClientError (code None)
+    "cannot read WHAT PATH NOTE: why" otherwise."""
     try:
         with open(path, "rb") as f:
             return f.read(_MAX_READ_BYTES)
     except OSError as e:
-        raise ClientError(f"cannot read run file {path}: {e.strerror or e}") from None
+        raise ClientError(f"cannot read {what} {path}{note}: {e.strerror or e}") from None
+
+
+def read_run_file(path):
+    """The bytes of the run file at `path` (at most 2 MiB of them).
+    ClientError (code None) "cannot read run file PATH: why" otherwise."""
+    return _read_bounded(path, "run file")
+
+
+def read_sweep_file(path):
+    """What SubmitSweep needs of the sweep file at `path`: (its bytes, its
+    name as given, the bytes of the base run file it names, or b"").
+
+    The coordinator does not read the caller's disk, so a `base_run_file`
+    is read here: relative to the sweep file's directory, or absolute (as
+    rl_local sweep reads it). Only that field is looked at; the sweep file
+    is parsed (YAML, JSON for ".json") just to find it, and one that does
+    not parse, or also has an inline `base`, is sent as it is for the
+    coordinator to name the problem, with rl_local's message. ClientError
+    (code None) "cannot read sweep file PATH: why", or "cannot read base
+    run file BASE (base_run_file of PATH): why"."""
+    path = os.fspath(path)
+    data = _read_bounded(path, "sweep file")
+    try:
+        parsed = json.loads(data) if path.endswith(".json") else yaml.safe_load(data)
+    except (ValueError, yaml.YAMLError, RecursionError):
+        # UnicodeDecodeError and JSONDecodeError are ValueErrors; a nesting
+        # too deep for the Python parsers is a RecursionError.
+        return data, path, b""
+    base_name = parsed.get("base_run_file") if isinstance(parsed, dict) else None
+    if not isinstance(base_name, str) or not base_name or "base" in parsed:
+        return data, path, b""
+    base_path = (base_name if os.path.isabs(base_name)
+                 else os.path.join(os.path.dirname(path), base_name))
+    return data, path, _read_bounded(base_path, "base run file",
+                                     f" (base_run_file of {path})")
 
 
 def state_name(state):
@@ -69,6 +107,11 @@ def _run_id(run):
     return run if isinstance(run, str) else run.run_id
 
 
+def _sweep_id(sweep):
+    """A sweep id from a Sweep or a string."""
+    return sweep if isinstance(sweep, str) else sweep.sweep_id
+
+
 class Client:
     """Talks to a coordinator at `address` ("host:port")."""
 
@@ -90,15 +133,18 @@ class Client:
         try:
             return method(request, timeout=self.timeout, **kwargs)
         except grpc.RpcError as e:
-            code = e.code()
-            if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
-                raise ClientError(
-                    f"coordinator at {self.address} unreachable "
-                    f"(deadline {self.timeout:g} s): {e.details()}", code)
-            if code == grpc.StatusCode.UNAUTHENTICATED:
-                raise ClientError(
-                    f"{e.details()} (give --token-file or set RL_TOKEN_FILE)", code)
-            raise ClientError(e.details(), code)
+            raise self._error(e) from None
+
+    def _error(self, e):
+        """The ClientError for a failed call's grpc.RpcError `e`."""
+        code = e.code()
+        if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            return ClientError(
+                f"coordinator at {self.address} unreachable "
+                f"(deadline {self.timeout:g} s): {e.details()}", code)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return ClientError(f"{e.details()} (give --token-file or set RL_TOKEN_FILE)", code)
+        return ClientError(e.details(), code)
 
     def submit(self, path_or_spec, idempotency_key=""):
         """Submits a run file (its path) or a RunSpec; returns the Run.
@@ -222,6 +268,105 @@ class Client:
             if state_name(run.state) in TERMINAL_STATES:
                 return run
         raise ClientError(f"the watch of run {run_id} ended before the run did")
+
+    # --- sweeps (docs/sweeps.md) ---------------------------------------------
+
+    def submit_sweep(self, path, idempotency_key=""):
+        """Submits the sweep file at `path`, with the base run file it names
+        (read_sweep_file); returns the Sweep. A second submit with the same
+        `idempotency_key` returns the sweep the first created. A bad file is
+        a ClientError INVALID_ARGUMENT starting with the path; one that
+        cannot be read (or its base run file), code None."""
+        sweep_file, name, base_run_file = read_sweep_file(path)
+        return self._call(self._stub.SubmitSweep, coordinator_pb2.SubmitSweepRequest(
+            sweep_file=sweep_file, sweep_file_name=name, base_run_file=base_run_file,
+            idempotency_key=idempotency_key))
+
+    def get_sweep(self, sweep):
+        """The sweep (a Sweep or its id) as the coordinator has it now, with
+        its trials."""
+        return self._call(self._stub.GetSweep,
+                          coordinator_pb2.GetSweepRequest(sweep_id=_sweep_id(sweep)))
+
+    def list_sweeps(self):
+        """The sweeps, newest first (at most 100), with their trials."""
+        return list(self._call(self._stub.ListSweeps,
+                               coordinator_pb2.ListSweepsRequest()).sweeps)
+
+    def cancel_sweep(self, sweep):
+        """Cancels the sweep's (a Sweep or its id) unfinished trials; returns
+        it. Idempotent."""
+        return self._call(self._stub.CancelSweep,
+                          coordinator_pb2.CancelSweepRequest(sweep_id=_sweep_id(sweep)))
+
+    def wait_sweep(self, sweep, timeout=None, on_update=None, poll_s=1.0, *,
+                   retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None, on_reconnect=None):
+        """Asks for the sweep (a Sweep or its id) every `poll_s` seconds until
+        it reaches a final state, and returns it: `c.wait_sweep(c.submit_sweep(
+        "examples/sweeps/cartpole_lr.yaml"))`. `on_update(sweep)` sees it
+        first, then whenever it changed.
+
+        Sweeps are polled, not watched: the coordinator has no sweep stream.
+        A coordinator that went away (a restart) is asked again at the next
+        poll, as wait() does: `on_unavailable(message)` is called when an
+        outage starts, `on_reconnect(message)` when it ends. ClientError
+        UNAVAILABLE once it has been unreachable for `retry_for` seconds in a
+        row (0: no retries), DEADLINE_EXCEEDED when the sweep has not ended
+        after `timeout` seconds (None: no limit).
+        """
+        if not poll_s > 0:
+            raise ValueError(f"poll_s: must be > 0 (got {poll_s})")
+        if not retry_for >= 0:
+            raise ValueError(f"retry_for: must be >= 0 (got {retry_for})")
+        sweep_id = _sweep_id(sweep)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        request = coordinator_pb2.GetSweepRequest(sweep_id=sweep_id)
+        last = None
+        outage_since = None
+        while True:
+            call_timeout = self.timeout
+            if deadline is not None:
+                call_timeout = max(0.001, min(call_timeout, deadline - time.monotonic()))
+            try:
+                current = self._stub.GetSweep(request, timeout=call_timeout)
+            except grpc.RpcError as e:
+                if e.code() not in (grpc.StatusCode.UNAVAILABLE,
+                                    grpc.StatusCode.DEADLINE_EXCEEDED):
+                    raise self._error(e) from None
+                details = " ".join((e.details() or "unavailable").split())
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    raise ClientError(f"sweep {sweep_id} not finished after {timeout:g} s",
+                                      grpc.StatusCode.DEADLINE_EXCEEDED) from None
+                if outage_since is None:
+                    outage_since = now
+                    if on_unavailable is not None and retry_for > 0:
+                        on_unavailable(f"coordinator at {self.address} unavailable ({details}), "
+                                       f"retrying for up to {retry_for:g} s")
+                if now - outage_since >= retry_for:
+                    raise ClientError(
+                        f"coordinator at {self.address} unreachable for {retry_for:g} s "
+                        f"(waiting for {sweep_id}): {details}",
+                        grpc.StatusCode.UNAVAILABLE) from None
+            else:
+                if outage_since is not None and on_reconnect is not None:
+                    on_reconnect(f"reconnected to the coordinator at {self.address} "
+                                 f"after {time.monotonic() - outage_since:.1f} s")
+                outage_since = None
+                if current != last:
+                    last = current
+                    if on_update:
+                        on_update(current)
+                if state_name(current.state) in TERMINAL_STATES:
+                    return current
+            pause = poll_s
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ClientError(f"sweep {sweep_id} not finished after {timeout:g} s",
+                                      grpc.StatusCode.DEADLINE_EXCEEDED)
+                pause = min(pause, remaining)
+            time.sleep(pause)
 
 
 def mean_return(run):
