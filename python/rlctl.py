@@ -10,6 +10,7 @@
   rlctl top [--interval S] [--once]
   rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled]
   rlctl sweep submit SWEEP_FILE [--watch] [--key KEY] [--interval S] [--retry-for S]
+  rlctl sweep submit SWEEP_FILE --optuna [--sampler tpe|random] [--seed N]
   rlctl sweep list
   rlctl sweep get SWEEP_ID
   rlctl sweep cancel SWEEP_ID
@@ -628,8 +629,40 @@ def watch_sweep(client, sweep_id, retry_for, interval):
     return 0 if state == "SUCCEEDED" else 1
 
 
+def optuna_sweep(client, args):
+    """`rlctl sweep submit FILE --optuna`: Optuna's sampler chooses the
+    trials of the sweep (method: external) from here until it ends, the
+    table printed as `sweep watch` prints it; 0 if it SUCCEEDED."""
+    from rlservice.sweeps import optuna_search  # Optuna only when asked for
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    shown = [None]
+
+    def show(sweep, study):
+        if _sweep_milestones(sweep) != shown[0]:
+            if shown[0] is not None:
+                print()
+            print(sweep_table(sweep), flush=True)
+            shown[0] = _sweep_milestones(sweep)
+
+    sweep, study = optuna_search(client, args.sweep_file, sampler=args.sampler,
+                                 seed=args.seed, idempotency_key=args.key, on_update=show,
+                                 poll_s=args.interval)
+    state = state_name(sweep.state)
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    print(f"{text(sweep.sweep_id)} {state}: Optuna {args.sampler} told {len(study.trials)} "
+          f"configurations ({len(done)} complete)"
+          + (f", best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
+             if sweep.best_run_id else "")
+          + (f": {text(sweep.reason)}" if sweep.reason else ""))
+    return 0 if state == "SUCCEEDED" else 1
+
+
 def sweep_command(client, args):
     """`rlctl sweep submit|list|get|cancel|watch`."""
+    if args.sweep_command == "submit" and args.optuna:
+        return optuna_sweep(client, args)
     if args.sweep_command == "submit":
         sweep = client.submit_sweep(args.sweep_file, args.key)
         print(f"submitted {text(sweep.sweep_id)} ({text(sweep.spec.name or '-')}: "
@@ -779,7 +812,14 @@ def main(argv=None):
     p.add_argument("--watch", action="store_true", help="follow the sweep until it ends")
     p.add_argument("--key", default="", help="idempotency key")
     p.add_argument("--interval", type=float, default=2.0,
-                   help="with --watch: seconds between polls")
+                   help="with --watch or --optuna: seconds between polls")
+    p.add_argument("--optuna", action="store_true",
+                   help="a sweep of method external: Optuna's sampler chooses its trials "
+                   "from here until it ends (ask/tell through the coordinator)")
+    p.add_argument("--sampler", choices=["tpe", "random"], default="tpe",
+                   help="with --optuna: TPE (default) or random")
+    p.add_argument("--seed", type=int, default=None,
+                   help="with --optuna: the sampler's seed (default: the sweep file's)")
     add_retry_for(p)
     sweep_sub.add_parser("list", help="list sweeps")
     sweep_sub.add_parser("get", help="a sweep and its trials, best first").add_argument(

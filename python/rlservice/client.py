@@ -8,6 +8,7 @@ import time
 
 import grpc
 import yaml
+from google.protobuf import json_format, struct_pb2
 
 from rlservice.security import make_channel
 from rlservice.protos import common_pb2, coordinator_pb2, coordinator_pb2_grpc
@@ -298,6 +299,18 @@ class Client:
         it. Idempotent."""
         return self._call(self._stub.CancelSweep,
                           coordinator_pb2.CancelSweepRequest(sweep_id=_sweep_id(sweep)))
+
+    def add_sweep_trial(self, sweep, parameters):
+        """A configuration for a sweep (a Sweep or its id) of method
+        external: {path: value} (plain Python values or
+        google.protobuf.Value). Returns the sweep, its new trials last."""
+        request = coordinator_pb2.AddSweepTrialRequest(sweep_id=_sweep_id(sweep))
+        for path, value in parameters.items():
+            if isinstance(value, struct_pb2.Value):
+                request.parameters[path].CopyFrom(value)
+            else:
+                json_format.ParseDict(value, request.parameters[path])
+        return self._call(self._stub.AddSweepTrial, request)
 
     def wait_sweep(self, sweep, timeout=None, on_update=None, poll_s=1.0, *,
                    retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None, on_reconnect=None):
