@@ -49,6 +49,9 @@ void ErrorFromStatus(const absl::Status& s, httplib::Response* response) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kResourceExhausted:
       return Error(400, std::string(s.message()), response);
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return Error(503, std::string(s.message()), response);
     default:
       return Error(500, std::string(s.message()), response);
   }
@@ -123,10 +126,30 @@ void Query(TelemetryCore* core, const httplib::Request& req,
   Reply(200, *result, response);
 }
 
+void Sweeps(const SweepSource& sweeps, httplib::Response* response) {
+  Reply(200, sweeps ? sweeps() : ListSweepsResponse(), response);
+}
+
+void RunOfCoordinator(const RunSource& source, const httplib::Request& req,
+                      httplib::Response* response) {
+  const std::string run = req.get_param_value("run");
+  if (run.empty()) return Error(400, "missing parameter: run", response);
+  if (!source) {
+    return Error(503,
+                 "no coordinator known to this telemetry service "
+                 "(telemetry_main --coordinator)",
+                 response);
+  }
+  absl::StatusOr<Run> found = source(run);
+  if (!found.ok()) return ErrorFromStatus(found.status(), response);
+  Reply(200, *found, response);
+}
+
 }  // namespace
 
 void AddTelemetryHttpRoutes(TelemetryCore* core, RunStateSource run_states,
-                            httplib::Server* server) {
+                            httplib::Server* server, SweepSource sweeps,
+                            RunSource run) {
   // Patterns are regular expressions matched against the whole path.
   server->Get(R"(/|/index\.html)", [](const httplib::Request&,
                                       httplib::Response& response) {
@@ -145,6 +168,16 @@ void AddTelemetryHttpRoutes(TelemetryCore* core, RunStateSource run_states,
                                    httplib::Response& response) {
     Query(core, request, &response);
   });
+  server->Get("/api/sweeps",
+              [sweeps = std::move(sweeps)](const httplib::Request&,
+                                           httplib::Response& response) {
+                Sweeps(sweeps, &response);
+              });
+  server->Get("/api/run",
+              [run = std::move(run)](const httplib::Request& request,
+                                     httplib::Response& response) {
+                RunOfCoordinator(run, request, &response);
+              });
 }
 
 }  // namespace rl

@@ -5,6 +5,12 @@
 //   GET /api/query?run=RUN&name=NAME[&buckets=200][&aggregate=LABEL]
 //                                      downsampled curves, mean across LABEL
 //                                      (QueryResponse)
+//   GET /api/sweeps                    the coordinator's sweeps with their
+//                                      trials (ListSweepsResponse; none
+//                                      without a coordinator)
+//   GET /api/run?run=RUN               the coordinator's run: state, failure
+//                                      reason, history, run file (Run; 503
+//                                      without a coordinator)
 // Errors: {"error": "..."} with 400 (bad parameter) or 404 (unknown run).
 //
 // Every reply is a proto message written by protobuf's JSON printer with
@@ -18,7 +24,9 @@
 #include <map>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "httplib.h"
+#include "proto/coordinator.pb.h"
 #include "telemetry/telemetry_core.h"
 
 namespace rl {
@@ -27,9 +35,17 @@ namespace rl {
 // empty.
 using RunStateSource = std::function<std::map<std::string, std::string>()>;
 
-// Adds the routes above to `server`; `core` must outlive it.
+// The coordinator's sweeps, as last seen.
+using SweepSource = std::function<ListSweepsResponse()>;
+// One run of the coordinator's, with its history (asked of it at once).
+using RunSource = std::function<absl::StatusOr<Run>(const std::string&)>;
+
+// Adds the routes above to `server`; `core` must outlive it. Null sources:
+// no coordinator.
 void AddTelemetryHttpRoutes(TelemetryCore* core, RunStateSource run_states,
-                            httplib::Server* server);
+                            httplib::Server* server,
+                            SweepSource sweeps = nullptr,
+                            RunSource run = nullptr);
 
 }  // namespace rl
 

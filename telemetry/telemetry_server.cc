@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/grpc_status.h"
 #include "common/grpc_util.h"
 #include "common/logging.h"
 #include "common/port_file.h"
@@ -24,8 +25,9 @@
 namespace rl {
 namespace {
 
-// Run states from the coordinator, refreshed every 2 s on a thread of its
-// own, so a page load never waits for the coordinator.
+// Run states and sweeps from the coordinator, refreshed every 2 s on a
+// thread of its own, so a page load never waits for the coordinator (one
+// run's details are asked for when the page shows it).
 class RunStatePoller {
  public:
   RunStatePoller(const std::string& target,
@@ -43,6 +45,20 @@ class RunStatePoller {
     absl::MutexLock lock(&mu_);
     return states_;
   }
+  ListSweepsResponse Sweeps() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return sweeps_;
+  }
+  absl::StatusOr<Run> GetRun(const std::string& run_id) {
+    GetRunRequest request;
+    request.set_run_id(run_id);
+    request.set_with_history(true);
+    Run run;
+    auto context = ContextWithDeadline(absl::Seconds(2));
+    const grpc::Status status = stub_->GetRun(context.get(), request, &run);
+    if (!status.ok()) return FromGrpcStatus(status);
+    return run;
+  }
 
  private:
   void Loop() {
@@ -57,8 +73,14 @@ class RunStatePoller {
           states[run.run_id()] = RunState_Name(run.state());
         }
       }
+      ListSweepsResponse sweeps;
+      auto sweeps_context = ContextWithDeadline(absl::Seconds(2));
+      const bool got_sweeps =
+          stub_->ListSweeps(sweeps_context.get(), ListSweepsRequest(), &sweeps)
+              .ok();
       absl::MutexLock lock(&mu_);
       if (!states.empty()) states_ = std::move(states);
+      if (got_sweeps) sweeps_ = std::move(sweeps);
       if (mu_.AwaitWithTimeout(absl::Condition(&stop_), absl::Seconds(2))) {
         return;
       }
@@ -69,6 +91,7 @@ class RunStatePoller {
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> states_ ABSL_GUARDED_BY(mu_);
+  ListSweepsResponse sweeps_ ABSL_GUARDED_BY(mu_);
   NamedThread thread_;
 };
 
@@ -235,17 +258,23 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
   }
   if (options.http_port >= 0) {
     RunStateSource states;
+    SweepSource sweeps;
+    RunSource run;
     if (impl->poller != nullptr) {
-      states = [poller = impl->poller.get()] { return poller->States(); };
+      RunStatePoller* poller = impl->poller.get();
+      states = [poller] { return poller->States(); };
+      sweeps = [poller] { return poller->Sweeps(); };
+      run = [poller](const std::string& id) { return poller->GetRun(id); };
     }
     TelemetryCore* core = impl->core.get();
-    ASSIGN_OR_RETURN(impl->http,
-                     HttpEndpoint::Start(
-                         options.host, options.http_port, &impl->registry,
-                         [core, &states](httplib::Server* server) {
-                           AddTelemetryHttpRoutes(core, states, server);
-                         },
-                         options.security));
+    ASSIGN_OR_RETURN(
+        impl->http,
+        HttpEndpoint::Start(
+            options.host, options.http_port, &impl->registry,
+            [core, &states, &sweeps, &run](httplib::Server* server) {
+              AddTelemetryHttpRoutes(core, states, server, sweeps, run);
+            },
+            options.security));
     RETURN_IF_ERROR(WritePortFile(options.http_port_file, impl->http->port()));
   }
   // The gRPC port file last: once it exists, everything is up.
