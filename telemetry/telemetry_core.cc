@@ -81,6 +81,12 @@ struct TelemetryCore::Impl {
   std::deque<StoredBatch> tb_queue ABSL_GUARDED_BY(tb_mu);
   int64_t tb_queue_bytes ABSL_GUARDED_BY(tb_mu) = 0;
   bool tb_stop ABSL_GUARDED_BY(tb_mu) = false;
+  struct RunHParams {
+    std::string run_id;
+    std::map<std::string, google::protobuf::Value> hparams;
+    std::string group_name;
+  };
+  std::deque<RunHParams> tb_hparams ABSL_GUARDED_BY(tb_mu);
   std::unique_ptr<EventFileCache> event_files;  // the TensorBoard thread's
 
   NamedThread writer;
@@ -294,15 +300,17 @@ void TelemetryCore::Impl::TensorBoardLoop() {
   absl::Time next_error_log = absl::InfinitePast();
   for (;;) {
     std::deque<StoredBatch> work;
+    std::deque<RunHParams> hparams;
     {
       absl::MutexLock lock(&tb_mu);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(tb_mu) {
-        return tb_stop || !tb_queue.empty();
+        return tb_stop || !tb_queue.empty() || !tb_hparams.empty();
       };
       tb_mu.Await(absl::Condition(&ready));
-      if (tb_queue.empty() && tb_stop) break;
+      if (tb_queue.empty() && tb_hparams.empty() && tb_stop) break;
       work.swap(tb_queue);
       tb_queue_bytes = 0;
+      hparams.swap(tb_hparams);
     }
     int64_t points = 0, errors = 0;
     absl::Status first_error;
@@ -324,6 +332,15 @@ void TelemetryCore::Impl::TensorBoardLoop() {
         ++points;
       }
     }
+    for (const RunHParams& h : hparams) {
+      const absl::Status added = event_files->AddHParams(
+          RunDirName(h.run_id), h.hparams, h.group_name,
+          absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
+      if (!added.ok()) {
+        ++errors;
+        first_error.Update(added);
+      }
+    }
     if (absl::Status flushed = event_files->Flush(); !flushed.ok()) {
       ++errors;
       first_error.Update(flushed);
@@ -338,6 +355,16 @@ void TelemetryCore::Impl::TensorBoardLoop() {
     stats.open_event_files = event_files->open_files();
   }
   event_files.reset();  // flushes and closes
+}
+
+void TelemetryCore::AddRunHParams(
+    const std::string& run_id,
+    std::map<std::string, google::protobuf::Value> hparams,
+    const std::string& group_name) {
+  if (impl_->event_files == nullptr) return;
+  absl::MutexLock lock(&impl_->tb_mu);
+  impl_->tb_hparams.push_back(
+      Impl::RunHParams{run_id, std::move(hparams), group_name});
 }
 
 absl::StatusOr<QueryResponse> TelemetryCore::Query(

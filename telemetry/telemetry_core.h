@@ -15,12 +15,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "google/protobuf/struct.pb.h"
 #include "proto/telemetry.pb.h"
 #include "telemetry/metric_store.h"
 
@@ -97,6 +99,13 @@ class TelemetryCore {
   // runs later.
   absl::Status Submit(std::shared_ptr<const MetricBatch> batch,
                       DoneCallback done);
+
+  // Writes `run_id`'s hyperparameters into its TensorBoard event file (the
+  // HParams dashboard), on the TensorBoard thread; nothing without a
+  // tensorboard_dir. `group_name`: the configuration its repeats share.
+  void AddRunHParams(const std::string& run_id,
+                     std::map<std::string, google::protobuf::Value> hparams,
+                     const std::string& group_name);
 
   absl::StatusOr<QueryResponse> Query(const QueryRequest& request);
   ListSeriesResponse ListSeries(const ListSeriesRequest& request);

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "common/port_file.h"
 #include "common/status.h"
 #include "common/thread.h"
+#include "google/protobuf/util/json_util.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "telemetry/client/http_endpoint.h"
 #include "telemetry/client/metric_table.h"
@@ -30,9 +32,12 @@ namespace {
 // run's details are asked for when the page shows it).
 class RunStatePoller {
  public:
+  // `on_sweeps` sees every poll's sweeps (on the poller's thread).
   RunStatePoller(const std::string& target,
-                 std::shared_ptr<const Security> security)
+                 std::shared_ptr<const Security> security,
+                 std::function<void(const ListSweepsResponse&)> on_sweeps)
       : stub_(RunService::NewStub(CreateChannel(target, std::move(security)))),
+        on_sweeps_(std::move(on_sweeps)),
         thread_(StartThread("telemetry-tick", [this] { Loop(); })) {}
   ~RunStatePoller() {
     {
@@ -78,6 +83,7 @@ class RunStatePoller {
       const bool got_sweeps =
           stub_->ListSweeps(sweeps_context.get(), ListSweepsRequest(), &sweeps)
               .ok();
+      if (got_sweeps && on_sweeps_) on_sweeps_(sweeps);
       absl::MutexLock lock(&mu_);
       if (!states.empty()) states_ = std::move(states);
       if (got_sweeps) sweeps_ = std::move(sweeps);
@@ -88,12 +94,42 @@ class RunStatePoller {
   }
 
   std::unique_ptr<RunService::Stub> stub_;
+  const std::function<void(const ListSweepsResponse&)> on_sweeps_;
   absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::map<std::string, std::string> states_ ABSL_GUARDED_BY(mu_);
   ListSweepsResponse sweeps_ ABSL_GUARDED_BY(mu_);
   NamedThread thread_;
 };
+
+// TensorBoard's HParams dashboard: each sweep trial's parameters, once per
+// run (`written`), grouped by configuration. Lists (policy.hidden_sizes)
+// become their JSON text: HParams takes numbers, strings and bools.
+void WriteTrialHParams(const ListSweepsResponse& sweeps, TelemetryCore* core,
+                       std::set<std::string>* written) {
+  for (const Sweep& sweep : sweeps.sweeps()) {
+    for (const Trial& trial : sweep.trials()) {
+      if (trial.run_id().empty() || written->count(trial.run_id())) continue;
+      std::map<std::string, google::protobuf::Value> hparams;
+      for (const auto& [path, value] : trial.parameters()) {
+        google::protobuf::Value& v = hparams[path];
+        if (value.has_list_value() || value.has_struct_value()) {
+          std::string json;
+          (void)google::protobuf::util::MessageToJsonString(value, &json);
+          v.set_string_value(json);
+        } else {
+          v = value;
+        }
+      }
+      hparams["sweep"].set_string_value(sweep.sweep_id());
+      hparams["seed_offset"].set_number_value(trial.seed_offset());
+      core->AddRunHParams(
+          trial.run_id(), std::move(hparams),
+          absl::StrCat(sweep.sweep_id(), "/config-", trial.config()));
+      written->insert(trial.run_id());
+    }
+  }
+}
 
 // Telemetry's own figures: the core's counters and the service's.
 struct TelemetryFigures {
@@ -253,8 +289,12 @@ absl::StatusOr<std::unique_ptr<TelemetryServer>> TelemetryServer::Create(
                    StartServer({impl->service.get()}, server_options));
 
   if (!options.coordinator.empty()) {
-    impl->poller =
-        std::make_unique<RunStatePoller>(options.coordinator, options.security);
+    impl->poller = std::make_unique<RunStatePoller>(
+        options.coordinator, options.security,
+        [core = impl->core.get(), written = std::set<std::string>()](
+            const ListSweepsResponse& sweeps) mutable {
+          WriteTrialHParams(sweeps, core, &written);
+        });
   }
   if (options.http_port >= 0) {
     RunStateSource states;

@@ -34,6 +34,14 @@ absl::Status EventFileCache::AddScalar(const std::string& dir_name,
   return writer->AddScalar(tag, step, wall_time_s, value);
 }
 
+absl::Status EventFileCache::AddHParams(
+    const std::string& dir_name,
+    const std::map<std::string, google::protobuf::Value>& hparams,
+    const std::string& group_name, double wall_time_s) {
+  ASSIGN_OR_RETURN(TfEventsWriter * writer, Writer(dir_name));
+  return writer->AddHParams(hparams, group_name, wall_time_s);
+}
+
 absl::Status EventFileCache::Flush() {
   absl::Status first = std::move(eviction_error_);
   eviction_error_ = absl::OkStatus();

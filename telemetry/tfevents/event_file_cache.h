@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,13 @@ class EventFileCache {
   // opening the file (nothing is kept open then) or from its writer.
   absl::Status AddScalar(const std::string& dir_name, absl::string_view tag,
                          int64_t step, double wall_time_s, float value);
+
+  // Buffers a run's hyperparameters (TfEventsWriter::AddHParams) in the
+  // event file of <root_dir>/<dir_name>/.
+  absl::Status AddHParams(
+      const std::string& dir_name,
+      const std::map<std::string, google::protobuf::Value>& hparams,
+      const std::string& group_name, double wall_time_s);
 
   // Pushes every open file's buffered records to the OS; the first error,
   // after trying them all (or from a file closed since the last Flush).

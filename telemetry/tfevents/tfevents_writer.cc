@@ -125,6 +125,31 @@ absl::Status TfEventsWriter::AddScalar(absl::string_view tag, int64_t step,
   return AppendRecord(event.SerializeAsString());
 }
 
+absl::Status TfEventsWriter::AddHParams(
+    const std::map<std::string, google::protobuf::Value>& hparams,
+    const std::string& group_name, double wall_time_s) {
+  tensorboard::HParamsPluginData data;
+  tensorboard::SessionStartInfo* start = data.mutable_session_start_info();
+  for (const auto& [name, value] : hparams)
+    (*start->mutable_hparams())[name] = value;
+  start->set_group_name(group_name);
+  start->set_start_time_secs(wall_time_s);
+  tensorboard::Event event;
+  event.set_wall_time(wall_time_s);
+  event.set_step(0);
+  tensorboard::Summary::Value* summary = event.mutable_summary()->add_value();
+  summary->set_tag("_hparams_/session_start_info");
+  tensorboard::SummaryMetadata::PluginData* plugin =
+      summary->mutable_metadata()->mutable_plugin_data();
+  plugin->set_plugin_name("hparams");
+  plugin->set_content(data.SerializeAsString());
+  tensorboard::TensorProto* tensor = summary->mutable_tensor();
+  tensor->set_dtype(1);  // DT_FLOAT
+  tensor->mutable_tensor_shape();
+  tensor->add_float_val(0);
+  return AppendRecord(event.SerializeAsString());
+}
+
 absl::Status TfEventsWriter::Flush() {
   RETURN_IF_ERROR(error_);
   const absl::Status written = WriteAll(fd_, buffer_, path_);

@@ -7,12 +7,14 @@
 #define RL_TELEMETRY_TFEVENTS_TFEVENTS_WRITER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/struct.pb.h"
 
 namespace rl {
 
@@ -50,6 +52,15 @@ class TfEventsWriter {
   // (TensorBoard shows them).
   absl::Status AddScalar(absl::string_view tag, int64_t step,
                          double wall_time_s, float value);
+
+  // Buffers the HParams plugin's session_start_info of this run (tag
+  // "_hparams_/session_start_info", step 0): its hyperparameters (JSON
+  // scalars: number, string or bool) and `group_name` (the configuration
+  // its seeds share); TensorBoard's HParams dashboard lists the run with
+  // them beside its scalars.
+  absl::Status AddHParams(
+      const std::map<std::string, google::protobuf::Value>& hparams,
+      const std::string& group_name, double wall_time_s);
 
   // Pushes buffered records to the OS (write(2), no fsync), so a reader sees
   // them.

@@ -196,6 +196,41 @@ class SweepViewTest(unittest.TestCase):
         self.assertIn('"learning_rate": 0.002', run_file[0].text, ctx)
         self.assertIn("submitted", dom.text, ctx)  # its first state change
 
+    def test_tensorboard_gets_each_trials_hyperparameters(self):
+        # TensorBoard's own reader and the HParams plugin's message.
+        from tensorboard.backend.event_processing import event_file_loader
+        from tensorboard.plugins.hparams import plugin_data_pb2
+
+        def session_start(run):
+            directory = os.path.join(self.dir, "tensorboard", run)
+            if not os.path.isdir(directory):
+                return None
+            for name in sorted(os.listdir(directory)):
+                loader = event_file_loader.EventFileLoader(os.path.join(directory, name))
+                for event in loader.Load():
+                    for value in event.summary.value:
+                        if value.tag == "_hparams_/session_start_info":
+                            self.assertEqual(value.metadata.plugin_data.plugin_name, "hparams")
+                            data = plugin_data_pb2.HParamsPluginData.FromString(
+                                value.metadata.plugin_data.content)
+                            return data.session_start_info
+            return None
+
+        deadline = time.monotonic() + 30
+        found = {}
+        while time.monotonic() < deadline and len(found) < len(self.trial_runs):
+            for lr, run in self.trial_runs.items():
+                if run not in found:
+                    info = session_start(run)
+                    if info is not None:
+                        found[run] = (lr, info)
+            time.sleep(0.2)
+        self.assertEqual(sorted(found), sorted(self.trial_runs.values()), self.logs())
+        for run, (lr, info) in found.items():
+            self.assertAlmostEqual(info.hparams["ppo.learning_rate"].number_value, lr)
+            self.assertEqual(info.hparams["sweep"].string_value, self.sweep_id)
+            self.assertTrue(info.group_name.startswith(self.sweep_id + "/config-"))
+
 
 if __name__ == "__main__":
     unittest.main()
