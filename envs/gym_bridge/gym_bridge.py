@@ -65,6 +65,20 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         env = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode,
                            vector_kwargs=vector_kwargs, **kwargs)
     env.action_space.seed(seed)
+    if isinstance(env.single_action_space, _NESTED):
+        try:
+            kind, parts = action_layout(env.single_action_space)
+        except ValueError:
+            kind, parts = "", []  # spaces() says why it cannot pass
+    if isinstance(env.single_action_space, _NESTED) and parts:
+        at, text = 0, []
+        for name, _, width in parts:
+            text.append(f"{name or '-'} [{at}, {at + width})")
+            at += width
+        import sys
+        print(f"[gym_bridge] {env_id}: the action is flattened to {at} "
+              f"{'parts (MultiDiscrete)' if kind == 'discrete' else 'floats (Box)'}: "
+              + ", ".join(text), file=sys.stderr)
     if isinstance(env.single_observation_space, _NESTED):
         parts = flat_layout(env.single_observation_space)
         at, text = 0, []
@@ -95,6 +109,97 @@ def flat_layout(space, prefix=""):
             parts += flat_layout(sub, f"{prefix}{i}.")
         return parts
     return [(prefix.rstrip("."), gym.spaces.flatdim(space))]
+
+
+def _leaves(space, prefix=""):
+    """[(name, leaf space)] of a Dict/Tuple in flattening order."""
+    if isinstance(space, gym.spaces.Dict):
+        out = []
+        for key, sub in space.spaces.items():
+            out += _leaves(sub, f"{prefix}{key}.")
+        return out
+    if isinstance(space, gym.spaces.Tuple):
+        out = []
+        for i, sub in enumerate(space.spaces):
+            out += _leaves(sub, f"{prefix}{i}.")
+        return out
+    return [(prefix.rstrip("."), space)]
+
+
+def action_layout(space):
+    """How a Dict/Tuple action space passes: ("discrete", [(name, leaf,
+    parts)]) when every leaf is Discrete, MultiDiscrete or MultiBinary (one
+    MultiDiscrete of their parts in order, Discrete as one part), ("box",
+    [(name, leaf, size)]) when every leaf is a float Box (one Box of their
+    elements in order). ValueError naming the leaves otherwise."""
+    leaves = _leaves(space)
+    discrete = (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                gym.spaces.MultiBinary)
+    if all(isinstance(leaf, discrete) for _, leaf in leaves):
+        parts = []
+        for name, leaf in leaves:
+            if isinstance(leaf, gym.spaces.Discrete):
+                if int(leaf.start) != 0:
+                    raise ValueError(f"action part {name}: Discrete spaces must "
+                                     f"start at 0 (got {leaf})")
+                parts.append((name, leaf, 1))
+            elif isinstance(leaf, gym.spaces.MultiDiscrete):
+                if np.any(np.asarray(leaf.start) != 0):
+                    raise ValueError(f"action part {name}: MultiDiscrete spaces "
+                                     f"must start at 0 (got {leaf})")
+                parts.append((name, leaf, int(np.asarray(leaf.nvec).size)))
+            else:
+                parts.append((name, leaf, int(np.prod(leaf.shape))))
+        return "discrete", parts
+    if all(isinstance(leaf, gym.spaces.Box) and
+           np.issubdtype(leaf.dtype, np.floating) for _, leaf in leaves):
+        return "box", [(name, leaf, int(np.prod(leaf.shape)))
+                       for name, leaf in leaves]
+    kinds = ", ".join(f"{name or '-'}: {type(leaf).__name__}"
+                      for name, leaf in leaves)
+    raise ValueError(
+        f"a {type(space).__name__} action mixing discrete and continuous parts "
+        f"({kinds}): the service passes all-discrete ones as one "
+        "MultiDiscrete and all-float-Box ones as one Box")
+
+
+def _nvec_of(parts):
+    nvec = []
+    for _, leaf, _ in parts:
+        if isinstance(leaf, gym.spaces.Discrete):
+            nvec.append(int(leaf.n))
+        elif isinstance(leaf, gym.spaces.MultiDiscrete):
+            nvec += [int(v) for v in np.asarray(leaf.nvec).ravel()]
+        else:
+            nvec += [2] * int(np.prod(leaf.shape))
+    return nvec
+
+
+def unflatten_actions(space, flat, n):
+    """A batch of n flat actions ([n, width], the layout of action_layout)
+    as the vector env's batched Dict/Tuple action."""
+    _, parts = action_layout(space)
+    columns = iter(np.split(flat, np.cumsum([w for _, _, w in parts])[:-1],
+                            axis=1))
+    leaves = {}
+    for name, leaf, _ in parts:
+        column = next(columns)
+        if isinstance(leaf, gym.spaces.Discrete):
+            leaves[name] = column.reshape(n).astype(leaf.dtype, copy=False)
+        else:
+            leaves[name] = column.reshape((n,) + leaf.shape).astype(
+                leaf.dtype, copy=False)
+
+    def build(sub, prefix=""):
+        if isinstance(sub, gym.spaces.Dict):
+            return {key: build(s, f"{prefix}{key}.")
+                    for key, s in sub.spaces.items()}
+        if isinstance(sub, gym.spaces.Tuple):
+            return tuple(build(s, f"{prefix}{i}.")
+                         for i, s in enumerate(sub.spaces))
+        return leaves[prefix.rstrip(".")]
+
+    return build(space)
 
 
 def flatten_batch(space, x, n):
@@ -161,6 +266,20 @@ def describe(space, flatten=False):
         if int(space.start) != 0:
             raise ValueError(f"Discrete spaces must start at 0 (got {space})")
         return ("discrete", (int(space.n),), [], [], int(space.n), "int64")
+    if isinstance(space, _NESTED) and not flatten:  # an action
+        try:
+            kind, parts = action_layout(space)
+        except ValueError as e:
+            return (type(space).__name__ + f" ({e})", (), [], [], 0, "")
+        if kind == "discrete":
+            nvec = _nvec_of(parts)
+            return ("multi_discrete", (len(nvec),), [], [], nvec, "int64")
+        low = np.concatenate([np.asarray(leaf.low, np.float64).ravel()
+                              for _, leaf, _ in parts])
+        high = np.concatenate([np.asarray(leaf.high, np.float64).ravel()
+                               for _, leaf, _ in parts])
+        return ("box", (int(low.size),), low.tolist(), high.tolist(), 0,
+                "float32")
     if isinstance(space, gym.spaces.MultiDiscrete) and not flatten:
         nvec = np.asarray(space.nvec).ravel()
         if np.any(np.asarray(space.start) != 0):
@@ -220,7 +339,12 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     lengths_out (or None) get the games that ended (episodic_life)."""
     space = env.single_action_space
     n = env.num_envs
-    if isinstance(space, gym.spaces.Box):
+    if isinstance(space, _NESTED):
+        kind, _ = action_layout(space)
+        flat = np.frombuffer(actions, np.int64 if kind == "discrete"
+                             else np.float32).reshape(n, -1)
+        actions = unflatten_actions(space, flat, n)
+    elif isinstance(space, gym.spaces.Box):
         actions = np.frombuffer(actions, np.float32).reshape(
             (n,) + space.shape).astype(space.dtype, copy=False)
     elif isinstance(space, (gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)):

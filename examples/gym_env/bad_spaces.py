@@ -1,5 +1,7 @@
-"""A Gymnasium env whose action space the bridge cannot pass (a Tuple):
-the bridge's tests check the message."""
+"""Gymnasium envs of the spaces the bridge's tests step: one whose action
+space it cannot pass (a Tuple mixing Discrete and Box; the tests check the
+message), Dict observations, MultiDiscrete / MultiBinary actions, and Dict
+and Tuple actions (flattened to one MultiDiscrete or one Box)."""
 
 import gymnasium as gym
 import numpy as np
@@ -9,7 +11,7 @@ class TupleActions(gym.Env):
     def __init__(self):
         self.observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.action_space = gym.spaces.Tuple(
-            (gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+            (gym.spaces.Discrete(2), gym.spaces.Box(-1.0, 1.0, (1,), np.float32)))
 
     def reset(self, seed=None, options=None):
         super().reset(seed=seed)
@@ -73,3 +75,39 @@ class MultiActions(gym.Env):
 
 def make_multi(**kwargs):
     return MultiActions(**kwargs)
+
+
+class DictActions(gym.Env):
+    """Dict actions, the observation echoing them flat: {"move":
+    Discrete(3), "fire": MultiBinary(2)} (MultiDiscrete [2, 2, 3] through
+    the bridge: Gymnasium orders a Dict's keys, fire first), or with
+    box=True {"steer": Box(2), "throttle": Box(1)} (a Box of 3);
+    tuple=True makes the same parts a Tuple, in their order ([3, 2, 2])."""
+
+    def __init__(self, box=False, tuple=False):
+        if box:
+            parts = {"steer": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+                     "throttle": gym.spaces.Box(-1.0, 1.0, (1,), np.float32)}
+        else:
+            parts = {"move": gym.spaces.Discrete(3),
+                     "fire": gym.spaces.MultiBinary(2)}
+        self.action_space = (gym.spaces.Tuple(list(parts.values())) if tuple
+                             else gym.spaces.Dict(parts))
+        # A Dict's order is its space's (Gymnasium sorts a dict's keys).
+        self.keys = [] if tuple else list(self.action_space.spaces)
+        self.tuple = tuple
+        self.observation_space = gym.spaces.Box(-1.0, 3.0, (3,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        values = action if self.tuple else [action[k] for k in self.keys]
+        flat = np.concatenate([np.asarray(v, np.float32).ravel() for v in values])
+        return flat, 0.0, False, False, {}
+
+
+def make_dict_actions(**kwargs):
+    return DictActions(**kwargs)
+
