@@ -38,8 +38,9 @@ class GeneratedStubsTest(unittest.TestCase):
         run_service = coordinator_pb2.DESCRIPTOR.services_by_name["RunService"]
         self.assertEqual(
             sorted(m.name for m in run_service.methods),
-            ["CancelRun", "GetRun", "ListRuns", "ListWorkers", "SubmitRun",
-             "WatchRun"])
+            ["AddSweepTrial", "CancelRun", "CancelSweep", "GetRun",
+             "GetSweep", "ListRuns", "ListSweeps", "ListWorkers", "SubmitRun",
+             "SubmitSweep", "WatchRun"])
         learner = learner_pb2.DESCRIPTOR.services_by_name["LearnerService"]
         stream = learner.methods_by_name["StreamRollouts"]
         method = descriptor_pb2.MethodDescriptorProto()

@@ -4,12 +4,18 @@
 // Gymnasium's kwargs. One mjModel per batch, one mjData per environment, no
 // allocation per step; the batch is split over `num_threads` shards
 // (envs/shard_pool.h), each stepping its own environments.
+#include <mujoco/mjxmacro.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <memory>
+#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "envs/mujoco/mujoco_task.h"
@@ -112,7 +118,115 @@ class MujocoBatch {
     });
   }
 
+  // The batch's whole state, so that a resumed run continues exactly: per
+  // environment every array of its mjData (MuJoCo's MJDATA_POINTERS: the
+  // integration state, and the derived quantities a task reads before it
+  // steps, such as the body positions of the last step's kinematics) and
+  // its time, then its step count, return and random generator. Layout:
+  // "MJB2", n, bytes per env, each env's data, then per env elapsed
+  // (int32), return (double), the generator's text length (int32) and
+  // text.
+  std::string SaveState() const {
+    const int n = static_cast<int>(data_.size());
+    std::string out = "MJB2";
+    Append(&out, n);
+    Append(&out, DataBytes());
+    for (int i = 0; i < n; ++i) {
+      Append(&out, data_[i]->time);
+      ForEachArray(data_[i],
+                   [&](char* p, size_t bytes) { out.append(p, bytes); });
+    }
+    for (int i = 0; i < n; ++i) {
+      Append(&out, elapsed_[i]);
+      Append(&out, returns_[i]);
+      std::ostringstream rng;
+      rng << rngs_[i];
+      const std::string text = rng.str();
+      Append(&out, static_cast<int32_t>(text.size()));
+      out += text;
+    }
+    return out;
+  }
+
+  void RestoreState(const char* bytes, int64_t size) {
+    std::string_view in(bytes, static_cast<size_t>(std::max<int64_t>(size, 0)));
+    if (in.substr(0, 4) != "MJB2") {
+      throw std::runtime_error("not a MuJoCo batch state (no MJB2 header)");
+    }
+    in.remove_prefix(4);
+    const int n = static_cast<int>(data_.size());
+    const int32_t saved_n = Take<int32_t>(&in);
+    const int64_t saved_bytes = Take<int64_t>(&in);
+    if (saved_n != n || saved_bytes != DataBytes()) {
+      throw std::runtime_error("the saved MuJoCo state is of " +
+                               std::to_string(saved_n) + " envs of " +
+                               std::to_string(saved_bytes) +
+                               " bytes; this batch has " + std::to_string(n) +
+                               " of " + std::to_string(DataBytes()));
+    }
+    for (int i = 0; i < n; ++i) {
+      if (in.size() < static_cast<size_t>(saved_bytes) + sizeof(double)) {
+        throw std::runtime_error("truncated state");
+      }
+      data_[i]->time = Take<double>(&in);
+      ForEachArray(data_[i], [&](char* p, size_t bytes) {
+        std::memcpy(p, in.data(), bytes);
+        in.remove_prefix(bytes);
+      });
+    }
+    for (int i = 0; i < n; ++i) {
+      elapsed_[i] = Take<int32_t>(&in);
+      returns_[i] = Take<double>(&in);
+      const int32_t length = Take<int32_t>(&in);
+      if (length < 0 || in.size() < static_cast<size_t>(length)) {
+        throw std::runtime_error("truncated state");
+      }
+      std::istringstream rng{std::string(in.substr(0, length))};
+      rng >> rngs_[i];
+      if (!rng) throw std::runtime_error("bad random generator state");
+      in.remove_prefix(length);
+    }
+    if (!in.empty()) throw std::runtime_error("trailing bytes after the state");
+  }
+
  private:
+  // fn(pointer, bytes) for every array of `d` (mjxmacro.h's
+  // MJDATA_POINTERS, sized by the model).
+  template <typename F>
+  void ForEachArray(mjData* d, F&& fn) const {
+    const mjModel* m = task_->model();
+    MJDATA_POINTERS_PREAMBLE(m)
+#define X(type, name, nr, nc) \
+  fn(reinterpret_cast<char*>(d->name), sizeof(type) * (m->nr) * (nc));
+#define XMJV X
+    MJDATA_POINTERS
+#undef XMJV
+#undef X
+        (void)
+        nv;
+  }
+
+  // Bytes of one env's arrays.
+  int64_t DataBytes() const {
+    int64_t bytes = 0;
+    if (data_.empty()) return 0;
+    ForEachArray(data_[0], [&](char*, size_t n) { bytes += n; });
+    return bytes;
+  }
+
+  template <typename T>
+  static void Append(std::string* out, T value) {
+    out->append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+  template <typename T>
+  static T Take(std::string_view* in) {
+    if (in->size() < sizeof(T)) throw std::runtime_error("truncated state");
+    T value;
+    std::memcpy(&value, in->data(), sizeof(T));
+    in->remove_prefix(sizeof(T));
+    return value;
+  }
+
   // fn(i) for every environment, each shard over its own contiguous range.
   template <typename F>
   void ForEachShard(F&& fn) {
@@ -179,6 +293,25 @@ const rl_env_plugin* Table() {
                 char* error, size_t error_size) {
       return Guard(error, error_size, [&] {
         Of(env)->Step(static_cast<const float*>(actions), *out);
+      });
+    };
+    t.save_state = [](rl_env* env, void* bytes, int64_t capacity, char* error,
+                      size_t error_size) -> int64_t {
+      std::string state;
+      if (Guard(error, error_size, [&] { state = Of(env)->SaveState(); }) !=
+          0) {
+        return -1;
+      }
+      const int64_t size = static_cast<int64_t>(state.size());
+      if (size <= capacity && bytes != nullptr) {
+        std::memcpy(bytes, state.data(), state.size());
+      }
+      return size;
+    };
+    t.restore_state = [](rl_env* env, const void* bytes, int64_t size,
+                         char* error, size_t error_size) {
+      return Guard(error, error_size, [&] {
+        Of(env)->RestoreState(static_cast<const char*>(bytes), size);
       });
     };
     return t;

@@ -105,6 +105,83 @@ TEST(MujocoPluginTest, HoppersFallAndStartAgain) {
   EXPECT_EQ(r.truncations, 0);
 }
 
+// A saved batch restored into another (another seed, fresh) continues
+// exactly: the same observations, rewards and flags bit for bit, through
+// episodes that end and start again with reset noise from the restored
+// generators; Ant's contacts need MuJoCo's warm start restored too.
+TEST(MujocoPluginTest, ARestoredBatchContinuesExactly) {
+  EnvSpec spec;
+  spec.set_id("Ant-v5");
+  spec.set_plugin(kMujocoPlugin);
+  spec.set_observation_size(105);
+  spec.set_continuous_action_size(8);
+  spec.set_action_low(-1);
+  spec.set_action_high(1);
+  spec.set_max_episode_steps(25);
+  spec = Resolved(spec);
+  constexpr int kEnvs = 3, kObs = 105, kNu = 8;
+  auto open = [&](uint64_t seed) {
+    EnvOpenOptions options;
+    options.num_envs = kEnvs;
+    options.seed = seed;
+    options.num_threads = 2;
+    return OpenEnv(spec, options);
+  };
+  ASSERT_OK_AND_ASSIGN(auto first, open(7));
+  ASSERT_OK_AND_ASSIGN(auto second, open(99));
+  struct Out {
+    std::vector<float> obs = std::vector<float>(kEnvs * kObs),
+                       final_obs = std::vector<float>(kEnvs * kObs),
+                       rewards = std::vector<float>(kEnvs),
+                       returns = std::vector<float>(kEnvs);
+    std::vector<uint8_t> term = std::vector<uint8_t>(kEnvs),
+                         trunc = std::vector<uint8_t>(kEnvs);
+    std::vector<int32_t> lengths = std::vector<int32_t>(kEnvs);
+    StepOutputs outputs() {
+      return {obs.data(),       rewards.data(), term.data(),   trunc.data(),
+              final_obs.data(), returns.data(), lengths.data()};
+    }
+  } a, b;
+  ASSERT_OK(first->Reset(a.obs.data()));
+  ASSERT_OK(second->Reset(b.obs.data()));
+  std::vector<float> actions(kEnvs * kNu);
+  auto act = [&](int s) {
+    for (size_t k = 0; k < actions.size(); ++k) {
+      actions[k] = static_cast<float>(((s * 37 + k * 11) % 200) / 100.0 - 1.0);
+    }
+  };
+  for (int s = 0; s < 15; ++s) {
+    act(s);
+    ASSERT_OK(first->StepContinuous(actions.data(), a.outputs()));
+  }
+  const std::string state = first->SaveState();
+  ASSERT_FALSE(state.empty());
+  ASSERT_OK(second->RestoreState(state));
+  int ends = 0;
+  for (int s = 15; s < 60; ++s) {  // the time limit ends episodes at 25, 50
+    act(s);
+    ASSERT_OK(first->StepContinuous(actions.data(), a.outputs()));
+    ASSERT_OK(second->StepContinuous(actions.data(), b.outputs()));
+    ASSERT_EQ(0, std::memcmp(a.obs.data(), b.obs.data(),
+                             a.obs.size() * sizeof(float)))
+        << "step " << s;
+    ASSERT_EQ(a.rewards, b.rewards) << "step " << s;
+    ASSERT_EQ(a.term, b.term) << "step " << s;
+    ASSERT_EQ(a.trunc, b.trunc) << "step " << s;
+    ASSERT_EQ(a.lengths, b.lengths) << "step " << s;
+    for (int i = 0; i < kEnvs; ++i) ends += a.term[i] + a.trunc[i];
+  }
+  EXPECT_GE(ends, kEnvs);  // episodes started again after the restore
+  // A state of another batch size is refused, naming both.
+  EnvOpenOptions options;
+  options.num_envs = 2;
+  ASSERT_OK_AND_ASSIGN(auto smaller, OpenEnv(spec, options));
+  const absl::Status refused = smaller->RestoreState(state);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("of 3 envs"), absl::string_view::npos)
+      << refused;
+}
+
 TEST(MujocoPluginTest, SpacesThatDisagreeWithTheRunAreRefusedNamingBoth) {
   EnvSpec spec = HalfCheetah();
   spec.set_observation_size(18);
