@@ -42,13 +42,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Python() {
-  if (const char* p = std::getenv("RL_PYTHON"); p != nullptr && *p) return p;
-  const std::string venv = BenchFilePath(".venv/bin/python3");
-  setenv("RL_PYTHON", venv.c_str(), 1);
-  return venv;
-}
-
 // Actions of `game` (CleanRL's minimal action sets).
 int Choices(const std::string& game) { return game == "Pong" ? 6 : 4; }
 
@@ -72,14 +65,7 @@ double RunPython(const std::string& python, const std::string& setup,
                    "; k += 1\n"
                    "    steps += 20 * n\n"
                    "print(steps / (time.perf_counter() - start))\n");
-  const std::string command =
-      absl::StrCat(python, " -c \"", script, "\" 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return 0;
-  double rate = 0;
-  if (std::fscanf(pipe, "%lf", &rate) != 1) rate = 0;
-  pclose(pipe);
-  return rate;
+  return PythonNumber(python, script);
 }
 
 // rl_atari's vector env stepped alone in Python (no bridge).
@@ -183,7 +169,7 @@ int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int n = absl::GetFlag(FLAGS_num_envs);
   const double seconds = absl::GetFlag(FLAGS_seconds);
-  const std::string python = Python();
+  const std::string python = BenchPython();
   std::string pool = absl::GetFlag(FLAGS_envpool_python);
   if (!pool.empty()) pool = BenchFilePath(pool);
   std::printf(

@@ -1,5 +1,6 @@
 #include "bench/bench_files.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
@@ -44,6 +45,23 @@ std::string BenchFilePath(absl::string_view path) {
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
   return given.string();
+}
+
+std::string BenchPython() {
+  if (const char* p = std::getenv("RL_PYTHON"); p != nullptr && *p) return p;
+  const std::string venv = BenchFilePath(".venv/bin/python3");
+  setenv("RL_PYTHON", venv.c_str(), 1);
+  return venv;
+}
+
+double PythonNumber(const std::string& python, const std::string& script) {
+  const std::string command = python + " -c \"" + script + "\" 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return 0;
+  double value = 0;
+  if (std::fscanf(pipe, "%lf", &value) != 1) value = 0;
+  pclose(pipe);
+  return value;
 }
 
 }  // namespace rl

@@ -19,6 +19,16 @@ namespace rl {
 // Nothing found: `path` as given, so the caller's error names it.
 std::string BenchFilePath(absl::string_view path);
 
+// The python3 of the benches' Python children and of the Gymnasium
+// bridge's embedded interpreter: $RL_PYTHON, else the workspace's
+// .venv/bin/python3 (then exported as $RL_PYTHON).
+std::string BenchPython();
+
+// Runs `python -c "script"` (its stderr dropped; `script` holds no double
+// quotes) and returns the number it prints; 0 when it cannot run or prints
+// none (an optional column of a bench, e.g. EnvPool's).
+double PythonNumber(const std::string& python, const std::string& script);
+
 }  // namespace rl
 
 #endif  // RL_BENCH_BENCH_FILES_H_

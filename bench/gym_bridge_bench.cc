@@ -23,13 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string Python() {
-  if (const char* p = std::getenv("RL_PYTHON"); p != nullptr && *p) return p;
-  const std::string venv = BenchFilePath(".venv/bin/python3");
-  setenv("RL_PYTHON", venv.c_str(), 1);
-  return venv;
-}
-
 // Steps/s of make_vec alone, from a Python child process.
 double PythonAlone(const std::string& python, const std::string& id,
                    int num_envs, double seconds) {
@@ -54,13 +47,7 @@ double PythonAlone(const std::string& python, const std::string& id,
       num_envs,
       "\n"
       "print(n / (time.perf_counter() - start))\n");
-  const std::string command = absl::StrCat(python, " -c \"", script, "\"");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return 0;
-  double rate = 0;
-  if (std::fscanf(pipe, "%lf", &rate) != 1) rate = 0;
-  pclose(pipe);
-  return rate;
+  return PythonNumber(python, script);
 }
 
 double ThroughTheBridge(const std::string& id, int num_envs, double seconds) {
@@ -108,7 +95,7 @@ int Main(int argc, char** argv) {
   const double seconds = argc > 3 ? std::atof(argv[3]) : 3.0;
   std::vector<int> sizes = {16, 256};
   if (argc > 2) sizes = {std::atoi(argv[2])};
-  const std::string python = Python();
+  const std::string python = BenchPython();
   std::printf(
       "%s, random actions, sync vector env, %.0f s each (best of 2 "
       "alternated rounds)\n",

@@ -182,14 +182,7 @@ double EnvPool(const std::string& python, const std::string& id, int num_envs,
       num_envs,
       "\n"
       "print(n / (time.perf_counter() - start))\n");
-  const std::string command =
-      absl::StrCat(python, " -c \"", script, "\" 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return 0;
-  double rate = 0;
-  if (std::fscanf(pipe, "%lf", &rate) != 1) rate = 0;
-  pclose(pipe);
-  return rate;
+  return PythonNumber(python, script);
 }
 
 std::string Ratio(double a, double b) {

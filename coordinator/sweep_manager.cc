@@ -147,15 +147,7 @@ absl::StatusOr<Sweep> SweepManager::AddTrial(
     made.push_back(std::move(trial));
   }
   for (const SweepTrial& trial : made) AppendTrial(&live, trial);
-  const std::string id = request.sweep_id();
-  Sweep out;
-  if (AdvanceLocked(&live)) {
-    out = live.sweep;
-    live_.erase(id);
-  } else {
-    out = live.sweep;
-  }
-  return out;
+  return AdvanceOneLocked(request.sweep_id());
 }
 
 absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
@@ -236,15 +228,8 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
               live.sweep.sweep_id(), live.sweep.spec().name(), owner,
               live.sweep.trials_size(), live.sweep.spec().concurrency());
   const std::string id = live.sweep.sweep_id();
-  Live& stored = live_.emplace(id, std::move(live)).first->second;
-  Sweep out;
-  if (AdvanceLocked(&stored)) {
-    out = stored.sweep;
-    live_.erase(id);
-  } else {
-    out = stored.sweep;
-  }
-  return out;
+  live_.emplace(id, std::move(live));
+  return AdvanceOneLocked(id);
 }
 
 absl::StatusOr<Sweep> SweepManager::Get(const std::string& sweep_id) {
@@ -297,6 +282,14 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id) {
   WriteLocked(&live);
   Sweep out = live.sweep;
   live_.erase(it);
+  return out;
+}
+
+Sweep SweepManager::AdvanceOneLocked(const std::string& sweep_id) {
+  auto it = live_.find(sweep_id);
+  const bool ended = AdvanceLocked(&it->second);
+  Sweep out = it->second.sweep;
+  if (ended) live_.erase(it);
   return out;
 }
 

@@ -87,6 +87,10 @@ class SweepManager {
   // Advances `live` one step; writes it to the store if it changed. True
   // when the sweep ended.
   bool AdvanceLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AdvanceLocked on the live sweep `sweep_id` (forgotten once it ended):
+  // the sweep after it.
+  Sweep AdvanceOneLocked(const std::string& sweep_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FollowTrialLocked(Live* live, Trial* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SubmitTrialLocked(Live* live, Trial* trial)

@@ -28,18 +28,8 @@ class ClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        port_file = os.path.join(cls.dir, "port")
-        cls.coordinator = test_util.start(
-            ["coordinator/coordinator_main", "--port=0", f"--port_file={port_file}",
-             f"--store={cls.dir}/c.db", f"--runs_dir={cls.dir}/runs",
-             f"--log_dir={cls.dir}/logs", "--local_workers=learners=1,actors=1"],
-            os.path.join(cls.dir, "coordinator.log"))
-        try:
-            port = test_util.read_port_file(port_file, cls.coordinator, what="coordinator")
-        except RuntimeError:
-            test_util.stop(cls.coordinator)
-            raise
-        cls.address = f"127.0.0.1:{port}"
+        cls.coordinator, cls.address = test_util.start_coordinator(
+            cls.dir, f"--log_dir={cls.dir}/logs", "--local_workers=learners=1,actors=1")
         # The embedded coordinator locks its doors with tokens it made.
         os.environ["RL_TOKEN_FILE"] = f"{cls.dir}/runs/auth/user.token"
 

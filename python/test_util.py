@@ -47,6 +47,24 @@ def stop(process, timeout=30):
     return process.returncode
 
 
+def start_coordinator(directory, *flags):
+    """coordinator/coordinator_main on any port with its store and runs in
+    `directory` (log: directory/coordinator.log), then `flags`; waits for its
+    port. Returns (the Popen, "127.0.0.1:PORT"); stops it and raises
+    RuntimeError if it never listens."""
+    port_file = os.path.join(directory, "port")
+    process = start(
+        ["coordinator/coordinator_main", "--port=0", f"--port_file={port_file}",
+         f"--store={directory}/c.db", f"--runs_dir={directory}/runs", *flags],
+        os.path.join(directory, "coordinator.log"))
+    try:
+        port = read_port_file(port_file, process, what="coordinator")
+    except RuntimeError:
+        stop(process)
+        raise
+    return process, f"127.0.0.1:{port}"
+
+
 def tail(path, lines=40):
     try:
         with open(path, errors="replace") as f:
