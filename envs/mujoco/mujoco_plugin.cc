@@ -195,15 +195,14 @@ class MujocoBatch {
   template <typename F>
   void ForEachArray(mjData* d, F&& fn) const {
     const mjModel* m = task_->model();
-    MJDATA_POINTERS_PREAMBLE(m)
+    MJDATA_POINTERS_PREAMBLE(m);  // int nv, for the sizes that use it
+    (void)nv;
 #define X(type, name, nr, nc) \
   fn(reinterpret_cast<char*>(d->name), sizeof(type) * (m->nr) * (nc));
 #define XMJV X
-    MJDATA_POINTERS
+    MJDATA_POINTERS;
 #undef XMJV
 #undef X
-        (void)
-        nv;
   }
 
   // Bytes of one env's arrays.
