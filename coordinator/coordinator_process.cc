@@ -181,7 +181,8 @@ class CoordinatorProcess::Impl {
     }
     ASSIGN_OR_RETURN(core_, CoordinatorCore::Create(core));
     ASSIGN_OR_RETURN(sweeps_,
-                     SweepManager::Create(core_.get(), core_->store()));
+                     SweepManager::Create(core_.get(), core_->store(),
+                                          options_.max_sweeps_per_user));
     std::shared_ptr<const Security> security = options_.security != nullptr
                                                    ? options_.security
                                                    : Security::ProcessDefault();

@@ -38,6 +38,8 @@ struct CoordinatorProcessOptions {
   int max_worker_failures = 10;
   // Runs one user may have waiting to start (0: no limit).
   int max_queued_runs_per_user = 256;
+  // Sweeps one user may have running at once (0: no limit).
+  int max_sweeps_per_user = 16;
   absl::Duration worker_failure_window = absl::Minutes(10);
   // Largest segment or policy a run may need on the wire; the learners'
   // --max_message_mb must be at least this.

@@ -45,6 +45,9 @@ ABSL_FLAG(int, max_worker_failures, 10,
 ABSL_FLAG(int, max_queued_runs_per_user, 256,
           "Runs one user (token name) may have waiting to start; more "
           "submits are refused with RESOURCE_EXHAUSTED. 0: no limit.");
+ABSL_FLAG(int, max_sweeps_per_user, 16,
+          "Sweeps one user may have running at once; more are refused with "
+          "RESOURCE_EXHAUSTED. 0: no limit.");
 ABSL_FLAG(double, worker_failure_window_s, 600,
           "Window of --max_worker_failures, in seconds.");
 ABSL_FLAG(int, max_message_mb, 256,
@@ -130,6 +133,7 @@ int main(int argc, char** argv) {
   options.max_worker_failures = absl::GetFlag(FLAGS_max_worker_failures);
   options.max_queued_runs_per_user =
       absl::GetFlag(FLAGS_max_queued_runs_per_user);
+  options.max_sweeps_per_user = absl::GetFlag(FLAGS_max_sweeps_per_user);
   options.worker_failure_window =
       absl::Seconds(absl::GetFlag(FLAGS_worker_failure_window_s));
   options.max_message_mb = absl::GetFlag(FLAGS_max_message_mb);

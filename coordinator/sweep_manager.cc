@@ -52,8 +52,9 @@ std::string Number(double v) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(
-    CoordinatorCore* core, RunStore* store) {
-  auto manager = std::unique_ptr<SweepManager>(new SweepManager(core, store));
+    CoordinatorCore* core, RunStore* store, int max_unfinished_per_owner) {
+  auto manager = std::unique_ptr<SweepManager>(
+      new SweepManager(core, store, max_unfinished_per_owner));
   RETURN_IF_ERROR(manager->Recover());
   return manager;
 }
@@ -197,6 +198,17 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
         " (its trials' mean return of the last 100 episodes), not \"",
         spec->metric().series(), "\""));
   }
+  if (max_unfinished_per_owner_ > 0) {
+    absl::MutexLock lock(&mu_);
+    int running = 0;
+    for (const auto& [id, live] : live_) running += live.sweep.owner() == owner;
+    if (running >= max_unfinished_per_owner_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          owner, " has ", running, " sweeps running, at most ",
+          max_unfinished_per_owner_,
+          " (--max_sweeps_per_user): cancel one or wait for one to end"));
+    }
+  }
   absl::StatusOr<std::vector<SweepTrial>> expanded = ExpandSweep(*spec);
   if (!expanded.ok()) {
     return absl::Status(expanded.status().code(),
@@ -246,10 +258,13 @@ absl::StatusOr<ListSweepsResponse> SweepManager::List() {
                    store_->ListSweeps(false, kMaxListedSweeps));
   ListSweepsResponse response;
   absl::MutexLock lock(&mu_);
+  int trials = 0;  // listed so far: the newest sweeps' until the budget
   for (Sweep& sweep : sweeps) {
     auto it = live_.find(sweep.sweep_id());
-    *response.add_sweeps() =
-        it == live_.end() ? std::move(sweep) : it->second.sweep;
+    Sweep* listed = response.add_sweeps();
+    *listed = it == live_.end() ? std::move(sweep) : it->second.sweep;
+    trials += listed->trials_size();
+    if (trials > kMaxListedTrials) listed->clear_trials();
   }
   return response;
 }
@@ -472,6 +487,17 @@ void SweepManager::FinishLocked(Live* live) {
 }
 
 void SweepManager::WriteLocked(Live* live) {
+  Sweep& sweep = live->sweep;
+  sweep.set_trials_total(sweep.trials_size());
+  sweep.set_trials_ended(static_cast<int32_t>(
+      std::count_if(sweep.trials().begin(), sweep.trials().end(),
+                    [](const Trial& t) { return IsFinal(t.state()); })));
+  sweep.set_best_score(kNaN);
+  for (const Trial& trial : sweep.trials()) {
+    if (!sweep.best_run_id().empty() && trial.run_id() == sweep.best_run_id()) {
+      sweep.set_best_score(trial.score());
+    }
+  }
   std::string now = live->sweep.SerializeAsString();
   if (now == live->stored) return;
   SetNow(live->sweep.mutable_update_time());

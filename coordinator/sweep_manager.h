@@ -38,18 +38,22 @@ namespace rl {
 
 // The one metric a coordinator sweep scores (its runs' progress).
 inline constexpr char kSweepSeries[] = "learner/mean_return";
-// ListSweeps' most.
+// ListSweeps' most, and the most trials it includes in all.
 inline constexpr int kMaxListedSweeps = 100;
+inline constexpr int kMaxListedTrials = 10000;
 
 class SweepManager {
  public:
-  // `core` and `store` (the core's) outlive it.
+  // `core` and `store` (the core's) outlive it. An owner may have at most
+  // `max_unfinished_per_owner` sweeps running at once (0: no limit).
   static absl::StatusOr<std::unique_ptr<SweepManager>> Create(
-      CoordinatorCore* core, RunStore* store);
+      CoordinatorCore* core, RunStore* store,
+      int max_unfinished_per_owner = 16);
 
   // Parses and validates the sweep file (INVALID_ARGUMENT naming the
   // field path, prefixed with its name), stores the sweep RUNNING and
-  // submits its first trials as `owner`'s runs.
+  // submits its first trials as `owner`'s runs. RESOURCE_EXHAUSTED when
+  // `owner` has max_unfinished_per_owner sweeps running.
   absl::StatusOr<Sweep> Submit(const SubmitSweepRequest& request,
                                const std::string& owner);
   // NOT_FOUND for an unknown id.
@@ -77,8 +81,11 @@ class SweepManager {
     std::string stored;  // the sweep as last written
   };
 
-  SweepManager(CoordinatorCore* core, RunStore* store)
-      : core_(core), store_(store) {}
+  SweepManager(CoordinatorCore* core, RunStore* store,
+               int max_unfinished_per_owner)
+      : core_(core),
+        store_(store),
+        max_unfinished_per_owner_(max_unfinished_per_owner) {}
   absl::Status Recover();
   // live->expanded again from its trials' parameters.
   static absl::Status RebuildTrials(Live* live);
@@ -100,6 +107,7 @@ class SweepManager {
 
   CoordinatorCore* const core_;
   RunStore* const store_;
+  const int max_unfinished_per_owner_;
   absl::Mutex mu_;
   std::map<std::string, Live> live_ ABSL_GUARDED_BY(mu_);
 };

@@ -353,5 +353,25 @@ parameters:
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// An owner's running sweeps are bounded; ListSweeps has their summaries.
+TEST_F(SweepManagerTest, AnOwnersRunningSweepsAreBounded) {
+  auto made = SweepManager::Create(core_.get(), core_->store(), 2);
+  ASSERT_OK(made);
+  sweeps_ = *std::move(made);
+  ASSERT_OK(Submit(kSweep).status());
+  ASSERT_OK(Submit(kSweep).status());
+  EXPECT_THAT(Submit(kSweep).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("alice has 2 sweeps running, at most 2 "
+                                 "(--max_sweeps_per_user)")));
+  ASSERT_OK_AND_ASSIGN(const ListSweepsResponse list, sweeps_->List());
+  ASSERT_EQ(list.sweeps_size(), 2);
+  EXPECT_EQ(list.sweeps(0).trials_total(), 4);
+  EXPECT_EQ(list.sweeps(0).trials_ended(), 0);
+  // Cancelling one makes room.
+  ASSERT_OK(sweeps_->Cancel(list.sweeps(0).sweep_id()).status());
+  ASSERT_OK(Submit(kSweep).status());
+}
+
 }  // namespace
 }  // namespace rl

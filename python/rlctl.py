@@ -525,7 +525,15 @@ def trials_best_first(sweep):
 
 
 def trials_done(sweep):
+    """Trials that ended (the coordinator's count where a listing left the
+    trials out)."""
+    if not sweep.trials:
+        return sweep.trials_ended
     return sum(1 for t in sweep.trials if state_name(t.state) in TERMINAL_STATES)
+
+
+def trials_total(sweep):
+    return len(sweep.trials) or sweep.trials_total
 
 
 def best_score_text(sweep):
@@ -533,7 +541,7 @@ def best_score_text(sweep):
     for t in sweep.trials:
         if sweep.best_run_id and t.run_id == sweep.best_run_id:
             return score_text(t.score)
-    return "-"
+    return score_text(sweep.best_score) if sweep.best_run_id else "-"
 
 
 def early_stopping_text(spec):
@@ -556,7 +564,7 @@ def sweep_table(sweep):
     spec = sweep.spec
     metric = spec.metric
     lines = [f"{text(sweep.sweep_id)}  {text(spec.name or '-')}  {state_name(sweep.state)}  "
-             f"trials {trials_done(sweep)}/{len(sweep.trials)} done"
+             f"trials {trials_done(sweep)}/{trials_total(sweep)} done"
              + (f"  owner: {text(sweep.owner)}" if sweep.owner else ""),
              f"metric: {text(metric.series or '-')} ({text(metric.goal or 'max')}, best of the "
              f"last {max(metric.last_points, 1)} points)  "
@@ -583,7 +591,7 @@ def sweeps_table(sweeps):
     if not sweeps:
         return ""
     rows = [[s.sweep_id, state_name(s.state), s.spec.name or "-",
-             f"{trials_done(s)}/{len(s.trials)}", s.best_run_id or "-", best_score_text(s)]
+             f"{trials_done(s)}/{trials_total(s)}", s.best_run_id or "-", best_score_text(s)]
             for s in sweeps]
     return "\n".join(format_table(["SWEEP", "STATE", "NAME", "TRIALS", "BEST RUN",
                                     "BEST SCORE"], rows, right=(3, 5)))

@@ -115,6 +115,14 @@ class SweepTableTest(unittest.TestCase):
     def test_no_trials(self):
         self.assertTrue(rlctl.sweep_table(make_sweep([])).endswith("\nno trials"))
 
+    def test_a_listing_without_trials_uses_the_counts(self):
+        # ListSweeps leaves out the trials of older sweeps past its budget.
+        bare = make_sweep([], state=common_pb2.SUCCEEDED, best_run_id="run-9")
+        bare.trials_total, bare.trials_ended, bare.best_score = 40, 38, 487.5
+        line = rlctl.sweeps_table([bare]).splitlines()[1].split()
+        self.assertIn("38/40", line)
+        self.assertIn("487.5", line)
+
     def test_list_lines(self):
         done = make_sweep([3.0, 7.5, NAN], state=common_pb2.SUCCEEDED, best_run_id="run-1")
         done.trials[0].state = done.trials[1].state = common_pb2.SUCCEEDED
