@@ -1,9 +1,11 @@
-// Coordinator requests from clients and workers -> CoordinatorCore, in-process
-// (no gRPC) over a SQLite store in a scratch directory. The first byte picks
-// the call ('s'ubmit, 'g'et, 'l'ist, 'c'ancel, 'r'egister, 'h'eartbeat,
-// re'p'ort, 't'ick; any other byte modulo 8); the rest is its request. One
-// core for the whole process, so calls act on the runs and workers earlier
-// inputs made.
+// Coordinator requests from clients and workers -> CoordinatorCore and its
+// SweepManager, in-process (no gRPC) over a SQLite store in a scratch
+// directory. The first byte picks the call ('s'ubmit, 'g'et, 'l'ist,
+// 'c'ancel, 'r'egister, 'h'eartbeat, re'p'ort, 't'ick, s'w'eep submit,
+// 'a'dd a sweep trial, cancel a sweep 'x', 'y': get and list sweeps; any
+// other byte modulo 12); the rest is its request. One core for the whole
+// process, so calls act on the runs, sweeps and workers earlier inputs
+// made.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <memory>
 
 #include "coordinator/coordinator_core.h"
+#include "coordinator/sweep_manager.h"
 #include "fuzz/fuzz_input.h"
 #include "proto/coordinator.pb.h"
 
@@ -28,6 +31,15 @@ rl::CoordinatorCore* MakeCore() {
     std::abort();
   }
   return core->release();
+}
+
+rl::SweepManager* MakeSweeps(rl::CoordinatorCore* core) {
+  auto sweeps = rl::SweepManager::Create(core, core->store());
+  if (!sweeps.ok()) {
+    std::fprintf(stderr, "%s\n", sweeps.status().ToString().c_str());
+    std::abort();
+  }
+  return sweeps->release();
 }
 
 int Call(uint8_t selector) {
@@ -48,8 +60,16 @@ int Call(uint8_t selector) {
       return 6;
     case 't':
       return 7;
+    case 'w':
+      return 8;
+    case 'a':
+      return 9;
+    case 'x':
+      return 10;
+    case 'y':
+      return 11;
     default:
-      return selector % 8;
+      return selector % 12;
   }
 }
 
@@ -57,6 +77,7 @@ int Call(uint8_t selector) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static rl::CoordinatorCore* core = MakeCore();
+  static rl::SweepManager* sweeps = MakeSweeps(core);
   if (size == 0) return 0;
   const int call = Call(data[0]);
   ++data;
@@ -115,8 +136,41 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       break;
     }
+    case 8: {
+      rl::SubmitSweepRequest request;
+      if (rl::ParseFuzzInput(data, size, &request)) {
+        const auto response = sweeps->Submit(request, "fuzz");
+        if (std::getenv("RL_FUZZ_VERBOSE") != nullptr) {
+          std::fprintf(stderr, "%s\n", response.status().ToString().c_str());
+        }
+      }
+      break;
+    }
+    case 9: {
+      rl::AddSweepTrialRequest request;
+      if (rl::ParseFuzzInput(data, size, &request)) {
+        sweeps->AddTrial(request).IgnoreError();
+      }
+      break;
+    }
+    case 10: {
+      rl::CancelSweepRequest request;
+      if (rl::ParseFuzzInput(data, size, &request)) {
+        sweeps->Cancel(request.sweep_id()).IgnoreError();
+      }
+      break;
+    }
+    case 11: {
+      rl::GetSweepRequest request;
+      if (rl::ParseFuzzInput(data, size, &request)) {
+        sweeps->Get(request.sweep_id()).IgnoreError();
+        sweeps->List().IgnoreError();
+      }
+      break;
+    }
     default:
       core->Tick();
+      sweeps->Tick();
       core->ListWorkers();
       break;
   }

@@ -143,6 +143,21 @@ write("coordinator_request_fuzzer", "heartbeat.txtpb", 'hworker_id: "w-1" lease_
 write("coordinator_request_fuzzer", "report.txtpb",
       'pworker_id: "w-1" assignment_id: 1 finished: true error: "x"\n')
 write("coordinator_request_fuzzer", "tick.txtpb", "t")
+SWEEP = ("name: lr\nbase: {env: {id: CartPole-v1}, total_env_steps: 4000}\n"
+         "method: external\nmax_trials: 3\n"
+         "parameters: {ppo.learning_rate: {distribution: log_uniform, "
+         "min: 1.0e-4, max: 1.0e-2}, policy.activation: {values: [tanh, relu]}}\n"
+         "metric: {series: learner/mean_return}\n"
+         "early_stopping: {kind: asha, first_rung_steps: 1000}\n")
+write("coordinator_request_fuzzer", "sweep_submit.txtpb",
+      "w" + 'sweep_file: "' + SWEEP.replace("\n", "\\n") +
+      '" sweep_file_name: "lr.yaml" idempotency_key: "s1"\n')
+write("coordinator_request_fuzzer", "sweep_add.txtpb",
+      'asweep_id: "sweep-000001" parameters { key: "ppo.learning_rate" '
+      'value { number_value: 0.001 } } parameters { key: "policy.activation" '
+      'value { string_value: "relu" } }\n')
+write("coordinator_request_fuzzer", "sweep_cancel.txtpb", 'xsweep_id: "sweep-000001"\n')
+write("coordinator_request_fuzzer", "sweep_get.txtpb", 'ysweep_id: "sweep-000001"\n')
 
 
 # --- tfevents --------------------------------------------------------------
