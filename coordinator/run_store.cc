@@ -511,6 +511,22 @@ absl::StatusOr<Sweep> RunStore::CreateSweep(Sweep sweep,
   return sweep;
 }
 
+absl::StatusOr<Sweep> RunStore::FindSweepByKey(
+    const std::string& idempotency_key) {
+  absl::MutexLock lock(&mu_);
+  Statement find(db_, "SELECT sweep FROM sweeps WHERE idempotency_key = ?;");
+  RETURN_IF_ERROR(find.status());
+  find.Bind(1, idempotency_key);
+  if (find.Step() != SQLITE_ROW) {
+    return absl::NotFoundError("no sweep with that idempotency key");
+  }
+  Sweep sweep;
+  if (!sweep.ParseFromString(find.Blob(0))) {
+    return absl::DataLossError("stored sweep does not parse");
+  }
+  return sweep;
+}
+
 absl::Status RunStore::PutSweep(const Sweep& sweep) {
   absl::MutexLock lock(&mu_);
   Statement update(

@@ -105,6 +105,8 @@ class RunStore {
   absl::StatusOr<Sweep> CreateSweep(Sweep sweep,
                                     const std::string& idempotency_key,
                                     bool* created);
+  // The sweep CreateSweep made with `idempotency_key` (NOT_FOUND: none).
+  absl::StatusOr<Sweep> FindSweepByKey(const std::string& idempotency_key);
   // Replaces a stored sweep (NOT_FOUND for an unknown id).
   absl::Status PutSweep(const Sweep& sweep);
   absl::StatusOr<Sweep> GetSweep(const std::string& sweep_id);

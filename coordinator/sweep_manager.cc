@@ -198,6 +198,13 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
         " (its trials' mean return of the last 100 episodes), not \"",
         spec->metric().series(), "\""));
   }
+  // A submit again with a used key gets its sweep, limit or not.
+  if (!request.idempotency_key().empty()) {
+    absl::StatusOr<Sweep> made =
+        store_->FindSweepByKey(request.idempotency_key());
+    if (made.ok()) return Get(made->sweep_id());
+    if (!absl::IsNotFound(made.status())) return made.status();
+  }
   if (max_unfinished_per_owner_ > 0) {
     absl::MutexLock lock(&mu_);
     int running = 0;

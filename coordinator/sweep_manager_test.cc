@@ -358,8 +358,15 @@ TEST_F(SweepManagerTest, AnOwnersRunningSweepsAreBounded) {
   auto made = SweepManager::Create(core_.get(), core_->store(), 2);
   ASSERT_OK(made);
   sweeps_ = *std::move(made);
+  SubmitSweepRequest keyed;
+  keyed.set_sweep_file(kSweep);
+  keyed.set_idempotency_key("first");
+  ASSERT_OK_AND_ASSIGN(const Sweep first, sweeps_->Submit(keyed, "alice"));
   ASSERT_OK(Submit(kSweep).status());
-  ASSERT_OK(Submit(kSweep).status());
+  // At the limit, a retry of a submit that went through still gets its
+  // sweep.
+  ASSERT_OK_AND_ASSIGN(const Sweep again, sweeps_->Submit(keyed, "alice"));
+  EXPECT_EQ(again.sweep_id(), first.sweep_id());
   EXPECT_THAT(Submit(kSweep).status(),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("alice has 2 sweeps running, at most 2 "
