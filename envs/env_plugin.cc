@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -42,18 +43,6 @@ bool AllFinite(const float* p, int64_t n) {
 // A plugin's failure: it would recur on any actor (common/status.h).
 absl::Status Fatal(const std::string& message) {
   return MarkRunFatal(absl::FailedPreconditionError(message));
-}
-
-const char* DtypeName(rl_dtype d) {
-  switch (d) {
-    case RL_DTYPE_FLOAT32:
-      return "float32";
-    case RL_DTYPE_UINT8:
-      return "uint8";
-    case RL_DTYPE_INT64:
-      return "int64";
-  }
-  return "unknown dtype";
 }
 
 // A batch created through a plugin table.
@@ -455,37 +444,6 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
   return absl::OkStatus();
 }
 
-int64_t SpaceElements(const rl_space& s) {
-  if (s.kind == RL_SPACE_DISCRETE) return 1;
-  int64_t n = 1;
-  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) n *= s.shape[i];
-  return n;
-}
-
-std::string DescribeSpace(const rl_space& s) {
-  std::vector<int64_t> shape;
-  for (int i = 0; i < s.rank && i < RL_ENV_MAX_RANK; ++i) {
-    shape.push_back(s.shape[i]);
-  }
-  switch (s.kind) {
-    case RL_SPACE_BOX:
-      return absl::StrCat("Box(", DtypeName(s.dtype), ", [",
-                          absl::StrJoin(shape, ", "), "])");
-    case RL_SPACE_DISCRETE:
-      return absl::StrCat("Discrete(", shape.empty() ? 0 : shape[0], ")");
-    case RL_SPACE_MULTI_DISCRETE: {
-      std::vector<int64_t> nvec;
-      for (int64_t k = 0; s.nvec != nullptr && k < SpaceElements(s); ++k) {
-        nvec.push_back(s.nvec[k]);
-      }
-      return absl::StrCat("MultiDiscrete([", absl::StrJoin(nvec, ", "), "])");
-    }
-    case RL_SPACE_MULTI_BINARY:
-      return absl::StrCat("MultiBinary([", absl::StrJoin(shape, ", "), "])");
-  }
-  return absl::StrCat("unknown space kind ", static_cast<int>(s.kind));
-}
-
 absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec) {
   if (spec.kwargs().fields_size() == 0) return std::string("{}");
   std::string kwargs;  // MessageToJsonString appends
@@ -592,13 +550,21 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
                                "; this service loads version ",
                                RL_ENV_ABI_VERSION));
   }
-  if (table->struct_size < sizeof(rl_env_plugin)) {
+  // The table as this service knows it: a plugin built before the later
+  // optional functions (space_parts) has a shorter one, read up to its
+  // struct_size; the rest stays null.
+  constexpr size_t kFirstRelease = offsetof(rl_env_plugin, space_parts);
+  if (table->struct_size < kFirstRelease) {
     const uint32_t size = table->struct_size;
     dlclose(handle);
     return failed(absl::StrCat("its function table is ", size,
-                               " bytes; version ", RL_ENV_ABI_VERSION, "'s is ",
-                               sizeof(rl_env_plugin)));
+                               " bytes; version ", RL_ENV_ABI_VERSION,
+                               "'s is at least ", kFirstRelease));
   }
+  auto* full = new rl_env_plugin{};  // never freed, as the library
+  std::memcpy(static_cast<void*>(full), table,
+              std::min<size_t>(table->struct_size, sizeof(rl_env_plugin)));
+  table = full;
   std::vector<std::string> missing;
   if (table->create == nullptr) missing.push_back("create");
   if (table->destroy == nullptr) missing.push_back("destroy");
@@ -645,6 +611,26 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
   if (absl::Status fits = CheckPluginInfo(info, spec, origin); !fits.ok()) {
     plugin->destroy(env);
     return fits;
+  }
+  absl::StatusOr<EnvSpaceParts> parts =
+      ReadSpaceParts(plugin, env, info, origin);
+  if (parts.ok()) {
+    if (absl::Status fits = CheckObservationParts(*parts, spec, origin);
+        !fits.ok()) {
+      parts = fits;
+    }
+  }
+  if (!parts.ok()) {
+    plugin->destroy(env);
+    return parts.status();
+  }
+  if (!parts->observation.empty()) {
+    RL_LOG_INFO("{}: observation parts: {}", spec.id(),
+                DescribeLayout(parts->observation));
+  }
+  if (!parts->action.empty()) {
+    RL_LOG_INFO("{}: action parts: {}", spec.id(),
+                DescribeLayout(parts->action));
   }
   const bool widen =
       info.observation.dtype == RL_DTYPE_UINT8 && !ObservationsAreBytes(spec);

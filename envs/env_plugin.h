@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "envs/batched_env.h"
 #include "envs/plugin_api/rl_env_plugin.h"
+#include "envs/space_parts.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -97,12 +98,6 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnv(
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     const rl_env_plugin* plugin, const std::string& origin, const EnvSpec& spec,
     const EnvOpenOptions& options);
-
-// "Box(float32, [3, 4])", "Discrete(2)": a space as error messages show it.
-std::string DescribeSpace(const rl_space& space);
-
-// Elements of one value of `space` as an array (a Discrete value is one).
-int64_t SpaceElements(const rl_space& space);
 
 }  // namespace rl
 

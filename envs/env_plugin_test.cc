@@ -391,6 +391,160 @@ void ExpectOneWhitePixelPerRow(const std::vector<T>& obs, int rows,
   }
 }
 
+constexpr char kLookout[] = "envs/testdata/libdict_plugin.so";
+
+// The Dict plugin (envs/testdata/dict_plugin.cc) with 4x4 images, its
+// observation declared by parts (or, `parts` false, as one flat vector).
+EnvSpec LookoutSpec(bool parts = true) {
+  EnvSpec spec;
+  spec.set_id("Lookout-v0");
+  spec.set_plugin(kLookout);
+  (*spec.mutable_kwargs()->mutable_fields())["size"].set_number_value(4);
+  if (parts) {
+    ObservationPart* flip = spec.add_observation_parts();
+    flip->set_name("flip");
+    flip->add_shape(2);
+    ObservationPart* image = spec.add_observation_parts();
+    image->set_name("image");
+    for (int d : {4, 4, 1}) image->add_shape(d);
+    image->set_dtype("uint8");
+  } else {
+    spec.set_observation_size(18);
+  }
+  spec.add_action_nvec(2);
+  spec.add_action_nvec(2);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+// A plugin's Dict observation and Dict action: the run declares the parts
+// (size and dtype follow), the actor checks them against the plugin's, the
+// flat vector is laid out as Gymnasium flattens it, and the Dict action is
+// a MultiDiscrete of its parts.
+TEST(EnvPluginTest, DictSpacesThroughTheAbi) {
+  const EnvSpec spec = LookoutSpec();
+  EXPECT_EQ(spec.observation_size(), 18);
+  EXPECT_EQ(spec.observation_dtype(), "float32");  // a float part
+  EXPECT_OK(CheckResolvedEnvSpec(spec));
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(4)));
+  Buffers b(4, 18);
+  ASSERT_OK(env->Reset(b.obs.data()));
+  // Rewarded actions: the pixel's quadrant, mirrored where flip is 1.
+  std::vector<int64_t> actions(8);
+  for (int i = 0; i < 4; ++i) {
+    const float* row = b.obs.data() + 18 * i;
+    ASSERT_EQ(row[0] + row[1], 1.f) << "flip is a one-hot";
+    const int flip = row[1] == 1.f;
+    int white = -1;
+    for (int k = 0; k < 16; ++k) {
+      if (row[2 + k] == 255.f) white = k;
+    }
+    ASSERT_GE(white, 0) << "one white pixel, its byte value as a float";
+    actions[2 * i] = (white % 4 >= 2) ^ flip;      // col
+    actions[2 * i + 1] = (white / 4 >= 2) ^ flip;  // row
+  }
+  // Half the envs take the wrong quadrant.
+  actions[4] ^= 1;
+  actions[6] ^= 1;
+  ASSERT_OK(env->StepDiscrete(actions.data(), b.Outputs()));
+  EXPECT_EQ(b.rewards, (std::vector<float>{1, 1, 0, 0}));
+  // A run that takes the observation whole opens it too.
+  EXPECT_OK(OpenEnv(LookoutSpec(/*parts=*/false), Options(1)).status());
+}
+
+TEST(EnvPluginTest, PartsThatDisagreeWithThePluginsAreRefused) {
+  EnvSpec spec = LookoutSpec();
+  spec.mutable_observation_parts(0)->set_name("flop");
+  EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("its observation parts are (flip float32 "
+                                 "[2]; image uint8 [4, 4, 1]), "
+                                 "env.observation_parts are (flop")));
+  // Parts on a plugin whose observation is one Box.
+  EnvSpec pixels;
+  pixels.set_id("Pixels-v0");
+  pixels.set_plugin(kPixels);
+  (*pixels.mutable_kwargs()->mutable_fields())["size"].set_number_value(4);
+  ObservationPart* image = pixels.add_observation_parts();
+  image->set_name("image");
+  for (int d : {4, 4, 1}) image->add_shape(d);
+  image->set_dtype("uint8");
+  pixels.set_num_discrete_actions(4);
+  ASSERT_OK(ResolveEnvSpec(&pixels));
+  EXPECT_EQ(pixels.observation_dtype(), "uint8");  // every part is
+  EXPECT_THAT(OpenEnv(pixels, Options(1)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("its observation is not a Dict or Tuple")));
+}
+
+TEST(EnvPluginTest, ObservationPartsAreCheckedWhenResolved) {
+  EnvSpec spec;
+  spec.set_id("Lookout-v0");
+  spec.set_plugin(kLookout);
+  spec.add_action_nvec(2);
+  ObservationPart* a = spec.add_observation_parts();
+  a->set_name("a");
+  a->add_shape(0);
+  ObservationPart* again = spec.add_observation_parts();
+  again->set_name("a");
+  again->add_shape(2);
+  again->set_dtype("float64");
+  EXPECT_THAT(ResolveEnvSpec(&spec),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("env.observation_parts[0].shape[0]: "
+                                       "must be >= 1 (got 0)"),
+                             HasSubstr("env.observation_parts[1].name: \"a\" "
+                                       "names an earlier part too"),
+                             HasSubstr("env.observation_parts[1].dtype: "
+                                       "\"float64\" is not"))));
+  EnvSpec both = LookoutSpec();
+  both.clear_observation_size();
+  both.clear_observation_dtype();
+  both.add_observation_shape(18);
+  EXPECT_THAT(ResolveEnvSpec(&both),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.observation_shape: a Dict or Tuple "
+                                 "observation's shape is its parts'")));
+  EnvSpec wrong_size = LookoutSpec();
+  wrong_size.set_observation_size(17);
+  EXPECT_THAT(ResolveEnvSpec(&wrong_size),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.observation_size: 17 disagrees with "
+                                 "env.observation_parts (18 elements)")));
+  EnvSpec wrong_dtype = LookoutSpec();
+  wrong_dtype.set_observation_dtype("uint8");
+  EXPECT_THAT(ResolveEnvSpec(&wrong_dtype),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("their flat vector is float32")));
+  EnvSpec builtin;
+  builtin.set_id("CartPole-v1");
+  *builtin.add_observation_parts() = spec.observation_parts(1);
+  EXPECT_THAT(ResolveEnvSpec(&builtin),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.observation_parts: CartPole-v1 "
+                                 "observes one vector")));
+}
+
+// A plugin built before the ABI's optional space_parts (a shorter function
+// table) loads and steps as before.
+TEST(EnvPluginTest, AFirstReleasePluginLoadsUnchanged) {
+  EnvSpec spec;
+  spec.set_id("Old-v0");
+  spec.set_plugin("envs/testdata/libfirst_release_plugin.so");
+  spec.set_observation_size(1);
+  spec.set_num_discrete_actions(2);
+  spec.set_reward_low(0);
+  spec.set_reward_high(1);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(2)));
+  Buffers b(2, 1);
+  ASSERT_OK(env->Reset(b.obs.data()));
+  const std::vector<int64_t> actions = {0, 1};
+  ASSERT_OK(env->StepDiscrete(actions.data(), b.Outputs()));
+  EXPECT_EQ(b.rewards, (std::vector<float>{1, 1}));
+  EXPECT_EQ(b.terminated, (std::vector<uint8_t>{1, 1}));
+}
+
 // uint8 images pass as bytes where the run says uint8, and are widened to
 // float32 where it says float32 (the same values, final observations too).
 TEST(EnvPluginTest, UInt8ObservationsStayBytesOrAreWidened) {

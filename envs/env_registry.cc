@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -63,6 +66,86 @@ absl::Status Disagrees(absl::string_view field, absl::string_view id,
       absl::StrCat("env.", field, ": ", id, " has ", want, " (got ", got, ")"));
 }
 
+// A Dict or Tuple observation's parts (env.observation_parts): checked,
+// and the flat observation's size and dtype filled from them.
+void ResolveObservationParts(EnvSpec* env, std::vector<std::string>* problems) {
+  const std::string path = "env.observation_parts";
+  if (env->observation_parts_size() > kMaxObservationParts) {
+    problems->push_back(absl::StrCat(path, ": at most ", kMaxObservationParts,
+                                     " parts (got ",
+                                     env->observation_parts_size(), ")"));
+    return;
+  }
+  if (env->observation_shape_size() > 0) {
+    problems->push_back(absl::StrCat(
+        "env.observation_shape: a Dict or Tuple observation's shape is its "
+        "parts' (",
+        path, "); give one of them"));
+    return;
+  }
+  int64_t elements = 0;
+  bool bytes = true;
+  std::set<std::string> names;
+  for (int i = 0; i < env->observation_parts_size(); ++i) {
+    ObservationPart* part = env->mutable_observation_parts(i);
+    const std::string at = absl::StrCat(path, "[", i, "]");
+    if (part->name().empty() || part->name().size() > 64) {
+      problems->push_back(absl::StrCat(at, ".name: 1 to 64 characters (got ",
+                                       part->name().size(), ")"));
+    } else if (!names.insert(part->name()).second) {
+      problems->push_back(absl::StrCat(at, ".name: \"", part->name(),
+                                       "\" names an earlier part too"));
+    }
+    if (part->dtype().empty()) part->set_dtype("float32");
+    if (part->dtype() != "float32" && part->dtype() != "uint8") {
+      problems->push_back(absl::StrCat(at, ".dtype: \"",
+                                       part->dtype().substr(0, 64),
+                                       "\" is not \"float32\" or \"uint8\""));
+    }
+    bytes &= part->dtype() == "uint8";
+    if (part->shape_size() < 1 || part->shape_size() > 8) {
+      problems->push_back(absl::StrCat(at, ".shape: 1 to 8 dimensions (got ",
+                                       part->shape_size(), ")"));
+      continue;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < part->shape_size(); ++d) {
+      if (part->shape(d) < 1) {
+        problems->push_back(absl::StrCat(
+            at, ".shape[", d, "]: must be >= 1 (got ", part->shape(d), ")"));
+        n = 0;
+        break;
+      }
+      n = std::min<int64_t>(n * part->shape(d), int64_t{1} << 40);
+    }
+    elements = std::min<int64_t>(elements + n, int64_t{1} << 40);
+  }
+  if (elements > kMaxObservationElements) {
+    problems->push_back(absl::StrCat(path, ": at most ",
+                                     kMaxObservationElements,
+                                     " elements in all (got ", elements, ")"));
+    return;
+  }
+  if (env->observation_size() != 0 && env->observation_size() != elements) {
+    problems->push_back(absl::StrCat(
+        "env.observation_size: ", env->observation_size(), " disagrees with ",
+        path, " (", elements, " elements); give one of them"));
+    return;
+  }
+  const std::string dtype = bytes ? "uint8" : "float32";
+  if (!env->observation_dtype().empty() && env->observation_dtype() != dtype) {
+    problems->push_back(absl::StrCat(
+        "env.observation_dtype: ", env->observation_dtype().substr(0, 64),
+        " disagrees with ", path, ": their flat vector is ", dtype,
+        bytes ? " (every part is uint8)"
+              : " (uint8 only when every part is; a uint8 part travels as "
+                "floats)"));
+    return;
+  }
+  env->set_observation_size(static_cast<int32_t>(elements));
+  env->set_observation_dtype(dtype);
+}
+
 // A plugin env's spec: declared by the run file, checked here (the
 // coordinator cannot load the plugin; actors check the plugin against it).
 absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
@@ -80,6 +163,9 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
   }
   if (env->plugin().size() > 4096) {
     problem("plugin", "at most 4096 characters", env->plugin().size());
+  }
+  if (env->observation_parts_size() > 0) {
+    ResolveObservationParts(env, &problems);
   }
   if (env->observation_shape_size() > 8) {
     problem("observation_shape", "at most 8 dimensions",
@@ -269,6 +355,11 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
   if (env->episodic_life()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env.episodic_life: ", env->id(), " has no lives (plugins only)"));
+  }
+  if (env->observation_parts_size() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("env.observation_parts: ", env->id(),
+                     " observes one vector (parts are for plugins)"));
   }
   if (env->observation_shape_size() > 0 ||
       (!env->observation_dtype().empty() &&

@@ -47,6 +47,9 @@ absl::Status CheckResolvedEnvSpec(const EnvSpec& env);
 // stack is 403,200).
 inline constexpr int64_t kMaxObservationElements = int64_t{1} << 22;
 
+// The most parts of a Dict or Tuple observation (env.observation_parts).
+inline constexpr int kMaxObservationParts = 64;
+
 // Observations are uint8 (env.observation_dtype "uint8"), else float32.
 bool ObservationsAreBytes(const EnvSpec& env);
 

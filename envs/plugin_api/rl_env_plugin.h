@@ -39,6 +39,25 @@
  *
  * Threads: the service calls one batch from one thread at a time. Different
  * batches (two runs in one process) may be called concurrently.
+ *
+ * Dict and Tuple spaces: a batch declares the flat space its buffers hold
+ * (`info->observation`, `info->action`) and, through the optional
+ * `space_parts`, the named parts that flat space is made of, in order.
+ * Each part is flattened as gymnasium.spaces.flatten does:
+ *   Box              its elements, row-major
+ *   Discrete(n)      n elements, a one-hot
+ *   MultiDiscrete    sum(nvec) elements, a one-hot per entry in turn
+ *   MultiBinary      its elements, each 0 or 1
+ * and the parts are concatenated. Observations: the flat space is a Box of
+ * uint8 when every part is a uint8 Box, else of float32 (a uint8 part then
+ * holds its byte values as floats; the policy scales it to [0, 1]). Actions
+ * stay actions, not one-hots: parts that are all Discrete, MultiDiscrete or
+ * MultiBinary make one MultiDiscrete of their entries (Discrete(n): one
+ * entry of n; MultiBinary(k): k entries of 2), parts that are all float32
+ * Boxes make one Box of their elements; a mix of the two is not a space of
+ * this ABI. A Dict's parts are in the order the plugin lists them
+ * (Gymnasium's Dict sorts its keys; list them sorted to match a Python
+ * twin), a Tuple's are named "0", "1", ...
  */
 #ifndef RL_ENV_PLUGIN_H_
 #define RL_ENV_PLUGIN_H_
@@ -133,6 +152,22 @@ typedef struct {
 
 typedef struct rl_env rl_env; /* a plugin's batch, opaque to the service */
 
+/* One named part of a Dict or Tuple space (see the top of the file). */
+typedef struct {
+  const char* name; /* the Dict key, or "0", "1", ... of a Tuple */
+  rl_space space;   /* Box, Discrete, MultiDiscrete or MultiBinary */
+} rl_space_part;
+
+/* The parts a batch's flat spaces are made of; a count of 0 (and NULL)
+   where that space is not a Dict or Tuple. Owned by the plugin; valid
+   while the batch lives. */
+typedef struct {
+  int32_t num_observation_parts;
+  const rl_space_part* observation_parts;
+  int32_t num_action_parts;
+  const rl_space_part* action_parts;
+} rl_env_parts;
+
 typedef struct {
   /* RL_ENV_ABI_VERSION of the header the plugin was built with. */
   uint32_t abi_version;
@@ -164,6 +199,14 @@ typedef struct {
                         size_t error_size);
   int (*restore_state)(rl_env* env, const void* bytes, int64_t size,
                        char* error, size_t error_size);
+
+  /* Optional (NULL, or absent from a table whose struct_size ends before
+     it, when the spaces are plain): the Dict or Tuple parts of the batch's
+     spaces, written into *parts after create. Added in version 1 after the
+     first release: the service reads it only where struct_size covers it,
+     so plugins built before it load unchanged. */
+  int (*space_parts)(rl_env* env, rl_env_parts* parts, char* error,
+                     size_t error_size);
 } rl_env_plugin;
 
 typedef const rl_env_plugin* (*rl_env_plugin_entry_fn)(void);

@@ -39,6 +39,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "rl_env_plugin.h"
@@ -89,12 +90,70 @@ struct Space {
     s.shape = {n};
     return s;
   }
-  // Elements of one value of the space as an array (Discrete: 1).
+  // A Dict of named parts (Box, Discrete, MultiDiscrete, MultiBinary), in
+  // the order given (Gymnasium's Dict sorts its keys: list them sorted to
+  // match a Python twin). An observation of it is the parts flattened and
+  // concatenated, as gymnasium.spaces.flatten does (a Discrete a one-hot,
+  // a MultiDiscrete a one-hot per entry); write a part at
+  // obs + Offset(name). It is uint8 (a ByteEnv) when every part is a
+  // Space::Bytes, else float32 (an Env; a byte part then holds its values
+  // as floats). An action of it is one MultiDiscrete of every discrete
+  // part's entries, or one Box of every Box part's elements (Action::
+  // discrete or box, from Offset(name)); the two kinds do not mix.
+  static Space Dict(std::vector<std::pair<std::string, Space>> parts) {
+    Space s;
+    s.parts = std::move(parts);
+    for (const auto& p : s.parts) {
+      if (!p.second.parts.empty()) {
+        throw std::invalid_argument("a Dict or Tuple part nests another");
+      }
+    }
+    return s;
+  }
+  // A Tuple: a Dict whose parts are named "0", "1", ...
+  static Space Tuple(std::vector<Space> parts) {
+    std::vector<std::pair<std::string, Space>> named;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      named.emplace_back(std::to_string(i), std::move(parts[i]));
+    }
+    return Dict(std::move(named));
+  }
+  std::vector<std::pair<std::string, Space>> parts;  // Dict and Tuple
+
+  // Elements of one value of the space as an array (Discrete: 1); for a
+  // Dict or Tuple, of the flat observation.
   int64_t elements() const {
+    if (!parts.empty()) {
+      int64_t n = 0;
+      for (const auto& p : parts) n += p.second.flat_elements();
+      return n;
+    }
     if (kind == RL_SPACE_DISCRETE) return 1;
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return n;
+  }
+  // Elements in a flat observation: n for Discrete(n), sum(nvec) for a
+  // MultiDiscrete, elements() otherwise.
+  int64_t flat_elements() const {
+    if (kind == RL_SPACE_DISCRETE && parts.empty()) return shape[0];
+    if (kind == RL_SPACE_MULTI_DISCRETE && parts.empty()) {
+      int64_t n = 0;
+      for (int64_t k : nvec) n += k;
+      return n;
+    }
+    return elements();
+  }
+  // Where part `name` of a Dict or Tuple starts: in an observation (its
+  // flat elements), or in an action (`action` true: its entries, or its
+  // Box elements).
+  int64_t Offset(const std::string& name, bool action = false) const {
+    int64_t at = 0;
+    for (const auto& p : parts) {
+      if (p.first == name) return at;
+      at += action ? p.second.elements() : p.second.flat_elements();
+    }
+    throw std::invalid_argument("no part named " + name);
   }
 };
 
@@ -287,6 +346,79 @@ inline void ToC(const Space& s, rl_space* out) {
   out->nvec = s.nvec.empty() ? nullptr : s.nvec.data();
 }
 
+// A Dict or Tuple observation as the one Box its flat vector is: uint8
+// when every part is, else float32; a Box part's bounds, [0, 1] for the
+// others' one-hots and bits.
+inline Space FlatObservation(const Space& dict) {
+  Space flat;
+  flat.kind = RL_SPACE_BOX;
+  flat.dtype = RL_DTYPE_UINT8;
+  for (const auto& p : dict.parts) {
+    const Space& part = p.second;
+    const bool box = part.kind == RL_SPACE_BOX;
+    if (!box || part.dtype != RL_DTYPE_UINT8) flat.dtype = RL_DTYPE_FLOAT32;
+    for (int64_t k = 0; k < part.flat_elements(); ++k) {
+      flat.low.push_back(box && !part.low.empty() ? part.low[k] : 0.0);
+      flat.high.push_back(box && !part.high.empty() ? part.high[k] : 1.0);
+    }
+  }
+  flat.shape = {static_cast<int64_t>(flat.low.size())};
+  return flat;
+}
+
+// A Dict or Tuple action as one MultiDiscrete of its discrete parts'
+// entries, or one Box of its Box parts' elements.
+inline Space FlatAction(const Space& dict) {
+  Space flat;
+  int boxes = 0;
+  for (const auto& p : dict.parts) {
+    const Space& part = p.second;
+    switch (part.kind) {
+      case RL_SPACE_BOX:
+        ++boxes;
+        if (part.dtype != RL_DTYPE_FLOAT32) {
+          throw std::invalid_argument("action part " + p.first +
+                                      ": a Box action holds float32");
+        }
+        flat.low.insert(flat.low.end(), part.low.begin(), part.low.end());
+        flat.high.insert(flat.high.end(), part.high.begin(), part.high.end());
+        break;
+      case RL_SPACE_DISCRETE:
+        flat.nvec.push_back(part.shape[0]);
+        break;
+      case RL_SPACE_MULTI_DISCRETE:
+        flat.nvec.insert(flat.nvec.end(), part.nvec.begin(), part.nvec.end());
+        break;
+      case RL_SPACE_MULTI_BINARY:
+        flat.nvec.insert(flat.nvec.end(), part.elements(), 2);
+        break;
+    }
+  }
+  if (boxes > 0 && !flat.nvec.empty()) {
+    throw std::invalid_argument(
+        "a Dict or Tuple action mixes Boxes with discrete parts");
+  }
+  if (boxes > 0) {
+    flat.kind = RL_SPACE_BOX;
+    flat.shape = {static_cast<int64_t>(flat.low.size())};
+  } else {
+    flat.kind = RL_SPACE_MULTI_DISCRETE;
+    flat.shape = {static_cast<int64_t>(flat.nvec.size())};
+  }
+  return flat;
+}
+
+// The parts of a Dict or Tuple as the ABI lists them; `dict` (whose
+// spaces they point into) must outlive them.
+inline std::vector<rl_space_part> PartsToC(const Space& dict) {
+  std::vector<rl_space_part> out(dict.parts.size());
+  for (size_t i = 0; i < dict.parts.size(); ++i) {
+    out[i].name = dict.parts[i].first.c_str();
+    ToC(dict.parts[i].second, &out[i].space);
+  }
+  return out;
+}
+
 template <typename E>
 class Batch {
  public:
@@ -295,13 +427,26 @@ class Batch {
       : kwargs_(o.kwargs_json != nullptr ? o.kwargs_json : "{}"),
         spaces_(E::Declare(kwargs_)),
         max_steps_(o.max_episode_steps) {
+    // Dict and Tuple spaces: their parts kept for space_parts, the batch
+    // stepped on their flat spaces.
+    if (!spaces_.observation.parts.empty()) {
+      observation_dict_ = spaces_.observation;
+      observation_parts_ = PartsToC(observation_dict_);
+      spaces_.observation = FlatObservation(observation_dict_);
+    }
+    if (!spaces_.action.parts.empty()) {
+      action_dict_ = spaces_.action;
+      action_parts_ = PartsToC(action_dict_);
+      spaces_.action = FlatAction(action_dict_);
+    }
     if (spaces_.observation.kind != RL_SPACE_BOX) {
       throw std::invalid_argument("the helper's observations are Box spaces");
     }
     const rl_dtype want = sizeof(T) == 1 ? RL_DTYPE_UINT8 : RL_DTYPE_FLOAT32;
     if (spaces_.observation.dtype != want) {
       throw std::invalid_argument(
-          sizeof(T) == 1 ? "a ByteEnv observes a Space::Bytes"
+          sizeof(T) == 1 ? "a ByteEnv observes a Space::Bytes (or a Dict of "
+                           "them only)"
                          : "an Env observes a float32 Space::Box (uint8 "
                            "observations: derive from ByteEnv)");
     }
@@ -340,6 +485,17 @@ class Batch {
     info->reward_low = spaces_.reward_low;
     info->reward_high = spaces_.reward_high;
     info->has_action_mask = spaces_.action_mask ? 1 : 0;
+  }
+
+  void Parts(rl_env_parts* parts) const {
+    *parts = rl_env_parts{};
+    parts->num_observation_parts =
+        static_cast<int32_t>(observation_parts_.size());
+    parts->observation_parts =
+        observation_parts_.empty() ? nullptr : observation_parts_.data();
+    parts->num_action_parts = static_cast<int32_t>(action_parts_.size());
+    parts->action_parts =
+        action_parts_.empty() ? nullptr : action_parts_.data();
   }
 
   void Reset(const rl_env_buffers& out) {
@@ -399,7 +555,9 @@ class Batch {
 
  private:
   Kwargs kwargs_;
-  Spaces spaces_;
+  Spaces spaces_;                         // Dicts and Tuples flattened
+  Space observation_dict_, action_dict_;  // as declared, where Dicts
+  std::vector<rl_space_part> observation_parts_, action_parts_;
   int32_t max_steps_;
   int64_t obs_size_ = 0;
   int64_t action_size_ = 0;
@@ -452,6 +610,13 @@ const rl_env_plugin* Table(const char* name) {
         WriteError(error, error_size, "unknown exception in step");
       }
       return 1;
+    };
+    t.space_parts = [](rl_env* env, rl_env_parts* parts, char* error,
+                       size_t error_size) -> int {
+      (void)error;
+      (void)error_size;
+      reinterpret_cast<Batch<E>*>(env)->Parts(parts);
+      return 0;
     };
     return t;
   }();
