@@ -70,6 +70,7 @@ class Probe {
   }
 
   const rl_env_info& info() const { return info_; }
+  rl_env* env() const { return env_; }
   rl_env_buffers Buffers() {
     rl_env_buffers b{};
     b.observations = obs_.data();
@@ -207,6 +208,22 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
     return report;
   };
   if (absl::Status fits = CheckPluginInfo(info, spec, plugin.origin);
+      !fits.ok()) {
+    return violation(std::string(fits.message()));
+  }
+  // A Dict or Tuple: its parts, checked as an actor checks them.
+  absl::StatusOr<EnvSpaceParts> parts =
+      ReadSpaceParts(plugin.table, a->env(), info, plugin.origin);
+  if (!parts.ok()) return violation(std::string(parts.status().message()));
+  if (!parts->observation.empty()) {
+    report.observation = absl::StrCat(report.observation, " = Dict(",
+                                      DescribeLayout(parts->observation), ")");
+  }
+  if (!parts->action.empty()) {
+    report.action = absl::StrCat(report.action, " = Dict(",
+                                 DescribeLayout(parts->action), ")");
+  }
+  if (absl::Status fits = CheckObservationParts(*parts, spec, plugin.origin);
       !fits.ok()) {
     return violation(std::string(fits.message()));
   }

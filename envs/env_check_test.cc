@@ -44,6 +44,37 @@ TEST(EnvCheckTest, AWellBehavedPluginPassesWithItsFigures) {
   EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("no violation found"));
 }
 
+// A Dict env's report lays out its parts; parts the run declares wrong
+// are the violation.
+TEST(EnvCheckTest, DictSpacesAreLaidOut) {
+  EnvSpec spec;
+  spec.set_id("Lookout-v0");
+  spec.set_plugin("envs/testdata/libdict_plugin.so");
+  (*spec.mutable_kwargs()->mutable_fields())["size"].set_number_value(4);
+  spec.set_observation_size(18);
+  spec.add_action_nvec(2);
+  spec.add_action_nvec(2);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, Options()));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_EQ(r.observation,
+            "Box(float32, [18]) = Dict(hint Discrete(2) at [0, 2), image "
+            "Box(uint8, [4, 4, 1]) at [2, 18))");
+  EXPECT_EQ(r.action,
+            "MultiDiscrete([2, 2]) = Dict(col Discrete(2) at [0, 1), row "
+            "Discrete(2) at [1, 2))");
+  EnvSpec wrong = spec;
+  wrong.clear_observation_size();
+  wrong.clear_observation_dtype();
+  ObservationPart* part = wrong.add_observation_parts();
+  part->set_name("image");
+  part->add_shape(18);
+  ASSERT_OK(ResolveEnvSpec(&wrong));
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport w, CheckEnv(wrong, Options()));
+  EXPECT_THAT(w.violation, HasSubstr("env.observation_parts are (image "
+                                     "float32 [18])"));
+}
+
 TEST(EnvCheckTest, BuiltinsPass) {
   for (const std::string& id : RegisteredEnvIds()) {
     EnvSpec spec;

@@ -401,9 +401,9 @@ EnvSpec LookoutSpec(bool parts = true) {
   spec.set_plugin(kLookout);
   (*spec.mutable_kwargs()->mutable_fields())["size"].set_number_value(4);
   if (parts) {
-    ObservationPart* flip = spec.add_observation_parts();
-    flip->set_name("flip");
-    flip->add_shape(2);
+    ObservationPart* hint = spec.add_observation_parts();
+    hint->set_name("hint");
+    hint->add_shape(2);
     ObservationPart* image = spec.add_observation_parts();
     image->set_name("image");
     for (int d : {4, 4, 1}) image->add_shape(d);
@@ -429,25 +429,25 @@ TEST(EnvPluginTest, DictSpacesThroughTheAbi) {
   ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(4)));
   Buffers b(4, 18);
   ASSERT_OK(env->Reset(b.obs.data()));
-  // Rewarded actions: the pixel's quadrant, mirrored where flip is 1.
+  // Rewarded actions: the hint as col, the pixel's row half as row.
   std::vector<int64_t> actions(8);
   for (int i = 0; i < 4; ++i) {
     const float* row = b.obs.data() + 18 * i;
-    ASSERT_EQ(row[0] + row[1], 1.f) << "flip is a one-hot";
-    const int flip = row[1] == 1.f;
+    ASSERT_EQ(row[0] + row[1], 1.f) << "the hint is a one-hot";
     int white = -1;
     for (int k = 0; k < 16; ++k) {
       if (row[2 + k] == 255.f) white = k;
     }
     ASSERT_GE(white, 0) << "one white pixel, its byte value as a float";
-    actions[2 * i] = (white % 4 >= 2) ^ flip;      // col
-    actions[2 * i + 1] = (white / 4 >= 2) ^ flip;  // row
+    actions[2 * i] = row[1] == 1.f;       // col: the hint
+    actions[2 * i + 1] = white / 4 >= 2;  // row: the pixel's half
   }
-  // Half the envs take the wrong quadrant.
+  // Env 2 takes both wrong, env 3 its col.
   actions[4] ^= 1;
+  actions[5] ^= 1;
   actions[6] ^= 1;
   ASSERT_OK(env->StepDiscrete(actions.data(), b.Outputs()));
-  EXPECT_EQ(b.rewards, (std::vector<float>{1, 1, 0, 0}));
+  EXPECT_EQ(b.rewards, (std::vector<float>{1, 1, 0, 0.5}));
   // A run that takes the observation whole opens it too.
   EXPECT_OK(OpenEnv(LookoutSpec(/*parts=*/false), Options(1)).status());
 }
@@ -457,7 +457,7 @@ TEST(EnvPluginTest, PartsThatDisagreeWithThePluginsAreRefused) {
   spec.mutable_observation_parts(0)->set_name("flop");
   EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("its observation parts are (flip float32 "
+                       HasSubstr("its observation parts are (hint float32 "
                                  "[2]; image uint8 [4, 4, 1]), "
                                  "env.observation_parts are (flop")));
   // Parts on a plugin whose observation is one Box.

@@ -53,6 +53,22 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
               : shape;
     }
   }
+  int64_t offset = 0;
+  for (const ObservationPart& part : env.observation_parts()) {
+    ActorCriticConfig::ObservationPart p;
+    p.name = part.name();
+    p.offset = offset;
+    p.shape.assign(part.shape().begin(), part.shape().end());
+    p.size = 1;
+    for (const int64_t d : p.shape) p.size *= d;
+    p.bytes = part.dtype() == "uint8";
+    offset += p.size;
+    config.observation_parts.push_back(std::move(p));
+  }
+  if (!config.observation_parts.empty()) {
+    config.channels_last = policy.image_layout() == "hwc";
+    config.image_chw.clear();
+  }
   if (policy.core() == "lstm" || policy.core() == "gru") {
     config.core = policy.core() == "lstm" ? ActorCriticConfig::Core::kLstm
                                           : ActorCriticConfig::Core::kGru;
@@ -67,7 +83,26 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   if (recurrent()) config_.shared_trunk = true;
   // What the trunks take: the observation, or the CNN's features.
   int64_t trunk_in = config.observation_size;
-  if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
+  const bool cnn = config.encoder != ActorCriticConfig::Encoder::kMlp;
+  if (cnn && !config.observation_parts.empty()) {
+    // Per key: the image parts' features and the other parts' values.
+    trunk_in = 0;
+    for (size_t k = 0; k < config.observation_parts.size(); ++k) {
+      const ActorCriticConfig::ObservationPart& part =
+          config.observation_parts[k];
+      if (!part.image()) {
+        part_encoders_.emplace_back(nullptr);
+        trunk_in += part.size;
+        continue;
+      }
+      ActorCriticConfig image = config;
+      image.image_chw = PartImageChw(part, config.channels_last);
+      int64_t features = 0;
+      part_encoders_.push_back(register_module(
+          absl::StrCat("encoder_", k), MakeCnnEncoder(image, &features)));
+      trunk_in += features;
+    }
+  } else if (cnn) {
     encoder_ = register_module("encoder", MakeCnnEncoder(config, &trunk_in));
   }
   int features = config.hidden_sizes.empty() ? static_cast<int>(trunk_in)
@@ -117,12 +152,32 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   obs_var_ = register_buffer("obs_var", torch::ones({config.observation_size}));
   obs_count_ =
       register_buffer("obs_count", torch::full({}, 1e-4, torch::kFloat64));
+  if (!config.byte_observations) {
+    torch::Tensor scale = torch::ones({config.observation_size});
+    bool bytes = false;
+    for (const auto& part : config.observation_parts) {
+      if (!part.bytes) continue;
+      scale.narrow(0, part.offset, part.size).fill_(1.0f / 255.0f);
+      bytes = true;
+    }
+    if (bytes) obs_scale_ = register_buffer("obs_scale", scale);
+  }
+}
+
+std::vector<int64_t> PartImageChw(
+    const ActorCriticConfig::ObservationPart& part, bool channels_last) {
+  const std::vector<int64_t>& s = part.shape;
+  if (s.size() != 3) return {};
+  return channels_last ? std::vector<int64_t>{s[2], s[0], s[1]} : s;
 }
 
 torch::Tensor ActorCriticImpl::FloatObservations(
-    const torch::Tensor& observations) {
-  if (observations.scalar_type() != torch::kUInt8) return observations;
-  return observations.to(torch::kFloat32) * (1.0f / 255.0f);
+    const torch::Tensor& observations) const {
+  if (observations.scalar_type() == torch::kUInt8) {
+    return observations.to(torch::kFloat32) * (1.0f / 255.0f);
+  }
+  if (obs_scale_.defined()) return observations * obs_scale_;
+  return observations;
 }
 
 torch::Tensor ActorCriticImpl::NormalizeObservations(
@@ -149,19 +204,41 @@ torch::Tensor MaskLogits(const torch::Tensor& logits,
 
 }  // namespace
 
+namespace {
+
+// Flat images [B, C * H * W] (laid out HWC where `channels_last`) as
+// [B, C, H, W].
+torch::Tensor Images(const torch::Tensor& flat, const std::vector<int64_t>& chw,
+                     bool channels_last) {
+  const int64_t batch = flat.size(0);
+  return channels_last ? flat.reshape({batch, chw[1], chw[2], chw[0]})
+                             .permute({0, 3, 1, 2})
+                             .contiguous()
+                       : flat.reshape({batch, chw[0], chw[1], chw[2]});
+}
+
+}  // namespace
+
 std::pair<torch::Tensor, torch::Tensor> ActorCriticImpl::Trunks(
     const torch::Tensor& observations) {
   torch::Tensor x = observations;
   if (encoder_) {
-    const std::vector<int64_t>& chw = config_.image_chw;
-    const int64_t batch = observations.size(0);
-    const torch::Tensor images =
-        config_.channels_last
-            ? observations.view({batch, chw[1], chw[2], chw[0]})
-                  .permute({0, 3, 1, 2})
-                  .contiguous()
-            : observations.view({batch, chw[0], chw[1], chw[2]});
-    x = encoder_->forward(images);
+    x = encoder_->forward(
+        Images(observations, config_.image_chw, config_.channels_last));
+  } else if (per_key()) {
+    std::vector<torch::Tensor> features;
+    for (size_t k = 0; k < part_encoders_.size(); ++k) {
+      const auto& part = config_.observation_parts[k];
+      const torch::Tensor values =
+          observations.narrow(1, part.offset, part.size);
+      features.push_back(
+          part_encoders_[k]
+              ? part_encoders_[k]->forward(
+                    Images(values, PartImageChw(part, config_.channels_last),
+                           config_.channels_last))
+              : values);
+    }
+    x = torch::cat(features, 1);
   }
   // No hidden layers (a CNN's default): the features themselves.
   auto trunk = [&](torch::nn::Sequential& t) {
@@ -602,7 +679,44 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "observation_clip must be > 0 (got ", config.observation_clip, ")"));
   }
-  if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
+  int64_t parts_size = 0;
+  for (const auto& part : config.observation_parts) {
+    int64_t size = 1;
+    for (const int64_t d : part.shape) size *= d;
+    if (part.shape.empty() || size != part.size || part.offset != parts_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "observation part ", part.name, ": its shape [",
+          absl::StrJoin(part.shape, ", "), "], size ", part.size,
+          " and offset ", part.offset, " do not follow the parts before"));
+    }
+    parts_size += size;
+  }
+  if (!config.observation_parts.empty() &&
+      parts_size != config.observation_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the observation parts hold ", parts_size,
+        " elements; observation_size is ", config.observation_size));
+  }
+  const bool cnn = config.encoder != ActorCriticConfig::Encoder::kMlp;
+  if (cnn && !config.observation_parts.empty()) {
+    bool images = false;
+    for (const auto& part : config.observation_parts) {
+      if (!part.image()) continue;
+      images = true;
+      const std::vector<int64_t> chw = PartImageChw(part, config.channels_last);
+      if (config.encoder == ActorCriticConfig::Encoder::kNatureCnn &&
+          (chw[1] < 36 || chw[2] < 36)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the Nature CNN needs images of at least 36x36 (observation part ",
+            part.name, " is ", chw[1], "x", chw[2], ")"));
+      }
+    }
+    if (!images) {
+      return absl::InvalidArgumentError(
+          "a CNN encoder reads images: no observation part is a uint8 image "
+          "of 3 dimensions");
+    }
+  } else if (cnn) {
     const std::vector<int64_t>& chw = config.image_chw;
     if (chw.size() != 3 || chw[0] < 1 || chw[1] < 1 || chw[2] < 1 ||
         chw[0] * chw[1] * chw[2] != config.observation_size) {

@@ -60,6 +60,21 @@ struct ActorCriticConfig {
   // observation lays it out as height, width, channels (HWC) instead.
   std::vector<int64_t> image_chw;
   bool channels_last = false;
+  // A Dict or Tuple observation (EnvSpec.observation_parts): where each
+  // part lies in the flat vector. uint8 parts of a float32 vector are
+  // scaled to [0, 1] like byte observations (the obs_scale buffer). With a
+  // CNN encoder, the encoder is per key: each image part (3 dimensions,
+  // uint8, laid out as channels_last says) through a CNN of its own, the
+  // other parts as they are, all concatenated for the trunks.
+  struct ObservationPart {
+    std::string name;
+    int64_t offset = 0;
+    int64_t size = 0;
+    std::vector<int64_t> shape;
+    bool bytes = false;
+    bool image() const { return bytes && shape.size() == 3; }
+  };
+  std::vector<ObservationPart> observation_parts;
   // A recurrent core between the trunk and the heads (PolicyConfig.core):
   // the trunk (hidden_sizes; shared, whatever shared_trunk says) feeds an
   // LSTM or GRU cell of core_size units whose output both heads read. Each
@@ -80,6 +95,11 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
 // Numbers of a recurrent state per env of `config`'s network: 2 x core_size
 // for an LSTM (hidden and cell), core_size for a GRU, 0 without a core.
 int64_t RecurrentStateSize(const ActorCriticConfig& config);
+
+// The image of `part` (ActorCriticConfig::ObservationPart::image) as
+// [channels, height, width], read as `channels_last` says.
+std::vector<int64_t> PartImageChw(
+    const ActorCriticConfig::ObservationPart& part, bool channels_last);
 
 // Bytes of one observation's action mask (ActorCriticConfig::action_masks):
 // num_actions, or the sum of action_nvec for MultiDiscrete.
@@ -119,8 +139,12 @@ class ActorCriticImpl : public torch::nn::Module {
   // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
   // statistics as they are now (where normalisation is on).
   torch::Tensor NormalizeObservations(const torch::Tensor& observations) const;
-  // uint8 observations scaled by 1 / 255 to float32; others as they are.
-  static torch::Tensor FloatObservations(const torch::Tensor& observations);
+  // uint8 observations scaled by 1 / 255 to float32, and so are the uint8
+  // parts of a float32 Dict observation; others as they are.
+  torch::Tensor FloatObservations(const torch::Tensor& observations) const;
+  // Whether the encoder reads a Dict observation part by part (a CNN per
+  // image part).
+  bool per_key() const { return !part_encoders_.empty(); }
 
   // The recurrent state (ActorCriticConfig::core): B envs' states are a
   // float32 [B, state_size()] (an LSTM's hidden then cell state, a GRU's
@@ -231,6 +255,10 @@ class ActorCriticImpl : public torch::nn::Module {
 
   ActorCriticConfig config_;
   torch::nn::Sequential encoder_{nullptr};  // CNN encoders only
+  // The per-key encoder: a CNN for each image part (null for the others),
+  // one entry per observation part.
+  std::vector<torch::nn::Sequential> part_encoders_;
+  torch::Tensor obs_scale_;  // [obs] buffer: uint8 parts in a float vector
   torch::nn::Sequential policy_trunk_{nullptr};
   torch::nn::Sequential value_trunk_{nullptr};
   torch::nn::Linear policy_head_{nullptr};

@@ -1,6 +1,8 @@
 #include "policy/actor_critic.h"
 
 #include <cmath>
+#include <set>
+#include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -247,6 +249,10 @@ void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
   policy->to(torch::kFloat64);
   const torch::Tensor obs =
       torch::rand({2, 2, config.observation_size}, torch::kFloat64);
+  // Byte parts hold bytes (scaled by 1 / 255 inside): [0, 255).
+  for (const auto& part : config.observation_parts) {
+    if (part.bytes) obs.narrow(2, part.offset, part.size).mul_(255);
+  }
   const torch::Tensor actions =
       torch::tensor({0, 1, 2, 1}, torch::kInt64).view({2, 2});
   const torch::Tensor state =
@@ -290,6 +296,81 @@ void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
 TEST(ActorCriticTest, ImpalaCnnGradientsMatchFiniteDifferences) {
   ExpectGradientsMatchFiniteDifferences(
       Cnn(ActorCriticConfig::Encoder::kImpalaCnn, 2, 8, 8));
+}
+
+// A Dict observation: a 2-float one-hot, an HWC image of bytes (as
+// floats), 3 floats; read per key by `encoder`.
+ActorCriticConfig Dict(ActorCriticConfig::Encoder encoder) {
+  ActorCriticConfig config;
+  config.encoder = encoder;
+  config.channels_last = true;
+  config.observation_parts = {{"flip", 0, 2, {2}, false},
+                              {"image", 2, 8 * 8 * 2, {8, 8, 2}, true},
+                              {"speed", 130, 3, {3}, false}};
+  config.observation_size = 133;
+  config.num_actions = 3;
+  config.hidden_sizes = {5};
+  return config;
+}
+
+TEST(ActorCriticTest, PerKeyEncoderGradientsMatchFiniteDifferences) {
+  ExpectGradientsMatchFiniteDifferences(
+      Dict(ActorCriticConfig::Encoder::kImpalaCnn));
+}
+
+// The per-key encoder: a CNN for the image part alone (its bytes scaled
+// to [0, 1]), the other parts as they are.
+TEST(ActorCriticTest, ADictIsReadPartByPart) {
+  torch::manual_seed(1);
+  ASSERT_OK_AND_ASSIGN(
+      ActorCritic policy,
+      CreateActorCritic(Dict(ActorCriticConfig::Encoder::kImpalaCnn)));
+  EXPECT_TRUE(policy->per_key());
+  std::set<std::string> encoders;
+  for (const auto& item : policy->named_parameters()) {
+    if (item.key().rfind("encoder", 0) == 0) {
+      encoders.insert(item.key().substr(0, item.key().find('.')));
+    }
+  }
+  EXPECT_EQ(encoders, (std::set<std::string>{"encoder_1"}));
+  // The trunk reads 256 CNN features, the flip's 2 and the speed's 3.
+  EXPECT_EQ(policy->named_parameters()["policy_trunk.0.weight"].size(1),
+            256 + 2 + 3);
+  torch::Tensor obs = torch::zeros({1, 133});
+  obs.narrow(1, 2, 128).fill_(255);
+  obs[0][0] = 1;
+  obs[0][131] = 7;
+  const torch::Tensor scaled = policy->FloatObservations(obs);
+  EXPECT_EQ(scaled[0][0].item<float>(), 1);
+  EXPECT_FLOAT_EQ(scaled[0][2].item<float>(), 1);  // 255 / 255
+  EXPECT_EQ(scaled[0][131].item<float>(), 7);
+  // Each part moves the output.
+  const torch::Tensor value = policy->Value(obs);
+  for (int64_t at : {0, 50, 132}) {
+    torch::Tensor other = obs.clone();
+    other[0][at] += 3;
+    EXPECT_NE(policy->Value(other).item<float>(), value.item<float>())
+        << "element " << at;
+  }
+  // A CNN needs an image part; the Nature CNN one of 36x36.
+  ActorCriticConfig no_image = Dict(ActorCriticConfig::Encoder::kImpalaCnn);
+  no_image.observation_parts[1].bytes = false;
+  EXPECT_THAT(CreateActorCritic(no_image).status().message(),
+              HasSubstr("no observation part is a uint8 image"));
+  EXPECT_THAT(CreateActorCritic(Dict(ActorCriticConfig::Encoder::kNatureCnn))
+                  .status()
+                  .message(),
+              HasSubstr("at least 36x36 (observation part image is 8x8)"));
+  ActorCriticConfig gap = Dict(ActorCriticConfig::Encoder::kMlp);
+  gap.observation_parts[2].offset = 131;
+  EXPECT_THAT(CreateActorCritic(gap).status().message(),
+              HasSubstr("observation part speed"));
+  // The MLP reads the Dict whole, the image's bytes scaled all the same.
+  ASSERT_OK_AND_ASSIGN(
+      ActorCritic mlp,
+      CreateActorCritic(Dict(ActorCriticConfig::Encoder::kMlp)));
+  EXPECT_FALSE(mlp->per_key());
+  EXPECT_FLOAT_EQ(mlp->FloatObservations(obs)[0][2].item<float>(), 1);
 }
 
 ActorCriticConfig Recurrent(ActorCriticConfig::Core core) {

@@ -77,6 +77,21 @@ inline std::vector<ExportCase> ExportCases() {
     cases.push_back(c);
   }
   {
+    // A Dict observation read per key: an HWC image part (bytes as floats)
+    // through its own CNN, two float parts as they are.
+    ExportCase c{"dict_per_key", {}, ExportEnv()};
+    c.config.encoder = ActorCriticConfig::Encoder::kImpalaCnn;
+    c.config.channels_last = true;
+    c.config.observation_parts = {{"flip", 0, 2, {2}, false},
+                                  {"image", 2, 8 * 6 * 2, {8, 6, 2}, true},
+                                  {"speed", 2 + 96, 3, {3}, false}};
+    c.config.observation_size = 2 + 96 + 3;
+    c.config.hidden_sizes = {16};
+    c.config.action_nvec = {2, 3};
+    c.config.normalize_observations = true;
+    cases.push_back(c);
+  }
+  {
     ExportCase c{"lstm_masked", {}, ExportEnv()};
     c.config.observation_size = 4;
     c.config.num_actions = 3;

@@ -195,6 +195,13 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no recurrent core (policy.core)");
   }
+  for (const auto& part : c.observation_parts) {
+    if (part.bytes) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the fused CPU path reads float32 observations (observation part ",
+          part.name, " is uint8)"));
+    }
+  }
   observation_size_ = c.observation_size;
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;

@@ -179,9 +179,12 @@ std::string Trunk(Graph& g, const ActorCriticConfig& c,
   return x;
 }
 
-// The CNN encoder (actor_critic.cc's MakeCnn) over flat images `x`.
-std::string Encoder(Graph& g, const ActorCriticConfig& c, std::string x) {
-  const std::vector<int64_t>& chw = c.image_chw;
+// The CNN encoder `prefix` (actor_critic.cc's MakeCnn) over flat images `x`
+// of `chw`.
+std::string Encoder(Graph& g, const ActorCriticConfig& c,
+                    const std::string& prefix, const std::vector<int64_t>& chw,
+                    std::string x) {
+  const std::string at = prefix + ".";
   if (c.channels_last) {
     x = g.Node("Reshape", {x, g.Ints({-1, chw[1], chw[2], chw[0]})});
     x = g.Node("Transpose", {x}, [](onnx::NodeProto* n) {
@@ -192,22 +195,22 @@ std::string Encoder(Graph& g, const ActorCriticConfig& c, std::string x) {
   }
   int linear = 0;
   if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
-    x = g.Node("Relu", {g.Conv("encoder.0", x, 4, 0)});
-    x = g.Node("Relu", {g.Conv("encoder.2", x, 2, 0)});
-    x = g.Node("Relu", {g.Conv("encoder.4", x, 1, 0)});
+    x = g.Node("Relu", {g.Conv(at + "0", x, 4, 0)});
+    x = g.Node("Relu", {g.Conv(at + "2", x, 2, 0)});
+    x = g.Node("Relu", {g.Conv(at + "4", x, 1, 0)});
     x = g.Node("Flatten", {x});
     linear = 7;
   } else {
     for (int stack = 0; stack < 3; ++stack) {
       const int base = 4 * stack;
-      x = g.Conv(absl::StrCat("encoder.", base), x, 1, 1);
+      x = g.Conv(absl::StrCat(at, base), x, 1, 1);
       x = g.Node("MaxPool", {x}, [](onnx::NodeProto* n) {
         Graph::IntsAttr(n, "kernel_shape", {3, 3});
         Graph::IntsAttr(n, "strides", {2, 2});
         Graph::IntsAttr(n, "pads", {1, 1, 1, 1});
       });
       for (int block = 1; block <= 2; ++block) {
-        const std::string b = absl::StrCat("encoder.", base + 1 + block);
+        const std::string b = absl::StrCat(at, base + 1 + block);
         const std::string r = g.Conv(b + ".conv0", g.Node("Relu", {x}), 1, 1);
         x = g.Node("Add", {x, g.Conv(b + ".conv1", g.Node("Relu", {r}), 1, 1)});
       }
@@ -215,7 +218,28 @@ std::string Encoder(Graph& g, const ActorCriticConfig& c, std::string x) {
     x = g.Node("Relu", {g.Node("Flatten", {x})});
     linear = 14;
   }
-  return g.Node("Relu", {g.Linear(absl::StrCat("encoder.", linear), x)});
+  return g.Node("Relu", {g.Linear(absl::StrCat(at, linear), x)});
+}
+
+// The encoder over `x`: a CNN, or per key (a CNN per image part, the other
+// parts as they are, concatenated), as ActorCriticImpl::Trunks reads it.
+std::string Encoders(Graph& g, const ActorCriticConfig& c,
+                     const std::string& x) {
+  if (c.observation_parts.empty()) {
+    return Encoder(g, c, "encoder", c.image_chw, x);
+  }
+  std::vector<std::string> features;
+  for (size_t k = 0; k < c.observation_parts.size(); ++k) {
+    const auto& part = c.observation_parts[k];
+    std::string f = g.Columns(x, part.offset, part.offset + part.size);
+    if (part.image()) {
+      f = Encoder(g, c, absl::StrCat("encoder_", k),
+                  PartImageChw(part, c.channels_last), f);
+    }
+    features.push_back(f);
+  }
+  return g.Node("Concat", features,
+                [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
 }
 
 // One step of the core over `x` from `state`; sets `next_state`.
@@ -313,6 +337,9 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         });
         if (c.byte_observations) {
           x = g.Node("Mul", {x, g.Scalar(1.0f / 255.0f)});
+        } else if (policy->named_buffers().contains("obs_scale")) {
+          // The uint8 parts of a float Dict observation.
+          x = g.Node("Mul", {x, g.Weight("obs_scale")});
         }
         if (c.normalize_observations) {
           const torch::Tensor mean = policy->named_buffers()["obs_mean"];
@@ -323,7 +350,7 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
                               g.Constant(torch::tensor(c.observation_clip))});
         }
         if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
-          x = Encoder(g, c, x);
+          x = Encoders(g, c, x);
         }
         std::string p = Trunk(g, c, "policy_trunk", x);
         std::string v;

@@ -82,36 +82,62 @@ void Trunk(Source& s, const ActorCriticConfig& c, const std::string& prefix,
   }
 }
 
-// The CNN encoder (actor_critic.cc's MakeCnn, layer by layer) over `x`.
-void Encoder(Source& s, const ActorCriticConfig& c) {
-  const std::vector<int64_t>& chw = c.image_chw;
-  s.Line(c.channels_last ? absl::StrCat("x = x.reshape([x.size(0), ", chw[1],
-                                        ", ", chw[2], ", ", chw[0],
-                                        "]).permute([0, 3, 1, 2]).contiguous()")
-                         : absl::StrCat("x = x.reshape([x.size(0), ", chw[0],
-                                        ", ", chw[1], ", ", chw[2], "])"));
+// The CNN encoder `prefix` (actor_critic.cc's MakeCnn, layer by layer) over
+// flat images `x` of `chw` (in place).
+void Encoder(Source& s, const ActorCriticConfig& c, const std::string& prefix,
+             const std::vector<int64_t>& chw, const std::string& x) {
+  s.Line(c.channels_last
+             ? absl::StrCat(x, " = ", x, ".reshape([", x, ".size(0), ", chw[1],
+                            ", ", chw[2], ", ", chw[0],
+                            "]).permute([0, 3, 1, 2]).contiguous()")
+             : absl::StrCat(x, " = ", x, ".reshape([", x, ".size(0), ", chw[0],
+                            ", ", chw[1], ", ", chw[2], "])"));
+  const std::string at = prefix + ".";
   int linear = 0;
   if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
-    s.Line("x = torch.relu(" + s.Conv("encoder.0", "x", 4, 0) + ")");
-    s.Line("x = torch.relu(" + s.Conv("encoder.2", "x", 2, 0) + ")");
-    s.Line("x = torch.relu(" + s.Conv("encoder.4", "x", 1, 0) + ")");
-    s.Line("x = x.flatten(1)");
+    s.Line(x + " = torch.relu(" + s.Conv(at + "0", x, 4, 0) + ")");
+    s.Line(x + " = torch.relu(" + s.Conv(at + "2", x, 2, 0) + ")");
+    s.Line(x + " = torch.relu(" + s.Conv(at + "4", x, 1, 0) + ")");
+    s.Line(x + " = " + x + ".flatten(1)");
     linear = 7;
   } else {
     for (int stack = 0; stack < 3; ++stack) {
       const int base = 4 * stack;
-      s.Line("x = " + s.Conv(absl::StrCat("encoder.", base), "x", 1, 1));
-      s.Line("x = torch.max_pool2d(x, [3, 3], [2, 2], [1, 1])");
+      s.Line(x + " = " + s.Conv(absl::StrCat(at, base), x, 1, 1));
+      s.Line(x + " = torch.max_pool2d(" + x + ", [3, 3], [2, 2], [1, 1])");
       for (int block = 1; block <= 2; ++block) {
-        const std::string b = absl::StrCat("encoder.", base + 1 + block);
-        s.Line("r = " + s.Conv(b + ".conv0", "torch.relu(x)", 1, 1));
-        s.Line("x = x + " + s.Conv(b + ".conv1", "torch.relu(r)", 1, 1));
+        const std::string b = absl::StrCat(at, base + 1 + block);
+        s.Line("r = " + s.Conv(b + ".conv0", "torch.relu(" + x + ")", 1, 1));
+        s.Line(x + " = " + x + " + " +
+               s.Conv(b + ".conv1", "torch.relu(r)", 1, 1));
       }
     }
-    s.Line("x = torch.relu(x.flatten(1))");
+    s.Line(x + " = torch.relu(" + x + ".flatten(1))");
     linear = 14;
   }
-  s.Line("x = torch.relu(" + s.Linear("encoder", linear, "x") + ")");
+  s.Line(x + " = torch.relu(" + s.Linear(prefix, linear, x) + ")");
+}
+
+// The encoder over `x`: a CNN, or per key (a CNN per image part, the other
+// parts as they are, concatenated), as ActorCriticImpl::Trunks reads it.
+void Encoders(Source& s, const ActorCriticConfig& c) {
+  if (c.observation_parts.empty()) {
+    Encoder(s, c, "encoder", c.image_chw, "x");
+    return;
+  }
+  std::vector<std::string> features;
+  for (size_t k = 0; k < c.observation_parts.size(); ++k) {
+    const auto& part = c.observation_parts[k];
+    const std::string f = absl::StrCat("f", k);
+    s.Line(absl::StrCat(f, " = x[:, ", part.offset, ":",
+                        part.offset + part.size, "]"));
+    if (part.image()) {
+      Encoder(s, c, absl::StrCat("encoder_", k),
+              PartImageChw(part, c.channels_last), f);
+    }
+    features.push_back(f);
+  }
+  s.Line("x = torch.cat([" + absl::StrJoin(features, ", ") + "], 1)");
 }
 
 }  // namespace
@@ -124,6 +150,13 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
   s.Line("x = obs.reshape([obs.size(0), -1]).float()");
   if (c.byte_observations) {
     s.Line("x = x * " + Literal(1.0f / 255.0f));  // as FloatObservations
+  } else {
+    for (const auto& part : c.observation_parts) {
+      if (part.bytes) {  // the uint8 parts of a float vector
+        s.Line("x = x * " + s.Ref("obs_scale"));
+        break;
+      }
+    }
   }
   if (c.normalize_observations) {
     s.Line(absl::StrCat("x = torch.clamp((x - ", s.Ref("obs_mean"),
@@ -131,7 +164,7 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
                         Literal(-c.observation_clip), ", ",
                         Literal(c.observation_clip), ")"));
   }
-  if (c.encoder != ActorCriticConfig::Encoder::kMlp) Encoder(s, c);
+  if (c.encoder != ActorCriticConfig::Encoder::kMlp) Encoders(s, c);
   s.Line("p = x");
   Trunk(s, c, "policy_trunk", "p");
   const int64_t state_size = policy->state_size();
@@ -266,14 +299,27 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
                     absl::StrCat("Box clipped to [", env.action_low(), ", ",
                                  env.action_high(), "]"));
   }
+  // A Dict or Tuple observation's parts, where they lie in `obs`.
+  std::vector<std::string> parts;
+  for (const auto& part : c.observation_parts) {
+    parts.push_back(absl::StrCat(
+        "{\"name\": ", JsonQuote(part.name), ", \"offset\": ", part.offset,
+        ", \"size\": ", part.size, ", \"shape\": [",
+        absl::StrJoin(part.shape, ", "),
+        "], \"dtype\": ", JsonQuote(part.bytes ? "uint8" : "float32"), "}"));
+  }
+  const std::string observation_parts =
+      parts.empty() ? ""
+                    : absl::StrCat(",\n  \"observation_parts\": [\n    ",
+                                   absl::StrJoin(parts, ",\n    "), "\n  ]");
   return absl::StrCat(
       "{\n  \"format\": ", JsonQuote(format),
       ",\n  \"env_id\": ", JsonQuote(env.id()),
       format == "torchscript" ? ",\n  \"method\": \"forward\"" : "",
       ",\n  \"actions\": ",
       JsonQuote(options.sampled ? "sampled" : "deterministic"),
-      ",\n  \"inputs\": [\n    ", absl::StrJoin(inputs, ",\n    "),
-      "\n  ],\n  \"outputs\": [\n    ", action, ",\n    ",
+      ",\n  \"inputs\": [\n    ", absl::StrJoin(inputs, ",\n    "), "\n  ]",
+      observation_parts, ",\n  \"outputs\": [\n    ", action, ",\n    ",
       tensor("values", "float32", {"B"}, "the value estimate V(obs)"),
       state_size > 0
           ? absl::StrCat(",\n    ",

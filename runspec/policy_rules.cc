@@ -1,6 +1,8 @@
 #include "runspec/policy_rules.h"
 
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/json_quote.h"
@@ -15,10 +17,35 @@ std::string Problem(absl::string_view path, absl::string_view problem,
   return absl::StrCat(path, ": ", problem, " (got ", got, ")");
 }
 
-// The height and width of an image observation read in `layout`.
-std::pair<int, int> ImageSize(const EnvSpec& env, bool hwc) {
-  return {env.observation_shape(hwc ? 0 : 1),
-          env.observation_shape(hwc ? 1 : 2)};
+// The images a CNN would read: the observation's shape (a uint8 one of 3
+// dimensions), or each such part of a Dict or Tuple observation.
+std::vector<std::vector<int>> Images(const EnvSpec& env) {
+  std::vector<std::vector<int>> images;
+  if (env.observation_parts_size() > 0) {
+    for (const ObservationPart& part : env.observation_parts()) {
+      if (part.dtype() == "uint8" && part.shape_size() == 3) {
+        images.emplace_back(part.shape().begin(), part.shape().end());
+      }
+    }
+  } else if (env.observation_dtype() == "uint8" &&
+             env.observation_shape_size() == 3) {
+    images.emplace_back(env.observation_shape().begin(),
+                        env.observation_shape().end());
+  }
+  return images;
+}
+
+// Whether a Dict observation has a uint8 part.
+bool HasBytePart(const EnvSpec& env) {
+  for (const ObservationPart& part : env.observation_parts()) {
+    if (part.dtype() == "uint8") return true;
+  }
+  return false;
+}
+
+// The height and width of an image read in `layout`.
+std::pair<int, int> ImageSize(const std::vector<int>& image, bool hwc) {
+  return {image[hwc ? 0 : 1], image[hwc ? 1 : 2]};
 }
 
 // Problems of the encoder (and the image layout it reads).
@@ -30,7 +57,15 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
   if (!cnn && policy.encoder() != "mlp") {
     out->push_back(Problem("policy.encoder",
                            "must be mlp, nature_cnn or impala_cnn", encoder));
-  } else if (cnn && env.observation_dtype() != "uint8") {
+  } else if (cnn && env.observation_parts_size() > 0 && Images(env).empty()) {
+    out->push_back(Problem(
+        "policy.encoder",
+        absl::StrCat(policy.encoder(),
+                     " reads images: no part of env.observation_parts is "
+                     "uint8 with 3 dimensions"),
+        encoder));
+  } else if (cnn && env.observation_parts_size() == 0 &&
+             env.observation_dtype() != "uint8") {
     out->push_back(Problem(
         "policy.encoder",
         absl::StrCat(policy.encoder(),
@@ -39,7 +74,8 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
                      env.observation_dtype().empty() ? "float32"
                                                      : env.observation_dtype()),
         encoder));
-  } else if (cnn && env.observation_shape_size() != 3) {
+  } else if (cnn && env.observation_parts_size() == 0 &&
+             env.observation_shape_size() != 3) {
     out->push_back(
         Problem("policy.encoder",
                 absl::StrCat(policy.encoder(),
@@ -53,14 +89,17 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
       out->push_back(Problem("policy.image_layout", "must be hwc or chw",
                              JsonQuote(policy.image_layout())));
     } else {
-      const auto [h, w] = ImageSize(env, policy.image_layout() == "hwc");
-      if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
-        out->push_back(
-            Problem("policy.encoder",
-                    absl::StrCat("nature_cnn needs images of at least 36x36; "
-                                 "this one is ",
-                                 h, "x", w, " (impala_cnn takes any size)"),
-                    encoder));
+      for (const std::vector<int>& image : Images(env)) {
+        const auto [h, w] = ImageSize(image, policy.image_layout() == "hwc");
+        if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
+          out->push_back(
+              Problem("policy.encoder",
+                      absl::StrCat("nature_cnn needs images of at least 36x36; "
+                                   "this one is ",
+                                   h, "x", w, " (impala_cnn takes any size)"),
+                      encoder));
+          break;
+        }
       }
     }
   }
@@ -133,12 +172,14 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
                              leave_out),
                 kernels));
   } else if (IsCnnEncoder(policy) || HasRecurrentCore(policy) ||
-             spec.env().observation_dtype() == "uint8") {
+             spec.env().observation_dtype() == "uint8" ||
+             HasBytePart(spec.env())) {
     const std::string what =
         IsCnnEncoder(policy) ? "policy.encoder is a CNN"
         : HasRecurrentCore(policy)
             ? absl::StrCat("policy.core is ", policy.core())
-            : "env.observation_dtype is uint8";
+        : HasBytePart(spec.env()) ? "a part of env.observation_parts is uint8"
+                                  : "env.observation_dtype is uint8";
     out->push_back(Problem(
         "ppo.cpu_kernels",
         absl::StrCat("fused runs MLPs only, on float32 observations; this "
@@ -165,17 +206,21 @@ int64_t RecurrentStateSize(const PolicyConfig& policy) {
 
 void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
                          PolicyConfig* policy) {
-  const bool image =
-      env.observation_dtype() == "uint8" && env.observation_shape_size() == 3;
-  // The layout as given, else guessed: few channels last is HWC.
+  const std::vector<std::vector<int>> images = Images(env);
+  const bool image = !images.empty();
+  // The layout as given, else guessed from the first image: few channels
+  // last is HWC.
   const bool hwc = policy->image_layout().empty()
-                       ? image && env.observation_shape(2) <= 4
+                       ? image && images[0][2] <= 4
                        : policy->image_layout() == "hwc";
   if (policy->encoder().empty()) {
-    const auto [h, w] = image ? ImageSize(env, hwc) : std::pair<int, int>();
-    policy->set_encoder(!image               ? "mlp"
-                        : h >= 36 && w >= 36 ? "nature_cnn"
-                                             : "impala_cnn");
+    // The Nature CNN where every image is large enough for it.
+    bool large = image;
+    for (const std::vector<int>& i : images) {
+      const auto [h, w] = ImageSize(i, hwc);
+      large &= h >= 36 && w >= 36;
+    }
+    policy->set_encoder(!image ? "mlp" : large ? "nature_cnn" : "impala_cnn");
   }
   const bool cnn = IsCnnEncoder(*policy);
   if (cnn && policy->image_layout().empty() && image) {
@@ -184,9 +229,10 @@ void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
   if (policy->core().empty()) policy->set_core("none");
   if (policy->core_size() == 0) policy->set_core_size(128);
   // A spec that still names the network under ppo keeps it for the error.
-  // After a CNN, no hidden layers unless asked for.
-  if (!cnn && policy->hidden_sizes_size() == 0 &&
-      ppo.hidden_sizes_size() == 0) {
+  // After a CNN, no hidden layers unless asked for; a Dict's parts meet
+  // in two (as Stable-Baselines3's MultiInputPolicy).
+  if ((!cnn || env.observation_parts_size() > 0) &&
+      policy->hidden_sizes_size() == 0 && ppo.hidden_sizes_size() == 0) {
     policy->add_hidden_sizes(64);
     policy->add_hidden_sizes(64);
   }

@@ -25,20 +25,16 @@ double TrunkParameters(double in, const RunSpec& spec, double* width) {
   return params;
 }
 
-// A CNN encoder (policy.encoder, as policy/actor_critic.cc builds it): its
-// weights, the floats of one image's activations (every layer's output),
-// and its output width. 0 for the MLP.
-double CnnParameters(const RunSpec& spec, double* activations, double* width) {
-  *activations = 0;
-  const PolicyConfig& policy = spec.policy();
-  const EnvSpec& env = spec.env();
-  if (!IsCnnEncoder(policy) || env.observation_shape_size() != 3) {
-    return 0;
-  }
+// One image's CNN (policy.encoder, as policy/actor_critic.cc builds it):
+// its weights; adds the floats of one image's activations (every layer's
+// output) to `activations` and its output width to `width`.
+double ImageCnnParameters(const PolicyConfig& policy,
+                          const std::vector<int>& image, double* activations,
+                          double* width) {
   const bool hwc = policy.image_layout() == "hwc";
-  double c = env.observation_shape(hwc ? 2 : 0);
-  int64_t h = env.observation_shape(hwc ? 0 : 1);
-  int64_t w = env.observation_shape(hwc ? 1 : 2);
+  double c = image[hwc ? 2 : 0];
+  int64_t h = image[hwc ? 0 : 1];
+  int64_t w = image[hwc ? 1 : 2];
   double params = 0;
   auto conv = [&](double out, int64_t kernel, int64_t stride, int64_t pad) {
     params += c * out * kernel * kernel + out;
@@ -47,11 +43,12 @@ double CnnParameters(const RunSpec& spec, double* activations, double* width) {
     c = out;
     *activations += c * static_cast<double>(h * w);
   };
+  double features = 0;
   if (policy.encoder() == "nature_cnn") {
     conv(32, 8, 4, 0);
     conv(64, 4, 2, 0);
     conv(64, 3, 1, 0);
-    *width = 512;
+    features = 512;
   } else {
     for (double out : {16.0, 32.0, 32.0}) {
       conv(out, 3, 1, 1);
@@ -59,10 +56,43 @@ double CnnParameters(const RunSpec& spec, double* activations, double* width) {
       w = (w - 1) / 2 + 1;
       for (int k = 0; k < 4; ++k) conv(out, 3, 1, 1);  // 2 residual blocks
     }
-    *width = 256;
+    features = 256;
   }
-  params += c * static_cast<double>(h * w) * *width + *width;
-  *activations += *width;
+  params += c * static_cast<double>(h * w) * features + features;
+  *activations += features;
+  *width += features;
+  return params;
+}
+
+// A CNN encoder: its weights, the floats of one observation's activations,
+// and the trunks' input width (the features, and a Dict's other parts).
+// 0 for the MLP.
+double CnnParameters(const RunSpec& spec, double* activations, double* width) {
+  *activations = 0;
+  *width = 0;
+  const PolicyConfig& policy = spec.policy();
+  const EnvSpec& env = spec.env();
+  if (!IsCnnEncoder(policy)) return 0;
+  double params = 0;
+  if (env.observation_parts_size() == 0) {
+    if (env.observation_shape_size() != 3) return 0;
+    return ImageCnnParameters(policy,
+                              std::vector<int>(env.observation_shape().begin(),
+                                               env.observation_shape().end()),
+                              activations, width);
+  }
+  // Per key: a CNN per image part, the other parts as they are.
+  for (const ObservationPart& part : env.observation_parts()) {
+    if (part.dtype() == "uint8" && part.shape_size() == 3) {
+      params += ImageCnnParameters(
+          policy, std::vector<int>(part.shape().begin(), part.shape().end()),
+          activations, width);
+    } else {
+      double size = 1;
+      for (int d : part.shape()) size *= d;
+      *width += size;
+    }
+  }
   return params;
 }
 

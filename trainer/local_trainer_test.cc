@@ -224,6 +224,26 @@ ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4, gamma: 0.9}
 )");
 }
 
+// A Dict observation read per key (envs/testdata/dict_plugin.cc: the
+// IMPALA CNN for its 8x8 image part, its hint one-hot as it is) and a Dict
+// action (MultiDiscrete [2, 2]): each part pays half, so the target needs
+// both (random play 5, one part 7.5, target 9.5).
+TEST(LocalTrainerTest, ADictObservationIsLearnedPerKey) {
+  ExpectProbeLearns(R"(
+env: {id: Lookout-v0, plugin: envs/testdata/libdict_plugin.so,
+      kwargs: {size: 8},
+      observation_parts: [{name: hint, shape: [2]},
+                          {name: image, shape: [8, 8, 1], dtype: uint8}],
+      action_nvec: [2, 2], reward_low: 0, reward_high: 1}
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 60000
+target_return: 9.5
+seed: 2
+ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4, gamma: 0.9}
+)");
+}
+
 // Footprint admission counts the network it admits: the estimate of the
 // parameters is the count of the policy built, for each encoder and core.
 TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
@@ -243,7 +263,11 @@ TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
         std::string("{id: Pendulum-v1}\npolicy: {core: gru}"),
         std::string("{id: Pixels-v0, plugin: p.so, observation_shape: [8, "
                     "8, 1], observation_dtype: uint8, num_discrete_actions: "
-                    "4}\npolicy: {core: lstm, core_size: 32}")}) {
+                    "4}\npolicy: {core: lstm, core_size: 32}"),
+        std::string("{id: Lookout-v0, plugin: p.so, observation_parts: "
+                    "[{name: hint, shape: [2]}, {name: image, shape: [40, "
+                    "36, 3], dtype: uint8}, {name: eye, shape: [3, 9, 9], "
+                    "dtype: uint8}], action_nvec: [2, 2]}")}) {
     auto spec = LoadRunSpec("env: " + env + "\n", RunFileFormat::kYaml);
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto policy = CreateActorCritic(

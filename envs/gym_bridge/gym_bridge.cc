@@ -159,6 +159,9 @@ struct Bridge {
   py::object module;
   py::object env;
   Space observation, action;
+  // A Dict or Tuple's leaves (space_parts), and the ABI's view of them.
+  std::vector<std::pair<std::string, Space>> observation_leaves, action_leaves;
+  std::vector<rl_space_part> observation_parts, action_parts;
   bool byte_observations = false;  // uint8, else float32
   // The env's episodes are lives of games (rl_atari): Python reports the
   // games; else the bridge counts episodes itself.
@@ -223,6 +226,28 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     info->reward_low = -INFINITY;
     info->reward_high = INFINITY;
     bridge->byte_observations = info->observation.dtype == RL_DTYPE_UINT8;
+    // A Dict or Tuple: its leaves, for space_parts.
+    py::tuple leaves = bridge->module.attr("parts")(bridge->env);
+    for (int k = 0; k < 2; ++k) {
+      auto& keep = k == 0 ? bridge->observation_leaves : bridge->action_leaves;
+      auto& parts = k == 0 ? bridge->observation_parts : bridge->action_parts;
+      for (const py::handle& leaf : leaves[k].cast<py::list>()) {
+        const py::tuple pair = leaf.cast<py::tuple>();
+        keep.emplace_back(pair[0].cast<std::string>(),
+                          ToSpace(pair[1].cast<py::tuple>()));
+      }
+      parts.resize(keep.size());
+      for (size_t i = 0; i < keep.size(); ++i) {
+        parts[i].name = keep[i].first.c_str();
+        if (std::string e = ToC(keep[i].second, k == 0, &parts[i].space);
+            !e.empty()) {
+          WriteError(error, error_size,
+                     "the Gymnasium bridge cannot pass part " + keep[i].first +
+                         ": " + e);
+          return nullptr;
+        }
+      }
+    }
     return reinterpret_cast<rl_env*>(bridge.release());
   } catch (const std::exception& e) {
     WriteError(error, error_size, Describe(e));
@@ -231,6 +256,19 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
 }
 
 void Destroy(rl_env* env) { delete Of(env); }
+
+int SpaceParts(rl_env* env, rl_env_parts* parts, char*, size_t) {
+  const Bridge* b = Of(env);
+  *parts = rl_env_parts{};
+  parts->num_observation_parts =
+      static_cast<int32_t>(b->observation_parts.size());
+  parts->observation_parts =
+      b->observation_parts.empty() ? nullptr : b->observation_parts.data();
+  parts->num_action_parts = static_cast<int32_t>(b->action_parts.size());
+  parts->action_parts =
+      b->action_parts.empty() ? nullptr : b->action_parts.data();
+  return 0;
+}
 
 // A view of `count` elements at `p` for Python (no copy). The bridge does
 // not use pybind11's NumPy API: Debian's pybind11 2.10 predates NumPy 2's
@@ -334,6 +372,7 @@ rl_env_plugin_v1(void) {
     t.destroy = Destroy;
     t.reset = Reset;
     t.step = Step;
+    t.space_parts = SpaceParts;
     return t;
   }();
   return &table;

@@ -225,13 +225,33 @@ def flatten_batch(space, x, n):
     return np.asarray(x, np.float32).reshape(n, -1)
 
 
+def _all_bytes(space):
+    """Whether a Dict/Tuple's leaves are all uint8 Boxes."""
+    return all(isinstance(leaf, gym.spaces.Box) and leaf.dtype == np.uint8
+               for _, leaf in _leaves(space))
+
+
 def obs_dtype(env):
-    """What the bridge writes: uint8 for a uint8 Box (images stay bytes),
-    float32 for anything else (Dict and Tuple flattened to float32)."""
+    """What the bridge writes: uint8 for a uint8 Box (images stay bytes)
+    and for a Dict/Tuple of them only, float32 for anything else (Dict and
+    Tuple flattened to float32)."""
     space = env.single_observation_space
     if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
         return np.uint8
+    if isinstance(space, _NESTED) and _all_bytes(space):
+        return np.uint8
     return np.float32
+
+
+def parts(env):
+    """The named leaves of a Dict/Tuple observation and action, as the
+    plugin ABI's space_parts lists them: ([(name, describe(leaf))], ...);
+    [] for a space that is not a Dict or Tuple. Nested names are dotted."""
+    def of(space):
+        if not isinstance(space, _NESTED):
+            return []
+        return [(name or "-", describe(leaf)) for name, leaf in _leaves(space)]
+    return of(env.single_observation_space), of(env.single_action_space)
 
 
 def observations(env, obs):
@@ -239,7 +259,8 @@ def observations(env, obs):
     and Tuple spaces flattened)."""
     space = env.single_observation_space
     if isinstance(space, _NESTED):
-        return flatten_batch(space, obs, env.num_envs).ravel()
+        flat = flatten_batch(space, obs, env.num_envs).ravel()
+        return flat.astype(obs_dtype(env), copy=False)
     return np.asarray(obs, obs_dtype(env)).ravel()
 
 
@@ -254,8 +275,10 @@ def describe(space, flatten=False):
             return (type(space).__name__ + f" ({e})", (), [], [], 0, "")
         if not isinstance(flat, gym.spaces.Box):
             return (type(space).__name__, (), [], [], 0, "")
-        # flatten_batch writes float32 whatever the parts' dtypes.
-        flat = gym.spaces.Box(flat.low, flat.high, flat.shape, np.float32)
+        # observations() writes float32 whatever the parts' dtypes, or
+        # uint8 where every part is.
+        flat = gym.spaces.Box(flat.low, flat.high, flat.shape,
+                              np.uint8 if _all_bytes(space) else np.float32)
         space = flat
     if isinstance(space, gym.spaces.Box):
         return ("box", tuple(int(d) for d in space.shape),

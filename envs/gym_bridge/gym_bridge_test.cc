@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "envs/env_plugin.h"
@@ -281,6 +282,50 @@ TEST_F(GymBridgeTest, DictObservationsAreFlattened) {
   EXPECT_THAT(OpenEnv(Spec("bad_spaces:make_dict", 4, 2), Options(1)).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("has 5 elements, env.observation_size is 4")));
+}
+
+// The bridge lists a Dict's parts (space_parts) as the native ABI does: a
+// run may declare them (env.observation_parts, for the per-key encoder),
+// checked against the env's; a Dict of uint8 Boxes only passes as bytes.
+TEST_F(GymBridgeTest, DictObservationsListTheirParts) {
+  auto with_parts =
+      [](const std::string& id,
+         std::vector<std::tuple<std::string, std::vector<int>, std::string>>
+             parts) {
+        EnvSpec spec;
+        spec.set_id(id);
+        spec.set_plugin("envs/gym_bridge/libgym_bridge.so");
+        spec.set_num_discrete_actions(2);
+        for (const auto& [name, shape, dtype] : parts) {
+          ObservationPart* part = spec.add_observation_parts();
+          part->set_name(name);
+          for (int d : shape) part->add_shape(d);
+          part->set_dtype(dtype);
+        }
+        EXPECT_OK(ResolveEnvSpec(&spec));
+        return spec;
+      };
+  EXPECT_OK(
+      OpenEnv(with_parts("bad_spaces:make_dict", {{"position", {2}, "float32"},
+                                                  {"room", {3}, "float32"}}),
+              Options(1))
+          .status());
+  EXPECT_THAT(OpenEnv(with_parts("bad_spaces:make_dict",
+                                 {{"room", {3}, "float32"},
+                                  {"position", {2}, "float32"}}),
+                      Options(1))
+                  .status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("its observation parts are (position float32 "
+                                 "[2]; room float32 [3])")));
+  const EnvSpec bytes =
+      with_parts("bad_spaces:make_byte_dict",
+                 {{"frame", {2, 2, 1}, "uint8"}, {"level", {1}, "uint8"}});
+  EXPECT_EQ(bytes.observation_dtype(), "uint8");
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(bytes, Options(1)));
+  std::vector<uint8_t> obs(5);
+  ASSERT_OK(env->Reset(obs.data()));
+  EXPECT_EQ(obs, (std::vector<uint8_t>{0, 60, 120, 180, 7}));
 }
 
 TEST_F(GymBridgeTest, MultiDiscreteAndMultiBinaryActionsPassThrough) {

@@ -1,12 +1,13 @@
 // A Dict env for the tests of Dict and Tuple spaces ("Lookout-v0"), built
 // with the C++ helper. The observation is
-//   Dict(flip: Discrete(2), image: Box(uint8, [size, size, 1]))
+//   Dict(hint: Discrete(2), image: Box(uint8, [size, size, 1]))
 // (Gymnasium's sorted keys; flat: 2 one-hot floats, then size * size byte
 // values as floats), an image black but for one white pixel (255); the
 // action is Dict(col: Discrete(2), row: Discrete(2)) (flat: MultiDiscrete
-// [2, 2]). Naming the pixel's quadrant (its row and column halves) pays 1,
-// or the opposite quadrant's when flip is 1: the policy needs both parts.
-// Episodes of 10 steps: a random policy scores 2.5, a learned one 10.
+// [2, 2]). Each step pays 0.5 for naming the pixel's row half (image) and
+// 0.5 for a col equal to the hint: the policy needs both parts. Episodes of
+// 10 steps: a random policy scores 5, one that reads a single part 7.5, a
+// learned one 10.
 #include <cstring>
 #include <stdexcept>
 
@@ -16,7 +17,7 @@ class Lookout final : public rlenv::Env {
  public:
   static rlenv::Space Observation(int64_t size) {
     return rlenv::Space::Dict(
-        {{"flip", rlenv::Space::Discrete(2)},
+        {{"hint", rlenv::Space::Discrete(2)},
          {"image", rlenv::Space::Bytes({size, size, 1})}});
   }
   static rlenv::Space Action() {
@@ -35,7 +36,7 @@ class Lookout final : public rlenv::Env {
   }
   explicit Lookout(const rlenv::Kwargs& kwargs)
       : size_(kwargs.Int("size", 8)),
-        flip_at_(Observation(size_).Offset("flip")),
+        hint_at_(Observation(size_).Offset("hint")),
         image_at_(Observation(size_).Offset("image")),
         row_at_(Action().Offset("row", /*action=*/true)),
         col_at_(Action().Offset("col", /*action=*/true)) {}
@@ -47,10 +48,8 @@ class Lookout final : public rlenv::Env {
   rlenv::StepResult Step(const rlenv::Action& action, rlenv::Rng& rng,
                          float* obs) override {
     rlenv::StepResult r;
-    r.reward =
-        action.discrete[row_at_] == row_ && action.discrete[col_at_] == col_
-            ? 1.f
-            : 0.f;
+    r.reward = 0.5f * (action.discrete[row_at_] == row_) +
+               0.5f * (action.discrete[col_at_] == hint_);
     r.terminated = ++t_ >= 10;
     Draw(rng, obs);
     return r;
@@ -60,19 +59,18 @@ class Lookout final : public rlenv::Env {
   void Draw(rlenv::Rng& rng, float* obs) {
     const int64_t row = static_cast<int64_t>(rng() % size_);
     const int64_t col = static_cast<int64_t>(rng() % size_);
-    const int64_t flip = static_cast<int64_t>(rng() % 2);
-    row_ = (row >= size_ / 2) ^ flip;
-    col_ = (col >= size_ / 2) ^ flip;
-    obs[flip_at_] = flip == 0 ? 1.f : 0.f;
-    obs[flip_at_ + 1] = flip == 1 ? 1.f : 0.f;
+    hint_ = static_cast<int64_t>(rng() % 2);
+    row_ = row >= size_ / 2;
+    obs[hint_at_] = hint_ == 0 ? 1.f : 0.f;
+    obs[hint_at_ + 1] = hint_ == 1 ? 1.f : 0.f;
     float* image = obs + image_at_;
     std::memset(image, 0, sizeof(float) * size_ * size_);
     image[row * size_ + col] = 255.f;
   }
   int64_t size_;
-  int64_t flip_at_, image_at_, row_at_, col_at_;
+  int64_t hint_at_, image_at_, row_at_, col_at_;
   int64_t t_ = 0;
-  int64_t row_ = 0, col_ = 0;
+  int64_t row_ = 0, hint_ = 0;
 };
 
 RL_ENV_PLUGIN(Lookout, "lookout 1.0")

@@ -54,6 +54,25 @@ def make_dict():
     return DictObservations()
 
 
+class ByteDictObservations(DictObservations):
+    """A Dict of uint8 Boxes only: it passes as bytes."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({
+            "frame": gym.spaces.Box(0, 255, (2, 2, 1), np.uint8),
+            "level": gym.spaces.Box(0, 255, (1,), np.uint8),
+        })
+
+    def _obs(self):
+        return {"frame": np.arange(4, dtype=np.uint8).reshape(2, 2, 1) * 60,
+                "level": np.array([7], np.uint8)}
+
+
+def make_byte_dict():
+    return ByteDictObservations()
+
+
 class MultiActions(gym.Env):
     """MultiDiscrete([3, 2]) actions, or MultiBinary(3) with binary=True;
     the observation echoes the last action."""
