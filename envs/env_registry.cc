@@ -217,6 +217,22 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
                                     env->observation_dtype().substr(0, 64),
                                     "\" is not \"float32\" or \"uint8\""));
   }
+  if (env->action_binary() < 0 || env->action_binary() > 64) {
+    problem("action_binary", "MultiBinary(n) of n in [1, 64]",
+            env->action_binary());
+  } else if (env->action_binary() > 0) {
+    // The bits as MultiDiscrete parts of 2 (filled in; given, they agree).
+    const std::vector<int32_t> bits(env->action_binary(), 2);
+    if (env->action_nvec_size() == 0) {
+      env->mutable_action_nvec()->Add(bits.begin(), bits.end());
+    } else if (!std::equal(env->action_nvec().begin(), env->action_nvec().end(),
+                           bits.begin(), bits.end())) {
+      problems.push_back(absl::StrCat(
+          "env.action_nvec: [", absl::StrJoin(env->action_nvec(), ", "),
+          "] disagrees with env.action_binary ", env->action_binary(),
+          " (its bits are parts of 2); give one of them"));
+    }
+  }
   const bool single = env->num_discrete_actions() != 0;
   const bool multi = env->action_nvec_size() > 0;
   const bool discrete = single || multi;
@@ -360,6 +376,10 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
     return absl::InvalidArgumentError(
         absl::StrCat("env.observation_parts: ", env->id(),
                      " observes one vector (parts are for plugins)"));
+  }
+  if (env->action_binary() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.action_binary: ", env->id(), " has no MultiBinary actions"));
   }
   if (env->observation_shape_size() > 0 ||
       (!env->observation_dtype().empty() &&

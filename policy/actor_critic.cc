@@ -26,6 +26,7 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
   config.num_actions = env.num_discrete_actions();
   config.action_size = env.continuous_action_size();
   config.action_nvec.assign(env.action_nvec().begin(), env.action_nvec().end());
+  config.bernoulli = env.action_binary() > 0;
   config.hidden_sizes.assign(policy.hidden_sizes().begin(),
                              policy.hidden_sizes().end());
   config.shared_trunk = policy.shared_trunk();
@@ -138,6 +139,7 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     head_size = 0;
     for (const int64_t n : config.action_nvec) head_size += n;
   }
+  if (bernoulli()) head_size = static_cast<int64_t>(config.action_nvec.size());
   // Small policy-head gain: near-uniform initial policy (common PPO practice).
   policy_head_ = register_module("policy_head",
                                  OrthogonalLinear(features, head_size, 0.01));
@@ -200,6 +202,23 @@ torch::Tensor MaskLogits(const torch::Tensor& logits,
                          const torch::Tensor& masks) {
   if (!masks.defined()) return logits;
   return logits.masked_fill(masks.eq(0), kMaskedLogit);
+}
+
+// Bernoulli logits [B, bits] under masks [B, 2 * bits] (each bit's "0
+// allowed", "1 allowed"): a bit whose 1 is masked is certainly 0 (the
+// logit at kMaskedLogit), one whose 0 is masked certainly 1.
+torch::Tensor MaskBitLogits(const torch::Tensor& logits,
+                            const torch::Tensor& masks) {
+  if (!masks.defined()) return logits;
+  const torch::Tensor pairs = masks.view({masks.size(0), -1, 2});
+  return logits.masked_fill(pairs.select(2, 1).eq(0), kMaskedLogit)
+      .masked_fill(pairs.select(2, 0).eq(0), -kMaskedLogit);
+}
+
+// log p(bit = 1) and log p(bit = 0) of Bernoulli logits.
+std::pair<torch::Tensor, torch::Tensor> BitLogProbs(
+    const torch::Tensor& logits) {
+  return {torch::log_sigmoid(logits), torch::log_sigmoid(-logits)};
 }
 
 }  // namespace
@@ -386,10 +405,24 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
     *state = On(next, state->device());
   }
   const torch::Tensor out =
-      MaskLogits(PolicyHead(policy_features), action_masks);
+      bernoulli() ? MaskBitLogits(PolicyHead(policy_features), action_masks)
+                  : MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyStep step;
   step.values = value_head_->forward(value_features).squeeze(-1);
-  if (multi_discrete()) {
+  if (bernoulli()) {
+    // Each bit 1 with probability sigmoid(logit): log u < log p(1).
+    const auto [one, zero] = BitLogProbs(out);
+    torch::Tensor bits;
+    if (deterministic) {
+      bits = out > 0;
+    } else {
+      const torch::Tensor u =
+          Noise(/*normal=*/false, out, generator).clamp_(1e-12, 1.0 - 1e-7);
+      bits = torch::log(u) < one;
+    }
+    step.actions = bits.to(torch::kInt64);
+    step.log_probs = torch::where(bits, one, zero).sum(-1);
+  } else if (multi_discrete()) {
     // One categorical per part, sampled independently; the action's
     // log-probability is their sum.
     std::vector<torch::Tensor> actions, log_probs;
@@ -513,10 +546,15 @@ PolicyEvaluation ActorCriticImpl::EvaluateHeads(
     const torch::Tensor& policy_features, const torch::Tensor& value_features,
     const torch::Tensor& actions, const torch::Tensor& action_masks) {
   const torch::Tensor out =
-      MaskLogits(PolicyHead(policy_features), action_masks);
+      bernoulli() ? MaskBitLogits(PolicyHead(policy_features), action_masks)
+                  : MaskLogits(PolicyHead(policy_features), action_masks);
   PolicyEvaluation eval;
   eval.values = value_head_->forward(value_features).squeeze(-1);
-  if (multi_discrete()) {
+  if (bernoulli()) {
+    const auto [one, zero] = BitLogProbs(out);
+    eval.log_probs = torch::where(actions.eq(1), one, zero).sum(-1);
+    eval.entropy = -(one.exp() * one + zero.exp() * zero).sum(-1);
+  } else if (multi_discrete()) {
     std::vector<torch::Tensor> log_probs, entropies;
     int64_t j = 0;
     for (const torch::Tensor& logits :
@@ -647,6 +685,10 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
         "observation_size must be >= 1 (got ", config.observation_size, ")"));
   }
   const bool multi = !config.action_nvec.empty();
+  if (config.bernoulli && !multi) {
+    return absl::InvalidArgumentError(
+        "a Bernoulli head takes bits: action_nvec must hold them");
+  }
   if (int(config.num_actions > 0) + int(config.action_size > 0) + int(multi) !=
           1 ||
       config.num_actions < 0 || config.action_size < 0) {
@@ -657,6 +699,11 @@ absl::StatusOr<ActorCritic> CreateActorCritic(const ActorCriticConfig& config) {
         config.action_nvec.size(), " parts)"));
   }
   for (size_t i = 0; i < config.action_nvec.size(); ++i) {
+    if (config.bernoulli && config.action_nvec[i] != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a Bernoulli head takes bits: action_nvec[", i,
+                       "] must be 2 (got ", config.action_nvec[i], ")"));
+    }
     if (config.action_nvec[i] < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("action_nvec[", i, "] must be >= 1 (got ",

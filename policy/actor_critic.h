@@ -37,6 +37,10 @@ struct ActorCriticConfig {
   // MultiDiscrete: the choices of each part of an action (num_actions and
   // action_size 0): one categorical per part, the action [B, parts].
   std::vector<int64_t> action_nvec;
+  // MultiBinary (EnvSpec.action_binary; action_nvec all 2): a Bernoulli
+  // head, one logit per bit, instead of a categorical of 2 per part. The
+  // actions and masks are the MultiDiscrete's.
+  bool bernoulli = false;
   std::vector<int> hidden_sizes = {64, 64};
   bool shared_trunk = false;
   float initial_log_std = 0.0f;
@@ -134,6 +138,8 @@ class ActorCriticImpl : public torch::nn::Module {
   // continuous.
   bool discrete() const { return config_.num_actions > 0; }
   bool multi_discrete() const { return !config_.action_nvec.empty(); }
+  // MultiBinary through a Bernoulli head (a multi_discrete() too).
+  bool bernoulli() const { return config_.bernoulli; }
 
   // Raw observations [B, obs] -> the network's input: uint8 ones scaled to
   // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
@@ -237,7 +243,7 @@ class ActorCriticImpl : public torch::nn::Module {
   // Policy-head input and value-head input (equal with a shared trunk),
   // through the CNN first where there is one.
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
-  // Logits [B, n] or Gaussian means [B, A].
+  // Logits [B, n] or Gaussian means [B, A] (Bernoulli: a logit per bit).
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
   // The core's input projection of trunk features [N, in]: x W_ih^T plus
   // the input bias (an LSTM's two biases, summed).

@@ -140,6 +140,64 @@ TEST(ActorCriticTest, MultiDiscreteActionsArePartsOfCategoricals) {
               HasSubstr("exactly one of"));
 }
 
+// MultiBinary through a Bernoulli head: one logit per bit, each bit 1 with
+// probability sigmoid(logit) (sampled frequencies and the log-probabilities
+// and entropy in closed form); masks force a bit where they allow one value.
+TEST(ActorCriticTest, MultiBinaryActionsAreBernoulliBits) {
+  torch::manual_seed(0);
+  ActorCriticConfig config;
+  config.observation_size = 4;
+  config.action_nvec = {2, 2, 2};
+  config.bernoulli = true;
+  config.action_masks = true;
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(config));
+  EXPECT_EQ(policy->named_parameters()["policy_head.weight"].size(0), 3);
+  {
+    torch::NoGradGuard no_grad;
+    policy->named_parameters()["policy_head.bias"].copy_(
+        torch::tensor({1.5f, -0.5f, 0.0f}));
+  }
+  const int64_t B = 20000;
+  const torch::Tensor obs = torch::zeros({B, 4});
+  torch::Tensor masks = torch::ones({B, 6}, torch::kUInt8);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(2);
+  const PolicyStep step = policy->Act(obs, gen, false, masks);
+  ASSERT_EQ(step.actions.sizes(), (std::vector<int64_t>{B, 3}));
+  EXPECT_OK(policy->CheckActions(step.actions, "actions", B));
+  const torch::Tensor ones = step.actions.to(torch::kFloat32).mean(0);
+  const torch::Tensor p = torch::sigmoid(torch::tensor({1.5f, -0.5f, 0.0f}));
+  EXPECT_TRUE(torch::allclose(ones, p, 0, 0.015)) << ones << p;
+  // log p(a) = sum of each bit's log p.
+  const torch::Tensor a = step.actions.to(torch::kFloat32);
+  const torch::Tensor want =
+      (a * torch::log(p) + (1 - a) * torch::log(1 - p)).sum(-1);
+  EXPECT_TRUE(torch::allclose(step.log_probs, want, 1e-5, 1e-5));
+  const PolicyEvaluation eval = policy->Evaluate(obs, step.actions, masks);
+  EXPECT_TRUE(torch::allclose(eval.log_probs, step.log_probs, 1e-5, 1e-5));
+  const float entropy =
+      -(p * torch::log(p) + (1 - p) * torch::log(1 - p)).sum().item<float>();
+  EXPECT_NEAR(eval.entropy[0].item<float>(), entropy, 1e-5);
+  // Bit 0 may only be 0, bit 1 only 1: forced, with probability 1.
+  masks.select(1, 1).fill_(0);
+  masks.select(1, 2).fill_(0);
+  const PolicyStep forced = policy->Act(obs, gen, false, masks);
+  EXPECT_TRUE((forced.actions.select(1, 0) == 0).all().item<bool>());
+  EXPECT_TRUE((forced.actions.select(1, 1) == 1).all().item<bool>());
+  const PolicyEvaluation f = policy->Evaluate(obs, forced.actions, masks);
+  EXPECT_NEAR(f.entropy[0].item<float>(),
+              -(p[2] * torch::log(p[2]) + (1 - p[2]) * torch::log(1 - p[2]))
+                   .item<float>(),
+              1e-5);
+  EXPECT_TRUE(torch::isfinite(f.log_probs).all().item<bool>());
+  // Deterministic: the likelier value of each free bit.
+  const PolicyStep best = policy->Act(obs, gen, true, masks);
+  EXPECT_EQ(best.actions[0][2].item<int64_t>(), 0);  // logit 0: not > 0
+  ActorCriticConfig not_bits = config;
+  not_bits.action_nvec = {2, 3};
+  EXPECT_THAT(CreateActorCritic(not_bits).status().message(),
+              HasSubstr("action_nvec[1] must be 2"));
+}
+
 TEST(ActorCriticTest, SamplingFrequenciesFollowTheProbabilities) {
   torch::manual_seed(0);
   ActorCritic policy(Discrete());
@@ -254,7 +312,10 @@ void ExpectGradientsMatchFiniteDifferences(const ActorCriticConfig& config) {
     if (part.bytes) obs.narrow(2, part.offset, part.size).mul_(255);
   }
   const torch::Tensor actions =
-      torch::tensor({0, 1, 2, 1}, torch::kInt64).view({2, 2});
+      config.action_nvec.empty()
+          ? torch::tensor({0, 1, 2, 1}, torch::kInt64).view({2, 2})
+          : torch::tensor({0, 1, 1, 1, 0, 0, 1, 0}, torch::kInt64)
+                .view({2, 2, 2});
   const torch::Tensor state =
       policy->recurrent()
           ? torch::rand({2, policy->state_size()}, torch::kFloat64) - 0.5
@@ -311,6 +372,15 @@ ActorCriticConfig Dict(ActorCriticConfig::Encoder encoder) {
   config.num_actions = 3;
   config.hidden_sizes = {5};
   return config;
+}
+
+TEST(ActorCriticTest, BernoulliGradientsMatchFiniteDifferences) {
+  ActorCriticConfig config;
+  config.observation_size = 3;
+  config.action_nvec = {2, 2};
+  config.bernoulli = true;
+  config.hidden_sizes = {5};
+  ExpectGradientsMatchFiniteDifferences(config);
 }
 
 TEST(ActorCriticTest, PerKeyEncoderGradientsMatchFiniteDifferences) {

@@ -55,6 +55,14 @@ inline std::vector<ExportCase> ExportCases() {
     cases.push_back(c);
   }
   {
+    ExportCase c{"multi_binary_masked", {}, ExportEnv()};
+    c.config.observation_size = 4;
+    c.config.action_nvec = {2, 2, 2};
+    c.config.bernoulli = true;
+    c.config.action_masks = true;
+    cases.push_back(c);
+  }
+  {
     ExportCase c{"nature_cnn_hwc", {}, ExportEnv()};
     c.config.encoder = ActorCriticConfig::Encoder::kNatureCnn;
     c.config.image_chw = {2, 36, 40};
@@ -125,8 +133,13 @@ inline std::vector<torch::Tensor> ExportInputs(const ActorCriticConfig& c) {
     int64_t size = c.num_actions;
     for (int64_t k : c.action_nvec) size += k;
     torch::Tensor masks = torch::randint(0, 2, {n, size}, torch::kUInt8);
+    // The first choice of every part allowed.
     masks.select(1, 0).fill_(1);
-    if (!c.action_nvec.empty()) masks.select(1, c.action_nvec[0]).fill_(1);
+    int64_t at = 0;
+    for (const int64_t k : c.action_nvec) {
+      masks.select(1, at).fill_(1);
+      at += k;
+    }
     inputs.push_back(masks);
   }
   return inputs;

@@ -366,6 +366,16 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         std::string out = g.Linear("policy_head", p);
         const std::string value =
             g.Node("Squeeze", {g.Linear("value_head", v), g.Ints({1})});
+        if (c.bernoulli) {
+          // Each bit's logit l as a categorical's (0, l), as the
+          // TorchScript export.
+          const std::string bits = g.Node("Unsqueeze", {out, g.Ints({2})});
+          out = g.Node(
+              "Reshape",
+              {g.Node("Concat", {g.Node("Sub", {bits, bits}), bits},
+                      [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 2); }),
+               g.Ints({-1, 2 * static_cast<int64_t>(c.action_nvec.size())})});
+        }
         if (c.action_masks) {
           // As MaskLogits: a masked choice's logit is -1e8.
           const std::string forbidden =

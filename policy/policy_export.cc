@@ -193,6 +193,11 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
                       ", ", s.Ref("policy_head.bias"), ")"));
   s.Line(absl::StrCat("value = torch.linear(v, ", s.Ref("value_head.weight"),
                       ", ", s.Ref("value_head.bias"), ").squeeze(-1)"));
+  if (c.bernoulli) {
+    // Each bit's logit l as a categorical's (0, l): argmax picks 1 where
+    // l > 0 and a Gumbel-max draw picks it with probability sigmoid(l).
+    s.Line("out = torch.stack([torch.zeros_like(out), out], -1).flatten(1)");
+  }
   if (c.action_masks) {
     // As MaskLogits: a masked choice's logit is -1e8, never the argmax.
     s.Line("out = out.masked_fill(mask == 0, -100000000.0)");
@@ -289,6 +294,10 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
   if (c.num_actions > 0) {
     action = tensor("actions", "int64", {"B"},
                     absl::StrCat("Discrete(", c.num_actions, ")"));
+  } else if (c.bernoulli) {
+    action =
+        tensor("actions", "int64", {"B", absl::StrCat(c.action_nvec.size())},
+               absl::StrCat("MultiBinary(", c.action_nvec.size(), ")"));
   } else if (!c.action_nvec.empty()) {
     action =
         tensor("actions", "int64", {"B", absl::StrCat(c.action_nvec.size())},

@@ -145,8 +145,10 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
     core_activations = gates * core_size + RecurrentStateSize(policy);
     width = core_size;
   }
+  // A Bernoulli head (MultiBinary): one logit per bit.
+  const double logits = env.action_binary() > 0 ? env.action_binary() : actions;
   f.parameters = cnn + (gates > 0 ? 1 : 2) * trunk + core +
-                 (width * actions + actions) + (width + 1) +
+                 (width * logits + logits) + (width + 1) +
                  (discrete ? 0 : actions);
   // The weights plus the observation normaliser's buffers.
   f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;

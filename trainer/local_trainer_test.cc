@@ -188,6 +188,24 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
 )");
 }
 
+// MultiBinary actions through a Bernoulli head (env.action_binary): three
+// bits, each rewarded when it copies its bit of the observation; one bit's
+// wrong value is masked at every step, and taking it fails the run (the
+// probe plugin's "bits" mode), so reaching the target never took one.
+TEST(LocalTrainerTest, MultiBinaryActionsLearnAsBernoulliBits) {
+  ExpectProbeLearns(R"(
+env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,
+      kwargs: {mode: bits}, observation_size: 3, action_binary: 3,
+      action_mask: true, reward_low: 0, reward_high: 1}
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 60000
+target_return: 9.5
+seed: 2
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
+)");
+}
+
 // uint8 image observations (the pixel plugin: which quadrant holds the
 // white pixel) stay bytes in the rollouts and are learned by the MLP (asked
 // for: a 6x6 image would get the IMPALA CNN), the network scaling them:
@@ -267,7 +285,9 @@ TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
         std::string("{id: Lookout-v0, plugin: p.so, observation_parts: "
                     "[{name: hint, shape: [2]}, {name: image, shape: [40, "
                     "36, 3], dtype: uint8}, {name: eye, shape: [3, 9, 9], "
-                    "dtype: uint8}], action_nvec: [2, 2]}")}) {
+                    "dtype: uint8}], action_nvec: [2, 2]}"),
+        std::string("{id: Bits-v0, plugin: p.so, observation_size: 5, "
+                    "action_binary: 3}")}) {
     auto spec = LoadRunSpec("env: " + env + "\n", RunFileFormat::kYaml);
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto policy = CreateActorCritic(

@@ -16,6 +16,10 @@
 //   "multi"       MultiDiscrete([3, 2]) actions: obs = one-hots of the
 //                 rewarded choice of each part; +0.5 a part chosen right;
 //                 episodes of 10 steps (random: 4.2, learned: 10)
+//   "bits"        MultiBinary(3) actions with masks: obs = the rewarded
+//                 bits; +1/3 a bit set right; each step one bit's wrong
+//                 value is masked (taking it is a step error); episodes of
+//                 10 steps (random unmasked: 6.7, learned: 10)
 // kwargs.obs_size (default 3) sizes the observation.
 #include <cmath>
 #include <cstdlib>
@@ -35,6 +39,14 @@ class Probe final : public rlenv::Env {
                       rlenv::Space::MultiDiscrete({3, 2})};
       s.reward_low = 0;
       s.reward_high = 1;
+      return s;
+    }
+    if (kwargs.String("mode", "ok") == "bits") {
+      rlenv::Spaces s{rlenv::Space::Box({3}, 0, 1),
+                      rlenv::Space::MultiBinary(3)};
+      s.reward_low = 0;
+      s.reward_high = 1;
+      s.action_mask = true;
       return s;
     }
     if (kwargs.String("mode", "ok") == "masked") {
@@ -57,7 +69,7 @@ class Probe final : public rlenv::Env {
 
   void Reset(rlenv::Rng& rng, float* obs) override {
     t_ = 0;
-    if (mode_ == "masked" || mode_ == "multi") {
+    if (mode_ == "masked" || mode_ == "multi" || mode_ == "bits") {
       Draw(rng, obs);
       return;
     }
@@ -74,6 +86,18 @@ class Probe final : public rlenv::Env {
       rlenv::StepResult r;
       r.reward = 0.5f * (action.discrete[0] == target_) +
                  0.5f * (action.discrete[1] == target2_);
+      r.terminated = t_ >= 10;
+      Draw(rng, obs);
+      return r;
+    }
+    if (mode_ == "bits") {
+      rlenv::StepResult r;
+      for (int k = 0; k < 3; ++k) {
+        if (k == masked_ && action.discrete[k] != bits_[k]) {
+          throw std::runtime_error("a masked bit value was taken");
+        }
+        r.reward += (action.discrete[k] == bits_[k]) / 3.0f;
+      }
       r.terminated = t_ >= 10;
       Draw(rng, obs);
       return r;
@@ -103,12 +127,28 @@ class Probe final : public rlenv::Env {
   }
 
   void ActionMask(uint8_t* mask) override {
+    if (mode_ == "bits") {
+      // Each bit's (0 allowed, 1 allowed); bit masked_ only its right value.
+      for (int k = 0; k < 3; ++k) {
+        mask[2 * k] = k != masked_ || bits_[k] == 0;
+        mask[2 * k + 1] = k != masked_ || bits_[k] == 1;
+      }
+      return;
+    }
     for (int k = 0; k < 3; ++k) mask[k] = k == masked_ ? 0 : 1;
   }
 
  private:
   // "masked": a new rewarded action and a different masked one.
   void Draw(rlenv::Rng& rng, float* obs) {
+    if (mode_ == "bits") {
+      for (int k = 0; k < 3; ++k) {
+        bits_[k] = static_cast<int64_t>(rng() % 2);
+        obs[k] = static_cast<float>(bits_[k]);
+      }
+      masked_ = static_cast<int64_t>(rng() % 3);
+      return;
+    }
     if (mode_ == "multi") {
       target_ = static_cast<int64_t>(rng() % 3);
       target2_ = static_cast<int64_t>(rng() % 2);
@@ -136,6 +176,7 @@ class Probe final : public rlenv::Env {
   int64_t target_ = 0;
   int64_t target2_ = 0;
   int64_t masked_ = 1;
+  int64_t bits_[3] = {0, 0, 0};
 };
 
 RL_ENV_PLUGIN(Probe, "probe 1.0")
