@@ -90,6 +90,7 @@ TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
                    {"--lease_ttl_s=3", "--max_worker_failures=1"});
   constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
   constexpr char kPixels[] = "envs/testdata/libpixel_plugin.so";
+  constexpr char kDict[] = "envs/testdata/libdict_plugin.so";
   struct Case {
     std::string name, yaml, reason;
   };
@@ -175,6 +176,54 @@ ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
   const rl::Run pixels_done = WaitForEnd(pixels.run_id(), absl::Seconds(400));
   EXPECT_EQ(pixels_done.state(), SUCCEEDED) << pixels_done.failure_reason();
   EXPECT_GE(pixels_done.progress().mean_return(), 9.5);
+  // A Dict observation read per key (envs/testdata/dict_plugin.cc: a CNN
+  // for its image part; the actor checks the plugin's parts against the
+  // run's), and MultiBinary actions through a Bernoulli head with masks (a
+  // masked bit value taken fails the run): one part of each Dict pays half.
+  const rl::Run dict = Submit(absl::StrCat(R"(
+name: lookout
+env:
+  id: Lookout-v0
+  plugin: )",
+                                           Absolute(kDict), R"(
+  kwargs: {size: 8}
+  observation_parts:
+    - {name: hint, shape: [2]}
+    - {name: image, shape: [8, 8, 1], dtype: uint8}
+  action_nvec: [2, 2]
+  reward_low: 0
+  reward_high: 1
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 100000
+target_return: 9.5
+seed: 2
+ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4, gamma: 0.9}
+)"));
+  const rl::Run bits = Submit(absl::StrCat(R"(
+name: bits
+env:
+  id: Probe-v0
+  plugin: )",
+                                           Absolute(kProbe), R"(
+  kwargs: {mode: bits}
+  observation_size: 3
+  action_binary: 3
+  action_mask: true
+  reward_low: 0
+  reward_high: 1
+envs_per_actor: 16
+segment_length: 32
+total_env_steps: 60000
+target_return: 9.5
+ppo: {learning_rate: 3.0e-3, num_epochs: 10, num_minibatches: 4, gamma: 0.9}
+)"));
+  for (const rl::Run& run : {dict, bits}) {
+    const rl::Run done = WaitForEnd(run.run_id(), absl::Seconds(400));
+    EXPECT_EQ(done.state(), SUCCEEDED)
+        << run.spec().name() << ": " << done.failure_reason();
+    EXPECT_GE(done.progress().mean_return(), 9.5) << run.spec().name();
+  }
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 
