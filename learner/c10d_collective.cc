@@ -4,6 +4,7 @@
 #include "learner/c10d_collective.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -25,6 +27,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "learner/nccl_backend.h"
+#include "policy/cuda_runtime.h"
 #include "policy/torch_status.h"
 
 namespace rl {
@@ -90,32 +94,41 @@ class BatchPolicyForNewThreads {
 
 class C10dCollective : public Collective {
  public:
+  // `device`: where the backend takes tensors (the CPU for gloo, the
+  // learner's CUDA device for NCCL); a tensor elsewhere is copied there
+  // and back, so callers need not know the backend.
   C10dCollective(int rank, int world_size, std::string gang_id,
-                 c10::intrusive_ptr<c10d::Backend> backend)
+                 c10::intrusive_ptr<c10d::Backend> backend,
+                 torch::Device device = torch::kCPU)
       : rank_(rank),
         world_size_(world_size),
         gang_id_(std::move(gang_id)),
-        backend_(std::move(backend)) {}
+        backend_(std::move(backend)),
+        device_(device) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
 
   absl::Status AllReduce(torch::Tensor& tensor, ReduceOp op) override {
     return Run("all-reduce", [&] {
-      std::vector<at::Tensor> tensors{tensor};
-      c10d::AllreduceOptions opts;
-      opts.reduceOp =
-          op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
-      backend_->allreduce(tensors, opts)->wait();
+      OnBackendDevice(tensor, [&](at::Tensor& t) {
+        std::vector<at::Tensor> tensors{t};
+        c10d::AllreduceOptions opts;
+        opts.reduceOp =
+            op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+        backend_->allreduce(tensors, opts)->wait();
+      });
     });
   }
 
   absl::Status Broadcast(torch::Tensor& tensor, int root) override {
     return Run("broadcast", [&] {
-      std::vector<at::Tensor> tensors{tensor};
-      c10d::BroadcastOptions opts;
-      opts.rootRank = root;
-      backend_->broadcast(tensors, opts)->wait();
+      OnBackendDevice(tensor, [&](at::Tensor& t) {
+        std::vector<at::Tensor> tensors{t};
+        c10d::BroadcastOptions opts;
+        opts.rootRank = root;
+        backend_->broadcast(tensors, opts)->wait();
+      });
     });
   }
 
@@ -131,11 +144,74 @@ class C10dCollective : public Collective {
         status.message(), " (a peer learner was lost or stalled)"));
   }
 
+  // Runs `collective` on `tensor` where the backend takes it: in place, or
+  // on a copy on device_ written back after.
+  template <typename F>
+  void OnBackendDevice(torch::Tensor& tensor, F&& collective) {
+    if (tensor.device() == device_) {
+      collective(tensor);
+      return;
+    }
+    at::Tensor staged = tensor.to(device_);
+    collective(staged);
+    tensor.copy_(staged);
+  }
+
   const int rank_;
   const int world_size_;
   const std::string gang_id_;
   c10::intrusive_ptr<c10d::Backend> backend_;
+  const torch::Device device_;
 };
+
+// The NCCL process group's factory from libnccl_backend.so, loaded once
+// (after LibTorch's CUDA library) from $RL_GPU_LIBRARY_PATH or beside this
+// binary; FAILED_PRECONDITION naming why not.
+absl::StatusOr<MakeNcclBackendFn> LoadNcclBackend() {
+  static const absl::StatusOr<MakeNcclBackendFn>* const loaded = [] {
+    auto* out = new absl::StatusOr<MakeNcclBackendFn>(nullptr);
+    if (absl::Status cuda = LoadCudaRuntime(); !cuda.ok()) {
+      *out = absl::FailedPreconditionError(absl::StrCat(
+          "backend nccl needs LibTorch's CUDA runtime: ", cuda.message()));
+      return out;
+    }
+    std::vector<std::string> tried;
+    if (const char* dir = std::getenv("RL_GPU_LIBRARY_PATH")) {
+      tried.push_back(absl::StrCat(dir, "/", kNcclBackendLibrary));
+    }
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+      const std::string self(exe, n);
+      tried.push_back(absl::StrCat(self.substr(0, self.rfind('/') + 1),
+                                   kNcclBackendLibrary));
+    }
+    std::vector<std::string> errors;
+    for (const std::string& path : tried) {
+      dlerror();
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        const char* e = dlerror();
+        errors.push_back(e != nullptr ? e : path);
+        continue;
+      }
+      void* entry = dlsym(handle, kNcclBackendEntry);
+      if (entry == nullptr) {
+        errors.push_back(absl::StrCat(path, " lacks ", kNcclBackendEntry));
+        continue;
+      }
+      *out = reinterpret_cast<MakeNcclBackendFn>(entry);  // never unloaded
+      return out;
+    }
+    *out = absl::FailedPreconditionError(absl::StrCat(
+        "backend nccl: cannot load ", kNcclBackendLibrary,
+        " (`bazel build --config=cuda //learner:libnccl_backend.so` builds "
+        "it beside learner_main; or set $RL_GPU_LIBRARY_PATH): ",
+        absl::StrJoin(errors, "; ")));
+    return out;
+  }();
+  return *loaded;
+}
 
 }  // namespace
 
@@ -240,12 +316,20 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
   if (options.gang_id.empty()) {
     return absl::InvalidArgumentError("gang_id: required");
   }
+  MakeNcclBackendFn make_nccl = nullptr;
+  torch::Device device = torch::kCPU;
   if (options.backend == "nccl") {
-    return absl::UnimplementedError(
-        "backend nccl: this learner has no NCCL process group (CUDA "
-        "learners are not built yet); run the learners on the CPU (gloo)");
-  }
-  if (options.backend != "gloo") {
+    // Before the rendezvous: a rank that cannot form the group says why
+    // at once.
+    RETURN_IF_ERROR(CatchTorchErrors(
+        "the NCCL device", [&] { device = torch::Device(options.device); }));
+    if (!device.is_cuda()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("device: backend nccl takes a CUDA device, got \"",
+                       options.device, "\""));
+    }
+    ASSIGN_OR_RETURN(make_nccl, LoadNcclBackend());
+  } else if (options.backend != "gloo") {
     return absl::InvalidArgumentError(absl::StrCat(
         "backend: expected gloo or nccl, got \"", options.backend, "\""));
   }
@@ -320,6 +404,18 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
   }
 
   c10::intrusive_ptr<c10d::Backend> backend;
+  if (make_nccl != nullptr) {
+    std::string error;
+    if (!make_nccl(store, options.rank, n,
+                   absl::ToInt64Milliseconds(options.timeout), &backend,
+                   &error)) {
+      return absl::UnavailableError(
+          absl::StrCat("forming the NCCL process group of gang ",
+                       options.gang_id, ": ", error));
+    }
+    return std::unique_ptr<Collective>(new C10dCollective(
+        options.rank, n, options.gang_id, std::move(backend), device));
+  }
   RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("forming the gloo process group of gang ", options.gang_id),
       [&] {

@@ -1,6 +1,8 @@
 // A Collective over torch c10d: ranks meet at rank 0's TCPStore, then form a
-// ProcessGroupGloo (CPU tensors). The one file that sees c10d's and gloo's
-// types; everything else holds a Collective.
+// ProcessGroupGloo (CPU tensors) or, for CUDA learners, a ProcessGroupNCCL
+// (loaded on demand: learner/nccl_backend.h). With nccl_backend, the one
+// place that sees c10d's and gloo's types; everything else holds a
+// Collective.
 //
 // Every learner process hosts a RendezvousServer (a TCPStore server) for its
 // lifetime and reports its address to the coordinator at registration; when
@@ -53,8 +55,12 @@ struct CollectiveOptions {
   std::string store_secret;
   // The address this rank's collective binds and that peers reach it at.
   std::string bind_address = "127.0.0.1";
-  // "gloo" (CPU tensors) or "nccl" (needs a CUDA build).
+  // "gloo" (CPU tensors) or "nccl" (CUDA tensors of `device`, through
+  // libnccl_backend.so: learner/nccl_backend.h). Tensors given elsewhere
+  // are copied to where the backend takes them and back.
   std::string backend = "gloo";
+  // NCCL's device, e.g. "cuda:0" (the learner's).
+  std::string device = "cuda";
   // All ranks must have joined within this; else DEADLINE_EXCEEDED naming
   // the ranks that did not.
   absl::Duration rendezvous_timeout = absl::Seconds(60);
@@ -66,9 +72,10 @@ struct CollectiveOptions {
   std::function<bool()> cancelled;
 };
 
-// Joins the gang: INVALID_ARGUMENT for bad options, UNIMPLEMENTED for a
-// backend this binary lacks, UNAVAILABLE if rank 0's store cannot be
-// reached, DEADLINE_EXCEEDED if some ranks never joined, CANCELLED.
+// Joins the gang: INVALID_ARGUMENT for bad options, FAILED_PRECONDITION for
+// nccl where LibTorch's CUDA runtime or libnccl_backend.so cannot load,
+// UNAVAILABLE if rank 0's store cannot be reached, DEADLINE_EXCEEDED if some
+// ranks never joined, CANCELLED.
 absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
     const CollectiveOptions& options);
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/cuda_runtime.h"
 #include "testing/status_matchers.h"
 
 namespace rl {
@@ -203,8 +204,26 @@ TEST(C10dCollectiveTest, BadOptionsAreRefused) {
                        HasSubstr("rendezvous_address")));
   options.rendezvous_address = "127.0.0.1:1";
   options.backend = "nccl";
+  options.device = "cpu";
   EXPECT_THAT(ConnectCollective(options).status(),
-              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("nccl")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("backend nccl takes a CUDA device")));
+  // Where LibTorch's CUDA runtime cannot load (no driver), nccl says so
+  // before any rendezvous; where it can, the group is tried (and the store
+  // at port 1 is unreachable).
+  options.device = "cuda:0";
+  const absl::Status nccl = ConnectCollective(options).status();
+  if (!LoadCudaRuntime().ok()) {
+    EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("backend nccl needs LibTorch's CUDA "
+                                         "runtime")));
+  } else {
+    EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kUnavailable));
+  }
+  options.backend = "mpi";
+  EXPECT_THAT(ConnectCollective(options).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("expected gloo or nccl")));
 }
 
 // A peer that goes away is an error on the survivor, not a hang: the

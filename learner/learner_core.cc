@@ -77,13 +77,6 @@ class LearnerCore::Impl {
         const torch::Device device,
         ResolveComputeDevice(spec.resources().learner_device(),
                              "resources.learner_device", "this learner"));
-    if (!device.is_cpu() && world_size_ > 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "resources.learner_device: \"", spec.resources().learner_device(),
-          "\" with resources.num_learners ", world_size_,
-          ": a gang of CUDA learners needs NCCL, which this learner does "
-          "not have yet; use one CUDA learner, or cpu"));
-    }
     RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, spec.ppo(), device));
     ASSIGN_OR_RETURN(policy_,
                      CreateSeededActorCritic(policy_config_, spec.seed()));

@@ -70,10 +70,10 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     collective.cancelled = [this, seen = cancels_.load()] {
       return cancels_.load() != seen;
     };
-    collective.backend =
-        absl::StartsWith(assignment.spec().resources().learner_device(), "cuda")
-            ? "nccl"
-            : "gloo";
+    // CUDA learners all-reduce through NCCL on their device.
+    const std::string& device = assignment.spec().resources().learner_device();
+    collective.backend = absl::StartsWith(device, "cuda") ? "nccl" : "gloo";
+    collective.device = device;
     RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
                 collective.gang_id, collective.rank, collective.world_size,
                 collective.rendezvous_address);

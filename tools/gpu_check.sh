@@ -6,7 +6,8 @@
 # 1. set-up with --gpu (LibTorch's CUDA 12.8 runtime wheels, pinned);
 # 2. the GPU's description (nvidia-smi);
 # 3. the tests tagged `cuda` (the CUDA env and normaliser kernels against
-#    their CPU loops), built with --config=cuda;
+#    their CPU loops; with two GPUs, the NCCL collectives of a learner
+#    gang), built with --config=cuda;
 # 4. rl_local on CartPole with learner_device: cuda: the first-use self-check
 #    (one PPO update on the CPU and on the GPU, compared), then training to
 #    CartPole's target, beside the same run on the CPU (steps/s of each);
@@ -41,6 +42,16 @@ step "device" nvidia-smi --query-gpu=name,driver_version,memory.total \
 step "cuda tests" bazel test --config=cuda --test_tag_filters=cuda \
   --test_output=all //envs:batched_env_cuda_test \
   //policy:normalize_kernel_cuda_test
+# NCCL takes one device per rank: the gang test needs two GPUs.
+gpus="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)"
+if ((gpus >= 2)); then
+  step "NCCL gang of two learners' collectives (2 GPUs)" bazel test \
+    --config=cuda --test_tag_filters=cuda --test_output=all \
+    //learner:nccl_collective_test
+else
+  echo "== NCCL gang test: not run (it needs 2 GPUs; $gpus visible)" |
+    tee -a "$REPORT"
+fi
 step "build rl_local and device_bench" bazel build --config=opt \
   //trainer:rl_local //bench:device_bench
 RL_LOCAL="$ROOT/bazel-bin/trainer/rl_local"

@@ -69,6 +69,58 @@ cc_library(
     defines = ["RL_LIBTORCH_SOURCE={kind}"],
 )
 """.format(lib = root.lib, kind = root.kind))
+    rctx.file("BUILD", rctx.read("BUILD") + _torch_cuda_build(rctx, root), executable = False)
+
+# The CUDA headers of the wheels torch was built with (site-packages/nvidia,
+# installed by `tools/setup.sh --gpu`), never the system toolkit's: code that
+# includes LibTorch's CUDA headers (ATen/cuda, c10d's NCCL process group)
+# compiles against the runtime it will run with.
+_CUDA_WHEELS = ["cuda_runtime", "cublas", "cusparse", "cusolver", "nccl", "nvtx"]
+
+def _torch_cuda_build(rctx, root):
+    nvidia = root.lib.dirname.dirname.get_child("nvidia")
+    missing = [w for w in _CUDA_WHEELS if not nvidia.get_child(w).get_child("include").exists]
+    cuda_lib = root.lib.get_child("libtorch_cuda.so")
+    if root.kind != "venv" or missing or not cuda_lib.exists:
+        why = ("the CUDA wheels' headers are missing (%s): run tools/setup.sh --gpu" % ", ".join(missing)) if missing else "LibTorch's CUDA library or the wheels' headers are not in .venv: run tools/setup.sh --gpu"
+        return """
+# LibTorch's CUDA library and the CUDA wheels' headers: {why}.
+genrule(
+    name = "torch_cuda_missing",
+    outs = ["torch_cuda_missing.h"],
+    cmd = "echo '{why}' >&2; exit 1",
+)
+
+cc_library(
+    name = "torch_cuda",
+    hdrs = [":torch_cuda_missing"],
+)
+""".format(why = why)
+    includes = []
+    for w in _CUDA_WHEELS:
+        rctx.symlink(nvidia.get_child(w).get_child("include"), "cuda12/%s/include" % w)
+        includes.append("cuda12/%s/include" % w)
+    return """
+# LibTorch's CUDA library (libtorch_cuda, libc10_cuda) and the headers of
+# the CUDA wheels it was built with. Only for code loaded on demand where a
+# GPU is (learner/nccl_backend.cc): the binaries link only libtorch_cpu.
+cc_library(
+    name = "torch_cuda",
+    hdrs = glob(["cuda12/*/include/**/*.h", "cuda12/*/include/**/*.hpp"]),
+    includes = {includes},
+    defines = ["USE_C10D_NCCL", "USE_CUDA"],
+    linkopts = [
+        "-L{lib}",
+        "-Wl,--push-state,--no-as-needed",
+        "-ltorch_cuda",
+        "-lc10_cuda",
+        "-Wl,--pop-state",
+        "-L{cudart}",
+        "-l:libcudart.so.12",
+    ],
+    deps = [":libtorch"],
+)
+""".format(includes = includes, lib = root.lib, cudart = nvidia.get_child("cuda_runtime").get_child("lib"))
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
