@@ -16,7 +16,7 @@ import unittest
 
 import grpc
 
-import rlctl
+import rlctl_sweeps
 from rlservice import Client, ClientError, Security, read_sweep_file
 from rlservice.protos import common_pb2, coordinator_pb2
 
@@ -52,19 +52,19 @@ def trial_rows(table):
 class SweepTableTest(unittest.TestCase):
 
     def test_best_first_by_max_with_unscored_last(self):
-        table = rlctl.sweep_table(make_sweep([10.0, NAN, 30.0, 20.0, NAN, 30.0]))
+        table = rlctl_sweeps.sweep_table(make_sweep([10.0, NAN, 30.0, 20.0, NAN, 30.0]))
         # Ties by index; unscored (NaN) trials last, by index.
         self.assertEqual(trial_rows(table), [2, 5, 3, 0, 1, 4])
 
     def test_min_goal_puts_the_lowest_first(self):
-        table = rlctl.sweep_table(make_sweep([10.0, 30.0, NAN, -5.0, 20.0], goal="min"))
+        table = rlctl_sweeps.sweep_table(make_sweep([10.0, 30.0, NAN, -5.0, 20.0], goal="min"))
         self.assertEqual(trial_rows(table), [3, 0, 4, 1, 2])
         self.assertIn("metric: learner/mean_return (min, best of the last 5 points)", table)
 
     def test_header_names_state_best_run_reason_and_early_stopping(self):
         sweep = make_sweep([475.25, 20.0], state=common_pb2.SUCCEEDED, best_run_id="run-0")
         sweep.trials[0].state = sweep.trials[1].state = common_pb2.SUCCEEDED
-        lines = rlctl.sweep_table(sweep).splitlines()
+        lines = rlctl_sweeps.sweep_table(sweep).splitlines()
         self.assertEqual(lines[0], "sweep-000003  cartpole-lr  SUCCEEDED  trials 2/2 done  "
                          "owner: alice")
         self.assertIn("(max, best of the last 5 points)", lines[1])
@@ -74,7 +74,7 @@ class SweepTableTest(unittest.TestCase):
 
         failed = make_sweep([NAN], state=common_pb2.FAILED,
                             reason="none of its 1 trials succeeded with a score")
-        lines = rlctl.sweep_table(failed).splitlines()
+        lines = rlctl_sweeps.sweep_table(failed).splitlines()
         self.assertEqual(lines[2], "best run: -")
         self.assertEqual(lines[3], "reason: none of its 1 trials succeeded with a score")
 
@@ -92,7 +92,7 @@ class SweepTableTest(unittest.TestCase):
         stopped.parameters["policy.activation"].string_value = "relu"
         stopped.parameters["env.normalize"].bool_value = True
         sweep.trials[1].run_id = ""  # not submitted yet
-        lines = rlctl.sweep_table(sweep).splitlines()
+        lines = rlctl_sweeps.sweep_table(sweep).splitlines()
         header = next(line for line in lines if line.startswith("TRIAL"))
         for column in ("RUN", "STATE", "ENV STEPS", "SCORE", "RUNGS", "PARAMETERS", "REASON"):
             self.assertIn(column, header)
@@ -108,18 +108,18 @@ class SweepTableTest(unittest.TestCase):
         sweep = make_sweep([1.0], reason="\x1b[2Jgone")
         sweep.trials[0].reason = "evil\x1b]0;x\x07"
         sweep.trials[0].parameters["name"].string_value = "a\rb"
-        table = rlctl.sweep_table(sweep)
+        table = rlctl_sweeps.sweep_table(sweep)
         for c in "\x1b\x07\r":
             self.assertNotIn(c, table)
 
     def test_no_trials(self):
-        self.assertTrue(rlctl.sweep_table(make_sweep([])).endswith("\nno trials"))
+        self.assertTrue(rlctl_sweeps.sweep_table(make_sweep([])).endswith("\nno trials"))
 
     def test_a_listing_without_trials_uses_the_counts(self):
         # ListSweeps leaves out the trials of older sweeps past its budget.
         bare = make_sweep([], state=common_pb2.SUCCEEDED, best_run_id="run-9")
         bare.trials_total, bare.trials_ended, bare.best_score = 40, 38, 487.5
-        line = rlctl.sweeps_table([bare]).splitlines()[1].split()
+        line = rlctl_sweeps.sweeps_table([bare]).splitlines()[1].split()
         self.assertIn("38/40", line)
         self.assertIn("487.5", line)
 
@@ -129,14 +129,14 @@ class SweepTableTest(unittest.TestCase):
         done.trials[2].state = common_pb2.CANCELLED
         running = make_sweep([1.0, NAN])
         running.sweep_id = "sweep-000004"
-        lines = rlctl.sweeps_table([running, done]).splitlines()
+        lines = rlctl_sweeps.sweeps_table([running, done]).splitlines()
         self.assertEqual(lines[0].split(), ["SWEEP", "STATE", "NAME", "TRIALS", "BEST", "RUN",
                                             "BEST", "SCORE"])
         self.assertEqual(lines[1].split(), ["sweep-000004", "RUNNING", "cartpole-lr", "0/2",
                                             "-", "-"])
         self.assertEqual(lines[2].split(), ["sweep-000003", "SUCCEEDED", "cartpole-lr", "3/3",
                                             "run-1", "7.5"])
-        self.assertEqual(rlctl.sweeps_table([]), "")
+        self.assertEqual(rlctl_sweeps.sweeps_table([]), "")
 
 
 class FakeClient:
@@ -153,7 +153,7 @@ class SweepWatchTest(unittest.TestCase):
     def watch(self, sweep):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            code = rlctl.watch_sweep(FakeClient(sweep), sweep.sweep_id, 60, 2.0)
+            code = rlctl_sweeps.watch_sweep(FakeClient(sweep), sweep.sweep_id, 60, 2.0)
         return code, out.getvalue()
 
     def test_exit_codes(self):
@@ -170,7 +170,7 @@ class SweepWatchTest(unittest.TestCase):
 
     def test_bad_interval_is_bad_input(self):
         with self.assertRaisesRegex(ValueError, "--interval: must be > 0"):
-            rlctl.watch_sweep(FakeClient(make_sweep([])), "sweep-000003", 60, 0)
+            rlctl_sweeps.watch_sweep(FakeClient(make_sweep([])), "sweep-000003", 60, 0)
 
 
 class ReadSweepFileTest(unittest.TestCase):
