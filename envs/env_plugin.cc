@@ -571,6 +571,7 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
   if (table->reset == nullptr) missing.push_back("reset");
   if (table->step == nullptr) missing.push_back("step");
   if (!missing.empty()) {
+    delete table;  // the copy
     dlclose(handle);
     return failed(absl::StrCat("its table leaves required functions null: ",
                                absl::StrJoin(missing, ", ")));

@@ -66,6 +66,12 @@ absl::Status Disagrees(absl::string_view field, absl::string_view id,
       absl::StrCat("env.", field, ": ", id, " has ", want, " (got ", got, ")"));
 }
 
+// a * b for a, b >= 0, at most `limit` (no overflow).
+int64_t SaturatingProduct(int64_t a, int64_t b, int64_t limit) {
+  if (a == 0 || b == 0) return 0;
+  return b > limit / a ? limit : std::min(a * b, limit);
+}
+
 // A Dict or Tuple observation's parts (env.observation_parts): checked,
 // and the flat observation's size and dtype filled from them.
 void ResolveObservationParts(EnvSpec* env, std::vector<std::string>* problems) {
@@ -116,7 +122,7 @@ void ResolveObservationParts(EnvSpec* env, std::vector<std::string>* problems) {
         n = 0;
         break;
       }
-      n = std::min<int64_t>(n * part->shape(d), int64_t{1} << 40);
+      n = SaturatingProduct(n, part->shape(d), int64_t{1} << 40);
     }
     elements = std::min<int64_t>(elements + n, int64_t{1} << 40);
   }
@@ -179,7 +185,7 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
         problem(absl::StrCat("observation_shape[", i, "]"), "must be >= 1", d);
         ok = false;
       } else {
-        elements = std::min<int64_t>(elements * d, int64_t{1} << 40);
+        elements = SaturatingProduct(elements, d, int64_t{1} << 40);
       }
     }
     if (ok && elements > kMaxObservationElements) {
@@ -199,7 +205,8 @@ absl::Status ResolvePluginEnvSpec(EnvSpec* env) {
     }
   }
   if (env->observation_size() < 1) {
-    if (env->observation_shape_size() == 0) {
+    if (env->observation_shape_size() == 0 &&
+        env->observation_parts_size() == 0) {
       problem("observation_size",
               "a plugin env declares its spaces: must be >= 1 (the number "
               "of observation elements; or give env.observation_shape)",

@@ -9,6 +9,9 @@
 namespace rl {
 namespace {
 
+// The most elements of one part (as env.observation_size's limit).
+constexpr int64_t kMaxPartElements = int64_t{1} << 22;
+
 const char* DtypeName(rl_dtype d) {
   switch (d) {
     case RL_DTYPE_FLOAT32:
@@ -34,8 +37,14 @@ std::string PartProblem(const rl_space& s) {
   if (s.rank < 1 || s.rank > RL_ENV_MAX_RANK) {
     return absl::StrCat("its rank ", s.rank, " is outside [1, 8]");
   }
+  // At most kMaxPartElements in all, counted without overflow.
+  int64_t elements = 1;
   for (int i = 0; i < s.rank; ++i) {
     if (s.shape[i] < 1) return absl::StrCat("shape[", i, "] is ", s.shape[i]);
+    if (s.shape[i] > kMaxPartElements / elements) {
+      return absl::StrCat("more than ", kMaxPartElements, " elements");
+    }
+    elements *= s.shape[i];
   }
   switch (s.kind) {
     case RL_SPACE_BOX:
@@ -49,7 +58,10 @@ std::string PartProblem(const rl_space& s) {
       if (s.rank != 1) return "a MultiDiscrete has rank 1";
       if (s.nvec == nullptr) return "a MultiDiscrete without nvec";
       for (int64_t k = 0; k < s.shape[0]; ++k) {
-        if (s.nvec[k] < 1) return absl::StrCat("nvec[", k, "] is ", s.nvec[k]);
+        if (s.nvec[k] < 1 || s.nvec[k] > (1 << 20)) {
+          return absl::StrCat("nvec[", k, "] is ", s.nvec[k],
+                              " (outside [1, 2^20])");
+        }
       }
       return "";
     case RL_SPACE_MULTI_BINARY:

@@ -97,14 +97,20 @@ class C10dCollective : public Collective {
   // `device`: where the backend takes tensors (the CPU for gloo, the
   // learner's CUDA device for NCCL); a tensor elsewhere is copied there
   // and back, so callers need not know the backend.
+  // `wait_timeout`: NCCL's work is waited for on the host with it (else a
+  // wait only orders the device's stream, and a lost peer would surface as
+  // NCCL's watchdog ending the process, not as an error here); 0 for gloo,
+  // whose waits block and time out by themselves.
   C10dCollective(int rank, int world_size, std::string gang_id,
                  c10::intrusive_ptr<c10d::Backend> backend,
-                 torch::Device device = torch::kCPU)
+                 torch::Device device = torch::kCPU,
+                 absl::Duration wait_timeout = absl::ZeroDuration())
       : rank_(rank),
         world_size_(world_size),
         gang_id_(std::move(gang_id)),
         backend_(std::move(backend)),
-        device_(device) {}
+        device_(device),
+        wait_timeout_(wait_timeout) {}
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -116,7 +122,7 @@ class C10dCollective : public Collective {
         c10d::AllreduceOptions opts;
         opts.reduceOp =
             op == ReduceOp::kMax ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
-        backend_->allreduce(tensors, opts)->wait();
+        Wait(backend_->allreduce(tensors, opts));
       });
     });
   }
@@ -127,7 +133,7 @@ class C10dCollective : public Collective {
         std::vector<at::Tensor> tensors{t};
         c10d::BroadcastOptions opts;
         opts.rootRank = root;
-        backend_->broadcast(tensors, opts)->wait();
+        Wait(backend_->broadcast(tensors, opts));
       });
     });
   }
@@ -142,6 +148,14 @@ class C10dCollective : public Collective {
     return absl::AbortedError(absl::StrCat(
         "learner gang ", gang_id_, ", rank ", rank_, " of ", world_size_, ": ",
         status.message(), " (a peer learner was lost or stalled)"));
+  }
+
+  void Wait(const c10::intrusive_ptr<c10d::Work>& work) {
+    if (wait_timeout_ == absl::ZeroDuration()) {
+      work->wait();
+    } else {
+      work->wait(ToChrono(wait_timeout_));
+    }
   }
 
   // Runs `collective` on `tensor` where the backend takes it: in place, or
@@ -162,6 +176,7 @@ class C10dCollective : public Collective {
   const std::string gang_id_;
   c10::intrusive_ptr<c10d::Backend> backend_;
   const torch::Device device_;
+  const absl::Duration wait_timeout_;
 };
 
 // The NCCL process group's factory from libnccl_backend.so, loaded once
@@ -413,8 +428,9 @@ absl::StatusOr<std::unique_ptr<Collective>> ConnectCollective(
           absl::StrCat("forming the NCCL process group of gang ",
                        options.gang_id, ": ", error));
     }
-    return std::unique_ptr<Collective>(new C10dCollective(
-        options.rank, n, options.gang_id, std::move(backend), device));
+    return std::unique_ptr<Collective>(
+        new C10dCollective(options.rank, n, options.gang_id, std::move(backend),
+                           device, options.timeout));
   }
   RETURN_IF_ERROR(CatchTorchErrors(
       absl::StrCat("forming the gloo process group of gang ", options.gang_id),

@@ -209,14 +209,17 @@ TEST(C10dCollectiveTest, BadOptionsAreRefused) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("backend nccl takes a CUDA device")));
   // Where LibTorch's CUDA runtime cannot load (no driver), nccl says so
-  // before any rendezvous; where it can, the group is tried (and the store
-  // at port 1 is unreachable).
+  // before any rendezvous; where it can, the library is looked for, then
+  // the group tried (and the store at port 1 is unreachable).
   options.device = "cuda:0";
   const absl::Status nccl = ConnectCollective(options).status();
   if (!LoadCudaRuntime().ok()) {
     EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kFailedPrecondition,
                                HasSubstr("backend nccl needs LibTorch's CUDA "
                                          "runtime")));
+  } else if (nccl.code() == absl::StatusCode::kFailedPrecondition) {
+    // Built without --config=cuda: no library beside the test.
+    EXPECT_THAT(nccl.message(), HasSubstr("libnccl_backend.so"));
   } else {
     EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kUnavailable));
   }

@@ -210,7 +210,8 @@ torch::Tensor MaskLogits(const torch::Tensor& logits,
 torch::Tensor MaskBitLogits(const torch::Tensor& logits,
                             const torch::Tensor& masks) {
   if (!masks.defined()) return logits;
-  const torch::Tensor pairs = masks.view({masks.size(0), -1, 2});
+  const torch::Tensor pairs =
+      masks.reshape({masks.size(0), logits.size(-1), 2});
   return logits.masked_fill(pairs.select(2, 1).eq(0), kMaskedLogit)
       .masked_fill(pairs.select(2, 0).eq(0), -kMaskedLogit);
 }

@@ -133,11 +133,15 @@ inline std::vector<torch::Tensor> ExportInputs(const ActorCriticConfig& c) {
     int64_t size = c.num_actions;
     for (int64_t k : c.action_nvec) size += k;
     torch::Tensor masks = torch::randint(0, 2, {n, size}, torch::kUInt8);
-    // The first choice of every part allowed.
-    masks.select(1, 0).fill_(1);
+    // At least one choice of every part allowed, at random (for bits:
+    // either value forced where the other is masked).
+    const std::vector<int64_t> parts = c.action_nvec.empty()
+                                           ? std::vector<int64_t>{c.num_actions}
+                                           : c.action_nvec;
     int64_t at = 0;
-    for (const int64_t k : c.action_nvec) {
-      masks.select(1, at).fill_(1);
+    for (const int64_t k : parts) {
+      const torch::Tensor pick = torch::randint(0, k, {n}, torch::kInt64);
+      masks.narrow(1, at, k).scatter_(1, pick.unsqueeze(1), 1);
       at += k;
     }
     inputs.push_back(masks);

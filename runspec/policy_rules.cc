@@ -35,6 +35,14 @@ std::vector<std::vector<int>> Images(const EnvSpec& env) {
   return images;
 }
 
+// Whether every image guesses the same layout: a few channels last is HWC.
+bool LayoutsAgree(const std::vector<std::vector<int>>& images) {
+  for (const std::vector<int>& image : images) {
+    if ((image[2] <= 4) != (images[0][2] <= 4)) return false;
+  }
+  return true;
+}
+
 // Whether a Dict observation has a uint8 part.
 bool HasBytePart(const EnvSpec& env) {
   for (const ObservationPart& part : env.observation_parts()) {
@@ -85,7 +93,14 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
                              env.observation_shape_size()),
                 encoder));
   } else if (cnn) {
-    if (policy.image_layout() != "hwc" && policy.image_layout() != "chw") {
+    if (policy.image_layout().empty() && !LayoutsAgree(Images(env))) {
+      out->push_back(Problem(
+          "policy.image_layout",
+          "the image parts of env.observation_parts read as different "
+          "layouts (a few channels last is hwc); give hwc or chw for all",
+          JsonQuote(policy.image_layout())));
+    } else if (policy.image_layout() != "hwc" &&
+               policy.image_layout() != "chw") {
       out->push_back(Problem("policy.image_layout", "must be hwc or chw",
                              JsonQuote(policy.image_layout())));
     } else {
@@ -223,7 +238,8 @@ void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
     policy->set_encoder(!image ? "mlp" : large ? "nature_cnn" : "impala_cnn");
   }
   const bool cnn = IsCnnEncoder(*policy);
-  if (cnn && policy->image_layout().empty() && image) {
+  // Images that guess different layouts get none: the rules ask for one.
+  if (cnn && policy->image_layout().empty() && image && LayoutsAgree(images)) {
     policy->set_image_layout(hwc ? "hwc" : "chw");
   }
   if (policy->core().empty()) policy->set_core("none");

@@ -79,6 +79,52 @@ TEST(PolicyRulesTest, DefaultsFollowTheSpace) {
   EXPECT_FALSE(IsCnnEncoder(lstm));
 }
 
+// A Dict observation with image parts: the per-key CNN (Nature only where
+// every image is 36x36 or more), two hidden layers; image layouts that
+// guess differently must be given.
+EnvSpec Parts(std::vector<std::vector<int>> images) {
+  EnvSpec env;
+  ObservationPart* hint = env.add_observation_parts();
+  hint->set_name("hint");
+  hint->add_shape(2);
+  for (size_t i = 0; i < images.size(); ++i) {
+    ObservationPart* part = env.add_observation_parts();
+    part->set_name("image" + std::to_string(i));
+    part->set_dtype("uint8");
+    for (int d : images[i]) part->add_shape(d);
+  }
+  return env;
+}
+
+TEST(PolicyRulesTest, DictImagesGetACnnEach) {
+  PolicyConfig large;
+  ApplyPolicyDefaults(Parts({{84, 84, 3}, {40, 40, 1}}), PPOConfig(), &large);
+  EXPECT_EQ(large.encoder(), "nature_cnn");
+  EXPECT_EQ(large.image_layout(), "hwc");
+  EXPECT_THAT(large.hidden_sizes(), ElementsAre(64, 64));
+  PolicyConfig small;
+  ApplyPolicyDefaults(Parts({{84, 84, 3}, {8, 8, 1}}), PPOConfig(), &small);
+  EXPECT_EQ(small.encoder(), "impala_cnn");
+  PolicyConfig none;
+  ApplyPolicyDefaults(Parts({}), PPOConfig(), &none);
+  EXPECT_EQ(none.encoder(), "mlp");
+  EXPECT_EQ(Problems(Spec(Parts({{84, 84, 3}, {8, 8, 1}}), PolicyConfig())),
+            "");
+  EXPECT_THAT(Problems(Spec(Parts({{84, 84, 3}, {3, 9, 9}}), PolicyConfig())),
+              HasSubstr("policy.image_layout: the image parts of "
+                        "env.observation_parts read as different layouts"));
+  PolicyConfig cnn;
+  cnn.set_encoder("impala_cnn");
+  EXPECT_THAT(Problems(Spec(Parts({}), cnn)),
+              HasSubstr("no part of env.observation_parts is uint8 with 3 "
+                        "dimensions"));
+  PolicyConfig nature;
+  nature.set_encoder("nature_cnn");
+  EXPECT_THAT(Problems(Spec(Parts({{84, 84, 3}, {8, 8, 1}}), nature)),
+              HasSubstr("nature_cnn needs images of at least 36x36; this one "
+                        "is 8x8"));
+}
+
 TEST(PolicyRulesTest, DefaultSpecsHaveNoProblems) {
   EXPECT_EQ(Problems(Spec(EnvSpec(), PolicyConfig())), "");
   EXPECT_EQ(Problems(Spec(Image(84, 84, 3), PolicyConfig())), "");

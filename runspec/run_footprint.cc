@@ -150,8 +150,14 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   f.parameters = cnn + (gates > 0 ? 1 : 2) * trunk + core +
                  (width * logits + logits) + (width + 1) +
                  (discrete ? 0 : actions);
-  // The weights plus the observation normaliser's buffers.
-  f.policy_bytes = (f.parameters + 2 * obs + 1) * kFloat;
+  // The weights plus the observation normaliser's buffers (and the scale
+  // of a float Dict's uint8 parts).
+  bool byte_parts = false;
+  for (const ObservationPart& part : env.observation_parts()) {
+    byte_parts |= part.dtype() == "uint8";
+  }
+  const bool scale = byte_parts && env.observation_dtype() != "uint8";
+  f.policy_bytes = (f.parameters + (scale ? 3 : 2) * obs + 1) * kFloat;
 
   // Per step and env: observation, action (int64 or A floats), log prob,
   // value, reward, truncated value (floats), two flags, and at most one

@@ -284,7 +284,7 @@ TEST(LocalTrainerTest, TheFootprintCountsEveryEncodersParameters) {
                     "4}\npolicy: {core: lstm, core_size: 32}"),
         std::string("{id: Lookout-v0, plugin: p.so, observation_parts: "
                     "[{name: hint, shape: [2]}, {name: image, shape: [40, "
-                    "36, 3], dtype: uint8}, {name: eye, shape: [3, 9, 9], "
+                    "36, 3], dtype: uint8}, {name: eye, shape: [9, 9, 3], "
                     "dtype: uint8}], action_nvec: [2, 2]}"),
         std::string("{id: Bits-v0, plugin: p.so, observation_size: 5, "
                     "action_binary: 3}")}) {

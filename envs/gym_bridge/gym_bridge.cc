@@ -241,10 +241,15 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
         parts[i].name = keep[i].first.c_str();
         if (std::string e = ToC(keep[i].second, k == 0, &parts[i].space);
             !e.empty()) {
-          WriteError(error, error_size,
-                     "the Gymnasium bridge cannot pass part " + keep[i].first +
-                         ": " + e);
-          return nullptr;
+          // Not listed, as gym_bridge.py's parts() does: the flat space
+          // passes all the same.
+          std::fprintf(stderr,
+                       "[gym_bridge] the parts are not listed (part %s: "
+                       "%s); the space passes flat\n",
+                       keep[i].first.c_str(), e.c_str());
+          keep.clear();
+          parts.clear();
+          break;
         }
       }
     }

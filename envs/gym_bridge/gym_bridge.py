@@ -243,15 +243,51 @@ def obs_dtype(env):
     return np.float32
 
 
+def _part(leaf):
+    """describe(leaf) as a part of a flat observation: a scalar Box as
+    shape (1,), a Discrete of any start as its n one-hot elements."""
+    if isinstance(leaf, gym.spaces.Discrete):
+        n = int(leaf.n)
+        return ("discrete", (n,), [], [], n, "int64")
+    kind, shape, low, high, n, dtype = describe(leaf)
+    return (kind, shape or (1,), low, high, n, dtype)
+
+
 def parts(env):
     """The named leaves of a Dict/Tuple observation and action, as the
     plugin ABI's space_parts lists them: ([(name, describe(leaf))], ...);
-    [] for a space that is not a Dict or Tuple. Nested names are dotted."""
-    def of(space):
+    [] for a space that is not a Dict or Tuple, and for one the ABI cannot
+    list (over 64 leaves, a name over 64 characters, a leaf it cannot say;
+    logged): its flat vector passes all the same. Nested names are dotted."""
+    def of(space, what):
         if not isinstance(space, _NESTED):
             return []
-        return [(name or "-", describe(leaf)) for name, leaf in _leaves(space)]
-    return of(env.single_observation_space), of(env.single_action_space)
+        leaves = _leaves(space)
+        why = ""
+        if len(leaves) > 64:
+            why = f"{len(leaves)} leaves (at most 64)"
+        listed = []
+        for name, leaf in leaves if not why else []:
+            name = name or "-"
+            try:
+                part = _part(leaf)
+            except ValueError as e:
+                why = f"leaf {name}: {e}"
+                break
+            if len(name) > 64 or part[0] not in ("box", "discrete",
+                                                  "multi_discrete",
+                                                  "multi_binary"):
+                why = f"leaf {name[:64]}: {part[0]}"
+                break
+            listed.append((name, part))
+        if why:
+            import sys
+            print(f"[gym_bridge] the {what} space's parts are not listed "
+                  f"({why}); it passes flat", file=sys.stderr)
+            return []
+        return listed
+    return (of(env.single_observation_space, "observation"),
+            of(env.single_action_space, "action"))
 
 
 def observations(env, obs):

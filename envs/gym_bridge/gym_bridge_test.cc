@@ -318,6 +318,14 @@ TEST_F(GymBridgeTest, DictObservationsListTheirParts) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("its observation parts are (position float32 "
                                  "[2]; room float32 [3])")));
+  // A scalar Box and a Discrete(3, start=1): parts of [1] and [3].
+  const EnvSpec odd =
+      with_parts("bad_spaces:make_odd_dict",
+                 {{"level", {1}, "float32"}, {"room", {3}, "float32"}});
+  ASSERT_OK_AND_ASSIGN(auto odd_env, OpenEnv(odd, Options(1)));
+  std::vector<float> odd_obs(4);
+  ASSERT_OK(odd_env->Reset(odd_obs.data()));
+  EXPECT_EQ(odd_obs, (std::vector<float>{0.25f, 0, 1, 0}));
   const EnvSpec bytes =
       with_parts("bad_spaces:make_byte_dict",
                  {{"frame", {2, 2, 1}, "uint8"}, {"level", {1}, "uint8"}});

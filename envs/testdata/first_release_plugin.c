@@ -1,8 +1,11 @@
 /* A plugin built against the ABI's first release, before the optional
    space_parts: its function table ends at restore_state (struct_size says
-   so). One float observation, always 0; Discrete(2) actions; every step
-   terminates with reward 1. It must load and step unchanged. */
+   so; the slot after it holds a function that fails, which a loader
+   reading beyond struct_size would call). One float observation, always
+   0; Discrete(2) actions; every step terminates with reward 1. It must
+   load and step unchanged. */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +59,16 @@ static int step(rl_env* env, const void* actions, const rl_env_buffers* out,
   return 0;
 }
 
+/* Where a later table has space_parts: a loader that read beyond
+   struct_size would call this, and the batch would fail to open. */
+static int beyond_the_table(rl_env* env, rl_env_parts* parts, char* error,
+                            size_t error_size) {
+  (void)env;
+  (void)parts;
+  snprintf(error, error_size, "read beyond the table's struct_size");
+  return 1;
+}
+
 static rl_env_plugin table = {RL_ENV_ABI_VERSION,
                               offsetof(rl_env_plugin, space_parts),
                               "first release",
@@ -64,6 +77,7 @@ static rl_env_plugin table = {RL_ENV_ABI_VERSION,
                               reset,
                               step,
                               NULL,
-                              NULL};
+                              NULL,
+                              beyond_the_table};
 
 const rl_env_plugin* rl_env_plugin_v1(void) { return &table; }

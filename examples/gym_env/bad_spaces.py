@@ -73,6 +73,25 @@ def make_byte_dict():
     return ByteDictObservations()
 
 
+class OddDictObservations(DictObservations):
+    """A scalar Box and a Discrete starting at 1: flattened as Gymnasium
+    does (1 element, a one-hot of 3), and listed as parts of [1] and [3]."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_space = gym.spaces.Dict({
+            "level": gym.spaces.Box(0.0, 1.0, (), np.float32),
+            "room": gym.spaces.Discrete(3, start=1),
+        })
+
+    def _obs(self):
+        return {"level": np.float32(0.25), "room": 2}
+
+
+def make_odd_dict():
+    return OddDictObservations()
+
+
 class MultiActions(gym.Env):
     """MultiDiscrete([3, 2]) actions, or MultiBinary(3) with binary=True;
     the observation echoes the last action."""
