@@ -96,6 +96,10 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo);
 
+// OK if `config` makes a network; else INVALID_ARGUMENT naming the field
+// (CreateActorCritic's check).
+absl::Status CheckActorCriticConfig(const ActorCriticConfig& config);
+
 // Numbers of a recurrent state per env of `config`'s network: 2 x core_size
 // for an LSTM (hidden and cell), core_size for a GRU, 0 without a core.
 int64_t RecurrentStateSize(const ActorCriticConfig& config);
