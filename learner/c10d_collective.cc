@@ -4,7 +4,6 @@
 #include "learner/c10d_collective.h"
 
 #include <arpa/inet.h>
-#include <dlfcn.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -14,7 +13,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -179,53 +177,16 @@ class C10dCollective : public Collective {
   const absl::Duration wait_timeout_;
 };
 
-// The NCCL process group's factory from libnccl_backend.so, loaded once
-// (after LibTorch's CUDA library) from $RL_GPU_LIBRARY_PATH or beside this
-// binary; FAILED_PRECONDITION naming why not.
+// The NCCL process group's factory from libnccl_backend.so
+// (policy/cuda_runtime.h's LoadGpuExtension).
 absl::StatusOr<MakeNcclBackendFn> LoadNcclBackend() {
-  static const absl::StatusOr<MakeNcclBackendFn>* const loaded = [] {
-    auto* out = new absl::StatusOr<MakeNcclBackendFn>(nullptr);
-    if (absl::Status cuda = LoadCudaRuntime(); !cuda.ok()) {
-      *out = absl::FailedPreconditionError(absl::StrCat(
-          "backend nccl needs LibTorch's CUDA runtime: ", cuda.message()));
-      return out;
-    }
-    std::vector<std::string> tried;
-    if (const char* dir = std::getenv("RL_GPU_LIBRARY_PATH")) {
-      tried.push_back(absl::StrCat(dir, "/", kNcclBackendLibrary));
-    }
-    char exe[4096];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-      const std::string self(exe, n);
-      tried.push_back(absl::StrCat(self.substr(0, self.rfind('/') + 1),
-                                   kNcclBackendLibrary));
-    }
-    std::vector<std::string> errors;
-    for (const std::string& path : tried) {
-      dlerror();
-      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (handle == nullptr) {
-        const char* e = dlerror();
-        errors.push_back(e != nullptr ? e : path);
-        continue;
-      }
-      void* entry = dlsym(handle, kNcclBackendEntry);
-      if (entry == nullptr) {
-        errors.push_back(absl::StrCat(path, " lacks ", kNcclBackendEntry));
-        continue;
-      }
-      *out = reinterpret_cast<MakeNcclBackendFn>(entry);  // never unloaded
-      return out;
-    }
-    *out = absl::FailedPreconditionError(absl::StrCat(
-        "backend nccl: cannot load ", kNcclBackendLibrary,
-        " (`bazel build --config=cuda //learner:libnccl_backend.so` builds "
-        "it beside learner_main; or set $RL_GPU_LIBRARY_PATH): ",
-        absl::StrJoin(errors, "; ")));
-    return out;
-  }();
-  return *loaded;
+  absl::StatusOr<void*> entry =
+      LoadGpuExtension(kNcclBackendLibrary, kNcclBackendEntry);
+  if (!entry.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend nccl: ", entry.status().message()));
+  }
+  return reinterpret_cast<MakeNcclBackendFn>(*entry);
 }
 
 }  // namespace

@@ -215,8 +215,8 @@ TEST(C10dCollectiveTest, BadOptionsAreRefused) {
   const absl::Status nccl = ConnectCollective(options).status();
   if (!LoadCudaRuntime().ok()) {
     EXPECT_THAT(nccl, StatusIs(absl::StatusCode::kFailedPrecondition,
-                               HasSubstr("backend nccl needs LibTorch's CUDA "
-                                         "runtime")));
+                               HasSubstr("backend nccl: libnccl_backend.so "
+                                         "needs LibTorch's CUDA runtime")));
   } else if (nccl.code() == absl::StatusCode::kFailedPrecondition) {
     // Built without --config=cuda: no library beside the test.
     EXPECT_THAT(nccl.message(), HasSubstr("libnccl_backend.so"));

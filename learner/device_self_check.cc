@@ -94,7 +94,11 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
     const DeviceCheckOptions& options) {
   PPOConfig fixed = ppo;
   fixed.set_num_epochs(1);
-  fixed.set_num_minibatches(1);
+  // A graphed update warms up on two minibatches, captures the third and
+  // replays it and the fourth (learner/ppo_graph.cc).
+  const bool graphs = ppo.cuda_graphs() != "off" &&
+                      (device.is_cuda() || options.deferred_graphs_for_testing);
+  fixed.set_num_minibatches(graphs ? 4 : 1);
   fixed.set_target_kl(0);
   fixed.set_anneal_learning_rate(false);
   fixed.set_cpu_kernels("libtorch");  // the same code on both devices
@@ -108,7 +112,11 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
   PPOConfig reference = fixed;
   reference.set_precision("float32");
   PpoUpdater cpu_updater(cpu, reference, /*total_env_steps=*/1, kSeed);
+  reference.set_cuda_graphs("off");
   PpoUpdater device_updater(on_device, fixed, /*total_env_steps=*/1, kSeed);
+  if (options.deferred_graphs_for_testing) {
+    device_updater.UseDeferredGraphsForTesting();
+  }
   ASSIGN_OR_RETURN(const UpdateStats want, cpu_updater.Update(rollout, 0));
   ASSIGN_OR_RETURN(const UpdateStats got, device_updater.Update(rollout, 0));
   if (options.perturb_for_testing) options.perturb_for_testing(on_device);
@@ -116,6 +124,7 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
   DeviceCheckReport report;
   report.device = device.str();
   report.bfloat16 = device_updater.bfloat16();
+  report.cuda_graphs = device_updater.cuda_graphs();
   report.tolerance =
       report.bfloat16 ? options.bfloat16_tolerance : options.tolerance;
   const auto compare = [&](const std::string& name, double want_value,
@@ -177,11 +186,11 @@ absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
         ASSIGN_OR_RETURN(const DeviceCheckReport report,
                          CheckDeviceUpdate(config, ppo, device));
         RL_LOG_INFO(
-            "self-check of {} ({}) passed: {} tensors within {:g} of the "
+            "self-check of {} ({}{}) passed: {} tensors within {:g} of the "
             "CPU's (largest difference {:g}, {})",
             report.device, report.bfloat16 ? "bfloat16 autocast" : "float32",
-            report.tensors_compared, report.tolerance,
-            report.max_relative_difference, report.worst);
+            report.cuda_graphs ? ", CUDA graphs" : "", report.tensors_compared,
+            report.tolerance, report.max_relative_difference, report.worst);
         return absl::OkStatus();
       });
 }

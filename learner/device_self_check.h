@@ -28,6 +28,9 @@ struct DeviceCheckOptions {
   // Tests: called on the device's policy after its update, before the
   // comparison.
   std::function<void(ActorCritic&)> perturb_for_testing;
+  // Tests: the device's update through a DeferredStepGraph, as
+  // ppo.cuda_graphs would run it on CUDA (learner/step_graph.h).
+  bool deferred_graphs_for_testing = false;
 };
 
 // What the check compared, for the log and the worker's record.
@@ -35,17 +38,19 @@ struct DeviceCheckReport {
   std::string device;
   int64_t tensors_compared = 0;
   double max_relative_difference = 0;
-  std::string worst;      // the tensor with the largest difference
-  bool bfloat16 = false;  // the device's update ran in bfloat16 autocast
-  double tolerance = 0;   // the one applied
+  std::string worst;         // the tensor with the largest difference
+  bool bfloat16 = false;     // the device's update ran in bfloat16 autocast
+  bool cuda_graphs = false;  // its minibatch steps replayed a graph
+  double tolerance = 0;      // the one applied
 };
 
 // The check for a network of `config` trained with `ppo` (its epochs,
-// minibatches and KL stop replaced by one epoch of one minibatch) on a
-// made-up rollout of 8 steps x 4 envs. The CPU's update is float32; the
-// device's runs at the run's ppo.precision. FAILED_PRECONDITION naming the
-// first tensor out of tolerance (and the device); INTERNAL for a LibTorch
-// error on the device.
+// minibatches and KL stop replaced by one epoch of one minibatch; of four
+// where ppo.cuda_graphs may graph the device's steps, so that they warm
+// up, capture and replay) on a made-up rollout of 8 steps x 4 envs. The CPU's
+// update is float32; the device's runs at the run's ppo.precision.
+// FAILED_PRECONDITION naming the first tensor out of tolerance (and the
+// device); INTERNAL for a LibTorch error on the device.
 absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
     const ActorCriticConfig& config, const PPOConfig& ppo, torch::Device device,
     const DeviceCheckOptions& options = {});

@@ -78,6 +78,31 @@ TEST(DeviceSelfCheckTest, TheCpuAgreesWithItselfForEveryNetwork) {
   }
 }
 
+// The graphed path (ppo.cuda_graphs) through its CPU stand-in: four
+// minibatches (two warm-ups, a capture and replays) agree with the CPU's
+// eager update for every network a graph takes, and a perturbed result is
+// refused.
+TEST(DeviceSelfCheckTest, AGraphedUpdateIsCheckedToo) {
+  DeviceCheckOptions options;
+  options.deferred_graphs_for_testing = true;
+  for (const Case& c : Cases()) {
+    if (c.config.core != ActorCriticConfig::Core::kNone) continue;
+    SCOPED_TRACE(c.name);
+    ASSERT_OK_AND_ASSIGN(
+        const DeviceCheckReport report,
+        CheckDeviceUpdate(c.config, Ppo(), torch::kCPU, options));
+    EXPECT_TRUE(report.cuda_graphs);
+    EXPECT_LE(report.max_relative_difference, 1e-5);
+  }
+  options.perturb_for_testing = [](ActorCritic& policy) {
+    torch::NoGradGuard no_grad;
+    policy->parameters().back().add_(1e-2);
+  };
+  EXPECT_THAT(CheckDeviceUpdate(Cases()[0].config, Ppo(), torch::kCPU, options)
+                  .status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
 TEST(DeviceSelfCheckTest, ADeviceThatComputesDifferentlyIsRefusedNamingWhat) {
   DeviceCheckOptions options;
   options.perturb_for_testing = [](ActorCritic& policy) {

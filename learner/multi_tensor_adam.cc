@@ -38,32 +38,15 @@ absl::Status CheckPlainAdam(const torch::optim::Adam& optimizer) {
   return absl::OkStatus();
 }
 
-absl::Status MultiTensorAdam::Step() {
+absl::Status MultiTensorAdam::Prepare() {
   RETURN_IF_ERROR(CheckPlainAdam(*optimizer_));
   torch::NoGradGuard no_grad;
-  const auto& group = optimizer_->param_groups()[0];
-  const auto& options =
-      static_cast<const torch::optim::AdamOptions&>(group.options());
-  const std::vector<torch::Tensor>& params = group.params();
-  std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs;
-  grads.reserve(params.size());
-  exp_avgs.reserve(params.size());
-  exp_avg_sqs.reserve(params.size());
-  const bool rebuild = device_steps_.size() != params.size();
-  if (rebuild) {
+  const std::vector<torch::Tensor>& params =
+      optimizer_->param_groups()[0].params();
+  if (device_steps_.size() != params.size()) {
     device_steps_.assign(params.size(), torch::Tensor());
     host_steps_.assign(params.size(), -1);
   }
-  // Every gradient first: a refused step changes no count.
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (!params[i].grad().defined()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("parameter ", i, " of ", params.size(),
-                       " has no gradient for the Adam step"));
-    }
-  }
-  std::vector<torch::optim::AdamParamState*> states;
-  states.reserve(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const torch::Tensor& p = params[i];
     torch::optim::AdamParamState& state = AdamStateFor(*optimizer_, p);
@@ -73,8 +56,24 @@ absl::Status MultiTensorAdam::Step() {
           {}, static_cast<double>(state.step()),
           torch::TensorOptions().dtype(torch::kFloat32).device(p.device()));
       host_steps_[i] = state.step();
+      ++generation_;
     }
-    states.push_back(&state);
+  }
+  return absl::OkStatus();
+}
+
+void MultiTensorAdam::StepKernels(const torch::Tensor& lr) {
+  torch::NoGradGuard no_grad;
+  const auto& group = optimizer_->param_groups()[0];
+  const auto& options =
+      static_cast<const torch::optim::AdamOptions&>(group.options());
+  const std::vector<torch::Tensor>& params = group.params();
+  std::vector<torch::Tensor> grads, exp_avgs, exp_avg_sqs;
+  grads.reserve(params.size());
+  exp_avgs.reserve(params.size());
+  exp_avg_sqs.reserve(params.size());
+  for (const torch::Tensor& p : params) {
+    torch::optim::AdamParamState& state = AdamStateFor(*optimizer_, p);
     grads.push_back(p.grad());
     exp_avgs.push_back(state.exp_avg());
     exp_avg_sqs.push_back(state.exp_avg_sq());
@@ -82,15 +81,45 @@ absl::Status MultiTensorAdam::Step() {
   // at::_fused_adam_ reads the step counts; it does not count them (torch's
   // Python Adam adds the 1 first too).
   at::_foreach_add_(device_steps_, 1);
-  at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, device_steps_,
-                   options.lr(), std::get<0>(options.betas()),
-                   std::get<1>(options.betas()), options.weight_decay(),
-                   options.eps(), /*amsgrad=*/false, /*maximize=*/false);
-  // The host's counts follow once the device's did.
-  for (size_t i = 0; i < params.size(); ++i) {
-    states[i]->step(states[i]->step() + 1);
-    host_steps_[i] = states[i]->step();
+  if (lr.defined()) {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, device_steps_,
+                     lr, std::get<0>(options.betas()),
+                     std::get<1>(options.betas()), options.weight_decay(),
+                     options.eps(), /*amsgrad=*/false, /*maximize=*/false);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, {}, device_steps_,
+                     options.lr(), std::get<0>(options.betas()),
+                     std::get<1>(options.betas()), options.weight_decay(),
+                     options.eps(), /*amsgrad=*/false, /*maximize=*/false);
   }
+}
+
+void MultiTensorAdam::CountStep() {
+  const std::vector<torch::Tensor>& params =
+      optimizer_->param_groups()[0].params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::optim::AdamParamState& state = AdamStateFor(*optimizer_, params[i]);
+    state.step(state.step() + 1);
+    host_steps_[i] = state.step();
+  }
+}
+
+absl::Status MultiTensorAdam::Step() {
+  RETURN_IF_ERROR(CheckPlainAdam(*optimizer_));
+  // Every gradient first: a refused step changes no count.
+  const std::vector<torch::Tensor>& params =
+      optimizer_->param_groups()[0].params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].grad().defined()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("parameter ", i, " of ", params.size(),
+                       " has no gradient for the Adam step"));
+    }
+  }
+  RETURN_IF_ERROR(Prepare());
+  StepKernels(torch::Tensor());
+  // The host's counts follow once the device's did.
+  CountStep();
   return absl::OkStatus();
 }
 

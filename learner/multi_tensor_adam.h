@@ -38,12 +38,28 @@ class MultiTensorAdam {
   // One Adam step of every parameter from its .grad(), as
   // torch::optim::Adam::step takes it (to rounding). Parameters without a
   // gradient are refused: PPO's losses reach every parameter.
+  // Step() = Prepare(), then StepKernels() at the optimizer's rate, then
+  // CountStep().
   absl::Status Step();
+
+  // The three parts of a step, for a step captured in a CUDA graph
+  // (learner/step_graph.h): Prepare() (host: the states and the step
+  // counts on the device, rebuilt where the host's changed; no gradient
+  // needed yet) before the capture, StepKernels (device work only: counts + 1 and the fused Adam
+  // step at `lr`, a float32 scalar tensor on the parameters' device, read
+  // when the kernel runs) inside it, CountStep() (the host's counts + 1)
+  // after every run of it. generation() changes whenever Prepare rebuilt
+  // the device's counts: a graph captured before then is stale.
+  absl::Status Prepare();
+  void StepKernels(const torch::Tensor& lr);
+  void CountStep();
+  int64_t generation() const { return generation_; }
 
  private:
   torch::optim::Adam* optimizer_;
   std::vector<torch::Tensor> device_steps_;  // float32 scalars
   std::vector<int64_t> host_steps_;          // what device_steps_ hold
+  int64_t generation_ = 0;
 };
 
 }  // namespace rl

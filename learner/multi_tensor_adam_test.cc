@@ -58,6 +58,41 @@ TEST(MultiTensorAdamTest, StepsAsTorchAdamDoes) {
   }
 }
 
+// A step in three parts (as a CUDA graph takes it: learner/step_graph.h):
+// the rate as a tensor read when the kernel runs, the host's counts after.
+TEST(MultiTensorAdamTest, AStepInPartsWithATensorRateStepsAlike) {
+  torch::manual_seed(4);
+  const std::vector<torch::Tensor> init = {torch::randn({3, 4}),
+                                           torch::randn({4})};
+  std::vector<torch::Tensor> whole = Leaves(init), parts = Leaves(init);
+  torch::optim::Adam whole_adam(whole, torch::optim::AdamOptions(1e-2));
+  torch::optim::Adam parts_adam(parts, torch::optim::AdamOptions(123.0));
+  MultiTensorAdam a(&whole_adam), b(&parts_adam);
+  const torch::Tensor lr = torch::full({}, 1e-2);
+  int64_t generation = -1;
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < init.size(); ++i) {
+      const torch::Tensor g = torch::randn_like(init[i]);
+      whole[i].mutable_grad() = g.clone();
+      parts[i].mutable_grad() = g.clone();
+    }
+    ASSERT_OK(a.Step());
+    ASSERT_OK(b.Prepare());
+    if (step == 0) generation = b.generation();
+    // The device's counts were built once: a graph captured after the
+    // first Prepare stays valid.
+    EXPECT_EQ(b.generation(), generation);
+    b.StepKernels(lr);
+    b.CountStep();
+    EXPECT_LT(LargestDifference(whole, parts), 1e-6) << "step " << step;
+  }
+  EXPECT_EQ(AdamStateFor(parts_adam, parts[0]).step(), 3);
+  // A count changed on the host (a checkpoint) rebuilds them.
+  AdamStateFor(parts_adam, parts[0]).step(10);
+  ASSERT_OK(b.Prepare());
+  EXPECT_NE(b.generation(), generation);
+}
+
 TEST(MultiTensorAdamTest, AStepCountSetOnTheHostIsTakenUp) {
   // A checkpoint loaded puts its step counts into the optimizer's state:
   // the bias corrections follow them, as torch's Adam's do.

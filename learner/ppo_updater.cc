@@ -89,7 +89,10 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
       fused_loss_ = std::make_unique<FusedPpoLoss>();
       fused_buffers_ = std::make_unique<FusedBuffers>();
     }
-    epochs_ = fused ? &PpoUpdater::RunEpochsFused : &PpoUpdater::RunEpochs;
+    ASSIGN_OR_RETURN(graphed_, UseCudaGraphs());
+    epochs_ = fused      ? &PpoUpdater::RunEpochsFused
+              : graphed_ ? &PpoUpdater::RunEpochsGraphed
+                         : &PpoUpdater::RunEpochs;
   }
   ASSIGN_OR_RETURN(
       EpochResult epochs,
@@ -269,15 +272,15 @@ std::pair<double, double> PpoUpdater::GangAdvantageMoments(const Plan& plan,
   return {mean, std::sqrt(std::max(var, 0.0))};
 }
 
-absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
-    const Rollout& rollout, const Plan& plan) {
+PpoUpdater::StepTensors PpoUpdater::DeviceRollout(
+    const Rollout& rollout, const Plan& plan,
+    std::vector<torch::Tensor>* orders) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
   const Rollout& r = rollout;
   const bool recurrent = policy_->recurrent();
   // The rollout and the plan (host tensors) on the policy's device, in one
   // packed copy: on the CPU, the tensors themselves.
-  const torch::Device device = policy_->device();
   std::vector<torch::Tensor> host = {
       r.observations.reshape({batch, -1}),
       policy_->discrete() ? r.actions.reshape({batch})
@@ -293,185 +296,200 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
       plan.returns};
   const size_t num_rollout_tensors = host.size();
   host.insert(host.end(), plan.orders.begin(), plan.orders.end());
-  const std::vector<torch::Tensor> on_device = ToDevice(host, device);
-  const torch::Tensor& obs = on_device[0];
-  const torch::Tensor& actions = on_device[1];
-  const torch::Tensor& old_log_probs = on_device[2];
-  const torch::Tensor& old_values = on_device[3];
-  const torch::Tensor& masks = on_device[4];
-  // A recurrent policy's minibatch: k whole env sequences of T steps.
-  const int64_t envs_per_minibatch = E / config_.num_minibatches();
-  const torch::Tensor& episode_ends = on_device[5];
-  const torch::Tensor& initial_state = on_device[6];
-  const std::vector<torch::Tensor> orders(
-      on_device.begin() + num_rollout_tensors, on_device.end());
-  const auto sequences = [&](const torch::Tensor& rows) {
-    if (!rows.defined()) return rows;
-    std::vector<int64_t> shape = {T, envs_per_minibatch};
-    for (int64_t d = 1; d < rows.dim(); ++d) shape.push_back(rows.size(d));
-    return rows.view(shape);
-  };
-  const torch::Tensor& advantages = on_device[7];
-  const torch::Tensor& returns = on_device[8];
-  const double lr = plan.lr;
-  const double gae_seconds = plan.gae_seconds;
-  const int64_t num_minibatches = config_.num_minibatches();
-  const int64_t minibatch = plan.minibatch;
-  const int64_t global_minibatch = plan.global_minibatch;
-  const double share = plan.share;
-  const float clip = config_.clip_coef();
-  const auto on = torch::TensorOptions().device(device);
-  torch::Tensor sum_policy_loss = torch::zeros({}, on);
-  torch::Tensor sum_value_loss = torch::zeros({}, on);
-  torch::Tensor sum_entropy = torch::zeros({}, on);
-  torch::Tensor sum_kl = torch::zeros({}, on);
-  torch::Tensor sum_clip = torch::zeros({}, on);
-  torch::Tensor sum_grad_norm = torch::zeros({}, on);
-  torch::Tensor sum_non_finite = torch::zeros({}, on);
-  int64_t minibatches_run = 0;
-  int epochs = 0;
-  std::vector<torch::Tensor> params = policy_->parameters();
+  const std::vector<torch::Tensor> on_device =
+      ToDevice(host, policy_->device());
+  StepTensors t;
+  t.obs = on_device[0];
+  t.actions = on_device[1];
+  t.old_log_probs = on_device[2];
+  t.old_values = on_device[3];
+  t.masks = on_device[4];
+  t.episode_ends = on_device[5];
+  t.initial_state = on_device[6];
+  t.advantages = on_device[7];
+  t.returns = on_device[8];
+  orders->assign(on_device.begin() + num_rollout_tensors, on_device.end());
+  return t;
+}
 
-  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    const torch::Tensor& order = orders[epoch];
-    torch::Tensor epoch_kl = torch::zeros({}, on);
-    for (int64_t m = 0; m < num_minibatches; ++m) {
-      const torch::Tensor idx = order.narrow(0, m * minibatch, minibatch);
-      // The forward passes and the loss in bfloat16 autocast where asked;
-      // the backward pass after it (weights and gradients stay float32).
-      std::optional<Bfloat16Autocast> autocast;
-      if (bfloat16_) autocast.emplace(device.type());
-      const torch::Tensor mb_masks =
-          masks.defined() ? masks.index_select(0, idx) : torch::Tensor();
-      const PolicyEvaluation eval =
-          recurrent ? policy_->EvaluateSequence(
-                          sequences(obs.index_select(0, idx)),
-                          sequences(actions.index_select(0, idx)),
-                          sequences(mb_masks),
-                          initial_state.index_select(
-                              0, idx.narrow(0, 0, envs_per_minibatch)),
-                          sequences(episode_ends.index_select(0, idx)))
-                    : policy_->Evaluate(obs.index_select(0, idx),
-                                        actions.index_select(0, idx), mb_masks);
-      const torch::Tensor mb_old_log_probs = old_log_probs.index_select(0, idx);
-      torch::Tensor mb_adv = advantages.index_select(0, idx);
-      if (config_.normalize_advantages() && global_minibatch > 1) {
-        if (collective_ == nullptr) {
-          mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
-        } else {
-          // The global minibatch's moments, from the planning all-reduce.
-          const auto [mean, std] =
-              GangAdvantageMoments(plan, epoch * num_minibatches + m);
-          mb_adv = (mb_adv - static_cast<float>(mean)) /
-                   (static_cast<float>(std) + 1e-8f);
-        }
-      }
-      const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
-      const torch::Tensor ratio = log_ratio.exp();
-      const torch::Tensor policy_loss =
-          torch::max(-mb_adv * ratio,
-                     -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
-              .mean();
-      const torch::Tensor mb_returns = returns.index_select(0, idx);
-      torch::Tensor value_loss;
-      if (config_.clip_value_loss()) {
-        const torch::Tensor mb_old_values = old_values.index_select(0, idx);
-        const torch::Tensor clipped =
-            mb_old_values +
-            torch::clamp(eval.values - mb_old_values, -clip, clip);
-        value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
-                                      (clipped - mb_returns).pow(2))
-                               .mean();
-      } else {
-        value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
-      }
-      const torch::Tensor entropy = eval.entropy.mean();
-      const torch::Tensor loss = policy_loss -
-                                 config_.entropy_coef() * entropy +
-                                 config_.value_coef() * value_loss;
-      autocast.reset();
-      optimizer_->zero_grad();
-      loss.backward();
-      torch::Tensor grad_norm;
-      {
-        torch::NoGradGuard no_grad;
-        // Every rank's loss finite? Rides in the gradient bucket.
-        torch::Tensor any_bad =
-            torch::logical_not(torch::isfinite(loss.detach()))
-                .to(torch::kFloat32)
-                .reshape({1});
-        if (collective_ != nullptr) {
-          // The global minibatch's mean loss is the share-weighted sum of
-          // the ranks' means: one all-reduce of one flat bucket.
-          std::vector<torch::Tensor> bucket;
-          bucket.reserve(params.size() + 1);
-          for (auto& p : params) {
-            if (p.grad().defined()) {
-              p.grad().mul_(share);
-              bucket.push_back(p.grad());
-            }
-          }
-          bucket.push_back(any_bad);
-          RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
-        }
-        // Multi-tensor kernels: a launch for all gradients, not one each.
-        std::vector<torch::Tensor> grads;
-        grads.reserve(params.size());
-        for (const auto& p : params) {
-          if (p.grad().defined()) grads.push_back(p.grad());
-        }
-        grad_norm = torch::stack(at::_foreach_norm(grads)).norm();
-        if (config_.max_grad_norm() > 0) {
-          // Scale without reading the norm back: clip_coef = min(1, max/norm).
-          const torch::Tensor scale = torch::clamp_max(
-              config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
-          at::_foreach_mul_(grads, scale);
-        }
-        // A NaN or inf would reach every weight through the optimizer; zero
-        // such a minibatch's gradients on the device (no read-back here) and
-        // report it with the statistics.
-        const torch::Tensor bad =
-            (any_bad.squeeze(0) > 0) |
-            torch::logical_not(torch::isfinite(grad_norm));
-        for (auto& p : params) {
-          if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
-        }
-        sum_non_finite += bad;
-      }
-      RETURN_IF_ERROR(adam_.Step());
-
-      torch::NoGradGuard no_grad;
-      const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
-      epoch_kl += kl * share;
-      sum_policy_loss += policy_loss.detach();
-      sum_value_loss += value_loss.detach();
-      sum_entropy += entropy.detach();
-      sum_kl += kl;
-      sum_clip += ((ratio - 1).abs() > clip).to(torch::kFloat32).mean();
-      sum_grad_norm += grad_norm;
-      ++minibatches_run;
-    }
-    ++epochs;
-    if (config_.target_kl() > 0) {
-      // The global mean KL, so that every rank stops at the same epoch.
-      torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
-      if (collective_ != nullptr) {
-        RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
-      }
-      if (kl.item<double>() / num_minibatches > config_.target_kl()) break;
+void PpoUpdater::ZeroSums(StepTensors& t) const {
+  const auto on = torch::TensorOptions().device(policy_->device());
+  for (torch::Tensor* sum :
+       {&t.sum_policy_loss, &t.sum_value_loss, &t.sum_entropy, &t.sum_kl,
+        &t.sum_clip, &t.sum_grad_norm, &t.sum_non_finite, &t.epoch_kl}) {
+    if (sum->defined()) {
+      sum->zero_();
+    } else {
+      *sum = torch::zeros({}, on);
     }
   }
+}
 
+PpoUpdater::StepShape PpoUpdater::ShapeOf(const Rollout& rollout,
+                                          const Plan& plan) const {
+  StepShape shape;
+  shape.steps = rollout.num_steps();
+  shape.minibatch = plan.minibatch;
+  shape.global_minibatch = plan.global_minibatch;
+  shape.envs_per_minibatch = rollout.num_envs() / config_.num_minibatches();
+  shape.share = plan.share;
+  return shape;
+}
+
+absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
+                                       const Plan* gang_plan, int64_t index,
+                                       bool graphed) {
+  const torch::Device device = policy_->device();
+  const bool recurrent = policy_->recurrent();
+  const torch::Tensor& idx = t.idx;
+  const int64_t T = shape.steps;
+  // A recurrent policy's minibatch: k whole env sequences of T steps.
+  const auto sequences = [&](const torch::Tensor& rows) {
+    if (!rows.defined()) return rows;
+    std::vector<int64_t> dims = {T, shape.envs_per_minibatch};
+    for (int64_t d = 1; d < rows.dim(); ++d) dims.push_back(rows.size(d));
+    return rows.view(dims);
+  };
+  const float clip = config_.clip_coef();
+  std::vector<torch::Tensor> params = policy_->parameters();
+  // The forward passes and the loss in bfloat16 autocast where asked;
+  // the backward pass after it (weights and gradients stay float32).
+  std::optional<Bfloat16Autocast> autocast;
+  if (bfloat16_) autocast.emplace(device.type());
+  const torch::Tensor mb_masks =
+      t.masks.defined() ? t.masks.index_select(0, idx) : torch::Tensor();
+  const PolicyEvaluation eval =
+      recurrent
+          ? policy_->EvaluateSequence(
+                sequences(t.obs.index_select(0, idx)),
+                sequences(t.actions.index_select(0, idx)), sequences(mb_masks),
+                t.initial_state.index_select(
+                    0, idx.narrow(0, 0, shape.envs_per_minibatch)),
+                sequences(t.episode_ends.index_select(0, idx)))
+          : policy_->Evaluate(t.obs.index_select(0, idx),
+                              t.actions.index_select(0, idx), mb_masks);
+  const torch::Tensor mb_old_log_probs = t.old_log_probs.index_select(0, idx);
+  torch::Tensor mb_adv = t.advantages.index_select(0, idx);
+  if (config_.normalize_advantages() && shape.global_minibatch > 1) {
+    if (gang_plan == nullptr) {
+      mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+    } else {
+      // The global minibatch's moments, from the planning all-reduce.
+      const auto [mean, std] = GangAdvantageMoments(*gang_plan, index);
+      mb_adv = (mb_adv - static_cast<float>(mean)) /
+               (static_cast<float>(std) + 1e-8f);
+    }
+  }
+  const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
+  const torch::Tensor ratio = log_ratio.exp();
+  const torch::Tensor policy_loss =
+      torch::max(-mb_adv * ratio,
+                 -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
+          .mean();
+  const torch::Tensor mb_returns = t.returns.index_select(0, idx);
+  torch::Tensor value_loss;
+  if (config_.clip_value_loss()) {
+    const torch::Tensor mb_old_values = t.old_values.index_select(0, idx);
+    const torch::Tensor clipped =
+        mb_old_values + torch::clamp(eval.values - mb_old_values, -clip, clip);
+    value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
+                                  (clipped - mb_returns).pow(2))
+                           .mean();
+  } else {
+    value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
+  }
+  const torch::Tensor entropy = eval.entropy.mean();
+  const torch::Tensor loss = policy_loss - config_.entropy_coef() * entropy +
+                             config_.value_coef() * value_loss;
+  autocast.reset();
+  optimizer_->zero_grad();
+  loss.backward();
+  torch::Tensor grad_norm;
+  {
+    torch::NoGradGuard no_grad;
+    // Every rank's loss finite? Rides in the gradient bucket.
+    torch::Tensor any_bad = torch::logical_not(torch::isfinite(loss.detach()))
+                                .to(torch::kFloat32)
+                                .reshape({1});
+    if (collective_ != nullptr) {
+      // The global minibatch's mean loss is the share-weighted sum of the
+      // ranks' means: one all-reduce of one flat bucket.
+      std::vector<torch::Tensor> bucket;
+      bucket.reserve(params.size() + 1);
+      for (auto& p : params) {
+        if (p.grad().defined()) {
+          p.grad().mul_(shape.share);
+          bucket.push_back(p.grad());
+        }
+      }
+      bucket.push_back(any_bad);
+      RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
+    }
+    // Multi-tensor kernels: a launch for all gradients, not one each.
+    std::vector<torch::Tensor> grads;
+    grads.reserve(params.size());
+    for (const auto& p : params) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    grad_norm = torch::stack(at::_foreach_norm(grads)).norm();
+    if (config_.max_grad_norm() > 0) {
+      // Scale without reading the norm back: clip_coef = min(1, max/norm).
+      const torch::Tensor scale =
+          torch::clamp_max(config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
+      at::_foreach_mul_(grads, scale);
+    }
+    // A NaN or inf would reach every weight through the optimizer; zero
+    // such a minibatch's gradients on the device (no read-back here) and
+    // report it with the statistics.
+    const torch::Tensor bad = (any_bad.squeeze(0) > 0) |
+                              torch::logical_not(torch::isfinite(grad_norm));
+    for (auto& p : params) {
+      if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
+    }
+    t.sum_non_finite += bad;
+  }
+  if (graphed) {
+    adam_.StepKernels(t.lr);  // the host's counts follow each run
+  } else {
+    RETURN_IF_ERROR(adam_.Step());
+  }
+
+  torch::NoGradGuard no_grad;
+  const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
+  t.epoch_kl += kl * shape.share;
+  t.sum_policy_loss += policy_loss.detach();
+  t.sum_value_loss += value_loss.detach();
+  t.sum_entropy += entropy.detach();
+  t.sum_kl += kl;
+  t.sum_clip += ((ratio - 1).abs() > clip).to(torch::kFloat32).mean();
+  t.sum_grad_norm += grad_norm;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> PpoUpdater::StopForKl(const torch::Tensor& epoch_kl) {
+  if (config_.target_kl() <= 0) return false;
+  // The global mean KL, so that every rank stops at the same epoch.
+  torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
+  if (collective_ != nullptr) {
+    RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
+  }
+  return kl.item<double>() / config_.num_minibatches() > config_.target_kl();
+}
+
+PpoUpdater::EpochResult PpoUpdater::Result(const StepTensors& t,
+                                           const Plan& plan,
+                                           int64_t minibatches_run,
+                                           int epochs) const {
   EpochResult result;
   UpdateStats& stats = result.stats;
   // One read-back of everything reported.
-  const torch::Tensor y_var = returns.var();
-  const torch::Tensor explained = 1 - (returns - old_values).var() / y_var;
+  const torch::Tensor y_var = t.returns.var();
+  const torch::Tensor explained = 1 - (t.returns - t.old_values).var() / y_var;
   const torch::Tensor packed = torch::cat(
-      {torch::stack({sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
-                     sum_clip, sum_grad_norm}) /
+      {torch::stack({t.sum_policy_loss, t.sum_value_loss, t.sum_entropy,
+                     t.sum_kl, t.sum_clip, t.sum_grad_norm}) /
            static_cast<double>(std::max<int64_t>(minibatches_run, 1)),
-       torch::stack({sum_non_finite.to(torch::kFloat32), y_var, explained})});
+       torch::stack({t.sum_non_finite.to(torch::kFloat32), y_var, explained})});
   const auto values = packed.to(torch::kCPU, torch::kFloat64).contiguous();
   const double* v = values.data_ptr<double>();
   stats.policy_loss = v[0];
@@ -482,11 +500,37 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
   stats.grad_norm = v[5];
   result.non_finite = static_cast<int64_t>(v[6]);
   stats.explained_variance = v[7] == 0 ? 0.0 : v[8];
-  stats.learning_rate = lr;
+  stats.learning_rate = plan.lr;
   stats.epochs = epochs;
-  stats.gae_seconds = gae_seconds;
-  result.flat_observations = obs;
+  stats.gae_seconds = plan.gae_seconds;
+  result.flat_observations = t.obs;
   return result;
+}
+
+absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
+    const Rollout& rollout, const Plan& plan) {
+  std::vector<torch::Tensor> orders;
+  StepTensors t = DeviceRollout(rollout, plan, &orders);
+  ZeroSums(t);
+  const StepShape shape = ShapeOf(rollout, plan);
+  const int64_t num_minibatches = config_.num_minibatches();
+  int64_t minibatches_run = 0;
+  int epochs = 0;
+  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
+    t.epoch_kl.zero_();
+    for (int64_t m = 0; m < num_minibatches; ++m) {
+      t.idx = orders[epoch].narrow(0, m * shape.minibatch, shape.minibatch);
+      RETURN_IF_ERROR(MinibatchStep(t, shape,
+                                    collective_ != nullptr ? &plan : nullptr,
+                                    epoch * num_minibatches + m,
+                                    /*graphed=*/false));
+      ++minibatches_run;
+    }
+    ++epochs;
+    ASSIGN_OR_RETURN(const bool stop, StopForKl(t.epoch_kl));
+    if (stop) break;
+  }
+  return Result(t, plan, minibatches_run, epochs);
 }
 
 absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsFused(

@@ -44,6 +44,7 @@
 #include "learner/collective.h"
 #include "learner/fused_ppo.h"
 #include "learner/multi_tensor_adam.h"
+#include "learner/step_graph.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
@@ -105,6 +106,13 @@ class PpoUpdater {
   // Whether the forward passes run in bfloat16 autocast (ppo.precision on
   // the policy's device); known after the first Update.
   bool bfloat16() const { return bfloat16_; }
+  // Whether each minibatch step is replayed from a CUDA graph
+  // (ppo.cuda_graphs); known after the first Update.
+  bool cuda_graphs() const { return graphed_; }
+  // Tests: minibatch steps through a DeferredStepGraph (a CUDA graph's
+  // semantics on any device) as ppo.cuda_graphs would on CUDA. Before the
+  // first Update.
+  void UseDeferredGraphsForTesting() { deferred_graphs_for_testing_ = true; }
 
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
@@ -153,6 +161,55 @@ class PpoUpdater {
       const Rollout& rollout, const Plan& plan);
   absl::StatusOr<EpochResult> RunEpochs(const Rollout& rollout,
                                         const Plan& plan);
+  // The same with each minibatch step replayed from a CUDA graph
+  // (ppo.cuda_graphs; learner/ppo_graph.cc).
+  absl::StatusOr<EpochResult> RunEpochsGraphed(const Rollout& rollout,
+                                               const Plan& plan);
+  // Whether to graph (ppo.cuda_graphs: auto, on, off) and the graph; at the
+  // first update. FAILED_PRECONDITION for `on` where the step cannot be
+  // captured, naming why.
+  absl::StatusOr<bool> UseCudaGraphs();
+
+  // The tensors one minibatch step reads, and the sums it adds to: the
+  // update's own (RunEpochs), or a graph's, which stay put from update to
+  // update (RunEpochsGraphed: a replay reads and writes where the capture
+  // did).
+  struct StepTensors {
+    // The rollout on the device: [T*E, ...] rows.
+    torch::Tensor obs, actions, old_log_probs, old_values, masks, advantages,
+        returns;
+    torch::Tensor episode_ends, initial_state;  // recurrent policies
+    torch::Tensor idx;  // [minibatch]: this minibatch's rows
+    torch::Tensor lr;   // graphs: Adam's rate, a device scalar
+    // Sums over the update's minibatches (epoch_kl: the epoch's).
+    torch::Tensor sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
+        sum_clip, sum_grad_norm, sum_non_finite, epoch_kl;
+  };
+  // The sizes a minibatch step works with, fixed for a run.
+  struct StepShape {
+    int64_t steps = 0;  // T
+    int64_t minibatch = 0;
+    int64_t global_minibatch = 0;
+    int64_t envs_per_minibatch = 0;  // recurrent: whole env sequences
+    double share = 1;                // of a gang's global minibatch
+  };
+  StepTensors DeviceRollout(const Rollout& rollout, const Plan& plan,
+                            std::vector<torch::Tensor>* orders);
+  void ZeroSums(StepTensors& t) const;
+  StepShape ShapeOf(const Rollout& rollout, const Plan& plan) const;
+  // One minibatch (rows t.idx): forward, loss, backward, the gang's
+  // all-reduce (advantage moments from `gang_plan`'s entry `index`),
+  // clipping, non-finite zeroing, Adam (`graphed`: its device work only,
+  // at t.lr), the sums. Reads nothing back.
+  absl::Status MinibatchStep(StepTensors& t, const StepShape& shape,
+                             const Plan* gang_plan, int64_t index,
+                             bool graphed);
+  // Whether the epoch's KL (its sum in `epoch_kl`) stops the update
+  // (ppo.target_kl; one read-back).
+  absl::StatusOr<bool> StopForKl(const torch::Tensor& epoch_kl);
+  // The update's statistics, read back once.
+  EpochResult Result(const StepTensors& t, const Plan& plan,
+                     int64_t minibatches_run, int epochs) const;
   absl::StatusOr<EpochResult> RunEpochsFused(const Rollout& rollout,
                                              const Plan& plan);
   struct FusedBuffers {
@@ -173,8 +230,20 @@ class PpoUpdater {
   torch::Tensor gang_observation_moments_;
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
-  EpochLoop epochs_ = nullptr;          // set at the first update
-  bool bfloat16_ = false;               // ppo.precision, set with epochs_
+  EpochLoop epochs_ = nullptr;  // set at the first update
+  bool bfloat16_ = false;       // ppo.precision, set with epochs_
+  // ppo.cuda_graphs, decided with epochs_: the graph of the minibatch step
+  // (kGraphWarmups steps run first on its stream), the tensors it reads
+  // and writes, and the Adam generation it was captured at.
+  bool graphed_ = false;
+  bool deferred_graphs_for_testing_ = false;
+  std::unique_ptr<StepGraph> graph_;
+  StepTensors graph_tensors_;
+  StepShape graph_shape_;
+  int graph_warmups_ = 0;
+  bool graph_captured_ = false;
+  int64_t graph_generation_ = -1;
+  absl::Status graph_step_status_;
   std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
   std::unique_ptr<FusedPpoLoss> fused_loss_;
   std::unique_ptr<FusedBuffers> fused_buffers_;

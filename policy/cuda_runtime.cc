@@ -2,15 +2,19 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <vector>
 
 #include "ATen/Context.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "c10/core/CPUAllocator.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -259,6 +263,55 @@ void PrepareCudaRuntime() {
     RL_LOG_WARNING("CUDA is unavailable to this process: {}",
                    std::string(status.message()));
   }
+}
+
+absl::StatusOr<void*> LoadGpuExtension(const std::string& library,
+                                       const std::string& entry) {
+  static absl::Mutex mu(absl::kConstInit);
+  static auto* loaded = new std::map<std::string, absl::StatusOr<void*>>;
+  absl::MutexLock lock(&mu);
+  const std::string key = library + "/" + entry;
+  if (auto it = loaded->find(key); it != loaded->end()) return it->second;
+  absl::StatusOr<void*> found = [&]() -> absl::StatusOr<void*> {
+    if (absl::Status cuda = LoadCudaRuntime(); !cuda.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          library, " needs LibTorch's CUDA runtime: ", cuda.message()));
+    }
+    std::vector<std::string> tried;
+    if (const char* dir = std::getenv("RL_GPU_LIBRARY_PATH")) {
+      tried.push_back(absl::StrCat(dir, "/", library));
+    }
+    std::error_code error;
+    const fs::path self = fs::read_symlink("/proc/self/exe", error);
+    if (!error) {
+      tried.push_back((self.parent_path() / library).string());
+      // bazel-bin's layout: the libraries sit in learner/, beside
+      // learner_main, and other binaries (trainer/rl_local) look there.
+      tried.push_back(
+          (self.parent_path().parent_path() / "learner" / library).string());
+    }
+    std::vector<std::string> errors;
+    for (const std::string& path : tried) {
+      dlerror();
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) {
+        const char* e = dlerror();
+        errors.push_back(e != nullptr ? e : path);
+        continue;
+      }
+      if (void* symbol = dlsym(handle, entry.c_str())) {
+        return symbol;  // never unloaded
+      }
+      errors.push_back(absl::StrCat(path, " lacks ", entry));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot load ", library,
+        " (built under --config=cuda beside the binaries; or set "
+        "$RL_GPU_LIBRARY_PATH): ",
+        errors.empty() ? "nowhere to look" : absl::StrJoin(errors, "; ")));
+  }();
+  loaded->emplace(key, found);
+  return found;
 }
 
 }  // namespace rl

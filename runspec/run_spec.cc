@@ -54,6 +54,26 @@ std::string ScalarToJson(const YAML::Node& node) {
   return JsonQuote(s);
 }
 
+// String fields whose values include "on" and "off", which plain YAML
+// reads as booleans: there, YAML's true/yes/on are "on" and false/no/off
+// are "off".
+bool IsSwitchField(const std::string& path) {
+  return path == "ppo.cuda_graphs";
+}
+
+std::string SwitchToJson(const YAML::Node& node) {
+  if (node.Tag() != "!") {
+    const std::string lower = absl::AsciiStrToLower(node.Scalar());
+    if (lower == "true" || lower == "yes" || lower == "on") {
+      return JsonQuote("on");
+    }
+    if (lower == "false" || lower == "no" || lower == "off") {
+      return JsonQuote("off");
+    }
+  }
+  return ScalarToJson(node);
+}
+
 // " at line L, column C" (1-based) of byte `offset` of `text`.
 std::string Position(absl::string_view text, size_t offset) {
   size_t line = 1;
@@ -188,7 +208,7 @@ class YamlToJson {
         *out_ += "null";
         return absl::OkStatus();
       case YAML::NodeType::Scalar:
-        *out_ += ScalarToJson(node);
+        *out_ += IsSwitchField(path) ? SwitchToJson(node) : ScalarToJson(node);
         if (out_->size() > kMaxRunFileExpandedBytes) {
           return absl::InvalidArgumentError(absl::StrCat(
               "run file: expands to more than ", kMaxRunFileExpandedBytes,
@@ -422,6 +442,7 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (!ppo->has_normalize_advantages()) ppo->set_normalize_advantages(true);
   if (ppo->cpu_kernels().empty()) ppo->set_cpu_kernels("auto");
   if (ppo->precision().empty()) ppo->set_precision("auto");
+  if (ppo->cuda_graphs().empty()) ppo->set_cuda_graphs("auto");
 
   ApplyPolicyDefaults(spec->env(), *ppo, spec->mutable_policy());
 
@@ -514,6 +535,29 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
       ppo.precision() != "bfloat16") {
     p.Add("ppo.precision", "must be auto, float32 or bfloat16",
           absl::StrCat("\"", ppo.precision(), "\""));
+  }
+  if (ppo.cuda_graphs() != "auto" && ppo.cuda_graphs() != "on" &&
+      ppo.cuda_graphs() != "off") {
+    p.Add("ppo.cuda_graphs", "must be auto, on or off",
+          absl::StrCat("\"", ppo.cuda_graphs(), "\""));
+  } else if (ppo.cuda_graphs() == "on") {
+    // What the learner would refuse (learner/ppo_graph.cc), said at submit.
+    const std::string why =
+        !absl::StartsWith(spec.resources().learner_device(), "cuda")
+            ? "the learner_device is not cuda"
+        : spec.resources().num_learners() > 1
+            ? "a gang's all-reduce runs inside each minibatch step"
+        : HasRecurrentCore(spec.policy())
+            ? "a recurrent update runs its sequences step by step"
+        : ppo.precision() == "bfloat16" ? "ppo.precision is bfloat16"
+                                        : "";
+    if (!why.empty()) {
+      p.Add("ppo.cuda_graphs",
+            absl::StrCat("on captures one CUDA learner's minibatch step, "
+                         "but ",
+                         why, " (auto captures where it can)"),
+            "\"on\"");
+    }
   }
   // A program's spec that still names the network under ppo.
   if (ppo.hidden_sizes_size() > 0) p.Add(MovedToPolicy("hidden_sizes"));

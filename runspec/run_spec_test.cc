@@ -424,6 +424,43 @@ TEST(RunSpecTest, TheNetworkIsThePolicyBlock) {
                        HasSubstr("fused runs tanh networks only")));
 }
 
+// ppo.cuda_graphs: auto by default; on (plain YAML `on` too) where one CUDA
+// learner can capture its step, refused elsewhere naming why.
+TEST(RunSpecTest, CudaGraphsAreAutoOnOrOff) {
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec plain,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(plain.ppo().cuda_graphs(), "auto");
+  const std::string cuda =
+      "env: {id: CartPole-v1}\nresources: {learner_device: cuda}\n";
+  for (const std::string on : {"on", "\"on\""}) {
+    ASSERT_OK_AND_ASSIGN(const RunSpec graphed,
+                         LoadRunSpec(cuda + "ppo: {cuda_graphs: " + on + "}\n",
+                                     RunFileFormat::kYaml));
+    EXPECT_EQ(graphed.ppo().cuda_graphs(), "on") << on;
+  }
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec off,
+      LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: off}\n",
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(off.ppo().cuda_graphs(), "off");
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: on}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.cuda_graphs: on captures one CUDA "
+                                 "learner's minibatch step, but the "
+                                 "learner_device is not cuda")));
+  EXPECT_THAT(
+      LoadRunSpec(cuda + "ppo: {cuda_graphs: on}\npolicy: {core: lstm}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("a recurrent update runs its sequences")));
+  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: always}\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.cuda_graphs: must be auto, on or off")));
+}
+
 TEST(RunSpecTest, PrecisionIsAutoFloat32OrBfloat16) {
   ASSERT_OK_AND_ASSIGN(
       const RunSpec plain,

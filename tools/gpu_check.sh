@@ -9,8 +9,9 @@
 #    their CPU loops; with two GPUs, the NCCL collectives of a learner
 #    gang), built with --config=cuda;
 # 4. rl_local on CartPole with learner_device: cuda: the first-use self-check
-#    (one PPO update on the CPU and on the GPU, compared), then training to
-#    CartPole's target, beside the same run on the CPU (steps/s of each);
+#    (one PPO update on the CPU and on the GPU, compared, its minibatch
+#    steps through a CUDA graph), then training to CartPole's target, beside
+#    the same run on the CPU and on CUDA without graphs (steps/s of each);
 # 5. bench/device_bench on the GPU (float32 vs bfloat16 updates, the share
 #    of the host-to-device copy);
 # 6. a Chrome trace of 5 CUDA updates (--profile), for Perfetto.
@@ -52,8 +53,9 @@ else
   echo "== NCCL gang test: not run (it needs 2 GPUs; $gpus visible)" |
     tee -a "$REPORT"
 fi
-step "build rl_local and device_bench" bazel build --config=opt \
-  //trainer:rl_local //bench:device_bench
+step "build rl_local, device_bench and the CUDA graph and NCCL libraries" \
+  bazel build --config=opt --config=cuda //trainer:rl_local \
+  //bench:device_bench //learner:libcuda_graph.so //learner:libnccl_backend.so
 RL_LOCAL="$ROOT/bazel-bin/trainer/rl_local"
 step "update bench: float32 vs bfloat16 on the GPU, copy share" \
   "$ROOT/bazel-bin/bench/device_bench" --device=cuda
@@ -67,6 +69,12 @@ step "CartPole, updates on the CPU" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cpu.yaml" --run_dir="$WORK/cpu" --progress=false
 step "CartPole, updates on CUDA (self-check first)" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/cuda" --progress=false
+# The same without CUDA graphs (ppo.cuda_graphs: auto takes them above).
+sed 's/^ppo:$/ppo:\n  cuda_graphs: "off"/' "$WORK/cartpole-cuda.yaml" \
+  >"$WORK/cartpole-cuda-nographs.yaml"
+step "CartPole, updates on CUDA without CUDA graphs" "$RL_LOCAL" train \
+  --run="$WORK/cartpole-cuda-nographs.yaml" --run_dir="$WORK/cuda-nographs" \
+  --progress=false
 step "profile of 5 CUDA updates" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/profile" --resume=false \
   --progress=false --profile=5 --profile_output="$ROOT/gpu_profile.json"

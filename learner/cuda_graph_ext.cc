@@ -1,0 +1,91 @@
+// libcuda_graph.so: a StepGraph (learner/step_graph.h) over LibTorch's
+// at::cuda::CUDAGraph. Never ran on a GPU yet; the first-use self-check
+// (learner/device_self_check.h) compares a graphed update with the CPU's
+// before a run trains with it.
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <exception>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "learner/step_graph.h"
+
+namespace rl {
+namespace {
+
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph() : side_(c10::cuda::getStreamFromPool()) {}
+
+  absl::Status Warm(const std::function<void()>& step) override {
+    return OnSideStream("warming up the CUDA graph's step", step);
+  }
+
+  absl::Status Capture(const std::function<void()>& step) override {
+    return OnSideStream("capturing the CUDA graph", [&] {
+      // Thread-local: other threads of the process (an actor's inference
+      // in rl_local) may use the device while this one captures.
+      graph_.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      try {
+        step();
+      } catch (...) {
+        graph_.capture_end();
+        throw;
+      }
+      graph_.capture_end();
+    });
+  }
+
+  absl::Status Replay() override {
+    try {
+      graph_.replay();
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::InternalError(
+          absl::StrCat("replaying the CUDA graph: ", e.what()));
+    }
+  }
+
+ private:
+  // `fn` on the side stream, ordered after the current stream's work and
+  // before its later work.
+  absl::Status OnSideStream(const char* what, const std::function<void()>& fn) {
+    try {
+      const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream();
+      at::cuda::CUDAEvent before;
+      before.record(current);
+      before.block(side_);
+      {
+        c10::cuda::CUDAStreamGuard guard(side_);
+        fn();
+      }
+      at::cuda::CUDAEvent after;
+      after.record(side_);
+      after.block(current);
+      return absl::OkStatus();
+    } catch (const std::exception& e) {
+      return absl::InternalError(absl::StrCat(what, ": ", e.what()));
+    }
+  }
+
+  c10::cuda::CUDAStream side_;
+  at::cuda::CUDAGraph graph_;
+};
+
+}  // namespace
+}  // namespace rl
+
+extern "C" __attribute__((visibility("default"))) rl::StepGraph*
+rl_new_cuda_step_graph() {
+  static_assert(
+      std::is_same<decltype(&rl_new_cuda_step_graph), rl::NewCudaStepGraphFn>(),
+      "the entry point's type is the header's");
+  try {
+    return new rl::CudaStepGraph();
+  } catch (...) {
+    return nullptr;
+  }
+}

@@ -1,0 +1,159 @@
+// PpoUpdater's minibatch steps replayed from a CUDA graph (ppo.cuda_graphs):
+// a small network's update is bound by the host launching its kernels
+// (learner/multi_tensor_adam.h), and a replay launches the whole step at
+// once. The step is the eager path's own (MinibatchStep); what changes is
+// where it reads and writes: tensors that stay put from update to update
+// (graph_tensors_), into which each update copies its rollout and each
+// minibatch its rows, and Adam's rate as a device scalar. Part of the
+// ppo_updater library.
+//
+// The CUDA graph itself never ran on a GPU yet. Its CPU stand-in
+// (DeferredStepGraph) runs this same code in the tests, and on a CUDA
+// device the first-use self-check (learner/device_self_check.h) compares a
+// graphed update with the CPU's eager one before a run trains with it.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "learner/ppo_updater.h"
+
+namespace rl {
+namespace {
+
+// Eager steps on the graph's stream before the capture (lazy
+// initialisations happen outside it). They are real minibatch steps.
+constexpr int kGraphWarmups = 2;
+
+// Whether `a` and `b` are both undefined, or of one shape and dtype.
+bool SameKind(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type();
+}
+
+}  // namespace
+
+absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
+  const std::string& mode =
+      config_.cuda_graphs().empty() ? "auto" : config_.cuda_graphs();
+  if (mode == "off") return false;
+  std::string why;
+  if (!policy_->device().is_cuda() && !deferred_graphs_for_testing_) {
+    why = absl::StrCat("the update runs on ", policy_->device().str());
+  } else if (collective_ != nullptr) {
+    why = "a gang's all-reduce runs inside each minibatch step";
+  } else if (policy_->recurrent()) {
+    why = "a recurrent update runs its sequences step by step";
+  } else if (bfloat16_) {
+    why = "bfloat16 autocast caches casts across steps";
+  } else if (fused_ != nullptr) {
+    why = "the fused CPU path has no LibTorch step to capture";
+  }
+  if (!why.empty()) {
+    if (mode == "on") {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ppo.cuda_graphs: on, but ", why, " (auto captures where it can)"));
+    }
+    return false;
+  }
+  if (deferred_graphs_for_testing_) {
+    graph_ = NewDeferredStepGraph();
+    return true;
+  }
+  absl::StatusOr<std::unique_ptr<StepGraph>> graph = NewCudaStepGraph();
+  if (!graph.ok()) {
+    if (mode == "on") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("ppo.cuda_graphs: on: ", graph.status().message()));
+    }
+    RL_LOG_WARNING("ppo.cuda_graphs: auto: updates run without CUDA graphs: {}",
+                   std::string(graph.status().message()));
+    return false;
+  }
+  graph_ = std::move(*graph);
+  return true;
+}
+
+absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
+    const Rollout& rollout, const Plan& plan) {
+  std::vector<torch::Tensor> orders;
+  const StepTensors fresh = DeviceRollout(rollout, plan, &orders);
+  const StepShape shape = ShapeOf(rollout, plan);
+  StepTensors& g = graph_tensors_;
+  const bool same = g.obs.defined() && SameKind(g.obs, fresh.obs) &&
+                    SameKind(g.actions, fresh.actions) &&
+                    SameKind(g.masks, fresh.masks) &&
+                    shape.minibatch == graph_shape_.minibatch &&
+                    shape.global_minibatch == graph_shape_.global_minibatch;
+  if (!same) {
+    // A rollout of another shape than the graph's (none so far in practice:
+    // a run's are all alike) runs eagerly.
+    if (graph_captured_) return RunEpochs(rollout, plan);
+    g = StepTensors{};
+    g.obs = fresh.obs.clone();
+    g.actions = fresh.actions.clone();
+    g.old_log_probs = fresh.old_log_probs.clone();
+    g.old_values = fresh.old_values.clone();
+    if (fresh.masks.defined()) g.masks = fresh.masks.clone();
+    g.advantages = fresh.advantages.clone();
+    g.returns = fresh.returns.clone();
+    g.idx = torch::empty({shape.minibatch}, orders[0].options());
+    g.lr = torch::zeros({}, fresh.advantages.options());
+    graph_shape_ = shape;
+  } else {
+    g.obs.copy_(fresh.obs);
+    g.actions.copy_(fresh.actions);
+    g.old_log_probs.copy_(fresh.old_log_probs);
+    g.old_values.copy_(fresh.old_values);
+    if (g.masks.defined()) g.masks.copy_(fresh.masks);
+    g.advantages.copy_(fresh.advantages);
+    g.returns.copy_(fresh.returns);
+  }
+  ZeroSums(g);
+  g.lr.fill_(plan.lr);
+  const auto step = [this] {
+    graph_step_status_ = MinibatchStep(graph_tensors_, graph_shape_,
+                                       /*gang_plan=*/nullptr, 0,
+                                       /*graphed=*/true);
+  };
+  const int64_t num_minibatches = config_.num_minibatches();
+  int64_t minibatches_run = 0;
+  int epochs = 0;
+  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
+    g.epoch_kl.zero_();
+    for (int64_t m = 0; m < num_minibatches; ++m) {
+      g.idx.copy_(
+          orders[epoch].narrow(0, m * shape.minibatch, shape.minibatch));
+      RETURN_IF_ERROR(adam_.Prepare());
+      if (graph_captured_ && adam_.generation() != graph_generation_) {
+        // Adam's step counts were rebuilt (a checkpoint): a new graph.
+        ASSIGN_OR_RETURN(graphed_, UseCudaGraphs());
+        graph_captured_ = false;
+        graph_warmups_ = 0;
+        if (!graphed_) return absl::InternalError("lost the CUDA graph");
+      }
+      if (!graph_captured_ && graph_warmups_ < kGraphWarmups) {
+        RETURN_IF_ERROR(graph_->Warm(step));
+        RETURN_IF_ERROR(graph_step_status_);
+        ++graph_warmups_;
+      } else {
+        if (!graph_captured_) {
+          RETURN_IF_ERROR(graph_->Capture(step));
+          RETURN_IF_ERROR(graph_step_status_);
+          graph_captured_ = true;
+          graph_generation_ = adam_.generation();
+        }
+        RETURN_IF_ERROR(graph_->Replay());
+      }
+      adam_.CountStep();
+      ++minibatches_run;
+    }
+    ++epochs;
+    ASSIGN_OR_RETURN(const bool stop, StopForKl(g.epoch_kl));
+    if (stop) break;
+  }
+  return Result(g, plan, minibatches_run, epochs);
+}
+
+}  // namespace rl

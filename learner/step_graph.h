@@ -1,0 +1,49 @@
+// A fixed-shape computation captured once and replayed: the PPO update's
+// minibatch step as a CUDA graph (ppo.cuda_graphs), so that a small
+// network's update is not bound by the host launching its ~170 kernels.
+//
+// The CUDA graph (at::cuda::CUDAGraph) lives in LibTorch's CUDA library,
+// which the binaries do not link: libcuda_graph.so (learner/
+// cuda_graph_ext.cc, built under --config=cuda) is loaded on demand, as
+// libnccl_backend.so is. DeferredStepGraph has a CUDA graph's semantics on
+// any device, for the CPU tests of the code that feeds a graph: a captured
+// step does nothing until replayed, and a replay runs exactly what was
+// captured, reading and writing the same tensors.
+#ifndef RL_LEARNER_STEP_GRAPH_H_
+#define RL_LEARNER_STEP_GRAPH_H_
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+
+namespace rl {
+
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  // Runs `step` now, on the stream captures use (a warm-up: lazy
+  // initialisations, e.g. cuBLAS's workspace, happen outside the capture).
+  virtual absl::Status Warm(const std::function<void()>& step) = 0;
+  // Captures `step`: its kernels are recorded, none runs. Once per graph.
+  virtual absl::Status Capture(const std::function<void()>& step) = 0;
+  // Runs what was captured, on the current stream.
+  virtual absl::Status Replay() = 0;
+};
+
+// A CUDA graph from libcuda_graph.so ($RL_GPU_LIBRARY_PATH, else beside
+// this binary), after LibTorch's CUDA runtime; FAILED_PRECONDITION naming
+// why it cannot load.
+absl::StatusOr<std::unique_ptr<StepGraph>> NewCudaStepGraph();
+
+// The stand-in with a CUDA graph's semantics, for tests.
+std::unique_ptr<StepGraph> NewDeferredStepGraph();
+
+// The function libcuda_graph.so exports: a new CUDA graph (delete it).
+inline constexpr char kCudaGraphLibrary[] = "libcuda_graph.so";
+inline constexpr char kCudaGraphEntry[] = "rl_new_cuda_step_graph";
+using NewCudaStepGraphFn = StepGraph* (*)();
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_STEP_GRAPH_H_
