@@ -45,11 +45,11 @@ class MultiTensorAdam {
   // The three parts of a step, for a step captured in a CUDA graph
   // (learner/step_graph.h): Prepare() (host: the states and the step
   // counts on the device, rebuilt where the host's changed; no gradient
-  // needed yet) before the capture, StepKernels (device work only: counts + 1 and the fused Adam
-  // step at `lr`, a float32 scalar tensor on the parameters' device, read
-  // when the kernel runs) inside it, CountStep() (the host's counts + 1)
-  // after every run of it. generation() changes whenever Prepare rebuilt
-  // the device's counts: a graph captured before then is stale.
+  // needed yet) before the capture, StepKernels (device work only: counts + 1
+  // and the fused Adam step at `lr`, a float32 scalar tensor on the parameters'
+  // device, read when the kernel runs) inside it, CountStep() (the host's
+  // counts + 1) after every run of it. generation() changes whenever Prepare
+  // rebuilt the device's counts: a graph captured before then is stale.
   absl::Status Prepare();
   void StepKernels(const torch::Tensor& lr);
   void CountStep();

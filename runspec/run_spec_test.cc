@@ -455,10 +455,11 @@ TEST(RunSpecTest, CudaGraphsAreAutoOnOrOff) {
                   RunFileFormat::kYaml),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("a recurrent update runs its sequences")));
-  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: always}\n",
-                          RunFileFormat::kYaml),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("ppo.cuda_graphs: must be auto, on or off")));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: always}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("ppo.cuda_graphs: must be auto, on or off")));
 }
 
 TEST(RunSpecTest, PrecisionIsAutoFloat32OrBfloat16) {
