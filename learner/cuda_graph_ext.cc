@@ -18,7 +18,9 @@ namespace {
 
 class CudaStepGraph final : public StepGraph {
  public:
-  CudaStepGraph() : side_(c10::cuda::getStreamFromPool()) {}
+  explicit CudaStepGraph(c10::DeviceIndex device)
+      : device_(device),
+        side_(c10::cuda::getStreamFromPool(/*isHighPriority=*/false, device)) {}
 
   absl::Status Warm(const std::function<void()>& step) override {
     return OnSideStream("warming up the CUDA graph's step", step);
@@ -32,7 +34,11 @@ class CudaStepGraph final : public StepGraph {
       try {
         step();
       } catch (...) {
-        graph_.capture_end();
+        // End the capture, keeping the step's error, not capture_end's.
+        try {
+          graph_.capture_end();
+        } catch (...) {
+        }
         throw;
       }
       graph_.capture_end();
@@ -41,6 +47,7 @@ class CudaStepGraph final : public StepGraph {
 
   absl::Status Replay() override {
     try {
+      c10::cuda::CUDAGuard guard(device_);
       graph_.replay();
       return absl::OkStatus();
     } catch (const std::exception& e) {
@@ -54,7 +61,9 @@ class CudaStepGraph final : public StepGraph {
   // before its later work.
   absl::Status OnSideStream(const char* what, const std::function<void()>& fn) {
     try {
-      const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream();
+      c10::cuda::CUDAGuard guard(device_);
+      const c10::cuda::CUDAStream current =
+          c10::cuda::getCurrentCUDAStream(device_);
       at::cuda::CUDAEvent before;
       before.record(current);
       before.block(side_);
@@ -71,6 +80,7 @@ class CudaStepGraph final : public StepGraph {
     }
   }
 
+  const c10::DeviceIndex device_;
   c10::cuda::CUDAStream side_;
   at::cuda::CUDAGraph graph_;
 };
@@ -79,13 +89,18 @@ class CudaStepGraph final : public StepGraph {
 }  // namespace rl
 
 extern "C" __attribute__((visibility("default"))) rl::StepGraph*
-rl_new_cuda_step_graph() {
+rl_new_cuda_step_graph(int device_index, std::string* error) {
   static_assert(
       std::is_same<decltype(&rl_new_cuda_step_graph), rl::NewCudaStepGraphFn>(),
       "the entry point's type is the header's");
   try {
-    return new rl::CudaStepGraph();
+    const auto device = static_cast<c10::DeviceIndex>(device_index);
+    c10::cuda::CUDAGuard guard(device);
+    return new rl::CudaStepGraph(device);
+  } catch (const std::exception& e) {
+    *error = e.what();
   } catch (...) {
-    return nullptr;
+    *error = "unknown exception";
   }
+  return nullptr;
 }

@@ -111,8 +111,8 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
                        [&] { on_device->to(device); }));
   PPOConfig reference = fixed;
   reference.set_precision("float32");
+  reference.set_cuda_graphs("off");  // the CPU's eager update
   PpoUpdater cpu_updater(cpu, reference, /*total_env_steps=*/1, kSeed);
-  reference.set_cuda_graphs("off");
   PpoUpdater device_updater(on_device, fixed, /*total_env_steps=*/1, kSeed);
   if (options.deferred_graphs_for_testing) {
     device_updater.UseDeferredGraphsForTesting();
@@ -179,7 +179,7 @@ absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
   if (device.is_cpu()) return absl::OkStatus();
   return CheckOncePerProcess(
       absl::StrCat("updating on ", device.str(), " ", NetworkKey(config), " ",
-                   ppo.precision()),
+                   ppo.precision(), " graphs ", ppo.cuda_graphs()),
       [&]() -> absl::Status {
         RL_LOG_INFO("self-check of {}: one PPO update on the CPU and on {}",
                     device.str(), device.str());

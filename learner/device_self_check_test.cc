@@ -94,6 +94,13 @@ TEST(DeviceSelfCheckTest, AGraphedUpdateIsCheckedToo) {
     EXPECT_TRUE(report.cuda_graphs);
     EXPECT_LE(report.max_relative_difference, 1e-5);
   }
+  // ppo.cuda_graphs: on (the CPU's reference still runs eagerly).
+  PPOConfig on = Ppo();
+  on.set_cuda_graphs("on");
+  ASSERT_OK_AND_ASSIGN(
+      const DeviceCheckReport report,
+      CheckDeviceUpdate(Cases()[0].config, on, torch::kCPU, options));
+  EXPECT_TRUE(report.cuda_graphs);
   options.perturb_for_testing = [](ActorCritic& policy) {
     torch::NoGradGuard no_grad;
     policy->parameters().back().add_(1e-2);

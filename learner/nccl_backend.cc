@@ -16,7 +16,10 @@ extern "C" __attribute__((visibility("default"))) bool rl_make_nccl_backend(
       "the entry point's type is the header's");
   try {
     auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = std::chrono::milliseconds(timeout_ms);
+    // The watchdog's timeout well past the host's wait (c10d_collective.cc
+    // waits `timeout_ms`): a lost peer is the wait's ABORTED error, and the
+    // watchdog ends the process only if that never comes.
+    options->timeout = std::chrono::milliseconds(2 * timeout_ms + 30000);
     *backend =
         c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
     return true;

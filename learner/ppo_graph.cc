@@ -11,6 +11,7 @@
 // (DeferredStepGraph) runs this same code in the tests, and on a CUDA
 // device the first-use self-check (learner/device_self_check.h) compares a
 // graphed update with the CPU's eager one before a run trains with it.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -58,10 +59,11 @@ absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
     return false;
   }
   if (deferred_graphs_for_testing_) {
-    graph_ = NewDeferredStepGraph();
+    graph_ = NewDeferredStepGraph(fail_capture_for_testing_);
     return true;
   }
-  absl::StatusOr<std::unique_ptr<StepGraph>> graph = NewCudaStepGraph();
+  const int index = std::max<int>(0, policy_->device().index());
+  absl::StatusOr<std::unique_ptr<StepGraph>> graph = NewCudaStepGraph(index);
   if (!graph.ok()) {
     if (mode == "on") {
       return absl::FailedPreconditionError(
@@ -73,6 +75,25 @@ absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
   }
   graph_ = std::move(*graph);
   return true;
+}
+
+std::vector<const void*> PpoUpdater::GraphTensorAddresses() {
+  std::vector<const void*> addresses;
+  for (const torch::Tensor& t : policy_->parameters()) {
+    addresses.push_back(t.data_ptr());
+    addresses.push_back(t.grad().defined() ? t.grad().data_ptr() : nullptr);
+    torch::optim::AdamParamState& state = AdamStateFor(*optimizer_, t);
+    addresses.push_back(state.exp_avg().data_ptr());
+    addresses.push_back(state.exp_avg_sq().data_ptr());
+  }
+  for (const torch::Tensor& t : policy_->buffers()) {
+    addresses.push_back(t.data_ptr());
+  }
+  return addresses;
+}
+
+bool PpoUpdater::GraphTensorsMoved() {
+  return GraphTensorAddresses() != graph_addresses_;
 }
 
 absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
@@ -90,6 +111,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
     // A rollout of another shape than the graph's (none so far in practice:
     // a run's are all alike) runs eagerly.
     if (graph_captured_) return RunEpochs(rollout, plan);
+    graph_warmups_ = 0;  // new shapes: warm again before the capture
     g = StepTensors{};
     g.obs = fresh.obs.clone();
     g.actions = fresh.actions.clone();
@@ -120,14 +142,25 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
   const int64_t num_minibatches = config_.num_minibatches();
   int64_t minibatches_run = 0;
   int epochs = 0;
+  const bool on = config_.cuda_graphs() == "on";
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
     g.epoch_kl.zero_();
     for (int64_t m = 0; m < num_minibatches; ++m) {
       g.idx.copy_(
           orders[epoch].narrow(0, m * shape.minibatch, shape.minibatch));
+      if (!graphed_) {
+        // A failed capture under auto: the rest eagerly, on the same
+        // tensors.
+        RETURN_IF_ERROR(MinibatchStep(g, graph_shape_, /*gang_plan=*/nullptr, 0,
+                                      /*graphed=*/false));
+        ++minibatches_run;
+        continue;
+      }
       RETURN_IF_ERROR(adam_.Prepare());
-      if (graph_captured_ && adam_.generation() != graph_generation_) {
-        // Adam's step counts were rebuilt (a checkpoint): a new graph.
+      if (graph_captured_ &&
+          (adam_.generation() != graph_generation_ || GraphTensorsMoved())) {
+        // Adam's step counts were rebuilt or a tensor the graph reads or
+        // writes moved (a checkpoint): a new graph.
         ASSIGN_OR_RETURN(graphed_, UseCudaGraphs());
         graph_captured_ = false;
         graph_warmups_ = 0;
@@ -139,10 +172,27 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
         ++graph_warmups_;
       } else {
         if (!graph_captured_) {
-          RETURN_IF_ERROR(graph_->Capture(step));
-          RETURN_IF_ERROR(graph_step_status_);
+          absl::Status captured = graph_->Capture(step);
+          if (captured.ok()) captured = graph_step_status_;
+          if (!captured.ok()) {
+            if (on) return captured;
+            // auto: a capture that failed ran nothing; this minibatch and
+            // the rest run eagerly.
+            RL_LOG_WARNING(
+                "ppo.cuda_graphs: auto: the capture failed ({}); updates "
+                "run without CUDA graphs",
+                std::string(captured.message()));
+            graph_.reset();
+            graphed_ = false;
+            epochs_ = &PpoUpdater::RunEpochs;
+            RETURN_IF_ERROR(MinibatchStep(g, graph_shape_, nullptr, 0,
+                                          /*graphed=*/false));
+            ++minibatches_run;
+            continue;
+          }
           graph_captured_ = true;
           graph_generation_ = adam_.generation();
+          graph_addresses_ = GraphTensorAddresses();
         }
         RETURN_IF_ERROR(graph_->Replay());
       }

@@ -112,7 +112,10 @@ class PpoUpdater {
   // Tests: minibatch steps through a DeferredStepGraph (a CUDA graph's
   // semantics on any device) as ppo.cuda_graphs would on CUDA. Before the
   // first Update.
-  void UseDeferredGraphsForTesting() { deferred_graphs_for_testing_ = true; }
+  void UseDeferredGraphsForTesting(bool fail_capture = false) {
+    deferred_graphs_for_testing_ = true;
+    fail_capture_for_testing_ = fail_capture;
+  }
 
   torch::optim::Adam& optimizer() { return *optimizer_; }
   // Minibatch shuffling stream; part of a checkpoint.
@@ -237,6 +240,7 @@ class PpoUpdater {
   // and writes, and the Adam generation it was captured at.
   bool graphed_ = false;
   bool deferred_graphs_for_testing_ = false;
+  bool fail_capture_for_testing_ = false;
   std::unique_ptr<StepGraph> graph_;
   StepTensors graph_tensors_;
   StepShape graph_shape_;
@@ -244,6 +248,12 @@ class PpoUpdater {
   bool graph_captured_ = false;
   int64_t graph_generation_ = -1;
   absl::Status graph_step_status_;
+  // The addresses of the tensors the graph reads and writes (parameters,
+  // gradients, Adam's moments, buffers) at its capture: a checkpoint that
+  // moved any makes a new graph.
+  std::vector<const void*> graph_addresses_;
+  std::vector<const void*> GraphTensorAddresses();
+  bool GraphTensorsMoved();
   std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
   std::unique_ptr<FusedPpoLoss> fused_loss_;
   std::unique_ptr<FusedBuffers> fused_buffers_;

@@ -113,6 +113,29 @@ TEST(PpoUpdaterTest, AGraphedUpdateIsTheEagerOne) {
     EXPECT_EQ(AdamStateFor(graphed.optimizer(), b[0]).step(),
               AdamStateFor(eager.optimizer(), a[0]).step());
   }
+  // A capture that fails: auto runs that minibatch and the rest eagerly
+  // (the same update), on refuses.
+  Bandit a, b;
+  PpoUpdater plain(a.policy, ppo, 4096, 1);
+  PpoUpdater failing(b.policy, ppo, 4096, 1);
+  failing.UseDeferredGraphsForTesting(/*fail_capture=*/true);
+  double reward;
+  const Rollout r = a.Collect(&reward);
+  ASSERT_OK(plain.Update(r, 0).status());
+  ASSERT_OK(failing.Update(r, 0).status());
+  EXPECT_FALSE(failing.cuda_graphs());
+  for (size_t k = 0; k < a.policy->parameters().size(); ++k) {
+    EXPECT_TRUE(torch::allclose(a.policy->parameters()[k],
+                                b.policy->parameters()[k], 1e-5, 1e-6));
+  }
+  PPOConfig strict = ppo;
+  strict.set_cuda_graphs("on");
+  Bandit c;
+  PpoUpdater refusing(c.policy, strict, 4096, 1);
+  refusing.UseDeferredGraphsForTesting(/*fail_capture=*/true);
+  EXPECT_THAT(refusing.Update(r, 0).status().message(),
+              HasSubstr("failed for a test"));
+
   // ppo.cuda_graphs: on where nothing can be captured is refused.
   Bandit cpu_bandit;
   PPOConfig on = Ppo("{cpu_kernels: libtorch}");

@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -31,18 +32,21 @@ class StepGraph {
   virtual absl::Status Replay() = 0;
 };
 
-// A CUDA graph from libcuda_graph.so ($RL_GPU_LIBRARY_PATH, else beside
-// this binary), after LibTorch's CUDA runtime; FAILED_PRECONDITION naming
-// why it cannot load.
-absl::StatusOr<std::unique_ptr<StepGraph>> NewCudaStepGraph();
+// A CUDA graph on CUDA device `device_index` (its streams; every call
+// under a guard of that device) from libcuda_graph.so (policy/
+// cuda_runtime.h's LoadGpuExtension), after LibTorch's CUDA runtime;
+// FAILED_PRECONDITION naming why it cannot load.
+absl::StatusOr<std::unique_ptr<StepGraph>> NewCudaStepGraph(int device_index);
 
-// The stand-in with a CUDA graph's semantics, for tests.
-std::unique_ptr<StepGraph> NewDeferredStepGraph();
+// The stand-in with a CUDA graph's semantics, for tests (`fail_capture`:
+// every Capture fails, as an uncapturable step would).
+std::unique_ptr<StepGraph> NewDeferredStepGraph(bool fail_capture = false);
 
-// The function libcuda_graph.so exports: a new CUDA graph (delete it).
+// The function libcuda_graph.so exports: a new CUDA graph on a device
+// (delete it), or null with the reason in *error.
 inline constexpr char kCudaGraphLibrary[] = "libcuda_graph.so";
 inline constexpr char kCudaGraphEntry[] = "rl_new_cuda_step_graph";
-using NewCudaStepGraphFn = StepGraph* (*)();
+using NewCudaStepGraphFn = StepGraph* (*)(int device_index, std::string* error);
 
 }  // namespace rl
 

@@ -550,7 +550,10 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
         : HasRecurrentCore(spec.policy())
             ? "a recurrent update runs its sequences step by step"
         : ppo.precision() == "bfloat16" ? "ppo.precision is bfloat16"
-                                        : "";
+        : ppo.precision() == "auto" && IsCnnEncoder(spec.policy())
+            ? "ppo.precision auto takes bfloat16 for a CNN on recent GPUs "
+              "(set it to float32)"
+            : "";
     if (!why.empty()) {
       p.Add("ppo.cuda_graphs",
             absl::StrCat("on captures one CUDA learner's minibatch step, "
