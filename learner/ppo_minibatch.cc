@@ -1,0 +1,283 @@
+// PpoUpdater's minibatch step and what feeds it: the rollout on the
+// device, the sums, the KL stop and the read-back of the statistics; the
+// eager epochs (RunEpochs in ppo_updater.cc) and the graphed ones
+// (ppo_graph.cc) share them. Part of the ppo_updater library.
+#include <ATen/autocast_mode.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_norm.h>
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "learner/ppo_updater.h"
+#include "policy/device_transfer.h"
+
+namespace rl {
+namespace {
+
+// Autocast to bfloat16 on one device type for the guard's life (LibTorch's
+// autocast is per thread), then as it was, its cast cache cleared.
+class Bfloat16Autocast {
+ public:
+  explicit Bfloat16Autocast(c10::DeviceType type)
+      : type_(type),
+        was_enabled_(at::autocast::is_autocast_enabled(type)),
+        was_dtype_(at::autocast::get_autocast_dtype(type)) {
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
+  }
+  ~Bfloat16Autocast() {
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+    at::autocast::clear_cache();
+  }
+  Bfloat16Autocast(const Bfloat16Autocast&) = delete;
+  Bfloat16Autocast& operator=(const Bfloat16Autocast&) = delete;
+
+ private:
+  const c10::DeviceType type_;
+  const bool was_enabled_;
+  const at::ScalarType was_dtype_;
+};
+
+}  // namespace
+
+PpoUpdater::StepTensors PpoUpdater::DeviceRollout(
+    const Rollout& rollout, const Plan& plan,
+    std::vector<torch::Tensor>* orders) {
+  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
+  const int64_t batch = T * E;
+  const Rollout& r = rollout;
+  const bool recurrent = policy_->recurrent();
+  // The rollout and the plan (host tensors) on the policy's device, in one
+  // packed copy: on the CPU, the tensors themselves.
+  std::vector<torch::Tensor> host = {
+      r.observations.reshape({batch, -1}),
+      policy_->discrete() ? r.actions.reshape({batch})
+                          : r.actions.reshape({batch, -1}),
+      r.log_probs.reshape({batch}),
+      r.values.reshape({batch}),
+      r.action_masks.defined() ? r.action_masks.reshape({batch, -1})
+                               : torch::Tensor(),
+      recurrent ? (r.terminated | r.truncated).reshape({batch})
+                : torch::Tensor(),
+      recurrent ? r.initial_state : torch::Tensor(),
+      plan.advantages,
+      plan.returns};
+  const size_t num_rollout_tensors = host.size();
+  host.insert(host.end(), plan.orders.begin(), plan.orders.end());
+  const std::vector<torch::Tensor> on_device =
+      ToDevice(host, policy_->device());
+  StepTensors t;
+  t.obs = on_device[0];
+  t.actions = on_device[1];
+  t.old_log_probs = on_device[2];
+  t.old_values = on_device[3];
+  t.masks = on_device[4];
+  t.episode_ends = on_device[5];
+  t.initial_state = on_device[6];
+  t.advantages = on_device[7];
+  t.returns = on_device[8];
+  orders->assign(on_device.begin() + num_rollout_tensors, on_device.end());
+  return t;
+}
+
+void PpoUpdater::ZeroSums(StepTensors& t) const {
+  const auto on = torch::TensorOptions().device(policy_->device());
+  for (torch::Tensor* sum :
+       {&t.sum_policy_loss, &t.sum_value_loss, &t.sum_entropy, &t.sum_kl,
+        &t.sum_clip, &t.sum_grad_norm, &t.sum_non_finite, &t.epoch_kl}) {
+    if (sum->defined()) {
+      sum->zero_();
+    } else {
+      *sum = torch::zeros({}, on);
+    }
+  }
+}
+
+PpoUpdater::StepShape PpoUpdater::ShapeOf(const Rollout& rollout,
+                                          const Plan& plan) const {
+  StepShape shape;
+  shape.steps = rollout.num_steps();
+  shape.minibatch = plan.minibatch;
+  shape.global_minibatch = plan.global_minibatch;
+  shape.envs_per_minibatch = rollout.num_envs() / config_.num_minibatches();
+  shape.share = plan.share;
+  return shape;
+}
+
+absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
+                                       const Plan* gang_plan, int64_t index,
+                                       bool graphed) {
+  const torch::Device device = policy_->device();
+  const bool recurrent = policy_->recurrent();
+  const torch::Tensor& idx = t.idx;
+  const int64_t T = shape.steps;
+  // A recurrent policy's minibatch: k whole env sequences of T steps.
+  const auto sequences = [&](const torch::Tensor& rows) {
+    if (!rows.defined()) return rows;
+    std::vector<int64_t> dims = {T, shape.envs_per_minibatch};
+    for (int64_t d = 1; d < rows.dim(); ++d) dims.push_back(rows.size(d));
+    return rows.view(dims);
+  };
+  const float clip = config_.clip_coef();
+  std::vector<torch::Tensor> params = policy_->parameters();
+  // The forward passes and the loss in bfloat16 autocast where asked;
+  // the backward pass after it (weights and gradients stay float32).
+  std::optional<Bfloat16Autocast> autocast;
+  if (bfloat16_) autocast.emplace(device.type());
+  const torch::Tensor mb_masks =
+      t.masks.defined() ? t.masks.index_select(0, idx) : torch::Tensor();
+  const PolicyEvaluation eval =
+      recurrent
+          ? policy_->EvaluateSequence(
+                sequences(t.obs.index_select(0, idx)),
+                sequences(t.actions.index_select(0, idx)), sequences(mb_masks),
+                t.initial_state.index_select(
+                    0, idx.narrow(0, 0, shape.envs_per_minibatch)),
+                sequences(t.episode_ends.index_select(0, idx)))
+          : policy_->Evaluate(t.obs.index_select(0, idx),
+                              t.actions.index_select(0, idx), mb_masks);
+  const torch::Tensor mb_old_log_probs = t.old_log_probs.index_select(0, idx);
+  torch::Tensor mb_adv = t.advantages.index_select(0, idx);
+  if (config_.normalize_advantages() && shape.global_minibatch > 1) {
+    if (gang_plan == nullptr) {
+      mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
+    } else {
+      // The global minibatch's moments, from the planning all-reduce.
+      const auto [mean, std] = GangAdvantageMoments(*gang_plan, index);
+      mb_adv = (mb_adv - static_cast<float>(mean)) /
+               (static_cast<float>(std) + 1e-8f);
+    }
+  }
+  const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
+  const torch::Tensor ratio = log_ratio.exp();
+  const torch::Tensor policy_loss =
+      torch::max(-mb_adv * ratio,
+                 -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
+          .mean();
+  const torch::Tensor mb_returns = t.returns.index_select(0, idx);
+  torch::Tensor value_loss;
+  if (config_.clip_value_loss()) {
+    const torch::Tensor mb_old_values = t.old_values.index_select(0, idx);
+    const torch::Tensor clipped =
+        mb_old_values + torch::clamp(eval.values - mb_old_values, -clip, clip);
+    value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
+                                  (clipped - mb_returns).pow(2))
+                           .mean();
+  } else {
+    value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
+  }
+  const torch::Tensor entropy = eval.entropy.mean();
+  const torch::Tensor loss = policy_loss - config_.entropy_coef() * entropy +
+                             config_.value_coef() * value_loss;
+  autocast.reset();
+  optimizer_->zero_grad();
+  loss.backward();
+  torch::Tensor grad_norm;
+  {
+    torch::NoGradGuard no_grad;
+    // Every rank's loss finite? Rides in the gradient bucket.
+    torch::Tensor any_bad = torch::logical_not(torch::isfinite(loss.detach()))
+                                .to(torch::kFloat32)
+                                .reshape({1});
+    if (collective_ != nullptr) {
+      // The global minibatch's mean loss is the share-weighted sum of the
+      // ranks' means: one all-reduce of one flat bucket.
+      std::vector<torch::Tensor> bucket;
+      bucket.reserve(params.size() + 1);
+      for (auto& p : params) {
+        if (p.grad().defined()) {
+          p.grad().mul_(shape.share);
+          bucket.push_back(p.grad());
+        }
+      }
+      bucket.push_back(any_bad);
+      RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
+    }
+    // Multi-tensor kernels: a launch for all gradients, not one each.
+    std::vector<torch::Tensor> grads;
+    grads.reserve(params.size());
+    for (const auto& p : params) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    grad_norm = torch::stack(at::_foreach_norm(grads)).norm();
+    if (config_.max_grad_norm() > 0) {
+      // Scale without reading the norm back: clip_coef = min(1, max/norm).
+      const torch::Tensor scale =
+          torch::clamp_max(config_.max_grad_norm() / (grad_norm + 1e-6), 1.0);
+      at::_foreach_mul_(grads, scale);
+    }
+    // A NaN or inf would reach every weight through the optimizer; zero
+    // such a minibatch's gradients on the device (no read-back here) and
+    // report it with the statistics.
+    const torch::Tensor bad = (any_bad.squeeze(0) > 0) |
+                              torch::logical_not(torch::isfinite(grad_norm));
+    for (auto& p : params) {
+      if (p.grad().defined()) p.grad().masked_fill_(bad, 0.0);
+    }
+    t.sum_non_finite += bad;
+  }
+  if (graphed) {
+    adam_.StepKernels(t.lr);  // the host's counts follow each run
+  } else {
+    RETURN_IF_ERROR(adam_.Step());
+  }
+
+  torch::NoGradGuard no_grad;
+  const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
+  t.epoch_kl += kl * shape.share;
+  t.sum_policy_loss += policy_loss.detach();
+  t.sum_value_loss += value_loss.detach();
+  t.sum_entropy += entropy.detach();
+  t.sum_kl += kl;
+  t.sum_clip += ((ratio - 1).abs() > clip).to(torch::kFloat32).mean();
+  t.sum_grad_norm += grad_norm;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> PpoUpdater::StopForKl(const torch::Tensor& epoch_kl) {
+  if (config_.target_kl() <= 0) return false;
+  // The global mean KL, so that every rank stops at the same epoch.
+  torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
+  if (collective_ != nullptr) {
+    RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
+  }
+  return kl.item<double>() / config_.num_minibatches() > config_.target_kl();
+}
+
+PpoUpdater::EpochResult PpoUpdater::Result(const StepTensors& t,
+                                           const Plan& plan,
+                                           int64_t minibatches_run,
+                                           int epochs) const {
+  EpochResult result;
+  UpdateStats& stats = result.stats;
+  // One read-back of everything reported.
+  const torch::Tensor y_var = t.returns.var();
+  const torch::Tensor explained = 1 - (t.returns - t.old_values).var() / y_var;
+  const torch::Tensor packed = torch::cat(
+      {torch::stack({t.sum_policy_loss, t.sum_value_loss, t.sum_entropy,
+                     t.sum_kl, t.sum_clip, t.sum_grad_norm}) /
+           static_cast<double>(std::max<int64_t>(minibatches_run, 1)),
+       torch::stack({t.sum_non_finite.to(torch::kFloat32), y_var, explained})});
+  const auto values = packed.to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* v = values.data_ptr<double>();
+  stats.policy_loss = v[0];
+  stats.value_loss = v[1];
+  stats.entropy = v[2];
+  stats.approx_kl = v[3];
+  stats.clip_fraction = v[4];
+  stats.grad_norm = v[5];
+  result.non_finite = static_cast<int64_t>(v[6]);
+  stats.explained_variance = v[7] == 0 ? 0.0 : v[8];
+  stats.learning_rate = plan.lr;
+  stats.epochs = epochs;
+  stats.gae_seconds = plan.gae_seconds;
+  result.flat_observations = t.obs;
+  return result;
+}
+
+}  // namespace rl
