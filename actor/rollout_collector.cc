@@ -17,12 +17,11 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Seed of the action-sampling stream, distinct from the environments'.
+}  // namespace
+
 uint64_t SamplingSeed(uint64_t seed) {
   return seed * 0x9E3779B97F4A7C15ull + 17;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
     const RunSpec& spec, uint64_t seed, int env_threads,

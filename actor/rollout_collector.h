@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actor/reward_scaler.h"
+#include "actor/segment_collector.h"
 #include "envs/batched_env.h"
 #include "envs/env_plugin.h"
 #include "policy/actor_critic.h"
@@ -28,12 +29,11 @@
 
 namespace rl {
 
-struct CollectTimings {
-  double env_seconds = 0;
-  double inference_seconds = 0;
-};
+// Seed of a collector's action-sampling stream, distinct from the
+// environments' `seed`.
+uint64_t SamplingSeed(uint64_t seed);
 
-class RolloutCollector {
+class RolloutCollector final : public SegmentCollector {
  public:
   // Environments from `spec` (id, envs_per_actor, time limit), seeded with
   // `seed`; `env_threads` threads step them.
@@ -43,14 +43,15 @@ class RolloutCollector {
       const RunSpec& spec, uint64_t seed, int env_threads,
       const std::vector<std::string>& plugin_dirs = {});
 
-  const EnvSpec& env_spec() const { return env_->spec(); }
+  const EnvSpec& env_spec() const override { return env_->spec(); }
+  torch::Device rollout_device() const override { return torch::kCPU; }
 
   // The network `spec`'s policy block asks for, fitted to these
   // environments.
-  ActorCriticConfig NetworkConfig(const RunSpec& spec) const;
+  ActorCriticConfig NetworkConfig(const RunSpec& spec) const override;
 
   // A zeroed rollout of the run's segment shape.
-  Rollout AllocateRollout() const;
+  Rollout AllocateRollout() const override;
 
   // The env's observation elements: float32, or uint8
   // (EnvSpec.observation_dtype).
@@ -58,18 +59,21 @@ class RolloutCollector {
 
   // Fills `rollout` with one segment collected by `policy`.
   absl::Status Collect(ActorCritic& policy, Rollout* rollout,
-                       CollectTimings* timings = nullptr);
+                       CollectTimings* timings = nullptr) override;
 
   // Returns and lengths of the episodes that ended in the last Collect().
-  const std::vector<float>& episode_returns() const { return episode_returns_; }
-  const std::vector<int32_t>& episode_lengths() const {
+  const std::vector<float>& episode_returns() const override {
+    return episode_returns_;
+  }
+  const std::vector<int32_t>& episode_lengths() const override {
     return episode_lengths_;
   }
 
   // Everything needed to continue exactly: env state, current observations,
   // sampling generator, reward-scaler state, a recurrent policy's state.
-  std::map<std::string, torch::Tensor> SaveState() const;
-  absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
+  std::map<std::string, torch::Tensor> SaveState() const override;
+  absl::Status RestoreState(
+      const std::map<std::string, torch::Tensor>& state) override;
 
  private:
   absl::Status CollectSegment(ActorCritic& policy, Rollout* rollout,

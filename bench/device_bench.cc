@@ -1,8 +1,10 @@
-// The PPO update on a compute device, side by side in one run: float32 and
-// bfloat16 autocast (ppo.precision), for an MLP at CartPole's shapes and a
-// Nature CNN on 84x84x4 uint8 frames, with the share of each update spent
-// in its one packed host-to-device copy. On a GPU machine it measures the
-// GPU (--device=cuda, the default where one is visible); here, the CPU.
+// The PPO update on a compute device, side by side in one run: float32,
+// float32 with the minibatch step in a CUDA graph (ppo.cuda_graphs, on a
+// CUDA device) and bfloat16 autocast (ppo.precision), for an MLP at
+// CartPole's shapes and a Nature CNN on 84x84x4 uint8 frames, with the share
+// of each update spent in its one packed host-to-device copy. On a GPU machine
+// it measures the GPU (--device=cuda, the default where one is visible); here,
+// the CPU.
 //
 //   bazel run --config=opt //bench:device_bench -- [--device=cpu|cuda]
 //       [--envs=64] [--steps=128] [--updates=5]
@@ -101,11 +103,19 @@ int main(int argc, char** argv) {
       "minibatches, %d timed updates per case, 1 LibTorch CPU thread\n",
       device->str().c_str(), static_cast<long long>(E),
       static_cast<long long>(T), updates);
-  std::printf("%-24s %-10s %14s %10s %12s\n", "network", "precision",
+  std::printf("%-24s %-14s %14s %10s %12s\n", "network", "precision",
               "update steps/s", "vs f32", "copy share");
+  struct Mode {
+    const char* label;
+    const char* precision;
+    const char* cuda_graphs;
+  };
+  std::vector<Mode> modes = {{"float32", "float32", "off"}};
+  if (device->is_cuda()) modes.push_back({"float32+graph", "float32", "on"});
+  modes.push_back({"bfloat16", "bfloat16", "off"});
   for (const Case& c : Cases()) {
     double f32_sps = 0;
-    for (const char* precision : {"float32", "bfloat16"}) {
+    for (const Mode& mode : modes) {
       rl::PPOConfig ppo;
       ppo.set_learning_rate(2.5e-4f);
       ppo.set_gamma(0.99f);
@@ -118,7 +128,8 @@ int main(int argc, char** argv) {
       ppo.set_max_grad_norm(0.5f);
       ppo.set_normalize_advantages(true);
       ppo.set_cpu_kernels("libtorch");
-      ppo.set_precision(precision);
+      ppo.set_precision(mode.precision);
+      ppo.set_cuda_graphs(mode.cuda_graphs);
       auto policy = rl::CreateSeededActorCritic(c.config, 1);
       if (!policy.ok()) {
         std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
@@ -152,7 +163,7 @@ int main(int argc, char** argv) {
           std::chrono::duration<double>(Clock::now() - copy_start).count();
       const double sps = updates * T * E / seconds;
       if (f32_sps == 0) f32_sps = sps;
-      std::printf("%-24s %-10s %14.0f %9.2fx %11.1f%%\n", c.name, precision,
+      std::printf("%-24s %-14s %14.0f %9.2fx %11.1f%%\n", c.name, mode.label,
                   sps, sps / f32_sps, 100.0 * copy_seconds / seconds);
       std::fflush(stdout);
     }

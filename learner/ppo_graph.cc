@@ -191,6 +191,10 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
             continue;
           }
           graph_captured_ = true;
+          RL_LOG_INFO(
+              "ppo.cuda_graphs: the minibatch step is captured in a CUDA "
+              "graph on {}; later minibatches replay it",
+              policy_->device().str());
           graph_generation_ = adam_.generation();
           graph_addresses_ = GraphTensorAddresses();
         }

@@ -17,6 +17,7 @@
 #include "common/status.h"
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
+#include "learner/gae_tensors.h"
 #include "learner/rollout_check.h"
 #include "policy/compute_device.h"
 #include "policy/torch_status.h"
@@ -117,17 +118,24 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
   Plan plan;
-  // GAE on the host buffers (the rollout is CPU-resident).
+  // GAE where the rollout is: the host loop over a CPU-resident one, tensor
+  // kernels on the device over one collected there (actor/device_collector).
   const auto gae_start = std::chrono::steady_clock::now();
-  plan.advantages = torch::empty({batch});
-  plan.returns = torch::empty({batch});
   const Rollout& r = rollout;
-  ComputeGae(
-      {T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
-       r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
-       r.truncated.data_ptr<uint8_t>(), r.truncated_values.data_ptr<float>()},
-      config_.gamma(), config_.gae_lambda(), plan.advantages.data_ptr<float>(),
-      plan.returns.data_ptr<float>());
+  if (r.rewards.is_cpu()) {
+    plan.advantages = torch::empty({batch});
+    plan.returns = torch::empty({batch});
+    ComputeGae(
+        {T, E, r.rewards.data_ptr<float>(), r.values.data_ptr<float>(),
+         r.next_values.data_ptr<float>(), r.terminated.data_ptr<uint8_t>(),
+         r.truncated.data_ptr<uint8_t>(), r.truncated_values.data_ptr<float>()},
+        config_.gamma(), config_.gae_lambda(),
+        plan.advantages.data_ptr<float>(), plan.returns.data_ptr<float>());
+  } else {
+    std::tie(plan.advantages, plan.returns) = ComputeGaeTensors(
+        r.rewards, r.values, r.next_values, r.terminated, r.truncated,
+        r.truncated_values, config_.gamma(), config_.gae_lambda());
+  }
   plan.gae_seconds = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - gae_start)
                          .count();
@@ -187,7 +195,8 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
   double* v = sums.data_ptr<double>();
   v[0] = static_cast<double>(plan.minibatch);
   if (normalize) {
-    const float* adv = plan.advantages.data_ptr<float>();
+    const torch::Tensor host_advantages = plan.advantages.cpu();
+    const float* adv = host_advantages.data_ptr<float>();
     for (int e = 0; e < num_epochs; ++e) {
       const int64_t* order = plan.orders[e].data_ptr<int64_t>();
       for (int64_t m = 0; m < num_minibatches; ++m) {

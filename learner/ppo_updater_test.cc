@@ -287,7 +287,7 @@ TEST(PpoUpdaterTest, MisshapedBatchIsAnErrorStatusNamingTheShapes) {
   strided.rewards = strided.rewards.t().contiguous().t();
   update = updater.Update(strided, 0);
   EXPECT_THAT(std::string(update.status().message()),
-              HasSubstr("rollout.rewards: must be a contiguous CPU tensor"));
+              HasSubstr("rollout.rewards: must be a contiguous tensor on cpu"));
 
   EXPECT_TRUE(Unchanged(bandit.policy, before));
 }

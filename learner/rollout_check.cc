@@ -75,7 +75,14 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
     return absl::InvalidArgumentError(
         "rollout.initial_state: this policy has no recurrent core");
   }
-  // GAE reads these through raw pointers.
+  // GAE reads these through raw pointers on the host, or as tensors on
+  // the policy's device (a rollout collected there).
+  const torch::Device where = r.rewards.device();
+  if (!where.is_cpu() && where != policy.device()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollout: on ", where.str(), ", the policy on ", policy.device().str(),
+        " (a rollout lies on the host or on the policy's device)"));
+  }
   for (const auto& [name, tensor] :
        {std::pair<const char*, const torch::Tensor*>{"rollout.rewards",
                                                      &r.rewards},
@@ -84,9 +91,10 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
         {"rollout.terminated", &r.terminated},
         {"rollout.truncated", &r.truncated},
         {"rollout.truncated_values", &r.truncated_values}}) {
-    if (!tensor->is_cpu() || !tensor->is_contiguous()) {
+    if (tensor->device() != where || !tensor->is_contiguous()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(name, ": must be a contiguous CPU tensor"));
+          absl::StrCat(name, ": must be a contiguous tensor on ", where.str(),
+                       " (as rollout.rewards)"));
     }
   }
   const std::pair<const char*, const torch::Tensor*> floats[] = {
@@ -108,7 +116,8 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
           checks.push_back(
               ((r.actions >= 0) & (r.actions < c.num_actions)).all());
         } else if (policy.multi_discrete()) {
-          const torch::Tensor nvec = torch::tensor(c.action_nvec);
+          const torch::Tensor nvec =
+              torch::tensor(c.action_nvec).to(r.actions.device());
           checks.push_back(((r.actions >= 0) & (r.actions < nvec)).all());
         } else {
           checks.push_back(torch::isfinite(r.actions).all());

@@ -285,10 +285,13 @@ absl::StatusOr<void*> LoadGpuExtension(const std::string& library,
     const fs::path self = fs::read_symlink("/proc/self/exe", error);
     if (!error) {
       tried.push_back((self.parent_path() / library).string());
-      // bazel-bin's layout: the libraries sit in learner/, beside
-      // learner_main, and other binaries (trainer/rl_local) look there.
-      tried.push_back(
-          (self.parent_path().parent_path() / "learner" / library).string());
+      // bazel-bin's layout: the libraries sit in learner/ (beside
+      // learner_main) and envs/, and other binaries (trainer/rl_local)
+      // look there.
+      for (const char* dir : {"learner", "envs"}) {
+        tried.push_back(
+            (self.parent_path().parent_path() / dir / library).string());
+      }
     }
     std::vector<std::string> errors;
     for (const std::string& path : tried) {

@@ -81,7 +81,8 @@ absl::StatusOr<int> CudaComputeCapabilityMajor(int index);
 // A symbol of a library built against LibTorch's CUDA library (with
 // --config=cuda: learner/libnccl_backend.so, learner/libcuda_graph.so),
 // loaded once after LoadCudaRuntime() from $RL_GPU_LIBRARY_PATH, else from
-// beside the running binary, else from ../learner/ (bazel-bin's layout).
+// beside the running binary, else from ../learner/ or ../envs/ (bazel-bin's
+// layout).
 // FAILED_PRECONDITION naming why not (the CUDA runtime's reason, or each place
 // tried).
 absl::StatusOr<void*> LoadGpuExtension(const std::string& library,

@@ -32,6 +32,19 @@ struct Rollout {
   // where step t - 1 ended an episode (terminated or truncated).
   torch::Tensor initial_state;
 
+  // A copy on `device` (each defined tensor).
+  Rollout To(torch::Device device) const {
+    Rollout r = *this;
+    for (torch::Tensor* t :
+         {&r.observations, &r.actions, &r.log_probs, &r.values, &r.rewards,
+          &r.terminated, &r.truncated, &r.truncated_values,
+          &r.next_observations, &r.next_values, &r.action_masks,
+          &r.initial_state}) {
+      if (t->defined()) *t = t->to(device);
+    }
+    return r;
+  }
+
   int64_t num_steps() const { return rewards.size(0); }
   int64_t num_envs() const { return rewards.size(1); }
 

@@ -10,7 +10,9 @@
 # The binaries link the CPU half of LibTorch TORCH_VERSION (downloaded here
 # once, headers and libraries only) and, at run time, the GPU machine's own
 # torch of that version with its CUDA wheels (policy/cuda_runtime.h), so
-# nothing of CUDA travels. Debian's libraries they need (gRPC, protobuf,
+# nothing of CUDA travels. libcuda_graph.so (ppo.cuda_graphs) compiles
+# against the CUDA toolkit here where its version is the one that torch was
+# built for (torch 2.11.0 and CUDA 13.0), and travels beside the binaries. Debian's libraries they need (gRPC, protobuf,
 # Abseil, spdlog, SQLite...) travel in BUNDLE_DIR/lib.
 # Builds under its own --output_base: the main cache stays the pinned torch's.
 set -euo pipefail
@@ -39,7 +41,9 @@ TARGETS=(//trainer:rl_local //bench:device_bench //bench:cuda_env_bench
   //policy:cuda_runtime_test //policy:compute_device_test
   //policy:device_act_check_test //policy:device_transfer_test
   //learner:device_self_check_test //learner:learner_core_test
-  //envs:batched_env_cuda_test //policy:normalize_kernel_cuda_test)
+  //envs:batched_env_cuda_test //policy:normalize_kernel_cuda_test
+  //learner:libcuda_graph.so //envs:libcuda_envs.so
+  //bench:device_collect_bench)
 OUTPUT_BASE="${RL_GPU_BUNDLE_OUTPUT_BASE:-$CACHE/bazel}"
 echo "[gpu_bundle] building ${#TARGETS[@]} targets against torch $VERSION"
 LIBTORCH="$CACHE/torch" bazel --output_base="$OUTPUT_BASE" build \

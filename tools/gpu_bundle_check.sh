@@ -81,6 +81,10 @@ step "device_bench (cuda)" timeout 300 "$B/device_bench" --device=cuda --updates
 [[ "device_bench (cuda)" =~ $STEPS ]] && tail -14 "$REPORT"
 step "cuda_env_bench" timeout 120 "$B/cuda_env_bench"
 [[ "cuda_env_bench" =~ $STEPS ]] && tail -6 "$REPORT"
+# Envs, policy and update on the GPU (libcuda_envs.so beside the binary)
+# beside the host's envs, 8192 and 65536 CartPole envs.
+step "device_collect_bench" timeout 300 "$B/device_collect_bench" --device=cuda
+[[ "device_collect_bench" =~ $STEPS ]] && tail -10 "$REPORT"
 # Rollouts 4x larger (256 envs x 128 steps): minibatches of 8192 samples.
 step "device_bench (cuda, 256 envs)" timeout 300 "$B/device_bench" \
   --device=cuda --updates=3 --envs=256
@@ -94,15 +98,16 @@ run_file profile 's/learner_device: cpu/learner_device: cuda/; s/total_env_steps
 run_file cpu 's/learner_device: cpu/learner_device: cpu/'
 run_file cuda 's/learner_device: cpu/learner_device: cuda/'
 run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: bfloat16/'
-run_file cuda_f32 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: float32/'
+run_file cuda_nographs 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  cuda_graphs: "off"/'
 run_file cuda_both 's/learner_device: cpu/learner_device: cuda/; s/actor_device: cpu/actor_device: cuda/'
-# precision auto is float32 for CartPole's MLP (bfloat16 is for CNNs), so
-# "cuda" and "cuda_f32" differ only in asking.
-for r in cpu cuda cuda_bf16 cuda_f32 cuda_both; do
+# precision auto is float32 for CartPole's MLP (bfloat16 is for CNNs), and
+# cuda_graphs auto then captures the minibatch step (libcuda_graph.so beside
+# rl_local): "cuda" is graphed, "cuda_nographs" is not.
+for r in cpu cuda cuda_nographs cuda_bf16 cuda_both; do
   step "CartPole, $r" timeout 300 "$B/rl_local" train --run="$WORK/$r.yaml" \
     --run_dir="$WORK/run-$r" --progress=false
   [[ "CartPole, $r" =~ $STEPS ]] &&
-    grep -h -i -E "solved|self-check|not solved|budget" "$REPORT" | tail -3
+    grep -h -i -E "solved|self-check|not solved|budget|cuda graph" "$REPORT" | tail -4
 done
 step "profile of 5 CUDA updates" timeout 300 "$B/rl_local" train \
   --run="$WORK/profile.yaml" --run_dir="$WORK/profile" --resume=false \

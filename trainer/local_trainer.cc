@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
+#include "actor/device_collector.h"
 #include "common/status.h"
 #include "envs/env_plugin.h"
 #include "learner/checkpoint.h"
@@ -44,9 +45,12 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   ASSIGN_OR_RETURN(const torch::Device acting_device,
                    ResolveComputeDevice(spec.resources().actor_device(),
                                         "resources.actor_device", "rl_local"));
-  ASSIGN_OR_RETURN(auto collector,
-                   RolloutCollector::Create(spec, spec.seed(),
-                                            std::max(1, options.env_threads)));
+  // Built-in envs act on a GPU with the policy (DeviceCollector); the
+  // others step on the host.
+  ASSIGN_OR_RETURN(
+      auto collector,
+      CreateSegmentCollector(spec, spec.seed(),
+                             std::max(1, options.env_threads), acting_device));
   const ActorCriticConfig config = collector->NetworkConfig(spec);
   // A CUDA device's first use in this process checks itself.
   RETURN_IF_ERROR(CheckDeviceOnFirstUse(config, spec.ppo(), device));
@@ -79,7 +83,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
 }
 
 LocalTrainer::LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
-                           std::unique_ptr<RolloutCollector> collector,
+                           std::unique_ptr<SegmentCollector> collector,
                            ActorCritic policy, ActorCritic learner_policy,
                            std::unique_ptr<PpoUpdater> updater, Rollout rollout)
     : spec_(spec),
@@ -106,8 +110,15 @@ absl::Status LocalTrainer::Step() {
   const double collect_seconds = SecondsSince(start);
 
   start = Clock::now();
-  absl::StatusOr<UpdateStats> update =
-      updater_->Update(rollout_, progress_.env_steps);
+  // A rollout collected on one GPU for a learner elsewhere goes there whole
+  // (one on the host is the learner's to copy, packed).
+  const torch::Device learner_device = learner_policy_->device();
+  const torch::Device rollout_device = rollout_.rewards.device();
+  absl::StatusOr<UpdateStats> update = updater_->Update(
+      rollout_device.is_cpu() || rollout_device == learner_device
+          ? rollout_
+          : rollout_.To(learner_device),
+      progress_.env_steps);
   if (!update.ok()) {
     return Prefixed(update.status(),
                     absl::StrCat("update ", progress_.updates + 1, " (after ",

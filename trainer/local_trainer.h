@@ -1,4 +1,5 @@
-// The one-process trainer: an actor's RolloutCollector and a learner's
+// The one-process trainer: an actor's collector (the host's, or built-in
+// envs with the policy on a GPU: actor/device_collector.h) and a learner's
 // PpoUpdater composed in-process (no network), driven by a RunSpec.
 //
 // Loop: collect one segment (T x E steps) -> PPO update -> progress,
@@ -13,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "actor/rollout_collector.h"
+#include "actor/segment_collector.h"
 #include "learner/ppo_updater.h"
 #include "learner/return_window.h"
 #include "policy/actor_critic.h"
@@ -94,13 +95,13 @@ class LocalTrainer {
 
  private:
   LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
-               std::unique_ptr<RolloutCollector> collector, ActorCritic policy,
+               std::unique_ptr<SegmentCollector> collector, ActorCritic policy,
                ActorCritic learner_policy, std::unique_ptr<PpoUpdater> updater,
                Rollout rollout);
 
   RunSpec spec_;
   TrainerOptions options_;
-  std::unique_ptr<RolloutCollector> collector_;
+  std::unique_ptr<SegmentCollector> collector_;
   // Acts (on resources.actor_device; the envs step on the CPU).
   ActorCritic policy_{nullptr};
   // Trained (resources.learner_device): policy_ itself on the same device,

@@ -77,7 +77,60 @@ cc_library(
 # compiles against the runtime it will run with.
 _CUDA_WHEELS = ["cuda_runtime", "cublas", "cusparse", "cusolver", "nccl", "nvtx"]
 
+def _toolkit_cuda_version(rctx, cuda_home):
+    """The CUDA toolkit's "major.minor" from its cuda.h, or None."""
+    header = rctx.path(cuda_home + "/include/cuda.h")
+    if not header.exists:
+        return None
+    for line in rctx.read(header).splitlines():
+        if line.startswith("#define CUDA_VERSION "):
+            n = int(line.split(" ")[2])
+            return "%d.%d" % (n // 1000, (n % 1000) // 10)
+    return None
+
+def _torch_cuda_from_toolkit(rctx, root):
+    """A LibTorch root ($LIBTORCH, e.g. tools/gpu_bundle.sh's) built for the
+    CUDA toolkit installed here ($CUDA_HOME, else /usr/local/cuda), same
+    major.minor: its CUDA headers are then the ones that torch was built
+    with. Returns the BUILD text, or None where they do not agree."""
+    version_py = root.lib.dirname.get_child("version.py")
+    if root.kind != "LIBTORCH" or not version_py.exists:
+        return None
+    torch_cuda = None
+    for line in rctx.read(version_py).splitlines():
+        if line.startswith("cuda") and "'" in line:
+            torch_cuda = line.split("'")[1]
+    cuda_home = rctx.os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    if not torch_cuda or _toolkit_cuda_version(rctx, cuda_home) != torch_cuda:
+        return None
+    if not root.lib.get_child("libtorch_cuda.so").exists:
+        return None
+    rctx.symlink(rctx.path(cuda_home + "/include"), "cudatk/include")
+    return """
+# LibTorch's CUDA library and the headers of the CUDA {version} toolkit at
+# {home}, the version this LibTorch was built for.
+cc_library(
+    name = "torch_cuda",
+    hdrs = glob(["cudatk/include/**/*.h", "cudatk/include/**/*.hpp"]),
+    includes = ["cudatk/include"],
+    defines = ["USE_C10D_NCCL", "USE_CUDA"],
+    linkopts = [
+        "-L{lib}",
+        "-Wl,--push-state,--no-as-needed",
+        "-ltorch_cuda",
+        "-lc10_cuda",
+        "-Wl,--pop-state",
+        "-L{home}/lib64",
+        "-l:libcudart.so.{major}",
+    ],
+    deps = [":libtorch"],
+)
+""".format(version = torch_cuda, home = cuda_home, lib = root.lib, major = torch_cuda.split(".")[0])
+
 def _torch_cuda_build(rctx, root):
+    from_toolkit = _torch_cuda_from_toolkit(rctx, root)
+    if from_toolkit:
+        return from_toolkit
     nvidia = root.lib.dirname.dirname.get_child("nvidia")
     missing = [w for w in _CUDA_WHEELS if not nvidia.get_child(w).get_child("include").exists]
     cuda_lib = root.lib.get_child("libtorch_cuda.so")
@@ -124,6 +177,6 @@ cc_library(
 
 libtorch_repository = repository_rule(
     implementation = _libtorch_repository_impl,
-    environ = ["LIBTORCH", "RL_VENV"],
+    environ = ["LIBTORCH", "RL_VENV", "CUDA_HOME"],
     local = True,
 )

@@ -1,0 +1,259 @@
+#include "actor/device_collector.h"
+
+#include <ATen/detail/CUDAHooksInterface.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "envs/env_registry.h"
+#include "policy/torch_status.h"
+#include "runspec/policy_rules.h"
+
+namespace rl {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+at::Generator SamplingGenerator(uint64_t seed, const torch::Device& device) {
+  if (device.is_cuda()) {
+    at::Generator generator =
+        at::detail::getCUDAHooks().getNewGenerator(device.index());
+    generator.set_current_seed(SamplingSeed(seed));
+    return generator;
+  }
+  return at::make_generator<at::CPUGeneratorImpl>(SamplingSeed(seed));
+}
+
+}  // namespace
+
+absl::Status DeviceCollector::Supports(const RunSpec& spec) {
+  if (!spec.env().plugin().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.plugin: ", spec.env().plugin(),
+        ": only built-in envs step on the device; a plugin's envs step on "
+        "the host, with the policy on the device"));
+  }
+  if (RecurrentStateSize(spec.policy()) > 0) {
+    return absl::InvalidArgumentError(
+        "policy.core: a recurrent policy collects with its envs on the host "
+        "for now");
+  }
+  if (spec.ppo().normalize_rewards()) {
+    return absl::InvalidArgumentError(
+        "ppo.normalize_rewards: the reward scaler runs on the host; it "
+        "collects with its envs there for now");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DeviceCollector>> DeviceCollector::Create(
+    const RunSpec& spec, uint64_t seed, torch::Device device) {
+  RETURN_IF_ERROR(Supports(spec));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<DeviceEnvs> envs,
+      DeviceEnvs::Create(spec.env().id(), spec.envs_per_actor(), seed, device,
+                         spec.env().max_episode_steps()));
+  std::unique_ptr<DeviceCollector> collector(new DeviceCollector(
+      spec, std::move(envs), SamplingGenerator(seed, device)));
+  RETURN_IF_ERROR(collector->envs_->Reset(
+      collector->current_observations_.data_ptr<float>()));
+  return collector;
+}
+
+DeviceCollector::DeviceCollector(const RunSpec& spec,
+                                 std::unique_ptr<DeviceEnvs> envs,
+                                 at::Generator generator)
+    : envs_(std::move(envs)),
+      num_steps_(spec.segment_length()),
+      num_envs_(spec.envs_per_actor()),
+      generator_(std::move(generator)) {
+  const auto on = torch::TensorOptions().device(envs_->device());
+  const int64_t obs = envs_->spec().observation_size();
+  current_observations_ = torch::zeros({num_envs_, obs}, on);
+  final_observations_ = torch::zeros({num_steps_, num_envs_, obs}, on);
+  episode_return_rows_ = torch::zeros({num_steps_, num_envs_}, on);
+  episode_length_rows_ =
+      torch::zeros({num_steps_, num_envs_}, on.dtype(torch::kInt32));
+}
+
+ActorCriticConfig DeviceCollector::NetworkConfig(const RunSpec& spec) const {
+  return MakeActorCriticConfig(envs_->spec(), spec.policy(), spec.ppo());
+}
+
+Rollout DeviceCollector::AllocateRollout() const {
+  const EnvSpec& env = envs_->spec();
+  return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
+                           env.continuous_action_size(), 0,
+                           env.action_nvec_size(), torch::kFloat32, 0)
+      .To(envs_->device());
+}
+
+absl::Status DeviceCollector::Collect(ActorCritic& policy, Rollout* rollout,
+                                      CollectTimings* timings) {
+  return CatchTorchErrors("collecting a segment on the device", [&] {
+    return CollectSegment(policy, rollout, timings);
+  });
+}
+
+absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
+                                             Rollout* rollout,
+                                             CollectTimings* timings) {
+  const torch::Device& device = envs_->device();
+  if (rollout->num_steps() != num_steps_ || rollout->num_envs() != num_envs_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rollout has shape [", rollout->num_steps(), ", ", rollout->num_envs(),
+        "], the run needs [", num_steps_, ", ", num_envs_, "]"));
+  }
+  for (const torch::Tensor* t :
+       {&rollout->observations, &rollout->actions, &rollout->log_probs,
+        &rollout->values, &rollout->rewards, &rollout->terminated,
+        &rollout->truncated, &rollout->truncated_values,
+        &rollout->next_observations, &rollout->next_values}) {
+    if (!t->is_contiguous() || t->device() != device) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rollout: the collector fills contiguous tensors on ",
+                       device.str(), " (AllocateRollout)"));
+    }
+  }
+  if (policy->device() != device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the policy is on ", policy->device().str(),
+                     ", the envs on ", device.str()));
+  }
+  c10::InferenceMode inference;
+  CollectTimings local;
+  const bool discrete = IsDiscrete(envs_->spec());
+  rollout->observations[0].copy_(current_observations_);
+  const int64_t obs_size = envs_->spec().observation_size();
+  const int64_t action_size =
+      discrete ? 1 : envs_->spec().continuous_action_size();
+  float* observations = rollout->observations.data_ptr<float>();
+  float* rewards = rollout->rewards.data_ptr<float>();
+  uint8_t* terminated = rollout->terminated.data_ptr<uint8_t>();
+  uint8_t* truncated_rows = rollout->truncated.data_ptr<uint8_t>();
+  float* final_observations = final_observations_.data_ptr<float>();
+  float* episode_returns = episode_return_rows_.data_ptr<float>();
+  int32_t* episode_lengths = episode_length_rows_.data_ptr<int32_t>();
+  char* actions = static_cast<char*>(rollout->actions.data_ptr());
+  const int64_t action_bytes =
+      action_size * (discrete ? sizeof(int64_t) : sizeof(float));
+
+  for (int64_t t = 0; t < num_steps_; ++t) {
+    auto start = Clock::now();
+    const PolicyStep step =
+        policy->Act(rollout->observations[t], generator_, false);
+    rollout->actions[t].copy_(step.actions);
+    rollout->log_probs[t].copy_(step.log_probs);
+    rollout->values[t].copy_(step.values);
+    local.inference_seconds += SecondsSince(start);
+
+    start = Clock::now();
+    const int64_t row = t * num_envs_;
+    StepBuffers out;
+    out.observations = t + 1 < num_steps_
+                           ? observations + (row + num_envs_) * obs_size
+                           : rollout->next_observations.data_ptr<float>();
+    out.rewards = rewards + row;
+    out.terminated = terminated + row;
+    out.truncated = truncated_rows + row;
+    out.final_observations = final_observations + row * obs_size;
+    out.episode_returns = episode_returns + row;
+    out.episode_lengths = episode_lengths + row;
+    const absl::Status stepped = envs_->Step(actions + row * action_bytes, out);
+    local.env_seconds += SecondsSince(start);
+    RETURN_IF_ERROR(stepped);
+  }
+
+  auto start = Clock::now();
+  current_observations_.copy_(rollout->next_observations);
+  rollout->next_values.copy_(
+      policy->Value(rollout->next_observations, torch::Tensor()));
+  // Bootstrap values of truncated episodes: one forward over those rows
+  // (counting them is the segment's one synchronisation).
+  rollout->truncated_values.zero_();
+  const torch::Tensor truncated = rollout->truncated.to(torch::kBool);
+  const torch::Tensor final_obs = final_observations_.index({truncated});
+  if (final_obs.size(0) > 0) {
+    rollout->truncated_values.index_put_(
+        {truncated}, policy->Value(final_obs, torch::Tensor()));
+  }
+  // The episodes that ended (a built-in env reports a length exactly
+  // there), in the host collector's order.
+  const torch::Tensor ended = episode_length_rows_ > 0;
+  const torch::Tensor returns = episode_return_rows_.masked_select(ended).cpu();
+  const torch::Tensor lengths = episode_length_rows_.masked_select(ended).cpu();
+  local.inference_seconds += SecondsSince(start);
+  episode_returns_.assign(returns.data_ptr<float>(),
+                          returns.data_ptr<float>() + returns.numel());
+  episode_lengths_.assign(lengths.data_ptr<int32_t>(),
+                          lengths.data_ptr<int32_t>() + lengths.numel());
+  if (timings != nullptr) {
+    timings->env_seconds += local.env_seconds;
+    timings->inference_seconds += local.inference_seconds;
+  }
+  return absl::OkStatus();
+}
+
+std::map<std::string, torch::Tensor> DeviceCollector::SaveState() const {
+  std::map<std::string, torch::Tensor> state =
+      envs_->SaveState("collector.device_env.");
+  state["collector.observations"] =
+      current_observations_.to(torch::TensorOptions().device(torch::kCPU),
+                               /*non_blocking=*/false, /*copy=*/true);
+  state["collector.generator"] = generator_.get_state();
+  return state;
+}
+
+absl::Status DeviceCollector::RestoreState(
+    const std::map<std::string, torch::Tensor>& state) {
+  RETURN_IF_ERROR(envs_->RestoreState(state, "collector.device_env."));
+  auto obs = state.find("collector.observations");
+  auto generator = state.find("collector.generator");
+  if (obs == state.end() || generator == state.end()) {
+    return absl::InvalidArgumentError(
+        "checkpoint state has no collector.observations or "
+        "collector.generator");
+  }
+  if (!obs->second.sizes().equals(current_observations_.sizes()) ||
+      obs->second.scalar_type() != torch::kFloat32) {
+    return absl::InvalidArgumentError(
+        "checkpoint observations do not fit this run's environments (shape "
+        "or dtype)");
+  }
+  torch::NoGradGuard no_grad;
+  current_observations_.copy_(obs->second);
+  generator_.set_state(generator->second);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
+    const RunSpec& spec, uint64_t seed, int env_threads,
+    torch::Device acting_device, const std::vector<std::string>& plugin_dirs) {
+  if (acting_device.is_cuda()) {
+    const absl::Status supported = DeviceCollector::Supports(spec);
+    if (supported.ok()) {
+      RETURN_IF_ERROR(
+          CheckDeviceEnvsOnFirstUse(spec.env().id(), acting_device));
+      ASSIGN_OR_RETURN(std::unique_ptr<DeviceCollector> collector,
+                       DeviceCollector::Create(spec, seed, acting_device));
+      RL_LOG_INFO("{} x {} envs step on {} with the policy", spec.env().id(),
+                  spec.envs_per_actor(), acting_device.str());
+      return collector;
+    }
+    RL_LOG_INFO("the envs step on the host, the policy acts on {}: {}",
+                acting_device.str(), std::string(supported.message()));
+  }
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<RolloutCollector> collector,
+      RolloutCollector::Create(spec, seed, env_threads, plugin_dirs));
+  return collector;
+}
+
+}  // namespace rl

@@ -1,0 +1,199 @@
+// Collection with the built-in envs, the policy and the rollout on one
+// device (actor/device_collector.h), and training end to end (collect, then
+// the PPO update on the same device), beside the host's collector (envs on
+// the CPU, inference on the device: what a plugin env does), in one run.
+// CartPole-v1, the default MLP (64x64), one segment of --steps per update,
+// 4 epochs x 4 minibatches.
+//
+//   bazel run --config=opt --config=cuda //bench:device_collect_bench --
+//       [--device=cuda] [--envs=8192,65536] [--steps=128] [--segments=4]
+//
+// On a GPU the env kernels come from libcuda_envs.so (beside the binary, in
+// ../envs/ or $RL_GPU_LIBRARY_PATH). Steps/s count env steps; "vs host" is
+// the ratio to the host collector at the same number of envs.
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "actor/device_collector.h"
+#include "actor/rollout_collector.h"
+#include "envs/env_registry.h"
+#include "learner/ppo_updater.h"
+#include "policy/actor_critic.h"
+#include "policy/compute_device.h"
+#include "policy/cuda_runtime.h"
+
+ABSL_FLAG(std::string, device, "",
+          "cpu, cuda or cuda:N (default: cuda where one is visible)");
+ABSL_FLAG(std::string, envs, "8192,65536", "envs per collector, a list");
+ABSL_FLAG(int, steps, 128, "steps per env per segment");
+ABSL_FLAG(int, segments, 4, "timed segments per case (after one warm-up)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void Synchronize(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+rl::RunSpec Spec(int64_t envs, int64_t steps, const char* cuda_graphs) {
+  rl::RunSpec spec;
+  spec.mutable_env()->set_id("CartPole-v1");
+  if (absl::Status resolved = rl::ResolveEnvSpec(spec.mutable_env());
+      !resolved.ok()) {
+    std::fprintf(stderr, "%s\n", resolved.ToString().c_str());
+    std::exit(1);
+  }
+  spec.set_envs_per_actor(static_cast<int>(envs));
+  spec.set_segment_length(static_cast<int>(steps));
+  rl::PPOConfig& ppo = *spec.mutable_ppo();
+  ppo.set_learning_rate(2.5e-4f);
+  ppo.set_gamma(0.99f);
+  ppo.set_gae_lambda(0.95f);
+  ppo.set_num_epochs(4);
+  ppo.set_num_minibatches(4);
+  ppo.set_clip_coef(0.2f);
+  ppo.set_value_coef(0.5f);
+  ppo.set_entropy_coef(0.01f);
+  ppo.set_max_grad_norm(0.5f);
+  ppo.set_normalize_advantages(true);
+  ppo.set_cpu_kernels("libtorch");
+  ppo.set_precision("float32");
+  ppo.set_cuda_graphs(cuda_graphs);
+  return spec;
+}
+
+struct Result {
+  double steps_per_second = 0;
+  double mean_return = 0;  // of the episodes in the last segment
+  std::string error;
+};
+
+// `segments` timed segments (after a warm-up) of `collector`, each followed
+// by an update where `train`.
+template <typename Collector>
+Result Run(Collector& collector, const rl::RunSpec& spec,
+           const torch::Device& device, int segments, bool train) {
+  Result result;
+  auto policy = rl::CreateSeededActorCritic(collector.NetworkConfig(spec), 1);
+  if (!policy.ok()) {
+    result.error = policy.status().ToString();
+    return result;
+  }
+  (*policy)->to(device);
+  rl::PpoUpdater updater(*policy, spec.ppo(), int64_t{1} << 40, 1);
+  rl::Rollout rollout = collector.AllocateRollout();
+  const int64_t steps = rollout.num_steps() * rollout.num_envs();
+  Clock::time_point start;
+  for (int s = 0; s <= segments; ++s) {
+    if (s == 1) {
+      Synchronize(device);
+      start = Clock::now();
+    }
+    absl::Status status = collector.Collect(*policy, &rollout);
+    if (status.ok() && train)
+      status = updater.Update(rollout, s * steps).status();
+    if (!status.ok()) {
+      result.error = status.ToString();
+      return result;
+    }
+  }
+  Synchronize(device);
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count();
+  result.steps_per_second = segments * steps / seconds;
+  double sum = 0;
+  for (float r : collector.episode_returns()) sum += r;
+  if (!collector.episode_returns().empty()) {
+    result.mean_return = sum / collector.episode_returns().size();
+  }
+  return result;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  rl::PrepareCudaRuntime();
+  torch::set_num_threads(1);
+  std::string name = absl::GetFlag(FLAGS_device);
+  if (name.empty()) name = rl::VisibleCudaDevices().empty() ? "cpu" : "cuda";
+  auto device = rl::ResolveComputeDevice(name, "--device", "bench");
+  if (!device.ok()) {
+    std::fprintf(stderr, "%s\n",
+                 std::string(device.status().message()).c_str());
+    return 2;
+  }
+  const int64_t steps = absl::GetFlag(FLAGS_steps);
+  const int segments = absl::GetFlag(FLAGS_segments);
+  std::printf(
+      "CartPole-v1 on %s: %lld steps per segment, %d timed segments per case "
+      "(after one warm-up), MLP 64x64, 4 epochs x 4 minibatches per update, "
+      "1 LibTorch CPU thread, 1 host env thread\n",
+      device->str().c_str(), static_cast<long long>(steps), segments);
+  std::printf("%8s  %-38s %14s %9s %12s\n", "envs", "case", "env steps/s",
+              "vs host", "mean return");
+  for (absl::string_view text :
+       absl::StrSplit(absl::GetFlag(FLAGS_envs), ',')) {
+    int64_t envs = 0;
+    if (!absl::SimpleAtoi(text, &envs) || envs < 1) {
+      std::fprintf(stderr, "--envs: %s is not a count\n",
+                   std::string(text).c_str());
+      return 2;
+    }
+    double host_sps = 0;
+    auto print = [&](const char* label, const Result& r) {
+      if (!r.error.empty()) {
+        std::printf("%8lld  %-38s FAILED: %s\n", static_cast<long long>(envs),
+                    label, r.error.c_str());
+        return;
+      }
+      std::printf("%8lld  %-38s %14.0f %8.2fx %12.1f\n",
+                  static_cast<long long>(envs), label, r.steps_per_second,
+                  host_sps > 0 ? r.steps_per_second / host_sps : 1.0,
+                  r.mean_return);
+      std::fflush(stdout);
+    };
+    {
+      const rl::RunSpec spec = Spec(envs, steps, "off");
+      auto host = rl::RolloutCollector::Create(spec, 1, 1);
+      if (!host.ok()) {
+        std::fprintf(stderr, "%s\n", host.status().ToString().c_str());
+        return 1;
+      }
+      const Result r = Run(**host, spec, *device, segments, false);
+      host_sps = r.error.empty() ? r.steps_per_second : 0;
+      print("collect: host envs, policy on device", r);
+    }
+    const struct {
+      const char* label;
+      bool train;
+      const char* cuda_graphs;
+    } cases[] = {
+        {"collect: envs + policy on device", false, "off"},
+        {"train: collect + update, eager", true, "off"},
+        {"train: collect + update, CUDA graph", true, "on"},
+    };
+    for (const auto& c : cases) {
+      if (!device->is_cuda() && std::string(c.cuda_graphs) == "on") continue;
+      const rl::RunSpec spec = Spec(envs, steps, c.cuda_graphs);
+      auto collector = rl::DeviceCollector::Create(spec, 1, *device);
+      if (!collector.ok()) {
+        print(c.label, Result{0, 0, collector.status().ToString()});
+        continue;
+      }
+      print(c.label, Run(**collector, spec, *device, segments, c.train));
+    }
+  }
+  return 0;
+}
