@@ -109,6 +109,25 @@ for r in cpu cuda cuda_nographs cuda_bf16 cuda_both; do
   [[ "CartPole, $r" =~ $STEPS ]] &&
     grep -h -i -E "solved|self-check|not solved|budget|cuda graph" "$REPORT" | tail -4
 done
+# GPU scale: 8192 CartPole envs stepping on the GPU with the policy, the
+# update there too (examples/cartpole_gpu.yaml), three seeds.
+for seed in 1 2 3; do
+  sed "s/^seed: 1$/seed: $seed/" examples/cartpole_gpu.yaml >"$WORK/gpu$seed.yaml"
+  step "CartPole at GPU scale, seed $seed" timeout 300 "$B/rl_local" train \
+    --run="$WORK/gpu$seed.yaml" --run_dir="$WORK/run-gpu$seed" --progress=false
+  [[ "CartPole at GPU scale, seed $seed" =~ $STEPS ]] &&
+    grep -h -i -E "solved|self-check|not solved|budget|step on" "$REPORT" | tail -4
+done
+step "profile of 3 GPU-scale updates" timeout 300 "$B/rl_local" train \
+  --run="$WORK/gpu1.yaml" --run_dir="$WORK/profile-gpu" --resume=false \
+  --progress=false --profile=3 --profile_output="$REPORT_DIR/gpu_scale_profile.json"
+if [[ -f "$REPORT_DIR/gpu_scale_profile.json" ]]; then
+  step "trace summary (GPU scale)" "${PYTHON:-python3}" \
+    "$(dirname "$0")/trace_summary.py" "$REPORT_DIR/gpu_scale_profile.json"
+  gzip -f "$REPORT_DIR/gpu_scale_profile.json"
+  [[ "trace summary (GPU scale)" =~ $STEPS ]] &&
+    sed -n '/== trace summary (GPU scale)/,$p' "$REPORT" | head -30
+fi
 step "profile of 5 CUDA updates" timeout 300 "$B/rl_local" train \
   --run="$WORK/profile.yaml" --run_dir="$WORK/profile" --resume=false \
   --progress=false --profile=5 --profile_output="$REPORT_DIR/gpu_profile.json"
