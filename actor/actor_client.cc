@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "actor/collect_metrics.h"
+#include "actor/device_collector.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
 #include "common/grpc_util.h"
@@ -20,6 +21,7 @@
 #include "envs/env_registry.h"
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
+#include "policy/device_transfer.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "policy/step_profiler.h"
@@ -97,6 +99,22 @@ ChannelOptions LearnerChannelOptions(std::shared_ptr<const Security> security) {
   return options;
 }
 
+// `rollout` on the host: itself, or a packed copy of one on a device.
+Rollout HostRollout(const Rollout& rollout) {
+  if (rollout.rewards.is_cpu()) return rollout;
+  Rollout host = rollout;
+  std::vector<torch::Tensor*> fields = {
+      &host.observations, &host.actions,          &host.log_probs,
+      &host.values,       &host.rewards,          &host.terminated,
+      &host.truncated,    &host.truncated_values, &host.next_observations,
+      &host.next_values,  &host.action_masks,     &host.initial_state};
+  std::vector<torch::Tensor> on_device;
+  for (torch::Tensor* t : fields) on_device.push_back(*t);
+  const std::vector<torch::Tensor> copied = ToHost(on_device);
+  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = copied[i];
+  return host;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
@@ -106,8 +124,9 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
   }
   // Specs arrive resolved (runspec/): checked, never filled in again.
   RETURN_IF_ERROR(CheckResolvedEnvSpec(options.spec.env()));
-  // Inference on the device (the envs step on the CPU); its first use in
-  // this process checks itself against the CPU.
+  // Inference on the device, with the built-in envs there too (else they
+  // step on the host); its first use in this process checks itself against
+  // the CPU.
   ASSIGN_OR_RETURN(
       const torch::Device device,
       ResolveComputeDevice(options.spec.resources().actor_device(),
@@ -135,9 +154,9 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
   ASSIGN_OR_RETURN(std::unique_ptr<SegmentWindow> window,
                    SegmentWindow::Create(window_options));
   ASSIGN_OR_RETURN(
-      std::unique_ptr<RolloutCollector> collector,
-      RolloutCollector::Create(options.spec, seed, options.env_threads,
-                               options.env_plugin_dirs));
+      std::unique_ptr<SegmentCollector> collector,
+      CreateSegmentCollector(options.spec, seed, options.env_threads, device,
+                             options.env_plugin_dirs));
   RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(
       collector->NetworkConfig(options.spec), device));
   return std::unique_ptr<ActorClient>(new ActorClient(
@@ -145,7 +164,7 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
 }
 
 ActorClient::ActorClient(const ActorOptions& options, torch::Device device,
-                         std::unique_ptr<RolloutCollector> collector,
+                         std::unique_ptr<SegmentCollector> collector,
                          std::unique_ptr<SegmentWindow> window)
     : options_(options),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
@@ -408,8 +427,10 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   segment->set_actor_incarnation(window_->incarnation());
   segment->set_policy_version(handoff.policy_version);
   *segment->mutable_env() = env_spec_;
+  // A segment collected on a GPU comes to the host in one packed copy, on
+  // this sender thread while the collector fills the other buffer.
   const absl::Status status =
-      EncodeSegment(buffers_[handoff.buffer], segment.get());
+      EncodeSegment(HostRollout(buffers_[handoff.buffer]), segment.get());
   segment->mutable_episode_returns()->Add(handoff.episode_returns.begin(),
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),

@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "actor/rollout_collector.h"
+#include "actor/segment_collector.h"
 #include "actor/segment_window.h"
 #include "common/backoff.h"
 #include "common/raw_client_stream.h"
@@ -156,7 +156,7 @@ class ActorClient {
   };
 
   ActorClient(const ActorOptions& options, torch::Device device,
-              std::unique_ptr<RolloutCollector> collector,
+              std::unique_ptr<SegmentCollector> collector,
               std::unique_ptr<SegmentWindow> window);
 
   absl::Status StepLoop() ABSL_LOCKS_EXCLUDED(mu_);
@@ -207,7 +207,7 @@ class ActorClient {
   // The actors streaming to this actor's learner rank (actor a streams to
   // rank a % num_learners): about as many segments as each update takes.
   const int actors_per_learner_;
-  std::unique_ptr<RolloutCollector> collector_;
+  std::unique_ptr<SegmentCollector> collector_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<LearnerService::Stub> stub_;
   // Buffer i is written by the step loop while free_[i], read by the sender

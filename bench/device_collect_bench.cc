@@ -10,7 +10,9 @@
 //
 // On a GPU the env kernels come from libcuda_envs.so (beside the binary, in
 // ../envs/ or $RL_GPU_LIBRARY_PATH). Steps/s count env steps; "vs host" is
-// the ratio to the host collector at the same number of envs.
+// the ratio to the host's envs doing the same at the same number of envs
+// (collection alone, or collection and the update on the device, graphed
+// where the device is a GPU).
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
       "(after one warm-up), MLP 64x64, 4 epochs x 4 minibatches per update, "
       "1 LibTorch CPU thread, 1 host env thread\n",
       device->str().c_str(), static_cast<long long>(steps), segments);
-  std::printf("%8s  %-38s %14s %9s %12s\n", "envs", "case", "env steps/s",
+  std::printf("%8s  %-40s %14s %9s %12s\n", "envs", "case", "env steps/s",
               "vs host", "mean return");
   for (absl::string_view text :
        absl::StrSplit(absl::GetFlag(FLAGS_envs), ',')) {
@@ -151,48 +153,49 @@ int main(int argc, char** argv) {
                    std::string(text).c_str());
       return 2;
     }
-    double host_sps = 0;
+    // Each row against the host's envs doing the same (collect, or collect
+    // and update on the device: the path of a plugin env).
+    double baseline = 0;
     auto print = [&](const char* label, const Result& r) {
       if (!r.error.empty()) {
-        std::printf("%8lld  %-38s FAILED: %s\n", static_cast<long long>(envs),
+        std::printf("%8lld  %-40s FAILED: %s\n", static_cast<long long>(envs),
                     label, r.error.c_str());
         return;
       }
-      std::printf("%8lld  %-38s %14.0f %8.2fx %12.1f\n",
+      std::printf("%8lld  %-40s %14.0f %8.2fx %12.1f\n",
                   static_cast<long long>(envs), label, r.steps_per_second,
-                  host_sps > 0 ? r.steps_per_second / host_sps : 1.0,
+                  baseline > 0 ? r.steps_per_second / baseline : 1.0,
                   r.mean_return);
       std::fflush(stdout);
     };
-    {
-      const rl::RunSpec spec = Spec(envs, steps, "off");
-      auto host = rl::RolloutCollector::Create(spec, 1, 1);
-      if (!host.ok()) {
-        std::fprintf(stderr, "%s\n", host.status().ToString().c_str());
-        return 1;
-      }
-      const Result r = Run(**host, spec, *device, segments, false);
-      host_sps = r.error.empty() ? r.steps_per_second : 0;
-      print("collect: host envs, policy on device", r);
-    }
     const struct {
       const char* label;
+      bool on_device;
       bool train;
       const char* cuda_graphs;
     } cases[] = {
-        {"collect: envs + policy on device", false, "off"},
-        {"train: collect + update, eager", true, "off"},
-        {"train: collect + update, CUDA graph", true, "on"},
+        {"collect: host envs, policy on device", false, false, "off"},
+        {"collect: envs + policy on device", true, false, "off"},
+        {"train: host envs, update on device", false, true, "on"},
+        {"train: envs + policy + update on device", true, true, "on"},
+        {"  the same, update without CUDA graph", true, true, "off"},
     };
     for (const auto& c : cases) {
-      if (!device->is_cuda() && std::string(c.cuda_graphs) == "on") continue;
-      const rl::RunSpec spec = Spec(envs, steps, c.cuda_graphs);
-      auto collector = rl::DeviceCollector::Create(spec, 1, *device);
-      if (!collector.ok()) {
-        print(c.label, Result{0, 0, collector.status().ToString()});
-        continue;
+      const bool graphs = std::string(c.cuda_graphs) == "on";
+      const rl::RunSpec spec =
+          Spec(envs, steps, graphs && device->is_cuda() ? "on" : "off");
+      Result r;
+      if (c.on_device) {
+        auto collector = rl::DeviceCollector::Create(spec, 1, *device);
+        r = collector.ok() ? Run(**collector, spec, *device, segments, c.train)
+                           : Result{0, 0, collector.status().ToString()};
+      } else {
+        auto collector = rl::RolloutCollector::Create(spec, 1, 1);
+        r = collector.ok() ? Run(**collector, spec, *device, segments, c.train)
+                           : Result{0, 0, collector.status().ToString()};
+        baseline = r.error.empty() ? r.steps_per_second : 0;
       }
-      print(c.label, Run(**collector, spec, *device, segments, c.train));
+      print(c.label, r);
     }
   }
   return 0;

@@ -1,10 +1,14 @@
 #include "learner/ppo_updater.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -154,7 +158,31 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
   const int num_epochs = config_.num_epochs();
   plan.minibatch = batch / num_minibatches;
   plan.orders.reserve(num_epochs);
+  // A rollout collected on a GPU is shuffled there: a permutation of its
+  // 10^5-10^6 rows on the host costs more than its update. One draw of the
+  // host's stream seeds the device's, so a checkpoint's stream stays the
+  // host generator's alone.
+  const torch::Device where = rollout.rewards.device();
+  const bool shuffle_on_device = where.is_cuda() && !policy_->recurrent();
+  if (shuffle_on_device) {
+    uint64_t seed = 0;
+    {
+      std::lock_guard<std::mutex> lock(generator_.mutex());
+      seed = at::check_generator<at::CPUGeneratorImpl>(generator_)->random64();
+    }
+    if (!device_generator_.defined()) {
+      device_generator_ =
+          at::detail::getCUDAHooks().getNewGenerator(where.index());
+    }
+    device_generator_.set_current_seed(seed);
+  }
   for (int e = 0; e < num_epochs; ++e) {
+    if (shuffle_on_device) {
+      plan.orders.push_back(torch::randperm(
+          batch, device_generator_,
+          torch::TensorOptions().dtype(torch::kInt64).device(where)));
+      continue;
+    }
     if (!policy_->recurrent()) {
       plan.orders.push_back(torch::randperm(batch, generator_));
       continue;
@@ -198,7 +226,8 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
     const torch::Tensor host_advantages = plan.advantages.cpu();
     const float* adv = host_advantages.data_ptr<float>();
     for (int e = 0; e < num_epochs; ++e) {
-      const int64_t* order = plan.orders[e].data_ptr<int64_t>();
+      const torch::Tensor host_order = plan.orders[e].cpu();
+      const int64_t* order = host_order.data_ptr<int64_t>();
       for (int64_t m = 0; m < num_minibatches; ++m) {
         double sum = 0, sum_sq = 0;
         for (int64_t i = 0; i < plan.minibatch; ++i) {

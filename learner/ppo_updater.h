@@ -227,6 +227,8 @@ class PpoUpdater {
   std::unique_ptr<torch::optim::Adam> optimizer_;
   MultiTensorAdam adam_{optimizer_.get()};  // the LibTorch path's steps
   at::Generator generator_;
+  // Shuffles a rollout on a GPU, seeded from generator_ each update.
+  at::Generator device_generator_;
   Collective* collective_ = nullptr;
   // A gang's all-reduced observation moments of the update in progress
   // (undefined alone or without observation normalisation).

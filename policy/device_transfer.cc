@@ -75,4 +75,24 @@ std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
   return UnpackTensors(packed.to(device, /*non_blocking=*/true), host);
 }
 
+std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device) {
+  std::vector<torch::Tensor> bytes;
+  for (const torch::Tensor& t : device) {
+    if (!t.defined()) continue;
+    // Each tensor's bytes, padded to the packing's alignment.
+    const torch::Tensor flat = t.contiguous().view({-1}).view(torch::kUInt8);
+    bytes.push_back(flat);
+    const int64_t pad = Aligned(Bytes(t)) - Bytes(t);
+    if (pad > 0) bytes.push_back(torch::zeros({pad}, flat.options()));
+  }
+  if (bytes.empty()) return device;
+  const torch::Tensor packed = torch::cat(bytes);
+  torch::Tensor host =
+      torch::empty({packed.numel()}, torch::TensorOptions()
+                                         .dtype(torch::kUInt8)
+                                         .pinned_memory(packed.is_cuda()));
+  host.copy_(packed);
+  return UnpackTensors(host, device);
+}
+
 }  // namespace rl

@@ -18,6 +18,13 @@ namespace rl {
 std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
                                     torch::Device device);
 
+// The other way: tensors on one device back to the host in one transfer:
+// each one's bytes packed on the device (one concatenation), copied with one
+// device-to-host copy into page-locked memory, and handed back as views of
+// it. Waits for the copy (and so for what the stream ran before it). On the
+// CPU the tensors come back as copies.
+std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device);
+
 // The packing itself, shared by every device and tested on the CPU: each
 // defined tensor's bytes at a 64-byte aligned offset of one uint8 buffer
 // (page-locked where `pin`), and the views that undo it.

@@ -32,6 +32,35 @@ TEST(DeviceTransferTest, PackedTensorsComeBackWithTheirDtypesAndShapes) {
   }
 }
 
+// Back to the host in one packed copy: the same values, dtypes and shapes,
+// in copies of their own (here from the CPU, as from a GPU).
+TEST(DeviceTransferTest, ToHostCopiesEveryTensorInOnePiece) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  const std::vector<torch::Tensor> device = {
+      torch::randn({5, 3, 7}, gen),
+      torch::Tensor(),
+      torch::randint(0, 9, {5, 3}, gen, torch::kInt64),
+      torch::randint(0, 255, {3}, gen, torch::kUInt8),
+      torch::randn({4, 6}, gen).t(),
+      torch::zeros({0, 2}),
+  };
+  const std::vector<torch::Tensor> host = ToHost(device);
+  ASSERT_EQ(host.size(), device.size());
+  for (size_t i = 0; i < device.size(); ++i) {
+    SCOPED_TRACE(i);
+    ASSERT_EQ(host[i].defined(), device[i].defined());
+    if (!device[i].defined()) continue;
+    EXPECT_TRUE(host[i].is_cpu());
+    EXPECT_EQ(host[i].scalar_type(), device[i].scalar_type());
+    EXPECT_EQ(host[i].sizes(), device[i].sizes());
+    EXPECT_TRUE(torch::equal(host[i], device[i]));
+  }
+  // One buffer for all, apart from the originals.
+  EXPECT_EQ(host[0].storage().data(), host[2].storage().data());
+  device[0].fill_(7);
+  EXPECT_FALSE(torch::equal(host[0], device[0]));
+}
+
 TEST(DeviceTransferTest, TheCpuGetsTheTensorsThemselves) {
   const std::vector<torch::Tensor> host = {torch::ones({3}), torch::Tensor()};
   const std::vector<torch::Tensor> same = ToDevice(host, torch::kCPU);
