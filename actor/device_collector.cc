@@ -145,6 +145,7 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   const int64_t action_bytes =
       action_size * (discrete ? sizeof(int64_t) : sizeof(float));
 
+  if (step_loop_observer_) step_loop_observer_(true);
   for (int64_t t = 0; t < num_steps_; ++t) {
     auto start = Clock::now();
     const PolicyStep step =
@@ -170,6 +171,7 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
     local.env_seconds += SecondsSince(start);
     RETURN_IF_ERROR(stepped);
   }
+  if (step_loop_observer_) step_loop_observer_(false);
 
   auto start = Clock::now();
   current_observations_.copy_(rollout->next_observations);

@@ -19,6 +19,7 @@
 
 #include <torch/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,6 +70,12 @@ class DeviceCollector final : public SegmentCollector {
     return episode_lengths_;
   }
 
+  // Benches: called with true as the step loop begins and false as it
+  // ends (host synchronisations are counted in between).
+  void SetStepLoopObserverForTesting(std::function<void(bool)> observer) {
+    step_loop_observer_ = std::move(observer);
+  }
+
   // Everything needed to continue exactly (on the CPU; restored onto the
   // device): env state, current observations, the sampling generator.
   std::map<std::string, torch::Tensor> SaveState() const override;
@@ -91,6 +98,7 @@ class DeviceCollector final : public SegmentCollector {
   at::Generator generator_;             // on the device
   std::vector<float> episode_returns_;
   std::vector<int32_t> episode_lengths_;
+  std::function<void(bool)> step_loop_observer_;
 };
 
 // The collector for acting on `acting_device`: a DeviceCollector where that

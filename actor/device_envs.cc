@@ -276,9 +276,9 @@ absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
       "env self-check of {} on {} passed: {} steps of {} envs within {:g} of "
       "the CPU's ({}; {} near-tie flags)",
       id, device.str(), kSteps, kEnvs, tolerance,
-      largest == 0 ? std::string("identical")
-                   : absl::StrCat("largest difference ", largest, ", ",
-                                  largest_what),
+      largest == 0
+          ? std::string("identical")
+          : absl::StrCat("largest difference ", largest, ", ", largest_what),
       flag_ties);
   return absl::OkStatus();
 }

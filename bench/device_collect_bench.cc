@@ -13,6 +13,7 @@
 // the ratio to the host's envs doing the same at the same number of envs
 // (collection alone, or collection and the update on the device, graphed
 // where the device is a GPU).
+#include <c10/util/Exception.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
@@ -122,6 +123,78 @@ Result Run(Collector& collector, const rl::RunSpec& spec,
   return result;
 }
 
+// Counts LibTorch's "synchronizing CUDA operation" warnings (its sync debug
+// mode, set through libcuda_graph.so) while a collector's step loop runs.
+class SyncCounter final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override {
+    if (inside_ && warning.msg().find("synchroniz") != std::string::npos) {
+      ++count_;
+    }
+  }
+  void Observe(bool inside) { inside_ = inside; }
+  int64_t count() const { return count_; }
+
+ private:
+  bool inside_ = false;
+  int64_t count_ = 0;
+};
+
+// The host synchronisations inside the step loop over `segments` segments
+// of envs and policy on `device` (a GPU); -1 where they cannot be counted.
+int64_t CountStepLoopSyncs(const rl::RunSpec& spec, const torch::Device& device,
+                           int segments, std::string* why) {
+  auto entry =
+      rl::LoadGpuExtension("libcuda_graph.so", "rl_cuda_set_sync_debug_mode");
+  if (!entry.ok()) {
+    *why = std::string(entry.status().message());
+    return -1;
+  }
+  auto set_mode = reinterpret_cast<void (*)(int)>(*entry);
+  auto collector = rl::DeviceCollector::Create(spec, 1, device);
+  if (!collector.ok()) {
+    *why = collector.status().ToString();
+    return -1;
+  }
+  auto policy =
+      rl::CreateSeededActorCritic((*collector)->NetworkConfig(spec), 1);
+  if (!policy.ok()) {
+    *why = policy.status().ToString();
+    return -1;
+  }
+  (*policy)->to(device);
+  rl::Rollout rollout = (*collector)->AllocateRollout();
+  SyncCounter counter;
+  c10::WarningUtils::WarningHandlerGuard guard(&counter);
+  c10::WarningUtils::set_warnAlways(true);
+  (*collector)->SetStepLoopObserverForTesting([&](bool inside) {
+    counter.Observe(inside);
+  });
+  set_mode(1);
+  // The counter must see a synchronisation that is known to happen.
+  counter.Observe(true);
+  const float known = torch::ones({1}, torch::TensorOptions().device(device))
+                          .sum()
+                          .item<float>();
+  counter.Observe(false);
+  if (counter.count() < 1 || known != 1.0f) {
+    set_mode(0);
+    *why = "LibTorch's sync debug mode did not report a known .item()";
+    return -1;
+  }
+  const int64_t calibration = counter.count();
+  for (int s = 0; s < segments; ++s) {
+    if (absl::Status status = (*collector)->Collect(*policy, &rollout);
+        !status.ok()) {
+      set_mode(0);
+      *why = status.ToString();
+      return -1;
+    }
+  }
+  set_mode(0);
+  return counter.count() - calibration;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,6 +269,24 @@ int main(int argc, char** argv) {
         baseline = r.error.empty() ? r.steps_per_second : 0;
       }
       print(c.label, r);
+    }
+    if (device->is_cuda()) {
+      std::string why;
+      const int64_t syncs =
+          CountStepLoopSyncs(Spec(envs, steps, "off"), *device, segments, &why);
+      if (syncs < 0) {
+        std::printf(
+            "%8lld  host synchronisations in the step loop: not "
+            "counted (%s)\n",
+            static_cast<long long>(envs), why.c_str());
+      } else {
+        std::printf(
+            "%8lld  host synchronisations in the step loop: %lld in "
+            "%d segments x %lld steps (LibTorch's sync debug mode, which "
+            "counted a known .item())\n",
+            static_cast<long long>(envs), static_cast<long long>(syncs),
+            segments, static_cast<long long>(steps));
+      }
     }
   }
   return 0;

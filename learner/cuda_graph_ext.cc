@@ -4,6 +4,7 @@
 // before a run trains with it.
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -103,4 +104,14 @@ rl_new_cuda_step_graph(int device_index, std::string* error) {
     *error = "unknown exception";
   }
   return nullptr;
+}
+
+// Benches and checks: LibTorch's CUDA sync debug mode (0 off, 1 warn, 2
+// error), torch.cuda.set_sync_debug_mode's C++ half: with 1, every
+// synchronising CUDA call LibTorch makes warns ("called a synchronizing
+// CUDA operation"), which a c10 warning handler can count.
+extern "C" __attribute__((visibility("default"))) void
+rl_cuda_set_sync_debug_mode(int mode) {
+  c10::cuda::warning_state().set_sync_debug_mode(
+      static_cast<c10::cuda::SyncDebugMode>(mode));
 }

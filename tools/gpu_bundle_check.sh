@@ -11,12 +11,15 @@
 #    runtime loader, device resolution, the acting and update self-checks'
 #    comparisons, the packed transfer, a learner core on cuda) and the CUDA
 #    kernels against their CPU loops;
-# 3. bench/device_bench on the GPU (float32 vs bfloat16, copy share), and
-#    bench/cuda_env_bench (CartPole's kernels alone, 8192 to 1M envs);
-# 4. rl_local on CartPole: updates on the CPU, on CUDA (self-check first),
-#    on CUDA in bfloat16, and acting on CUDA too; steps and time of each;
-# 5. a Chrome trace of 5 CUDA updates (REPORT_DIR/gpu_profile.json.gz)
-#    and its summary (tools/trace_summary.py).
+# 3. bench/device_bench on the GPU (float32, graphed, bfloat16, copy
+#    share), bench/cuda_env_bench (CartPole's kernels alone, 8192 to 1M
+#    envs) and bench/device_collect_bench (envs, policy and update on the
+#    GPU vs the host's envs, host synchronisations in the step loop);
+# 4. rl_local on CartPole: updates on the CPU, on CUDA graphed (self-check
+#    first), eager, in bfloat16, and envs and acting on CUDA too; then
+#    examples/cartpole_gpu.yaml (8192 envs on the GPU), three seeds;
+# 5. Chrome traces of 3 GPU-scale and 5 small CUDA updates
+#    (REPORT_DIR/*.json.gz) and their summaries (tools/trace_summary.py).
 # Every step runs even when one before it failed; exit 1 if any did.
 set -uo pipefail
 if (($# < 1 || $# > 3)); then

@@ -12,8 +12,11 @@
 #    (one PPO update on the CPU and on the GPU, compared, its minibatch
 #    steps through a CUDA graph), then training to CartPole's target, beside
 #    the same run on the CPU and on CUDA without graphs (steps/s of each);
-# 5. bench/device_bench on the GPU (float32 vs bfloat16 updates, the share
-#    of the host-to-device copy);
+# 5. bench/device_bench on the GPU (float32, graphed and bfloat16 updates,
+#    the share of the host-to-device copy) and bench/device_collect_bench
+#    (envs, policy and update on the GPU vs the host's envs; host
+#    synchronisations in the step loop); CartPole at GPU scale
+#    (examples/cartpole_gpu.yaml: 8192 envs on the GPU), three seeds;
 # 6. a Chrome trace of 5 CUDA updates (--profile), for Perfetto.
 # Every step runs even when one before it failed; the report says which
 # failed, and the exit code is 1 if any did.
@@ -53,12 +56,15 @@ else
   echo "== NCCL gang test: not run (it needs 2 GPUs; $gpus visible)" |
     tee -a "$REPORT"
 fi
-step "build rl_local, device_bench and the CUDA graph and NCCL libraries" \
+step "build rl_local, the benches and the CUDA graph, env and NCCL libraries" \
   bazel build --config=opt --config=cuda //trainer:rl_local \
-  //bench:device_bench //learner:libcuda_graph.so //learner:libnccl_backend.so
+  //bench:device_bench //bench:device_collect_bench //learner:libcuda_graph.so \
+  //learner:libnccl_backend.so //envs:libcuda_envs.so
 RL_LOCAL="$ROOT/bazel-bin/trainer/rl_local"
-step "update bench: float32 vs bfloat16 on the GPU, copy share" \
+step "update bench: float32, graphed and bfloat16 on the GPU, copy share" \
   "$ROOT/bazel-bin/bench/device_bench" --device=cuda
+step "envs + policy + update on the GPU vs the host's envs (8192, 65536)" \
+  "$ROOT/bazel-bin/bench/device_collect_bench" --device=cuda
 
 # The tuned CartPole run file, on each device.
 for device in cpu cuda; do
@@ -75,6 +81,11 @@ sed 's/^ppo:$/ppo:\n  cuda_graphs: "off"/' "$WORK/cartpole-cuda.yaml" \
 step "CartPole, updates on CUDA without CUDA graphs" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda-nographs.yaml" --run_dir="$WORK/cuda-nographs" \
   --progress=false
+for seed in 1 2 3; do
+  sed "s/^seed: 1$/seed: $seed/" examples/cartpole_gpu.yaml >"$WORK/gpu$seed.yaml"
+  step "CartPole at GPU scale (8192 envs on the GPU), seed $seed" "$RL_LOCAL" \
+    train --run="$WORK/gpu$seed.yaml" --run_dir="$WORK/gpu$seed" --progress=false
+done
 step "profile of 5 CUDA updates" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/profile" --resume=false \
   --progress=false --profile=5 --profile_output="$ROOT/gpu_profile.json"
