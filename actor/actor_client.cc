@@ -99,8 +99,9 @@ ChannelOptions LearnerChannelOptions(std::shared_ptr<const Security> security) {
   return options;
 }
 
-// `rollout` on the host: itself, or a packed copy of one on a device.
-Rollout HostRollout(const Rollout& rollout) {
+// `rollout` on the host: itself, or a packed copy of one on a device in
+// `staging` (page-locked, kept from segment to segment).
+Rollout HostRollout(const Rollout& rollout, torch::Tensor* staging) {
   if (rollout.rewards.is_cpu()) return rollout;
   Rollout host = rollout;
   std::vector<torch::Tensor*> fields = {
@@ -110,7 +111,7 @@ Rollout HostRollout(const Rollout& rollout) {
       &host.next_values,  &host.action_masks,     &host.initial_state};
   std::vector<torch::Tensor> on_device;
   for (torch::Tensor* t : fields) on_device.push_back(*t);
-  const std::vector<torch::Tensor> copied = ToHost(on_device);
+  const std::vector<torch::Tensor> copied = ToHost(on_device, staging);
   for (size_t i = 0; i < fields.size(); ++i) *fields[i] = copied[i];
   return host;
 }
@@ -429,8 +430,9 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   *segment->mutable_env() = env_spec_;
   // A segment collected on a GPU comes to the host in one packed copy, on
   // this sender thread while the collector fills the other buffer.
-  const absl::Status status =
-      EncodeSegment(HostRollout(buffers_[handoff.buffer]), segment.get());
+  const absl::Status status = EncodeSegment(
+      HostRollout(buffers_[handoff.buffer], &staging_[handoff.buffer]),
+      segment.get());
   segment->mutable_episode_returns()->Add(handoff.episode_returns.begin(),
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),

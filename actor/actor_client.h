@@ -213,6 +213,9 @@ class ActorClient {
   // Buffer i is written by the step loop while free_[i], read by the sender
   // until it sets free_[i] again.
   std::array<Rollout, 2> buffers_;
+  // A GPU collector's segments come to the host in these page-locked
+  // buffers, one per buffer above (read by the sender thread only).
+  std::array<torch::Tensor, 2> staging_;
 
   mutable absl::Mutex mu_;
   bool run_called_ ABSL_GUARDED_BY(mu_) = false;

@@ -75,7 +75,8 @@ std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
   return UnpackTensors(packed.to(device, /*non_blocking=*/true), host);
 }
 
-std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device) {
+std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device,
+                                  torch::Tensor* staging) {
   std::vector<torch::Tensor> bytes;
   for (const torch::Tensor& t : device) {
     if (!t.defined()) continue;
@@ -87,10 +88,15 @@ std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device) {
   }
   if (bytes.empty()) return device;
   const torch::Tensor packed = torch::cat(bytes);
-  torch::Tensor host =
-      torch::empty({packed.numel()}, torch::TensorOptions()
-                                         .dtype(torch::kUInt8)
-                                         .pinned_memory(packed.is_cuda()));
+  torch::Tensor local;
+  torch::Tensor& buffer = staging != nullptr ? *staging : local;
+  if (!buffer.defined() || buffer.numel() < packed.numel()) {
+    buffer =
+        torch::empty({packed.numel()}, torch::TensorOptions()
+                                           .dtype(torch::kUInt8)
+                                           .pinned_memory(packed.is_cuda()));
+  }
+  torch::Tensor host = buffer.narrow(0, 0, packed.numel());
   host.copy_(packed);
   return UnpackTensors(host, device);
 }

@@ -23,7 +23,12 @@ std::vector<torch::Tensor> ToDevice(const std::vector<torch::Tensor>& host,
 // device-to-host copy into page-locked memory, and handed back as views of
 // it. Waits for the copy (and so for what the stream ran before it). On the
 // CPU the tensors come back as copies.
-std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device);
+//
+// `staging`, where given, is the page-locked buffer to copy into, kept from
+// call to call (a ring of them, one per buffer in flight): a new one is
+// allocated there only when it is undefined or too small.
+std::vector<torch::Tensor> ToHost(const std::vector<torch::Tensor>& device,
+                                  torch::Tensor* staging = nullptr);
 
 // The packing itself, shared by every device and tested on the CPU: each
 // defined tensor's bytes at a 64-byte aligned offset of one uint8 buffer

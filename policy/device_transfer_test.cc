@@ -61,6 +61,24 @@ TEST(DeviceTransferTest, ToHostCopiesEveryTensorInOnePiece) {
   EXPECT_FALSE(torch::equal(host[0], device[0]));
 }
 
+// A staging buffer is reused while it is large enough, and grown when not.
+TEST(DeviceTransferTest, ToHostReusesItsStagingBuffer) {
+  torch::Tensor staging;
+  const torch::Tensor a = torch::arange(10, torch::kFloat32);
+  std::vector<torch::Tensor> host = ToHost({a}, &staging);
+  ASSERT_TRUE(staging.defined());
+  EXPECT_EQ(host[0].storage().data(), staging.storage().data());
+  EXPECT_TRUE(torch::equal(host[0], a));
+  const void* first = staging.data_ptr();
+  host = ToHost({torch::arange(3, torch::kFloat32)}, &staging);
+  EXPECT_EQ(staging.data_ptr(), first);  // reused
+  EXPECT_TRUE(torch::equal(host[0], torch::arange(3, torch::kFloat32)));
+  const torch::Tensor big = torch::arange(100, torch::kFloat32);
+  host = ToHost({big}, &staging);
+  EXPECT_GE(staging.numel(), 400);  // grown
+  EXPECT_TRUE(torch::equal(host[0], big));
+}
+
 TEST(DeviceTransferTest, TheCpuGetsTheTensorsThemselves) {
   const std::vector<torch::Tensor> host = {torch::ones({3}), torch::Tensor()};
   const std::vector<torch::Tensor> same = ToDevice(host, torch::kCPU);
