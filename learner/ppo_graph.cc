@@ -12,6 +12,7 @@
 // device the first-use self-check (learner/device_self_check.h) compares a
 // graphed update with the CPU's eager one before a run trains with it.
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,7 @@ bool PpoUpdater::GraphTensorsMoved() {
 absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
     const Rollout& rollout, const Plan& plan) {
   std::vector<torch::Tensor> orders;
-  const StepTensors fresh = DeviceRollout(rollout, plan, &orders);
+  StepTensors fresh = DeviceRollout(rollout, plan, &orders);
   const StepShape shape = ShapeOf(rollout, plan);
   StepTensors& g = graph_tensors_;
   const bool same = g.obs.defined() && SameKind(g.obs, fresh.obs) &&
@@ -113,24 +114,27 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
     if (graph_captured_) return RunEpochs(rollout, plan);
     graph_warmups_ = 0;  // new shapes: warm again before the capture
     g = StepTensors{};
-    g.obs = fresh.obs.clone();
-    g.actions = fresh.actions.clone();
-    g.old_log_probs = fresh.old_log_probs.clone();
-    g.old_values = fresh.old_values.clone();
-    if (fresh.masks.defined()) g.masks = fresh.masks.clone();
-    g.advantages = fresh.advantages.clone();
-    g.returns = fresh.returns.clone();
     g.idx = torch::empty({shape.minibatch}, orders[0].options());
     g.lr = torch::zeros({}, fresh.advantages.options());
     graph_shape_ = shape;
-  } else {
-    g.obs.copy_(fresh.obs);
-    g.actions.copy_(fresh.actions);
-    g.old_log_probs.copy_(fresh.old_log_probs);
-    g.old_values.copy_(fresh.old_values);
-    if (g.masks.defined()) g.masks.copy_(fresh.masks);
-    g.advantages.copy_(fresh.advantages);
-    g.returns.copy_(fresh.returns);
+  }
+  // The rollout's tensors, where the graph reads them: new ones for new
+  // shapes, else this update's values copied in (an undefined one, masks
+  // without an env that writes them, stays so on both sides).
+  const auto inputs = [](StepTensors& t) {
+    return std::array<torch::Tensor*, 7>{
+        &t.obs,   &t.actions,    &t.old_log_probs, &t.old_values,
+        &t.masks, &t.advantages, &t.returns};
+  };
+  const std::array<torch::Tensor*, 7> into = inputs(g);
+  const std::array<torch::Tensor*, 7> from = inputs(fresh);
+  for (size_t i = 0; i < into.size(); ++i) {
+    if (!from[i]->defined()) continue;
+    if (same) {
+      into[i]->copy_(*from[i]);
+    } else {
+      *into[i] = from[i]->clone();
+    }
   }
   ZeroSums(g);
   g.lr.fill_(plan.lr);
