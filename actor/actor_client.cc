@@ -429,10 +429,15 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   segment->set_policy_version(handoff.policy_version);
   *segment->mutable_env() = env_spec_;
   // A segment collected on a GPU comes to the host in one packed copy, on
-  // this sender thread while the collector fills the other buffer.
-  const absl::Status status = EncodeSegment(
-      HostRollout(buffers_[handoff.buffer], &staging_[handoff.buffer]),
-      segment.get());
+  // this sender thread (ordered on the GPU's default stream with the
+  // collector's kernels; no copy stream of its own yet). A LibTorch error
+  // there ends the run as an encoding error would.
+  absl::StatusOr<Rollout> host =
+      CatchTorchErrors("copying the segment to the host", [&] {
+        return HostRollout(buffers_[handoff.buffer], &staging_[handoff.buffer]);
+      });
+  const absl::Status status =
+      host.ok() ? EncodeSegment(*host, segment.get()) : host.status();
   segment->mutable_episode_returns()->Add(handoff.episode_returns.begin(),
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),

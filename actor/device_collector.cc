@@ -215,7 +215,13 @@ std::map<std::string, torch::Tensor> DeviceCollector::SaveState() const {
 
 absl::Status DeviceCollector::RestoreState(
     const std::map<std::string, torch::Tensor>& state) {
-  RETURN_IF_ERROR(envs_->RestoreState(state, "collector.device_env."));
+  if (state.count("collector.env") > 0) {
+    return absl::FailedPreconditionError(
+        "the checkpoint's envs stepped on the host (written with "
+        "resources.actor_device: cpu, or where the envs could not step on the "
+        "GPU), this collector's step on the GPU: resume it with "
+        "resources.actor_device: cpu, or start the run afresh");
+  }
   auto obs = state.find("collector.observations");
   auto generator = state.find("collector.generator");
   if (obs == state.end() || generator == state.end()) {
@@ -229,9 +235,20 @@ absl::Status DeviceCollector::RestoreState(
         "checkpoint observations do not fit this run's environments (shape "
         "or dtype)");
   }
+  // The generator first (a state of another kind of generator throws):
+  // nothing is changed unless everything fits.
+  const torch::Tensor saved_generator = generator_.get_state();
+  RETURN_IF_ERROR(CatchTorchErrors(
+      "checkpoint state collector.generator",
+      [&] { generator_.set_state(generator->second); },
+      absl::StatusCode::kInvalidArgument));
+  if (absl::Status envs = envs_->RestoreState(state, "collector.device_env.");
+      !envs.ok()) {
+    generator_.set_state(saved_generator);
+    return envs;
+  }
   torch::NoGradGuard no_grad;
   current_observations_.copy_(obs->second);
-  generator_.set_state(generator->second);
   return absl::OkStatus();
 }
 
@@ -239,18 +256,29 @@ absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
     const RunSpec& spec, uint64_t seed, int env_threads,
     torch::Device acting_device, const std::vector<std::string>& plugin_dirs) {
   if (acting_device.is_cuda()) {
-    const absl::Status supported = DeviceCollector::Supports(spec);
+    absl::Status supported = DeviceCollector::Supports(spec);
     if (supported.ok()) {
-      RETURN_IF_ERROR(
-          CheckDeviceEnvsOnFirstUse(spec.env().id(), acting_device));
-      ASSIGN_OR_RETURN(std::unique_ptr<DeviceCollector> collector,
-                       DeviceCollector::Create(spec, seed, acting_device));
-      RL_LOG_INFO("{} x {} envs step on {} with the policy", spec.env().id(),
-                  spec.envs_per_actor(), acting_device.str());
-      return collector;
+      // Envs on the GPU are a speed-up, not the run's request: where their
+      // kernels cannot load or fail their self-check (recorded, shown by
+      // `rlctl workers`), the envs step on the host as before.
+      supported = CheckDeviceEnvsOnFirstUse(spec.env().id(), acting_device);
+      if (supported.ok()) {
+        absl::StatusOr<std::unique_ptr<DeviceCollector>> collector =
+            DeviceCollector::Create(spec, seed, acting_device);
+        if (collector.ok()) {
+          RL_LOG_INFO("{} x {} envs step on {} with the policy",
+                      spec.env().id(), spec.envs_per_actor(),
+                      acting_device.str());
+          return std::move(*collector);
+        }
+        supported = collector.status();
+      }
+      RL_LOG_WARNING("the envs step on the host, the policy acts on {}: {}",
+                     acting_device.str(), supported.ToString());
+    } else {
+      RL_LOG_INFO("the envs step on the host, the policy acts on {}: {}",
+                  acting_device.str(), std::string(supported.message()));
     }
-    RL_LOG_INFO("the envs step on the host, the policy acts on {}: {}",
-                acting_device.str(), std::string(supported.message()));
   }
   ASSIGN_OR_RETURN(
       std::unique_ptr<RolloutCollector> collector,

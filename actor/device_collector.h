@@ -102,10 +102,11 @@ class DeviceCollector final : public SegmentCollector {
 };
 
 // The collector for acting on `acting_device`: a DeviceCollector where that
-// is a GPU and DeviceCollector::Supports(spec) (the envs' first use there
-// checks itself: CheckDeviceEnvsOnFirstUse), else the host's
-// RolloutCollector (`env_threads`, `plugin_dirs` as its Create takes them).
-// The choice is logged.
+// is a GPU, DeviceCollector::Supports(spec) and the envs' kernels load and
+// pass their first-use self-check there (CheckDeviceEnvsOnFirstUse), else
+// the host's RolloutCollector (`env_threads`, `plugin_dirs` as its Create
+// takes them). The choice is logged, a fallback as a warning with its
+// reason.
 absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
     const RunSpec& spec, uint64_t seed, int env_threads,
     torch::Device acting_device,

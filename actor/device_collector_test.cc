@@ -159,7 +159,7 @@ TEST(DeviceCollectorTest, ResumesExactly) {
   Rollout b = (*second)->AllocateRollout();
   ASSERT_OK((*second)->Collect(policy, &b));
   ExpectSameRollout(a, b);
-  // A state of another batch size is refused, naming the tensor.
+  // A state of another batch size is refused, saying what does not fit.
   const RunSpec other = SmallRunSpec(
       "env: {id: CartPole-v1}\nenvs_per_actor: 3\nsegment_length: 64\n"
       "ppo: {num_minibatches: 2}");
@@ -167,7 +167,27 @@ TEST(DeviceCollectorTest, ResumesExactly) {
   ASSERT_OK(third);
   const absl::Status refused = (*third)->RestoreState(state);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(refused.message()), HasSubstr("device_env.state"));
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("checkpoint observations do not fit"));
+}
+
+// A checkpoint of one kind of collector is refused by the other, saying
+// where its envs stepped.
+TEST(DeviceCollectorTest, CheckpointsSayWhereTheirEnvsStepped) {
+  const RunSpec spec = Spec("CartPole-v1");
+  auto host = RolloutCollector::Create(spec, 5, 1);
+  ASSERT_OK(host);
+  auto device = DeviceCollector::Create(spec, 5, torch::kCPU);
+  ASSERT_OK(device);
+  const absl::Status from_host = (*device)->RestoreState((*host)->SaveState());
+  EXPECT_EQ(from_host.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(from_host.message()),
+              HasSubstr("envs stepped on the host"));
+  const absl::Status from_device =
+      (*host)->RestoreState((*device)->SaveState());
+  EXPECT_EQ(from_device.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(from_device.message()),
+              HasSubstr("envs stepped on a GPU"));
 }
 
 // The host's collector wherever the envs cannot or need not step on the

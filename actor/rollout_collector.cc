@@ -329,6 +329,13 @@ absl::Status RolloutCollector::RestoreState(
     }
     return it->second.contiguous();
   };
+  if (state.count("collector.env") == 0 &&
+      state.count("collector.device_env.state") > 0) {
+    return absl::FailedPreconditionError(
+        "the checkpoint's envs stepped on a GPU (resources.actor_device: "
+        "cuda with a built-in env), this collector's step on the host: "
+        "resume it where they can step on the GPU, or start the run afresh");
+  }
   ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
   ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
   if (!obs.sizes().equals(current_observations_.sizes()) ||

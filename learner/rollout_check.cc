@@ -84,6 +84,19 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
         " (a rollout lies on the host or on the policy's device)"));
   }
   for (const auto& [name, tensor] :
+       {std::pair<const char*, const torch::Tensor*>{"rollout.observations",
+                                                     &r.observations},
+        {"rollout.actions", &r.actions},
+        {"rollout.log_probs", &r.log_probs},
+        {"rollout.next_observations", &r.next_observations},
+        {"rollout.action_masks", &r.action_masks}}) {
+    if (tensor->defined() && tensor->device() != where) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": on ", tensor->device().str(), ", the rollout on ",
+          where.str(), " (as rollout.rewards)"));
+    }
+  }
+  for (const auto& [name, tensor] :
        {std::pair<const char*, const torch::Tensor*>{"rollout.rewards",
                                                      &r.rewards},
         {"rollout.values", &r.values},

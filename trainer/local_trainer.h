@@ -102,7 +102,7 @@ class LocalTrainer {
   RunSpec spec_;
   TrainerOptions options_;
   std::unique_ptr<SegmentCollector> collector_;
-  // Acts (on resources.actor_device; the envs step on the CPU).
+  // Acts (on resources.actor_device, where built-in envs step too).
   ActorCritic policy_{nullptr};
   // Trained (resources.learner_device): policy_ itself on the same device,
   // else a copy whose weights policy_ takes after every update.
