@@ -104,15 +104,10 @@ ChannelOptions LearnerChannelOptions(std::shared_ptr<const Security> security) {
 Rollout HostRollout(const Rollout& rollout, torch::Tensor* staging) {
   if (rollout.rewards.is_cpu()) return rollout;
   Rollout host = rollout;
-  std::vector<torch::Tensor*> fields = {
-      &host.observations, &host.actions,          &host.log_probs,
-      &host.values,       &host.rewards,          &host.terminated,
-      &host.truncated,    &host.truncated_values, &host.next_observations,
-      &host.next_values,  &host.action_masks,     &host.initial_state};
   std::vector<torch::Tensor> on_device;
-  for (torch::Tensor* t : fields) on_device.push_back(*t);
+  for (torch::Tensor* t : host.Tensors()) on_device.push_back(*t);
   const std::vector<torch::Tensor> copied = ToHost(on_device, staging);
-  for (size_t i = 0; i < fields.size(); ++i) *fields[i] = copied[i];
+  for (size_t i = 0; i < copied.size(); ++i) *host.Tensors()[i] = copied[i];
   return host;
 }
 

@@ -111,12 +111,8 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
         "rollout has shape [", rollout->num_steps(), ", ", rollout->num_envs(),
         "], the run needs [", num_steps_, ", ", num_envs_, "]"));
   }
-  for (const torch::Tensor* t :
-       {&rollout->observations, &rollout->actions, &rollout->log_probs,
-        &rollout->values, &rollout->rewards, &rollout->terminated,
-        &rollout->truncated, &rollout->truncated_values,
-        &rollout->next_observations, &rollout->next_values}) {
-    if (!t->is_contiguous() || t->device() != device) {
+  for (const torch::Tensor* t : rollout->Tensors()) {
+    if (t->defined() && (!t->is_contiguous() || t->device() != device)) {
       return absl::InvalidArgumentError(
           absl::StrCat("rollout: the collector fills contiguous tensors on ",
                        device.str(), " (AllocateRollout)"));

@@ -6,6 +6,8 @@
 
 #include <torch/types.h>
 
+#include <array>
+
 namespace rl {
 
 struct Rollout {
@@ -32,14 +34,18 @@ struct Rollout {
   // where step t - 1 ended an episode (terminated or truncated).
   torch::Tensor initial_state;
 
+  // Every tensor above, defined or not, in one order: what a copy of the
+  // whole rollout copies.
+  std::array<torch::Tensor*, 12> Tensors() {
+    return {&observations,      &actions,     &log_probs,    &values,
+            &rewards,           &terminated,  &truncated,    &truncated_values,
+            &next_observations, &next_values, &action_masks, &initial_state};
+  }
+
   // A copy on `device` (each defined tensor).
   Rollout To(torch::Device device) const {
     Rollout r = *this;
-    for (torch::Tensor* t :
-         {&r.observations, &r.actions, &r.log_probs, &r.values, &r.rewards,
-          &r.terminated, &r.truncated, &r.truncated_values,
-          &r.next_observations, &r.next_values, &r.action_masks,
-          &r.initial_state}) {
+    for (torch::Tensor* t : r.Tensors()) {
       if (t->defined()) *t = t->to(device);
     }
     return r;
