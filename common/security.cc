@@ -1,5 +1,8 @@
 #include "common/security.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -349,8 +352,16 @@ absl::StatusOr<Identity> Security::Authorize(absl::string_view method,
 
 bool IsLoopbackAddress(absl::string_view address) {
   const std::string host = absl::AsciiStrToLower(HostOf(address));
-  if (host == "localhost" || host == "::1") return true;
-  return absl::StartsWith(host, "127.");
+  if (host == "localhost") return true;
+  // Parsed as an address, not matched as text: "127.attacker.example" and
+  // "127.0.0.1.nip.io" are names that any DNS server may point anywhere.
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) {
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 &&
+         IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 Identity CallerIdentity(const grpc::ServerContextBase& context,

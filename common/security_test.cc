@@ -484,11 +484,15 @@ TEST_F(SecurityTest, BadFilesAreNamed) {
 
 TEST(SecurityHelpersTest, Loopback) {
   for (const char* address : {"127.0.0.1:50051", "localhost:1", "[::1]:80",
-                              "127.8.9.1", "ipv4:127.0.0.1:5"}) {
+                              "127.8.9.1", "ipv4:127.0.0.1:5",
+                              "LOCALHOST:8080", "[0:0:0:0:0:0:0:1]:9"}) {
     EXPECT_TRUE(IsLoopbackAddress(address)) << address;
   }
   for (const char* address : {"0.0.0.0:50051", "[::]:1", "10.0.0.1:5",
-                              "learner-0.svc:50052", "128.0.0.1:1"}) {
+                              "learner-0.svc:50052", "128.0.0.1:1",
+                              // Names that only look like loopback (issue 46).
+                              "127.attacker.example", "127.0.0.1.nip.io:80",
+                              "127.0.0.1.", "127.1", "[::1.evil]:80"}) {
     EXPECT_FALSE(IsLoopbackAddress(address)) << address;
   }
 }

@@ -188,6 +188,26 @@ absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
   return response;
 }
 
+absl::Status CheckOwnerOrAdmin(const std::string& what,
+                               const std::string& owner, const Requester& by) {
+  if (by.admin || by.name == owner) return absl::OkStatus();
+  return absl::PermissionDeniedError(
+      absl::StrCat(what, " belongs to ", owner.empty() ? "nobody" : owner,
+                   "; ", by.name, " may not change it (only its owner or an "
+                   "admin may)"));
+}
+
+absl::StatusOr<Run> CoordinatorCore::CancelRunFor(const std::string& run_id,
+                                                  const Requester& by) {
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(const Run run, store_->GetRun(run_id));
+    RETURN_IF_ERROR(
+        CheckOwnerOrAdmin(absl::StrCat("run ", run_id), run.owner(), by));
+  }
+  return CancelRun(run_id, absl::StrCat("cancelled by ", by.name));
+}
+
 absl::StatusOr<Run> CoordinatorCore::CancelRun(const std::string& run_id,
                                                const std::string& reason) {
   Run run;

@@ -79,6 +79,19 @@ struct CoordinatorOptions {
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
 
+// Who asks to change a run or a sweep. A run or sweep is changed (cancelled,
+// given trials) only by its owner or an admin; with tokens off everyone is
+// the anonymous admin.
+struct Requester {
+  std::string name = "anonymous";
+  bool admin = true;
+};
+
+// OK when `by` may change `what` (e.g. "run run-000003") owned by `owner`;
+// else PERMISSION_DENIED naming the owner and the caller.
+absl::Status CheckOwnerOrAdmin(const std::string& what,
+                               const std::string& owner, const Requester& by);
+
 class CoordinatorCore {
  public:
   static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(
@@ -100,6 +113,10 @@ class CoordinatorCore {
   absl::StatusOr<Run> CancelRun(
       const std::string& run_id,
       const std::string& reason = "cancelled by a user");
+  // A user's cancel: only the run's owner or an admin (PERMISSION_DENIED
+  // otherwise, nothing changed); the reason names who.
+  absl::StatusOr<Run> CancelRunFor(const std::string& run_id,
+                                   const Requester& by);
 
   // A name whose registration is live (its lease not expired, or within a
   // lease of this coordinator's start) is held: registering it again needs

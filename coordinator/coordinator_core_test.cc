@@ -1019,5 +1019,31 @@ TEST_F(CoordinatorCoreTest, QueuedRunsPerUserAreLimited) {
   EXPECT_OK(core_->SubmitRun(Request("a3"), "alice").status());
 }
 
+// Issue 46: a user cancels only their own runs; an admin any; the reason
+// names who; a refused cancel changes nothing.
+TEST_F(CoordinatorCoreTest, OnlyItsOwnerOrAnAdminCancelsARun) {
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse a,
+                       core_->SubmitRun(Request("a1"), "alice"));
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse b,
+                       core_->SubmitRun(Request("b1"), "bob"));
+  EXPECT_THAT(core_->CancelRunFor(a.run().run_id(), Requester{"bob", false}),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       AllOf(HasSubstr("run " + a.run().run_id() +
+                                       " belongs to alice"),
+                             HasSubstr("bob may not change it"))));
+  EXPECT_NE(core_->GetRun(a.run().run_id())->state(), CANCELLED);
+  ASSERT_OK_AND_ASSIGN(const rl::Run own, core_->CancelRunFor(
+                                          a.run().run_id(),
+                                          Requester{"alice", false}));
+  EXPECT_EQ(own.state(), CANCELLED);
+  EXPECT_EQ(own.failure_reason(), "cancelled by alice");
+  ASSERT_OK_AND_ASSIGN(const rl::Run by_admin,
+                       core_->CancelRunFor(b.run().run_id(),
+                                           Requester{"ops", true}));
+  EXPECT_EQ(by_admin.failure_reason(), "cancelled by ops");
+  EXPECT_THAT(core_->CancelRunFor("run-404", Requester{"bob", false}),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
 }  // namespace
 }  // namespace rl

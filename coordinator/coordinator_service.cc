@@ -132,6 +132,17 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
 
 }  // namespace
 
+namespace {
+
+// The caller as the core's ownership rule sees it.
+Requester RequesterOf(const grpc::CallbackServerContext& context,
+                      const Security& security) {
+  const Identity identity = CallerIdentity(context, security);
+  return Requester{identity.name, identity.role == kRoleAdmin};
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* RunServiceImpl::SubmitRun(
     grpc::CallbackServerContext* context, const SubmitRunRequest* request,
     SubmitRunResponse* response) {
@@ -158,7 +169,10 @@ grpc::ServerUnaryReactor* RunServiceImpl::ListRuns(
 grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
     grpc::CallbackServerContext* context, const CancelRunRequest* request,
     Run* response) {
-  return ReplyUnary(context, core_->CancelRun(request->run_id()), response);
+  return ReplyUnary(context,
+                    core_->CancelRunFor(request->run_id(),
+                                        RequesterOf(*context, *security_)),
+                    response);
 }
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
@@ -238,7 +252,9 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelSweep(
     Sweep* response) {
   return ReplyUnary(context,
                     sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
-                                       : sweeps_->Cancel(request->sweep_id()),
+                                       : sweeps_->Cancel(
+                                             request->sweep_id(),
+                                             RequesterOf(*context, *security_)),
                     response);
 }
 
@@ -247,7 +263,9 @@ grpc::ServerUnaryReactor* RunServiceImpl::AddSweepTrial(
     Sweep* response) {
   return ReplyUnary(context,
                     sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
-                                       : sweeps_->AddTrial(*request),
+                                       : sweeps_->AddTrial(
+                                             *request,
+                                             RequesterOf(*context, *security_)),
                     response);
 }
 

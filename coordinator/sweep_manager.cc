@@ -113,16 +113,20 @@ void SweepManager::AppendTrial(Live* live, const SweepTrial& expanded) {
 }
 
 absl::StatusOr<Sweep> SweepManager::AddTrial(
-    const AddSweepTrialRequest& request) {
+    const AddSweepTrialRequest& request, const Requester& by) {
   absl::MutexLock lock(&mu_);
   auto it = live_.find(request.sweep_id());
   if (it == live_.end()) {
     ASSIGN_OR_RETURN(const Sweep ended, store_->GetSweep(request.sweep_id()));
+    RETURN_IF_ERROR(CheckOwnerOrAdmin(
+        absl::StrCat("sweep ", ended.sweep_id()), ended.owner(), by));
     return absl::FailedPreconditionError(
         absl::StrCat("sweep ", ended.sweep_id(), " has ended (",
                      RunState_Name(ended.state()), ")"));
   }
   Live& live = it->second;
+  RETURN_IF_ERROR(CheckOwnerOrAdmin(
+      absl::StrCat("sweep ", request.sweep_id()), live.sweep.owner(), by));
   const SweepSpec& spec = live.sweep.spec();
   if (spec.method() != "external") {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -276,11 +280,19 @@ absl::StatusOr<ListSweepsResponse> SweepManager::List() {
   return response;
 }
 
-absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id) {
+absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id,
+                                           const Requester& by) {
   absl::MutexLock lock(&mu_);
   auto it = live_.find(sweep_id);
-  if (it == live_.end()) return store_->GetSweep(sweep_id);  // ended
+  if (it == live_.end()) {  // ended (or unknown: NOT_FOUND)
+    ASSIGN_OR_RETURN(Sweep ended, store_->GetSweep(sweep_id));
+    RETURN_IF_ERROR(CheckOwnerOrAdmin(absl::StrCat("sweep ", sweep_id),
+                                      ended.owner(), by));
+    return ended;
+  }
   Live& live = it->second;
+  RETURN_IF_ERROR(CheckOwnerOrAdmin(absl::StrCat("sweep ", sweep_id),
+                                    live.sweep.owner(), by));
   for (Trial& trial : *live.sweep.mutable_trials()) {
     if (IsFinal(trial.state())) continue;
     if (trial.run_id().empty()) {
@@ -289,7 +301,8 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id) {
       continue;
     }
     absl::StatusOr<Run> run = core_->CancelRun(
-        trial.run_id(), absl::StrCat("its sweep ", sweep_id, " was cancelled"));
+        trial.run_id(),
+        absl::StrCat("its sweep ", sweep_id, " was cancelled by ", by.name));
     if (run.ok()) {
       trial.set_state(run->state());
       trial.set_reason(run->failure_reason());
@@ -299,7 +312,7 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id) {
     }
   }
   live.sweep.set_state(CANCELLED);
-  live.sweep.set_reason("cancelled by a user");
+  live.sweep.set_reason(absl::StrCat("cancelled by ", by.name));
   SetNow(live.sweep.mutable_update_time());
   WriteLocked(&live);
   Sweep out = live.sweep;

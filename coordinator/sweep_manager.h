@@ -59,11 +59,15 @@ class SweepManager {
   // NOT_FOUND for an unknown id.
   absl::StatusOr<Sweep> Get(const std::string& sweep_id);
   absl::StatusOr<ListSweepsResponse> List();
-  // Cancels its unfinished trials' runs; idempotent.
-  absl::StatusOr<Sweep> Cancel(const std::string& sweep_id);
+  // Cancels its unfinished trials' runs; idempotent. Only the sweep's
+  // owner or an admin (PERMISSION_DENIED otherwise); the reason names who.
+  absl::StatusOr<Sweep> Cancel(const std::string& sweep_id,
+                               const Requester& by = {});
 
-  // A configuration for a sweep of method external (AddSweepTrialRequest).
-  absl::StatusOr<Sweep> AddTrial(const AddSweepTrialRequest& request);
+  // A configuration for a sweep of method external (AddSweepTrialRequest),
+  // from its owner or an admin (PERMISSION_DENIED otherwise).
+  absl::StatusOr<Sweep> AddTrial(const AddSweepTrialRequest& request,
+                                 const Requester& by = {});
 
   // Follows every unfinished sweep's trials: scores, rungs, next trials,
   // the end. Called by the service after the core's Tick.

@@ -315,6 +315,55 @@ metric: {series: learner/mean_return, goal: max}
                        HasSubstr("draws its own trials (method grid)")));
 }
 
+// Issue 46: another user can neither add a trial to alice's sweep nor
+// cancel it; alice and an admin can, and the reason names who.
+TEST_F(SweepManagerTest, OnlyItsOwnerOrAnAdminChangesASweep) {
+  const std::string external = R"(
+name: ext
+base: {env: {id: CartPole-v1}, total_env_steps: 4000}
+method: external
+max_trials: 4
+concurrency: 1
+parameters:
+  ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
+metric: {series: learner/mean_return, goal: max}
+)";
+  Workers(1);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(external));
+  ASSERT_EQ(submitted.owner(), "alice");
+  AddSweepTrialRequest request;
+  request.set_sweep_id(submitted.sweep_id());
+  (*request.mutable_parameters())["ppo.learning_rate"].set_number_value(1e-3);
+  const Requester mallory{"mallory", false};
+  EXPECT_THAT(sweeps_->AddTrial(request, mallory).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       AllOf(HasSubstr("belongs to alice"),
+                             HasSubstr("mallory may not change it"))));
+  EXPECT_THAT(sweeps_->Cancel(submitted.sweep_id(), mallory).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("belongs to alice")));
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials_size(), 0);
+  EXPECT_EQ(sweep.state(), RUNNING);
+  // Nor a trial's run.
+  ASSERT_OK_AND_ASSIGN(sweep,
+                       sweeps_->AddTrial(request, Requester{"alice", false}));
+  ASSERT_EQ(sweep.trials_size(), 1);
+  const std::string run_id = sweep.trials(0).run_id();
+  EXPECT_THAT(core_->CancelRunFor(run_id, mallory),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  ASSERT_OK_AND_ASSIGN(const rl::Run running, core_->GetRun(run_id));
+  EXPECT_NE(running.state(), CANCELLED);
+  // An admin may; the reason names the admin.
+  ASSERT_OK_AND_ASSIGN(const Sweep cancelled,
+                       sweeps_->Cancel(submitted.sweep_id(),
+                                       Requester{"ops", true}));
+  EXPECT_EQ(cancelled.state(), CANCELLED);
+  EXPECT_EQ(cancelled.reason(), "cancelled by ops");
+  ASSERT_OK_AND_ASSIGN(const rl::Run ended, core_->GetRun(run_id));
+  EXPECT_THAT(ended.failure_reason(), HasSubstr("was cancelled by ops"));
+}
+
 TEST_F(SweepManagerTest, BadSweepFilesAreRefusedNamingTheField) {
   const std::string typo = std::string(kSweep).replace(
       std::string(kSweep).find("ppo.learning_rate"), 17, "ppo.learnin_rate");
