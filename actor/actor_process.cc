@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "actor/actor_client.h"
 #include "actor/actor_workload.h"
@@ -20,6 +21,8 @@
 #include "common/secrets.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
+#include "envs/call_watch.h"
+#include "envs/env_plugin.h"
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
 #include "runspec/run_spec.h"
@@ -129,6 +132,17 @@ class ActorProcess::Impl {
 
   absl::Status Start() {
     RETURN_IF_ERROR(CheckOptions(options_));
+    // The env trust model (docs/security.md): where plugins may come from,
+    // which Python modules runs may name.
+    const std::vector<std::string> plugin_dirs =
+        options_.env_plugin_dirs.empty() ? DefaultEnvPluginDirs()
+                                         : options_.env_plugin_dirs;
+    RL_LOG_INFO("environment plugins load from: {}",
+                absl::StrJoin(plugin_dirs, ":"));
+    if (!options_.python_env_modules.empty()) {
+      setenv("RL_PYTHON_ENV_MODULES",
+             absl::StrJoin(options_.python_env_modules, ",").c_str(), 1);
+    }
     const bool worker = !options_.coordinator.empty();
     const std::string worker_name = options_.worker_name.empty()
                                         ? absl::StrCat("actor-", getpid())
@@ -154,7 +168,7 @@ class ActorProcess::Impl {
       ActorWorkloadOptions workload;
       workload.security = options_.security;
       workload.env_threads = options_.env_threads;
-      workload.env_plugin_dirs = options_.env_plugin_dirs;
+      workload.env_plugin_dirs = plugin_dirs;
       workload.profile_segments = options_.profile_segments;
       workload.profile_path = options_.profile_output;
       workload.max_disconnected = options_.max_disconnected;
@@ -177,6 +191,18 @@ class ActorProcess::Impl {
       }
       ASSIGN_OR_RETURN(runtime_,
                        WorkerRuntime::Create(runtime, workload_.get()));
+      // An environment call that hangs or crashes ends this process (its
+      // supervisor starts a fresh one for later runs); first the run it
+      // served fails, with the call named (envs/call_watch.h).
+      CallWatch::Process().SetEndHandler(
+          [runtime = runtime_.get()](const std::string& reason) {
+            const absl::Status sent = runtime->ReportFailure(
+                MarkRunFatal(absl::DeadlineExceededError(reason)));
+            if (!sent.ok()) {
+              RL_LOG_ERROR("reporting the run's failure: {}", sent.ToString());
+            }
+          });
+      CallWatch::Process().CatchCrashes();
       counters_->Set(
           [workload = workload_.get()] { return workload->Counters(); });
       RegisterActorMetrics(telemetry_->registry(), counters_);
@@ -189,7 +215,7 @@ class ActorProcess::Impl {
     actor.run_id = options_.run_id;
     actor.actor_id = options_.actor_id;
     actor.env_threads = options_.env_threads;
-    actor.env_plugin_dirs = options_.env_plugin_dirs;
+    actor.env_plugin_dirs = plugin_dirs;
     actor.profile_segments = options_.profile_segments;
     actor.profile_path = options_.profile_output;
     actor.max_disconnected = options_.max_disconnected;

@@ -38,9 +38,14 @@ struct ActorProcessOptions {
   std::string run_id;
   int actor_id = 0;
   int env_threads = 1;
-  // Directories environment plugins may be loaded from; empty: any path a
-  // run file names (a single-user machine).
+  // Directories environment plugins may be loaded from; empty:
+  // DefaultEnvPluginDirs() (envs/env_plugin.h); {"*"}: any path a run file
+  // names.
   std::vector<std::string> env_plugin_dirs;
+  // Python modules runs may name through the Gymnasium bridge; when not
+  // empty, set as $RL_PYTHON_ENV_MODULES, which the bridge enforces
+  // (envs/gym_bridge/gym_bridge.py); empty: that variable as it is.
+  std::vector<std::string> python_env_modules;
   // A Chrome trace of each run's first N segments (ActorOptions); 0: none.
   int profile_segments = 0;
   std::string profile_output;

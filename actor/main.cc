@@ -30,8 +30,14 @@ ABSL_FLAG(int, actor_id, 0, "Rank of this actor in the run (>= 0).");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(std::vector<std::string>, env_plugin_dirs, {},
           "Directories environment plugins may be loaded from (comma-"
-          "separated); a run naming a library elsewhere fails. Empty: any "
-          "path a run file names (a single-user machine).");
+          "separated); a run naming a library elsewhere fails. Empty: beside "
+          "the binaries, $RL_ENV_PLUGIN_PATH and the working directory; '*': "
+          "any path a run file names (docs/security.md).");
+ABSL_FLAG(std::vector<std::string>, python_env_modules, {},
+          "Python modules whose functions and envs runs may name through the "
+          "Gymnasium bridge (`id: module:function`; comma-separated, 'pkg.*' "
+          "for a package, '*' for any). Empty: $RL_PYTHON_ENV_MODULES, else "
+          "only registered Gymnasium ids and rl_atari (docs/security.md).");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(int, profile, 0,
           "Write a Chrome trace (LibTorch's profiler) of each run's first N "
@@ -94,6 +100,7 @@ int main(int argc, char** argv) {
   options.actor_id = absl::GetFlag(FLAGS_actor_id);
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.env_plugin_dirs = absl::GetFlag(FLAGS_env_plugin_dirs);
+  options.python_env_modules = absl::GetFlag(FLAGS_python_env_modules);
   options.profile_segments = absl::GetFlag(FLAGS_profile);
   options.profile_output = absl::GetFlag(FLAGS_profile_output);
   if (options.profile_segments < 0) {

@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/builtin_env_plugin.h"
+#include "envs/call_watch.h"
 #include "envs/env_registry.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -38,6 +39,16 @@ bool AllFinite(const float* p, int64_t n) {
     bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
   }
   return bad == 0;
+}
+
+// Calls into the built-in table are ours; every other plugin's are watched
+// (envs/call_watch.h).
+bool WatchCalls(const rl_env_plugin* plugin) {
+  return plugin != BuiltinEnvPlugin();
+}
+
+std::string WatchedOrigin(const std::string& origin, const EnvSpec& spec) {
+  return absl::StrCat("environment plugin ", origin, " (env ", spec.id(), ")");
 }
 
 // A plugin's failure: it would recur on any actor (common/status.h).
@@ -59,8 +70,18 @@ class PluginEnv final : public BatchedEnv {
         num_envs_(num_envs),
         parts_(DiscreteActionParts(spec_)),
         bytes_(ObservationsAreBytes(spec_)),
-        widen_(widen) {}
-  ~PluginEnv() override { plugin_->destroy(env_); }
+        widen_(widen),
+        timeout_(EnvCallTimeout(spec_)),
+        watch_(WatchCalls(plugin_) ? CallWatch::Process().Register(
+                                         WatchedOrigin(origin_, spec_))
+                                   : nullptr) {}
+  ~PluginEnv() override {
+    {
+      CallWatch::Scope call(watch_, "destroy", timeout_);
+      plugin_->destroy(env_);
+    }
+    CallWatch::Process().Unregister(watch_);
+  }
 
   const EnvSpec& spec() const override { return spec_; }
   int num_envs() const override { return num_envs_; }
@@ -71,9 +92,12 @@ class PluginEnv final : public BatchedEnv {
     out.observations = PluginObservations(observations, &scratch_obs_);
     RETURN_IF_ERROR(MaskBuffer(action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
-    if (plugin_->reset(env_, &out, error, sizeof(error)) != 0) {
-      return Failed("reset", error);
+    int failed;
+    {
+      CallWatch::Scope call(watch_, "reset", timeout_);
+      failed = plugin_->reset(env_, &out, error, sizeof(error));
     }
+    if (failed != 0) return Failed("reset", error);
     if (widen_) Widen(scratch_obs_.data(), observations, 0, num_envs_);
     RETURN_IF_ERROR(CheckObservations(observations, "reset"));
     return CheckMasks(out.action_masks, "reset");
@@ -263,9 +287,12 @@ class PluginEnv final : public BatchedEnv {
     out.episode_lengths = o.episode_lengths;
     RETURN_IF_ERROR(MaskBuffer(o.action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
-    if (plugin_->step(env_, actions, &out, error, sizeof(error)) != 0) {
-      return Failed("step", error);
+    int failed;
+    {
+      CallWatch::Scope call(watch_, "step", timeout_);
+      failed = plugin_->step(env_, actions, &out, error, sizeof(error));
     }
+    if (failed != 0) return Failed("step", error);
     RETURN_IF_ERROR(CheckMasks(out.action_masks, "step"));
     if (widen_) {
       Widen(scratch_obs_.data(), o.observations, 0, num_envs_);
@@ -332,6 +359,8 @@ class PluginEnv final : public BatchedEnv {
   const std::vector<int64_t> parts_;  // DiscreteActionParts
   const bool bytes_;                  // uint8 observations for the caller
   const bool widen_;                  // uint8 from the plugin, float32 out
+  const absl::Duration timeout_;
+  CallWatch::Slot* const watch_;  // null for the built-in table
   std::vector<uint8_t> scratch_masks_;
   std::vector<uint8_t> scratch_obs_, scratch_final_obs_;  // when widen_
 };
@@ -467,6 +496,28 @@ std::vector<std::string> EnvPluginSearchPath() {
   return dirs;
 }
 
+std::vector<std::string> DefaultEnvPluginDirs() {
+  std::vector<std::string> dirs;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    std::string dir(exe);
+    dir = dir.substr(0, dir.rfind('/'));
+    for (const char* package : {"envs/gym_bridge", "envs/mujoco"}) {
+      dirs.push_back(absl::StrCat(dir, "/../", package));
+    }
+    dirs.push_back(dir + "/../plugins");
+    dirs.push_back(dir + "/../lib");
+    dirs.push_back(dir);
+  }
+  for (const std::string& dir : EnvPluginSearchPath()) dirs.push_back(dir);
+  std::error_code error;
+  const std::filesystem::path cwd = std::filesystem::current_path(error);
+  if (!cwd.empty()) dirs.push_back(cwd.string());
+  return dirs;
+}
+
 absl::StatusOr<std::string> FindEnvPluginFile(
     const std::string& plugin, const std::vector<std::string>& search_path) {
   if (plugin.find('/') != std::string::npos) return plugin;
@@ -582,6 +633,12 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
   return table;
 }
 
+absl::Duration EnvCallTimeout(const EnvSpec& spec) {
+  return absl::Seconds(spec.call_timeout_s() > 0
+                           ? spec.call_timeout_s()
+                           : kDefaultEnvCallTimeoutSeconds);
+}
+
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     const rl_env_plugin* plugin, const std::string& origin, const EnvSpec& spec,
     const EnvOpenOptions& options) {
@@ -603,7 +660,18 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
   o.num_threads = options.num_threads;
   rl_env_info info{};
   char error[kErrorBytes] = "";
-  rl_env* env = plugin->create(&o, &info, error, sizeof(error));
+  rl_env* env;
+  {
+    CallWatch::Slot* watch =
+        WatchCalls(plugin) ? CallWatch::Process().Register(
+                                 WatchedOrigin(origin, spec))
+                           : nullptr;
+    {
+      CallWatch::Scope call(watch, "create", EnvCallTimeout(spec));
+      env = plugin->create(&o, &info, error, sizeof(error));
+    }
+    CallWatch::Process().Unregister(watch);
+  }
   if (env == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "environment plugin ", origin,
@@ -653,26 +721,49 @@ absl::StatusOr<EnvPluginRef> FindEnvPlugin(
   if (!path.ok()) {
     return absl::FailedPreconditionError(path.status().message());
   }
-  if (!allowed_dirs.empty()) {
-    std::error_code error;
-    const std::filesystem::path real = std::filesystem::canonical(*path, error);
+  // The library loaded is the one checked: its canonical path (a symbolic
+  // link changed after the check cannot redirect the load).
+  std::error_code error;
+  const std::filesystem::path real = std::filesystem::canonical(*path, error);
+  if (real.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", *path, ": cannot resolve it: ",
+        error.message()));
+  }
+  if (!allowed_dirs.empty() &&
+      std::find(allowed_dirs.begin(), allowed_dirs.end(), "*") ==
+          allowed_dirs.end()) {
+    // Inside an allowed directory: the file itself (after resolving links)
+    // or its path as named (without "..", so a link the operator put in an
+    // allowed directory may point elsewhere; a run file's "../../" cannot).
+    const std::filesystem::path named =
+        std::filesystem::absolute(*path, error).lexically_normal();
     bool inside = false;
     for (const std::string& dir : allowed_dirs) {
+      const std::filesystem::path lexical =
+          std::filesystem::absolute(dir, error).lexically_normal();
       const std::filesystem::path root =
           std::filesystem::weakly_canonical(dir, error);
-      const std::string prefix = root.string() + "/";
-      inside |= !real.empty() && real.string().rfind(prefix, 0) == 0;
+      for (const std::filesystem::path& base : {lexical, root}) {
+        std::string prefix = base.string();
+        if (prefix.empty()) continue;
+        if (prefix.back() != '/') prefix += '/';
+        inside |= real.string().rfind(prefix, 0) == 0 ||
+                  named.string().rfind(prefix, 0) == 0;
+      }
     }
     if (!inside) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::PermissionDeniedError(absl::StrCat(
           "environment plugin ", *path,
-          ": outside the directories this worker loads plugins from "
-          "(--env_plugin_dirs=",
-          absl::StrJoin(allowed_dirs, ","), ")"));
+          ": outside the directories this worker loads plugins from (",
+          absl::StrJoin(allowed_dirs, ":"),
+          "; the operator sets them with the actor's --env_plugin_dirs, "
+          "default: beside the binaries, $RL_ENV_PLUGIN_PATH and the "
+          "working directory; docs/security.md)"));
     }
   }
-  ASSIGN_OR_RETURN(const rl_env_plugin* table, LoadEnvPlugin(*path));
-  return EnvPluginRef{table, *path};
+  ASSIGN_OR_RETURN(const rl_env_plugin* table, LoadEnvPlugin(real.string()));
+  return EnvPluginRef{table, real.string()};
 }
 
 namespace {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "envs/batched_env.h"
 #include "envs/plugin_api/rl_env_plugin.h"
 #include "envs/space_parts.h"
@@ -36,6 +37,13 @@ inline constexpr char kMujocoPlugin[] = "mujoco";
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.
 std::vector<std::string> EnvPluginSearchPath();
+
+// Where a worker loads plugins from unless its operator says otherwise
+// (the actor's --env_plugin_dirs): beside the binaries (the bundled
+// gymnasium and mujoco plugins, an install's plugins/ and lib/), the
+// directories of $RL_ENV_PLUGIN_PATH, and the working directory (the
+// checkout the embedded system runs in). docs/security.md.
+std::vector<std::string> DefaultEnvPluginDirs();
 
 // The file `plugin` names: itself when it holds a '/', else the first
 // directory of `search_path` that has it (for "gymnasium", also beside
@@ -68,6 +76,10 @@ absl::StatusOr<EnvPluginRef> FindEnvPlugin(
 absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
                              const std::string& origin);
 
+// The deadline of one call into `spec`'s plugin: env.call_timeout_s, or
+// kDefaultEnvCallTimeoutSeconds when 0 (envs/call_watch.h).
+absl::Duration EnvCallTimeout(const EnvSpec& spec);
+
 // The run file's env.kwargs as the JSON object the plugin is given.
 absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec);
 
@@ -78,10 +90,12 @@ struct EnvOpenOptions {
   int num_threads = 1;
   // For env.plugin names without a '/'; default: EnvPluginSearchPath().
   std::optional<std::vector<std::string>> search_path;
-  // When not empty, a plugin library must lie (after resolving symbolic
-  // links) under one of these directories: a worker's limit on what run
-  // files may make it load (the actor's --env_plugin_dirs). Built-in
-  // environments need none.
+  // When not empty, a plugin library must lie under one of these
+  // directories, as named (without "..") or after resolving symbolic
+  // links: a worker's limit on what run files may make it load (the
+  // actor's --env_plugin_dirs, DefaultEnvPluginDirs() when it gives none;
+  // "*" lifts the limit). Empty: any (rl_local, whose user names their own
+  // run file). Built-in environments need none. PERMISSION_DENIED outside.
   std::vector<std::string> allowed_dirs;
 };
 

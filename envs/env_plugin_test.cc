@@ -165,24 +165,45 @@ TEST(EnvPluginTest, APluginNamedWithoutASlashIsLookedUpInTheSearchPath) {
 
 TEST(EnvPluginTest, AWorkerCanLimitWherePluginsComeFrom) {
   EnvOpenOptions options = Options(1);
-  // Where the library really is (the runfiles tree holds a symbolic link,
-  // which does not count).
+  // Where the library really is, or where it is named (the runfiles tree
+  // holds a symbolic link the operator's build put there).
   options.allowed_dirs = {
       std::filesystem::canonical(kProbe).parent_path().string()};
   EXPECT_OK(OpenEnv(ProbeSpec(), options).status());
   options.allowed_dirs = {"envs/testdata"};
-  EXPECT_THAT(OpenEnv(ProbeSpec(), options).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("outside the directories")));
+  EXPECT_OK(OpenEnv(ProbeSpec(), options).status());
   options.allowed_dirs = {"/opt/plugins",
                           "envs/test"};  // a prefix is not a dir
   const absl::Status outside = OpenEnv(ProbeSpec(), options).status();
   EXPECT_THAT(outside,
-              StatusIs(absl::StatusCode::kFailedPrecondition,
+              StatusIs(absl::StatusCode::kPermissionDenied,
                        HasSubstr("outside the directories this worker loads "
-                                 "plugins from (--env_plugin_dirs=/opt/"
-                                 "plugins,envs/test)")));
+                                 "plugins from (/opt/plugins:envs/test; the "
+                                 "operator sets them with the actor's "
+                                 "--env_plugin_dirs")));
+  // Issue 46: a run file's "../" cannot climb out of an allowed directory.
+  const std::string allowed = ::testing::TempDir() + "/allowed_plugins";
+  std::filesystem::create_directories(allowed);
+  options.allowed_dirs = {allowed};
+  EnvSpec climbing = ProbeSpec();
+  climbing.set_plugin(allowed + "/../../../../../../../../.." +
+                      std::filesystem::absolute(kProbe).string());
+  EXPECT_THAT(OpenEnv(climbing, options).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied));
+  // "*": the operator lifts the limit.
+  options.allowed_dirs = {"*"};
+  EXPECT_OK(OpenEnv(ProbeSpec(), options).status());
+  // The default: beside the binaries, $RL_ENV_PLUGIN_PATH, the working
+  // directory (the test's runfiles, where the probe lies).
+  options.allowed_dirs = DefaultEnvPluginDirs();
+  EXPECT_OK(OpenEnv(ProbeSpec(), options).status());
+  EnvSpec elsewhere = ProbeSpec();
+  elsewhere.set_plugin("/usr/lib/x86_64-linux-gnu/libm.so.6");
+  EXPECT_THAT(OpenEnv(elsewhere, options).status(),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("libm.so.6: outside the directories")));
   // Built-in environments need no directory.
+  options.allowed_dirs = {"/opt/plugins"};
   EnvSpec cartpole;
   cartpole.set_id("CartPole-v1");
   ASSERT_OK(ResolveEnvSpec(&cartpole));

@@ -477,6 +477,11 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
               " (or name an environment plugin in env.plugin)",
           JsonQuote(spec.env().id()));
   }
+  if (!(spec.env().call_timeout_s() >= 0 &&
+        spec.env().call_timeout_s() <= 86400)) {
+    p.Add("env.call_timeout_s", "must be in [0, 86400] seconds (0: 120)",
+          spec.env().call_timeout_s());
+  }
   if (spec.env().max_episode_steps() < 0) {
     p.Add("env.max_episode_steps", "must be >= 0",
           spec.env().max_episode_steps());

@@ -86,6 +86,15 @@ class PluginEnvTest : public EmbeddedCoordinatorTest {};
 TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
   // The workers inherit it: the bridge's interpreter finds chase_py there.
   setenv("PYTHONPATH", Absolute("examples/gym_env").c_str(), 1);
+  // The operator allows the example's module (docs/security.md); nothing
+  // else a run names is imported.
+  setenv("RL_PYTHON_ENV_MODULES", "chase_py", 1);
+  // A plugin outside the directories the workers load from.
+  const std::string outside = "/tmp/rl_plugin_env_test_outside";
+  std::filesystem::create_directories(outside);
+  std::filesystem::copy_file("envs/testdata/libtest_plugin.so",
+                             outside + "/libtest_plugin.so",
+                             std::filesystem::copy_options::overwrite_existing);
   StartCoordinator("learners=1,actors=1",
                    {"--lease_ttl_s=3", "--max_worker_failures=1"});
   constexpr char kProbe[] = "envs/testdata/libtest_plugin.so";
@@ -108,10 +117,33 @@ TEST_F(PluginEnvTest, FailuresEndTheRunWithTheReasonAndAPluginTrains) {
        "step failed: the probe broke"},
       // fail_at 40 is the last step of an episode: its final observation.
       {"nan", Probe("nan", kProbe, "nan"), "non-finite final observation"},
-      // The actor process dies: through the crash-loop limit
-      // (--max_worker_failures=1: the second death fails the run).
+      // Issue 46: the actor process dies inside the plugin's step: the run
+      // fails at once, naming the call, the plugin and the signal.
       {"crash", Probe("crash", kProbe, "crash"),
-       "restarted (its process killed by SIGABRT (signal 6))"},
+       "environment call step of environment plugin"},
+      {"crash-signal", Probe("crash-signal", kProbe, "crash"),
+       "crashed the process (SIGABRT)"},
+      // A step that never returns: the actor ends after env.call_timeout_s
+      // and a fresh one serves the runs below.
+      {"hang",
+       [&] {
+         std::string yaml = Probe("hang", kProbe, "hang");
+         yaml.replace(yaml.find("  num_discrete_actions: 2\n"), 0,
+                      "  call_timeout_s: 2\n");
+         return yaml;
+       }(),
+       "environment call step of environment plugin"},
+      // The trust model: a library outside the workers' directories, a
+      // Python module the operator did not allow.
+      {"outside", Probe("outside", outside + "/libtest_plugin.so", "ok"),
+       "outside the directories this worker loads plugins from"},
+      {"os-system",
+       [&] {
+         std::string yaml = ChasePy("os-system");
+         yaml.replace(yaml.find("chase_py:make"), 13, "os:system");
+         return yaml;
+       }(),
+       "module 'os' is not one this worker may import"},
   };
   for (const Case& c : cases) {
     const rl::Run submitted = Submit(c.yaml);

@@ -8,6 +8,7 @@
 //   rl_local check-env --run=examples/plugin_env/chase.yaml [--steps=N]
 //   rl_local export --run=examples/cartpole.yaml --checkpoint=runs/cartpole
 //       --output=cartpole.pt [--sampled]
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
       rl::ParseCommandLineOrExit(argc, argv, kUsage, /*max_positional=*/1);
   // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
   rl::PrepareCudaRuntime();
+  // rl_local runs its own user's run file: any Python module it names may
+  // be imported through the Gymnasium bridge, unless the environment says
+  // otherwise (workers restrict this: docs/security.md).
+  setenv("RL_PYTHON_ENV_MODULES", "*", /*overwrite=*/0);
   if (args.size() == 1 && args[0] == "sweep") {
     if (absl::GetFlag(FLAGS_sweep).empty()) {
       std::fprintf(stderr, "error: sweep needs --sweep=SWEEP_FILE\nusage: %s\n",

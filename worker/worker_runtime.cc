@@ -56,6 +56,10 @@ void WorkerRuntime::Stop() {
   agent_.reset();
 }
 
+absl::Status WorkerRuntime::ReportFailure(const absl::Status& failure) {
+  return agent_->Report(std::nullopt, /*finished=*/true, failure);
+}
+
 int64_t WorkerRuntime::assignments_started() const {
   absl::MutexLock lock(&mu_);
   return started_;

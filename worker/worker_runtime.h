@@ -44,6 +44,12 @@ class WorkerRuntime {
   // Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Reports the current assignment ended with `failure` now, from any
+  // thread (e.g. the env call watch's, just before the process exits over
+  // a hung or crashed environment call). The coordinator's reply, or the
+  // error, is returned; the runtime goes on as before.
+  absl::Status ReportFailure(const absl::Status& failure);
+
   // Assignments started so far (tests and logs).
   int64_t assignments_started() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -34,11 +34,47 @@ def _load_rl_atari():
             raise
 
 
+# Modules a run may name ("module:function", "module:Env-v0") unless the
+# operator says otherwise: the project's own Atari preprocessing and ALE's
+# registration.
+_DEFAULT_MODULES = ("rl_atari", "ale_py")
+
+
+def check_module_allowed(env_id, allowed=None):
+    """Raises PermissionError unless the module env_id names before its ':'
+    (which Gymnasium or the bridge would import, running its code) is one
+    the operator allows: $RL_PYTHON_ENV_MODULES, comma-separated names,
+    'pkg.*' for a package and its submodules, '*' for any; unset, only
+    _DEFAULT_MODULES. Registered ids without a module ("CartPole-v1") come
+    from packages the operator installed and always pass."""
+    if ":" not in env_id:
+        return
+    module = env_id.split(":", 1)[0]
+    if allowed is None:
+        import os
+        text = os.environ.get("RL_PYTHON_ENV_MODULES")
+        allowed = ([p.strip() for p in text.split(",") if p.strip()]
+                   if text is not None else list(_DEFAULT_MODULES))
+    for pattern in allowed:
+        if pattern == "*" or pattern == module:
+            return
+        if pattern.endswith(".*") and (module == pattern[:-2] or
+                                       module.startswith(pattern[:-1])):
+            return
+    raise PermissionError(
+        f"env.id {env_id!r}: module {module!r} is not one this worker may "
+        f"import (allowed: {', '.join(allowed) or 'none'}); its operator "
+        f"allows modules with the actor's --python_env_modules or "
+        f"$RL_PYTHON_ENV_MODULES (docs/security.md)")
+
+
 def make(env_id, num_envs, kwargs, max_steps, seed):
     """A vector env of num_envs copies of env_id: a registered id
     ("CartPole-v1", "ale_py:ALE/Pong-v5", "rl_atari:Breakout-v5") with
     kwargs, or "module:function" (a function of the user's module that
-    returns a gymnasium.Env)."""
+    returns a gymnasium.Env). The module must be allowed
+    (check_module_allowed)."""
+    check_module_allowed(env_id)
     if env_id.split(":", 1)[0] == "rl_atari":
         _load_rl_atari()
     kwargs = dict(kwargs)

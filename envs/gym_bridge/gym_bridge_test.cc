@@ -2,6 +2,8 @@
 // Gymnasium env, a user's own Python env, async worker processes, and the
 // errors a user sees. Needs the venv's gymnasium (tools/setup.sh sets
 // RL_PYTHON for tests).
+#include <cstdio>
+#include <filesystem>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/status.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
 #include "gmock/gmock.h"
@@ -28,6 +31,9 @@ class GymBridgeTest : public ::testing::Test {
   static void SetUpTestSuite() {
     // Read once, when the first bridge starts the interpreter.
     setenv("PYTHONPATH", "examples/gym_env", 1);
+    // The operator's allow-list of modules runs may name
+    // (docs/security.md); the refusal test below narrows it.
+    setenv("RL_PYTHON_ENV_MODULES", "chase_py,bad_spaces,rl_atari,ale_py", 1);
   }
 
   static EnvSpec Spec(const std::string& id, int obs, int discrete,
@@ -452,6 +458,23 @@ TEST_F(GymBridgeTest, ErrorsNameWhatIsWrong) {
   EXPECT_THAT(OpenEnv(spec, Options(1)).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("kwargs.vectorization_mode")));
+}
+
+// Issue 46 item 1: a run naming a module the operator did not allow (here
+// os:system) is refused before anything is imported, naming the rule.
+TEST_F(GymBridgeTest, AModuleTheOperatorDidNotAllowIsRefused) {
+  EnvSpec spec = Spec("os:system", 2, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["command"].set_string_value(
+      "touch /tmp/rl_bridge_pwned");
+  std::remove("/tmp/rl_bridge_pwned");
+  const absl::Status refused = OpenEnv(spec, Options(1)).status();
+  EXPECT_THAT(refused,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("module 'os' is not one this worker "
+                                       "may import"),
+                             HasSubstr("--python_env_modules"))));
+  EXPECT_TRUE(IsRunFatal(refused));
+  EXPECT_FALSE(std::filesystem::exists("/tmp/rl_bridge_pwned"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 //   "step_error"  step throws at kwargs.fail_at (default 3)
 //   "nan"         a NaN observation at step kwargs.fail_at
 //   "crash"       abort() at step kwargs.fail_at (the actor process dies)
+//   "hang"        step kwargs.fail_at never returns (sleeps forever)
 //   "big_reward"  reward 1000 (outside a declared range)
 //   "oob"         observation 50 (outside its Box [-10, 10]) at fail_at
 //   "nondet"      reset ignores the seed (a process-wide counter)
@@ -21,10 +22,12 @@
 //                 value is masked (taking it is a step error); episodes of
 //                 10 steps (random unmasked: 6.7, learned: 10)
 // kwargs.obs_size (default 3) sizes the observation.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "rl_env_plugin.hpp"
 
@@ -115,6 +118,7 @@ class Probe final : public rlenv::Env {
     if (steps_ == fail_at_) {
       if (mode_ == "step_error") throw std::runtime_error("the probe broke");
       if (mode_ == "crash") std::abort();
+      while (mode_ == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
     }
     Write(obs);
     if (mode_ == "nan" && steps_ == fail_at_) obs[0] = NAN;
