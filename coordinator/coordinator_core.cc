@@ -6,6 +6,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/secrets.h"
@@ -268,6 +269,13 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
         absl::StrCat("worker_credential: not the credential of worker ", name));
   }
   const bool has_key = keys_.IsKey(name, request.worker_key());
+  // A credential marks this process trusted; its own key keeps what it had;
+  // anything else registers an untrusted one.
+  if (credentialed) {
+    credentialed_.insert(name);
+  } else if (!has_key) {
+    credentialed_.erase(name);
+  }
   if (!has_key && !credentialed) {
     if (options_.require_worker_credentials) {
       return absl::PermissionDeniedError(
@@ -549,7 +557,60 @@ std::string SuccessReason(const ReportStatusRequest& request) {
 
 }  // namespace
 
-absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
+std::string SanitizeReason(absl::string_view text) {
+  constexpr size_t kMaxBytes = 2048;
+  std::string out;
+  out.reserve(std::min(text.size(), kMaxBytes));
+  size_t i = 0;
+  while (i < text.size() && out.size() < kMaxBytes) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
+      ++i;
+      continue;
+    }
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: kept when well formed and not a control or a
+    // direction override; else its bytes escaped.
+    const int length = c >= 0xf0 && c < 0xf5   ? 4
+                       : c >= 0xe0            ? 3
+                       : c >= 0xc2 && c < 0xe0 ? 2
+                                               : 0;
+    bool ok = length > 0 && i + length <= text.size();
+    uint32_t code = length == 2 ? (c & 0x1f) : length == 3 ? (c & 0x0f) : (c & 0x07);
+    for (int k = 1; ok && k < length; ++k) {
+      const unsigned char next = static_cast<unsigned char>(text[i + k]);
+      ok = (next & 0xc0) == 0x80;
+      code = (code << 6) | (next & 0x3f);
+    }
+    const bool control = (code >= 0x80 && code < 0xa0) ||
+                         (code >= 0x200b && code <= 0x200f) ||
+                         (code >= 0x202a && code <= 0x202e) ||
+                         (code >= 0x2066 && code <= 0x2069);
+    if (!ok) {
+      absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
+      ++i;
+    } else if (control) {
+      absl::StrAppend(&out, absl::StrFormat("\\u%04x", code));
+      i += length;
+    } else {
+      out.append(text.data() + i, length);
+      i += length;
+    }
+  }
+  if (i < text.size()) out += "...";
+  return out;
+}
+
+absl::Status CoordinatorCore::ReportStatus(
+    const ReportStatusRequest& untrusted) {
+  // What a worker writes is kept and shown to users: cleaned here, once.
+  ReportStatusRequest request = untrusted;
+  request.set_error(SanitizeReason(untrusted.error()));
   std::string run_id;
   WorkerRole role;
   int rank = 0;
@@ -600,10 +661,19 @@ absl::Status CoordinatorCore::ReportStatus(const ReportStatusRequest& request) {
     {
       absl::MutexLock lock(&mu_);
       scheduler_.ReleaseWorker(request.worker_id());
-      const std::string reason =
+      std::string reason =
           absl::StrCat("actor ", request.worker_id(), ": ", request.error());
       auto current = store_->GetRun(run_id);
-      if (request.fatal() && current.ok() &&
+      // Only an operator-trusted worker (one that showed its credential)
+      // fails a run in one report; anyone else's fatal report is its own
+      // failure, counted against max_worker_failures like a crash.
+      const bool trusted = credentialed_.count(request.worker_id()) > 0;
+      if (request.fatal() && !trusted) {
+        absl::StrAppend(&reason,
+                        " (a fatal report from a worker without an operator-"
+                        "issued credential counts as its own failure)");
+      }
+      if (request.fatal() && trusted && current.ok() &&
           (current->state() == RUNNING || current->state() == PLACING)) {
         // It would fail the same way on every actor: no retries.
         RL_LOG_WARNING("run {} fails: {}", run_id, reason);

@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/pending_ends.h"
 #include "coordinator/run_store.h"
@@ -91,6 +93,11 @@ struct Requester {
 // else PERMISSION_DENIED naming the owner and the caller.
 absl::Status CheckOwnerOrAdmin(const std::string& what,
                                const std::string& owner, const Requester& by);
+
+// A worker's error text as runs and logs keep it: control characters
+// (terminal escapes, carriage returns, bidi overrides) written as \xNN or
+// \uNNNN escapes, invalid UTF-8 bytes as \xNN, at most 2048 bytes.
+std::string SanitizeReason(absl::string_view text);
 
 class CoordinatorCore {
  public:
@@ -250,6 +257,10 @@ class CoordinatorCore {
   std::string ExitNoteLocked(const std::string& worker_name)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, std::string> exit_notes_ ABSL_GUARDED_BY(mu_);
+  // Workers whose process showed an operator-issued credential: their fatal
+  // reports (an env error that would recur anywhere) fail a run at once;
+  // anyone else's count as that worker's failure.
+  std::set<std::string> credentialed_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int> gang_restarts_ ABSL_GUARDED_BY(mu_);
   // Per run: when its workers failed, within worker_failure_window.
   std::map<std::string, std::deque<absl::Time>> worker_failures_

@@ -1045,5 +1045,87 @@ TEST_F(CoordinatorCoreTest, OnlyItsOwnerOrAnAdminCancelsARun) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+// Issue 46 item 4: a worker token alone registers a fake actor; its fatal
+// report is its own failure, not the run's. The credentialed actor's fatal
+// report (an env error that would recur anywhere) fails the run at once.
+// Reason text is cleaned at the boundary.
+TEST_F(CoordinatorCoreTest, OnlyACredentialedWorkersFatalReportFailsTheRun) {
+  options_.max_worker_failures = 3;
+  core_.reset();
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t fake = Register(*core_, "actor-0", ACTOR);  // no credential
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  Beat(*core_, "learner-0", l);
+  const Assignment placed = Beat(*core_, "actor-0", fake);
+  ASSERT_EQ(placed.run_id(), id);
+  ReportStatusRequest report;
+  report.set_worker_id("actor-0");
+  report.set_worker_key(keys_["actor-0"]);
+  report.set_assignment_id(placed.assignment_id());
+  report.set_finished(true);
+  report.set_fatal(true);
+  report.set_error("\x1b[2J<b>env exploded</b>\r\xe2\x80\xae\xff");
+  ASSERT_OK(core_->ReportStatus(report));
+  EXPECT_NE(core_->GetRun(id)->state(), FAILED) << "one fake report failed it";
+  bool counted = false;
+  for (const std::string& reason : Reasons(id)) {
+    counted |= absl::StrContains(reason, "counts as its own failure");
+    EXPECT_EQ(reason.find('\x1b'), std::string::npos) << reason;
+    EXPECT_EQ(reason.find('\r'), std::string::npos) << reason;
+  }
+  EXPECT_TRUE(counted);
+}
+
+TEST_F(CoordinatorCoreTest, ACredentialedActorsFatalReportFailsTheRunAtOnce) {
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  Beat(*core_, "learner-0", l);
+  // A credentialed actor: its env's error fails the run now.
+  RegisterWorkerRequest trusted;
+  trusted.set_worker_name("actor-1");
+  trusted.mutable_capabilities()->set_role(ACTOR);
+  trusted.set_worker_credential(core_->WorkerCredential("actor-1"));
+  ASSERT_OK_AND_ASSIGN(const RegisterWorkerResponse registered,
+                       core_->RegisterWorker(trusted));
+  keys_["actor-1"] = registered.worker_key();
+  core_->Tick();
+  const Assignment given =
+      Beat(*core_, "actor-1", registered.lease().epoch());
+  ASSERT_EQ(given.run_id(), id);
+  ReportStatusRequest report;
+  report.set_finished(true);
+  report.set_fatal(true);
+  report.set_worker_id("actor-1");
+  report.set_worker_key(keys_["actor-1"]);
+  report.set_assignment_id(given.assignment_id());
+  report.set_error("step failed: the probe broke\n\x1b]0;title\x07");
+  ASSERT_OK(core_->ReportStatus(report));
+  ASSERT_OK_AND_ASSIGN(const rl::Run failed, core_->GetRun(id));
+  EXPECT_EQ(failed.state(), FAILED);
+  EXPECT_EQ(failed.failure_reason(),
+            "actor actor-1: step failed: the probe broke\\x0a\\x1b]0;"
+            "title\\x07");
+}
+
+TEST(SanitizeReasonTest, EscapesControlsAndBadBytesAndKeepsText) {
+  EXPECT_EQ(SanitizeReason("plain text: ok (1/2)"), "plain text: ok (1/2)");
+  EXPECT_EQ(SanitizeReason("a\x1b[31mb\tc"), "a\\x1b[31mb\\x09c");
+  EXPECT_EQ(SanitizeReason("\xc3\xa9t\xc3\xa9"), "\xc3\xa9t\xc3\xa9");  // été
+  EXPECT_EQ(SanitizeReason("x\xe2\x80\xae" "y"), "x\\u202ey");  // RLO
+  EXPECT_EQ(SanitizeReason("\xc2\x9b" "1m"), "\\u009b1m");  // C1 CSI
+  EXPECT_EQ(SanitizeReason("\xff\xc3"), "\\xff\\xc3");
+  const std::string longer(5000, 'a');
+  const std::string cut = SanitizeReason(longer);
+  EXPECT_EQ(cut.size(), 2048u + 3);
+  EXPECT_TRUE(absl::EndsWith(cut, "..."));
+}
+
 }  // namespace
 }  // namespace rl

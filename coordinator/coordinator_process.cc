@@ -154,6 +154,14 @@ class CoordinatorProcess::Impl {
                                        absl::StrCat("coordinator pid ",
                                                     getpid(), ", starting")));
     store_lock_.emplace(std::move(lock));
+    std::shared_ptr<const Security> security = options_.security != nullptr
+                                                   ? options_.security
+                                                   : Security::ProcessDefault();
+    LocalDoors doors;
+    if (!options_.embedded.local_workers.empty()) {
+      ASSIGN_OR_RETURN(doors, LockLocalDoors(options_.runs_dir, security));
+      security = doors.security;
+    }
     CoordinatorOptions core;
     core.store_path = options_.store;
     core.max_store_bytes = options_.max_store_mb << 20;
@@ -161,7 +169,11 @@ class CoordinatorProcess::Impl {
     core.lease_ttl = options_.lease_ttl;
     core.unplaceable_timeout = options_.unplaceable_timeout;
     core.max_worker_failures = options_.max_worker_failures;
-    core.require_worker_credentials = options_.require_worker_credentials;
+    // Wherever tokens exist, a worker token alone does not make a worker:
+    // it must show an operator-issued credential too (the embedded default
+    // gives its children theirs). Without tokens nobody is told apart.
+    core.require_worker_credentials =
+        options_.require_worker_credentials && security->tokens_required();
     core.max_time_without_progress = options_.max_time_without_progress;
     core.max_queued_runs_per_user = options_.max_queued_runs_per_user;
     core.worker_failure_window = options_.worker_failure_window;
@@ -183,14 +195,6 @@ class CoordinatorProcess::Impl {
     ASSIGN_OR_RETURN(sweeps_,
                      SweepManager::Create(core_.get(), core_->store(),
                                           options_.max_sweeps_per_user));
-    std::shared_ptr<const Security> security = options_.security != nullptr
-                                                   ? options_.security
-                                                   : Security::ProcessDefault();
-    LocalDoors doors;
-    if (!options_.embedded.local_workers.empty()) {
-      ASSIGN_OR_RETURN(doors, LockLocalDoors(options_.runs_dir, security));
-      security = doors.security;
-    }
     // After the doors: the services identify callers by the same tokens
     // the server checks.
     ServerOptions server;

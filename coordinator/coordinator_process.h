@@ -47,8 +47,9 @@ struct CoordinatorProcessOptions {
   // A RUNNING run without new environment steps this long has its gang
   // restarted (zero: no limit).
   absl::Duration max_time_without_progress = absl::Minutes(10);
-  // Every worker must show an operator-issued credential to register.
-  bool require_worker_credentials = false;
+  // Every worker must show an operator-issued credential to register
+  // (where tokens are required; without tokens this changes nothing).
+  bool require_worker_credentials = true;
   // Embedded default when embedded.local_workers is set; its host, port and
   // runs_dir are filled from the above.
   EmbeddedSystemOptions embedded;

@@ -57,9 +57,11 @@ ABSL_FLAG(double, max_seconds_without_progress, 600,
           "A running run whose learner reports no new environment steps for "
           "this long has its gang restarted with that reason (counted "
           "against the run's restarts); 0: no limit.");
-ABSL_FLAG(bool, require_worker_credentials, false,
-          "Refuse any worker registration without an operator-issued "
-          "credential (--issue_worker_credential).");
+ABSL_FLAG(bool, require_worker_credentials, true,
+          "Where tokens are required (--tokens, the embedded default), "
+          "refuse any worker registration without an operator-issued "
+          "credential (--issue_worker_credential); false: a worker token "
+          "alone registers a worker.");
 ABSL_FLAG(std::string, issue_worker_credential, "",
           "Print the credential of this worker name (derived from the "
           "secret beside --store) and exit; give it to that worker as "
