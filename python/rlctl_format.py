@@ -18,6 +18,19 @@ def text(value, limit=1000):
     return out + (f"... ({len(value)}+ characters)" if cut else "")
 
 
+def text_lines(value, indent="    ", limit=1000):
+    """`value` as text() shows it, except that its line breaks (a failure
+    reason's traceback, a worker's multi-line detail) start new lines,
+    indented by `indent` so they read as part of the line they continue.
+    Every other control character is still shown escaped; at most `limit`
+    characters of it."""
+    value = str(value)
+    cut = len(value) > limit
+    value = value[:limit].replace("\r\n", "\n").rstrip("\n")
+    shown = ("\n" + indent).join(text(line, limit) for line in value.split("\n"))
+    return shown + (f"... ({limit}+ characters)" if cut else "")
+
+
 def format_table(headers, rows, right=()):
     """Lines with columns padded to their widest cell (`right`: right-aligned)."""
     rows = [[text(c) for c in r] for r in rows]

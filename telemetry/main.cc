@@ -122,11 +122,8 @@ int main(int argc, char** argv) {
       absl::GetFlag(FLAGS_max_watch_backlog_bytes);
 
   auto server = rl::TelemetryServer::Create(options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "error: %s\n",
-                 std::string(server.status().message()).c_str());
-    return 1;
-  }
+  // 2 for a bad flag (an off-loopback plaintext --host), 1 otherwise.
+  if (!server.ok()) return rl::ExitCode(server.status());
   std::printf("telemetry listening on %s:%d\n", options.host.c_str(),
               (*server)->port());
   if ((*server)->http_port() > 0) {

@@ -452,12 +452,12 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
 
 // The limits a batch that creates `fresh` series must keep: series per run
 // and per source, new runs per source per minute, runs. OK, or the reason
-// it alone is refused (and counted). `*budget`: the source's new-run budget
-// to charge once the batch is taken (null: none).
+// it alone is refused (and counted). `*budgets`: the source's and the
+// caller's new-run budgets to charge once the batch is taken (null: none).
 absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
                                             PendingWrite& w,
-                                            RunBudget** budget) {
-  *budget = nullptr;
+                                            RunBudgets* budgets) {
+  *budgets = {};
   if (fresh == 0) return absl::OkStatus();
   Catalog& c = *catalog_;
   const int64_t in_run = w.RunSeriesCount(c, b.run_id());
@@ -483,27 +483,38 @@ absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
   if (options_.max_new_runs_per_source_per_minute > 0) {
     const double rate = options_.max_new_runs_per_source_per_minute;
     const absl::Time now = absl::Now();
-    auto [it, added] = new_runs_by_source_.try_emplace(b.source());
-    RunBudget& source = it->second;
-    source.tokens =
-        added
-            ? rate
-            : std::min(rate, source.tokens +
-                                 rate * absl::ToDoubleMinutes(now - source.at));
-    source.at = now;
-    if (source.tokens < 1) {
-      refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
-      return absl::FailedPreconditionError(
-          absl::StrCat("batch ", b.sequence_number(), ": source ", b.source(),
-                       " creates new runs faster than ",
-                       options_.max_new_runs_per_source_per_minute,
-                       " a minute (max_new_runs_per_source_per_minute); run ",
-                       b.run_id(), " refused"));
+    // One budget per source and one per caller (the stream's token or
+    // address, stamped by the service): a client that changes `source`
+    // with every batch still draws from its caller's.
+    int n = 0;
+    for (const std::string& key :
+         {absl::StrCat("source:", b.source()),
+          b.caller().empty() ? std::string() : "caller:" + b.caller()}) {
+      if (key.empty()) continue;
+      auto [it, added] = new_runs_by_source_.try_emplace(key);
+      RunBudget& budget = it->second;
+      budget.tokens =
+          added ? rate
+                : std::min(rate, budget.tokens +
+                                     rate * absl::ToDoubleMinutes(now - budget.at));
+      budget.at = now;
+      if (budget.tokens < 1) {
+        refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
+        return absl::FailedPreconditionError(absl::StrCat(
+            "batch ", b.sequence_number(), ": ",
+            absl::StartsWith(key, "caller:")
+                ? absl::StrCat("caller ", b.caller())
+                : absl::StrCat("source ", b.source()),
+            " creates new runs faster than ",
+            options_.max_new_runs_per_source_per_minute,
+            " a minute (max_new_runs_per_source_per_minute); run ",
+            b.run_id(), " refused"));
+      }
+      (*budgets)[n++] = &budget;
     }
-    *budget = &source;
   }
   if (w.RunCount(c) >= options_.max_runs) {
-    *budget = nullptr;
+    *budgets = {};
     refused_runs_.fetch_add(1, std::memory_order_relaxed);
     return absl::FailedPreconditionError(absl::StrCat(
         "batch ", b.sequence_number(), ": run ", b.run_id(),
@@ -563,11 +574,13 @@ absl::Status MetricStore::AdmitBatch(const MetricBatch& b, size_t index,
   if (b.dropped_points() > 0) {
     resolve(b.points_size(), kDroppedPointsSeries, dropped_labels);
   }
-  RunBudget* budget = nullptr;
+  RunBudgets budgets{};
   *refused =
-      CheckSeriesLimits(b, static_cast<int64_t>(fresh.size()), w, &budget);
+      CheckSeriesLimits(b, static_cast<int64_t>(fresh.size()), w, &budgets);
   if (!refused->ok()) return absl::OkStatus();
-  if (budget != nullptr) budget->tokens -= 1;
+  for (RunBudget* budget : budgets) {
+    if (budget != nullptr) budget->tokens -= 1;
+  }
   for (Fresh& f : fresh) {
     Statement insert(writer_,
                      "INSERT INTO series (run_id, name, labels) VALUES "

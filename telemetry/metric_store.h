@@ -24,6 +24,7 @@
 #ifndef RL_TELEMETRY_METRIC_STORE_H_
 #define RL_TELEMETRY_METRIC_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -74,10 +75,11 @@ struct MetricStoreOptions {
   // New runs beyond this many are refused (FAILED_PRECONDITION); runs that
   // retention or DeleteRun deletes make room.
   int max_runs = 10000;
-  // New runs one source may create per minute (a token bucket of this size
-  // refilled at this rate): beyond it its batches that would create one
-  // are refused (FAILED_PRECONDITION) and counted, so one client cannot
-  // fill max_runs in a second. 0: no limit.
+  // New runs one source, and one caller (MetricBatch.caller: the stream's
+  // token), may each create per minute (token buckets of this size refilled
+  // at this rate): beyond it their batches that would create one are
+  // refused (FAILED_PRECONDITION) and counted, so one client cannot fill
+  // max_runs in a second, whatever sources it names. 0: no limit.
   int max_new_runs_per_source_per_minute = 120;
   // Raw (not downsampled) queries returning more points are refused.
   int64_t max_raw_points = 200000;
@@ -137,13 +139,14 @@ class MetricStore {
   struct Catalog;
   struct PendingWrite;
   struct RunBudget;
+  using RunBudgets = std::array<RunBudget*, 2>;
   MetricStore(sqlite3* writer, sqlite3* reader, MetricStoreOptions options);
   // Write's phases (metric_store.cc), inside its transaction.
   absl::Status AdmitBatch(const MetricBatch& batch, size_t index,
                           PendingWrite& w, absl::Status* refused,
                           bool* duplicate);
   absl::Status CheckSeriesLimits(const MetricBatch& batch, int64_t fresh,
-                                 PendingWrite& w, RunBudget** budget);
+                                 PendingWrite& w, RunBudgets* budgets);
   absl::Status AppendPending(PendingWrite& w);
   absl::Status SaveStreams(PendingWrite& w);
   void PublishWrite(PendingWrite& w);
@@ -161,8 +164,9 @@ class MetricStore {
   std::atomic<int64_t> refused_runs_{0};
   std::atomic<int64_t> refused_series_per_source_{0};
   std::atomic<int64_t> refused_runs_per_source_{0};
-  // Per source, the new runs it may still create now
-  // (max_new_runs_per_source_per_minute) and when that was computed.
+  // Per source ("source:X") and per caller ("caller:Y"), the new runs it
+  // may still create now (max_new_runs_per_source_per_minute) and when that
+  // was computed.
   struct RunBudget {
     double tokens = 0;
     absl::Time at;

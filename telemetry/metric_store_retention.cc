@@ -4,6 +4,7 @@
 // Writes are metric_store.cc, reads metric_store_query.cc.
 #include <vector>
 
+#include "absl/strings/strip.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -103,9 +104,12 @@ absl::StatusOr<int> MetricStore::ForgetIdleStreams(absl::Time now) {
       series_by_source_.erase(it++);
     }
   }
+  // (Callers' budgets stay: a caller is a token or an address, not a
+  // stream.)
   for (auto it = new_runs_by_source_.begin();
        it != new_runs_by_source_.end();) {
-    if (sources.contains(it->first)) {
+    absl::string_view key = it->first;
+    if (!absl::ConsumePrefix(&key, "source:") || sources.contains(key)) {
       ++it;
     } else {
       new_runs_by_source_.erase(it++);

@@ -1013,6 +1013,34 @@ TEST(MetricStoreTest, NewRunsPerSourceAreRateLimited) {
                      Batch("other-run", 1, {Point("x", 1, 1)}, "learner/0")));
 }
 
+// Issue 46: a client that names a new source with every batch still draws
+// new runs from its caller's budget (MetricBatch.caller, stamped by the
+// service from its token); other callers go on.
+TEST(MetricStoreTest, NewRunsPerCallerAreRateLimitedWhateverTheSource) {
+  MetricStoreOptions options;
+  options.max_new_runs_per_source_per_minute = 5;
+  auto store = OpenStore(DbPath("runs_per_caller"), options);
+  ASSERT_NE(store, nullptr);
+  int refused = 0;
+  for (int r = 0; r < 50; ++r) {
+    MetricBatch b = Batch(absl::StrCat("flood-", r), 1, {Point("x", 1, 1)},
+                          absl::StrCat("worker/evil-", r));
+    b.set_caller("token:mallory");
+    const absl::Status s = WriteOne(store.get(), b);
+    if (!s.ok()) {
+      EXPECT_THAT(s, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("caller token:mallory creates new "
+                                        "runs faster than 5")));
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 44);
+  EXPECT_LE(store->ListRuns().size(), 6u);
+  MetricBatch other = Batch("real-run", 1, {Point("x", 1, 1)}, "learner/0");
+  other.set_caller("token:local-worker");
+  EXPECT_OK(WriteOne(store.get(), other));
+}
+
 TEST(MetricStoreTest, DroppedPointsBecomeASeries) {
   auto store = OpenStore(DbPath("dropped"));
   ASSERT_NE(store, nullptr);

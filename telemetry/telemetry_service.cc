@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
@@ -21,8 +22,12 @@ namespace {
 class IngestReactor final
     : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  IngestReactor(TelemetryCore* core, std::unique_ptr<StreamPlace> place)
-      : place_(std::move(place)), core_(core) {
+  // `caller`: who sent the stream (the token's name, or the client's
+  // address without tokens), stamped on each batch for the store's
+  // per-caller limits and keying the refusal log's limiter.
+  IngestReactor(TelemetryCore* core, std::unique_ptr<StreamPlace> place,
+                std::string caller)
+      : place_(std::move(place)), core_(core), caller_(std::move(caller)) {
     StartRead(&incoming_);
   }
 
@@ -52,6 +57,7 @@ class IngestReactor final
       return;
     }
     incoming_.Clear();
+    batch->set_caller(caller_);  // the client's own value is not believed
     const int64_t seq = batch->sequence_number();
     ++in_flight_;
     absl::Status submitted = core_->Submit(
@@ -121,13 +127,21 @@ class IngestReactor final
     }
     finished_ = true;
     if (!error_.ok()) {
-      RL_LOG_WARNING("telemetry ingest: {}", error_.ToString());
+      // A hostile client can end streams as fast as it opens them: a few
+      // lines a minute per caller.
+      static LogLimiter* const limiter = new LogLimiter();
+      std::string left_out;
+      if (limiter->Allow(caller_, &left_out)) {
+        RL_LOG_WARNING("telemetry ingest from {}: {}{}", caller_,
+                       error_.ToString(), left_out);
+      }
     }
     Finish(ToGrpcStatus(error_));
   }
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
   TelemetryCore* core_;
+  const std::string caller_;
   grpc::ByteBuffer incoming_;  // owned by the pending read
   absl::Mutex mu_;
   IngestAck ack_ ABSL_GUARDED_BY(mu_);
@@ -305,7 +319,11 @@ TelemetryServiceImpl::Ingest(grpc::CallbackServerContext* context) {
     }
     return new RefusedIngest(ToGrpcStatus(place.status()));
   }
-  return new IngestReactor(core_, *std::move(place));
+  const std::string caller =
+      security_->tokens_required()
+          ? absl::StrCat("token:", CallerIdentity(*context, *security_).name)
+          : absl::StrCat("client:", CallerClient(*context, *security_));
+  return new IngestReactor(core_, *std::move(place), caller);
 }
 
 grpc::ServerUnaryReactor* TelemetryServiceImpl::Query(

@@ -113,7 +113,8 @@ absl::StatusOr<std::unique_ptr<HttpEndpoint>> HttpEndpoint::Start(
     }
     endpoint->server_ = std::move(ssl);
   } else {
-    return absl::FailedPreconditionError(absl::StrCat(
+    // A bad flag (exit 2), as for the gRPC servers.
+    return absl::InvalidArgumentError(absl::StrCat(
         "refusing to serve HTTP on ", bind_host, ":", port,
         " without TLS: give --tls_cert and --tls_key, listen on loopback, or "
         "pass --insecure on a trusted network"));

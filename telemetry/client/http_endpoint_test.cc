@@ -431,7 +431,7 @@ TEST(HttpEndpointDoorsTest, OffLoopbackNeedsTlsAndTokens) {
 
   Security::SetProcessDefault(*Security::Load(SecurityOptions{}));
   auto refused = HttpEndpoint::Start("0.0.0.0", 0, nullptr);
-  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.status().message()),
               ::testing::HasSubstr("refusing to serve HTTP on 0.0.0.0:0"));
   SecurityOptions insecure;
