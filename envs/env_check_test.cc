@@ -108,6 +108,19 @@ TEST(EnvCheckTest, ReportsTheFirstViolation) {
   }
 }
 
+// Issue 46: an env that declares no reward range is checked against the
+// run file's (the range the actors enforce), and the report shows it.
+TEST(EnvCheckTest, TheRunFilesRewardRangeIsChecked) {
+  EnvSpec spec = Probe("undeclared_big");
+  ASSERT_OK_AND_ASSIGN(EnvCheckReport r, CheckEnv(spec, Options()));
+  EXPECT_EQ(r.violation, "");  // no range anywhere: 5 is fine
+  spec.set_reward_high(1);
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(spec, Options()));
+  EXPECT_THAT(r.violation, HasSubstr("the reward of env row 0 is 5, outside "
+                                     "the declared range [-inf, 1]"));
+  EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("[-inf, 1]"));
+}
+
 TEST(EnvCheckTest, APluginThatCannotBeCreatedIsAnError) {
   EXPECT_THAT(CheckEnv(Probe("create_error"), Options()).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,

@@ -71,7 +71,7 @@ absl::Status FileError(const std::error_code& ec, absl::string_view what,
 // terminates the process; these calls return their errors instead.
 absl::Status WriteFileSynced(const fs::path& path, absl::string_view bytes) {
   const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return FileError(errno, "create", path);
   absl::Status status;
   size_t written = 0;

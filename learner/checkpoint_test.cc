@@ -1,5 +1,6 @@
 #include "learner/checkpoint.h"
 
+#include <sys/stat.h>
 #include <sys/resource.h>
 #include <torch/optim/adam.h>
 
@@ -40,6 +41,15 @@ TEST(CheckpointTest, RoundTripsPolicyOptimizerAndExtras) {
   auto dir = WriteCheckpoint(root, 3, policy, adam, extra, 2);
   ASSERT_TRUE(dir.ok()) << dir.status();
   EXPECT_EQ(*LatestCheckpoint(root), *dir);
+  // A run's weights are its owner's: readable by the service's user only.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(*dir)) {
+    struct stat info {};
+    ASSERT_EQ(::stat(entry.path().c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0600u) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 1);
 
   torch::manual_seed(2);
   ActorCritic other(Config(8));

@@ -43,11 +43,11 @@ import grpc
 
 from rlservice.client import (DEFAULT_RETRY_FOR_S, Client, ClientError, TERMINAL_STATES,
                               mean_return, state_name)
-from rlservice.policy import export_policy, find_rl_local
+from rlservice.policy import check_output_path, export_policy, locate_rl_local
 from rlservice.security import Security
 from rlservice.telemetry import TelemetryClient, default_address as default_telemetry
 
-from rlctl_format import format_table, print_table, text
+from rlctl_format import format_table, print_table, text, text_lines
 from rlctl_sweeps import sweep_command
 
 
@@ -63,23 +63,27 @@ def fmt_duration(seconds):
 
 
 def progress_line(run):
+    """`watch`'s line: state, steps, steps/s, mean return of the last 100
+    episodes, policy version and, while the run is not finished, its ETA."""
     p = run.progress
     total = run.spec.total_env_steps or 1
     frac = min(1.0, p.env_steps / total)
     bar = "#" * int(frac * 20) + "-" * (20 - int(frac * 20))
-    ret = mean_return(run)
+    line = (f"{text(run.run_id)} {state_name(run.state):9s} [{bar}] {p.env_steps}/{total} steps"
+            f" | {p.steps_per_second:.0f} steps/s | return(100) {fmt_return(mean_return(run))}"
+            f" | v{p.policy_version}")
+    if state_name(run.state) in TERMINAL_STATES:
+        return line
     eta = (total - p.env_steps) / p.steps_per_second if p.steps_per_second > 0 else None
-    return (f"{text(run.run_id)} {state_name(run.state):9s} [{bar}] {p.env_steps}/{total} steps"
-            f" | {p.steps_per_second:.0f} steps/s | return(100) "
-            f"{'-' if ret is None else f'{ret:.1f}'} | v{p.policy_version} | ETA {fmt_duration(eta)}")
+    return line + f" | ETA {fmt_duration(eta)}"
 
 
 def print_run(run):
     print(f"{text(run.run_id)}  {state_name(run.state):9s}  {text(run.spec.name or '-'):20s}  "
           f"{text(run.spec.env.id):24s}  steps {run.progress.env_steps}"
           + (f"  owner: {text(run.owner)}" if run.owner else "")
-          + (f"  reason: {text(run.failure_reason)}" if run.failure_reason else "")
-          + (f"  waiting: {text(run.waiting_reason)}" if run.waiting_reason else ""))
+          + (f"  reason: {text_lines(run.failure_reason)}" if run.failure_reason else "")
+          + (f"  waiting: {text_lines(run.waiting_reason)}" if run.waiting_reason else ""))
 
 
 def role_name(worker):
@@ -106,7 +110,7 @@ def print_workers(workers):
               f"{assignment_text(w)}")
         for c in w.device_checks:
             if not c.passed:
-                print(f"  self-check FAILED: {text(c.check)}: {text(c.detail)}")
+                print(f"  self-check FAILED: {text(c.check)}: {text_lines(c.detail, '    ')}")
 
 
 def assignment_text(worker):
@@ -138,7 +142,8 @@ def print_details(run):
         for t in run.history:
             was = state_name(t.from_state) if t.from_state else "(new)"
             print(f"  {_time(t.time)}  {was:9s} -> "
-                  f"{state_name(t.to_state):9s}" + (f"  {text(t.reason)}" if t.reason else ""))
+                  f"{state_name(t.to_state):9s}"
+                  + (f"  {text_lines(t.reason, ' ' * 6)}" if t.reason else ""))
 
 
 def print_placement(run, workers):
@@ -182,8 +187,8 @@ def watch(client, run_id, retry_for):
     state = state_name(run.state)
     ret = mean_return(run)
     print(f"{text(run.run_id)} {state} after {run.progress.env_steps} steps"
-          + (f", mean return {ret:.1f}" if ret is not None else "")
-          + (f": {text(run.failure_reason)}" if run.failure_reason else ""))
+          + (f", mean return {fmt_return(ret)}" if ret is not None else "")
+          + (f": {text_lines(run.failure_reason)}" if run.failure_reason else ""))
     return 0 if state == "SUCCEEDED" else 1
 
 
@@ -414,7 +419,11 @@ def top_frame(client, tclient):
 
 
 def fmt_return(value):
-    return "-" if value is None or math.isnan(value) else f"{value:.1f}"
+    """A mean return: one decimal from 10 up (475.2), three significant
+    digits below (0.0123, 9.87), so that small returns are seen to move."""
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:#.3g}"
 
 
 def top(client, tclient, interval, once):
@@ -464,10 +473,10 @@ def add_retry_for(parser):
 def check_env(run_file, steps):
     """`rl_local check-env`: its output and exit code (0 clean, 1 a violation,
     2 bad input)."""
-    rl_local = find_rl_local()
-    if rl_local is None:
-        print("rlctl: error: check-env runs rl_local, which was not found ($RL_LOCAL, PATH, "
-              "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)", file=sys.stderr)
+    try:
+        rl_local, _ = locate_rl_local()
+    except ClientError as e:
+        print(f"rlctl: error: check-env runs rl_local: {text(e)}", file=sys.stderr)
         return 2
     done = subprocess.run([rl_local, "check-env", f"--run={run_file}", f"--steps={steps}"],
                           capture_output=True, text=True, check=False)
@@ -479,17 +488,15 @@ def check_env(run_file, steps):
 def export(client, args):
     """`rlctl export`: the run's spec and checkpoint handed to `rl_local export`
     (which must see the checkpoint: run it where the learner wrote it, e.g. the
-    embedded coordinator's machine, or on the shared filesystem)."""
-    if find_rl_local() is None:
-        print("rlctl: error: export runs rl_local, which was not found ($RL_LOCAL, PATH, "
-              "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)", file=sys.stderr)
-        return 2
-    try:
-        done = export_policy(client, args.run_id, args.output, checkpoint=args.checkpoint,
-                             fmt=args.format, sampled=args.sampled)
-    except ClientError as e:
-        print(f"rlctl: error: {text(str(e))}", file=sys.stderr)
-        return 3
+    embedded coordinator's machine, or on the shared filesystem). A bad -o
+    or a missing rl_local is bad input (ClientError, code None: exit 2), a
+    run or checkpoint directory that is not there NOT_FOUND (3); main maps
+    them. Says which rl_local it ran."""
+    check_output_path(args.output)
+    rl_local, where = locate_rl_local()
+    print(f"rl_local: {text(rl_local)} ({where})", flush=True)
+    done = export_policy(client, args.run_id, args.output, checkpoint=args.checkpoint,
+                         fmt=args.format, sampled=args.sampled, rl_local=rl_local)
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode
@@ -541,7 +548,8 @@ def main(argv=None):
         "check-env", help="step a run file's environment here, against the plugin contract",
         description="Runs `rl_local check-env` on this machine (as an actor would load the "
         "environment): its spaces, step rate and the first violation found. rl_local is "
-        "$RL_LOCAL, else rl_local on PATH, else this checkout's bazel-bin/trainer/rl_local.")
+        "$RL_LOCAL, else this checkout's optimised build (bazel-out/k8-opt/bin/trainer/rl_local), "
+        "else rl_local on PATH, else this checkout's bazel-bin/trainer/rl_local.")
     p.add_argument("run_file")
     p.add_argument("--steps", type=int, default=10000, help="batch steps of random actions")
     p = sub.add_parser(
@@ -549,7 +557,9 @@ def main(argv=None):
         description="Writes the run's newest (or --checkpoint N's) policy as a self-contained "
         "TorchScript or ONNX file, observation normalisation included, and FILE.json naming its "
         "inputs and outputs. Runs `rl_local export` here, which reads the checkpoint "
-        "directory `rlctl get` shows.")
+        "directory `rlctl get` shows, and names the rl_local it ran: $RL_LOCAL, else this "
+        "checkout's optimised build (bazel-out/k8-opt/bin/trainer/rl_local), else rl_local on "
+        "PATH, else this checkout's bazel-bin/trainer/rl_local.")
     p.add_argument("run_id")
     p.add_argument("-o", "--output", required=True, help="the file to write")
     p.add_argument("--checkpoint", type=int, help="checkpoint number (default: the newest)")

@@ -7,7 +7,7 @@ import sys
 from rlservice.client import TERMINAL_STATES, state_name
 from rlservice.sweeps import optuna_search
 
-from rlctl_format import format_table, text
+from rlctl_format import format_table, text, text_lines
 
 
 def score_text(score):
@@ -108,7 +108,7 @@ def sweep_table(sweep):
              "best run: " + (f"{text(sweep.best_run_id)} (score {best_score_text(sweep)})"
                              if sweep.best_run_id else "-")]
     if sweep.reason:
-        lines.append(f"reason: {text(sweep.reason)}")
+        lines.append(f"reason: {text_lines(sweep.reason)}")
     if not sweep.trials:
         lines.append("no trials")
         return "\n".join(lines)
@@ -169,7 +169,7 @@ def watch_sweep(client, sweep_id, retry_for, interval):
     print(f"{text(sweep.sweep_id)} {state}"
           + (f": best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
              if sweep.best_run_id else "")
-          + (f": {text(sweep.reason)}" if sweep.reason else ""))
+          + (f": {text_lines(sweep.reason)}" if sweep.reason else ""))
     return 0 if state == "SUCCEEDED" else 1
 
 
@@ -199,7 +199,7 @@ def optuna_sweep(client, args):
           f"configurations ({len(done)} complete)"
           + (f", best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
              if sweep.best_run_id else "")
-          + (f": {text(sweep.reason)}" if sweep.reason else ""))
+          + (f": {text_lines(sweep.reason)}" if sweep.reason else ""))
     return 0 if state == "SUCCEEDED" else 1
 
 

@@ -128,6 +128,11 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
 
 
 _NESTED = (gym.spaces.Dict, gym.spaces.Tuple)
+# Observations passed as their flattened vector (gymnasium.spaces.flatten):
+# Dict and Tuple, and a bare Discrete or MultiDiscrete (one-hots, as inside
+# a Dict) or MultiBinary (0/1 floats), e.g. FrozenLake-v1's state index.
+_FLAT_OBS = _NESTED + (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                       gym.spaces.MultiBinary)
 
 
 def flat_layout(space, prefix=""):
@@ -330,7 +335,7 @@ def observations(env, obs):
     """The vector env's observations as obs_dtype(env) [n * flatdim] (Dict
     and Tuple spaces flattened)."""
     space = env.single_observation_space
-    if isinstance(space, _NESTED):
+    if isinstance(space, _FLAT_OBS):
         flat = flatten_batch(space, obs, env.num_envs).ravel()
         return flat.astype(obs_dtype(env), copy=False)
     return np.asarray(obs, obs_dtype(env)).ravel()
@@ -340,7 +345,7 @@ def describe(space, flatten=False):
     """(kind, shape, low, high, n): kind is "box", "discrete" or the
     unsupported space's class name. A Dict or Tuple observation is a Box of
     its flattened parts (flat_layout) when `flatten`."""
-    if flatten and isinstance(space, _NESTED):
+    if flatten and isinstance(space, _FLAT_OBS):
         try:
             flat = gym.spaces.flatten_space(space)
         except NotImplementedError as e:
@@ -462,7 +467,7 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
     if final_out is not None and "final_obs" in info:
         final = np.frombuffer(final_out, dtype).reshape(n, -1)
         mask = info.get("_final_obs", np.ones(n, bool))
-        nested = isinstance(space_of(env), _NESTED)
+        nested = isinstance(space_of(env), _FLAT_OBS)
         for i in np.flatnonzero(mask):
             one = info["final_obs"][i]
             final[i] = (gym.spaces.flatten(space_of(env), one).astype(

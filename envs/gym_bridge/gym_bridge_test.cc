@@ -102,6 +102,35 @@ TEST_F(GymBridgeTest, ARegisteredGymnasiumEnvStepsWithEpisodeInfo) {
   EXPECT_NEAR(s.returns / s.episodes, 22, 8);
 }
 
+// Issue 46: a bare Discrete observation (FrozenLake's state index) is
+// one-hot encoded, as a Discrete inside a Dict is.
+TEST_F(GymBridgeTest, ADiscreteObservationIsOneHot) {
+  ASSERT_OK_AND_ASSIGN(auto env,
+                       OpenEnv(Spec("FrozenLake-v1", 16, 4), Options(3)));
+  std::vector<float> obs(3 * 16, -1);
+  ASSERT_OK(env->Reset(obs.data()));
+  for (int i = 0; i < 3; ++i) {
+    float sum = 0;
+    for (int k = 0; k < 16; ++k) sum += obs[i * 16 + k];
+    EXPECT_EQ(sum, 1) << i;
+    EXPECT_EQ(obs[i * 16], 1) << i;  // every episode starts in state 0
+  }
+  std::vector<float> next(3 * 16), final_obs(3 * 16), rewards(3), returns(3);
+  std::vector<uint8_t> term(3), trunc(3);
+  std::vector<int32_t> lengths(3);
+  StepOutputs out{next.data(),      rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  const std::vector<int64_t> down(3, 1);
+  for (int t = 0; t < 20; ++t) {
+    ASSERT_OK(env->StepDiscrete(down.data(), out));
+    for (int i = 0; i < 3; ++i) {
+      float sum = 0;
+      for (int k = 0; k < 16; ++k) sum += next[i * 16 + k];
+      EXPECT_EQ(sum, 1) << i;
+    }
+  }
+}
+
 TEST_F(GymBridgeTest, AUsersOwnPythonEnvAndItsKwargs) {
   EnvSpec spec = Spec("chase_py:make", 2, 3);
   (*spec.mutable_kwargs()->mutable_fields())["step_size"].set_number_value(0.5);

@@ -8,6 +8,7 @@
 //   "crash"       abort() at step kwargs.fail_at (the actor process dies)
 //   "hang"        step kwargs.fail_at never returns (sleeps forever)
 //   "big_reward"  reward 1000 (outside a declared range)
+//   "undeclared_big"  declares no reward range, gives reward 5
 //   "oob"         observation 50 (outside its Box [-10, 10]) at fail_at
 //   "nondet"      reset ignores the seed (a process-wide counter)
 //   "masked"      3 actions, one masked at every step: obs = one-hot of the
@@ -63,6 +64,10 @@ class Probe final : public rlenv::Env {
                     rlenv::Space::Discrete(2)};
     s.reward_low = 0;
     s.reward_high = kwargs.String("mode", "ok") == "big_reward" ? 1000 : 1;
+    if (kwargs.String("mode", "ok") == "undeclared_big") {
+      s.reward_low = -INFINITY;  // declares no range, gives 5
+      s.reward_high = INFINITY;
+    }
     return s;
   }
   explicit Probe(const rlenv::Kwargs& kwargs)
@@ -124,8 +129,9 @@ class Probe final : public rlenv::Env {
     if (mode_ == "nan" && steps_ == fail_at_) obs[0] = NAN;
     if (mode_ == "oob" && steps_ == fail_at_) obs[0] = 50;
     rlenv::StepResult r;
-    r.reward =
-        mode_ == "big_reward" ? 1000.f : (action.index() == 1 ? 1.f : 0.f);
+    r.reward = mode_ == "big_reward"       ? 1000.f
+               : mode_ == "undeclared_big" ? 5.f
+                                           : (action.index() == 1 ? 1.f : 0.f);
     r.terminated = t_ >= 10;
     return r;
   }

@@ -15,42 +15,120 @@ import shutil
 import subprocess
 import tempfile
 
+import grpc
 from google.protobuf import json_format
 
 from rlservice.client import Client, ClientError
 
 
+# Where rl_local is looked for, in this order: $RL_LOCAL (an explicit choice;
+# if it names no executable, that is the error), this checkout's optimised
+# build (`bazel build --config=opt //trainer:rl_local`, the README's, which
+# stays in bazel-out/k8-opt whatever bazel-bin points at since), rl_local on
+# PATH, and last whatever this checkout's bazel-bin holds (another config's
+# build, e.g. --config=asan).
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_OPT_BUILD = os.path.join("bazel-out", "k8-opt", "bin", "trainer", "rl_local")
+_BAZEL_BIN = os.path.join("bazel-bin", "trainer", "rl_local")
+
+RL_LOCAL_NOT_FOUND = ("rl_local was not found ($RL_LOCAL, this checkout's "
+                      f"{_OPT_BUILD}, PATH, {_BAZEL_BIN}: "
+                      "bazel build --config=opt //trainer:rl_local)")
+
+
+def _executable(path):
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def locate_rl_local():
+    """(path, where) of the rl_local to run, `where` saying how it was found
+    ("$RL_LOCAL", "this checkout's optimised build", "PATH", "this
+    checkout's bazel-bin"); ClientError (bad input) if $RL_LOCAL names no
+    executable or none is found."""
+    explicit = os.environ.get("RL_LOCAL")
+    if explicit:
+        if not _executable(explicit):
+            raise ClientError(f"$RL_LOCAL={explicit} is not an executable file")
+        return os.path.abspath(explicit), "$RL_LOCAL"
+    candidates = [(os.path.join(_CHECKOUT, _OPT_BUILD), "this checkout's optimised build"),
+                  (shutil.which("rl_local"), "PATH"),
+                  (os.path.join(_CHECKOUT, _BAZEL_BIN), "this checkout's bazel-bin")]
+    for path, where in candidates:
+        if _executable(path):
+            return os.path.abspath(path), where
+    raise ClientError(RL_LOCAL_NOT_FOUND)
+
+
 def find_rl_local():
-    """rl_local's path: $RL_LOCAL, on PATH, or this checkout's bazel-bin."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates = [os.environ.get("RL_LOCAL"), shutil.which("rl_local"),
-                  os.path.join(os.path.dirname(os.path.dirname(here)), "bazel-bin", "trainer",
-                               "rl_local")]
-    for path in candidates:
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return None
+    """rl_local's path (see locate_rl_local), or None."""
+    try:
+        return locate_rl_local()[0]
+    except ClientError:
+        return None
+
+
+# Trees of the kernel's pseudo-filesystems and device nodes: a policy file
+# written there is lost, or worse, and its sidecar left as a stray file.
+_NOT_FOR_FILES = {"/proc": "a kernel pseudo-filesystem", "/sys": "a kernel pseudo-filesystem",
+                  "/dev": "devices, not files"}
+
+
+def check_output_path(output):
+    """ClientError (bad input) naming `output` and what is wrong with it as
+    the place of an exported policy and its sidecar (`output`.json): none
+    given, a directory, not a regular file (/dev/null, a pipe), under /proc,
+    /sys or /dev (but /dev/shm), a directory that is missing or not
+    writable."""
+    if not output:
+        raise ClientError("no output file given (-o FILE, e.g. -o policy.pt)")
+    for path in (output, output + ".json"):
+        if os.path.isdir(path):
+            raise ClientError(f"output {path} is a directory; give a file name "
+                              f"(e.g. -o {os.path.join(output, 'policy.pt')})"
+                              if path == output else
+                              f"output {output}: its sidecar {path} is a directory")
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise ClientError(f"output {path} is not a regular file (a device, pipe, socket "
+                              "or dangling link); give a file name (e.g. -o policy.pt)")
+        if os.path.isfile(path) and not os.access(path, os.W_OK):
+            raise ClientError(f"output {path} exists and is not writable")
+    real = os.path.realpath(output)
+    for root, what in _NOT_FOR_FILES.items():
+        if ((real == root or real.startswith(root + "/"))
+                and not real.startswith("/dev/shm/")):
+            raise ClientError(f"output {output} is under {root}, which holds {what}; "
+                              "give a file in a directory of yours (e.g. -o policy.pt)")
+    directory = os.path.dirname(real)
+    if not os.path.isdir(directory):
+        raise ClientError(f"output {output}: directory {os.path.dirname(output) or directory} "
+                          "does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise ClientError(f"output {output}: directory {directory} is not writable")
 
 
 def export_policy(client, run_id, output, *, checkpoint=None, fmt="torchscript",
-                  sampled=False):
+                  sampled=False, rl_local=None):
     """Writes run `run_id`'s policy (its newest checkpoint, or number
     `checkpoint`) to `output` as `fmt` ("torchscript" or "onnx"), with
-    `output`.json naming its inputs and outputs. Runs `rl_local export`, which
-    must see the run's checkpoint directory (run it where the learner wrote it,
-    or on the shared filesystem). Returns rl_local's CompletedProcess (check
-    its returncode; 0 is done); ClientError if rl_local or the run's checkpoint
-    directory is missing."""
-    rl_local = find_rl_local()
+    `output`.json naming its inputs and outputs. Runs `rl_local export`
+    (`rl_local`, default locate_rl_local()'s), which must see the run's
+    checkpoint directory (run it where the learner wrote it, or on the shared
+    filesystem). Returns rl_local's CompletedProcess (check its returncode;
+    0 is done; when it fails, neither file is left behind unless it was
+    there before); ClientError if `output` is no place for the files (code
+    None: bad input), rl_local is missing, or the run or its checkpoint
+    directory is (NOT_FOUND)."""
+    check_output_path(output)
     if rl_local is None:
-        raise ClientError("export runs rl_local, which was not found ($RL_LOCAL, PATH, "
-                          "bazel-bin/trainer/rl_local: bazel build //trainer:rl_local)")
+        rl_local = locate_rl_local()[0]
     run = client.get(run_id)
     if not run.checkpoint_dir:
-        raise ClientError(f"run {run.run_id} has no checkpoint directory")
+        raise ClientError(f"run {run.run_id} has no checkpoint directory",
+                          grpc.StatusCode.NOT_FOUND)
     directory = run.checkpoint_dir
     if checkpoint is not None:
         directory = os.path.join(run.checkpoint_dir, "checkpoints", "ckpt-%012d" % checkpoint)
+    new_files = [p for p in (output, output + ".json") if not os.path.lexists(p)]
     with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="rlctl-run-") as spec:
         spec.write(json_format.MessageToJson(run.spec, preserving_proto_field_name=True))
         spec.flush()
@@ -58,7 +136,17 @@ def export_policy(client, run_id, output, *, checkpoint=None, fmt="torchscript",
                    f"--format={fmt}", f"--output={output}"]
         if sampled:
             command.append("--sampled")
-        return subprocess.run(command, capture_output=True, text=True, check=False)
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as e:
+            raise ClientError(f"cannot run {rl_local}: {e.strerror or e}") from None
+    if done.returncode != 0:  # no half-written policy without its sidecar
+        for path in new_files:
+            try:
+                os.remove(path)
+            except OSError:  # not written, or not ours to remove
+                pass
+    return done
 
 
 class Policy:
