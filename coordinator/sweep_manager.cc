@@ -381,20 +381,42 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
   const double mean_return = run->progress().mean_return();
   const int64_t version = run->progress().policy_version();
   auto seen = live->scored_version.find(trial->index());
+  const int last_points = std::max(1, spec.metric().last_points());
   if (!std::isnan(mean_return) &&
       (seen == live->scored_version.end() || seen->second != version)) {
     live->scored_version[trial->index()] = version;
+    if (trial->recent_steps_size() != trial->recent_size()) {
+      trial->clear_recent();  // stored before points had their steps
+      trial->clear_recent_steps();
+    }
     trial->add_recent(mean_return);
-    const int keep = std::max(1, spec.metric().last_points());
-    while (trial->recent_size() > keep) {
+    trial->add_recent_steps(run->progress().env_steps());
+    // One more than the score needs: the point before a rung that a later
+    // report crossed.
+    while (trial->recent_size() > last_points + 1) {
       trial->mutable_recent()->erase(trial->mutable_recent()->begin());
+      trial->mutable_recent_steps()->erase(
+          trial->mutable_recent_steps()->begin());
     }
   }
   const bool maximize = spec.metric().goal() != "min";
-  double score = kNaN;
-  for (const double point : trial->recent()) {
-    if (Better(point, score, maximize)) score = point;
-  }
+  // The best of the last `last_points` points at or before `steps`; the
+  // newest point when none is that early.
+  auto score_at = [&](int64_t steps) {
+    double best = kNaN;
+    int taken = 0;
+    for (int k = trial->recent_size() - 1; k >= 0 && taken < last_points;
+         --k) {
+      if (trial->recent_steps(k) > steps) continue;
+      ++taken;
+      if (Better(trial->recent(k), best, maximize)) best = trial->recent(k);
+    }
+    if (taken == 0 && trial->recent_size() > 0) {
+      best = trial->recent(trial->recent_size() - 1);
+    }
+    return best;
+  };
+  const double score = score_at(std::numeric_limits<int64_t>::max());
   trial->set_score(score);
   if (IsFinal(trial->state())) return;
   // Rungs: each one reached is scored once and decided at once.
@@ -408,17 +430,18 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
         (budget > 0 && steps >= budget)) {
       return;
     }
-    trial->add_rung_scores(score);
+    const double rung_score = score_at(steps);
+    trial->add_rung_scores(rung_score);
     std::vector<double> at_rung;
     for (const Trial& other : live->sweep.trials()) {
       if (other.rung_scores_size() > rung) {
         at_rung.push_back(other.rung_scores(rung));
       }
     }
-    if (KeepsGoing(stopping, maximize, score, at_rung)) continue;
+    if (KeepsGoing(stopping, maximize, rung_score, at_rung)) continue;
     const std::string reason = absl::StrCat(
         "stopped early at rung ", rung + 1, " (", steps,
-        " env steps): ", spec.metric().series(), " ", Number(score),
+        " env steps): ", spec.metric().series(), " ", Number(rung_score),
         stopping.kind() == "asha"
             ? absl::StrCat(" is not in the best 1/",
                            stopping.reduction_factor(), " of the ",

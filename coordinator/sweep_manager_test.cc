@@ -183,6 +183,28 @@ TEST_F(SweepManagerTest, AshaStopsLosersAtTheirRungAndTheBestTrialWins) {
   EXPECT_EQ(list.sweeps(0).sweep_id(), submitted.sweep_id());
 }
 
+// Issue 46: a rung is scored from the points at or before its env steps;
+// a report that arrives well past it (return 415 at 1900 steps) does not
+// score the rung at 1000 steps (214 at 900 steps does).
+TEST_F(SweepManagerTest, ARungIsScoredFromThePointsAtOrBeforeIt) {
+  Workers(4);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kSweep));
+  Tick();
+  const auto learners = Learners(4);
+  ASSERT_EQ(learners.size(), 4u);
+  const std::string first = submitted.trials(0).run_id();
+  Report(learners.at(first), 900, 214, 1);
+  sweeps_->Tick();
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).rung_scores_size(), 0);
+  Report(learners.at(first), 1900, 415, 2);
+  sweeps_->Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  ASSERT_EQ(sweep.trials(0).rung_scores_size(), 1);
+  EXPECT_EQ(sweep.trials(0).rung_scores(0), 214);
+  EXPECT_EQ(sweep.trials(0).score(), 415);  // its score is its latest
+}
+
 TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
   const std::string one_at_a_time =
       absl::StrCat(kSweep, "\nconcurrency: 1\n")

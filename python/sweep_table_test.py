@@ -84,8 +84,8 @@ class SweepTableTest(unittest.TestCase):
         stopped.state = common_pb2.CANCELLED
         stopped.rung_scores.extend([21.3, NAN])
         stopped.seed_offset = 1
-        stopped.reason = ("early-stopped at rung 0 (25000 env steps) by asha: score 21.30 is "
-                          "not in the top 1/2 of 8 trials")
+        stopped.reason = ("stopped early at rung 1 (25000 env steps) by asha: score 21.30 is "
+                          "not in the best 1/2 of the 8 trials that reached it")
         hidden = stopped.parameters["policy.hidden_sizes"].list_value.values
         hidden.add().number_value = 64
         hidden.add().number_value = 64

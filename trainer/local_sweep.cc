@@ -189,14 +189,15 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
       if (KeepsGoing(stopping, maximize, t.outcome.score, scores)) continue;
       t.finished = true;
       t.outcome.state = "STOPPED";
+      // Rungs are numbered from 1, as the coordinator's sweeps number them.
       t.outcome.reason = absl::StrCat(
-          "early-stopped at rung ", rung, " (", target, " env steps) by ",
+          "stopped early at rung ", rung + 1, " (", target, " env steps) by ",
           stopping.kind(), ": score ", Number(t.outcome.score),
           stopping.kind() == "asha"
-              ? absl::StrCat(" is not in the top 1/",
-                             stopping.reduction_factor(), " of ")
-              : std::string(" is below the median of "),
-          scores.size(), " trials");
+              ? absl::StrCat(" is not in the best 1/",
+                             stopping.reduction_factor(), " of the ")
+              : std::string(" is worse than the median of the "),
+          scores.size(), " trials that reached it");
       if (t.trainer != nullptr) {
         auto checkpoint = t.trainer->WriteCheckpoint();
         if (checkpoint.ok()) t.outcome.checkpoint = *checkpoint;

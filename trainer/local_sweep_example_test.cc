@@ -27,7 +27,7 @@ TEST(LocalSweepExampleTest, EightLearningRatesWithAshaSolveCartPole) {
     if (o.state == "DONE" && o.target_reached) ++solved;
     if (o.state == "STOPPED" &&
         absl::StrContains(o.reason,
-                          "early-stopped at rung 0 (25000 env "
+                          "stopped early at rung 1 (25000 env "
                           "steps) by asha")) {
       ++stopped_at_first_rung;
     }

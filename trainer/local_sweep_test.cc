@@ -56,9 +56,10 @@ early_stopping: {kind: asha, first_rung_steps: 4096, reduction_factor: 2, min_tr
     EXPECT_EQ(outcomes[i].state, "STOPPED");
     EXPECT_EQ(outcomes[i].env_steps, 4096);
     EXPECT_THAT(outcomes[i].reason,
-                AllOf(HasSubstr("early-stopped at rung 0 (4096 env steps) by "
+                AllOf(HasSubstr("stopped early at rung 1 (4096 env steps) by "
                                 "asha"),
-                      HasSubstr("is not in the top 1/2 of 4 trials")));
+                      HasSubstr("is not in the best 1/2 of the 4 trials "
+                                "that reached it")));
     EXPECT_FALSE(outcomes[i].checkpoint.empty());
   }
   for (int i : {0, 2}) {

@@ -90,14 +90,15 @@ def check_output_path(output):
         if os.path.lexists(path) and not os.path.isfile(path):
             raise ClientError(f"output {path} is not a regular file (a device, pipe, socket "
                               "or dangling link); give a file name (e.g. -o policy.pt)")
-        if os.path.isfile(path) and not os.access(path, os.W_OK):
-            raise ClientError(f"output {path} exists and is not writable")
     real = os.path.realpath(output)
     for root, what in _NOT_FOR_FILES.items():
         if ((real == root or real.startswith(root + "/"))
                 and not real.startswith("/dev/shm/")):
             raise ClientError(f"output {output} is under {root}, which holds {what}; "
                               "give a file in a directory of yours (e.g. -o policy.pt)")
+    for path in (output, output + ".json"):
+        if os.path.isfile(path) and not os.access(path, os.W_OK):
+            raise ClientError(f"output {path} exists and is not writable")
     directory = os.path.dirname(real)
     if not os.path.isdir(directory):
         raise ClientError(f"output {output}: directory {os.path.dirname(output) or directory} "
