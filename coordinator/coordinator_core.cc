@@ -667,7 +667,8 @@ absl::Status CoordinatorCore::ReportStatus(
       // Only an operator-trusted worker (one that showed its credential)
       // fails a run in one report; anyone else's fatal report is its own
       // failure, counted against max_worker_failures like a crash.
-      const bool trusted = credentialed_.count(request.worker_id()) > 0;
+      const bool trusted = !options_.tokens_required ||
+                           credentialed_.count(request.worker_id()) > 0;
       if (request.fatal() && !trusted) {
         absl::StrAppend(&reason,
                         " (a fatal report from a worker without an operator-"

@@ -78,6 +78,10 @@ struct CoordinatorOptions {
   // by any worker-role caller, and a held one only with its key or a
   // credential.
   bool require_worker_credentials = false;
+  // Callers are told apart by tokens. Then only a worker that showed its
+  // credential fails a run with one fatal report; without tokens (everyone
+  // is the anonymous admin) any worker's fatal report does.
+  bool tokens_required = false;
   Scheduler::Clock clock = [] { return absl::Now(); };
 };
 

@@ -1051,6 +1051,7 @@ TEST_F(CoordinatorCoreTest, OnlyItsOwnerOrAnAdminCancelsARun) {
 // Reason text is cleaned at the boundary.
 TEST_F(CoordinatorCoreTest, OnlyACredentialedWorkersFatalReportFailsTheRun) {
   options_.max_worker_failures = 3;
+  options_.tokens_required = true;  // --require_worker_credentials=false
   core_.reset();
   core_ = Make();
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
@@ -1082,6 +1083,9 @@ TEST_F(CoordinatorCoreTest, OnlyACredentialedWorkersFatalReportFailsTheRun) {
 }
 
 TEST_F(CoordinatorCoreTest, ACredentialedActorsFatalReportFailsTheRunAtOnce) {
+  options_.tokens_required = true;
+  core_.reset();
+  core_ = Make();
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
                        core_->SubmitRun(Request()));
   const std::string id = submitted.run().run_id();

@@ -174,6 +174,7 @@ class CoordinatorProcess::Impl {
     // gives its children theirs). Without tokens nobody is told apart.
     core.require_worker_credentials =
         options_.require_worker_credentials && security->tokens_required();
+    core.tokens_required = security->tokens_required();
     core.max_time_without_progress = options_.max_time_without_progress;
     core.max_queued_runs_per_user = options_.max_queued_runs_per_user;
     core.worker_failure_window = options_.worker_failure_window;
