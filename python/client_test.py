@@ -40,8 +40,14 @@ class ClientTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def test_submit_and_wait(self):
-        # The README's snippet, as written there.
-        c = Client(self.address)
+        # The README's snippet, as written there: Client() finds the
+        # coordinator as `source runs/embedded/env` points at it.
+        os.environ["RL_COORDINATOR"] = self.address
+        try:
+            c = Client()
+        finally:
+            del os.environ["RL_COORDINATOR"]
+        self.assertEqual(c.address, self.address)
         done = c.wait(c.submit("examples/cartpole.yaml"), 240)
         self.assertEqual(state_name(done.state), "SUCCEEDED")
         self.assertGreaterEqual(done.progress.mean_return, 475)
@@ -79,6 +85,7 @@ class ClientTest(unittest.TestCase):
             self.assertEqual(rlctl.main(["--coordinator", self.address, "export",
                                          done.run_id, "-o", policy]), 0)
         self.assertIn(f"to {policy}", out.getvalue())
+        self.assertIn(f"rl_local: {os.environ['RL_LOCAL']} ($RL_LOCAL)", out.getvalue())
         with open(policy + ".json") as f:
             sidecar = json.load(f)
         self.assertEqual([i["name"] for i in sidecar["inputs"]], ["obs"])

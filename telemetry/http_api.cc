@@ -155,6 +155,12 @@ void AddTelemetryHttpRoutes(TelemetryCore* core, RunStateSource run_states,
                                       httplib::Response& response) {
     response.set_content(std::string(IndexHtml()), "text/html; charset=utf-8");
   });
+  // The page's script: its own file, so the CSP needs no inline script.
+  server->Get(R"(/index\.js)",
+              [](const httplib::Request&, httplib::Response& response) {
+                response.set_content(std::string(IndexJs()),
+                                     "text/javascript; charset=utf-8");
+              });
   server->Get("/api/runs",
               [core, run_states = std::move(run_states)](
                   const httplib::Request&, httplib::Response& response) {

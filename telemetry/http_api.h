@@ -1,5 +1,5 @@
 // The telemetry service's HTTP side (besides /metrics): the web page at "/"
-// and the JSON API it reads:
+// (and "/index.html"), its script at "/index.js", and the JSON API it reads:
 //   GET /api/runs                      runs with metrics (and their state)
 //   GET /api/series?run=RUN            the run's series (ListSeriesResponse)
 //   GET /api/query?run=RUN&name=NAME[&buckets=200][&aggregate=LABEL]

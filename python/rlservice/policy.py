@@ -59,14 +59,6 @@ def locate_rl_local():
     raise ClientError(RL_LOCAL_NOT_FOUND)
 
 
-def find_rl_local():
-    """rl_local's path (see locate_rl_local), or None."""
-    try:
-        return locate_rl_local()[0]
-    except ClientError:
-        return None
-
-
 # Trees of the kernel's pseudo-filesystems and device nodes: a policy file
 # written there is lost, or worse, and its sidecar left as a stray file.
 _NOT_FOR_FILES = {"/proc": "a kernel pseudo-filesystem", "/sys": "a kernel pseudo-filesystem",

@@ -32,6 +32,9 @@ RUN = "run-000042"
 OTHER_RUN = "run-000043"
 BASE_WALL_NS = 1_763_780_000_000_000_000
 SYSTEM_T0 = 1_763_780_000  # Unix seconds
+# coordinator/queue_wait_seconds is stored with a run's metrics at its
+# wall-clock Unix milliseconds (coordinator/queue_wait.h).
+QUEUE_WAIT_STEP_MS = 1_795_000_000_000
 CHROMIUM_TIMEOUT_S = 90
 
 
@@ -121,6 +124,18 @@ class Dom:
 
     def body(self):
         return next(e for e in self.elements if e.tag == "body")
+
+    def run_steps(self):
+        """Each run card's shown env steps (span.run-step[data-step]), by run."""
+        steps, run = {}, None
+        for e in self.elements:
+            if e.tag == "li":
+                run = e.attrs.get("data-run") if "run" in e.classes else None
+                if run is not None:
+                    steps[run] = []
+            elif run is not None and "run-step" in e.classes:
+                steps[run].append(e.attrs.get("data-step"))
+        return steps
 
 
 class BrowserTest(unittest.TestCase):
@@ -213,6 +228,7 @@ class BrowserTest(unittest.TestCase):
         grad = [point("learner/grad_norm", s, float("nan") if s == 5 else 1.0 + s)
                 for s in range(0, 10)]
         other = [point("learner/policy_loss", s, 1.0) for s in range(0, 20)]
+        queue_wait = [point("coordinator/queue_wait_seconds", QUEUE_WAIT_STEP_MS, 2.5)]
         mean_return = [point("learner/mean_return", s, 20.0 + s) for s in range(0, 50)]
         speed = [point("learner/steps_per_second", s, 5000.0) for s in range(0, 30)]
         # The system run's steps are Unix seconds (coordinator_process.cc).
@@ -223,7 +239,7 @@ class BrowserTest(unittest.TestCase):
             (RUN, loss[500:] + grad),
             (RUN, returns),
             (RUN, mean_return + speed),
-            (OTHER_RUN, other),
+            (OTHER_RUN, other + queue_wait),
             ("system", census),
         ]
 
@@ -427,14 +443,62 @@ class BrowserTest(unittest.TestCase):
     def test_no_hash_selects_a_run_and_metric(self):
         dom, stderr = self.dump_dom(self.base)
         ctx = self.context(dom, stderr)
+        # Newest first, the system run last; the newest is opened.
+        self.assertEqual([e.attrs["data-run"] for e in dom.by_class("run", "li")],
+                         [OTHER_RUN, RUN, "system"], ctx)
         selected = [e.attrs["data-run"] for e in dom.by_class("run", "li")
                     if "selected" in e.classes]
-        self.assertEqual(len(selected), 1, ctx)
+        self.assertEqual(selected, [OTHER_RUN], ctx)
         chosen = [e.attrs["data-name"] for e in dom.by_class("series", "li")
                   if "selected" in e.classes]
-        self.assertEqual(len(chosen), 1, ctx)
+        # Its series at env steps, not its queue wait's one wall-clock point.
+        self.assertEqual(chosen, ["learner/policy_loss"], ctx)
         self.assertEqual(dom.by_id("chart-title").text.strip(), chosen[0], ctx)
         self.assertGreaterEqual(len(dom.by_class("mean-line", "path")), 1, ctx)
+
+    def test_the_run_named_in_the_url_opens(self):
+        for url in (self.base + f"?run={RUN}", self.base + f"#token=t0k&run={RUN}"):
+            dom, stderr = self.dump_dom(url)
+            ctx = self.context(dom, stderr)
+            selected = [e.attrs["data-run"] for e in dom.by_class("run", "li")
+                        if "selected" in e.classes]
+            self.assertEqual(selected, [RUN], url + ctx)
+            chosen = [e.attrs["data-name"] for e in dom.by_class("series", "li")
+                      if "selected" in e.classes]
+            self.assertEqual(chosen, ["learner/mean_return"], url + ctx)
+
+    def test_a_run_shows_its_env_step_not_a_wall_clock_one(self):
+        # OTHER_RUN's largest step is its queue wait's Unix milliseconds:
+        # its card shows no step ("1.8e3G") until its series say its env
+        # step, as when it is selected.
+        dom, stderr = self.dump_dom(self.view_url(run=RUN))
+        ctx = self.context(dom, stderr)
+        self.assertEqual(dom.run_steps(), {RUN: ["999"], OTHER_RUN: [], "system": []}, ctx)
+        dom, stderr = self.dump_dom(self.view_url(run=OTHER_RUN, metric="learner/policy_loss"))
+        ctx = self.context(dom, stderr)
+        self.assertEqual(dom.run_steps()[OTHER_RUN], ["19"], ctx)
+        runs = " ".join(e.text for e in dom.by_class("run", "li"))
+        self.assertNotRegex(runs, r"step [\d.]+G", ctx)
+        # The queue wait's series says when, not "step 1.8e3G".
+        waits = [e for e in dom.by_class("series", "li")
+                 if e.attrs["data-name"] == "coordinator/queue_wait_seconds"]
+        self.assertEqual(len(waits), 1, ctx)
+        self.assertIn(" · at ", waits[0].text, ctx)
+        self.assertNotIn("step", waits[0].text, ctx)
+
+    def test_the_script_is_a_file_and_no_inline_script_may_run(self):
+        with urllib.request.urlopen(self.base, timeout=10) as r:
+            page = r.read().decode()
+            policy = r.headers["Content-Security-Policy"]
+        directives = {d.split()[0]: d.split()[1:] for d in policy.split(";") if d.strip()}
+        self.assertEqual(directives["script-src"], ["'self'"], policy)
+        self.assertIn('<script src="index.js"></script>', page)
+        self.assertEqual(page.count("<script"), 1, "an inline script in the page")
+        with urllib.request.urlopen(self.base + "index.js", timeout=10) as r:
+            self.assertEqual(r.headers["Content-Type"], "text/javascript; charset=utf-8")
+            script = r.read().decode()
+        self.assertIn('"use strict";', script)
+        self.assertNotIn("<script", script)
 
     def test_a_run_opens_on_its_return(self):
         # Not its alphabetically first series (actor/episode_return here).

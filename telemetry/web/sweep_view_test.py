@@ -194,7 +194,12 @@ class SweepViewTest(unittest.TestCase):
         run_file = dom.by_class("run-file", "pre")
         self.assertEqual(len(run_file), 1, ctx)
         self.assertIn('"learning_rate": 0.002', run_file[0].text, ctx)
-        self.assertIn("submitted", dom.text, ctx)  # its first state change
+        # Its first state change, in words: not the enum's unset value.
+        history = [(e.attrs.get("data-from"), e.attrs.get("data-to"), e.text)
+                   for e in dom.elements if e.tag == "li" and "data-from" in e.attrs]
+        self.assertEqual([h[:2] for h in history], [("submitted", "QUEUED")], ctx)
+        self.assertIn("submitted → QUEUED", history[0][2], ctx)
+        self.assertNotIn("RUN_STATE_", dom.text, ctx)
 
     def test_tensorboard_gets_each_trials_hyperparameters(self):
         # TensorBoard's own reader and the HParams plugin's message.

@@ -1,5 +1,5 @@
-// The telemetry service's web page (telemetry/web/index.html), compiled in so
-// the binary serves it without files next to it.
+// The telemetry service's web page (telemetry/web/index.html and its script,
+// index.js), compiled in so the binary serves them without files next to it.
 #ifndef RL_TELEMETRY_WEB_WEB_ASSETS_H_
 #define RL_TELEMETRY_WEB_WEB_ASSETS_H_
 
@@ -7,8 +7,12 @@
 
 namespace rl {
 
-// The whole page: HTML with its CSS and JavaScript inline.
+// The page: HTML with its CSS inline; it loads its script as index.js.
 absl::string_view IndexHtml();
+
+// The page's script (index.js), served beside it so the page's
+// Content-Security-Policy allows no inline script.
+absl::string_view IndexJs();
 
 }  // namespace rl
 
