@@ -483,9 +483,9 @@ TEST_F(SecurityTest, BadFilesAreNamed) {
 }
 
 TEST(SecurityHelpersTest, Loopback) {
-  for (const char* address : {"127.0.0.1:50051", "localhost:1", "[::1]:80",
-                              "127.8.9.1", "ipv4:127.0.0.1:5",
-                              "LOCALHOST:8080", "[0:0:0:0:0:0:0:1]:9"}) {
+  for (const char* address :
+       {"127.0.0.1:50051", "localhost:1", "[::1]:80", "127.8.9.1",
+        "ipv4:127.0.0.1:5", "LOCALHOST:8080", "[0:0:0:0:0:0:0:1]:9"}) {
     EXPECT_TRUE(IsLoopbackAddress(address)) << address;
   }
   for (const char* address : {"0.0.0.0:50051", "[::]:1", "10.0.0.1:5",

@@ -192,10 +192,10 @@ absl::StatusOr<ListRunsResponse> CoordinatorCore::ListRuns(
 absl::Status CheckOwnerOrAdmin(const std::string& what,
                                const std::string& owner, const Requester& by) {
   if (by.admin || by.name == owner) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat(what, " belongs to ", owner.empty() ? "nobody" : owner,
-                   "; ", by.name, " may not change it (only its owner or an "
-                   "admin may)"));
+  return absl::PermissionDeniedError(absl::StrCat(
+      what, " belongs to ", owner.empty() ? "nobody" : owner, "; ", by.name,
+      " may not change it (only its owner or an "
+      "admin may)"));
 }
 
 absl::StatusOr<Run> CoordinatorCore::CancelRunFor(const std::string& run_id,
@@ -577,11 +577,13 @@ std::string SanitizeReason(absl::string_view text) {
     // A UTF-8 sequence: kept when well formed and not a control or a
     // direction override; else its bytes escaped.
     const int length = c >= 0xf0 && c < 0xf5   ? 4
-                       : c >= 0xe0            ? 3
+                       : c >= 0xe0             ? 3
                        : c >= 0xc2 && c < 0xe0 ? 2
                                                : 0;
     bool ok = length > 0 && i + length <= text.size();
-    uint32_t code = length == 2 ? (c & 0x1f) : length == 3 ? (c & 0x0f) : (c & 0x07);
+    uint32_t code = length == 2   ? (c & 0x1f)
+                    : length == 3 ? (c & 0x0f)
+                                  : (c & 0x07);
     for (int k = 1; ok && k < length; ++k) {
       const unsigned char next = static_cast<unsigned char>(text[i + k]);
       ok = (next & 0xc0) == 0x80;

@@ -1026,20 +1026,20 @@ TEST_F(CoordinatorCoreTest, OnlyItsOwnerOrAnAdminCancelsARun) {
                        core_->SubmitRun(Request("a1"), "alice"));
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse b,
                        core_->SubmitRun(Request("b1"), "bob"));
-  EXPECT_THAT(core_->CancelRunFor(a.run().run_id(), Requester{"bob", false}),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       AllOf(HasSubstr("run " + a.run().run_id() +
-                                       " belongs to alice"),
-                             HasSubstr("bob may not change it"))));
+  EXPECT_THAT(
+      core_->CancelRunFor(a.run().run_id(), Requester{"bob", false}),
+      StatusIs(absl::StatusCode::kPermissionDenied,
+               AllOf(HasSubstr("run " + a.run().run_id() + " belongs to alice"),
+                     HasSubstr("bob may not change it"))));
   EXPECT_NE(core_->GetRun(a.run().run_id())->state(), CANCELLED);
-  ASSERT_OK_AND_ASSIGN(const rl::Run own, core_->CancelRunFor(
-                                          a.run().run_id(),
-                                          Requester{"alice", false}));
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run own,
+      core_->CancelRunFor(a.run().run_id(), Requester{"alice", false}));
   EXPECT_EQ(own.state(), CANCELLED);
   EXPECT_EQ(own.failure_reason(), "cancelled by alice");
-  ASSERT_OK_AND_ASSIGN(const rl::Run by_admin,
-                       core_->CancelRunFor(b.run().run_id(),
-                                           Requester{"ops", true}));
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run by_admin,
+      core_->CancelRunFor(b.run().run_id(), Requester{"ops", true}));
   EXPECT_EQ(by_admin.failure_reason(), "cancelled by ops");
   EXPECT_THAT(core_->CancelRunFor("run-404", Requester{"bob", false}),
               StatusIs(absl::StatusCode::kNotFound));
@@ -1100,8 +1100,7 @@ TEST_F(CoordinatorCoreTest, ACredentialedActorsFatalReportFailsTheRunAtOnce) {
                        core_->RegisterWorker(trusted));
   keys_["actor-1"] = registered.worker_key();
   core_->Tick();
-  const Assignment given =
-      Beat(*core_, "actor-1", registered.lease().epoch());
+  const Assignment given = Beat(*core_, "actor-1", registered.lease().epoch());
   ASSERT_EQ(given.run_id(), id);
   ReportStatusRequest report;
   report.set_finished(true);
@@ -1122,8 +1121,12 @@ TEST(SanitizeReasonTest, EscapesControlsAndBadBytesAndKeepsText) {
   EXPECT_EQ(SanitizeReason("plain text: ok (1/2)"), "plain text: ok (1/2)");
   EXPECT_EQ(SanitizeReason("a\x1b[31mb\tc"), "a\\x1b[31mb\\x09c");
   EXPECT_EQ(SanitizeReason("\xc3\xa9t\xc3\xa9"), "\xc3\xa9t\xc3\xa9");  // été
-  EXPECT_EQ(SanitizeReason("x\xe2\x80\xae" "y"), "x\\u202ey");  // RLO
-  EXPECT_EQ(SanitizeReason("\xc2\x9b" "1m"), "\\u009b1m");  // C1 CSI
+  EXPECT_EQ(SanitizeReason("x\xe2\x80\xae"
+                           "y"),
+            "x\\u202ey");  // RLO
+  EXPECT_EQ(SanitizeReason("\xc2\x9b"
+                           "1m"),
+            "\\u009b1m");  // C1 CSI
   EXPECT_EQ(SanitizeReason("\xff\xc3"), "\\xff\\xc3");
   const std::string longer(5000, 'a');
   const std::string cut = SanitizeReason(longer);

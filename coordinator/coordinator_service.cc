@@ -169,10 +169,10 @@ grpc::ServerUnaryReactor* RunServiceImpl::ListRuns(
 grpc::ServerUnaryReactor* RunServiceImpl::CancelRun(
     grpc::CallbackServerContext* context, const CancelRunRequest* request,
     Run* response) {
-  return ReplyUnary(context,
-                    core_->CancelRunFor(request->run_id(),
-                                        RequesterOf(*context, *security_)),
-                    response);
+  return ReplyUnary(
+      context,
+      core_->CancelRunFor(request->run_id(), RequesterOf(*context, *security_)),
+      response);
 }
 
 grpc::ServerWriteReactor<RunEvent>* RunServiceImpl::WatchRun(
@@ -251,22 +251,22 @@ grpc::ServerUnaryReactor* RunServiceImpl::CancelSweep(
     grpc::CallbackServerContext* context, const CancelSweepRequest* request,
     Sweep* response) {
   return ReplyUnary(context,
-                    sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
-                                       : sweeps_->Cancel(
-                                             request->sweep_id(),
-                                             RequesterOf(*context, *security_)),
+                    sweeps_ == nullptr
+                        ? absl::StatusOr<Sweep>(NoSweeps())
+                        : sweeps_->Cancel(request->sweep_id(),
+                                          RequesterOf(*context, *security_)),
                     response);
 }
 
 grpc::ServerUnaryReactor* RunServiceImpl::AddSweepTrial(
     grpc::CallbackServerContext* context, const AddSweepTrialRequest* request,
     Sweep* response) {
-  return ReplyUnary(context,
-                    sweeps_ == nullptr ? absl::StatusOr<Sweep>(NoSweeps())
-                                       : sweeps_->AddTrial(
-                                             *request,
-                                             RequesterOf(*context, *security_)),
-                    response);
+  return ReplyUnary(
+      context,
+      sweeps_ == nullptr
+          ? absl::StatusOr<Sweep>(NoSweeps())
+          : sweeps_->AddTrial(*request, RequesterOf(*context, *security_)),
+      response);
 }
 
 grpc::ServerUnaryReactor* WorkerServiceImpl::RegisterWorker(

@@ -118,15 +118,15 @@ absl::StatusOr<Sweep> SweepManager::AddTrial(
   auto it = live_.find(request.sweep_id());
   if (it == live_.end()) {
     ASSIGN_OR_RETURN(const Sweep ended, store_->GetSweep(request.sweep_id()));
-    RETURN_IF_ERROR(CheckOwnerOrAdmin(
-        absl::StrCat("sweep ", ended.sweep_id()), ended.owner(), by));
+    RETURN_IF_ERROR(CheckOwnerOrAdmin(absl::StrCat("sweep ", ended.sweep_id()),
+                                      ended.owner(), by));
     return absl::FailedPreconditionError(
         absl::StrCat("sweep ", ended.sweep_id(), " has ended (",
                      RunState_Name(ended.state()), ")"));
   }
   Live& live = it->second;
-  RETURN_IF_ERROR(CheckOwnerOrAdmin(
-      absl::StrCat("sweep ", request.sweep_id()), live.sweep.owner(), by));
+  RETURN_IF_ERROR(CheckOwnerOrAdmin(absl::StrCat("sweep ", request.sweep_id()),
+                                    live.sweep.owner(), by));
   const SweepSpec& spec = live.sweep.spec();
   if (spec.method() != "external") {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -286,8 +286,8 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id,
   auto it = live_.find(sweep_id);
   if (it == live_.end()) {  // ended (or unknown: NOT_FOUND)
     ASSIGN_OR_RETURN(Sweep ended, store_->GetSweep(sweep_id));
-    RETURN_IF_ERROR(CheckOwnerOrAdmin(absl::StrCat("sweep ", sweep_id),
-                                      ended.owner(), by));
+    RETURN_IF_ERROR(
+        CheckOwnerOrAdmin(absl::StrCat("sweep ", sweep_id), ended.owner(), by));
     return ended;
   }
   Live& live = it->second;
@@ -405,8 +405,7 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
   auto score_at = [&](int64_t steps) {
     double best = kNaN;
     int taken = 0;
-    for (int k = trial->recent_size() - 1; k >= 0 && taken < last_points;
-         --k) {
+    for (int k = trial->recent_size() - 1; k >= 0 && taken < last_points; --k) {
       if (trial->recent_steps(k) > steps) continue;
       ++taken;
       if (Better(trial->recent(k), best, maximize)) best = trial->recent(k);

@@ -377,9 +377,9 @@ metric: {series: learner/mean_return, goal: max}
   ASSERT_OK_AND_ASSIGN(const rl::Run running, core_->GetRun(run_id));
   EXPECT_NE(running.state(), CANCELLED);
   // An admin may; the reason names the admin.
-  ASSERT_OK_AND_ASSIGN(const Sweep cancelled,
-                       sweeps_->Cancel(submitted.sweep_id(),
-                                       Requester{"ops", true}));
+  ASSERT_OK_AND_ASSIGN(
+      const Sweep cancelled,
+      sweeps_->Cancel(submitted.sweep_id(), Requester{"ops", true}));
   EXPECT_EQ(cancelled.state(), CANCELLED);
   EXPECT_EQ(cancelled.reason(), "cancelled by ops");
   ASSERT_OK_AND_ASSIGN(const rl::Run ended, core_->GetRun(run_id));

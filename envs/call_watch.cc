@@ -206,8 +206,7 @@ void CallWatch::OnFatalSignal(int signal) {
   AppendText(g_crash_reason, sizeof(g_crash_reason),
              call != nullptr ? call : "?");
   AppendText(g_crash_reason, sizeof(g_crash_reason), " of ");
-  AppendText(g_crash_reason, sizeof(g_crash_reason),
-             in_flight->origin.c_str());
+  AppendText(g_crash_reason, sizeof(g_crash_reason), in_flight->origin.c_str());
   AppendText(g_crash_reason, sizeof(g_crash_reason), " crashed the process (");
   const char* name = sigabbrev_np(signal);
   AppendText(g_crash_reason, sizeof(g_crash_reason), "SIG");

@@ -103,9 +103,8 @@ TEST(CallWatchDeathTest, AHungPluginStepEndsTheProcessNamingTheCall) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        CallWatch::Process().SetEndHandler([](const std::string&) {
-          fprintf(stderr, "end handler ran\n");
-        });
+        CallWatch::Process().SetEndHandler(
+            [](const std::string&) { fprintf(stderr, "end handler ran\n"); });
         StepUntilItFails(Probe("hang", 0.5f));
         fprintf(stderr, "the hung step returned\n");
         _exit(0);
@@ -123,9 +122,8 @@ TEST(CallWatchDeathTest, APluginCrashEndsTheProcessNamingSignalAndPlugin) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        CallWatch::Process().SetEndHandler([](const std::string&) {
-          fprintf(stderr, "end handler ran\n");
-        });
+        CallWatch::Process().SetEndHandler(
+            [](const std::string&) { fprintf(stderr, "end handler ran\n"); });
         CallWatch::Process().CatchCrashes();
         StepUntilItFails(Probe("crash", 30));
         _exit(0);

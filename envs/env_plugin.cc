@@ -663,9 +663,9 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
   rl_env* env;
   {
     CallWatch::Slot* watch =
-        WatchCalls(plugin) ? CallWatch::Process().Register(
-                                 WatchedOrigin(origin, spec))
-                           : nullptr;
+        WatchCalls(plugin)
+            ? CallWatch::Process().Register(WatchedOrigin(origin, spec))
+            : nullptr;
     {
       CallWatch::Scope call(watch, "create", EnvCallTimeout(spec));
       env = plugin->create(&o, &info, error, sizeof(error));
@@ -726,9 +726,9 @@ absl::StatusOr<EnvPluginRef> FindEnvPlugin(
   std::error_code error;
   const std::filesystem::path real = std::filesystem::canonical(*path, error);
   if (real.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "environment plugin ", *path, ": cannot resolve it: ",
-        error.message()));
+    return absl::FailedPreconditionError(
+        absl::StrCat("environment plugin ", *path,
+                     ": cannot resolve it: ", error.message()));
   }
   if (!allowed_dirs.empty() &&
       std::find(allowed_dirs.begin(), allowed_dirs.end(), "*") ==

@@ -1,7 +1,7 @@
 #include "learner/checkpoint.h"
 
-#include <sys/stat.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <torch/optim/adam.h>
 
 #include <csignal>

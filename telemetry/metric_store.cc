@@ -495,20 +495,20 @@ absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
       RunBudget& budget = it->second;
       budget.tokens =
           added ? rate
-                : std::min(rate, budget.tokens +
-                                     rate * absl::ToDoubleMinutes(now - budget.at));
+                : std::min(rate, budget.tokens + rate * absl::ToDoubleMinutes(
+                                                            now - budget.at));
       budget.at = now;
       if (budget.tokens < 1) {
         refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
-        return absl::FailedPreconditionError(absl::StrCat(
-            "batch ", b.sequence_number(), ": ",
-            absl::StartsWith(key, "caller:")
-                ? absl::StrCat("caller ", b.caller())
-                : absl::StrCat("source ", b.source()),
-            " creates new runs faster than ",
-            options_.max_new_runs_per_source_per_minute,
-            " a minute (max_new_runs_per_source_per_minute); run ",
-            b.run_id(), " refused"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("batch ", b.sequence_number(), ": ",
+                         absl::StartsWith(key, "caller:")
+                             ? absl::StrCat("caller ", b.caller())
+                             : absl::StrCat("source ", b.source()),
+                         " creates new runs faster than ",
+                         options_.max_new_runs_per_source_per_minute,
+                         " a minute (max_new_runs_per_source_per_minute); run ",
+                         b.run_id(), " refused"));
       }
       (*budgets)[n++] = &budget;
     }

@@ -4,9 +4,9 @@
 // Writes are metric_store.cc, reads metric_store_query.cc.
 #include <vector>
 
-#include "absl/strings/strip.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/sqlite_util.h"

@@ -8,8 +8,8 @@
 //   rl_local check-env --run=examples/plugin_env/chase.yaml [--steps=N]
 //   rl_local export --run=examples/cartpole.yaml --checkpoint=runs/cartpole
 //       --output=cartpole.pt [--sampled]
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 

@@ -2,11 +2,11 @@
 // Gymnasium env, a user's own Python env, async worker processes, and the
 // errors a user sees. Needs the venv's gymnasium (tools/setup.sh sets
 // RL_PYTHON for tests).
-#include <cstdio>
-#include <filesystem>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <set>
 #include <string>

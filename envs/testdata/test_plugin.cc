@@ -123,7 +123,8 @@ class Probe final : public rlenv::Env {
     if (steps_ == fail_at_) {
       if (mode_ == "step_error") throw std::runtime_error("the probe broke");
       if (mode_ == "crash") std::abort();
-      while (mode_ == "hang") std::this_thread::sleep_for(std::chrono::hours(1));
+      while (mode_ == "hang")
+        std::this_thread::sleep_for(std::chrono::hours(1));
     }
     Write(obs);
     if (mode_ == "nan" && steps_ == fail_at_) obs[0] = NAN;
