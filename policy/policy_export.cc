@@ -450,12 +450,11 @@ ExportedPolicy::~ExportedPolicy() = default;
 absl::StatusOr<std::unique_ptr<ExportedPolicy>> ExportedPolicy::Load(
     const std::string& path) {
   auto module = std::make_unique<Module>();
-  try {
-    module->module = torch::jit::load(path);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a TorchScript module (", e.what(), ")"));
-  }
+  // LibTorch's message without its C++ backtrace (torch_status.h).
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat(path, ": not a TorchScript module"),
+      [&] { module->module = torch::jit::load(path); },
+      absl::StatusCode::kInvalidArgument));
   if (!module->module.find_method("forward")) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": the module has no forward method"));

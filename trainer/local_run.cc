@@ -181,7 +181,8 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
         "--policy and --checkpoint: eval plays one of them; give one");
   }
   torch::set_num_threads(std::max(1, options.torch_threads));
-  ASSIGN_OR_RETURN(const RunSpec spec, LoadRunSpecFile(options.run_file));
+  ASSIGN_OR_RETURN(RunSpec spec, LoadRunSpecFile(options.run_file));
+  if (options.seed.has_value()) spec.set_seed(*options.seed);
   // The coordinator's admission, and this machine's memory for the actor
   // and learner that share this process: a run that cannot fit is bad
   // input, not an abort at the first allocation.

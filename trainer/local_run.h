@@ -5,6 +5,7 @@
 #ifndef RL_TRAINER_LOCAL_RUN_H_
 #define RL_TRAINER_LOCAL_RUN_H_
 
+#include <optional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -36,6 +37,8 @@ struct LocalRunOptions {
   std::string policy_file;
   int episodes = 100;
   uint64_t eval_seed = 1000003;
+  // Train: the run's seed instead of the run file's (rl_local --seed).
+  std::optional<uint64_t> seed;
   int env_threads = 1;
   int torch_threads = 1;
   // Train: a live progress line (redrawn on a terminal, every 5 s else).

@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, policy, "",
           "of a checkpoint.");
 ABSL_FLAG(int, episodes, 100, "eval: episodes to play.");
 ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
+ABSL_FLAG(int64_t, seed, -1,
+          "train: the run's seed (every random stream), instead of the run "
+          "file's `seed`; -1: the file's.");
 ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
@@ -116,6 +119,13 @@ int main(int argc, char** argv) {
   options.policy_file = absl::GetFlag(FLAGS_policy);
   options.episodes = absl::GetFlag(FLAGS_episodes);
   options.eval_seed = absl::GetFlag(FLAGS_eval_seed);
+  if (const int64_t seed = absl::GetFlag(FLAGS_seed); seed >= 0) {
+    options.seed = static_cast<uint64_t>(seed);
+  } else if (seed != -1) {
+    std::fprintf(stderr, "error: --seed: must be >= 0 (got %lld)\n",
+                 static_cast<long long>(seed));
+    return rl::kExitBadInput;
+  }
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.torch_threads = absl::GetFlag(FLAGS_torch_threads);
   options.progress = absl::GetFlag(FLAGS_progress);
