@@ -1,8 +1,12 @@
-// The policy both sides of the wire agree on: an actor-critic MLP with a
-// categorical head (discrete actions) or a diagonal Gaussian head with a
-// state-independent log-std (continuous actions), and optional running
-// observation normalisation whose statistics are buffers of the module, so
-// they travel with the weights and the checkpoints.
+// The policy both sides of the wire agree on: an actor-critic of an
+// encoder (MLP trunks, a CNN over images, or a CNN per image part of a Dict
+// observation), an optional recurrent core (LSTM or GRU, its state carried
+// per env), and a head for the action space (categorical for Discrete, one
+// categorical per part for MultiDiscrete, Bernoulli for MultiBinary, a
+// diagonal Gaussian with a state-independent log-std for Box), every
+// discrete head honouring action masks; with optional running observation
+// normalisation whose statistics are buffers of the module, so they travel
+// with the weights and the checkpoints. ActorCriticConfig below says which.
 //
 // Errors: the forward passes (Act, Value, Evaluate) are LibTorch calls and
 // throw c10::Error on tensors that do not fit, like any LibTorch operator,
