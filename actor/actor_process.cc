@@ -18,6 +18,7 @@
 #include "actor/actor_client.h"
 #include "actor/actor_workload.h"
 #include "common/logging.h"
+#include "common/process_memory.h"
 #include "common/secrets.h"
 #include "common/signal_waiter.h"
 #include "common/status.h"
@@ -173,6 +174,15 @@ class ActorProcess::Impl {
       workload.profile_path = options_.profile_output;
       workload.max_disconnected = options_.max_disconnected;
       workload.emitter = telemetry_->emitter();
+      workload.max_rss_bytes = options_.max_rss_mb << 20;
+      workload.recycle = [limit = options_.max_rss_mb](int64_t rss) {
+        RL_LOG_WARNING(
+            "{} MiB resident after the run (over --max_rss_mb={}): this "
+            "actor exits for a fresh one to serve the next run",
+            rss >> 20, limit);
+        ::spdlog::default_logger()->flush();
+        _exit(kRecycledExitCode);
+      };
       workload_ = std::make_unique<ActorWorkload>(workload);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/process_memory.h"
 #include "common/status.h"
 #include "runspec/run_spec.h"
 #include "telemetry/client/emitter.h"
@@ -71,10 +72,17 @@ WorkloadState ActorWorkload::Poll() {
 }
 
 void ActorWorkload::Stop() {
+  const bool ran = client_ != nullptr;
   if (client_ != nullptr) client_->Stop();
   if (runner_.joinable()) runner_.join();
-  absl::MutexLock lock(&client_mu_);
-  client_.reset();
+  {
+    absl::MutexLock lock(&client_mu_);
+    client_.reset();
+  }
+  if (ran && options_.max_rss_bytes > 0 && options_.recycle) {
+    const int64_t rss = ProcessRssBytes();
+    if (rss > options_.max_rss_bytes) options_.recycle(rss);
+  }
 }
 
 std::optional<std::pair<std::string, ActorCounters>> ActorWorkload::Counters()

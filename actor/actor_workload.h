@@ -5,6 +5,8 @@
 #ifndef RL_ACTOR_ACTOR_WORKLOAD_H_
 #define RL_ACTOR_ACTOR_WORKLOAD_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +33,12 @@ struct ActorWorkloadOptions {
   std::string profile_path;                  // ActorOptions'
   absl::Duration max_disconnected = absl::Seconds(120);
   Emitter* emitter = nullptr;  // not owned; null: none
+  // When a run ends and this process's resident memory is over this many
+  // bytes (0: no limit), `recycle` is called with it: a leaking plugin
+  // must not keep its memory for the next user's run. The actor process
+  // ends itself there (kRecycledExitCode) for its supervisor to restart.
+  int64_t max_rss_bytes = 0;
+  std::function<void(int64_t rss_bytes)> recycle;
 };
 
 class ActorWorkload : public Workload {

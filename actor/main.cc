@@ -39,6 +39,10 @@ ABSL_FLAG(std::vector<std::string>, python_env_modules, {},
           "for a package, '*' for any). Empty: $RL_PYTHON_ENV_MODULES, else "
           "only registered Gymnasium ids and rl_atari (docs/security.md).");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(int64_t, max_rss_mb, 8192,
+          "Worker mode: when a run ends and this process's resident memory "
+          "is over this many MiB (a leaking environment plugin), it exits "
+          "76 for its supervisor to start a fresh one; 0: no limit.");
 ABSL_FLAG(int, profile, 0,
           "Write a Chrome trace (LibTorch's profiler) of each run's first N "
           "segments; 0: none.");
@@ -101,6 +105,7 @@ int main(int argc, char** argv) {
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.env_plugin_dirs = absl::GetFlag(FLAGS_env_plugin_dirs);
   options.python_env_modules = absl::GetFlag(FLAGS_python_env_modules);
+  options.max_rss_mb = absl::GetFlag(FLAGS_max_rss_mb);
   options.profile_segments = absl::GetFlag(FLAGS_profile);
   options.profile_output = absl::GetFlag(FLAGS_profile_output);
   if (options.profile_segments < 0) {

@@ -1,0 +1,19 @@
+#include "common/process_memory.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace rl {
+
+int64_t ProcessRssBytes() {
+  std::FILE* file = std::fopen("/proc/self/statm", "r");
+  if (file == nullptr) return 0;
+  long long size = 0, resident = 0;
+  const int read = std::fscanf(file, "%lld %lld", &size, &resident);
+  std::fclose(file);
+  if (read != 2) return 0;
+  return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+}  // namespace rl
