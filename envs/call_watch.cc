@@ -163,7 +163,7 @@ void CallWatch::Loop() {
       absl::MutexLock lock(&mu_);
       const int64_t now = NowNs();
       for (const auto& slot : slots_) {
-        const int64_t deadline =
+        int64_t deadline =
             slot->deadline_ns.load(std::memory_order_acquire);
         if (deadline == 0 || now < deadline) continue;
         // Counted once: the slot waits for its next call.
