@@ -19,6 +19,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 class CoordinatorCoreTest : public ::testing::Test {
@@ -1072,14 +1073,12 @@ TEST_F(CoordinatorCoreTest, OnlyACredentialedWorkersFatalReportFailsTheRun) {
   report.set_fatal(true);
   report.set_error("\x1b[2J<b>env exploded</b>\r\xe2\x80\xae\xff");
   ASSERT_OK(core_->ReportStatus(report));
-  EXPECT_NE(core_->GetRun(id)->state(), FAILED) << "one fake report failed it";
-  bool counted = false;
+  ASSERT_OK_AND_ASSIGN(const rl::Run after, core_->GetRun(id));
+  EXPECT_NE(after.state(), FAILED) << "one fake report failed it";
+  EXPECT_EQ(after.failure_reason(), "");
   for (const std::string& reason : Reasons(id)) {
-    counted |= absl::StrContains(reason, "counts as its own failure");
-    EXPECT_EQ(reason.find('\x1b'), std::string::npos) << reason;
-    EXPECT_EQ(reason.find('\r'), std::string::npos) << reason;
+    EXPECT_THAT(reason, Not(HasSubstr("env exploded"))) << reason;
   }
-  EXPECT_TRUE(counted);
 }
 
 TEST_F(CoordinatorCoreTest, ACredentialedActorsFatalReportFailsTheRunAtOnce) {

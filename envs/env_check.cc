@@ -53,9 +53,9 @@ class Probe {
     // The range the run enforces: what the run file declares
     // (env.reward_low/high) where it is narrower than the env's own.
     probe->info_.reward_low =
-        std::max(probe->info_.reward_low, spec.reward_low());
+        std::max<double>(probe->info_.reward_low, spec.reward_low());
     probe->info_.reward_high =
-        std::min(probe->info_.reward_high, spec.reward_high());
+        std::min<double>(probe->info_.reward_high, spec.reward_high());
     const int64_t n = options.num_envs;
     const rl_space& obs = probe->info_.observation;
     probe->obs_bytes_ = obs.dtype == RL_DTYPE_UINT8;

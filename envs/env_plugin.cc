@@ -724,11 +724,10 @@ absl::StatusOr<EnvPluginRef> FindEnvPlugin(
   // The library loaded is the one checked: its canonical path (a symbolic
   // link changed after the check cannot redirect the load).
   std::error_code error;
-  const std::filesystem::path real = std::filesystem::canonical(*path, error);
+  std::filesystem::path real = std::filesystem::canonical(*path, error);
   if (real.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("environment plugin ", *path,
-                     ": cannot resolve it: ", error.message()));
+    // Not there (LoadEnvPlugin names dlopen's error), checked as named.
+    real = std::filesystem::absolute(*path, error).lexically_normal();
   }
   if (!allowed_dirs.empty() &&
       std::find(allowed_dirs.begin(), allowed_dirs.end(), "*") ==
