@@ -52,9 +52,9 @@ class Probe {
     }
     // The range the run enforces: what the run file declares
     // (env.reward_low/high) where it is narrower than the env's own.
-    probe->info_.reward_low =
+    probe->reward_low_ =
         std::max<double>(probe->info_.reward_low, spec.reward_low());
-    probe->info_.reward_high =
+    probe->reward_high_ =
         std::min<double>(probe->info_.reward_high, spec.reward_high());
     const int64_t n = options.num_envs;
     const rl_space& obs = probe->info_.observation;
@@ -77,6 +77,9 @@ class Probe {
   }
 
   const rl_env_info& info() const { return info_; }
+  // Rewards outside [reward_low(), reward_high()] are violations.
+  double reward_low() const { return reward_low_; }
+  double reward_high() const { return reward_high_; }
   rl_env* env() const { return env_; }
   rl_env_buffers Buffers() {
     rl_env_buffers b{};
@@ -131,6 +134,7 @@ class Probe {
   std::string kwargs_;
   rl_env* env_ = nullptr;
   rl_env_info info_{};
+  double reward_low_ = 0, reward_high_ = 0;
 };
 
 // The first problem of what `p` wrote, or "".
@@ -166,11 +170,10 @@ std::string CheckOutputs(const Probe& p, bool after_step) {
   if (!after_step) return "";
   for (size_t i = 0; i < p.rewards_.size(); ++i) {
     const float r = p.rewards_[i];
-    if (!std::isfinite(r) || r < p.info().reward_low ||
-        r > p.info().reward_high) {
+    if (!std::isfinite(r) || r < p.reward_low() || r > p.reward_high()) {
       return absl::StrCat("the reward of env row ", i, " is ", r,
-                          ", outside the declared range [", p.info().reward_low,
-                          ", ", p.info().reward_high, "] (or not finite)");
+                          ", outside the declared range [", p.reward_low(),
+                          ", ", p.reward_high(), "] (or not finite)");
     }
     if (p.terminated_[i] > 1 || p.truncated_[i] > 1) {
       return absl::StrCat("env row ", i, " wrote terminated=", p.terminated_[i],
@@ -207,8 +210,8 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
   const rl_env_info& info = a->info();
   report.observation = DescribeSpace(info.observation);
   report.action = DescribeSpace(info.action);
-  report.reward_low = info.reward_low;
-  report.reward_high = info.reward_high;
+  report.reward_low = a->reward_low();
+  report.reward_high = a->reward_high();
   report.action_masks = info.has_action_mask != 0;
   auto violation = [&](std::string v) {
     report.violation = std::move(v);
