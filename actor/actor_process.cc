@@ -205,13 +205,16 @@ class ActorProcess::Impl {
       // supervisor starts a fresh one for later runs); first the run it
       // served fails, with the call named (envs/call_watch.h).
       CallWatch::Process().SetEndHandler(
-          [runtime = runtime_.get()](const std::string& reason) {
+          [runtime = runtime_.get(),
+           workload = workload_.get()](const std::string& reason) {
             const absl::Status sent = runtime->ReportFailure(
+                workload->assignment_id(),
                 MarkRunFatal(absl::DeadlineExceededError(reason)));
             if (!sent.ok()) {
               RL_LOG_ERROR("reporting the run's failure: {}", sent.ToString());
             }
           });
+      CallWatch::Process().EnableEnd();
       CallWatch::Process().CatchCrashes();
       counters_->Set(
           [workload = workload_.get()] { return workload->Counters(); });
@@ -243,6 +246,7 @@ class ActorProcess::Impl {
   absl::Status Wait() {
     if (runtime_ != nullptr) {
       WaitForStopSignalOr([] { return false; });
+      CallWatch::Process().SetEndHandler({});  // it reports through runtime_
       runtime_->Stop();
       return absl::OkStatus();
     }
@@ -263,7 +267,10 @@ class ActorProcess::Impl {
   }
 
   void Stop() {
-    if (runtime_ != nullptr) runtime_->Stop();
+    if (runtime_ != nullptr) {
+      CallWatch::Process().SetEndHandler({});
+      runtime_->Stop();
+    }
   }
 
  private:

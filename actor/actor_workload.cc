@@ -18,6 +18,7 @@ ActorWorkload::~ActorWorkload() { Stop(); }
 
 absl::Status ActorWorkload::Start(const Assignment& assignment) {
   Stop();
+  assignment_id_.store(assignment.assignment_id());
   if (assignment.learner_addresses().empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "assignment ", assignment.assignment_id(), " names no learner"));
@@ -72,17 +73,17 @@ WorkloadState ActorWorkload::Poll() {
 }
 
 void ActorWorkload::Stop() {
-  const bool ran = client_ != nullptr;
   if (client_ != nullptr) client_->Stop();
   if (runner_.joinable()) runner_.join();
-  {
-    absl::MutexLock lock(&client_mu_);
-    client_.reset();
-  }
-  if (ran && options_.max_rss_bytes > 0 && options_.recycle) {
-    const int64_t rss = ProcessRssBytes();
-    if (rss > options_.max_rss_bytes) options_.recycle(rss);
-  }
+  absl::MutexLock lock(&client_mu_);
+  client_.reset();
+}
+
+void ActorWorkload::Idle() {
+  Stop();  // the run's envs (and what their plugin holds) go first
+  if (options_.max_rss_bytes <= 0 || !options_.recycle) return;
+  const int64_t rss = ProcessRssBytes();
+  if (rss > options_.max_rss_bytes) options_.recycle(rss);
 }
 
 std::optional<std::pair<std::string, ActorCounters>> ActorWorkload::Counters()

@@ -5,6 +5,7 @@
 #ifndef RL_ACTOR_ACTOR_WORKLOAD_H_
 #define RL_ACTOR_ACTOR_WORKLOAD_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,6 +50,11 @@ class ActorWorkload : public Workload {
   absl::Status Start(const Assignment& assignment) override;
   WorkloadState Poll() override;
   void Stop() override;
+  // After a run's end was reported: over max_rss_bytes, `recycle`.
+  void Idle() override;
+
+  // The assignment this workload runs (0: none yet). Thread-safe.
+  int64_t assignment_id() const { return assignment_id_.load(); }
 
   // The current assignment's run and its actor's counters; nullopt when
   // idle. Thread-safe (the process's /metrics reads it).
@@ -57,6 +63,7 @@ class ActorWorkload : public Workload {
 
  private:
   const ActorWorkloadOptions options_;
+  std::atomic<int64_t> assignment_id_{0};
   // Held while client_ changes and while Counters() reads it.
   mutable absl::Mutex client_mu_;
   std::unique_ptr<ActorClient> client_;

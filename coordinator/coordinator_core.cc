@@ -269,13 +269,6 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
         absl::StrCat("worker_credential: not the credential of worker ", name));
   }
   const bool has_key = keys_.IsKey(name, request.worker_key());
-  // A credential marks this process trusted; its own key keeps what it had;
-  // anything else registers an untrusted one.
-  if (credentialed) {
-    credentialed_.insert(name);
-  } else if (!has_key) {
-    credentialed_.erase(name);
-  }
   if (!has_key && !credentialed) {
     if (options_.require_worker_credentials) {
       return absl::PermissionDeniedError(
@@ -291,6 +284,13 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
           "lease (",
           absl::FormatDuration(options_.lease_ttl), ") expires"));
     }
+  }
+  // Accepted. A credential marks this process trusted; its own key keeps
+  // what it had; anything else registers an untrusted one.
+  if (credentialed) {
+    credentialed_.insert(name);
+  } else if (!has_key) {
+    credentialed_.erase(name);
   }
   // The workers table is a record for operators, not state the coordinator
   // needs: a full store does not stop a worker from registering.
@@ -577,7 +577,7 @@ std::string SanitizeReason(absl::string_view text) {
     // A UTF-8 sequence: kept when well formed and not a control or a
     // direction override; else its bytes escaped.
     const int length = c >= 0xf0 && c < 0xf5   ? 4
-                       : c >= 0xe0             ? 3
+                       : c >= 0xe0 && c < 0xf0 ? 3
                        : c >= 0xc2 && c < 0xe0 ? 2
                                                : 0;
     bool ok = length > 0 && i + length <= text.size();
@@ -589,6 +589,11 @@ std::string SanitizeReason(absl::string_view text) {
       ok = (next & 0xc0) == 0x80;
       code = (code << 6) | (next & 0x3f);
     }
+    // Overlong forms, surrogates and code points past U+10FFFF are not
+    // UTF-8: their bytes are escaped.
+    const uint32_t least = length == 2 ? 0x80 : length == 3 ? 0x800 : 0x10000;
+    ok = ok && code >= least && !(code >= 0xd800 && code <= 0xdfff) &&
+         code <= 0x10ffff;
     const bool control = (code >= 0x80 && code < 0xa0) ||
                          (code >= 0x200b && code <= 0x200f) ||
                          (code >= 0x202a && code <= 0x202e) ||

@@ -1127,6 +1127,9 @@ TEST(SanitizeReasonTest, EscapesControlsAndBadBytesAndKeepsText) {
                            "1m"),
             "\\u009b1m");  // C1 CSI
   EXPECT_EQ(SanitizeReason("\xff\xc3"), "\\xff\\xc3");
+  // An overlong ESC and a surrogate are not UTF-8: their bytes escaped.
+  EXPECT_EQ(SanitizeReason("\xe0\x80\x9b"), "\\xe0\\x80\\x9b");
+  EXPECT_EQ(SanitizeReason("\xed\xa0\x80"), "\\xed\\xa0\\x80");
   const std::string longer(5000, 'a');
   const std::string cut = SanitizeReason(longer);
   EXPECT_EQ(cut.size(), 2048u + 3);

@@ -382,13 +382,13 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
   const int64_t version = run->progress().policy_version();
   auto seen = live->scored_version.find(trial->index());
   const int last_points = std::max(1, spec.metric().last_points());
+  if (trial->recent_steps_size() != trial->recent_size()) {
+    trial->clear_recent();  // stored before points had their steps
+    trial->clear_recent_steps();
+  }
   if (!std::isnan(mean_return) &&
       (seen == live->scored_version.end() || seen->second != version)) {
     live->scored_version[trial->index()] = version;
-    if (trial->recent_steps_size() != trial->recent_size()) {
-      trial->clear_recent();  // stored before points had their steps
-      trial->clear_recent_steps();
-    }
     trial->add_recent(mean_return);
     trial->add_recent_steps(run->progress().env_steps());
     // One more than the score needs: the point before a rung that a later

@@ -3,6 +3,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,13 @@ namespace rl {
 namespace {
 
 int64_t NowNs() { return absl::GetCurrentTimeNanos(); }
+
+// This thread's id (gettid), cached: a crash is the call's only when it is
+// raised on the calling thread.
+int ThisThread() {
+  thread_local const int id = static_cast<int>(syscall(SYS_gettid));
+  return id;
+}
 
 // The slots a fatal signal handler may read (no lock there): the process
 // watch's, by index.
@@ -51,6 +60,7 @@ CallWatch::Scope::Scope(Slot* slot, const char* call, absl::Duration timeout)
     : slot_(slot) {
   if (slot_ == nullptr) return;
   slot_->call.store(call, std::memory_order_relaxed);
+  slot_->thread.store(ThisThread(), std::memory_order_relaxed);
   slot_->timeout_ms.store(absl::ToInt64Milliseconds(timeout),
                           std::memory_order_relaxed);
   slot_->deadline_ns.store(NowNs() + absl::ToInt64Nanoseconds(timeout),
@@ -67,7 +77,8 @@ CallWatch& CallWatch::Process() {
 }
 
 CallWatch::CallWatch(bool exit_process) : exit_process_(exit_process) {
-  handler_ = [](const std::string&) {};
+  // A test's watch ends (calls its handler) without exiting.
+  if (!exit_process_) end_enabled_.store(true);
   if (pipe(crash_pipe_) != 0) crash_pipe_[0] = crash_pipe_[1] = -1;
 }
 
@@ -121,6 +132,12 @@ void CallWatch::SetEndHandler(EndHandler handler) {
 
 void CallWatch::End(const std::string& reason, int exit_code) {
   overruns_.fetch_add(1);
+  if (!end_enabled_.load()) {
+    // Not a worker: say so once per overrun and keep waiting for the call.
+    RL_LOG_ERROR("{} (still waiting: only actor workers end themselves)",
+                 reason);
+    return;
+  }
   RL_LOG_ERROR("{}", reason);
   std::fprintf(stderr, "%s\n", reason.c_str());
   std::fflush(stderr);
@@ -137,7 +154,7 @@ void CallWatch::End(const std::string& reason, int exit_code) {
       _exit(exit_code);
     }).detach();
   }
-  handler(reason);
+  if (handler) handler(reason);
   if (exit_process_) _exit(exit_code);
 }
 
@@ -163,8 +180,7 @@ void CallWatch::Loop() {
       absl::MutexLock lock(&mu_);
       const int64_t now = NowNs();
       for (const auto& slot : slots_) {
-        int64_t deadline =
-            slot->deadline_ns.load(std::memory_order_acquire);
+        int64_t deadline = slot->deadline_ns.load(std::memory_order_acquire);
         if (deadline == 0 || now < deadline) continue;
         // Counted once: the slot waits for its next call.
         if (!slot->deadline_ns.compare_exchange_strong(deadline, 0)) continue;
@@ -185,14 +201,16 @@ void CallWatch::Loop() {
 void CallWatch::OnFatalSignal(int signal) {
   CallWatch* watch = g_signal_watch.load();
   CallWatch::Slot* in_flight = nullptr;
+  const int thread = static_cast<int>(syscall(SYS_gettid));
   for (auto& entry : g_signal_slots) {
     CallWatch::Slot* slot = entry.load();
-    if (slot != nullptr && slot->deadline_ns.load() != 0) {
+    if (slot != nullptr && slot->deadline_ns.load() != 0 &&
+        slot->thread.load() == thread) {
       in_flight = slot;
       break;
     }
   }
-  if (watch == nullptr || in_flight == nullptr ||
+  if (watch == nullptr || in_flight == nullptr || !watch->end_enabled_.load() ||
       g_crashing.fetch_add(1) != 0) {
     // Not inside an environment call (or crashing again while reporting):
     // the usual end, a core dump where enabled.
@@ -218,8 +236,13 @@ void CallWatch::OnFatalSignal(int signal) {
   g_crash_signal.store(signal);
   const char byte = 'c';
   if (write(watch->crash_pipe_[1], &byte, 1) != 1) _exit(128 + signal);
-  // The watch reports and ends the process; this thread waits for it.
-  for (;;) pause();
+  // The watch reports and ends the process; this thread waits for it, 15 s
+  // at most (a crash inside malloc may leave the watch unable to).
+  for (int i = 0; i < 150; ++i) {
+    timespec tenth{0, 100 * 1000 * 1000};
+    nanosleep(&tenth, nullptr);
+  }
+  _exit(128 + signal);
 }
 
 void CallWatch::CatchCrashes() {

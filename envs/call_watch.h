@@ -9,14 +9,16 @@
 //   }
 //   CallWatch::Process().Unregister(slot);
 //
-// A call that overruns its deadline, or a fatal signal (SIGSEGV, SIGBUS,
-// SIGFPE, SIGILL, SIGABRT) raised while a call is inside a scope, ends the
-// process: the process's end handler (a worker reports the run's failure to
-// its coordinator, naming the call) runs on the watch's own thread, then
-// the process exits with kEnvHungExitCode or 128 + the signal, and its
+// In an actor worker (EnableEnd), a call that overruns its deadline, or a
+// fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) raised on the
+// calling thread while a call is inside a scope, ends the process: the
+// process's end handler (the worker reports the run's failure to its
+// coordinator, naming the call) runs on the watch's own thread, then the
+// process exits with kEnvHungExitCode or 128 + the signal, and its
 // supervisor (the embedded coordinator, Kubernetes, Slurm) starts a fresh
 // one. The hung or crashed call's thread never runs again, so a stuck env
-// cannot hold the worker for later runs.
+// cannot hold the worker for later runs. Elsewhere (rl_local) an overrun
+// is logged and waited for, and a crash is an ordinary crash.
 //
 // Entering and leaving a scope is two relaxed atomic stores: one per
 // batched call, not per environment.
@@ -52,6 +54,7 @@ class CallWatch {
     std::atomic<int64_t> deadline_ns{0};  // 0: no call in flight
     std::atomic<const char*> call{nullptr};
     std::atomic<int64_t> timeout_ms{0};
+    std::atomic<int> thread{0};  // the calling thread's id (gettid)
   };
 
   // Marks a call of `slot` in flight for its lifetime. `slot` may be null
@@ -84,8 +87,13 @@ class CallWatch {
   Slot* Register(std::string origin);
   void Unregister(Slot* slot);
 
-  // Replaces the end handler (default: log the reason).
+  // Replaces the end handler (default: none; an empty one clears it).
   void SetEndHandler(EndHandler handler);
+
+  // The process watch ends its process over a hung or crashed call only
+  // once enabled (actor workers, whose supervisor starts a fresh one);
+  // until then an overrun is logged and the call waited for (rl_local).
+  void EnableEnd() { end_enabled_.store(true); }
 
   // Calls that overran so far (each counted once).
   int64_t overruns() const { return overruns_.load(); }
@@ -101,6 +109,7 @@ class CallWatch {
   static void OnFatalSignal(int signal);
 
   const bool exit_process_;
+  std::atomic<bool> end_enabled_{false};
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
   EndHandler handler_ ABSL_GUARDED_BY(mu_);

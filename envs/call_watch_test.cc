@@ -105,6 +105,7 @@ TEST(CallWatchDeathTest, AHungPluginStepEndsTheProcessNamingTheCall) {
       {
         CallWatch::Process().SetEndHandler(
             [](const std::string&) { fprintf(stderr, "end handler ran\n"); });
+        CallWatch::Process().EnableEnd();
         StepUntilItFails(Probe("hang", 0.5f));
         fprintf(stderr, "the hung step returned\n");
         _exit(0);
@@ -124,6 +125,7 @@ TEST(CallWatchDeathTest, APluginCrashEndsTheProcessNamingSignalAndPlugin) {
       {
         CallWatch::Process().SetEndHandler(
             [](const std::string&) { fprintf(stderr, "end handler ran\n"); });
+        CallWatch::Process().EnableEnd();
         CallWatch::Process().CatchCrashes();
         StepUntilItFails(Probe("crash", 30));
         _exit(0);

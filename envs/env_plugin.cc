@@ -508,13 +508,14 @@ std::vector<std::string> DefaultEnvPluginDirs() {
       dirs.push_back(absl::StrCat(dir, "/../", package));
     }
     dirs.push_back(dir + "/../plugins");
-    dirs.push_back(dir + "/../lib");
     dirs.push_back(dir);
   }
   for (const std::string& dir : EnvPluginSearchPath()) dirs.push_back(dir);
   std::error_code error;
   const std::filesystem::path cwd = std::filesystem::current_path(error);
-  if (!cwd.empty()) dirs.push_back(cwd.string());
+  // A working directory of "/" (a service manager's default) would allow
+  // every path: it is left out then.
+  if (!cwd.empty() && cwd != cwd.root_path()) dirs.push_back(cwd.string());
   return dirs;
 }
 

@@ -40,9 +40,9 @@ std::vector<std::string> EnvPluginSearchPath();
 
 // Where a worker loads plugins from unless its operator says otherwise
 // (the actor's --env_plugin_dirs): beside the binaries (the bundled
-// gymnasium and mujoco plugins, an install's plugins/ and lib/), the
-// directories of $RL_ENV_PLUGIN_PATH, and the working directory (the
-// checkout the embedded system runs in). docs/security.md.
+// gymnasium and mujoco plugins, an install's plugins/), the directories of
+// $RL_ENV_PLUGIN_PATH, and the working directory (the checkout the
+// embedded system runs in; not when it is "/"). docs/security.md.
 std::vector<std::string> DefaultEnvPluginDirs();
 
 // The file `plugin` names: itself when it holds a '/', else the first

@@ -104,12 +104,13 @@ absl::StatusOr<int> MetricStore::ForgetIdleStreams(absl::Time now) {
       series_by_source_.erase(it++);
     }
   }
-  // (Callers' budgets stay: a caller is a token or an address, not a
-  // stream.)
   for (auto it = new_runs_by_source_.begin();
        it != new_runs_by_source_.end();) {
     absl::string_view key = it->first;
-    if (!absl::ConsumePrefix(&key, "source:") || sources.contains(key)) {
+    // A caller's budget goes once it has refilled (a minute untouched).
+    const bool refilled = now - it->second.at >= absl::Minutes(1);
+    if (absl::ConsumePrefix(&key, "source:") ? sources.contains(key)
+                                             : !refilled) {
       ++it;
     } else {
       new_runs_by_source_.erase(it++);

@@ -66,13 +66,15 @@ void WorkerAgent::Stop() {
 }
 
 absl::Status WorkerAgent::Report(const std::optional<RunProgress>& progress,
-                                 bool finished, const absl::Status& status) {
+                                 bool finished, const absl::Status& status,
+                                 std::optional<int64_t> assignment_id) {
   ReportStatusRequest request;
   {
     absl::MutexLock lock(&mu_);
     request.set_worker_id(worker_id_);
     request.set_worker_key(worker_key_);
-    request.set_assignment_id(current_.assignment_id());
+    request.set_assignment_id(
+        assignment_id.has_value() ? *assignment_id : current_.assignment_id());
   }
   if (progress.has_value()) *request.mutable_progress() = *progress;
   request.set_finished(finished);

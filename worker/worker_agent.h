@@ -74,8 +74,10 @@ class WorkerAgent {
   // gang's failure, not the run's).
   // Without `progress` (a start that failed) the run keeps the progress
   // it last had.
+  // `assignment_id`: the assignment reported on (default: the current).
   absl::Status Report(const std::optional<RunProgress>& progress, bool finished,
-                      const absl::Status& status);
+                      const absl::Status& status,
+                      std::optional<int64_t> assignment_id = std::nullopt);
 
  private:
   void Loop();

@@ -56,8 +56,14 @@ void WorkerRuntime::Stop() {
   agent_.reset();
 }
 
-absl::Status WorkerRuntime::ReportFailure(const absl::Status& failure) {
-  return agent_->Report(std::nullopt, /*finished=*/true, failure);
+absl::Status WorkerRuntime::ReportFailure(int64_t assignment_id,
+                                          const absl::Status& failure) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_) return absl::CancelledError("the worker is stopping");
+  }
+  return agent_->Report(std::nullopt, /*finished=*/true, failure,
+                        assignment_id);
 }
 
 int64_t WorkerRuntime::assignments_started() const {
@@ -139,7 +145,10 @@ void WorkerRuntime::Loop() {
       if (Report(failed)) start_failed = false;
       continue;
     }
-    if (running && !ended) ended = Report(workload_->Poll());
+    if (running && !ended) {
+      ended = Report(workload_->Poll());
+      if (ended) workload_->Idle();
+    }
   }
   if (running) workload_->Stop();
 }

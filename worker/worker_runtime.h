@@ -48,7 +48,10 @@ class WorkerRuntime {
   // thread (e.g. the env call watch's, just before the process exits over
   // a hung or crashed environment call). The coordinator's reply, or the
   // error, is returned; the runtime goes on as before.
-  absl::Status ReportFailure(const absl::Status& failure);
+  // `assignment_id`: the assignment whose work failed (a stale one is
+  // refused by the coordinator, so a later run is not blamed).
+  absl::Status ReportFailure(int64_t assignment_id, const absl::Status& failure)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Assignments started so far (tests and logs).
   int64_t assignments_started() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -44,6 +44,11 @@ class Workload {
   // progress (waiting for peers) may give up and return CANCELLED, which
   // is not reported. Must be thread-safe; the default does nothing.
   virtual void Cancel() {}
+
+  // Called once the end of an assignment has been reported, before the
+  // next one starts: a workload may give back what its run left behind
+  // (an actor recycles itself over its memory limit). Default: nothing.
+  virtual void Idle() {}
 };
 
 }  // namespace rl

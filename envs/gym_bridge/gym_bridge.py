@@ -256,7 +256,7 @@ def flatten_batch(space, x, n):
         out[np.arange(n), np.asarray(x).reshape(n) - int(space.start)] = 1
         return out
     if isinstance(space, gym.spaces.MultiDiscrete):
-        x = np.asarray(x).reshape(n, -1)
+        x = np.asarray(x).reshape(n, -1) - np.asarray(space.start).reshape(1, -1)
         cols = []
         for k, count in enumerate(np.asarray(space.nvec).ravel()):
             one = np.zeros((n, int(count)), np.float32)
