@@ -496,20 +496,46 @@ std::vector<std::string> EnvPluginSearchPath() {
   return dirs;
 }
 
-std::vector<std::string> DefaultEnvPluginDirs() {
+namespace {
+
+// The plugins built with the service, by name: their library and their
+// package under bazel-bin.
+struct Bundled {
+  const char* name;
+  const char* file;
+  const char* package;
+};
+constexpr Bundled kBundled[] = {
+    {kGymnasiumPlugin, "libgym_bridge.so", "envs/gym_bridge"},
+    {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
+};
+
+// Beside the binaries, where bundled plugins are: bazel-bin/<package>/ of
+// `packages` (from bazel-bin/{actor,trainer,...}/X), an install's plugins/
+// (the image's /opt/rl), and the binaries' own directory.
+std::vector<std::string> BesideTheBinaries(
+    const std::vector<const char*>& packages) {
   std::vector<std::string> dirs;
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n > 0) {
-    exe[n] = '\0';
-    std::string dir(exe);
-    dir = dir.substr(0, dir.rfind('/'));
-    for (const char* package : {"envs/gym_bridge", "envs/mujoco"}) {
-      dirs.push_back(absl::StrCat(dir, "/../", package));
-    }
-    dirs.push_back(dir + "/../plugins");
-    dirs.push_back(dir);
+  if (n <= 0) return dirs;
+  exe[n] = '\0';
+  std::string dir(exe);
+  dir = dir.substr(0, dir.rfind('/'));
+  for (const char* package : packages) {
+    dirs.push_back(absl::StrCat(dir, "/../", package));
   }
+  dirs.push_back(dir + "/../plugins");
+  dirs.push_back(dir);
+  return dirs;
+}
+
+}  // namespace
+
+std::vector<std::string> DefaultEnvPluginDirs() {
+  std::vector<const char*> packages;
+  for (const Bundled& b : kBundled) packages.push_back(b.package);
+  std::vector<std::string> dirs = BesideTheBinaries(packages);
   for (const std::string& dir : EnvPluginSearchPath()) dirs.push_back(dir);
   std::error_code error;
   const std::filesystem::path cwd = std::filesystem::current_path(error);
@@ -522,17 +548,6 @@ std::vector<std::string> DefaultEnvPluginDirs() {
 absl::StatusOr<std::string> FindEnvPluginFile(
     const std::string& plugin, const std::vector<std::string>& search_path) {
   if (plugin.find('/') != std::string::npos) return plugin;
-  // The plugins built with the service, by name: their library and their
-  // package under bazel-bin.
-  struct Bundled {
-    const char* name;
-    const char* file;
-    const char* package;
-  };
-  static constexpr Bundled kBundled[] = {
-      {kGymnasiumPlugin, "libgym_bridge.so", "envs/gym_bridge"},
-      {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
-  };
   const Bundled* bundled = nullptr;
   for (const Bundled& b : kBundled) {
     if (plugin == b.name) bundled = &b;
@@ -540,19 +555,8 @@ absl::StatusOr<std::string> FindEnvPluginFile(
   const std::string file = bundled != nullptr ? bundled->file : plugin;
   std::vector<std::string> dirs = search_path;
   if (bundled != nullptr) {
-    // Beside the binaries: bazel-bin/{actor,trainer,...}/X and
-    // bazel-bin/<package>/, or an install's bin/ and plugins/ (the image's
-    // /opt/rl) or lib/.
-    char exe[4096];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-      exe[n] = '\0';
-      std::string dir(exe);
-      dir = dir.substr(0, dir.rfind('/'));
-      dirs.push_back(absl::StrCat(dir, "/../", bundled->package));
-      dirs.push_back(dir + "/../plugins");
-      dirs.push_back(dir + "/../lib");
-      dirs.push_back(dir);
+    for (std::string& dir : BesideTheBinaries({bundled->package})) {
+      dirs.push_back(std::move(dir));
     }
   }
   for (const std::string& dir : dirs) {
