@@ -5,9 +5,9 @@
 #ifndef RL_TRAINER_LOCAL_RUN_H_
 #define RL_TRAINER_LOCAL_RUN_H_
 
-#include <optional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"

@@ -154,8 +154,7 @@ TEST_F(RlLocalTest, AnExportedPolicyPlaysAsItsCheckpoint) {
   EXPECT_THAT(no_policy.err, HasSubstr("not a TorchScript module"));
   // Issue 46: an ONNX file given to eval is a one-line error, no C++
   // backtrace of LibTorch's.
-  const Result given_onnx =
-      Run("eval --run=" + run + " --policy=" + onnx_file);
+  const Result given_onnx = Run("eval --run=" + run + " --policy=" + onnx_file);
   EXPECT_EQ(given_onnx.exit_code, 2) << given_onnx.err;
   EXPECT_THAT(given_onnx.err, HasSubstr("not a TorchScript module"));
   EXPECT_THAT(given_onnx.err, Not(HasSubstr("frame #")));
