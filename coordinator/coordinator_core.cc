@@ -564,7 +564,9 @@ std::string SanitizeReason(absl::string_view text) {
   size_t i = 0;
   while (i < text.size() && out.size() < kMaxBytes) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
+    // Line breaks stay (rlctl and the web page show them as such); every
+    // other control is written out.
+    if ((c < 0x20 && c != '\n') || c == 0x7f) {
       absl::StrAppend(&out, absl::StrFormat("\\x%02x", c));
       ++i;
       continue;

@@ -98,9 +98,10 @@ struct Requester {
 absl::Status CheckOwnerOrAdmin(const std::string& what,
                                const std::string& owner, const Requester& by);
 
-// A worker's error text as runs and logs keep it: control characters
-// (terminal escapes, carriage returns, bidi overrides) written as \xNN or
-// \uNNNN escapes, invalid UTF-8 bytes as \xNN, at most 2048 bytes.
+// A worker's error text as runs and logs keep it: control characters but
+// line breaks (terminal escapes, carriage returns, bidi overrides) written
+// as \xNN or \uNNNN escapes, invalid UTF-8 bytes as \xNN, at most 2048
+// bytes.
 std::string SanitizeReason(absl::string_view text);
 
 class CoordinatorCore {

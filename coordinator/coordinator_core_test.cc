@@ -1112,12 +1112,14 @@ TEST_F(CoordinatorCoreTest, ACredentialedActorsFatalReportFailsTheRunAtOnce) {
   ASSERT_OK_AND_ASSIGN(const rl::Run failed, core_->GetRun(id));
   EXPECT_EQ(failed.state(), FAILED);
   EXPECT_EQ(failed.failure_reason(),
-            "actor actor-1: step failed: the probe broke\\x0a\\x1b]0;"
+            "actor actor-1: step failed: the probe broke\n\\x1b]0;"
             "title\\x07");
 }
 
 TEST(SanitizeReasonTest, EscapesControlsAndBadBytesAndKeepsText) {
   EXPECT_EQ(SanitizeReason("plain text: ok (1/2)"), "plain text: ok (1/2)");
+  // A traceback's lines stay lines (rlctl indents them).
+  EXPECT_EQ(SanitizeReason("failed:\n  at f()"), "failed:\n  at f()");
   EXPECT_EQ(SanitizeReason("a\x1b[31mb\tc"), "a\\x1b[31mb\\x09c");
   EXPECT_EQ(SanitizeReason("\xc3\xa9t\xc3\xa9"), "\xc3\xa9t\xc3\xa9");  // été
   EXPECT_EQ(SanitizeReason("x\xe2\x80\xae"
