@@ -49,6 +49,15 @@ class ProgressLineTest(unittest.TestCase):
         self.assertIn("return(100) -0.500 |", shown[-0.5])
         self.assertIn("return(100) - |", shown[nan])
 
+    def test_a_run_without_progress_shows_no_return(self):
+        # A run that failed before its learner reported anything: its
+        # progress is the proto's zeros, not a mean return of 0.
+        line = rlctl.progress_line(make_run(common_pb2.FAILED, env_steps=0, mean_return=0))
+        self.assertIn("return(100) - |", line)
+        run = make_run(common_pb2.RUNNING, mean_return=0)
+        run.progress.episodes = 40
+        self.assertIn("return(100) 0.00 |", rlctl.progress_line(run))
+
 
 class ReasonTest(unittest.TestCase):
 

@@ -383,5 +383,9 @@ class Client:
 
 
 def mean_return(run):
+    """The run's mean return of its last 100 episodes; None before any (NaN
+    from the learner, or no progress reported at all: 0 with no episodes)."""
     value = run.progress.mean_return
-    return None if math.isnan(value) else value
+    if math.isnan(value) or (value == 0 and run.progress.episodes == 0):
+        return None
+    return value
