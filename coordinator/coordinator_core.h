@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/pending_ends.h"
+#include "coordinator/reason_text.h"
 #include "coordinator/run_store.h"
 #include "coordinator/scheduler.h"
 #include "coordinator/worker_keys.h"
@@ -97,12 +98,6 @@ struct Requester {
 // else PERMISSION_DENIED naming the owner and the caller.
 absl::Status CheckOwnerOrAdmin(const std::string& what,
                                const std::string& owner, const Requester& by);
-
-// A worker's error text as runs and logs keep it: control characters but
-// line breaks (terminal escapes, carriage returns, bidi overrides) written
-// as \xNN or \uNNNN escapes, invalid UTF-8 bytes as \xNN, at most 2048
-// bytes.
-std::string SanitizeReason(absl::string_view text);
 
 class CoordinatorCore {
  public:
