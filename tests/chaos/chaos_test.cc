@@ -1,9 +1,10 @@
 // The chaos suite: seeded runs on the embedded system (coordinator, local
 // telemetry, a learner and two actors as real processes) while a killer,
 // driven by a seeded generator, SIGKILLs a random component at random
-// moments: an actor, the learner, the telemetry service, or the coordinator
-// itself (which takes its children with it; it is started again on the same
-// store). Afterwards it checks invariants, not only that the runs finished:
+// points of the runs' progress: an actor, the learner, the telemetry service,
+// or the coordinator itself (which takes its children with it; it is started
+// again on the same store). Afterwards it checks invariants, not only that the
+// runs finished:
 //   - every run SUCCEEDED, with at least its step budget;
 //   - each run's event log in the coordinator's store is one unbroken chain
 //     of transitions from QUEUED to the run's final state;
@@ -23,7 +24,7 @@
 // It prints its figures: runs, faults by kind, runs succeeded, invariants
 // checked and violated (0).
 //
-//   bazel test --config=long //tests/chaos:chaos_test --test_output=all
+//   bazel test --config=long //tests:chaos_test --test_output=all
 #include <signal.h>
 
 #include <algorithm>
@@ -139,14 +140,34 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
   std::vector<std::string> order;
   for (int i = 0; i < kFaults; ++i) order.push_back(kinds[i % 4]);
   std::shuffle(order.begin(), order.end(), rng);
+  // Fault k fires once the runs' summed progress passes a seeded random
+  // fraction of their summed budget (all below 80%, so some run is still
+  // going), at least 1 to 2.5 s after the previous fault. Tied to progress,
+  // not to the clock, the killer finds as much to kill on a fast optimised
+  // build as on a loaded slow machine.
+  std::vector<int64_t> thresholds;
+  for (int i = 0; i < kFaults; ++i) {
+    thresholds.push_back(static_cast<int64_t>(
+        std::uniform_real_distribution<double>(0.03, 0.78)(rng) * kRuns *
+        kSteps));
+  }
+  std::sort(thresholds.begin(), thresholds.end());
+  auto progress = [&] {
+    int64_t sum = 0;
+    for (const std::string& id : ids) sum += Get(id).progress().env_steps();
+    return sum;
+  };
+  absl::Time previous = absl::Now();
+  absl::Duration gap = absl::ZeroDuration();
   const absl::Time deadline = absl::Now() + absl::Minutes(12);
   while (absl::Now() < deadline) {
     int total = 0;
     for (const auto& [kind, n] : faults) total += n;
     if (total >= kFaults || AllEnded(ids)) break;
-    // A random moment: 2 to 6 s after the previous fault.
-    absl::SleepFor(absl::Milliseconds(
-        std::uniform_int_distribution<int>(2000, 6000)(rng)));
+    if (absl::Now() < previous + gap || progress() < thresholds[total]) {
+      absl::SleepFor(absl::Milliseconds(100));
+      continue;
+    }
     const std::string kind = order[total];
     const std::string coordinator =
         absl::StrCat("--coordinator=127.0.0.1:", port_);
@@ -167,7 +188,12 @@ TEST_F(ChaosTest, RunsSurviveRandomKillsAndKeepTheirInvariants) {
       StartCoordinator("learners=1,actors=2", CoordinatorFlags());
       killed = true;
     }
-    if (killed) ++faults[kind];
+    if (killed) {
+      ++faults[kind];
+      previous = absl::Now();
+      gap = absl::Milliseconds(
+          std::uniform_int_distribution<int>(1000, 2500)(rng));
+    }
   }
 
   std::map<std::string, rl::Run> done;
