@@ -1,8 +1,11 @@
+// MetricStore::Write: one transaction over a group of batches, in phases
+// (admit, append to chunks, save the streams, publish to the catalog), and
+// the limits a batch must keep. The tables and opening are
+// metric_store_schema.cc, reads metric_store_query.cc.
 #include "telemetry/metric_store.h"
 
 #include <algorithm>
-#include <cstring>
-#include <map>
+#include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -16,188 +19,18 @@
 #include "common/status.h"
 #include "telemetry/downsample.h"
 #include "telemetry/metric_store_catalog.h"
+#include "telemetry/metric_store_write.h"
 #include "telemetry/point_chunk.h"
 #include "telemetry/stream_ledger.h"
 
 namespace rl {
 namespace {
 
-constexpr char kSchema[] = R"sql(
-CREATE TABLE IF NOT EXISTS series (
-  id INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  name TEXT NOT NULL,
-  labels TEXT NOT NULL,
-  num_points INTEGER NOT NULL DEFAULT 0,
-  last_step INTEGER NOT NULL DEFAULT 0,
-  last_wall_ns INTEGER NOT NULL DEFAULT 0,
-  UNIQUE (run_id, name, labels)
-);
-CREATE TABLE IF NOT EXISTS chunks (
-  id INTEGER PRIMARY KEY,
-  series_id INTEGER NOT NULL,
-  min_step INTEGER NOT NULL,
-  max_step INTEGER NOT NULL,
-  count INTEGER NOT NULL,
-  data BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS chunks_by_series ON chunks (series_id, min_step);
-CREATE TABLE IF NOT EXISTS streams (
-  source TEXT NOT NULL,
-  incarnation INTEGER NOT NULL,
-  run_id TEXT NOT NULL DEFAULT '',
-  last_sequence INTEGER NOT NULL,
-  last_write_ns INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (source, incarnation, run_id)
-);
-CREATE TABLE IF NOT EXISTS stream_gaps (
-  source TEXT NOT NULL,
-  incarnation INTEGER NOT NULL,
-  run_id TEXT NOT NULL DEFAULT '',
-  first_sequence INTEGER NOT NULL,
-  last_sequence INTEGER NOT NULL,
-  PRIMARY KEY (source, incarnation, run_id, first_sequence)
-);
-)sql";
-
-// Canonical text of a label set: sorted "key\x1fvalue\x1e" pairs.
-std::string LabelsKey(const Labels& sorted) {
-  std::string key;
-  for (const auto& [k, v] : sorted) absl::StrAppend(&key, k, "\x1f", v, "\x1e");
-  return key;
-}
-
-// Stores made before streams had `last_write_ns` get the column (0: their
-// streams are forgotten at the first ForgetIdleStreams).
-absl::Status AddStreamWriteTimes(sqlite3* db) {
-  Statement columns(db, "PRAGMA table_info(streams);");
-  RETURN_IF_ERROR(columns.status());
-  int rc;
-  while ((rc = columns.Step()) == SQLITE_ROW) {
-    if (columns.Text(1) == "last_write_ns") return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(columns.Done(rc));
-  return ExecSql(db,
-                 "ALTER TABLE streams ADD COLUMN last_write_ns INTEGER NOT "
-                 "NULL DEFAULT 0;");
-}
-
-bool StreamsHaveRuns(sqlite3* db, absl::Status* status) {
-  Statement columns(db, "PRAGMA table_info(streams);");
-  *status = columns.status();
-  if (!status->ok()) return false;
-  int rc;
-  while ((rc = columns.Step()) == SQLITE_ROW) {
-    if (columns.Text(1) == "run_id") return true;
-  }
-  *status = columns.Done(rc);
-  return false;
-}
-
-// Stores made before a stream was keyed by its run too get the column (as
-// part of the key, so the tables are made again): their streams are kept
-// under the run "", which a batch's stream falls back to (every batch names
-// a run), so what the old store knew still holds.
-absl::Status AddStreamRuns(sqlite3* db, const char* schema) {
-  absl::Status status;
-  if (StreamsHaveRuns(db, &status) || !status.ok()) return status;
-  RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE;"));
-  status =
-      ExecSql(db,
-              "ALTER TABLE streams RENAME TO streams_without_runs;"
-              "ALTER TABLE stream_gaps RENAME TO stream_gaps_without_runs;");
-  if (status.ok()) status = ExecSql(db, schema);
-  if (status.ok()) {
-    status = ExecSql(
-        db,
-        "INSERT INTO streams (source, incarnation, run_id, last_sequence, "
-        "last_write_ns) SELECT source, incarnation, '', last_sequence, "
-        "last_write_ns FROM streams_without_runs;"
-        "INSERT INTO stream_gaps (source, incarnation, run_id, "
-        "first_sequence, last_sequence) SELECT source, incarnation, '', "
-        "first_sequence, last_sequence FROM stream_gaps_without_runs;"
-        "DROP TABLE streams_without_runs;"
-        "DROP TABLE stream_gaps_without_runs;");
-  }
-  if (!status.ok()) {
-    ExecSql(db, "ROLLBACK;").IgnoreError();
-    return status;
-  }
-  return ExecSql(db, "COMMIT;");
-}
-
-// One emitter stream: its source, its process's incarnation and the run its
-// batches are for (a process reusing its source and incarnation for another
-// run numbers that run's batches afresh). The source comes first.
-std::string StreamKey(absl::string_view source, int64_t incarnation,
-                      absl::string_view run_id) {
-  return absl::StrCat(source, std::string(1, '\0'), incarnation,
-                      std::string(1, '\0'), run_id);
-}
-
-Labels ParseLabelsKey(const std::string& key) {
-  Labels labels;
-  for (absl::string_view pair :
-       absl::StrSplit(key, '\x1e', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv =
-        absl::StrSplit(pair, absl::MaxSplits('\x1f', 1));
-    labels.push_back(std::move(kv));
-  }
-  return labels;
-}
-
 Labels SortedLabels(const google::protobuf::Map<std::string, std::string>& m) {
   Labels labels(m.begin(), m.end());
   std::sort(labels.begin(), labels.end());
   return labels;
 }
-
-std::string SeriesKey(absl::string_view run, absl::string_view name,
-                      absl::string_view labels_key) {
-  return absl::StrCat(run, std::string(1, '\0'), name, std::string(1, '\0'),
-                      labels_key);
-}
-
-// The points of one Write for one series, in arrival order, with the batch
-// (index in the Write) each came from.
-struct PendingPoints {
-  std::vector<PointRecord> points;
-  std::vector<size_t> batch;
-  int64_t max_step = INT64_MIN;
-  // Over the points of the batches before the current one.
-  int64_t max_step_before = INT64_MIN;
-  // A batch repeats a step of an earlier batch of this Write.
-  bool repeats_step = false;
-
-  void Add(size_t batch_index, const PointRecord& r) {
-    if (!batch.empty() && batch.back() != batch_index) {
-      max_step_before = max_step;
-    }
-    if (r.step <= max_step_before) repeats_step = true;
-    max_step = std::max(max_step, r.step);
-    points.push_back(r);
-    batch.push_back(batch_index);
-  }
-
-  // Keeps, for each step, only the points of the latest batch that has it.
-  void KeepLatestBatchPerStep() {
-    if (!repeats_step) return;
-    absl::flat_hash_map<int64_t, size_t> latest;
-    for (size_t k = 0; k < points.size(); ++k) {
-      size_t& b = latest[points[k].step];
-      b = std::max(b, batch[k]);
-    }
-    size_t kept = 0;
-    for (size_t k = 0; k < points.size(); ++k) {
-      if (latest[points[k].step] != batch[k]) continue;
-      points[kept] = points[k];
-      batch[kept] = batch[k];
-      ++kept;
-    }
-    points.resize(kept);
-    batch.resize(kept);
-  }
-};
 
 // Deletes the stored points of `series_id` at the steps `incoming` has, in
 // place: a chunk left empty is deleted (the open one too: `*open_chunk`
@@ -273,154 +106,6 @@ absl::StatusOr<int64_t> RemoveStoredSteps(
 }
 
 }  // namespace
-
-MetricStore::MetricStore(sqlite3* writer, sqlite3* reader,
-                         MetricStoreOptions options)
-    : options_(options),
-      writer_(writer),
-      reader_(reader),
-      catalog_(std::make_unique<Catalog>()) {}
-
-MetricStore::~MetricStore() {
-  sqlite3_close(reader_);
-  sqlite3_close(writer_);
-}
-
-absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
-    const std::string& path, MetricStoreOptions options) {
-  ASSIGN_OR_RETURN(sqlite3 * writer, OpenDurableDatabase(path));
-  if (absl::Status s = ExecSql(writer, kSchema); !s.ok()) {
-    sqlite3_close(writer);
-    return s;
-  }
-  if (absl::Status s = AddStreamWriteTimes(writer); !s.ok()) {
-    sqlite3_close(writer);
-    return s;
-  }
-  if (absl::Status s = AddStreamRuns(writer, kSchema); !s.ok()) {
-    sqlite3_close(writer);
-    return s;
-  }
-  absl::StatusOr<sqlite3*> reader = OpenDurableDatabase(path);
-  if (!reader.ok()) {
-    sqlite3_close(writer);
-    return reader.status();
-  }
-  auto store =
-      std::unique_ptr<MetricStore>(new MetricStore(writer, *reader, options));
-  RETURN_IF_ERROR(store->LoadCatalog());
-  return store;
-}
-
-absl::Status MetricStore::LoadCatalog() {
-  Catalog& c = *catalog_;
-  absl::MutexLock lock(&c.mu);
-  c.series.clear();
-  c.by_key.clear();
-  c.by_run.clear();
-  c.streams.clear();
-  Statement list(writer_,
-                 "SELECT id, run_id, name, labels, num_points, last_step, "
-                 "last_wall_ns FROM series ORDER BY id;");
-  RETURN_IF_ERROR(list.status());
-  int rc;
-  while ((rc = list.Step()) == SQLITE_ROW) {
-    auto e = std::make_unique<SeriesEntry>();
-    e->id = list.Int(0);
-    e->run_id = list.Text(1);
-    e->name = list.Text(2);
-    const std::string labels_key = list.Text(3);
-    e->labels = ParseLabelsKey(labels_key);
-    e->num_points = list.Int(4);
-    e->last_step = list.Int(5);
-    e->last_wall_ns = list.Int(6);
-    c.by_key[SeriesKey(e->run_id, e->name, labels_key)] = e.get();
-    c.by_run[e->run_id].push_back(e.get());
-    c.series.push_back(std::move(e));
-  }
-  RETURN_IF_ERROR(list.Done(rc));
-  // The newest chunk of each series stays open for appends.
-  Statement open(writer_,
-                 "SELECT series_id, id, count FROM chunks WHERE id IN "
-                 "(SELECT max(id) FROM chunks GROUP BY series_id);");
-  RETURN_IF_ERROR(open.status());
-  absl::flat_hash_map<int64_t, SeriesEntry*> by_id;
-  for (auto& e : c.series) by_id[e->id] = e.get();
-  while ((rc = open.Step()) == SQLITE_ROW) {
-    auto it = by_id.find(open.Int(0));
-    if (it == by_id.end() || open.Int(2) >= kChunkPoints) continue;
-    it->second->open_chunk = open.Int(1);
-    it->second->open_count = open.Int(2);
-  }
-  RETURN_IF_ERROR(open.Done(rc));
-  Statement streams(writer_,
-                    "SELECT source, incarnation, run_id, last_sequence, "
-                    "last_write_ns FROM streams;");
-  RETURN_IF_ERROR(streams.status());
-  while ((rc = streams.Step()) == SQLITE_ROW) {
-    StreamLedger& state =
-        c.streams[StreamKey(streams.Text(0), streams.Int(1), streams.Text(2))];
-    state.last = streams.Int(3);
-    state.last_write_ns = streams.Int(4);
-  }
-  RETURN_IF_ERROR(streams.Done(rc));
-  Statement gaps(writer_,
-                 "SELECT source, incarnation, run_id, first_sequence, "
-                 "last_sequence FROM stream_gaps ORDER BY source, incarnation, "
-                 "run_id, first_sequence;");
-  RETURN_IF_ERROR(gaps.status());
-  while ((rc = gaps.Step()) == SQLITE_ROW) {
-    c.streams[StreamKey(gaps.Text(0), gaps.Int(1), gaps.Text(2))]
-        .gaps.emplace_back(gaps.Int(3), gaps.Int(4));
-  }
-  return gaps.Done(rc);
-}
-
-// What one Write holds until it commits: the streams it looked at (copies
-// of the catalog's) and those it stored batches of, the series it creates,
-// and the new points of each series it touches, in first-touched order.
-struct MetricStore::PendingWrite {
-  struct Stats {
-    int64_t num_points, last_step, last_wall_ns;
-  };
-  std::vector<std::pair<SeriesEntry*, PendingPoints>> touched;
-  absl::flat_hash_map<SeriesEntry*, size_t> touched_index;
-  std::vector<Stats> stats;  // per touched series, once appended
-  absl::flat_hash_map<std::string, StreamLedger> streams;
-  absl::flat_hash_set<std::string> streams_stored;
-  std::vector<std::unique_ptr<SeriesEntry>> created;  // not yet in the catalog
-  absl::flat_hash_map<std::string, SeriesEntry*> created_by_key;
-  absl::flat_hash_map<std::string, int64_t> created_per_run;
-  absl::flat_hash_map<std::string, int64_t> created_per_source;
-
-  SeriesEntry* FindSeries(Catalog& c, const std::string& key) {
-    auto it = created_by_key.find(key);
-    if (it != created_by_key.end()) return it->second;
-    absl::MutexLock lock(&c.mu);
-    auto jt = c.by_key.find(key);
-    return jt == c.by_key.end() ? nullptr : jt->second;
-  }
-  int64_t RunSeriesCount(Catalog& c, const std::string& run) {
-    absl::MutexLock lock(&c.mu);
-    auto it = c.by_run.find(run);
-    return static_cast<int64_t>(it == c.by_run.end() ? 0 : it->second.size()) +
-           created_per_run[run];
-  }
-  // Runs stored plus those this call creates.
-  int64_t RunCount(Catalog& c) {
-    int64_t runs = 0;
-    absl::MutexLock lock(&c.mu);
-    for (const auto& [run, n] : created_per_run) {
-      if (n > 0 && !c.by_run.count(run)) ++runs;
-    }
-    return static_cast<int64_t>(c.by_run.size()) + runs;
-  }
-  void Add(SeriesEntry* e, size_t batch, const PointRecord& r) {
-    auto [it, inserted] = touched_index.try_emplace(e, touched.size());
-    if (inserted) touched.push_back({e, {}});
-    touched[it->second].second.Add(batch, r);
-  }
-};
 
 absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
                                 std::vector<absl::Status>* results,
