@@ -17,6 +17,8 @@
 //                 sequence order, reconnects with jittered backoff.
 //   actor-acks    one per StreamRollouts stream: reads RolloutAcks.
 //   actor-policy  owns the SubscribePolicy stream, reconnects with backoff.
+// The step loop and the lifecycle are in actor_client.cc, the three threads
+// that talk to the learner in learner_link.cc.
 #ifndef RL_ACTOR_ACTOR_CLIENT_H_
 #define RL_ACTOR_ACTOR_CLIENT_H_
 
