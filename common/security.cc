@@ -15,13 +15,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/security/auth_metadata_processor.h"
+#include "proto/roles.pb.h"
 
 namespace rl {
 namespace {
@@ -157,41 +160,28 @@ const char* RoleName(Role role) {
 }
 
 uint32_t AllowedRoles(absl::string_view method) {
-  static const auto* const table =
-      new std::map<std::string, uint32_t, std::less<>>({
-          {"/rl.RunService/SubmitRun", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/GetRun", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/ListRuns", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/CancelRun", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/WatchRun", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/ListWorkers", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/SubmitSweep", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/GetSweep", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/ListSweeps", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/CancelSweep", kRoleUser | kRoleAdmin},
-          {"/rl.RunService/AddSweepTrial", kRoleUser | kRoleAdmin},
-          {"/rl.WorkerService/RegisterWorker", kRoleWorker | kRoleAdmin},
-          {"/rl.WorkerService/Heartbeat", kRoleWorker | kRoleAdmin},
-          {"/rl.WorkerService/ReportStatus", kRoleWorker | kRoleAdmin},
-          {"/rl.LearnerService/StreamRollouts", kRoleWorker | kRoleAdmin},
-          {"/rl.LearnerService/SubscribePolicy", kRoleWorker | kRoleAdmin},
-          {"/rl.LearnerService/GetStatus", kAllRoles},
-          // Every component reports its own metrics; users read them.
-          {"/rl.TelemetryService/Ingest", kRoleWorker | kRoleAdmin},
-          {"/rl.TelemetryService/Query", kRoleUser | kRoleAdmin},
-          {"/rl.TelemetryService/ListSeries", kRoleUser | kRoleAdmin},
-          {"/rl.TelemetryService/Watch", kRoleUser | kRoleAdmin},
-          // The web page's JSON API and Prometheus scrapes (HTTP).
-          {"GET /api", kRoleUser | kRoleAdmin},
-          {"GET /metrics", kAllRoles},
-      });
   if (absl::StartsWith(method, "/grpc.health.v1.Health/")) {
     return kAllRoles | kAnonymous;
   }
   // Reflection tells what the services are: any authenticated caller.
   if (absl::StartsWith(method, "/grpc.reflection.")) return kAllRoles;
-  const auto it = table->find(method);
-  return it == table->end() ? kRoleAdmin : it->second;
+  // The web page's JSON API and Prometheus scrapes (HTTP).
+  if (method == "GET /api") return kRoleUser | kRoleAdmin;
+  if (method == "GET /metrics") return kAllRoles;
+  // An RPC: its (rl.roles) option (proto/roles.proto), from the
+  // descriptors linked into this binary. "/rl.RunService/GetRun" is
+  // rl.RunService.GetRun there.
+  absl::string_view name = method;
+  if (!absl::ConsumePrefix(&name, "/")) return kRoleAdmin;
+  const google::protobuf::MethodDescriptor* descriptor =
+      google::protobuf::DescriptorPool::generated_pool()->FindMethodByName(
+          absl::StrReplaceAll(name, {{"/", "."}}));
+  if (descriptor == nullptr || !descriptor->options().HasExtension(rl::roles)) {
+    return kRoleAdmin;
+  }
+  const MethodRoles& roles = descriptor->options().GetExtension(rl::roles);
+  return (roles.user() ? kRoleUser : 0) | (roles.worker() ? kRoleWorker : 0) |
+         (roles.admin() ? kRoleAdmin : 0);
 }
 
 absl::StatusOr<std::shared_ptr<const Security>> Security::Load(

@@ -41,9 +41,11 @@ enum Role : uint32_t {
 absl::StatusOr<Role> ParseRole(absl::string_view name);
 const char* RoleName(Role role);
 
-// The roles that may call `method` ("/rl.RunService/SubmitRun"). Health
-// checks are open to all (kAllRoles | kAnonymous); methods not in the table
-// are admin only.
+// The roles that may call `method` ("/rl.RunService/SubmitRun"): an RPC's
+// own (rl.roles) option (proto/roles.proto). Health checks are open to all
+// (kAllRoles | kAnonymous); "GET /api" and "GET /metrics" are the HTTP
+// endpoints'; an RPC without the option, or not linked into this binary,
+// is admin only.
 inline constexpr uint32_t kAnonymous = 8;
 uint32_t AllowedRoles(absl::string_view method);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/learner.grpc.pb.h"
+#include "proto/roles.pb.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -62,20 +64,37 @@ const std::map<std::string, uint32_t>& ExpectedRoles() {
   return *table;
 }
 
-// Every method of the services the product serves, from their descriptors,
-// so a method added later without a rule shows up here.
+// Every method of every service in proto/ (the .proto files, a data
+// dependency, named from the directory so that a new file's services count
+// too), from their linked descriptors; each must carry its (rl.roles)
+// option: a method added without one fails here.
 std::vector<std::string> ServedMethods() {
   std::vector<std::string> methods;
-  for (const char* service : {"rl.RunService", "rl.WorkerService",
-                              "rl.LearnerService", "rl.TelemetryService"}) {
-    const google::protobuf::ServiceDescriptor* descriptor =
-        google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
-            service);
-    EXPECT_NE(descriptor, nullptr) << service;
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator("proto")) {
+    if (entry.path().extension() == ".proto") {
+      files.push_back("proto/" + entry.path().filename().string());
+    }
+  }
+  EXPECT_GE(files.size(), 3u) << "the .proto files are not in the runfiles";
+  for (const std::string& file : files) {
+    const google::protobuf::FileDescriptor* descriptor =
+        google::protobuf::DescriptorPool::generated_pool()->FindFileByName(
+            file);
+    EXPECT_NE(descriptor, nullptr)
+        << file << " is not linked into this test: add its library to deps";
     if (descriptor == nullptr) continue;
-    for (int i = 0; i < descriptor->method_count(); ++i) {
-      methods.push_back(
-          absl::StrCat("/", service, "/", descriptor->method(i)->name()));
+    for (int s = 0; s < descriptor->service_count(); ++s) {
+      const google::protobuf::ServiceDescriptor* service =
+          descriptor->service(s);
+      for (int i = 0; i < service->method_count(); ++i) {
+        const google::protobuf::MethodDescriptor* method = service->method(i);
+        EXPECT_TRUE(method->options().HasExtension(rl::roles))
+            << method->full_name() << " (" << file
+            << ") has no option (rl.roles): say who may call it";
+        methods.push_back(
+            absl::StrCat("/", service->full_name(), "/", method->name()));
+      }
     }
   }
   return methods;
