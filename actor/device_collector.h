@@ -12,7 +12,7 @@
 // the only values read back (one synchronisation).
 //
 // On the CPU it computes exactly what RolloutCollector computes with
-// ppo.cpu_kernels: libtorch (same seeds, same envs, same sampling stream):
+// execution.cpu_kernels: libtorch (same seeds, same envs, same sampling stream):
 // its tests hold it to that.
 #ifndef RL_ACTOR_DEVICE_COLLECTOR_H_
 #define RL_ACTOR_DEVICE_COLLECTOR_H_

@@ -97,7 +97,8 @@ RunSpec Spec(const std::string& env) {
   return SmallRunSpec("env: {id: " + env +
                       ", max_episode_steps: 40}\n"
                       "envs_per_actor: 12\nsegment_length: 64\n"
-                      "ppo: {num_minibatches: 2, cpu_kernels: libtorch}");
+                      "ppo: {num_minibatches: 2}\n"
+                      "execution: {cpu_kernels: libtorch}");
 }
 
 void ExpectSameRollout(const Rollout& a, const Rollout& b) {

@@ -138,7 +138,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
   ASSIGN_OR_RETURN(const bool use_fused,
-                   UseFusedPolicy(spec_.ppo().cpu_kernels(), policy));
+                   UseFusedPolicy(spec_.execution().cpu_kernels(), policy));
   if (use_fused) {
     if (fused_ == nullptr) fused_ = std::make_unique<FusedPolicy>();
     RETURN_IF_ERROR(fused_->Bind(policy));

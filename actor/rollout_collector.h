@@ -101,7 +101,7 @@ class RolloutCollector final : public SegmentCollector {
   torch::Tensor episode_length_rows_;  // [T, E] int32 scratch
   at::Generator generator_;
   std::unique_ptr<RewardScaler> reward_scaler_;
-  std::unique_ptr<FusedPolicy> fused_;  // ppo.cpu_kernels auto/fused
+  std::unique_ptr<FusedPolicy> fused_;  // execution.cpu_kernels auto/fused
   std::vector<float> episode_returns_;
   std::vector<int32_t> episode_lengths_;
 };

@@ -45,7 +45,7 @@ struct Leg {
 };
 
 absl::StatusOr<Leg> Train(RunSpec spec, const std::string& kernels) {
-  spec.mutable_ppo()->set_cpu_kernels(kernels);
+  spec.mutable_execution()->set_cpu_kernels(kernels);
   ASSIGN_OR_RETURN(auto trainer, LocalTrainer::Create(spec, TrainerOptions()));
   ASSIGN_OR_RETURN(TrainResult result, trainer->Train());
   return Leg{result.progress.steps_per_second, result.time};

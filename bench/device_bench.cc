@@ -1,6 +1,6 @@
 // The PPO update on a compute device, side by side in one run: float32,
-// float32 with the minibatch step in a CUDA graph (ppo.cuda_graphs, on a
-// CUDA device) and bfloat16 autocast (ppo.precision), for an MLP at
+// float32 with the minibatch step in a CUDA graph (execution.cuda_graphs, on a
+// CUDA device) and bfloat16 autocast (execution.precision), for an MLP at
 // CartPole's shapes and a Nature CNN on 84x84x4 uint8 frames, with the share
 // of each update spent in its one packed host-to-device copy. On a GPU machine
 // it measures the GPU (--device=cuda, the default where one is visible); here,
@@ -127,16 +127,17 @@ int main(int argc, char** argv) {
       ppo.set_entropy_coef(0.01f);
       ppo.set_max_grad_norm(0.5f);
       ppo.set_normalize_advantages(true);
-      ppo.set_cpu_kernels("libtorch");
-      ppo.set_precision(mode.precision);
-      ppo.set_cuda_graphs(mode.cuda_graphs);
+      rl::ExecutionConfig execution;
+      execution.set_cpu_kernels("libtorch");
+      execution.set_precision(mode.precision);
+      execution.set_cuda_graphs(mode.cuda_graphs);
       auto policy = rl::CreateSeededActorCritic(c.config, 1);
       if (!policy.ok()) {
         std::fprintf(stderr, "%s\n", policy.status().ToString().c_str());
         return 1;
       }
       (*policy)->to(*device);
-      rl::PpoUpdater updater(*policy, ppo, 1 << 30, 1);
+      rl::PpoUpdater updater(*policy, ppo, 1 << 30, 1, execution);
       const rl::Rollout rollout = MakeRollout(*policy, T, E);
       if (!updater.Update(rollout, 0).ok()) return 1;  // warm-up
       Synchronize(*device);

@@ -70,9 +70,10 @@ rl::RunSpec Spec(int64_t envs, int64_t steps, const char* cuda_graphs) {
   ppo.set_entropy_coef(0.01f);
   ppo.set_max_grad_norm(0.5f);
   ppo.set_normalize_advantages(true);
-  ppo.set_cpu_kernels("libtorch");
-  ppo.set_precision("float32");
-  ppo.set_cuda_graphs(cuda_graphs);
+  rl::ExecutionConfig& execution = *spec.mutable_execution();
+  execution.set_cpu_kernels("libtorch");
+  execution.set_precision("float32");
+  execution.set_cuda_graphs(cuda_graphs);
   return spec;
 }
 
@@ -94,7 +95,8 @@ Result Run(Collector& collector, const rl::RunSpec& spec,
     return result;
   }
   (*policy)->to(device);
-  rl::PpoUpdater updater(*policy, spec.ppo(), int64_t{1} << 40, 1);
+  rl::PpoUpdater updater(*policy, spec.ppo(), int64_t{1} << 40, 1,
+                         spec.execution());
   rl::Rollout rollout = collector.AllocateRollout();
   const int64_t steps = rollout.num_steps() * rollout.num_envs();
   Clock::time_point start;

@@ -187,7 +187,7 @@ Result Measure(int world, bool pin, int64_t T, int64_t E) {
   Result result;
   RunGang(world, pin, [&](int rank, TimedCollective* collective) {
     ActorCritic policy = Policy();
-    PpoUpdater updater(policy, Ppo(), 1 << 30, 1);
+    PpoUpdater updater(policy, Ppo(), 1 << 30, 1, ExecutionConfig());
     updater.set_collective(collective);
     const Rollout rollout = MakeRollout(policy, T, E, 10 + rank);
     for (int i = 0; i < 3; ++i) {

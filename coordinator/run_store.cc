@@ -67,31 +67,11 @@ void SetTime(google::protobuf::Timestamp* ts, absl::Time t) {
   ts->set_nanos(static_cast<int32_t>(ns % 1000000000));
 }
 
-// A run stored before the network moved from ppo: to policy: keeps its
-// network (ppo.hidden_sizes, shared_trunk, initial_log_std, now read as
-// policy's); run files and submitted specs that name them are refused.
-void MoveLegacyPolicyFields(RunSpec* spec) {
-  PPOConfig* ppo = spec->mutable_ppo();
-  PolicyConfig* policy = spec->mutable_policy();
-  if (ppo->hidden_sizes_size() > 0 && policy->hidden_sizes_size() == 0) {
-    *policy->mutable_hidden_sizes() = ppo->hidden_sizes();
-  }
-  if (ppo->shared_trunk()) policy->set_shared_trunk(true);
-  if (ppo->initial_log_std() != 0 && policy->initial_log_std() == 0) {
-    policy->set_initial_log_std(ppo->initial_log_std());
-  }
-  if (policy->activation().empty()) policy->set_activation("tanh");
-  ppo->clear_hidden_sizes();
-  ppo->clear_shared_trunk();
-  ppo->clear_initial_log_std();
-}
-
 absl::StatusOr<Run> ParseRun(const std::string& blob) {
   Run run;
   if (!run.ParseFromString(blob)) {
     return absl::DataLossError("stored run does not parse");
   }
-  MoveLegacyPolicyFields(run.mutable_spec());
   CompleteStoredRunSpec(run.mutable_spec());
   return run;
 }

@@ -290,6 +290,28 @@ TEST(RunStoreTest, RunsStoredBeforeThePolicyBlockKeepTheirNetwork) {
   EXPECT_EQ(read->spec().ppo().hidden_sizes_size(), 0);
 }
 
+// A run stored before the execution settings moved from ppo: to
+// execution: keeps them when read back (a bfloat16 run resumes in
+// bfloat16).
+TEST(RunStoreTest, RunsStoredBeforeTheExecutionBlockKeepTheirSettings) {
+  auto store = RunStore::Open(DbPath("legacy_execution"));
+  ASSERT_OK(store);
+  RunSpec legacy = Spec("old");
+  legacy.mutable_ppo()->set_cpu_kernels("libtorch");
+  legacy.mutable_ppo()->set_precision("bfloat16");
+  legacy.mutable_ppo()->set_cuda_graphs("off");
+  bool created = false;
+  auto stored = (*store)->SubmitRun(legacy, "", &created);
+  ASSERT_OK(stored);
+  auto read = (*store)->GetRun(stored->run_id());
+  ASSERT_OK(read);
+  const ExecutionConfig& execution = read->spec().execution();
+  EXPECT_EQ(execution.cpu_kernels(), "libtorch");
+  EXPECT_EQ(execution.precision(), "bfloat16");
+  EXPECT_EQ(execution.cuda_graphs(), "off");
+  EXPECT_EQ(read->spec().ppo().precision(), "");
+}
+
 // A run stored before EnvSpec carried the action bounds and the reward
 // range gets them when read back: workers check specs, never fill them in.
 TEST(RunStoreTest, RunsStoredBeforeTheRewardRangeGetTheirEnvCompleted) {

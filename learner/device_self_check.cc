@@ -90,18 +90,18 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedState(
 }  // namespace
 
 absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
-    const ActorCriticConfig& config, const PPOConfig& ppo, torch::Device device,
+    const ActorCriticConfig& config, const PPOConfig& ppo,
+    const ExecutionConfig& execution, torch::Device device,
     const DeviceCheckOptions& options) {
   PPOConfig fixed = ppo;
   fixed.set_num_epochs(1);
   // A graphed update warms up on two minibatches, captures the third and
   // replays it and the fourth (learner/ppo_graph.cc).
-  const bool graphs = ppo.cuda_graphs() != "off" &&
+  const bool graphs = execution.cuda_graphs() != "off" &&
                       (device.is_cuda() || options.deferred_graphs_for_testing);
   fixed.set_num_minibatches(graphs ? 4 : 1);
   fixed.set_target_kl(0);
   fixed.set_anneal_learning_rate(false);
-  fixed.set_cpu_kernels("libtorch");  // the same code on both devices
   ASSIGN_OR_RETURN(ActorCritic cpu, CreateSeededActorCritic(config, kSeed));
   ASSIGN_OR_RETURN(ActorCritic on_device,
                    CreateSeededActorCritic(config, kSeed));
@@ -109,11 +109,14 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
   RETURN_IF_ERROR(
       CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
                        [&] { on_device->to(device); }));
-  PPOConfig reference = fixed;
+  ExecutionConfig on_device_execution = execution;
+  on_device_execution.set_cpu_kernels("libtorch");  // the same code on both
+  ExecutionConfig reference = on_device_execution;
   reference.set_precision("float32");
   reference.set_cuda_graphs("off");  // the CPU's eager update
-  PpoUpdater cpu_updater(cpu, reference, /*total_env_steps=*/1, kSeed);
-  PpoUpdater device_updater(on_device, fixed, /*total_env_steps=*/1, kSeed);
+  PpoUpdater cpu_updater(cpu, fixed, /*total_env_steps=*/1, kSeed, reference);
+  PpoUpdater device_updater(on_device, fixed, /*total_env_steps=*/1, kSeed,
+                            on_device_execution);
   if (options.deferred_graphs_for_testing) {
     device_updater.UseDeferredGraphsForTesting();
   }
@@ -175,16 +178,18 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
 }
 
 absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
-                                   const PPOConfig& ppo, torch::Device device) {
+                                   const PPOConfig& ppo,
+                                   const ExecutionConfig& execution,
+                                   torch::Device device) {
   if (device.is_cpu()) return absl::OkStatus();
   return CheckOncePerProcess(
       absl::StrCat("updating on ", device.str(), " ", NetworkKey(config), " ",
-                   ppo.precision(), " graphs ", ppo.cuda_graphs()),
+                   execution.precision(), " graphs ", execution.cuda_graphs()),
       [&]() -> absl::Status {
         RL_LOG_INFO("self-check of {}: one PPO update on the CPU and on {}",
                     device.str(), device.str());
         ASSIGN_OR_RETURN(const DeviceCheckReport report,
-                         CheckDeviceUpdate(config, ppo, device));
+                         CheckDeviceUpdate(config, ppo, execution, device));
         RL_LOG_INFO(
             "self-check of {} ({}{}) passed: {} tensors within {:g} of the "
             "CPU's (largest difference {:g}, {})",

@@ -22,14 +22,14 @@ struct DeviceCheckOptions {
   // CPU's, relative to max(|cpu value|, 1).
   double tolerance = 1e-4;
   // The same, where the device's update runs in bfloat16 autocast
-  // (ppo.precision) against the CPU's float32: bfloat16 keeps 8 bits of
+  // (execution.precision) against the CPU's float32: bfloat16 keeps 8 bits of
   // mantissa, about 2 to 3 significant digits.
   double bfloat16_tolerance = 5e-2;
   // Tests: called on the device's policy after its update, before the
   // comparison.
   std::function<void(ActorCritic&)> perturb_for_testing;
   // Tests: the device's update through a DeferredStepGraph, as
-  // ppo.cuda_graphs would run it on CUDA (learner/step_graph.h).
+  // execution.cuda_graphs would run it on CUDA (learner/step_graph.h).
   bool deferred_graphs_for_testing = false;
 };
 
@@ -46,20 +46,23 @@ struct DeviceCheckReport {
 
 // The check for a network of `config` trained with `ppo` (its epochs,
 // minibatches and KL stop replaced by one epoch of one minibatch; of four
-// where ppo.cuda_graphs may graph the device's steps, so that they warm
+// where execution.cuda_graphs may graph the device's steps, so that they warm
 // up, capture and replay) on a made-up rollout of 8 steps x 4 envs. The CPU's
-// update is float32; the device's runs at the run's ppo.precision.
+// update is float32; the device's runs at the run's execution.precision.
 // FAILED_PRECONDITION naming the first tensor out of tolerance (and the
 // device); INTERNAL for a LibTorch error on the device.
 absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
-    const ActorCriticConfig& config, const PPOConfig& ppo, torch::Device device,
+    const ActorCriticConfig& config, const PPOConfig& ppo,
+    const ExecutionConfig& execution, torch::Device device,
     const DeviceCheckOptions& options = {});
 
 // CheckDeviceUpdate once per process, network shape and device: later
 // calls with the same (config, device) return the first result. Nothing
 // to check on the CPU (OK at once).
 absl::Status CheckDeviceOnFirstUse(const ActorCriticConfig& config,
-                                   const PPOConfig& ppo, torch::Device device);
+                                   const PPOConfig& ppo,
+                                   const ExecutionConfig& execution,
+                                   torch::Device device);
 
 }  // namespace rl
 

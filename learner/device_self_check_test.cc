@@ -63,14 +63,25 @@ PPOConfig Ppo() {
   return ppo;
 }
 
+// execution: auto, with `precision` and `cuda_graphs` if given.
+ExecutionConfig Execution(const std::string& precision = "auto",
+                          const std::string& cuda_graphs = "auto") {
+  ExecutionConfig execution;
+  execution.set_cpu_kernels("auto");
+  execution.set_precision(precision);
+  execution.set_cuda_graphs(cuda_graphs);
+  return execution;
+}
+
 // The device check's comparison, run on the CPU against the CPU: the same
 // code, so every tensor agrees, and an update that moved the weights at
 // all (the rollout is not empty of signal).
 TEST(DeviceSelfCheckTest, TheCpuAgreesWithItselfForEveryNetwork) {
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    ASSERT_OK_AND_ASSIGN(const DeviceCheckReport report,
-                         CheckDeviceUpdate(c.config, Ppo(), torch::kCPU));
+    ASSERT_OK_AND_ASSIGN(
+        const DeviceCheckReport report,
+        CheckDeviceUpdate(c.config, Ppo(), Execution(), torch::kCPU));
     EXPECT_EQ(report.device, "cpu");
     // Four losses, and every parameter and buffer.
     EXPECT_GT(report.tensors_compared, 4 + 4);
@@ -78,7 +89,7 @@ TEST(DeviceSelfCheckTest, TheCpuAgreesWithItselfForEveryNetwork) {
   }
 }
 
-// The graphed path (ppo.cuda_graphs) through its CPU stand-in: four
+// The graphed path (execution.cuda_graphs) through its CPU stand-in: four
 // minibatches (two warm-ups, a capture and replays) agree with the CPU's
 // eager update for every network a graph takes, and a perturbed result is
 // refused.
@@ -90,22 +101,22 @@ TEST(DeviceSelfCheckTest, AGraphedUpdateIsCheckedToo) {
     SCOPED_TRACE(c.name);
     ASSERT_OK_AND_ASSIGN(
         const DeviceCheckReport report,
-        CheckDeviceUpdate(c.config, Ppo(), torch::kCPU, options));
+        CheckDeviceUpdate(c.config, Ppo(), Execution(), torch::kCPU, options));
     EXPECT_TRUE(report.cuda_graphs);
     EXPECT_LE(report.max_relative_difference, 1e-5);
   }
-  // ppo.cuda_graphs: on (the CPU's reference still runs eagerly).
-  PPOConfig on = Ppo();
-  on.set_cuda_graphs("on");
+  // execution.cuda_graphs: on (the CPU's reference still runs eagerly).
   ASSERT_OK_AND_ASSIGN(
       const DeviceCheckReport report,
-      CheckDeviceUpdate(Cases()[0].config, on, torch::kCPU, options));
+      CheckDeviceUpdate(Cases()[0].config, Ppo(), Execution("auto", "on"),
+                        torch::kCPU, options));
   EXPECT_TRUE(report.cuda_graphs);
   options.perturb_for_testing = [](ActorCritic& policy) {
     torch::NoGradGuard no_grad;
     policy->parameters().back().add_(1e-2);
   };
-  EXPECT_THAT(CheckDeviceUpdate(Cases()[0].config, Ppo(), torch::kCPU, options)
+  EXPECT_THAT(CheckDeviceUpdate(Cases()[0].config, Ppo(), Execution(),
+                                torch::kCPU, options)
                   .status(),
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
@@ -120,40 +131,44 @@ TEST(DeviceSelfCheckTest, ADeviceThatComputesDifferentlyIsRefusedNamingWhat) {
   const Case c = Cases()[0];
   ActorCritic probe = *CreateActorCritic(c.config);
   const std::string last = probe->named_parameters().keys().back();
-  EXPECT_THAT(CheckDeviceUpdate(c.config, Ppo(), torch::kCPU, options),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       AllOf(HasSubstr("the self-check of cpu failed"),
-                             HasSubstr("parameter " + last + " differs by"),
-                             HasSubstr("the tolerance is 0.0001"))));
+  EXPECT_THAT(
+      CheckDeviceUpdate(c.config, Ppo(), Execution(), torch::kCPU, options),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               AllOf(HasSubstr("the self-check of cpu failed"),
+                     HasSubstr("parameter " + last + " differs by"),
+                     HasSubstr("the tolerance is 0.0001"))));
   // A tolerance wide enough lets the same difference pass.
   options.tolerance = 0.5;
-  EXPECT_OK(CheckDeviceUpdate(c.config, Ppo(), torch::kCPU, options).status());
+  EXPECT_OK(
+      CheckDeviceUpdate(c.config, Ppo(), Execution(), torch::kCPU, options)
+          .status());
 }
 
-// ppo.precision: bfloat16 on the CPU (autocast works there too): the
+// execution.precision: bfloat16 on the CPU (autocast works there too): the
 // update really ran in bfloat16 (it differs from float32's), within the
 // bfloat16 tolerance.
 TEST(DeviceSelfCheckTest, ABfloat16UpdateIsComparedWithItsOwnTolerance) {
-  PPOConfig ppo = Ppo();
-  ppo.set_precision("bfloat16");
+  const PPOConfig ppo = Ppo();
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
-    ASSERT_OK_AND_ASSIGN(const DeviceCheckReport report,
-                         CheckDeviceUpdate(c.config, ppo, torch::kCPU));
+    ASSERT_OK_AND_ASSIGN(
+        const DeviceCheckReport report,
+        CheckDeviceUpdate(c.config, ppo, Execution("bfloat16"), torch::kCPU));
     EXPECT_TRUE(report.bfloat16);
     EXPECT_EQ(report.tolerance, DeviceCheckOptions().bfloat16_tolerance);
     EXPECT_GT(report.max_relative_difference, 1e-6) << report.worst;
     EXPECT_LE(report.max_relative_difference, report.tolerance);
   }
-  ppo.set_precision("float32");
   ASSERT_OK_AND_ASSIGN(const DeviceCheckReport f32,
-                       CheckDeviceUpdate(Cases()[0].config, ppo, torch::kCPU));
+                       CheckDeviceUpdate(Cases()[0].config, ppo,
+                                         Execution("float32"), torch::kCPU));
   EXPECT_FALSE(f32.bfloat16);
   EXPECT_EQ(f32.max_relative_difference, 0);
 }
 
 TEST(DeviceSelfCheckTest, TheCpuNeedsNoCheck) {
-  EXPECT_OK(CheckDeviceOnFirstUse(Cases()[0].config, Ppo(), torch::kCPU));
+  EXPECT_OK(CheckDeviceOnFirstUse(Cases()[0].config, Ppo(), Execution(),
+                                  torch::kCPU));
 }
 
 }  // namespace

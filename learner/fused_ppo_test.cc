@@ -73,13 +73,18 @@ std::vector<Case> Cases() {
   };
 }
 
-PPOConfig Ppo(const std::string& yaml, const std::string& kernels) {
+PPOConfig Ppo(const std::string& yaml) {
   auto spec =
       LoadRunSpec("env: {id: CartPole-v1}\nppo: " + yaml, RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  PPOConfig ppo = spec->ppo();
-  ppo.set_cpu_kernels(kernels);
-  return ppo;
+  return spec->ppo();
+}
+
+// execution.cpu_kernels: fused or libtorch.
+ExecutionConfig Kernels(const std::string& kernels) {
+  ExecutionConfig execution;
+  execution.set_cpu_kernels(kernels);
+  return execution;
 }
 
 ActorCritic MakePolicy(const Case& c) {
@@ -133,7 +138,7 @@ TEST(FusedPpoTest, MinibatchGradientEqualsAutograd) {
   for (const Case& c : Cases()) {
     SCOPED_TRACE(c.name);
     ActorCritic policy = MakePolicy(c);
-    const PPOConfig ppo = Ppo(c.ppo, "fused");
+    const PPOConfig ppo = Ppo(c.ppo);
     // 1280 rows: the fused loss works in chunks of 512 rows.
     Rollout r = MakeRollout(c, policy, 5, /*T=*/80);
     // Perturb the weights so that the ratios leave the clip range on some
@@ -220,8 +225,9 @@ TEST(FusedPpoTest, UpdatesTakeTheSameStepsAsLibTorch) {
     SCOPED_TRACE(c.name);
     ActorCritic reference_policy = MakePolicy(c);
     ActorCritic fused_policy = MakePolicy(c);
-    PpoUpdater reference(reference_policy, Ppo(c.ppo, "libtorch"), 1 << 16, 9);
-    PpoUpdater fused(fused_policy, Ppo(c.ppo, "fused"), 1 << 16, 9);
+    PpoUpdater reference(reference_policy, Ppo(c.ppo), 1 << 16, 9,
+                         Kernels("libtorch"));
+    PpoUpdater fused(fused_policy, Ppo(c.ppo), 1 << 16, 9, Kernels("fused"));
     for (int k = 0; k < 6; ++k) {
       SCOPED_TRACE("update " + std::to_string(k + 1));
       const Rollout r = MakeRollout(c, reference_policy, 100 + k);
@@ -264,7 +270,8 @@ TEST(FusedPpoTest, CheckpointsCrossBetweenThePaths) {
         {"libtorch", "fused"}}) {
     SCOPED_TRACE(writer_kernels + " -> " + reader_kernels);
     ActorCritic writer_policy = MakePolicy(c);
-    PpoUpdater writer(writer_policy, Ppo(c.ppo, writer_kernels), 1 << 16, 2);
+    PpoUpdater writer(writer_policy, Ppo(c.ppo), 1 << 16, 2,
+                      Kernels(writer_kernels));
     for (int k = 0; k < 2; ++k) {
       ASSERT_TRUE(writer.Update(MakeRollout(c, writer_policy, k), 0).ok());
     }
@@ -274,7 +281,8 @@ TEST(FusedPpoTest, CheckpointsCrossBetweenThePaths) {
     // A fresh learner of the other path resumes from it and takes the same
     // next step as the writer.
     ActorCritic reader_policy = MakePolicy(Cases()[0]);
-    PpoUpdater reader(reader_policy, Ppo(c.ppo, reader_kernels), 1 << 16, 2);
+    PpoUpdater reader(reader_policy, Ppo(c.ppo), 1 << 16, 2,
+                      Kernels(reader_kernels));
     ASSERT_TRUE(
         ReadCheckpoint(*dir, reader_policy, &reader.optimizer(), nullptr).ok());
     reader.generator().set_state(writer.generator().get_state());

@@ -77,14 +77,16 @@ class LearnerCore::Impl {
         const torch::Device device,
         ResolveComputeDevice(spec.resources().learner_device(),
                              "resources.learner_device", "this learner"));
-    RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, spec.ppo(), device));
+    RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, spec.ppo(),
+                                          spec.execution(), device));
     ASSIGN_OR_RETURN(policy_,
                      CreateSeededActorCritic(policy_config_, spec.seed()));
     RETURN_IF_ERROR(
         CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
                          [&] { policy_->to(device); }));
-    updater_ = std::make_unique<PpoUpdater>(
-        policy_, spec.ppo(), spec.total_env_steps(), spec.seed());
+    updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
+                                            spec.total_env_steps(), spec.seed(),
+                                            spec.execution());
     updater_->set_collective(options_.collective.get());
     updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
     if (!options_.run_dir.empty() && rank_ == 0) {

@@ -1,10 +1,10 @@
-// PpoUpdater's minibatch steps replayed from a CUDA graph (ppo.cuda_graphs):
-// a small network's update is bound by the host launching its kernels
-// (learner/multi_tensor_adam.h), and a replay launches the whole step at
-// once. The step is the eager path's own (MinibatchStep); what changes is
-// where it reads and writes: tensors that stay put from update to update
-// (graph_tensors_), into which each update copies its rollout and each
-// minibatch its rows, and Adam's rate as a device scalar. Part of the
+// PpoUpdater's minibatch steps replayed from a CUDA graph
+// (execution.cuda_graphs): a small network's update is bound by the host
+// launching its kernels (learner/multi_tensor_adam.h), and a replay launches
+// the whole step at once. The step is the eager path's own (MinibatchStep);
+// what changes is where it reads and writes: tensors that stay put from update
+// to update (graph_tensors_), into which each update copies its rollout and
+// each minibatch its rows, and Adam's rate as a device scalar. Part of the
 // ppo_updater library.
 //
 // The CUDA graph itself never ran on a GPU yet. Its CPU stand-in
@@ -38,7 +38,7 @@ bool SameKind(const torch::Tensor& a, const torch::Tensor& b) {
 
 absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
   const std::string& mode =
-      config_.cuda_graphs().empty() ? "auto" : config_.cuda_graphs();
+      execution_.cuda_graphs().empty() ? "auto" : execution_.cuda_graphs();
   if (mode == "off") return false;
   std::string why;
   if (!policy_->device().is_cuda() && !deferred_graphs_for_testing_) {
@@ -54,8 +54,9 @@ absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
   }
   if (!why.empty()) {
     if (mode == "on") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "ppo.cuda_graphs: on, but ", why, " (auto captures where it can)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("execution.cuda_graphs: on, but ", why,
+                       " (auto captures where it can)"));
     }
     return false;
   }
@@ -67,11 +68,12 @@ absl::StatusOr<bool> PpoUpdater::UseCudaGraphs() {
   absl::StatusOr<std::unique_ptr<StepGraph>> graph = NewCudaStepGraph(index);
   if (!graph.ok()) {
     if (mode == "on") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("ppo.cuda_graphs: on: ", graph.status().message()));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "execution.cuda_graphs: on: ", graph.status().message()));
     }
-    RL_LOG_WARNING("ppo.cuda_graphs: auto: updates run without CUDA graphs: {}",
-                   std::string(graph.status().message()));
+    RL_LOG_WARNING(
+        "execution.cuda_graphs: auto: updates run without CUDA graphs: {}",
+        std::string(graph.status().message()));
     return false;
   }
   graph_ = std::move(*graph);
@@ -146,7 +148,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
   const int64_t num_minibatches = config_.num_minibatches();
   int64_t minibatches_run = 0;
   int epochs = 0;
-  const bool on = config_.cuda_graphs() == "on";
+  const bool on = execution_.cuda_graphs() == "on";
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
     g.epoch_kl.zero_();
     for (int64_t m = 0; m < num_minibatches; ++m) {
@@ -183,7 +185,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
             // auto: a capture that failed ran nothing; this minibatch and
             // the rest run eagerly.
             RL_LOG_WARNING(
-                "ppo.cuda_graphs: auto: the capture failed ({}); updates "
+                "execution.cuda_graphs: auto: the capture failed ({}); updates "
                 "run without CUDA graphs",
                 std::string(captured.message()));
             graph_.reset();
@@ -196,7 +198,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsGraphed(
           }
           graph_captured_ = true;
           RL_LOG_INFO(
-              "ppo.cuda_graphs: the minibatch step is captured in a CUDA "
+              "execution.cuda_graphs: the minibatch step is captured in a CUDA "
               "graph on {}; later minibatches replay it",
               policy_->device().str());
           graph_generation_ = adam_.generation();

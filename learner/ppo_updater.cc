@@ -29,9 +29,11 @@
 namespace rl {
 
 PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
-                       int64_t total_env_steps, uint64_t seed)
+                       int64_t total_env_steps, uint64_t seed,
+                       const ExecutionConfig& execution)
     : policy_(std::move(policy)),
       config_(config),
+      execution_(execution),
       total_env_steps_(std::max<int64_t>(1, total_env_steps)),
       optimizer_(std::make_unique<torch::optim::Adam>(
           policy_->parameters(),
@@ -44,16 +46,17 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   RETURN_IF_ERROR(CheckRolloutForUpdate(rollout, *policy_, config_));
   if (epochs_ == nullptr) {
     ASSIGN_OR_RETURN(bfloat16_,
-                     UseBfloat16(config_.precision(), policy_->device(),
+                     UseBfloat16(execution_.precision(), policy_->device(),
                                  policy_->config().encoder !=
                                      ActorCriticConfig::Encoder::kMlp));
-    if (bfloat16_ && config_.cpu_kernels() == "fused") {
+    if (bfloat16_ && execution_.cpu_kernels() == "fused") {
       return absl::FailedPreconditionError(
-          "ppo.cpu_kernels: fused computes in float32, and ppo.precision "
+          "execution.cpu_kernels: fused computes in float32, and "
+          "execution.precision "
           "asks for bfloat16");
     }
     ASSIGN_OR_RETURN(const bool fusable,
-                     UseFusedPolicy(config_.cpu_kernels(), policy_));
+                     UseFusedPolicy(execution_.cpu_kernels(), policy_));
     const bool fused = fusable && !bfloat16_;
     if (fused) {
       fused_ = std::make_unique<FusedPolicy>();

@@ -73,9 +73,11 @@ struct UpdateStats {
 
 class PpoUpdater {
  public:
-  // `total_env_steps` is the annealing horizon.
+  // `total_env_steps` is the annealing horizon; `execution` says how the
+  // update computes (kernels, precision, CUDA graphs; each "" is "auto").
   PpoUpdater(ActorCritic policy, const PPOConfig& config,
-             int64_t total_env_steps, uint64_t seed);
+             int64_t total_env_steps, uint64_t seed,
+             const ExecutionConfig& execution);
 
   // Updates the policy from `rollout` (collected by the policy as it is
   // now). `env_steps_done` (before this rollout) sets the annealed rate.
@@ -100,17 +102,17 @@ class PpoUpdater {
     max_nonfinite_updates_ = std::max(1, max);
   }
 
-  // Whether updates run on the fused CPU path (ppo.cpu_kernels); known
+  // Whether updates run on the fused CPU path (execution.cpu_kernels); known
   // after the first Update.
   bool fused() const { return fused_ != nullptr; }
-  // Whether the forward passes run in bfloat16 autocast (ppo.precision on
+  // Whether the forward passes run in bfloat16 autocast (execution.precision on
   // the policy's device); known after the first Update.
   bool bfloat16() const { return bfloat16_; }
   // Whether each minibatch step is replayed from a CUDA graph
-  // (ppo.cuda_graphs); known after the first Update.
+  // (execution.cuda_graphs); known after the first Update.
   bool cuda_graphs() const { return graphed_; }
   // Tests: minibatch steps through a DeferredStepGraph (a CUDA graph's
-  // semantics on any device) as ppo.cuda_graphs would on CUDA. Before the
+  // semantics on any device) as execution.cuda_graphs would on CUDA. Before the
   // first Update.
   void UseDeferredGraphsForTesting(bool fail_capture = false) {
     deferred_graphs_for_testing_ = true;
@@ -165,11 +167,11 @@ class PpoUpdater {
   absl::StatusOr<EpochResult> RunEpochs(const Rollout& rollout,
                                         const Plan& plan);
   // The same with each minibatch step replayed from a CUDA graph
-  // (ppo.cuda_graphs; learner/ppo_graph.cc).
+  // (execution.cuda_graphs; learner/ppo_graph.cc).
   absl::StatusOr<EpochResult> RunEpochsGraphed(const Rollout& rollout,
                                                const Plan& plan);
-  // Whether to graph (ppo.cuda_graphs: auto, on, off) and the graph; at the
-  // first update. FAILED_PRECONDITION for `on` where the step cannot be
+  // Whether to graph (execution.cuda_graphs: auto, on, off) and the graph; at
+  // the first update. FAILED_PRECONDITION for `on` where the step cannot be
   // captured, naming why.
   absl::StatusOr<bool> UseCudaGraphs();
 
@@ -223,6 +225,7 @@ class PpoUpdater {
 
   ActorCritic policy_;
   PPOConfig config_;
+  ExecutionConfig execution_;
   int64_t total_env_steps_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   MultiTensorAdam adam_{optimizer_.get()};  // the LibTorch path's steps
@@ -236,9 +239,9 @@ class PpoUpdater {
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
   EpochLoop epochs_ = nullptr;  // set at the first update
-  bool bfloat16_ = false;       // ppo.precision, set with epochs_
-  // ppo.cuda_graphs, decided with epochs_: the graph of the minibatch step
-  // (kGraphWarmups steps run first on its stream), the tensors it reads
+  bool bfloat16_ = false;       // execution.precision, set with epochs_
+  // execution.cuda_graphs, decided with epochs_: the graph of the minibatch
+  // step (kGraphWarmups steps run first on its stream), the tensors it reads
   // and writes, and the Adam generation it was captured at.
   bool graphed_ = false;
   bool deferred_graphs_for_testing_ = false;

@@ -37,7 +37,7 @@ ActorCriticConfig PolicyConfig() {
   return c;
 }
 
-PPOConfig Ppo(const std::string& kernels) {
+PPOConfig Ppo() {
   auto spec = LoadRunSpec(
       "env: {id: CartPole-v1}\n"
       "ppo: {learning_rate: 0.003, num_epochs: 3, num_minibatches: 1,\n"
@@ -45,9 +45,14 @@ PPOConfig Ppo(const std::string& kernels) {
       "      normalize_advantages: true, anneal_learning_rate: true}",
       RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  PPOConfig ppo = spec->ppo();
-  ppo.set_cpu_kernels(kernels);
-  return ppo;
+  return spec->ppo();
+}
+
+// execution.cpu_kernels: fused or libtorch.
+ExecutionConfig Kernels(const std::string& kernels) {
+  ExecutionConfig execution;
+  execution.set_cpu_kernels(kernels);
+  return execution;
 }
 
 ActorCritic MakePolicy() {
@@ -114,7 +119,7 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
   const std::string kernels = std::get<1>(GetParam());
   // The single learner, and the rollouts it would have collected.
   ActorCritic single = MakePolicy();
-  PpoUpdater single_updater(single, Ppo(kernels), 10000, 3);
+  PpoUpdater single_updater(single, Ppo(), 10000, 3, Kernels(kernels));
   std::vector<Rollout> rollouts;
   for (int k = 0; k < kUpdates; ++k) {
     rollouts.push_back(MakeRollout(single, k));
@@ -139,7 +144,7 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
                            ConnectCollective(options));
       ActorCritic policy = policies[rank];
-      PpoUpdater updater(policy, Ppo(kernels), 10000, 3);
+      PpoUpdater updater(policy, Ppo(), 10000, 3, Kernels(kernels));
       updater.set_collective(collective.get());
       const int64_t share = kEnvs / world;
       for (int k = 0; k < kUpdates; ++k) {

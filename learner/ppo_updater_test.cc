@@ -53,12 +53,19 @@ PPOConfig Ppo(const std::string& yaml) {
   return spec->ppo();
 }
 
+ExecutionConfig Execution(const std::string& yaml) {
+  auto spec = LoadRunSpec("env: {id: CartPole-v1}\nexecution: " + yaml,
+                          RunFileFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec->execution();
+}
+
 TEST(PpoUpdaterTest, LearnsABandit) {
   Bandit bandit;
   PpoUpdater updater(bandit.policy,
                      Ppo("{learning_rate: 0.01, num_minibatches: 4, "
                          "anneal_learning_rate: false}"),
-                     1 << 20, 1);
+                     1 << 20, 1, Execution("{}"));
   double first = 0, last = 0;
   for (int i = 0; i < 30; ++i) {
     Rollout r = bandit.Collect(i == 0 ? &first : &last);
@@ -77,7 +84,7 @@ TEST(PpoUpdaterTest, LearnsABandit) {
   EXPECT_GT(last, 0.9);
 }
 
-// ppo.cuda_graphs's path (learner/ppo_graph.cc) through the CPU stand-in
+// execution.cuda_graphs's path (learner/ppo_graph.cc) through the CPU stand-in
 // of a CUDA graph: its steps read and write tensors that stay put, into
 // which each update copies its rollout and each minibatch its rows, and a
 // replay runs only what was captured. Three annealed updates of 4 epochs x
@@ -86,10 +93,10 @@ TEST(PpoUpdaterTest, LearnsABandit) {
 TEST(PpoUpdaterTest, AGraphedUpdateIsTheEagerOne) {
   Bandit eager_bandit, graphed_bandit;
   const PPOConfig ppo =
-      Ppo("{learning_rate: 0.01, num_minibatches: 4, cpu_kernels: libtorch, "
-          "target_kl: 0.5}");
-  PpoUpdater eager(eager_bandit.policy, ppo, 4096, 1);
-  PpoUpdater graphed(graphed_bandit.policy, ppo, 4096, 1);
+      Ppo("{learning_rate: 0.01, num_minibatches: 4, target_kl: 0.5}");
+  const ExecutionConfig libtorch = Execution("{cpu_kernels: libtorch}");
+  PpoUpdater eager(eager_bandit.policy, ppo, 4096, 1, libtorch);
+  PpoUpdater graphed(graphed_bandit.policy, ppo, 4096, 1, libtorch);
   graphed.UseDeferredGraphsForTesting();
   for (int i = 0; i < 3; ++i) {
     double unused;
@@ -116,8 +123,8 @@ TEST(PpoUpdaterTest, AGraphedUpdateIsTheEagerOne) {
   // A capture that fails: auto runs that minibatch and the rest eagerly
   // (the same update), on refuses.
   Bandit a, b;
-  PpoUpdater plain(a.policy, ppo, 4096, 1);
-  PpoUpdater failing(b.policy, ppo, 4096, 1);
+  PpoUpdater plain(a.policy, ppo, 4096, 1, libtorch);
+  PpoUpdater failing(b.policy, ppo, 4096, 1, libtorch);
   failing.UseDeferredGraphsForTesting(/*fail_capture=*/true);
   double reward;
   const Rollout r = a.Collect(&reward);
@@ -128,27 +135,29 @@ TEST(PpoUpdaterTest, AGraphedUpdateIsTheEagerOne) {
     EXPECT_TRUE(torch::allclose(a.policy->parameters()[k],
                                 b.policy->parameters()[k], 1e-5, 1e-6));
   }
-  PPOConfig strict = ppo;
+  ExecutionConfig strict = libtorch;
   strict.set_cuda_graphs("on");
   Bandit c;
-  PpoUpdater refusing(c.policy, strict, 4096, 1);
+  PpoUpdater refusing(c.policy, ppo, 4096, 1, strict);
   refusing.UseDeferredGraphsForTesting(/*fail_capture=*/true);
   EXPECT_THAT(refusing.Update(r, 0).status().message(),
               HasSubstr("failed for a test"));
 
-  // ppo.cuda_graphs: on where nothing can be captured is refused.
+  // execution.cuda_graphs: on where nothing can be captured is refused.
   Bandit cpu_bandit;
-  PPOConfig on = Ppo("{cpu_kernels: libtorch}");
+  ExecutionConfig on = libtorch;
   on.set_cuda_graphs("on");
-  PpoUpdater on_cpu(cpu_bandit.policy, on, 4096, 1);
+  PpoUpdater on_cpu(cpu_bandit.policy, Ppo("{}"), 4096, 1, on);
   double unused;
-  EXPECT_THAT(on_cpu.Update(cpu_bandit.Collect(&unused), 0).status().message(),
-              HasSubstr("ppo.cuda_graphs: on, but the update runs on cpu"));
+  EXPECT_THAT(
+      on_cpu.Update(cpu_bandit.Collect(&unused), 0).status().message(),
+      HasSubstr("execution.cuda_graphs: on, but the update runs on cpu"));
 }
 
 TEST(PpoUpdaterTest, AnnealsTheLearningRate) {
   Bandit bandit;
-  PpoUpdater updater(bandit.policy, Ppo("{learning_rate: 0.001}"), 1000, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{learning_rate: 0.001}"), 1000, 1,
+                     Execution("{}"));
   double unused;
   Rollout r = bandit.Collect(&unused);
   EXPECT_NEAR(updater.Update(r, 0)->learning_rate, 0.001, 1e-9);
@@ -160,7 +169,7 @@ TEST(PpoUpdaterTest, StopsEarlyOnKl) {
   PpoUpdater updater(bandit.policy,
                      Ppo("{learning_rate: 0.05, num_epochs: 10, "
                          "target_kl: 0.000001}"),
-                     1 << 20, 1);
+                     1 << 20, 1, Execution("{}"));
   double unused;
   Rollout r = bandit.Collect(&unused);
   EXPECT_EQ(updater.Update(r, 0)->epochs, 1);
@@ -173,7 +182,7 @@ TEST(PpoUpdaterTest, GradientNormIsClipped) {
   PpoUpdater updater(bandit.policy,
                      Ppo("{learning_rate: 0.001, max_grad_norm: 0.0001, "
                          "anneal_learning_rate: false}"),
-                     1 << 20, 1);
+                     1 << 20, 1, Execution("{}"));
   std::vector<torch::Tensor> before;
   for (const auto& p : bandit.policy->parameters()) before.push_back(p.clone());
   double unused;
@@ -190,7 +199,7 @@ TEST(PpoUpdaterTest, GradientNormIsClipped) {
 
 TEST(PpoUpdaterTest, UpdatesObservationStatisticsAfterTheUpdate) {
   Bandit bandit(/*normalize=*/true);
-  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1, Execution("{}"));
   double unused;
   Rollout r = bandit.Collect(&unused);
   ASSERT_TRUE(updater.Update(r, 0).ok());
@@ -219,7 +228,7 @@ bool Unchanged(ActorCritic& policy, const std::vector<torch::Tensor>& before) {
 // the tensor, returned (not thrown, not aborted) before anything changed.
 TEST(PpoUpdaterTest, NonFiniteBatchIsAnErrorStatusAndChangesNothing) {
   Bandit bandit(/*normalize=*/true);
-  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1, Execution("{}"));
   double unused;
   const std::vector<torch::Tensor> before = Snapshot(bandit.policy);
 
@@ -244,7 +253,7 @@ TEST(PpoUpdaterTest, NonFiniteBatchIsAnErrorStatusAndChangesNothing) {
 
 TEST(PpoUpdaterTest, MisshapedBatchIsAnErrorStatusNamingTheShapes) {
   Bandit bandit;
-  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1, Execution("{}"));
   double unused;
   const std::vector<torch::Tensor> before = Snapshot(bandit.policy);
 
@@ -296,7 +305,8 @@ TEST(PpoUpdaterTest, MisshapedBatchIsAnErrorStatusNamingTheShapes) {
 // minibatches' gradients are not applied, so the weights stay finite.
 TEST(PpoUpdaterTest, NonFiniteLossIsAnErrorStatusAndTheWeightsStayFinite) {
   Bandit bandit(/*normalize=*/true);
-  PpoUpdater updater(bandit.policy, Ppo("{value_coef: 1.0e+38}"), 1 << 20, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{value_coef: 1.0e+38}"), 1 << 20, 1,
+                     Execution("{}"));
   double unused;
   Rollout r = bandit.Collect(&unused);
   r.rewards.mul_(100);  // returns far from the initial values
@@ -317,7 +327,7 @@ TEST(PpoUpdaterTest, NonFiniteLossIsAnErrorStatusAndTheWeightsStayFinite) {
 // on, and only max_nonfinite_updates such updates in a row are an error.
 TEST(PpoUpdaterTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
   Bandit bandit(/*normalize=*/true);
-  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1);
+  PpoUpdater updater(bandit.policy, Ppo("{}"), 1 << 20, 1, Execution("{}"));
   updater.set_max_nonfinite_updates(3);
   double unused;
   auto huge_reward = [&] {

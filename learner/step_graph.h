@@ -1,5 +1,5 @@
 // A fixed-shape computation captured once and replayed: the PPO update's
-// minibatch step as a CUDA graph (ppo.cuda_graphs), so that a small
+// minibatch step as a CUDA graph (execution.cuda_graphs), so that a small
 // network's update is not bound by the host launching its ~170 kernels.
 //
 // The CUDA graph (at::cuda::CUDAGraph) lives in LibTorch's CUDA library,

@@ -48,9 +48,9 @@ absl::StatusOr<bool> UseBfloat16(absl::string_view precision,
   if (precision == "bfloat16") return true;
   if (precision == "float32") return false;
   if (!precision.empty() && precision != "auto") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ppo.precision: must be auto, float32 or bfloat16 (got \"",
-                     precision, "\")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "execution.precision: must be auto, float32 or bfloat16 (got \"",
+        precision, "\")"));
   }
   if (!device.is_cuda() || !convolutional) return false;
   const absl::StatusOr<int> major =

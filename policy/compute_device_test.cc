@@ -62,7 +62,7 @@ TEST(ComputeDeviceTest, Bfloat16WhereAskedOrWhereItPays) {
   }
   EXPECT_THAT(UseBfloat16("half", cpu, false),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("ppo.precision: must be auto, float32 or "
+                       HasSubstr("execution.precision: must be auto, float32 or "
                                  "bfloat16 (got \"half\")")));
 }
 

@@ -255,7 +255,7 @@ void PrepareCudaRuntime() {
     // float32 means float32: cuDNN's convolutions would run in TF32 by
     // default (LibTorch's matrix products already do not), ~1e-3 from the
     // CPU's, which the first-use self-checks would refuse. bfloat16
-    // autocast (ppo.precision) is the fast path where it pays (CNNs).
+    // autocast (execution.precision) is the fast path where it pays (CNNs).
     at::globalContext().setAllowTF32CuDNN(false);
     RL_LOG_INFO("LibTorch's CUDA runtime loaded ({})",
                 LoadedTorchLibraryDirectory());

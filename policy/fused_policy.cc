@@ -136,9 +136,9 @@ absl::Status CheckCpuKernels(const std::string& value) {
       value == "libtorch") {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("ppo.cpu_kernels: must be auto, fused or libtorch (got \"",
-                   value, "\")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "execution.cpu_kernels: must be auto, fused or libtorch (got \"", value,
+      "\")"));
 }
 
 absl::StatusOr<bool> UseFusedPolicy(const std::string& value,
@@ -148,7 +148,7 @@ absl::StatusOr<bool> UseFusedPolicy(const std::string& value,
   const absl::Status supported = FusedPolicy::Supported(policy);
   if (value == "fused" && !supported.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("ppo.cpu_kernels: fused: ", supported.message()));
+        absl::StrCat("execution.cpu_kernels: fused: ", supported.message()));
   }
   return supported.ok();
 }

@@ -30,11 +30,11 @@
 
 namespace rl {
 
-// "auto" (or ""), "fused" or "libtorch": ppo.cpu_kernels of a run file.
+// "auto" (or ""), "fused" or "libtorch": execution.cpu_kernels of a run file.
 // INVALID_ARGUMENT naming the field for anything else.
 absl::Status CheckCpuKernels(const std::string& value);
 
-// Whether a run with ppo.cpu_kernels = `value` evaluates `policy` fused:
+// Whether a run with execution.cpu_kernels = `value` evaluates `policy` fused:
 // "auto" when FusedPolicy supports it, "fused" requires that support
 // (FAILED_PRECONDITION with the reason otherwise), "libtorch" never.
 absl::StatusOr<bool> UseFusedPolicy(const std::string& value,

@@ -150,38 +150,39 @@ void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
   }
 }
 
-// Problems of ppo.cpu_kernels against the network it would run.
+// Problems of execution.cpu_kernels against the network it would run.
 void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
-  const PPOConfig& ppo = spec.ppo();
+  const ExecutionConfig& execution = spec.execution();
   const PolicyConfig& policy = spec.policy();
-  const std::string kernels = JsonQuote(ppo.cpu_kernels());
-  if (ppo.cpu_kernels() != "auto" && ppo.cpu_kernels() != "fused" &&
-      ppo.cpu_kernels() != "libtorch") {
-    out->push_back(
-        Problem("ppo.cpu_kernels", "must be auto, fused or libtorch", kernels));
+  const std::string kernels = JsonQuote(execution.cpu_kernels());
+  if (execution.cpu_kernels() != "auto" && execution.cpu_kernels() != "fused" &&
+      execution.cpu_kernels() != "libtorch") {
+    out->push_back(Problem("execution.cpu_kernels",
+                           "must be auto, fused or libtorch", kernels));
     return;
   }
-  if (ppo.cpu_kernels() != "fused") return;
+  if (execution.cpu_kernels() != "fused") return;
   const char* leave_out =
       " (leave cpu_kernels out: auto takes LibTorch for it)";
-  if (ppo.precision() == "bfloat16") {
+  if (execution.precision() == "bfloat16") {
     out->push_back(Problem(
-        "ppo.cpu_kernels",
-        absl::StrCat("fused computes in float32; this run's ppo.precision is "
-                     "bfloat16",
-                     leave_out),
+        "execution.cpu_kernels",
+        absl::StrCat(
+            "fused computes in float32; this run's execution.precision is "
+            "bfloat16",
+            leave_out),
         kernels));
     return;
   }
   if (spec.resources().learner_device() != "cpu" ||
       spec.resources().actor_device() != "cpu") {
     out->push_back(Problem(
-        "ppo.cpu_kernels",
+        "execution.cpu_kernels",
         "fused is the CPU path; this run's learner or actor device is not cpu",
         kernels));
   } else if (policy.activation() == "relu") {
     out->push_back(
-        Problem("ppo.cpu_kernels",
+        Problem("execution.cpu_kernels",
                 absl::StrCat("fused runs tanh networks only; this run's "
                              "policy.activation is relu",
                              leave_out),
@@ -196,7 +197,7 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
         : HasBytePart(spec.env()) ? "a part of env.observation_parts is uint8"
                                   : "env.observation_dtype is uint8";
     out->push_back(Problem(
-        "ppo.cpu_kernels",
+        "execution.cpu_kernels",
         absl::StrCat("fused runs MLPs only, on float32 observations; this "
                      "run's ",
                      what, leave_out),

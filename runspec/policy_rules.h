@@ -1,6 +1,6 @@
 // The rules of a run's policy block: the defaults that follow the env's
 // spaces (an image gets a CNN) and the checks of the network it asks for,
-// ppo.cpu_kernels' fused path included (it runs tanh MLPs only).
+// execution.cpu_kernels' fused path included (it runs tanh MLPs only).
 #ifndef RL_RUNSPEC_POLICY_RULES_H_
 #define RL_RUNSPEC_POLICY_RULES_H_
 
@@ -30,8 +30,8 @@ int64_t RecurrentStateSize(const PolicyConfig& policy);
 void ApplyPolicyDefaults(const EnvSpec& env, const PPOConfig& ppo,
                          PolicyConfig* policy);
 
-// Each problem of `spec`'s policy block (and of ppo.cpu_kernels against it)
-// as "field.path: what is wrong (got value)"; empty when there are none.
+// Each problem of `spec`'s policy block (and of execution.cpu_kernels against
+// it) as "field.path: what is wrong (got value)"; empty when there are none.
 std::vector<std::string> PolicyProblems(const RunSpec& spec);
 
 }  // namespace rl

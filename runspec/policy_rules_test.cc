@@ -31,7 +31,7 @@ RunSpec Spec(const EnvSpec& env, const PolicyConfig& policy) {
   *spec.mutable_policy() = policy;
   spec.set_envs_per_actor(8);
   spec.mutable_ppo()->set_num_minibatches(4);
-  spec.mutable_ppo()->set_cpu_kernels("auto");
+  spec.mutable_execution()->set_cpu_kernels("auto");
   spec.mutable_resources()->set_learner_device("cpu");
   spec.mutable_resources()->set_actor_device("cpu");
   ApplyPolicyDefaults(spec.env(), spec.ppo(), spec.mutable_policy());
@@ -193,25 +193,25 @@ TEST(PolicyRulesTest, CoreProblemsNameTheField) {
 
 TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
   RunSpec spec = Spec(EnvSpec(), PolicyConfig());
-  spec.mutable_ppo()->set_cpu_kernels("fused");
+  spec.mutable_execution()->set_cpu_kernels("fused");
   EXPECT_EQ(Problems(spec), "");
 
   PolicyConfig gru;
   gru.set_core("gru");
   RunSpec recurrent = Spec(EnvSpec(), gru);
-  recurrent.mutable_ppo()->set_cpu_kernels("fused");
+  recurrent.mutable_execution()->set_cpu_kernels("fused");
   EXPECT_THAT(Problems(recurrent), HasSubstr("fused runs MLPs only"));
   EXPECT_THAT(Problems(recurrent), HasSubstr("policy.core is gru"));
 
   RunSpec image = Spec(Image(84, 84, 3), PolicyConfig());
-  image.mutable_ppo()->set_cpu_kernels("fused");
+  image.mutable_execution()->set_cpu_kernels("fused");
   EXPECT_THAT(Problems(image), HasSubstr("policy.encoder is a CNN"));
 
   EnvSpec bytes;
   bytes.set_observation_dtype("uint8");
   bytes.add_observation_shape(16);
   RunSpec flat_bytes = Spec(bytes, PolicyConfig());
-  flat_bytes.mutable_ppo()->set_cpu_kernels("fused");
+  flat_bytes.mutable_execution()->set_cpu_kernels("fused");
   EXPECT_THAT(Problems(flat_bytes),
               HasSubstr("env.observation_dtype is uint8"));
 
@@ -219,9 +219,10 @@ TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
   EXPECT_THAT(Problems(spec), HasSubstr("fused runs tanh networks only"));
   spec.mutable_resources()->set_learner_device("cuda");
   EXPECT_THAT(Problems(spec), HasSubstr("fused is the CPU path"));
-  spec.mutable_ppo()->set_cpu_kernels("fast");
-  EXPECT_THAT(Problems(spec),
-              HasSubstr("ppo.cpu_kernels: must be auto, fused or libtorch"));
+  spec.mutable_execution()->set_cpu_kernels("fast");
+  EXPECT_THAT(
+      Problems(spec),
+      HasSubstr("execution.cpu_kernels: must be auto, fused or libtorch"));
 }
 
 }  // namespace

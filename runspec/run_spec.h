@@ -60,10 +60,12 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 // rl_local at load: learners and actors receive resolved specs.
 absl::Status ResolveRunSpec(RunSpec* spec);
 
-// A spec stored by an older coordinator gets the env fields the service
-// derives that it lacked (the action bounds and the reward range came
-// later), so that workers, which check specs and never fill them in, take
-// it. A spec that does not resolve is left as it is.
+// A spec stored by an older coordinator has the fields that moved out of
+// ppo: (the network to policy:, the execution settings to execution:) moved
+// there, and gets the env fields the service derives that it lacked (the
+// action bounds and the reward range came later), so that workers, which
+// check specs and never fill them in, take it. A spec whose env does not
+// resolve keeps its env as it is.
 void CompleteStoredRunSpec(RunSpec* spec);
 
 // A gang of `num_learners` splits a run's actors: actor `actor_id` streams

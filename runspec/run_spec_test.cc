@@ -417,73 +417,108 @@ TEST(RunSpecTest, TheNetworkIsThePolicyBlock) {
                           RunFileFormat::kYaml),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policy.activation: must be tanh or relu")));
-  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cpu_kernels: fused}\n"
-                          "policy: {activation: relu}\n",
-                          RunFileFormat::kYaml),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("fused runs tanh networks only")));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {cpu_kernels: fused}\n"
+                  "policy: {activation: relu}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("fused runs tanh networks only")));
 }
 
-// ppo.cuda_graphs: auto by default; on (plain YAML `on` too) where one CUDA
-// learner can capture its step, refused elsewhere naming why.
+// How a run executes left ppo: for execution:; the old names are refused,
+// naming where they went, in a run file and in a program's spec.
+TEST(RunSpecTest, ExecutionSettingsMovedOutOfPpo) {
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "ppo: {cpu_kernels: fused, precision: float32, "
+                  "cuda_graphs: off}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("ppo.cpu_kernels: moved to "
+                               "execution.cpu_kernels"),
+                     HasSubstr("ppo.precision: moved to execution.precision"),
+                     HasSubstr("ppo.cuda_graphs: moved to "
+                               "execution.cuda_graphs"))));
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec spec,
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "execution: {cpu_kernels: libtorch, precision: float32}\n",
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(spec.execution().cpu_kernels(), "libtorch");
+  EXPECT_EQ(spec.execution().precision(), "float32");
+  EXPECT_EQ(spec.execution().cuda_graphs(), "auto");
+  RunSpec legacy = spec;
+  legacy.mutable_ppo()->set_precision("bfloat16");
+  EXPECT_THAT(ResolveRunSpec(&legacy),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("ppo.precision: moved to "
+                                 "execution.precision")));
+}
+
+// execution.cuda_graphs: auto by default; on (plain YAML `on` too) where one
+// CUDA learner can capture its step, refused elsewhere naming why.
 TEST(RunSpecTest, CudaGraphsAreAutoOnOrOff) {
   ASSERT_OK_AND_ASSIGN(
       const RunSpec plain,
       LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
-  EXPECT_EQ(plain.ppo().cuda_graphs(), "auto");
+  EXPECT_EQ(plain.execution().cuda_graphs(), "auto");
   const std::string cuda =
       "env: {id: CartPole-v1}\nresources: {learner_device: cuda}\n";
   for (const std::string on : {"on", "\"on\""}) {
-    ASSERT_OK_AND_ASSIGN(const RunSpec graphed,
-                         LoadRunSpec(cuda + "ppo: {cuda_graphs: " + on + "}\n",
-                                     RunFileFormat::kYaml));
-    EXPECT_EQ(graphed.ppo().cuda_graphs(), "on") << on;
+    ASSERT_OK_AND_ASSIGN(
+        const RunSpec graphed,
+        LoadRunSpec(cuda + "execution: {cuda_graphs: " + on + "}\n",
+                    RunFileFormat::kYaml));
+    EXPECT_EQ(graphed.execution().cuda_graphs(), "on") << on;
   }
   ASSERT_OK_AND_ASSIGN(
       const RunSpec off,
-      LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: off}\n",
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {cuda_graphs: off}\n",
                   RunFileFormat::kYaml));
-  EXPECT_EQ(off.ppo().cuda_graphs(), "off");
-  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: on}\n",
-                          RunFileFormat::kYaml),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("ppo.cuda_graphs: on captures one CUDA "
-                                 "learner's minibatch step, but the "
-                                 "learner_device is not cuda")));
+  EXPECT_EQ(off.execution().cuda_graphs(), "off");
   EXPECT_THAT(
-      LoadRunSpec(cuda + "ppo: {cuda_graphs: on}\npolicy: {core: lstm}\n",
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {cuda_graphs: on}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("execution.cuda_graphs: on captures one CUDA "
+                         "learner's minibatch step, but the "
+                         "learner_device is not cuda")));
+  EXPECT_THAT(
+      LoadRunSpec(cuda + "execution: {cuda_graphs: on}\npolicy: {core: lstm}\n",
                   RunFileFormat::kYaml),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("a recurrent update runs its sequences")));
   EXPECT_THAT(
-      LoadRunSpec("env: {id: CartPole-v1}\nppo: {cuda_graphs: always}\n",
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {cuda_graphs: always}\n",
                   RunFileFormat::kYaml),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("ppo.cuda_graphs: must be auto, on or off")));
+               HasSubstr("execution.cuda_graphs: must be auto, on or off")));
 }
 
 TEST(RunSpecTest, PrecisionIsAutoFloat32OrBfloat16) {
   ASSERT_OK_AND_ASSIGN(
       const RunSpec plain,
       LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
-  EXPECT_EQ(plain.ppo().precision(), "auto");
+  EXPECT_EQ(plain.execution().precision(), "auto");
   ASSERT_OK_AND_ASSIGN(
       const RunSpec bf16,
-      LoadRunSpec("env: {id: CartPole-v1}\nppo: {precision: bfloat16}\n",
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {precision: bfloat16}\n",
                   RunFileFormat::kYaml));
-  EXPECT_EQ(bf16.ppo().precision(), "bfloat16");
+  EXPECT_EQ(bf16.execution().precision(), "bfloat16");
   EXPECT_THAT(
-      LoadRunSpec("env: {id: CartPole-v1}\nppo: {precision: fp16}\n",
+      LoadRunSpec("env: {id: CartPole-v1}\nexecution: {precision: fp16}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          HasSubstr("execution.precision: must be auto, float32 or bfloat16 "
+                    "(got \"fp16\")")));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "execution: {precision: bfloat16, cpu_kernels: fused}\n",
                   RunFileFormat::kYaml),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("ppo.precision: must be auto, float32 or bfloat16 "
-                         "(got \"fp16\")")));
-  EXPECT_THAT(LoadRunSpec("env: {id: CartPole-v1}\n"
-                          "ppo: {precision: bfloat16, cpu_kernels: fused}\n",
-                          RunFileFormat::kYaml),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("fused computes in float32; this run's "
-                                 "ppo.precision is bfloat16")));
+               HasSubstr("fused computes in float32; this run's "
+                         "execution.precision is bfloat16")));
 }
 
 // A plugin env observing uint8 images of `shape` ("[84, 84, 4]").
@@ -568,9 +603,10 @@ TEST(RunSpecTest, EncoderErrorsNameTheField) {
   const absl::Status typo = LoadYaml(ImageRun("[84, 84, 4]", "{encoder: cnn}"));
   EXPECT_THAT(typo, StatusIs(absl::StatusCode::kInvalidArgument,
                              Not(HasSubstr("image_layout"))));
-  EXPECT_THAT(LoadYaml(ImageRun("[84, 84, 4]") + "ppo: {cpu_kernels: fused}\n"),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("fused runs MLPs only")));
+  EXPECT_THAT(
+      LoadYaml(ImageRun("[84, 84, 4]") + "execution: {cpu_kernels: fused}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("fused runs MLPs only")));
 }
 
 }  // namespace

@@ -10,7 +10,7 @@
 # The binaries link the CPU half of LibTorch TORCH_VERSION (downloaded here
 # once, headers and libraries only) and, at run time, the GPU machine's own
 # torch of that version with its CUDA wheels (policy/cuda_runtime.h), so
-# nothing of CUDA travels. libcuda_graph.so (ppo.cuda_graphs) compiles
+# nothing of CUDA travels. libcuda_graph.so (execution.cuda_graphs) compiles
 # against the CUDA toolkit here where its version is the one that torch was
 # built for (torch 2.11.0 and CUDA 13.0), and travels beside the binaries. Debian's libraries they need (gRPC, protobuf,
 # Abseil, spdlog, SQLite...) travel in BUNDLE_DIR/lib.

@@ -100,8 +100,8 @@ run_file() { # run_file NAME SED_EXPRESSION
 run_file profile 's/learner_device: cpu/learner_device: cuda/; s/total_env_steps: 200000/total_env_steps: 8192/; /^target_return/d'
 run_file cpu 's/learner_device: cpu/learner_device: cpu/'
 run_file cuda 's/learner_device: cpu/learner_device: cuda/'
-run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  precision: bfloat16/'
-run_file cuda_nographs 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/ppo:\n  cuda_graphs: "off"/'
+run_file cuda_bf16 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/execution:\n  precision: bfloat16\nppo:/'
+run_file cuda_nographs 's/learner_device: cpu/learner_device: cuda/; s/^ppo:/execution:\n  cuda_graphs: "off"\nppo:/'
 run_file cuda_both 's/learner_device: cpu/learner_device: cuda/; s/actor_device: cpu/actor_device: cuda/'
 # precision auto is float32 for CartPole's MLP (bfloat16 is for CNNs), and
 # cuda_graphs auto then captures the minibatch step (libcuda_graph.so beside

@@ -75,8 +75,8 @@ step "CartPole, updates on the CPU" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cpu.yaml" --run_dir="$WORK/cpu" --progress=false
 step "CartPole, updates on CUDA (self-check first)" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda.yaml" --run_dir="$WORK/cuda" --progress=false
-# The same without CUDA graphs (ppo.cuda_graphs: auto takes them above).
-sed 's/^ppo:$/ppo:\n  cuda_graphs: "off"/' "$WORK/cartpole-cuda.yaml" \
+# The same without CUDA graphs (execution.cuda_graphs: auto takes them above).
+sed 's/^ppo:$/execution:\n  cuda_graphs: "off"\nppo:/' "$WORK/cartpole-cuda.yaml" \
   >"$WORK/cartpole-cuda-nographs.yaml"
 step "CartPole, updates on CUDA without CUDA graphs" "$RL_LOCAL" train \
   --run="$WORK/cartpole-cuda-nographs.yaml" --run_dir="$WORK/cuda-nographs" \

@@ -24,7 +24,7 @@ ABSL_FLAG(int, need, 4, "seeds that must reach the target");
 ABSL_FLAG(int, most, 5, "seeds that may reach the target");
 ABSL_FLAG(int, seeds, 5, "seeds to train");
 ABSL_FLAG(std::string, precision, "",
-          "ppo.precision to train with (empty: the run file's)");
+          "execution.precision to train with (empty: the run file's)");
 
 namespace rl {
 namespace {
@@ -35,7 +35,7 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
   spec->set_total_env_steps(absl::GetFlag(FLAGS_steps));
   spec->set_target_return(absl::GetFlag(FLAGS_target));
   if (!absl::GetFlag(FLAGS_precision).empty()) {
-    spec->mutable_ppo()->set_precision(absl::GetFlag(FLAGS_precision));
+    spec->mutable_execution()->set_precision(absl::GetFlag(FLAGS_precision));
   }
   torch::set_num_threads(1);
 

@@ -53,7 +53,8 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
                              std::max(1, options.env_threads), acting_device));
   const ActorCriticConfig config = collector->NetworkConfig(spec);
   // A CUDA device's first use in this process checks itself.
-  RETURN_IF_ERROR(CheckDeviceOnFirstUse(config, spec.ppo(), device));
+  RETURN_IF_ERROR(
+      CheckDeviceOnFirstUse(config, spec.ppo(), spec.execution(), device));
   RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(config, acting_device));
   ASSIGN_OR_RETURN(ActorCritic policy,
                    CreateSeededActorCritic(config, spec.seed()));
@@ -70,8 +71,9 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   }
   ASSIGN_OR_RETURN(
       auto updater, CatchTorchErrors("creating the optimizer", [&] {
-        return std::make_unique<PpoUpdater>(
-            learner_policy, spec.ppo(), spec.total_env_steps(), spec.seed());
+        return std::make_unique<PpoUpdater>(learner_policy, spec.ppo(),
+                                            spec.total_env_steps(), spec.seed(),
+                                            spec.execution());
       }));
   ASSIGN_OR_RETURN(Rollout rollout,
                    CatchTorchErrors("allocating the rollout buffer", [&] {

@@ -93,7 +93,8 @@ TEST(LocalTrainerTest, ResumedRunMatchesUninterruptedContinuous) {
 // its checkpoints and resume) gives exactly the one-policy run.
 TEST(LocalTrainerTest, ATrainedCopyAsOnAGpuMatchesTheOnePolicyRun) {
   RunSpec spec = SmallRun("env: {id: CartPole-v1}");
-  spec.mutable_ppo()->set_cpu_kernels("libtorch");  // the path a GPU takes
+  spec.mutable_execution()->set_cpu_kernels(
+      "libtorch");  // the path a GPU takes
   auto straight = LocalTrainer::Create(spec, {});
   ASSERT_TRUE(straight.ok()) << straight.status();
   ASSERT_TRUE((*straight)->Train(nullptr, 6).ok());

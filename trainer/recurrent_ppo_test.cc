@@ -108,7 +108,8 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
     // epoch reads the rollout before any step, so the ratio is 1 to float
     // precision (and no sample is clipped).
     ActorCritic learner_policy = SharpPolicy(spec, *collector);
-    PpoUpdater updater(learner_policy, spec.ppo(), 1000000, 1);
+    PpoUpdater updater(learner_policy, spec.ppo(), 1000000, 1,
+                       spec.execution());
     ASSERT_OK_AND_ASSIGN(const UpdateStats stats, updater.Update(c.second, 0));
     EXPECT_LT(std::fabs(stats.approx_kl), 1e-6);
     EXPECT_EQ(stats.clip_fraction, 0);
@@ -118,7 +119,7 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
     Rollout zeroed = c.second;
     zeroed.initial_state = torch::zeros_like(c.second.initial_state);
     ActorCritic buggy_policy = SharpPolicy(spec, *collector);
-    PpoUpdater buggy(buggy_policy, spec.ppo(), 1000000, 1);
+    PpoUpdater buggy(buggy_policy, spec.ppo(), 1000000, 1, spec.execution());
     ASSERT_OK_AND_ASSIGN(const UpdateStats wrong, buggy.Update(zeroed, 0));
     std::printf("%s: first-epoch approx KL %.3g (from zeros: %.3g)\n",
                 core.c_str(), stats.approx_kl, wrong.approx_kl);
@@ -136,7 +137,7 @@ TEST(RecurrentPpoTest, UpdatesSplitEnvsAndRefuseBadStates) {
   ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 4, 1));
   ActorCritic policy = SharpPolicy(spec, *collector);
   const Collected c = Collect(spec, *collector, policy);
-  PpoUpdater updater(policy, spec.ppo(), 1000000, 1);
+  PpoUpdater updater(policy, spec.ppo(), 1000000, 1, spec.execution());
   ASSERT_OK_AND_ASSIGN(const UpdateStats stats, updater.Update(c.second, 0));
   EXPECT_EQ(stats.epochs, 3);
   EXPECT_TRUE(std::isfinite(stats.policy_loss));
@@ -154,7 +155,7 @@ TEST(RecurrentPpoTest, UpdatesSplitEnvsAndRefuseBadStates) {
                        testing::HasSubstr("rollout.initial_state")));
   RunSpec odd = spec;
   odd.mutable_ppo()->set_num_minibatches(3);
-  PpoUpdater three(policy, odd.ppo(), 1000000, 1);
+  PpoUpdater three(policy, odd.ppo(), 1000000, 1, odd.execution());
   EXPECT_THAT(three.Update(c.second, 0).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        testing::HasSubstr("whole env sequences")));
