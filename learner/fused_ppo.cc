@@ -50,8 +50,9 @@ __attribute__((target_clones("default", "arch=x86-64-v3"))) void AdamUpdate(
 
 }  // namespace
 
-PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
-                                   const PpoMinibatch& batch, float* grads) {
+PpoLossValues FusedPpoLoss::Compute(FusedPolicy& policy,
+                                    const PPOConfig& config,
+                                    const PpoMinibatch& batch, float* grads) {
   // In chunks of rows, so that a large minibatch's activations stay in
   // cache: every term is a mean over rows, so each chunk adds its rows'
   // share (1/B each) to the gradient.
@@ -76,7 +77,7 @@ PpoLossTerms FusedPpoLoss::Compute(FusedPolicy& policy, const PPOConfig& config,
                  &sums);
   }
   const double B = static_cast<double>(batch.size);
-  PpoLossTerms terms;
+  PpoLossValues terms;
   terms.policy_loss = static_cast<float>(sums.policy_loss / B);
   terms.value_loss = static_cast<float>(sums.value_loss / B);
   terms.entropy = static_cast<float>(sums.entropy / B);

@@ -35,8 +35,8 @@ struct PpoMinibatch {
   const float* returns = nullptr;             // [B]
 };
 
-// The minibatch's loss terms, as LibTorch's path reports them.
-struct PpoLossTerms {
+// The values of the minibatch's loss terms, as LibTorch's path reports them.
+struct PpoLossValues {
   float policy_loss = 0;
   float value_loss = 0;
   float entropy = 0;
@@ -50,8 +50,8 @@ class FusedPpoLoss {
   // The loss terms of `batch` under `policy`, and into `grads`
   // [policy.num_parameters()] the gradient of
   //   policy_loss - entropy_coef * entropy + value_coef * value_loss.
-  PpoLossTerms Compute(FusedPolicy& policy, const PPOConfig& config,
-                       const PpoMinibatch& batch, float* grads);
+  PpoLossValues Compute(FusedPolicy& policy, const PPOConfig& config,
+                        const PpoMinibatch& batch, float* grads);
 
  private:
   struct LossSums {

@@ -199,7 +199,8 @@ TEST(FusedPpoTest, MinibatchGradientEqualsAutograd) {
     mb.old_values = old_values.data_ptr<float>();
     mb.advantages = advantages.data_ptr<float>();
     mb.returns = returns.data_ptr<float>();
-    const PpoLossTerms terms = fused_loss.Compute(fused, ppo, mb, grads.data());
+    const PpoLossValues terms =
+        fused_loss.Compute(fused, ppo, mb, grads.data());
     EXPECT_TRUE(terms.finite);
     EXPECT_NEAR(terms.policy_loss, policy_loss.item<double>(), 1e-5);
     EXPECT_NEAR(terms.value_loss, value_loss.item<double>(), 1e-5);

@@ -7,6 +7,7 @@
 #include <ATen/ops/_foreach_norm.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -160,20 +161,47 @@ absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
                  -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
           .mean();
   const torch::Tensor mb_returns = t.returns.index_select(0, idx);
-  torch::Tensor value_loss;
-  if (config_.clip_value_loss()) {
-    const torch::Tensor mb_old_values = t.old_values.index_select(0, idx);
-    const torch::Tensor clipped =
-        mb_old_values + torch::clamp(eval.values - mb_old_values, -clip, clip);
-    value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
-                                  (clipped - mb_returns).pow(2))
-                           .mean();
-  } else {
-    value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
-  }
   const torch::Tensor entropy = eval.entropy.mean();
-  const torch::Tensor loss = policy_loss - config_.entropy_coef() * entropy +
-                             config_.value_coef() * value_loss;
+  // The loss: its terms (learner/ppo_loss_terms.h), each written once.
+  torch::Tensor value_loss, loss;
+  for (const LossTerm& term : loss_terms_) {
+    torch::Tensor value;
+    switch (term.kind) {
+      case LossTermKind::kClippedSurrogate:
+        value = policy_loss;
+        break;
+      case LossTermKind::kEntropyBonus:
+        value = entropy;
+        break;
+      case LossTermKind::kValue:
+        value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
+        value = value_loss;
+        break;
+      case LossTermKind::kClippedValue: {
+        const torch::Tensor mb_old_values = t.old_values.index_select(0, idx);
+        const torch::Tensor clipped =
+            mb_old_values +
+            torch::clamp(eval.values - mb_old_values, -clip, clip);
+        value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
+                                      (clipped - mb_returns).pow(2))
+                               .mean();
+        value = value_loss;
+        break;
+      }
+      case LossTermKind::kCount:
+        return absl::InternalError("PPO loss: not a loss term");
+    }
+    // The sum as it was always written (policy_loss - entropy_coef *
+    // entropy + value_coef * value_loss), so results stay bit-identical.
+    const float magnitude = std::abs(term.coefficient);
+    const torch::Tensor weighted =
+        magnitude == 1.0f ? value : magnitude * value;
+    const bool minus = term.coefficient < 0;
+    loss = !loss.defined() ? (minus ? -weighted : weighted)
+           : minus         ? loss - weighted
+                           : loss + weighted;
+  }
+  if (!value_loss.defined()) value_loss = torch::zeros({}, loss.options());
   autocast.reset();
   optimizer_->zero_grad();
   loss.backward();

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
@@ -34,6 +35,7 @@ PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
     : policy_(std::move(policy)),
       config_(config),
       execution_(execution),
+      loss_terms_(PpoLossTerms(config)),
       total_env_steps_(std::max<int64_t>(1, total_env_steps)),
       optimizer_(std::make_unique<torch::optim::Adam>(
           policy_->parameters(),
@@ -52,11 +54,20 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
     if (bfloat16_ && execution_.cpu_kernels() == "fused") {
       return absl::FailedPreconditionError(
           "execution.cpu_kernels: fused computes in float32, and "
-          "execution.precision "
-          "asks for bfloat16");
+          "execution.precision asks for bfloat16");
     }
-    ASSIGN_OR_RETURN(const bool fusable,
+    ASSIGN_OR_RETURN(bool fusable,
                      UseFusedPolicy(execution_.cpu_kernels(), policy_));
+    // The fused path computes only the loss terms it implements.
+    if (const absl::Status terms = FusedImplementsAll(loss_terms_);
+        fusable && !terms.ok()) {
+      if (execution_.cpu_kernels() == "fused") {
+        return absl::FailedPreconditionError(
+            absl::StrCat("execution.cpu_kernels: fused: ", terms.message()));
+      }
+      RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
+      fusable = false;
+    }
     const bool fused = fusable && !bfloat16_;
     if (fused) {
       fused_ = std::make_unique<FusedPolicy>();
@@ -397,7 +408,7 @@ absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsFused(
       minibatch.old_values = b.old_values.data();
       minibatch.advantages = b.advantages.data();
       minibatch.returns = b.returns.data();
-      const PpoLossTerms terms =
+      const PpoLossValues terms =
           fused_loss_->Compute(*fused_, config_, minibatch, b.grads.data());
       float* grads = b.grads.data();
       grads[num_params] = terms.finite ? 0.0f : 1.0f;

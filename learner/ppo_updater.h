@@ -44,6 +44,7 @@
 #include "learner/collective.h"
 #include "learner/fused_ppo.h"
 #include "learner/multi_tensor_adam.h"
+#include "learner/ppo_loss_terms.h"
 #include "learner/step_graph.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -226,6 +227,7 @@ class PpoUpdater {
   ActorCritic policy_;
   PPOConfig config_;
   ExecutionConfig execution_;
+  std::vector<LossTerm> loss_terms_;  // PpoLossTerms(config_)
   int64_t total_env_steps_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
   MultiTensorAdam adam_{optimizer_.get()};  // the LibTorch path's steps
