@@ -25,6 +25,9 @@ struct Acrobot {
   static constexpr float kActionLow = 0;
   static constexpr float kActionHigh = 0;
   static constexpr int kMaxEpisodeSteps = 500;
+  // Reward: -1 a step, 0 at the goal.
+  static constexpr float kRewardLow = -1.0f;
+  static constexpr float kRewardHigh = 0.0f;
   using Action = int64_t;
 
   static constexpr double kPi = 3.141592653589793;

@@ -22,6 +22,9 @@ struct CartPole {
   static constexpr float kActionLow = 0;
   static constexpr float kActionHigh = 0;
   static constexpr int kMaxEpisodeSteps = 500;
+  // Reward: 1 a step.
+  static constexpr float kRewardLow = 0.0f;
+  static constexpr float kRewardHigh = 1.0f;
   using Action = int64_t;
 
   static constexpr double kGravity = 9.8;

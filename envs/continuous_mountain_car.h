@@ -23,6 +23,10 @@ struct MountainCarContinuous {
   static constexpr float kActionLow = -1.0f;
   static constexpr float kActionHigh = 1.0f;
   static constexpr int kMaxEpisodeSteps = 999;
+  // Reward: -0.1 a^2 of the action as given (not clipped, as in
+  // Gymnasium: no lower bound), plus 100 at the goal.
+  static constexpr float kRewardLow = -HUGE_VALF;
+  static constexpr float kRewardHigh = 100.0f;
   using Action = float;
 
   // Python floats meeting float32 NumPy scalars become float32.

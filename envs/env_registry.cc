@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "envs/env_batch.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace rl {
@@ -20,43 +21,35 @@ struct Entry {
   EnvSpec spec;
 };
 
-EnvSpec Spec(const char* id, int observation_size, int num_actions,
-             int action_size, float action_low, float action_high,
-             int max_episode_steps, float reward_low, float reward_high) {
+// The row of the physics `Env`, from its own constants (envs/cartpole.h
+// and the others: Gymnasium 1.0.0's spaces, time limits and rewards).
+template <typename Env>
+EnvSpec SpecOf() {
   EnvSpec spec;
-  spec.set_id(id);
-  spec.set_observation_size(observation_size);
-  spec.set_num_discrete_actions(num_actions);
-  spec.set_continuous_action_size(action_size);
-  spec.set_action_low(action_low);
-  spec.set_action_high(action_high);
-  spec.set_max_episode_steps(max_episode_steps);
-  spec.set_reward_low(reward_low);
-  spec.set_reward_high(reward_high);
+  spec.set_id(Env::kId);
+  spec.set_observation_size(Env::kObsSize);
+  spec.set_num_discrete_actions(Env::kNumActions);
+  spec.set_continuous_action_size(Env::kActionSize);
+  spec.set_action_low(Env::kActionLow);
+  spec.set_action_high(Env::kActionHigh);
+  spec.set_max_episode_steps(Env::kMaxEpisodeSteps);
+  spec.set_reward_low(Env::kRewardLow);
+  spec.set_reward_high(Env::kRewardHigh);
   return spec;
 }
 
-// Gymnasium 1.0.0's spaces and time limits (checked against the physics
-// headers by env_registry_test).
 const std::vector<Entry>& Entries() {
-  static const auto* entries = new std::vector<Entry>{
-      // Rewards: CartPole 1 a step; Acrobot -1, 0 at the goal; MountainCar
-      // -1; Pendulum -(theta^2 + 0.1 thdot^2 + 0.001 u^2) with |theta| <= pi,
-      // |thdot| <= 8, |u| <= 2; MountainCarContinuous -0.1 a^2 of the action
-      // as given (not clipped, as in Gymnasium: no lower bound), plus 100 at
-      // the goal.
-      {EnvKind::kCartPole,
-       Spec("CartPole-v1", 4, 2, 0, 0.0f, 0.0f, 500, 0.0f, 1.0f)},
-      {EnvKind::kAcrobot,
-       Spec("Acrobot-v1", 6, 3, 0, 0.0f, 0.0f, 500, -1.0f, 0.0f)},
-      {EnvKind::kMountainCar,
-       Spec("MountainCar-v0", 2, 3, 0, 0.0f, 0.0f, 200, -1.0f, 0.0f)},
-      {EnvKind::kPendulum,
-       Spec("Pendulum-v1", 3, 0, 1, -2.0f, 2.0f, 200, -16.2736044f, 0.0f)},
-      {EnvKind::kMountainCarContinuous,
-       Spec("MountainCarContinuous-v0", 2, 0, 1, -1.0f, 1.0f, 999,
-            -std::numeric_limits<float>::infinity(), 100.0f)},
-  };
+  static const auto* entries = [] {
+    auto* rows = new std::vector<Entry>;
+    for (const EnvKind kind :
+         {EnvKind::kCartPole, EnvKind::kAcrobot, EnvKind::kMountainCar,
+          EnvKind::kPendulum, EnvKind::kMountainCarContinuous}) {
+      VisitEnvKind(kind, [&](auto env) {
+        rows->push_back({kind, SpecOf<decltype(env)>()});
+      });
+    }
+    return rows;
+  }();
   return *entries;
 }
 

@@ -22,6 +22,9 @@ struct MountainCar {
   static constexpr float kActionLow = 0;
   static constexpr float kActionHigh = 0;
   static constexpr int kMaxEpisodeSteps = 200;
+  // Reward: -1 a step.
+  static constexpr float kRewardLow = -1.0f;
+  static constexpr float kRewardHigh = 0.0f;
   using Action = int64_t;
 
   static constexpr double kMinPosition = -1.2;

@@ -22,6 +22,10 @@ struct Pendulum {
   static constexpr float kActionLow = -2.0f;
   static constexpr float kActionHigh = 2.0f;
   static constexpr int kMaxEpisodeSteps = 200;
+  // Reward: -(theta^2 + 0.1 thdot^2 + 0.001 u^2), |theta| <= pi,
+  // |thdot| <= 8, |u| <= 2.
+  static constexpr float kRewardLow = -16.2736044f;
+  static constexpr float kRewardHigh = 0.0f;
   using Action = float;
 
   static constexpr double kPi = 3.141592653589793;
