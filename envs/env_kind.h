@@ -1,5 +1,5 @@
 // The environments this service implements, as an enum shared by the
-// registry (no physics) and the physics dispatch (env_batch.h, CUDA too).
+// registry and the physics dispatch (env_batch.h, CUDA too).
 #ifndef RL_ENVS_ENV_KIND_H_
 #define RL_ENVS_ENV_KIND_H_
 

@@ -173,7 +173,7 @@ void CheckTrajectories(const GoldenFile& g, bool anchor_all) {
 class GoldenTest : public ::testing::TestWithParam<std::string> {
  protected:
   GoldenFile Load() {
-    return ReadGolden(absl::StrCat("tests/data/", GetParam()));
+    return ReadGolden(absl::StrCat("envs/testdata/golden/", GetParam()));
   }
 };
 

@@ -7,7 +7,7 @@
 Installs the pinned Gymnasium (and NumPy) into the project's .venv if missing,
 then for each classic-control task plays fixed action sequences from fixed
 starting states (set on env.unwrapped.state after reset) and writes
-tests/data/golden_<task>.txt. Truncation is counted here (steps since the set
+envs/testdata/golden/golden_<task>.txt. Truncation is counted here (steps since the set
 state reach the registered max_episode_steps, and the step did not terminate),
 as BatchedEnv does after SetState.
 
@@ -111,7 +111,7 @@ def record(env_id, trajectories, out_name):
         lines.append("state " + fmt(state))
         lines.extend(steps)
         print("%s %s: %d steps, ends %s" % (env_id, name, len(steps), steps[-1].split()[-2:]))
-    path = os.path.join(ROOT, "tests", "data", out_name)
+    path = os.path.join(ROOT, "envs", "testdata", "golden", out_name)
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
