@@ -2,12 +2,11 @@
 
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_status.h"
-#include "common/latest_write.h"
 #include "common/security.h"
+#include "common/stream_reactor.h"
 
 namespace rl {
 namespace {
@@ -16,7 +15,10 @@ bool IsFinal(RunState state) {
   return state == SUCCEEDED || state == FAILED || state == CANCELLED;
 }
 
-class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
+// RunService.WatchRun: the newest state of one run, then OK after a final
+// state.
+class WatchReactor final
+    : public StreamWriteReactor<RunEvent, NewestWaiting<Run>> {
  public:
   // Counts itself in `*watchers` until done; beyond `max_watchers` it ends
   // at once with RESOURCE_EXHAUSTED.
@@ -24,13 +26,20 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
                std::atomic<int>* watchers, int max_watchers,
                std::atomic<int64_t>* refused, StreamSlots* user_slots,
                const std::string& user)
-      : core_(core), run_id_(run_id), watchers_(watchers), user_(user) {
+      // The newest run by generation waits (progress keeps the generation).
+      : StreamWriteReactor(
+            NewestWaiting<Run>([](const Run& waiting, const Run& incoming) {
+              return incoming.generation() >= waiting.generation();
+            })),
+        core_(core),
+        run_id_(run_id),
+        watchers_(watchers),
+        user_(user) {
     if (watchers_->fetch_add(1) < max_watchers) {
       if (user_slots->Take(user)) {
         user_slots_ = user_slots;
       } else {
-        absl::MutexLock lock(&mu_);
-        FinishLocked(grpc::Status(
+        FinishOnce(grpc::Status(
             grpc::StatusCode::RESOURCE_EXHAUSTED,
             absl::StrCat(user, " has ", user_slots->max(),
                          " run watchers open, at most ", user_slots->max(),
@@ -40,8 +49,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
       }
     } else {
       refused->fetch_add(1);
-      absl::MutexLock lock(&mu_);
-      FinishLocked(grpc::Status(
+      FinishOnce(grpc::Status(
           grpc::StatusCode::RESOURCE_EXHAUSTED,
           absl::StrCat("the coordinator has ", max_watchers,
                        " run watchers, at most ", max_watchers,
@@ -50,66 +58,28 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
     }
     auto run = core_->GetRun(run_id);
     if (!run.ok()) {
-      absl::MutexLock lock(&mu_);
-      FinishLocked(ToGrpcStatus(run.status()));
+      FinishOnce(ToGrpcStatus(run.status()));
       return;
     }
     watch_id_ = core_->Watch([this](const Run& r) {
-      if (r.run_id() == run_id_) Offer(r);
+      if (r.run_id() == run_id_) Send(r);
     });
-    Offer(*run);
-  }
-
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    const bool more = slot_.Done();
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    if (cancelled_) {  // OnCancel came while this write was in flight
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
-    }
-    if (IsFinal(out_.run().state())) {
-      FinishLocked(grpc::Status::OK);
-      return;
-    }
-    if (more) WriteLocked();
-  }
-
-  // A watcher that hung up: end the stream now (a write in flight ends it
-  // in OnWriteDone), or the server's shutdown would wait for ever.
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    if (!slot_.writing()) FinishLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    if (watch_id_ != 0) core_->Unwatch(watch_id_);
-    watchers_->fetch_sub(1);
-    if (user_slots_ != nullptr) user_slots_->Release(user_);
-    delete this;
+    Send(*std::move(run));
   }
 
  private:
-  void Offer(const Run& run) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    if (slot_.Offer(run)) WriteLocked();
+  void ToMessageLocked(Run run, RunEvent* out) override {
+    *out->mutable_run() = std::move(run);
   }
 
-  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    *out_.mutable_run() = slot_.Start();
-    StartWrite(&out_);
+  void OnWrittenLocked(const RunEvent& written) override {
+    if (IsFinal(written.run().state())) FinishLocked(grpc::Status::OK);
   }
 
-  void FinishLocked(const grpc::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  void OnStop() override {
+    if (watch_id_ != 0) core_->Unwatch(watch_id_);
+    watchers_->fetch_sub(1);
+    if (user_slots_ != nullptr) user_slots_->Release(user_);
   }
 
   CoordinatorCore* core_;
@@ -118,16 +88,6 @@ class WatchReactor final : public grpc::ServerWriteReactor<RunEvent> {
   const std::string user_;
   StreamSlots* user_slots_ = nullptr;  // set once a slot is taken
   int64_t watch_id_ = 0;
-  absl::Mutex mu_;
-  // One write in flight; the newest run by generation waits (progress
-  // keeps the generation).
-  LatestWrite<Run> slot_ ABSL_GUARDED_BY(mu_){
-      [](const Run& waiting, const Run& incoming) {
-        return incoming.generation() >= waiting.generation();
-      }};
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  RunEvent out_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -9,15 +9,18 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
-#include "common/latest_write.h"
 #include "common/secrets.h"
 #include "common/security.h"
+#include "common/stream_reactor.h"
 
 namespace rl {
 namespace {
 
+// StreamRollouts: reads segments into the core; writes the newest ack (an
+// ack says all before it). Ends OK when the actor closes its side.
 class RolloutStreamReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public BidiStreamReactor<grpc::ByteBuffer, grpc::ByteBuffer,
+                               NewestWaiting<RolloutAck>> {
  public:
   // `actor_id` >= 0: the only actor whose segments this stream may carry
   // (its caller presented that actor's key).
@@ -63,8 +66,9 @@ class RolloutStreamReactor final
       return;
     }
     if (stream_id_ == 0) {
+      // From the core's PPO thread.
       stream_id_ = core_->OpenStream(
-          segment->actor_id(), [this](const RolloutAck& ack) { Ack(ack); });
+          segment->actor_id(), [this](const RolloutAck& ack) { Send(ack); });
     }
     status = core_->SubmitSegment(stream_id_, std::move(segment));
     if (!status.ok()) {
@@ -74,33 +78,13 @@ class RolloutStreamReactor final
     StartRead(&incoming_);
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    if (acks_.Done() && ok && !finished_) WriteLocked();
-  }
-
-  void OnDone() override {
-    if (stream_id_ != 0) core_->CloseStream(stream_id_);
-    delete this;
-  }
-
  private:
-  // From the core's PPO thread.
-  void Ack(const RolloutAck& ack) {
-    absl::MutexLock lock(&mu_);
-    if (acks_.Offer(ack) && !finished_) WriteLocked();
+  void ToMessageLocked(RolloutAck ack, grpc::ByteBuffer* out) override {
+    *out = SerializeCopy(ack);
   }
 
-  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    outgoing_ = SerializeCopy(acks_.Start());
-    StartWrite(&outgoing_);
-  }
-
-  void FinishOnce(const grpc::Status& status) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  void OnStop() override {
+    if (stream_id_ != 0) core_->CloseStream(stream_id_);
   }
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
@@ -108,19 +92,25 @@ class RolloutStreamReactor final
   const int keyed_actor_;      // -1: any actor of the run
   int64_t stream_id_ = 0;      // Only touched by the read path.
   grpc::ByteBuffer incoming_;  // Only touched by the read path.
-  absl::Mutex mu_;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // One ack in flight, the newest waiting (an ack says all before it).
-  LatestWrite<RolloutAck> acks_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
+// SubscribePolicy: each version the subscriber lacks, newest first; OK after
+// the final one.
 class PolicyStreamReactor final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+    : public StreamWriteReactor<
+          grpc::ByteBuffer,
+          NewestWaiting<std::shared_ptr<const PolicyUpdate>>> {
  public:
   PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version,
                       std::unique_ptr<StreamPlace> place)
-      : place_(std::move(place)),
+      // One version in flight, the newest waiting (a later version, or the
+      // final twin of the same one, replaces it).
+      : StreamWriteReactor(NewestWaiting<std::shared_ptr<const PolicyUpdate>>(
+            [](const std::shared_ptr<const PolicyUpdate>& waiting,
+               const std::shared_ptr<const PolicyUpdate>& incoming) {
+              return incoming->version() >= waiting->version();
+            })),
+        place_(std::move(place)),
         core_(std::move(core)),
         sent_version_(have_version) {
     std::shared_ptr<const PolicyUpdate> latest;
@@ -132,97 +122,43 @@ class PolicyStreamReactor final
     if (latest != nullptr) Offer(std::move(latest));
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    const bool more = updates_.Done();
-    if (!ok) {
-      FinishLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    if (cancelled_) {  // OnCancel came while this write was in flight
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
-    }
-    sent_version_ = in_flight_->version();
-    if (in_flight_->final()) {
-      FinishLocked(grpc::Status::OK);
-      return;
-    }
-    // A newer version, or the final one (same version, final flag) that
-    // arrived while its non-final twin was being written.
-    if (more) WriteLocked();
-  }
-
-  // The subscriber hung up (or the server is shutting down). A write in
-  // flight ends in OnWriteDone(false), which finishes; an idle stream must
-  // finish here, or it would hold Server::Shutdown() for ever.
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-    if (!updates_.writing()) FinishLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() override {
-    core_->Unsubscribe(subscriber_);
-    delete this;
-  }
-
  private:
   void Offer(std::shared_ptr<const PolicyUpdate> update) {
     absl::MutexLock lock(&mu_);
     // Only what the subscriber lacks: a version after the one it has (or
     // that is being written), or the final one.
     const int64_t have =
-        updates_.writing() ? in_flight_->version() : sent_version_;
-    if (finished_ || (update->version() <= have && !update->final())) return;
-    if (updates_.Offer(std::move(update))) WriteLocked();
+        writing_locked() ? in_flight_->version() : sent_version_;
+    if (update->version() <= have && !update->final()) return;
+    SendLocked(std::move(update));  // never full
   }
 
-  void WriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    in_flight_ = updates_.Start();
+  void ToMessageLocked(std::shared_ptr<const PolicyUpdate> update,
+                       grpc::ByteBuffer* out) override {
+    in_flight_ = std::move(update);
     // Shared, not copied: the tensor bytes are written from the one
     // PolicyUpdate of this version, which the buffer keeps alive.
-    outgoing_ = SerializeAliased(in_flight_);
-    StartWrite(&outgoing_);
+    *out = SerializeAliased(in_flight_);
   }
 
-  void FinishLocked(const grpc::Status& status)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    finished_ = true;
-    Finish(status);
+  // A newer version, or the final one (same version, final flag) that
+  // arrived while its non-final twin was being written, goes next.
+  void OnWrittenLocked(const grpc::ByteBuffer&) override {
+    sent_version_ = in_flight_->version();
+    if (in_flight_->final()) FinishLocked(grpc::Status::OK);
   }
+
+  void OnStop() override { core_->Unsubscribe(subscriber_); }
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
   std::shared_ptr<LearnerCore> core_;
   int64_t subscriber_ = 0;
-  absl::Mutex mu_;
   int64_t sent_version_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // One version in flight, the newest waiting (a later version, or the
-  // final twin of the same one, replaces it).
-  LatestWrite<std::shared_ptr<const PolicyUpdate>> updates_ ABSL_GUARDED_BY(
-      mu_){[](const std::shared_ptr<const PolicyUpdate>& waiting,
-              const std::shared_ptr<const PolicyUpdate>& incoming) {
-    return incoming->version() >= waiting->version();
-  }};
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer outgoing_ ABSL_GUARDED_BY(mu_);
 };
 
 const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
                           "this learner does not serve that run (yet)");
-
-// A stream that fails at once (no run to serve, or too many streams).
-template <typename Base>
-class Refused final : public Base {
- public:
-  explicit Refused(const grpc::Status& status = kNoRun) {
-    this->Finish(status);
-  }
-  void OnDone() override { delete this; }
-};
 
 }  // namespace
 
@@ -303,12 +239,13 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
   int actor_id = -1;
   if (grpc::Status admitted = Admit(context, &core, &actor_id);
       !admitted.ok()) {
-    return new Refused<Reactor>(admitted);
+    return new RefusedStream<Reactor>(admitted);
   }
-  if (core == nullptr) return new Refused<Reactor>();
+  if (core == nullptr) return new RefusedStream<Reactor>(kNoRun);
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
       streams_.Take(CallerClient(*context, *security_));
-  if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
+  if (!place.ok())
+    return new RefusedStream<Reactor>(ToGrpcStatus(place.status()));
   return new RolloutStreamReactor(std::move(core), *std::move(place), actor_id);
 }
 
@@ -320,24 +257,25 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
   grpc::ByteBuffer bytes = *request_bytes;  // shares the slices
   if (const absl::Status parsed = ParseByteBuffer(&bytes, &request, "request");
       !parsed.ok()) {
-    return new Refused<Reactor>(ToGrpcStatus(parsed));
+    return new RefusedStream<Reactor>(ToGrpcStatus(parsed));
   }
   std::shared_ptr<LearnerCore> core;
   int actor_id = -1;  // any actor of the run may follow the policy
   if (grpc::Status admitted = Admit(context, &core, &actor_id);
       !admitted.ok()) {
-    return new Refused<Reactor>(admitted);
+    return new RefusedStream<Reactor>(admitted);
   }
   // A subscriber of another run (its assignment reached it before this
   // learner switched runs) must not get this run's weights: it retries.
   if (core == nullptr ||
       (!request.run_id().empty() && !core->run_id().empty() &&
        request.run_id() != core->run_id())) {
-    return new Refused<Reactor>();
+    return new RefusedStream<Reactor>(kNoRun);
   }
   absl::StatusOr<std::unique_ptr<StreamPlace>> place =
       streams_.Take(CallerClient(*context, *security_));
-  if (!place.ok()) return new Refused<Reactor>(ToGrpcStatus(place.status()));
+  if (!place.ok())
+    return new RefusedStream<Reactor>(ToGrpcStatus(place.status()));
   return new PolicyStreamReactor(std::move(core), request.have_version(),
                                  *std::move(place));
 }

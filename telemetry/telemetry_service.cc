@@ -10,24 +10,36 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
-#include "common/latest_write.h"
 #include "common/log_limiter.h"
 #include "common/logging.h"
 #include "common/security.h"
+#include "common/stream_reactor.h"
 #include "telemetry/watch_backlog.h"
 
 namespace rl {
 namespace {
 
+// Ingest: reads batches into the core (at most kMaxInFlight unstored);
+// writes the highest stored sequence number. Ends once every batch read is
+// stored and acknowledged: after the client's last batch, or after a refused
+// one (with every earlier batch acknowledged).
 class IngestReactor final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+    : public BidiStreamReactor<grpc::ByteBuffer, grpc::ByteBuffer,
+                               NewestWaiting<int64_t>> {
  public:
   // `caller`: who sent the stream (the token's name, or the client's
   // address without tokens), stamped on each batch for the store's
   // per-caller limits and keying the refusal log's limiter.
   IngestReactor(TelemetryCore* core, std::unique_ptr<StreamPlace> place,
                 std::string caller)
-      : place_(std::move(place)), core_(core), caller_(std::move(caller)) {
+      // One ack in flight, the highest waiting.
+      : BidiStreamReactor(
+            NewestWaiting<int64_t>([](int64_t waiting, int64_t incoming) {
+              return incoming > waiting;
+            })),
+        place_(std::move(place)),
+        core_(core),
+        caller_(std::move(caller)) {
     StartRead(&incoming_);
   }
 
@@ -76,16 +88,6 @@ class IngestReactor final
     }
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    const bool more = acks_.Done();
-    if (!ok) write_failed_ = true;
-    if (!write_failed_ && more) WriteAckLocked();
-    MaybeFinishLocked();
-  }
-
-  void OnDone() override { delete this; }
-
  private:
   void OnStored(int64_t seq, const absl::Status& s) {
     absl::MutexLock lock(&mu_);
@@ -96,7 +98,7 @@ class IngestReactor final
       // stored anyway is resent and then found a duplicate.
       if ((refused_seq_ == 0 || seq < refused_seq_) && seq > acked_) {
         acked_ = seq;
-        if (acks_.Offer(seq) && !write_failed_) WriteAckLocked();
+        SendLocked(seq);  // never full
       }
     } else if (error_.ok()) {
       error_ = s;
@@ -109,52 +111,44 @@ class IngestReactor final
     MaybeFinishLocked();
   }
 
-  void WriteAckLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!acks_.has_waiting()) return;
-    ack_.set_acked_sequence_number(acks_.Start());
-    ack_bytes_ = SerializeCopy(ack_);
-    StartWrite(&ack_bytes_);
+  void ToMessageLocked(int64_t seq, grpc::ByteBuffer* out) override {
+    ack_.set_acked_sequence_number(seq);
+    *out = SerializeCopy(ack_);
   }
 
-  // Finishes once nothing is queued or being written: after the client's
-  // last batch, or after an error (with every earlier batch acknowledged).
+  void OnWriteFailedLocked() override { MaybeFinishLocked(); }
+
+  // Once no batch is being stored: after the client's last batch, an
+  // error, or a failed write. The acks still waiting are written first
+  // (unless a write failed).
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || in_flight_ > 0 || acks_.writing()) return;
-    if (!reads_done_ && error_.ok() && !write_failed_) return;
-    if (!write_failed_ && acks_.has_waiting()) {
-      WriteAckLocked();
-      return;
+    if (ending_locked() || in_flight_ > 0) return;
+    if (!reads_done_ && error_.ok() && !write_failed_locked()) return;
+    FinishAfterFlushLocked(ToGrpcStatus(error_));
+  }
+
+  void OnFinishLocked(const grpc::Status&) override {
+    if (error_.ok()) return;
+    // A hostile client can end streams as fast as it opens them: a few
+    // lines a minute per caller.
+    static LogLimiter* const limiter = new LogLimiter();
+    std::string left_out;
+    if (limiter->Allow(caller_, &left_out)) {
+      RL_LOG_WARNING("telemetry ingest from {}: {}{}", caller_,
+                     error_.ToString(), left_out);
     }
-    finished_ = true;
-    if (!error_.ok()) {
-      // A hostile client can end streams as fast as it opens them: a few
-      // lines a minute per caller.
-      static LogLimiter* const limiter = new LogLimiter();
-      std::string left_out;
-      if (limiter->Allow(caller_, &left_out)) {
-        RL_LOG_WARNING("telemetry ingest from {}: {}{}", caller_,
-                       error_.ToString(), left_out);
-      }
-    }
-    Finish(ToGrpcStatus(error_));
   }
 
   std::unique_ptr<StreamPlace> place_;  // given back when deleted
   TelemetryCore* core_;
   const std::string caller_;
   grpc::ByteBuffer incoming_;  // owned by the pending read
-  absl::Mutex mu_;
   IngestAck ack_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer ack_bytes_ ABSL_GUARDED_BY(mu_);  // owned by the write
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mu_) = false;
-  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // The highest batch stored; one ack in flight, the highest waiting.
+  // The highest batch stored.
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
-  LatestWrite<int64_t> acks_ ABSL_GUARDED_BY(mu_){
-      [](int64_t waiting, int64_t incoming) { return incoming > waiting; }};
   // The first batch that was refused (error_), 0 while none.
   int64_t refused_seq_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
@@ -176,113 +170,85 @@ void ReturnFreedMemory() {
   malloc_trim(0);
 }
 
-class WatchReactor final : public grpc::ServerWriteReactor<MetricPoint> {
+// A Watch stream's write queue: its WatchBacklog, counted in the service's
+// total for /metrics. Full (past the bound) ends the watch with
+// RESOURCE_EXHAUSTED. Its memory goes back when the watch ends.
+class CountedBacklog {
+ public:
+  using Item = MetricPoint;
+
+  CountedBacklog(int64_t max_bytes, std::atomic<int64_t>* total_bytes)
+      : backlog_(std::make_unique<WatchBacklog>(max_bytes)),
+        total_bytes_(total_bytes) {}
+  CountedBacklog(CountedBacklog&&) = default;
+
+  ~CountedBacklog() {
+    if (backlog_ == nullptr) return;  // moved from
+    total_bytes_->fetch_sub(backlog_->bytes(), std::memory_order_relaxed);
+    const bool held_much = backlog_->peak_bytes() >= (1 << 20) || overflowed_;
+    backlog_.reset();
+    if (held_much) ReturnFreedMemory();
+  }
+
+  absl::Status Push(const MetricPoint& point) {
+    const int64_t before = backlog_->bytes();
+    absl::Status pushed = backlog_->Push(point);
+    total_bytes_->fetch_add(backlog_->bytes() - before,
+                            std::memory_order_relaxed);
+    if (!pushed.ok()) {
+      RL_LOG_WARNING("telemetry watch: {}", pushed.ToString());
+      overflowed_ = true;
+    }
+    return pushed;
+  }
+
+  bool Pop(MetricPoint* out) {
+    const int64_t before = backlog_->bytes();
+    if (!backlog_->Pop(out)) return false;
+    total_bytes_->fetch_add(backlog_->bytes() - before,
+                            std::memory_order_relaxed);
+    return true;
+  }
+
+ private:
+  std::unique_ptr<WatchBacklog> backlog_;
+  std::atomic<int64_t>* total_bytes_;  // the service's, for /metrics
+  bool overflowed_ = false;
+};
+
+// Watch: the points of the watched series as the core stores them.
+class WatchReactor final
+    : public StreamWriteReactor<MetricPoint, CountedBacklog> {
  public:
   WatchReactor(TelemetryCore* core, const WatchRequest& request,
                int64_t max_backlog_bytes, std::atomic<int64_t>* total_bytes)
-      : core_(core), total_bytes_(total_bytes), backlog_(max_backlog_bytes) {
+      : StreamWriteReactor(CountedBacklog(max_backlog_bytes, total_bytes)),
+        core_(core) {
+    // On the core's writer thread; false (the backlog passed its bound)
+    // ends the watch. A stream that ended otherwise (the client left)
+    // takes true: OnStop removes it.
     absl::StatusOr<int64_t> id = core_->AddWatcher(
         request,
-        [this](const std::string&, const MetricPoint& p) { return Offer(p); });
+        [this](const std::string&, const MetricPoint& p) { return Send(p); });
     absl::MutexLock lock(&mu_);
     if (!id.ok()) {
-      finished_ = true;
-      Finish(ToGrpcStatus(id.status()));
+      FinishLocked(ToGrpcStatus(id.status()));
       return;
     }
     watcher_id_ = *id;
   }
 
-  void OnWriteDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (finished_) return;
-    if (!ok) {
-      finished_ = true;
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    if (!fell_behind_.ok()) {
-      finished_ = true;
-      Finish(ToGrpcStatus(fell_behind_));
-      return;
-    }
-    WriteNextLocked();
-  }
-
-  void OnCancel() override {
-    absl::MutexLock lock(&mu_);
-    if (!finished_ && !writing_) {
-      finished_ = true;
-      Finish(grpc::Status::CANCELLED);
-    }
-  }
-
-  void OnDone() override {
-    if (watcher_id_ != 0) core_->RemoveWatcher(watcher_id_);
-    bool held_much;
-    {
-      absl::MutexLock lock(&mu_);
-      total_bytes_->fetch_sub(backlog_.bytes(), std::memory_order_relaxed);
-      held_much = backlog_.peak_bytes() >= (1 << 20) ||
-                  fell_behind_.code() != absl::StatusCode::kOk;
-    }
-    delete this;
-    if (held_much) ReturnFreedMemory();
-  }
-
  private:
-  // On the core's writer thread; false ends the watch.
-  bool Offer(const MetricPoint& p) {
-    absl::MutexLock lock(&mu_);
-    // Ended otherwise (the client left): OnDone removes it.
-    if (finished_) return true;
-    const int64_t before = backlog_.bytes();
-    absl::Status pushed = backlog_.Push(p);
-    total_bytes_->fetch_add(backlog_.bytes() - before,
-                            std::memory_order_relaxed);
-    if (!pushed.ok()) {
-      RL_LOG_WARNING("telemetry watch: {}", pushed.ToString());
-      fell_behind_ = std::move(pushed);
-      // One write at a time: with one in flight, OnWriteDone finishes.
-      if (!writing_) {
-        finished_ = true;
-        Finish(ToGrpcStatus(fell_behind_));
-      }
-      return false;
-    }
-    if (!writing_) WriteNextLocked();
-    return true;
+  void ToMessageLocked(MetricPoint point, MetricPoint* out) override {
+    *out = std::move(point);
   }
 
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_) return;
-    const int64_t before = backlog_.bytes();
-    if (!backlog_.Pop(&out_)) return;
-    total_bytes_->fetch_add(backlog_.bytes() - before,
-                            std::memory_order_relaxed);
-    writing_ = true;
-    StartWrite(&out_);
+  void OnStop() override {
+    if (watcher_id_ != 0) core_->RemoveWatcher(watcher_id_);
   }
 
   TelemetryCore* core_;
-  std::atomic<int64_t>* total_bytes_;  // the service's, for /metrics
   int64_t watcher_id_ = 0;
-  absl::Mutex mu_;
-  WatchBacklog backlog_ ABSL_GUARDED_BY(mu_);
-  MetricPoint out_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  // RESOURCE_EXHAUSTED once the backlog passed its bound.
-  absl::Status fell_behind_ ABSL_GUARDED_BY(mu_);
-};
-
-// Finishes at once with `status`.
-class RefusedIngest final
-    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
- public:
-  explicit RefusedIngest(const grpc::Status& status) { Finish(status); }
-  void OnDone() override { delete this; }
 };
 
 StreamQuotaOptions IngestStreamQuota(const TelemetryServiceOptions& options) {
@@ -317,7 +283,9 @@ TelemetryServiceImpl::Ingest(grpc::CallbackServerContext* context) {
       RL_LOG_WARNING("telemetry ingest refused: {}{}",
                      place.status().ToString(), left_out);
     }
-    return new RefusedIngest(ToGrpcStatus(place.status()));
+    return new RefusedStream<
+        grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>>(
+        ToGrpcStatus(place.status()));
   }
   const std::string caller =
       security_->tokens_required()
