@@ -96,7 +96,7 @@ absl::StatusOr<DeviceCheckReport> CheckDeviceUpdate(
   PPOConfig fixed = ppo;
   fixed.set_num_epochs(1);
   // A graphed update warms up on two minibatches, captures the third and
-  // replays it and the fourth (learner/ppo_graph.cc).
+  // replays it and the fourth (learner/ppo_graphed_step.cc).
   const bool graphs = execution.cuda_graphs() != "off" &&
                       (device.is_cuda() || options.deferred_graphs_for_testing);
   fixed.set_num_minibatches(graphs ? 4 : 1);

@@ -1,7 +1,8 @@
-// PpoUpdater's minibatch step and what feeds it: the rollout on the
-// device, the sums, the KL stop and the read-back of the statistics; the
-// eager epochs (RunEpochs in ppo_updater.cc) and the graphed ones
-// (ppo_graph.cc) share them. Part of the ppo_updater library.
+// The LibTorch minibatch step and what feeds it: the rollout on the device,
+// the sums and the read-back of the statistics (learner/ppo_minibatch.h).
+// Part of the ppo_updater library.
+#include "learner/ppo_minibatch.h"
+
 #include <ATen/autocast_mode.h>
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_norm.h>
@@ -13,7 +14,6 @@
 #include <vector>
 
 #include "common/status.h"
-#include "learner/ppo_updater.h"
 #include "policy/device_transfer.h"
 
 namespace rl {
@@ -46,9 +46,9 @@ class Bfloat16Autocast {
 
 }  // namespace
 
-PpoUpdater::StepTensors PpoUpdater::DeviceRollout(
-    const Rollout& rollout, const Plan& plan,
-    std::vector<torch::Tensor>* orders) {
+StepTensors TorchMinibatchStep::DeviceRollout(
+    const Rollout& rollout, const UpdatePlan& plan,
+    std::vector<torch::Tensor>* orders) const {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
   const Rollout& r = rollout;
@@ -86,7 +86,7 @@ PpoUpdater::StepTensors PpoUpdater::DeviceRollout(
   return t;
 }
 
-void PpoUpdater::ZeroSums(StepTensors& t) const {
+void TorchMinibatchStep::ZeroSums(StepTensors& t) const {
   const auto on = torch::TensorOptions().device(policy_->device());
   for (torch::Tensor* sum :
        {&t.sum_policy_loss, &t.sum_value_loss, &t.sum_entropy, &t.sum_kl,
@@ -99,8 +99,8 @@ void PpoUpdater::ZeroSums(StepTensors& t) const {
   }
 }
 
-PpoUpdater::StepShape PpoUpdater::ShapeOf(const Rollout& rollout,
-                                          const Plan& plan) const {
+StepShape TorchMinibatchStep::ShapeOf(const Rollout& rollout,
+                                      const UpdatePlan& plan) const {
   StepShape shape;
   shape.steps = rollout.num_steps();
   shape.minibatch = plan.minibatch;
@@ -110,9 +110,10 @@ PpoUpdater::StepShape PpoUpdater::ShapeOf(const Rollout& rollout,
   return shape;
 }
 
-absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
-                                       const Plan* gang_plan, int64_t index,
-                                       bool graphed) {
+absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
+                                     Collective* collective,
+                                     const UpdatePlan* gang_plan, int64_t index,
+                                     bool graphed) {
   const torch::Device device = policy_->device();
   const bool recurrent = policy_->recurrent();
   const torch::Tensor& idx = t.idx;
@@ -212,7 +213,7 @@ absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
     torch::Tensor any_bad = torch::logical_not(torch::isfinite(loss.detach()))
                                 .to(torch::kFloat32)
                                 .reshape({1});
-    if (collective_ != nullptr) {
+    if (collective != nullptr) {
       // The global minibatch's mean loss is the share-weighted sum of the
       // ranks' means: one all-reduce of one flat bucket.
       std::vector<torch::Tensor> bucket;
@@ -224,7 +225,7 @@ absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
         }
       }
       bucket.push_back(any_bad);
-      RETURN_IF_ERROR(AllReduceSumCoalesced(*collective_, bucket));
+      RETURN_IF_ERROR(AllReduceSumCoalesced(*collective, bucket));
     }
     // Multi-tensor kernels: a launch for all gradients, not one each.
     std::vector<torch::Tensor> grads;
@@ -267,20 +268,10 @@ absl::Status PpoUpdater::MinibatchStep(StepTensors& t, const StepShape& shape,
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> PpoUpdater::StopForKl(const torch::Tensor& epoch_kl) {
-  if (config_.target_kl() <= 0) return false;
-  // The global mean KL, so that every rank stops at the same epoch.
-  torch::Tensor kl = epoch_kl.to(torch::kFloat64).reshape({1});
-  if (collective_ != nullptr) {
-    RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
-  }
-  return kl.item<double>() / config_.num_minibatches() > config_.target_kl();
-}
-
-PpoUpdater::EpochResult PpoUpdater::Result(const StepTensors& t,
-                                           const Plan& plan,
-                                           int64_t minibatches_run,
-                                           int epochs) const {
+EpochResult TorchMinibatchStep::Result(const StepTensors& t,
+                                       const UpdatePlan& plan,
+                                       int64_t minibatches_run,
+                                       int epochs) const {
   EpochResult result;
   UpdateStats& stats = result.stats;
   // One read-back of everything reported.

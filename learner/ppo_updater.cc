@@ -23,6 +23,10 @@
 #include "learner/fused_ppo.h"
 #include "learner/gae.h"
 #include "learner/gae_tensors.h"
+#include "learner/ppo_eager_step.h"
+#include "learner/ppo_fused_step.h"
+#include "learner/ppo_graphed_step.h"
+#include "learner/ppo_minibatch.h"
 #include "learner/rollout_check.h"
 #include "policy/compute_device.h"
 #include "policy/torch_status.h"
@@ -46,45 +50,13 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
                                                int64_t env_steps_done,
                                                std::vector<double>* gang_sums) {
   RETURN_IF_ERROR(CheckRolloutForUpdate(rollout, *policy_, config_));
-  if (epochs_ == nullptr) {
-    ASSIGN_OR_RETURN(bfloat16_,
-                     UseBfloat16(execution_.precision(), policy_->device(),
-                                 policy_->config().encoder !=
-                                     ActorCriticConfig::Encoder::kMlp));
-    if (bfloat16_ && execution_.cpu_kernels() == "fused") {
-      return absl::FailedPreconditionError(
-          "execution.cpu_kernels: fused computes in float32, and "
-          "execution.precision asks for bfloat16");
-    }
-    ASSIGN_OR_RETURN(bool fusable,
-                     UseFusedPolicy(execution_.cpu_kernels(), policy_));
-    // The fused path computes only the loss terms it implements.
-    if (const absl::Status terms = FusedImplementsAll(loss_terms_);
-        fusable && !terms.ok()) {
-      if (execution_.cpu_kernels() == "fused") {
-        return absl::FailedPreconditionError(
-            absl::StrCat("execution.cpu_kernels: fused: ", terms.message()));
-      }
-      RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
-      fusable = false;
-    }
-    const bool fused = fusable && !bfloat16_;
-    if (fused) {
-      fused_ = std::make_unique<FusedPolicy>();
-      fused_loss_ = std::make_unique<FusedPpoLoss>();
-      fused_buffers_ = std::make_unique<FusedBuffers>();
-    }
-    ASSIGN_OR_RETURN(graphed_, UseCudaGraphs());
-    epochs_ = fused      ? &PpoUpdater::RunEpochsFused
-              : graphed_ ? &PpoUpdater::RunEpochsGraphed
-                         : &PpoUpdater::RunEpochs;
-  }
+  if (strategy_ == nullptr) RETURN_IF_ERROR(ChooseStrategy());
   ASSIGN_OR_RETURN(
       EpochResult epochs,
       CatchTorchErrors("PPO update", [&]() -> absl::StatusOr<EpochResult> {
-        ASSIGN_OR_RETURN(const Plan plan,
+        ASSIGN_OR_RETURN(const UpdatePlan plan,
                          MakePlan(rollout, env_steps_done, gang_sums));
-        return (this->*epochs_)(rollout, plan);
+        return RunEpochs(rollout, plan);
       }));
   UpdateStats stats = epochs.stats;
   const int64_t non_finite = epochs.non_finite;
@@ -130,12 +102,12 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   return stats;
 }
 
-absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
+absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
     const Rollout& rollout, int64_t env_steps_done,
     std::vector<double>* gang_sums) {
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const int64_t batch = T * E;
-  Plan plan;
+  UpdatePlan plan;
   // GAE where the rollout is: the host loop over a CPU-resident one, tensor
   // kernels on the device over one collected there (actor/device_collector).
   const auto gae_start = std::chrono::steady_clock::now();
@@ -280,8 +252,8 @@ absl::StatusOr<PpoUpdater::Plan> PpoUpdater::MakePlan(
   return plan;
 }
 
-std::pair<double, double> PpoUpdater::GangAdvantageMoments(const Plan& plan,
-                                                           int64_t index) {
+std::pair<double, double> GangAdvantageMoments(const UpdatePlan& plan,
+                                               int64_t index) {
   // As LibTorch's (a - a.mean()) / (a.std() + 1e-8), std unbiased.
   const double n = static_cast<double>(plan.global_minibatch);
   const double mean = plan.advantage_moments[2 * index] / n;
@@ -290,201 +262,83 @@ std::pair<double, double> PpoUpdater::GangAdvantageMoments(const Plan& plan,
   return {mean, std::sqrt(std::max(var, 0.0))};
 }
 
-absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochs(
-    const Rollout& rollout, const Plan& plan) {
-  std::vector<torch::Tensor> orders;
-  StepTensors t = DeviceRollout(rollout, plan, &orders);
-  ZeroSums(t);
-  const StepShape shape = ShapeOf(rollout, plan);
+absl::Status PpoUpdater::ChooseStrategy() {
+  ASSIGN_OR_RETURN(bfloat16_,
+                   UseBfloat16(execution_.precision(), policy_->device(),
+                               policy_->config().encoder !=
+                                   ActorCriticConfig::Encoder::kMlp));
+  if (bfloat16_ && execution_.cpu_kernels() == "fused") {
+    return absl::FailedPreconditionError(
+        "execution.cpu_kernels: fused computes in float32, and "
+        "execution.precision asks for bfloat16");
+  }
+  ASSIGN_OR_RETURN(bool fusable,
+                   UseFusedPolicy(execution_.cpu_kernels(), policy_));
+  // The fused path computes only the loss terms it implements.
+  if (const absl::Status terms = FusedImplementsAll(loss_terms_);
+      fusable && !terms.ok()) {
+    if (execution_.cpu_kernels() == "fused") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("execution.cpu_kernels: fused: ", terms.message()));
+    }
+    RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
+    fusable = false;
+  }
+  const bool fused = fusable && !bfloat16_;
+  StepGraphRequest request;
+  request.mode = execution_.cuda_graphs();
+  request.device = policy_->device();
+  request.gang = collective_ != nullptr;
+  request.recurrent = policy_->recurrent();
+  request.bfloat16 = bfloat16_;
+  request.fused = fused;
+  request.deferred_for_testing = deferred_graphs_for_testing_;
+  request.fail_capture_for_testing = fail_capture_for_testing_;
+  ASSIGN_OR_RETURN(std::unique_ptr<StepGraph> graph, NewStepGraphFor(request));
+  if (fused) {
+    strategy_ =
+        std::make_unique<FusedMinibatches>(policy_, config_, optimizer_.get());
+    return absl::OkStatus();
+  }
+  TorchMinibatchStep step(policy_, config_, loss_terms_, optimizer_.get(),
+                          bfloat16_);
+  if (graph != nullptr) {
+    strategy_ = std::make_unique<GraphedMinibatches>(
+        std::move(step), std::move(request), std::move(graph));
+  } else {
+    strategy_ = std::make_unique<EagerMinibatches>(std::move(step));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EpochResult> PpoUpdater::RunEpochs(const Rollout& rollout,
+                                                  const UpdatePlan& plan) {
+  MinibatchStrategy& strategy = *strategy_;
+  RETURN_IF_ERROR(strategy.BeginUpdate(rollout, plan, collective_));
   const int64_t num_minibatches = config_.num_minibatches();
   int64_t minibatches_run = 0;
   int epochs = 0;
   for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    t.epoch_kl.zero_();
+    strategy.BeginEpoch(epoch);
     for (int64_t m = 0; m < num_minibatches; ++m) {
-      t.idx = orders[epoch].narrow(0, m * shape.minibatch, shape.minibatch);
-      RETURN_IF_ERROR(MinibatchStep(t, shape,
-                                    collective_ != nullptr ? &plan : nullptr,
-                                    epoch * num_minibatches + m,
-                                    /*graphed=*/false));
+      RETURN_IF_ERROR(strategy.Step(epoch, m));
       ++minibatches_run;
     }
     ++epochs;
-    ASSIGN_OR_RETURN(const bool stop, StopForKl(t.epoch_kl));
+    ASSIGN_OR_RETURN(const bool stop, StopForKl());
     if (stop) break;
   }
-  return Result(t, plan, minibatches_run, epochs);
+  return strategy.Finish(rollout, plan, minibatches_run, epochs);
 }
 
-absl::StatusOr<PpoUpdater::EpochResult> PpoUpdater::RunEpochsFused(
-    const Rollout& rollout, const Plan& plan) {
-  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
-  const int64_t batch = T * E;
-  // The parameters' storage may have been replaced (a checkpoint loaded).
-  RETURN_IF_ERROR(fused_->Bind(policy_));
-  const int64_t num_minibatches = config_.num_minibatches();
-  const int64_t mb = plan.minibatch;
-  const int d = fused_->observation_size();
-  const int a = fused_->discrete() ? 1 : fused_->head_size();
-  const float* obs = rollout.observations.data_ptr<float>();
-  const int64_t* discrete_actions =
-      fused_->discrete() ? rollout.actions.data_ptr<int64_t>() : nullptr;
-  const float* continuous_actions =
-      fused_->discrete() ? nullptr : rollout.actions.data_ptr<float>();
-  const float* old_log_probs = rollout.log_probs.data_ptr<float>();
-  const float* old_values = rollout.values.data_ptr<float>();
-  const float* advantages = plan.advantages.data_ptr<float>();
-  const float* returns = plan.returns.data_ptr<float>();
-
-  // Gathered minibatch rows, and the flat gradient with one more slot for
-  // the not-finite flag that rides in a gang's bucket.
-  FusedBuffers& b = *fused_buffers_;
-  b.observations.resize(mb * d);
-  b.actions.resize(mb * a);
-  b.discrete_actions.resize(mb);
-  b.old_log_probs.resize(mb);
-  b.old_values.resize(mb);
-  b.advantages.resize(mb);
-  b.returns.resize(mb);
-  const int64_t num_params = fused_->num_parameters();
-  b.grads.assign(num_params + 1, 0.0f);
-  const std::vector<torch::Tensor> params = policy_->parameters();
-  const bool normalize =
-      config_.normalize_advantages() && plan.global_minibatch > 1;
-  const float clip_norm = config_.max_grad_norm();
-
-  double sum_policy_loss = 0, sum_value_loss = 0, sum_entropy = 0, sum_kl = 0,
-         sum_clip = 0, sum_grad_norm = 0;
-  int64_t bad_minibatches = 0, minibatches_run = 0;
-  int epochs = 0;
-  for (int epoch = 0; epoch < config_.num_epochs(); ++epoch) {
-    const int64_t* idx_all = plan.orders[epoch].data_ptr<int64_t>();
-    double epoch_kl = 0;
-    for (int64_t m = 0; m < num_minibatches; ++m) {
-      const int64_t* idx = idx_all + m * mb;
-      double adv_sum = 0;
-      for (int64_t i = 0; i < mb; ++i) {
-        const int64_t row = idx[i];
-        std::memcpy(b.observations.data() + i * d, obs + row * d,
-                    d * sizeof(float));
-        if (discrete_actions != nullptr) {
-          b.discrete_actions[i] = discrete_actions[row];
-        } else {
-          std::memcpy(b.actions.data() + i * a, continuous_actions + row * a,
-                      a * sizeof(float));
-        }
-        b.old_log_probs[i] = old_log_probs[row];
-        b.old_values[i] = old_values[row];
-        b.advantages[i] = advantages[row];
-        b.returns[i] = returns[row];
-        adv_sum += advantages[row];
-      }
-      if (normalize) {
-        // As LibTorch: (a - mean) / (std + 1e-8), std unbiased.
-        double mean, std;
-        if (collective_ == nullptr) {
-          mean = adv_sum / mb;
-          double ss = 0;
-          for (int64_t i = 0; i < mb; ++i) {
-            ss += (b.advantages[i] - mean) * (b.advantages[i] - mean);
-          }
-          std = std::sqrt(ss / (mb - 1));
-        } else {
-          std::tie(mean, std) =
-              GangAdvantageMoments(plan, epoch * num_minibatches + m);
-        }
-        const float fmean = static_cast<float>(mean);
-        const float fstd = static_cast<float>(std);
-        for (int64_t i = 0; i < mb; ++i) {
-          b.advantages[i] = (b.advantages[i] - fmean) / (fstd + 1e-8f);
-        }
-      }
-      PpoMinibatch minibatch;
-      minibatch.size = mb;
-      minibatch.observations = b.observations.data();
-      minibatch.discrete_actions = b.discrete_actions.data();
-      minibatch.continuous_actions = b.actions.data();
-      minibatch.old_log_probs = b.old_log_probs.data();
-      minibatch.old_values = b.old_values.data();
-      minibatch.advantages = b.advantages.data();
-      minibatch.returns = b.returns.data();
-      const PpoLossValues terms =
-          fused_loss_->Compute(*fused_, config_, minibatch, b.grads.data());
-      float* grads = b.grads.data();
-      grads[num_params] = terms.finite ? 0.0f : 1.0f;
-      if (collective_ != nullptr) {
-        const float share = static_cast<float>(plan.share);
-        for (int64_t i = 0; i < num_params; ++i) grads[i] *= share;
-        torch::Tensor bucket =
-            torch::from_blob(grads, {num_params + 1}, torch::kFloat32);
-        RETURN_IF_ERROR(collective_->AllReduce(bucket, ReduceOp::kSum));
-      }
-      double sq = 0;
-      for (int64_t i = 0; i < num_params; ++i)
-        sq += double(grads[i]) * grads[i];
-      const float grad_norm = static_cast<float>(std::sqrt(sq));
-      if (clip_norm > 0) {
-        const float scale = std::min(clip_norm / (grad_norm + 1e-6f), 1.0f);
-        for (int64_t i = 0; i < num_params; ++i) grads[i] *= scale;
-      }
-      const bool bad = grads[num_params] > 0 || !std::isfinite(grad_norm);
-      if (bad) {
-        // Zeroed, not skipped: Adam's moments still decay, as on the
-        // LibTorch path.
-        std::fill(grads, grads + num_params, 0.0f);
-        ++bad_minibatches;
-      }
-      RETURN_IF_ERROR(FusedAdamStep(*optimizer_, params, grads));
-      epoch_kl += terms.approx_kl * plan.share;
-      sum_policy_loss += terms.policy_loss;
-      sum_value_loss += terms.value_loss;
-      sum_entropy += terms.entropy;
-      sum_kl += terms.approx_kl;
-      sum_clip += terms.clip_fraction;
-      sum_grad_norm += grad_norm;
-      ++minibatches_run;
-    }
-    ++epochs;
-    if (config_.target_kl() > 0) {
-      double kl = epoch_kl;
-      if (collective_ != nullptr) {
-        torch::Tensor t = torch::from_blob(&kl, {1}, torch::kFloat64);
-        RETURN_IF_ERROR(collective_->AllReduce(t, ReduceOp::kSum));
-      }
-      if (kl / num_minibatches > config_.target_kl()) break;
-    }
+absl::StatusOr<bool> PpoUpdater::StopForKl() {
+  if (config_.target_kl() <= 0) return false;
+  // The global mean KL, so that every rank stops at the same epoch.
+  torch::Tensor kl = strategy_->EpochKl();
+  if (collective_ != nullptr) {
+    RETURN_IF_ERROR(collective_->AllReduce(kl, ReduceOp::kSum));
   }
-
-  EpochResult result;
-  UpdateStats& stats = result.stats;
-  const double n = static_cast<double>(std::max<int64_t>(minibatches_run, 1));
-  stats.policy_loss = sum_policy_loss / n;
-  stats.value_loss = sum_value_loss / n;
-  stats.entropy = sum_entropy / n;
-  stats.approx_kl = sum_kl / n;
-  stats.clip_fraction = sum_clip / n;
-  stats.grad_norm = sum_grad_norm / n;
-  result.non_finite = bad_minibatches;
-  // Explained variance: 1 - Var(returns - values) / Var(returns).
-  double ret_mean = 0, res_mean = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    ret_mean += returns[i];
-    res_mean += returns[i] - old_values[i];
-  }
-  ret_mean /= batch;
-  res_mean /= batch;
-  double ret_var = 0, res_var = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    ret_var += (returns[i] - ret_mean) * (returns[i] - ret_mean);
-    const double res = returns[i] - old_values[i] - res_mean;
-    res_var += res * res;
-  }
-  stats.explained_variance = ret_var == 0 ? 0.0 : 1 - res_var / ret_var;
-  stats.learning_rate = plan.lr;
-  stats.epochs = epochs;
-  stats.gae_seconds = plan.gae_seconds;
-  result.flat_observations = rollout.observations.reshape({batch, -1});
-  return result;
+  return kl.item<double>() / config_.num_minibatches() > config_.target_kl();
 }
 
 }  // namespace rl

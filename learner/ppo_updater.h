@@ -42,35 +42,18 @@
 
 #include "absl/status/statusor.h"
 #include "learner/collective.h"
+// Kept for callers that use them through this header (AdamStateFor, ...).
 #include "learner/fused_ppo.h"
 #include "learner/multi_tensor_adam.h"
 #include "learner/ppo_loss_terms.h"
+#include "learner/ppo_step.h"
+#include "learner/ppo_update_stats.h"
 #include "learner/step_graph.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
 
 namespace rl {
-
-// Reported per update.
-struct UpdateStats {
-  double policy_loss = 0;
-  double value_loss = 0;
-  double entropy = 0;
-  double approx_kl = 0;
-  double clip_fraction = 0;
-  double explained_variance = 0;
-  double grad_norm = 0;
-  double learning_rate = 0;
-  int epochs = 0;          // epochs run (fewer than configured after a KL stop)
-  double gae_seconds = 0;  // wall time of the advantage computation
-  // Minibatches whose loss or gradient was NaN or inf: their gradients were
-  // not applied, and the observation statistics were not updated (the
-  // losses and gradient norm above include them, so they are not finite).
-  int64_t nonfinite_minibatches = 0;
-  // Updates in a row, this one included, with such minibatches.
-  int consecutive_nonfinite_updates = 0;
-};
 
 class PpoUpdater {
  public:
@@ -105,13 +88,19 @@ class PpoUpdater {
 
   // Whether updates run on the fused CPU path (execution.cpu_kernels); known
   // after the first Update.
-  bool fused() const { return fused_ != nullptr; }
+  bool fused() const {
+    return strategy_ != nullptr &&
+           strategy_->kind() == MinibatchStrategy::Kind::kFused;
+  }
   // Whether the forward passes run in bfloat16 autocast (execution.precision on
   // the policy's device); known after the first Update.
   bool bfloat16() const { return bfloat16_; }
   // Whether each minibatch step is replayed from a CUDA graph
   // (execution.cuda_graphs); known after the first Update.
-  bool cuda_graphs() const { return graphed_; }
+  bool cuda_graphs() const {
+    return strategy_ != nullptr &&
+           strategy_->kind() == MinibatchStrategy::Kind::kGraphed;
+  }
   // Tests: minibatch steps through a DeferredStepGraph (a CUDA graph's
   // semantics on any device) as execution.cuda_graphs would on CUDA. Before the
   // first Update.
@@ -125,104 +114,24 @@ class PpoUpdater {
   at::Generator& generator() { return generator_; }
 
  private:
-  // What both paths compute first: GAE, the annealed rate (set on the
-  // optimizer), this rank's minibatch and its share of the global one.
-  struct Plan {
-    torch::Tensor advantages;  // [T*E]
-    torch::Tensor returns;     // [T*E]
-    double lr = 0;
-    double gae_seconds = 0;
-    int64_t minibatch = 0;
-    int64_t global_minibatch = 0;
-    double share = 1;
-    // Every epoch's minibatch order, drawn up front (in epoch order, so
-    // the shuffling stream is as if drawn epoch by epoch).
-    std::vector<torch::Tensor> orders;
-    // A gang's global advantage sum and sum of squares of minibatch m of
-    // epoch e at [2 * (e * num_minibatches + m)] and the next index; empty
-    // alone or without advantage normalisation.
-    std::vector<double> advantage_moments;
-  };
   // Everything a gang must agree on before the first minibatch, in one
-  // all-reduce (see Update). Sets gang_observation_moments_ in a gang that
+  // all-reduce (see Update): GAE, the annealed rate (set on the optimizer),
+  // the minibatch orders. Sets gang_observation_moments_ in a gang that
   // normalises observations.
-  absl::StatusOr<Plan> MakePlan(const Rollout& rollout, int64_t env_steps_done,
-                                std::vector<double>* gang_sums);
-  // A minibatch's advantage normalisation (mean, std) from the plan.
-  static std::pair<double, double> GangAdvantageMoments(const Plan& plan,
-                                                        int64_t index);
-  // What an update's epochs give back.
-  struct EpochResult {
-    UpdateStats stats;
-    // Minibatches whose loss or gradient was NaN or inf.
-    int64_t non_finite = 0;
-    torch::Tensor flat_observations;  // [T*E, obs]
-  };
-  // An update's epochs over a planned rollout, behind one signature: the
-  // eager LibTorch path (RunEpochs) or the fused CPU path
-  // (RunEpochsFused, policy/fused_policy.h), chosen at the first update
-  // (epochs_). LibTorch calls may throw (Update turns that into a Status);
-  // every other failure, a collective's included, is the returned Status.
-  using EpochLoop = absl::StatusOr<EpochResult> (PpoUpdater::*)(
-      const Rollout& rollout, const Plan& plan);
+  absl::StatusOr<UpdatePlan> MakePlan(const Rollout& rollout,
+                                      int64_t env_steps_done,
+                                      std::vector<double>* gang_sums);
+  // At the first update: the strategy that execution.* asks for (bfloat16,
+  // the fused CPU path, CUDA graphs), or why it cannot be had.
+  absl::Status ChooseStrategy();
+  // The update's epochs x minibatches over strategy_, with the early stop
+  // on approximate KL. LibTorch calls may throw (Update turns that into a
+  // Status); every other failure, a collective's included, is the returned
+  // Status.
   absl::StatusOr<EpochResult> RunEpochs(const Rollout& rollout,
-                                        const Plan& plan);
-  // The same with each minibatch step replayed from a CUDA graph
-  // (execution.cuda_graphs; learner/ppo_graph.cc).
-  absl::StatusOr<EpochResult> RunEpochsGraphed(const Rollout& rollout,
-                                               const Plan& plan);
-  // Whether to graph (execution.cuda_graphs: auto, on, off) and the graph; at
-  // the first update. FAILED_PRECONDITION for `on` where the step cannot be
-  // captured, naming why.
-  absl::StatusOr<bool> UseCudaGraphs();
-
-  // The tensors one minibatch step reads, and the sums it adds to: the
-  // update's own (RunEpochs), or a graph's, which stay put from update to
-  // update (RunEpochsGraphed: a replay reads and writes where the capture
-  // did).
-  struct StepTensors {
-    // The rollout on the device: [T*E, ...] rows.
-    torch::Tensor obs, actions, old_log_probs, old_values, masks, advantages,
-        returns;
-    torch::Tensor episode_ends, initial_state;  // recurrent policies
-    torch::Tensor idx;  // [minibatch]: this minibatch's rows
-    torch::Tensor lr;   // graphs: Adam's rate, a device scalar
-    // Sums over the update's minibatches (epoch_kl: the epoch's).
-    torch::Tensor sum_policy_loss, sum_value_loss, sum_entropy, sum_kl,
-        sum_clip, sum_grad_norm, sum_non_finite, epoch_kl;
-  };
-  // The sizes a minibatch step works with, fixed for a run.
-  struct StepShape {
-    int64_t steps = 0;  // T
-    int64_t minibatch = 0;
-    int64_t global_minibatch = 0;
-    int64_t envs_per_minibatch = 0;  // recurrent: whole env sequences
-    double share = 1;                // of a gang's global minibatch
-  };
-  StepTensors DeviceRollout(const Rollout& rollout, const Plan& plan,
-                            std::vector<torch::Tensor>* orders);
-  void ZeroSums(StepTensors& t) const;
-  StepShape ShapeOf(const Rollout& rollout, const Plan& plan) const;
-  // One minibatch (rows t.idx): forward, loss, backward, the gang's
-  // all-reduce (advantage moments from `gang_plan`'s entry `index`),
-  // clipping, non-finite zeroing, Adam (`graphed`: its device work only,
-  // at t.lr), the sums. Reads nothing back.
-  absl::Status MinibatchStep(StepTensors& t, const StepShape& shape,
-                             const Plan* gang_plan, int64_t index,
-                             bool graphed);
-  // Whether the epoch's KL (its sum in `epoch_kl`) stops the update
-  // (ppo.target_kl; one read-back).
-  absl::StatusOr<bool> StopForKl(const torch::Tensor& epoch_kl);
-  // The update's statistics, read back once.
-  EpochResult Result(const StepTensors& t, const Plan& plan,
-                     int64_t minibatches_run, int epochs) const;
-  absl::StatusOr<EpochResult> RunEpochsFused(const Rollout& rollout,
-                                             const Plan& plan);
-  struct FusedBuffers {
-    std::vector<float> observations, actions, old_log_probs, old_values,
-        advantages, returns, grads;
-    std::vector<int64_t> discrete_actions;
-  };
+                                        const UpdatePlan& plan);
+  // Whether the epoch's KL stops the update (ppo.target_kl; one read-back).
+  absl::StatusOr<bool> StopForKl();
 
   ActorCritic policy_;
   PPOConfig config_;
@@ -230,7 +139,6 @@ class PpoUpdater {
   std::vector<LossTerm> loss_terms_;  // PpoLossTerms(config_)
   int64_t total_env_steps_;
   std::unique_ptr<torch::optim::Adam> optimizer_;
-  MultiTensorAdam adam_{optimizer_.get()};  // the LibTorch path's steps
   at::Generator generator_;
   // Shuffles a rollout on a GPU, seeded from generator_ each update.
   at::Generator device_generator_;
@@ -240,30 +148,12 @@ class PpoUpdater {
   torch::Tensor gang_observation_moments_;
   int max_nonfinite_updates_ = 1;
   int consecutive_nonfinite_updates_ = 0;
-  EpochLoop epochs_ = nullptr;  // set at the first update
-  bool bfloat16_ = false;       // execution.precision, set with epochs_
-  // execution.cuda_graphs, decided with epochs_: the graph of the minibatch
-  // step (kGraphWarmups steps run first on its stream), the tensors it reads
-  // and writes, and the Adam generation it was captured at.
-  bool graphed_ = false;
+  // How the minibatch steps compute (ppo_eager_step.h, ppo_graphed_step.h,
+  // ppo_fused_step.h); chosen at the first update.
+  std::unique_ptr<MinibatchStrategy> strategy_;
+  bool bfloat16_ = false;  // execution.precision, set with strategy_
   bool deferred_graphs_for_testing_ = false;
   bool fail_capture_for_testing_ = false;
-  std::unique_ptr<StepGraph> graph_;
-  StepTensors graph_tensors_;
-  StepShape graph_shape_;
-  int graph_warmups_ = 0;
-  bool graph_captured_ = false;
-  int64_t graph_generation_ = -1;
-  absl::Status graph_step_status_;
-  // The addresses of the tensors the graph reads and writes (parameters,
-  // gradients, Adam's moments, buffers) at its capture: a checkpoint that
-  // moved any makes a new graph.
-  std::vector<const void*> graph_addresses_;
-  std::vector<const void*> GraphTensorAddresses();
-  bool GraphTensorsMoved();
-  std::unique_ptr<FusedPolicy> fused_;  // null: the LibTorch path
-  std::unique_ptr<FusedPpoLoss> fused_loss_;
-  std::unique_ptr<FusedBuffers> fused_buffers_;
 };
 
 }  // namespace rl

@@ -84,9 +84,9 @@ TEST(PpoUpdaterTest, LearnsABandit) {
   EXPECT_GT(last, 0.9);
 }
 
-// execution.cuda_graphs's path (learner/ppo_graph.cc) through the CPU stand-in
-// of a CUDA graph: its steps read and write tensors that stay put, into
-// which each update copies its rollout and each minibatch its rows, and a
+// execution.cuda_graphs's path (learner/ppo_graphed_step.cc) through the CPU
+// stand-in of a CUDA graph: its steps read and write tensors that stay put,
+// into which each update copies its rollout and each minibatch its rows, and a
 // replay runs only what was captured. Three annealed updates of 4 epochs x
 // 4 minibatches (2 warm-ups, a capture, then replays) give what the eager
 // path gives, and the bandit is learned.

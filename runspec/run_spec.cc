@@ -316,7 +316,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
     p.Add("execution.cuda_graphs", "must be auto, on or off",
           absl::StrCat("\"", execution.cuda_graphs(), "\""));
   } else if (execution.cuda_graphs() == "on") {
-    // What the learner would refuse (learner/ppo_graph.cc), said at submit.
+    // What the learner would refuse (learner/ppo_graphed_step.cc), said at
+    // submit.
     const std::string why =
         !absl::StartsWith(spec.resources().learner_device(), "cuda")
             ? "the learner_device is not cuda"
