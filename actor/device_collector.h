@@ -12,8 +12,8 @@
 // the only values read back (one synchronisation).
 //
 // On the CPU it computes exactly what RolloutCollector computes with
-// execution.cpu_kernels: libtorch (same seeds, same envs, same sampling stream):
-// its tests hold it to that.
+// execution.cpu_kernels: libtorch (same seeds, same envs, same sampling
+// stream): its tests hold it to that.
 #ifndef RL_ACTOR_DEVICE_COLLECTOR_H_
 #define RL_ACTOR_DEVICE_COLLECTOR_H_
 

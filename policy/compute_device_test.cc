@@ -60,10 +60,11 @@ TEST(ComputeDeviceTest, Bfloat16WhereAskedOrWhereItPays) {
   if (VisibleCudaDevices().empty()) {
     EXPECT_FALSE(Bf16("auto", cuda, true));
   }
-  EXPECT_THAT(UseBfloat16("half", cpu, false),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("execution.precision: must be auto, float32 or "
-                                 "bfloat16 (got \"half\")")));
+  EXPECT_THAT(
+      UseBfloat16("half", cpu, false),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("execution.precision: must be auto, float32 or "
+                         "bfloat16 (got \"half\")")));
 }
 
 }  // namespace

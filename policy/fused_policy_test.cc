@@ -158,7 +158,8 @@ TEST(FusedPolicyTest, ParametersItCannotUseAreRefusedWithTheReason) {
   EXPECT_THAT(status.message(), HasSubstr("float32"));
   auto use = UseFusedPolicy("fused", policy);
   EXPECT_EQ(use.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(use.status().message(), HasSubstr("execution.cpu_kernels: fused"));
+  EXPECT_THAT(use.status().message(),
+              HasSubstr("execution.cpu_kernels: fused"));
   auto automatic = UseFusedPolicy("auto", policy);
   ASSERT_TRUE(automatic.ok());
   EXPECT_FALSE(*automatic);  // LibTorch instead.
