@@ -70,9 +70,14 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     collective.cancelled = [this, seen = cancels_.load()] {
       return cancels_.load() != seen;
     };
-    // CUDA learners all-reduce through NCCL on their device.
+    // CUDA learners all-reduce through NCCL on their device unless the run
+    // asks for gloo (several ranks on one device).
     const std::string& device = assignment.spec().resources().learner_device();
-    collective.backend = absl::StartsWith(device, "cuda") ? "nccl" : "gloo";
+    const std::string& backend =
+        assignment.spec().execution().collective_backend();
+    collective.backend = backend == "gloo" || backend == "nccl" ? backend
+                         : absl::StartsWith(device, "cuda")     ? "nccl"
+                                                                : "gloo";
     collective.device = device;
     RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
                 collective.gang_id, collective.rank, collective.world_size,

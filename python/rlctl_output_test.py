@@ -3,13 +3,15 @@ the progress line (no ETA once a run is finished, small returns with three
 significant digits), reasons whose line breaks are shown as indented lines
 while every other control character stays escaped, and `export -o` with a
 directory, /dev/null or a path under /proc: one error line naming the path,
-exit 2, no file left behind; the rl_local export ran is named."""
+exit 2, no file left behind; the rl_local export ran is named; and rlctl starts without Optuna."""
 
 import contextlib
 import io
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -27,6 +29,20 @@ def make_run(state, env_steps=5000, total=10000, mean_return=475.2, reason=""):
     run.progress.mean_return = mean_return
     run.progress.policy_version = 12
     return run
+
+
+class ImportTest(unittest.TestCase):
+
+    def test_rlctl_starts_without_optuna(self):
+        # Optuna is for `rlctl sweep --optuna` alone: a machine without it
+        # (a GPU box's own Python) still submits and watches runs.
+        code = ("import sys; sys.modules['optuna'] = None\n"
+                "import rlctl\n"
+                "print(rlctl.progress_line.__name__)")
+        out = subprocess.run([sys.executable, "-c", code], env=os.environ.copy(),
+                             capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), "progress_line")
 
 
 class ProgressLineTest(unittest.TestCase):

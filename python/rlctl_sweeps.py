@@ -5,7 +5,6 @@ import math
 import sys
 
 from rlservice.client import TERMINAL_STATES, state_name
-from rlservice.sweeps import optuna_search
 
 from rlctl_format import format_table, text, text_lines
 

@@ -212,6 +212,9 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   if (execution->cpu_kernels().empty()) execution->set_cpu_kernels("auto");
   if (execution->precision().empty()) execution->set_precision("auto");
   if (execution->cuda_graphs().empty()) execution->set_cuda_graphs("auto");
+  if (execution->collective_backend().empty()) {
+    execution->set_collective_backend("auto");
+  }
 
   ApplyPolicyDefaults(spec->env(), *ppo, spec->mutable_policy());
 
@@ -339,6 +342,18 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
                          why, " (auto captures where it can)"),
             "\"on\"");
     }
+  }
+  if (execution.collective_backend() != "auto" &&
+      execution.collective_backend() != "gloo" &&
+      execution.collective_backend() != "nccl") {
+    p.Add("execution.collective_backend", "must be auto, gloo or nccl",
+          absl::StrCat("\"", execution.collective_backend(), "\""));
+  } else if (execution.collective_backend() == "nccl" &&
+             !absl::StartsWith(spec.resources().learner_device(), "cuda")) {
+    p.Add("execution.collective_backend",
+          "nccl all-reduces on CUDA devices, but the learner_device is not "
+          "cuda (auto picks gloo there)",
+          "\"nccl\"");
   }
   // A program's spec that still names the network under ppo.
   if (ppo.hidden_sizes_size() > 0) p.Add(MovedToPolicy("hidden_sizes"));

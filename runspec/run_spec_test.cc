@@ -495,6 +495,40 @@ TEST(RunSpecTest, CudaGraphsAreAutoOnOrOff) {
                HasSubstr("execution.cuda_graphs: must be auto, on or off")));
 }
 
+// execution.collective_backend: auto by default; gloo anywhere (several CUDA
+// ranks on one device); nccl only for CUDA learners.
+TEST(RunSpecTest, CollectiveBackendIsAutoGlooOrNccl) {
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec plain,
+      LoadRunSpec("env: {id: CartPole-v1}\n", RunFileFormat::kYaml));
+  EXPECT_EQ(plain.execution().collective_backend(), "auto");
+  const std::string cuda_gang =
+      "env: {id: CartPole-v1}\n"
+      "resources: {learner_device: cuda, num_learners: 2}\n";
+  for (const std::string backend : {"gloo", "nccl"}) {
+    ASSERT_OK_AND_ASSIGN(
+        const RunSpec spec,
+        LoadRunSpec(
+            cuda_gang + "execution: {collective_backend: " + backend + "}\n",
+            RunFileFormat::kYaml));
+    EXPECT_EQ(spec.execution().collective_backend(), backend);
+  }
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "execution: {collective_backend: nccl}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("execution.collective_backend: nccl all-reduces on "
+                         "CUDA devices, but the learner_device is not cuda")));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "execution: {collective_backend: mpi}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("execution.collective_backend: must be auto, gloo "
+                         "or nccl (got \"mpi\")")));
+}
+
 TEST(RunSpecTest, PrecisionIsAutoFloat32OrBfloat16) {
   ASSERT_OK_AND_ASSIGN(
       const RunSpec plain,

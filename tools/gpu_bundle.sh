@@ -43,7 +43,8 @@ TARGETS=(//trainer:rl_local //bench:device_bench //bench:cuda_env_bench
   //learner:device_self_check_test //learner:learner_core_test
   //envs:batched_env_cuda_test //policy:normalize_kernel_cuda_test
   //learner:libcuda_graph.so //envs:libcuda_envs.so
-  //bench:device_collect_bench)
+  //bench:device_collect_bench //coordinator:coordinator_main
+  //learner:learner_main //actor:actor_main //telemetry:telemetry_main)
 OUTPUT_BASE="${RL_GPU_BUNDLE_OUTPUT_BASE:-$CACHE/bazel}"
 echo "[gpu_bundle] building ${#TARGETS[@]} targets against torch $VERSION"
 LIBTORCH="$CACHE/torch" bazel --output_base="$OUTPUT_BASE" build \
@@ -73,6 +74,7 @@ done |
   while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
 echo "$CACHE/torch/lib" >"$BUNDLE/TORCH_LIB"
 echo "$VERSION" >"$BUNDLE/TORCH_VERSION"
-cp tools/gpu_bundle_check.sh tools/trace_summary.py "$BUNDLE/"
+cp tools/gpu_bundle_check.sh tools/trace_summary.py tools/service_run_report.py \
+  "$BUNDLE/"
 echo "[gpu_bundle] $BUNDLE: $(du -sh "$BUNDLE" | cut -f1)" \
   "($(ls "$BUNDLE/bin" | wc -l) binaries, $(ls "$BUNDLE/lib" | wc -l) libraries)"

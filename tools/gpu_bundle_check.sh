@@ -121,6 +121,68 @@ for seed in 1 2 3; do
   [[ "CartPole at GPU scale, seed $seed" =~ $STEPS ]] &&
     grep -h -i -E "solved|self-check|not solved|budget|step on" "$REPORT" | tail -4
 done
+# The service on the GPU: the embedded system (a coordinator starting
+# telemetry and local learner and actor processes, all from this bundle)
+# trains a run file submitted with rlctl, beside rl_local on the same file.
+# PYTHONPATH: the client (python/, its stubs carried in python/rlservice/proto).
+service_run() { # service_run NAME RUN_FILE LEARNERS ACTORS
+  local dir="$WORK/service-$1" rate
+  mkdir -p "$dir"
+  timeout 120 "$B/rl_local" train --run="$2" --run_dir="$dir/rl_local" --progress=false \
+    >"$dir/rl_local.log" 2>&1
+  grep -E "steps/s|^time:" "$dir/rl_local.log" | sed 's/^/rl_local: /'
+  rate="$(sed -n 's/.* \([0-9][0-9]*\) steps\/s.*/\1/p' "$dir/rl_local.log" | tail -1)"
+  "$B/coordinator_main" --port=0 --port_file="$dir/port" \
+    --telemetry_port_file="$dir/telemetry_port" \
+    --telemetry_http_port_file="$dir/web_port" --store="$dir/coordinator.db" \
+    --runs_dir="$dir" --log_dir="$dir/logs" \
+    --local_workers="learners=$3,actors=$4" --learner_binary="$B/learner_main" \
+    --actor_binary="$B/actor_main" --telemetry_binary="$B/telemetry_main" \
+    >"$dir/coordinator.log" 2>&1 &
+  local pid=$! status=0
+  for _ in $(seq 300); do
+    [[ -s "$dir/port" && -s "$dir/telemetry_port" ]] && break
+    sleep 0.1
+  done
+  export RL_COORDINATOR="127.0.0.1:$(cat "$dir/port" 2>/dev/null)"
+  export RL_TELEMETRY="127.0.0.1:$(cat "$dir/telemetry_port" 2>/dev/null)"
+  export RL_TOKEN_FILE="$dir/auth/user.token"
+  PYTHONPATH="$PWD/python" timeout 240 "$PY" python/rlctl.py submit "$2" --watch \
+    >"$dir/rlctl.log" 2>&1 || status=$?
+  tail -3 "$dir/rlctl.log"
+  local run_id
+  run_id="$(sed -n 's/^submitted \(run-[0-9]*\).*/\1/p' "$dir/rlctl.log" | head -1)"
+  if [[ -n "$run_id" ]]; then
+    sleep 2 # the workers' last points reach telemetry after the end report
+    PYTHONPATH="$PWD/python" "$PY" "$(dirname "$0")/service_run_report.py" \
+      "$run_id" --compare_steps_per_second="${rate:-0}" || status=1
+  else
+    status=1
+  fi
+  grep -h -i -E "self-check|step on|collective|gang|segments (go|reach)|error" \
+    "$dir/logs/"*.log 2>/dev/null | sort -u | head -20
+  kill -TERM "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null
+  ((status == 0)) || tail -n 20 "$dir/coordinator.log" "$dir/logs/"*.log
+  return "$status"
+}
+step "service: CartPole at GPU scale through the embedded system" \
+  service_run target examples/cartpole_gpu.yaml 1 1
+[[ "service: CartPole at GPU scale" =~ $STEPS ]] && tail -12 "$REPORT"
+# Steady state: a fixed budget of 40M steps, no target (start-up amortised).
+sed 's/^total_env_steps: .*/total_env_steps: 40000000/; /^target_return/d' \
+  examples/cartpole_gpu.yaml >"$WORK/service-budget.yaml"
+step "service: 40M steps at GPU scale, no target" \
+  service_run budget "$WORK/service-budget.yaml" 1 1
+[[ "service: 40M steps" =~ $STEPS ]] && tail -12 "$REPORT"
+# A gang on one device: two learner ranks on cuda:0 all-reduce through gloo
+# (NCCL refuses two ranks on one device), two actors of 4096 envs each.
+sed 's/^envs_per_actor: .*/envs_per_actor: 4096/; s/num_learners: 1/num_learners: 2/; s/num_actors: 1/num_actors: 2/; s/^ppo:$/execution:\n  collective_backend: gloo\nppo:/' \
+  examples/cartpole_gpu.yaml >"$WORK/service-gang.yaml"
+step "service: a gang of 2 learners on cuda:0 (gloo)" \
+  service_run gang "$WORK/service-gang.yaml" 2 2
+[[ "service: a gang of 2" =~ $STEPS ]] && tail -12 "$REPORT"
+
 step "profile of 3 GPU-scale updates" timeout 300 "$B/rl_local" train \
   --run="$WORK/gpu1.yaml" --run_dir="$WORK/profile-gpu" --resume=false \
   --progress=false --profile=3 --profile_output="$REPORT_DIR/gpu_scale_profile.json"
