@@ -128,7 +128,7 @@ done
 service_run() { # service_run NAME RUN_FILE LEARNERS ACTORS
   local dir="$WORK/service-$1" rate
   mkdir -p "$dir"
-  timeout 120 "$B/rl_local" train --run="$2" --run_dir="$dir/rl_local" --progress=false \
+  timeout "${RL_LOCAL_TIMEOUT:-200}" "$B/rl_local" train --run="$2" --run_dir="$dir/rl_local" --progress=false \
     >"$dir/rl_local.log" 2>&1
   grep -E "steps/s|^time:" "$dir/rl_local.log" | sed 's/^/rl_local: /'
   rate="$(sed -n 's/.* \([0-9][0-9]*\) steps\/s.*/\1/p' "$dir/rl_local.log" | tail -1)"
@@ -182,6 +182,15 @@ sed 's/^envs_per_actor: .*/envs_per_actor: 4096/; s/num_learners: 1/num_learners
 step "service: a gang of 2 learners on cuda:0 (gloo)" \
   service_run gang "$WORK/service-gang.yaml" 2 2
 [[ "service: a gang of 2" =~ $STEPS ]] && tail -12 "$REPORT"
+
+# A real task on the GPU box: HalfCheetah-v5 (the MuJoCo plugin, beside the
+# binaries) stepped on the CPU, the update on the GPU, to its target of
+# 3,000 (examples/mujoco/half_cheetah.yaml), rl_local and then the service.
+sed 's/^checkpoint_interval: .*/resources: {learner_device: cuda, actor_device: cpu}\ncheckpoint_interval: 100/' \
+  examples/mujoco/half_cheetah.yaml >"$WORK/half_cheetah.yaml"
+step "service: HalfCheetah-v5 to 3000, actor on the CPU, learner on cuda" \
+  service_run half_cheetah "$WORK/half_cheetah.yaml" 1 1
+[[ "service: HalfCheetah" =~ $STEPS ]] && tail -12 "$REPORT"
 
 step "profile of 3 GPU-scale updates" timeout 300 "$B/rl_local" train \
   --run="$WORK/gpu1.yaml" --run_dir="$WORK/profile-gpu" --resume=false \
