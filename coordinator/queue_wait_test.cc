@@ -10,66 +10,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "telemetry/client/emitter.h"
+#include "testing/recording_transport.h"
 #include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
 
 using ::testing::SizeIs;
-
-// The points an emitter sent (with their batch's run), each batch
-// acknowledged as soon as it came.
-struct Sent {
-  absl::Mutex mu;
-  std::vector<MetricPoint> points ABSL_GUARDED_BY(mu);
-  std::vector<std::string> runs ABSL_GUARDED_BY(mu);
-};
-
-class RecordingTransport : public MetricTransport {
- public:
-  explicit RecordingTransport(std::shared_ptr<Sent> sent)
-      : sent_(std::move(sent)) {}
-
-  absl::Status Connect() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = false;
-    return absl::OkStatus();
-  }
-  bool Send(const MetricBatch& batch) override {
-    {
-      absl::MutexLock lock(&sent_->mu);
-      for (const MetricPoint& p : batch.points()) {
-        sent_->points.push_back(p);
-        sent_->runs.push_back(batch.run_id());
-      }
-    }
-    absl::MutexLock lock(&mu_);
-    acks_.push_back(batch.sequence_number());
-    return true;
-  }
-  absl::StatusOr<int64_t> ReadAck() override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &RecordingTransport::Readable));
-    if (acks_.empty()) return absl::UnavailableError("closed");
-    const int64_t ack = acks_.front();
-    acks_.erase(acks_.begin());
-    return ack;
-  }
-  void Close() override {
-    absl::MutexLock lock(&mu_);
-    closed_ = true;
-  }
-
- private:
-  bool Readable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ || !acks_.empty();
-  }
-
-  const std::shared_ptr<Sent> sent_;
-  absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<int64_t> acks_ ABSL_GUARDED_BY(mu_);
-};
 
 Run MakeRun(const std::string& id, RunState state, absl::Time created) {
   Run run;
@@ -85,7 +32,7 @@ Run MakeRun(const std::string& id, RunState state, absl::Time created) {
 // where one series per run would pile up), whatever run the emitter is set
 // to.
 TEST(QueueWaitReporterTest, OnePointPerRunStoredWithTheRun) {
-  auto sent = std::make_shared<Sent>();
+  auto sent = std::make_shared<SentPoints>();
   Emitter emitter(std::make_unique<RecordingTransport>(sent));
   emitter.SetRun("system");
   QueueWaitReporter reporter(&emitter);

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "common/thread.h"
 #include "envs/env_registry.h"
+#include "learner/actor_returns.h"
 #include "learner/checkpoint.h"
 #include "learner/checkpoint_keeper.h"
 #include "learner/device_self_check.h"
@@ -380,7 +381,19 @@ class LearnerCore::Impl {
     const IntakeCounts intake = intake_->counts();
     absl::MutexLock lock(&mu_);
     int64_t episodes = 0;
-    for (const auto& s : batch) episodes += s->proto->episode_returns_size();
+    for (const auto& s : batch) {
+      episodes += s->proto->episode_returns_size();
+      actor_returns_.Add(s->proto->actor_id(), s->proto->episode_returns());
+    }
+    actor_returns_.EndUpdate();
+    for (const ActorReturns::Summary& apart : actor_returns_.NewlyApart()) {
+      RL_LOG_WARNING(
+          "{}: its episodes stand apart from the other actors' (a faulty "
+          "env or an actor reporting forged episodes moves "
+          "learner/mean_return; learner/actor_mean_return shows each "
+          "actor's)",
+          ActorReturns::Describe(apart, kActorReturnsWindow));
+    }
     progress_.CountUpdate(steps, episodes, std::move(returns_after),
                           target_here);
     const int64_t version = progress_.policy_version();
@@ -405,6 +418,15 @@ class LearnerCore::Impl {
     figures.queue_depth = static_cast<double>(intake.queued);
     figures.segments_per_update = static_cast<double>(batch.size());
     EmitLearnerFigures(e, step, figures);
+    // Each actor's episodes of the window, by actor (the learner's view of
+    // what the actor reported), and how many stand apart.
+    int apart = 0;
+    for (const ActorReturns::Summary& a : actor_returns_.Summaries()) {
+      e->Emit("learner/actor_mean_return", step, a.mean,
+              {{"actor", absl::StrCat(a.actor_id)}});
+      apart += a.stands_apart ? 1 : 0;
+    }
+    e->Emit("learner/actors_apart", step, apart);
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {
@@ -511,6 +533,10 @@ class LearnerCore::Impl {
   // Rank 0: every rank's actors' watermarks at the last gather.
   std::vector<AckWatermark> gathered_ ABSL_GUARDED_BY(mu_);
   LearnerFaultCounts faults_ ABSL_GUARDED_BY(mu_);
+  // Each actor's episodes of the last updates (this rank's actors).
+  static constexpr int kActorReturnsWindow = 20;
+  ActorReturns actor_returns_ ABSL_GUARDED_BY(mu_){
+      ActorReturns::Options{kActorReturnsWindow}};
 
   PolicyPublisher publisher_;
 };

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "policy/cuda_runtime.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
+#include "testing/recording_transport.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -65,6 +67,33 @@ std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq, int64_t version,
   s->set_actor_id(actor);
   s->set_sequence_number(seq);
   s->set_policy_version(version);
+  EnvSpec* env = s->mutable_env();
+  env->set_id("CartPole-v1");
+  env->set_observation_size(4);
+  env->set_num_discrete_actions(2);
+  return s;
+}
+
+// A segment whose two envs each end an episode at its last step, of
+// `lengths` steps and returns (CartPole pays 1 a step).
+std::unique_ptr<RolloutSegment> SegmentEnding(int actor, int64_t seq,
+                                              int64_t version,
+                                              std::pair<int, int> lengths) {
+  Rollout r = Rollout::Allocate(4, 2, 4, 0);
+  r.observations.uniform_(-0.05, 0.05);
+  r.rewards.fill_(1);
+  r.terminated[3][0] = 1;
+  r.terminated[3][1] = 1;
+  auto s = std::make_unique<RolloutSegment>();
+  EXPECT_OK(EncodeSegment(r, s.get()));
+  s->set_run_id("t");
+  s->set_actor_id(actor);
+  s->set_sequence_number(seq);
+  s->set_policy_version(version);
+  for (int length : {lengths.first, lengths.second}) {
+    s->add_episode_lengths(length);
+    s->add_episode_returns(static_cast<float>(length));
+  }
   EnvSpec* env = s->mutable_env();
   env->set_id("CartPole-v1");
   env->set_observation_size(4);
@@ -137,6 +166,52 @@ TEST(LearnerCoreTest, SyncUpdatesOnceEveryConnectedActorContributed) {
   core->CloseStream(s1);
   ASSERT_OK(core->SubmitSegment(s0, Segment(0, 2, 2)));
   ASSERT_TRUE(WaitForVersion(*core, 3));
+}
+
+// Issue 46: a placed actor reporting in-range episodes far above the real
+// ones (264 against ~23) moved the mean return unflagged. Each actor's
+// episodes are kept apart (learner/actor_mean_return by actor) and the
+// actor that stands apart is counted (learner/actors_apart).
+TEST(LearnerCoreTest, EachActorsEpisodesAreKeptApartAndAForgerIsCounted) {
+  auto sent = std::make_shared<SentPoints>();
+  EmitterOptions emitter_options;
+  emitter_options.batch_interval = absl::Milliseconds(10);
+  Emitter emitter(std::make_unique<RecordingTransport>(sent), emitter_options);
+  LearnerOptions options;
+  options.spec = Spec("resources: {num_actors: 3}");
+  options.run_id = "t";
+  options.emitter = &emitter;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks[3];
+  int64_t streams[3];
+  for (int actor = 0; actor < 3; ++actor) {
+    streams[actor] = core->OpenStream(actor, acks[actor].Callback());
+  }
+  // 6 updates, 2 episodes per actor each: 12 episodes per actor.
+  for (int64_t v = 1; v <= 6; ++v) {
+    ASSERT_OK(core->SubmitSegment(
+        streams[0], SegmentEnding(0, v, v, {20 + static_cast<int>(v), 24})));
+    ASSERT_OK(core->SubmitSegment(
+        streams[1], SegmentEnding(1, v, v, {22, 27 - static_cast<int>(v)})));
+    ASSERT_OK(
+        core->SubmitSegment(streams[2], SegmentEnding(2, v, v, {264, 264})));
+    ASSERT_TRUE(WaitForVersion(*core, v + 1)) << v;
+  }
+  ASSERT_OK(emitter.Flush(absl::Seconds(30)));
+  std::map<std::string, double> last_mean;  // by actor
+  for (const MetricPoint& p : sent->Named("learner/actor_mean_return")) {
+    ASSERT_EQ(p.labels().count("actor"), 1u);
+    last_mean[p.labels().at("actor")] = p.value();
+  }
+  ASSERT_EQ(last_mean.size(), 3u);
+  EXPECT_NEAR(last_mean["0"], (21 + 22 + 23 + 24 + 25 + 26 + 6 * 24) / 12.0,
+              1e-6);
+  EXPECT_NEAR(last_mean["2"], 264, 1e-6);
+  const std::vector<MetricPoint> apart = sent->Named("learner/actors_apart");
+  ASSERT_EQ(apart.size(), 6u);
+  // Under 10 episodes each for the first 4 updates: nobody compared.
+  EXPECT_EQ(apart[3].value(), 0);
+  EXPECT_EQ(apart.back().value(), 1);
 }
 
 TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {
