@@ -105,8 +105,8 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
       std::unique_ptr<SegmentCollector> collector,
       CreateSegmentCollector(options.spec, seed, options.env_threads, device,
                              options.env_plugin_dirs));
-  RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(
-      collector->NetworkConfig(options.spec), device));
+  RETURN_IF_ERROR(
+      CheckDeviceActingOnFirstUse(RunNetworkConfig(options.spec), device));
   return std::unique_ptr<ActorClient>(new ActorClient(
       options, device, std::move(collector), std::move(window)));
 }
@@ -117,7 +117,7 @@ ActorClient::ActorClient(const ActorOptions& options, torch::Device device,
     : options_(options),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
       env_spec_(collector->env_spec()),
-      policy_config_(collector->NetworkConfig(options.spec)),
+      policy_config_(RunNetworkConfig(options.spec)),
       device_(device),
       sync_mode_(options.spec.sync_mode() != ASYNC),
       actors_per_learner_(ActorsPerLearner(options.spec.resources())),

@@ -83,10 +83,6 @@ DeviceCollector::DeviceCollector(const RunSpec& spec,
       torch::zeros({num_steps_, num_envs_}, on.dtype(torch::kInt32));
 }
 
-ActorCriticConfig DeviceCollector::NetworkConfig(const RunSpec& spec) const {
-  return MakeActorCriticConfig(envs_->spec(), spec.policy(), spec.ppo());
-}
-
 Rollout DeviceCollector::AllocateRollout() const {
   const EnvSpec& env = envs_->spec();
   return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),

@@ -51,7 +51,6 @@ class DeviceCollector final : public SegmentCollector {
 
   const EnvSpec& env_spec() const override { return envs_->spec(); }
   torch::Device rollout_device() const override { return envs_->device(); }
-  ActorCriticConfig NetworkConfig(const RunSpec& spec) const override;
 
   // A zeroed rollout of the run's segment shape, on the device.
   Rollout AllocateRollout() const override;

@@ -125,7 +125,7 @@ TEST(DeviceCollectorTest, CollectsWhatTheHostCollectorCollects) {
     auto device = DeviceCollector::Create(spec, 5, torch::kCPU);
     ASSERT_OK(device);
     torch::manual_seed(1);
-    ActorCritic policy((*host)->NetworkConfig(spec));
+    ActorCritic policy(RunNetworkConfig(spec));
     Rollout a = (*host)->AllocateRollout();
     Rollout b = (*device)->AllocateRollout();
     size_t episodes = 0;
@@ -149,7 +149,7 @@ TEST(DeviceCollectorTest, ResumesExactly) {
   auto first = DeviceCollector::Create(spec, 5, torch::kCPU);
   ASSERT_OK(first);
   torch::manual_seed(1);
-  ActorCritic policy((*first)->NetworkConfig(spec));
+  ActorCritic policy(RunNetworkConfig(spec));
   Rollout a = (*first)->AllocateRollout();
   ASSERT_OK((*first)->Collect(policy, &a));
   const auto state = (*first)->SaveState();

@@ -73,10 +73,6 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
   }
 }
 
-ActorCriticConfig RolloutCollector::NetworkConfig(const RunSpec& spec) const {
-  return MakeActorCriticConfig(env_->spec(), spec.policy(), spec.ppo());
-}
-
 Rollout RolloutCollector::AllocateRollout() const {
   const EnvSpec& env = env_->spec();
   return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),

@@ -46,10 +46,6 @@ class RolloutCollector final : public SegmentCollector {
   const EnvSpec& env_spec() const override { return env_->spec(); }
   torch::Device rollout_device() const override { return torch::kCPU; }
 
-  // The network `spec`'s policy block asks for, fitted to these
-  // environments.
-  ActorCriticConfig NetworkConfig(const RunSpec& spec) const override;
-
   // A zeroed rollout of the run's segment shape.
   Rollout AllocateRollout() const override;
 

@@ -14,7 +14,7 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   auto collector = RolloutCollector::Create(spec, 3, 1);
   ASSERT_OK(collector);
   torch::manual_seed(0);
-  ActorCritic policy((*collector)->NetworkConfig(spec));
+  ActorCritic policy(RunNetworkConfig(spec));
   Rollout rollout = (*collector)->AllocateRollout();
   ASSERT_OK((*collector)->Collect(policy, &rollout));
 
@@ -61,7 +61,7 @@ TEST(RolloutCollectorTest, APluginWithoutStateResumesOnFreshEpisodes) {
       "envs_per_actor: 4\nsegment_length: 7\nppo: {num_minibatches: 1}");
   auto first = RolloutCollector::Create(spec, 3, 1);
   ASSERT_OK(first);
-  ActorCritic policy((*first)->NetworkConfig(spec));
+  ActorCritic policy(RunNetworkConfig(spec));
   Rollout rollout = (*first)->AllocateRollout();
   ASSERT_OK((*first)->Collect(policy, &rollout));
   EXPECT_GT(rollout.next_observations[0][0].item<float>(), 0);  // t = 7
@@ -80,7 +80,7 @@ TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
       "ppo: {normalize_rewards: true, num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
   ASSERT_OK(collector);
-  ActorCritic policy((*collector)->NetworkConfig(spec));
+  ActorCritic policy(RunNetworkConfig(spec));
   Rollout rollout = (*collector)->AllocateRollout();
   EXPECT_EQ(rollout.actions.sizes(), (std::vector<int64_t>{64, 4, 1}));
   ASSERT_OK((*collector)->Collect(policy, &rollout));
@@ -96,7 +96,7 @@ TEST(RolloutCollectorTest, WrongRolloutShapeIsAnError) {
       "segment_length: 8\nppo: {num_minibatches: 1}");
   auto collector = RolloutCollector::Create(spec, 1, 1);
   ASSERT_OK(collector);
-  ActorCritic policy((*collector)->NetworkConfig(spec));
+  ActorCritic policy(RunNetworkConfig(spec));
   Rollout wrong = Rollout::Allocate(8, 5, 4, 0);
   EXPECT_THAT((*collector)->Collect(policy, &wrong),
               StatusIs(absl::StatusCode::kInvalidArgument));

@@ -34,10 +34,6 @@ class SegmentCollector {
   // Where its rollouts lie: the CPU for the host's collector.
   virtual torch::Device rollout_device() const = 0;
 
-  // The network `spec`'s policy block asks for, fitted to these
-  // environments.
-  virtual ActorCriticConfig NetworkConfig(const RunSpec& spec) const = 0;
-
   // A zeroed rollout of the run's segment shape, on rollout_device().
   virtual Rollout AllocateRollout() const = 0;
 

@@ -89,7 +89,7 @@ template <typename Collector>
 Result Run(Collector& collector, const rl::RunSpec& spec,
            const torch::Device& device, int segments, bool train) {
   Result result;
-  auto policy = rl::CreateSeededActorCritic(collector.NetworkConfig(spec), 1);
+  auto policy = rl::CreateSeededActorCritic(rl::RunNetworkConfig(spec), 1);
   if (!policy.ok()) {
     result.error = policy.status().ToString();
     return result;
@@ -158,8 +158,7 @@ int64_t CountStepLoopSyncs(const rl::RunSpec& spec, const torch::Device& device,
     *why = collector.status().ToString();
     return -1;
   }
-  auto policy =
-      rl::CreateSeededActorCritic((*collector)->NetworkConfig(spec), 1);
+  auto policy = rl::CreateSeededActorCritic(rl::RunNetworkConfig(spec), 1);
   if (!policy.ok()) {
     *why = policy.status().ToString();
     return -1;

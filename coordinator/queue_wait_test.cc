@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "telemetry/client/emitter.h"
-#include "testing/recording_transport.h"
+#include "telemetry/client/recording_transport.h"
 #include "testing/status_matchers.h"
 
 namespace rl {

@@ -11,6 +11,8 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "envs/env_batch.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace rl {
@@ -347,7 +349,52 @@ const EnvSpec& RegisteredEnv(EnvKind kind) {
   return *none;
 }
 
+namespace {
+
+// FNV-1a (64 bits) of `message`'s deterministic serialisation, continuing
+// from `hash`: stable across processes and builds of one schema (map
+// fields, the kwargs' Struct, in key order).
+uint64_t HashMessage(const google::protobuf::Message& message, uint64_t hash) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&out);
+  }
+  for (const unsigned char c : bytes) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+absl::Status ResolveEnvSpecFields(EnvSpec* env);
+
+}  // namespace
+
+uint64_t EnvSpecFingerprint(const EnvSpec& env) {
+  EnvSpec unmarked = env;
+  unmarked.clear_resolved_fingerprint();
+  uint64_t hash = HashMessage(unmarked, 14695981039346656037ull);
+  if (env.plugin().empty()) {
+    if (absl::StatusOr<EnvKind> kind = FindEnvKind(env.id()); kind.ok()) {
+      hash = HashMessage(RegisteredEnv(*kind), hash);
+    }
+  }
+  return hash == 0 ? 1 : hash;
+}
+
 absl::Status ResolveEnvSpec(EnvSpec* env) {
+  env->clear_resolved_fingerprint();
+  RETURN_IF_ERROR(ResolveEnvSpecFields(env));
+  env->set_resolved_fingerprint(EnvSpecFingerprint(*env));
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status ResolveEnvSpecFields(EnvSpec* env) {
   if (!env->plugin().empty()) return ResolvePluginEnvSpec(env);
   if (env->kwargs().fields_size() > 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -424,6 +471,8 @@ absl::Status ResolveEnvSpec(EnvSpec* env) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
 absl::Status CheckResolvedEnvSpec(const EnvSpec& env) {
   if (env.observation_size() == 0 ||
       (env.plugin().empty() && env.max_episode_steps() == 0) ||
@@ -435,14 +484,25 @@ absl::Status CheckResolvedEnvSpec(const EnvSpec& env) {
         "filled in by the coordinator or rl_local; a worker takes them as "
         "given)"));
   }
+  // Resolved by the service and unchanged since: nothing to resolve again.
+  if (env.resolved_fingerprint() != 0 &&
+      env.resolved_fingerprint() == EnvSpecFingerprint(env)) {
+    return absl::OkStatus();
+  }
+  // No fingerprint (stored before them), or edited since (a test's plugin
+  // path, say): resolved again and compared, which names a disagreeing
+  // field.
   EnvSpec resolved = env;
-  RETURN_IF_ERROR(ResolveEnvSpec(&resolved));
+  resolved.clear_resolved_fingerprint();
+  RETURN_IF_ERROR(ResolveEnvSpecFields(&resolved));
+  EnvSpec given = env;
+  given.clear_resolved_fingerprint();
   // Every derived field was filled and agreed: resolving changed nothing.
-  if (!google::protobuf::util::MessageDifferencer::Equals(resolved, env)) {
+  if (!google::protobuf::util::MessageDifferencer::Equals(resolved, given)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "env: the spec of \"", env.id(), "\" lacks fields the registry fills ",
         "(resolved: ", resolved.ShortDebugString(),
-        "; given: ", env.ShortDebugString(), ")"));
+        "; given: ", given.ShortDebugString(), ")"));
   }
   return absl::OkStatus();
 }

@@ -32,7 +32,8 @@ const EnvSpec& RegisteredEnv(EnvKind kind);
 
 // Fills the fields of `env` that the service derives from its id (the
 // spaces' sizes, the action bounds, the reward range, and max_episode_steps
-// when 0). Fields already filled must agree with the registry.
+// when 0), and env.resolved_fingerprint. Fields already filled must agree
+// with the registry.
 // INVALID_ARGUMENT naming the field ("env.observation_size: ...") for an
 // unknown id or a disagreeing field. Only the coordinator and rl_local
 // resolve (runspec/ResolveRunSpec); workers check (CheckResolvedEnvSpec).
@@ -40,8 +41,16 @@ absl::Status ResolveEnvSpec(EnvSpec* env);
 
 // What a worker does with the spec it is given: OK if `env` is resolved
 // (every derived field filled, as the registry says, and a time limit);
-// else INVALID_ARGUMENT naming the field. Fills nothing in.
+// else INVALID_ARGUMENT naming the field. Fills nothing in. A spec whose
+// fingerprint matches it was resolved by the service and not changed since:
+// it is taken without resolving again. One without a fingerprint (stored
+// before them) or changed since is resolved again and compared.
 absl::Status CheckResolvedEnvSpec(const EnvSpec& env);
+
+// The fingerprint ResolveEnvSpec stores: a stable 64-bit hash (FNV-1a over
+// the deterministic serialisation) of `env` with resolved_fingerprint 0,
+// and of this binary's registry row for a built-in id. Never 0.
+uint64_t EnvSpecFingerprint(const EnvSpec& env);
 
 // The most elements one observation may have (a 4-frame 210x160 RGB
 // stack is 403,200).

@@ -131,6 +131,45 @@ TEST(EnvRegistryTest, CheckResolvedRefusesWhatIsNotResolved) {
                        HasSubstr("env.reward_high: CartPole-v1 has 1")));
 }
 
+// A resolved spec carries a fingerprint of itself and of the registry row
+// that resolved it; a worker takes a spec whose fingerprint matches without
+// resolving it again (here one resolving would refuse), and checks one
+// edited since, or stored before fingerprints, the old way.
+TEST(EnvRegistryTest, AResolvedSpecCarriesItsFingerprint) {
+  EnvSpec env;
+  env.set_id("CartPole-v1");
+  ASSERT_OK(ResolveEnvSpec(&env));
+  ASSERT_NE(env.resolved_fingerprint(), 0u);
+  EXPECT_EQ(env.resolved_fingerprint(), EnvSpecFingerprint(env));
+  EXPECT_OK(CheckResolvedEnvSpec(env));
+  // Resolving again gives the same fingerprint; another env another one.
+  EnvSpec again = env;
+  ASSERT_OK(ResolveEnvSpec(&again));
+  EXPECT_EQ(again.resolved_fingerprint(), env.resolved_fingerprint());
+  EnvSpec acrobot;
+  acrobot.set_id("Acrobot-v1");
+  ASSERT_OK(ResolveEnvSpec(&acrobot));
+  EXPECT_NE(acrobot.resolved_fingerprint(), env.resolved_fingerprint());
+
+  // Not resolved again: an id this binary does not know, fingerprinted.
+  EnvSpec unknown = env;
+  unknown.set_id("Unknown-v9");
+  unknown.set_resolved_fingerprint(EnvSpecFingerprint(unknown));
+  EXPECT_OK(CheckResolvedEnvSpec(unknown));
+  // Edited since: resolved again, which names the id.
+  unknown.set_resolved_fingerprint(env.resolved_fingerprint());
+  EXPECT_THAT(
+      CheckResolvedEnvSpec(unknown),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Unknown-v9")));
+  EnvSpec stored_before = env;
+  stored_before.clear_resolved_fingerprint();
+  EXPECT_OK(CheckResolvedEnvSpec(stored_before));
+  stored_before.clear_reward_high();
+  EXPECT_THAT(CheckResolvedEnvSpec(stored_before),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("lacks fields the registry fills")));
+}
+
 TEST(EnvRegistryTest, ResolveRefusesADisagreeingField) {
   EnvSpec env;
   env.set_id("CartPole-v1");

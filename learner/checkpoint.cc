@@ -318,8 +318,7 @@ absl::StatusOr<ActorCritic> ReadRunPolicy(const RunSpec& spec,
                                           const std::string& dir) {
   RETURN_IF_ERROR(CheckResolvedEnvSpec(spec.env()));
   ASSIGN_OR_RETURN(ActorCritic policy,
-                   CreateActorCritic(MakeActorCriticConfig(
-                       spec.env(), spec.policy(), spec.ppo())));
+                   CreateActorCritic(RunNetworkConfig(spec)));
   RETURN_IF_ERROR(ReadCheckpoint(dir, policy, nullptr, nullptr));
   return policy;
 }

@@ -61,8 +61,7 @@ class LearnerCore::Impl {
       if (ledger_.has_value()) ledger_->Drop(key);
     };
     intake_ = std::make_unique<SegmentIntake>(std::move(intake));
-    policy_config_ =
-        MakeActorCriticConfig(spec.env(), spec.policy(), spec.ppo());
+    policy_config_ = RunNetworkConfig(spec);
   }
 
   absl::Status Start() {

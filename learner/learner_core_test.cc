@@ -21,7 +21,7 @@
 #include "policy/cuda_runtime.h"
 #include "policy/rollout.h"
 #include "policy/segment_codec.h"
-#include "testing/recording_transport.h"
+#include "telemetry/client/recording_transport.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"

@@ -2,12 +2,12 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/secrets.h"
 #include "common/status.h"
 #include "learner/c10d_collective.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 
@@ -70,14 +70,8 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     collective.cancelled = [this, seen = cancels_.load()] {
       return cancels_.load() != seen;
     };
-    // CUDA learners all-reduce through NCCL on their device unless the run
-    // asks for gloo (several ranks on one device).
     const std::string& device = assignment.spec().resources().learner_device();
-    const std::string& backend =
-        assignment.spec().execution().collective_backend();
-    collective.backend = backend == "gloo" || backend == "nccl" ? backend
-                         : absl::StartsWith(device, "cuda")     ? "nccl"
-                                                                : "gloo";
+    collective.backend = GangCollectiveBackend(assignment.spec());
     collective.device = device;
     RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
                 collective.gang_id, collective.rank, collective.world_size,

@@ -100,6 +100,11 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo);
 
+// The network of a resolved run (MakeActorCriticConfig of its env, policy
+// and PPO blocks): what every process of the run builds its policy from,
+// the learner, the actor, rl_local and a checkpoint's reader alike.
+ActorCriticConfig RunNetworkConfig(const RunSpec& spec);
+
 // OK if `config` makes a network; else INVALID_ARGUMENT naming the field
 // (CreateActorCritic's check).
 absl::Status CheckActorCriticConfig(const ActorCriticConfig& config);

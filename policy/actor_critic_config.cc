@@ -10,6 +10,10 @@
 
 namespace rl {
 
+ActorCriticConfig RunNetworkConfig(const RunSpec& spec) {
+  return MakeActorCriticConfig(spec.env(), spec.policy(), spec.ppo());
+}
+
 ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                         const PolicyConfig& policy,
                                         const PPOConfig& ppo) {

@@ -428,6 +428,13 @@ absl::Status ResolveRunSpec(RunSpec* spec) {
   return ResolveEnvSpec(env);
 }
 
+std::string GangCollectiveBackend(const RunSpec& spec) {
+  const std::string& backend = spec.execution().collective_backend();
+  if (backend == "gloo" || backend == "nccl") return backend;
+  return absl::StartsWith(spec.resources().learner_device(), "cuda") ? "nccl"
+                                                                     : "gloo";
+}
+
 int LearnerRankOfActor(int actor_id, int num_learners) {
   return actor_id % std::max(1, num_learners);
 }

@@ -74,6 +74,11 @@ int LearnerRankOfActor(int actor_id, int num_learners);
 // How many of `num_actors` actors stream to learner `rank` of `num_learners`.
 int ActorsOfLearnerRank(int rank, int num_learners, int num_actors);
 
+// How a gang of the run's learners all-reduces: "gloo" or "nccl", from
+// execution.collective_backend ("auto": NCCL for CUDA learners, gloo for
+// CPU ones).
+std::string GangCollectiveBackend(const RunSpec& spec);
+
 // Parse + ResolveRunSpec. The format follows the extension (.json is
 // JSON; anything else is YAML). NOT_FOUND if the file cannot be read; at
 // most kMaxRunFileBytes + 1 bytes are read. Errors start with `path`.

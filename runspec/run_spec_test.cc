@@ -512,7 +512,13 @@ TEST(RunSpecTest, CollectiveBackendIsAutoGlooOrNccl) {
             cuda_gang + "execution: {collective_backend: " + backend + "}\n",
             RunFileFormat::kYaml));
     EXPECT_EQ(spec.execution().collective_backend(), backend);
+    EXPECT_EQ(GangCollectiveBackend(spec), backend);
   }
+  // auto: NCCL for CUDA learners, gloo for CPU ones.
+  EXPECT_EQ(GangCollectiveBackend(plain), "gloo");
+  ASSERT_OK_AND_ASSIGN(const RunSpec cuda,
+                       LoadRunSpec(cuda_gang, RunFileFormat::kYaml));
+  EXPECT_EQ(GangCollectiveBackend(cuda), "nccl");
   EXPECT_THAT(
       LoadRunSpec("env: {id: CartPole-v1}\n"
                   "execution: {collective_backend: nccl}\n",

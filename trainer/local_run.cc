@@ -120,8 +120,8 @@ int ExportRunPolicy(const ExportOptions& options) {
   }
   absl::StatusOr<RunSpec> spec = LoadRunSpecFile(options.run_file);
   if (!spec.ok()) return PrintLocalRunError(spec.status(), kExitBadInput);
-  absl::StatusOr<ActorCritic> policy = CreateActorCritic(
-      MakeActorCriticConfig(spec->env(), spec->policy(), spec->ppo()));
+  absl::StatusOr<ActorCritic> policy =
+      CreateActorCritic(RunNetworkConfig(*spec));
   if (!policy.ok()) return PrintLocalRunError(policy.status(), kExitBadInput);
   std::string checkpoint = options.checkpoint;
   for (const std::string& root : {checkpoint + "/checkpoints", checkpoint}) {

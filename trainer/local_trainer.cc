@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
       auto collector,
       CreateSegmentCollector(spec, spec.seed(),
                              std::max(1, options.env_threads), acting_device));
-  const ActorCriticConfig config = collector->NetworkConfig(spec);
+  const ActorCriticConfig config = RunNetworkConfig(spec);
   // A CUDA device's first use in this process checks itself.
   RETURN_IF_ERROR(
       CheckDeviceOnFirstUse(config, spec.ppo(), spec.execution(), device));

@@ -38,7 +38,7 @@ RunSpec Spec(const std::string& core) {
 // action probabilities (a fresh head is near uniform whatever it reads).
 ActorCritic SharpPolicy(const RunSpec& spec, const RolloutCollector& c) {
   torch::manual_seed(7);
-  auto policy = CreateActorCritic(c.NetworkConfig(spec));
+  auto policy = CreateActorCritic(RunNetworkConfig(spec));
   EXPECT_TRUE(policy.ok()) << policy.status();
   torch::NoGradGuard no_grad;
   for (auto& item : (*policy)->named_parameters()) {

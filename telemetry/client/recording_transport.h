@@ -1,7 +1,7 @@
 // A metric transport for tests: records every point an Emitter sends (with
 // its batch's run) and acknowledges each batch at once.
-#ifndef RL_TESTING_RECORDING_TRANSPORT_H_
-#define RL_TESTING_RECORDING_TRANSPORT_H_
+#ifndef RL_TELEMETRY_CLIENT_RECORDING_TRANSPORT_H_
+#define RL_TELEMETRY_CLIENT_RECORDING_TRANSPORT_H_
 
 #include <cstdint>
 #include <memory>
@@ -47,4 +47,4 @@ class RecordingTransport : public MetricTransport {
 
 }  // namespace rl
 
-#endif  // RL_TESTING_RECORDING_TRANSPORT_H_
+#endif  // RL_TELEMETRY_CLIENT_RECORDING_TRANSPORT_H_

@@ -1,4 +1,4 @@
-#include "testing/recording_transport.h"
+#include "telemetry/client/recording_transport.h"
 
 #include <utility>
 
