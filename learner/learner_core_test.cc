@@ -54,43 +54,26 @@ RunSpec Spec(const std::string& extra, int64_t total_env_steps = 1000000) {
       total_env_steps, "\nppo: {num_minibatches: 1, num_epochs: 1}\n", extra));
 }
 
-// Rewards 1, except the first step's: `first_reward`.
-std::unique_ptr<RolloutSegment> Segment(int actor, int64_t seq, int64_t version,
-                                        float first_value = 0) {
+// Rewards 1; the first step's value `first_value`. With `episode_lengths`
+// (one per env), each env ends an episode of that many steps and that
+// return (CartPole pays 1 a step) at the segment's last step.
+std::unique_ptr<RolloutSegment> Segment(
+    int actor, int64_t seq, int64_t version, float first_value = 0,
+    const std::vector<int>& episode_lengths = {}) {
   Rollout r = Rollout::Allocate(4, 2, 4, 0);
   r.observations.uniform_(-0.05, 0.05);
   r.rewards.fill_(1);
   r.values[0][0] = first_value;
+  for (size_t e = 0; e < episode_lengths.size(); ++e) {
+    r.terminated[3][static_cast<int64_t>(e)] = 1;
+  }
   auto s = std::make_unique<RolloutSegment>();
   EXPECT_OK(EncodeSegment(r, s.get()));
   s->set_run_id("t");
   s->set_actor_id(actor);
   s->set_sequence_number(seq);
   s->set_policy_version(version);
-  EnvSpec* env = s->mutable_env();
-  env->set_id("CartPole-v1");
-  env->set_observation_size(4);
-  env->set_num_discrete_actions(2);
-  return s;
-}
-
-// A segment whose two envs each end an episode at its last step, of
-// `lengths` steps and returns (CartPole pays 1 a step).
-std::unique_ptr<RolloutSegment> SegmentEnding(int actor, int64_t seq,
-                                              int64_t version,
-                                              std::pair<int, int> lengths) {
-  Rollout r = Rollout::Allocate(4, 2, 4, 0);
-  r.observations.uniform_(-0.05, 0.05);
-  r.rewards.fill_(1);
-  r.terminated[3][0] = 1;
-  r.terminated[3][1] = 1;
-  auto s = std::make_unique<RolloutSegment>();
-  EXPECT_OK(EncodeSegment(r, s.get()));
-  s->set_run_id("t");
-  s->set_actor_id(actor);
-  s->set_sequence_number(seq);
-  s->set_policy_version(version);
-  for (int length : {lengths.first, lengths.second}) {
+  for (int length : episode_lengths) {
     s->add_episode_lengths(length);
     s->add_episode_returns(static_cast<float>(length));
   }
@@ -190,11 +173,10 @@ TEST(LearnerCoreTest, EachActorsEpisodesAreKeptApartAndAForgerIsCounted) {
   // 6 updates, 2 episodes per actor each: 12 episodes per actor.
   for (int64_t v = 1; v <= 6; ++v) {
     ASSERT_OK(core->SubmitSegment(
-        streams[0], SegmentEnding(0, v, v, {20 + static_cast<int>(v), 24})));
+        streams[0], Segment(0, v, v, 0, {20 + static_cast<int>(v), 24})));
     ASSERT_OK(core->SubmitSegment(
-        streams[1], SegmentEnding(1, v, v, {22, 27 - static_cast<int>(v)})));
-    ASSERT_OK(
-        core->SubmitSegment(streams[2], SegmentEnding(2, v, v, {264, 264})));
+        streams[1], Segment(1, v, v, 0, {22, 27 - static_cast<int>(v)})));
+    ASSERT_OK(core->SubmitSegment(streams[2], Segment(2, v, v, 0, {264, 264})));
     ASSERT_TRUE(WaitForVersion(*core, v + 1)) << v;
   }
   ASSERT_OK(emitter.Flush(absl::Seconds(30)));

@@ -1,12 +1,12 @@
 #include "telemetry/client/metric_table.h"
 
 #include <cmath>
-#include <deque>
-#include <map>
+#include <memory>
 
 #include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "telemetry/client/recording_transport.h"
 #include "testing/status_matchers.h"
 
 namespace rl {
@@ -32,59 +32,20 @@ const std::vector<MetricEntry<Figures>>& Table() {
   return *table;
 }
 
-// Records what the emitter sends and acknowledges it at once.
-class RecordingTransport : public MetricTransport {
- public:
-  explicit RecordingTransport(std::map<std::string, double>* seen,
-                              absl::Mutex* mu)
-      : seen_(seen), mu_(mu) {}
-  absl::Status Connect() override {
-    absl::MutexLock lock(mu_);
-    closed_ = false;
-    acks_.clear();
-    return absl::OkStatus();
-  }
-  bool Send(const MetricBatch& batch) override {
-    absl::MutexLock lock(mu_);
-    for (const MetricPoint& p : batch.points()) (*seen_)[p.name()] = p.value();
-    acks_.push_back(batch.sequence_number());
-    return true;
-  }
-  absl::StatusOr<int64_t> ReadAck() override {
-    absl::MutexLock lock(mu_);
-    mu_->Await(absl::Condition(
-        +[](RecordingTransport* t) { return !t->acks_.empty() || t->closed_; },
-        this));
-    if (closed_) return absl::UnavailableError("closed");
-    const int64_t ack = acks_.front();
-    acks_.pop_front();
-    return ack;
-  }
-  void Close() override {
-    absl::MutexLock lock(mu_);
-    closed_ = true;
-  }
-
- private:
-  std::map<std::string, double>* seen_;
-  absl::Mutex* mu_;
-  std::deque<int64_t> acks_;
-  bool closed_ = false;
-};
-
 TEST(MetricTableTest, SeriesGoToTheEmitterAndNaNIsLeftOut) {
-  absl::Mutex mu;
-  std::map<std::string, double> seen;
+  auto sent = std::make_shared<SentPoints>();
   EmitterOptions options;
   options.source = "test";
   options.batch_interval = absl::Milliseconds(10);
-  Emitter emitter(std::make_unique<RecordingTransport>(&seen, &mu), options);
+  Emitter emitter(std::make_unique<RecordingTransport>(sent), options);
   emitter.SetRun("run-1");
   EmitMetricTable(&emitter, 5, Table(), Figures{7, std::nan("")});
   ASSERT_OK(emitter.Flush(absl::Seconds(10)));
-  absl::MutexLock lock(&mu);
-  EXPECT_EQ(seen.size(), 1u);  // no lag (NaN), no series for the counter
-  EXPECT_EQ(seen["demo/policy_version"], 7);
+  absl::MutexLock lock(&sent->mu);
+  // No lag (NaN), no series for the counter.
+  ASSERT_EQ(sent->points.size(), 1u);
+  EXPECT_EQ(sent->points[0].name(), "demo/policy_version");
+  EXPECT_EQ(sent->points[0].value(), 7);
 }
 
 TEST(MetricTableTest, FamiliesAreSampledPerScrapeWithTheRunLabel) {
