@@ -46,6 +46,9 @@ APT_PACKAGES=(
   "libgtest-dev=1.12.1-0.2"
   "libbenchmark-dev=1.7.1-1"
   "libsqlite3-dev=3.40.1-2+deb12u2"
+  # ALE (third_party/ale): its source fetched from PyPI, zlib to build it.
+  "curl=7.88.1-10+deb12u15"
+  "zlib1g-dev=1:1.2.13.dfsg-1"
   # Prometheus metrics (core library only) and the one HTTP server.
   "prometheus-cpp-dev=1.0.1-1"
   "libprometheus-cpp-core1.0=1.0.1-1"
@@ -90,8 +93,8 @@ APT_PACKAGES=(
 # (Debian keeps only the newest chromium in bookworm-security). Their pin is
 # taken while the archive holds it; once it is gone, the archive's candidate
 # is installed instead and the log says so. chromium: test-only (the web
-# page test); libpython3.11-dev: CPython's security releases.
-FOLLOWS_SECURITY=" chromium libpython3.11-dev "
+# page test); libpython3.11-dev: CPython's security releases; curl: its own.
+FOLLOWS_SECURITY=" chromium libpython3.11-dev curl "
 in_archive() {  # in_archive PKG VERSION: apt's lists hold that version
   apt-cache madison "$1" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' |
     grep -qxF -- "$2"
@@ -235,6 +238,27 @@ KUBECTL_TARGET="../opt/kubernetes-client/usr/bin/kubectl"
 if [[ "$(readlink "$KUBECTL_LINK" 2>/dev/null || true)" != "$KUBECTL_TARGET" ]]; then
   ln -sfn "$KUBECTL_TARGET" "$KUBECTL_LINK"
   log "kubectl 1.20 (kustomize v2.0.3): $KUBECTL_LINK"
+fi
+
+# --- ALE's C++ source (native Atari, third_party/ale) ----------------------
+# ale-py 0.10.1's source distribution from PyPI (the release before the
+# installed 0.10.2 wheel, which ships no C++ and has no sdist), its sha256
+# pinned, unpacked into .venv/opt; Bazel builds the emulator from it
+# offline, with the wheel's ROMs.
+ALE_SDIST="ale_py-0.10.1.tar.gz"
+ALE_SHA256="3971a8552d2f982f569c87152479901574a9fe86410e5d1a26276e7ffccb59e1"
+ALE_URL="https://files.pythonhosted.org/packages/e9/ff/f32cc7aef57955a9d756bd34f8e7e736b60b8359db2928f9dad7e94fdfdc/$ALE_SDIST"
+ALE_DIR="$VENV/opt/ale_py-0.10.1"
+if [[ "$(cat "$ALE_DIR/.rl_sha256" 2>/dev/null || true)" != "$ALE_SHA256" ]]; then
+  log "ALE's C++ source: $ALE_SDIST from PyPI into $ALE_DIR"
+  ale_tmp="$(mktemp -d)"
+  curl -fsSL --retry 3 -o "$ale_tmp/$ALE_SDIST" "$ALE_URL"
+  echo "$ALE_SHA256  $ale_tmp/$ALE_SDIST" | sha256sum -c --quiet -
+  rm -rf "$ALE_DIR"
+  mkdir -p "$VENV/opt"
+  tar -xzf "$ale_tmp/$ALE_SDIST" -C "$VENV/opt"
+  rm -rf "$ale_tmp"
+  echo "$ALE_SHA256" >"$ALE_DIR/.rl_sha256"
 fi
 
 # --- Bazel settings local to this checkout --------------------------------
