@@ -1,7 +1,9 @@
 // ALE built from its pinned source (third_party/ale) runs the wheel's ROMs:
 // Pong loads, its minimal action set is the game's, an episode's frames
-// and rewards come out of the emulator, and the same seed replays the same
-// frames.
+// and rewards come out of the emulator, the same seed replays the same
+// frames, and its screens are the installed ale-py wheel's (the Gymnasium
+// bridge's ALE) frame for frame.
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -75,6 +77,43 @@ TEST(AleTest, TheSameSeedReplaysTheSameFrames) {
   EXPECT_EQ(a.frames, b.frames);
   EXPECT_EQ(a.total_reward, b.total_reward);
   EXPECT_EQ(a.last_frame, b.last_frame);
+}
+
+// What tools/ale_screen_hashes.py printed with the installed ale-py 0.10.2:
+// the same play through the wheel gives the same frames, total reward and
+// grey screens (FNV-1a 64 over every step's 210x160 bytes) as this build
+// of 0.10.1's source, so a native plugin can match the bridge step for
+// step.
+TEST(AleTest, ScreensAreTheWheelsFrameForFrame) {
+  struct Want {
+    const char* game;
+    int frames;
+    double total_reward;
+    uint64_t hash;
+  };
+  for (const Want& want : {Want{"pong", 1944, -34, 10571174305835960289ull},
+                           Want{"breakout", 507, 0, 3456263143014042947ull}}) {
+    ale::ALEInterface ale;
+    ale.setInt("random_seed", 1);
+    ale.setFloat("repeat_action_probability", 0.0f);
+    ale.loadROM(RomPath(want.game));
+    const ale::ActionVect actions = ale.getMinimalActionSet();
+    uint64_t hash = 1469598103934665603ull;
+    double total = 0;
+    std::vector<unsigned char> grey;
+    for (int i = 0; i < 5000; ++i) {
+      if (ale.game_over()) ale.reset_game();
+      total += ale.act(actions[(i / 8) % actions.size()]);
+      ale.getScreenGrayscale(grey);
+      for (unsigned char c : grey) {
+        hash ^= c;
+        hash *= 1099511628211ull;
+      }
+    }
+    EXPECT_EQ(ale.getEpisodeFrameNumber(), want.frames) << want.game;
+    EXPECT_EQ(total, want.total_reward) << want.game;
+    EXPECT_EQ(hash, want.hash) << want.game;
+  }
 }
 
 }  // namespace
