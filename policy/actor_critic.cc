@@ -10,11 +10,6 @@
 #include "policy/torch_status.h"
 
 namespace rl {
-namespace {
-
-constexpr double kLogSqrt2Pi = 0.91893853320467274178;  // log(sqrt(2 pi))
-
-}  // namespace
 
 ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
     : config_(config) {
@@ -72,21 +67,15 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
         "value_trunk",
         MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
   }
-  int64_t head_size = discrete() ? config.num_actions : config.action_size;
-  if (multi_discrete()) {
-    head_size = 0;
-    for (const int64_t n : config.action_nvec) head_size += n;
-  }
-  if (bernoulli()) head_size = static_cast<int64_t>(config.action_nvec.size());
+  absl::StatusOr<std::unique_ptr<ActionHead>> head = MakeActionHead(config);
+  TORCH_CHECK(head.ok(), std::string(head.status().message()));
+  head_ = std::move(*head);
   // Small policy-head gain: near-uniform initial policy (common PPO practice).
-  policy_head_ = register_module("policy_head",
-                                 OrthogonalLinear(features, head_size, 0.01));
+  policy_head_ = register_module(
+      "policy_head", OrthogonalLinear(features, head_->units(), 0.01));
   value_head_ =
       register_module("value_head", OrthogonalLinear(features, 1, 1.0));
-  if (!discrete() && !multi_discrete()) {
-    log_std_ = register_parameter(
-        "log_std", torch::full({config.action_size}, config.initial_log_std));
-  }
+  head_->Register(*this);
   obs_mean_ =
       register_buffer("obs_mean", torch::zeros({config.observation_size}));
   obs_var_ = register_buffer("obs_var", torch::ones({config.observation_size}));
@@ -120,40 +109,6 @@ torch::Tensor ActorCriticImpl::NormalizeObservations(
   return ((x - obs_mean_) * torch::rsqrt(obs_var_ + 1e-8))
       .clamp(-config_.observation_clip, config_.observation_clip);
 }
-
-namespace {
-
-// A masked action's logit: finite, so that its probability is exactly 0
-// (exp underflows) while p * log p stays 0 in the entropy (no 0 * -inf).
-constexpr float kMaskedLogit = -1e8f;
-
-// `logits` [B, n] with the actions `masks` forbids (0) at kMaskedLogit;
-// unchanged without masks.
-torch::Tensor MaskLogits(const torch::Tensor& logits,
-                         const torch::Tensor& masks) {
-  if (!masks.defined()) return logits;
-  return logits.masked_fill(masks.eq(0), kMaskedLogit);
-}
-
-// Bernoulli logits [B, bits] under masks [B, 2 * bits] (each bit's "0
-// allowed", "1 allowed"): a bit whose 1 is masked is certainly 0 (the
-// logit at kMaskedLogit), one whose 0 is masked certainly 1.
-torch::Tensor MaskBitLogits(const torch::Tensor& logits,
-                            const torch::Tensor& masks) {
-  if (!masks.defined()) return logits;
-  const torch::Tensor pairs =
-      masks.reshape({masks.size(0), logits.size(-1), 2});
-  return logits.masked_fill(pairs.select(2, 1).eq(0), kMaskedLogit)
-      .masked_fill(pairs.select(2, 0).eq(0), -kMaskedLogit);
-}
-
-// log p(bit = 1) and log p(bit = 0) of Bernoulli logits.
-std::pair<torch::Tensor, torch::Tensor> BitLogProbs(
-    const torch::Tensor& logits) {
-  return {torch::log_sigmoid(logits), torch::log_sigmoid(-logits)};
-}
-
-}  // namespace
 
 namespace {
 
@@ -283,19 +238,6 @@ torch::Tensor On(const torch::Tensor& t, torch::Device device) {
   return t.defined() && t.device() != device ? t.to(device) : t;
 }
 
-// Random numbers of `like`'s shape drawn by `generator` on its own device
-// and handed over to `like`'s: a CPU generator draws the same stream for a
-// policy on any device, so sampling does not depend on where it runs.
-torch::Tensor Noise(bool normal, const torch::Tensor& like,
-                    const c10::optional<at::Generator>& generator) {
-  const torch::Device where =
-      generator.has_value() ? generator->device() : like.device();
-  const auto options = like.options().device(where);
-  return On(normal ? torch::randn(like.sizes(), generator, options)
-                   : torch::rand(like.sizes(), generator, options),
-            like.device());
-}
-
 }  // namespace
 
 PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
@@ -318,66 +260,12 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
         CoreStep(policy_features, On(*state, device), &next);
     *state = On(next, state->device());
   }
-  const torch::Tensor out =
-      bernoulli() ? MaskBitLogits(PolicyHead(policy_features), action_masks)
-                  : MaskLogits(PolicyHead(policy_features), action_masks);
+  HeadSample sample = head_->Sample(PolicyHead(policy_features), action_masks,
+                                    generator, deterministic);
   PolicyStep step;
+  step.actions = std::move(sample.actions);
+  step.log_probs = std::move(sample.log_probs);
   step.values = value_head_->forward(value_features).squeeze(-1);
-  if (bernoulli()) {
-    // Each bit 1 with probability sigmoid(logit): log u < log p(1).
-    const auto [one, zero] = BitLogProbs(out);
-    torch::Tensor bits;
-    if (deterministic) {
-      bits = out > 0;
-    } else {
-      const torch::Tensor u =
-          Noise(/*normal=*/false, out, generator).clamp_(1e-12, 1.0 - 1e-7);
-      bits = torch::log(u) < one;
-    }
-    step.actions = bits.to(torch::kInt64);
-    step.log_probs = torch::where(bits, one, zero).sum(-1);
-  } else if (multi_discrete()) {
-    // One categorical per part, sampled independently; the action's
-    // log-probability is their sum.
-    std::vector<torch::Tensor> actions, log_probs;
-    for (const torch::Tensor& logits :
-         out.split_with_sizes(config_.action_nvec, -1)) {
-      const torch::Tensor lp = torch::log_softmax(logits, -1);
-      torch::Tensor a;
-      if (deterministic) {
-        a = logits.argmax(-1);
-      } else {
-        const torch::Tensor u = Noise(/*normal=*/false, logits, generator)
-                                    .clamp_(1e-12, 1.0 - 1e-7);
-        a = (lp - torch::log(-torch::log(u))).argmax(-1);
-      }
-      log_probs.push_back(lp.gather(-1, a.unsqueeze(-1)).squeeze(-1));
-      actions.push_back(a);
-    }
-    step.actions = torch::stack(actions, -1);
-    step.log_probs = torch::stack(log_probs, -1).sum(-1);
-  } else if (discrete()) {
-    const torch::Tensor log_probs = torch::log_softmax(out, -1);
-    if (deterministic) {
-      step.actions = out.argmax(-1);
-    } else {
-      // Gumbel-max: one uniform draw per logit, no CDF search.
-      const torch::Tensor u =
-          Noise(/*normal=*/false, out, generator).clamp_(1e-12, 1.0 - 1e-7);
-      step.actions = (log_probs - torch::log(-torch::log(u))).argmax(-1);
-    }
-    step.log_probs =
-        log_probs.gather(-1, step.actions.unsqueeze(-1)).squeeze(-1);
-  } else {
-    const torch::Tensor std = log_std_.exp();
-    if (deterministic) {
-      step.actions = out;
-    } else {
-      step.actions = out + std * Noise(/*normal=*/true, out, generator);
-    }
-    const torch::Tensor z = (step.actions - out) / std;
-    step.log_probs = (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
-  }
   return step;
 }
 
@@ -459,36 +347,12 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
 PolicyEvaluation ActorCriticImpl::EvaluateHeads(
     const torch::Tensor& policy_features, const torch::Tensor& value_features,
     const torch::Tensor& actions, const torch::Tensor& action_masks) {
-  const torch::Tensor out =
-      bernoulli() ? MaskBitLogits(PolicyHead(policy_features), action_masks)
-                  : MaskLogits(PolicyHead(policy_features), action_masks);
+  HeadScore score =
+      head_->Score(PolicyHead(policy_features), actions, action_masks);
   PolicyEvaluation eval;
+  eval.log_probs = std::move(score.log_probs);
+  eval.entropy = std::move(score.entropy);
   eval.values = value_head_->forward(value_features).squeeze(-1);
-  if (bernoulli()) {
-    const auto [one, zero] = BitLogProbs(out);
-    eval.log_probs = torch::where(actions.eq(1), one, zero).sum(-1);
-    eval.entropy = -(one.exp() * one + zero.exp() * zero).sum(-1);
-  } else if (multi_discrete()) {
-    std::vector<torch::Tensor> log_probs, entropies;
-    int64_t j = 0;
-    for (const torch::Tensor& logits :
-         out.split_with_sizes(config_.action_nvec, -1)) {
-      const torch::Tensor lp = torch::log_softmax(logits, -1);
-      log_probs.push_back(
-          lp.gather(-1, actions.select(-1, j++).unsqueeze(-1)).squeeze(-1));
-      entropies.push_back(-(lp.exp() * lp).sum(-1));
-    }
-    eval.log_probs = torch::stack(log_probs, -1).sum(-1);
-    eval.entropy = torch::stack(entropies, -1).sum(-1);
-  } else if (discrete()) {
-    const torch::Tensor log_probs = torch::log_softmax(out, -1);
-    eval.log_probs = log_probs.gather(-1, actions.unsqueeze(-1)).squeeze(-1);
-    eval.entropy = -(log_probs.exp() * log_probs).sum(-1);
-  } else {
-    const torch::Tensor z = (actions - out) * torch::exp(-log_std_);
-    eval.log_probs = (-0.5 * z * z - log_std_ - kLogSqrt2Pi).sum(-1);
-    eval.entropy = (log_std_ + 0.5 + kLogSqrt2Pi).sum().expand({out.size(0)});
-  }
   return eval;
 }
 

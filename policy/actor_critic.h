@@ -1,10 +1,10 @@
 // The policy both sides of the wire agree on: an actor-critic of an
 // encoder (MLP trunks, a CNN over images, or a CNN per image part of a Dict
 // observation), an optional recurrent core (LSTM or GRU, its state carried
-// per env), and a head for the action space (categorical for Discrete, one
-// categorical per part for MultiDiscrete, Bernoulli for MultiBinary, a
-// diagonal Gaussian with a state-independent log-std for Box), every
-// discrete head honouring action masks; with optional running observation
+// per env), and an action head from the registry of policy/action_head.h
+// (by default categorical for Discrete and MultiDiscrete, Bernoulli for
+// MultiBinary, a diagonal Gaussian for Box), every discrete head honouring
+// action masks; with optional running observation
 // normalisation whose statistics are buffers of the module, so they travel
 // with the weights and the checkpoints. ActorCriticConfig below says which.
 //
@@ -24,12 +24,14 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "policy/action_head.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -45,6 +47,13 @@ struct ActorCriticConfig {
   // head, one logit per bit, instead of a categorical of 2 per part. The
   // actions and masks are the MultiDiscrete's.
   bool bernoulli = false;
+  // The action head (policy.head): a name in the registry of
+  // policy/action_head.h, or "" for the action space's default.
+  std::string head;
+  // The env's action bounds (Box): what the Gaussian heads clip or squash
+  // their actions into.
+  float action_low = 0.0f;
+  float action_high = 0.0f;
   std::vector<int> hidden_sizes = {64, 64};
   bool shared_trunk = false;
   float initial_log_std = 0.0f;
@@ -151,8 +160,10 @@ class ActorCriticImpl : public torch::nn::Module {
   // continuous.
   bool discrete() const { return config_.num_actions > 0; }
   bool multi_discrete() const { return !config_.action_nvec.empty(); }
-  // MultiBinary through a Bernoulli head (a multi_discrete() too).
+  // MultiBinary actions (a multi_discrete() too).
   bool bernoulli() const { return config_.bernoulli; }
+  // The action head (ActorCriticConfig::head, or the space's default).
+  const ActionHead& head() const { return *head_; }
 
   // Raw observations [B, obs] -> the network's input: uint8 ones scaled to
   // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
@@ -256,7 +267,7 @@ class ActorCriticImpl : public torch::nn::Module {
   // Policy-head input and value-head input (equal with a shared trunk),
   // through the CNN first where there is one.
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
-  // Logits [B, n] or Gaussian means [B, A] (Bernoulli: a logit per bit).
+  // The policy layer's output [B, head_->units()], what the head reads.
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
   // The core's input projection of trunk features [N, in]: x W_ih^T plus
   // the input bias (an LSTM's two biases, summed).
@@ -284,7 +295,7 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::nn::Linear value_head_{nullptr};
   torch::nn::LSTMCell lstm_{nullptr};  // core lstm only
   torch::nn::GRUCell gru_{nullptr};    // core gru only
-  torch::Tensor log_std_;              // [A], continuous only
+  std::shared_ptr<ActionHead> head_;   // its parameters registered here
   torch::Tensor obs_mean_;             // [obs] buffer
   torch::Tensor obs_var_;              // [obs] buffer
   torch::Tensor obs_count_;            // [] float64 buffer

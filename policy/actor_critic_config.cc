@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status.h"
 #include "policy/actor_critic.h"
 
 namespace rl {
@@ -23,6 +24,9 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
   config.action_size = env.continuous_action_size();
   config.action_nvec.assign(env.action_nvec().begin(), env.action_nvec().end());
   config.bernoulli = env.action_binary() > 0;
+  config.head = policy.head();
+  config.action_low = env.action_low();
+  config.action_high = env.action_high();
   config.hidden_sizes.assign(policy.hidden_sizes().begin(),
                              policy.hidden_sizes().end());
   config.shared_trunk = policy.shared_trunk();
@@ -146,6 +150,7 @@ absl::Status CheckActorCriticConfig(const ActorCriticConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "observation_clip must be > 0 (got ", config.observation_clip, ")"));
   }
+  RETURN_IF_ERROR(MakeActionHead(config).status());
   int64_t parts_size = 0;
   for (const auto& part : config.observation_parts) {
     int64_t size = 1;

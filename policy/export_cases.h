@@ -118,6 +118,19 @@ inline std::vector<ExportCase> ExportCases() {
     c.config.core_size = 5;
     cases.push_back(c);
   }
+  {
+    ExportCase c{"tanh_gaussian", {}, ExportEnv(-2, 1)};
+    c.config.observation_size = 3;
+    c.config.action_size = 2;
+    c.config.head = "tanh_gaussian";
+    c.config.initial_log_std = -0.5f;
+    cases.push_back(c);
+  }
+  // The action bounds as MakeActorCriticConfig takes them from the env.
+  for (ExportCase& c : cases) {
+    c.config.action_low = c.env.action_low();
+    c.config.action_high = c.env.action_high();
+  }
   return cases;
 }
 

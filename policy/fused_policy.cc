@@ -3,6 +3,7 @@
 #include <ATen/core/DistributionsHelper.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -10,6 +11,8 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "common/status.h"
 
 // The BLAS inside LibTorch's libtorch_cpu (MKL in the PyPI wheel). Weak: a
@@ -150,7 +153,20 @@ absl::StatusOr<bool> UseFusedPolicy(const std::string& value,
     return absl::FailedPreconditionError(
         absl::StrCat("execution.cpu_kernels: fused: ", supported.message()));
   }
+  if (!supported.ok()) {
+    static std::atomic<bool> logged{false};
+    if (!logged.exchange(true)) {
+      RL_LOG_INFO("execution.cpu_kernels auto: LibTorch kernels, because {}",
+                  std::string(supported.message()));
+    }
+  }
   return supported.ok();
+}
+
+const std::vector<std::string>& FusedPolicy::Heads() {
+  static const std::vector<std::string>* heads =
+      new std::vector<std::string>{"categorical", "gaussian"};
+  return *heads;
 }
 
 absl::Status FusedPolicy::Supported(ActorCritic& policy) {
@@ -190,6 +206,13 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path reads float32 observations "
         "(env.observation_dtype is uint8)");
+  }
+  const std::vector<std::string>& heads = Heads();
+  if (std::find(heads.begin(), heads.end(), policy->head().name()) ==
+      heads.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the fused CPU path has the heads ", absl::StrJoin(heads, " and "),
+        ", not this policy's ", policy->head().name(), " (policy.head)"));
   }
   if (c.core != ActorCriticConfig::Core::kNone) {
     return absl::FailedPreconditionError(

@@ -35,7 +35,8 @@ namespace rl {
 absl::Status CheckCpuKernels(const std::string& value);
 
 // Whether a run with execution.cpu_kernels = `value` evaluates `policy` fused:
-// "auto" when FusedPolicy supports it, "fused" requires that support
+// "auto" when FusedPolicy supports it (logging the reason, once per
+// process, when it steps aside), "fused" requires that support
 // (FAILED_PRECONDITION with the reason otherwise), "libtorch" never.
 absl::StatusOr<bool> UseFusedPolicy(const std::string& value,
                                     ActorCritic& policy);
@@ -53,9 +54,13 @@ class FusedPolicy {
     std::vector<float> values;  // [B]
   };
 
+  // The action heads (policy/action_head.h) the fused path computes by
+  // hand; it steps aside for any other.
+  static const std::vector<std::string>& Heads();
+
   // OK if `policy` can run fused here: CPU float32 contiguous parameters
-  // and buffers, and a LibTorch with a BLAS. Else FAILED_PRECONDITION with
-  // the reason.
+  // and buffers, one of Heads() (Discrete or Box), an MLP, and a LibTorch
+  // with a BLAS. Else FAILED_PRECONDITION with the reason.
   static absl::Status Supported(ActorCritic& policy);
 
   // (Re)binds to `policy`'s parameters; checked as by Supported.

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/status_matchers.h"
 
 namespace rl {
 namespace {
@@ -165,6 +166,27 @@ TEST(FusedPolicyTest, ParametersItCannotUseAreRefusedWithTheReason) {
   EXPECT_FALSE(*automatic);  // LibTorch instead.
   EXPECT_EQ(UseFusedPolicy("fast", policy).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// The fused path computes the categorical and Gaussian heads only; it
+// steps aside for any other head, saying which.
+TEST(FusedPolicyTest, OtherHeadsAreLeftToLibTorch) {
+  ActorCriticConfig config;
+  config.observation_size = 3;
+  config.action_size = 2;
+  config.action_low = -1;
+  config.action_high = 1;
+  config.head = "tanh_gaussian";
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(config));
+  const absl::Status status = FusedPolicy::Supported(policy);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("tanh_gaussian (policy.head)"));
+  auto automatic = UseFusedPolicy("auto", policy);
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_FALSE(*automatic);
+  config.head = "gaussian";
+  ASSERT_OK_AND_ASSIGN(ActorCritic gaussian, CreateActorCritic(config));
+  EXPECT_OK(FusedPolicy::Supported(gaussian));
 }
 
 }  // namespace

@@ -10,147 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
+#include "policy/export_writers.h"
 #include "policy/torch_status.h"
 #include "third_party/onnx/onnx.pb.h"
 
 namespace rl {
 namespace {
 
-// The graph being written: initializers from the policy's tensors,
-// constants, and nodes, each output a fresh name.
-class Graph {
- public:
-  explicit Graph(ActorCritic& policy, onnx::GraphProto* graph) : graph_(graph) {
-    for (const auto& item : policy->named_parameters()) {
-      tensors_[item.key()] = item.value();
-    }
-    for (const auto& item : policy->named_buffers()) {
-      tensors_[item.key()] = item.value();
-    }
-  }
-
-  // The policy's tensor `name` as an initializer (noted if missing).
-  std::string Weight(const std::string& name) {
-    const auto it = tensors_.find(name);
-    if (it == tensors_.end()) {
-      missing_.push_back(name);
-      return Constant(torch::zeros({1}));
-    }
-    if (added_.insert(name).second) Add(name, it->second);
-    return name;
-  }
-  // A float32 or int64 tensor as an initializer of a new name.
-  std::string Constant(const torch::Tensor& t) {
-    const std::string name = absl::StrCat("const_", next_++);
-    Add(name, t);
-    return name;
-  }
-  std::string Scalar(float v) { return Constant(torch::tensor({v})); }
-  std::string Ints(const std::vector<int64_t>& v) {
-    return Constant(torch::tensor(v, torch::kInt64));
-  }
-
-  // A node of `op` over `inputs` with one output (or `outputs` of them),
-  // whose attributes `attrs` fills.
-  std::vector<std::string> Nodes(
-      const std::string& op, const std::vector<std::string>& inputs,
-      int outputs,
-      const std::function<void(onnx::NodeProto*)>& attrs = nullptr) {
-    onnx::NodeProto* node = graph_->add_node();
-    node->set_op_type(op);
-    node->set_name(absl::StrCat(op, "_", next_));
-    for (const std::string& in : inputs) node->add_input(in);
-    std::vector<std::string> names;
-    for (int i = 0; i < outputs; ++i) {
-      names.push_back(absl::StrCat(op, "_", next_++));
-      node->add_output(names.back());
-    }
-    if (attrs) attrs(node);
-    return names;
-  }
-  std::string Node(
-      const std::string& op, const std::vector<std::string>& inputs,
-      const std::function<void(onnx::NodeProto*)>& attrs = nullptr) {
-    return Nodes(op, inputs, 1, attrs)[0];
-  }
-  // Renames the output of the node that made `name` to `to` (a graph
-  // output).
-  void Rename(const std::string& name, const std::string& to) {
-    for (auto& node : *graph_->mutable_node()) {
-      for (auto& out : *node.mutable_output()) {
-        if (out == name) out = to;
-      }
-    }
-  }
-
-  // y = x W^T + b of the policy's Linear `prefix`.
-  std::string Linear(const std::string& prefix, const std::string& x) {
-    return Gemm(x, prefix + ".weight", prefix + ".bias");
-  }
-  std::string Gemm(const std::string& x, const std::string& weight,
-                   const std::string& bias) {
-    return Node("Gemm", {x, Weight(weight), Weight(bias)},
-                [](onnx::NodeProto* n) { IntAttr(n, "transB", 1); });
-  }
-  std::string Conv(const std::string& prefix, const std::string& x,
-                   int64_t stride, int64_t padding) {
-    return Node("Conv",
-                {x, Weight(prefix + ".weight"), Weight(prefix + ".bias")},
-                [&](onnx::NodeProto* n) {
-                  IntsAttr(n, "strides", {stride, stride});
-                  IntsAttr(n, "pads", {padding, padding, padding, padding});
-                });
-  }
-  // The columns [begin, end) of a [B, n] tensor.
-  std::string Columns(const std::string& x, int64_t begin, int64_t end) {
-    return Node("Slice", {x, Ints({begin}), Ints({end}), Ints({1})});
-  }
-
-  static void IntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INT);
-    a->set_i(v);
-  }
-  static void IntsAttr(onnx::NodeProto* n, const std::string& name,
-                       const std::vector<int64_t>& v) {
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::INTS);
-    for (int64_t x : v) a->add_ints(x);
-  }
-  static void FloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
-    onnx::AttributeProto* a = n->add_attribute();
-    a->set_name(name);
-    a->set_type(onnx::AttributeProto::FLOAT);
-    a->set_f(v);
-  }
-
-  const std::vector<std::string>& missing() const { return missing_; }
-
- private:
-  void Add(const std::string& name, const torch::Tensor& value) {
-    const torch::Tensor t = value.detach().cpu().contiguous();
-    onnx::TensorProto* init = graph_->add_initializer();
-    init->set_name(name);
-    for (int64_t d : t.sizes()) init->add_dims(d);
-    if (t.scalar_type() == torch::kInt64) {
-      init->set_data_type(onnx::TensorProto::INT64);
-    } else {
-      init->set_data_type(onnx::TensorProto::FLOAT);
-    }
-    const torch::Tensor data = t.scalar_type() == torch::kInt64
-                                   ? t
-                                   : t.to(torch::kFloat32).contiguous();
-    init->set_raw_data(data.data_ptr(), data.numel() * data.element_size());
-  }
-
-  onnx::GraphProto* graph_;
-  std::map<std::string, torch::Tensor> tensors_;
-  std::set<std::string> added_;
-  std::vector<std::string> missing_;
-  int next_ = 0;
-};
+using Graph = OnnxWriter;
 
 // A graph input or output: `elem` of shape `dims` ("B" the batch).
 void Value(onnx::ValueInfoProto* v, const std::string& name, int elem,
@@ -303,7 +170,7 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         opset->set_version(17);
         onnx::GraphProto* graph = model.mutable_graph();
         graph->set_name("rl_policy");
-        Graph g(policy, graph);
+        Graph g(*policy, graph);
 
         // Inputs.
         std::vector<std::string> obs_dims = {"B"};
@@ -363,69 +230,10 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         }
 
         // Heads.
-        std::string out = g.Linear("policy_head", p);
+        const std::string out = g.Linear("policy_head", p);
         const std::string value =
             g.Node("Squeeze", {g.Linear("value_head", v), g.Ints({1})});
-        if (c.bernoulli) {
-          // Each bit's logit l as a categorical's (0, l), as the
-          // TorchScript export.
-          const std::string bits = g.Node("Unsqueeze", {out, g.Ints({2})});
-          out = g.Node(
-              "Reshape",
-              {g.Node("Concat", {g.Node("Sub", {bits, bits}), bits},
-                      [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 2); }),
-               g.Ints({-1, 2 * static_cast<int64_t>(c.action_nvec.size())})});
-        }
-        if (c.action_masks) {
-          // As MaskLogits: a masked choice's logit is -1e8.
-          const std::string forbidden =
-              g.Node("Not", {g.Node("Cast", {"mask"}, [](onnx::NodeProto* n) {
-                       Graph::IntAttr(n, "to", onnx::TensorProto::BOOL);
-                     })});
-          out = g.Node("Where", {forbidden, g.Scalar(-1e8f), out});
-        }
-        std::string action;
-        if (c.num_actions > 0 || !c.action_nvec.empty()) {
-          if (options.sampled) {
-            // Gumbel-max, as the TorchScript export.
-            const std::string u =
-                g.Node("Clip", {g.Node("RandomUniformLike", {out}),
-                                g.Constant(torch::tensor(1e-20f)),
-                                g.Constant(torch::tensor(1.0f))});
-            out = g.Node(
-                "Sub",
-                {out, g.Node("Log", {g.Node("Neg", {g.Node("Log", {u})})})});
-          }
-          auto argmax = [&](const std::string& logits, int keepdims) {
-            return g.Node("ArgMax", {logits}, [&](onnx::NodeProto* n) {
-              Graph::IntAttr(n, "axis", 1);
-              Graph::IntAttr(n, "keepdims", keepdims);
-            });
-          };
-          if (c.action_nvec.empty()) {
-            action = argmax(out, 0);
-          } else {
-            std::vector<std::string> parts;
-            int64_t at = 0;
-            for (const int64_t n : c.action_nvec) {
-              parts.push_back(argmax(g.Columns(out, at, at + n), 1));
-              at += n;
-            }
-            action = g.Node("Concat", parts, [](onnx::NodeProto* n) {
-              Graph::IntAttr(n, "axis", 1);
-            });
-          }
-        } else {
-          if (options.sampled) {
-            out = g.Node(
-                "Add",
-                {out, g.Node("Mul", {g.Node("Exp", {g.Weight("log_std")}),
-                                     g.Node("RandomNormalLike", {out})})});
-          }
-          action =
-              g.Node("Clip", {out, g.Constant(torch::tensor(env.action_low())),
-                              g.Constant(torch::tensor(env.action_high()))});
-        }
+        const std::string action = policy->head().Onnx(g, out, options.sampled);
         if (!g.missing().empty()) {
           return absl::InvalidArgumentError(
               absl::StrCat("the policy lacks tensors its config needs: ",
@@ -435,16 +243,11 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         // Outputs, named as the sidecar says.
         g.Rename(action, "actions");
         g.Rename(value, "values");
-        if (c.num_actions > 0) {
-          Value(graph->add_output(), "actions", onnx::TensorProto::INT64,
-                {"B"});
-        } else if (!c.action_nvec.empty()) {
-          Value(graph->add_output(), "actions", onnx::TensorProto::INT64,
-                {"B", absl::StrCat(c.action_nvec.size())});
-        } else {
-          Value(graph->add_output(), "actions", onnx::TensorProto::FLOAT,
-                {"B", absl::StrCat(c.action_size)});
-        }
+        const HeadActions actions = policy->head().Actions();
+        Value(graph->add_output(), "actions",
+              actions.dtype == "int64" ? onnx::TensorProto::INT64
+                                       : onnx::TensorProto::FLOAT,
+              actions.shape);
         Value(graph->add_output(), "values", onnx::TensorProto::FLOAT, {"B"});
         if (state_size > 0) {
           // An LSTM's next state is a Concat; a GRU's is the output the

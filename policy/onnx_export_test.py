@@ -2,7 +2,8 @@
 
 onnx_export_cases writes every kind of policy (Discrete with masks and
 normalisation, Box with clipping, MultiDiscrete, Nature and IMPALA CNNs on
-uint8 images, an LSTM with masks, a GRU with a Box head) as ONNX, with 1,000
+uint8 images, an LSTM with masks, a GRU with a Box head, a tanh-squashed
+Gaussian) as ONNX, with 1,000
 observations (masks, random states) and the policy's own outputs on them.
 Each model passes onnx.checker's full check; onnxruntime gives the same
 values and next states within 1e-5, the same discrete actions, continuous
@@ -47,7 +48,7 @@ class OnnxExportTest(unittest.TestCase):
         return feeds
 
     def test_every_case_was_written(self):
-        self.assertEqual(len(self.cases), 9, self.cases)
+        self.assertEqual(len(self.cases), 10, self.cases)
 
     def test_models_pass_the_checker_and_match_the_policy(self):
         for name in self.cases:

@@ -9,67 +9,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
 #include "common/json_quote.h"
 #include "common/status.h"
+#include "policy/export_writers.h"
 #include "policy/torch_status.h"
 
 namespace rl {
 namespace {
 
-// A parameter or buffer of the policy as the exported module names it.
-std::string Attribute(const std::string& name) {
-  return absl::StrReplaceAll(name, {{".", "_"}});
-}
-
-// A float literal that TorchScript reads back to the same float32.
-std::string Literal(double v) {
-  if (std::isinf(v)) return v > 0 ? "float('inf')" : "float('-inf')";
-  return absl::StrFormat("%.9g", v).find_first_of(".e") == std::string::npos
-             ? absl::StrCat(absl::StrFormat("%.9g", v), ".0")
-             : absl::StrFormat("%.9g", v);
-}
-
-// Writes the source line by line, naming the policy's tensors and noting
-// those its config needs that the weights lack.
-class Source {
- public:
-  explicit Source(ActorCritic& policy) {
-    for (const auto& item : policy->named_parameters())
-      have_.insert(item.key());
-    for (const auto& item : policy->named_buffers()) have_.insert(item.key());
-  }
-  // self.<name> of the policy's tensor `name`.
-  std::string Ref(const std::string& name) {
-    if (have_.count(name) == 0) missing_.push_back(name);
-    return "self." + Attribute(name);
-  }
-  void Line(const std::string& line) {
-    absl::StrAppend(&text_, "    ", line, "\n");
-  }
-  // y = act(linear(x)) over the Sequential `prefix`'s Linear at `index`.
-  std::string Linear(const std::string& prefix, int index,
-                     const std::string& x) {
-    const std::string p = absl::StrCat(prefix, ".", index);
-    return absl::StrCat("torch.linear(", x, ", ", Ref(p + ".weight"), ", ",
-                        Ref(p + ".bias"), ")");
-  }
-  std::string Conv(const std::string& name, const std::string& x, int stride,
-                   int padding) {
-    return absl::StrCat("torch.conv2d(", x, ", ", Ref(name + ".weight"), ", ",
-                        Ref(name + ".bias"), ", [", stride, ", ", stride,
-                        "], [", padding, ", ", padding, "])");
-  }
-  const std::vector<std::string>& missing() const { return missing_; }
-  const std::string& text() const { return text_; }
-
- private:
-  std::set<std::string> have_;
-  std::vector<std::string> missing_;
-  std::string text_;
-};
+using Source = ScriptWriter;
 
 // The hidden layers of trunk `prefix` over variable `x` (in place).
 void Trunk(Source& s, const ActorCriticConfig& c, const std::string& prefix,
@@ -146,10 +95,10 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
                                          const EnvSpec& env,
                                          const PolicyExportOptions& options) {
   const ActorCriticConfig& c = policy->config();
-  Source s(policy);
+  Source s(*policy);
   s.Line("x = obs.reshape([obs.size(0), -1]).float()");
   if (c.byte_observations) {
-    s.Line("x = x * " + Literal(1.0f / 255.0f));  // as FloatObservations
+    s.Line("x = x * " + ScriptLiteral(1.0f / 255.0f));  // as FloatObservations
   } else {
     for (const auto& part : c.observation_parts) {
       if (part.bytes) {  // the uint8 parts of a float vector
@@ -161,8 +110,8 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
   if (c.normalize_observations) {
     s.Line(absl::StrCat("x = torch.clamp((x - ", s.Ref("obs_mean"),
                         ") * torch.rsqrt(", s.Ref("obs_var"), " + 1e-08), ",
-                        Literal(-c.observation_clip), ", ",
-                        Literal(c.observation_clip), ")"));
+                        ScriptLiteral(-c.observation_clip), ", ",
+                        ScriptLiteral(c.observation_clip), ")"));
   }
   if (c.encoder != ActorCriticConfig::Encoder::kMlp) Encoders(s, c);
   s.Line("p = x");
@@ -189,48 +138,9 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
     s.Line("v = x");
     Trunk(s, c, "value_trunk", "v");
   }
-  s.Line(absl::StrCat("out = torch.linear(p, ", s.Ref("policy_head.weight"),
-                      ", ", s.Ref("policy_head.bias"), ")"));
-  s.Line(absl::StrCat("value = torch.linear(v, ", s.Ref("value_head.weight"),
-                      ", ", s.Ref("value_head.bias"), ").squeeze(-1)"));
-  if (c.bernoulli) {
-    // Each bit's logit l as a categorical's (0, l): argmax picks 1 where
-    // l > 0 and a Gumbel-max draw picks it with probability sigmoid(l).
-    s.Line("out = torch.stack([torch.zeros_like(out), out], -1).flatten(1)");
-  }
-  if (c.action_masks) {
-    // As MaskLogits: a masked choice's logit is -1e8, never the argmax.
-    s.Line("out = out.masked_fill(mask == 0, -100000000.0)");
-  }
-  if (c.num_actions > 0 || !c.action_nvec.empty()) {
-    if (options.sampled) {
-      // Gumbel-max: argmax(logits + Gumbel noise) is a categorical draw.
-      s.Line(
-          "out = out - torch.log(-torch.log("
-          "torch.rand_like(out).clamp(1e-20, 1.0)))");
-    }
-    if (c.action_nvec.empty()) {
-      s.Line("action = torch.argmax(out, -1)");
-    } else {
-      std::vector<std::string> parts;
-      int64_t at = 0;
-      for (size_t j = 0; j < c.action_nvec.size(); ++j) {
-        s.Line(absl::StrCat("a", j, " = torch.argmax(out[:, ", at, ":",
-                            at + c.action_nvec[j], "], -1)"));
-        parts.push_back(absl::StrCat("a", j));
-        at += c.action_nvec[j];
-      }
-      s.Line(absl::StrCat("action = torch.stack([", absl::StrJoin(parts, ", "),
-                          "], -1)"));
-    }
-  } else {
-    if (options.sampled) {
-      s.Line(absl::StrCat("out = out + torch.exp(", s.Ref("log_std"),
-                          ") * torch.randn_like(out)"));
-    }
-    s.Line(absl::StrCat("action = torch.clamp(out, ", Literal(env.action_low()),
-                        ", ", Literal(env.action_high()), ")"));
-  }
+  s.Line("out = " + s.Linear("policy_head", "p"));
+  s.Line("value = " + s.Linear("value_head", "v") + ".squeeze(-1)");
+  policy->head().Script(s, "out", options.sampled);
   s.Line(state_size > 0 ? "return action, value, next_state"
                         : "return action, value");
   if (!s.missing().empty()) {
@@ -290,24 +200,9 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
                          ? " (the LSTM's hidden, then cell state)"
                          : "")));
   }
-  std::string action;
-  if (c.num_actions > 0) {
-    action = tensor("actions", "int64", {"B"},
-                    absl::StrCat("Discrete(", c.num_actions, ")"));
-  } else if (c.bernoulli) {
-    action =
-        tensor("actions", "int64", {"B", absl::StrCat(c.action_nvec.size())},
-               absl::StrCat("MultiBinary(", c.action_nvec.size(), ")"));
-  } else if (!c.action_nvec.empty()) {
-    action =
-        tensor("actions", "int64", {"B", absl::StrCat(c.action_nvec.size())},
-               absl::StrCat("MultiDiscrete([",
-                            absl::StrJoin(c.action_nvec, ", "), "])"));
-  } else {
-    action = tensor("actions", "float32", {"B", absl::StrCat(c.action_size)},
-                    absl::StrCat("Box clipped to [", env.action_low(), ", ",
-                                 env.action_high(), "]"));
-  }
+  const HeadActions head = policy->head().Actions();
+  const std::string action =
+      tensor("actions", head.dtype, head.shape, head.description);
   // A Dict or Tuple observation's parts, where they lie in `obs`.
   std::vector<std::string> parts;
   for (const auto& part : c.observation_parts) {
@@ -348,11 +243,11 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
     torch::jit::Module module("rl_policy");
     torch::NoGradGuard no_grad;
     for (const auto& item : policy->named_parameters()) {
-      module.register_parameter(Attribute(item.key()),
+      module.register_parameter(ScriptAttribute(item.key()),
                                 item.value().detach().cpu().clone(), false);
     }
     for (const auto& item : policy->named_buffers()) {
-      module.register_buffer(Attribute(item.key()),
+      module.register_buffer(ScriptAttribute(item.key()),
                              item.value().detach().cpu().clone());
     }
     // How many numbers of state per env the caller carries (0: none).

@@ -2,6 +2,7 @@
 
 #include <torch/script.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,20 @@ namespace rl {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Each registered action head is exported by some case, so that a head
+// added without its exports fails here.
+TEST(PolicyExportTest, EveryActionHeadHasAnExportCase) {
+  std::set<std::string> exported;
+  for (const ExportCase& c : ExportCases()) {
+    ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
+    exported.insert(policy->head().name());
+  }
+  for (const ActionHeadEntry& entry : ActionHeads()) {
+    EXPECT_EQ(exported.count(entry.name), 1u)
+        << "no export case has the head " << entry.name;
+  }
+}
 
 // Every kind of policy, exported and loaded back with torch::jit::load,
 // gives the learner's policy's actions and values on 1,000 observations.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/json_quote.h"
 
 namespace rl {
@@ -150,6 +151,68 @@ void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
   }
 }
 
+// The action heads of policy/action_head.h's registry and the actions each
+// takes: "" where `env`'s fit, else why not (the registry's own Fits says
+// the same; //policy:action_head_test holds the two together).
+struct HeadRule {
+  const char* name;
+  std::string (*misfit)(const EnvSpec& env);
+};
+
+bool Bits(const EnvSpec& env) {
+  bool bits = env.action_nvec_size() > 0;
+  for (const int n : env.action_nvec()) bits = bits && n == 2;
+  return bits;
+}
+
+const HeadRule kHeadRules[] = {
+    {"bernoulli",
+     [](const EnvSpec& env) -> std::string {
+       return Bits(env) ? "" : "it takes bits (MultiBinary)";
+     }},
+    {"categorical",
+     [](const EnvSpec& env) -> std::string {
+       return env.num_discrete_actions() > 0 || env.action_nvec_size() > 0
+                  ? ""
+                  : "it takes Discrete or MultiDiscrete actions";
+     }},
+    {"gaussian",
+     [](const EnvSpec& env) -> std::string {
+       return env.continuous_action_size() > 0 ? "" : "it takes Box actions";
+     }},
+    {"tanh_gaussian",
+     [](const EnvSpec& env) -> std::string {
+       if (env.continuous_action_size() <= 0) return "it takes Box actions";
+       return std::isfinite(env.action_low()) &&
+                      std::isfinite(env.action_high()) &&
+                      env.action_low() < env.action_high()
+                  ? ""
+                  : "it squashes actions into finite bounds, and the env has "
+                    "none";
+     }},
+};
+
+// Problems of the action head.
+void HeadProblems(const RunSpec& spec, std::vector<std::string>* out) {
+  const std::string& head = spec.policy().head();
+  if (head.empty()) return;
+  for (const HeadRule& rule : kHeadRules) {
+    if (head != rule.name) continue;
+    const std::string misfit = rule.misfit(spec.env());
+    if (!misfit.empty()) {
+      out->push_back(
+          Problem("policy.head",
+                  absl::StrCat(misfit, ": this env's actions do not fit it"),
+                  JsonQuote(head)));
+    }
+    return;
+  }
+  out->push_back(Problem(
+      "policy.head",
+      absl::StrCat("must be one of ", absl::StrJoin(ActionHeadNames(), ", ")),
+      JsonQuote(head)));
+}
+
 // Problems of execution.cpu_kernels against the network it would run.
 void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
   const ExecutionConfig& execution = spec.execution();
@@ -180,6 +243,14 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
         "execution.cpu_kernels",
         "fused is the CPU path; this run's learner or actor device is not cpu",
         kernels));
+  } else if (!policy.head().empty() && policy.head() != "categorical" &&
+             policy.head() != "gaussian") {
+    out->push_back(Problem(
+        "execution.cpu_kernels",
+        absl::StrCat("fused has the categorical and gaussian heads; this "
+                     "run's policy.head is ",
+                     policy.head(), leave_out),
+        kernels));
   } else if (policy.activation() == "relu") {
     out->push_back(
         Problem("execution.cpu_kernels",
@@ -206,6 +277,19 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
 }
 
 }  // namespace
+
+std::vector<std::string> ActionHeadNames() {
+  std::vector<std::string> names;
+  for (const HeadRule& rule : kHeadRules) names.push_back(rule.name);
+  return names;
+}
+
+std::string ActionHeadMisfit(const std::string& head, const EnvSpec& env) {
+  for (const HeadRule& rule : kHeadRules) {
+    if (head == rule.name) return rule.misfit(env);
+  }
+  return "no such head";
+}
 
 bool IsCnnEncoder(const PolicyConfig& policy) {
   return policy.encoder() == "nature_cnn" || policy.encoder() == "impala_cnn";
@@ -279,6 +363,7 @@ std::vector<std::string> PolicyProblems(const RunSpec& spec) {
   }
   EncoderProblems(spec, &out);
   CoreProblems(spec, &out);
+  HeadProblems(spec, &out);
   FusedProblems(spec, &out);
   return out;
 }

@@ -11,6 +11,12 @@
 
 namespace rl {
 
+// The action heads a run may name in policy.head (those of
+// policy/action_head.h's registry), and "" where head `head` takes `env`'s
+// actions, else why not ("no such head" for a name not among them).
+std::vector<std::string> ActionHeadNames();
+std::string ActionHeadMisfit(const std::string& head, const EnvSpec& env);
+
 // True for the encoders that read images ("nature_cnn", "impala_cnn").
 bool IsCnnEncoder(const PolicyConfig& policy);
 

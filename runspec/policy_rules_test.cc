@@ -1,5 +1,6 @@
 #include "runspec/policy_rules.h"
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -223,6 +224,44 @@ TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
   EXPECT_THAT(
       Problems(spec),
       HasSubstr("execution.cpu_kernels: must be auto, fused or libtorch"));
+}
+
+TEST(PolicyRulesTest, TheHeadMustExistAndTakeTheActions) {
+  EnvSpec box;
+  box.set_observation_size(3);
+  box.set_continuous_action_size(1);
+  box.set_action_low(-2);
+  box.set_action_high(2);
+  PolicyConfig policy;
+  policy.set_head("tanh_gaussian");
+  EXPECT_EQ(Problems(Spec(box, policy)), "");
+
+  EnvSpec discrete;
+  discrete.set_observation_size(4);
+  discrete.set_num_discrete_actions(2);
+  EXPECT_THAT(Problems(Spec(discrete, policy)),
+              HasSubstr("policy.head: it takes Box actions"));
+
+  box.set_action_high(INFINITY);
+  EXPECT_THAT(Problems(Spec(box, policy)), HasSubstr("finite bounds"));
+
+  policy.set_head("beta");
+  EXPECT_THAT(Problems(Spec(discrete, policy)),
+              HasSubstr("policy.head: must be one of bernoulli, categorical, "
+                        "gaussian, tanh_gaussian (got \"beta\")"));
+
+  // The fused path computes the categorical and Gaussian heads only.
+  box.set_action_high(2);
+  policy.set_head("tanh_gaussian");
+  RunSpec fused = Spec(box, policy);
+  fused.mutable_execution()->set_cpu_kernels("fused");
+  EXPECT_THAT(Problems(fused),
+              HasSubstr("fused has the categorical and gaussian heads; this "
+                        "run's policy.head is tanh_gaussian"));
+  policy.set_head("gaussian");
+  fused = Spec(box, policy);
+  fused.mutable_execution()->set_cpu_kernels("fused");
+  EXPECT_EQ(Problems(fused), "");
 }
 
 }  // namespace
