@@ -1,7 +1,5 @@
 #include "policy/actor_critic.h"
 
-#include <torch/nn/init.h>
-
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -17,8 +15,12 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   if (recurrent()) config_.shared_trunk = true;
   // What the trunks take: the observation, or the CNN's features.
   int64_t trunk_in = config.observation_size;
-  const bool cnn = config.encoder != ActorCriticConfig::Encoder::kMlp;
-  if (cnn && !config.observation_parts.empty()) {
+  if (config.encoder != ActorCriticConfig::Encoder::kMlp) {
+    image_encoder_ = MakeImageEncoder(EncoderName(config.encoder));
+    TORCH_CHECK(image_encoder_ != nullptr, "no image encoder is named ",
+                EncoderName(config.encoder));
+  }
+  if (image_encoder_ && !config.observation_parts.empty()) {
     // Per key: the image parts' features and the other parts' values.
     trunk_in = 0;
     for (size_t k = 0; k < config.observation_parts.size(); ++k) {
@@ -29,35 +31,25 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
         trunk_in += part.size;
         continue;
       }
-      ActorCriticConfig image = config;
-      image.image_chw = PartImageChw(part, config.channels_last);
       int64_t features = 0;
       part_encoders_.push_back(register_module(
-          absl::StrCat("encoder_", k), MakeCnnEncoder(image, &features)));
+          absl::StrCat("encoder_", k),
+          image_encoder_->Make(PartImageChw(part, config.channels_last),
+                               &features)));
       trunk_in += features;
     }
-  } else if (cnn) {
-    encoder_ = register_module("encoder", MakeCnnEncoder(config, &trunk_in));
+  } else if (image_encoder_) {
+    encoder_ = register_module(
+        "encoder", image_encoder_->Make(config.image_chw, &trunk_in));
   }
   int features = config.hidden_sizes.empty() ? static_cast<int>(trunk_in)
                                              : config.hidden_sizes.back();
   if (recurrent()) {
-    // CleanRL's recurrent PPO: orthogonal weights, zero biases.
-    const int size = config.core_size;
-    std::vector<torch::Tensor> weights, biases;
-    if (config.core == ActorCriticConfig::Core::kLstm) {
-      lstm_ = register_module("lstm", torch::nn::LSTMCell(features, size));
-      weights = {lstm_->weight_ih, lstm_->weight_hh};
-      biases = {lstm_->bias_ih, lstm_->bias_hh};
-    } else {
-      gru_ = register_module("gru", torch::nn::GRUCell(features, size));
-      weights = {gru_->weight_ih, gru_->weight_hh};
-      biases = {gru_->bias_ih, gru_->bias_hh};
-    }
-    torch::NoGradGuard no_grad;
-    for (auto& w : weights) torch::nn::init::orthogonal_(w, 1.0);
-    for (auto& b : biases) torch::nn::init::zeros_(b);
-    features = size;
+    core_ = MakeRecurrentCore(CoreName(config.core));
+    TORCH_CHECK(core_ != nullptr, "no recurrent core is named ",
+                CoreName(config.core));
+    core_->Register(*this, features, config.core_size);
+    features = config.core_size;
   }
   policy_trunk_ = register_module(
       "policy_trunk",
@@ -178,57 +170,10 @@ torch::Tensor ActorCriticImpl::InitialState(int64_t batch) const {
   return torch::zeros({batch, state_size()});
 }
 
-namespace {
-
-// One LSTM step (PyTorch's LSTMCell: gates i, f, g, o) from the input's
-// projection `xw` = x W_ih^T + b_ih + b_hh and the hidden and cell states:
-// the new ones in place of `h` and `c`.
-void LstmStep(const torch::Tensor& xw, const torch::Tensor& w_hh,
-              torch::Tensor* h, torch::Tensor* c) {
-  const std::vector<torch::Tensor> g =
-      torch::addmm(xw, *h, w_hh.t()).chunk(4, 1);
-  *c = g[1].sigmoid() * *c + g[0].sigmoid() * g[2].tanh();
-  *h = g[3].sigmoid() * c->tanh();
-}
-
-// One GRU step (PyTorch's GRUCell: gates r, z, n) from the input's
-// projection `xw` = x W_ih^T + b_ih: the new hidden state in place of `h`.
-void GruStep(const torch::Tensor& xw, const torch::Tensor& w_hh,
-             const torch::Tensor& b_hh, torch::Tensor* h) {
-  const std::vector<torch::Tensor> x = xw.chunk(3, 1);
-  const std::vector<torch::Tensor> hw =
-      torch::addmm(b_hh, *h, w_hh.t()).chunk(3, 1);
-  const torch::Tensor r = (x[0] + hw[0]).sigmoid();
-  const torch::Tensor z = (x[1] + hw[1]).sigmoid();
-  const torch::Tensor n = (x[2] + r * hw[2]).tanh();
-  *h = n + z * (*h - n);
-}
-
-}  // namespace
-
-torch::Tensor ActorCriticImpl::CoreInput(const torch::Tensor& features) {
-  if (lstm_) {
-    return torch::linear(features, lstm_->weight_ih,
-                         lstm_->bias_ih + lstm_->bias_hh);
-  }
-  return torch::linear(features, gru_->weight_ih, gru_->bias_ih);
-}
-
 torch::Tensor ActorCriticImpl::CoreStep(const torch::Tensor& features,
                                         const torch::Tensor& state,
                                         torch::Tensor* next_state) {
-  const torch::Tensor xw = CoreInput(features);
-  if (lstm_) {
-    const int64_t H = config_.core_size;
-    torch::Tensor h = state.narrow(1, 0, H), c = state.narrow(1, H, H);
-    LstmStep(xw, lstm_->weight_hh, &h, &c);
-    *next_state = torch::cat({h, c}, 1);
-    return h;
-  }
-  torch::Tensor h = state;
-  GruStep(xw, gru_->weight_hh, gru_->bias_hh, &h);
-  *next_state = h;
-  return h;
+  return core_->Step(core_->Input(features), state, next_state);
 }
 
 namespace {
@@ -313,7 +258,7 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
   // unbind, not xw[t]: one backward node for all the steps (a select's
   // backward would write a whole [T, B, gates] gradient per step).
   const std::vector<torch::Tensor> xw =
-      CoreInput(Trunks(NormalizeObservations(flat(observations))).first)
+      core_->Input(Trunks(NormalizeObservations(flat(observations))).first)
           .view({T, B, -1})
           .unbind(0);
   // 1 where the state carries on to the next step, 0 where it restarts;
@@ -323,22 +268,12 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
   const torch::Tensor any_end =
       episode_ends.ne(0).any(1).to(torch::kCPU).contiguous();
   const bool* ended = any_end.data_ptr<bool>();
-  const int64_t H = config_.core_size;
-  torch::Tensor h = initial_state.narrow(1, 0, H);
-  torch::Tensor c = lstm_ ? initial_state.narrow(1, H, H) : torch::Tensor();
+  torch::Tensor state = initial_state;
   std::vector<torch::Tensor> outputs;
   outputs.reserve(T);
   for (int64_t t = 0; t < T; ++t) {
-    if (t > 0 && ended[t - 1]) {
-      h = h * carry[t - 1];
-      if (lstm_) c = c * carry[t - 1];
-    }
-    if (lstm_) {
-      LstmStep(xw[t], lstm_->weight_hh, &h, &c);
-    } else {
-      GruStep(xw[t], gru_->weight_hh, gru_->bias_hh, &h);
-    }
-    outputs.push_back(h);
+    if (t > 0 && ended[t - 1]) state = state * carry[t - 1];
+    outputs.push_back(core_->Step(xw[t], state, &state));
   }
   const torch::Tensor core = torch::cat(outputs, 0);  // [T * B, core_size]
   return EvaluateHeads(core, core, flat(actions), flat(action_masks));

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "policy/action_head.h"
+#include "policy/network_parts.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -118,6 +119,11 @@ ActorCriticConfig RunNetworkConfig(const RunSpec& spec);
 // (CreateActorCritic's check).
 absl::Status CheckActorCriticConfig(const ActorCriticConfig& config);
 
+// The registered names (policy/network_parts.h) of an encoder and a core
+// of the config: "mlp", "nature_cnn", "impala_cnn"; "none", "lstm", "gru".
+std::string EncoderName(ActorCriticConfig::Encoder encoder);
+std::string CoreName(ActorCriticConfig::Core core);
+
 // Numbers of a recurrent state per env of `config`'s network: 2 x core_size
 // for an LSTM (hidden and cell), core_size for a GRU, 0 without a core.
 int64_t RecurrentStateSize(const ActorCriticConfig& config);
@@ -164,6 +170,10 @@ class ActorCriticImpl : public torch::nn::Module {
   bool bernoulli() const { return config_.bernoulli; }
   // The action head (ActorCriticConfig::head, or the space's default).
   const ActionHead& head() const { return *head_; }
+  // The CNN (null for an MLP encoder) and the recurrent core (null
+  // without one) the network is composed of: the exports walk them.
+  const ImageEncoder* image_encoder() const { return image_encoder_.get(); }
+  const RecurrentCore* core() const { return core_.get(); }
 
   // Raw observations [B, obs] -> the network's input: uint8 ones scaled to
   // [0, 1] (ActorCriticConfig::byte_observations), then normalised with the
@@ -185,7 +195,9 @@ class ActorCriticImpl : public torch::nn::Module {
   }
   // Where the parameters and buffers live (module->to(device) moves them).
   torch::Device device() const { return obs_mean_.device(); }
-  int64_t state_size() const { return RecurrentStateSize(config_); }
+  int64_t state_size() const {
+    return core_ ? core_->StateSize(config_.core_size) : 0;
+  }
   // Zeros [batch, state_size()] (undefined without a core).
   torch::Tensor InitialState(int64_t batch) const;
 
@@ -269,9 +281,6 @@ class ActorCriticImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // The policy layer's output [B, head_->units()], what the head reads.
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
-  // The core's input projection of trunk features [N, in]: x W_ih^T plus
-  // the input bias (an LSTM's two biases, summed).
-  torch::Tensor CoreInput(const torch::Tensor& features);
   // One step of the core: trunk features [B, in] and the state before ->
   // the core's output [B, core_size]; `next_state` gets the state after.
   torch::Tensor CoreStep(const torch::Tensor& features,
@@ -293,12 +302,12 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::nn::Sequential value_trunk_{nullptr};
   torch::nn::Linear policy_head_{nullptr};
   torch::nn::Linear value_head_{nullptr};
-  torch::nn::LSTMCell lstm_{nullptr};  // core lstm only
-  torch::nn::GRUCell gru_{nullptr};    // core gru only
-  std::shared_ptr<ActionHead> head_;   // its parameters registered here
-  torch::Tensor obs_mean_;             // [obs] buffer
-  torch::Tensor obs_var_;              // [obs] buffer
-  torch::Tensor obs_count_;            // [] float64 buffer
+  std::shared_ptr<ImageEncoder> image_encoder_;  // CNN encoders only
+  std::shared_ptr<RecurrentCore> core_;          // with a core only
+  std::shared_ptr<ActionHead> head_;  // its parameters registered here
+  torch::Tensor obs_mean_;            // [obs] buffer
+  torch::Tensor obs_var_;             // [obs] buffer
+  torch::Tensor obs_count_;           // [] float64 buffer
 };
 TORCH_MODULE(ActorCritic);
 

@@ -91,16 +91,35 @@ int64_t ActionMaskWidth(const ActorCriticConfig& config) {
   return width;
 }
 
-int64_t RecurrentStateSize(const ActorCriticConfig& config) {
-  switch (config.core) {
+std::string EncoderName(ActorCriticConfig::Encoder encoder) {
+  switch (encoder) {
+    case ActorCriticConfig::Encoder::kNatureCnn:
+      return "nature_cnn";
+    case ActorCriticConfig::Encoder::kImpalaCnn:
+      return "impala_cnn";
+    case ActorCriticConfig::Encoder::kMlp:
+      break;
+  }
+  return "mlp";
+}
+
+std::string CoreName(ActorCriticConfig::Core core) {
+  switch (core) {
     case ActorCriticConfig::Core::kLstm:
-      return 2 * config.core_size;
+      return "lstm";
     case ActorCriticConfig::Core::kGru:
-      return config.core_size;
+      return "gru";
     case ActorCriticConfig::Core::kNone:
       break;
   }
-  return 0;
+  return "none";
+}
+
+int64_t RecurrentStateSize(const ActorCriticConfig& config) {
+  if (config.core == ActorCriticConfig::Core::kNone) return 0;
+  const std::unique_ptr<RecurrentCore> core =
+      MakeRecurrentCore(CoreName(config.core));
+  return core == nullptr ? 0 : core->StateSize(config.core_size);
 }
 
 absl::Status CheckActorCriticConfig(const ActorCriticConfig& config) {

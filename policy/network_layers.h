@@ -1,12 +1,15 @@
-// The layers the actor-critic (policy/actor_critic.h) is built from, with
-// CleanRL's initialisation: orthogonal weights, zero biases. Part of the
-// actor_critic library.
+// The layers the actor-critic (policy/actor_critic.h) and its parts
+// (policy/network_parts.h) are built from, with CleanRL's initialisation:
+// orthogonal weights, zero biases. Part of the actor_critic library.
 #ifndef RL_POLICY_NETWORK_LAYERS_H_
 #define RL_POLICY_NETWORK_LAYERS_H_
 
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "policy/actor_critic.h"
@@ -16,11 +19,13 @@ namespace rl {
 // A Linear of orthogonal weights (`gain`) and zero bias.
 torch::nn::Linear OrthogonalLinear(int in, int out, double gain);
 
-// The CNN encoders of CleanRL's Atari (Nature) and Procgen (IMPALA) PPO for
-// `config`'s encoder and image: images [B, C, H, W] in [0, 1] -> features
-// [B, *features] (512 or 256).
-torch::nn::Sequential MakeCnnEncoder(const ActorCriticConfig& config,
-                                     int64_t* features);
+// A Conv2d of orthogonal weights (gain sqrt 2) and zero bias.
+torch::nn::Conv2d OrthogonalConv(int64_t in, int64_t out, int64_t kernel,
+                                 int64_t stride, int64_t padding = 0);
+
+// Numbers per image of `chw` after `layers` (a forward of zeros).
+int64_t FlatFeatures(torch::nn::Sequential& layers,
+                     const std::vector<int64_t>& chw);
 
 // Hidden layers of `hidden` sizes over `in` inputs, each followed by
 // `activation`; empty for no hidden sizes.

@@ -46,12 +46,11 @@ std::string Trunk(Graph& g, const ActorCriticConfig& c,
   return x;
 }
 
-// The CNN encoder `prefix` (actor_critic.cc's MakeCnn) over flat images `x`
+// The CNN encoder `prefix` (policy->image_encoder()) over flat images `x`
 // of `chw`.
-std::string Encoder(Graph& g, const ActorCriticConfig& c,
-                    const std::string& prefix, const std::vector<int64_t>& chw,
-                    std::string x) {
-  const std::string at = prefix + ".";
+std::string Encoder(Graph& g, const ImageEncoder& cnn,
+                    const ActorCriticConfig& c, const std::string& prefix,
+                    const std::vector<int64_t>& chw, std::string x) {
   if (c.channels_last) {
     x = g.Node("Reshape", {x, g.Ints({-1, chw[1], chw[2], chw[0]})});
     x = g.Node("Transpose", {x}, [](onnx::NodeProto* n) {
@@ -60,98 +59,28 @@ std::string Encoder(Graph& g, const ActorCriticConfig& c,
   } else {
     x = g.Node("Reshape", {x, g.Ints({-1, chw[0], chw[1], chw[2]})});
   }
-  int linear = 0;
-  if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
-    x = g.Node("Relu", {g.Conv(at + "0", x, 4, 0)});
-    x = g.Node("Relu", {g.Conv(at + "2", x, 2, 0)});
-    x = g.Node("Relu", {g.Conv(at + "4", x, 1, 0)});
-    x = g.Node("Flatten", {x});
-    linear = 7;
-  } else {
-    for (int stack = 0; stack < 3; ++stack) {
-      const int base = 4 * stack;
-      x = g.Conv(absl::StrCat(at, base), x, 1, 1);
-      x = g.Node("MaxPool", {x}, [](onnx::NodeProto* n) {
-        Graph::IntsAttr(n, "kernel_shape", {3, 3});
-        Graph::IntsAttr(n, "strides", {2, 2});
-        Graph::IntsAttr(n, "pads", {1, 1, 1, 1});
-      });
-      for (int block = 1; block <= 2; ++block) {
-        const std::string b = absl::StrCat(at, base + 1 + block);
-        const std::string r = g.Conv(b + ".conv0", g.Node("Relu", {x}), 1, 1);
-        x = g.Node("Add", {x, g.Conv(b + ".conv1", g.Node("Relu", {r}), 1, 1)});
-      }
-    }
-    x = g.Node("Relu", {g.Node("Flatten", {x})});
-    linear = 14;
-  }
-  return g.Node("Relu", {g.Linear(absl::StrCat(at, linear), x)});
+  return cnn.Onnx(g, prefix, x);
 }
 
 // The encoder over `x`: a CNN, or per key (a CNN per image part, the other
 // parts as they are, concatenated), as ActorCriticImpl::Trunks reads it.
-std::string Encoders(Graph& g, const ActorCriticConfig& c,
-                     const std::string& x) {
+std::string Encoders(Graph& g, const ImageEncoder& cnn,
+                     const ActorCriticConfig& c, const std::string& x) {
   if (c.observation_parts.empty()) {
-    return Encoder(g, c, "encoder", c.image_chw, x);
+    return Encoder(g, cnn, c, "encoder", c.image_chw, x);
   }
   std::vector<std::string> features;
   for (size_t k = 0; k < c.observation_parts.size(); ++k) {
     const auto& part = c.observation_parts[k];
     std::string f = g.Columns(x, part.offset, part.offset + part.size);
     if (part.image()) {
-      f = Encoder(g, c, absl::StrCat("encoder_", k),
+      f = Encoder(g, cnn, c, absl::StrCat("encoder_", k),
                   PartImageChw(part, c.channels_last), f);
     }
     features.push_back(f);
   }
   return g.Node("Concat", features,
                 [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
-}
-
-// One step of the core over `x` from `state`; sets `next_state`.
-std::string Core(Graph& g, const ActorCriticConfig& c, const std::string& x,
-                 const std::string& state, std::string* next_state) {
-  const int64_t h = c.core_size;
-  auto split = [&](const std::string& t, int parts) {
-    return g.Nodes("Split", {t, g.Ints(std::vector<int64_t>(parts, h))}, parts,
-                   [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
-  };
-  if (c.core == ActorCriticConfig::Core::kLstm) {
-    // PyTorch's LSTMCell: gates i, f, g, o; state [hidden, cell].
-    const std::string hidden = g.Columns(state, 0, h);
-    const std::string cell = g.Columns(state, h, 2 * h);
-    const std::string gates =
-        g.Node("Add", {g.Gemm(x, "lstm.weight_ih", "lstm.bias_ih"),
-                       g.Gemm(hidden, "lstm.weight_hh", "lstm.bias_hh")});
-    const std::vector<std::string> q = split(gates, 4);
-    const std::string i = g.Node("Sigmoid", {q[0]});
-    const std::string f = g.Node("Sigmoid", {q[1]});
-    const std::string gg = g.Node("Tanh", {q[2]});
-    const std::string o = g.Node("Sigmoid", {q[3]});
-    const std::string c2 =
-        g.Node("Add", {g.Node("Mul", {f, cell}), g.Node("Mul", {i, gg})});
-    const std::string h2 = g.Node("Mul", {o, g.Node("Tanh", {c2})});
-    *next_state = g.Node("Concat", {h2, c2}, [](onnx::NodeProto* n) {
-      Graph::IntAttr(n, "axis", 1);
-    });
-    return h2;
-  }
-  // PyTorch's GRUCell: r, z, n; n = tanh(W_in x + b_in + r * (W_hn h +
-  // b_hn)); h' = (1 - z) * n + z * h.
-  const std::vector<std::string> gi =
-      split(g.Gemm(x, "gru.weight_ih", "gru.bias_ih"), 3);
-  const std::vector<std::string> gh =
-      split(g.Gemm(state, "gru.weight_hh", "gru.bias_hh"), 3);
-  const std::string r = g.Node("Sigmoid", {g.Node("Add", {gi[0], gh[0]})});
-  const std::string z = g.Node("Sigmoid", {g.Node("Add", {gi[1], gh[1]})});
-  const std::string n =
-      g.Node("Tanh", {g.Node("Add", {gi[2], g.Node("Mul", {r, gh[2]})})});
-  const std::string h2 =
-      g.Node("Add", {g.Node("Mul", {g.Node("Sub", {g.Scalar(1), z}), n}),
-                     g.Node("Mul", {z, state})});
-  *next_state = h2;
-  return h2;
 }
 
 }  // namespace
@@ -216,14 +145,14 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
           x = g.Node("Clip", {x, g.Constant(torch::tensor(-c.observation_clip)),
                               g.Constant(torch::tensor(c.observation_clip))});
         }
-        if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
-          x = Encoders(g, c, x);
+        if (policy->image_encoder() != nullptr) {
+          x = Encoders(g, *policy->image_encoder(), c, x);
         }
         std::string p = Trunk(g, c, "policy_trunk", x);
         std::string v;
         std::string next_state;
         if (state_size > 0) {
-          p = Core(g, c, p, "state", &next_state);
+          p = policy->core()->Onnx(g, p, "state", &next_state);
           v = p;
         } else {
           v = c.shared_trunk ? p : Trunk(g, c, "value_trunk", x);
@@ -250,11 +179,10 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
               actions.shape);
         Value(graph->add_output(), "values", onnx::TensorProto::FLOAT, {"B"});
         if (state_size > 0) {
-          // An LSTM's next state is a Concat; a GRU's is the output the
-          // policy head also reads, so it is copied out.
-          const std::string named = c.core == ActorCriticConfig::Core::kLstm
-                                        ? next_state
-                                        : g.Node("Identity", {next_state});
+          // A state that is also the output the heads read (a GRU's) is
+          // copied out; an LSTM's is a Concat of its own.
+          const std::string named =
+              next_state == p ? g.Node("Identity", {next_state}) : next_state;
           g.Rename(named, "next_state");
           Value(graph->add_output(), "next_state", onnx::TensorProto::FLOAT,
                 {"B", absl::StrCat(state_size)});

@@ -31,47 +31,25 @@ void Trunk(Source& s, const ActorCriticConfig& c, const std::string& prefix,
   }
 }
 
-// The CNN encoder `prefix` (actor_critic.cc's MakeCnn, layer by layer) over
-// flat images `x` of `chw` (in place).
-void Encoder(Source& s, const ActorCriticConfig& c, const std::string& prefix,
-             const std::vector<int64_t>& chw, const std::string& x) {
+// The CNN encoder `prefix` (policy->image_encoder()) over flat images `x`
+// of `chw` (in place).
+void Encoder(Source& s, const ImageEncoder& cnn, const ActorCriticConfig& c,
+             const std::string& prefix, const std::vector<int64_t>& chw,
+             const std::string& x) {
   s.Line(c.channels_last
              ? absl::StrCat(x, " = ", x, ".reshape([", x, ".size(0), ", chw[1],
                             ", ", chw[2], ", ", chw[0],
                             "]).permute([0, 3, 1, 2]).contiguous()")
              : absl::StrCat(x, " = ", x, ".reshape([", x, ".size(0), ", chw[0],
                             ", ", chw[1], ", ", chw[2], "])"));
-  const std::string at = prefix + ".";
-  int linear = 0;
-  if (c.encoder == ActorCriticConfig::Encoder::kNatureCnn) {
-    s.Line(x + " = torch.relu(" + s.Conv(at + "0", x, 4, 0) + ")");
-    s.Line(x + " = torch.relu(" + s.Conv(at + "2", x, 2, 0) + ")");
-    s.Line(x + " = torch.relu(" + s.Conv(at + "4", x, 1, 0) + ")");
-    s.Line(x + " = " + x + ".flatten(1)");
-    linear = 7;
-  } else {
-    for (int stack = 0; stack < 3; ++stack) {
-      const int base = 4 * stack;
-      s.Line(x + " = " + s.Conv(absl::StrCat(at, base), x, 1, 1));
-      s.Line(x + " = torch.max_pool2d(" + x + ", [3, 3], [2, 2], [1, 1])");
-      for (int block = 1; block <= 2; ++block) {
-        const std::string b = absl::StrCat(at, base + 1 + block);
-        s.Line("r = " + s.Conv(b + ".conv0", "torch.relu(" + x + ")", 1, 1));
-        s.Line(x + " = " + x + " + " +
-               s.Conv(b + ".conv1", "torch.relu(r)", 1, 1));
-      }
-    }
-    s.Line(x + " = torch.relu(" + x + ".flatten(1))");
-    linear = 14;
-  }
-  s.Line(x + " = torch.relu(" + s.Linear(prefix, linear, x) + ")");
+  cnn.Script(s, prefix, x);
 }
 
 // The encoder over `x`: a CNN, or per key (a CNN per image part, the other
 // parts as they are, concatenated), as ActorCriticImpl::Trunks reads it.
-void Encoders(Source& s, const ActorCriticConfig& c) {
+void Encoders(Source& s, const ImageEncoder& cnn, const ActorCriticConfig& c) {
   if (c.observation_parts.empty()) {
-    Encoder(s, c, "encoder", c.image_chw, "x");
+    Encoder(s, cnn, c, "encoder", c.image_chw, "x");
     return;
   }
   std::vector<std::string> features;
@@ -81,7 +59,7 @@ void Encoders(Source& s, const ActorCriticConfig& c) {
     s.Line(absl::StrCat(f, " = x[:, ", part.offset, ":",
                         part.offset + part.size, "]"));
     if (part.image()) {
-      Encoder(s, c, absl::StrCat("encoder_", k),
+      Encoder(s, cnn, c, absl::StrCat("encoder_", k),
               PartImageChw(part, c.channels_last), f);
     }
     features.push_back(f);
@@ -113,25 +91,13 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
                         ScriptLiteral(-c.observation_clip), ", ",
                         ScriptLiteral(c.observation_clip), ")"));
   }
-  if (c.encoder != ActorCriticConfig::Encoder::kMlp) Encoders(s, c);
+  if (policy->image_encoder() != nullptr) {
+    Encoders(s, *policy->image_encoder(), c);
+  }
   s.Line("p = x");
   Trunk(s, c, "policy_trunk", "p");
   const int64_t state_size = policy->state_size();
-  if (c.core == ActorCriticConfig::Core::kLstm) {
-    // As LSTMCell (CoreStep): the state is [hidden, cell].
-    s.Line(absl::StrCat("h, cell = torch.lstm_cell(p, [state[:, :", c.core_size,
-                        "], state[:, ", c.core_size, ":]], ",
-                        s.Ref("lstm.weight_ih"), ", ", s.Ref("lstm.weight_hh"),
-                        ", ", s.Ref("lstm.bias_ih"), ", ",
-                        s.Ref("lstm.bias_hh"), ")"));
-    s.Line("next_state = torch.cat([h, cell], 1)");
-    s.Line("p = h");
-  } else if (c.core == ActorCriticConfig::Core::kGru) {
-    s.Line(absl::StrCat("p = torch.gru_cell(p, state, ", s.Ref("gru.weight_ih"),
-                        ", ", s.Ref("gru.weight_hh"), ", ",
-                        s.Ref("gru.bias_ih"), ", ", s.Ref("gru.bias_hh"), ")"));
-    s.Line("next_state = p");
-  }
+  if (policy->core() != nullptr) policy->core()->Script(s, "p", "state");
   if (policy->config().shared_trunk) {
     s.Line("v = p");
   } else {

@@ -17,18 +17,30 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Each registered action head is exported by some case, so that a head
-// added without its exports fails here.
-TEST(PolicyExportTest, EveryActionHeadHasAnExportCase) {
-  std::set<std::string> exported;
+// Each registered part (action head, image encoder, recurrent core) is
+// exported by some case, so that a part added without its exports fails
+// here.
+TEST(PolicyExportTest, EveryNetworkPartHasAnExportCase) {
+  std::set<std::string> heads, encoders, cores;
   for (const ExportCase& c : ExportCases()) {
     ASSERT_OK_AND_ASSIGN(ActorCritic policy, CreateActorCritic(c.config));
-    exported.insert(policy->head().name());
+    heads.insert(policy->head().name());
+    if (policy->image_encoder() != nullptr) {
+      encoders.insert(policy->image_encoder()->name());
+    }
+    if (policy->core() != nullptr) cores.insert(policy->core()->name());
   }
   for (const ActionHeadEntry& entry : ActionHeads()) {
-    EXPECT_EQ(exported.count(entry.name), 1u)
+    EXPECT_EQ(heads.count(entry.name), 1u)
         << "no export case has the head " << entry.name;
   }
+  EXPECT_EQ(ImageEncoderNames(),
+            std::vector<std::string>(encoders.begin(), encoders.end()));
+  EXPECT_EQ(RecurrentCoreNames(),
+            std::vector<std::string>(cores.begin(), cores.end()));
+  EXPECT_THAT(ImageEncoderNames(),
+              ::testing::ElementsAre("impala_cnn", "nature_cnn"));
+  EXPECT_THAT(RecurrentCoreNames(), ::testing::ElementsAre("gru", "lstm"));
 }
 
 // Every kind of policy, exported and loaded back with torch::jit::load,
