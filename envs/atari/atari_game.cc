@@ -1,0 +1,196 @@
+#include "envs/atari/atari_game.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <stdexcept>
+
+#include "ale/ale_interface.hpp"
+
+namespace rl::atari {
+
+std::string RomName(const std::string& game) {
+  std::string out;
+  for (size_t i = 0; i < game.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(game[i]);
+    if (std::isupper(c) && i > 0) out += '_';
+    out += static_cast<char>(std::tolower(c));
+  }
+  return out;
+}
+
+AtariGame::AtariGame(const AtariOptions& options)
+    : options_(options),
+      ale_(std::make_unique<ale::ALEInterface>()),
+      resize_(210, 160, options.screen_size, options.screen_size) {
+  if (options.frame_skip < 1 || options.noop_max < 0 || options.stack_num < 1 ||
+      options.screen_size < 1) {
+    throw std::invalid_argument(
+        "frame_skip, stack_num and screen_size must be >= 1 and noop_max >= "
+        "0");
+  }
+  ale::Logger::setMode(ale::Logger::Error);
+  ale_->setInt("random_seed", options.ale_seed);
+  ale_->setFloat("repeat_action_probability",
+                 options.repeat_action_probability);
+  ale_->setInt("max_num_frames_per_episode",
+               options.max_num_frames_per_episode);
+  // ALE ends the process on a missing ROM: looked for first.
+  if (!std::ifstream(options.rom_path, std::ios::binary)) {
+    throw std::runtime_error("no ROM at " + options.rom_path);
+  }
+  try {
+    ale_->loadROM(options.rom_path);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("cannot load the ROM " + options.rom_path + ": " +
+                             e.what());
+  }
+  for (const ale::Action a : ale_->getMinimalActionSet()) {
+    actions_.push_back(static_cast<int>(a));
+    fire_ = fire_ || a == ale::PLAYER_A_FIRE;
+  }
+  fire_ = fire_ && options.fire_reset;
+  if (actions_.empty() || actions_[0] != ale::PLAYER_A_NOOP) {
+    throw std::runtime_error("the game's first action is not NOOP");
+  }
+  const ale::ALEScreen& screen = ale_->getScreen();
+  height_ = static_cast<int>(screen.height());
+  width_ = static_cast<int>(screen.width());
+  if (height_ != 210 || width_ != 160) {
+    throw std::runtime_error("the game's screen is not 210x160");
+  }
+  for (auto& s : screens_) s.assign(static_cast<size_t>(height_) * width_, 0);
+  const size_t size = static_cast<size_t>(options.screen_size) *
+                      static_cast<size_t>(options.screen_size);
+  frame_.assign(size, 0);
+  stack_.assign(size * options.stack_num, 0);
+}
+
+AtariGame::~AtariGame() = default;
+
+int64_t AtariGame::observation_size() const {
+  return static_cast<int64_t>(stack_.size());
+}
+
+AtariGame::LifeStep AtariGame::Frames(int action) {
+  const ale::Action code = static_cast<ale::Action>(actions_[action]);
+  LifeStep step;
+  const int skip = options_.frame_skip;
+  for (int t = 0; t < skip; ++t) {
+    step.reward += ale_->act(code, 1.0f);
+    step.terminated = ale_->game_over(/*with_truncation=*/false);
+    step.truncated = ale_->game_truncated();
+    if (step.terminated || step.truncated) break;
+    if (t == skip - 2) {
+      ale_->getScreenGrayscale(screens_[1]);
+    } else if (t == skip - 1) {
+      ale_->getScreenGrayscale(screens_[0]);
+    }
+  }
+  return step;
+}
+
+void AtariGame::Frame() {
+  // As the bridge: the max goes into the newer screen, which a step ended
+  // early by the game keeps.
+  if (options_.frame_skip > 1) {
+    MaxFrames(screens_[0].data(), screens_[1].data(), screens_[0].data(),
+              static_cast<int64_t>(screens_[0].size()));
+  }
+  resize_.Apply(screens_[0].data(), frame_.data());
+}
+
+void AtariGame::NewGame(Rng& rng) {
+  ale_->reset_game();
+  int noops = 0;
+  if (options_.noop_max > 0) {
+    noops = std::uniform_int_distribution<int>(1, options_.noop_max)(rng);
+  }
+  const ale::Action noop = static_cast<ale::Action>(actions_[0]);
+  for (int i = 0; i < noops; ++i) {
+    ale_->act(noop, 1.0f);
+    if (ale_->game_over(/*with_truncation=*/false) || ale_->game_truncated()) {
+      ale_->reset_game();
+    }
+  }
+  ale_->getScreenGrayscale(screens_[0]);
+  std::fill(screens_[1].begin(), screens_[1].end(), 0);
+  return_ = 0;
+  length_ = 0;
+  Frame();
+}
+
+AtariGame::LifeStep AtariGame::OneLifeStep(int action) {
+  LifeStep step = Frames(action);
+  Frame();
+  return_ += step.reward;
+  ++length_;
+  step.game_over = step.terminated || step.truncated;
+  game_over_ = step.game_over;
+  if (step.game_over) {
+    ended_game_ = true;
+    ended_return_ = return_;
+    ended_length_ = length_;
+  }
+  if (options_.episodic_life) {
+    const int lives = ale_->lives();
+    if (0 < lives && lives < lives_) step.terminated = true;
+    lives_ = lives;
+  }
+  return step;
+}
+
+void AtariGame::LifeReset(Rng& rng) {
+  if (game_over_ || !options_.episodic_life) {
+    NewGame(rng);
+  } else {
+    const LifeStep step = OneLifeStep(0);
+    if (step.terminated || step.truncated) NewGame(rng);
+  }
+  game_over_ = false;
+  lives_ = ale_->lives();
+}
+
+void AtariGame::Reset(Rng& rng, uint8_t* obs) {
+  LifeReset(rng);
+  if (fire_) {
+    for (const int action : {1, 2}) {
+      const LifeStep step = OneLifeStep(action);
+      if (step.terminated || step.truncated) LifeReset(rng);
+    }
+  }
+  for (int k = 0; k < options_.stack_num; ++k) {
+    std::copy(frame_.begin(), frame_.end(), stack_.begin() + k * frame_.size());
+  }
+  std::copy(stack_.begin(), stack_.end(), obs);
+}
+
+void AtariGame::Push(uint8_t* obs) {
+  std::copy(stack_.begin() + frame_.size(), stack_.end(), stack_.begin());
+  std::copy(frame_.begin(), frame_.end(), stack_.end() - frame_.size());
+  std::copy(stack_.begin(), stack_.end(), obs);
+}
+
+AtariStep AtariGame::Step(int action, Rng& rng, uint8_t* obs) {
+  if (action < 0 || action >= num_actions()) {
+    throw std::out_of_range("action " + std::to_string(action) +
+                            " is not one of the game's " +
+                            std::to_string(num_actions()));
+  }
+  ended_game_ = false;
+  const LifeStep step = OneLifeStep(action);
+  AtariStep out;
+  out.reward = static_cast<float>(step.reward);
+  if (options_.reward_clip) {
+    out.reward = step.reward > 0 ? 1.0f : step.reward < 0 ? -1.0f : 0.0f;
+  }
+  out.terminated = step.terminated;
+  out.truncated = step.truncated;
+  out.game_over = ended_game_;
+  out.game_return = ended_return_;
+  out.game_length = ended_length_;
+  Push(obs);
+  return out;
+}
+
+}  // namespace rl::atari
