@@ -33,6 +33,9 @@ inline constexpr char kGymnasiumPlugin[] = "gymnasium";
 // env.plugin "mujoco": Gymnasium's MuJoCo v5 environments in C++
 // (envs/mujoco), found as libmujoco_envs.so the same way.
 inline constexpr char kMujocoPlugin[] = "mujoco";
+// env.plugin "atari": Atari games with CleanRL's preprocessing in C++
+// (envs/atari/atari_plugin.cc), bundled as libatari_envs.so.
+inline constexpr char kAtariPlugin[] = "atari";
 
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.

@@ -45,6 +45,7 @@ struct Bundled {
 constexpr Bundled kBundled[] = {
     {kGymnasiumPlugin, "libgym_bridge.so", "envs/gym_bridge"},
     {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
+    {kAtariPlugin, "libatari_envs.so", "envs/atari"},
 };
 
 // Beside the binaries, where bundled plugins are: bazel-bin/<package>/ of

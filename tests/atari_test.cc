@@ -1,10 +1,11 @@
 // Atari the CleanRL way through the whole service: the shipped run files
 // (examples/atari) of Breakout and Pong, each for a short budget, through a
-// coordinator with a real learner and actor, the actor stepping ale-py's
-// games in the Gymnasium bridge (rl_atari). This checks the plumbing, not
-// learning (a score is the GPU's job): the frames arrive as uint8
-// [4, 84, 84] (the learner refuses anything else), the run's episodes are
-// whole games over every life in raw points, and checkpoints are written.
+// coordinator with a real learner and actor, the actor stepping the games
+// in the native plugin (plugin: atari), and Breakout again through the
+// Gymnasium bridge (rl_atari, breakout_bridge.yaml). This checks the plumbing,
+// not learning (a score is the GPU's job): the frames arrive as uint8 [4, 84,
+// 84] (the learner refuses anything else), the run's episodes are whole games
+// over every life in raw points, and checkpoints are written.
 #include <signal.h>
 
 #include <filesystem>
@@ -72,6 +73,13 @@ TEST_F(AtariTest, BreakoutAndPongRunThroughTheService) {
   EXPECT_GE(p.progress().mean_return(), -21);
   EXPECT_LE(p.progress().mean_return(), -10);
   EXPECT_GE(Checkpoints(p.checkpoint_dir()), 1);
+  // The same Breakout through the Gymnasium bridge.
+  const rl::Run bridge = Submit(RunFile("breakout_bridge", 8192));
+  const rl::Run g = WaitForEnd(bridge.run_id(), absl::Seconds(600));
+  ASSERT_EQ(g.state(), SUCCEEDED) << g.failure_reason();
+  EXPECT_GE(g.progress().episodes(), 8);
+  EXPECT_LE(g.progress().episodes() * 80, g.progress().env_steps());
+  EXPECT_LE(g.progress().mean_return(), 50);
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 

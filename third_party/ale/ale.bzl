@@ -7,7 +7,8 @@ repository and builds the emulator (src/ale without its Python module and
 SDL), as ALE's CMake would with SDL off.
 
 Targets: @ale//:ale (the library: ale/ale_interface.hpp),
-@ale//:roms (the wheel's ROMs, roms/<game>.bin).
+@ale//:roms (the wheel's ROMs, roms/<game>.bin), @ale//:rom_dir
+(ale_rom_dir.h: RL_ALE_ROM_DIR, the ROMs' directory on this machine).
 """
 
 _VERSION = "0.10.1"
@@ -34,6 +35,9 @@ def _ale_repository_impl(rctx):
         fail("the ale-py wheel's ROMs not found in %s: run tools/setup.sh" % venv)
     rctx.symlink(src, "src/ale")
     rctx.symlink(roms, "roms")
+    # Where the wheel's ROMs are on this machine: the native Atari plugin's
+    # default ROM directory.
+    rctx.file("rom_dir/ale_rom_dir.h", "#define RL_ALE_ROM_DIR \"%s\"\n" % roms)
     major, minor, patch = _VERSION.split(".")
     rctx.template("version/version.hpp", src.get_child("version.hpp.in"), {
         "@ALE_VERSION@": _VERSION,
