@@ -1,19 +1,23 @@
-// Atari frames/s through the Gymnasium bridge (rl_atari:<Game>-v5: CleanRL's
-// preprocessing, as an actor steps it: the plugin ABI, the service's checks,
-// random actions from C++) beside the same vector env stepped alone in a
-// Python process, and EnvPool 1.2.5's same game with the same preprocessing
-// (episodic_life, reward_clip, 84x84 grey, 4 stacked, frame skip 4, no-op
-// reset 30, sticky actions off) on 1 and 2 threads. Frames are env steps x
-// 4 (frame skip). The bridge runs sync (one core, like EnvPool's 1 thread)
-// and async (Gymnasium's AsyncVectorEnv, a worker process per env, every
-// core, like EnvPool's 2 threads here).
+// Atari frames/s with CleanRL's preprocessing, as an actor steps it (the
+// plugin ABI, the service's checks, random actions from C++): the native
+// plugin (plugin: atari, envs/atari) and the Gymnasium bridge
+// (rl_atari:<Game>-v5), beside EnvPool 1.2.5's same game with the same
+// preprocessing (episodic_life, reward_clip, 84x84 grey, 4 stacked, frame
+// skip 4, no-op reset 30, sticky actions off) on 1 and 2 threads, and ALE's
+// emulation alone (one thread, no preprocessing: the ceiling). Frames are
+// env steps x 4 (frame skip). The native plugin runs its batch on 1 and 2
+// shard threads; the bridge runs sync (one core) and async (Gymnasium's
+// AsyncVectorEnv, a worker process per env, every core); rl_atari's
+// vector env alone in Python is the bridge's own ceiling.
 //
 //   tools/bench_venv.sh   # once: .bench-venv with EnvPool (optional column)
 //   bazel run --config=opt //bench:atari_env_bench [-- --games=Breakout,Pong
 //       --num_envs=8 --seconds=5]
+//   (on 2 cores the 2-thread columns are only fair on an idle machine)
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +30,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "ale/ale_interface.hpp"
+#include "ale_rom_dir.h"
 #include "bench/bench_files.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
@@ -98,12 +104,48 @@ double EnvPool(const std::string& python, const std::string& game, int n,
   return RunPython(python, setup, "env.step(acts[k % 64])", seconds);
 }
 
-// Through the bridge, as an actor steps it.
-double ThroughTheBridge(const std::string& game, int n, bool async,
-                        double seconds) {
+// ALE alone: `game` stepped frame by frame with random actions of its
+// minimal set, reset when a game ends; frames/s / 4 (as env steps).
+double AleAlone(const std::string& game, double seconds) {
+  std::string rom;
+  for (size_t i = 0; i < game.size(); ++i) {
+    if (std::isupper(static_cast<unsigned char>(game[i])) && i > 0) rom += '_';
+    rom += static_cast<char>(std::tolower(static_cast<unsigned char>(game[i])));
+  }
+  ale::Logger::setMode(ale::Logger::Error);
+  ale::ALEInterface ale;
+  ale.setInt("random_seed", 1);
+  ale.setFloat("repeat_action_probability", 0.0f);
+  ale.loadROM(std::string(RL_ALE_ROM_DIR) + "/" + rom + ".bin");
+  const ale::ActionVect actions = ale.getMinimalActionSet();
+  std::mt19937_64 rng(1);
+  int64_t frames = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (elapsed < seconds) {
+    for (int k = 0; k < 1000; ++k) {
+      ale.act(actions[rng() % actions.size()]);
+      if (ale.game_over()) ale.reset_game();
+    }
+    frames += 1000;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return frames / elapsed / 4;
+}
+
+// Env steps/s of `game` through the plugin ABI: the native plugin
+// (`async` unused) on `threads` shard threads, or the bridge, sync or
+// async.
+double Stepped(const std::string& game, bool native, int n, int threads,
+               bool async, double seconds) {
   EnvSpec spec;
-  spec.set_id(absl::StrCat("rl_atari:", game, "-v5"));
-  spec.set_plugin(BenchFilePath("envs/gym_bridge/libgym_bridge.so"));
+  if (native) {
+    spec.set_id(absl::StrCat(game, "-v5"));
+    spec.set_plugin(BenchFilePath("envs/atari/libatari_envs.so"));
+  } else {
+    spec.set_id(absl::StrCat("rl_atari:", game, "-v5"));
+    spec.set_plugin(BenchFilePath("envs/gym_bridge/libgym_bridge.so"));
+  }
   for (const int d : {4, 84, 84}) spec.add_observation_shape(d);
   spec.set_observation_dtype("uint8");
   spec.set_num_discrete_actions(Choices(game));
@@ -121,6 +163,7 @@ double ThroughTheBridge(const std::string& game, int n, bool async,
   EnvOpenOptions options;
   options.num_envs = n;
   options.seed = 1;
+  options.num_threads = threads;
   auto env = OpenEnv(spec, options);
   if (!env.ok()) {
     std::fprintf(stderr, "%s\n", env.status().ToString().c_str());
@@ -179,22 +222,34 @@ int Main(int argc, char** argv) {
       access(pool.c_str(), X_OK) == 0
           ? absl::StrCat(", EnvPool from ", pool).c_str()
           : " (no EnvPool: run tools/bench_venv.sh)");
-  std::printf("%-10s %10s %10s %10s %10s | %10s %10s | %10s %10s\n", "game",
-              "alone", "bridge", "EnvPool 1t", "/EnvPool", "async",
-              "EnvPool 2t", "/EnvPool", "/alone");
+  std::printf(
+      "%-9s %8s | %8s %8s %8s %9s %8s %9s | %8s %8s %9s %8s %9s | %8s %8s\n",
+      "game", "ALE", "native", "bridge", "EnvPool", "native/EP", "/ALE",
+      "bridge/EP", "native", "async", "EnvPool", "native/EP", "async/EP",
+      "Python", "bridge/Py");
+  std::printf("%-9s %8s | %46s %9s | %44s | %17s\n", "", "1 thread",
+              "1 thread", "", "2 threads", "bridge's own ceiling");
   const std::vector<std::string> games =
       absl::StrSplit(absl::GetFlag(FLAGS_games), ',', absl::SkipEmpty());
   for (const std::string& game : games) {
-    const double alone = PythonAlone(python, game, n, seconds);
-    const double bridge = ThroughTheBridge(game, n, false, seconds);
+    const double ale = AleAlone(game, seconds);
+    const double native1 = Stepped(game, true, n, 1, false, seconds);
+    const double bridge = Stepped(game, false, n, 1, false, seconds);
     const double pool1 = EnvPool(pool, game, n, 1, seconds);
-    const double async = ThroughTheBridge(game, n, true, seconds);
+    const double native2 = Stepped(game, true, n, 2, false, seconds);
+    const double async = Stepped(game, false, n, 1, true, seconds);
     const double pool2 = EnvPool(pool, game, n, 2, seconds);
-    std::printf("%-10s %10s %10s %10s %10s | %10s %10s | %10s %10s\n",
-                game.c_str(), Frames(alone).c_str(), Frames(bridge).c_str(),
-                Frames(pool1).c_str(), Ratio(bridge, pool1).c_str(),
-                Frames(async).c_str(), Frames(pool2).c_str(),
-                Ratio(async, pool2).c_str(), Ratio(bridge, alone).c_str());
+    const double alone = PythonAlone(python, game, n, seconds);
+    std::printf(
+        "%-9s %8s | %8s %8s %8s %9s %8s %9s | %8s %8s %9s %8s %9s | %8s "
+        "%8s\n",
+        game.c_str(), Frames(ale).c_str(), Frames(native1).c_str(),
+        Frames(bridge).c_str(), Frames(pool1).c_str(),
+        Ratio(native1, pool1).c_str(), Ratio(native1, ale).c_str(),
+        Ratio(bridge, pool1).c_str(), Frames(native2).c_str(),
+        Frames(async).c_str(), Frames(pool2).c_str(),
+        Ratio(native2, pool2).c_str(), Ratio(async, pool2).c_str(),
+        Frames(alone).c_str(), Ratio(bridge, alone).c_str());
     std::fflush(stdout);
   }
   return 0;
