@@ -180,25 +180,9 @@ class AtariBatch {
   std::unique_ptr<ShardPool> pool_;
 };
 
-void WriteError(char* error, size_t size, const char* what) {
-  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what);
-}
-
 AtariBatch* Of(rl_env* env) { return reinterpret_cast<AtariBatch*>(env); }
 
-// Runs `body`, turning an exception into the ABI's error string.
-template <typename F>
-int Guard(char* error, size_t error_size, F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    WriteError(error, error_size, e.what());
-  } catch (...) {
-    WriteError(error, error_size, "unknown exception in the Atari plugin");
-  }
-  return 1;
-}
+using rlenv::Guard;
 
 const rl_env_plugin* Table() {
   static const rl_env_plugin table = [] {

@@ -248,25 +248,9 @@ class MujocoBatch {
   std::vector<double> action_low_, action_high_;
 };
 
-void WriteError(char* error, size_t size, const char* what) {
-  if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what);
-}
-
 MujocoBatch* Of(rl_env* env) { return reinterpret_cast<MujocoBatch*>(env); }
 
-// Runs `body`, turning an exception into the ABI's error string.
-template <typename F>
-int Guard(char* error, size_t error_size, F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    WriteError(error, error_size, e.what());
-  } catch (...) {
-    WriteError(error, error_size, "unknown exception in the MuJoCo plugin");
-  }
-  return 1;
-}
+using rlenv::Guard;
 
 const rl_env_plugin* Table() {
   static const rl_env_plugin table = [] {

@@ -333,6 +333,26 @@ inline void WriteError(char* error, size_t size, const char* what) {
   if (error != nullptr && size > 0) std::snprintf(error, size, "%s", what);
 }
 
+}  // namespace internal
+
+// Runs `body` for a plugin's table entry written by hand (a batch class of
+// its own, as the MuJoCo and Atari plugins have): 0, or 1 with the
+// exception's message in `error`, since nothing may throw across the ABI.
+template <typename F>
+int Guard(char* error, size_t error_size, F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    internal::WriteError(error, error_size, e.what());
+  } catch (...) {
+    internal::WriteError(error, error_size, "unknown exception in the plugin");
+  }
+  return 1;
+}
+
+namespace internal {
+
 inline void ToC(const Space& s, rl_space* out) {
   *out = rl_space{};
   out->kind = s.kind;
