@@ -227,8 +227,8 @@ int Main(int argc, char** argv) {
       "game", "ALE", "native", "bridge", "EnvPool", "native/EP", "/ALE",
       "bridge/EP", "native", "async", "EnvPool", "native/EP", "async/EP",
       "Python", "bridge/Py");
-  std::printf("%-9s %8s | %46s %9s | %44s | %17s\n", "", "1 thread",
-              "1 thread", "", "2 threads", "bridge's own ceiling");
+  std::printf("%-9s %8s | %46s %9s | %44s | %17s\n", "", "1 thread", "1 thread",
+              "", "2 threads", "bridge's own ceiling");
   const std::vector<std::string> games =
       absl::StrSplit(absl::GetFlag(FLAGS_games), ',', absl::SkipEmpty());
   for (const std::string& game : games) {
