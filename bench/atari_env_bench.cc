@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +32,7 @@
 #include "ale/ale_interface.hpp"
 #include "ale_rom_dir.h"
 #include "bench/bench_files.h"
+#include "envs/atari/atari_game.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
 
@@ -107,16 +107,12 @@ double EnvPool(const std::string& python, const std::string& game, int n,
 // ALE alone: `game` stepped frame by frame with random actions of its
 // minimal set, reset when a game ends; frames/s / 4 (as env steps).
 double AleAlone(const std::string& game, double seconds) {
-  std::string rom;
-  for (size_t i = 0; i < game.size(); ++i) {
-    if (std::isupper(static_cast<unsigned char>(game[i])) && i > 0) rom += '_';
-    rom += static_cast<char>(std::tolower(static_cast<unsigned char>(game[i])));
-  }
   ale::Logger::setMode(ale::Logger::Error);
   ale::ALEInterface ale;
   ale.setInt("random_seed", 1);
   ale.setFloat("repeat_action_probability", 0.0f);
-  ale.loadROM(std::string(RL_ALE_ROM_DIR) + "/" + rom + ".bin");
+  ale.loadROM(std::string(RL_ALE_ROM_DIR) + "/" + atari::RomName(game) +
+              ".bin");
   const ale::ActionVect actions = ale.getMinimalActionSet();
   std::mt19937_64 rng(1);
   int64_t frames = 0;

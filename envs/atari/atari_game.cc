@@ -127,11 +127,6 @@ AtariGame::LifeStep AtariGame::OneLifeStep(int action) {
   ++length_;
   step.game_over = step.terminated || step.truncated;
   game_over_ = step.game_over;
-  if (step.game_over) {
-    ended_game_ = true;
-    ended_return_ = return_;
-    ended_length_ = length_;
-  }
   if (options_.episodic_life) {
     const int lives = ale_->lives();
     if (0 < lives && lives < lives_) step.terminated = true;
@@ -177,7 +172,6 @@ AtariStep AtariGame::Step(int action, Rng& rng, uint8_t* obs) {
                             " is not one of the game's " +
                             std::to_string(num_actions()));
   }
-  ended_game_ = false;
   const LifeStep step = OneLifeStep(action);
   AtariStep out;
   out.reward = static_cast<float>(step.reward);
@@ -186,9 +180,12 @@ AtariStep AtariGame::Step(int action, Rng& rng, uint8_t* obs) {
   }
   out.terminated = step.terminated;
   out.truncated = step.truncated;
-  out.game_over = ended_game_;
-  out.game_return = ended_return_;
-  out.game_length = ended_length_;
+  // The game's figures stand until the next reset starts a new one.
+  out.game_over = step.game_over;
+  if (step.game_over) {
+    out.game_return = return_;
+    out.game_length = length_;
+  }
   Push(obs);
   return out;
 }

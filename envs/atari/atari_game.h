@@ -108,10 +108,6 @@ class AtariGame {
   bool game_over_ = true;
   double return_ = 0;
   int32_t length_ = 0;
-  // Set by the last OneLifeStep that ended a game.
-  bool ended_game_ = false;
-  double ended_return_ = 0;
-  int32_t ended_length_ = 0;
 };
 
 }  // namespace rl::atari
