@@ -36,6 +36,10 @@ inline constexpr char kMujocoPlugin[] = "mujoco";
 // env.plugin "atari": Atari games with CleanRL's preprocessing in C++
 // (envs/atari/atari_plugin.cc), bundled as libatari_envs.so.
 inline constexpr char kAtariPlugin[] = "atari";
+// env.plugin "pixel_breakout": PixelBreakout-v0, a device env
+// (plugin_api/rl_device_env.h; examples/device_env), bundled as
+// libpixel_breakout.so: its host build here, its CUDA kernels on a GPU.
+inline constexpr char kPixelBreakoutPlugin[] = "pixel_breakout";
 
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.

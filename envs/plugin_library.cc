@@ -20,6 +20,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/builtin_env_plugin.h"
+#include "envs/device_env_plugin.h"
 #include "envs/env_plugin.h"
 
 namespace rl {
@@ -46,6 +47,7 @@ constexpr Bundled kBundled[] = {
     {kGymnasiumPlugin, "libgym_bridge.so", "envs/gym_bridge"},
     {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
     {kAtariPlugin, "libatari_envs.so", "envs/atari"},
+    {kPixelBreakoutPlugin, "libpixel_breakout.so", "examples/device_env"},
 };
 
 // Beside the binaries, where bundled plugins are: bazel-bin/<package>/ of
@@ -127,8 +129,27 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
   }
   void* symbol = dlsym(handle, RL_ENV_PLUGIN_ENTRY);
   if (symbol == nullptr) {
+    // A device environment (rl_device_env.h): its host build behind a
+    // table of the native ABI.
+    if (void* device = dlsym(handle, RL_DEVICE_ENV_ENTRY); device != nullptr) {
+      const rl_device_env_plugin* table =
+          reinterpret_cast<rl_device_env_entry_fn>(device)();
+      if (absl::Status ok = CheckDeviceEnvTable(table, path); !ok.ok()) {
+        dlclose(handle);
+        return ok;
+      }
+      ASSIGN_OR_RETURN(const rl_env_plugin* host, DeviceEnvHostTable(table));
+      RL_LOG_INFO("loaded device environment {} ({}; {})", path,
+                  table->name != nullptr ? table->name : "unnamed",
+                  (table->devices & RL_DEVICE_CUDA) != 0
+                      ? "host and CUDA builds"
+                      : "host build only");
+      (*loaded)[path] = host;  // never unloaded
+      return host;
+    }
     dlclose(handle);
     return failed(absl::StrCat("it does not export ", RL_ENV_PLUGIN_ENTRY,
+                               " or ", RL_DEVICE_ENV_ENTRY,
                                " (see envs/plugin_api/rl_env_plugin.h)"));
   }
   const rl_env_plugin* table =

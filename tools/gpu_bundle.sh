@@ -45,7 +45,7 @@ TARGETS=(//trainer:rl_local //bench:device_bench //bench:cuda_env_bench
   //learner:libcuda_graph.so //envs:libcuda_envs.so
   //bench:device_collect_bench //coordinator:coordinator_main
   //learner:learner_main //actor:actor_main //telemetry:telemetry_main
-  //envs/mujoco:libmujoco_envs.so)
+  //envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so)
 OUTPUT_BASE="${RL_GPU_BUNDLE_OUTPUT_BASE:-$CACHE/bazel}"
 echo "[gpu_bundle] building ${#TARGETS[@]} targets against torch $VERSION"
 LIBTORCH="$CACHE/torch" bazel --output_base="$OUTPUT_BASE" build \

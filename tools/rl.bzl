@@ -92,12 +92,13 @@ CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_90,code=[sm_90,compute_90]",
 ]
 
-def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], visibility = None):
+def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], includes = [], visibility = None):
     """A library of .cu sources compiled by nvcc from $CUDA_HOME.
 
     Built only under --config=cuda (tagged "cuda"; the default configuration
     skips such targets). `cuda_deps_hdrs` lists the headers the .cu files
-    include from other targets (nvcc runs outside Bazel's C++ rules).
+    include from other targets (nvcc runs outside Bazel's C++ rules);
+    `includes`, folders (from the workspace root) added to their search path.
     """
     objs = []
     for src in srcs:
@@ -111,6 +112,7 @@ def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], visib
             tags = ["cuda"],
             cmd = ("$(location @local_cuda//:nvcc) -c -std=c++17 -O3 " +
                    "-Xcompiler=-fPIC --expt-relaxed-constexpr -I. -I$(GENDIR) " +
+                   "".join(["-I" + d + " " for d in includes]) +
                    " ".join(CUDA_ARCH_FLAGS) + " -o $@ $(location " + src + ")"),
         )
     native.cc_library(
