@@ -8,6 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "actor/device_plugin_envs.h"
+#include "envs/device_env_plugin.h"
+#include "envs/env_plugin.h"
 #include "envs/env_registry.h"
 #include "policy/torch_status.h"
 #include "runspec/policy_rules.h"
@@ -34,12 +37,6 @@ at::Generator SamplingGenerator(uint64_t seed, const torch::Device& device) {
 }  // namespace
 
 absl::Status DeviceCollector::Supports(const RunSpec& spec) {
-  if (!spec.env().plugin().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "env.plugin: ", spec.env().plugin(),
-        ": only built-in envs step on the device; a plugin's envs step on "
-        "the host, with the policy on the device"));
-  }
   if (RecurrentStateSize(spec.policy()) > 0) {
     return absl::InvalidArgumentError(
         "policy.core: a recurrent policy collects with its envs on the host "
@@ -53,31 +50,62 @@ absl::Status DeviceCollector::Supports(const RunSpec& spec) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The run's envs on `device`, after their first-use self-check there.
+absl::StatusOr<std::unique_ptr<DeviceEnvBatch>> OpenDeviceEnvs(
+    const RunSpec& spec, uint64_t seed, torch::Device device,
+    const std::vector<std::string>& plugin_dirs) {
+  const EnvSpec& env = spec.env();
+  if (env.plugin().empty()) {
+    RETURN_IF_ERROR(CheckDeviceEnvsOnFirstUse(env.id(), device));
+    return DeviceEnvs::Create(env.id(), spec.envs_per_actor(), seed, device,
+                              env.max_episode_steps());
+  }
+  ASSIGN_OR_RETURN(const EnvPluginRef plugin,
+                   FindEnvPlugin(env, std::nullopt, plugin_dirs));
+  const rl_device_env_plugin* table = DeviceEnvTableOf(plugin.table);
+  if (table == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "env.plugin: ", env.plugin(),
+        " is not a device env (envs/plugin_api/rl_device_env.h): its envs "
+        "step on the host, with the policy on the device"));
+  }
+  RETURN_IF_ERROR(
+      CheckDevicePluginEnvsOnFirstUse(table, plugin.origin, env, device));
+  return DevicePluginEnvs::Create(table, plugin.origin, env,
+                                  spec.envs_per_actor(), seed, device);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DeviceCollector>> DeviceCollector::Create(
-    const RunSpec& spec, uint64_t seed, torch::Device device) {
+    const RunSpec& spec, uint64_t seed, torch::Device device,
+    const std::vector<std::string>& plugin_dirs) {
   RETURN_IF_ERROR(Supports(spec));
-  ASSIGN_OR_RETURN(
-      std::unique_ptr<DeviceEnvs> envs,
-      DeviceEnvs::Create(spec.env().id(), spec.envs_per_actor(), seed, device,
-                         spec.env().max_episode_steps()));
+  ASSIGN_OR_RETURN(std::unique_ptr<DeviceEnvBatch> envs,
+                   OpenDeviceEnvs(spec, seed, device, plugin_dirs));
   std::unique_ptr<DeviceCollector> collector(new DeviceCollector(
       spec, std::move(envs), SamplingGenerator(seed, device)));
-  RETURN_IF_ERROR(collector->envs_->Reset(
-      collector->current_observations_.data_ptr<float>()));
+  RETURN_IF_ERROR(
+      collector->envs_->Reset(collector->current_observations_.data_ptr()));
   return collector;
 }
 
 DeviceCollector::DeviceCollector(const RunSpec& spec,
-                                 std::unique_ptr<DeviceEnvs> envs,
+                                 std::unique_ptr<DeviceEnvBatch> envs,
                                  at::Generator generator)
     : envs_(std::move(envs)),
       num_steps_(spec.segment_length()),
       num_envs_(spec.envs_per_actor()),
       generator_(std::move(generator)) {
+  const bool bytes = ObservationsAreBytes(envs_->spec());
   const auto on = torch::TensorOptions().device(envs_->device());
+  const auto obs_on = on.dtype(bytes ? torch::kUInt8 : torch::kFloat32);
   const int64_t obs = envs_->spec().observation_size();
-  current_observations_ = torch::zeros({num_envs_, obs}, on);
-  final_observations_ = torch::zeros({num_steps_, num_envs_, obs}, on);
+  observation_bytes_ = obs * (bytes ? 1 : 4);
+  current_observations_ = torch::zeros({num_envs_, obs}, obs_on);
+  final_observations_ = torch::zeros({num_steps_, num_envs_, obs}, obs_on);
   episode_return_rows_ = torch::zeros({num_steps_, num_envs_}, on);
   episode_length_rows_ =
       torch::zeros({num_steps_, num_envs_}, on.dtype(torch::kInt32));
@@ -85,9 +113,10 @@ DeviceCollector::DeviceCollector(const RunSpec& spec,
 
 Rollout DeviceCollector::AllocateRollout() const {
   const EnvSpec& env = envs_->spec();
-  return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
-                           env.continuous_action_size(), 0,
-                           env.action_nvec_size(), torch::kFloat32, 0)
+  return Rollout::Allocate(
+             num_steps_, num_envs_, env.observation_size(),
+             env.continuous_action_size(), 0, env.action_nvec_size(),
+             current_observations_.scalar_type(), 0)
       .To(envs_->device());
 }
 
@@ -123,14 +152,14 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   CollectTimings local;
   const bool discrete = IsDiscrete(envs_->spec());
   rollout->observations[0].copy_(current_observations_);
-  const int64_t obs_size = envs_->spec().observation_size();
+  const int64_t obs_bytes = observation_bytes_;
   const int64_t action_size =
       discrete ? 1 : envs_->spec().continuous_action_size();
-  float* observations = rollout->observations.data_ptr<float>();
+  char* observations = static_cast<char*>(rollout->observations.data_ptr());
   float* rewards = rollout->rewards.data_ptr<float>();
   uint8_t* terminated = rollout->terminated.data_ptr<uint8_t>();
   uint8_t* truncated_rows = rollout->truncated.data_ptr<uint8_t>();
-  float* final_observations = final_observations_.data_ptr<float>();
+  char* final_observations = static_cast<char*>(final_observations_.data_ptr());
   float* episode_returns = episode_return_rows_.data_ptr<float>();
   int32_t* episode_lengths = episode_length_rows_.data_ptr<int32_t>();
   char* actions = static_cast<char*>(rollout->actions.data_ptr());
@@ -149,14 +178,14 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
 
     start = Clock::now();
     const int64_t row = t * num_envs_;
-    StepBuffers out;
+    rl_env_buffers out{};
     out.observations = t + 1 < num_steps_
-                           ? observations + (row + num_envs_) * obs_size
-                           : rollout->next_observations.data_ptr<float>();
+                           ? observations + (row + num_envs_) * obs_bytes
+                           : rollout->next_observations.data_ptr();
     out.rewards = rewards + row;
     out.terminated = terminated + row;
     out.truncated = truncated_rows + row;
-    out.final_observations = final_observations + row * obs_size;
+    out.final_observations = final_observations + row * obs_bytes;
     out.episode_returns = episode_returns + row;
     out.episode_lengths = episode_lengths + row;
     const absl::Status stepped = envs_->Step(actions + row * action_bytes, out);
@@ -222,7 +251,7 @@ absl::Status DeviceCollector::RestoreState(
         "collector.generator");
   }
   if (!obs->second.sizes().equals(current_observations_.sizes()) ||
-      obs->second.scalar_type() != torch::kFloat32) {
+      obs->second.scalar_type() != current_observations_.scalar_type()) {
     return absl::InvalidArgumentError(
         "checkpoint observations do not fit this run's environments (shape "
         "or dtype)");
@@ -252,19 +281,17 @@ absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
     if (supported.ok()) {
       // Envs on the GPU are a speed-up, not the run's request: where their
       // kernels cannot load or fail their self-check (recorded, shown by
-      // `rlctl workers`), the envs step on the host as before.
-      supported = CheckDeviceEnvsOnFirstUse(spec.env().id(), acting_device);
-      if (supported.ok()) {
-        absl::StatusOr<std::unique_ptr<DeviceCollector>> collector =
-            DeviceCollector::Create(spec, seed, acting_device);
-        if (collector.ok()) {
-          RL_LOG_INFO("{} x {} envs step on {} with the policy",
-                      spec.env().id(), spec.envs_per_actor(),
-                      acting_device.str());
-          return std::move(*collector);
-        }
-        supported = collector.status();
+      // `rlctl workers`), or a plugin is no device env, the envs step on
+      // the host as before.
+      absl::StatusOr<std::unique_ptr<DeviceCollector>> collector =
+          DeviceCollector::Create(spec, seed, acting_device, plugin_dirs);
+      if (collector.ok()) {
+        RL_LOG_INFO("{} x {} envs step on {} with the policy",
+                    spec.env().id(), spec.envs_per_actor(),
+                    acting_device.str());
+        return std::move(*collector);
       }
+      supported = collector.status();
       RL_LOG_WARNING("the envs step on the host, the policy acts on {}: {}",
                      acting_device.str(), supported.ToString());
     } else {

@@ -38,15 +38,21 @@ namespace rl {
 
 class DeviceCollector final : public SegmentCollector {
  public:
-  // The run's built-in env (env.id), envs_per_actor of them, on `device`,
-  // seeded with `seed` as RolloutCollector seeds the host's.
+  // The run's env, envs_per_actor of them, on `device`, seeded with `seed`
+  // as RolloutCollector seeds the host's: a built-in env (DeviceEnvs), or
+  // a device env library (env.plugin naming one, loaded from `plugin_dirs`
+  // as the host's collector would: DevicePluginEnvs). On a GPU the envs
+  // first pass their self-check there (once per process).
   // INVALID_ARGUMENT naming the field for what stays on the host for now:
-  // a plugin or bridged env, a recurrent policy.core, ppo.normalize_rewards;
-  // FAILED_PRECONDITION where the CUDA env kernels cannot run (DeviceEnvs).
+  // a plugin that is not a device env, a recurrent policy.core,
+  // ppo.normalize_rewards; FAILED_PRECONDITION where the env kernels cannot
+  // run or check out on the device.
   static absl::StatusOr<std::unique_ptr<DeviceCollector>> Create(
-      const RunSpec& spec, uint64_t seed, torch::Device device);
+      const RunSpec& spec, uint64_t seed, torch::Device device,
+      const std::vector<std::string>& plugin_dirs = {});
 
-  // Whether `spec` can collect on the device (the reason where not).
+  // Whether `spec` can collect on the device (the reason where not); a
+  // plugin is checked to be a device env when Create loads it.
   static absl::Status Supports(const RunSpec& spec);
 
   const EnvSpec& env_spec() const override { return envs_->spec(); }
@@ -82,14 +88,15 @@ class DeviceCollector final : public SegmentCollector {
       const std::map<std::string, torch::Tensor>& state) override;
 
  private:
-  DeviceCollector(const RunSpec& spec, std::unique_ptr<DeviceEnvs> envs,
+  DeviceCollector(const RunSpec& spec, std::unique_ptr<DeviceEnvBatch> envs,
                   at::Generator generator);
   absl::Status CollectSegment(ActorCritic& policy, Rollout* rollout,
                               CollectTimings* timings);
 
-  std::unique_ptr<DeviceEnvs> envs_;
+  std::unique_ptr<DeviceEnvBatch> envs_;
   int64_t num_steps_;
   int64_t num_envs_;
+  int64_t observation_bytes_;           // of one env's row
   torch::Tensor current_observations_;  // [E, obs] on the device
   torch::Tensor final_observations_;    // [T, E, obs] scratch
   torch::Tensor episode_return_rows_;   // [T, E] scratch
@@ -102,7 +109,8 @@ class DeviceCollector final : public SegmentCollector {
 
 // The collector for acting on `acting_device`: a DeviceCollector where that
 // is a GPU, DeviceCollector::Supports(spec) and the envs' kernels load and
-// pass their first-use self-check there (CheckDeviceEnvsOnFirstUse), else
+// pass their first-use self-check there (CheckDeviceEnvsOnFirstUse, or
+// CheckDevicePluginEnvsOnFirstUse for a device env library), else
 // the host's RolloutCollector (`env_threads`, `plugin_dirs` as its Create
 // takes them). The choice is logged, a fallback as a warning with its
 // reason.

@@ -206,9 +206,6 @@ TEST(DeviceCollectorTest, SaysWhatStaysOnTheHost) {
     const char* yaml;
     const char* field;
   } cases[] = {
-      {"env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
-       "      observation_size: 3, num_discrete_actions: 2}",
-       "env.plugin"},
       {"env: {id: CartPole-v1}\npolicy: {core: lstm}", "policy.core"},
       {"env: {id: CartPole-v1}\nppo: {normalize_rewards: true}",
        "ppo.normalize_rewards"},
@@ -219,6 +216,15 @@ TEST(DeviceCollectorTest, SaysWhatStaysOnTheHost) {
     EXPECT_THAT(std::string(status.message()), HasSubstr(c.field));
   }
   EXPECT_OK(DeviceCollector::Supports(Spec("CartPole-v1")));
+  // A plugin that is no device env is found out when it is loaded.
+  const auto plugin = DeviceCollector::Create(
+      SmallRunSpec("env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,"
+                   "\n      observation_size: 3, num_discrete_actions: 2}"),
+      1, torch::kCPU);
+  EXPECT_EQ(plugin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plugin.status().message()),
+              HasSubstr("env.plugin: envs/testdata/libtest_plugin.so is not a "
+                        "device env"));
 }
 
 }  // namespace

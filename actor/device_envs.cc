@@ -103,15 +103,28 @@ absl::Status DeviceEnvs::Launched(int code, const char* what) const {
       what, " ", spec_.id(), " on ", device_.str(), ": ", cuda_->error(code)));
 }
 
-absl::Status DeviceEnvs::Reset(float* observations) {
+absl::Status DeviceEnvs::Reset(void* observations) {
+  float* obs = static_cast<float*>(observations);
   if (cuda_ == nullptr) {
-    ResetBatchCpu(kind_, batch_, observations, 0, batch_.num_envs);
+    ResetBatchCpu(kind_, batch_, obs, 0, batch_.num_envs);
     return absl::OkStatus();
   }
   // The kernels launch on the thread's current device: make it the envs'.
   const c10::DeviceGuard guard(device_);
-  return Launched(cuda_->reset(static_cast<int>(kind_), &batch_, observations),
+  return Launched(cuda_->reset(static_cast<int>(kind_), &batch_, obs),
                   "resetting");
+}
+
+absl::Status DeviceEnvs::Step(const void* actions, const rl_env_buffers& out) {
+  StepBuffers b;
+  b.observations = static_cast<float*>(out.observations);
+  b.rewards = out.rewards;
+  b.terminated = out.terminated;
+  b.truncated = out.truncated;
+  b.final_observations = static_cast<float*>(out.final_observations);
+  b.episode_returns = out.episode_returns;
+  b.episode_lengths = out.episode_lengths;
+  return Step(actions, b);
 }
 
 absl::Status DeviceEnvs::Step(const void* actions, const StepBuffers& out) {

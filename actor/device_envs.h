@@ -26,13 +26,38 @@
 #include "absl/status/statusor.h"
 #include "envs/env_batch.h"
 #include "envs/env_kind.h"
+#include "envs/plugin_api/rl_env_plugin.h"
 #include "proto/common.pb.h"
 
 struct RlCudaEnvs;
 
 namespace rl {
 
-class DeviceEnvs {
+// E envs with their state on one device, as DeviceCollector steps them:
+// the built-ins (DeviceEnvs, below) or a user's device env library
+// (actor/device_plugin_envs.h). Every pointer is on device().
+class DeviceEnvBatch {
+ public:
+  virtual ~DeviceEnvBatch() = default;
+  virtual const EnvSpec& spec() const = 0;
+  virtual int64_t num_envs() const = 0;
+  virtual const torch::Device& device() const = 0;
+  // Resets every env; observations [E, obs] of the spec's dtype (float32,
+  // or uint8 where ObservationsAreBytes).
+  virtual absl::Status Reset(void* observations) = 0;
+  // Steps every env with auto reset; `out` as rl_env_plugin.h lays it out
+  // (final_observations, episode_returns and episode_lengths may be null;
+  // action_masks are not written).
+  virtual absl::Status Step(const void* actions, const rl_env_buffers& out) = 0;
+  // The whole dynamic state as tensors (on the CPU), and back.
+  virtual std::map<std::string, torch::Tensor> SaveState(
+      const std::string& prefix) const = 0;
+  virtual absl::Status RestoreState(
+      const std::map<std::string, torch::Tensor>& state,
+      const std::string& prefix) = 0;
+};
+
+class DeviceEnvs final : public DeviceEnvBatch {
  public:
   // `num_envs` copies of built-in env `id` on `device` (cpu or cuda:N),
   // episodes cut at `max_episode_steps` (0: the registered limit).
@@ -43,12 +68,12 @@ class DeviceEnvs {
       const std::string& id, int64_t num_envs, uint64_t seed,
       torch::Device device, int max_episode_steps = 0);
 
-  const EnvSpec& spec() const { return spec_; }
-  int64_t num_envs() const { return batch_.num_envs; }
-  const torch::Device& device() const { return device_; }
+  const EnvSpec& spec() const override { return spec_; }
+  int64_t num_envs() const override { return batch_.num_envs; }
+  const torch::Device& device() const override { return device_; }
 
   // Resets every environment; observations [E, obs] float32 on the device.
-  absl::Status Reset(float* observations);
+  absl::Status Reset(void* observations) override;
 
   // Steps every environment. `actions` on the device: int64 [E] for
   // discrete kinds, float [E, action_size] for continuous ones (clipped to
@@ -57,13 +82,14 @@ class DeviceEnvs {
   // device (final_observations, episode_returns and episode_lengths may be
   // null). A failed launch is INTERNAL with CUDA's reason.
   absl::Status Step(const void* actions, const StepBuffers& out);
+  absl::Status Step(const void* actions, const rl_env_buffers& out) override;
 
   // The whole dynamic state as tensors (on the CPU), and back (onto the
   // device): a resumed run continues exactly.
   std::map<std::string, torch::Tensor> SaveState(
-      const std::string& prefix) const;
+      const std::string& prefix) const override;
   absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state,
-                            const std::string& prefix);
+                            const std::string& prefix) override;
 
  private:
   DeviceEnvs(EnvKind kind, EnvSpec spec, int64_t num_envs, uint64_t seed,

@@ -92,13 +92,14 @@ CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_90,code=[sm_90,compute_90]",
 ]
 
-def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], includes = [], visibility = None):
+def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], includes = [], alwayslink = False, visibility = None):
     """A library of .cu sources compiled by nvcc from $CUDA_HOME.
 
     Built only under --config=cuda (tagged "cuda"; the default configuration
     skips such targets). `cuda_deps_hdrs` lists the headers the .cu files
     include from other targets (nvcc runs outside Bazel's C++ rules);
-    `includes`, folders (from the workspace root) added to their search path.
+    `includes`, folders (from the workspace root) added to their search path;
+    `alwayslink`, for objects nothing else references (a library's entry).
     """
     objs = []
     for src in srcs:
@@ -125,6 +126,7 @@ def rl_cuda_library(name, srcs, hdrs = [], deps = [], cuda_deps_hdrs = [], inclu
         # reach in the executable. Tests link dynamically by default, and
         # on a GPU failed with "undefined symbol: __cudaPopCallConfiguration".
         linkstatic = True,
+        alwayslink = alwayslink,
         tags = ["cuda"],
         visibility = visibility,
     )

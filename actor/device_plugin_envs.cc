@@ -1,0 +1,329 @@
+#include "actor/device_plugin_envs.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "envs/device_env_plugin.h"
+#include "envs/env_plugin.h"
+#include "envs/env_registry.h"
+#include "policy/device_act_check.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kErrorBytes = 1024;
+
+torch::Dtype FieldDtype(rl_field_dtype dtype) {
+  switch (dtype) {
+    case RL_FIELD_FLOAT32:
+      return torch::kFloat32;
+    case RL_FIELD_FLOAT64:
+      return torch::kFloat64;
+    case RL_FIELD_INT32:
+      return torch::kInt32;
+    case RL_FIELD_INT64:
+      return torch::kInt64;
+    case RL_FIELD_UINT8:
+      return torch::kUInt8;
+  }
+  return torch::kUInt8;  // CheckDeviceStateLayout refused others
+}
+
+}  // namespace
+
+DevicePluginEnvs::DevicePluginEnvs(const rl_device_env_plugin* table,
+                                   std::string origin, EnvSpec spec,
+                                   int64_t num_envs, torch::Device device)
+    : table_(table),
+      origin_(std::move(origin)),
+      spec_(std::move(spec)),
+      num_envs_(num_envs),
+      device_(device) {}
+
+DevicePluginEnvs::~DevicePluginEnvs() {
+  if (env_ != nullptr) table_->destroy(env_);
+}
+
+absl::StatusOr<std::unique_ptr<DevicePluginEnvs>> DevicePluginEnvs::Create(
+    const rl_device_env_plugin* table, const std::string& origin,
+    const EnvSpec& spec, int64_t num_envs, uint64_t seed,
+    torch::Device device) {
+  if (num_envs < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_envs must be >= 1 (got ", num_envs, ")"));
+  }
+  if (!device.is_cpu() && !device.is_cuda()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("envs on ", device.str(), ": only cpu and cuda"));
+  }
+  if (device.is_cuda() && (table->devices & RL_DEVICE_CUDA) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device environment ", origin,
+        " was built without CUDA kernels (g++ alone): its envs step on the "
+        "host; build it with nvcc to step them on ",
+        device.str()));
+  }
+  ASSIGN_OR_RETURN(const std::string kwargs, KwargsJson(spec));
+  rl_env_options o{};
+  o.env_id = spec.id().c_str();
+  o.kwargs_json = kwargs.c_str();
+  o.num_envs = static_cast<int32_t>(num_envs);
+  o.seed = seed;
+  o.max_episode_steps = spec.max_episode_steps();
+  o.num_threads = 1;
+  rl_env_info info{};
+  rl_device_state_layout layout{};
+  char error[kErrorBytes] = "";
+  std::unique_ptr<DevicePluginEnvs> envs(
+      new DevicePluginEnvs(table, origin, spec, num_envs, device));
+  envs->env_ = table->create(&o, &info, &layout, error, sizeof(error));
+  if (envs->env_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device environment ", origin,
+        ": create failed: ", error[0] != '\0' ? error : "(no message)"));
+  }
+  RETURN_IF_ERROR(CheckPluginInfo(info, spec, origin));
+  RETURN_IF_ERROR(CheckDeviceStateLayout(layout, origin));
+  const auto on = torch::TensorOptions().device(device);
+  for (int f = 0; f < layout.num_fields; ++f) {
+    const rl_device_field& field = layout.fields[f];
+    envs->names_.emplace_back(field.name);
+    envs->fields_.push_back(torch::zeros({num_envs, field.count},
+                                         on.dtype(FieldDtype(field.dtype))));
+    envs->pointers_.push_back(envs->fields_.back().data_ptr());
+  }
+  // Every env starts in a valid state, so a Step before Reset is defined.
+  RETURN_IF_ERROR(envs->Reset(nullptr));
+  return envs;
+}
+
+absl::Status DevicePluginEnvs::Called(int failed, const char* error,
+                                      const char* what) const {
+  if (failed == 0) return absl::OkStatus();
+  return MarkRunFatal(absl::FailedPreconditionError(absl::StrCat(
+      "device environment ", origin_, ": ", what, " ", spec_.id(), " on ",
+      device_.str(), " failed: ", error[0] != '\0' ? error : "(no message)")));
+}
+
+absl::Status DevicePluginEnvs::Reset(void* observations) {
+  // A null observations buffer still resets: the env writes into scratch.
+  torch::Tensor scratch;
+  if (observations == nullptr) {
+    const int64_t bytes = ObservationsAreBytes(spec_) ? 1 : 4;
+    scratch = torch::empty(
+        {num_envs_ * spec_.observation_size() * bytes},
+        torch::TensorOptions().device(device_).dtype(torch::kUInt8));
+    observations = scratch.data_ptr();
+  }
+  rl_device_rows rows{pointers_.data(), num_envs_, 0, nullptr};
+  rl_env_buffers out{};
+  out.observations = observations;
+  char error[kErrorBytes] = "";
+  const c10::DeviceGuard guard(device_);
+  return Called(table_->reset(env_,
+                              device_.is_cuda() ? RL_DEVICE_CUDA
+                                                : RL_DEVICE_HOST,
+                              &rows, &out, error, sizeof(error)),
+                error, "resetting");
+}
+
+absl::Status DevicePluginEnvs::Step(const void* actions,
+                                    const rl_env_buffers& out) {
+  rl_device_rows rows{pointers_.data(), num_envs_, 0, nullptr};
+  char error[kErrorBytes] = "";
+  const c10::DeviceGuard guard(device_);
+  return Called(table_->step(env_,
+                             device_.is_cuda() ? RL_DEVICE_CUDA
+                                               : RL_DEVICE_HOST,
+                             &rows, actions, &out, error, sizeof(error)),
+                error, "stepping");
+}
+
+std::map<std::string, torch::Tensor> DevicePluginEnvs::SaveState(
+    const std::string& prefix) const {
+  std::map<std::string, torch::Tensor> state;
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    // A copy, also on the CPU (where .cpu() would alias the live state).
+    state[prefix + "field." + names_[f]] =
+        fields_[f].to(torch::TensorOptions().device(torch::kCPU),
+                      /*non_blocking=*/false, /*copy=*/true);
+  }
+  return state;
+}
+
+absl::Status DevicePluginEnvs::RestoreState(
+    const std::map<std::string, torch::Tensor>& state,
+    const std::string& prefix) {
+  // Everything checked first: nothing changes unless it all fits.
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    const std::string key = prefix + "field." + names_[f];
+    auto it = state.find(key);
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint state has no ", key));
+    }
+    const torch::Tensor& saved = it->second;
+    if (saved.sizes() != fields_[f].sizes() ||
+        saved.scalar_type() != fields_[f].scalar_type()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint state ", key, ": ",
+          c10::str(saved.scalar_type(), " ", saved.sizes()), " does not fit ",
+          spec_.id(), " x ", num_envs_, " envs (",
+          c10::str(fields_[f].scalar_type(), " ", fields_[f].sizes()), ")"));
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    fields_[f].copy_(state.at(prefix + "field." + names_[f]));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// What one step wrote, on one device.
+struct Written {
+  torch::Tensor observations, rewards, terminated, truncated, returns, lengths;
+
+  Written(const EnvSpec& spec, int64_t n, torch::Device device) {
+    const auto on = torch::TensorOptions().device(device);
+    observations =
+        torch::full({n, spec.observation_size()}, 7,
+                    on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8
+                                                        : torch::kFloat32));
+    rewards = torch::full({n}, -7.0f, on);
+    terminated = torch::full({n}, 9, on.dtype(torch::kUInt8));
+    truncated = torch::full({n}, 9, on.dtype(torch::kUInt8));
+    returns = torch::full({n}, -7.0f, on);
+    lengths = torch::full({n}, -7, on.dtype(torch::kInt32));
+  }
+
+  rl_env_buffers Buffers() {
+    rl_env_buffers out{};
+    out.observations = observations.data_ptr();
+    out.rewards = rewards.data_ptr<float>();
+    out.terminated = terminated.data_ptr<uint8_t>();
+    out.truncated = truncated.data_ptr<uint8_t>();
+    out.episode_returns = returns.data_ptr<float>();
+    out.episode_lengths = lengths.data_ptr<int32_t>();
+    return out;
+  }
+};
+
+// The largest |device - cpu| / max(|cpu|, 1) over `rows` (0 for none).
+double Difference(const torch::Tensor& device, const torch::Tensor& cpu,
+                  const torch::Tensor& rows) {
+  const torch::Tensor want = cpu.index({rows}).to(torch::kF64);
+  if (want.numel() == 0) return 0;
+  const torch::Tensor got = device.cpu().index({rows}).to(torch::kF64);
+  return ((got - want).abs() / want.abs().clamp_min(1.0)).max().item<double>();
+}
+
+// Random valid actions for every env (on the CPU).
+torch::Tensor RandomActions(const EnvSpec& spec, int64_t n,
+                            at::Generator& generator) {
+  if (spec.num_discrete_actions() > 0) {
+    return torch::randint(0, spec.num_discrete_actions(), {n}, generator,
+                          torch::kInt64);
+  }
+  if (spec.action_nvec_size() > 0) {
+    std::vector<torch::Tensor> parts;
+    for (int64_t k : spec.action_nvec()) {
+      parts.push_back(torch::randint(0, k, {n, 1}, generator, torch::kInt64));
+    }
+    return torch::cat(parts, 1).contiguous();
+  }
+  return (torch::randn({n, spec.continuous_action_size()}, generator) * 2.0f)
+      .contiguous();
+}
+
+}  // namespace
+
+absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
+                                   const std::string& origin,
+                                   const EnvSpec& spec, torch::Device device,
+                                   double tolerance,
+                                   double perturb_for_testing) {
+  constexpr int64_t kEnvs = 256;
+  constexpr int kSteps = 32;
+  ASSIGN_OR_RETURN(auto cpu, DevicePluginEnvs::Create(table, origin, spec,
+                                                      kEnvs, 12345, torch::kCPU));
+  ASSIGN_OR_RETURN(auto gpu, DevicePluginEnvs::Create(table, origin, spec,
+                                                      kEnvs, 12345, device));
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(77);
+  int flag_ties = 0;
+  double largest = 0;
+  std::string largest_what = "nothing";
+  const std::string what_ran =
+      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ", device.str());
+  for (int t = 0; t < kSteps; ++t) {
+    std::map<std::string, torch::Tensor> state = cpu->SaveState("e.");
+    for (auto& [name, field] : state) {
+      if (field.is_floating_point()) field = field + perturb_for_testing;
+    }
+    RETURN_IF_ERROR(gpu->RestoreState(state, "e."));
+    const torch::Tensor actions = RandomActions(spec, kEnvs, generator);
+    const torch::Tensor device_actions = actions.to(device);
+    Written want(spec, kEnvs, torch::kCPU), got(spec, kEnvs, device);
+    RETURN_IF_ERROR(cpu->Step(actions.data_ptr(), want.Buffers()));
+    RETURN_IF_ERROR(gpu->Step(device_actions.data_ptr(), got.Buffers()));
+    const torch::Tensor agree = got.terminated.cpu().eq(want.terminated) &
+                                got.truncated.cpu().eq(want.truncated) &
+                                got.lengths.cpu().eq(want.lengths);
+    const int ties = kEnvs - agree.sum().item<int>();
+    flag_ties += ties;
+    if (flag_ties > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          what_ran, ": the episode flags or lengths at step ", t,
+          " differ from the host build's in ", ties, " envs (", flag_ties,
+          " in the check; one near-tie allowed)"));
+    }
+    for (const auto& [what, a, b] :
+         {std::tuple<const char*, torch::Tensor, torch::Tensor>{
+              "observations", got.observations, want.observations},
+          {"rewards", got.rewards, want.rewards},
+          {"episode returns", got.returns, want.returns}}) {
+      const double d = Difference(a, b, agree);
+      if (!(d <= tolerance)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            what_ran, ": ", what, " at step ", t,
+            " differ from the host build's by ", d, " (relative; tolerance ",
+            tolerance, ")"));
+      }
+      if (d > largest) {
+        largest = d;
+        largest_what = what;
+      }
+    }
+  }
+  RL_LOG_INFO(
+      "device env self-check of {} passed: {} steps of {} envs within {:g} of "
+      "the host build's ({}; {} near-tie flags)",
+      what_ran, kSteps, kEnvs, tolerance,
+      largest == 0
+          ? std::string("identical")
+          : absl::StrCat("largest difference ", largest, ", ", largest_what),
+      flag_ties);
+  return absl::OkStatus();
+}
+
+absl::Status CheckDevicePluginEnvsOnFirstUse(const rl_device_env_plugin* table,
+                                             const std::string& origin,
+                                             const EnvSpec& spec,
+                                             torch::Device device,
+                                             double tolerance) {
+  if (device.is_cpu()) return absl::OkStatus();
+  return CheckOncePerProcess(
+      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ",
+                   device.str()),
+      [&] {
+        return CheckDevicePluginEnvs(table, origin, spec, device, tolerance);
+      });
+}
+
+}  // namespace rl
