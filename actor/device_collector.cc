@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "actor/device_plugin_envs.h"
 #include "common/logging.h"
 #include "common/status.h"
-#include "actor/device_plugin_envs.h"
 #include "envs/device_env_plugin.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
@@ -113,10 +113,10 @@ DeviceCollector::DeviceCollector(const RunSpec& spec,
 
 Rollout DeviceCollector::AllocateRollout() const {
   const EnvSpec& env = envs_->spec();
-  return Rollout::Allocate(
-             num_steps_, num_envs_, env.observation_size(),
-             env.continuous_action_size(), 0, env.action_nvec_size(),
-             current_observations_.scalar_type(), 0)
+  return Rollout::Allocate(num_steps_, num_envs_, env.observation_size(),
+                           env.continuous_action_size(), 0,
+                           env.action_nvec_size(),
+                           current_observations_.scalar_type(), 0)
       .To(envs_->device());
 }
 
@@ -286,9 +286,8 @@ absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
       absl::StatusOr<std::unique_ptr<DeviceCollector>> collector =
           DeviceCollector::Create(spec, seed, acting_device, plugin_dirs);
       if (collector.ok()) {
-        RL_LOG_INFO("{} x {} envs step on {} with the policy",
-                    spec.env().id(), spec.envs_per_actor(),
-                    acting_device.str());
+        RL_LOG_INFO("{} x {} envs step on {} with the policy", spec.env().id(),
+                    spec.envs_per_actor(), acting_device.str());
         return std::move(*collector);
       }
       supported = collector.status();

@@ -218,8 +218,9 @@ TEST(DeviceCollectorTest, SaysWhatStaysOnTheHost) {
   EXPECT_OK(DeviceCollector::Supports(Spec("CartPole-v1")));
   // A plugin that is no device env is found out when it is loaded.
   const auto plugin = DeviceCollector::Create(
-      SmallRunSpec("env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,"
-                   "\n      observation_size: 3, num_discrete_actions: 2}"),
+      SmallRunSpec(
+          "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,"
+          "\n      observation_size: 3, num_discrete_actions: 2}"),
       1, torch::kCPU);
   EXPECT_EQ(plugin.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(plugin.status().message()),

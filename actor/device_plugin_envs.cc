@@ -125,11 +125,10 @@ absl::Status DevicePluginEnvs::Reset(void* observations) {
   out.observations = observations;
   char error[kErrorBytes] = "";
   const c10::DeviceGuard guard(device_);
-  return Called(table_->reset(env_,
-                              device_.is_cuda() ? RL_DEVICE_CUDA
-                                                : RL_DEVICE_HOST,
-                              &rows, &out, error, sizeof(error)),
-                error, "resetting");
+  return Called(
+      table_->reset(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
+                    &rows, &out, error, sizeof(error)),
+      error, "resetting");
 }
 
 absl::Status DevicePluginEnvs::Step(const void* actions,
@@ -137,11 +136,10 @@ absl::Status DevicePluginEnvs::Step(const void* actions,
   rl_device_rows rows{pointers_.data(), num_envs_, 0, nullptr};
   char error[kErrorBytes] = "";
   const c10::DeviceGuard guard(device_);
-  return Called(table_->step(env_,
-                             device_.is_cuda() ? RL_DEVICE_CUDA
-                                               : RL_DEVICE_HOST,
-                             &rows, actions, &out, error, sizeof(error)),
-                error, "stepping");
+  return Called(
+      table_->step(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
+                   &rows, actions, &out, error, sizeof(error)),
+      error, "stepping");
 }
 
 std::map<std::string, torch::Tensor> DevicePluginEnvs::SaveState(
@@ -192,10 +190,9 @@ struct Written {
 
   Written(const EnvSpec& spec, int64_t n, torch::Device device) {
     const auto on = torch::TensorOptions().device(device);
-    observations =
-        torch::full({n, spec.observation_size()}, 7,
-                    on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8
-                                                        : torch::kFloat32));
+    observations = torch::full(
+        {n, spec.observation_size()}, 7,
+        on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8 : torch::kFloat32));
     rewards = torch::full({n}, -7.0f, on);
     terminated = torch::full({n}, 9, on.dtype(torch::kUInt8));
     truncated = torch::full({n}, 9, on.dtype(torch::kUInt8));
@@ -251,8 +248,9 @@ absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
                                    double perturb_for_testing) {
   constexpr int64_t kEnvs = 256;
   constexpr int kSteps = 32;
-  ASSIGN_OR_RETURN(auto cpu, DevicePluginEnvs::Create(table, origin, spec,
-                                                      kEnvs, 12345, torch::kCPU));
+  ASSIGN_OR_RETURN(
+      auto cpu,
+      DevicePluginEnvs::Create(table, origin, spec, kEnvs, 12345, torch::kCPU));
   ASSIGN_OR_RETURN(auto gpu, DevicePluginEnvs::Create(table, origin, spec,
                                                       kEnvs, 12345, device));
   auto generator = at::make_generator<at::CPUGeneratorImpl>(77);
@@ -278,10 +276,10 @@ absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
     const int ties = kEnvs - agree.sum().item<int>();
     flag_ties += ties;
     if (flag_ties > 1) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what_ran, ": the episode flags or lengths at step ", t,
-          " differ from the host build's in ", ties, " envs (", flag_ties,
-          " in the check; one near-tie allowed)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(what_ran, ": the episode flags or lengths at step ", t,
+                       " differ from the host build's in ", ties, " envs (",
+                       flag_ties, " in the check; one near-tie allowed)"));
     }
     for (const auto& [what, a, b] :
          {std::tuple<const char*, torch::Tensor, torch::Tensor>{
@@ -290,10 +288,10 @@ absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
           {"episode returns", got.returns, want.returns}}) {
       const double d = Difference(a, b, agree);
       if (!(d <= tolerance)) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            what_ran, ": ", what, " at step ", t,
-            " differ from the host build's by ", d, " (relative; tolerance ",
-            tolerance, ")"));
+        return absl::FailedPreconditionError(
+            absl::StrCat(what_ran, ": ", what, " at step ", t,
+                         " differ from the host build's by ", d,
+                         " (relative; tolerance ", tolerance, ")"));
       }
       if (d > largest) {
         largest = d;
@@ -319,8 +317,7 @@ absl::Status CheckDevicePluginEnvsOnFirstUse(const rl_device_env_plugin* table,
                                              double tolerance) {
   if (device.is_cpu()) return absl::OkStatus();
   return CheckOncePerProcess(
-      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ",
-                   device.str()),
+      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ", device.str()),
       [&] {
         return CheckDevicePluginEnvs(table, origin, spec, device, tolerance);
       });

@@ -92,7 +92,8 @@ TEST(DevicePluginEnvsTest, TheDeviceCollectorResumesExactly) {
   ASSERT_OK((*second)->Collect(policy, &b));
   ExpectSameRollout(a, b);
   auto broken = state;
-  broken["collector.device_env.field.ball"] = torch::zeros({6, 5}, torch::kInt32);
+  broken["collector.device_env.field.ball"] =
+      torch::zeros({6, 5}, torch::kInt32);
   const absl::Status refused = (*second)->RestoreState(broken);
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.message()),
@@ -112,8 +113,8 @@ TEST(DevicePluginEnvsTest, TheSelfCheckComparesWithTheHostBuild) {
   EXPECT_EQ(drift.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(drift.message()),
               HasSubstr("episode returns at step"));
-  EXPECT_OK(CheckDevicePluginEnvsOnFirstUse(table, origin, spec.env(),
-                                            torch::kCPU));
+  EXPECT_OK(
+      CheckDevicePluginEnvsOnFirstUse(table, origin, spec.env(), torch::kCPU));
 }
 
 TEST(DevicePluginEnvsTest, AHostBuildDoesNotClaimAGpu) {

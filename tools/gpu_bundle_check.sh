@@ -192,6 +192,19 @@ step "service: HalfCheetah-v5 to 3000, actor on the CPU, learner on cuda" \
   service_run half_cheetah "$WORK/half_cheetah.yaml" 1 1
 [[ "service: HalfCheetah" =~ $STEPS ]] && tail -12 "$REPORT"
 
+# A user's device env on the GPU (docs/device_envs.md): PixelBreakout-v0's
+# CUDA kernels (libpixel_breakout.so beside the binaries, built with nvcc)
+# step 1024 envs beside the Nature CNN, the update there too; its
+# first-use self-check against the host build first. Time to the target of
+# 8, rl_local and then the service (PufferLib 4: Breakout in 3-5 s).
+sed 's/^envs_per_actor: .*/envs_per_actor: 1024/; s/^total_env_steps: .*/total_env_steps: 20000000/' \
+  examples/device_env/pixel_breakout.yaml >"$WORK/pixel_breakout.yaml"
+printf 'resources: {learner_device: cuda, actor_device: cuda}\n' \
+  >>"$WORK/pixel_breakout.yaml"
+step "device env: PixelBreakout-v0 on cuda, rl_local and the service" \
+  service_run pixel_breakout "$WORK/pixel_breakout.yaml" 1 1
+[[ "device env: PixelBreakout" =~ $STEPS ]] && tail -12 "$REPORT"
+
 step "profile of 3 GPU-scale updates" timeout 300 "$B/rl_local" train \
   --run="$WORK/gpu1.yaml" --run_dir="$WORK/profile-gpu" --resume=false \
   --progress=false --profile=3 --profile_output="$REPORT_DIR/gpu_scale_profile.json"

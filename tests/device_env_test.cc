@@ -1,0 +1,46 @@
+// A user's device env through the whole service on the CPU: the shipped
+// run file examples/device_env/pixel_breakout.yaml (PixelBreakout-v0,
+// envs/plugin_api/rl_device_env.h) through a coordinator with a real
+// learner and actor, the actor stepping the library's host build behind
+// the native ABI, the Nature CNN on uint8 [2, 36, 36] frames. The run must
+// learn: a fixed pattern of actions scores about 1 a game, the run's last
+// episodes several times that.
+#include <signal.h>
+
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/coordinator.grpc.pb.h"
+#include "testing/embedded_coordinator.h"
+
+namespace rl {
+namespace {
+
+class DeviceEnvTest : public EmbeddedCoordinatorTest {};
+
+TEST_F(DeviceEnvTest, PixelBreakoutLearnsThroughTheService) {
+  std::ifstream in("examples/device_env/pixel_breakout.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string yaml = text.str();
+  ASSERT_NE(yaml.find("total_env_steps: 500000"), std::string::npos);
+  ASSERT_NE(yaml.find("plugin: pixel_breakout"), std::string::npos);
+  StartCoordinator("learners=1,actors=1", {"--lease_ttl_s=10"});
+  const rl::Run run = Submit(absl::StrReplaceAll(
+      yaml, {{"total_env_steps: 500000", "total_env_steps: 400000"}}));
+  const rl::Run r = WaitForEnd(run.run_id(), absl::Seconds(1200));
+  ASSERT_EQ(r.state(), SUCCEEDED) << r.failure_reason();
+  EXPECT_GE(r.progress().env_steps(), 100000);
+  EXPECT_GE(r.progress().episodes(), 100);
+  EXPECT_GE(r.progress().mean_return(), 4.0);
+  EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
+}
+
+}  // namespace
+}  // namespace rl
