@@ -3,6 +3,7 @@
 #include "actor/device_envs.h"
 #include "envs/batched_env.h"
 #include "gtest/gtest.h"
+#include "testing/rollouts.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 
@@ -99,19 +100,6 @@ RunSpec Spec(const std::string& env) {
                       "envs_per_actor: 12\nsegment_length: 64\n"
                       "ppo: {num_minibatches: 2}\n"
                       "execution: {cpu_kernels: libtorch}");
-}
-
-void ExpectSameRollout(const Rollout& a, const Rollout& b) {
-  EXPECT_TRUE(torch::equal(a.observations, b.observations));
-  EXPECT_TRUE(torch::equal(a.actions, b.actions));
-  EXPECT_TRUE(torch::equal(a.log_probs, b.log_probs));
-  EXPECT_TRUE(torch::equal(a.values, b.values));
-  EXPECT_TRUE(torch::equal(a.rewards, b.rewards));
-  EXPECT_TRUE(torch::equal(a.terminated, b.terminated));
-  EXPECT_TRUE(torch::equal(a.truncated, b.truncated));
-  EXPECT_TRUE(torch::equal(a.truncated_values, b.truncated_values));
-  EXPECT_TRUE(torch::equal(a.next_observations, b.next_observations));
-  EXPECT_TRUE(torch::equal(a.next_values, b.next_values));
 }
 
 // On the CPU device, the device collector is the host collector: the same

@@ -4,6 +4,7 @@
 
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -199,9 +200,11 @@ namespace {
 struct StepTensors {
   torch::Tensor observations, rewards, terminated, truncated, returns, lengths;
 
-  StepTensors(int64_t n, int64_t obs, torch::Device device) {
+  StepTensors(const EnvSpec& spec, int64_t n, torch::Device device) {
     const auto on = torch::TensorOptions().device(device);
-    observations = torch::full({n, obs}, -7.0f, on);
+    observations = torch::full(
+        {n, spec.observation_size()}, 7,
+        on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8 : torch::kFloat32));
     rewards = torch::full({n}, -7.0f, on);
     terminated = torch::full({n}, 9, on.dtype(torch::kUInt8));
     truncated = torch::full({n}, 9, on.dtype(torch::kUInt8));
@@ -209,9 +212,9 @@ struct StepTensors {
     lengths = torch::full({n}, -7, on.dtype(torch::kInt32));
   }
 
-  StepBuffers Buffers() {
-    StepBuffers out;
-    out.observations = observations.data_ptr<float>();
+  rl_env_buffers Buffers() {
+    rl_env_buffers out{};
+    out.observations = observations.data_ptr();
     out.rewards = rewards.data_ptr<float>();
     out.terminated = terminated.data_ptr<uint8_t>();
     out.truncated = truncated.data_ptr<uint8_t>();
@@ -221,63 +224,74 @@ struct StepTensors {
   }
 };
 
-// The largest |device - cpu| / max(|cpu|, 1) of two float tensors.
-// (0 for no rows; NaN where either is not a number.)
-double Difference(const torch::Tensor& device, const torch::Tensor& cpu) {
-  if (cpu.numel() == 0) return 0;
-  const torch::Tensor got = device.cpu().to(torch::kF64);
-  const torch::Tensor want = cpu.to(torch::kF64);
+// The largest |device - reference| / max(|reference|, 1) over `rows` (0
+// for none; NaN where either is not a number).
+double Difference(const torch::Tensor& device, const torch::Tensor& reference,
+                  const torch::Tensor& rows) {
+  const torch::Tensor want = reference.index({rows}).to(torch::kF64);
+  if (want.numel() == 0) return 0;
+  const torch::Tensor got = device.cpu().index({rows}).to(torch::kF64);
   return ((got - want).abs() / want.abs().clamp_min(1.0)).max().item<double>();
+}
+
+// Random valid actions for every env of `spec` (on the CPU).
+torch::Tensor RandomActions(const EnvSpec& spec, int64_t n,
+                            at::Generator& generator) {
+  if (spec.num_discrete_actions() > 0) {
+    return torch::randint(0, spec.num_discrete_actions(), {n}, generator,
+                          torch::kInt64);
+  }
+  if (spec.action_nvec_size() > 0) {
+    std::vector<torch::Tensor> parts;
+    for (int64_t k : spec.action_nvec()) {
+      parts.push_back(torch::randint(0, k, {n, 1}, generator, torch::kInt64));
+    }
+    return torch::cat(parts, 1).contiguous();
+  }
+  return (torch::randn({n, spec.continuous_action_size()}, generator) * 2.0f)
+      .contiguous();
 }
 
 }  // namespace
 
-absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
-                             double tolerance, double perturb_for_testing) {
-  constexpr int64_t kEnvs = 256;
+absl::Status CompareDeviceEnvs(DeviceEnvBatch& reference,
+                               DeviceEnvBatch& device,
+                               const std::string& what_ran,
+                               const std::string& reference_name,
+                               double tolerance, double perturb_for_testing) {
   constexpr int kSteps = 32;
-  ASSIGN_OR_RETURN(auto cpu, DeviceEnvs::Create(id, kEnvs, 12345, torch::kCPU,
-                                                /*max_episode_steps=*/20));
-  ASSIGN_OR_RETURN(auto gpu, DeviceEnvs::Create(id, kEnvs, 12345, device,
-                                                /*max_episode_steps=*/20));
-  const EnvSpec& spec = cpu->spec();
-  const int64_t obs = spec.observation_size();
-  const bool discrete = IsDiscrete(spec);
+  const EnvSpec& spec = reference.spec();
+  const int64_t n = reference.num_envs();
   auto generator = at::make_generator<at::CPUGeneratorImpl>(77);
   int flag_ties = 0;
   double largest = 0;
   std::string largest_what = "nothing";
   for (int t = 0; t < kSteps; ++t) {
-    std::map<std::string, torch::Tensor> state = cpu->SaveState("e.");
-    state["e.state"] = state["e.state"] + perturb_for_testing;
-    RETURN_IF_ERROR(gpu->RestoreState(state, "e."));
-    torch::Tensor actions =
-        discrete
-            ? torch::randint(0, spec.num_discrete_actions(), {kEnvs}, generator,
-                             torch::kInt64)
-            : torch::randn({kEnvs, spec.continuous_action_size()}, generator) *
-                  2.0f;
-    const torch::Tensor device_actions = actions.to(device);
-    StepTensors want(kEnvs, obs, torch::kCPU), got(kEnvs, obs, device);
-    RETURN_IF_ERROR(cpu->Step(actions.data_ptr(), want.Buffers()));
-    RETURN_IF_ERROR(gpu->Step(device_actions.data_ptr(), got.Buffers()));
+    std::map<std::string, torch::Tensor> state = reference.SaveState("e.");
+    for (auto& [name, tensor] : state) {
+      if (tensor.is_floating_point()) tensor = tensor + perturb_for_testing;
+    }
+    RETURN_IF_ERROR(device.RestoreState(state, "e."));
+    const torch::Tensor actions = RandomActions(spec, n, generator);
+    const torch::Tensor device_actions = actions.to(device.device());
+    StepTensors want(spec, n, torch::kCPU), got(spec, n, device.device());
+    RETURN_IF_ERROR(reference.Step(actions.data_ptr(), want.Buffers()));
+    RETURN_IF_ERROR(device.Step(device_actions.data_ptr(), got.Buffers()));
     // Rows whose flags agree. A near-tie at a threshold (a last-bit
     // difference) can end an episode on one side only, which then resets
     // that env: such a row's outputs are not compared, and one such row is
-    // allowed in the whole check (the next step starts from the CPU's state
-    // again).
+    // allowed in the whole check (the next step starts from the
+    // reference's state again).
     const torch::Tensor agree = got.terminated.cpu().eq(want.terminated) &
                                 got.truncated.cpu().eq(want.truncated) &
                                 got.lengths.cpu().eq(want.lengths);
-    const int ties = kEnvs - agree.sum().item<int>();
+    const int ties = static_cast<int>(n) - agree.sum().item<int>();
     flag_ties += ties;
     if (flag_ties > 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("stepping ", id, " on ", device.str(),
-                       ": the episode flags or "
-                       "lengths at step ",
-                       t, " differ from the CPU's in ", ties, " envs (",
-                       flag_ties, " in the check; one near-tie allowed)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          what_ran, ": the episode flags or lengths at step ", t,
+          " differ from the ", reference_name, " in ", ties, " envs (",
+          flag_ties, " in the check; one near-tie allowed)"));
     }
     // Episodes cut or ended at this step were reset from the same random
     // stream: their new observations are compared too.
@@ -286,11 +300,11 @@ absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
               "observations", got.observations, want.observations},
           {"rewards", got.rewards, want.rewards},
           {"episode returns", got.returns, want.returns}}) {
-      const double d = Difference(a.cpu().index({agree}), b.index({agree}));
+      const double d = Difference(a, b, agree);
       if (!(d <= tolerance)) {
         return absl::FailedPreconditionError(
-            absl::StrCat("stepping ", id, " on ", device.str(), ": ", what,
-                         " at step ", t, " differ from the CPU's by ", d,
+            absl::StrCat(what_ran, ": ", what, " at step ", t,
+                         " differ from the ", reference_name, " by ", d,
                          " (relative; tolerance ", tolerance, ")"));
       }
       if (d > largest) {
@@ -300,14 +314,26 @@ absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
     }
   }
   RL_LOG_INFO(
-      "env self-check of {} on {} passed: {} steps of {} envs within {:g} of "
-      "the CPU's ({}; {} near-tie flags)",
-      id, device.str(), kSteps, kEnvs, tolerance,
+      "env self-check of {} passed: {} steps of {} envs within {:g} of the "
+      "{} ({}; {} near-tie flags)",
+      what_ran, kSteps, n, tolerance, reference_name,
       largest == 0
           ? std::string("identical")
           : absl::StrCat("largest difference ", largest, ", ", largest_what),
       flag_ties);
   return absl::OkStatus();
+}
+
+absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
+                             double tolerance, double perturb_for_testing) {
+  constexpr int64_t kEnvs = 256;
+  ASSIGN_OR_RETURN(auto cpu, DeviceEnvs::Create(id, kEnvs, 12345, torch::kCPU,
+                                                /*max_episode_steps=*/20));
+  ASSIGN_OR_RETURN(auto gpu, DeviceEnvs::Create(id, kEnvs, 12345, device,
+                                                /*max_episode_steps=*/20));
+  return CompareDeviceEnvs(*cpu, *gpu,
+                           absl::StrCat("stepping ", id, " on ", device.str()),
+                           "CPU's", tolerance, perturb_for_testing);
 }
 
 absl::Status CheckDeviceEnvsOnFirstUse(const std::string& id,

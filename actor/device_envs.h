@@ -127,6 +127,18 @@ absl::Status CheckDeviceEnvsOnFirstUse(const std::string& id,
 absl::Status CheckDeviceEnvs(const std::string& id, torch::Device device,
                              double tolerance, double perturb_for_testing = 0);
 
+// What both self-checks run: `device` envs and `reference` envs (on the
+// CPU, of the same spec and count) stepped 32 times from the reference's
+// state (restored into `device` before each step, its floating-point
+// tensors plus `perturb_for_testing`) with the same random valid actions,
+// compared as CheckDeviceEnvsOnFirstUse says. Messages start with
+// `what_ran` and name the `reference_name` ("CPU's").
+absl::Status CompareDeviceEnvs(DeviceEnvBatch& reference,
+                               DeviceEnvBatch& device,
+                               const std::string& what_ran,
+                               const std::string& reference_name,
+                               double tolerance, double perturb_for_testing);
+
 // Where the CUDA env kernels come from: libcuda_envs.so's table, checked
 // (its version, a driver new enough for its CUDA runtime). Loaded once.
 absl::StatusOr<const RlCudaEnvs*> LoadCudaEnvs();

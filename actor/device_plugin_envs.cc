@@ -2,7 +2,6 @@
 
 #include <c10/core/DeviceGuard.h>
 
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -182,132 +181,21 @@ absl::Status DevicePluginEnvs::RestoreState(
   return absl::OkStatus();
 }
 
-namespace {
-
-// What one step wrote, on one device.
-struct Written {
-  torch::Tensor observations, rewards, terminated, truncated, returns, lengths;
-
-  Written(const EnvSpec& spec, int64_t n, torch::Device device) {
-    const auto on = torch::TensorOptions().device(device);
-    observations = torch::full(
-        {n, spec.observation_size()}, 7,
-        on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8 : torch::kFloat32));
-    rewards = torch::full({n}, -7.0f, on);
-    terminated = torch::full({n}, 9, on.dtype(torch::kUInt8));
-    truncated = torch::full({n}, 9, on.dtype(torch::kUInt8));
-    returns = torch::full({n}, -7.0f, on);
-    lengths = torch::full({n}, -7, on.dtype(torch::kInt32));
-  }
-
-  rl_env_buffers Buffers() {
-    rl_env_buffers out{};
-    out.observations = observations.data_ptr();
-    out.rewards = rewards.data_ptr<float>();
-    out.terminated = terminated.data_ptr<uint8_t>();
-    out.truncated = truncated.data_ptr<uint8_t>();
-    out.episode_returns = returns.data_ptr<float>();
-    out.episode_lengths = lengths.data_ptr<int32_t>();
-    return out;
-  }
-};
-
-// The largest |device - cpu| / max(|cpu|, 1) over `rows` (0 for none).
-double Difference(const torch::Tensor& device, const torch::Tensor& cpu,
-                  const torch::Tensor& rows) {
-  const torch::Tensor want = cpu.index({rows}).to(torch::kF64);
-  if (want.numel() == 0) return 0;
-  const torch::Tensor got = device.cpu().index({rows}).to(torch::kF64);
-  return ((got - want).abs() / want.abs().clamp_min(1.0)).max().item<double>();
-}
-
-// Random valid actions for every env (on the CPU).
-torch::Tensor RandomActions(const EnvSpec& spec, int64_t n,
-                            at::Generator& generator) {
-  if (spec.num_discrete_actions() > 0) {
-    return torch::randint(0, spec.num_discrete_actions(), {n}, generator,
-                          torch::kInt64);
-  }
-  if (spec.action_nvec_size() > 0) {
-    std::vector<torch::Tensor> parts;
-    for (int64_t k : spec.action_nvec()) {
-      parts.push_back(torch::randint(0, k, {n, 1}, generator, torch::kInt64));
-    }
-    return torch::cat(parts, 1).contiguous();
-  }
-  return (torch::randn({n, spec.continuous_action_size()}, generator) * 2.0f)
-      .contiguous();
-}
-
-}  // namespace
-
 absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
                                    const std::string& origin,
                                    const EnvSpec& spec, torch::Device device,
                                    double tolerance,
                                    double perturb_for_testing) {
   constexpr int64_t kEnvs = 256;
-  constexpr int kSteps = 32;
   ASSIGN_OR_RETURN(
       auto cpu,
       DevicePluginEnvs::Create(table, origin, spec, kEnvs, 12345, torch::kCPU));
   ASSIGN_OR_RETURN(auto gpu, DevicePluginEnvs::Create(table, origin, spec,
                                                       kEnvs, 12345, device));
-  auto generator = at::make_generator<at::CPUGeneratorImpl>(77);
-  int flag_ties = 0;
-  double largest = 0;
-  std::string largest_what = "nothing";
-  const std::string what_ran =
-      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ", device.str());
-  for (int t = 0; t < kSteps; ++t) {
-    std::map<std::string, torch::Tensor> state = cpu->SaveState("e.");
-    for (auto& [name, field] : state) {
-      if (field.is_floating_point()) field = field + perturb_for_testing;
-    }
-    RETURN_IF_ERROR(gpu->RestoreState(state, "e."));
-    const torch::Tensor actions = RandomActions(spec, kEnvs, generator);
-    const torch::Tensor device_actions = actions.to(device);
-    Written want(spec, kEnvs, torch::kCPU), got(spec, kEnvs, device);
-    RETURN_IF_ERROR(cpu->Step(actions.data_ptr(), want.Buffers()));
-    RETURN_IF_ERROR(gpu->Step(device_actions.data_ptr(), got.Buffers()));
-    const torch::Tensor agree = got.terminated.cpu().eq(want.terminated) &
-                                got.truncated.cpu().eq(want.truncated) &
-                                got.lengths.cpu().eq(want.lengths);
-    const int ties = kEnvs - agree.sum().item<int>();
-    flag_ties += ties;
-    if (flag_ties > 1) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(what_ran, ": the episode flags or lengths at step ", t,
-                       " differ from the host build's in ", ties, " envs (",
-                       flag_ties, " in the check; one near-tie allowed)"));
-    }
-    for (const auto& [what, a, b] :
-         {std::tuple<const char*, torch::Tensor, torch::Tensor>{
-              "observations", got.observations, want.observations},
-          {"rewards", got.rewards, want.rewards},
-          {"episode returns", got.returns, want.returns}}) {
-      const double d = Difference(a, b, agree);
-      if (!(d <= tolerance)) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(what_ran, ": ", what, " at step ", t,
-                         " differ from the host build's by ", d,
-                         " (relative; tolerance ", tolerance, ")"));
-      }
-      if (d > largest) {
-        largest = d;
-        largest_what = what;
-      }
-    }
-  }
-  RL_LOG_INFO(
-      "device env self-check of {} passed: {} steps of {} envs within {:g} of "
-      "the host build's ({}; {} near-tie flags)",
-      what_ran, kSteps, kEnvs, tolerance,
-      largest == 0
-          ? std::string("identical")
-          : absl::StrCat("largest difference ", largest, ", ", largest_what),
-      flag_ties);
-  return absl::OkStatus();
+  return CompareDeviceEnvs(
+      *cpu, *gpu,
+      absl::StrCat("stepping ", spec.id(), " (", origin, ") on ", device.str()),
+      "host build's", tolerance, perturb_for_testing);
 }
 
 absl::Status CheckDevicePluginEnvsOnFirstUse(const rl_device_env_plugin* table,

@@ -10,6 +10,7 @@
 #include "envs/device_env_plugin.h"
 #include "envs/env_plugin.h"
 #include "gtest/gtest.h"
+#include "testing/rollouts.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 
@@ -35,19 +36,6 @@ const rl_device_env_plugin* Table(const EnvSpec& env, std::string* origin) {
   if (!plugin.ok()) return nullptr;
   *origin = plugin->origin;
   return DeviceEnvTableOf(plugin->table);
-}
-
-void ExpectSameRollout(const Rollout& a, const Rollout& b) {
-  EXPECT_TRUE(torch::equal(a.observations, b.observations));
-  EXPECT_TRUE(torch::equal(a.actions, b.actions));
-  EXPECT_TRUE(torch::equal(a.log_probs, b.log_probs));
-  EXPECT_TRUE(torch::equal(a.values, b.values));
-  EXPECT_TRUE(torch::equal(a.rewards, b.rewards));
-  EXPECT_TRUE(torch::equal(a.terminated, b.terminated));
-  EXPECT_TRUE(torch::equal(a.truncated, b.truncated));
-  EXPECT_TRUE(torch::equal(a.truncated_values, b.truncated_values));
-  EXPECT_TRUE(torch::equal(a.next_observations, b.next_observations));
-  EXPECT_TRUE(torch::equal(a.next_values, b.next_values));
 }
 
 TEST(DevicePluginEnvsTest, TheDeviceCollectorCollectsWhatTheHostsCollects) {
