@@ -59,8 +59,9 @@ TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_mai
   //telemetry:telemetry_main)
 # Plugins built with the service, staged in plugins/ where actors look for
 # them by name (envs/env_plugin.h: <binary's dir>/../plugins), the
-# directory operators list in --env_plugin_dirs: `plugin: mujoco`.
-PLUGINS=(//envs/mujoco:libmujoco_envs.so)
+# directory operators list in --env_plugin_dirs: `plugin: mujoco`, and the
+# device env `plugin: pixel_breakout` (its host build: the image is the CPU's).
+PLUGINS=(//envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so)
 
 log() { printf '[image %4ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '[image %4ds] FAILED: %s\n' "$SECONDS" "$*" >&2; exit 1; }

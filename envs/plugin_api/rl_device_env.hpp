@@ -119,6 +119,17 @@ Fields ToFields(const Batch<Env>& b, const rl_device_rows& rows) {
   return f;
 }
 
+// Env::Step on a row, or Env::Reset (kStep false; no actions).
+template <typename Env, bool kStep>
+RLDEV_HD inline void OnRow(const typename Env::Params& p, const Row& row,
+                           const void* actions, const rl_env_buffers& out) {
+  if constexpr (kStep) {
+    Env::Step(p, row, actions, out);
+  } else {
+    Env::Reset(p, row, out);
+  }
+}
+
 #if defined(__CUDACC__)
 constexpr int kThreads = 256;
 
@@ -127,24 +138,14 @@ inline int Blocks(int64_t n) {
   return static_cast<int>(b < 65535 ? b : 65535);
 }
 
-template <typename Env>
-__global__ void ResetKernel(typename Env::Params p, Fields f, int64_t n,
-                            int64_t first, uint64_t seed, rl_env_buffers out) {
-  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
-  for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       r < n; r += stride) {
-    Env::Reset(p, Row{&f, r, first + r, seed}, out);
-  }
-}
-
-template <typename Env>
-__global__ void StepKernel(typename Env::Params p, Fields f, int64_t n,
+template <typename Env, bool kStep>
+__global__ void RowsKernel(typename Env::Params p, Fields f, int64_t n,
                            int64_t first, uint64_t seed, const void* actions,
                            rl_env_buffers out) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
        r < n; r += stride) {
-    Env::Step(p, Row{&f, r, first + r, seed}, actions, out);
+    OnRow<Env, kStep>(p, Row{&f, r, first + r, seed}, actions, out);
   }
 }
 #endif
@@ -188,18 +189,19 @@ void Destroy(rl_device_env* env) {
   delete reinterpret_cast<Batch<Env>*>(env);
 }
 
-template <typename Env>
-int Reset(const rl_device_env* env, rl_device device,
-          const rl_device_rows* rows, const rl_env_buffers* out, char* error,
-          size_t error_size) {
+// One call over `rows`: the kernel on a CUDA stream, else a host loop.
+template <typename Env, bool kStep>
+int RunRows(const rl_device_env* env, rl_device device,
+            const rl_device_rows* rows, const void* actions,
+            const rl_env_buffers* out, char* error, size_t error_size) {
   const auto& b = *reinterpret_cast<const Batch<Env>*>(env);
   if (device == RL_DEVICE_CUDA) {
 #if defined(__CUDACC__)
-    const Fields f = ToFields(b, *rows);
     if (rows->num_rows == 0) return 0;
-    ResetKernel<Env><<<Blocks(rows->num_rows), kThreads, 0,
-                       static_cast<cudaStream_t>(rows->stream)>>>(
-        b.params, f, rows->num_rows, rows->first_env, b.seed, *out);
+    RowsKernel<Env, kStep><<<Blocks(rows->num_rows), kThreads, 0,
+                             static_cast<cudaStream_t>(rows->stream)>>>(
+        b.params, ToFields(b, *rows), rows->num_rows, rows->first_env, b.seed,
+        actions, *out);
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) {
       rlenv::internal::WriteError(error, error_size, cudaGetErrorString(e));
@@ -212,39 +214,25 @@ int Reset(const rl_device_env* env, rl_device device,
   return rlenv::Guard(error, error_size, [&] {
     const Fields f = ToFields(b, *rows);
     for (int64_t r = 0; r < rows->num_rows; ++r) {
-      Env::Reset(b.params, Row{&f, r, rows->first_env + r, b.seed}, *out);
+      OnRow<Env, kStep>(b.params, Row{&f, r, rows->first_env + r, b.seed},
+                        actions, *out);
     }
   });
+}
+
+template <typename Env>
+int Reset(const rl_device_env* env, rl_device device,
+          const rl_device_rows* rows, const rl_env_buffers* out, char* error,
+          size_t error_size) {
+  return RunRows<Env, false>(env, device, rows, nullptr, out, error,
+                             error_size);
 }
 
 template <typename Env>
 int Step(const rl_device_env* env, rl_device device, const rl_device_rows* rows,
          const void* actions, const rl_env_buffers* out, char* error,
          size_t error_size) {
-  const auto& b = *reinterpret_cast<const Batch<Env>*>(env);
-  if (device == RL_DEVICE_CUDA) {
-#if defined(__CUDACC__)
-    const Fields f = ToFields(b, *rows);
-    if (rows->num_rows == 0) return 0;
-    StepKernel<Env><<<Blocks(rows->num_rows), kThreads, 0,
-                      static_cast<cudaStream_t>(rows->stream)>>>(
-        b.params, f, rows->num_rows, rows->first_env, b.seed, actions, *out);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) {
-      rlenv::internal::WriteError(error, error_size, cudaGetErrorString(e));
-    }
-    return static_cast<int>(e);
-#else
-    return NoCuda(error, error_size);
-#endif
-  }
-  return rlenv::Guard(error, error_size, [&] {
-    const Fields f = ToFields(b, *rows);
-    for (int64_t r = 0; r < rows->num_rows; ++r) {
-      Env::Step(b.params, Row{&f, r, rows->first_env + r, b.seed}, actions,
-                *out);
-    }
-  });
+  return RunRows<Env, true>(env, device, rows, actions, out, error, error_size);
 }
 
 template <typename Env>

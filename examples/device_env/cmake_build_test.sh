@@ -52,8 +52,8 @@ if [[ -n "$NVCC" ]]; then
   build "$TMP/cuda" -DCMAKE_CUDA_COMPILER="$NVCC" -DCMAKE_CUDA_ARCHITECTURES=80
   grep -q "pixel_breakout: host and CUDA builds" "$TMP/cuda.log"
   nm -C "$TMP/cuda/libpixel_breakout.so" >"$TMP/cuda_symbols.txt"
-  grep -q "StepKernel<" "$TMP/cuda_symbols.txt" ||
-    { echo "the CUDA build has no StepKernel"; exit 1; }
+  grep -q "RowsKernel<" "$TMP/cuda_symbols.txt" ||
+    { echo "the CUDA build has no RowsKernel"; exit 1; }
   # Without a GPU its host build steps as the other's did.
   export RL_ENV_PLUGIN_PATH="$TMP/cuda"
   "$RL_LOCAL" check-env --run="$TMP/repo/pixel_breakout.yaml" --steps=2000 2>&1 |
