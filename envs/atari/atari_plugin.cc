@@ -47,8 +47,33 @@ std::string GameName(const std::string& id) {
   return name.substr(0, version);
 }
 
+// Every option env.kwargs may hold (rl_atari's, and rom_dir).
+constexpr const char* kKwargs[] = {"noop_max",
+                                   "frame_skip",
+                                   "screen_size",
+                                   "stack_num",
+                                   "episodic_life",
+                                   "reward_clip",
+                                   "fire_reset",
+                                   "repeat_action_probability",
+                                   "max_num_frames_per_episode",
+                                   "full_action_space",
+                                   "rom_dir"};
+
 AtariOptions Options(const rl_env_options& o) {
   const rlenv::Kwargs kwargs(o.kwargs_json != nullptr ? o.kwargs_json : "{}");
+  // A misspelt option would silently keep its default: refused instead.
+  for (const std::string& key : kwargs.Keys()) {
+    if (std::find(std::begin(kKwargs), std::end(kKwargs), key) ==
+        std::end(kKwargs)) {
+      std::string known;
+      for (const char* k : kKwargs)
+        known += known.empty() ? k : std::string(", ") + k;
+      throw std::invalid_argument(
+          "kwargs." + key + ": unknown option of plugin: atari (it takes " +
+          known + ")");
+    }
+  }
   AtariOptions options;
   options.noop_max = static_cast<int>(kwargs.Int("noop_max", 30));
   options.frame_skip = static_cast<int>(kwargs.Int("frame_skip", 4));

@@ -108,6 +108,11 @@ TEST(AtariPluginTest, BadIdsKwargsAndSpacesAreRefusedNamingThem) {
       .set_bool_value(true);
   EXPECT_THAT(OpenEnv(spec, options).status().message(),
               HasSubstr("full_action_space"));
+  spec = Breakout();
+  (*spec.mutable_kwargs()->mutable_fields())["frameskip"].set_number_value(2);
+  EXPECT_THAT(OpenEnv(spec, options).status().message(),
+              HasSubstr("kwargs.frameskip: unknown option of plugin: atari (it "
+                        "takes noop_max, frame_skip,"));
   // The run declares Pong's 6 actions for Breakout's 4.
   spec = Breakout();
   spec.set_num_discrete_actions(6);
