@@ -150,11 +150,8 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   }
   c10::InferenceMode inference;
   CollectTimings local;
-  const bool discrete = IsDiscrete(envs_->spec());
   rollout->observations[0].copy_(current_observations_);
   const int64_t obs_bytes = observation_bytes_;
-  const int64_t action_size =
-      discrete ? 1 : envs_->spec().continuous_action_size();
   char* observations = static_cast<char*>(rollout->observations.data_ptr());
   float* rewards = rollout->rewards.data_ptr<float>();
   uint8_t* terminated = rollout->terminated.data_ptr<uint8_t>();
@@ -163,8 +160,11 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   float* episode_returns = episode_return_rows_.data_ptr<float>();
   int32_t* episode_lengths = episode_length_rows_.data_ptr<int32_t>();
   char* actions = static_cast<char*>(rollout->actions.data_ptr());
-  const int64_t action_bytes =
-      action_size * (discrete ? sizeof(int64_t) : sizeof(float));
+  // One env's actions: [E] for Discrete, [E, parts] for MultiDiscrete
+  // (int64), [E, A] float32 for Box: the rollout's own layout.
+  const int64_t action_bytes = rollout->actions.numel() /
+                               (num_steps_ * num_envs_) *
+                               rollout->actions.element_size();
 
   if (step_loop_observer_) step_loop_observer_(true);
   for (int64_t t = 0; t < num_steps_; ++t) {
@@ -291,8 +291,16 @@ absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
         return std::move(*collector);
       }
       supported = collector.status();
-      RL_LOG_WARNING("the envs step on the host, the policy acts on {}: {}",
-                     acting_device.str(), supported.ToString());
+      // What stays on the host by design (a plugin that is no device env)
+      // is said plainly; a device env that failed to load or check out is
+      // a warning.
+      if (absl::IsInvalidArgument(supported)) {
+        RL_LOG_INFO("the envs step on the host, the policy acts on {}: {}",
+                    acting_device.str(), std::string(supported.message()));
+      } else {
+        RL_LOG_WARNING("the envs step on the host, the policy acts on {}: {}",
+                       acting_device.str(), supported.ToString());
+      }
     } else {
       RL_LOG_INFO("the envs step on the host, the policy acts on {}: {}",
                   acting_device.str(), std::string(supported.message()));

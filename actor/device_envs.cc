@@ -198,13 +198,15 @@ namespace {
 
 // What one step wrote, on one device.
 struct StepTensors {
-  torch::Tensor observations, rewards, terminated, truncated, returns, lengths;
+  torch::Tensor observations, final_observations, rewards, terminated,
+      truncated, returns, lengths;
 
   StepTensors(const EnvSpec& spec, int64_t n, torch::Device device) {
     const auto on = torch::TensorOptions().device(device);
     observations = torch::full(
         {n, spec.observation_size()}, 7,
         on.dtype(ObservationsAreBytes(spec) ? torch::kUInt8 : torch::kFloat32));
+    final_observations = observations.clone();
     rewards = torch::full({n}, -7.0f, on);
     terminated = torch::full({n}, 9, on.dtype(torch::kUInt8));
     truncated = torch::full({n}, 9, on.dtype(torch::kUInt8));
@@ -215,6 +217,7 @@ struct StepTensors {
   rl_env_buffers Buffers() {
     rl_env_buffers out{};
     out.observations = observations.data_ptr();
+    out.final_observations = final_observations.data_ptr();
     out.rewards = rewards.data_ptr<float>();
     out.terminated = terminated.data_ptr<uint8_t>();
     out.truncated = truncated.data_ptr<uint8_t>();
@@ -294,13 +297,17 @@ absl::Status CompareDeviceEnvs(DeviceEnvBatch& reference,
           flag_ties, " in the check; one near-tie allowed)"));
     }
     // Episodes cut or ended at this step were reset from the same random
-    // stream: their new observations are compared too.
-    for (const auto& [what, a, b] :
-         {std::tuple<const char*, torch::Tensor, torch::Tensor>{
-              "observations", got.observations, want.observations},
-          {"rewards", got.rewards, want.rewards},
-          {"episode returns", got.returns, want.returns}}) {
-      const double d = Difference(a, b, agree);
+    // stream: their new observations are compared too, and their last ones.
+    const torch::Tensor ended =
+        agree & (want.terminated.gt(0) | want.truncated.gt(0));
+    for (const auto& [what, a, b, rows] :
+         {std::tuple<const char*, torch::Tensor, torch::Tensor, torch::Tensor>{
+              "observations", got.observations, want.observations, agree},
+          {"final observations", got.final_observations,
+           want.final_observations, ended},
+          {"rewards", got.rewards, want.rewards, agree},
+          {"episode returns", got.returns, want.returns, agree}}) {
+      const double d = Difference(a, b, rows);
       if (!(d <= tolerance)) {
         return absl::FailedPreconditionError(
             absl::StrCat(what_ran, ": ", what, " at step ", t,

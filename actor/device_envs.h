@@ -110,8 +110,9 @@ class DeviceEnvs final : public DeviceEnvBatch {
 // The envs' first use on a GPU checks itself: `id`'s envs (256 of them)
 // stepped on `device` and on the CPU from the same state with the same
 // actions, 32 steps, the device's state set to the CPU's before each (so a
-// last-bit difference cannot grow: nvcc fuses multiply-adds). Observations,
-// rewards and episode returns must agree within `tolerance` relative to
+// last-bit difference cannot grow: nvcc fuses multiply-adds). Observations
+// (and the final ones of episodes that ended), rewards and episode returns
+// must agree within `tolerance` relative to
 // max(|CPU value|, 1), and the episode flags and lengths exactly, but for
 // one env in the whole check (a near-tie at a threshold; its outputs are
 // then not compared).

@@ -87,6 +87,23 @@ absl::StatusOr<std::unique_ptr<DevicePluginEnvs>> DevicePluginEnvs::Create(
         ": create failed: ", error[0] != '\0' ? error : "(no message)"));
   }
   RETURN_IF_ERROR(CheckPluginInfo(info, spec, origin));
+  // The host's path widens uint8 observations to a float32 run; on the
+  // device the env writes the run's buffers itself.
+  if ((info.observation.dtype == RL_DTYPE_UINT8) !=
+      ObservationsAreBytes(spec)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device environment ", origin, " writes ",
+        info.observation.dtype == RL_DTYPE_UINT8 ? "uint8" : "float32",
+        " observations; the run takes ",
+        ObservationsAreBytes(spec) ? "uint8" : "float32",
+        ": on the device they must be the run's (env.observation_dtype)"));
+  }
+  if (info.has_action_mask != 0 || spec.action_mask()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "device environment ", origin,
+        ": action masks are not part of the device env ABI (version ",
+        RL_DEVICE_ENV_ABI_VERSION, ")"));
+  }
   RETURN_IF_ERROR(CheckDeviceStateLayout(layout, origin));
   const auto on = torch::TensorOptions().device(device);
   for (int f = 0; f < layout.num_fields; ++f) {
@@ -187,11 +204,16 @@ absl::Status CheckDevicePluginEnvs(const rl_device_env_plugin* table,
                                    double tolerance,
                                    double perturb_for_testing) {
   constexpr int64_t kEnvs = 256;
+  // Episodes cut within the check's steps: truncation and the resets after
+  // it are compared too.
+  EnvSpec short_episodes = spec;
+  short_episodes.set_max_episode_steps(20);
   ASSIGN_OR_RETURN(
-      auto cpu,
-      DevicePluginEnvs::Create(table, origin, spec, kEnvs, 12345, torch::kCPU));
-  ASSIGN_OR_RETURN(auto gpu, DevicePluginEnvs::Create(table, origin, spec,
-                                                      kEnvs, 12345, device));
+      auto cpu, DevicePluginEnvs::Create(table, origin, short_episodes, kEnvs,
+                                         12345, torch::kCPU));
+  ASSIGN_OR_RETURN(
+      auto gpu, DevicePluginEnvs::Create(table, origin, short_episodes, kEnvs,
+                                         12345, device));
   return CompareDeviceEnvs(
       *cpu, *gpu,
       absl::StrCat("stepping ", spec.id(), " (", origin, ") on ", device.str()),

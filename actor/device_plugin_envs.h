@@ -70,7 +70,8 @@ class DevicePluginEnvs final : public DeviceEnvBatch {
 // The first use of a device env on a GPU checks itself: 256 envs stepped
 // on `device` and by the host build on the CPU from the same state (the
 // device's fields set to the CPU's before each of 32 steps) with the same
-// random valid actions. Observations, rewards and episode returns must
+// random valid actions, episodes cut at 20 steps. Observations (and the
+// final ones of episodes that ended), rewards and episode returns must
 // agree within `tolerance` relative to max(|CPU value|, 1), the flags and
 // episode lengths exactly but for one env in the whole check (a near-tie
 // at a threshold). FAILED_PRECONDITION naming what differed. Once per

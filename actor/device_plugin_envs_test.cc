@@ -101,11 +101,9 @@ TEST(DevicePluginEnvsTest, TheSelfCheckComparesWithTheHostBuild) {
   EXPECT_EQ(drift.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(drift.message()),
               HasSubstr("episode returns at step"));
-  EXPECT_OK(
-      CheckDevicePluginEnvsOnFirstUse(table, origin, spec.env(), torch::kCPU));
 }
 
-TEST(DevicePluginEnvsTest, AHostBuildDoesNotClaimAGpu) {
+TEST(DevicePluginEnvsTest, WhatTheDeviceCannotDoIsRefused) {
   const RunSpec spec = Spec();
   std::string origin;
   const rl_device_env_plugin* table = Table(spec.env(), &origin);
@@ -121,6 +119,15 @@ TEST(DevicePluginEnvsTest, AHostBuildDoesNotClaimAGpu) {
   EXPECT_FALSE(
       DevicePluginEnvs::Create(table, origin, spec.env(), 0, 1, torch::kCPU)
           .ok());
+  // The host's path widens uint8 frames for a float32 run; the device's
+  // writes the run's buffers itself, so the dtypes must agree.
+  EnvSpec floats = spec.env();
+  floats.set_observation_dtype("float32");
+  const auto widened =
+      DevicePluginEnvs::Create(table, origin, floats, 4, 1, torch::kCPU);
+  EXPECT_EQ(widened.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(widened.status().message()),
+              HasSubstr("writes uint8 observations; the run takes float32"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -288,8 +289,23 @@ rl_env* CreateHost(const rl_device_env_plugin* device,
     WriteError(error, size, std::string(ok.message()));
     return nullptr;
   }
-  return reinterpret_cast<rl_env*>(new HostBatch(
-      device, env, layout, *info, options->num_envs, options->num_threads));
+  if (info->has_action_mask != 0) {
+    device->destroy(env);
+    WriteError(error, size,
+               absl::StrCat("device environment ", origin,
+                            ": action masks are not part of the device env "
+                            "ABI (version ",
+                            RL_DEVICE_ENV_ABI_VERSION, ")"));
+    return nullptr;
+  }
+  try {
+    return reinterpret_cast<rl_env*>(new HostBatch(
+        device, env, layout, *info, options->num_envs, options->num_threads));
+  } catch (const std::exception& e) {  // allocation, threads
+    device->destroy(env);
+    WriteError(error, size, absl::StrCat("allocating the state: ", e.what()));
+    return nullptr;
+  }
 }
 
 void DestroyHost(rl_env* env) { delete Batch(env); }

@@ -138,14 +138,18 @@ absl::StatusOr<const rl_env_plugin*> LoadEnvPlugin(const std::string& path) {
         dlclose(handle);
         return ok;
       }
-      ASSIGN_OR_RETURN(const rl_env_plugin* host, DeviceEnvHostTable(table));
+      absl::StatusOr<const rl_env_plugin*> host = DeviceEnvHostTable(table);
+      if (!host.ok()) {
+        dlclose(handle);
+        return failed(std::string(host.status().message()));
+      }
       RL_LOG_INFO("loaded device environment {} ({}; {})", path,
                   table->name != nullptr ? table->name : "unnamed",
                   (table->devices & RL_DEVICE_CUDA) != 0
                       ? "host and CUDA builds"
                       : "host build only");
-      (*loaded)[path] = host;  // never unloaded
-      return host;
+      (*loaded)[path] = *host;  // never unloaded
+      return *host;
     }
     dlclose(handle);
     return failed(absl::StrCat("it does not export ", RL_ENV_PLUGIN_ENTRY,

@@ -30,6 +30,7 @@
 #define RL_DEVICE_ENV_HPP_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -82,20 +83,21 @@ RLDEV_HD inline double Uniform(uint64_t seed, uint64_t env, uint64_t counter,
 // index (declare them in the order of the env's Field enum).
 class Layout {
  public:
-  int Add(const char* name, rl_field_dtype dtype, int64_t count) {
+  int Add(const std::string& name, rl_field_dtype dtype, int64_t count) {
     if (fields_.size() >= RL_DEVICE_ENV_MAX_FIELDS) {
       throw std::invalid_argument("more than RL_DEVICE_ENV_MAX_FIELDS fields");
     }
     if (count < 1) {
-      throw std::invalid_argument(std::string("field ") + name +
-                                  ": count must be >= 1");
+      throw std::invalid_argument("field " + name + ": count must be >= 1");
     }
-    fields_.push_back(rl_device_field{name, dtype, count});
+    names_.push_back(name);  // a deque: earlier names stay where they are
+    fields_.push_back(rl_device_field{names_.back().c_str(), dtype, count});
     return static_cast<int>(fields_.size()) - 1;
   }
   const std::vector<rl_device_field>& fields() const { return fields_; }
 
  private:
+  std::deque<std::string> names_;
   std::vector<rl_device_field> fields_;
 };
 

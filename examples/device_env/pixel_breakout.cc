@@ -7,9 +7,10 @@
 // The game: a 36x36 screen, a wall of 3 rows x 6 bricks near the top, a
 // paddle on row 33 moved left or right (or kept) each step, a 2x2 ball that
 // bounces off the walls, the bricks (+1 each) and the paddle (the further
-// from its centre it hits, the steeper it leaves). A cleared wall is built
-// again. The episode ends when the ball falls past the paddle, or is cut at
-// max_episode_steps (kwargs cannot change the screen, so runs compare).
+// from its centre it hits, the more sideways it leaves). A cleared wall is
+// built again. The episode ends when the ball, missed by the paddle, leaves
+// the bottom of the screen, or is cut at max_episode_steps (kwargs cannot
+// change the screen, so runs compare).
 // Observations: uint8 [2, 36, 36], the current frame and the one before
 // (the ball's direction). Positions are fixed-point integers (1/16 pixel),
 // so the host and the GPU compute the very same episodes.
