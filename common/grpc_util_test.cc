@@ -3,7 +3,7 @@
 // weights encoded from torch tensors that the client decodes bit-exactly.
 #include "common/grpc_util.h"
 
-#include <torch/nn/modules/linear.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 #include <torch/utils.h>
 
@@ -40,9 +40,12 @@ class TorchPolicyService final : public LearnerService::Service {
     return grpc::Status::OK;
   }
 
+  // A generator of its own per call: the server's thread and the test's
+  // call this at the same time, and seeding the global one raced (CI saw
+  // the weights of version 2 differ once).
   static at::Tensor Weights(int64_t version) {
-    torch::manual_seed(version);
-    return torch::nn::Linear(4, 3)->weight.detach() * version;
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(version);
+    return torch::randn({3, 4}, generator) * version;
   }
 };
 
