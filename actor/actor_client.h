@@ -43,6 +43,7 @@
 #include "common/backoff.h"
 #include "common/raw_client_stream.h"
 #include "common/security.h"
+#include "common/shared_segments.h"
 #include "common/thread.h"
 #include "grpcpp/grpcpp.h"
 #include "policy/actor_critic.h"
@@ -87,6 +88,10 @@ struct ActorOptions {
   absl::Duration flush_timeout = absl::Seconds(5);
   // Credits assumed on a new stream before the learner's first ack.
   int initial_credits = 2;
+  // Same-host transport: each stream offers the learner slots of shared
+  // memory (common/shared_segments.h); a learner on this host takes them
+  // and segments go through them, not the socket. False: never offered.
+  bool shared_memory = true;
   // Metrics go here (not owned; null: none), labelled actor=<actor_id>:
   // episode return and length, env steps/s, inference and env time per
   // segment, segment send time.
@@ -100,6 +105,8 @@ struct ActorCounters {
   int64_t segments_sent = 0;
   // Writes of a segment already written on an earlier stream.
   int64_t segments_resent = 0;
+  // Writes whose segment went through shared memory (included above).
+  int64_t segments_shared = 0;
   // Highest acknowledged sequence number (= segments acknowledged).
   int64_t segments_acked = 0;
   // Attempts (either method) to open a stream again after one ended.
@@ -183,6 +190,11 @@ class ActorClient {
   void OpenRolloutStream(SenderState* s) ABSL_LOCKS_EXCLUDED(mu_);
   void WriteSegment(SenderState* s, const SegmentWindow::Write& write)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Writes `write` through the stream's shared memory: whether the stream
+  // took it, or nullopt when no slot could hold it (send the bytes).
+  std::optional<bool> WriteShared(SenderState* s,
+                                  const SegmentWindow::Write& write)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // After a broken stream: closes it and schedules the reconnect, or
   // records a refusal that cannot change as the sender's error.
   void TeardownRolloutStream(SenderState* s) ABSL_LOCKS_EXCLUDED(mu_);
@@ -192,8 +204,10 @@ class ActorClient {
                                                    bool graceful)
       ABSL_LOCKS_EXCLUDED(mu_);
   void EncodeHandoff(const Handoff& handoff) ABSL_LOCKS_EXCLUDED(mu_);
-  void AckReaderLoop(RawClientStream<RolloutAck>* stream)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `shared`: the stream's shared memory offered (null: none), whose slots
+  // each ack frees.
+  void AckReaderLoop(RawClientStream<RolloutAck>* stream,
+                     SharedSegmentWriter* shared) ABSL_LOCKS_EXCLUDED(mu_);
   void PolicyLoop() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The reconnect delays of a stream (initial_backoff .. max_backoff).
@@ -238,6 +252,8 @@ class ActorClient {
   bool stream_broken_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_got_ack_ ABSL_GUARDED_BY(mu_) = false;
   bool ack_reader_done_ ABSL_GUARDED_BY(mu_) = false;
+  // The learner reads the current stream's segments from shared memory.
+  bool stream_shared_ ABSL_GUARDED_BY(mu_) = false;
   // Contexts of the open calls, for TryCancel from other threads.
   grpc::ClientContext* rollout_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientContext* policy_context_ ABSL_GUARDED_BY(mu_) = nullptr;

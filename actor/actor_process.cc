@@ -92,6 +92,9 @@ const std::vector<MetricEntry<ActorCounters>>& ActorMetricTable() {
       {nullptr, "actor_segments_resent_total",
        "Writes of a segment already written on an earlier stream.", "counter",
        [](const C& c) { return double(c.segments_resent); }},
+      {nullptr, "actor_segments_shared_total",
+       "Segment writes through shared memory (a learner on this host).",
+       "counter", [](const C& c) { return double(c.segments_shared); }},
       {nullptr, "actor_segments_acked_total",
        "Segments the learner acknowledged.", "counter",
        [](const C& c) { return double(c.segments_acked); }},
@@ -170,6 +173,7 @@ class ActorProcess::Impl {
       workload.security = options_.security;
       workload.env_threads = options_.env_threads;
       workload.env_plugin_dirs = plugin_dirs;
+      workload.shared_memory = options_.shared_memory;
       workload.profile_segments = options_.profile_segments;
       workload.profile_path = options_.profile_output;
       workload.max_disconnected = options_.max_disconnected;
@@ -229,6 +233,7 @@ class ActorProcess::Impl {
     actor.actor_id = options_.actor_id;
     actor.env_threads = options_.env_threads;
     actor.env_plugin_dirs = plugin_dirs;
+    actor.shared_memory = options_.shared_memory;
     actor.profile_segments = options_.profile_segments;
     actor.profile_path = options_.profile_output;
     actor.max_disconnected = options_.max_disconnected;

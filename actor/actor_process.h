@@ -46,6 +46,9 @@ struct ActorProcessOptions {
   // empty, set as $RL_PYTHON_ENV_MODULES, which the bridge enforces
   // (envs/gym_bridge/gym_bridge.py); empty: that variable as it is.
   std::vector<std::string> python_env_modules;
+  // Streams offer a learner on this host shared memory for segments
+  // (ActorOptions::shared_memory).
+  bool shared_memory = true;
   // Worker mode: between runs, over this much resident memory (MiB) the
   // process ends itself (kRecycledExitCode); 0: no limit.
   int64_t max_rss_mb = 8192;

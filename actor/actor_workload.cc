@@ -35,6 +35,7 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   options.actor_id = assignment.rank();
   options.env_threads = options_.env_threads;
   options.env_plugin_dirs = options_.env_plugin_dirs;
+  options.shared_memory = options_.shared_memory;
   options.profile_segments = options_.profile_segments;
   options.profile_path = options_.profile_path;
   options.max_disconnected = options_.max_disconnected;

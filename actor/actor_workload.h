@@ -30,6 +30,7 @@ struct ActorWorkloadOptions {
   std::shared_ptr<const Security> security;
   int env_threads = 1;
   std::vector<std::string> env_plugin_dirs;  // ActorOptions'
+  bool shared_memory = true;                 // ActorOptions'
   int profile_segments = 0;                  // ActorOptions'
   std::string profile_path;                  // ActorOptions'
   absl::Duration max_disconnected = absl::Seconds(120);

@@ -125,11 +125,27 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   RL_LOG_ERROR("{}", sender_error_.ToString());
 }
 
-void ActorClient::AckReaderLoop(RawClientStream<RolloutAck>* stream) {
+void ActorClient::AckReaderLoop(RawClientStream<RolloutAck>* stream,
+                                SharedSegmentWriter* shared) {
   RolloutAck ack;
+  bool first = true;
   while (stream->Read(&ack)) {
+    if (shared != nullptr) {
+      shared->Release(ack.acked_sequence_number());
+      if (first && ack.shared_memory()) {
+        RL_LOG_INFO("rollout stream to {}: segments go through shared memory",
+                    options_.learner_address);
+      } else if (first) {
+        RL_LOG_INFO(
+            "rollout stream to {}: segments go as gRPC bytes (the learner "
+            "cannot open the shared memory offered: another host?)",
+            options_.learner_address);
+      }
+    }
+    first = false;
     absl::MutexLock lock(&mu_);
     stream_got_ack_ = true;
+    stream_shared_ |= shared != nullptr && ack.shared_memory();
     last_connected_ = absl::Now();
     window_->OnAck(ack);
     counters_.segments_acked = window_->acked();
@@ -149,6 +165,10 @@ struct ActorClient::SenderState {
   std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<RawClientStream<RolloutAck>> stream;
   NamedThread ack_reader;
+  // The stream's offer of shared memory (null: none), read by ack_reader.
+  std::unique_ptr<SharedSegmentWriter> shared;
+  bool warned_shared = false;    // no shared memory could be made
+  bool logged_fallback = false;  // a segment of this stream went as bytes
   int64_t streams_opened = 0;
   int failures = 0;  // consecutive streams that ended without an ack
 };
@@ -233,6 +253,20 @@ void ActorClient::OpenRolloutStream(SenderState* s) {
     s->context->AddMetadata(kActorIdMetadata,
                             std::to_string(options_.actor_id));
   }
+  s->logged_fallback = false;
+  if (options_.shared_memory) {
+    absl::StatusOr<std::unique_ptr<SharedSegmentWriter>> shared =
+        SharedSegmentWriter::Create({});
+    if (shared.ok()) {
+      s->shared = *std::move(shared);
+      s->context->AddMetadata(kSharedSegmentsMetadata, s->shared->offer());
+    } else if (!s->warned_shared) {
+      s->warned_shared = true;
+      RL_LOG_WARNING(
+          "segments go as gRPC bytes even to a learner on this host: {}",
+          shared.status().ToString());
+    }
+  }
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
@@ -243,21 +277,34 @@ void ActorClient::OpenRolloutStream(SenderState* s) {
     window_->OnStreamOpened();
     stream_broken_ = false;
     stream_got_ack_ = false;
+    stream_shared_ = false;
     ack_reader_done_ = false;
     if (++s->streams_opened > 1) ++counters_.reconnects;
   }
   s->stream = std::make_unique<RawClientStream<RolloutAck>>(channel_, *method,
                                                             s->context.get());
-  s->ack_reader = StartThread("actor-acks", [this, stream = s->stream.get()] {
-    SetThreadName("actor-acks");
-    AckReaderLoop(stream);
-  });
+  s->ack_reader = StartThread(
+      "actor-acks", [this, stream = s->stream.get(), shared = s->shared.get()] {
+        SetThreadName("actor-acks");
+        AckReaderLoop(stream, shared);
+      });
 }
 
 void ActorClient::WriteSegment(SenderState* s,
                                const SegmentWindow::Write& write) {
   const absl::Time write_start = absl::Now();
-  const bool ok = s->stream->Write(SerializeAliased(write.segment));
+  bool shared_accepted;
+  {
+    absl::MutexLock lock(&mu_);
+    shared_accepted = stream_shared_;
+  }
+  // Through shared memory (whether the write went through), or nullopt:
+  // as bytes.
+  const std::optional<bool> shared_write =
+      shared_accepted ? WriteShared(s, write) : std::nullopt;
+  const bool shared = shared_write.has_value();
+  const bool ok = shared ? *shared_write
+                         : s->stream->Write(SerializeAliased(write.segment));
   if (ok && options_.emitter != nullptr) {
     options_.emitter->Emit("actor/segment_send_seconds",
                            write.sequence_number *
@@ -273,8 +320,38 @@ void ActorClient::WriteSegment(SenderState* s,
   }
   window_->OnWritten(write.sequence_number);
   ++counters_.segments_sent;
+  if (shared) ++counters_.segments_shared;
   if (write.resend) ++counters_.segments_resent;
   last_connected_ = absl::Now();
+}
+
+std::optional<bool> ActorClient::WriteShared(
+    SenderState* s, const SegmentWindow::Write& write) {
+  const RolloutSegment& segment = *write.segment;
+  const int64_t bytes = static_cast<int64_t>(segment.ByteSizeLong());
+  absl::StatusOr<SharedSlotRef> slot =
+      s->shared->Write(write.sequence_number, bytes, [&segment](uint8_t* out) {
+        segment.SerializeWithCachedSizesToArray(out);
+      });
+  if (!slot.ok()) {
+    // Every slot in flight, or no room in the directory: this one goes as
+    // bytes on the same stream, in order.
+    if (!s->logged_fallback) {
+      s->logged_fallback = true;
+      RL_LOG_INFO("segment {} goes as gRPC bytes: {}", write.sequence_number,
+                  slot.status().ToString());
+    }
+    return std::nullopt;
+  }
+  RolloutSegment envelope;
+  envelope.set_run_id(segment.run_id());
+  envelope.set_actor_id(segment.actor_id());
+  envelope.set_sequence_number(segment.sequence_number());
+  envelope.set_actor_incarnation(segment.actor_incarnation());
+  envelope.mutable_shared()->set_slot(slot->slot);
+  envelope.mutable_shared()->set_length(slot->length);
+  // False: the stream broke, and the segment is resent on the next one.
+  return s->stream->Write(SerializeCopy(envelope));
 }
 
 void ActorClient::TeardownRolloutStream(SenderState* s) {
@@ -329,6 +406,7 @@ std::pair<grpc::Status, bool> ActorClient::CloseRolloutStream(SenderState* s,
   }
   s->stream.reset();
   s->context.reset();
+  s->shared.reset();  // its ack reader is gone
   return {status, got_ack};
 }
 

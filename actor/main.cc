@@ -39,6 +39,10 @@ ABSL_FLAG(std::vector<std::string>, python_env_modules, {},
           "for a package, '*' for any). Empty: $RL_PYTHON_ENV_MODULES, else "
           "only registered Gymnasium ids and rl_atari (docs/security.md).");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
+ABSL_FLAG(bool, shared_memory, true,
+          "Offer a learner on this host (same PID namespace, same user) "
+          "shared memory for segments, which it then reads there instead of "
+          "from the socket; false: segments always go over the socket.");
 ABSL_FLAG(int64_t, max_rss_mb, 8192,
           "Worker mode: when a run ends and this process's resident memory "
           "is over this many MiB (a leaking environment plugin), it exits "
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
   options.actor_id = absl::GetFlag(FLAGS_actor_id);
   options.env_threads = absl::GetFlag(FLAGS_env_threads);
   options.env_plugin_dirs = absl::GetFlag(FLAGS_env_plugin_dirs);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.python_env_modules = absl::GetFlag(FLAGS_python_env_modules);
   options.max_rss_mb = absl::GetFlag(FLAGS_max_rss_mb);
   options.profile_segments = absl::GetFlag(FLAGS_profile);

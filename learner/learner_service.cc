@@ -9,8 +9,11 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
+#include "common/logging.h"
 #include "common/secrets.h"
 #include "common/security.h"
+#include "common/shared_segments.h"
+#include "common/status.h"
 #include "common/stream_reactor.h"
 
 namespace rl {
@@ -24,11 +27,15 @@ class RolloutStreamReactor final
  public:
   // `actor_id` >= 0: the only actor whose segments this stream may carry
   // (its caller presented that actor's key).
+  // `offer`: the actor's shared memory (x-rl-shared-segments; empty:
+  // none), taken when this host has it; `peer` names the actor in logs.
   RolloutStreamReactor(std::shared_ptr<LearnerCore> core,
-                       std::unique_ptr<StreamPlace> place, int actor_id)
+                       std::unique_ptr<StreamPlace> place, int actor_id,
+                       absl::string_view offer, const std::string& peer)
       : place_(std::move(place)),
         core_(std::move(core)),
-        keyed_actor_(actor_id) {
+        keyed_actor_(actor_id),
+        shared_(OpenShared(offer, core_->max_segment_bytes(), peer)) {
     StartRead(&incoming_);
   }
 
@@ -57,6 +64,15 @@ class RolloutStreamReactor final
       FinishOnce(ToGrpcStatus(core_->RejectSegment(status)));
       return;
     }
+    if (segment->has_shared()) {
+      absl::StatusOr<std::unique_ptr<RolloutSegment>> whole =
+          ReadShared(*segment);
+      if (!whole.ok()) {
+        FinishOnce(ToGrpcStatus(core_->RejectSegment(whole.status())));
+        return;
+      }
+      segment = *std::move(whole);
+    }
     if (keyed_actor_ >= 0 && segment->actor_id() != keyed_actor_) {
       FinishOnce(ToGrpcStatus(
           core_->RejectSegment(absl::PermissionDeniedError(absl::StrCat(
@@ -79,7 +95,69 @@ class RolloutStreamReactor final
   }
 
  private:
+  static std::unique_ptr<SharedSegmentReader> OpenShared(
+      absl::string_view offer, int64_t max_segment_bytes,
+      const std::string& peer) {
+    if (offer.empty()) {
+      RL_LOG_INFO(
+          "rollout stream from {}: segments as gRPC bytes (no shared "
+          "memory offered)",
+          peer);
+      return nullptr;
+    }
+    absl::StatusOr<std::unique_ptr<SharedSegmentReader>> reader =
+        SharedSegmentReader::Open(offer, max_segment_bytes);
+    if (!reader.ok()) {
+      RL_LOG_INFO(
+          "rollout stream from {}: segments as gRPC bytes; the shared "
+          "memory offered cannot be opened here: {}",
+          peer, reader.status().ToString());
+      return nullptr;
+    }
+    RL_LOG_INFO(
+        "rollout stream from {}: segments through shared memory {} "
+        "({} slots)",
+        peer, (*reader)->name(), (*reader)->slots());
+    return *std::move(reader);
+  }
+
+  // The segment an envelope's `shared` slot holds, checked against it.
+  absl::StatusOr<std::unique_ptr<RolloutSegment>> ReadShared(
+      const RolloutSegment& envelope) {
+    if (shared_ == nullptr) {
+      return absl::InvalidArgumentError(
+          "segment.shared: this stream has no shared memory (none was "
+          "offered, or this learner could not open it; see "
+          "RolloutAck.shared_memory): send the segment's bytes");
+    }
+    ASSIGN_OR_RETURN(
+        const absl::string_view bytes,
+        shared_->View({envelope.shared().slot(), envelope.shared().length()},
+                      "segment.shared"));
+    // Straight from the actor's slot: the one copy is into the segment.
+    auto segment = std::make_unique<RolloutSegment>();
+    if (!segment->ParseFromArray(bytes.data(),
+                                 static_cast<int>(bytes.size()))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment.shared: slot ", envelope.shared().slot(),
+                       " holds no RolloutSegment"));
+    }
+    if (segment->has_shared() || segment->run_id() != envelope.run_id() ||
+        segment->actor_id() != envelope.actor_id() ||
+        segment->sequence_number() != envelope.sequence_number() ||
+        segment->actor_incarnation() != envelope.actor_incarnation()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment.shared: slot ", envelope.shared().slot(), " holds segment ",
+          segment->sequence_number(), " of actor ", segment->actor_id(),
+          segment->has_shared() ? " (itself a reference to shared memory)" : "",
+          ", not the envelope's segment ", envelope.sequence_number(),
+          " of actor ", envelope.actor_id()));
+    }
+    return segment;
+  }
+
   void ToMessageLocked(RolloutAck ack, grpc::ByteBuffer* out) override {
+    ack.set_shared_memory(shared_ != nullptr);
     *out = SerializeCopy(ack);
   }
 
@@ -92,6 +170,9 @@ class RolloutStreamReactor final
   const int keyed_actor_;      // -1: any actor of the run
   int64_t stream_id_ = 0;      // Only touched by the read path.
   grpc::ByteBuffer incoming_;  // Only touched by the read path.
+  // The actor's shared memory, when this stream took it (null: none).
+  // Viewed only by the read path.
+  const std::unique_ptr<SharedSegmentReader> shared_;
 };
 
 // SubscribePolicy: each version the subscriber lacks, newest first; OK after
@@ -246,7 +327,13 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
       streams_.Take(CallerClient(*context, *security_));
   if (!place.ok())
     return new RefusedStream<Reactor>(ToGrpcStatus(place.status()));
-  return new RolloutStreamReactor(std::move(core), *std::move(place), actor_id);
+  const auto offer = context->client_metadata().find(kSharedSegmentsMetadata);
+  return new RolloutStreamReactor(
+      std::move(core), *std::move(place), actor_id,
+      offer == context->client_metadata().end()
+          ? absl::string_view()
+          : absl::string_view(offer->second.data(), offer->second.size()),
+      context->peer());
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(

@@ -6,13 +6,16 @@
 #include "learner/learner_service.h"
 
 #include <torch/types.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <memory>
 
 #include "common/grpc_message.h"
 #include "common/grpc_util.h"
 #include "common/raw_client_stream.h"
 #include "common/secrets.h"
+#include "common/shared_segments.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/learner_core.h"
@@ -263,6 +266,92 @@ TEST_F(LearnerServiceTest, AliasedSegmentsAreTheSameSegments) {
   EXPECT_EQ(status.segments_received(), 1);
   EXPECT_EQ(status.segments_rejected(), 0);
   EXPECT_EQ(status.env_steps(), 64);
+}
+
+// The same-host path: a stream that offers shared memory gets acks saying
+// the learner took it, and a segment in a slot is used as if its bytes had
+// come on the stream.
+TEST_F(LearnerServiceTest, SegmentsThroughSharedMemoryAreTheSameSegments) {
+  Start(SmallRunSpec("total_env_steps: 64"));
+  ASSERT_OK_AND_ASSIGN(auto shared, SharedSegmentWriter::Create({}));
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
+  auto stream = stub_->StreamRollouts(context.get());
+  const RolloutSegment segment = Segment(0, 1, 1);
+  const std::string bytes = segment.SerializeAsString();
+  ASSERT_OK_AND_ASSIGN(SharedSlotRef slot,
+                       shared->Write(1, bytes.size(), [&](uint8_t* out) {
+                         std::memcpy(out, bytes.data(), bytes.size());
+                       }));
+  RolloutSegment envelope;
+  envelope.set_run_id("small");
+  envelope.set_sequence_number(1);
+  envelope.mutable_shared()->set_slot(slot.slot);
+  envelope.mutable_shared()->set_length(slot.length);
+  ASSERT_TRUE(stream->Write(envelope));
+  RolloutAck ack;
+  ASSERT_TRUE(ReadAckOf(*stream, 1, &ack));
+  EXPECT_TRUE(ack.shared_memory());
+  ASSERT_TRUE(stream->WritesDone());
+  while (stream->Read(&ack)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  const LearnerStatus status = Status();
+  EXPECT_EQ(status.segments_received(), 1);
+  EXPECT_EQ(status.env_steps(), 64);
+}
+
+// Shared memory the learner cannot open (another host) leaves the stream
+// on bytes, and says so on its acks; a slot referenced on such a stream,
+// or one holding another segment than its envelope names, is refused.
+TEST_F(LearnerServiceTest, SharedSegmentsTheLearnerCannotUseAreRefused) {
+  Start(SmallRunSpec("resources: {num_actors: 1}"));
+  {
+    auto context = ContextWithDeadline(absl::Seconds(120));
+    // Made on another host: no such descriptor here.
+    context->AddMetadata(
+        kSharedSegmentsMetadata,
+        absl::StrCat(getpid(), ":", std::string(32, 'b'), ":999999"));
+    auto stream = stub_->StreamRollouts(context.get());
+    ASSERT_TRUE(stream->Write(Segment(0, 1, 1)));
+    RolloutAck ack;
+    ASSERT_TRUE(ReadAckOf(*stream, 1, &ack));
+    EXPECT_FALSE(ack.shared_memory());
+    RolloutSegment envelope;
+    envelope.set_run_id("small");
+    envelope.set_sequence_number(2);
+    envelope.mutable_shared()->set_length(10);
+    ASSERT_TRUE(stream->Write(envelope));
+    while (stream->Read(&ack)) {
+    }
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(),
+                HasSubstr("segment.shared: this stream has no shared memory"));
+  }
+  ASSERT_OK_AND_ASSIGN(auto shared, SharedSegmentWriter::Create({}));
+  auto context = ContextWithDeadline(absl::Seconds(120));
+  context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
+  auto stream = stub_->StreamRollouts(context.get());
+  const std::string bytes = Segment(0, 7, 1).SerializeAsString();
+  ASSERT_OK_AND_ASSIGN(SharedSlotRef slot,
+                       shared->Write(1, bytes.size(), [&](uint8_t* out) {
+                         std::memcpy(out, bytes.data(), bytes.size());
+                       }));
+  RolloutSegment envelope;
+  envelope.set_run_id("small");
+  envelope.set_sequence_number(2);
+  envelope.mutable_shared()->set_slot(slot.slot);
+  envelope.mutable_shared()->set_length(slot.length);
+  ASSERT_TRUE(stream->Write(envelope));
+  RolloutAck ack;
+  while (stream->Read(&ack)) {
+  }
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("holds segment 7 of actor 0, not the envelope's "
+                        "segment 2"));
 }
 
 // A subscription request that is not one is refused, naming the field.

@@ -18,6 +18,7 @@
 #include "httplib.h"
 #include "proto/learner.grpc.pb.h"
 #include "testing/process_fixture.h"
+#include "testing/temp_dir.h"
 #include "testing/wait_for.h"
 
 namespace rl {
@@ -78,25 +79,29 @@ class DistributedTest : public ProcessTest {
     return WaitForPort(*learner_, port_file);
   }
 
-  void StartActor(const std::string& run_file, int port, int id) {
-    actors_.push_back(Start(
-        kActor,
-        {absl::StrCat("--learner=127.0.0.1:", port), "--run=" + run_file,
-         absl::StrCat("--actor_id=", id),
-         "--metrics_port_file=" + Path(absl::StrCat("actor", id, ".metrics"))},
-        absl::StrCat("actor", id, ".log")));
+  void StartActor(const std::string& run_file, int port, int id,
+                  const std::vector<std::string>& flags = {}) {
+    std::vector<std::string> args = {
+        absl::StrCat("--learner=127.0.0.1:", port), "--run=" + run_file,
+        absl::StrCat("--actor_id=", id),
+        "--metrics_port_file=" + Path(absl::StrCat("actor", id, ".metrics"))};
+    args.insert(args.end(), flags.begin(), flags.end());
+    actors_.push_back(Start(kActor, args, absl::StrCat("actor", id, ".log")));
   }
 
   // A learner and two actors on `yaml`; returns the learner's port.
-  int StartRun(const std::string& yaml) {
+  int StartRun(const std::string& yaml,
+               const std::vector<std::string>& actor_flags = {}) {
     run_file_ = WriteRunFile(yaml);
     const int port = StartLearner(run_file_);
     if (port > 0) {
-      StartActor(run_file_, port, 0);
-      StartActor(run_file_, port, 1);
+      StartActor(run_file_, port, 0, actor_flags);
+      StartActor(run_file_, port, 1, actor_flags);
     }
     return port;
   }
+
+  std::string LearnerLog() { return ReadTestFile(learner_->log_path()); }
 
   LearnerStatus Status(int port) {
     auto stub = LearnerService::NewStub(
@@ -171,18 +176,39 @@ TEST_F(DistributedTest, SyncModeSolvesCartPole) {
       absl::Seconds(120), absl::Milliseconds(200)))
       << text;
   EXPECT_THAT(text, HasSubstr("actor_policy_version{run="));
+  // Learner and actors share this host: segments go through shared memory.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto got = http.Get("/metrics");
+        const std::regex shared(
+            R"re(actor_segments_shared_total\{run="[^"]+"\} ([0-9.e+]+))re");
+        std::smatch m;
+        return got && got->status == 200 &&
+               std::regex_search(got->body, m, shared) && std::stod(m[1]) > 0;
+      },
+      absl::Seconds(120), absl::Milliseconds(200)));
   const Result result = Finish();
   EXPECT_TRUE(result.done);
   EXPECT_GE(result.mean_return, 475);
+  EXPECT_THAT(LearnerLog(), HasSubstr("segments through shared memory"));
+  EXPECT_THAT(ReadTestFile(actors_[0]->log_path()),
+              HasSubstr("segments go through shared memory"));
 }
 
+// Actors told not to offer shared memory (--shared_memory=false) send their
+// segments' bytes on the stream.
 TEST_F(DistributedTest, AsyncModeSolvesCartPole) {
   const int port =
-      StartRun(CartPoleRun("sync_mode: ASYNC\nmax_policy_lag: 2\n"));
+      StartRun(CartPoleRun("sync_mode: ASYNC\nmax_policy_lag: 2\n"),
+               {"--shared_memory=false"});
   ASSERT_GT(port, 0);
   const Result result = Finish();
   EXPECT_TRUE(result.done);
   EXPECT_GE(result.mean_return, 475);
+  EXPECT_THAT(LearnerLog(),
+              HasSubstr("segments as gRPC bytes (no shared memory offered)"));
+  EXPECT_THAT(LearnerLog(),
+              ::testing::Not(HasSubstr("segments through shared memory")));
 }
 
 TEST_F(DistributedTest, KilledActorDoesNotStopTheRun) {

@@ -43,9 +43,13 @@ in_ns "$NS_A" learner0.log "$BIN/learner/learner_main" "${common[@]}" \
   --worker_name=learner-0 --advertise_address="$ADDR_A"
 in_ns "$NS_B" learner1.log "$BIN/learner/learner_main" "${common[@]}" \
   --worker_name=learner-1 --advertise_address="$ADDR_B"
+# The namespaces share one kernel, so an actor could hand the learner beside
+# it its segments through shared memory; the point here is the wire, so the
+# actors send bytes (--shared_memory=false).
 for i in 0 1; do
   in_ns "$NS_B" "actor$i.log" "$BIN/actor/actor_main" --coordinator="$COORD" \
-    --worker_name="actor-$i" --advertise_address="$ADDR_B" --insecure
+    --worker_name="actor-$i" --advertise_address="$ADDR_B" --insecure \
+    --shared_memory=false
 done
 
 rlctl() { ip netns exec "$NS_A" "$RLCTL" --insecure --coordinator 127.0.0.1:50051 "$@"; }
