@@ -1,5 +1,5 @@
 // Cost of distribution: env steps/s of one learner + one actor (two
-// processes, gRPC on loopback, ASYNC mode) next to the local trainer (one
+// processes, one host, ASYNC mode) next to the local trainer (one
 // process) with the same run file, alternating over rounds in one run
 // (local first in odd rounds, distributed first in even ones, so a drift of
 // the machine's load does not favour one leg). Per round: each leg's steps/s,
@@ -440,7 +440,7 @@ int BenchRun(const RunCase& run_case, int rounds, const std::string& dir,
       spec->max_policy_lag(), static_cast<long long>(run_case.steps));
   std::printf(
       "local: 1 process, torch %d threads | distributed: learner (torch %d) "
-      "+ 1 actor (torch 1), gRPC on loopback\n",
+      "+ 1 actor (torch 1), gRPC on loopback, same host\n",
       absl::GetFlag(FLAGS_local_torch_threads),
       absl::GetFlag(FLAGS_learner_torch_threads));
   // cores: CPU seconds per second of the window, of the leg's own
