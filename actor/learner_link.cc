@@ -169,6 +169,9 @@ struct ActorClient::SenderState {
   std::unique_ptr<SharedSegmentWriter> shared;
   bool warned_shared = false;    // no shared memory could be made
   bool logged_fallback = false;  // a segment of this stream went as bytes
+  // The learner could not read a slot (memory, mappings): bytes from now
+  // on, or every stream would end the same way.
+  bool shared_failed = false;
   int64_t streams_opened = 0;
   int failures = 0;  // consecutive streams that ended without an ack
 };
@@ -254,7 +257,7 @@ void ActorClient::OpenRolloutStream(SenderState* s) {
                             std::to_string(options_.actor_id));
   }
   s->logged_fallback = false;
-  if (options_.shared_memory) {
+  if (options_.shared_memory && !s->shared_failed) {
     absl::StatusOr<std::unique_ptr<SharedSegmentWriter>> shared =
         SharedSegmentWriter::Create({});
     if (shared.ok()) {
@@ -271,6 +274,7 @@ void ActorClient::OpenRolloutStream(SenderState* s) {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) {
       s->context.reset();
+      s->shared.reset();
       return;
     }
     rollout_context_ = s->context.get();
@@ -327,6 +331,10 @@ void ActorClient::WriteSegment(SenderState* s,
 
 std::optional<bool> ActorClient::WriteShared(
     SenderState* s, const SegmentWindow::Write& write) {
+  // A resend goes as bytes: the learner may have its copy from the stream
+  // before, and ack it (freeing the slot for the next segment) before it
+  // reads this stream's reference.
+  if (write.resend) return std::nullopt;
   const RolloutSegment& segment = *write.segment;
   const int64_t bytes = static_cast<int64_t>(segment.ByteSizeLong());
   absl::StatusOr<SharedSlotRef> slot =
@@ -334,8 +342,8 @@ std::optional<bool> ActorClient::WriteShared(
         segment.SerializeWithCachedSizesToArray(out);
       });
   if (!slot.ok()) {
-    // Every slot in flight, or no room in the directory: this one goes as
-    // bytes on the same stream, in order.
+    // Every slot in flight, or no memory for a larger slot: this one goes
+    // as bytes on the same stream, in order.
     if (!s->logged_fallback) {
       s->logged_fallback = true;
       RL_LOG_INFO("segment {} goes as gRPC bytes: {}", write.sequence_number,
@@ -356,6 +364,14 @@ std::optional<bool> ActorClient::WriteShared(
 
 void ActorClient::TeardownRolloutStream(SenderState* s) {
   const auto [status, got_ack] = CloseRolloutStream(s, /*graceful=*/false);
+  if (!s->shared_failed &&
+      absl::StrContains(status.error_message(), "shared segments:")) {
+    s->shared_failed = true;
+    RL_LOG_WARNING(
+        "the learner could not read this actor's shared memory ({}): "
+        "segments go as gRPC bytes from now on",
+        Describe(status));
+  }
   if (got_ack) {
     s->backoff.Reset();
     s->failures = 0;

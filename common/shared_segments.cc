@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace rl {
 namespace {
@@ -80,6 +82,29 @@ absl::StatusOr<int64_t> ReadAt(int fd, char* out, int64_t length,
   return done;
 }
 
+// `link` (a /proc/.../fd/N) names the memfd `expected` ("/memfd:<name>").
+absl::Status CheckLink(const std::string& link, const std::string& expected,
+                       bool before_open) {
+  char target[512];
+  const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+  if (n < 0) {
+    return ErrnoStatus(
+        errno, absl::StrCat("shared segments: ", link,
+                            errno == ENOENT && before_open
+                                ? " (the sender is on another host, or in "
+                                  "another PID namespace)"
+                                : ""));
+  }
+  const absl::string_view name(target, n);
+  if (!absl::StartsWith(name, expected) ||
+      (name.size() > expected.size() && name[expected.size()] != ' ')) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shared segments: ", link, " is ", name, ", not ", expected,
+        before_open ? " (the sender is on another host?)" : ""));
+  }
+  return absl::OkStatus();
+}
+
 bool IsToken(absl::string_view token) {
   return token.size() == kTokenChars &&
          std::all_of(token.begin(), token.end(), [](char c) {
@@ -124,9 +149,14 @@ SharedSegmentWriter::Create(const Options& options) {
     std::memcpy(header.magic, kMagic, sizeof(kMagic));
     std::memcpy(header.token, token.data(), kTokenChars);
     header.slot = i;
-    if (pwrite(fd, &header, sizeof(header), 0) != sizeof(header)) {
-      return ErrnoStatus(errno,
-                         absl::StrCat("shared segments: writing ", name));
+    const ssize_t written = pwrite(fd, &header, sizeof(header), 0);
+    if (written != sizeof(header)) {
+      return written < 0
+                 ? ErrnoStatus(errno,
+                               absl::StrCat("shared segments: writing ", name))
+                 : absl::InternalError(absl::StrCat("shared segments: writing ",
+                                                    name, ": ", written, " of ",
+                                                    sizeof(header), " bytes"));
     }
     // A receiver maps the slot: it may grow, never shrink under it.
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
@@ -260,39 +290,36 @@ absl::StatusOr<std::unique_ptr<SharedSegmentReader>> SharedSegmentReader::Open(
         " hex digits>:<fd>,... with 1 to ", kMaxSlots, " descriptors"));
   }
   const absl::string_view token = parts[1];
+  if (max_length < 0 || max_length > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shared segments: max_length must be in [0, 2^31) (got ",
+                     max_length, ")"));
+  }
   std::vector<Slot> slots;
   auto fail = [&slots](absl::Status status) {
     for (const Slot& slot : slots) close(slot.fd);
     return status;
   };
+  auto fail_if = [&fail](absl::Status status) {
+    return status.ok() ? status : fail(std::move(status));
+  };
   for (int i = 0; i < static_cast<int>(fds.size()); ++i) {
     const std::string link = absl::StrCat("/proc/", pid, "/fd/", fds[i]);
-    // The name first: what is not the offer's memfd is never opened (a
-    // FIFO, a device of an unrelated process with that number elsewhere).
-    char target[512];
-    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
-    if (n < 0) {
-      return fail(ErrnoStatus(
-          errno,
-          absl::StrCat("shared segments: ", link,
-                       errno == ENOENT ? " (the sender is on another host, or "
-                                         "in another PID namespace)"
-                                       : "")));
-    }
-    const absl::string_view name(target, n);
+    // The name first: what is not the offer's memfd is not opened (a FIFO,
+    // a device of an unrelated process with that number elsewhere). The
+    // sender could swap the descriptor before the open: the open neither
+    // blocks nor takes a terminal, and what it opened is checked again.
     const std::string expected = absl::StrCat(kMemfdLink, SlotName(token, i));
-    if (!absl::StartsWith(name, expected) ||
-        (name.size() > expected.size() && name[expected.size()] != ' ')) {
-      return fail(absl::InvalidArgumentError(
-          absl::StrCat("shared segments: ", link, " is ", name, ", not ",
-                       expected, " (the sender is on another host?)")));
-    }
-    const int fd = open(link.c_str(), O_RDONLY | O_CLOEXEC);
+    RETURN_IF_ERROR(fail_if(CheckLink(link, expected, /*before_open=*/true)));
+    const int fd =
+        open(link.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0) {
       return fail(
           ErrnoStatus(errno, absl::StrCat("shared segments: opening ", link)));
     }
     slots.push_back(Slot{fd});
+    RETURN_IF_ERROR(fail_if(CheckLink(absl::StrCat("/proc/self/fd/", fd),
+                                      expected, /*before_open=*/false)));
     struct stat info;
     const int seals = fcntl(fd, F_GET_SEALS);
     if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || seals < 0 ||
@@ -315,7 +342,7 @@ absl::StatusOr<std::unique_ptr<SharedSegmentReader>> SharedSegmentReader::Open(
     }
   }
   return std::unique_ptr<SharedSegmentReader>(new SharedSegmentReader(
-      std::string(offer), std::move(slots), max_length));
+      absl::StrCat("process ", pid), std::move(slots), max_length));
 }
 
 absl::StatusOr<absl::string_view> SharedSegmentReader::View(
@@ -348,13 +375,16 @@ absl::StatusOr<absl::string_view> SharedSegmentReader::View(
       slot.map = nullptr;
       slot.mapped = 0;
     }
-    void* map = mmap(nullptr, info.st_size, PROT_READ, MAP_SHARED, slot.fd, 0);
+    // No more than a message can need, however large the sender made it.
+    const int64_t size =
+        std::min<int64_t>(info.st_size, kHeaderBytes + max_length_);
+    void* map = mmap(nullptr, size, PROT_READ, MAP_SHARED, slot.fd, 0);
     if (map == MAP_FAILED) {
       return ErrnoStatus(
           errno, absl::StrCat("shared segments: mapping slot ", ref.slot));
     }
     slot.map = static_cast<const uint8_t*>(map);
-    slot.mapped = info.st_size;
+    slot.mapped = size;
   }
   return absl::string_view(
       reinterpret_cast<const char*>(slot.map) + kHeaderBytes, ref.length);

@@ -111,7 +111,8 @@ class SharedSegmentReader {
   // malformed offer, or a slot that is not the offer's) or NOT_FOUND (no
   // such process or descriptor: the sender is on another host, or in
   // another PID namespace); the message says why. Messages longer than
-  // `max_length` are refused by View.
+  // `max_length` (at most 2^31 - 1: what protobuf parses) are refused by
+  // View, and no more than that of a slot is ever mapped.
   static absl::StatusOr<std::unique_ptr<SharedSegmentReader>> Open(
       absl::string_view offer, int64_t max_length);
   ~SharedSegmentReader();
@@ -126,7 +127,7 @@ class SharedSegmentReader {
   absl::StatusOr<absl::string_view> View(const SharedSlotRef& ref,
                                          absl::string_view what = "shared");
 
-  // The offer, for logs.
+  // "process <pid>", for logs (the offer's token stays out of them).
   const std::string& name() const { return name_; }
   int slots() const { return static_cast<int>(slots_.size()); }
 

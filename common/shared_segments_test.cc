@@ -4,6 +4,7 @@
 #include "common/shared_segments.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -108,13 +109,30 @@ TEST(SharedSegmentsTest, ReaderRefusesWhatNoWriterOffered) {
   EXPECT_THAT(
       open(absl::StrCat(getpid(), ":", token, other_offer.substr(fds))),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is /memfd:")));
+  // The right name, but not sealed against shrinking; then sealed, but
+  // without a sender's header.
+  const int unsealed = memfd_create(("rl-segments-" + token + "-0").c_str(),
+                                    MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(ftruncate(unsealed, 4096), 0);
+  const std::string forged = absl::StrCat(getpid(), ":", token, ":", unsealed);
+  EXPECT_THAT(open(forged),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a memfd sealed against shrinking")));
+  ASSERT_EQ(fcntl(unsealed, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_THAT(open(forged),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("does not start with the header")));
+  close(unsealed);
   // Slots named out of order are not the offer's either.
   const std::string first =
       other_offer.substr(fds + 1, other_offer.find(',', fds) - fds - 1);
   const std::string second_and_on =
       other_offer.substr(other_offer.find(',', fds) + 1);
-  EXPECT_FALSE(
-      open(other_offer.substr(0, fds + 1) + second_and_on + "," + first).ok());
+  EXPECT_THAT(
+      open(other_offer.substr(0, fds + 1) + second_and_on + "," + first),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr(", not /memfd:rl-segments-")));
 }
 
 TEST(SharedSegmentsTest, ViewRefusesReferencesOutsideTheOffer) {

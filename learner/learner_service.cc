@@ -1,6 +1,8 @@
 #include "learner/learner_service.h"
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -105,8 +107,11 @@ class RolloutStreamReactor final
           peer);
       return nullptr;
     }
+    // Protobuf parses at most 2^31 - 1 bytes.
     absl::StatusOr<std::unique_ptr<SharedSegmentReader>> reader =
-        SharedSegmentReader::Open(offer, max_segment_bytes);
+        SharedSegmentReader::Open(
+            offer, std::min<int64_t>(max_segment_bytes,
+                                     std::numeric_limits<int>::max()));
     if (!reader.ok()) {
       RL_LOG_INFO(
           "rollout stream from {}: segments as gRPC bytes; the shared "
@@ -115,7 +120,7 @@ class RolloutStreamReactor final
       return nullptr;
     }
     RL_LOG_INFO(
-        "rollout stream from {}: segments through shared memory {} "
+        "rollout stream from {}: segments through shared memory of {} "
         "({} slots)",
         peer, (*reader)->name(), (*reader)->slots());
     return *std::move(reader);
@@ -129,6 +134,19 @@ class RolloutStreamReactor final
           "segment.shared: this stream has no shared memory (none was "
           "offered, or this learner could not open it; see "
           "RolloutAck.shared_memory): send the segment's bytes");
+    }
+    // Nothing else may ride beside the reference: it would be ignored.
+    RolloutSegment rest = envelope;
+    rest.clear_run_id();
+    rest.clear_actor_id();
+    rest.clear_sequence_number();
+    rest.clear_actor_incarnation();
+    rest.clear_shared();
+    if (rest.ByteSizeLong() != 0) {
+      return absl::InvalidArgumentError(
+          "segment.shared: a segment in shared memory carries only run_id, "
+          "actor_id, sequence_number and actor_incarnation beside `shared`; "
+          "the rest lies in the slot");
     }
     ASSIGN_OR_RETURN(
         const absl::string_view bytes,

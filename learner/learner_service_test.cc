@@ -352,6 +352,22 @@ TEST_F(LearnerServiceTest, SharedSegmentsTheLearnerCannotUseAreRefused) {
   EXPECT_THAT(status.error_message(),
               HasSubstr("holds segment 7 of actor 0, not the envelope's "
                         "segment 2"));
+
+  // A reference with tensors beside it: they would be ignored, so refused.
+  auto third_context = ContextWithDeadline(absl::Seconds(120));
+  third_context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
+  auto third = stub_->StreamRollouts(third_context.get());
+  RolloutSegment both = Segment(0, 2, 1);
+  both.mutable_shared()->set_slot(slot.slot);
+  both.mutable_shared()->set_length(slot.length);
+  ASSERT_TRUE(third->Write(both));
+  while (third->Read(&ack)) {
+  }
+  const grpc::Status mixed = third->Finish();
+  EXPECT_EQ(mixed.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(mixed.error_message(),
+              HasSubstr("carries only run_id, actor_id, sequence_number and "
+                        "actor_incarnation beside `shared`"));
 }
 
 // A subscription request that is not one is refused, naming the field.

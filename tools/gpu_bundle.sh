@@ -45,7 +45,8 @@ TARGETS=(//trainer:rl_local //bench:device_bench //bench:cuda_env_bench
   //learner:libcuda_graph.so //envs:libcuda_envs.so
   //bench:device_collect_bench //coordinator:coordinator_main
   //learner:learner_main //actor:actor_main //telemetry:telemetry_main
-  //envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so)
+  //envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so
+  //envs/atari:libatari_envs.so)
 OUTPUT_BASE="${RL_GPU_BUNDLE_OUTPUT_BASE:-$CACHE/bazel}"
 echo "[gpu_bundle] building ${#TARGETS[@]} targets against torch $VERSION"
 LIBTORCH="$CACHE/torch" bazel --output_base="$OUTPUT_BASE" build \
@@ -73,6 +74,11 @@ done |
     -e '/librt\.so' -e '/libcuda\.so' -e '/libcudart' -e '/libcupti' \
     -e '/cuda' |
   while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
+# The Atari plugin's ROMs (the GPU machine has no ale-py): the pinned wheel's
+# Breakout and Pong, found there through RL_ATARI_ROM_DIR.
+ROMS="$("$PY" -c 'import ale_py, os; print(os.path.dirname(ale_py.__file__))')/roms"
+mkdir -p "$BUNDLE/roms"
+cp "$ROMS/breakout.bin" "$ROMS/pong.bin" "$BUNDLE/roms/"
 echo "$CACHE/torch/lib" >"$BUNDLE/TORCH_LIB"
 echo "$VERSION" >"$BUNDLE/TORCH_VERSION"
 cp tools/gpu_bundle_check.sh tools/trace_summary.py tools/service_run_report.py \
