@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <stdexcept>
 
@@ -17,6 +18,40 @@ std::string RomName(const std::string& game) {
     out += static_cast<char>(std::tolower(c));
   }
   return out;
+}
+
+void PutString(std::string* out, std::string_view bytes) {
+  const uint64_t size = bytes.size();
+  out->append(reinterpret_cast<const char*>(&size), sizeof(size));
+  out->append(bytes.data(), bytes.size());
+}
+
+std::string GetString(std::string_view* in) {
+  uint64_t size = 0;
+  if (in->size() < sizeof(size)) {
+    throw std::runtime_error("saved state: cut short");
+  }
+  std::memcpy(&size, in->data(), sizeof(size));
+  in->remove_prefix(sizeof(size));
+  if (in->size() < size) throw std::runtime_error("saved state: cut short");
+  std::string bytes(in->substr(0, size));
+  in->remove_prefix(size);
+  return bytes;
+}
+
+void PutBytes(std::string* out, const void* data, size_t size) {
+  PutString(out, std::string_view(static_cast<const char*>(data), size));
+}
+
+void GetBytes(std::string_view* in, void* data, size_t size) {
+  const std::string bytes = GetString(in);
+  if (bytes.size() != size) {
+    throw std::runtime_error("saved state: a field of " +
+                             std::to_string(bytes.size()) +
+                             " bytes where this game keeps " +
+                             std::to_string(size) + " (other env.kwargs?)");
+  }
+  std::memcpy(data, bytes.data(), size);
 }
 
 AtariGame::AtariGame(const AtariOptions& options)
@@ -188,6 +223,34 @@ AtariStep AtariGame::Step(int action, Rng& rng, uint8_t* obs) {
   }
   Push(obs);
   return out;
+}
+
+void AtariGame::SaveState(std::string* out) {
+  PutString(out, ale_->cloneState(/*include_rng=*/true).serialize());
+  for (const auto& screen : screens_) {
+    PutBytes(out, screen.data(), screen.size());
+  }
+  PutBytes(out, frame_.data(), frame_.size());
+  PutBytes(out, stack_.data(), stack_.size());
+  PutBytes(out, &lives_, sizeof(lives_));
+  const uint8_t game_over = game_over_ ? 1 : 0;
+  PutBytes(out, &game_over, sizeof(game_over));
+  PutBytes(out, &return_, sizeof(return_));
+  PutBytes(out, &length_, sizeof(length_));
+}
+
+void AtariGame::RestoreState(std::string_view* in) {
+  const std::string ale_state = GetString(in);
+  for (auto& screen : screens_) GetBytes(in, screen.data(), screen.size());
+  GetBytes(in, frame_.data(), frame_.size());
+  GetBytes(in, stack_.data(), stack_.size());
+  GetBytes(in, &lives_, sizeof(lives_));
+  uint8_t game_over = 0;
+  GetBytes(in, &game_over, sizeof(game_over));
+  game_over_ = game_over != 0;
+  GetBytes(in, &return_, sizeof(return_));
+  GetBytes(in, &length_, sizeof(length_));
+  ale_->restoreState(ale::ALEState(ale_state));
 }
 
 }  // namespace rl::atari

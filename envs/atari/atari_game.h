@@ -20,6 +20,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "envs/atari/frame_ops.h"
@@ -61,6 +62,13 @@ struct AtariStep {
 // name (without .bin) of a game's Gymnasium name.
 std::string RomName(const std::string& game);
 
+// Length-prefixed fields of a checkpoint (the game's and the plugin's).
+void PutBytes(std::string* out, const void* data, size_t size);
+// The next field, which must be `size` bytes (std::runtime_error if not).
+void GetBytes(std::string_view* in, void* data, size_t size);
+void PutString(std::string* out, std::string_view bytes);
+std::string GetString(std::string_view* in);
+
 class AtariGame {
  public:
   explicit AtariGame(const AtariOptions& options);
@@ -78,6 +86,14 @@ class AtariGame {
   // One action (an index into the game's minimal action set): writes the
   // next stacked observation.
   AtariStep Step(int action, Rng& rng, uint8_t* obs);
+
+  // Checkpoints: the game's whole state (ALE's emulator with its random
+  // state, the last screens, the frame stack, lives and the running game's
+  // return and length) appended to `out`. RestoreState reads what
+  // SaveState wrote from the front of `in` and drops it; a game of other
+  // options (screen, stack) or bytes cut short throw std::runtime_error.
+  void SaveState(std::string* out);
+  void RestoreState(std::string_view* in);
 
  private:
   struct LifeStep {

@@ -21,8 +21,10 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ale_rom_dir.h"
@@ -177,7 +179,50 @@ class AtariBatch {
     });
   }
 
+  // Every game, its no-op generator and its step count (rl_env_plugin's
+  // save_state and restore_state).
+  std::string SaveState() {
+    std::string out(kStateMagic);
+    const uint64_t n = games_.size();
+    PutBytes(&out, &n, sizeof(n));
+    for (size_t i = 0; i < games_.size(); ++i) {
+      games_[i]->SaveState(&out);
+      std::ostringstream rng;
+      rng << rngs_[i];
+      PutString(&out, rng.str());
+      PutBytes(&out, &elapsed_[i], sizeof(elapsed_[i]));
+    }
+    return out;
+  }
+
+  void RestoreState(std::string_view in) {
+    if (in.substr(0, sizeof(kStateMagic) - 1) != kStateMagic) {
+      throw std::runtime_error("not a saved Atari batch");
+    }
+    in.remove_prefix(sizeof(kStateMagic) - 1);
+    uint64_t n = 0;
+    GetBytes(&in, &n, sizeof(n));
+    if (n != games_.size()) {
+      throw std::runtime_error("a saved batch of " + std::to_string(n) +
+                               " games; this one has " +
+                               std::to_string(games_.size()));
+    }
+    for (size_t i = 0; i < games_.size(); ++i) {
+      games_[i]->RestoreState(&in);
+      std::istringstream rng(GetString(&in));
+      rng >> rngs_[i];
+      if (rng.fail()) throw std::runtime_error("saved state: a bad generator");
+      GetBytes(&in, &elapsed_[i], sizeof(elapsed_[i]));
+    }
+    if (!in.empty()) {
+      throw std::runtime_error("saved state: " + std::to_string(in.size()) +
+                               " bytes past its end");
+    }
+  }
+
  private:
+  static constexpr char kStateMagic[] = "rl-atari-batch-1";
+
   template <typename F>
   void ForEachShard(F&& fn) {
     const int n = static_cast<int>(games_.size());
@@ -230,6 +275,23 @@ const rl_env_plugin* Table() {
                 char* error, size_t error_size) {
       return Guard(error, error_size, [&] {
         Of(env)->Step(static_cast<const int64_t*>(actions), *out);
+      });
+    };
+    t.save_state = [](rl_env* env, void* bytes, int64_t capacity, char* error,
+                      size_t error_size) -> int64_t {
+      int64_t size = -1;
+      Guard(error, error_size, [&] {
+        const std::string state = Of(env)->SaveState();
+        size = static_cast<int64_t>(state.size());
+        if (size <= capacity) std::memcpy(bytes, state.data(), state.size());
+      });
+      return size;
+    };
+    t.restore_state = [](rl_env* env, const void* bytes, int64_t size,
+                         char* error, size_t error_size) {
+      return Guard(error, error_size, [&] {
+        Of(env)->RestoreState(
+            std::string_view(static_cast<const char*>(bytes), size));
       });
     };
     return t;

@@ -92,6 +92,69 @@ TEST(AtariPluginTest, BatchesRepeatUnderOneSeedOnAnyThreadCount) {
           one.observations.begin() + 40 * 4 * size + 2 * size));
 }
 
+// A checkpoint's batch continues exactly where it was saved: the same
+// frames, rewards, lives and games, in a batch opened with another seed,
+// mid-game (lives lost, the frame stack full, no-op generators drawn).
+TEST(AtariPluginTest, ASavedStateContinuesExactly) {
+  const int n = 3;
+  const int64_t size = 4 * 84 * 84;
+  auto open = [&](int num_envs, uint64_t seed) {
+    EnvOpenOptions options;
+    options.num_envs = num_envs;
+    options.seed = seed;
+    auto env = OpenEnv(Breakout(), options);
+    EXPECT_TRUE(env.ok()) << env.status();
+    return env.ok() ? *std::move(env) : nullptr;
+  };
+  std::vector<uint8_t> obs(n * size), final_obs(n * size);
+  std::vector<float> rewards(n), returns(n);
+  std::vector<uint8_t> term(n), trunc(n);
+  std::vector<int32_t> lengths(n);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  std::vector<int64_t> actions(n);
+  auto play = [&](BatchedEnv& env, int from, int steps, Rollout* r) {
+    for (int s = from; s < from + steps; ++s) {
+      for (int i = 0; i < n; ++i) actions[i] = (s * 7 + i * 3) / 5 % 4;
+      ASSERT_OK(env.StepDiscrete(actions.data(), out));
+      if (r == nullptr) continue;
+      r->observations.insert(r->observations.end(), obs.begin(), obs.end());
+      for (int i = 0; i < n; ++i) {
+        r->clipped_rewards += rewards[i];
+        r->lives_lost += term[i];
+        if (lengths[i] > 0) r->game_returns.push_back(returns[i]);
+      }
+    }
+  };
+  auto env = open(n, 7);
+  ASSERT_NE(env, nullptr);
+  ASSERT_OK(env->Reset(obs.data()));
+  play(*env, 0, 300, nullptr);
+  const std::string saved = env->SaveState();
+  ASSERT_FALSE(saved.empty());
+  Rollout first, second;
+  play(*env, 300, 400, &first);
+  EXPECT_GT(first.lives_lost, 0);
+  EXPECT_GT(first.clipped_rewards, 0);
+
+  auto fresh = open(n, 99);
+  ASSERT_NE(fresh, nullptr);
+  ASSERT_OK(fresh->Reset(obs.data()));
+  ASSERT_OK(fresh->RestoreState(saved));
+  play(*fresh, 300, 400, &second);
+  EXPECT_TRUE(first.observations == second.observations);
+  EXPECT_EQ(first.clipped_rewards, second.clipped_rewards);
+  EXPECT_EQ(first.lives_lost, second.lives_lost);
+  EXPECT_EQ(first.game_returns, second.game_returns);
+
+  auto other = open(n + 1, 7);
+  ASSERT_NE(other, nullptr);
+  EXPECT_THAT(other->RestoreState(saved).message(),
+              HasSubstr("a saved batch of 3 games; this one has 4"));
+  EXPECT_THAT(fresh->RestoreState(saved.substr(0, saved.size() / 2)).message(),
+              HasSubstr("cut short"));
+}
+
 TEST(AtariPluginTest, BadIdsKwargsAndSpacesAreRefusedNamingThem) {
   EnvOpenOptions options;
   options.num_envs = 2;
