@@ -45,6 +45,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_message.h"
 #include "common/grpc_util.h"
+#include "common/process_memory.h"
 #include "common/raw_client_stream.h"
 #include "common/shared_segments.h"
 #include "policy/rollout.h"
@@ -54,6 +55,10 @@
 ABSL_FLAG(double, seconds, 2.0, "Seconds per measurement.");
 ABSL_FLAG(int, rounds, 3, "Rounds of socket, zero-copy and protobuf.");
 ABSL_FLAG(int, credits, 4, "Unacknowledged segments in flight.");
+ABSL_FLAG(bool, keep_large_blocks_in_heap, true,
+          "As learner_main does (common/process_memory.h): parsed segments "
+          "reuse freed heap blocks instead of fresh pages. false: glibc's "
+          "defaults.");
 
 namespace rl {
 namespace {
@@ -379,6 +384,11 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_keep_large_blocks_in_heap) &&
+      !rl::KeepLargeBlocksInHeap()) {
+    std::fprintf(stderr, "glibc refused the heap settings\n");
+    return 1;
+  }
   const double seconds = absl::GetFlag(FLAGS_seconds);
   const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
   const int credits = absl::GetFlag(FLAGS_credits);

@@ -1,5 +1,6 @@
 #include "common/process_memory.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,6 +15,13 @@ int64_t ProcessRssBytes() {
   std::fclose(file);
   if (read != 2) return 0;
   return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+}
+
+bool KeepLargeBlocksInHeap() {
+  // 32 MiB: the most glibc takes (half its 64 MiB thread heaps).
+  const bool mmap_set = mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1;
+  const bool trim_set = mallopt(M_TRIM_THRESHOLD, 512 << 20) == 1;
+  return mmap_set && trim_set;
 }
 
 }  // namespace rl

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/command_line.h"
 #include "common/logging.h"
+#include "common/process_memory.h"
 #include "common/security_flags.h"
 #include "common/signal_waiter.h"
 #include "learner/learner_process.h"
@@ -79,6 +80,10 @@ int main(int argc, char** argv) {
       "learner_main --run=RUN_FILE [--port=N] [--run_dir=DIR] | "
       "--coordinator=HOST:PORT");
   rl::InitLogging("learner");
+  // Segments are parsed into large blocks: reused, not faulted in afresh.
+  if (!rl::KeepLargeBlocksInHeap()) {
+    RL_LOG_WARNING("glibc refused the heap settings for large blocks");
+  }
   // Before LibTorch is first asked about CUDA (policy/cuda_runtime.h).
   rl::PrepareCudaRuntime();
   absl::StatusOr<std::shared_ptr<const rl::Security>> security =
