@@ -34,6 +34,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -193,6 +194,24 @@ class Acks {
   int64_t acked_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
+// Segments/s of `write` (it numbers and writes the next segment and returns
+// its number): one before the clock (connection, windows, buffers), then
+// for `seconds` with at most `credits` unacknowledged; waiting for the last
+// ack is counted.
+double TimedWrites(const std::function<int64_t()>& write, Acks& acks,
+                   int credits, double seconds) {
+  int64_t sent = write();
+  acks.AwaitAtMost(sent, 0);
+  const int64_t warm_up = sent;
+  const Clock::time_point start = Clock::now();
+  while (Since(start) < seconds) {
+    acks.AwaitAtMost(sent, credits - 1);
+    sent = write();
+  }
+  acks.AwaitAtMost(sent, 0);
+  return (sent - warm_up) / Since(start);
+}
+
 // Segments/s for `seconds` of writing with at most `credits` unacknowledged
 // (waiting for the last ack is counted).
 double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
@@ -209,7 +228,7 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
   grpc::ClientContext context;
   Acks acks;
   int64_t sent = 0;
-  Clock::time_point start;
+  double rate = 0;
   if (client == Client::kShared) {
     SharedSegmentWriter::Options shared_options;
     shared_options.slots = std::clamp(credits, 4, 64);
@@ -244,22 +263,14 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
       envelope.mutable_shared()->set_slot(slot->slot);
       envelope.mutable_shared()->set_length(slot->length);
       if (!stream.Write(SerializeCopy(envelope))) std::abort();
+      return sent;
     };
-    write();  // before the clock: connection, slots grown to size
-    acks.AwaitAtMost(sent, 0);
-    const int64_t warm_up = sent;
-    start = Clock::now();
-    while (Since(start) < seconds) {
-      acks.AwaitAtMost(sent, credits - 1);
-      write();
-    }
-    acks.AwaitAtMost(sent, 0);
-    const double elapsed = Since(start);
+    rate = TimedWrites(write, acks, credits, seconds);
     stream.WritesDone();
     reader.join();
     stream.Finish();
     server->server->Shutdown();
-    return (sent - warm_up) / elapsed;
+    return rate;
   }
   if (client == Client::kZeroCopy) {
     RawClientStream<RolloutAck> stream(
@@ -277,28 +288,21 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
     for (int i = 0; i < 2 * credits; ++i) {
       pool.push_back(std::make_shared<RolloutSegment>(segment));
     }
-    // One segment before the clock starts: connection, windows, buffers.
-    pool[0]->set_sequence_number(++sent);
-    if (!stream.Write(SerializeAliased(pool[0]))) std::abort();
-    acks.AwaitAtMost(sent, 0);
-    const int64_t warm_up = sent;
-    start = Clock::now();
-    while (Since(start) < seconds) {
-      acks.AwaitAtMost(sent, credits - 1);
+    auto write = [&] {
       std::shared_ptr<RolloutSegment>& next = pool[sent % pool.size()];
       while (next.use_count() > 1) {
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       }
       next->set_sequence_number(++sent);
       if (!stream.Write(SerializeAliased(next))) std::abort();
-    }
-    acks.AwaitAtMost(sent, 0);
-    const double elapsed = Since(start);
+      return sent;
+    };
+    rate = TimedWrites(write, acks, credits, seconds);
     stream.WritesDone();
     reader.join();
     stream.Finish();
     server->server->Shutdown();
-    return (sent - warm_up) / elapsed;
+    return rate;
   }
   auto stub = LearnerService::NewStub(channel);
   auto stream = stub->StreamRollouts(&context);
@@ -307,23 +311,17 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
     while (stream->Read(&ack)) acks.Set(ack.acked_sequence_number());
   });
   RolloutSegment message = segment;  // copied by each Write: reusable
-  message.set_sequence_number(++sent);
-  if (!stream->Write(message)) std::abort();
-  acks.AwaitAtMost(sent, 0);
-  const int64_t warm_up = sent;
-  start = Clock::now();
-  while (Since(start) < seconds) {
-    acks.AwaitAtMost(sent, credits - 1);
+  auto write = [&] {
     message.set_sequence_number(++sent);
     if (!stream->Write(message)) std::abort();
-  }
-  acks.AwaitAtMost(sent, 0);
-  const double elapsed = Since(start);
+    return sent;
+  };
+  rate = TimedWrites(write, acks, credits, seconds);
   stream->WritesDone();
   reader.join();
   stream->Finish();
   server->server->Shutdown();
-  return (sent - warm_up) / elapsed;
+  return rate;
 }
 
 // Segments/s of `bytes_per_segment` over a loopback TCP socket.

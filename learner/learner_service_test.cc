@@ -16,6 +16,7 @@
 #include "common/raw_client_stream.h"
 #include "common/secrets.h"
 #include "common/shared_segments.h"
+#include "common/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/learner_core.h"
@@ -48,6 +49,24 @@ RolloutSegment Segment(int actor, int64_t seq, int64_t version) {
   env->set_observation_size(4);
   env->set_num_discrete_actions(2);
   return s;
+}
+
+// `segment` in a slot of `shared`, and the envelope an actor sends for it
+// as segment `seq` (the run and actor of SmallRunSpec's segments).
+absl::StatusOr<RolloutSegment> InSlot(SharedSegmentWriter& shared,
+                                      const RolloutSegment& segment,
+                                      int64_t seq) {
+  const std::string bytes = segment.SerializeAsString();
+  ASSIGN_OR_RETURN(const SharedSlotRef slot,
+                   shared.Write(seq, bytes.size(), [&](uint8_t* out) {
+                     std::memcpy(out, bytes.data(), bytes.size());
+                   }));
+  RolloutSegment envelope;
+  envelope.set_run_id("small");
+  envelope.set_sequence_number(seq);
+  envelope.mutable_shared()->set_slot(slot.slot);
+  envelope.mutable_shared()->set_length(slot.length);
+  return envelope;
 }
 
 class LearnerServiceTest : public ::testing::Test {
@@ -277,17 +296,8 @@ TEST_F(LearnerServiceTest, SegmentsThroughSharedMemoryAreTheSameSegments) {
   auto context = ContextWithDeadline(absl::Seconds(120));
   context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
   auto stream = stub_->StreamRollouts(context.get());
-  const RolloutSegment segment = Segment(0, 1, 1);
-  const std::string bytes = segment.SerializeAsString();
-  ASSERT_OK_AND_ASSIGN(SharedSlotRef slot,
-                       shared->Write(1, bytes.size(), [&](uint8_t* out) {
-                         std::memcpy(out, bytes.data(), bytes.size());
-                       }));
-  RolloutSegment envelope;
-  envelope.set_run_id("small");
-  envelope.set_sequence_number(1);
-  envelope.mutable_shared()->set_slot(slot.slot);
-  envelope.mutable_shared()->set_length(slot.length);
+  ASSERT_OK_AND_ASSIGN(const RolloutSegment envelope,
+                       InSlot(*shared, Segment(0, 1, 1), 1));
   ASSERT_TRUE(stream->Write(envelope));
   RolloutAck ack;
   ASSERT_TRUE(ReadAckOf(*stream, 1, &ack));
@@ -333,16 +343,8 @@ TEST_F(LearnerServiceTest, SharedSegmentsTheLearnerCannotUseAreRefused) {
   auto context = ContextWithDeadline(absl::Seconds(120));
   context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
   auto stream = stub_->StreamRollouts(context.get());
-  const std::string bytes = Segment(0, 7, 1).SerializeAsString();
-  ASSERT_OK_AND_ASSIGN(SharedSlotRef slot,
-                       shared->Write(1, bytes.size(), [&](uint8_t* out) {
-                         std::memcpy(out, bytes.data(), bytes.size());
-                       }));
-  RolloutSegment envelope;
-  envelope.set_run_id("small");
-  envelope.set_sequence_number(2);
-  envelope.mutable_shared()->set_slot(slot.slot);
-  envelope.mutable_shared()->set_length(slot.length);
+  ASSERT_OK_AND_ASSIGN(const RolloutSegment envelope,
+                       InSlot(*shared, Segment(0, 7, 1), 2));
   ASSERT_TRUE(stream->Write(envelope));
   RolloutAck ack;
   while (stream->Read(&ack)) {
@@ -358,8 +360,7 @@ TEST_F(LearnerServiceTest, SharedSegmentsTheLearnerCannotUseAreRefused) {
   third_context->AddMetadata(kSharedSegmentsMetadata, shared->offer());
   auto third = stub_->StreamRollouts(third_context.get());
   RolloutSegment both = Segment(0, 2, 1);
-  both.mutable_shared()->set_slot(slot.slot);
-  both.mutable_shared()->set_length(slot.length);
+  *both.mutable_shared() = envelope.shared();
   ASSERT_TRUE(third->Write(both));
   while (third->Read(&ack)) {
   }
