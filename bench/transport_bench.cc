@@ -229,12 +229,17 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
   Acks acks;
   int64_t sent = 0;
   double rate = 0;
-  if (client == Client::kShared) {
-    SharedSegmentWriter::Options shared_options;
-    shared_options.slots = std::clamp(credits, 4, 64);
-    auto writer = SharedSegmentWriter::Create(shared_options);
-    if (!writer.ok()) std::abort();
-    context.AddMetadata(kSharedSegmentsMetadata, (*writer)->offer());
+  if (client != Client::kProtobuf) {
+    // kShared: the stream offers slots of shared memory, which acks free.
+    std::unique_ptr<SharedSegmentWriter> writer;
+    if (client == Client::kShared) {
+      SharedSegmentWriter::Options shared_options;
+      shared_options.slots = std::clamp(credits, 4, 64);
+      auto created = SharedSegmentWriter::Create(shared_options);
+      if (!created.ok()) std::abort();
+      writer = *std::move(created);
+      context.AddMetadata(kSharedSegmentsMetadata, writer->offer());
+    }
     RawClientStream<RolloutAck> stream(
         channel,
         absl::StrCat("/", LearnerService::service_full_name(),
@@ -243,60 +248,49 @@ double MeasureGrpc(const RolloutSegment& segment, Client client, double seconds,
     std::thread reader([&] {
       RolloutAck ack;
       while (stream.Read(&ack)) {
-        if (!ack.shared_memory()) std::abort();
-        (*writer)->Release(ack.acked_sequence_number());
+        if (writer != nullptr) {
+          if (!ack.shared_memory()) std::abort();
+          writer->Release(ack.acked_sequence_number());
+        }
         acks.Set(ack.acked_sequence_number());
       }
     });
+    std::function<int64_t()> write;
     RolloutSegment message = segment;
-    // As the actor's WriteShared: the segment into a slot, an envelope on
-    // the stream.
-    auto write = [&] {
-      message.set_sequence_number(++sent);
-      const int64_t size = static_cast<int64_t>(message.ByteSizeLong());
-      auto slot = (*writer)->Write(sent, size, [&](uint8_t* out) {
-        message.SerializeWithCachedSizesToArray(out);
-      });
-      if (!slot.ok()) std::abort();
-      RolloutSegment envelope;
-      envelope.set_sequence_number(sent);
-      envelope.mutable_shared()->set_slot(slot->slot);
-      envelope.mutable_shared()->set_length(slot->length);
-      if (!stream.Write(SerializeCopy(envelope))) std::abort();
-      return sent;
-    };
-    rate = TimedWrites(write, acks, credits, seconds);
-    stream.WritesDone();
-    reader.join();
-    stream.Finish();
-    server->server->Shutdown();
-    return rate;
-  }
-  if (client == Client::kZeroCopy) {
-    RawClientStream<RolloutAck> stream(
-        channel,
-        absl::StrCat("/", LearnerService::service_full_name(),
-                     "/StreamRollouts"),
-        &context);
-    std::thread reader([&] {
-      RolloutAck ack;
-      while (stream.Read(&ack)) acks.Set(ack.acked_sequence_number());
-    });
     // Distinct segments, as the actor sends: one is numbered again only
     // when no slice of gRPC's refers to it any more.
     std::vector<std::shared_ptr<RolloutSegment>> pool;
-    for (int i = 0; i < 2 * credits; ++i) {
-      pool.push_back(std::make_shared<RolloutSegment>(segment));
-    }
-    auto write = [&] {
-      std::shared_ptr<RolloutSegment>& next = pool[sent % pool.size()];
-      while (next.use_count() > 1) {
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (writer != nullptr) {
+      // As the actor's WriteShared: the segment into a slot, an envelope
+      // on the stream.
+      write = [&] {
+        message.set_sequence_number(++sent);
+        const int64_t size = static_cast<int64_t>(message.ByteSizeLong());
+        auto slot = writer->Write(sent, size, [&](uint8_t* out) {
+          message.SerializeWithCachedSizesToArray(out);
+        });
+        if (!slot.ok()) std::abort();
+        RolloutSegment envelope;
+        envelope.set_sequence_number(sent);
+        envelope.mutable_shared()->set_slot(slot->slot);
+        envelope.mutable_shared()->set_length(slot->length);
+        if (!stream.Write(SerializeCopy(envelope))) std::abort();
+        return sent;
+      };
+    } else {
+      for (int i = 0; i < 2 * credits; ++i) {
+        pool.push_back(std::make_shared<RolloutSegment>(segment));
       }
-      next->set_sequence_number(++sent);
-      if (!stream.Write(SerializeAliased(next))) std::abort();
-      return sent;
-    };
+      write = [&] {
+        std::shared_ptr<RolloutSegment>& next = pool[sent % pool.size()];
+        while (next.use_count() > 1) {
+          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        }
+        next->set_sequence_number(++sent);
+        if (!stream.Write(SerializeAliased(next))) std::abort();
+        return sent;
+      };
+    }
     rate = TimedWrites(write, acks, credits, seconds);
     stream.WritesDone();
     reader.join();
