@@ -114,8 +114,7 @@ bool IsToken(absl::string_view token) {
 
 }  // namespace
 
-SharedSegmentWriter::SharedSegmentWriter(std::string token, int slots)
-    : token_(std::move(token)), slots_(slots) {}
+SharedSegmentWriter::SharedSegmentWriter(int slots) : slots_(slots) {}
 
 absl::StatusOr<std::unique_ptr<SharedSegmentWriter>>
 SharedSegmentWriter::Create(const Options& options) {
@@ -133,7 +132,7 @@ SharedSegmentWriter::Create(const Options& options) {
   // Made first, so that its destructor closes what was made if a later
   // slot fails.
   std::unique_ptr<SharedSegmentWriter> writer(
-      new SharedSegmentWriter(token, options.slots));
+      new SharedSegmentWriter(options.slots));
   std::vector<int> fds;
   absl::MutexLock lock(&writer->mu_);
   for (int i = 0; i < options.slots; ++i) {

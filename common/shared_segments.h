@@ -94,11 +94,10 @@ class SharedSegmentWriter {
     int64_t sequence_number = 0;
     bool busy = false;
   };
-  SharedSegmentWriter(std::string token, int slots);
+  explicit SharedSegmentWriter(int slots);
   absl::Status Grow(int index, int64_t bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::string token_;
   std::string offer_;
   mutable absl::Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);

@@ -256,6 +256,16 @@ class PolicyStreamReactor final
   std::shared_ptr<const PolicyUpdate> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
+// A client metadata entry of the call (empty: none).
+absl::string_view MetadataValue(const grpc::CallbackServerContext& context,
+                                const char* name) {
+  const auto& metadata = context.client_metadata();
+  const auto it = metadata.find(name);
+  return it == metadata.end()
+             ? absl::string_view()
+             : absl::string_view(it->second.data(), it->second.size());
+}
+
 const grpc::Status kNoRun(grpc::StatusCode::UNAVAILABLE,
                           "this learner does not serve that run (yet)");
 
@@ -279,13 +289,7 @@ grpc::Status LearnerServiceImpl::Admit(grpc::CallbackServerContext* context,
     run_key = run_key_;
   }
   if (run_key.empty()) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
-  auto value = [&](const char* name) {
-    const auto it = metadata.find(name);
-    return it == metadata.end()
-               ? absl::string_view()
-               : absl::string_view(it->second.data(), it->second.size());
-  };
+  auto value = [&](const char* name) { return MetadataValue(*context, name); };
   const absl::string_view presented = value(kRunKeyMetadata);
   if (ConstantTimeEquals(presented, run_key)) return grpc::Status::OK;
   int claimed = -1;
@@ -345,13 +349,9 @@ LearnerServiceImpl::StreamRollouts(grpc::CallbackServerContext* context) {
       streams_.Take(CallerClient(*context, *security_));
   if (!place.ok())
     return new RefusedStream<Reactor>(ToGrpcStatus(place.status()));
-  const auto offer = context->client_metadata().find(kSharedSegmentsMetadata);
   return new RolloutStreamReactor(
       std::move(core), *std::move(place), actor_id,
-      offer == context->client_metadata().end()
-          ? absl::string_view()
-          : absl::string_view(offer->second.data(), offer->second.size()),
-      context->peer());
+      MetadataValue(*context, kSharedSegmentsMetadata), context->peer());
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
