@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/device_env_plugin.h"
+#include "envs/env_agents.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
 #include "policy/device_act_check.h"
@@ -55,6 +56,13 @@ absl::StatusOr<std::unique_ptr<DevicePluginEnvs>> DevicePluginEnvs::Create(
   if (num_envs < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_envs must be >= 1 (got ", num_envs, ")"));
+  }
+  if (AgentsPerEnv(spec) > 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("device environment ", origin,
+                     ": device environments hold one agent per environment; "
+                     "env.agents_per_env is ",
+                     AgentsPerEnv(spec)));
   }
   if (!device.is_cpu() && !device.is_cuda()) {
     return absl::InvalidArgumentError(

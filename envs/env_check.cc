@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/status.h"
+#include "envs/env_agents.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
 
@@ -192,10 +193,13 @@ std::string CheckOutputs(const Probe& p, bool after_step) {
 }  // namespace
 
 absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
-                                        const EnvCheckOptions& options) {
-  if (options.num_envs < 1 || options.steps < 1) {
+                                        const EnvCheckOptions& asked) {
+  if (asked.num_envs < 1 || asked.steps < 1) {
     return absl::InvalidArgumentError("check-env: num_envs and steps >= 1");
   }
+  // Whole environments: several agents each are as many rows.
+  EnvCheckOptions options = asked;
+  options.num_envs = WholeCopies(asked.num_envs, spec);
   RETURN_IF_ERROR(CheckResolvedEnvSpec(spec));
   ASSIGN_OR_RETURN(const EnvPluginRef plugin,
                    FindEnvPlugin(spec, options.search_path));
@@ -237,6 +241,15 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
       !fits.ok()) {
     return violation(std::string(fits.message()));
   }
+  absl::StatusOr<EnvAgents> agents =
+      ReadEnvAgents(plugin.table, a->env(), plugin.origin);
+  if (!agents.ok()) return violation(std::string(agents.status().message()));
+  report.agents = DescribeAgents(*agents);
+  if (absl::Status fits = CheckEnvAgents(*agents, spec, plugin.origin);
+      !fits.ok()) {
+    return violation(std::string(fits.message()));
+  }
+  const int64_t per_env = agents->per_env;
   if (std::string e = a->Reset(); !e.empty()) return violation(e);
   if (std::string e = b->Reset(); !e.empty()) return violation(e);
   if (a->obs_ != b->obs_) {
@@ -304,9 +317,19 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
       return violation(absl::StrCat("at step ", t + 1, ": ", e));
     }
     for (int64_t i = 0; i < n; ++i) {
-      if (a->terminated_[i] || a->truncated_[i]) {
+      const bool ended = a->terminated_[i] || a->truncated_[i];
+      if (ended) {
         ++report.episodes;
         returns += a->returns_[i];
+      }
+      // The agents of one environment end together (its first row says).
+      const int64_t first = i - i % per_env;
+      if (ended != (a->terminated_[first] || a->truncated_[first])) {
+        return violation(absl::StrCat(
+            "at step ", t + 1, ": agent ", i % per_env, " of environment ",
+            i / per_env, ended ? " ended its episode" : " went on",
+            " while agent 0 ", ended ? "went on" : "ended its episode",
+            " (the agents of one environment end together)"));
       }
     }
     report.steps += n;
@@ -335,11 +358,13 @@ std::string FormatEnvCheckReport(const EnvCheckReport& r) {
       "environment: %s (%s)\n"
       "observation: %s\n"
       "action:      %s%s\n"
+      "agents:      %s\n"
       "rewards:     [%g, %g]\n"
       "stepped:     %d env steps at %.0f steps/s, %d episodes ended "
       "(random actions: mean return %.3f)\n",
       r.origin, r.plugin_name, r.observation, r.action,
-      r.action_masks ? " with action masks" : "", r.reward_low, r.reward_high,
+      r.action_masks ? " with action masks" : "",
+      r.agents.empty() ? "(not read)" : r.agents, r.reward_low, r.reward_high,
       r.steps, r.steps_per_second, r.episodes, r.mean_return);
   absl::StrAppend(&out, r.violation.empty()
                             ? "no violation found\n"

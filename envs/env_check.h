@@ -19,7 +19,7 @@ namespace rl {
 
 struct EnvCheckOptions {
   int64_t steps = 10000;  // batch steps
-  int num_envs = 8;
+  int num_envs = 8;       // rounded up to whole environments of several agents
   uint64_t seed = 1;
   std::optional<std::vector<std::string>> search_path;  // env_plugin.h
 };
@@ -31,7 +31,8 @@ struct EnvCheckReport {
   std::string action;
   double reward_low = 0, reward_high = 0;
   bool action_masks = false;
-  int64_t steps = 0;  // environment steps taken (batch steps x envs)
+  std::string agents;  // "2 agents per environment (player_0, player_1)"
+  int64_t steps = 0;   // environment steps taken (batch steps x envs)
   double steps_per_second = 0;
   int64_t episodes = 0;
   double mean_return = 0;  // of the finished episodes, random actions

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "envs/builtin_env_plugin.h"
 #include "envs/call_watch.h"
+#include "envs/env_agents.h"
 #include "envs/env_registry.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -498,6 +499,12 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     return absl::InvalidArgumentError(absl::StrCat(
         "num_threads must be >= 1 (got ", options.num_threads, ")"));
   }
+  if (options.num_envs % AgentsPerEnv(spec) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_envs ", options.num_envs, " is not a multiple of ",
+                     AgentsPerEnv(spec),
+                     ", the agents of one environment (env.agents_per_env)"));
+  }
   ASSIGN_OR_RETURN(const std::string kwargs, KwargsJson(spec));
   rl_env_options o{};
   o.env_id = spec.id().c_str();
@@ -540,6 +547,19 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
   if (!parts.ok()) {
     plugin->destroy(env);
     return parts.status();
+  }
+  absl::StatusOr<EnvAgents> agents = ReadEnvAgents(plugin, env, origin);
+  if (agents.ok()) {
+    if (absl::Status fits = CheckEnvAgents(*agents, spec, origin); !fits.ok()) {
+      agents = fits;
+    }
+  }
+  if (!agents.ok()) {
+    plugin->destroy(env);
+    return agents.status();
+  }
+  if (agents->per_env > 1) {
+    RL_LOG_INFO("{}: {}", spec.id(), DescribeAgents(*agents));
   }
   if (!parts->observation.empty()) {
     RL_LOG_INFO("{}: observation parts: {}", spec.id(),

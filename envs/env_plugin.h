@@ -40,6 +40,9 @@ inline constexpr char kAtariPlugin[] = "atari";
 // (plugin_api/rl_device_env.h; examples/device_env), bundled as
 // libpixel_breakout.so: its host build here, its CUDA kernels on a GPU.
 inline constexpr char kPixelBreakoutPlugin[] = "pixel_breakout";
+// env.plugin "light_cycles": LightCycles-v0, a game of two players per
+// environment (envs/games/light_cycles.cc), bundled as liblight_cycles.so.
+inline constexpr char kLightCyclesPlugin[] = "light_cycles";
 
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.

@@ -48,6 +48,7 @@ constexpr Bundled kBundled[] = {
     {kMujocoPlugin, "libmujoco_envs.so", "envs/mujoco"},
     {kAtariPlugin, "libatari_envs.so", "envs/atari"},
     {kPixelBreakoutPlugin, "libpixel_breakout.so", "examples/device_env"},
+    {kLightCyclesPlugin, "liblight_cycles.so", "envs/games"},
 };
 
 // Beside the binaries, where bundled plugins are: bazel-bin/<package>/ of

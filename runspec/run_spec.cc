@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "common/json_quote.h"
 #include "common/status.h"
+#include "envs/env_agents.h"
 #include "envs/env_registry.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -260,6 +261,23 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   }
   if (spec.envs_per_actor() < 1 || spec.envs_per_actor() > (1 << 20)) {
     p.Add("envs_per_actor", "must be in [1, 1048576]", spec.envs_per_actor());
+  }
+  const int agents = spec.env().agents_per_env();
+  if (agents < 0 || agents > kMaxAgentsPerEnv) {
+    p.Add("env.agents_per_env",
+          absl::StrCat("must be in [0, ", kMaxAgentsPerEnv, "] (0: 1)"),
+          agents);
+  } else if (agents > 1 && spec.env().plugin().empty()) {
+    p.Add("env.agents_per_env",
+          "the built-in environments have one agent; several need an "
+          "environment plugin that declares them (env.plugin)",
+          agents);
+  } else if (agents > 1 && spec.envs_per_actor() % agents != 0) {
+    p.Add("envs_per_actor",
+          absl::StrCat("must be a multiple of env.agents_per_env (", agents,
+                       "): it counts rows, each environment ", agents,
+                       " of them"),
+          spec.envs_per_actor());
   }
   if (spec.segment_length() < 1 || spec.segment_length() > 65536) {
     p.Add("segment_length", "must be in [1, 65536]", spec.segment_length());

@@ -60,8 +60,10 @@ TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_mai
 # Plugins built with the service, staged in plugins/ where actors look for
 # them by name (envs/env_plugin.h: <binary's dir>/../plugins), the
 # directory operators list in --env_plugin_dirs: `plugin: mujoco`, and the
-# device env `plugin: pixel_breakout` (its host build: the image is the CPU's).
-PLUGINS=(//envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so)
+# device env `plugin: pixel_breakout` (its host build: the image is the CPU's),
+# the two-player `plugin: light_cycles`.
+PLUGINS=(//envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so
+  //envs/games:liblight_cycles.so)
 
 log() { printf '[image %4ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '[image %4ds] FAILED: %s\n' "$SECONDS" "$*" >&2; exit 1; }

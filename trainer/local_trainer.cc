@@ -11,6 +11,7 @@
 #include "actor/collect_metrics.h"
 #include "actor/device_collector.h"
 #include "common/status.h"
+#include "envs/env_agents.h"
 #include "envs/env_plugin.h"
 #include "learner/checkpoint.h"
 #include "learner/device_self_check.h"
@@ -258,7 +259,8 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
     return absl::InvalidArgumentError("episodes must be >= 1");
   }
   RunSpec eval_spec = spec;
-  eval_spec.set_envs_per_actor(std::min(episodes, 64));
+  // Whole environments: several agents each are as many rows.
+  eval_spec.set_envs_per_actor(WholeCopies(std::min(episodes, 64), spec.env()));
   EnvOpenOptions options;
   options.num_envs = eval_spec.envs_per_actor();
   options.seed = seed;

@@ -58,6 +58,18 @@
  * this ABI. A Dict's parts are in the order the plugin lists them
  * (Gymnasium's Dict sorts its keys; list them sorted to match a Python
  * twin), a Tuple's are named "0", "1", ...
+ *
+ * Several agents per environment: a batch may declare, through the
+ * optional `agents`, that each environment copy holds A agents (A fixed,
+ * every agent with the same spaces). Its N rows are then N / A copies of A
+ * agents each: row c * A + k is agent k of copy c, with its own
+ * observation, action, reward, flags, mask and episode statistics. The
+ * service makes N a multiple of A (the run file's env.agents_per_env); a
+ * batch refuses any other N at create. The agents of one copy end their
+ * episodes at the same step (each flags terminated or truncated as fits
+ * it), and the copy resets as one. One policy acts for every row, so the
+ * agents of a game played against itself are trained together (self-play
+ * with a shared policy).
  */
 #ifndef RL_ENV_PLUGIN_H_
 #define RL_ENV_PLUGIN_H_
@@ -168,6 +180,15 @@ typedef struct {
   const rl_space_part* action_parts;
 } rl_env_parts;
 
+/* The agents of each environment copy (see the top of the file). Owned by
+   the plugin; valid while the batch lives. */
+typedef struct {
+  /* A >= 1: agents per copy; rows c * A + k, k in [0, A). */
+  int32_t agents_per_env;
+  /* A names for logs and reports ("player_0", ...), or NULL: "0", "1". */
+  const char* const* agent_names;
+} rl_env_agents;
+
 typedef struct {
   /* RL_ENV_ABI_VERSION of the header the plugin was built with. */
   uint32_t abi_version;
@@ -207,6 +228,11 @@ typedef struct {
      so plugins built before it load unchanged. */
   int (*space_parts)(rl_env* env, rl_env_parts* parts, char* error,
                      size_t error_size);
+
+  /* Optional (NULL or absent, as space_parts: one agent per copy): the
+     agents of each environment copy, written into *agents after create. */
+  int (*agents)(rl_env* env, rl_env_agents* agents, char* error,
+                size_t error_size);
 } rl_env_plugin;
 
 typedef const rl_env_plugin* (*rl_env_plugin_entry_fn)(void);

@@ -24,6 +24,14 @@
 // it). Observations are float32 (derive from rlenv::Env) or uint8
 // (rlenv::ByteEnv, with a Space::Bytes observation: images); actions are
 // int64 (Discrete, MultiDiscrete, MultiBinary) or float32 (Box).
+//
+// Several agents per environment (a game of two players, a team): derive
+// from rlenv::MultiAgentEnv (or MultiAgentByteEnv) and declare
+// Spaces::agents. Reset and Step then handle every agent of one copy at
+// once: agent k's observation at obs + k * (observation elements), its
+// action actions[k], its result results[k]. The batch's rows are the
+// agents of each copy in turn (rl_env_plugin.h); every agent of a copy
+// ends its episode when any one's does.
 #ifndef RL_ENV_PLUGIN_HPP_
 #define RL_ENV_PLUGIN_HPP_
 
@@ -165,6 +173,10 @@ struct Spaces {
   // The env writes an action mask with every observation (Discrete
   // actions): Env::ActionMask is called after each Reset and Step.
   bool action_mask = false;
+  // Agents per environment copy (a MultiAgentEnv), and their names for
+  // logs ("player_0", ...; empty: "0", "1", ...).
+  int agents = 1;
+  std::vector<std::string> agent_names;
 };
 
 // One environment's action: `discrete` (int64) for Discrete,
@@ -318,6 +330,25 @@ class BasicEnv {
 using Env = BasicEnv<float>;
 using ByteEnv = BasicEnv<uint8_t>;
 
+// An environment copy of Spaces::agents agents; see the top of the file.
+template <typename T>
+class BasicMultiAgentEnv {
+ public:
+  using Observation = T;
+  virtual ~BasicMultiAgentEnv() = default;
+  // Starts an episode: writes every agent's first observation.
+  virtual void Reset(Rng& rng, T* obs) = 0;
+  // One step of every agent: writes each one's next observation and
+  // result. The episode ends for all when any result ends it (an agent
+  // whose result says neither is then truncated).
+  virtual void Step(const Action* actions, Rng& rng, T* obs,
+                    StepResult* results) = 0;
+  // With Spaces::action_mask: every agent's mask in turn.
+  virtual void ActionMask(uint8_t* masks) { (void)masks; }
+};
+using MultiAgentEnv = BasicMultiAgentEnv<float>;
+using MultiAgentByteEnv = BasicMultiAgentEnv<uint8_t>;
+
 // The seed of environment `i` of a batch created with `seed`: splitmix64
 // of (seed, i), so each environment has its own stream and runs repeat.
 inline uint64_t EnvSeed(uint64_t seed, uint64_t i) {
@@ -443,6 +474,8 @@ template <typename E>
 class Batch {
  public:
   using T = typename E::Observation;  // float or uint8_t
+  static constexpr bool kMultiAgent =
+      std::is_base_of<BasicMultiAgentEnv<T>, E>::value;
   Batch(const rl_env_options& o, rl_env_info* info)
       : kwargs_(o.kwargs_json != nullptr ? o.kwargs_json : "{}"),
         spaces_(E::Declare(kwargs_)),
@@ -493,12 +526,38 @@ class Batch {
           throw std::invalid_argument("action masks need integer actions");
       }
     }
-    for (int32_t i = 0; i < o.num_envs; ++i) {
-      envs_.push_back(std::make_unique<E>(kwargs_));
-      rngs_.emplace_back(EnvSeed(o.seed, static_cast<uint64_t>(i)));
+    agents_ = spaces_.agents;
+    if (agents_ < 1 || (agents_ > 1 && !kMultiAgent)) {
+      throw std::invalid_argument(
+          "Spaces::agents is " + std::to_string(agents_) +
+          (agents_ < 1 ? "; at least 1"
+                       : "; several agents need a MultiAgentEnv"));
     }
-    elapsed_.assign(o.num_envs, 0);
+    if (!spaces_.agent_names.empty() &&
+        spaces_.agent_names.size() != static_cast<size_t>(agents_)) {
+      throw std::invalid_argument("Spaces::agent_names names " +
+                                  std::to_string(spaces_.agent_names.size()) +
+                                  " agents of " + std::to_string(agents_));
+    }
+    for (const std::string& name : spaces_.agent_names) {
+      agent_names_.push_back(name.c_str());
+    }
+    if (o.num_envs % agents_ != 0) {
+      throw std::invalid_argument(
+          "num_envs " + std::to_string(o.num_envs) + " is not a multiple of " +
+          std::to_string(agents_) +
+          ", the agents of one environment (env.agents_per_env)");
+    }
+    // One instance, random stream and step count per copy; a return per
+    // row.
+    for (int32_t c = 0; c < o.num_envs / agents_; ++c) {
+      envs_.push_back(std::make_unique<E>(kwargs_));
+      rngs_.emplace_back(EnvSeed(o.seed, static_cast<uint64_t>(c)));
+    }
+    elapsed_.assign(envs_.size(), 0);
     returns_.assign(o.num_envs, 0.0);
+    actions_.resize(agents_);
+    results_.resize(agents_);
     *info = rl_env_info{};
     ToC(spaces_.observation, &info->observation);
     ToC(spaces_.action, &info->action);
@@ -518,14 +577,19 @@ class Batch {
         action_parts_.empty() ? nullptr : action_parts_.data();
   }
 
+  void Agents(rl_env_agents* agents) const {
+    agents->agents_per_env = agents_;
+    agents->agent_names = agent_names_.empty() ? nullptr : agent_names_.data();
+  }
+
   void Reset(const rl_env_buffers& out) {
     T* obs = static_cast<T*>(out.observations);
-    for (size_t i = 0; i < envs_.size(); ++i) {
-      envs_[i]->Reset(rngs_[i], obs + i * obs_size_);
-      elapsed_[i] = 0;
-      returns_[i] = 0;
+    for (size_t c = 0; c < envs_.size(); ++c) {
+      envs_[c]->Reset(rngs_[c], obs + c * agents_ * obs_size_);
+      elapsed_[c] = 0;
+      for (int k = 0; k < agents_; ++k) returns_[c * agents_ + k] = 0;
       if (mask_size_ > 0 && out.action_masks != nullptr) {
-        envs_[i]->ActionMask(out.action_masks + i * mask_size_);
+        envs_[c]->ActionMask(out.action_masks + c * agents_ * mask_size_);
       }
     }
   }
@@ -534,41 +598,56 @@ class Batch {
     T* obs = static_cast<T*>(out.observations);
     T* final_obs = static_cast<T*>(out.final_observations);
     const bool box = spaces_.action.kind == RL_SPACE_BOX;
-    for (size_t i = 0; i < envs_.size(); ++i) {
-      Action a;
-      if (box) {
-        a.box = static_cast<const float*>(actions) + i * action_size_;
+    for (size_t c = 0; c < envs_.size(); ++c) {
+      const size_t first = c * agents_;  // the copy's first row
+      for (int k = 0; k < agents_; ++k) {
+        Action& a = actions_[k];
+        if (box) {
+          a.box =
+              static_cast<const float*>(actions) + (first + k) * action_size_;
+        } else {
+          a.discrete =
+              static_cast<const int64_t*>(actions) + (first + k) * action_size_;
+        }
+      }
+      T* rows = obs + first * obs_size_;
+      if constexpr (kMultiAgent) {
+        for (StepResult& r : results_) r = StepResult{};
+        envs_[c]->Step(actions_.data(), rngs_[c], rows, results_.data());
       } else {
-        a.discrete = static_cast<const int64_t*>(actions) + i * action_size_;
+        results_[0] = envs_[c]->Step(actions_[0], rngs_[c], rows);
       }
-      T* row = obs + i * obs_size_;
-      StepResult r = envs_[i]->Step(a, rngs_[i], row);
-      ++elapsed_[i];
-      returns_[i] += r.reward;
-      if (!r.terminated && max_steps_ > 0 && elapsed_[i] >= max_steps_) {
-        r.truncated = true;
+      ++elapsed_[c];
+      bool ended = max_steps_ > 0 && elapsed_[c] >= max_steps_;
+      for (const StepResult& r : results_) {
+        ended = ended || r.terminated || r.truncated;
       }
-      if (r.terminated) r.truncated = false;
-      out.rewards[i] = r.reward;
-      out.terminated[i] = r.terminated ? 1 : 0;
-      out.truncated[i] = r.truncated ? 1 : 0;
-      const bool ended = r.terminated || r.truncated;
-      if (out.episode_returns != nullptr) {
-        out.episode_returns[i] = ended ? static_cast<float>(returns_[i]) : 0.f;
-      }
-      if (out.episode_lengths != nullptr) {
-        out.episode_lengths[i] = ended ? elapsed_[i] : 0;
+      for (int k = 0; k < agents_; ++k) {
+        const size_t i = first + k;
+        const StepResult& r = results_[k];
+        returns_[i] += r.reward;
+        out.rewards[i] = r.reward;
+        out.terminated[i] = r.terminated ? 1 : 0;
+        out.truncated[i] = ended && !r.terminated ? 1 : 0;
+        if (out.episode_returns != nullptr) {
+          out.episode_returns[i] =
+              ended ? static_cast<float>(returns_[i]) : 0.f;
+        }
+        if (out.episode_lengths != nullptr) {
+          out.episode_lengths[i] = ended ? elapsed_[c] : 0;
+        }
+        if (ended) returns_[i] = 0;
       }
       if (ended) {
         if (final_obs != nullptr) {
-          std::memcpy(final_obs + i * obs_size_, row, obs_size_ * sizeof(T));
+          std::memcpy(final_obs + first * obs_size_, rows,
+                      agents_ * obs_size_ * sizeof(T));
         }
-        envs_[i]->Reset(rngs_[i], row);
-        elapsed_[i] = 0;
-        returns_[i] = 0;
+        envs_[c]->Reset(rngs_[c], rows);
+        elapsed_[c] = 0;
       }
       if (mask_size_ > 0 && out.action_masks != nullptr) {
-        envs_[i]->ActionMask(out.action_masks + i * mask_size_);
+        envs_[c]->ActionMask(out.action_masks + first * mask_size_);
       }
     }
   }
@@ -582,10 +661,14 @@ class Batch {
   int64_t obs_size_ = 0;
   int64_t action_size_ = 0;
   int64_t mask_size_ = 0;
-  std::vector<std::unique_ptr<E>> envs_;
-  std::vector<Rng> rngs_;
-  std::vector<int32_t> elapsed_;
-  std::vector<double> returns_;
+  int agents_ = 1;                        // per copy
+  std::vector<const char*> agent_names_;  // into spaces_.agent_names
+  std::vector<std::unique_ptr<E>> envs_;  // one per copy
+  std::vector<Rng> rngs_;                 // per copy
+  std::vector<int32_t> elapsed_;          // per copy
+  std::vector<double> returns_;           // per row
+  std::vector<Action> actions_;           // one copy's, scratch
+  std::vector<StepResult> results_;       // one copy's, scratch
 };
 
 template <typename E>
@@ -636,6 +719,13 @@ const rl_env_plugin* Table(const char* name) {
       (void)error;
       (void)error_size;
       reinterpret_cast<Batch<E>*>(env)->Parts(parts);
+      return 0;
+    };
+    t.agents = [](rl_env* env, rl_env_agents* agents, char* error,
+                  size_t error_size) -> int {
+      (void)error;
+      (void)error_size;
+      reinterpret_cast<Batch<E>*>(env)->Agents(agents);
       return 0;
     };
     return t;

@@ -1,0 +1,238 @@
+// LightCycles-v0 (envs/games/light_cycles.cc) through the service's plugin
+// path: two agents per environment as rows of one batch, the game's rules
+// and rewards, agents that end together, and the run's agents_per_env
+// checked against the plugin's both ways.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "envs/env_agents.h"
+#include "envs/env_check.h"
+#include "envs/env_plugin.h"
+#include "envs/env_registry.h"
+#include "gtest/gtest.h"
+#include "runspec/run_spec.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr char kLibrary[] = "envs/games/liblight_cycles.so";
+constexpr int kWindow = 15;  // 2 * 8 - 1
+constexpr int64_t kObs = 2 * kWindow * kWindow;
+
+EnvSpec LightCycles(const std::string& opponent, int agents) {
+  EnvSpec spec;
+  spec.set_id("LightCycles-v0");
+  spec.set_plugin(kLibrary);
+  spec.set_observation_size(kObs);
+  spec.set_num_discrete_actions(3);
+  spec.set_reward_low(-1);
+  spec.set_reward_high(1);
+  spec.set_agents_per_env(agents);
+  (*spec.mutable_kwargs()->mutable_fields())["opponent"].set_string_value(
+      opponent);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+struct Rows {
+  explicit Rows(int n)
+      : obs(n * kObs),
+        final_obs(n * kObs),
+        rewards(n),
+        returns(n),
+        term(n),
+        trunc(n),
+        lengths(n) {}
+  StepOutputs Outputs() {
+    return StepOutputs{obs.data(),    rewards.data(),   term.data(),
+                       trunc.data(),  final_obs.data(), returns.data(),
+                       lengths.data()};
+  }
+  std::vector<float> obs, final_obs, rewards, returns;
+  std::vector<uint8_t> term, trunc;
+  std::vector<int32_t> lengths;
+};
+
+std::unique_ptr<BatchedEnv> Open(const EnvSpec& spec, int rows) {
+  EnvOpenOptions options;
+  options.num_envs = rows;
+  options.seed = 5;
+  auto env = OpenEnv(spec, options);
+  EXPECT_TRUE(env.ok()) << env.status();
+  return env.ok() ? std::move(*env) : nullptr;
+}
+
+// Plane `plane` of row `row`'s window at (i, j); the head is at (7, 7).
+float At(const Rows& r, int row, int plane, int i, int j) {
+  return r.obs[row * kObs + plane * kWindow * kWindow + i * kWindow + j];
+}
+
+TEST(LightCyclesTest, EachEnvironmentIsTwoRowsThatSeeTheGameFromTheirSide) {
+  auto env = Open(LightCycles("self", 2), 6);  // 3 games
+  ASSERT_NE(env, nullptr);
+  Rows r(6);
+  ASSERT_OK(env->Reset(r.obs.data()));
+  for (int row = 0; row < 6; ++row) {
+    // Its own head is taken; the cell ahead is free (heading at the
+    // board's far side), and the board's edge is 1 cell behind.
+    EXPECT_EQ(At(r, row, 0, 7, 7), 1.f) << "row " << row;
+    EXPECT_EQ(At(r, row, 0, 6, 7), 0.f) << "row " << row;
+    EXPECT_EQ(At(r, row, 0, 9, 7), 1.f) << "row " << row;
+    // The other head: 5 cells ahead (columns 1 and 6 of 8), in one cell
+    // of its plane.
+    float heads = 0;
+    for (int k = 0; k < kWindow * kWindow; ++k) {
+      heads += r.obs[row * kObs + kWindow * kWindow + k];
+    }
+    EXPECT_EQ(heads, 1.f) << "row " << row;
+  }
+  // Point-symmetric starts: both players of a game see the same window.
+  for (int game = 0; game < 3; ++game) {
+    EXPECT_TRUE(std::equal(r.obs.begin() + 2 * game * kObs,
+                           r.obs.begin() + (2 * game + 1) * kObs,
+                           r.obs.begin() + (2 * game + 1) * kObs))
+        << "game " << game;
+  }
+}
+
+TEST(LightCyclesTest, RidingStraightBothCrashTogetherAndDraw) {
+  auto env = Open(LightCycles("self", 2), 4);
+  ASSERT_NE(env, nullptr);
+  Rows r(4);
+  ASSERT_OK(env->Reset(r.obs.data()));
+  const std::vector<int64_t> straight(4, 0);
+  // Six free cells ahead of each; the seventh step leaves the board.
+  for (int step = 1; step <= 7; ++step) {
+    ASSERT_OK(env->StepDiscrete(straight.data(), r.Outputs()));
+    for (int row = 0; row < 4; ++row) {
+      EXPECT_EQ(r.term[row], step == 7 ? 1 : 0)
+          << "step " << step << " row " << row;
+      EXPECT_EQ(r.trunc[row], 0);
+      EXPECT_EQ(r.rewards[row], 0.f);
+    }
+  }
+  for (int row = 0; row < 4; ++row) {
+    EXPECT_EQ(r.lengths[row], 7);
+    EXPECT_EQ(r.returns[row], 0.f);
+  }
+}
+
+TEST(LightCyclesTest, OnePlayersCrashIsTheOthersWin) {
+  auto env = Open(LightCycles("self", 2), 2);
+  ASSERT_NE(env, nullptr);
+  Rows r(2);
+  ASSERT_OK(env->Reset(r.obs.data()));
+  // player_0 turns right four times: down, left, up, then right into its
+  // first cell (columns 0 and 1 only); player_1 rides straight (columns 5
+  // to 2).
+  const std::vector<int64_t> turn_right = {2, 0};
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_OK(env->StepDiscrete(turn_right.data(), r.Outputs()));
+    ASSERT_EQ(r.term[0], 0) << "step " << step;
+    ASSERT_EQ(r.term[1], 0) << "step " << step;
+  }
+  ASSERT_OK(env->StepDiscrete(turn_right.data(), r.Outputs()));
+  ASSERT_EQ(r.term[0], 1);
+  EXPECT_EQ(r.term[1], 1) << "the agents of one game end together";
+  EXPECT_EQ(r.rewards[0], -1.f);
+  EXPECT_EQ(r.rewards[1], 1.f);
+  EXPECT_EQ(r.returns[0], -1.f);
+  EXPECT_EQ(r.returns[1], 1.f);
+  // The next game has begun: both heads free to move again.
+  EXPECT_EQ(At(r, 0, 0, 6, 7), 0.f);
+}
+
+TEST(LightCyclesTest, TheScriptedCycleTurnsAwayWhereStraightCrashes) {
+  auto env = Open(LightCycles("scripted", 0), 3);
+  ASSERT_NE(env, nullptr);
+  Rows r(3);
+  ASSERT_OK(env->Reset(r.obs.data()));
+  const std::vector<int64_t> straight(3, 0);
+  for (int step = 1; step <= 7; ++step) {
+    ASSERT_OK(env->StepDiscrete(straight.data(), r.Outputs()));
+  }
+  for (int row = 0; row < 3; ++row) {
+    EXPECT_EQ(r.term[row], 1) << "row " << row;
+    EXPECT_EQ(r.returns[row], -1.f) << "row " << row;
+    EXPECT_EQ(r.lengths[row], 7) << "row " << row;
+  }
+}
+
+TEST(LightCyclesTest, TheRunsAgentsPerEnvMustBeThePlugins) {
+  EnvOpenOptions options;
+  options.num_envs = 4;
+  // Two agents, the run says one: refused naming the field to set.
+  EXPECT_THAT(OpenEnv(LightCycles("self", 0), options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("2 agents per environment (player_0, "
+                                       "player_1)"),
+                             HasSubstr("env.agents_per_env is 1"),
+                             HasSubstr("declare env.agents_per_env: 2"))));
+  // One agent, the run says two.
+  EXPECT_THAT(OpenEnv(LightCycles("random", 2), options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("env.agents_per_env is 2")));
+  // Rows that are not whole games.
+  options.num_envs = 5;
+  EXPECT_THAT(OpenEnv(LightCycles("self", 2), options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("num_envs 5 is not a multiple of 2")));
+  EnvSpec unknown = LightCycles("self", 2);
+  (*unknown.mutable_kwargs()->mutable_fields())["opponent"].set_string_value(
+      "league");
+  ASSERT_OK(ResolveEnvSpec(&unknown));
+  options.num_envs = 4;
+  EXPECT_THAT(OpenEnv(unknown, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.opponent: \"league\"")));
+}
+
+TEST(LightCyclesTest, CheckEnvReportsTheAgentsAndFindsNoViolation) {
+  EnvCheckOptions options;
+  options.steps = 2000;
+  options.num_envs = 7;  // rounded up to 4 games
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport report,
+                       CheckEnv(LightCycles("self", 2), options));
+  EXPECT_EQ(report.violation, "");
+  EXPECT_EQ(report.agents, "2 agents per environment (player_0, player_1)");
+  EXPECT_EQ(report.steps, 2000 * 8);
+  EXPECT_GT(report.episodes, 100);
+  // Zero-sum: every game's returns sum to 0 over its two players.
+  EXPECT_NEAR(report.mean_return, 0.0, 1e-9);
+  EXPECT_THAT(FormatEnvCheckReport(report),
+              HasSubstr("agents:      2 agents per environment"));
+}
+
+TEST(LightCyclesTest, RunFilesCountRowsInWholeEnvironments) {
+  const std::string head =
+      "env: {id: LightCycles-v0, plugin: light_cycles, observation_size: "
+      "450, num_discrete_actions: 3, ";
+  EXPECT_THAT(LoadRunSpec(head + "agents_per_env: 2}\nenvs_per_actor: 9\n",
+                          RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("envs_per_actor"),
+                             HasSubstr("multiple of env.agents_per_env (2)"))));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1, agents_per_env: 2}\n",
+                  RunFileFormat::kYaml),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("env.agents_per_env"),
+                     HasSubstr("built-in environments have one agent"))));
+  EXPECT_THAT(LoadRunSpec(head + "agents_per_env: -1}\n", RunFileFormat::kYaml),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.agents_per_env")));
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec ok,
+      LoadRunSpec(head + "agents_per_env: 2}\nenvs_per_actor: 8\n",
+                  RunFileFormat::kYaml));
+  EXPECT_EQ(AgentsPerEnv(ok.env()), 2);
+}
+
+}  // namespace
+}  // namespace rl
