@@ -2,11 +2,15 @@
 // time) and require that at least --need and at most --most of them reach
 // --target (mean return of the last 100 episodes) within --steps
 // environment steps (--most: a control that must not learn). Not timed.
+// With --judge, the target is instead the trained policy's mean return on
+// the judge's run file (another opponent: a game learned by self-play
+// judged against a scripted player), over --judge_episodes episodes.
 #include <torch/types.h>
 #include <torch/utils.h>
 
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +27,10 @@ ABSL_FLAG(double, target, 0, "target mean return");
 ABSL_FLAG(int, need, 4, "seeds that must reach the target");
 ABSL_FLAG(int, most, 5, "seeds that may reach the target");
 ABSL_FLAG(int, seeds, 5, "seeds to train");
+ABSL_FLAG(std::string, judge, "",
+          "run file the trained policy is evaluated on (empty: the run's "
+          "own mean return is judged)");
+ABSL_FLAG(int, judge_episodes, 1000, "episodes of the --judge evaluation");
 ABSL_FLAG(std::string, precision, "",
           "execution.precision to train with (empty: the run file's)");
 
@@ -37,6 +45,12 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
   if (!absl::GetFlag(FLAGS_precision).empty()) {
     spec->mutable_execution()->set_precision(absl::GetFlag(FLAGS_precision));
   }
+  std::optional<RunSpec> judge;
+  if (!absl::GetFlag(FLAGS_judge).empty()) {
+    auto loaded = LoadRunSpecFile(absl::GetFlag(FLAGS_judge));
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    judge = *loaded;
+  }
   torch::set_num_threads(1);
 
   std::mutex mu;
@@ -48,10 +62,31 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
   auto run_seed = [&](int seed) {
     RunSpec s = *spec;
     s.set_seed(seed);
+    // With a judge, the run trains its whole budget; the judge decides.
+    if (judge.has_value()) s.clear_target_return();
     auto trainer = LocalTrainer::Create(s, TrainerOptions{});
     ASSERT_TRUE(trainer.ok()) << trainer.status();
     auto result = (*trainer)->Train();
     ASSERT_TRUE(result.ok()) << result.status();
+    if (judge.has_value()) {
+      std::vector<double> returns;
+      auto judged =
+          EvaluatePolicy(*judge, (*trainer)->policy(),
+                         absl::GetFlag(FLAGS_judge_episodes), 1000 + seed,
+                         &returns);
+      ASSERT_TRUE(judged.ok()) << judged.status();
+      std::lock_guard<std::mutex> lock(mu);
+      std::printf("seed %d: %s on %s, mean return %.3f (%s) after %lld steps\n",
+                  seed,
+                  *judged >= absl::GetFlag(FLAGS_target) ? "reached"
+                                                         : "NOT reached",
+                  absl::GetFlag(FLAGS_judge).c_str(), *judged,
+                  DescribeGameOutcomes(returns).c_str(),
+                  static_cast<long long>(result->progress.env_steps));
+      std::fflush(stdout);
+      reached += *judged >= absl::GetFlag(FLAGS_target);
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu);
     std::printf(
         "seed %d: %s, mean return %.1f after %lld steps (%.0f steps/s)\n", seed,

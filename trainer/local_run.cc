@@ -313,6 +313,7 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
 
 absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
   absl::StatusOr<double> mean;
+  std::vector<double> returns;  // each episode's
   if (exported_ != nullptr) {
     // The file's own actions (deterministic or sampled, as exported).
     // A recurrent file's state, zeroed where an episode starts.
@@ -330,10 +331,10 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
           ASSIGN_OR_RETURN(auto out, exported_->Act(obs, masks, &state));
           return out.first;
         },
-        options_.episodes, options_.eval_seed);
+        options_.episodes, options_.eval_seed, &returns);
   } else {
     mean = EvaluatePolicy(spec_, trainer_->policy(), options_.episodes,
-                          options_.eval_seed);
+                          options_.eval_seed, &returns);
   }
   if (!mean.ok()) return mean.status();
   std::printf(
@@ -342,6 +343,11 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Evaluate() {
       exported_ != nullptr ? "the exported file's actions"
                            : "deterministic actions",
       static_cast<unsigned long long>(options_.eval_seed));
+  // A game's scores (+1, 0, -1): how often each.
+  if (const std::string outcomes = DescribeGameOutcomes(returns);
+      !outcomes.empty()) {
+    std::printf("games: %s\n", outcomes.c_str());
+  }
   return LocalRunOutcome::kDone;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "actor/collect_metrics.h"
 #include "actor/device_collector.h"
 #include "common/status.h"
@@ -235,7 +236,8 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
 }
 
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
-                                      int episodes, uint64_t seed) {
+                                      int episodes, uint64_t seed,
+                                      std::vector<double>* returns) {
   const int64_t E = std::min(episodes, 64);
   torch::Tensor state = policy->InitialState(E);
   return EvaluateActions(
@@ -249,12 +251,13 @@ absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
         RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
         return step.actions.to(torch::kCPU);  // the envs read them here
       },
-      episodes, seed);
+      episodes, seed, returns);
 }
 
 absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
                                        const EvaluationActor& act, int episodes,
-                                       uint64_t seed) {
+                                       uint64_t seed,
+                                       std::vector<double>* finished_returns) {
   if (episodes < 1) {
     return absl::InvalidArgumentError("episodes must be >= 1");
   }
@@ -323,8 +326,28 @@ absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
       }
     }
   }
+  if (finished_returns != nullptr) *finished_returns = finished;
   return std::accumulate(finished.begin(), finished.end(), 0.0) /
          finished.size();
+}
+
+std::string DescribeGameOutcomes(const std::vector<double>& returns) {
+  double won = 0, drew = 0, lost = 0;
+  for (const double r : returns) {
+    if (r == 1) {
+      ++won;
+    } else if (r == 0) {
+      ++drew;
+    } else if (r == -1) {
+      ++lost;
+    } else {
+      return "";
+    }
+  }
+  if (returns.empty()) return "";
+  const double n = static_cast<double>(returns.size()) / 100;
+  return absl::StrFormat("won %.1f%%, drew %.1f%%, lost %.1f%%", won / n,
+                         drew / n, lost / n);
 }
 
 }  // namespace rl

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -127,15 +128,23 @@ using EvaluationActor = std::function<absl::StatusOr<torch::Tensor>(
     const torch::Tensor& episode_starts)>;
 
 // Plays `episodes` episodes of `spec`'s env (seeded environments) with the
-// actions `act` chooses; returns their mean return. INVALID_ARGUMENT for
-// actions of the wrong dtype or shape.
+// actions `act` chooses; returns their mean return, and each episode's
+// return in `returns` when given. INVALID_ARGUMENT for actions of the wrong
+// dtype or shape.
 absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
                                        const EvaluationActor& act, int episodes,
-                                       uint64_t seed);
+                                       uint64_t seed,
+                                       std::vector<double>* returns = nullptr);
 
 // The same with `policy`'s deterministic actions (argmax / Gaussian mean).
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
-                                      int episodes, uint64_t seed);
+                                      int episodes, uint64_t seed,
+                                      std::vector<double>* returns = nullptr);
+
+// Where every return is a game's score (+1 a win, 0 a draw, -1 a loss:
+// two-player games such as LightCycles-v0), "won 61.0%, drew 2.0%, lost
+// 37.0%"; else empty.
+std::string DescribeGameOutcomes(const std::vector<double>& returns);
 
 }  // namespace rl
 

@@ -355,5 +355,12 @@ policy: {hidden_sizes: [16, 16]}
   EXPECT_EQ((*trainer)->progress().env_steps, 2048 + 2 * 64);
 }
 
+TEST(LocalTrainerTest, GameOutcomesCountScoresOfOneGame) {
+  EXPECT_EQ(DescribeGameOutcomes({1, 1, 0, -1}),
+            "won 50.0%, drew 25.0%, lost 25.0%");
+  EXPECT_EQ(DescribeGameOutcomes({1, 0.5}), "");  // not a game's scores
+  EXPECT_EQ(DescribeGameOutcomes({}), "");
+}
+
 }  // namespace
 }  // namespace rl
