@@ -13,8 +13,9 @@
 // end only: +1 a win, -1 a loss, 0 a draw; so a player's mean return is
 // its wins minus its losses, per game.
 //
-// The two start in point-symmetric cells of the first and last column
-// (a random row per game), heading at each other's side.
+// The two start in the second and the second-to-last column, in rows drawn
+// apart (so that a policy playing itself does not meet its mirror image
+// and draw), heading at each other's side.
 //
 // kwargs:
 //   size      board side S, 6 to 16 (default 8)
@@ -94,9 +95,10 @@ class LightCycles final : public rlenv::MultiAgentEnv {
 
   void Reset(rlenv::Rng& rng, float* obs) override {
     std::fill(taken_.begin(), taken_.end(), 0);
-    const int row = 1 + static_cast<int>(rng() % (size_ - 2));
-    cycles_[0] = {row, 1, 1};                      // heading right
-    cycles_[1] = {size_ - 1 - row, size_ - 2, 3};  // heading left
+    const int row0 = 1 + static_cast<int>(rng() % (size_ - 2));
+    const int row1 = 1 + static_cast<int>(rng() % (size_ - 2));
+    cycles_[0] = {row0, 1, 1};          // heading right
+    cycles_[1] = {row1, size_ - 2, 3};  // heading left
     for (const Cycle& c : cycles_) taken_[c.row * size_ + c.col] = 1;
     Observe(obs);
   }

@@ -80,46 +80,73 @@ TEST(LightCyclesTest, EachEnvironmentIsTwoRowsThatSeeTheGameFromTheirSide) {
   ASSERT_OK(env->Reset(r.obs.data()));
   for (int row = 0; row < 6; ++row) {
     // Its own head is taken; the cell ahead is free (heading at the
-    // board's far side), and the board's edge is 1 cell behind.
+    // board's far side), and the board's edge is 2 cells behind.
     EXPECT_EQ(At(r, row, 0, 7, 7), 1.f) << "row " << row;
     EXPECT_EQ(At(r, row, 0, 6, 7), 0.f) << "row " << row;
     EXPECT_EQ(At(r, row, 0, 9, 7), 1.f) << "row " << row;
-    // The other head: 5 cells ahead (columns 1 and 6 of 8), in one cell
-    // of its plane.
+    // The other head, in one cell of its plane.
     float heads = 0;
     for (int k = 0; k < kWindow * kWindow; ++k) {
       heads += r.obs[row * kObs + kWindow * kWindow + k];
     }
     EXPECT_EQ(heads, 1.f) << "row " << row;
   }
-  // Point-symmetric starts: both players of a game see the same window.
-  for (int game = 0; game < 3; ++game) {
-    EXPECT_TRUE(std::equal(r.obs.begin() + 2 * game * kObs,
-                           r.obs.begin() + (2 * game + 1) * kObs,
-                           r.obs.begin() + (2 * game + 1) * kObs))
-        << "game " << game;
+}
+
+TEST(LightCyclesTest, StartsDifferFromGameToGameAndRepeatUnderASeed) {
+  Rows a(64), b(64);
+  auto one = Open(LightCycles("self", 2), 64);
+  auto two = Open(LightCycles("self", 2), 64);
+  ASSERT_NE(one, nullptr);
+  ASSERT_NE(two, nullptr);
+  ASSERT_OK(one->Reset(a.obs.data()));
+  ASSERT_OK(two->Reset(b.obs.data()));
+  EXPECT_EQ(a.obs, b.obs);
+  // The two players' rows are drawn apart: in most games they see
+  // different windows (a mirror image of themselves would always draw).
+  int asymmetric = 0;
+  for (int game = 0; game < 32; ++game) {
+    asymmetric += !std::equal(a.obs.begin() + 2 * game * kObs,
+                              a.obs.begin() + (2 * game + 1) * kObs,
+                              a.obs.begin() + (2 * game + 1) * kObs);
+  }
+  EXPECT_GT(asymmetric, 16);
+}
+
+// Rows of `env` riding straight until each ended once: its length and
+// return.
+void RideStraightToTheEnd(BatchedEnv& env, int rows, std::vector<int>* lengths,
+                          std::vector<float>* returns) {
+  Rows r(rows);
+  ASSERT_OK(env.Reset(r.obs.data()));
+  const std::vector<int64_t> straight(rows, 0);
+  lengths->assign(rows, 0);
+  returns->assign(rows, 0.f);
+  for (int step = 1; step <= 8; ++step) {
+    ASSERT_OK(env.StepDiscrete(straight.data(), r.Outputs()));
+    for (int row = 0; row < rows; ++row) {
+      if (r.term[row] && (*lengths)[row] == 0) {
+        (*lengths)[row] = r.lengths[row];
+        (*returns)[row] = r.returns[row];
+        EXPECT_EQ(r.lengths[row], step);
+      }
+      EXPECT_EQ(r.trunc[row], 0);
+    }
   }
 }
 
 TEST(LightCyclesTest, RidingStraightBothCrashTogetherAndDraw) {
-  auto env = Open(LightCycles("self", 2), 4);
+  auto env = Open(LightCycles("self", 2), 16);
   ASSERT_NE(env, nullptr);
-  Rows r(4);
-  ASSERT_OK(env->Reset(r.obs.data()));
-  const std::vector<int64_t> straight(4, 0);
-  // Six free cells ahead of each; the seventh step leaves the board.
-  for (int step = 1; step <= 7; ++step) {
-    ASSERT_OK(env->StepDiscrete(straight.data(), r.Outputs()));
-    for (int row = 0; row < 4; ++row) {
-      EXPECT_EQ(r.term[row], step == 7 ? 1 : 0)
-          << "step " << step << " row " << row;
-      EXPECT_EQ(r.trunc[row], 0);
-      EXPECT_EQ(r.rewards[row], 0.f);
-    }
-  }
-  for (int row = 0; row < 4; ++row) {
-    EXPECT_EQ(r.lengths[row], 7);
-    EXPECT_EQ(r.returns[row], 0.f);
+  std::vector<int> lengths;
+  std::vector<float> returns;
+  RideStraightToTheEnd(*env, 16, &lengths, &returns);
+  for (int row = 0; row < 16; ++row) {
+    // Six free cells ahead of each, the seventh off the board; in one row,
+    // head on at the third step.
+    EXPECT_TRUE(lengths[row] == 7 || lengths[row] == 3) << lengths[row];
+    EXPECT_EQ(lengths[row], lengths[row ^ 1]) << "row " << row;
+    EXPECT_EQ(returns[row], 0.f) << "row " << row;
   }
 }
 
@@ -149,18 +176,14 @@ TEST(LightCyclesTest, OnePlayersCrashIsTheOthersWin) {
 }
 
 TEST(LightCyclesTest, TheScriptedCycleTurnsAwayWhereStraightCrashes) {
-  auto env = Open(LightCycles("scripted", 0), 3);
+  auto env = Open(LightCycles("scripted", 0), 16);
   ASSERT_NE(env, nullptr);
-  Rows r(3);
-  ASSERT_OK(env->Reset(r.obs.data()));
-  const std::vector<int64_t> straight(3, 0);
-  for (int step = 1; step <= 7; ++step) {
-    ASSERT_OK(env->StepDiscrete(straight.data(), r.Outputs()));
-  }
-  for (int row = 0; row < 3; ++row) {
-    EXPECT_EQ(r.term[row], 1) << "row " << row;
-    EXPECT_EQ(r.returns[row], -1.f) << "row " << row;
-    EXPECT_EQ(r.lengths[row], 7) << "row " << row;
+  std::vector<int> lengths;
+  std::vector<float> returns;
+  RideStraightToTheEnd(*env, 16, &lengths, &returns);
+  for (int row = 0; row < 16; ++row) {
+    EXPECT_TRUE(lengths[row] == 7 || lengths[row] == 3) << lengths[row];
+    EXPECT_EQ(returns[row], -1.f) << "row " << row;
   }
 }
 
