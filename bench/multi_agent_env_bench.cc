@@ -92,8 +92,8 @@ int Main(int argc, char** argv) {
                  2 * kAgents);
     return 2;
   }
-  EnvSpec single = Spec("Ring-v0",
-                        BenchFilePath("bench/libagents_plugin_1.so"), 32, 0);
+  EnvSpec single =
+      Spec("Ring-v0", BenchFilePath("bench/libagents_plugin_1.so"), 32, 0);
   EnvSpec multi = Spec("Ring-v0", BenchFilePath("bench/libagents_plugin_4.so"),
                        32, kAgents);
   EnvSpec cycles = Spec("LightCycles-v0", kLightCyclesPlugin, 450, 2);
@@ -126,8 +126,8 @@ int Main(int argc, char** argv) {
   const int64_t obs[3] = {32, 32, 450};
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     for (int k = 0; k < 3; ++k) {
-      best[k] = std::max(best[k], Measure(*envs[k], rows, obs[k], steps,
-                                          seconds));
+      best[k] =
+          std::max(best[k], Measure(*envs[k], rows, obs[k], steps, seconds));
     }
   }
   std::printf("  ring walk, 1 agent per environment   %12.0f env steps/s\n",

@@ -70,19 +70,17 @@ TEST(LearningTest, ReachesTargetInEnoughSeeds) {
     ASSERT_TRUE(result.ok()) << result.status();
     if (judge.has_value()) {
       std::vector<double> returns;
-      auto judged =
-          EvaluatePolicy(*judge, (*trainer)->policy(),
-                         absl::GetFlag(FLAGS_judge_episodes), 1000 + seed,
-                         &returns);
+      auto judged = EvaluatePolicy(*judge, (*trainer)->policy(),
+                                   absl::GetFlag(FLAGS_judge_episodes),
+                                   1000 + seed, &returns);
       ASSERT_TRUE(judged.ok()) << judged.status();
       std::lock_guard<std::mutex> lock(mu);
-      std::printf("seed %d: %s on %s, mean return %.3f (%s) after %lld steps\n",
-                  seed,
-                  *judged >= absl::GetFlag(FLAGS_target) ? "reached"
-                                                         : "NOT reached",
-                  absl::GetFlag(FLAGS_judge).c_str(), *judged,
-                  DescribeGameOutcomes(returns).c_str(),
-                  static_cast<long long>(result->progress.env_steps));
+      std::printf(
+          "seed %d: %s on %s, mean return %.3f (%s) after %lld steps\n", seed,
+          *judged >= absl::GetFlag(FLAGS_target) ? "reached" : "NOT reached",
+          absl::GetFlag(FLAGS_judge).c_str(), *judged,
+          DescribeGameOutcomes(returns).c_str(),
+          static_cast<long long>(result->progress.env_steps));
       std::fflush(stdout);
       reached += *judged >= absl::GetFlag(FLAGS_target);
       return;
