@@ -167,6 +167,10 @@ struct Bridge {
   // games; else the bridge counts episodes itself.
   bool episodic_life = false;
   int num_envs = 0;
+  // A PettingZoo Parallel env's agents per copy (rows), and their names.
+  int agents_per_env = 1;
+  std::vector<std::string> agent_names;
+  std::vector<const char*> agent_name_pointers;
   uint64_t seed = 0;
   std::vector<double> returns;
   std::vector<int32_t> lengths;
@@ -209,6 +213,12 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     bridge->seed = o->seed;
     bridge->episodic_life =
         bridge->module.attr("episodic_life")(bridge->env).cast<bool>();
+    py::tuple agents = bridge->module.attr("agents")(bridge->env);
+    bridge->agents_per_env = agents[0].cast<int>();
+    bridge->agent_names = agents[1].cast<std::vector<std::string>>();
+    for (const std::string& name : bridge->agent_names) {
+      bridge->agent_name_pointers.push_back(name.c_str());
+    }
     bridge->returns.assign(o->num_envs, 0.0);
     bridge->lengths.assign(o->num_envs, 0);
     *info = rl_env_info{};
@@ -261,6 +271,14 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
 }
 
 void Destroy(rl_env* env) { delete Of(env); }
+
+int Agents(rl_env* env, rl_env_agents* agents, char*, size_t) {
+  const Bridge* b = Of(env);
+  agents->agents_per_env = b->agents_per_env;
+  agents->agent_names =
+      b->agent_name_pointers.empty() ? nullptr : b->agent_name_pointers.data();
+  return 0;
+}
 
 int SpaceParts(rl_env* env, rl_env_parts* parts, char*, size_t) {
   const Bridge* b = Of(env);
@@ -378,6 +396,7 @@ rl_env_plugin_v1(void) {
     t.reset = Reset;
     t.step = Step;
     t.space_parts = SpaceParts;
+    t.agents = Agents;
     return t;
   }();
   return &table;

@@ -1,6 +1,8 @@
 """The Python half of the Gymnasium bridge (gym_bridge.cc runs this file in
 its embedded interpreter): makes a Gymnasium vector env with same-step
-autoreset and turns its spaces and steps into plain arrays."""
+autoreset and turns its spaces and steps into plain arrays. A function that
+returns a PettingZoo Parallel env makes copies of it whose agents are the
+vector env's rows (ParallelRows)."""
 
 import importlib
 
@@ -8,9 +10,9 @@ import gymnasium as gym
 import numpy as np
 
 
-def _one_maker(factory, kwargs, max_steps):
+def _one_maker(factory, kwargs, max_steps, made=None):
     def make():
-        env = factory(**kwargs)
+        env = made.pop() if made else factory(**kwargs)
         if max_steps > 0:
             env = gym.wrappers.TimeLimit(env, max_steps)
         return env
@@ -90,7 +92,26 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         if callable(attr) and not isinstance(attr, type(gym)):
             factory = attr
     if factory is not None:
-        fns = [_one_maker(factory, kwargs, max_steps)] * num_envs
+        # The first copy tells a PettingZoo Parallel env from a Gymnasium
+        # one; it is kept as copy 0 (sync) rather than made twice.
+        first = factory(**kwargs)
+        if is_parallel(first):
+            if mode == "async":
+                first.close()
+                raise ValueError(
+                    "kwargs.vectorization_mode: a PettingZoo Parallel env "
+                    "steps in the actor's process ('sync')")
+            made = [first]
+            env = ParallelRows(lambda: made.pop() if made else factory(**kwargs),
+                               num_envs, max_steps)
+            env.action_space.seed(seed)
+            return env
+        if mode == "async":
+            first.close()
+            made = None
+        else:
+            made = [first]
+        fns = [_one_maker(factory, kwargs, max_steps, made)] * num_envs
         if mode == "async":
             env = gym.vector.AsyncVectorEnv(fns, context="spawn", **vector_kwargs)
         else:
@@ -125,6 +146,130 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         print(f"[gym_bridge] {env_id}: the observation is flattened to "
               f"{at} floats: " + ", ".join(text), file=sys.stderr)
     return env
+
+
+def is_parallel(env):
+    """Whether env follows PettingZoo's Parallel API: possible_agents, and
+    observation_space(agent) / action_space(agent) as methods."""
+    return (hasattr(env, "possible_agents") and
+            callable(getattr(env, "observation_space", None)) and
+            callable(getattr(env, "action_space", None)) and
+            not isinstance(env, gym.Env))
+
+
+class ParallelRows:
+    """num_envs / A copies of a PettingZoo Parallel env of A agents as a
+    vector env of num_envs rows: agent k of copy c is row c * A + k (the
+    plugin ABI's agents, rl_env_plugin.h), in possible_agents' order. Every
+    agent has the same spaces. Same-step autoreset as the bridge's Gymnasium
+    vector envs: a copy whose episode ends (any agent terminated or
+    truncated, every agent gone, or max_steps) ends it for all its agents
+    (those not terminated are truncated), leaves their last observations in
+    info["final_obs"] and starts its next episode in the same step. An agent
+    that leaves while the others play on is refused: the service's agents
+    of one environment end together."""
+
+    def __init__(self, make_copy, num_envs, max_steps):
+        first = make_copy()
+        names = [str(a) for a in first.possible_agents]
+        if not names:
+            raise ValueError("the PettingZoo Parallel env has no possible_agents")
+        if num_envs % len(names) != 0:
+            raise ValueError(
+                f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
+                f"{len(names)} agents ({', '.join(names)}): one environment is "
+                f"that many rows (env.agents_per_env: {len(names)})")
+        self._agents = list(first.possible_agents)
+        obs_space = first.observation_space(self._agents[0])
+        act_space = first.action_space(self._agents[0])
+        for agent in self._agents[1:]:
+            if (first.observation_space(agent) != obs_space or
+                    first.action_space(agent) != act_space):
+                raise ValueError(
+                    f"agent {agent} has spaces {first.observation_space(agent)} "
+                    f"/ {first.action_space(agent)}, agent {self._agents[0]} "
+                    f"{obs_space} / {act_space}: the service trains one policy "
+                    "for every agent, so all must have the same spaces")
+        self.agent_names = names
+        self.agents_per_env = len(names)
+        self.num_envs = num_envs
+        self.single_observation_space = obs_space
+        self.single_action_space = act_space
+        self.action_space = gym.vector.utils.batch_space(act_space, num_envs)
+        self.metadata = dict(getattr(first, "metadata", None) or {})
+        self.metadata.pop("episodic_life", None)
+        self._copies = [first] + [make_copy()
+                                  for _ in range(num_envs // len(names) - 1)]
+        self._max_steps = max_steps
+        self._steps = [0] * len(self._copies)
+        self._obs = gym.vector.utils.create_empty_array(obs_space, num_envs)
+
+    def _rows(self, per_copy):
+        """Per-copy observation dicts as the batch of rows."""
+        rows = [obs[a] for obs in per_copy for a in self._agents]
+        return gym.vector.utils.concatenate(self.single_observation_space,
+                                            rows, self._obs)
+
+    def reset(self, seed=None, options=None):
+        per_copy = []
+        for c, env in enumerate(self._copies):
+            obs, _ = env.reset(seed=None if seed is None else seed + c)
+            per_copy.append(obs)
+            self._steps[c] = 0
+        return self._rows(per_copy), {}
+
+    def step(self, actions):
+        a = self.agents_per_env
+        n = self.num_envs
+        rewards = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        final_obs = np.empty(n, dtype=object)
+        final_mask = np.zeros(n, bool)
+        per_copy = []
+        for c, env in enumerate(self._copies):
+            live = set(env.agents)
+            chosen = {agent: actions[c * a + k]
+                      for k, agent in enumerate(self._agents) if agent in live}
+            obs, rew, term, trunc, _ = env.step(chosen)
+            self._steps[c] += 1
+            ended = (not env.agents or
+                     (self._max_steps > 0 and self._steps[c] >= self._max_steps) or
+                     any(term.get(x, False) or trunc.get(x, False)
+                         for x in self._agents))
+            for k, agent in enumerate(self._agents):
+                i = c * a + k
+                rewards[i] = rew.get(agent, 0.0)
+                terminated[i] = bool(term.get(agent, False))
+                truncated[i] = ended and not terminated[i]
+            if ended:
+                for k, agent in enumerate(self._agents):
+                    final_obs[c * a + k] = obs.get(agent)
+                    final_mask[c * a + k] = obs.get(agent) is not None
+                obs, _ = env.reset()
+                self._steps[c] = 0
+            elif set(env.agents) != set(self._agents):
+                gone = sorted(str(x) for x in set(self._agents) - set(env.agents))
+                raise ValueError(
+                    f"agent(s) {', '.join(gone)} left the game while the others "
+                    "play on: the service's agents of one environment end "
+                    "together (docs/multi_agent.md)")
+            per_copy.append(obs)
+        info = {}
+        if final_mask.any():
+            info = {"final_obs": final_obs, "_final_obs": final_mask}
+        return self._rows(per_copy), rewards, terminated, truncated, info
+
+    def close(self):
+        for env in self._copies:
+            env.close()
+
+
+def agents(env):
+    """(agents per environment, their names): a ParallelRows' agents, else
+    (1, [])."""
+    return (int(getattr(env, "agents_per_env", 1)),
+            list(getattr(env, "agent_names", [])))
 
 
 _NESTED = (gym.spaces.Dict, gym.spaces.Tuple)

@@ -33,7 +33,8 @@ class GymBridgeTest : public ::testing::Test {
     setenv("PYTHONPATH", "examples/gym_env", 1);
     // The operator's allow-list of modules runs may name
     // (docs/security.md); the refusal test below narrows it.
-    setenv("RL_PYTHON_ENV_MODULES", "chase_py,bad_spaces,rl_atari,ale_py", 1);
+    setenv("RL_PYTHON_ENV_MODULES",
+           "chase_py,bad_spaces,rendezvous_pz,rl_atari,ale_py", 1);
   }
 
   static EnvSpec Spec(const std::string& id, int obs, int discrete,
@@ -156,6 +157,57 @@ TEST_F(GymBridgeTest, AUsersOwnPythonEnvAndItsKwargs) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("action Discrete(3), env.num_discrete_"
                                  "actions is 4")));
+}
+
+// A PettingZoo Parallel env (examples/gym_env/rendezvous_pz.py: two walkers
+// on a ring that must meet): its agents are rows, copy c's agent k at row
+// 2c + k, sharing the copy's end and (here, a cooperative game) its
+// rewards; the run must declare the agents.
+TEST_F(GymBridgeTest, APettingZooParallelEnvsAgentsAreRows) {
+  EnvSpec spec = Spec("rendezvous_pz:parallel_env", 18, 3);
+  spec.set_agents_per_env(2);
+  constexpr int kRows = 8;
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(kRows)));
+  std::vector<float> obs(kRows * 18), final_obs(kRows * 18), rewards(kRows),
+      returns(kRows);
+  std::vector<uint8_t> term(kRows), trunc(kRows);
+  std::vector<int32_t> lengths(kRows);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  ASSERT_OK(env->Reset(obs.data()));
+  for (int row = 0; row < kRows; ++row) {
+    // Its own cell, then the other's: each row sees itself first.
+    const int partner = row ^ 1;
+    for (int k = 0; k < 9; ++k) {
+      EXPECT_EQ(obs[row * 18 + k], obs[partner * 18 + 9 + k]) << row;
+    }
+  }
+  // Walking towards each other (walker_0 right, walker_1 left) they meet
+  // within 5 steps on a ring of 9, or pass each other and meet later.
+  std::vector<int64_t> towards(kRows);
+  for (int row = 0; row < kRows; ++row) towards[row] = row % 2 == 0 ? 2 : 0;
+  int ended = 0;
+  for (int step = 0; step < 40; ++step) {
+    ASSERT_OK(env->StepDiscrete(towards.data(), out));
+    for (int row = 0; row < kRows; row += 2) {
+      EXPECT_EQ(rewards[row], rewards[row + 1]);
+      EXPECT_EQ(term[row], term[row + 1]);
+      EXPECT_EQ(trunc[row], trunc[row + 1]);
+      if (term[row]) {
+        ++ended;
+        EXPECT_FLOAT_EQ(rewards[row], 0.95f);
+        EXPECT_EQ(returns[row], returns[row + 1]);
+        EXPECT_FLOAT_EQ(returns[row], 1.0f - 0.05f * lengths[row]);
+      }
+    }
+  }
+  EXPECT_GT(ended, 8);
+  // The run must say how many agents an environment holds.
+  spec.set_agents_per_env(0);
+  EXPECT_THAT(OpenEnv(spec, Options(kRows)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("2 agents per environment (walker_0, "
+                                 "walker_1)")));
 }
 
 TEST_F(GymBridgeTest, AsyncWorkerProcessesGiveTheSameEpisodes) {
