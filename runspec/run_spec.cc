@@ -190,7 +190,11 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
 }
 
 void ApplyRunSpecDefaults(RunSpec* spec) {
-  if (spec->envs_per_actor() == 0) spec->set_envs_per_actor(8);
+  // 8 environments, or whole ones of several agents (rows).
+  if (spec->envs_per_actor() == 0) {
+    spec->set_envs_per_actor(
+        spec->env().agents_per_env() > 1 ? WholeCopies(8, spec->env()) : 8);
+  }
   if (spec->segment_length() == 0) spec->set_segment_length(128);
   if (spec->total_env_steps() == 0) spec->set_total_env_steps(1000000);
   if (spec->keep_checkpoints() == 0) spec->set_keep_checkpoints(3);

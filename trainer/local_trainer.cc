@@ -238,7 +238,8 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
 absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
                                       int episodes, uint64_t seed,
                                       std::vector<double>* returns) {
-  const int64_t E = std::min(episodes, 64);
+  // The rows EvaluateActions opens: whole environments of several agents.
+  const int64_t E = WholeCopies(std::min(episodes, 64), spec.env());
   torch::Tensor state = policy->InitialState(E);
   return EvaluateActions(
       spec,

@@ -314,6 +314,23 @@ TEST(LocalTrainerTest, EvaluationIsDeterministic) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A game of two agents per environment: evaluation opens whole games (6
+// rows for 5 episodes) and counts every player's episodes.
+TEST(LocalTrainerTest, EvaluationOfATwoPlayerGamePlaysWholeGames) {
+  auto spec = LoadRunSpecFile("examples/multi_agent/light_cycles.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto trainer = LocalTrainer::Create(*spec, {});
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  std::vector<double> returns;
+  auto mean = EvaluatePolicy(*spec, (*trainer)->policy(), 5, 7, &returns);
+  ASSERT_TRUE(mean.ok()) << mean.status();
+  ASSERT_EQ(returns.size(), 5u);
+  for (const double r : returns) {
+    EXPECT_TRUE(r == 1 || r == 0 || r == -1) << r;
+  }
+  EXPECT_NE(DescribeGameOutcomes(returns), "");
+}
+
 TEST(LocalTrainerTest, CheckpointOfAnotherEnvironmentIsRejected) {
   TrainerOptions options;
   options.run_dir = MakeTestDir("mismatch");

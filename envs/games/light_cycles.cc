@@ -13,9 +13,10 @@
 // end only: +1 a win, -1 a loss, 0 a draw; so a player's mean return is
 // its wins minus its losses, per game.
 //
-// The two start in the second and the second-to-last column, in rows drawn
-// apart (so that a policy playing itself does not meet its mirror image
-// and draw), heading at each other's side.
+// The two start in the second and the second-to-last column, heading at
+// each other's side, in random rows that are never each other's mirror
+// image (a policy playing itself from a mirrored start plays a mirrored
+// game and draws).
 //
 // kwargs:
 //   size      board side S, 6 to 16 (default 8)
@@ -25,6 +26,7 @@
 //             straight until the cell ahead is taken, then turns to the free
 //             side with more room (cells it can still reach);
 //             "random": one agent against uniform random moves.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <stdexcept>
@@ -95,8 +97,10 @@ class LightCycles final : public rlenv::MultiAgentEnv {
 
   void Reset(rlenv::Rng& rng, float* obs) override {
     std::fill(taken_.begin(), taken_.end(), 0);
+    // Any rows but the mirror image of player_0's (size_ - 1 - row0).
     const int row0 = 1 + static_cast<int>(rng() % (size_ - 2));
-    const int row1 = 1 + static_cast<int>(rng() % (size_ - 2));
+    int row1 = 1 + static_cast<int>(rng() % (size_ - 3));
+    if (row1 >= size_ - 1 - row0) ++row1;
     cycles_[0] = {row0, 1, 1};          // heading right
     cycles_[1] = {row1, size_ - 2, 3};  // heading left
     for (const Cycle& c : cycles_) taken_[c.row * size_ + c.col] = 1;

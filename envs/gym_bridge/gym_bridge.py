@@ -93,8 +93,11 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
             factory = attr
     if factory is not None:
         # The first copy tells a PettingZoo Parallel env from a Gymnasium
-        # one; it is kept as copy 0 (sync) rather than made twice.
+        # one. It is not made twice: it becomes copy 0 (sync), or the one
+        # AsyncVectorEnv makes in this process to read the spaces (async),
+        # popped before the workers' makers are pickled.
         first = factory(**kwargs)
+        _refuse_aec(first)
         if is_parallel(first):
             if mode == "async":
                 first.close()
@@ -106,11 +109,7 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
                                num_envs, max_steps)
             env.action_space.seed(seed)
             return env
-        if mode == "async":
-            first.close()
-            made = None
-        else:
-            made = [first]
+        made = [first]
         fns = [_one_maker(factory, kwargs, max_steps, made)] * num_envs
         if mode == "async":
             env = gym.vector.AsyncVectorEnv(fns, context="spawn", **vector_kwargs)
@@ -148,6 +147,17 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
     return env
 
 
+def _refuse_aec(env):
+    """A PettingZoo AEC (turn-based) env is not one the bridge steps."""
+    if callable(getattr(env, "last", None)) and \
+            callable(getattr(env, "observe", None)) and \
+            hasattr(env, "possible_agents"):
+        raise ValueError(
+            "a PettingZoo AEC (turn-based) env: the bridge steps Parallel "
+            "envs, whose agents act at once (pettingzoo.utils.conversions."
+            "aec_to_parallel converts a game that allows it)")
+
+
 def is_parallel(env):
     """Whether env follows PettingZoo's Parallel API: possible_agents, and
     observation_space(agent) / action_space(agent) as methods."""
@@ -166,8 +176,9 @@ class ParallelRows:
     truncated, every agent gone, or max_steps) ends it for all its agents
     (those not terminated are truncated), leaves their last observations in
     info["final_obs"] and starts its next episode in the same step. An agent
-    that leaves while the others play on is refused: the service's agents
-    of one environment end together."""
+    that leaves (terminated or truncated, or gone from env.agents) while the
+    others play on is refused: the service's agents of one environment end
+    together."""
 
     def __init__(self, make_copy, num_envs, max_steps):
         first = make_copy()
@@ -203,6 +214,7 @@ class ParallelRows:
         self._max_steps = max_steps
         self._steps = [0] * len(self._copies)
         self._obs = gym.vector.utils.create_empty_array(obs_space, num_envs)
+        self._last = [{} for _ in self._copies]  # each copy's last observations
 
     def _rows(self, per_copy):
         """Per-copy observation dicts as the batch of rows."""
@@ -215,6 +227,7 @@ class ParallelRows:
         for c, env in enumerate(self._copies):
             obs, _ = env.reset(seed=None if seed is None else seed + c)
             per_copy.append(obs)
+            self._last[c] = obs
             self._steps[c] = 0
         return self._rows(per_copy), {}
 
@@ -233,28 +246,35 @@ class ParallelRows:
                       for k, agent in enumerate(self._agents) if agent in live}
             obs, rew, term, trunc, _ = env.step(chosen)
             self._steps[c] += 1
-            ended = (not env.agents or
-                     (self._max_steps > 0 and self._steps[c] >= self._max_steps) or
-                     any(term.get(x, False) or trunc.get(x, False)
-                         for x in self._agents))
+            flagged = {x for x in self._agents
+                       if term.get(x, False) or trunc.get(x, False)}
+            remaining = set(env.agents)
+            everyone = flagged == set(self._agents)
+            if (not everyone and remaining and
+                    (flagged or remaining != set(self._agents))):
+                gone = sorted(str(x) for x in
+                              flagged | (set(self._agents) - remaining))
+                raise ValueError(
+                    f"agent(s) {', '.join(gone)} left the game while the others "
+                    "play on: the service's agents of one environment end "
+                    "together (docs/multi_agent.md)")
+            ended = (everyone or not remaining or
+                     (self._max_steps > 0 and self._steps[c] >= self._max_steps))
             for k, agent in enumerate(self._agents):
                 i = c * a + k
                 rewards[i] = rew.get(agent, 0.0)
                 terminated[i] = bool(term.get(agent, False))
                 truncated[i] = ended and not terminated[i]
             if ended:
+                # An agent the env gave no last observation keeps its
+                # previous one, to bootstrap from if it was cut.
                 for k, agent in enumerate(self._agents):
-                    final_obs[c * a + k] = obs.get(agent)
-                    final_mask[c * a + k] = obs.get(agent) is not None
+                    final_obs[c * a + k] = obs.get(agent, self._last[c].get(agent))
+                    final_mask[c * a + k] = final_obs[c * a + k] is not None
                 obs, _ = env.reset()
                 self._steps[c] = 0
-            elif set(env.agents) != set(self._agents):
-                gone = sorted(str(x) for x in set(self._agents) - set(env.agents))
-                raise ValueError(
-                    f"agent(s) {', '.join(gone)} left the game while the others "
-                    "play on: the service's agents of one environment end "
-                    "together (docs/multi_agent.md)")
             per_copy.append(obs)
+            self._last[c] = obs
         info = {}
         if final_mask.any():
             info = {"final_obs": final_obs, "_final_obs": final_mask}

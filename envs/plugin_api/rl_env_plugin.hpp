@@ -546,7 +546,9 @@ class Batch {
       throw std::invalid_argument(
           "num_envs " + std::to_string(o.num_envs) + " is not a multiple of " +
           std::to_string(agents_) +
-          ", the agents of one environment (env.agents_per_env)");
+          ", the agents of one environment (declare env.agents_per_env: " +
+          std::to_string(agents_) +
+          "; envs_per_actor counts rows and must be a multiple of it)");
     }
     // One instance, random stream and step count per copy; a return per
     // row.
