@@ -190,10 +190,9 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
 }
 
 void ApplyRunSpecDefaults(RunSpec* spec) {
-  // 8 environments, or whole ones of several agents (rows).
+  // 8 rows, rounded up to whole environments of several agents.
   if (spec->envs_per_actor() == 0) {
-    spec->set_envs_per_actor(
-        spec->env().agents_per_env() > 1 ? WholeCopies(8, spec->env()) : 8);
+    spec->set_envs_per_actor(WholeCopies(8, spec->env()));
   }
   if (spec->segment_length() == 0) spec->set_segment_length(128);
   if (spec->total_env_steps() == 0) spec->set_total_env_steps(1000000);

@@ -37,6 +37,11 @@ const char kBridgePy[] =
 const char kAtariPy[] =
 #include "envs/gym_bridge/rl_atari_py.inc"
     ;
+// parallel_rows.py: PettingZoo Parallel envs as rows, loaded by
+// gym_bridge.py when a run's function returns one.
+const char kParallelRowsPy[] =
+#include "envs/gym_bridge/parallel_rows_py.inc"
+    ;
 
 void WriteError(char* error, size_t size, const std::string& what) {
   if (error != nullptr && size > 0) {
@@ -73,6 +78,7 @@ std::string StartError() {
       py::module_ bridge =
           py::module_::import("types").attr("ModuleType")("rl_gym_bridge");
       bridge.attr("_RL_ATARI_PY") = py::str(kAtariPy);
+      bridge.attr("_PARALLEL_ROWS_PY") = py::str(kParallelRowsPy);
       py::exec(kBridgePy, bridge.attr("__dict__"));
       py::module_::import("sys").attr("modules")["rl_gym_bridge"] = bridge;
     } catch (const std::exception& e) {

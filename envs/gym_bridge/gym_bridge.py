@@ -2,7 +2,7 @@
 its embedded interpreter): makes a Gymnasium vector env with same-step
 autoreset and turns its spaces and steps into plain arrays. A function that
 returns a PettingZoo Parallel env makes copies of it whose agents are the
-vector env's rows (ParallelRows)."""
+vector env's rows (parallel_rows.py)."""
 
 import importlib
 
@@ -97,16 +97,18 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         # AsyncVectorEnv makes in this process to read the spaces (async),
         # popped before the workers' makers are pickled.
         first = factory(**kwargs)
-        _refuse_aec(first)
-        if is_parallel(first):
+        rows = _parallel_rows()
+        rows.refuse_aec(first)
+        if rows.is_parallel(first):
             if mode == "async":
                 first.close()
                 raise ValueError(
                     "kwargs.vectorization_mode: a PettingZoo Parallel env "
                     "steps in the actor's process ('sync')")
             made = [first]
-            env = ParallelRows(lambda: made.pop() if made else factory(**kwargs),
-                               num_envs, max_steps)
+            env = rows.ParallelRows(
+                lambda: made.pop() if made else factory(**kwargs), num_envs,
+                max_steps)
             env.action_space.seed(seed)
             return env
         made = [first]
@@ -147,142 +149,17 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
     return env
 
 
-def _refuse_aec(env):
-    """A PettingZoo AEC (turn-based) env is not one the bridge steps."""
-    if callable(getattr(env, "last", None)) and \
-            callable(getattr(env, "observe", None)) and \
-            hasattr(env, "possible_agents"):
-        raise ValueError(
-            "a PettingZoo AEC (turn-based) env: the bridge steps Parallel "
-            "envs, whose agents act at once (pettingzoo.utils.conversions."
-            "aec_to_parallel converts a game that allows it)")
-
-
-def is_parallel(env):
-    """Whether env follows PettingZoo's Parallel API: possible_agents, and
-    observation_space(agent) / action_space(agent) as methods."""
-    return (hasattr(env, "possible_agents") and
-            callable(getattr(env, "observation_space", None)) and
-            callable(getattr(env, "action_space", None)) and
-            not isinstance(env, gym.Env))
-
-
-class ParallelRows:
-    """num_envs / A copies of a PettingZoo Parallel env of A agents as a
-    vector env of num_envs rows: agent k of copy c is row c * A + k (the
-    plugin ABI's agents, rl_env_plugin.h), in possible_agents' order. Every
-    agent has the same spaces. Same-step autoreset as the bridge's Gymnasium
-    vector envs: a copy whose episode ends (any agent terminated or
-    truncated, every agent gone, or max_steps) ends it for all its agents
-    (those not terminated are truncated), leaves their last observations in
-    info["final_obs"] and starts its next episode in the same step. An agent
-    that leaves (terminated or truncated, or gone from env.agents) while the
-    others play on is refused: the service's agents of one environment end
-    together."""
-
-    def __init__(self, make_copy, num_envs, max_steps):
-        first = make_copy()
-        names = [str(a) for a in first.possible_agents]
-        if not names:
-            raise ValueError("the PettingZoo Parallel env has no possible_agents")
-        if num_envs % len(names) != 0:
-            raise ValueError(
-                f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
-                f"{len(names)} agents ({', '.join(names)}): one environment is "
-                f"that many rows (env.agents_per_env: {len(names)})")
-        self._agents = list(first.possible_agents)
-        obs_space = first.observation_space(self._agents[0])
-        act_space = first.action_space(self._agents[0])
-        for agent in self._agents[1:]:
-            if (first.observation_space(agent) != obs_space or
-                    first.action_space(agent) != act_space):
-                raise ValueError(
-                    f"agent {agent} has spaces {first.observation_space(agent)} "
-                    f"/ {first.action_space(agent)}, agent {self._agents[0]} "
-                    f"{obs_space} / {act_space}: the service trains one policy "
-                    "for every agent, so all must have the same spaces")
-        self.agent_names = names
-        self.agents_per_env = len(names)
-        self.num_envs = num_envs
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        self.action_space = gym.vector.utils.batch_space(act_space, num_envs)
-        self.metadata = dict(getattr(first, "metadata", None) or {})
-        self.metadata.pop("episodic_life", None)
-        self._copies = [first] + [make_copy()
-                                  for _ in range(num_envs // len(names) - 1)]
-        self._max_steps = max_steps
-        self._steps = [0] * len(self._copies)
-        self._obs = gym.vector.utils.create_empty_array(obs_space, num_envs)
-        self._last = [{} for _ in self._copies]  # each copy's last observations
-
-    def _rows(self, per_copy):
-        """Per-copy observation dicts as the batch of rows."""
-        rows = [obs[a] for obs in per_copy for a in self._agents]
-        return gym.vector.utils.concatenate(self.single_observation_space,
-                                            rows, self._obs)
-
-    def reset(self, seed=None, options=None):
-        per_copy = []
-        for c, env in enumerate(self._copies):
-            obs, _ = env.reset(seed=None if seed is None else seed + c)
-            per_copy.append(obs)
-            self._last[c] = obs
-            self._steps[c] = 0
-        return self._rows(per_copy), {}
-
-    def step(self, actions):
-        a = self.agents_per_env
-        n = self.num_envs
-        rewards = np.zeros(n, np.float32)
-        terminated = np.zeros(n, bool)
-        truncated = np.zeros(n, bool)
-        final_obs = np.empty(n, dtype=object)
-        final_mask = np.zeros(n, bool)
-        per_copy = []
-        for c, env in enumerate(self._copies):
-            live = set(env.agents)
-            chosen = {agent: actions[c * a + k]
-                      for k, agent in enumerate(self._agents) if agent in live}
-            obs, rew, term, trunc, _ = env.step(chosen)
-            self._steps[c] += 1
-            flagged = {x for x in self._agents
-                       if term.get(x, False) or trunc.get(x, False)}
-            remaining = set(env.agents)
-            everyone = flagged == set(self._agents)
-            if (not everyone and remaining and
-                    (flagged or remaining != set(self._agents))):
-                gone = sorted(str(x) for x in
-                              flagged | (set(self._agents) - remaining))
-                raise ValueError(
-                    f"agent(s) {', '.join(gone)} left the game while the others "
-                    "play on: the service's agents of one environment end "
-                    "together (docs/multi_agent.md)")
-            ended = (everyone or not remaining or
-                     (self._max_steps > 0 and self._steps[c] >= self._max_steps))
-            for k, agent in enumerate(self._agents):
-                i = c * a + k
-                rewards[i] = rew.get(agent, 0.0)
-                terminated[i] = bool(term.get(agent, False))
-                truncated[i] = ended and not terminated[i]
-            if ended:
-                # An agent the env gave no last observation keeps its
-                # previous one, to bootstrap from if it was cut.
-                for k, agent in enumerate(self._agents):
-                    final_obs[c * a + k] = obs.get(agent, self._last[c].get(agent))
-                    final_mask[c * a + k] = final_obs[c * a + k] is not None
-                obs, _ = env.reset()
-                self._steps[c] = 0
-            per_copy.append(obs)
-            self._last[c] = obs
-        info = {}
-        if final_mask.any():
-            info = {"final_obs": final_obs, "_final_obs": final_mask}
-        return self._rows(per_copy), rewards, terminated, truncated, info
-
-    def close(self):
-        for env in self._copies:
-            env.close()
+def _parallel_rows():
+    """The module rl_parallel_rows (parallel_rows.py, compiled into the
+    bridge beside this file as _PARALLEL_ROWS_PY): PettingZoo Parallel envs
+    as rows."""
+    import sys
+    import types
+    if "rl_parallel_rows" not in sys.modules:
+        module = types.ModuleType("rl_parallel_rows")
+        exec(_PARALLEL_ROWS_PY, module.__dict__)
+        sys.modules["rl_parallel_rows"] = module
+    return sys.modules["rl_parallel_rows"]
 
 
 def agents(env):

@@ -1,4 +1,4 @@
-"""The bridge's PettingZoo path (gym_bridge.py's ParallelRows) in Python:
+"""The bridge's PettingZoo path (parallel_rows.py, through gym_bridge.py):
 copies end together at the time limit with their last observations kept,
 and an agent that leaves early, agents with different spaces and AEC
 (turn-based) envs are refused naming what is wrong."""
@@ -17,9 +17,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "gym_env"))
 import rendezvous_pz  # noqa: E402
 
+# As gym_bridge.cc loads them: gym_bridge.py with parallel_rows.py's text.
 _spec = importlib.util.spec_from_file_location(
     "rl_gym_bridge", os.path.join(HERE, "gym_bridge.py"))
 bridge = importlib.util.module_from_spec(_spec)
+with open(os.path.join(HERE, "parallel_rows.py")) as _f:
+    bridge._PARALLEL_ROWS_PY = _f.read()
 _spec.loader.exec_module(bridge)
 
 
