@@ -196,6 +196,12 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     return absl::Status(spec.status().code(),
                         absl::StrCat(name, ": ", spec.status().message()));
   }
+  if (spec->method() == "pbt") {
+    return absl::UnimplementedError(absl::StrCat(
+        name,
+        ": method: pbt runs on one machine (rl_local sweep) in this version; "
+        "the coordinator's sweeps are grid, random or external"));
+  }
   if (spec->metric().series() != kSweepSeries) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": metric.series: the coordinator scores ", kSweepSeries,

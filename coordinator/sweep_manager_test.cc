@@ -420,6 +420,13 @@ parameters:
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("metric.series: the coordinator scores "
                                  "learner/mean_return")));
+  // Population-based training runs on one machine only, for now.
+  std::string pbt(kByFile);
+  pbt.replace(pbt.find("method: grid"), 12, "method: pbt");
+  EXPECT_THAT(
+      Submit(pbt, "env: {id: CartPole-v1}\ntotal_env_steps: 5000\n").status(),
+      StatusIs(absl::StatusCode::kUnimplemented,
+               HasSubstr("method: pbt runs on one machine (rl_local sweep)")));
   EXPECT_THAT(sweeps_->Get("sweep-999999").status(),
               StatusIs(absl::StatusCode::kNotFound));
 }

@@ -18,6 +18,7 @@
 #include "google/protobuf/descriptor.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "runspec/field_problems.h"
+#include "runspec/pbt.h"
 
 namespace rl {
 namespace {
@@ -132,24 +133,7 @@ std::vector<Config> RandomConfigs(const SweepSpec& spec) {
   for (int t = 0; t < spec.max_trials(); ++t) {
     Config config;
     for (const auto& [path, p] : sorted) {
-      Value v;
-      if (p.values_size() > 0) {
-        std::uniform_int_distribution<int> pick(0, p.values_size() - 1);
-        v = p.values(pick(rng));
-      } else if (p.distribution() == "int") {
-        std::uniform_int_distribution<int64_t> pick(
-            static_cast<int64_t>(std::ceil(p.min())),
-            static_cast<int64_t>(std::floor(p.max())));
-        v.set_number_value(static_cast<double>(pick(rng)));
-      } else if (p.distribution() == "log_uniform") {
-        std::uniform_real_distribution<double> u(std::log(p.min()),
-                                                 std::log(p.max()));
-        v.set_number_value(std::exp(u(rng)));
-      } else {
-        std::uniform_real_distribution<double> u(p.min(), p.max());
-        v.set_number_value(u(rng));
-      }
-      config[path] = v;
+      config[path] = DrawParameterValue(p, &rng);
     }
     configs.push_back(std::move(config));
   }
@@ -233,8 +217,8 @@ absl::Status ResolveSweepSpec(SweepSpec* spec) {
     p.Add("name", "at most 100 characters", spec->name().size());
   }
   if (spec->method() != "grid" && spec->method() != "random" &&
-      spec->method() != "external") {
-    p.Add("method", "must be grid, random or external",
+      spec->method() != "external" && spec->method() != "pbt") {
+    p.Add("method", "must be grid, random, external or pbt",
           absl::StrCat("\"", spec->method(), "\""));
   }
   if (spec->parameters().empty()) {
@@ -370,6 +354,7 @@ absl::Status ResolveSweepSpec(SweepSpec* spec) {
             stopping->min_trials_at_rung());
     }
   }
+  ResolvePbt(spec, &p);
   return p.ToStatus();
 }
 
@@ -529,10 +514,12 @@ absl::StatusOr<std::vector<SweepTrial>> ExpandSweep(const SweepSpec& spec) {
       spec.method() == "grid" ? GridConfigs(spec) : RandomConfigs(spec);
   for (size_t c = 0; c < configs.size(); ++c) {
     for (int s = 0; s < spec.seeds_per_config(); ++s) {
+      // A population's members each have their own seed.
+      const int seed_offset = spec.method() == "pbt" ? static_cast<int>(c) : s;
       ASSIGN_OR_RETURN(
           SweepTrial trial,
           MakeSweepTrial(spec, configs[c], static_cast<int>(trials.size()),
-                         static_cast<int>(c), s));
+                         static_cast<int>(c), seed_offset));
       trials.push_back(std::move(trial));
     }
   }

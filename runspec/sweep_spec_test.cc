@@ -108,7 +108,7 @@ parameters:
 early_stopping: {kind: asha, first_rung_steps: 200000}
 )"),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               AllOf(HasSubstr("method: must be grid, random or external"),
+               AllOf(HasSubstr("method: must be grid, random, external or pbt"),
                      HasSubstr("parameters.ppo.learnin_rate: no such "
                                "run-file field"),
                      HasSubstr("parameters.ppo.num_epochs.distribution"

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -17,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "google/protobuf/util/json_util.h"
+#include "runspec/pbt.h"
 #include "trainer/local_trainer.h"
 
 namespace rl {
@@ -107,6 +109,117 @@ void ForEach(int n, int threads, const std::function<void(int)>& work) {
   for (auto& thread : pool) thread.join();
 }
 
+TrainerOptions OptionsFor(const LocalSweepOptions& options,
+                          const RunSpec& spec) {
+  TrainerOptions trainer_options;
+  trainer_options.env_threads = options.env_threads;
+  if (!options.sweep_dir.empty()) {
+    trainer_options.run_dir =
+        (std::filesystem::path(options.sweep_dir) / spec.name()).string();
+  }
+  return trainer_options;
+}
+
+// Trains every unfinished trial to `target` env steps, `concurrency` at a
+// time; logs those that ended. Returns the trials it trained.
+std::vector<int> TrainAllTo(std::vector<LiveTrial>& live, int64_t target,
+                            const SweepSpec& spec,
+                            const std::function<void(const std::string&)>& log,
+                            const std::string& what) {
+  const bool maximize = spec.metric().goal() != "min";
+  std::vector<int> running;
+  for (size_t i = 0; i < live.size(); ++i) {
+    if (!live[i].finished) running.push_back(static_cast<int>(i));
+  }
+  if (running.empty()) return running;
+  log(absl::StrCat(what, "training ", running.size(), " trial(s) to ", target,
+                   " env steps"));
+  ForEach(static_cast<int>(running.size()), spec.concurrency(), [&](int k) {
+    TrainTo(&live[running[k]], target, spec.metric().last_points(), maximize);
+  });
+  for (int i : running) {
+    const TrialOutcome& out = live[i].outcome;
+    if (out.state == "DONE" || out.state == "FAILED") {
+      log(absl::StrCat(out.trial.spec.name(), ": ", out.state, " at ",
+                       out.env_steps, " env steps, score ", Number(out.score),
+                       out.state == "FAILED" ? ": " + out.reason : ""));
+    }
+  }
+  return running;
+}
+
+// Exploit: `to` goes on from `from`'s last checkpoint (weights, optimiser,
+// normalisers, environments, counters, return window) with the explored
+// hyperparameters of `copy`.
+absl::Status CopyMember(const SweepSpec& spec, const LocalSweepOptions& options,
+                        const PbtCopy& copy, const LiveTrial& from,
+                        LiveTrial* to) {
+  if (from.outcome.checkpoint.empty()) {
+    return absl::InternalError(
+        absl::StrCat("trial ", copy.donor, " wrote no checkpoint to copy"));
+  }
+  const SweepTrial& trial = to->outcome.trial;
+  ASSIGN_OR_RETURN(SweepTrial next,
+                   MakeSweepTrial(spec, copy.parameters, trial.index,
+                                  trial.config, trial.seed_offset));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LocalTrainer> trainer,
+      LocalTrainer::Create(next.spec, OptionsFor(options, next.spec)));
+  RETURN_IF_ERROR(trainer->Restore(from.outcome.checkpoint));
+  to->trainer = std::move(trainer);
+  to->points = from.points;  // its return window is the donor's now
+  TrialOutcome& out = to->outcome;
+  out.trial = std::move(next);
+  out.score = from.outcome.score;
+  out.env_steps = from.outcome.env_steps;
+  out.checkpoint = from.outcome.checkpoint;
+  out.lineage.push_back(
+      absl::StrCat("at ", out.env_steps, " env steps: ", copy.description));
+  return absl::OkStatus();
+}
+
+// Population-based training: the population trains in rounds of
+// pbt.interval_steps; after each, the worst members copy the best ones
+// and explore from their hyperparameters (runspec/pbt.h decides).
+void RunPbtRounds(const SweepSpec& spec, const LocalSweepOptions& options,
+                  std::vector<LiveTrial>& live,
+                  const std::function<void(const std::string&)>& log) {
+  const bool maximize = spec.metric().goal() != "min";
+  std::mt19937_64 rng(spec.seed() ^ 0x9e3779b97f4a7c15ULL);
+  const int64_t budget = spec.base().total_env_steps();
+  for (int round = 0;; ++round) {
+    const int64_t target = PbtRoundSteps(spec, round);
+    const std::vector<int> trained = TrainAllTo(
+        live, target, spec, log, absl::StrCat("round ", round + 1, ": "));
+    if (trained.empty()) break;
+    if (target >= budget) continue;
+    std::vector<PbtMember> members;
+    for (int i : trained) {
+      if (live[i].finished) continue;
+      PbtMember m;
+      m.trial = i;
+      m.score = live[i].outcome.score;
+      m.parameters = live[i].outcome.trial.parameters;
+      members.push_back(std::move(m));
+    }
+    for (const PbtCopy& copy : PlanPbtRound(spec, maximize, members, &rng)) {
+      LiveTrial& to = live[copy.trial];
+      const absl::Status copied =
+          CopyMember(spec, options, copy, live[copy.donor], &to);
+      const std::string name = to.outcome.trial.spec.name();
+      if (!copied.ok()) {
+        to.finished = true;
+        to.outcome.state = "FAILED";
+        to.outcome.reason = absl::StrCat("pbt could not copy trial ",
+                                         copy.donor, ": ", copied.message());
+        log(absl::StrCat(name, ": FAILED: ", to.outcome.reason));
+        continue;
+      }
+      log(absl::StrCat(name, ": ", to.outcome.lineage.back()));
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
@@ -123,6 +236,11 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
         "trials come from a client through the coordinator (rlctl sweep "
         "submit --optuna)");
   }
+  if (spec.method() == "pbt" && options.sweep_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "method pbt: its members copy each other's checkpoints; give the "
+        "sweep a directory (--run_dir)");
+  }
   ASSIGN_OR_RETURN(std::vector<SweepTrial> trials, ExpandSweep(spec));
   const auto log = [&](const std::string& line) {
     if (options.log) options.log(line);
@@ -134,14 +252,8 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
     TrialOutcome& out = live[i].outcome;
     out.trial = std::move(trials[i]);
     out.score = kNaN;
-    TrainerOptions trainer_options;
-    trainer_options.env_threads = options.env_threads;
-    if (!options.sweep_dir.empty()) {
-      trainer_options.run_dir =
-          (std::filesystem::path(options.sweep_dir) / out.trial.spec.name())
-              .string();
-    }
-    auto trainer = LocalTrainer::Create(out.trial.spec, trainer_options);
+    auto trainer = LocalTrainer::Create(out.trial.spec,
+                                        OptionsFor(options, out.trial.spec));
     if (!trainer.ok()) {
       out.state = "FAILED";
       out.reason = std::string(trainer.status().message());
@@ -151,30 +263,20 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweep(
     live[i].trainer = *std::move(trainer);
   }
 
+  if (spec.method() == "pbt") {
+    RunPbtRounds(spec, options, live, log);
+    std::vector<TrialOutcome> outcomes;
+    for (LiveTrial& t : live) outcomes.push_back(std::move(t.outcome));
+    return outcomes;
+  }
   const EarlyStopping& stopping = spec.early_stopping();
   const bool early = stopping.kind() != "none";
   const int64_t budget = spec.base().total_env_steps();
   for (int rung = 0;; ++rung) {
     const int64_t target =
         early ? std::min(RungSteps(stopping, rung), budget) : budget;
-    std::vector<int> running;
-    for (size_t i = 0; i < live.size(); ++i) {
-      if (!live[i].finished) running.push_back(static_cast<int>(i));
-    }
+    const std::vector<int> running = TrainAllTo(live, target, spec, log, "");
     if (running.empty()) break;
-    log(absl::StrCat("training ", running.size(), " trial(s) to ", target,
-                     " env steps"));
-    ForEach(static_cast<int>(running.size()), spec.concurrency(), [&](int k) {
-      TrainTo(&live[running[k]], target, last_points, maximize);
-    });
-    for (int i : running) {
-      const TrialOutcome& out = live[i].outcome;
-      if (out.state == "DONE" || out.state == "FAILED") {
-        log(absl::StrCat(out.trial.spec.name(), ": ", out.state, " at ",
-                         out.env_steps, " env steps, score ", Number(out.score),
-                         out.state == "FAILED" ? ": " + out.reason : ""));
-      }
-    }
     if (!early || target >= budget) continue;
     // The rung decides over every trial that reached it, stopped or not.
     std::vector<double> scores;
@@ -214,13 +316,22 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweepFile(
     const std::string& path, std::string sweep_dir, int env_threads) {
   ASSIGN_OR_RETURN(const SweepSpec spec, LoadSweepSpecFile(path));
   if (sweep_dir.empty()) sweep_dir = "runs/" + spec.name();
+  const std::string stopping =
+      spec.method() == "pbt"
+          ? absl::StrFormat(
+                "every %d env steps the worst %g copy the best "
+                "(perturbed by %s, resampled with probability %g)",
+                spec.pbt().interval_steps(), spec.pbt().fraction(),
+                absl::StrJoin(spec.pbt().perturb_factors(), "/"),
+                spec.pbt().resample_probability())
+          : "early stopping " + spec.early_stopping().kind();
   std::printf(
       "sweep %s: %s search, up to %d configurations x %d seed(s), %d at a "
-      "time, %s %s (best of the last %d), early stopping %s\n",
+      "time, %s %s (best of the last %d), %s\n",
       spec.name().c_str(), spec.method().c_str(), spec.max_trials(),
       spec.seeds_per_config(), spec.concurrency(), spec.metric().goal().c_str(),
       spec.metric().series().c_str(), spec.metric().last_points(),
-      spec.early_stopping().kind().c_str());
+      stopping.c_str());
   std::fflush(stdout);
   LocalSweepOptions options;
   options.sweep_dir = sweep_dir;
@@ -272,6 +383,13 @@ std::string SweepTable(const SweepSpec& spec,
           absl::StrFormat("  %-20s", ValueText(o->trial.parameters.at(path))));
     }
     absl::StrAppend(&table, "\n");
+  }
+  for (const TrialOutcome* o : order) {
+    if (o->lineage.empty()) continue;
+    absl::StrAppend(&table, "lineage of trial ", o->trial.index, ":\n");
+    for (const std::string& step : o->lineage) {
+      absl::StrAppend(&table, "  ", step, "\n");
+    }
   }
   // The best configuration: the mean of its seeds' scores.
   std::map<int, std::pair<double, int>> by_config;

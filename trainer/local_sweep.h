@@ -2,7 +2,10 @@
 // (runspec/sweep_spec.h) trained by LocalTrainer, `concurrency` at a time,
 // rung by rung: every live trial trains to the next rung's env steps, the
 // early-stopping rule (ASHA or median) stops the losers there with the
-// reason, and the rest go on to their budget. The metric is the trainer's
+// reason, and the rest go on to their budget. Method pbt trains the
+// population in rounds instead: after each, its worst members go on from
+// a better member's checkpoint with explored hyperparameters
+// (runspec/pbt.h), each copy recorded in the trial's lineage. The metric is the trainer's
 // mean return of the last 100 episodes (learner/mean_return); a sweep
 // naming another series needs the coordinator and is refused.
 #ifndef RL_TRAINER_LOCAL_SWEEP_H_
@@ -36,6 +39,10 @@ struct TrialOutcome {
   int64_t env_steps = 0;
   bool target_reached = false;
   std::string checkpoint;  // its last checkpoint, if any
+  // pbt: each copy it made, in order ("at 20000 env steps: copied trial 3
+  // (score 212.40, its own 31.00); ppo.learning_rate 0.001 -> 0.0012
+  // (x1.2)"); trial.parameters are those it ended with.
+  std::vector<std::string> lineage;
 };
 
 // The metric's series that rl_local can score.
@@ -54,8 +61,9 @@ absl::StatusOr<std::vector<TrialOutcome>> RunLocalSweepFile(
     const std::string& path, std::string sweep_dir, int env_threads);
 
 // The outcomes as a table, best first: trial, state, score, env steps,
-// then one column per parameter; and the best configuration (its seeds'
-// mean) on the last line.
+// then one column per parameter; the lineage of each pbt trial that
+// copied another; and the best configuration (its seeds' mean) on the
+// last line.
 std::string SweepTable(const SweepSpec& spec,
                        const std::vector<TrialOutcome>& outcomes);
 

@@ -16,7 +16,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-SweepSpec Sweep(const std::string& extra) {
+SweepSpec Sweep(const std::string& extra, const std::string& method = "grid") {
   auto spec = ParseSweepSpec(std::string(R"(
 name: lr
 base:
@@ -27,8 +27,8 @@ base:
   seed: 1
   ppo: {learning_rate: 0.001, num_epochs: 10, num_minibatches: 1, gamma: 0.98, gae_lambda: 0.8, entropy_coef: 0}
 metric: {series: learner/mean_return, last_points: 2}
-method: grid
-)") + extra,
+)") + "method: " + method + "\n" +
+                                 extra,
                              RunFileFormat::kYaml, "");
   EXPECT_OK(spec.status());
   return *spec;
@@ -94,6 +94,57 @@ seeds_per_config: 2
   // Two seeds of one configuration differ.
   EXPECT_NE(outcomes[0].score, outcomes[1].score);
   EXPECT_THAT(SweepTable(spec, outcomes), HasSubstr("(mean of its seeds)"));
+}
+
+// Population-based training: four learning rates drawn from a range whose
+// low end learns nothing; every 2,048 env steps the worst member goes on
+// from the best one's checkpoint with its learning rate x0.8 or x1.2.
+TEST(LocalSweepTest, PbtTheWorstGoOnFromTheBestWithPerturbedParameters) {
+  torch::set_num_threads(1);
+  const SweepSpec spec = Sweep(R"(
+parameters: {ppo.learning_rate: {distribution: log_uniform, min: 1.0e-8, max: 3.0e-3}}
+max_trials: 4
+seed: 3
+pbt: {interval_steps: 2048, resample_probability: 0}
+)",
+                               "pbt");
+  EXPECT_THAT(RunLocalSweep(spec, {}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("give the sweep a directory")));
+  LocalSweepOptions options;
+  options.sweep_dir = MakeTestDir("pbt");
+  std::vector<std::string> lines;
+  options.log = [&](const std::string& line) { lines.push_back(line); };
+  ASSERT_OK_AND_ASSIGN(const std::vector<TrialOutcome> outcomes,
+                       RunLocalSweep(spec, options));
+  ASSERT_EQ(outcomes.size(), 4u);
+  int copies = 0;
+  for (const TrialOutcome& o : outcomes) {
+    SCOPED_TRACE(o.trial.index);
+    EXPECT_EQ(o.state, "DONE");
+    EXPECT_EQ(o.env_steps, 8192);
+    EXPECT_THAT(o.checkpoint, HasSubstr(o.trial.spec.name()));
+    const double lr = o.trial.parameters.at("ppo.learning_rate").number_value();
+    EXPECT_FLOAT_EQ(o.trial.spec.ppo().learning_rate(), static_cast<float>(lr));
+    for (const std::string& step : o.lineage) {
+      ++copies;
+      EXPECT_THAT(step, HasSubstr(" env steps: copied trial "));
+      EXPECT_THAT(step, HasSubstr("ppo.learning_rate "));
+      EXPECT_THAT(step,
+                  testing::AnyOf(HasSubstr("(x0.8)"), HasSubstr("(x1.2)")));
+    }
+  }
+  // Three rounds end before the budget; each copies unless the scores tie.
+  EXPECT_GE(copies, 1);
+  EXPECT_LE(copies, 3);
+  int logged = 0;
+  for (const std::string& line : lines) {
+    logged += line.find("copied trial") != std::string::npos;
+  }
+  EXPECT_EQ(logged, copies);
+  EXPECT_THAT(lines, testing::Contains(
+                         HasSubstr("round 4: training 4 trial(s) to 8192")));
+  EXPECT_THAT(SweepTable(spec, outcomes), HasSubstr("lineage of trial "));
 }
 
 TEST(LocalSweepTest, OnlyTheMeanReturnCanBeScoredHere) {
