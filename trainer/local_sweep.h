@@ -5,8 +5,8 @@
 // reason, and the rest go on to their budget. Method pbt trains the
 // population in rounds instead: after each, its worst members go on from
 // a better member's checkpoint with explored hyperparameters
-// (runspec/pbt.h), each copy recorded in the trial's lineage. The metric is the trainer's
-// mean return of the last 100 episodes (learner/mean_return); a sweep
+// (runspec/pbt.h), each copy recorded in the trial's lineage. The metric is the
+// trainer's mean return of the last 100 episodes (learner/mean_return); a sweep
 // naming another series needs the coordinator and is refused.
 #ifndef RL_TRAINER_LOCAL_SWEEP_H_
 #define RL_TRAINER_LOCAL_SWEEP_H_
