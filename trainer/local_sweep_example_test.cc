@@ -1,7 +1,12 @@
-// The example sweep end to end: eight learning rates for CartPole with
+// The example sweeps end to end: eight learning rates for CartPole with
 // ASHA; the best trial solves CartPole (mean return >= 475), the others are
-// stopped at their rung with the reason, and the table says so.
+// stopped at their rung with the reason, and the table says so. And
+// population-based training of Pendulum (5 members x 300k env steps): its
+// worst members copy better ones, and its best learns (a random policy
+// scores about -1,200).
 #include <torch/utils.h>
+
+#include <algorithm>
 
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
@@ -37,6 +42,30 @@ TEST(LocalSweepExampleTest, EightLearningRatesWithAshaSolveCartPole) {
   EXPECT_EQ(stopped_at_first_rung, 4);  // the worse half of eight
   EXPECT_THAT(ReadTestFile(dir + "/results.txt"),
               HasSubstr("best: ppo.learning_rate="));
+}
+
+TEST(LocalSweepExampleTest, PbtLearnsPendulumCopyingItsBestMembers) {
+  torch::set_num_threads(1);
+  const std::string dir = MakeTestDir("pendulum-pbt");
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<TrialOutcome> outcomes,
+      RunLocalSweepFile("examples/sweeps/pendulum_pbt.yaml", dir, 1));
+  ASSERT_EQ(outcomes.size(), 5u);
+  double best = -1e9;
+  int copies = 0;
+  for (const TrialOutcome& o : outcomes) {
+    EXPECT_EQ(o.state, "DONE") << o.reason;
+    EXPECT_GE(o.env_steps, 300000);
+    best = std::max(best, o.score);
+    copies += static_cast<int>(o.lineage.size());
+  }
+  EXPECT_GE(best, -400);
+  // Nine rounds end before the budget, each with one copy unless the
+  // worst member's score ties the donor's.
+  EXPECT_GE(copies, 5);
+  EXPECT_LE(copies, 9);
+  EXPECT_THAT(ReadTestFile(dir + "/results.txt"),
+              HasSubstr("lineage of trial "));
 }
 
 }  // namespace
