@@ -175,6 +175,8 @@ struct Bridge {
   int num_envs = 0;
   // A PettingZoo Parallel env's agents per copy (rows), and their names.
   int agents_per_env = 1;
+  // Mask elements per row (a PettingZoo AEC env's Discrete n), 0: none.
+  int action_mask_size = 0;
   std::vector<std::string> agent_names;
   std::vector<const char*> agent_name_pointers;
   uint64_t seed = 0;
@@ -225,6 +227,8 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
     for (const std::string& name : bridge->agent_names) {
       bridge->agent_name_pointers.push_back(name.c_str());
     }
+    bridge->action_mask_size =
+        bridge->module.attr("action_mask_size")(bridge->env).cast<int>();
     bridge->returns.assign(o->num_envs, 0.0);
     bridge->lengths.assign(o->num_envs, 0);
     *info = rl_env_info{};
@@ -239,6 +243,7 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
         return nullptr;
       }
     }
+    info->has_action_mask = bridge->action_mask_size > 0 ? 1 : 0;
     info->reward_low = -INFINITY;
     info->reward_high = INFINITY;
     bridge->byte_observations = info->observation.dtype == RL_DTYPE_UINT8;
@@ -310,6 +315,15 @@ py::memoryview View(T* p, size_t count) {
       /*readonly=*/std::is_const_v<T>);
 }
 
+// The caller's action masks for Python to fill, or None.
+py::object MaskView(const Bridge* b, const rl_env_buffers* out) {
+  if (b->action_mask_size == 0 || out->action_masks == nullptr) {
+    return py::none();
+  }
+  return View(out->action_masks,
+              static_cast<size_t>(b->num_envs) * b->action_mask_size);
+}
+
 // `count` observation elements at `p`: uint8 or float32, as declared.
 py::memoryview ObservationView(const Bridge* b, void* p, size_t count) {
   if (b->byte_observations) {
@@ -327,7 +341,8 @@ int Reset(rl_env* env, const rl_env_buffers* out, char* error,
         b->env, b->seed,
         ObservationView(
             b, out->observations,
-            static_cast<size_t>(b->num_envs) * b->observation.elements()));
+            static_cast<size_t>(b->num_envs) * b->observation.elements()),
+        MaskView(b, out));
     std::fill(b->returns.begin(), b->returns.end(), 0.0);
     std::fill(b->lengths.begin(), b->lengths.end(), 0);
     return 0;
@@ -363,7 +378,8 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
     b->module.attr("step_into")(
         b->env, action_view, ObservationView(b, out->observations, obs_count),
         View(out->rewards, n), View(out->terminated, n),
-        View(out->truncated, n), final_view, returns_view, lengths_view);
+        View(out->truncated, n), final_view, returns_view, lengths_view,
+        MaskView(b, out));
     if (b->episodic_life) return 0;  // Python wrote the games
     for (int i = 0; i < n; ++i) {
       b->returns[i] += out->rewards[i];

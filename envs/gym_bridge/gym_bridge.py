@@ -98,15 +98,15 @@ def make(env_id, num_envs, kwargs, max_steps, seed):
         # popped before the workers' makers are pickled.
         first = factory(**kwargs)
         rows = _parallel_rows()
-        rows.refuse_aec(first)
-        if rows.is_parallel(first):
+        aec = rows.is_aec(first)
+        if aec or rows.is_parallel(first):
             if mode == "async":
                 first.close()
                 raise ValueError(
-                    "kwargs.vectorization_mode: a PettingZoo Parallel env "
-                    "steps in the actor's process ('sync')")
+                    "kwargs.vectorization_mode: a PettingZoo env steps in the "
+                    "actor's process ('sync')")
             made = [first]
-            env = rows.ParallelRows(
+            env = (rows.AecRows if aec else rows.ParallelRows)(
                 lambda: made.pop() if made else factory(**kwargs), num_envs,
                 max_steps)
             env.action_space.seed(seed)
@@ -160,6 +160,17 @@ def _parallel_rows():
         exec(_PARALLEL_ROWS_PY, module.__dict__)
         sys.modules["rl_parallel_rows"] = module
     return sys.modules["rl_parallel_rows"]
+
+
+def action_mask_size(env):
+    """Mask elements per row the env writes (AecRows: its Discrete n), 0 for
+    none."""
+    return int(getattr(env, "action_mask_size", 0))
+
+
+def _masks_into(env, masks_out):
+    if masks_out is not None and action_mask_size(env) > 0:
+        np.frombuffer(masks_out, np.uint8)[:] = env.action_masks.ravel()
 
 
 def agents(env):
@@ -443,11 +454,13 @@ def spaces(env):
             describe(env.single_action_space))
 
 
-def reset_into(env, seed, obs_out):
+def reset_into(env, seed, obs_out, masks_out=None):
     """Resets every env; writes observations (obs_dtype) into obs_out (a
-    writable buffer of the caller's)."""
+    writable buffer of the caller's), and action masks (uint8 [n, mask])
+    into masks_out where the env has them."""
     obs, _ = env.reset(seed=seed)
     np.frombuffer(obs_out, obs_dtype(env))[:] = observations(env, obs)
+    _masks_into(env, masks_out)
 
 
 def episodic_life(env):
@@ -473,12 +486,14 @@ def _games_into(info, returns_out, lengths_out):
 
 
 def step_into(env, actions, obs_out, rewards_out, terminated_out,
-              truncated_out, final_out, returns_out=None, lengths_out=None):
+              truncated_out, final_out, returns_out=None, lengths_out=None,
+              masks_out=None):
     """One step with `actions` (a buffer: int64 for Discrete, float32 for
     Box), written into the caller's buffers: obs [n, obs] of obs_dtype,
     rewards float32 [n], flags uint8 [n], and final_out (or None) like obs
     in the rows of the envs whose episode ended; returns_out and
-    lengths_out (or None) get the games that ended (episodic_life)."""
+    lengths_out (or None) get the games that ended (episodic_life);
+    masks_out (or None) the next step's action masks."""
     space = env.single_action_space
     n = env.num_envs
     if isinstance(space, _NESTED):
@@ -514,3 +529,4 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
             one = info["final_obs"][i]
             final[i] = (gym.spaces.flatten(space_of(env), one).astype(
                 np.float32) if nested else np.asarray(one, dtype).ravel())
+    _masks_into(env, masks_out)

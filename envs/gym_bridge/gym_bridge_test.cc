@@ -34,7 +34,8 @@ class GymBridgeTest : public ::testing::Test {
     // The operator's allow-list of modules runs may name
     // (docs/security.md); the refusal test below narrows it.
     setenv("RL_PYTHON_ENV_MODULES",
-           "chase_py,bad_spaces,rendezvous_pz,rl_atari,ale_py", 1);
+           "chase_py,bad_spaces,rendezvous_pz,tictactoe_aec,rl_atari,ale_py",
+           1);
   }
 
   static EnvSpec Spec(const std::string& id, int obs, int discrete,
@@ -208,6 +209,58 @@ TEST_F(GymBridgeTest, APettingZooParallelEnvsAgentsAreRows) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("2 agents per environment (walker_0, "
                                  "walker_1)")));
+}
+
+// A turn-based PettingZoo (AEC) game through the plugin ABI: the player to
+// move gets the empty cells as its mask, the other action 0 only; a game
+// ends for both rows with +1 and -1.
+TEST_F(GymBridgeTest, APettingZooTurnBasedGameMovesThroughMasks) {
+  EnvSpec spec = Spec("tictactoe_aec:env", 18, 9);
+  spec.set_agents_per_env(2);
+  constexpr int kRows = 4;
+  // The game writes masks: the run must say so.
+  EXPECT_THAT(OpenEnv(spec, Options(kRows)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("it writes action masks; declare "
+                                 "env.action_mask: true")));
+  spec.set_action_mask(true);
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(kRows)));
+  std::vector<float> obs(kRows * 18), final_obs(kRows * 18), rewards(kRows),
+      returns(kRows);
+  std::vector<uint8_t> term(kRows), trunc(kRows), masks(kRows * 9);
+  std::vector<int32_t> lengths(kRows);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  out.action_masks = masks.data();
+  ASSERT_OK(env->Reset(obs.data(), masks.data()));
+  const auto allowed = [&](int row) {
+    int n = 0;
+    for (int k = 0; k < 9; ++k) n += masks[row * 9 + k];
+    return n;
+  };
+  EXPECT_EQ(allowed(0), 9);
+  EXPECT_EQ(allowed(1), 1);
+  EXPECT_EQ(masks[1 * 9 + 0], 1);
+  // Each copy: player_0 takes 0, 1, 2 (the top row), player_1 3 and 4.
+  const std::vector<std::vector<int64_t>> moves = {
+      {0, 0, 0, 0}, {0, 3, 0, 3}, {1, 0, 1, 0}, {0, 4, 0, 4}, {2, 0, 2, 0}};
+  for (size_t t = 0; t < moves.size(); ++t) {
+    ASSERT_OK(env->StepDiscrete(moves[t].data(), out));
+    if (t + 1 < moves.size()) {
+      EXPECT_EQ(term[0], 0) << t;
+      // The mover's mask: the empty cells (9 - t - 1 after t + 1 moves).
+      const int mover = t % 2 == 0 ? 1 : 0;
+      EXPECT_EQ(allowed(mover), 9 - static_cast<int>(t) - 1) << t;
+      EXPECT_EQ(allowed(1 - mover), 1) << t;
+    }
+  }
+  for (int row = 0; row < kRows; ++row) {
+    EXPECT_EQ(term[row], 1) << row;
+    EXPECT_FLOAT_EQ(rewards[row], row % 2 == 0 ? 1.f : -1.f) << row;
+    EXPECT_FLOAT_EQ(returns[row], row % 2 == 0 ? 1.f : -1.f) << row;
+    EXPECT_EQ(lengths[row], 5) << row;
+  }
+  EXPECT_EQ(allowed(0), 9);  // the next game
 }
 
 TEST_F(GymBridgeTest, AsyncWorkerProcessesGiveTheSameEpisodes) {

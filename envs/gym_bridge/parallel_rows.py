@@ -1,21 +1,19 @@
-"""PettingZoo Parallel envs for the Gymnasium bridge (gym_bridge.py loads
-this file as the module rl_parallel_rows; gym_bridge.cc compiles it in as
-_PARALLEL_ROWS_PY): copies of a Parallel env whose agents are the rows of
-one vector env, as the plugin ABI's agents are (rl_env_plugin.h)."""
+"""PettingZoo envs for the Gymnasium bridge (gym_bridge.py loads this file
+as the module rl_parallel_rows; gym_bridge.cc compiles it in as
+_PARALLEL_ROWS_PY): copies of a Parallel env, or of an AEC (turn-based)
+env, whose agents are the rows of one vector env, as the plugin ABI's
+agents are (rl_env_plugin.h)."""
 
 import gymnasium as gym
 import numpy as np
 
 
-def refuse_aec(env):
-    """A PettingZoo AEC (turn-based) env is not one the bridge steps."""
-    if callable(getattr(env, "last", None)) and \
-            callable(getattr(env, "observe", None)) and \
-            hasattr(env, "possible_agents"):
-        raise ValueError(
-            "a PettingZoo AEC (turn-based) env: the bridge steps Parallel "
-            "envs, whose agents act at once (pettingzoo.utils.conversions."
-            "aec_to_parallel converts a game that allows it)")
+def is_aec(env):
+    """Whether env follows PettingZoo's AEC (turn-based) API: agents take
+    turns (agent_selection, set by reset), observe(agent) and last()."""
+    return (callable(getattr(env, "last", None)) and
+            callable(getattr(env, "observe", None)) and
+            hasattr(env, "possible_agents"))
 
 
 def is_parallel(env):
@@ -139,6 +137,152 @@ class ParallelRows:
         if final_mask.any():
             info = {"final_obs": final_obs, "_final_obs": final_mask}
         return self._rows(per_copy), rewards, terminated, truncated, info
+
+    def close(self):
+        for env in self._copies:
+            env.close()
+
+
+class AecRows:
+    """num_envs / A copies of a PettingZoo AEC (turn-based) env of A agents
+    as a vector env of num_envs rows (agent k of copy c is row c * A + k, in
+    possible_agents' order), stepped through action masks: in each copy only
+    the agent to move (agent_selection) acts. Its row's mask is the game's
+    (the observation's "action_mask" where the observation space is a Dict
+    of "observation" and "action_mask", as PettingZoo's classic games have
+    it; else infos[agent]["action_mask"]; else every action). Every other
+    row's mask allows action 0 only, and its action is not played: with one
+    allowed action its log-probability is 0, so a waiting turn gives no
+    policy gradient while its value is still learned. A step's reward for
+    each row is env.rewards[agent] after the move (both players' at the
+    winning move). A copy ends when any agent is terminated or truncated
+    (or at max_steps moves): every agent's row ends at that step (those not
+    terminated are truncated), its last observation goes to
+    info["final_obs"], and the copy starts its next game at once. The
+    action space must be Discrete; every agent has the same spaces."""
+
+    def __init__(self, make_copy, num_envs, max_steps):
+        first = make_copy()
+        names = [str(a) for a in first.possible_agents]
+        if not names:
+            raise ValueError("the PettingZoo AEC env has no possible_agents")
+        if num_envs % len(names) != 0:
+            raise ValueError(
+                f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
+                f"{len(names)} agents ({', '.join(names)}): one environment is "
+                f"that many rows (env.agents_per_env: {len(names)})")
+        self._agents = list(first.possible_agents)
+        raw = first.observation_space(self._agents[0])
+        act_space = first.action_space(self._agents[0])
+        for agent in self._agents[1:]:
+            if (first.observation_space(agent) != raw or
+                    first.action_space(agent) != act_space):
+                raise ValueError(
+                    f"agent {agent} has spaces {first.observation_space(agent)} "
+                    f"/ {first.action_space(agent)}, agent {self._agents[0]} "
+                    f"{raw} / {act_space}: the service trains one policy "
+                    "for every agent, so all must have the same spaces")
+        if not isinstance(act_space, gym.spaces.Discrete):
+            raise ValueError(
+                f"a turn-based (AEC) env's action space must be Discrete "
+                f"(got {act_space}): the agents not to move are masked to one "
+                "action")
+        self._mask_in_obs = (isinstance(raw, gym.spaces.Dict) and
+                             "observation" in raw.spaces and
+                             "action_mask" in raw.spaces)
+        obs_space = raw["observation"] if self._mask_in_obs else raw
+        self.agent_names = names
+        self.agents_per_env = len(names)
+        self.num_envs = num_envs
+        self.single_observation_space = obs_space
+        self.single_action_space = act_space
+        self.action_space = gym.vector.utils.batch_space(act_space, num_envs)
+        self.metadata = dict(getattr(first, "metadata", None) or {})
+        self.metadata.pop("episodic_life", None)
+        self.action_mask_size = int(act_space.n)
+        self.action_masks = np.zeros((num_envs, act_space.n), np.uint8)
+        self._first_action = int(act_space.start)
+        self._copies = [first] + [make_copy()
+                                  for _ in range(num_envs // len(names) - 1)]
+        self._max_steps = max_steps
+        self._steps = [0] * len(self._copies)
+        self._obs = gym.vector.utils.create_empty_array(obs_space, num_envs)
+
+    def _observe(self, env, agent):
+        obs = env.observe(agent)
+        return obs["observation"] if self._mask_in_obs else obs
+
+    def _mask_copy(self, c, env):
+        """Masks of copy c's rows: the mover's from the game, 0 only for the
+        others."""
+        a = self.agents_per_env
+        rows = self.action_masks[c * a:(c + 1) * a]
+        rows[:] = 0
+        rows[:, 0] = 1
+        mover = env.agent_selection
+        k = self._agents.index(mover)
+        if self._mask_in_obs:
+            mask = env.observe(mover)["action_mask"]
+        else:
+            mask = (env.infos.get(mover) or {}).get("action_mask")
+        rows[k] = 1 if mask is None else np.asarray(mask, np.uint8)
+        if not rows[k].any():
+            raise ValueError(
+                f"agent {mover} is to move and its action mask allows nothing")
+
+    def _rows(self):
+        rows = [self._observe(env, a) for env in self._copies
+                for a in self._agents]
+        return gym.vector.utils.concatenate(self.single_observation_space,
+                                            rows, self._obs)
+
+    def reset(self, seed=None, options=None):
+        for c, env in enumerate(self._copies):
+            env.reset(seed=None if seed is None else seed + c)
+            self._steps[c] = 0
+            self._mask_copy(c, env)
+        return self._rows(), {}
+
+    def step(self, actions):
+        a = self.agents_per_env
+        n = self.num_envs
+        rewards = np.zeros(n, np.float32)
+        terminated = np.zeros(n, bool)
+        truncated = np.zeros(n, bool)
+        final_obs = np.empty(n, dtype=object)
+        final_mask = np.zeros(n, bool)
+        for c, env in enumerate(self._copies):
+            k = self._agents.index(env.agent_selection)
+            action = int(actions[c * a + k])
+            if not self.action_masks[c * a + k, action - self._first_action]:
+                raise ValueError(
+                    f"agent {self._agents[k]} of environment {c} played "
+                    f"{action}, which its action mask forbids")
+            env.step(action)
+            self._steps[c] += 1
+            term = {x: bool(env.terminations.get(x, False))
+                    for x in self._agents}
+            trunc = {x: bool(env.truncations.get(x, False))
+                     for x in self._agents}
+            ended = (any(term.values()) or any(trunc.values()) or
+                     not env.agents or
+                     (self._max_steps > 0 and self._steps[c] >= self._max_steps))
+            for j, agent in enumerate(self._agents):
+                i = c * a + j
+                rewards[i] = float(env.rewards.get(agent, 0.0))
+                terminated[i] = term[agent]
+                truncated[i] = ended and not terminated[i]
+            if ended:
+                for j, agent in enumerate(self._agents):
+                    final_obs[c * a + j] = self._observe(env, agent)
+                    final_mask[c * a + j] = True
+                env.reset()
+                self._steps[c] = 0
+            self._mask_copy(c, env)
+        info = {}
+        if final_mask.any():
+            info = {"final_obs": final_obs, "_final_obs": final_mask}
+        return self._rows(), rewards, terminated, truncated, info
 
     def close(self):
         for env in self._copies:

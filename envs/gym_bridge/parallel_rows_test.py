@@ -1,7 +1,8 @@
 """The bridge's PettingZoo path (parallel_rows.py, through gym_bridge.py):
-copies end together at the time limit with their last observations kept,
-and an agent that leaves early, agents with different spaces and AEC
-(turn-based) envs are refused naming what is wrong."""
+copies end together at the time limit with their last observations kept;
+turn-based (AEC) games move one agent at a time through action masks; an
+agent that leaves early, agents with different spaces and an AEC env
+without a Discrete action space are refused naming what is wrong."""
 
 import importlib.util
 import os
@@ -16,6 +17,7 @@ from pettingzoo.utils.env import AECEnv
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples", "gym_env"))
 import rendezvous_pz  # noqa: E402
+import tictactoe_aec  # noqa: E402
 
 # As gym_bridge.cc loads them: gym_bridge.py with parallel_rows.py's text.
 _spec = importlib.util.spec_from_file_location(
@@ -42,13 +44,18 @@ class Lopsided(rendezvous_pz.Rendezvous):
 
 
 class TurnBased(AECEnv):
+    """Turn-based, with a Box action: not one masks can pass."""
     possible_agents = ["a", "b"]
+    agent_selection = "a"
 
     def observation_space(self, agent):
         return spaces.Discrete(2)
 
     def action_space(self, agent):
-        return spaces.Discrete(2)
+        return spaces.Box(-1, 1, (2,))
+
+    def observe(self, agent):
+        return 0
 
 
 _module = types.ModuleType("parallel_rows_fixtures")
@@ -62,7 +69,8 @@ class ParallelRowsTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        os.environ["RL_PYTHON_ENV_MODULES"] = "rendezvous_pz,parallel_rows_fixtures"
+        os.environ["RL_PYTHON_ENV_MODULES"] = (
+            "rendezvous_pz,parallel_rows_fixtures,tictactoe_aec")
 
     def make(self, name, rows, kwargs=None):
         return bridge.make(name, rows, kwargs or {}, 0, 3)
@@ -115,8 +123,74 @@ class ParallelRowsTest(unittest.TestCase):
                                     "PettingZoo env's 2 agents"):
             self.make("rendezvous_pz:parallel_env", 3)
 
-    def test_turn_based_envs_and_async_are_refused(self):
-        with self.assertRaisesRegex(ValueError, "AEC"):
+    def test_turn_based_games_move_one_agent_at_a_time_through_masks(self):
+        env = self.make("tictactoe_aec:env", 4)
+        self.assertEqual(bridge.agents(env), (2, ["player_0", "player_1"]))
+        self.assertEqual(bridge.action_mask_size(env), 9)
+        obs, rewards, term, trunc, final = self.buffers(4, 18)
+        masks = np.zeros(4 * 9, np.uint8)
+        bridge.reset_into(env, 3, memoryview(obs), memoryview(masks))
+        m = masks.reshape(4, 9)
+        # player_0 moves first anywhere; player_1 waits (action 0 only).
+        waiting = [1, 0, 0, 0, 0, 0, 0, 0, 0]
+        self.assertEqual(m.tolist(), [[1] * 9, waiting, [1] * 9, waiting])
+
+        def step(actions):
+            bridge.step_into(env, memoryview(np.array(actions, np.int64)),
+                             memoryview(obs), memoryview(rewards),
+                             memoryview(term), memoryview(trunc),
+                             memoryview(final), None, None, memoryview(masks))
+
+        # Copy 0: 4, 0, 2, 1, 6 (player_0 wins on the diagonal 2-4-6).
+        # Copy 1: 0, 3, 1, 4, 2 (player_0 wins on the top row). A waiting
+        # row's action (0) is not played.
+        step([4, 0, 0, 0])
+        o = obs.reshape(4, 18)
+        self.assertEqual(o[0][4], 1)      # player_0's own mark
+        self.assertEqual(o[1][9 + 4], 1)  # the opponent's, seen by player_1
+        self.assertEqual(m[0].tolist(), waiting)
+        self.assertEqual(m[1].tolist(), [1, 1, 1, 1, 0, 1, 1, 1, 1])
+        self.assertEqual(m[3].tolist(), [0, 1, 1, 1, 1, 1, 1, 1, 1])
+        for actions in ([0, 0, 0, 3], [2, 0, 1, 0], [0, 1, 0, 4]):
+            step(actions)
+            self.assertEqual(list(term), [0, 0, 0, 0])
+            self.assertEqual(list(rewards), [0, 0, 0, 0])
+        step([6, 0, 2, 0])
+        self.assertEqual(list(rewards), [1, -1, 1, -1])
+        self.assertEqual(list(term), [1, 1, 1, 1])
+        self.assertEqual(list(trunc), [0, 0, 0, 0])
+        f = final.reshape(4, 18)
+        self.assertEqual(f[0][[2, 4, 6]].tolist(), [1, 1, 1])
+        self.assertEqual(f[1][[9 + 2, 9 + 4, 9 + 6]].tolist(), [1, 1, 1])
+        # The next games started in the same step.
+        self.assertEqual(obs.sum(), 0)
+        self.assertEqual(m.tolist(), [[1] * 9, waiting, [1] * 9, waiting])
+        # A move the mask forbids is refused, naming the agent.
+        step([4, 0, 4, 0])
+        with self.assertRaisesRegex(ValueError, "player_1 of environment 0 "
+                                    "played 4, which its action mask"):
+            step([0, 4, 0, 5])
+
+    def test_one_agent_against_random_moves(self):
+        env = self.make("tictactoe_aec:env", 3, {"opponent": "random"})
+        self.assertEqual(bridge.agents(env), (1, ["player_0"]))
+        obs, rewards, term, trunc, final = self.buffers(3, 18)
+        masks = np.zeros(3 * 9, np.uint8)
+        bridge.reset_into(env, 5, memoryview(obs), memoryview(masks))
+        ended = 0
+        for _ in range(40):
+            # The first cell the mask allows: always a legal move.
+            moves = masks.reshape(3, 9).argmax(axis=1).astype(np.int64)
+            bridge.step_into(env, memoryview(moves), memoryview(obs),
+                             memoryview(rewards), memoryview(term),
+                             memoryview(trunc), memoryview(final), None,
+                             None, memoryview(masks))
+            ended += int(term.sum())
+            self.assertTrue(set(rewards.tolist()) <= {-1.0, 0.0, 1.0})
+        self.assertGreater(ended, 10)
+
+    def test_what_turn_based_games_cannot_be_and_async_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "action space must be Discrete"):
             self.make("parallel_rows_fixtures:turn_based", 2)
         with self.assertRaisesRegex(ValueError, "steps in the actor's process"):
             self.make("rendezvous_pz:parallel_env", 2,
