@@ -215,7 +215,7 @@ TEST_F(GymBridgeTest, APettingZooParallelEnvsAgentsAreRows) {
 // move gets the empty cells as its mask, the other action 0 only; a game
 // ends for both rows with +1 and -1.
 TEST_F(GymBridgeTest, APettingZooTurnBasedGameMovesThroughMasks) {
-  EnvSpec spec = Spec("tictactoe_aec:env", 18, 9);
+  EnvSpec spec = Spec("tictactoe_aec:env", 19, 9);
   spec.set_agents_per_env(2);
   constexpr int kRows = 4;
   // The game writes masks: the run must say so.
@@ -225,7 +225,7 @@ TEST_F(GymBridgeTest, APettingZooTurnBasedGameMovesThroughMasks) {
                                  "env.action_mask: true")));
   spec.set_action_mask(true);
   ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(kRows)));
-  std::vector<float> obs(kRows * 18), final_obs(kRows * 18), rewards(kRows),
+  std::vector<float> obs(kRows * 19), final_obs(kRows * 19), rewards(kRows),
       returns(kRows);
   std::vector<uint8_t> term(kRows), trunc(kRows), masks(kRows * 9);
   std::vector<int32_t> lengths(kRows);

@@ -127,7 +127,7 @@ class ParallelRowsTest(unittest.TestCase):
         env = self.make("tictactoe_aec:env", 4)
         self.assertEqual(bridge.agents(env), (2, ["player_0", "player_1"]))
         self.assertEqual(bridge.action_mask_size(env), 9)
-        obs, rewards, term, trunc, final = self.buffers(4, 18)
+        obs, rewards, term, trunc, final = self.buffers(4, 19)
         masks = np.zeros(4 * 9, np.uint8)
         bridge.reset_into(env, 3, memoryview(obs), memoryview(masks))
         m = masks.reshape(4, 9)
@@ -145,9 +145,10 @@ class ParallelRowsTest(unittest.TestCase):
         # Copy 1: 0, 3, 1, 4, 2 (player_0 wins on the top row). A waiting
         # row's action (0) is not played.
         step([4, 0, 0, 0])
-        o = obs.reshape(4, 18)
+        o = obs.reshape(4, 19)
         self.assertEqual(o[0][4], 1)      # player_0's own mark
         self.assertEqual(o[1][9 + 4], 1)  # the opponent's, seen by player_1
+        self.assertEqual(o[:, 18].tolist(), [0, 1, 0, 1])  # player_1 to move
         self.assertEqual(m[0].tolist(), waiting)
         self.assertEqual(m[1].tolist(), [1, 1, 1, 1, 0, 1, 1, 1, 1])
         self.assertEqual(m[3].tolist(), [0, 1, 1, 1, 1, 1, 1, 1, 1])
@@ -159,11 +160,12 @@ class ParallelRowsTest(unittest.TestCase):
         self.assertEqual(list(rewards), [1, -1, 1, -1])
         self.assertEqual(list(term), [1, 1, 1, 1])
         self.assertEqual(list(trunc), [0, 0, 0, 0])
-        f = final.reshape(4, 18)
+        f = final.reshape(4, 19)
         self.assertEqual(f[0][[2, 4, 6]].tolist(), [1, 1, 1])
         self.assertEqual(f[1][[9 + 2, 9 + 4, 9 + 6]].tolist(), [1, 1, 1])
-        # The next games started in the same step.
-        self.assertEqual(obs.sum(), 0)
+        # The next games started in the same step, player_0 to move.
+        self.assertEqual(obs.reshape(4, 19)[:, :18].sum(), 0)
+        self.assertEqual(obs.reshape(4, 19)[:, 18].tolist(), [1, 0, 1, 0])
         self.assertEqual(m.tolist(), [[1] * 9, waiting, [1] * 9, waiting])
         # A move the mask forbids is refused, naming the agent.
         step([4, 0, 4, 0])
@@ -174,7 +176,7 @@ class ParallelRowsTest(unittest.TestCase):
     def test_one_agent_against_random_moves(self):
         env = self.make("tictactoe_aec:env", 3, {"opponent": "random"})
         self.assertEqual(bridge.agents(env), (1, ["player_0"]))
-        obs, rewards, term, trunc, final = self.buffers(3, 18)
+        obs, rewards, term, trunc, final = self.buffers(3, 19)
         masks = np.zeros(3 * 9, np.uint8)
         bridge.reset_into(env, 5, memoryview(obs), memoryview(masks))
         ended = 0

@@ -3,8 +3,10 @@ bridge's turn-based path (docs/multi_agent.md): the players take turns,
 each move masked to the empty cells. PettingZoo's own tictactoe_v3 needs
 pygame; this one needs only numpy and pettingzoo.
 
-Each player observes the board from its side: 18 floats, its own marks then
-the opponent's (row-major), and the empty cells as its action mask
+Each player observes the board from its side: 19 floats, its own marks then
+the opponent's (row-major), then 1 if it is to move (the rows of the
+player who waits are stepped too, and their value differs), and the empty
+cells as its action mask
 (a Dict of "observation" and "action_mask", as PettingZoo's classic games
 have it). Actions: Discrete(9), the cell. At the end +1 a win, -1 a loss,
 0 a draw, for each player.
@@ -19,7 +21,7 @@ self-play run, `learning_test --judge`, and `rl_local eval`).
       plugin: gymnasium
       kwargs: {opponent: self}
       agents_per_env: 2
-      observation_size: 18
+      observation_size: 19
       num_discrete_actions: 9
       action_mask: true
 """
@@ -53,7 +55,7 @@ class TicTacToe(AECEnv):
         self.possible_agents = (["player_0", "player_1"] if opponent == "self"
                                 else ["player_0"])
         self._obs_space = spaces.Dict({
-            "observation": spaces.Box(0, 1, (18,), np.float32),
+            "observation": spaces.Box(0, 1, (19,), np.float32),
             "action_mask": spaces.Box(0, 1, (9,), np.int8),
         })
         self._act_space = spaces.Discrete(9)
@@ -69,7 +71,9 @@ class TicTacToe(AECEnv):
     def observe(self, agent):
         me = self._marks[agent]
         other = 3 - me
-        obs = np.concatenate([(self._board == me), (self._board == other)])
+        to_move = agent == self.agent_selection and not self.terminations[agent]
+        obs = np.concatenate([(self._board == me), (self._board == other),
+                              [to_move]])
         return {"observation": obs.astype(np.float32),
                 "action_mask": (self._board == 0).astype(np.int8)}
 
