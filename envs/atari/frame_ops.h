@@ -38,6 +38,13 @@ class AreaResize {
 
   int src_height_, src_width_, dst_height_, dst_width_;
   std::vector<Tap> xtab_, ytab_;
+  // xtab_ by destination column, kMaxTaps a column (unused taps weigh 0
+  // and read the column's first source pixel): a gather per column in
+  // xtab_'s order instead of a scatter, the same float operations.
+  static constexpr int kMaxTaps = 4;
+  int column_taps_ = 0;  // taps a column, at most kMaxTaps
+  std::vector<int> column_src_;
+  std::vector<float> column_weight_;
 };
 
 }  // namespace rl
