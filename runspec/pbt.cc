@@ -23,7 +23,12 @@ std::string Text(const Value& value) {
   return json;
 }
 
-bool Same(const Value& a, const Value& b) { return Text(a) == Text(b); }
+bool Same(const Value& a, const Value& b) {
+  std::string x, y;
+  (void)google::protobuf::util::MessageToJsonString(a, &x);
+  (void)google::protobuf::util::MessageToJsonString(b, &y);
+  return x == y;
+}
 
 // Fields whose change alters what a checkpoint holds (the normalisers'
 // state), so a copied checkpoint would not fit the member's run.
@@ -40,10 +45,16 @@ std::string Score(double score) {
 double Perturb(const SweepParameter& p, double x, double factor) {
   double y = x * factor;
   if (p.distribution() == "int") {
-    y = std::round(y);
-    // A small integer times 1.2 rounds back to itself: move it by one.
-    if (y == x) y = factor > 1 ? x + 1 : factor < 1 ? x - 1 : x;
-    return std::clamp(y, std::ceil(p.min()), std::floor(p.max()));
+    const double lo = std::ceil(p.min()), hi = std::floor(p.max());
+    y = std::clamp(std::round(y), lo, hi);
+    // A small integer times 1.2 rounds back to itself, and one at a bound
+    // clamps back to it: move it by one, the other way at a bound.
+    if (y == x) {
+      const double step = (factor > 1) == (x >= 0) ? 1 : -1;
+      y = x + step >= lo && x + step <= hi ? x + step : x - step;
+      y = std::clamp(y, lo, hi);
+    }
+    return y;
   }
   return std::clamp(y, p.min(), p.max());
 }
@@ -85,14 +96,28 @@ void ResolvePbt(SweepSpec* spec, FieldProblems* problems) {
   }
   for (int i = 0; i < pbt->perturb_factors_size(); ++i) {
     const double f = pbt->perturb_factors(i);
-    if (!(std::isfinite(f) && f > 0)) {
+    if (!(std::isfinite(f) && f > 0 && f != 1)) {
       p.Add(absl::StrCat("pbt.perturb_factors[", i, "]"),
-            "must be a finite number > 0", f);
+            "must be a finite number > 0 other than 1", f);
     }
   }
   if (!(pbt->resample_probability() >= 0 && pbt->resample_probability() <= 1)) {
     p.Add("pbt.resample_probability", "must be in [0, 1]",
           pbt->resample_probability());
+  }
+  // Every round holds at least `last_points` updates, so that a member's
+  // score at a round is its own, not its donor's from before a copy.
+  const int64_t batch = static_cast<int64_t>(spec->base().envs_per_actor()) *
+                        spec->base().segment_length();
+  const int64_t least = batch * std::max(1, spec->metric().last_points());
+  if (batch > 0 && pbt->interval_steps() >= 1 &&
+      pbt->interval_steps() < least) {
+    p.Add("pbt.interval_steps",
+          absl::StrCat(
+              "must hold at least metric.last_points (",
+              spec->metric().last_points(), ") updates of ", batch,
+              " env steps (base.envs_per_actor x segment_length): >= ", least),
+          pbt->interval_steps());
   }
   if (spec->max_trials() < 2) {
     p.Add("max_trials", "pbt needs a population of at least 2",
@@ -223,7 +248,17 @@ std::vector<PbtCopy> PlanPbtRound(const SweepSpec& spec, bool maximize,
     copy.trial_score = loser.score;
     copy.donor_score = donor.score;
     std::vector<std::string> changes;
-    copy.parameters = ExplorePbt(spec, donor.parameters, rng, &changes);
+    // Explore again where it changed nothing (clamped at a bound, the same
+    // draw): a copy with its donor's settings would repeat it exactly.
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      changes.clear();
+      copy.parameters = ExplorePbt(spec, donor.parameters, rng, &changes);
+      bool differs = false;
+      for (const auto& [path, value] : copy.parameters) {
+        differs = differs || !Same(value, donor.parameters.at(path));
+      }
+      if (differs) break;
+    }
     copy.description =
         absl::StrCat("copied trial ", donor.trial, " (score ",
                      Score(donor.score), ", its own ", Score(loser.score), ")");

@@ -136,9 +136,40 @@ TEST(PbtTest, ExploreStaysInRangeAndMovesEveryKindOfParameter) {
   EXPECT_GT(seen.size(), 4u);
 }
 
+TEST(PbtTest, AnIntegerAtItsBoundMovesInwardAndFactorsOfOneAreRefused) {
+  std::string text(kPbt);
+  text += "pbt: {resample_probability: 0, perturb_factors: [1.2]}\n";
+  ASSERT_OK_AND_ASSIGN(const SweepSpec spec, Parse(text));
+  PbtParameters from;
+  from["ppo.learning_rate"] = Number(0.001);
+  from["ppo.num_epochs"] = Number(10);  // the max: x1.2 moves it down
+  from["ppo.clip_coef"] = Number(0.3);
+  std::mt19937_64 rng(2);
+  const PbtParameters to = ExplorePbt(spec, from, &rng);
+  EXPECT_DOUBLE_EQ(to.at("ppo.num_epochs").number_value(), 9);
+  EXPECT_DOUBLE_EQ(to.at("ppo.clip_coef").number_value(), 0.2);
+
+  std::string one(kPbt);
+  one += "pbt: {perturb_factors: [1.0]}\n";
+  EXPECT_THAT(std::string(Parse(one).status().message()),
+              HasSubstr("pbt.perturb_factors[0]: must be a finite number > 0 "
+                        "other than 1"));
+  // A round shorter than last_points updates would score the donor.
+  std::string short_round(kPbt);
+  short_round +=
+      "pbt: {interval_steps: 1000}\nmetric: {series: "
+      "learner/mean_return, last_points: 5}\n";
+  short_round.replace(
+      short_round.find("metric: {series: learner/mean_return}\n"), 38, "");
+  EXPECT_THAT(std::string(Parse(short_round).status().message()),
+              HasSubstr("pbt.interval_steps: must hold at least "
+                        "metric.last_points (5) updates"));
+}
+
 TEST(PbtTest, TheWorstCopyTheBest) {
   std::string text(kPbt);
   text.replace(text.find("max_trials: 4"), 13, "max_trials: 8");
+  text += "pbt: {resample_probability: 0}\n";
   ASSERT_OK_AND_ASSIGN(const SweepSpec spec, Parse(text));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<PbtMember> members;
@@ -165,9 +196,9 @@ TEST(PbtTest, TheWorstCopyTheBest) {
       EXPECT_TRUE(c.donor == 1 || c.donor == 4) << c.donor;
       const double donor_lr = 0.001 * (c.donor + 1);
       const double lr = c.parameters.at("ppo.learning_rate").number_value();
-      EXPECT_TRUE(lr == donor_lr || std::abs(lr - donor_lr * 0.8) < 1e-12 ||
-                  std::abs(lr - donor_lr * 1.2) < 1e-12 ||
-                  (lr >= 1e-4 && lr <= 1e-2))
+      // Perturbed, never resampled: x0.8 or x1.2 (below the max, 1e-2).
+      EXPECT_TRUE(std::abs(lr - donor_lr * 0.8) < 1e-12 ||
+                  std::abs(lr - donor_lr * 1.2) < 1e-12)
           << lr;
       EXPECT_THAT(c.description,
                   HasSubstr(absl::StrCat("copied trial ", c.donor)));

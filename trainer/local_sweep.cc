@@ -149,8 +149,10 @@ std::vector<int> TrainAllTo(std::vector<LiveTrial>& live, int64_t target,
 }
 
 // Exploit: `to` goes on from `from`'s last checkpoint (weights, optimiser,
-// normalisers, environments, counters, return window) with the explored
-// hyperparameters of `copy`.
+// normalisers, environments and their random streams, counters, return
+// window) with the explored hyperparameters of `copy`. Changes nothing
+// unless it succeeds. The new trainer is made while the old one lives: a
+// member's memory twice over, for a moment.
 absl::Status CopyMember(const SweepSpec& spec, const LocalSweepOptions& options,
                         const PbtCopy& copy, const LiveTrial& from,
                         LiveTrial* to) {
@@ -173,8 +175,11 @@ absl::Status CopyMember(const SweepSpec& spec, const LocalSweepOptions& options,
   out.score = from.outcome.score;
   out.env_steps = from.outcome.env_steps;
   out.checkpoint = from.outcome.checkpoint;
-  out.lineage.push_back(
-      absl::StrCat("at ", out.env_steps, " env steps: ", copy.description));
+  // The weights' history: the donor's copies, then this one.
+  out.lineage = from.outcome.lineage;
+  out.lineage.push_back(absl::StrCat("trial ", copy.trial, " at ",
+                                     out.env_steps,
+                                     " env steps: ", copy.description));
   return absl::OkStatus();
 }
 
@@ -208,14 +213,13 @@ void RunPbtRounds(const SweepSpec& spec, const LocalSweepOptions& options,
           CopyMember(spec, options, copy, live[copy.donor], &to);
       const std::string name = to.outcome.trial.spec.name();
       if (!copied.ok()) {
-        to.finished = true;
-        to.outcome.state = "FAILED";
-        to.outcome.reason = absl::StrCat("pbt could not copy trial ",
-                                         copy.donor, ": ", copied.message());
-        log(absl::StrCat(name, ": FAILED: ", to.outcome.reason));
+        // Its own state is untouched (CopyMember changes nothing until the
+        // copy is made): it goes on with it.
+        log(absl::StrCat(name, ": could not copy trial ", copy.donor, " (",
+                         copied.message(), "); it goes on as it was"));
         continue;
       }
-      log(absl::StrCat(name, ": ", to.outcome.lineage.back()));
+      log(to.outcome.lineage.back());
     }
   }
 }

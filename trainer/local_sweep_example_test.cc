@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -47,21 +48,31 @@ TEST(LocalSweepExampleTest, EightLearningRatesWithAshaSolveCartPole) {
 TEST(LocalSweepExampleTest, PbtLearnsPendulumCopyingItsBestMembers) {
   torch::set_num_threads(1);
   const std::string dir = MakeTestDir("pendulum-pbt");
-  ASSERT_OK_AND_ASSIGN(
-      const std::vector<TrialOutcome> outcomes,
-      RunLocalSweepFile("examples/sweeps/pendulum_pbt.yaml", dir, 1));
+  testing::internal::CaptureStdout();
+  const auto outcomes_or =
+      RunLocalSweepFile("examples/sweeps/pendulum_pbt.yaml", dir, 1);
+  const std::string printed = testing::internal::GetCapturedStdout();
+  ASSERT_OK(outcomes_or.status());
+  const std::vector<TrialOutcome>& outcomes = *outcomes_or;
   ASSERT_EQ(outcomes.size(), 5u);
   double best = -1e9;
-  int copies = 0;
   for (const TrialOutcome& o : outcomes) {
     EXPECT_EQ(o.state, "DONE") << o.reason;
     EXPECT_GE(o.env_steps, 300000);
     best = std::max(best, o.score);
-    copies += static_cast<int>(o.lineage.size());
+    // Every step of a lineage was a copy the log announced.
+    for (const std::string& step : o.lineage) {
+      EXPECT_THAT(printed, HasSubstr("\n" + step + "\n"));
+    }
   }
   EXPECT_GE(best, -400);
   // Nine rounds end before the budget, each with one copy unless the
-  // worst member's score ties the donor's.
+  // worst member's score ties the donor's: the log's lines "trial N at".
+  int copies = 0;
+  for (absl::string_view line : absl::StrSplit(printed, '\n')) {
+    copies += absl::StartsWith(line, "trial ") &&
+              absl::StrContains(line, " env steps: copied trial ");
+  }
   EXPECT_GE(copies, 5);
   EXPECT_LE(copies, 9);
   EXPECT_THAT(ReadTestFile(dir + "/results.txt"),

@@ -182,11 +182,12 @@ class AecRows:
                     f"/ {first.action_space(agent)}, agent {self._agents[0]} "
                     f"{raw} / {act_space}: the service trains one policy "
                     "for every agent, so all must have the same spaces")
-        if not isinstance(act_space, gym.spaces.Discrete):
+        if (not isinstance(act_space, gym.spaces.Discrete) or
+                int(act_space.start) != 0):
             raise ValueError(
                 f"a turn-based (AEC) env's action space must be Discrete "
-                f"(got {act_space}): the agents not to move are masked to one "
-                "action")
+                f"starting at 0 (got {act_space}): the agents not to move are "
+                "masked to action 0")
         self._mask_in_obs = (isinstance(raw, gym.spaces.Dict) and
                              "observation" in raw.spaces and
                              "action_mask" in raw.spaces)
@@ -201,7 +202,6 @@ class AecRows:
         self.metadata.pop("episodic_life", None)
         self.action_mask_size = int(act_space.n)
         self.action_masks = np.zeros((num_envs, act_space.n), np.uint8)
-        self._first_action = int(act_space.start)
         self._copies = [first] + [make_copy()
                                   for _ in range(num_envs // len(names) - 1)]
         self._max_steps = max_steps
@@ -254,7 +254,7 @@ class AecRows:
         for c, env in enumerate(self._copies):
             k = self._agents.index(env.agent_selection)
             action = int(actions[c * a + k])
-            if not self.action_masks[c * a + k, action - self._first_action]:
+            if not self.action_masks[c * a + k, action]:
                 raise ValueError(
                     f"agent {self._agents[k]} of environment {c} played "
                     f"{action}, which its action mask forbids")
