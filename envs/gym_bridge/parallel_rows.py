@@ -25,6 +25,32 @@ def is_parallel(env):
             not isinstance(env, gym.Env))
 
 
+def agents_and_spaces(first, num_envs, kind):
+    """(agents, observation space, action space) of a PettingZoo env's first
+    copy (kind: "Parallel" or "AEC"): num_envs must be whole copies, and
+    every agent must have the same spaces (one policy plays them all)."""
+    names = [str(a) for a in first.possible_agents]
+    if not names:
+        raise ValueError(f"the PettingZoo {kind} env has no possible_agents")
+    if num_envs % len(names) != 0:
+        raise ValueError(
+            f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
+            f"{len(names)} agents ({', '.join(names)}): one environment is "
+            f"that many rows (env.agents_per_env: {len(names)})")
+    agents = list(first.possible_agents)
+    obs_space = first.observation_space(agents[0])
+    act_space = first.action_space(agents[0])
+    for agent in agents[1:]:
+        if (first.observation_space(agent) != obs_space or
+                first.action_space(agent) != act_space):
+            raise ValueError(
+                f"agent {agent} has spaces {first.observation_space(agent)} "
+                f"/ {first.action_space(agent)}, agent {agents[0]} "
+                f"{obs_space} / {act_space}: the service trains one policy "
+                "for every agent, so all must have the same spaces")
+    return agents, obs_space, act_space
+
+
 class ParallelRows:
     """num_envs / A copies of a PettingZoo Parallel env of A agents as a
     vector env of num_envs rows: agent k of copy c is row c * A + k (the
@@ -40,25 +66,9 @@ class ParallelRows:
 
     def __init__(self, make_copy, num_envs, max_steps):
         first = make_copy()
-        names = [str(a) for a in first.possible_agents]
-        if not names:
-            raise ValueError("the PettingZoo Parallel env has no possible_agents")
-        if num_envs % len(names) != 0:
-            raise ValueError(
-                f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
-                f"{len(names)} agents ({', '.join(names)}): one environment is "
-                f"that many rows (env.agents_per_env: {len(names)})")
-        self._agents = list(first.possible_agents)
-        obs_space = first.observation_space(self._agents[0])
-        act_space = first.action_space(self._agents[0])
-        for agent in self._agents[1:]:
-            if (first.observation_space(agent) != obs_space or
-                    first.action_space(agent) != act_space):
-                raise ValueError(
-                    f"agent {agent} has spaces {first.observation_space(agent)} "
-                    f"/ {first.action_space(agent)}, agent {self._agents[0]} "
-                    f"{obs_space} / {act_space}: the service trains one policy "
-                    "for every agent, so all must have the same spaces")
+        self._agents, obs_space, act_space = agents_and_spaces(
+            first, num_envs, "Parallel")
+        names = [str(a) for a in self._agents]
         self.agent_names = names
         self.agents_per_env = len(names)
         self.num_envs = num_envs
@@ -163,25 +173,8 @@ class AecRows:
 
     def __init__(self, make_copy, num_envs, max_steps):
         first = make_copy()
-        names = [str(a) for a in first.possible_agents]
-        if not names:
-            raise ValueError("the PettingZoo AEC env has no possible_agents")
-        if num_envs % len(names) != 0:
-            raise ValueError(
-                f"num_envs {num_envs} is not a multiple of the PettingZoo env's "
-                f"{len(names)} agents ({', '.join(names)}): one environment is "
-                f"that many rows (env.agents_per_env: {len(names)})")
-        self._agents = list(first.possible_agents)
-        raw = first.observation_space(self._agents[0])
-        act_space = first.action_space(self._agents[0])
-        for agent in self._agents[1:]:
-            if (first.observation_space(agent) != raw or
-                    first.action_space(agent) != act_space):
-                raise ValueError(
-                    f"agent {agent} has spaces {first.observation_space(agent)} "
-                    f"/ {first.action_space(agent)}, agent {self._agents[0]} "
-                    f"{raw} / {act_space}: the service trains one policy "
-                    "for every agent, so all must have the same spaces")
+        self._agents, raw, act_space = agents_and_spaces(first, num_envs, "AEC")
+        names = [str(a) for a in self._agents]
         if (not isinstance(act_space, gym.spaces.Discrete) or
                 int(act_space.start) != 0):
             raise ValueError(
