@@ -39,6 +39,10 @@
 ABSL_FLAG(std::string, games, "Breakout,Pong", "ALE games, comma separated.");
 ABSL_FLAG(int, num_envs, 8, "Environments per vector env (CleanRL: 8).");
 ABSL_FLAG(double, seconds, 5, "Seconds per measurement.");
+ABSL_FLAG(int, rounds, 0,
+          "> 0: instead of the table, that many alternated rounds of ALE "
+          "alone, native and EnvPool on one thread per game, each round's "
+          "ratios and their medians (a noisy machine's figures).");
 ABSL_FLAG(std::string, envpool_python, ".bench-venv/bin/python",
           "A python with envpool==1.2.5 (tools/bench_venv.sh); empty or "
           "missing: no EnvPool column.");
@@ -204,6 +208,40 @@ std::string Frames(double steps_per_second) {
              : "-";
 }
 
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+// --rounds: ALE alone, native and EnvPool on one thread, alternated, so
+// that a noisy machine's drift falls on all three of a round alike.
+void Rounds(const std::vector<std::string>& games, const std::string& pool,
+            int n, int rounds, double seconds) {
+  std::printf("%-9s %5s %8s %8s %8s %9s %8s %9s\n", "game", "round", "ALE",
+              "native", "EnvPool", "native/EP", "/ALE", "EP/ALE");
+  for (const std::string& game : games) {
+    std::vector<double> to_pool, to_ale, pool_to_ale;
+    for (int r = 0; r < rounds; ++r) {
+      const double ale = AleAlone(game, seconds);
+      const double native = Stepped(game, true, n, 1, false, seconds);
+      const double pool1 = EnvPool(pool, game, n, 1, seconds);
+      to_pool.push_back(pool1 > 0 ? native / pool1 : 0);
+      to_ale.push_back(native / ale);
+      pool_to_ale.push_back(pool1 / ale);
+      std::printf("%-9s %5d %8s %8s %8s %9s %8s %9s\n", game.c_str(), r + 1,
+                  Frames(ale).c_str(), Frames(native).c_str(),
+                  Frames(pool1).c_str(), Ratio(native, pool1).c_str(),
+                  Ratio(native, ale).c_str(), Ratio(pool1, ale).c_str());
+      std::fflush(stdout);
+    }
+    std::printf("%-9s %5s %8s %8s %8s %8.2fx %7.2fx %8.2fx\n", game.c_str(),
+                "median", "", "", "", Median(to_pool), Median(to_ale),
+                Median(pool_to_ale));
+  }
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const int n = absl::GetFlag(FLAGS_num_envs);
@@ -218,6 +256,12 @@ int Main(int argc, char** argv) {
       access(pool.c_str(), X_OK) == 0
           ? absl::StrCat(", EnvPool from ", pool).c_str()
           : " (no EnvPool: run tools/bench_venv.sh)");
+  const std::vector<std::string> games =
+      absl::StrSplit(absl::GetFlag(FLAGS_games), ',', absl::SkipEmpty());
+  if (absl::GetFlag(FLAGS_rounds) > 0) {
+    Rounds(games, pool, n, absl::GetFlag(FLAGS_rounds), seconds);
+    return 0;
+  }
   std::printf(
       "%-9s %8s | %8s %8s %8s %9s %8s %9s | %8s %8s %9s %8s %9s | %8s %8s\n",
       "game", "ALE", "native", "bridge", "EnvPool", "native/EP", "/ALE",
@@ -225,8 +269,6 @@ int Main(int argc, char** argv) {
       "Python", "bridge/Py");
   std::printf("%-9s %8s | %46s %9s | %44s | %17s\n", "", "1 thread", "1 thread",
               "", "2 threads", "bridge's own ceiling");
-  const std::vector<std::string> games =
-      absl::StrSplit(absl::GetFlag(FLAGS_games), ',', absl::SkipEmpty());
   for (const std::string& game : games) {
     const double ale = AleAlone(game, seconds);
     const double native1 = Stepped(game, true, n, 1, false, seconds);

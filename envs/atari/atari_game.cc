@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "ale/ale_interface.hpp"
+#include "ale/emucore/OSystem.hxx"
 
 namespace rl::atari {
 
@@ -95,6 +96,9 @@ AtariGame::AtariGame(const AtariOptions& options)
     throw std::runtime_error("the game's screen is not 210x160");
   }
   for (auto& s : screens_) s.assign(static_cast<size_t>(height_) * width_, 0);
+  uint8_t indices[256];
+  for (int i = 0; i < 256; ++i) indices[i] = static_cast<uint8_t>(i);
+  ale_->theOSystem->colourPalette().applyPaletteGrayscale(grey_, indices, 256);
   const size_t size = static_cast<size_t>(options.screen_size) *
                       static_cast<size_t>(options.screen_size);
   frame_.assign(size, 0);
@@ -119,7 +123,7 @@ AtariGame::LifeStep AtariGame::Frames(int action) {
     if (t == skip - 2) {
       ale_->getScreenGrayscale(screens_[1]);
     } else if (t == skip - 1) {
-      ale_->getScreenGrayscale(screens_[0]);
+      last_indices_ = ale_->getScreen().getArray();
     }
   }
   return step;
@@ -127,12 +131,25 @@ AtariGame::LifeStep AtariGame::Frames(int action) {
 
 void AtariGame::Frame() {
   // As the bridge: the max goes into the newer screen, which a step ended
-  // early by the game keeps.
-  if (options_.frame_skip > 1) {
-    MaxFrames(screens_[0].data(), screens_[1].data(), screens_[0].data(),
-              static_cast<int64_t>(screens_[0].size()));
+  // early by the game keeps (and then screens_[0], the last max, is at
+  // least screens_[1] everywhere: the max changes nothing).
+  const int64_t n = static_cast<int64_t>(screens_[0].size());
+  uint8_t* newer = screens_[0].data();
+  if (last_indices_ != nullptr) {
+    // The step's last frame: grey and max in one pass.
+    const uint8_t* older = screens_[1].data();
+    if (options_.frame_skip > 1) {
+      for (int64_t i = 0; i < n; ++i) {
+        newer[i] = std::max(grey_[last_indices_[i]], older[i]);
+      }
+    } else {
+      for (int64_t i = 0; i < n; ++i) newer[i] = grey_[last_indices_[i]];
+    }
+    last_indices_ = nullptr;
+  } else if (options_.frame_skip > 1) {
+    MaxFrames(newer, screens_[1].data(), newer, n);
   }
-  resize_.Apply(screens_[0].data(), frame_.data());
+  resize_.Apply(newer, frame_.data());
 }
 
 void AtariGame::NewGame(Rng& rng) {

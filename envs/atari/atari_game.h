@@ -118,6 +118,11 @@ class AtariGame {
   AreaResize resize_;
   int height_ = 0, width_ = 0;
   std::vector<uint8_t> screens_[2];
+  // ALE's palette index -> grey (its grey palette), and the last frame of
+  // a step as indices when Frames() read it (valid until the next act):
+  // Frame() greys it and takes the max in one pass.
+  uint8_t grey_[256] = {};
+  const uint8_t* last_indices_ = nullptr;
   std::vector<uint8_t> frame_;  // the last preprocessed frame
   std::vector<uint8_t> stack_;  // [stack_num, size, size]
   int lives_ = 0;
