@@ -72,8 +72,13 @@ void ResolvePbt(SweepSpec* spec, FieldProblems* problems) {
   }
   PopulationBasedTraining* pbt = spec->mutable_pbt();
   const int64_t budget = spec->base().total_env_steps();
+  // Every round holds at least `last_points` updates, so that a member's
+  // score at a round is its own, not its donor's from before a copy.
+  const int64_t batch = static_cast<int64_t>(spec->base().envs_per_actor()) *
+                        spec->base().segment_length();
+  const int64_t least = batch * std::max(1, spec->metric().last_points());
   if (pbt->interval_steps() == 0 && budget > 0) {
-    pbt->set_interval_steps(std::max<int64_t>(1, budget / 10));
+    pbt->set_interval_steps(std::max<int64_t>({1, budget / 10, least}));
   }
   if (pbt->fraction() == 0) pbt->set_fraction(0.25);
   if (pbt->perturb_factors().empty()) {
@@ -105,11 +110,6 @@ void ResolvePbt(SweepSpec* spec, FieldProblems* problems) {
     p.Add("pbt.resample_probability", "must be in [0, 1]",
           pbt->resample_probability());
   }
-  // Every round holds at least `last_points` updates, so that a member's
-  // score at a round is its own, not its donor's from before a copy.
-  const int64_t batch = static_cast<int64_t>(spec->base().envs_per_actor()) *
-                        spec->base().segment_length();
-  const int64_t least = batch * std::max(1, spec->metric().last_points());
   if (batch > 0 && pbt->interval_steps() >= 1 &&
       pbt->interval_steps() < least) {
     p.Add("pbt.interval_steps",

@@ -20,7 +20,8 @@ namespace rl {
 
 using PbtParameters = std::map<std::string, google::protobuf::Value>;
 
-// Defaults of `spec->pbt()` (interval a tenth of the budget, fraction 0.25,
+// Defaults of `spec->pbt()` (interval a tenth of the budget, at least
+// metric.last_points updates, fraction 0.25,
 // factors [0.8, 1.2], resample probability 0.25) and its checks, each
 // problem named by its path into `problems`. For method pbt: a population
 // of at least 2, one seed per member, no early stopping, only ppo.* fields

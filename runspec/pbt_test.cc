@@ -54,6 +54,13 @@ TEST(PbtTest, DefaultsAndAPopulationOfSeeds) {
   EXPECT_EQ(PbtRoundSteps(spec, 0), 10000);
   EXPECT_EQ(PbtRoundSteps(spec, 9), 100000);
   EXPECT_EQ(PbtRoundSteps(spec, 12), 100000);  // never past the budget
+  // A short budget: the default round still holds an update (1,024 steps).
+  std::string short_budget(kPbt);
+  short_budget.replace(short_budget.find("total_env_steps: 100000"), 23,
+                       "total_env_steps: 5000");
+  ASSERT_OK_AND_ASSIGN(const SweepSpec small, Parse(short_budget));
+  EXPECT_EQ(small.pbt().interval_steps(),
+            small.base().envs_per_actor() * small.base().segment_length());
 }
 
 TEST(PbtTest, RefusesWhatCannotBeCopiedNamingEachField) {
