@@ -74,9 +74,13 @@ void ResolvePbt(SweepSpec* spec, FieldProblems* problems) {
   const int64_t budget = spec->base().total_env_steps();
   // Every round holds at least `last_points` updates, so that a member's
   // score at a round is its own, not its donor's from before a copy.
-  const int64_t batch = static_cast<int64_t>(spec->base().envs_per_actor()) *
-                        spec->base().segment_length();
-  const int64_t least = batch * std::max(1, spec->metric().last_points());
+  // Clamped: an unresolved base or metric (its problems reported
+  // elsewhere) must not overflow the product.
+  const int64_t batch =
+      std::clamp<int64_t>(spec->base().envs_per_actor(), 0, 1 << 20) *
+      std::clamp<int64_t>(spec->base().segment_length(), 0, 1 << 20);
+  const int64_t least =
+      batch * std::clamp<int64_t>(spec->metric().last_points(), 1, 1000);
   if (pbt->interval_steps() == 0 && budget > 0) {
     pbt->set_interval_steps(std::max<int64_t>({1, budget / 10, least}));
   }
