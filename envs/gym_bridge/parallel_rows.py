@@ -51,6 +51,19 @@ def agents_and_spaces(first, num_envs, kind):
     return agents, obs_space, act_space
 
 
+def set_vector_fields(rows, first, names, num_envs, obs_space, act_space):
+    """What the bridge reads of a vector env, on `rows` (ParallelRows or
+    AecRows): agents, counts, spaces, metadata (never episodic_life)."""
+    rows.agent_names = names
+    rows.agents_per_env = len(names)
+    rows.num_envs = num_envs
+    rows.single_observation_space = obs_space
+    rows.single_action_space = act_space
+    rows.action_space = gym.vector.utils.batch_space(act_space, num_envs)
+    rows.metadata = dict(getattr(first, "metadata", None) or {})
+    rows.metadata.pop("episodic_life", None)
+
+
 class ParallelRows:
     """num_envs / A copies of a PettingZoo Parallel env of A agents as a
     vector env of num_envs rows: agent k of copy c is row c * A + k (the
@@ -69,14 +82,7 @@ class ParallelRows:
         self._agents, obs_space, act_space = agents_and_spaces(
             first, num_envs, "Parallel")
         names = [str(a) for a in self._agents]
-        self.agent_names = names
-        self.agents_per_env = len(names)
-        self.num_envs = num_envs
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        self.action_space = gym.vector.utils.batch_space(act_space, num_envs)
-        self.metadata = dict(getattr(first, "metadata", None) or {})
-        self.metadata.pop("episodic_life", None)
+        set_vector_fields(self, first, names, num_envs, obs_space, act_space)
         self._copies = [first] + [make_copy()
                                   for _ in range(num_envs // len(names) - 1)]
         self._max_steps = max_steps
@@ -185,14 +191,7 @@ class AecRows:
                              "observation" in raw.spaces and
                              "action_mask" in raw.spaces)
         obs_space = raw["observation"] if self._mask_in_obs else raw
-        self.agent_names = names
-        self.agents_per_env = len(names)
-        self.num_envs = num_envs
-        self.single_observation_space = obs_space
-        self.single_action_space = act_space
-        self.action_space = gym.vector.utils.batch_space(act_space, num_envs)
-        self.metadata = dict(getattr(first, "metadata", None) or {})
-        self.metadata.pop("episodic_life", None)
+        set_vector_fields(self, first, names, num_envs, obs_space, act_space)
         self.action_mask_size = int(act_space.n)
         self.action_masks = np.zeros((num_envs, act_space.n), np.uint8)
         self._copies = [first] + [make_copy()
