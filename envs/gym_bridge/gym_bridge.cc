@@ -81,6 +81,13 @@ std::string StartError() {
       bridge.attr("_PARALLEL_ROWS_PY") = py::str(kParallelRowsPy);
       py::exec(kBridgePy, bridge.attr("__dict__"));
       py::module_::import("sys").attr("modules")["rl_gym_bridge"] = bridge;
+      // pybind11 2.10 sets up its internals on the first
+      // gil_scoped_acquire; where that is on another thread it keeps a
+      // thread state that PyGILState_Release has already freed, and the
+      // next acquire crashes (pybind11 #2888). Set them up here, on the
+      // thread that holds the GIL and the main thread state: two trainers
+      // opening the bridge at once crashed in about half of runs before.
+      py::detail::get_internals();
     } catch (const std::exception& e) {
       error = std::string(
                   "cannot start the embedded Python (set RL_PYTHON "

@@ -155,11 +155,14 @@ def _parallel_rows():
     as rows."""
     import sys
     import types
-    if "rl_parallel_rows" not in sys.modules:
-        module = types.ModuleType("rl_parallel_rows")
+    # Put in sys.modules before its code runs, so that two threads opening
+    # envs at once share one module (the code runs again harmlessly where
+    # the other thread is still running it).
+    module = sys.modules.setdefault("rl_parallel_rows",
+                                    types.ModuleType("rl_parallel_rows"))
+    if not hasattr(module, "AecRows"):
         exec(_PARALLEL_ROWS_PY, module.__dict__)
-        sys.modules["rl_parallel_rows"] = module
-    return sys.modules["rl_parallel_rows"]
+    return module
 
 
 def action_mask_size(env):
