@@ -198,6 +198,12 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
       rollout->values[t].copy_(step.values);
       if (recurrent) step_states_[t].copy_(policy_state_);
     }
+    if (opponents_ != nullptr) {
+      RETURN_IF_ERROR(
+          opponents_->Act(rollout->observations[t],
+                          masked ? rollout->action_masks[t] : torch::Tensor(),
+                          rollout->actions[t]));
+    }
     local.inference_seconds += SecondsSince(start);
 
     start = Clock::now();
@@ -225,6 +231,10 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
             : env_->StepContinuous(continuous_actions + row * action_size, out);
     local.env_seconds += SecondsSince(start);
     RETURN_IF_ERROR(status);
+    if (opponents_ != nullptr) {
+      opponents_->StepEnded(terminated + row, truncated_rows + row,
+                            episode_returns + row, episode_lengths + row);
+    }
     if (recurrent) {
       // A new episode starts from a zero state.
       const torch::Tensor carry =

@@ -67,6 +67,11 @@ class RolloutCollector final : public SegmentCollector {
 
   // Everything needed to continue exactly: env state, current observations,
   // sampling generator, reward-scaler state, a recurrent policy's state.
+  absl::Status SetOpponents(RowOpponents* opponents) override {
+    opponents_ = opponents;
+    return absl::OkStatus();
+  }
+
   std::map<std::string, torch::Tensor> SaveState() const override;
   absl::Status RestoreState(
       const std::map<std::string, torch::Tensor>& state) override;
@@ -90,6 +95,7 @@ class RolloutCollector final : public SegmentCollector {
   // step's state after it (before the zeroing at an episode's end) [T, E,
   // S] scratch, the truncated episodes' bootstrap values read it; both
   // undefined without a core (policy.core).
+  RowOpponents* opponents_ = nullptr;
   torch::Tensor policy_state_;
   torch::Tensor step_states_;
   torch::Tensor final_observations_;   // [T, E, obs] scratch

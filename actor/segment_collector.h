@@ -25,6 +25,24 @@ struct CollectTimings {
   double inference_seconds = 0;
 };
 
+// Who plays the rows the trained policy does not (a league's frozen
+// opponents, trainer/league.h): called inside every step of a Collect.
+class RowOpponents {
+ public:
+  virtual ~RowOpponents() = default;
+  // Overwrites the opponents' rows of `actions` (this step's, [E] or
+  // [E, ...], already chosen by the trained policy for every row) with
+  // theirs; `masks` is [E, n] or undefined.
+  virtual absl::Status Act(const torch::Tensor& observations,
+                           const torch::Tensor& masks,
+                           torch::Tensor actions) = 0;
+  // The step's results, [E] each: rows whose episode ended (terminated or
+  // truncated) and, on those, the episode's return and length.
+  virtual void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
+                         const float* episode_returns,
+                         const int32_t* episode_lengths) = 0;
+};
+
 class SegmentCollector {
  public:
   virtual ~SegmentCollector() = default;
@@ -44,6 +62,14 @@ class SegmentCollector {
   // Returns and lengths of the episodes that ended in the last Collect().
   virtual const std::vector<float>& episode_returns() const = 0;
   virtual const std::vector<int32_t>& episode_lengths() const = 0;
+
+  // From the next Collect on, `opponents` (not owned; null: none) acts for
+  // its rows after the policy. UNIMPLEMENTED where the collector cannot.
+  virtual absl::Status SetOpponents(RowOpponents* opponents) {
+    (void)opponents;
+    return absl::UnimplementedError(
+        "league: opponents act only where envs step on the host");
+  }
 
   // Everything needed to continue exactly, as CPU tensors, and back.
   virtual std::map<std::string, torch::Tensor> SaveState() const = 0;

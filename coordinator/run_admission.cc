@@ -48,6 +48,14 @@ absl::StatusOr<RunSpec> AdmitRunSpec(const SubmitRunRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": ", valid.message()));
   }
+  // A league's frozen versions act where its envs step; actors do not load
+  // them yet, so the service would train plain self-play instead.
+  if (spec.has_league()) {
+    return absl::UnimplementedError(absl::StrCat(
+        source,
+        ": league: self-play against frozen versions runs on one machine "
+        "(rl_local train) in this version, not through the coordinator"));
+  }
   return spec;
 }
 

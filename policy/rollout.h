@@ -51,6 +51,20 @@ struct Rollout {
     return r;
   }
 
+  // The envs `rows` ([K] int64, on this rollout's device) of every tensor:
+  // a rollout of K envs (copies, not views).
+  Rollout Rows(const torch::Tensor& rows) const {
+    Rollout r = *this;
+    for (torch::Tensor* t : r.Tensors()) {
+      if (!t->defined()) continue;
+      // [E, ...] after the last step or before the first; else [T, E, ...].
+      const bool env_major = t == &r.next_observations || t == &r.next_values ||
+                             t == &r.initial_state;
+      *t = t->index_select(env_major ? 0 : 1, rows);
+    }
+    return r;
+  }
+
   int64_t num_steps() const { return rewards.size(0); }
   int64_t num_envs() const { return rewards.size(1); }
 

@@ -15,6 +15,7 @@
   rlctl sweep get SWEEP_ID
   rlctl sweep cancel SWEEP_ID
   rlctl sweep watch SWEEP_ID [--interval S] [--retry-for S]
+  rlctl league RUN_DIR [--every N]
 
 The coordinator's address comes from --coordinator or $RL_COORDINATOR
 (default 127.0.0.1:50051), the telemetry service's from --telemetry or
@@ -103,6 +104,19 @@ def export(client, args):
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode
+
+
+def league(run_dir, every):
+    from rlservice import league as lg
+    try:
+        matches = lg.read_matches(lg.matches_path(run_dir))
+    except ValueError as e:
+        print(f"rlctl: error: {text(e)}", file=sys.stderr)
+        return 2
+    ratings = lg.rate(matches)
+    print(f"{len(matches)} matches, {len(ratings)} versions")
+    print(lg.format_ratings(ratings, max(1, every)))
+    return 0
 
 
 def main(argv=None):
@@ -203,9 +217,18 @@ def main(argv=None):
     p.add_argument("sweep_id")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
     add_retry_for(p)
+    p = sub.add_parser(
+        "league", help="ratings of a league run's versions from its matches",
+        description="Reads RUN_DIR/league/matches.csv (a run with a league block writes it) "
+        "and rates every version with OpenSkill's Bradley-Terry model, matches in the order "
+        "they were played. Reads the directory here: the run's directory on this machine.")
+    p.add_argument("run_dir", help="the run's directory (or its matches.csv)")
+    p.add_argument("--every", type=int, default=1, help="show every N-th version (and the last)")
     args = parser.parse_args(argv)
     if args.command == "check-env":
         return check_env(args.run_file, args.steps)
+    if args.command == "league":
+        return league(args.run_dir, args.every)
 
     security = Security.from_env(
         token_file=args.token_file, tls_ca=args.tls_ca, tls_cert=args.tls_cert,

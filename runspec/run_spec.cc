@@ -32,6 +32,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "runspec/field_problems.h"
+#include "runspec/league_rules.h"
 #include "runspec/policy_rules.h"
 
 namespace rl {
@@ -221,6 +222,7 @@ void ApplyRunSpecDefaults(RunSpec* spec) {
   }
 
   ApplyPolicyDefaults(spec->env(), *ppo, spec->mutable_policy());
+  if (spec->has_league()) ApplyLeagueDefaults(spec->mutable_league());
 
   Resources* res = spec->mutable_resources();
   if (res->num_learners() == 0) res->set_num_learners(1);
@@ -384,6 +386,9 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (!ppo.cpu_kernels().empty()) p.Add(MovedToExecution("cpu_kernels"));
   if (!ppo.precision().empty()) p.Add(MovedToExecution("precision"));
   if (!ppo.cuda_graphs().empty()) p.Add(MovedToExecution("cuda_graphs"));
+  for (std::string& problem : LeagueProblems(spec)) {
+    p.Add(std::move(problem));
+  }
   for (std::string& problem : PolicyProblems(spec)) {
     p.Add(std::move(problem));
   }

@@ -41,10 +41,11 @@ std::string ProgressLine(const TrainerProgress& p) {
                               ? std::string("-")
                               : absl::StrFormat("%.1f", p.mean_return);
   return absl::StrFormat(
-      "steps %d/%d | %.0f steps/s | return(100) %s | episodes %d | "
-      "kl %.4f | ETA %s",
-      p.env_steps, p.total_env_steps, p.steps_per_second, ret, p.episodes,
-      p.last_update.approx_kl, FormatDuration(eta));
+             "steps %d/%d | %.0f steps/s | return(100) %s | episodes %d | "
+             "kl %.4f | ETA %s",
+             p.env_steps, p.total_env_steps, p.steps_per_second, ret,
+             p.episodes, p.last_update.approx_kl, FormatDuration(eta)) +
+         (p.league.empty() ? "" : " | " + p.league);
 }
 
 void PrintSummary(const RunSpec& spec, const TrainResult& result) {
@@ -72,6 +73,7 @@ void PrintSummary(const RunSpec& spec, const TrainResult& result) {
         100 * t.env / total, 100 * t.inference / total, 100 * t.gae / total,
         100 * t.update / total, 100 * t.other / total);
   }
+  if (!p.league.empty()) std::printf("league: %s\n", p.league.c_str());
   std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
 }
 

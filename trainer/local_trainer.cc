@@ -81,9 +81,17 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
                    CatchTorchErrors("allocating the rollout buffer", [&] {
                      return collector->AllocateRollout();
                    }));
-  return std::unique_ptr<LocalTrainer>(new LocalTrainer(
+  std::unique_ptr<LocalTrainer> trainer(new LocalTrainer(
       spec, options, std::move(collector), std::move(policy),
       std::move(learner_policy), std::move(updater), std::move(rollout)));
+  if (spec.has_league()) {
+    ASSIGN_OR_RETURN(
+        trainer->league_,
+        League::Create(spec, trainer->policy_, trainer->rollout_.num_envs()));
+    RETURN_IF_ERROR(trainer->collector_->SetOpponents(trainer->league_.get()));
+    trainer->progress_.league = trainer->league_->Describe();
+  }
+  return trainer;
 }
 
 LocalTrainer::LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
@@ -118,10 +126,13 @@ absl::Status LocalTrainer::Step() {
   // (one on the host is the learner's to copy, packed).
   const torch::Device learner_device = learner_policy_->device();
   const torch::Device rollout_device = rollout_.rewards.device();
+  // With a league only the trained seats are learned from.
+  const Rollout trained =
+      league_ != nullptr ? rollout_.Rows(league_->learner_rows()) : rollout_;
   absl::StatusOr<UpdateStats> update = updater_->Update(
       rollout_device.is_cpu() || rollout_device == learner_device
-          ? rollout_
-          : rollout_.To(learner_device),
+          ? trained
+          : trained.To(learner_device),
       progress_.env_steps);
   if (!update.ok()) {
     return Prefixed(update.status(),
@@ -140,16 +151,38 @@ absl::Status LocalTrainer::Step() {
   const int64_t segment_steps = rollout_.num_steps() * rollout_.num_envs();
   progress_.env_steps += segment_steps;
   progress_.updates += 1;
+  // The episodes that count: every row's, or with a league the trained
+  // seats' (its matches go to <run_dir>/league/matches.csv).
+  std::vector<float> league_returns;
+  std::vector<int32_t> league_lengths;
+  if (league_ != nullptr) {
+    league_returns = league_->TakeLearnerReturns();
+    league_lengths = league_->TakeLearnerLengths();
+    const std::vector<LeagueMatch> matches = league_->TakeMatches();
+    if (!options_.run_dir.empty()) {
+      RETURN_IF_ERROR(AppendLeagueMatches(
+          (std::filesystem::path(options_.run_dir) / "league" / "matches.csv")
+              .string(),
+          matches));
+    }
+    RETURN_IF_ERROR(
+        league_->AfterUpdate(progress_.updates, progress_.env_steps, policy_));
+    progress_.league = league_->Describe();
+  }
+  const std::vector<float>& episode_returns =
+      league_ != nullptr ? league_returns : collector_->episode_returns();
+  const std::vector<int32_t>& episode_lengths =
+      league_ != nullptr ? league_lengths : collector_->episode_lengths();
   if (options_.emitter != nullptr) {
     EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
-                       collect_seconds, timings, collector_->episode_returns(),
-                       collector_->episode_lengths(), {{"actor", "0"}});
+                       collect_seconds, timings, episode_returns,
+                       episode_lengths, {{"actor", "0"}});
     EmitUpdateMetrics(options_.emitter, progress_.env_steps,
                       progress_.last_update, update_seconds, progress_.updates,
                       /*grad_norm_interval=*/10);
   }
-  for (float r : collector_->episode_returns()) recent_returns_.Add(r);
-  progress_.episodes += collector_->episode_returns().size();
+  for (float r : episode_returns) recent_returns_.Add(r);
+  progress_.episodes += episode_returns.size();
   if (!recent_returns_.empty()) progress_.mean_return = recent_returns_.Mean();
   if (spec_.has_target_return() && !target_reached_ &&
       recent_returns_.Reaches(spec_.target_return())) {
@@ -191,6 +224,7 @@ absl::StatusOr<TrainResult> LocalTrainer::Train(
 
 absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   TensorMap extra = collector_->SaveState();
+  if (league_ != nullptr) league_->SaveState(&extra);
   TrainingState state;
   state.set_env_steps(progress_.env_steps);
   state.set_updates(progress_.updates);
@@ -219,6 +253,10 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
     RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
   }
   RETURN_IF_ERROR(collector_->RestoreState(extra));
+  if (league_ != nullptr) {
+    RETURN_IF_ERROR(league_->RestoreState(extra));
+    progress_.league = league_->Describe();
+  }
   const std::string source = absl::StrCat("checkpoint ", checkpoint_dir);
   ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));
   RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),

@@ -20,6 +20,7 @@
 #include "learner/return_window.h"
 #include "policy/actor_critic.h"
 #include "proto/common.pb.h"
+#include "trainer/league.h"
 
 namespace rl {
 
@@ -57,6 +58,10 @@ struct TrainerProgress {
   double seconds = 0;
   double steps_per_second = 0;
   UpdateStats last_update;
+  // With a league (RunSpec.league): its pool and the trained policy's last
+  // games against it (League::Describe); else empty. Returns and episodes
+  // above are then the trained seats'.
+  std::string league;
 };
 
 struct TrainResult {
@@ -91,6 +96,8 @@ class LocalTrainer {
 
   const TrainerProgress& progress() const { return progress_; }
   ActorCritic& policy() { return policy_; }
+  // The run's league; null without one.
+  const League* league() const { return league_.get(); }
   const RunSpec& spec() const { return spec_; }
   bool Done() const;
 
@@ -110,6 +117,9 @@ class LocalTrainer {
   ActorCritic learner_policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   Rollout rollout_;
+  // With a league: plays the opponents' rows; the update learns from the
+  // trained seats' rows only.
+  std::unique_ptr<League> league_;
   TrainerProgress progress_;
   ReturnWindow recent_returns_;
   TimeBreakdown time_;

@@ -79,8 +79,9 @@ TEST(GymBridgeThreadsTest, TwoThreadsStartingThePythonAtOnceBothPlay) {
       std::thread b([&] { results[1] = OpenAndPlay(2); });
       a.join();
       b.join();
-      _exit(results[0] != 0 ? 10 + results[0]
-                            : results[1] != 0 ? 20 + results[1] : 0);
+      _exit(results[0] != 0   ? 10 + results[0]
+            : results[1] != 0 ? 20 + results[1]
+                              : 0);
     }
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);

@@ -1,0 +1,101 @@
+"""rlctl league: OpenSkill ratings of a league's versions from the matches
+a run wrote. A real rl_local run with a league block writes the file; the
+ratings of made-up matches (each version beating every older one) rise
+version by version; draws and losses are counted; malformed files are
+named by line, and rlctl exits 2 on them."""
+
+import contextlib
+import io
+import os
+import subprocess
+import tempfile
+import textwrap
+import unittest
+
+import rlctl
+from rlservice import league
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+class RatingsTest(unittest.TestCase):
+
+    def test_each_version_beating_the_older_ones_rates_higher(self):
+        matches = []
+        steps = 0
+        for learner in range(1, 6):
+            for opponent in range(learner):
+                for _ in range(20):
+                    steps += 64
+                    matches.append((steps, learner, opponent, 1.0))
+        ratings = league.rate(matches)
+        self.assertEqual([r.version for r in ratings], [0, 1, 2, 3, 4, 5])
+        mus = [r.mu for r in ratings]
+        self.assertEqual(mus, sorted(mus), mus)
+        self.assertGreater(mus[-1] - mus[0], 10)
+        self.assertEqual(ratings[5].won, 100)
+        self.assertEqual(ratings[0].games, 100)  # as everyone's opponent
+        self.assertEqual(ratings[1].first_step, 64)
+
+    def test_draws_and_losses(self):
+        ratings = league.rate([(0, 1, 0, 0.0), (0, 1, 0, -1.0), (0, 1, 0, 1.0), (0, 1, 1, 1.0)])
+        one = ratings[1]
+        self.assertEqual((one.won, one.drew, one.lost), (1, 1, 1))
+        self.assertIn("33.3%  33.3%  33.3%", league.format_ratings(ratings))
+
+    def test_malformed_files_are_named_by_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "matches.csv")
+            write(path, "env_steps,learner_version,opponent_version,learner_return\n1,1,0,x\n")
+            with self.assertRaisesRegex(ValueError, r"matches.csv:2: not a match: '1,1,0,x'"):
+                league.read_matches(path)
+            write(path, "steps,who\n")
+            with self.assertRaisesRegex(ValueError, r"matches.csv:1: expected the header"):
+                league.read_matches(path)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err):
+                self.assertEqual(rlctl.main(["league", d]), 2)
+            self.assertIn("cannot read the league's matches", err.getvalue())
+
+
+class RealRunTest(unittest.TestCase):
+
+    def test_a_league_run_writes_matches_rlctl_rates(self):
+        with tempfile.TemporaryDirectory() as d:
+            run_file = os.path.join(d, "run.yaml")
+            write(run_file, textwrap.dedent("""\
+                env:
+                  id: LightCycles-v0
+                  plugin: light_cycles
+                  kwargs: {size: 6, opponent: self}
+                  agents_per_env: 2
+                  observation_size: 242
+                  num_discrete_actions: 3
+                envs_per_actor: 16
+                segment_length: 32
+                total_env_steps: 8192
+                policy: {hidden_sizes: [16]}
+                league: {snapshot_interval: 4}
+                """))
+            done = subprocess.run(
+                ["trainer/rl_local", "train", f"--run={run_file}", f"--run_dir={d}/run",
+                 "--progress=false"],
+                capture_output=True, text=True, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            self.assertIn("league: pool v0-v4 (5 versions, pfsp)", done.stdout)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(rlctl.main(["league", f"{d}/run"]), 0)
+            text = out.getvalue()
+            # 16 updates, a version frozen every 4: the trained policy
+            # played its games as versions 1-4 (the fifth froze at the end).
+            self.assertRegex(text, r"^\d+ matches, 5 versions\n")
+            self.assertRegex(text, r"\nv0 +- ")
+            self.assertRegex(text, r"\nv4 +6144 ")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,372 @@
+#include "trainer/league.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <numeric>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status.h"
+#include "learner/training_state.h"
+#include "policy/torch_status.h"
+
+namespace rl {
+namespace {
+
+constexpr size_t kRecentGames = 100;
+
+// 1 a win, 0.5 a draw, 0 a loss: the sign of the trained seat's return.
+double Score(float learner_return) {
+  return learner_return > 0 ? 1.0 : learner_return == 0 ? 0.5 : 0.0;
+}
+
+torch::Tensor BytesTensor(const std::string& bytes) {
+  return torch::from_blob(const_cast<char*>(bytes.data()),
+                          {static_cast<int64_t>(bytes.size())}, torch::kUInt8)
+      .clone();
+}
+
+std::string TensorBytes(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU).contiguous();
+  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
+}
+
+std::vector<torch::Tensor> Weights(ActorCritic& policy) {
+  std::vector<torch::Tensor> out = policy->parameters();
+  for (const torch::Tensor& b : policy->buffers()) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+std::vector<double> OpponentWeights(const std::string& sampling,
+                                    const std::vector<OpponentRecord>& pool) {
+  std::vector<double> w(pool.size(), sampling == "latest" ? 0.0 : 1.0);
+  if (pool.empty()) return w;
+  if (sampling == "latest") {
+    w.back() = 1;
+  } else if (sampling == "pfsp") {
+    for (size_t i = 0; i < pool.size(); ++i) {
+      const double p = (pool[i].learner_score + 0.5) / (pool[i].games + 1.0);
+      w[i] = (1 - p) * (1 - p);
+    }
+  }
+  return w;
+}
+
+absl::Status AppendLeagueMatches(const std::string& path,
+                                 const std::vector<LeagueMatch>& matches) {
+  std::error_code ec;
+  const std::filesystem::path file(path);
+  std::filesystem::create_directories(file.parent_path(), ec);
+  const bool is_new = !std::filesystem::exists(file, ec);
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  if (f == nullptr) {
+    return absl::InternalError(absl::StrCat("league: cannot append to ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  if (is_new) {
+    std::fprintf(f,
+                 "env_steps,learner_version,opponent_version,"
+                 "learner_return\n");
+  }
+  for (const LeagueMatch& m : matches) {
+    std::fprintf(f, "%lld,%lld,%lld,%g\n", static_cast<long long>(m.env_steps),
+                 static_cast<long long>(m.learner_version),
+                 static_cast<long long>(m.opponent_version), m.learner_return);
+  }
+  const bool failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || failed) {
+    return absl::InternalError(
+        absl::StrCat("league: writing ", path, " failed"));
+  }
+  return absl::OkStatus();
+}
+
+League::League(const RunSpec& spec, int64_t rows)
+    : spec_(spec),
+      agents_(std::max(1, spec.env().agents_per_env())),
+      copies_(rows / std::max(1, spec.env().agents_per_env())),
+      opponent_of_copy_(copies_, 0),
+      draws_(spec.seed() * 0x9E3779B97F4A7C15ULL + 17),
+      actions_(at::detail::createCPUGenerator(spec.seed() + 7919)) {
+  std::vector<int64_t> learner(copies_);
+  for (int64_t c = 0; c < copies_; ++c) learner[c] = c * agents_ + c % agents_;
+  learner_rows_ = torch::tensor(learner, torch::kInt64);
+}
+
+absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
+                                                       ActorCritic& policy,
+                                                       int64_t rows) {
+  if (!spec.has_league()) {
+    return absl::InvalidArgumentError("league: the run has none");
+  }
+  if (spec.env().agents_per_env() < 2 ||
+      rows % spec.env().agents_per_env() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "league: needs whole copies of 2 or more agents (rows ", rows,
+        ", env.agents_per_env ", spec.env().agents_per_env(), ")"));
+  }
+  std::unique_ptr<League> league(new League(spec, rows));
+  ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));
+  league->frozen_.emplace(0, first);
+  league->pool_.push_back(OpponentRecord{0, 0, 0});
+  return league;
+}
+
+absl::StatusOr<ActorCritic> League::Freeze(ActorCritic& policy) const {
+  ASSIGN_OR_RETURN(ActorCritic frozen,
+                   CreateSeededActorCritic(RunNetworkConfig(spec_), 0));
+  RETURN_IF_ERROR(CatchTorchErrors("freezing a league version",
+                                   [&] { frozen->to(policy->device()); }));
+  RETURN_IF_ERROR(CopyPolicyWeights(policy, frozen));
+  return frozen;
+}
+
+int64_t League::DrawOpponent() {
+  const std::vector<OpponentRecord> pool(pool_.begin(), pool_.end());
+  const std::vector<double> w =
+      OpponentWeights(spec_.league().sampling(), pool);
+  std::discrete_distribution<size_t> pick(w.begin(), w.end());
+  return pool[pick(draws_)].version;
+}
+
+OpponentRecord* League::Find(int64_t version) {
+  for (OpponentRecord& r : pool_) {
+    if (r.version == version) return &r;
+  }
+  return nullptr;
+}
+
+void League::Prune() {
+  for (auto it = frozen_.begin(); it != frozen_.end();) {
+    const int64_t v = it->first;
+    const bool playing =
+        std::find(opponent_of_copy_.begin(), opponent_of_copy_.end(), v) !=
+        opponent_of_copy_.end();
+    if (!playing && Find(v) == nullptr) {
+      it = frozen_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status League::Act(const torch::Tensor& observations,
+                         const torch::Tensor& masks, torch::Tensor actions) {
+  if (rows_stale_) {
+    std::map<int64_t, std::vector<int64_t>> rows;
+    for (int64_t c = 0; c < copies_; ++c) {
+      std::vector<int64_t>& r = rows[opponent_of_copy_[c]];
+      for (int k = 0; k < agents_; ++k) {
+        if (k != c % agents_) r.push_back(c * agents_ + k);
+      }
+    }
+    rows_of_version_.clear();
+    for (auto& [version, r] : rows) {
+      rows_of_version_[version] = torch::tensor(r, torch::kInt64);
+    }
+    rows_stale_ = false;
+  }
+  return CatchTorchErrors("league: a frozen opponent's step", [&] {
+    for (const auto& [version, rows] : rows_of_version_) {
+      ActorCritic& opponent = frozen_.at(version);
+      const PolicyStep step = opponent->Act(
+          observations.index_select(0, rows), actions_, false,
+          masks.defined() ? masks.index_select(0, rows) : torch::Tensor());
+      actions.index_copy_(0, rows,
+                          step.actions.to(actions.device(), actions.dtype()));
+    }
+  });
+}
+
+void League::StepEnded(const uint8_t* terminated, const uint8_t* truncated,
+                       const float* episode_returns,
+                       const int32_t* episode_lengths) {
+  bool drew = false;
+  for (int64_t c = 0; c < copies_; ++c) {
+    const int64_t row = c * agents_ + c % agents_;
+    if (!(terminated[row] | truncated[row])) continue;
+    const float ret = episode_returns[row];
+    matches_.push_back(
+        LeagueMatch{env_steps_, next_version_, opponent_of_copy_[c], ret});
+    if (OpponentRecord* record = Find(opponent_of_copy_[c])) {
+      record->learner_score += Score(ret);
+      record->games += 1;
+    }
+    learner_returns_.push_back(ret);
+    learner_lengths_.push_back(episode_lengths[row]);
+    recent_.push_back(ret);
+    if (recent_.size() > kRecentGames) recent_.pop_front();
+    opponent_of_copy_[c] = DrawOpponent();
+    drew = true;
+  }
+  if (drew) {
+    rows_stale_ = true;
+    Prune();
+  }
+}
+
+absl::Status League::AfterUpdate(int64_t updates, int64_t env_steps,
+                                 ActorCritic& policy) {
+  env_steps_ = env_steps;
+  if (updates % spec_.league().snapshot_interval() != 0) {
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(ActorCritic frozen, Freeze(policy));
+  frozen_.emplace(next_version_, frozen);
+  pool_.push_back(OpponentRecord{next_version_, 0, 0});
+  ++next_version_;
+  while (static_cast<int64_t>(pool_.size()) > spec_.league().pool_size()) {
+    pool_.pop_front();
+  }
+  Prune();
+  return absl::OkStatus();
+}
+
+std::vector<float> League::TakeLearnerReturns() {
+  return std::exchange(learner_returns_, {});
+}
+
+std::vector<int32_t> League::TakeLearnerLengths() {
+  return std::exchange(learner_lengths_, {});
+}
+
+std::vector<LeagueMatch> League::TakeMatches() {
+  return std::exchange(matches_, {});
+}
+
+std::string League::Describe() const {
+  std::string out = absl::StrFormat("pool v%d-v%d (%d versions, %s)",
+                                    pool_.front().version, pool_.back().version,
+                                    pool_.size(), spec_.league().sampling());
+  if (recent_.empty()) return out;
+  double won = 0, drew = 0;
+  for (const float r : recent_) {
+    won += r > 0;
+    drew += r == 0;
+  }
+  const double n = recent_.size() / 100.0;
+  return absl::StrFormat(
+      "%s; the last %d games: won %.0f%%, drew %.0f%%, lost %.0f%%", out,
+      recent_.size(), won / n, drew / n, (recent_.size() - won - drew) / n);
+}
+
+void League::SaveState(std::map<std::string, torch::Tensor>* state) const {
+  std::vector<int64_t> versions, games, frozen;
+  std::vector<double> scores;
+  for (const OpponentRecord& r : pool_) {
+    versions.push_back(r.version);
+    scores.push_back(r.learner_score);
+    games.push_back(r.games);
+  }
+  (*state)["league.pool_versions"] = torch::tensor(versions, torch::kInt64);
+  (*state)["league.pool_scores"] = torch::tensor(scores, torch::kFloat64);
+  (*state)["league.pool_games"] = torch::tensor(games, torch::kInt64);
+  for (const auto& [version, policy] : frozen_) {
+    frozen.push_back(version);
+    ActorCritic p = policy;
+    const std::vector<torch::Tensor> w = Weights(p);
+    for (size_t i = 0; i < w.size(); ++i) {
+      (*state)[absl::StrCat("league.v", version, ".", i)] =
+          w[i].detach().to(torch::kCPU).clone();
+    }
+  }
+  (*state)["league.frozen"] = torch::tensor(frozen, torch::kInt64);
+  (*state)["league.opponents"] =
+      torch::tensor(opponent_of_copy_, torch::kInt64);
+  (*state)["league.counters"] =
+      torch::tensor(std::vector<int64_t>{next_version_, env_steps_});
+  (*state)["league.recent"] =
+      torch::tensor(std::vector<float>(recent_.begin(), recent_.end()));
+  std::ostringstream draws;
+  draws << draws_;
+  (*state)["league.draws"] = BytesTensor(draws.str());
+  torch::Generator g = actions_;
+  (*state)["league.actions_generator"] = BytesTensor(GeneratorStateBytes(g));
+}
+
+absl::Status League::RestoreState(
+    const std::map<std::string, torch::Tensor>& state) {
+  const auto get =
+      [&](const std::string& key) -> absl::StatusOr<torch::Tensor> {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint has no ", key,
+                       " (written by a run without this league block?)"));
+    }
+    return it->second.to(torch::kCPU).contiguous();
+  };
+  ASSIGN_OR_RETURN(const torch::Tensor versions, get("league.pool_versions"));
+  ASSIGN_OR_RETURN(const torch::Tensor scores, get("league.pool_scores"));
+  ASSIGN_OR_RETURN(const torch::Tensor games, get("league.pool_games"));
+  ASSIGN_OR_RETURN(const torch::Tensor frozen, get("league.frozen"));
+  ASSIGN_OR_RETURN(const torch::Tensor opponents, get("league.opponents"));
+  ASSIGN_OR_RETURN(const torch::Tensor counters, get("league.counters"));
+  ASSIGN_OR_RETURN(const torch::Tensor recent, get("league.recent"));
+  ASSIGN_OR_RETURN(const torch::Tensor draws, get("league.draws"));
+  ASSIGN_OR_RETURN(const torch::Tensor generator,
+                   get("league.actions_generator"));
+  if (opponents.numel() != copies_ || versions.numel() == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint's league plays ", opponents.numel(),
+                     " environment copies, this run ", copies_));
+  }
+  ActorCritic any = frozen_.begin()->second;
+  std::map<int64_t, ActorCritic> restored;
+  for (int64_t i = 0; i < frozen.numel(); ++i) {
+    const int64_t version = frozen[i].item<int64_t>();
+    ASSIGN_OR_RETURN(ActorCritic p, Freeze(any));
+    std::vector<torch::Tensor> w = Weights(p);
+    for (size_t k = 0; k < w.size(); ++k) {
+      ASSIGN_OR_RETURN(const torch::Tensor t,
+                       get(absl::StrCat("league.v", version, ".", k)));
+      if (!t.sizes().equals(w[k].sizes())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint's league version ", version,
+                         " does not fit this run's policy"));
+      }
+      torch::NoGradGuard no_grad;
+      w[k].copy_(t);
+    }
+    restored.emplace(version, p);
+  }
+  pool_.clear();
+  for (int64_t i = 0; i < versions.numel(); ++i) {
+    pool_.push_back(OpponentRecord{versions[i].item<int64_t>(),
+                                   scores[i].item<double>(),
+                                   games[i].item<int64_t>()});
+  }
+  frozen_ = std::move(restored);
+  for (int64_t c = 0; c < copies_; ++c) {
+    opponent_of_copy_[c] = opponents[c].item<int64_t>();
+    if (frozen_.count(opponent_of_copy_[c]) == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint's league: copy ", c, " plays version ",
+                       opponent_of_copy_[c], ", which it does not hold"));
+    }
+  }
+  next_version_ = counters[0].item<int64_t>();
+  env_steps_ = counters[1].item<int64_t>();
+  recent_.assign(recent.data_ptr<float>(),
+                 recent.data_ptr<float>() + recent.numel());
+  std::istringstream in(TensorBytes(draws));
+  in >> draws_;
+  if (in.fail()) {
+    return absl::InvalidArgumentError(
+        "checkpoint's league.draws is not a random stream's state");
+  }
+  torch::Generator g = actions_;
+  RETURN_IF_ERROR(
+      SetGeneratorState(TensorBytes(generator), g, "checkpoint's league"));
+  rows_stale_ = true;
+  return absl::OkStatus();
+}
+
+}  // namespace rl

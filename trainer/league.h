@@ -1,0 +1,134 @@
+// Self-play against a league of frozen past versions (RunSpec.league): in
+// each environment copy of A agents the trained policy plays seat c mod A
+// (copy c) and a frozen version drawn from the pool plays the others. The
+// version is drawn when the copy's game begins, by the run's sampling:
+// "latest", "uniform" over the pool, or "pfsp" (prioritised fictitious
+// self-play: weight (1 - p)^2, p the trained policy's win rate against
+// that version so far). Every `snapshot_interval` updates a frozen copy of
+// the trained policy joins the pool as the next version; the oldest beyond
+// `pool_size` leave it. Every finished game is a match: the trained seat's
+// return against the opponent's version.
+#ifndef RL_TRAINER_LEAGUE_H_
+#define RL_TRAINER_LEAGUE_H_
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "actor/segment_collector.h"
+#include "policy/actor_critic.h"
+#include "proto/common.pb.h"
+
+namespace rl {
+
+// A pool member's results against the trained policy, from its side:
+// wins count 1, draws 0.5.
+struct OpponentRecord {
+  int64_t version = 0;
+  double learner_score = 0;  // the trained policy's wins + draws / 2
+  int64_t games = 0;
+};
+
+// The weights of drawing each of `pool`'s members (oldest first) under
+// `sampling` ("latest", "uniform", "pfsp"). pfsp's win rate is (score +
+// 0.5) / (games + 1), so an untried version counts as even.
+std::vector<double> OpponentWeights(const std::string& sampling,
+                                    const std::vector<OpponentRecord>& pool);
+
+// A finished game: the trained policy (about to become version
+// `learner_version`) against frozen `opponent_version`.
+struct LeagueMatch {
+  int64_t env_steps = 0;  // when the segment it ended in began
+  int64_t learner_version = 0;
+  int64_t opponent_version = 0;
+  float learner_return = 0;
+};
+
+// Appends `matches` to the CSV file `path` (env_steps, learner_version,
+// opponent_version, learner_return), writing its header and directory
+// first where it is new.
+absl::Status AppendLeagueMatches(const std::string& path,
+                                 const std::vector<LeagueMatch>& matches);
+
+class League final : public RowOpponents {
+ public:
+  // Version 0 is `policy` as it is now. `rows` is the batch's rows.
+  static absl::StatusOr<std::unique_ptr<League>> Create(const RunSpec& spec,
+                                                        ActorCritic& policy,
+                                                        int64_t rows);
+
+  absl::Status Act(const torch::Tensor& observations,
+                   const torch::Tensor& masks, torch::Tensor actions) override;
+  void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
+                 const float* episode_returns,
+                 const int32_t* episode_lengths) override;
+
+  // After update number `updates` (the run is at `env_steps`): a frozen
+  // copy of `policy` joins the pool every snapshot_interval updates.
+  absl::Status AfterUpdate(int64_t updates, int64_t env_steps,
+                           ActorCritic& policy);
+
+  // The trained seats' rows, [copies] int64: c * A + c mod A.
+  const torch::Tensor& learner_rows() const { return learner_rows_; }
+  // What ended since the last call: the trained seats' episodes (returns
+  // and lengths) and the matches.
+  std::vector<float> TakeLearnerReturns();
+  std::vector<int32_t> TakeLearnerLengths();
+  std::vector<LeagueMatch> TakeMatches();
+
+  // The next version the trained policy becomes.
+  int64_t next_version() const { return next_version_; }
+  std::vector<OpponentRecord> records() const {
+    return {pool_.begin(), pool_.end()};
+  }
+  // "pool v3-v12 (10 versions); against it the last 100 games: won 61%,
+  // drew 3%, lost 36%".
+  std::string Describe() const;
+
+  // Everything needed to continue exactly (pool weights, records, each
+  // copy's opponent, the draws' streams), under "league." keys.
+  void SaveState(std::map<std::string, torch::Tensor>* state) const;
+  absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
+
+ private:
+  League(const RunSpec& spec, int64_t rows);
+  // A new network of the run's shape with `policy`'s weights, on its device.
+  absl::StatusOr<ActorCritic> Freeze(ActorCritic& policy) const;
+  int64_t DrawOpponent();
+  OpponentRecord* Find(int64_t version);
+  void Prune();
+
+  RunSpec spec_;
+  int agents_;
+  int64_t copies_;
+  torch::Tensor learner_rows_;
+  std::deque<OpponentRecord> pool_;  // oldest first
+  // Every version in the pool or still playing a game begun before it
+  // left the pool.
+  std::map<int64_t, ActorCritic> frozen_;
+  std::vector<int64_t> opponent_of_copy_;
+  // Per playing version, its rows (every seat but the trained one of the
+  // copies it plays); rebuilt after a draw.
+  std::map<int64_t, torch::Tensor> rows_of_version_;
+  bool rows_stale_ = true;
+  int64_t next_version_ = 1;
+  int64_t env_steps_ = 0;
+  std::mt19937_64 draws_;
+  torch::Generator actions_;
+  std::vector<float> learner_returns_;
+  std::vector<int32_t> learner_lengths_;
+  std::vector<LeagueMatch> matches_;
+  std::deque<float> recent_;  // the last 100 games' trained returns
+};
+
+}  // namespace rl
+
+#endif  // RL_TRAINER_LEAGUE_H_

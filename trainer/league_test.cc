@@ -1,0 +1,205 @@
+#include "trainer/league.h"
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "runspec/run_spec.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "trainer/local_trainer.h"
+
+namespace rl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class OneTorchThread : public ::testing::Environment {
+ public:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+::testing::Environment* const kOneTorchThread =
+    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
+
+// LightCycles-v0 by self-play (2 agents a copy) with a league block.
+RunSpec LeagueRun(const std::string& league, int rows = 8) {
+  auto spec = LoadRunSpec(absl::StrCat(R"(
+env:
+  id: LightCycles-v0
+  plugin: light_cycles
+  kwargs: {size: 6, opponent: self}
+  agents_per_env: 2
+  observation_size: 242
+  num_discrete_actions: 3
+  reward_low: -1
+  reward_high: 1
+envs_per_actor: )",
+                                       rows, R"(
+segment_length: 16
+total_env_steps: 100000
+seed: 5
+policy: {hidden_sizes: [16]}
+ppo: {num_minibatches: 2, num_epochs: 1}
+league: )",
+                                       league),
+                          RunFileFormat::kYaml);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+TEST(OpponentWeightsTest, LatestUniformAndPrioritisedBySelfPlayWinRate) {
+  const std::vector<OpponentRecord> pool = {
+      {0, 9, 10},  // the trained policy beat version 0 in 9 of 10
+      {1, 5, 10},  // even
+      {2, 0, 0},   // untried: counted as even
+      {3, 1, 10},  // version 3 beat it in 9 of 10
+  };
+  EXPECT_THAT(OpponentWeights("latest", pool), ElementsAre(0, 0, 0, 1));
+  EXPECT_THAT(OpponentWeights("uniform", pool), ElementsAre(1, 1, 1, 1));
+  const std::vector<double> w = OpponentWeights("pfsp", pool);
+  ASSERT_EQ(w.size(), 4u);
+  EXPECT_NEAR(w[0], (1 - 9.5 / 11) * (1 - 9.5 / 11), 1e-12);
+  EXPECT_NEAR(w[2], 0.25, 1e-12);
+  // The harder the opponent, the more often it is drawn.
+  EXPECT_LT(w[0], w[1]);
+  EXPECT_DOUBLE_EQ(w[1], w[2]);
+  EXPECT_LT(w[2], w[3]);
+}
+
+TEST(LeagueRulesTest, ARunFileNamesWhatIsWrong) {
+  EXPECT_EQ(LeagueRun("{}").league().sampling(), "pfsp");
+  EXPECT_EQ(LeagueRun("{}").league().snapshot_interval(), 10);
+  EXPECT_EQ(LeagueRun("{}").league().pool_size(), 20);
+  auto bad = LoadRunSpec(R"(
+env: {id: CartPole-v1}
+league: {sampling: best, pool_size: -1, snapshot_interval: 0}
+)",
+                         RunFileFormat::kYaml);
+  EXPECT_THAT(bad.status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("league: needs an environment of "
+                                       "several agents"),
+                             HasSubstr("league.sampling: must be one of pfsp, "
+                                       "uniform, latest (got \"best\")"),
+                             HasSubstr("league.pool_size: must be in [1, "
+                                       "1000] (got -1)"))));
+}
+
+// The frozen versions play every seat but c mod 2 of copy c; the trained
+// policy's choices there are left alone.
+TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
+  RunSpec spec = LeagueRun("{snapshot_interval: 2, pool_size: 2}");
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
+  EXPECT_TRUE(torch::equal(league->learner_rows(),
+                           torch::tensor({0, 3, 4, 7}, torch::kInt64)));
+  c10::InferenceMode inference;
+  torch::Tensor actions = torch::full({8}, -1, torch::kInt64);
+  // Masks allow action 2 only: the opponents' rows must take it.
+  torch::Tensor masks = torch::zeros({8, 3}, torch::kUInt8);
+  masks.select(1, 2).fill_(1);
+  ASSERT_OK(league->Act(torch::rand({8, 242}), masks, actions));
+  EXPECT_THAT(std::vector<int64_t>(actions.data_ptr<int64_t>(),
+                                   actions.data_ptr<int64_t>() + 8),
+              ElementsAre(-1, 2, 2, -1, -1, 2, 2, -1));
+
+  // Copies 0 and 1 end: the trained seat won the first, lost the second.
+  const std::vector<uint8_t> term = {1, 1, 1, 1, 0, 0, 0, 0};
+  const std::vector<uint8_t> trunc(8, 0);
+  const std::vector<float> returns = {1, -1, 1, -1, 0, 0, 0, 0};
+  const std::vector<int32_t> lengths = {7, 7, 9, 9, 0, 0, 0, 0};
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  EXPECT_THAT(league->TakeLearnerReturns(), ElementsAre(1.f, -1.f));
+  EXPECT_THAT(league->TakeLearnerLengths(), ElementsAre(7, 9));
+  const std::vector<LeagueMatch> matches = league->TakeMatches();
+  ASSERT_EQ(matches.size(), 2u);
+  EXPECT_EQ(matches[0].learner_version, 1);
+  EXPECT_EQ(matches[0].opponent_version, 0);
+  EXPECT_EQ(league->records()[0].games, 2);
+  EXPECT_DOUBLE_EQ(league->records()[0].learner_score, 1.0);
+  EXPECT_THAT(league->Describe(),
+              HasSubstr("the last 2 games: won 50%, drew 0%, lost 50%"));
+
+  // Every 2 updates a version joins; the pool keeps the latest 2.
+  for (int update = 1; update <= 6; ++update) {
+    ASSERT_OK(league->AfterUpdate(update, update * 128, policy));
+  }
+  EXPECT_EQ(league->next_version(), 4);
+  ASSERT_EQ(league->records().size(), 2u);
+  EXPECT_EQ(league->records()[0].version, 2);
+  EXPECT_EQ(league->records()[1].version, 3);
+  EXPECT_THAT(league->Describe(), HasSubstr("pool v2-v3 (2 versions, pfsp)"));
+}
+
+// A run with a league resumed from a checkpoint gets its league back
+// whole: the pool's weights and records, each copy's opponent, the draws'
+// streams. (LightCycles-v0 keeps no state of its own across a checkpoint,
+// so the games after it are not the uninterrupted run's.)
+TEST(LeagueTest, ACheckpointKeepsTheLeague) {
+  const RunSpec spec =
+      LeagueRun("{snapshot_interval: 1, pool_size: 3, sampling: uniform}");
+  const std::string straight_dir = MakeTestDir("straight");
+  const std::string resumed_dir = MakeTestDir("resumed");
+  TrainerOptions straight_options;
+  straight_options.run_dir = straight_dir;
+  ASSERT_OK_AND_ASSIGN(auto straight,
+                       LocalTrainer::Create(spec, straight_options));
+  ASSERT_OK(straight->Train(nullptr, 6).status());
+
+  TrainerOptions options;
+  options.run_dir = resumed_dir;
+  std::string checkpoint;
+  std::map<std::string, torch::Tensor> saved;
+  {
+    ASSERT_OK_AND_ASSIGN(auto first, LocalTrainer::Create(spec, options));
+    ASSERT_OK(first->Train(nullptr, 3).status());
+    ASSERT_OK_AND_ASSIGN(checkpoint, first->WriteCheckpoint());
+    first->league()->SaveState(&saved);
+  }
+  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, options));
+  ASSERT_OK(resumed->Restore(checkpoint));
+  std::map<std::string, torch::Tensor> restored;
+  resumed->league()->SaveState(&restored);
+  // Versions 1-3 in the pool, and version 0 while games begun against it
+  // go on: their weights are kept too.
+  EXPECT_TRUE(saved.count("league.v3.0"));
+  EXPECT_EQ(saved.size(), restored.size());
+  for (const auto& [key, tensor] : saved) {
+    ASSERT_TRUE(restored.count(key)) << key;
+    EXPECT_TRUE(torch::equal(tensor, restored[key])) << key;
+  }
+  EXPECT_THAT(resumed->league()->Describe(),
+              HasSubstr("pool v1-v3 (3 versions, uniform)"));
+  ASSERT_OK(resumed->Train(nullptr, 3).status());
+  EXPECT_EQ(resumed->league()->next_version(), 7);
+  EXPECT_EQ(straight->league()->next_version(), 7);
+
+  const auto read = [](const std::string& dir) {
+    std::ifstream in(std::filesystem::path(dir) / "league" / "matches.csv");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string matches = read(straight_dir);
+  EXPECT_THAT(matches, ::testing::StartsWith(
+                           "env_steps,learner_version,opponent_version,"
+                           "learner_return\n"));
+  // Games on a 6x6 board end within 16 steps: every segment has some,
+  // and the first three segments' are the same in both runs.
+  const std::string resumed_matches = read(resumed_dir);
+  const size_t fourth = matches.find("\n384,4,");
+  ASSERT_NE(fourth, std::string::npos) << matches;
+  EXPECT_EQ(resumed_matches.substr(0, fourth), matches.substr(0, fourth));
+  EXPECT_THAT(resumed_matches, HasSubstr("\n640,6,"));
+  // Only the trained seats' episodes count, one per match.
+  EXPECT_EQ(straight->progress().episodes,
+            std::count(matches.begin(), matches.end(), '\n') - 1);
+}
+
+}  // namespace
+}  // namespace rl
