@@ -95,6 +95,39 @@ absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
   });
 }
 
+absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
+  if (policy_state_.defined()) {
+    return absl::InvalidArgumentError(
+        "policies: several policies play only feed-forward networks "
+        "(policy.core none)");
+  }
+  torch::Tensor owner = torch::full({num_envs_}, -1, torch::kInt64);
+  for (size_t i = 0; i < policies.size(); ++i) {
+    const torch::Tensor& rows = policies[i].rows;
+    if (!rows.defined() || rows.dim() != 1 ||
+        rows.scalar_type() != torch::kInt64 || !rows.device().is_cpu() ||
+        (rows.numel() > 0 && (rows.min().item<int64_t>() < 0 ||
+                              rows.max().item<int64_t>() >= num_envs_))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row policy ", i,
+                       ": rows must be a [K] int64 CPU tensor of rows "
+                       "in [0, ",
+                       num_envs_, ")"));
+    }
+    if (owner.index_select(0, rows).ne(-1).any().item<bool>()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row policy ", i, ": a row has another policy"));
+    }
+    owner.index_fill_(0, rows, static_cast<int64_t>(i));
+  }
+  if (!policies.empty() && owner.eq(-1).any().item<bool>()) {
+    return absl::InvalidArgumentError("row policies: every row needs a policy");
+  }
+  row_policies_ = std::move(policies);
+  row_owner_ = owner;
+  return absl::OkStatus();
+}
+
 absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                                               Rollout* rollout,
                                               CollectTimings* timings) {
@@ -133,8 +166,39 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   if (recurrent) rollout->initial_state.copy_(policy_state_);
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
-  ASSIGN_OR_RETURN(const bool use_fused,
-                   UseFusedPolicy(spec_.execution().cpu_kernels(), policy));
+  const bool rows_apart = !row_policies_.empty();
+  bool use_fused = false;
+  if (!rows_apart) {
+    ASSIGN_OR_RETURN(use_fused,
+                     UseFusedPolicy(spec_.execution().cpu_kernels(), policy));
+  } else {
+    // Each row policy on the fused kernels where they run it (float
+    // observations, no masks: as for one policy).
+    row_scratch_.resize(row_policies_.size());
+    for (size_t i = 0; i < row_policies_.size(); ++i) {
+      RowScratch& scratch = row_scratch_[i];
+      ASSIGN_OR_RETURN(const bool fused,
+                       UseFusedPolicy(spec_.execution().cpu_kernels(),
+                                      row_policies_[i].policy));
+      if (!fused || masked || ObservationDtype() != torch::kFloat32) {
+        scratch.fused.reset();
+        continue;
+      }
+      if (scratch.fused == nullptr) {
+        const int64_t k = row_policies_[i].rows.numel();
+        scratch.fused = std::make_unique<FusedPolicy>();
+        scratch.observations =
+            torch::empty({k, current_observations_.size(1)}, torch::kFloat32);
+        std::vector<int64_t> shape = rollout->actions.sizes().vec();
+        shape.erase(shape.begin());  // [E, ...] of one step
+        shape[0] = k;
+        scratch.actions = torch::empty(shape, rollout->actions.dtype());
+        scratch.log_probs = torch::empty({k}, torch::kFloat32);
+        scratch.values = torch::empty({k}, torch::kFloat32);
+      }
+      RETURN_IF_ERROR(scratch.fused->Bind(row_policies_[i].policy));
+    }
+  }
   if (use_fused) {
     if (fused_ == nullptr) fused_ = std::make_unique<FusedPolicy>();
     RETURN_IF_ERROR(fused_->Bind(policy));
@@ -188,6 +252,34 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                                            t * num_envs_ * action_size),
                   rollout->log_probs.data_ptr<float>() + t * num_envs_,
                   rollout->values.data_ptr<float>() + t * num_envs_);
+    } else if (rows_apart) {
+      // Each policy for its rows, in the order given (one random stream).
+      const torch::Tensor obs_t = rollout->observations[t];
+      for (size_t i = 0; i < row_policies_.size(); ++i) {
+        RowPolicy& rp = row_policies_[i];
+        RowScratch& scratch = row_scratch_[i];
+        if (scratch.fused != nullptr) {
+          torch::index_select_out(scratch.observations, obs_t, 0, rp.rows);
+          scratch.fused->Act(scratch.observations.data_ptr<float>(),
+                             rp.rows.numel(), generator, false,
+                             scratch.actions.data_ptr(),
+                             scratch.log_probs.data_ptr<float>(),
+                             scratch.values.data_ptr<float>());
+          rollout->actions[t].index_copy_(0, rp.rows, scratch.actions);
+          rollout->log_probs[t].index_copy_(0, rp.rows, scratch.log_probs);
+          rollout->values[t].index_copy_(0, rp.rows, scratch.values);
+          continue;
+        }
+        const PolicyStep step = rp.policy->Act(
+            obs_t.index_select(0, rp.rows), generator_, false,
+            masked ? rollout->action_masks[t].index_select(0, rp.rows)
+                   : torch::Tensor());
+        rollout->actions[t].index_copy_(0, rp.rows,
+                                        step.actions.to(torch::kCPU));
+        rollout->log_probs[t].index_copy_(0, rp.rows,
+                                          step.log_probs.to(torch::kCPU));
+        rollout->values[t].index_copy_(0, rp.rows, step.values.to(torch::kCPU));
+      }
     } else {
       const PolicyStep step =
           policy->Act(rollout->observations[t], generator_, false,
@@ -249,6 +341,13 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   if (use_fused) {
     fused_->Values(rollout->next_observations.data_ptr<float>(), num_envs_,
                    rollout->next_values.data_ptr<float>());
+  } else if (rows_apart) {
+    for (RowPolicy& rp : row_policies_) {
+      rollout->next_values.index_copy_(
+          0, rp.rows,
+          rp.policy->Value(rollout->next_observations.index_select(0, rp.rows))
+              .to(torch::kCPU));
+    }
   } else {
     rollout->next_values.copy_(
         policy->Value(rollout->next_observations, policy_state_));
@@ -257,7 +356,18 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   rollout->truncated_values.zero_();
   const torch::Tensor truncated = rollout->truncated.to(torch::kBool);
   const torch::Tensor rows = truncated.nonzero();
-  if (rows.size(0) > 0) {
+  if (rows.size(0) > 0 && rows_apart) {
+    // Each policy values its own rows' final observations.
+    for (size_t i = 0; i < row_policies_.size(); ++i) {
+      const torch::Tensor mine =
+          truncated & row_owner_.eq(static_cast<int64_t>(i)).unsqueeze(0);
+      if (!mine.any().item<bool>()) continue;
+      rollout->truncated_values.index_put_(
+          {mine}, row_policies_[i]
+                      .policy->Value(final_observations_.index({mine}))
+                      .to(torch::kCPU));
+    }
+  } else if (rows.size(0) > 0) {
     const torch::Tensor final_obs =
         final_observations_.index({truncated});  // [K, obs]
     // In the state the truncated step left (before its zeroing).
@@ -273,6 +383,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   // the environment reports (length > 0), each on such a step.
   episode_returns_.clear();
   episode_lengths_.clear();
+  episode_rows_.clear();
   const uint8_t* term = rollout->terminated.data_ptr<uint8_t>();
   const uint8_t* trunc = rollout->truncated.data_ptr<uint8_t>();
   const float* returns = episode_return_rows_.data_ptr<float>();
@@ -289,6 +400,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     if (games ? lengths[i] > 0 : ended) {
       episode_returns_.push_back(returns[i]);
       episode_lengths_.push_back(lengths[i]);
+      episode_rows_.push_back(i % num_envs_);
     }
   }
   if (reward_scaler_ != nullptr) {

@@ -67,6 +67,11 @@ class RolloutCollector final : public SegmentCollector {
 
   // Everything needed to continue exactly: env state, current observations,
   // sampling generator, reward-scaler state, a recurrent policy's state.
+  absl::Status SetRowPolicies(std::vector<RowPolicy> policies) override;
+  const std::vector<int64_t>& episode_rows() const override {
+    return episode_rows_;
+  }
+
   absl::Status SetOpponents(RowOpponents* opponents) override {
     opponents_ = opponents;
     return absl::OkStatus();
@@ -96,6 +101,16 @@ class RolloutCollector final : public SegmentCollector {
   // S] scratch, the truncated episodes' bootstrap values read it; both
   // undefined without a core (policy.core).
   RowOpponents* opponents_ = nullptr;
+  std::vector<RowPolicy> row_policies_;
+  // Per row policy, where the fused CPU kernels run it: the kernels and
+  // the contiguous rows they read and write (gathered, then scattered).
+  struct RowScratch {
+    std::unique_ptr<FusedPolicy> fused;
+    torch::Tensor observations, actions, log_probs, values;
+  };
+  std::vector<RowScratch> row_scratch_;
+  torch::Tensor row_owner_;  // [E] int64: the row policy of each row
+  std::vector<int64_t> episode_rows_;
   torch::Tensor policy_state_;
   torch::Tensor step_states_;
   torch::Tensor final_observations_;   // [T, E, obs] scratch

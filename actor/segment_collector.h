@@ -43,6 +43,13 @@ class RowOpponents {
                          const int32_t* episode_lengths) = 0;
 };
 
+// A policy acting for some rows of the batch: a run's several policies
+// (RunSpec.policies), each for its agents' rows.
+struct RowPolicy {
+  ActorCritic policy{nullptr};
+  torch::Tensor rows;  // [K] int64, on the CPU
+};
+
 class SegmentCollector {
  public:
   virtual ~SegmentCollector() = default;
@@ -69,6 +76,22 @@ class SegmentCollector {
     (void)opponents;
     return absl::UnimplementedError(
         "league: opponents act only where envs step on the host");
+  }
+
+  // From the next Collect on, each of `policies` acts for its rows (every
+  // row must have exactly one), and the policy Collect is given is not
+  // used. UNIMPLEMENTED where the collector cannot.
+  virtual absl::Status SetRowPolicies(std::vector<RowPolicy> policies) {
+    (void)policies;
+    return absl::UnimplementedError(
+        "policies: several policies act only where envs step on the host");
+  }
+
+  // The row of each episode in episode_returns() (empty where the collector
+  // does not say).
+  virtual const std::vector<int64_t>& episode_rows() const {
+    static const std::vector<int64_t> kNone;
+    return kNone;
   }
 
   // Everything needed to continue exactly, as CPU tensors, and back.

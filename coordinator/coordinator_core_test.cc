@@ -299,6 +299,15 @@ TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
               StatusIs(absl::StatusCode::kUnimplemented,
                        AllOf(StartsWith("league.yaml: league: "),
                              HasSubstr("rl_local train"))));
+  file.set_run_file(
+      "env: {id: LightCycles-v0, plugin: light_cycles, agents_per_env: 2,\n"
+      "  observation_size: 450, num_discrete_actions: 3}\n"
+      "envs_per_actor: 8\npolicies: [{name: a, agents: [0]},\n"
+      "  {name: b, agents: [1]}]\n");
+  EXPECT_THAT(core_->SubmitRun(file),
+              StatusIs(absl::StatusCode::kUnimplemented,
+                       AllOf(StartsWith("league.yaml: policies: "),
+                             HasSubstr("rl_local train"))));
   SubmitRunRequest both = Request();
   both.set_run_file("env: {id: CartPole-v1}\n");
   EXPECT_THAT(

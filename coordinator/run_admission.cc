@@ -56,6 +56,12 @@ absl::StatusOr<RunSpec> AdmitRunSpec(const SubmitRunRequest& request,
         ": league: self-play against frozen versions runs on one machine "
         "(rl_local train) in this version, not through the coordinator"));
   }
+  if (spec.policies_size() > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        source,
+        ": policies: several policies in one run train on one machine "
+        "(rl_local train) in this version, not through the coordinator"));
+  }
   return spec;
 }
 

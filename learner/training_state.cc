@@ -14,20 +14,6 @@
 namespace rl {
 namespace {
 
-torch::Tensor BytesTensor(const std::string& bytes) {
-  torch::Tensor t =
-      torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  if (!bytes.empty())
-    std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return t;
-}
-
-std::string TensorBytes(const torch::Tensor& tensor) {
-  const torch::Tensor t = tensor.contiguous();
-  return std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()),
-                     static_cast<size_t>(t.numel()));
-}
-
 // A tensor of `extra` checked for dtype and shape, or INVALID_ARGUMENT.
 absl::StatusOr<torch::Tensor> Find(const TensorMap& extra,
                                    absl::string_view source, const char* key,
@@ -100,6 +86,20 @@ absl::StatusOr<TrainingState> TakeLegacyState(const TensorMap& extra,
 }
 
 }  // namespace
+
+torch::Tensor BytesTensor(const std::string& bytes) {
+  torch::Tensor t =
+      torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+  if (!bytes.empty())
+    std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
+  return t;
+}
+
+std::string TensorBytes(const torch::Tensor& tensor) {
+  const torch::Tensor t = tensor.contiguous();
+  return std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()),
+                     static_cast<size_t>(t.numel()));
+}
 
 void PutTrainingState(const TrainingState& state, TensorMap* extra) {
   (*extra)[kTrainingStateKey] = BytesTensor(state.SerializeAsString());

@@ -32,6 +32,10 @@ void PutTrainingState(const TrainingState& state, TensorMap* extra);
 absl::StatusOr<TrainingState> TakeTrainingState(const TensorMap& extra,
                                                 absl::string_view source);
 
+// Bytes as a [n] uint8 CPU tensor (a copy), and back.
+torch::Tensor BytesTensor(const std::string& bytes);
+std::string TensorBytes(const torch::Tensor& tensor);
+
 // A torch generator's state as bytes, and back (INVALID_ARGUMENT naming
 // `source` for bytes that are not a generator state).
 std::string GeneratorStateBytes(torch::Generator& generator);

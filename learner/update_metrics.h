@@ -13,10 +13,12 @@ namespace rl {
 // Losses, entropy, KL, clip fraction, explained variance, learning rate,
 // update time and the minibatches skipped as non-finite
 // ("learner/nonfinite_minibatches"); the gradient norm when `updates` is a
-// multiple of `grad_norm_interval`. Never blocks.
+// multiple of `grad_norm_interval`; each with `labels` (a run's several
+// policies: {"policy", name}). Never blocks.
 void EmitUpdateMetrics(Emitter* emitter, int64_t step, const UpdateStats& stats,
                        double update_seconds, int64_t updates,
-                       int grad_norm_interval);
+                       int grad_norm_interval,
+                       const MetricLabelList& labels = {});
 
 }  // namespace rl
 

@@ -33,6 +33,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "runspec/field_problems.h"
 #include "runspec/league_rules.h"
+#include "runspec/named_policies.h"
 #include "runspec/policy_rules.h"
 
 namespace rl {
@@ -387,6 +388,9 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (!ppo.precision().empty()) p.Add(MovedToExecution("precision"));
   if (!ppo.cuda_graphs().empty()) p.Add(MovedToExecution("cuda_graphs"));
   for (std::string& problem : LeagueProblems(spec)) {
+    p.Add(std::move(problem));
+  }
+  for (std::string& problem : NamedPolicyProblems(spec, ValidateRunSpec)) {
     p.Add(std::move(problem));
   }
   for (std::string& problem : PolicyProblems(spec)) {

@@ -25,17 +25,6 @@ double Score(float learner_return) {
   return learner_return > 0 ? 1.0 : learner_return == 0 ? 0.5 : 0.0;
 }
 
-torch::Tensor BytesTensor(const std::string& bytes) {
-  return torch::from_blob(const_cast<char*>(bytes.data()),
-                          {static_cast<int64_t>(bytes.size())}, torch::kUInt8)
-      .clone();
-}
-
-std::string TensorBytes(const torch::Tensor& t) {
-  const torch::Tensor c = t.to(torch::kCPU).contiguous();
-  return std::string(static_cast<const char*>(c.data_ptr()), c.numel());
-}
-
 std::vector<torch::Tensor> Weights(ActorCritic& policy) {
   std::vector<torch::Tensor> out = policy->parameters();
   for (const torch::Tensor& b : policy->buffers()) out.push_back(b);

@@ -34,6 +34,19 @@ std::string FormatDuration(double seconds) {
   return absl::StrFormat("%ds", s);
 }
 
+// " | return(100) red 0.31, blue -0.28" with several policies, else "".
+std::string PolicyReturns(const TrainerProgress& p) {
+  if (p.policies.empty()) return "";
+  std::string out = " | return(100)";
+  for (size_t i = 0; i < p.policies.size(); ++i) {
+    absl::StrAppend(&out, i == 0 ? " " : ", ", p.policies[i].name, " ",
+                    std::isnan(p.policies[i].mean_return)
+                        ? std::string("-")
+                        : absl::StrFormat("%.2f", p.policies[i].mean_return));
+  }
+  return out;
+}
+
 std::string ProgressLine(const TrainerProgress& p) {
   const double eta =
       (p.total_env_steps - p.env_steps) / std::max(p.steps_per_second, 1e-9);
@@ -45,7 +58,7 @@ std::string ProgressLine(const TrainerProgress& p) {
              "kl %.4f | ETA %s",
              p.env_steps, p.total_env_steps, p.steps_per_second, ret,
              p.episodes, p.last_update.approx_kl, FormatDuration(eta)) +
-         (p.league.empty() ? "" : " | " + p.league);
+         (p.league.empty() ? "" : " | " + p.league) + PolicyReturns(p);
 }
 
 void PrintSummary(const RunSpec& spec, const TrainResult& result) {
@@ -74,6 +87,13 @@ void PrintSummary(const RunSpec& spec, const TrainResult& result) {
         100 * t.update / total, 100 * t.other / total);
   }
   if (!p.league.empty()) std::printf("league: %s\n", p.league.c_str());
+  for (const PolicyProgress& policy : p.policies) {
+    std::printf(
+        "policy %s: mean return of its last 100 episodes %.3f (%lld "
+        "episodes)\n",
+        policy.name.c_str(), policy.mean_return,
+        static_cast<long long>(policy.episodes));
+  }
   std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
 }
 

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
 #include "policy/torch_status.h"
+#include "runspec/named_policies.h"
 
 namespace rl {
 namespace {
@@ -34,6 +36,67 @@ double SecondsSince(Clock::time_point start) {
 absl::Status Prefixed(const absl::Status& status, absl::string_view context) {
   return absl::Status(status.code(),
                       absl::StrCat(context, ": ", status.message()));
+}
+
+}  // namespace
+
+namespace {
+
+// A policy's acting and trained copies and its updater.
+struct PolicyParts {
+  ActorCritic policy{nullptr};
+  ActorCritic learner_policy{nullptr};
+  std::unique_ptr<PpoUpdater> updater;
+};
+
+// `own`'s network seeded with `seed`, acting on `acting_device`, trained on
+// `device` (the same network where the two are one device).
+absl::StatusOr<PolicyParts> CreatePolicyParts(const RunSpec& own, uint64_t seed,
+                                              torch::Device device,
+                                              torch::Device acting_device,
+                                              bool separate) {
+  const ActorCriticConfig config = RunNetworkConfig(own);
+  // A CUDA device's first use in this process checks itself.
+  RETURN_IF_ERROR(
+      CheckDeviceOnFirstUse(config, own.ppo(), own.execution(), device));
+  RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(config, acting_device));
+  PolicyParts parts;
+  ASSIGN_OR_RETURN(parts.policy, CreateSeededActorCritic(config, seed));
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat("moving the policy to ", acting_device.str()),
+      [&] { parts.policy->to(acting_device); }));
+  parts.learner_policy = parts.policy;
+  if (device != acting_device || separate) {
+    ASSIGN_OR_RETURN(parts.learner_policy,
+                     CreateSeededActorCritic(config, seed));
+    RETURN_IF_ERROR(
+        CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
+                         [&] { parts.learner_policy->to(device); }));
+  }
+  ASSIGN_OR_RETURN(
+      parts.updater, CatchTorchErrors("creating the optimizer", [&] {
+        return std::make_unique<PpoUpdater>(parts.learner_policy, own.ppo(),
+                                            own.total_env_steps(), seed,
+                                            own.execution());
+      }));
+  return parts;
+}
+
+// Where a run's policy `name` (not the first) keeps its checkpoints.
+std::string OtherPolicyRoot(const std::string& run_dir,
+                            const std::string& name) {
+  return (std::filesystem::path(run_dir) / "policies" / name / "checkpoints")
+      .string();
+}
+
+// The rows of policy `index`'s agents in a batch of `rows` rows.
+torch::Tensor RowsOfPolicy(const RunSpec& spec, int index, int64_t rows) {
+  const std::vector<int> owner = PolicyOfAgent(spec);
+  std::vector<int64_t> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (owner[r % owner.size()] == index) out.push_back(r);
+  }
+  return torch::tensor(out, torch::kInt64);
 }
 
 }  // namespace
@@ -53,37 +116,49 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
       auto collector,
       CreateSegmentCollector(spec, spec.seed(),
                              std::max(1, options.env_threads), acting_device));
-  const ActorCriticConfig config = RunNetworkConfig(spec);
-  // A CUDA device's first use in this process checks itself.
-  RETURN_IF_ERROR(
-      CheckDeviceOnFirstUse(config, spec.ppo(), spec.execution(), device));
-  RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(config, acting_device));
-  ASSIGN_OR_RETURN(ActorCritic policy,
-                   CreateSeededActorCritic(config, spec.seed()));
-  RETURN_IF_ERROR(CatchTorchErrors(
-      absl::StrCat("moving the policy to ", acting_device.str()),
-      [&] { policy->to(acting_device); }));
-  ActorCritic learner_policy = policy;
-  if (device != acting_device || options.separate_learner_policy_for_testing) {
-    ASSIGN_OR_RETURN(learner_policy,
-                     CreateSeededActorCritic(config, spec.seed()));
-    RETURN_IF_ERROR(
-        CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
-                         [&] { learner_policy->to(device); }));
-  }
+  // With several policies the first is the run's own (its checkpoints are
+  // the run's); the others follow.
+  const bool several = spec.policies_size() > 0;
   ASSIGN_OR_RETURN(
-      auto updater, CatchTorchErrors("creating the optimizer", [&] {
-        return std::make_unique<PpoUpdater>(learner_policy, spec.ppo(),
-                                            spec.total_env_steps(), spec.seed(),
-                                            spec.execution());
-      }));
+      PolicyParts first,
+      CreatePolicyParts(several ? NamedPolicyRun(spec, 0) : spec, spec.seed(),
+                        device, acting_device,
+                        options.separate_learner_policy_for_testing));
   ASSIGN_OR_RETURN(Rollout rollout,
                    CatchTorchErrors("allocating the rollout buffer", [&] {
                      return collector->AllocateRollout();
                    }));
-  std::unique_ptr<LocalTrainer> trainer(new LocalTrainer(
-      spec, options, std::move(collector), std::move(policy),
-      std::move(learner_policy), std::move(updater), std::move(rollout)));
+  std::unique_ptr<LocalTrainer> trainer(
+      new LocalTrainer(spec, options, std::move(collector),
+                       std::move(first.policy), std::move(first.learner_policy),
+                       std::move(first.updater), std::move(rollout)));
+  if (several) {
+    const int64_t rows = trainer->rollout_.num_envs();
+    std::vector<RowPolicy> acting = {
+        {trainer->policy_, RowsOfPolicy(spec, 0, rows)}};
+    trainer->first_rows_ = acting[0].rows;
+    trainer->progress_.policies.resize(spec.policies_size());
+    trainer->policy_windows_.resize(spec.policies_size());
+    for (int i = 0; i < spec.policies_size(); ++i) {
+      trainer->progress_.policies[i].name = spec.policies(i).name();
+    }
+    for (int i = 1; i < spec.policies_size(); ++i) {
+      OtherPolicy other;
+      other.name = spec.policies(i).name();
+      other.rows = RowsOfPolicy(spec, i, rows);
+      ASSIGN_OR_RETURN(
+          PolicyParts parts,
+          CreatePolicyParts(NamedPolicyRun(spec, i), spec.seed() + i, device,
+                            acting_device,
+                            options.separate_learner_policy_for_testing));
+      other.policy = parts.policy;
+      other.learner_policy = parts.learner_policy;
+      other.updater = std::move(parts.updater);
+      acting.push_back({other.policy, other.rows});
+      trainer->others_.push_back(std::move(other));
+    }
+    RETURN_IF_ERROR(trainer->collector_->SetRowPolicies(std::move(acting)));
+  }
   if (spec.has_league()) {
     ASSIGN_OR_RETURN(
         trainer->league_,
@@ -124,27 +199,60 @@ absl::Status LocalTrainer::Step() {
   start = Clock::now();
   // A rollout collected on one GPU for a learner elsewhere goes there whole
   // (one on the host is the learner's to copy, packed).
-  const torch::Device learner_device = learner_policy_->device();
   const torch::Device rollout_device = rollout_.rewards.device();
-  // With a league only the trained seats are learned from.
-  const Rollout trained =
-      league_ != nullptr ? rollout_.Rows(league_->learner_rows()) : rollout_;
+  const auto on_device = [&](const Rollout& r, const ActorCritic& learner) {
+    const torch::Device device = learner->device();
+    return rollout_device.is_cpu() || rollout_device == device ? r
+                                                               : r.To(device);
+  };
+  // With a league only the trained seats are learned from; with several
+  // policies each learns from its own agents' rows.
+  const Rollout trained = league_ != nullptr
+                              ? rollout_.Rows(league_->learner_rows())
+                          : first_rows_.defined() ? rollout_.Rows(first_rows_)
+                                                  : rollout_;
+  // The other policies update at once, each on a thread of its own, as
+  // each would on a learner of its own.
+  std::vector<std::future<absl::StatusOr<UpdateStats>>> others_updates;
+  for (OtherPolicy& other : others_) {
+    others_updates.push_back(std::async(std::launch::async, [&] {
+      return other.updater->Update(
+          on_device(rollout_.Rows(other.rows), other.learner_policy),
+          progress_.env_steps);
+    }));
+  }
   absl::StatusOr<UpdateStats> update = updater_->Update(
-      rollout_device.is_cpu() || rollout_device == learner_device
-          ? trained
-          : trained.To(learner_device),
-      progress_.env_steps);
+      on_device(trained, learner_policy_), progress_.env_steps);
+  std::vector<absl::StatusOr<UpdateStats>> others_done;
+  for (auto& f : others_updates) others_done.push_back(f.get());
   if (!update.ok()) {
-    return Prefixed(update.status(),
-                    absl::StrCat("update ", progress_.updates + 1, " (after ",
-                                 progress_.env_steps, " steps)"));
+    return Prefixed(
+        update.status(),
+        absl::StrCat(PolicyPrefix(0), "update ", progress_.updates + 1,
+                     " (after ", progress_.env_steps, " steps)"));
   }
   progress_.last_update = *update;
   if (learner_policy_.ptr() != policy_.ptr()) {
     RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
   }
-  time_.gae += progress_.last_update.gae_seconds;
-  time_.update += SecondsSince(start) - progress_.last_update.gae_seconds;
+  double gae_seconds = progress_.last_update.gae_seconds;
+  for (size_t i = 0; i < others_.size(); ++i) {
+    OtherPolicy& other = others_[i];
+    const absl::StatusOr<UpdateStats>& own = others_done[i];
+    if (!own.ok()) {
+      return Prefixed(
+          own.status(),
+          absl::StrCat(PolicyPrefix(i + 1), "update ", progress_.updates + 1,
+                       " (after ", progress_.env_steps, " steps)"));
+    }
+    other.last_update = *own;
+    gae_seconds += own->gae_seconds;
+    if (other.learner_policy.ptr() != other.policy.ptr()) {
+      RETURN_IF_ERROR(CopyPolicyWeights(other.learner_policy, other.policy));
+    }
+  }
+  time_.gae += gae_seconds;
+  time_.update += SecondsSince(start) - gae_seconds;
 
   const double update_seconds = SecondsSince(start);
   start = Clock::now();
@@ -152,7 +260,9 @@ absl::Status LocalTrainer::Step() {
   progress_.env_steps += segment_steps;
   progress_.updates += 1;
   // The episodes that count: every row's, or with a league the trained
-  // seats' (its matches go to <run_dir>/league/matches.csv).
+  // seats' (its matches go to <run_dir>/league/matches.csv), or with
+  // several policies the first's (each one's apart in progress().policies
+  // and telemetry).
   std::vector<float> league_returns;
   std::vector<int32_t> league_lengths;
   if (league_ != nullptr) {
@@ -169,17 +279,57 @@ absl::Status LocalTrainer::Step() {
         league_->AfterUpdate(progress_.updates, progress_.env_steps, policy_));
     progress_.league = league_->Describe();
   }
+  const size_t num_policies = 1 + others_.size();
+  std::vector<std::vector<float>> policy_returns(num_policies);
+  std::vector<std::vector<int32_t>> policy_lengths(num_policies);
+  if (first_rows_.defined()) {
+    const std::vector<int> owner = PolicyOfAgent(spec_);
+    const std::vector<int64_t>& rows = collector_->episode_rows();
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const int i = owner[rows[k] % owner.size()];
+      policy_returns[i].push_back(collector_->episode_returns()[k]);
+      policy_lengths[i].push_back(collector_->episode_lengths()[k]);
+    }
+  }
   const std::vector<float>& episode_returns =
-      league_ != nullptr ? league_returns : collector_->episode_returns();
+      league_ != nullptr      ? league_returns
+      : first_rows_.defined() ? policy_returns[0]
+                              : collector_->episode_returns();
   const std::vector<int32_t>& episode_lengths =
-      league_ != nullptr ? league_lengths : collector_->episode_lengths();
+      league_ != nullptr      ? league_lengths
+      : first_rows_.defined() ? policy_lengths[0]
+                              : collector_->episode_lengths();
   if (options_.emitter != nullptr) {
-    EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
-                       collect_seconds, timings, episode_returns,
-                       episode_lengths, {{"actor", "0"}});
-    EmitUpdateMetrics(options_.emitter, progress_.env_steps,
-                      progress_.last_update, update_seconds, progress_.updates,
-                      /*grad_norm_interval=*/10);
+    if (first_rows_.defined()) {
+      for (size_t i = 0; i < num_policies; ++i) {
+        const MetricLabelList labels = {{"actor", "0"},
+                                        {"policy", spec_.policies(i).name()}};
+        EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
+                           collect_seconds, timings, policy_returns[i],
+                           policy_lengths[i], labels);
+        EmitUpdateMetrics(
+            options_.emitter, progress_.env_steps,
+            i == 0 ? progress_.last_update : others_[i - 1].last_update,
+            update_seconds, progress_.updates, /*grad_norm_interval=*/10,
+            {{"policy", spec_.policies(i).name()}});
+      }
+    } else {
+      EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
+                         collect_seconds, timings, episode_returns,
+                         episode_lengths, {{"actor", "0"}});
+      EmitUpdateMetrics(options_.emitter, progress_.env_steps,
+                        progress_.last_update, update_seconds,
+                        progress_.updates,
+                        /*grad_norm_interval=*/10);
+    }
+  }
+  for (size_t i = 0; first_rows_.defined() && i < num_policies; ++i) {
+    PolicyProgress& p = progress_.policies[i];
+    p.name = spec_.policies(i).name();
+    for (float r : policy_returns[i]) policy_windows_[i].Add(r);
+    p.episodes += policy_returns[i].size();
+    if (!policy_windows_[i].empty()) p.mean_return = policy_windows_[i].Mean();
+    p.last_update = i == 0 ? progress_.last_update : others_[i - 1].last_update;
   }
   for (float r : episode_returns) recent_returns_.Add(r);
   progress_.episodes += episode_returns.size();
@@ -192,6 +342,11 @@ absl::Status LocalTrainer::Step() {
   time_.other += SecondsSince(start) + collect_seconds - timings.env_seconds -
                  timings.inference_seconds;
   return absl::OkStatus();
+}
+
+std::string LocalTrainer::PolicyPrefix(size_t index) const {
+  if (spec_.policies_size() == 0) return "";
+  return absl::StrCat("policy ", spec_.policies(index).name(), ": ");
 }
 
 absl::StatusOr<TrainResult> LocalTrainer::Train(
@@ -236,6 +391,27 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
                                       recent_returns_.end());
   state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
   PutTrainingState(state, &extra);
+  // The other policies' first: the run's checkpoint, written last, is
+  // what a resume looks for, and theirs must be there by then.
+  for (OtherPolicy& other : others_) {
+    TensorMap own;
+    own["policy.updater_generator"] =
+        BytesTensor(GeneratorStateBytes(other.updater->generator()));
+    RETURN_IF_ERROR(
+        rl::WriteCheckpoint(OtherPolicyRoot(options_.run_dir, other.name),
+                            progress_.updates, other.learner_policy,
+                            other.updater->optimizer(), own,
+                            spec_.keep_checkpoints())
+            .status());
+  }
+  for (size_t i = 0; i < policy_windows_.size(); ++i) {
+    extra[absl::StrCat("policy.", i, ".returns")] =
+        torch::tensor(std::vector<float>(policy_windows_[i].begin(),
+                                         policy_windows_[i].end()),
+                      torch::kFloat32);
+    extra[absl::StrCat("policy.", i, ".episodes")] =
+        torch::tensor({progress_.policies[i].episodes}, torch::kInt64);
+  }
   ASSIGN_OR_RETURN(
       last_checkpoint_,
       rl::WriteCheckpoint(
@@ -257,6 +433,47 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
     RETURN_IF_ERROR(league_->RestoreState(extra));
     progress_.league = league_->Describe();
   }
+  // The other policies from their checkpoints of the same number, beside
+  // the run's (<run_dir>/checkpoints/ckpt-N ->
+  // <run_dir>/policies/<name>/checkpoints/ckpt-N).
+  const std::filesystem::path ckpt(checkpoint_dir);
+  const std::string run_dir =
+      ckpt.lexically_normal().parent_path().parent_path().string();
+  for (OtherPolicy& other : others_) {
+    const std::string dir =
+        (std::filesystem::path(OtherPolicyRoot(run_dir, other.name)) /
+         ckpt.lexically_normal().filename())
+            .string();
+    TensorMap own;
+    RETURN_IF_ERROR(ReadCheckpoint(dir, other.learner_policy,
+                                   &other.updater->optimizer(), &own));
+    if (other.learner_policy.ptr() != other.policy.ptr()) {
+      RETURN_IF_ERROR(CopyPolicyWeights(other.learner_policy, other.policy));
+    }
+    auto generator = own.find("policy.updater_generator");
+    if (generator == own.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", dir, " has no policy.updater_generator"));
+    }
+    RETURN_IF_ERROR(SetGeneratorState(TensorBytes(generator->second),
+                                      other.updater->generator(), dir));
+  }
+  for (size_t i = 0; i < policy_windows_.size(); ++i) {
+    auto returns = extra.find(absl::StrCat("policy.", i, ".returns"));
+    auto episodes = extra.find(absl::StrCat("policy.", i, ".episodes"));
+    if (returns == extra.end() || episodes == extra.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", checkpoint_dir, " has no policy.", i,
+                       ".returns: written by a run without these policies?"));
+    }
+    const torch::Tensor r = returns->second.contiguous();
+    policy_windows_[i].Assign(r.data_ptr<float>(),
+                              r.data_ptr<float>() + r.numel());
+    progress_.policies[i].episodes = episodes->second.item<int64_t>();
+    if (!policy_windows_[i].empty()) {
+      progress_.policies[i].mean_return = policy_windows_[i].Mean();
+    }
+  }
   const std::string source = absl::StrCat("checkpoint ", checkpoint_dir);
   ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));
   RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
@@ -271,122 +488,6 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
                          state.recent_returns().end());
   if (!recent_returns_.empty()) progress_.mean_return = recent_returns_.Mean();
   return absl::OkStatus();
-}
-
-absl::StatusOr<double> EvaluatePolicy(const RunSpec& spec, ActorCritic& policy,
-                                      int episodes, uint64_t seed,
-                                      std::vector<double>* returns) {
-  // The rows EvaluateActions opens: whole environments of several agents.
-  const int64_t E = WholeCopies(std::min(episodes, 64), spec.env());
-  torch::Tensor state = policy->InitialState(E);
-  return EvaluateActions(
-      spec,
-      [&](const torch::Tensor& obs, const torch::Tensor& masks,
-          const torch::Tensor& starts) -> absl::StatusOr<torch::Tensor> {
-        if (state.defined()) state = state * starts.eq(0).unsqueeze(1);
-        ASSIGN_OR_RETURN(const PolicyStep step,
-                         ActChecked(policy, obs, c10::nullopt, true, masks,
-                                    state.defined() ? &state : nullptr));
-        RETURN_IF_ERROR(policy->CheckActions(step.actions, "actions", E));
-        return step.actions.to(torch::kCPU);  // the envs read them here
-      },
-      episodes, seed, returns);
-}
-
-absl::StatusOr<double> EvaluateActions(const RunSpec& spec,
-                                       const EvaluationActor& act, int episodes,
-                                       uint64_t seed,
-                                       std::vector<double>* finished_returns) {
-  if (episodes < 1) {
-    return absl::InvalidArgumentError("episodes must be >= 1");
-  }
-  RunSpec eval_spec = spec;
-  // Whole environments: several agents each are as many rows.
-  eval_spec.set_envs_per_actor(WholeCopies(std::min(episodes, 64), spec.env()));
-  EnvOpenOptions options;
-  options.num_envs = eval_spec.envs_per_actor();
-  options.seed = seed;
-  ASSIGN_OR_RETURN(auto env, OpenEnv(spec.env(), options));
-  const EnvSpec& info = env->spec();
-  const int64_t E = eval_spec.envs_per_actor();
-  torch::Tensor obs = torch::zeros(
-      {E, info.observation_size()},
-      ObservationsAreBytes(info) ? torch::kUInt8 : torch::kFloat32);
-  torch::Tensor returns = torch::zeros({E});
-  torch::Tensor lengths = torch::zeros({E}, torch::kInt32);
-  torch::Tensor rewards = torch::zeros({E});
-  torch::Tensor term = torch::zeros({E}, torch::kUInt8);
-  torch::Tensor trunc = torch::zeros({E}, torch::kUInt8);
-  // The env's action masks, when it writes them: a masked action is never
-  // taken, in evaluation either.
-  torch::Tensor masks;
-  if (info.action_mask()) {
-    masks = torch::ones({E, ActionMaskSize(info)}, torch::kUInt8);
-  }
-  RETURN_IF_ERROR(env->Reset(
-      obs.data_ptr(), masks.defined() ? masks.data_ptr<uint8_t>() : nullptr));
-  // Each env slot plays episodes until `episodes` have finished in total;
-  // only the first `episodes` completions count, in slot order per step.
-  std::vector<double> finished;
-  c10::InferenceMode inference;
-  // The actions the env takes: int64 [E] or [E, parts], float [E, A].
-  std::vector<int64_t> action_shape = {E};
-  if (IsMultiDiscrete(info)) action_shape.push_back(info.action_nvec_size());
-  if (!IsDiscrete(info)) action_shape.push_back(info.continuous_action_size());
-  // Every env begins an episode at the reset, then wherever one ended.
-  torch::Tensor starts = torch::ones({E}, torch::kUInt8);
-  while (static_cast<int>(finished.size()) < episodes) {
-    ASSIGN_OR_RETURN(const torch::Tensor chosen, act(obs, masks, starts));
-    RETURN_IF_ERROR(CheckTensor(
-        chosen, "actions", IsDiscrete(info) ? torch::kInt64 : torch::kFloat32,
-        action_shape));
-    StepOutputs out;
-    out.observations = obs.data_ptr();
-    if (masks.defined()) out.action_masks = masks.data_ptr<uint8_t>();
-    out.rewards = rewards.data_ptr<float>();
-    out.terminated = term.data_ptr<uint8_t>();
-    out.truncated = trunc.data_ptr<uint8_t>();
-    out.episode_returns = returns.data_ptr<float>();
-    out.episode_lengths = lengths.data_ptr<int32_t>();
-    // The envs read the actions' memory on the host.
-    const torch::Tensor actions = chosen.to(torch::kCPU).contiguous();
-    RETURN_IF_ERROR(IsDiscrete(info)
-                        ? env->StepDiscrete(actions.data_ptr<int64_t>(), out)
-                        : env->StepContinuous(actions.data_ptr<float>(), out));
-    starts.copy_(term | trunc);
-    for (int64_t e = 0; e < E; ++e) {
-      // With env.episodic_life an episode is a game, over every life.
-      if (info.episodic_life()
-              ? lengths.data_ptr<int32_t>()[e] > 0
-              : (term.data_ptr<uint8_t>()[e] | trunc.data_ptr<uint8_t>()[e])) {
-        if (static_cast<int>(finished.size()) < episodes) {
-          finished.push_back(returns.data_ptr<float>()[e]);
-        }
-      }
-    }
-  }
-  if (finished_returns != nullptr) *finished_returns = finished;
-  return std::accumulate(finished.begin(), finished.end(), 0.0) /
-         finished.size();
-}
-
-std::string DescribeGameOutcomes(const std::vector<double>& returns) {
-  double won = 0, drew = 0, lost = 0;
-  for (const double r : returns) {
-    if (r == 1) {
-      ++won;
-    } else if (r == 0) {
-      ++drew;
-    } else if (r == -1) {
-      ++lost;
-    } else {
-      return "";
-    }
-  }
-  if (returns.empty()) return "";
-  const double n = static_cast<double>(returns.size()) / 100;
-  return absl::StrFormat("won %.1f%%, drew %.1f%%, lost %.1f%%", won / n,
-                         drew / n, lost / n);
 }
 
 }  // namespace rl

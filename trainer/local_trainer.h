@@ -9,6 +9,7 @@
 #define RL_TRAINER_LOCAL_TRAINER_H_
 
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +49,14 @@ struct TimeBreakdown {
   double other = 0;   // checkpoints, bookkeeping
 };
 
+// One of a run's several policies (RunSpec.policies) after an update.
+struct PolicyProgress {
+  std::string name;
+  int64_t episodes = 0;  // its agents' episodes
+  double mean_return = std::numeric_limits<double>::quiet_NaN();
+  UpdateStats last_update;
+};
+
 // State after each update, for progress displays.
 struct TrainerProgress {
   int64_t env_steps = 0;
@@ -62,6 +71,9 @@ struct TrainerProgress {
   // games against it (League::Describe); else empty. Returns and episodes
   // above are then the trained seats'.
   std::string league;
+  // With several policies, each one's, in the run's order; the fields above
+  // are then the first policy's (target_return too).
+  std::vector<PolicyProgress> policies;
 };
 
 struct TrainResult {
@@ -92,16 +104,36 @@ class LocalTrainer {
       const std::function<void(const TrainerProgress&)>& on_update = nullptr,
       int64_t max_updates = 0);
 
+  // Writes the run's checkpoint (<run_dir>/checkpoints) and, with several
+  // policies, each other policy's (<run_dir>/policies/<name>/checkpoints,
+  // the same number); returns the run's.
   absl::StatusOr<std::string> WriteCheckpoint();
 
   const TrainerProgress& progress() const { return progress_; }
   ActorCritic& policy() { return policy_; }
+  // With several policies, policy `index` of the run's (0: policy()).
+  ActorCritic& policy(size_t index) {
+    return index == 0 ? policy_ : others_.at(index - 1).policy;
+  }
   // The run's league; null without one.
   const League* league() const { return league_.get(); }
   const RunSpec& spec() const { return spec_; }
   bool Done() const;
 
  private:
+  // "policy NAME: " with several policies, else "".
+  std::string PolicyPrefix(size_t index) const;
+  // A policy of the run's after the first (RunSpec.policies): its own
+  // acting and trained networks and updater, and its agents' rows.
+  struct OtherPolicy {
+    std::string name;
+    torch::Tensor rows;
+    ActorCritic policy{nullptr};
+    ActorCritic learner_policy{nullptr};
+    std::unique_ptr<PpoUpdater> updater;
+    UpdateStats last_update;
+  };
+
   LocalTrainer(const RunSpec& spec, const TrainerOptions& options,
                std::unique_ptr<SegmentCollector> collector, ActorCritic policy,
                ActorCritic learner_policy, std::unique_ptr<PpoUpdater> updater,
@@ -120,6 +152,11 @@ class LocalTrainer {
   // With a league: plays the opponents' rows; the update learns from the
   // trained seats' rows only.
   std::unique_ptr<League> league_;
+  // With several policies: the first's rows (undefined without), the
+  // others, and each one's last 100 returns.
+  torch::Tensor first_rows_;
+  std::vector<OtherPolicy> others_;
+  std::vector<ReturnWindow> policy_windows_;
   TrainerProgress progress_;
   ReturnWindow recent_returns_;
   TimeBreakdown time_;

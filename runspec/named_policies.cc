@@ -1,0 +1,151 @@
+#include "runspec/named_policies.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/json_quote.h"
+#include "runspec/policy_rules.h"
+
+namespace rl {
+namespace {
+
+template <typename T>
+std::string Problem(const std::string& path, const std::string& what,
+                    const T& got) {
+  return absl::StrCat(path, ": ", what, " (got ", got, ")");
+}
+
+bool IsPolicyName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  for (const char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+RunSpec NamedPolicyRun(const RunSpec& run, int index) {
+  const NamedPolicy& named = run.policies(index);
+  RunSpec own = run;
+  own.clear_policies();
+  own.clear_league();
+  if (named.policy().hidden_sizes_size() > 0) {
+    own.mutable_policy()->clear_hidden_sizes();
+  }
+  own.mutable_policy()->MergeFrom(named.policy());
+  own.mutable_ppo()->MergeFrom(named.ppo());
+  ApplyPolicyDefaults(own.env(), own.ppo(), own.mutable_policy());
+  return own;
+}
+
+std::vector<int> PolicyOfAgent(const RunSpec& run) {
+  if (run.policies_size() == 0) return {};
+  std::vector<int> out(std::max(1, run.env().agents_per_env()), -1);
+  for (int i = 0; i < run.policies_size(); ++i) {
+    for (const int agent : run.policies(i).agents()) {
+      if (agent >= 0 && agent < static_cast<int>(out.size())) out[agent] = i;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> NamedPolicyProblems(
+    const RunSpec& run,
+    const std::function<absl::Status(const RunSpec&)>& validate) {
+  std::vector<std::string> out;
+  if (run.policies_size() == 0) return out;
+  const int agents = run.env().agents_per_env();
+  if (run.policies_size() < 2) {
+    out.push_back(
+        Problem("policies",
+                "name two or more (one policy for every agent is the run's own "
+                "policy and ppo: leave policies out)",
+                run.policies_size()));
+  }
+  if (agents < 2) {
+    out.push_back(Problem("policies",
+                          "needs an environment of several agents "
+                          "(env.agents_per_env >= 2)",
+                          absl::StrCat("env.agents_per_env ", agents)));
+    return out;
+  }
+  if (run.has_league()) {
+    out.push_back(
+        "league: not with several policies in this version (a league "
+        "trains one policy against its own past versions)");
+  }
+  std::set<std::string> names;
+  std::vector<int> owner(agents, -1);
+  for (int i = 0; i < run.policies_size(); ++i) {
+    const NamedPolicy& p = run.policies(i);
+    const std::string path = absl::StrCat("policies[", i, "]");
+    if (!IsPolicyName(p.name())) {
+      out.push_back(Problem(path + ".name",
+                            "1-32 characters of a-z, 0-9, _ and -",
+                            JsonQuote(p.name())));
+    } else if (!names.insert(p.name()).second) {
+      out.push_back(Problem(path + ".name", "already names another policy",
+                            JsonQuote(p.name())));
+    }
+    if (p.agents_size() == 0) {
+      out.push_back(
+          Problem(path + ".agents", "list the agent indices it plays", "none"));
+    }
+    for (const int agent : p.agents()) {
+      if (agent < 0 || agent >= agents) {
+        out.push_back(
+            Problem(path + ".agents",
+                    absl::StrCat("agent indices are 0 to ", agents - 1,
+                                 " (env.agents_per_env ", agents, ")"),
+                    agent));
+      } else if (owner[agent] >= 0) {
+        out.push_back(Problem(
+            path + ".agents",
+            absl::StrCat("agent ", agent, " is already played by policies[",
+                         owner[agent], "]"),
+            agent));
+      } else {
+        owner[agent] = i;
+      }
+    }
+    const RunSpec own = NamedPolicyRun(run, i);
+    if (HasRecurrentCore(own.policy())) {
+      out.push_back(Problem(path + ".policy.core",
+                            "several policies play only feed-forward "
+                            "networks in this version",
+                            JsonQuote(own.policy().core())));
+    }
+    const absl::Status valid = validate(own);
+    if (!valid.ok()) {
+      out.push_back(absl::StrCat(path, " (", p.name(), "): ", valid.message()));
+    }
+    // Its update learns from its own agents' rows.
+    const int64_t rows = static_cast<int64_t>(run.envs_per_actor()) / agents *
+                         p.agents_size() * run.segment_length();
+    if (p.agents_size() > 0 && own.ppo().num_minibatches() > rows) {
+      out.push_back(Problem(path + ".ppo.num_minibatches",
+                            absl::StrCat("more than the ", rows,
+                                         " steps its agents take in a segment"),
+                            own.ppo().num_minibatches()));
+    }
+  }
+  std::vector<int> unplayed;
+  for (int a = 0; a < agents; ++a) {
+    if (owner[a] < 0) unplayed.push_back(a);
+  }
+  if (!unplayed.empty()) {
+    out.push_back(Problem("policies",
+                          "every agent must be played by a policy; not "
+                          "played: agents " +
+                              absl::StrJoin(unplayed, ", "),
+                          absl::StrCat(agents, " agents")));
+  }
+  return out;
+}
+
+}  // namespace rl

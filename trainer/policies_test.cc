@@ -1,0 +1,144 @@
+// Several policies in one run (RunSpec.policies): the run file's rules,
+// each policy trained on its own agents' rows with its own network and
+// settings, its own series, and checkpoints that bring every one back.
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "learner/checkpoint.h"
+#include "runspec/named_policies.h"
+#include "runspec/run_spec.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+#include "trainer/local_trainer.h"
+
+namespace rl {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+class OneTorchThread : public ::testing::Environment {
+ public:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+::testing::Environment* const kOneTorchThread =
+    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
+
+absl::StatusOr<RunSpec> TwoPolicies(const std::string& policies) {
+  return LoadRunSpec(R"(
+env:
+  id: LightCycles-v0
+  plugin: light_cycles
+  kwargs: {size: 6, opponent: self}
+  agents_per_env: 2
+  observation_size: 242
+  num_discrete_actions: 3
+envs_per_actor: 8
+segment_length: 16
+total_env_steps: 100000
+seed: 3
+policy: {hidden_sizes: [16]}
+ppo: {num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}
+policies: )" + policies,
+                     RunFileFormat::kYaml);
+}
+
+constexpr char kRedBlue[] = R"(
+  - {name: red, agents: [0]}
+  - name: blue
+    agents: [1]
+    policy: {hidden_sizes: [8, 8]}
+    ppo: {learning_rate: 0.003}
+)";
+
+TEST(PoliciesRulesTest, EachPolicyIsItsRunsSettingsWithItsOwnOnTop) {
+  ASSERT_OK_AND_ASSIGN(const RunSpec spec, TwoPolicies(kRedBlue));
+  const RunSpec red = NamedPolicyRun(spec, 0);
+  const RunSpec blue = NamedPolicyRun(spec, 1);
+  EXPECT_THAT(red.policy().hidden_sizes(), ::testing::ElementsAre(16));
+  EXPECT_THAT(blue.policy().hidden_sizes(), ::testing::ElementsAre(8, 8));
+  EXPECT_FLOAT_EQ(red.ppo().learning_rate(), 0.001f);
+  EXPECT_FLOAT_EQ(blue.ppo().learning_rate(), 0.003f);
+  EXPECT_EQ(blue.ppo().num_minibatches(), 2);
+  EXPECT_EQ(blue.policies_size(), 0);
+  EXPECT_THAT(PolicyOfAgent(spec), ::testing::ElementsAre(0, 1));
+}
+
+TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
+  EXPECT_THAT(TwoPolicies(R"(
+  - {name: Red, agents: [0, 2]}
+  - {name: blue, agents: [0], ppo: {learning_rate: 5}}
+)")
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("policies[0].name: 1-32 characters"),
+                             HasSubstr("policies[0].agents: agent indices are "
+                                       "0 to 1 (env.agents_per_env 2) (got 2)"),
+                             HasSubstr("policies[1].agents: agent 0 is already "
+                                       "played by policies[0]"),
+                             HasSubstr("policies[1] (blue): ppo.learning_rate: "
+                                       "must be in (0, 1)"),
+                             HasSubstr("not played: agents 1"))));
+  EXPECT_THAT(TwoPolicies("[{name: solo, agents: [0, 1]}]").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policies: name two or more")));
+}
+
+// Each policy learns from its own agents' rows: a run's policies end apart
+// from where they began and from each other, each with its own episodes;
+// a checkpoint brings every one of them back.
+TEST(PoliciesTest, EachPolicyTrainsOnItsAgentsAndComesBackFromACheckpoint) {
+  ASSERT_OK_AND_ASSIGN(const RunSpec spec, TwoPolicies(kRedBlue));
+  const std::string dir = MakeTestDir("policies");
+  TrainerOptions options;
+  options.run_dir = dir;
+  ASSERT_OK_AND_ASSIGN(auto trainer, LocalTrainer::Create(spec, options));
+  ASSERT_OK(trainer->Train(nullptr, 6).status());
+  const TrainerProgress& p = trainer->progress();
+  ASSERT_EQ(p.policies.size(), 2u);
+  EXPECT_EQ(p.policies[0].name, "red");
+  EXPECT_EQ(p.policies[1].name, "blue");
+  // Games on a 6x6 board end within 16 steps: both seats finished some.
+  EXPECT_GT(p.policies[0].episodes, 0);
+  EXPECT_EQ(p.policies[0].episodes, p.policies[1].episodes);
+  EXPECT_EQ(p.episodes, p.policies[0].episodes);
+  // Zero-sum: one seat's wins are the other's losses.
+  EXPECT_NEAR(p.policies[0].mean_return, -p.policies[1].mean_return, 1e-6);
+  EXPECT_GT(p.policies[1].last_update.learning_rate,
+            p.policies[0].last_update.learning_rate);
+  // The first policy's checkpoints are the run's; blue's beside them, with
+  // its own network.
+  ASSERT_OK_AND_ASSIGN(const std::string red_ckpt,
+                       LatestCheckpoint(dir + "/checkpoints"));
+  ASSERT_OK_AND_ASSIGN(const std::string blue_ckpt,
+                       LatestCheckpoint(dir + "/policies/blue/checkpoints"));
+  EXPECT_EQ(std::filesystem::path(red_ckpt).filename(),
+            std::filesystem::path(blue_ckpt).filename());
+  ASSERT_OK_AND_ASSIGN(ActorCritic blue,
+                       ReadRunPolicy(NamedPolicyRun(spec, 1), blue_ckpt));
+  EXPECT_EQ(blue->parameters()[0].size(0), 8);
+
+  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, {}));
+  ASSERT_OK(resumed->Restore(red_ckpt));
+  EXPECT_EQ(resumed->progress().policies[1].episodes, p.policies[1].episodes);
+  const auto a = trainer->policy()->named_parameters();
+  for (const auto& item : resumed->policy()->named_parameters()) {
+    EXPECT_TRUE(torch::equal(item.value(), a[item.key()])) << item.key();
+  }
+  ASSERT_OK(resumed->Train(nullptr, 1).status());
+  EXPECT_GT(resumed->progress().policies[1].episodes, p.policies[1].episodes);
+  // A checkpoint without blue's beside it is refused, naming the path.
+  std::filesystem::remove_all(dir + "/policies");
+  ASSERT_OK_AND_ASSIGN(auto missing, LocalTrainer::Create(spec, {}));
+  const absl::Status refused = missing->Restore(red_ckpt);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.message()),
+              HasSubstr("policies/blue/checkpoints"));
+}
+
+}  // namespace
+}  // namespace rl
