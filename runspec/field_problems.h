@@ -15,11 +15,18 @@
 
 namespace rl {
 
+// One problem: "field.path: problem (got value)".
+template <typename T>
+std::string FieldProblem(absl::string_view path, absl::string_view problem,
+                         const T& got) {
+  return absl::StrCat(path, ": ", problem, " (got ", got, ")");
+}
+
 class FieldProblems {
  public:
   template <typename T>
   void Add(absl::string_view path, absl::string_view problem, const T& got) {
-    list_.push_back(absl::StrCat(path, ": ", problem, " (got ", got, ")"));
+    list_.push_back(FieldProblem(path, problem, got));
   }
   void Add(std::string message) { list_.push_back(std::move(message)); }
   bool empty() const { return list_.empty(); }

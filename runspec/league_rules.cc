@@ -6,18 +6,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_quote.h"
+#include "runspec/field_problems.h"
 #include "runspec/policy_rules.h"
 
 namespace rl {
-namespace {
-
-template <typename T>
-std::string Problem(const std::string& path, const std::string& what,
-                    const T& got) {
-  return absl::StrCat(path, ": ", what, " (got ", got, ")");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void ApplyLeagueDefaults(LeagueSpec* league) {
   if (league->snapshot_interval() == 0) league->set_snapshot_interval(10);
@@ -30,7 +23,7 @@ std::vector<std::string> LeagueProblems(const RunSpec& spec) {
   if (!spec.has_league()) return out;
   const LeagueSpec& league = spec.league();
   if (spec.env().agents_per_env() < 2) {
-    out.push_back(Problem(
+    out.push_back(FieldProblem(
         "league",
         "needs an environment of several agents (env.agents_per_env >= 2): "
         "the trained policy plays one seat of each, its frozen versions the "
@@ -38,23 +31,23 @@ std::vector<std::string> LeagueProblems(const RunSpec& spec) {
         absl::StrCat("env.agents_per_env ", spec.env().agents_per_env())));
   }
   if (league.snapshot_interval() < 1 || league.snapshot_interval() > 1000000) {
-    out.push_back(Problem("league.snapshot_interval",
-                          "must be in [1, 1000000] updates",
-                          league.snapshot_interval()));
+    out.push_back(FieldProblem("league.snapshot_interval",
+                               "must be in [1, 1000000] updates",
+                               league.snapshot_interval()));
   }
   if (league.pool_size() < 1 || league.pool_size() > 1000) {
-    out.push_back(Problem("league.pool_size", "must be in [1, 1000]",
-                          league.pool_size()));
+    out.push_back(FieldProblem("league.pool_size", "must be in [1, 1000]",
+                               league.pool_size()));
   }
   if (std::find(std::begin(kLeagueSamplings), std::end(kLeagueSamplings),
                 league.sampling()) == std::end(kLeagueSamplings)) {
-    out.push_back(Problem(
+    out.push_back(FieldProblem(
         "league.sampling",
         absl::StrCat("must be one of ", absl::StrJoin(kLeagueSamplings, ", ")),
         JsonQuote(league.sampling())));
   }
   if (HasRecurrentCore(spec.policy())) {
-    out.push_back(Problem(
+    out.push_back(FieldProblem(
         "league",
         "a recurrent policy (policy.core) cannot play in a league in this "
         "version: the frozen opponents carry no state",
@@ -65,7 +58,7 @@ std::vector<std::string> LeagueProblems(const RunSpec& spec) {
     const int64_t rows = static_cast<int64_t>(spec.envs_per_actor()) /
                          spec.env().agents_per_env() * spec.segment_length();
     if (rows < spec.ppo().num_minibatches()) {
-      out.push_back(Problem(
+      out.push_back(FieldProblem(
           "ppo.num_minibatches",
           absl::StrCat("more than the ", rows,
                        " steps of the trained seats in a segment (league: "

@@ -5,16 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_quote.h"
+#include "runspec/field_problems.h"
 #include "runspec/policy_rules.h"
 
 namespace rl {
 namespace {
-
-template <typename T>
-std::string Problem(const std::string& path, const std::string& what,
-                    const T& got) {
-  return absl::StrCat(path, ": ", what, " (got ", got, ")");
-}
 
 bool IsPolicyName(const std::string& name) {
   if (name.empty() || name.size() > 32) return false;
@@ -61,17 +56,17 @@ std::vector<std::string> NamedPolicyProblems(
   if (run.policies_size() == 0) return out;
   const int agents = run.env().agents_per_env();
   if (run.policies_size() < 2) {
-    out.push_back(
-        Problem("policies",
-                "name two or more (one policy for every agent is the run's own "
-                "policy and ppo: leave policies out)",
-                run.policies_size()));
+    out.push_back(FieldProblem(
+        "policies",
+        "name two or more (one policy for every agent is the run's own "
+        "policy and ppo: leave policies out)",
+        run.policies_size()));
   }
   if (agents < 2) {
-    out.push_back(Problem("policies",
-                          "needs an environment of several agents "
-                          "(env.agents_per_env >= 2)",
-                          absl::StrCat("env.agents_per_env ", agents)));
+    out.push_back(FieldProblem("policies",
+                               "needs an environment of several agents "
+                               "(env.agents_per_env >= 2)",
+                               absl::StrCat("env.agents_per_env ", agents)));
     return out;
   }
   if (run.has_league()) {
@@ -85,26 +80,26 @@ std::vector<std::string> NamedPolicyProblems(
     const NamedPolicy& p = run.policies(i);
     const std::string path = absl::StrCat("policies[", i, "]");
     if (!IsPolicyName(p.name())) {
-      out.push_back(Problem(path + ".name",
-                            "1-32 characters of a-z, 0-9, _ and -",
-                            JsonQuote(p.name())));
+      out.push_back(FieldProblem(path + ".name",
+                                 "1-32 characters of a-z, 0-9, _ and -",
+                                 JsonQuote(p.name())));
     } else if (!names.insert(p.name()).second) {
-      out.push_back(Problem(path + ".name", "already names another policy",
-                            JsonQuote(p.name())));
+      out.push_back(FieldProblem(path + ".name", "already names another policy",
+                                 JsonQuote(p.name())));
     }
     if (p.agents_size() == 0) {
-      out.push_back(
-          Problem(path + ".agents", "list the agent indices it plays", "none"));
+      out.push_back(FieldProblem(path + ".agents",
+                                 "list the agent indices it plays", "none"));
     }
     for (const int agent : p.agents()) {
       if (agent < 0 || agent >= agents) {
         out.push_back(
-            Problem(path + ".agents",
-                    absl::StrCat("agent indices are 0 to ", agents - 1,
-                                 " (env.agents_per_env ", agents, ")"),
-                    agent));
+            FieldProblem(path + ".agents",
+                         absl::StrCat("agent indices are 0 to ", agents - 1,
+                                      " (env.agents_per_env ", agents, ")"),
+                         agent));
       } else if (owner[agent] >= 0) {
-        out.push_back(Problem(
+        out.push_back(FieldProblem(
             path + ".agents",
             absl::StrCat("agent ", agent, " is already played by policies[",
                          owner[agent], "]"),
@@ -115,10 +110,10 @@ std::vector<std::string> NamedPolicyProblems(
     }
     const RunSpec own = NamedPolicyRun(run, i);
     if (HasRecurrentCore(own.policy())) {
-      out.push_back(Problem(path + ".policy.core",
-                            "several policies play only feed-forward "
-                            "networks in this version",
-                            JsonQuote(own.policy().core())));
+      out.push_back(FieldProblem(path + ".policy.core",
+                                 "several policies play only feed-forward "
+                                 "networks in this version",
+                                 JsonQuote(own.policy().core())));
     }
     const absl::Status valid = validate(own);
     if (!valid.ok()) {
@@ -128,10 +123,11 @@ std::vector<std::string> NamedPolicyProblems(
     const int64_t rows = static_cast<int64_t>(run.envs_per_actor()) / agents *
                          p.agents_size() * run.segment_length();
     if (p.agents_size() > 0 && own.ppo().num_minibatches() > rows) {
-      out.push_back(Problem(path + ".ppo.num_minibatches",
-                            absl::StrCat("more than the ", rows,
-                                         " steps its agents take in a segment"),
-                            own.ppo().num_minibatches()));
+      out.push_back(
+          FieldProblem(path + ".ppo.num_minibatches",
+                       absl::StrCat("more than the ", rows,
+                                    " steps its agents take in a segment"),
+                       own.ppo().num_minibatches()));
     }
   }
   std::vector<int> unplayed;
@@ -139,11 +135,11 @@ std::vector<std::string> NamedPolicyProblems(
     if (owner[a] < 0) unplayed.push_back(a);
   }
   if (!unplayed.empty()) {
-    out.push_back(Problem("policies",
-                          "every agent must be played by a policy; not "
-                          "played: agents " +
-                              absl::StrJoin(unplayed, ", "),
-                          absl::StrCat(agents, " agents")));
+    out.push_back(FieldProblem("policies",
+                               "every agent must be played by a policy; not "
+                               "played: agents " +
+                                   absl::StrJoin(unplayed, ", "),
+                               absl::StrCat(agents, " agents")));
   }
   return out;
 }

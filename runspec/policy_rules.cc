@@ -7,16 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_quote.h"
+#include "runspec/field_problems.h"
 
 namespace rl {
 namespace {
-
-// "path: problem (got value)", as every run-file check words it.
-template <typename T>
-std::string Problem(absl::string_view path, absl::string_view problem,
-                    const T& got) {
-  return absl::StrCat(path, ": ", problem, " (got ", got, ")");
-}
 
 // The images a CNN would read: the observation's shape (a uint8 one of 3
 // dimensions), or each such part of a Dict or Tuple observation.
@@ -64,10 +58,10 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
   const bool cnn = IsCnnEncoder(policy);
   const std::string encoder = JsonQuote(policy.encoder());
   if (!cnn && policy.encoder() != "mlp") {
-    out->push_back(Problem("policy.encoder",
-                           "must be mlp, nature_cnn or impala_cnn", encoder));
+    out->push_back(FieldProblem(
+        "policy.encoder", "must be mlp, nature_cnn or impala_cnn", encoder));
   } else if (cnn && env.observation_parts_size() > 0 && Images(env).empty()) {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "policy.encoder",
         absl::StrCat(policy.encoder(),
                      " reads images: no part of env.observation_parts is "
@@ -75,7 +69,7 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
         encoder));
   } else if (cnn && env.observation_parts_size() == 0 &&
              env.observation_dtype() != "uint8") {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "policy.encoder",
         absl::StrCat(policy.encoder(),
                      " reads uint8 images (scaled to [0, 1] inside); this "
@@ -85,44 +79,44 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
         encoder));
   } else if (cnn && env.observation_parts_size() == 0 &&
              env.observation_shape_size() != 3) {
-    out->push_back(
-        Problem("policy.encoder",
-                absl::StrCat(policy.encoder(),
-                             " reads images: env.observation_shape must have 3 "
-                             "dimensions (height, width, channels or channels, "
-                             "height, width); it has ",
-                             env.observation_shape_size()),
-                encoder));
+    out->push_back(FieldProblem(
+        "policy.encoder",
+        absl::StrCat(policy.encoder(),
+                     " reads images: env.observation_shape must have 3 "
+                     "dimensions (height, width, channels or channels, "
+                     "height, width); it has ",
+                     env.observation_shape_size()),
+        encoder));
   } else if (cnn) {
     if (policy.image_layout().empty() && !LayoutsAgree(Images(env))) {
-      out->push_back(Problem(
+      out->push_back(FieldProblem(
           "policy.image_layout",
           "the image parts of env.observation_parts read as different "
           "layouts (a few channels last is hwc); give hwc or chw for all",
           JsonQuote(policy.image_layout())));
     } else if (policy.image_layout() != "hwc" &&
                policy.image_layout() != "chw") {
-      out->push_back(Problem("policy.image_layout", "must be hwc or chw",
-                             JsonQuote(policy.image_layout())));
+      out->push_back(FieldProblem("policy.image_layout", "must be hwc or chw",
+                                  JsonQuote(policy.image_layout())));
     } else {
       for (const std::vector<int>& image : Images(env)) {
         const auto [h, w] = ImageSize(image, policy.image_layout() == "hwc");
         if (policy.encoder() == "nature_cnn" && (h < 36 || w < 36)) {
-          out->push_back(
-              Problem("policy.encoder",
-                      absl::StrCat("nature_cnn needs images of at least 36x36; "
-                                   "this one is ",
-                                   h, "x", w, " (impala_cnn takes any size)"),
-                      encoder));
+          out->push_back(FieldProblem(
+              "policy.encoder",
+              absl::StrCat("nature_cnn needs images of at least 36x36; "
+                           "this one is ",
+                           h, "x", w, " (impala_cnn takes any size)"),
+              encoder));
           break;
         }
       }
     }
   }
   if (!cnn && !policy.image_layout().empty()) {
-    out->push_back(Problem("policy.image_layout",
-                           "is for a CNN encoder (policy.encoder)",
-                           JsonQuote(policy.image_layout())));
+    out->push_back(FieldProblem("policy.image_layout",
+                                "is for a CNN encoder (policy.encoder)",
+                                JsonQuote(policy.image_layout())));
   }
 }
 
@@ -130,18 +124,18 @@ void EncoderProblems(const RunSpec& spec, std::vector<std::string>* out) {
 void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
   const PolicyConfig& policy = spec.policy();
   if (policy.core() != "none" && !HasRecurrentCore(policy)) {
-    out->push_back(Problem("policy.core", "must be none, lstm or gru",
-                           JsonQuote(policy.core())));
+    out->push_back(FieldProblem("policy.core", "must be none, lstm or gru",
+                                JsonQuote(policy.core())));
     return;
   }
   if (policy.core_size() < 1 || policy.core_size() > 4096) {
-    out->push_back(Problem("policy.core_size", "must be in [1, 4096]",
-                           policy.core_size()));
+    out->push_back(FieldProblem("policy.core_size", "must be in [1, 4096]",
+                                policy.core_size()));
   }
   const int minibatches = spec.ppo().num_minibatches();
   if (HasRecurrentCore(policy) && minibatches >= 1 &&
       spec.envs_per_actor() % minibatches != 0) {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "ppo.num_minibatches",
         absl::StrCat("a recurrent policy (policy.core ", policy.core(),
                      ") learns from whole env sequences: num_minibatches "
@@ -200,14 +194,14 @@ void HeadProblems(const RunSpec& spec, std::vector<std::string>* out) {
     if (head != rule.name) continue;
     const std::string misfit = rule.misfit(spec.env());
     if (!misfit.empty()) {
-      out->push_back(
-          Problem("policy.head",
-                  absl::StrCat(misfit, ": this env's actions do not fit it"),
-                  JsonQuote(head)));
+      out->push_back(FieldProblem(
+          "policy.head",
+          absl::StrCat(misfit, ": this env's actions do not fit it"),
+          JsonQuote(head)));
     }
     return;
   }
-  out->push_back(Problem(
+  out->push_back(FieldProblem(
       "policy.head",
       absl::StrCat("must be one of ", absl::StrJoin(ActionHeadNames(), ", ")),
       JsonQuote(head)));
@@ -220,15 +214,15 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
   const std::string kernels = JsonQuote(execution.cpu_kernels());
   if (execution.cpu_kernels() != "auto" && execution.cpu_kernels() != "fused" &&
       execution.cpu_kernels() != "libtorch") {
-    out->push_back(Problem("execution.cpu_kernels",
-                           "must be auto, fused or libtorch", kernels));
+    out->push_back(FieldProblem("execution.cpu_kernels",
+                                "must be auto, fused or libtorch", kernels));
     return;
   }
   if (execution.cpu_kernels() != "fused") return;
   const char* leave_out =
       " (leave cpu_kernels out: auto takes LibTorch for it)";
   if (execution.precision() == "bfloat16") {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "execution.cpu_kernels",
         absl::StrCat(
             "fused computes in float32; this run's execution.precision is "
@@ -239,13 +233,13 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
   }
   if (spec.resources().learner_device() != "cpu" ||
       spec.resources().actor_device() != "cpu") {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "execution.cpu_kernels",
         "fused is the CPU path; this run's learner or actor device is not cpu",
         kernels));
   } else if (!policy.head().empty() && policy.head() != "categorical" &&
              policy.head() != "gaussian") {
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "execution.cpu_kernels",
         absl::StrCat("fused has the categorical and gaussian heads; this "
                      "run's policy.head is ",
@@ -253,11 +247,11 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
         kernels));
   } else if (policy.activation() == "relu") {
     out->push_back(
-        Problem("execution.cpu_kernels",
-                absl::StrCat("fused runs tanh networks only; this run's "
-                             "policy.activation is relu",
-                             leave_out),
-                kernels));
+        FieldProblem("execution.cpu_kernels",
+                     absl::StrCat("fused runs tanh networks only; this run's "
+                                  "policy.activation is relu",
+                                  leave_out),
+                     kernels));
   } else if (IsCnnEncoder(policy) || HasRecurrentCore(policy) ||
              spec.env().observation_dtype() == "uint8" ||
              HasBytePart(spec.env())) {
@@ -267,7 +261,7 @@ void FusedProblems(const RunSpec& spec, std::vector<std::string>* out) {
             ? absl::StrCat("policy.core is ", policy.core())
         : HasBytePart(spec.env()) ? "a part of env.observation_parts is uint8"
                                   : "env.observation_dtype is uint8";
-    out->push_back(Problem(
+    out->push_back(FieldProblem(
         "execution.cpu_kernels",
         absl::StrCat("fused runs MLPs only, on float32 observations; this "
                      "run's ",
@@ -344,22 +338,23 @@ std::vector<std::string> PolicyProblems(const RunSpec& spec) {
   std::vector<std::string> out;
   const PolicyConfig& policy = spec.policy();
   if (policy.hidden_sizes_size() > 16) {
-    out.push_back(Problem("policy.hidden_sizes", "at most 16 layers",
-                          policy.hidden_sizes_size()));
+    out.push_back(FieldProblem("policy.hidden_sizes", "at most 16 layers",
+                               policy.hidden_sizes_size()));
   }
   for (int i = 0; i < policy.hidden_sizes_size(); ++i) {
     if (policy.hidden_sizes(i) < 1 || policy.hidden_sizes(i) > 65536) {
-      out.push_back(Problem(absl::StrCat("policy.hidden_sizes[", i, "]"),
-                            "must be in [1, 65536]", policy.hidden_sizes(i)));
+      out.push_back(FieldProblem(absl::StrCat("policy.hidden_sizes[", i, "]"),
+                                 "must be in [1, 65536]",
+                                 policy.hidden_sizes(i)));
     }
   }
   if (!(std::fabs(policy.initial_log_std()) <= 20)) {
-    out.push_back(Problem("policy.initial_log_std", "must be in [-20, 20]",
-                          policy.initial_log_std()));
+    out.push_back(FieldProblem("policy.initial_log_std", "must be in [-20, 20]",
+                               policy.initial_log_std()));
   }
   if (policy.activation() != "tanh" && policy.activation() != "relu") {
-    out.push_back(Problem("policy.activation", "must be tanh or relu",
-                          JsonQuote(policy.activation())));
+    out.push_back(FieldProblem("policy.activation", "must be tanh or relu",
+                               JsonQuote(policy.activation())));
   }
   EncoderProblems(spec, &out);
   CoreProblems(spec, &out);
