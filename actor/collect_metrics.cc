@@ -22,6 +22,14 @@ void EmitCollectMetrics(Emitter* e, int64_t step, int64_t segment_steps,
           labels);
   e->Emit("actor/inference_seconds", step, timings.inference_seconds, labels);
   e->Emit("actor/env_seconds", step, timings.env_seconds, labels);
+  EmitEpisodeMetrics(e, step, episode_returns, episode_lengths, labels);
+}
+
+void EmitEpisodeMetrics(Emitter* e, int64_t step,
+                        const std::vector<float>& episode_returns,
+                        const std::vector<int32_t>& episode_lengths,
+                        const MetricLabelList& labels) {
+  if (e == nullptr || !e->enabled()) return;
   for (size_t i = 0; i < episode_returns.size(); ++i) {
     e->Emit("actor/episode_return", step, episode_returns[i], labels);
     if (i < episode_lengths.size()) {

@@ -27,6 +27,13 @@ void EmitCollectMetrics(Emitter* emitter, int64_t step, int64_t segment_steps,
                         const std::vector<int32_t>& episode_lengths,
                         const MetricLabelList& labels);
 
+// Only the episodes' returns and lengths ("actor/episode_return",
+// "actor/episode_length"): a run's several policies, each with its label.
+void EmitEpisodeMetrics(Emitter* emitter, int64_t step,
+                        const std::vector<float>& episode_returns,
+                        const std::vector<int32_t>& episode_lengths,
+                        const MetricLabelList& labels);
+
 }  // namespace rl
 
 #endif  // RL_ACTOR_COLLECT_METRICS_H_

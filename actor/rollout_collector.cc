@@ -125,6 +125,7 @@ absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
   }
   row_policies_ = std::move(policies);
   row_owner_ = owner;
+  row_scratch_.clear();  // sized for the old rows
   return absl::OkStatus();
 }
 

@@ -48,19 +48,9 @@ absl::StatusOr<RunSpec> AdmitRunSpec(const SubmitRunRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": ", valid.message()));
   }
-  // A league's frozen versions act where its envs step; actors do not load
-  // them yet, so the service would train plain self-play instead.
-  if (spec.has_league()) {
-    return absl::UnimplementedError(absl::StrCat(
-        source,
-        ": league: self-play against frozen versions runs on one machine "
-        "(rl_local train) in this version, not through the coordinator"));
-  }
-  if (spec.policies_size() > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        source,
-        ": policies: several policies in one run train on one machine "
-        "(rl_local train) in this version, not through the coordinator"));
+  if (const absl::Status service = CheckServiceRuns(spec); !service.ok()) {
+    return absl::Status(service.code(),
+                        absl::StrCat(source, ": ", service.message()));
   }
   return spec;
 }

@@ -196,6 +196,11 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     return absl::Status(spec.status().code(),
                         absl::StrCat(name, ": ", spec.status().message()));
   }
+  if (const absl::Status service = CheckServiceRuns(spec->base());
+      !service.ok()) {
+    return absl::Status(service.code(),
+                        absl::StrCat(name, ": base run: ", service.message()));
+  }
   if (spec->method() == "pbt") {
     return absl::UnimplementedError(absl::StrCat(
         name,

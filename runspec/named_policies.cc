@@ -1,9 +1,12 @@
 #include "runspec/named_policies.h"
 
+#include <algorithm>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/json_quote.h"
 #include "runspec/field_problems.h"
 #include "runspec/policy_rules.h"
@@ -20,6 +23,12 @@ bool IsPolicyName(const std::string& name) {
     }
   }
   return true;
+}
+
+// The problems of an INVALID_ARGUMENT of FieldProblems, one by one.
+std::vector<std::string> Problems(const absl::Status& status) {
+  if (status.ok()) return {};
+  return absl::StrSplit(status.message(), "; ");
 }
 
 }  // namespace
@@ -74,6 +83,15 @@ std::vector<std::string> NamedPolicyProblems(
         "league: not with several policies in this version (a league "
         "trains one policy against its own past versions)");
   }
+  if (HasRecurrentCore(run.policy())) {
+    out.push_back(FieldProblem("policy.core",
+                               "several policies play only feed-forward "
+                               "networks in this version",
+                               JsonQuote(run.policy().core())));
+  }
+  RunSpec base = run;
+  base.clear_policies();
+  base.clear_league();
   std::set<std::string> names;
   std::vector<int> owner(agents, -1);
   for (int i = 0; i < run.policies_size(); ++i) {
@@ -115,9 +133,35 @@ std::vector<std::string> NamedPolicyProblems(
                                  "networks in this version",
                                  JsonQuote(own.policy().core())));
     }
-    const absl::Status valid = validate(own);
-    if (!valid.ok()) {
-      out.push_back(absl::StrCat(path, " (", p.name(), "): ", valid.message()));
+    // Its own problems: those of its run that the run's own check does
+    // not already report, named under policies[i].
+    const std::vector<std::string> base_problems = Problems(validate(base));
+    for (const std::string& problem : Problems(validate(own))) {
+      if (std::find(base_problems.begin(), base_problems.end(), problem) !=
+          base_problems.end()) {
+        continue;
+      }
+      out.push_back(absl::StartsWith(problem, "ppo.") ||
+                            absl::StartsWith(problem, "policy.")
+                        ? absl::StrCat(path, ".", problem)
+                        : absl::StrCat(path, " (", p.name(), "): ", problem));
+    }
+    // The rewards are scaled once, for every row, with the run's gamma.
+    if (p.ppo().normalize_rewards() && !run.ppo().normalize_rewards()) {
+      out.push_back(
+          FieldProblem(path + ".ppo.normalize_rewards",
+                       "the rewards are scaled once for every row: set "
+                       "ppo.normalize_rewards on the run",
+                       "true"));
+    }
+    if (run.ppo().normalize_rewards() &&
+        own.ppo().gamma() != run.ppo().gamma()) {
+      out.push_back(FieldProblem(
+          path + ".ppo.gamma",
+          absl::StrCat("must be the run's ppo.gamma (", run.ppo().gamma(),
+                       ") with ppo.normalize_rewards: the rewards are scaled "
+                       "once, with it"),
+          own.ppo().gamma()));
     }
     // Its update learns from its own agents' rows.
     const int64_t rows = static_cast<int64_t>(run.envs_per_actor()) / agents *

@@ -11,9 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "learner/training_state.h"
 #include "policy/torch_status.h"
+#include "runspec/league_rules.h"
 
 namespace rl {
 namespace {
@@ -101,7 +103,14 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
         "league: needs whole copies of 2 or more agents (rows ", rows,
         ", env.agents_per_env ", spec.env().agents_per_env(), ")"));
   }
-  std::unique_ptr<League> league(new League(spec, rows));
+  // A program's spec may not have been through ResolveRunSpec.
+  RunSpec resolved = spec;
+  ApplyLeagueDefaults(resolved.mutable_league());
+  if (const std::vector<std::string> problems = LeagueProblems(resolved);
+      !problems.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
+  }
+  std::unique_ptr<League> league(new League(resolved, rows));
   ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));
   league->frozen_.emplace(0, first);
   league->pool_.push_back(OpponentRecord{0, 0, 0});
@@ -282,78 +291,113 @@ void League::SaveState(std::map<std::string, torch::Tensor>* state) const {
 
 absl::Status League::RestoreState(
     const std::map<std::string, torch::Tensor>& state) {
-  const auto get =
-      [&](const std::string& key) -> absl::StatusOr<torch::Tensor> {
+  const auto get = [&](const std::string& key,
+                       torch::Dtype dtype) -> absl::StatusOr<torch::Tensor> {
     auto it = state.find(key);
     if (it == state.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint has no ", key,
                        " (written by a run without this league block?)"));
     }
+    if (it->second.scalar_type() != dtype || it->second.dim() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint's ", key, " is not a 1-d ",
+                       c10::toString(dtype), " tensor"));
+    }
     return it->second.to(torch::kCPU).contiguous();
   };
-  ASSIGN_OR_RETURN(const torch::Tensor versions, get("league.pool_versions"));
-  ASSIGN_OR_RETURN(const torch::Tensor scores, get("league.pool_scores"));
-  ASSIGN_OR_RETURN(const torch::Tensor games, get("league.pool_games"));
-  ASSIGN_OR_RETURN(const torch::Tensor frozen, get("league.frozen"));
-  ASSIGN_OR_RETURN(const torch::Tensor opponents, get("league.opponents"));
-  ASSIGN_OR_RETURN(const torch::Tensor counters, get("league.counters"));
-  ASSIGN_OR_RETURN(const torch::Tensor recent, get("league.recent"));
-  ASSIGN_OR_RETURN(const torch::Tensor draws, get("league.draws"));
+  ASSIGN_OR_RETURN(const torch::Tensor versions,
+                   get("league.pool_versions", torch::kInt64));
+  ASSIGN_OR_RETURN(const torch::Tensor scores,
+                   get("league.pool_scores", torch::kFloat64));
+  ASSIGN_OR_RETURN(const torch::Tensor games,
+                   get("league.pool_games", torch::kInt64));
+  ASSIGN_OR_RETURN(const torch::Tensor frozen,
+                   get("league.frozen", torch::kInt64));
+  ASSIGN_OR_RETURN(const torch::Tensor opponents,
+                   get("league.opponents", torch::kInt64));
+  ASSIGN_OR_RETURN(const torch::Tensor counters,
+                   get("league.counters", torch::kInt64));
+  ASSIGN_OR_RETURN(const torch::Tensor recent,
+                   get("league.recent", torch::kFloat32));
+  ASSIGN_OR_RETURN(const torch::Tensor draws,
+                   get("league.draws", torch::kUInt8));
   ASSIGN_OR_RETURN(const torch::Tensor generator,
-                   get("league.actions_generator"));
-  if (opponents.numel() != copies_ || versions.numel() == 0) {
+                   get("league.actions_generator", torch::kUInt8));
+  if (versions.numel() == 0 || scores.numel() != versions.numel() ||
+      games.numel() != versions.numel() || counters.numel() != 2) {
+    return absl::InvalidArgumentError(
+        "checkpoint's league: an empty pool, or its records and counters "
+        "do not match it");
+  }
+  if (opponents.numel() != copies_) {
     return absl::InvalidArgumentError(
         absl::StrCat("checkpoint's league plays ", opponents.numel(),
                      " environment copies, this run ", copies_));
   }
-  ActorCritic any = frozen_.begin()->second;
+  // Everything into locals first: a failed restore leaves the league as
+  // it was.
+  const int64_t* v = versions.data_ptr<int64_t>();
+  const int64_t* f = frozen.data_ptr<int64_t>();
   std::map<int64_t, ActorCritic> restored;
+  ActorCritic any = frozen_.begin()->second;
   for (int64_t i = 0; i < frozen.numel(); ++i) {
-    const int64_t version = frozen[i].item<int64_t>();
     ASSIGN_OR_RETURN(ActorCritic p, Freeze(any));
     std::vector<torch::Tensor> w = Weights(p);
     for (size_t k = 0; k < w.size(); ++k) {
-      ASSIGN_OR_RETURN(const torch::Tensor t,
-                       get(absl::StrCat("league.v", version, ".", k)));
-      if (!t.sizes().equals(w[k].sizes())) {
+      const std::string key = absl::StrCat("league.v", f[i], ".", k);
+      auto it = state.find(key);
+      if (it == state.end() || !it->second.sizes().equals(w[k].sizes()) ||
+          it->second.scalar_type() != w[k].scalar_type()) {
         return absl::InvalidArgumentError(
-            absl::StrCat("checkpoint's league version ", version,
-                         " does not fit this run's policy"));
+            absl::StrCat("checkpoint's league version ", f[i],
+                         " does not fit this run's policy (", key, ")"));
       }
-      torch::NoGradGuard no_grad;
-      w[k].copy_(t);
+      RETURN_IF_ERROR(CatchTorchErrors("restoring a league version", [&] {
+        torch::NoGradGuard no_grad;
+        w[k].copy_(it->second);
+      }));
     }
-    restored.emplace(version, p);
+    restored.emplace(f[i], p);
   }
-  pool_.clear();
+  std::deque<OpponentRecord> pool;
   for (int64_t i = 0; i < versions.numel(); ++i) {
-    pool_.push_back(OpponentRecord{versions[i].item<int64_t>(),
-                                   scores[i].item<double>(),
-                                   games[i].item<int64_t>()});
+    if (restored.count(v[i]) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint's league: pool version ", v[i], " has no weights"));
+    }
+    pool.push_back(OpponentRecord{v[i], scores.data_ptr<double>()[i],
+                                  games.data_ptr<int64_t>()[i]});
   }
-  frozen_ = std::move(restored);
+  std::vector<int64_t> playing(opponents.data_ptr<int64_t>(),
+                               opponents.data_ptr<int64_t>() + copies_);
   for (int64_t c = 0; c < copies_; ++c) {
-    opponent_of_copy_[c] = opponents[c].item<int64_t>();
-    if (frozen_.count(opponent_of_copy_[c]) == 0) {
+    if (restored.count(playing[c]) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint's league: copy ", c, " plays version ",
-                       opponent_of_copy_[c], ", which it does not hold"));
+                       playing[c], ", which it does not hold"));
     }
   }
-  next_version_ = counters[0].item<int64_t>();
-  env_steps_ = counters[1].item<int64_t>();
-  recent_.assign(recent.data_ptr<float>(),
-                 recent.data_ptr<float>() + recent.numel());
+  std::mt19937_64 restored_draws;
   std::istringstream in(TensorBytes(draws));
-  in >> draws_;
+  in >> restored_draws;
   if (in.fail()) {
     return absl::InvalidArgumentError(
         "checkpoint's league.draws is not a random stream's state");
   }
-  torch::Generator g = actions_;
+  torch::Generator g = actions_.clone();
   RETURN_IF_ERROR(
       SetGeneratorState(TensorBytes(generator), g, "checkpoint's league"));
+
+  frozen_ = std::move(restored);
+  pool_ = std::move(pool);
+  opponent_of_copy_ = std::move(playing);
+  next_version_ = counters.data_ptr<int64_t>()[0];
+  env_steps_ = counters.data_ptr<int64_t>()[1];
+  recent_.assign(recent.data_ptr<float>(),
+                 recent.data_ptr<float>() + recent.numel());
+  draws_ = restored_draws;
+  actions_ = g;
   rows_stale_ = true;
   return absl::OkStatus();
 }

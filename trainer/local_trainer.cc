@@ -235,7 +235,8 @@ absl::Status LocalTrainer::Step() {
   if (learner_policy_.ptr() != policy_.ptr()) {
     RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
   }
-  double gae_seconds = progress_.last_update.gae_seconds;
+  // The others ran beside it: their time is in the wall time, as update.
+  const double gae_seconds = progress_.last_update.gae_seconds;
   for (size_t i = 0; i < others_.size(); ++i) {
     OtherPolicy& other = others_[i];
     const absl::StatusOr<UpdateStats>& own = others_done[i];
@@ -246,7 +247,6 @@ absl::Status LocalTrainer::Step() {
                        " (after ", progress_.env_steps, " steps)"));
     }
     other.last_update = *own;
-    gae_seconds += own->gae_seconds;
     if (other.learner_policy.ptr() != other.policy.ptr()) {
       RETURN_IF_ERROR(CopyPolicyWeights(other.learner_policy, other.policy));
     }
@@ -301,12 +301,14 @@ absl::Status LocalTrainer::Step() {
                               : collector_->episode_lengths();
   if (options_.emitter != nullptr) {
     if (first_rows_.defined()) {
+      // The segment's rates and times once; each policy's episodes apart.
+      EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
+                         collect_seconds, timings, {}, {}, {{"actor", "0"}});
       for (size_t i = 0; i < num_policies; ++i) {
         const MetricLabelList labels = {{"actor", "0"},
                                         {"policy", spec_.policies(i).name()}};
-        EmitCollectMetrics(options_.emitter, progress_.env_steps, segment_steps,
-                           collect_seconds, timings, policy_returns[i],
-                           policy_lengths[i], labels);
+        EmitEpisodeMetrics(options_.emitter, progress_.env_steps,
+                           policy_returns[i], policy_lengths[i], labels);
         EmitUpdateMetrics(
             options_.emitter, progress_.env_steps,
             i == 0 ? progress_.last_update : others_[i - 1].last_update,
@@ -436,13 +438,14 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   // The other policies from their checkpoints of the same number, beside
   // the run's (<run_dir>/checkpoints/ckpt-N ->
   // <run_dir>/policies/<name>/checkpoints/ckpt-N).
-  const std::filesystem::path ckpt(checkpoint_dir);
-  const std::string run_dir =
-      ckpt.lexically_normal().parent_path().parent_path().string();
+  std::filesystem::path ckpt =
+      std::filesystem::path(checkpoint_dir).lexically_normal();
+  if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
+  const std::string run_dir = ckpt.parent_path().parent_path().string();
   for (OtherPolicy& other : others_) {
     const std::string dir =
         (std::filesystem::path(OtherPolicyRoot(run_dir, other.name)) /
-         ckpt.lexically_normal().filename())
+         ckpt.filename())
             .string();
     TensorMap own;
     RETURN_IF_ERROR(ReadCheckpoint(dir, other.learner_policy,

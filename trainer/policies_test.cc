@@ -28,7 +28,11 @@ class OneTorchThread : public ::testing::Environment {
 ::testing::Environment* const kOneTorchThread =
     ::testing::AddGlobalTestEnvironment(new OneTorchThread);
 
-absl::StatusOr<RunSpec> TwoPolicies(const std::string& policies) {
+absl::StatusOr<RunSpec> TwoPolicies(
+    const std::string& policies,
+    const std::string& ppo =
+        "{num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}",
+    const std::string& policy = "{hidden_sizes: [16]}") {
   return LoadRunSpec(R"(
 env:
   id: LightCycles-v0
@@ -41,9 +45,8 @@ envs_per_actor: 8
 segment_length: 16
 total_env_steps: 100000
 seed: 3
-policy: {hidden_sizes: [16]}
-ppo: {num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}
-policies: )" + policies,
+policy: )" + policy +
+                         "\nppo: " + ppo + "\npolicies: " + policies,
                      RunFileFormat::kYaml);
 }
 
@@ -80,9 +83,31 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
                                        "0 to 1 (env.agents_per_env 2) (got 2)"),
                              HasSubstr("policies[1].agents: agent 0 is already "
                                        "played by policies[0]"),
-                             HasSubstr("policies[1] (blue): ppo.learning_rate: "
-                                       "must be in (0, 1)"),
+                             HasSubstr("policies[1].ppo.learning_rate: "
+                                       "must be in (0, 1) (got 5)"),
                              HasSubstr("not played: agents 1"))));
+  // The rewards are scaled once, for every row, with the run's gamma.
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0], ppo: {normalize_rewards: true}},"
+                  " {name: b, agents: [1]}]")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("policies[0].ppo.normalize_rewards: the rewards are "
+                         "scaled once for every row")));
+  EXPECT_THAT(TwoPolicies("[{name: a, agents: [0]},"
+                          " {name: b, agents: [1], ppo: {gamma: 0.9}}]",
+                          "{normalize_rewards: true, num_minibatches: 2}")
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policies[1].ppo.gamma: must be the run's "
+                                 "ppo.gamma")));
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]",
+                  "{num_minibatches: 2}", "{hidden_sizes: [16], core: lstm}")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("policy.core: several policies play only "
+                         "feed-forward networks")));
   EXPECT_THAT(TwoPolicies("[{name: solo, agents: [0, 1]}]").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policies: name two or more")));
