@@ -16,9 +16,10 @@
 #     setup.sh so that the README's test command does not need them.
 #  2. the four binaries: .bazelrc's --config=opt (-O3, the stated baseline
 #     -march=x86-64-v2, as the Slurm job and tools/train.sh build them; never
-#     --config=native, which would tie the image to this CPU), in their own
-#     output directory (--platform_suffix=image) and without touching the
-#     bazel-* symlinks.
+#     --config=native, which would tie the image to this CPU), in the main
+#     output directory, so whatever the tests already built is reused (the
+#     flags are the default build's), and without touching the bazel-*
+#     symlinks (--symlink_prefix=/).
 #  3. the build context: the binaries with RUNPATH $ORIGIN/../lib (patchelf;
 #     no LD_LIBRARY_PATH), exactly the non-Debian libraries `ldd` resolves for
 #     them (LibTorch and the CUDA runtime libraries from .venv), examples/.
@@ -54,7 +55,7 @@ LOG_DIR="$ROOT/runs/image"
 # The shipped binaries' CPU baseline is --config=opt's: x86-64-v2 (SSE4.2,
 # POPCNT; every x86-64 server CPU since about 2009), with the hot loops' AVX2
 # clones picked at load time; LibTorch picks its own kernels at run time.
-BAZEL_FLAGS=(--config=opt --platform_suffix=image)
+BAZEL_FLAGS=(--config=opt)
 TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_main
   //telemetry:telemetry_main)
 # Plugins built with the service, staged in plugins/ where actors look for
@@ -158,7 +159,7 @@ else
 fi
 
 # --- 2. the binaries ----------------------------------------------------------
-log "bazel build ${BAZEL_FLAGS[*]} (first time: ~7 min on 2 cores)"
+log "bazel build ${BAZEL_FLAGS[*]} (from nothing: ~7 min on 2 cores; after the tests, links only)"
 step bazel-build 5400 bazel build "${BAZEL_FLAGS[@]}" --symlink_prefix=/ \
   --show_result=10 "${TARGETS[@]}" "${PLUGINS[@]}"
 # Where they are, from the build's result lines (no second Bazel command,
