@@ -95,7 +95,45 @@ absl::Status RolloutCollector::Collect(ActorCritic& policy, Rollout* rollout,
   });
 }
 
+absl::Status RolloutCollector::SetOpponents(RowOpponents* opponents) {
+  if (opponents == nullptr) {
+    if (opponents_ != nullptr) row_policies_.clear();
+    opponents_ = nullptr;
+    return absl::OkStatus();
+  }
+  if (opponents_ == nullptr && !row_policies_.empty()) {
+    return absl::InvalidArgumentError(
+        "league: opponents beside several policies (policies:)");
+  }
+  if (policy_state_.defined()) {
+    return absl::InvalidArgumentError(
+        "league: opponents play only beside a feed-forward network "
+        "(policy.core none)");
+  }
+  const torch::Tensor& rows = opponents->policy_rows();
+  if (!rows.defined() || rows.dim() != 1 || rows.numel() == 0 ||
+      rows.scalar_type() != torch::kInt64 || !rows.device().is_cpu() ||
+      rows.min().item<int64_t>() < 0 ||
+      rows.max().item<int64_t>() >= num_envs_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "league: the trained policy's rows must be a non-empty [K] int64 CPU "
+        "tensor of rows in [0, ",
+        num_envs_, ")"));
+  }
+  row_owner_ = torch::full({num_envs_}, -1, torch::kInt64);
+  row_owner_.index_fill_(0, rows, 0);
+  // The trained policy's handle is Collect's own, set there.
+  row_policies_ = {RowPolicy{ActorCritic(nullptr), rows}};
+  row_scratch_.clear();
+  opponents_ = opponents;
+  return absl::OkStatus();
+}
+
 absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
+  if (opponents_ != nullptr && !policies.empty()) {
+    return absl::InvalidArgumentError(
+        "policies: several policies beside a league's opponents");
+  }
   if (policy_state_.defined()) {
     return absl::InvalidArgumentError(
         "policies: several policies play only feed-forward networks "
@@ -165,6 +203,8 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
         "AllocateRollout)"));
   }
   if (recurrent) rollout->initial_state.copy_(policy_state_);
+  // Against opponents the trained policy acts for its rows alone.
+  if (opponents_ != nullptr) row_policies_[0].policy = policy;
   // The fused path reads the weights as they are now (a publication may
   // have replaced their storage since the last segment).
   const bool rows_apart = !row_policies_.empty();

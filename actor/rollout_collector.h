@@ -72,10 +72,7 @@ class RolloutCollector final : public SegmentCollector {
     return episode_rows_;
   }
 
-  absl::Status SetOpponents(RowOpponents* opponents) override {
-    opponents_ = opponents;
-    return absl::OkStatus();
-  }
+  absl::Status SetOpponents(RowOpponents* opponents) override;
 
   std::map<std::string, torch::Tensor> SaveState() const override;
   absl::Status RestoreState(
@@ -101,6 +98,9 @@ class RolloutCollector final : public SegmentCollector {
   // S] scratch, the truncated episodes' bootstrap values read it; both
   // undefined without a core (policy.core).
   RowOpponents* opponents_ = nullptr;
+  // The policies acting for rows of the batch: the run's several
+  // (SetRowPolicies), or with opponents the trained policy alone on its
+  // rows (its handle set by each Collect). Empty: one policy, every row.
   std::vector<RowPolicy> row_policies_;
   // Per row policy, where the fused CPU kernels run it: the kernels and
   // the contiguous rows they read and write (gathered, then scattered).

@@ -30,9 +30,14 @@ struct CollectTimings {
 class RowOpponents {
  public:
   virtual ~RowOpponents() = default;
-  // Overwrites the opponents' rows of `actions` (this step's, [E] or
-  // [E, ...], already chosen by the trained policy for every row) with
-  // theirs; `masks` is [E, n] or undefined.
+  // The rows the trained policy plays, [K] int64 on the CPU, sorted, fixed
+  // for the collector's life. Only those rows of a rollout get actions,
+  // log-probabilities and values from it (the others' stay as they were:
+  // an update reads only these rows).
+  virtual const torch::Tensor& policy_rows() const = 0;
+  // Writes the opponents' rows (every row not in policy_rows()) of
+  // `actions` (this step's, [E] or [E, ...]); `masks` is [E, n] or
+  // undefined.
   virtual absl::Status Act(const torch::Tensor& observations,
                            const torch::Tensor& masks,
                            torch::Tensor actions) = 0;

@@ -148,6 +148,7 @@ void League::Prune() {
         std::find(opponent_of_copy_.begin(), opponent_of_copy_.end(), v) !=
         opponent_of_copy_.end();
     if (!playing && Find(v) == nullptr) {
+      fused_.erase(v);
       it = frozen_.erase(it);
     } else {
       ++it;
@@ -171,15 +172,53 @@ absl::Status League::Act(const torch::Tensor& observations,
     }
     rows_stale_ = false;
   }
+  // The fused kernels read contiguous float observations and know no
+  // masks (as for the trained policy, actor/rollout_collector.cc).
+  const bool fusable = !masks.defined() &&
+                       observations.scalar_type() == torch::kFloat32 &&
+                       observations.is_contiguous() && actions.is_contiguous();
   return CatchTorchErrors("league: a frozen opponent's step", [&] {
     for (const auto& [version, rows] : rows_of_version_) {
       ActorCritic& opponent = frozen_.at(version);
+      if (fusable) {
+        auto [it, inserted] = fused_.try_emplace(version);
+        FusedOpponent& f = it->second;
+        if (inserted) {
+          ASSIGN_OR_RETURN(
+              const bool use,
+              UseFusedPolicy(spec_.execution().cpu_kernels(), opponent));
+          if (use) {
+            f.kernels = std::make_unique<FusedPolicy>();
+            RETURN_IF_ERROR(f.kernels->Bind(opponent));
+          }
+        }
+        if (f.kernels != nullptr) {
+          const int64_t k = rows.numel();
+          if (!f.values.defined() || f.values.numel() != k) {
+            std::vector<int64_t> shape = actions.sizes().vec();
+            shape[0] = k;
+            f.observations =
+                torch::empty({k, observations.size(1)}, torch::kFloat32);
+            f.actions = torch::empty(shape, actions.dtype());
+            f.log_probs = torch::empty({k}, torch::kFloat32);
+            f.values = torch::empty({k}, torch::kFloat32);
+          }
+          torch::index_select_out(f.observations, observations, 0, rows);
+          f.kernels->Act(f.observations.data_ptr<float>(), k,
+                         actions_.get<at::CPUGeneratorImpl>(), false,
+                         f.actions.data_ptr(), f.log_probs.data_ptr<float>(),
+                         f.values.data_ptr<float>());
+          actions.index_copy_(0, rows, f.actions);
+          continue;
+        }
+      }
       const PolicyStep step = opponent->Act(
           observations.index_select(0, rows), actions_, false,
           masks.defined() ? masks.index_select(0, rows) : torch::Tensor());
       actions.index_copy_(0, rows,
                           step.actions.to(actions.device(), actions.dtype()));
     }
+    return absl::OkStatus();
   });
 }
 
@@ -390,6 +429,7 @@ absl::Status League::RestoreState(
       SetGeneratorState(TensorBytes(generator), g, "checkpoint's league"));
 
   frozen_ = std::move(restored);
+  fused_.clear();  // bound to the versions replaced
   pool_ = std::move(pool);
   opponent_of_copy_ = std::move(playing);
   next_version_ = counters.data_ptr<int64_t>()[0];

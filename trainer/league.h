@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "actor/segment_collector.h"
 #include "policy/actor_critic.h"
+#include "policy/fused_policy.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -65,6 +66,8 @@ class League final : public RowOpponents {
                                                         ActorCritic& policy,
                                                         int64_t rows);
 
+  // The trained seats' rows: learner_rows().
+  const torch::Tensor& policy_rows() const override { return learner_rows_; }
   absl::Status Act(const torch::Tensor& observations,
                    const torch::Tensor& masks, torch::Tensor actions) override;
   void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
@@ -114,6 +117,14 @@ class League final : public RowOpponents {
   // Every version in the pool or still playing a game begun before it
   // left the pool.
   std::map<int64_t, ActorCritic> frozen_;
+  // Per frozen version that has played, the fused CPU kernels bound to its
+  // weights (null where they do not run it, execution.cpu_kernels) and the
+  // contiguous rows they read and write.
+  struct FusedOpponent {
+    std::unique_ptr<FusedPolicy> kernels;
+    torch::Tensor observations, actions, log_probs, values;
+  };
+  std::map<int64_t, FusedOpponent> fused_;
   std::vector<int64_t> opponent_of_copy_;
   // Per playing version, its rows (every seat but the trained one of the
   // copies it plays); rebuilt after a draw.

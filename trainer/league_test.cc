@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "actor/rollout_collector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/rollout.h"
 #include "runspec/run_spec.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -136,6 +138,54 @@ TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
   EXPECT_EQ(league->records()[0].version, 2);
   EXPECT_EQ(league->records()[1].version, 3);
   EXPECT_THAT(league->Describe(), HasSubstr("pool v2-v3 (2 versions, pfsp)"));
+}
+
+// In a collector the trained policy acts for its own rows alone (its
+// log-probabilities and values are written there and nowhere else) and
+// the frozen versions, without masks on the fused CPU kernels, for the
+// rest: every row's action is a legal one.
+TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
+  for (const std::string kernels : {"fused", "libtorch"}) {
+    SCOPED_TRACE(kernels);
+    RunSpec spec = LeagueRun("{snapshot_interval: 2}");
+    spec.mutable_execution()->set_cpu_kernels(kernels);
+    ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                         CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+    ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
+    ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
+    ASSERT_OK(collector->SetOpponents(league.get()));
+    Rollout rollout = collector->AllocateRollout();
+    rollout.actions.fill_(-1);
+    ASSERT_OK(collector->Collect(policy, &rollout));
+    const torch::Tensor mine =
+        torch::zeros({8}, torch::kBool)
+            .index_fill_(0, league->learner_rows(), true);
+    const torch::Tensor theirs = mine.logical_not();
+    // [T, 8]: the trained rows' log-probabilities are those of real
+    // choices (< 0); the opponents' rows are left as allocated (0).
+    EXPECT_TRUE(rollout.log_probs.index({torch::indexing::Slice(), mine})
+                    .lt(0)
+                    .all()
+                    .item<bool>());
+    EXPECT_TRUE(rollout.log_probs.index({torch::indexing::Slice(), theirs})
+                    .eq(0)
+                    .all()
+                    .item<bool>());
+    EXPECT_TRUE(rollout.values.index({torch::indexing::Slice(), theirs})
+                    .eq(0)
+                    .all()
+                    .item<bool>());
+    EXPECT_TRUE(rollout.next_values.index({theirs}).eq(0).all().item<bool>());
+    EXPECT_TRUE(rollout.actions.ge(0)
+                    .logical_and(rollout.actions.lt(3))
+                    .all()
+                    .item<bool>());
+    // Several policies beside a league are refused.
+    EXPECT_THAT(
+        collector->SetRowPolicies({RowPolicy{policy, league->learner_rows()}}),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 HasSubstr("beside a league")));
+  }
 }
 
 // A run with a league resumed from a checkpoint gets its league back
