@@ -62,9 +62,10 @@ TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_mai
 # them by name (envs/env_plugin.h: <binary's dir>/../plugins), the
 # directory operators list in --env_plugin_dirs: `plugin: mujoco`, and the
 # device env `plugin: pixel_breakout` (its host build: the image is the CPU's),
-# the two-player `plugin: light_cycles`.
+# the two-player `plugin: light_cycles`, and `plugin: atari` (ALE in C++;
+# its ROMs, the pinned ale-py wheel's, in roms/, named by RL_ATARI_ROM_DIR).
 PLUGINS=(//envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so
-  //envs/games:liblight_cycles.so)
+  //envs/games:liblight_cycles.so //envs/atari:libatari_envs.so)
 
 log() { printf '[image %4ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '[image %4ds] FAILED: %s\n' "$SECONDS" "$*" >&2; exit 1; }
@@ -173,7 +174,7 @@ done
 
 # --- 3. the build context -----------------------------------------------------
 CTX="$WORK/context"
-mkdir -p "$CTX/bin" "$CTX/lib" "$CTX/plugins" "$CTX/examples"
+mkdir -p "$CTX/bin" "$CTX/lib" "$CTX/plugins" "$CTX/examples" "$CTX/roms"
 VENV_REAL="$(realpath "$ROOT/.venv")"
 declare -A system_pkgs=()
 # The Debian package that owns a library path (usrmerge: /lib or /usr/lib).
@@ -220,7 +221,17 @@ for target in "${PLUGINS[@]}"; do
   stage "${built[$target]}" "$CTX/plugins" '$ORIGIN/../lib'
 done
 cp examples/*.yaml examples/*.json "$CTX/examples/"
-log "context: $(ls "$CTX/bin" "$CTX/plugins" | tr '\n' ' ')+ $(ls "$CTX/lib" | wc -l) libraries" \
+for dir in atari mujoco multi_agent; do
+  mkdir -p "$CTX/examples/$dir"
+  cp examples/$dir/*.yaml "$CTX/examples/$dir/"
+done
+# The Atari ROMs of the pinned ale-py wheel (tools/requirements.txt), all of
+# them (under 1 MB): the plugin reads them from RL_ATARI_ROM_DIR.
+roms="$("$ROOT/.venv/bin/python" -c 'import ale_py, os; print(os.path.dirname(ale_py.__file__))')/roms"
+[[ -s "$roms/pong.bin" ]] || die "no Atari ROMs at $roms (tools/setup.sh installs ale-py)"
+cp "$roms"/*.bin "$CTX/roms/"
+log "context: $(ls "$CTX/bin" "$CTX/plugins" | tr '\n' ' ')+ $(ls "$CTX/roms" | wc -l) ROMs" \
+  "+ $(ls "$CTX/lib" | wc -l) libraries" \
   "($(du -sm "$CTX/lib" | cut -f1) MB: $(ls "$CTX/lib" | tr '\n' ' '))"
 
 # The Dockerfile's pins must be what the binaries were built against.
@@ -339,10 +350,14 @@ sed -e 's/^name: .*/name: smoke/' -e 's/^total_env_steps: .*/total_env_steps: 20
 # The MuJoCo plugin of /opt/rl/plugins, stepped by a real actor: Hopper-v5.
 sed -e 's/^name: .*/name: smoke-mujoco/' -e 's/^total_env_steps: .*/total_env_steps: 4096/' \
   -e '/^target_return/d' examples/mujoco/hopper.yaml >"$WORK/smoke_mujoco.yaml"
-chmod 0644 "$WORK/smoke.yaml" "$WORK/smoke_mujoco.yaml"
-buildah copy --chown 10001:10001 "$SMOKE_CTR" "$WORK/smoke.yaml" /tmp/smoke.yaml >/dev/null
-buildah copy --chown 10001:10001 "$SMOKE_CTR" "$WORK/smoke_mujoco.yaml" \
-  /tmp/smoke_mujoco.yaml >/dev/null
+# The Atari plugin with the image's ROMs: Pong-v5, the Nature CNN on
+# [4, 84, 84] frames, 2 segments.
+sed -e 's/^name: .*/name: smoke-atari/' -e 's/^total_env_steps: .*/total_env_steps: 2048/' \
+  examples/atari/pong.yaml >"$WORK/smoke_atari.yaml"
+chmod 0644 "$WORK/smoke.yaml" "$WORK/smoke_mujoco.yaml" "$WORK/smoke_atari.yaml"
+for f in smoke smoke_mujoco smoke_atari; do
+  buildah copy --chown 10001:10001 "$SMOKE_CTR" "$WORK/$f.yaml" "/tmp/$f.yaml" >/dev/null
+done
 # in_ctr NAME LIMIT SCRIPT: runs the bash SCRIPT in the smoke container, as
 # the image's user, output to LOG_DIR/smoke-NAME.log.
 in_ctr() {
@@ -459,11 +474,19 @@ grep -q 'plugin /opt/rl/.*plugins/libmujoco_envs.so' "$LOG_DIR/smoke-training-mu
   die "smoke training-mujoco: the actor did not name /opt/rl/plugins/libmujoco_envs.so"
 ok "learner_main + actor_main: 4096-step Hopper-v5 run (plugin: mujoco from /opt/rl/plugins), both exit 0;" \
   "$(grep -m1 '^result:' "$LOG_DIR/smoke-training-mujoco.log" | cut -c1-120)"
+train_in_ctr training-atari /tmp/smoke_atari.yaml
+grep -q 'plugin /opt/rl/.*plugins/libatari_envs.so' "$LOG_DIR/smoke-training-atari.log" ||
+  die "smoke training-atari: the actor did not name /opt/rl/plugins/libatari_envs.so"
+ok "learner_main + actor_main: 2048-step Pong-v5 run (plugin: atari, ROMs from /opt/rl/roms), both exit 0;" \
+  "$(grep -m1 '^result:' "$LOG_DIR/smoke-training-atari.log" | cut -c1-120)"
 
 # The image's default command (the embedded system), on free ports; a run
 # submitted from outside with rlctl (chroot isolation shares the network).
 IFS=$'\n' read -r -d '' -a cmd < <(python3 -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])))' "$cfg_cmd" && printf '\0')
 emb_log="$LOG_DIR/smoke-embedded.log"
+# Made before the container starts: the loop below reads it at once (a
+# missing file failed the read, and with it, under set -e, the script).
+: >"$emb_log"
 timeout --kill-after=10 300 buildah run --isolation=chroot "$SMOKE_CTR" -- bash -c \
   '"$@" --port=0 & pid=$!; echo "SMOKE pid=$pid"; wait $pid; echo "SMOKE exit=$?"' \
   smoke "${cmd[@]}" >"$emb_log" 2>&1 &
@@ -471,7 +494,7 @@ BG_PIDS+=($!)
 emb_bg=$!
 port=""
 for _ in $(seq 300); do
-  port="$(sed -nE 's/^coordinator listening on [0-9.]+:([0-9]+).*/\1/p' "$emb_log" | head -n1)"
+  port="$(sed -nE 's/^coordinator listening on [0-9.]+:([0-9]+).*/\1/p' "$emb_log" | head -n1 || true)"
   [[ -n "$port" ]] && break
   kill -0 "$emb_bg" 2>/dev/null || break
   sleep 0.1
