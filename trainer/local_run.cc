@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "envs/env_check.h"
 #include "learner/checkpoint.h"
@@ -20,6 +21,7 @@
 #include "policy/onnx_export.h"
 #include "policy/policy_export.h"
 #include "policy/step_profiler.h"
+#include "runspec/named_policies.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
 
@@ -142,10 +144,53 @@ int ExportRunPolicy(const ExportOptions& options) {
   }
   absl::StatusOr<RunSpec> spec = LoadRunSpecFile(options.run_file);
   if (!spec.ok()) return PrintLocalRunError(spec.status(), kExitBadInput);
-  absl::StatusOr<ActorCritic> policy =
-      CreateActorCritic(RunNetworkConfig(*spec));
-  if (!policy.ok()) return PrintLocalRunError(policy.status(), kExitBadInput);
+  // A run of several policies exports one: its network, its checkpoints.
+  RunSpec network_run = *spec;
   std::string checkpoint = options.checkpoint;
+  std::string which;
+  if (spec->policies_size() > 0) {
+    int index = options.policy_name.empty() ? 0 : -1;
+    std::vector<std::string> names;
+    for (int i = 0; i < spec->policies_size(); ++i) {
+      names.push_back(spec->policies(i).name());
+      if (names.back() == options.policy_name) index = i;
+    }
+    if (index < 0) {
+      return bad(absl::StrCat("--policy_name: ", options.run_file,
+                              " has no policy \"", options.policy_name,
+                              "\" (its policies: ", absl::StrJoin(names, ", "),
+                              ")"));
+    }
+    network_run = NamedPolicyRun(*spec, index);
+    which = absl::StrCat("policy ", names[index], " of ");
+    if (index > 0) {
+      // Policy N's checkpoints lie beside the run's:
+      // <run_dir>/policies/<name>/checkpoints/ckpt-N.
+      const std::filesystem::path given(checkpoint);
+      const std::filesystem::path parent = given.parent_path();
+      if (std::filesystem::is_directory(given / "policies" / names[index])) {
+        checkpoint = (given / "policies" / names[index]).string();
+      } else if (parent.filename() == "checkpoints" &&
+                 std::filesystem::is_directory(parent.parent_path() /
+                                               "policies" / names[index])) {
+        checkpoint = (parent.parent_path() / "policies" / names[index] /
+                      "checkpoints" / given.filename())
+                         .string();
+      } else {
+        return bad(absl::StrCat(
+            "--checkpoint: ", options.checkpoint, " holds no checkpoints of ",
+            "policy ", names[index], " (a run directory holds them in ",
+            "policies/", names[index], "/checkpoints)"));
+      }
+    }
+  } else if (!options.policy_name.empty()) {
+    return bad(absl::StrCat("--policy_name: ", options.run_file,
+                            " has no policies: block (its one policy is "
+                            "exported without --policy_name)"));
+  }
+  absl::StatusOr<ActorCritic> policy =
+      CreateActorCritic(RunNetworkConfig(network_run));
+  if (!policy.ok()) return PrintLocalRunError(policy.status(), kExitBadInput);
   for (const std::string& root : {checkpoint + "/checkpoints", checkpoint}) {
     auto latest = LatestCheckpoint(root);
     if (latest.ok()) {
@@ -166,9 +211,9 @@ int ExportRunPolicy(const ExportOptions& options) {
                               options.output);
   if (!written.ok()) return PrintLocalRunError(written, kExitFailed);
   std::printf(
-      "exported %s (%s, %s actions) to %s, its inputs and outputs in "
+      "exported %s%s (%s, %s actions) to %s, its inputs and outputs in "
       "%s.json\n",
-      checkpoint.c_str(), options.format.c_str(),
+      which.c_str(), checkpoint.c_str(), options.format.c_str(),
       options.sampled ? "sampled" : "deterministic", options.output.c_str(),
       options.output.c_str());
   return kExitDone;

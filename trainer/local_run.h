@@ -75,6 +75,9 @@ struct ExportOptions {
   std::string format = "torchscript";  // "torchscript" or "onnx"
   std::string output;                  // the file to write; required
   bool sampled = false;  // actions drawn from the policy, not its argmax
+  // A run of several policies (policies:): the one to export, by name
+  // (default: the first, whose checkpoints are the run's).
+  std::string policy_name;
 };
 
 // Loads the run file's policy from the checkpoint (without making its

@@ -31,6 +31,9 @@ ABSL_FLAG(std::string, checkpoint, "",
 ABSL_FLAG(std::string, policy, "",
           "eval: an exported policy file (rl_local export) to play instead "
           "of a checkpoint.");
+ABSL_FLAG(std::string, policy_name, "",
+          "export: in a run of several policies (policies:), the one to "
+          "export (default: the first).");
 ABSL_FLAG(int, episodes, 100, "eval: episodes to play.");
 ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int64_t, seed, -1,
@@ -97,13 +100,15 @@ int main(int argc, char** argv) {
     options.format = absl::GetFlag(FLAGS_format);
     options.output = absl::GetFlag(FLAGS_output);
     options.sampled = absl::GetFlag(FLAGS_sampled);
+    options.policy_name = absl::GetFlag(FLAGS_policy_name);
     return rl::ExportRunPolicy(options);
   }
   if (!absl::GetFlag(FLAGS_output).empty() || absl::GetFlag(FLAGS_sampled) ||
-      absl::GetFlag(FLAGS_format) != "torchscript") {
+      absl::GetFlag(FLAGS_format) != "torchscript" ||
+      !absl::GetFlag(FLAGS_policy_name).empty()) {
     std::fprintf(stderr,
-                 "error: --output, --format and --sampled are export's "
-                 "flags\nusage: %s\n",
+                 "error: --output, --format, --sampled and --policy_name are "
+                 "export's flags\nusage: %s\n",
                  kUsage);
     return rl::kExitBadInput;
   }

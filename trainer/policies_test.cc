@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -13,6 +14,7 @@
 #include "runspec/run_spec.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
+#include "trainer/local_run.h"
 #include "trainer/local_trainer.h"
 
 namespace rl {
@@ -28,12 +30,12 @@ class OneTorchThread : public ::testing::Environment {
 ::testing::Environment* const kOneTorchThread =
     ::testing::AddGlobalTestEnvironment(new OneTorchThread);
 
-absl::StatusOr<RunSpec> TwoPolicies(
+std::string TwoPoliciesText(
     const std::string& policies,
     const std::string& ppo =
         "{num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}",
     const std::string& policy = "{hidden_sizes: [16]}") {
-  return LoadRunSpec(R"(
+  return R"(
 env:
   id: LightCycles-v0
   plugin: light_cycles
@@ -45,8 +47,16 @@ envs_per_actor: 8
 segment_length: 16
 total_env_steps: 100000
 seed: 3
-policy: )" + policy +
-                         "\nppo: " + ppo + "\npolicies: " + policies,
+policy: )" +
+         policy + "\nppo: " + ppo + "\npolicies: " + policies + "\n";
+}
+
+absl::StatusOr<RunSpec> TwoPolicies(
+    const std::string& policies,
+    const std::string& ppo =
+        "{num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}",
+    const std::string& policy = "{hidden_sizes: [16]}") {
+  return LoadRunSpec(TwoPoliciesText(policies, ppo, policy),
                      RunFileFormat::kYaml);
 }
 
@@ -163,6 +173,50 @@ TEST(PoliciesTest, EachPolicyTrainsOnItsAgentsAndComesBackFromACheckpoint) {
   EXPECT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.message()),
               HasSubstr("policies/blue/checkpoints"));
+}
+
+// rl_local export --policy_name: each policy with its own network from its
+// own checkpoints (blue's [8, 8] layers would not load into red's [16]).
+TEST(PoliciesTest, ExportTakesAPolicyName) {
+  const std::string dir = MakeTestDir("export");
+  const std::string run_file = dir + "/run.yaml";
+  {
+    std::ofstream out(run_file);
+    out << TwoPoliciesText(kRedBlue);
+  }
+  ASSERT_OK_AND_ASSIGN(const RunSpec spec, LoadRunSpecFile(run_file));
+  TrainerOptions options;
+  options.run_dir = dir + "/run";
+  ASSERT_OK_AND_ASSIGN(auto trainer, LocalTrainer::Create(spec, options));
+  ASSERT_OK(trainer->Train(nullptr, 2).status());
+  ASSERT_OK_AND_ASSIGN(const std::string red_ckpt,
+                       LatestCheckpoint(dir + "/run/checkpoints"));
+
+  ExportOptions exp;
+  exp.run_file = run_file;
+  exp.checkpoint = dir + "/run";
+  for (const std::string name : {"", "red", "blue"}) {
+    SCOPED_TRACE(name);
+    exp.policy_name = name;
+    exp.output = dir + "/" + (name.empty() ? "first" : name) + ".pt";
+    EXPECT_EQ(ExportRunPolicy(exp), kExitDone);
+    EXPECT_TRUE(std::filesystem::exists(exp.output));
+    EXPECT_TRUE(std::filesystem::exists(exp.output + ".json"));
+  }
+  // A checkpoint of the run's names blue's beside it.
+  exp.checkpoint = red_ckpt;
+  exp.policy_name = "blue";
+  exp.output = dir + "/blue_of_ckpt.pt";
+  EXPECT_EQ(ExportRunPolicy(exp), kExitDone);
+  EXPECT_TRUE(std::filesystem::exists(exp.output));
+  // Unknown names and missing checkpoints are bad input; nothing written.
+  exp.policy_name = "green";
+  exp.output = dir + "/green.pt";
+  EXPECT_EQ(ExportRunPolicy(exp), kExitBadInput);
+  exp.policy_name = "blue";
+  exp.checkpoint = dir;
+  EXPECT_EQ(ExportRunPolicy(exp), kExitBadInput);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/green.pt"));
 }
 
 }  // namespace
