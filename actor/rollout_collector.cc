@@ -114,10 +114,11 @@ absl::Status RolloutCollector::SetOpponents(RowOpponents* opponents) {
   if (!rows.defined() || rows.dim() != 1 || rows.numel() == 0 ||
       rows.scalar_type() != torch::kInt64 || !rows.device().is_cpu() ||
       rows.min().item<int64_t>() < 0 ||
-      rows.max().item<int64_t>() >= num_envs_) {
+      rows.max().item<int64_t>() >= num_envs_ ||
+      std::get<0>(torch::_unique(rows)).numel() != rows.numel()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "league: the trained policy's rows must be a non-empty [K] int64 CPU "
-        "tensor of rows in [0, ",
+        "tensor of distinct rows in [0, ",
         num_envs_, ")"));
   }
   row_owner_ = torch::full({num_envs_}, -1, torch::kInt64);
@@ -130,7 +131,7 @@ absl::Status RolloutCollector::SetOpponents(RowOpponents* opponents) {
 }
 
 absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
-  if (opponents_ != nullptr && !policies.empty()) {
+  if (opponents_ != nullptr) {
     return absl::InvalidArgumentError(
         "policies: several policies beside a league's opponents");
   }

@@ -93,10 +93,6 @@ class RolloutCollector final : public SegmentCollector {
   // scratch the last step of a segment writes (undefined: no masks).
   torch::Tensor current_masks_;
   torch::Tensor next_masks_;
-  // A recurrent policy's state [E, S] before the next step, and each
-  // step's state after it (before the zeroing at an episode's end) [T, E,
-  // S] scratch, the truncated episodes' bootstrap values read it; both
-  // undefined without a core (policy.core).
   RowOpponents* opponents_ = nullptr;
   // The policies acting for rows of the batch: the run's several
   // (SetRowPolicies), or with opponents the trained policy alone on its
@@ -111,6 +107,10 @@ class RolloutCollector final : public SegmentCollector {
   std::vector<RowScratch> row_scratch_;
   torch::Tensor row_owner_;  // [E] int64: the row policy of each row
   std::vector<int64_t> episode_rows_;
+  // A recurrent policy's state [E, S] before the next step, and each
+  // step's state after it (before the zeroing at an episode's end) [T, E,
+  // S] scratch, the truncated episodes' bootstrap values read it; both
+  // undefined without a core (policy.core).
   torch::Tensor policy_state_;
   torch::Tensor step_states_;
   torch::Tensor final_observations_;   // [T, E, obs] scratch

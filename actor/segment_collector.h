@@ -30,10 +30,10 @@ struct CollectTimings {
 class RowOpponents {
  public:
   virtual ~RowOpponents() = default;
-  // The rows the trained policy plays, [K] int64 on the CPU, sorted, fixed
-  // for the collector's life. Only those rows of a rollout get actions,
-  // log-probabilities and values from it (the others' stay as they were:
-  // an update reads only these rows).
+  // The rows the trained policy plays, [K] int64 on the CPU, distinct,
+  // fixed while the collector holds these opponents. Only those rows of a
+  // rollout get actions, log-probabilities and values from it (the others' stay
+  // as they were: an update reads only these rows).
   virtual const torch::Tensor& policy_rows() const = 0;
   // Writes the opponents' rows (every row not in policy_rows()) of
   // `actions` (this step's, [E] or [E, ...]); `masks` is [E, n] or
@@ -75,8 +75,10 @@ class SegmentCollector {
   virtual const std::vector<float>& episode_returns() const = 0;
   virtual const std::vector<int32_t>& episode_lengths() const = 0;
 
-  // From the next Collect on, `opponents` (not owned; null: none) acts for
-  // its rows after the policy. UNIMPLEMENTED where the collector cannot.
+  // From the next Collect on, the policy Collect is given acts only for
+  // `opponents`' policy_rows() and `opponents` (not owned; null: none) for
+  // the others. Not beside SetRowPolicies. UNIMPLEMENTED where the
+  // collector cannot.
   virtual absl::Status SetOpponents(RowOpponents* opponents) {
     (void)opponents;
     return absl::UnimplementedError(
@@ -85,7 +87,8 @@ class SegmentCollector {
 
   // From the next Collect on, each of `policies` acts for its rows (every
   // row must have exactly one), and the policy Collect is given is not
-  // used. UNIMPLEMENTED where the collector cannot.
+  // used. Not beside SetOpponents. UNIMPLEMENTED where the collector
+  // cannot.
   virtual absl::Status SetRowPolicies(std::vector<RowPolicy> policies) {
     (void)policies;
     return absl::UnimplementedError(

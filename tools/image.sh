@@ -22,7 +22,8 @@
 #     symlinks (--symlink_prefix=/).
 #  3. the build context: the binaries with RUNPATH $ORIGIN/../lib (patchelf;
 #     no LD_LIBRARY_PATH), exactly the non-Debian libraries `ldd` resolves for
-#     them (LibTorch and the CUDA runtime libraries from .venv), examples/.
+#     them (LibTorch and the CUDA runtime libraries from .venv), examples/,
+#     and roms/ (the Atari ROMs of the pinned ale-py wheel).
 #     Checks that every Debian library they need has its package pinned in the
 #     Dockerfile at the version installed here (what they were built against)
 #     or comes with the base or those packages' dependencies.
@@ -221,13 +222,18 @@ for target in "${PLUGINS[@]}"; do
   stage "${built[$target]}" "$CTX/plugins" '$ORIGIN/../lib'
 done
 cp examples/*.yaml examples/*.json "$CTX/examples/"
-for dir in atari mujoco multi_agent; do
-  mkdir -p "$CTX/examples/$dir"
-  cp examples/$dir/*.yaml "$CTX/examples/$dir/"
+# The run files of the image's own plugins (not the bridge's: the image
+# has no Python).
+mkdir -p "$CTX/examples/atari" "$CTX/examples/mujoco"
+cp examples/mujoco/*.yaml "$CTX/examples/mujoco/"
+for f in examples/atari/*.yaml; do
+  [[ "$f" == *_bridge.yaml ]] || cp "$f" "$CTX/examples/atari/"
 done
 # The Atari ROMs of the pinned ale-py wheel (tools/requirements.txt), all of
 # them (under 1 MB): the plugin reads them from RL_ATARI_ROM_DIR.
-roms="$("$ROOT/.venv/bin/python" -c 'import ale_py, os; print(os.path.dirname(ale_py.__file__))')/roms"
+ale_dir="$("$ROOT/.venv/bin/python" -c 'import ale_py, os; print(os.path.dirname(ale_py.__file__))')" ||
+  die "ale_py is not importable from .venv (tools/setup.sh installs it)"
+roms="$ale_dir/roms"
 [[ -s "$roms/pong.bin" ]] || die "no Atari ROMs at $roms (tools/setup.sh installs ale-py)"
 cp "$roms"/*.bin "$CTX/roms/"
 log "context: $(ls "$CTX/bin" "$CTX/plugins" | tr '\n' ' ')+ $(ls "$CTX/roms" | wc -l) ROMs" \

@@ -181,17 +181,20 @@ absl::Status League::Act(const torch::Tensor& observations,
     for (const auto& [version, rows] : rows_of_version_) {
       ActorCritic& opponent = frozen_.at(version);
       if (fusable) {
-        auto [it, inserted] = fused_.try_emplace(version);
-        FusedOpponent& f = it->second;
-        if (inserted) {
+        auto it = fused_.find(version);
+        if (it == fused_.end()) {
+          // Kept only once decided: after a failure here it is tried again.
+          FusedOpponent made;
           ASSIGN_OR_RETURN(
               const bool use,
               UseFusedPolicy(spec_.execution().cpu_kernels(), opponent));
           if (use) {
-            f.kernels = std::make_unique<FusedPolicy>();
-            RETURN_IF_ERROR(f.kernels->Bind(opponent));
+            made.kernels = std::make_unique<FusedPolicy>();
+            RETURN_IF_ERROR(made.kernels->Bind(opponent));
           }
+          it = fused_.emplace(version, std::move(made)).first;
         }
+        FusedOpponent& f = it->second;
         if (f.kernels != nullptr) {
           const int64_t k = rows.numel();
           if (!f.values.defined() || f.values.numel() != k) {

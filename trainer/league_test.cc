@@ -155,12 +155,29 @@ TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
     ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
     ASSERT_OK(collector->SetOpponents(league.get()));
     Rollout rollout = collector->AllocateRollout();
-    rollout.actions.fill_(-1);
-    ASSERT_OK(collector->Collect(policy, &rollout));
     const torch::Tensor mine =
         torch::zeros({8}, torch::kBool)
             .index_fill_(0, league->learner_rows(), true);
     const torch::Tensor theirs = mine.logical_not();
+    // Segments against a pool that grows (versions 0-3, each of other
+    // weights), so games are drawn against several versions at once.
+    for (int segment = 0; segment < 4; ++segment) {
+      SCOPED_TRACE(segment);
+      rollout.actions.fill_(-1);
+      ASSERT_OK(collector->Collect(policy, &rollout));
+      EXPECT_TRUE(rollout.actions.ge(0)
+                      .logical_and(rollout.actions.lt(3))
+                      .all()
+                      .item<bool>());
+      {
+        torch::NoGradGuard no_grad;
+        for (torch::Tensor& p : policy->parameters()) {
+          p.add_(torch::randn_like(p), 0.5);
+        }
+      }
+      ASSERT_OK(league->AfterUpdate(2 * (segment + 1), 128, policy));
+    }
+    EXPECT_EQ(league->next_version(), 5);
     // [T, 8]: the trained rows' log-probabilities are those of real
     // choices (< 0); the opponents' rows are left as allocated (0).
     EXPECT_TRUE(rollout.log_probs.index({torch::indexing::Slice(), mine})
@@ -176,10 +193,6 @@ TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
                     .all()
                     .item<bool>());
     EXPECT_TRUE(rollout.next_values.index({theirs}).eq(0).all().item<bool>());
-    EXPECT_TRUE(rollout.actions.ge(0)
-                    .logical_and(rollout.actions.lt(3))
-                    .all()
-                    .item<bool>());
     // Several policies beside a league are refused.
     EXPECT_THAT(
         collector->SetRowPolicies({RowPolicy{policy, league->learner_rows()}}),

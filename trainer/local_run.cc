@@ -149,40 +149,60 @@ int ExportRunPolicy(const ExportOptions& options) {
   std::string checkpoint = options.checkpoint;
   std::string which;
   if (spec->policies_size() > 0) {
-    int index = options.policy_name.empty() ? 0 : -1;
+    // Where the checkpoint is, as the run lays them out: <run_dir>,
+    // <run_dir>/checkpoints[/ckpt-N] (the first policy's) or
+    // <run_dir>/policies/<name>[/checkpoints[/ckpt-N]] (another's).
+    std::filesystem::path given =
+        std::filesystem::path(checkpoint).lexically_normal();
+    if (given.has_parent_path() && given.filename().empty()) {
+      given = given.parent_path();  // a trailing '/'
+    }
+    std::filesystem::path run_dir = given;
+    std::string ckpt_name;  // ckpt-N, or empty: the newest
+    if (run_dir.parent_path().filename() == "checkpoints") {
+      ckpt_name = run_dir.filename().string();
+      run_dir = run_dir.parent_path();
+    }
+    if (run_dir.filename() == "checkpoints") run_dir = run_dir.parent_path();
+    std::string named_in_path;
+    if (run_dir.parent_path().filename() == "policies") {
+      named_in_path = run_dir.filename().string();
+      run_dir = run_dir.parent_path().parent_path();
+    }
+    std::string name = options.policy_name;
+    if (name.empty()) name = named_in_path;
+    if (!named_in_path.empty() && named_in_path != name) {
+      return bad(absl::StrCat("--checkpoint: ", options.checkpoint,
+                              " holds policy ", named_in_path,
+                              "'s checkpoints, not policy ", name, "'s"));
+    }
+    int index = name.empty() ? 0 : -1;
     std::vector<std::string> names;
     for (int i = 0; i < spec->policies_size(); ++i) {
       names.push_back(spec->policies(i).name());
-      if (names.back() == options.policy_name) index = i;
+      if (names.back() == name) index = i;
     }
     if (index < 0) {
-      return bad(absl::StrCat("--policy_name: ", options.run_file,
-                              " has no policy \"", options.policy_name,
-                              "\" (its policies: ", absl::StrJoin(names, ", "),
-                              ")"));
+      return bad(absl::StrCat(
+          options.policy_name.empty() ? "--checkpoint: " : "--policy_name: ",
+          options.run_file, " has no policy \"", name,
+          "\" (its policies: ", absl::StrJoin(names, ", "), ")"));
     }
     network_run = NamedPolicyRun(*spec, index);
     which = absl::StrCat("policy ", names[index], " of ");
-    if (index > 0) {
-      // Policy N's checkpoints lie beside the run's:
-      // <run_dir>/policies/<name>/checkpoints/ckpt-N.
-      const std::filesystem::path given(checkpoint);
-      const std::filesystem::path parent = given.parent_path();
-      if (std::filesystem::is_directory(given / "policies" / names[index])) {
-        checkpoint = (given / "policies" / names[index]).string();
-      } else if (parent.filename() == "checkpoints" &&
-                 std::filesystem::is_directory(parent.parent_path() /
-                                               "policies" / names[index])) {
-        checkpoint = (parent.parent_path() / "policies" / names[index] /
-                      "checkpoints" / given.filename())
-                         .string();
-      } else {
-        return bad(absl::StrCat(
-            "--checkpoint: ", options.checkpoint, " holds no checkpoints of ",
-            "policy ", names[index], " (a run directory holds them in ",
-            "policies/", names[index], "/checkpoints)"));
-      }
+    // The first policy's checkpoints are the run's own; another's lie
+    // beside them under policies/<name>, numbered alike.
+    std::filesystem::path root =
+        index == 0 ? run_dir : run_dir / "policies" / names[index];
+    if (!std::filesystem::is_directory(root / "checkpoints")) {
+      return bad(absl::StrCat("--checkpoint: ", options.checkpoint,
+                              " holds no checkpoints of policy ", names[index],
+                              " (looked in ", (root / "checkpoints").string(),
+                              ")"));
     }
+    checkpoint = ckpt_name.empty()
+                     ? root.string()
+                     : (root / "checkpoints" / ckpt_name).string();
   } else if (!options.policy_name.empty()) {
     return bad(absl::StrCat("--policy_name: ", options.run_file,
                             " has no policies: block (its one policy is "

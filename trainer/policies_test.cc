@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -203,12 +204,29 @@ TEST(PoliciesTest, ExportTakesAPolicyName) {
     EXPECT_TRUE(std::filesystem::exists(exp.output));
     EXPECT_TRUE(std::filesystem::exists(exp.output + ".json"));
   }
-  // A checkpoint of the run's names blue's beside it.
-  exp.checkpoint = red_ckpt;
-  exp.policy_name = "blue";
-  exp.output = dir + "/blue_of_ckpt.pt";
-  EXPECT_EQ(ExportRunPolicy(exp), kExitDone);
-  EXPECT_TRUE(std::filesystem::exists(exp.output));
+  // A checkpoint of the run's names blue's beside it; blue's own
+  // directory names blue; the run's checkpoints directory, with a trailing
+  // '/', is red's.
+  struct Case {
+    std::string checkpoint, name;
+  };
+  for (const Case& c :
+       std::vector<Case>{{red_ckpt, "blue"},
+                         {dir + "/run/policies/blue", ""},
+                         {dir + "/run/policies/blue/checkpoints", "blue"},
+                         {dir + "/run/checkpoints/", ""}}) {
+    SCOPED_TRACE(c.checkpoint);
+    exp.checkpoint = c.checkpoint;
+    exp.policy_name = c.name;
+    exp.output = dir + "/by_path.pt";
+    std::filesystem::remove(exp.output);
+    EXPECT_EQ(ExportRunPolicy(exp), kExitDone);
+    EXPECT_TRUE(std::filesystem::exists(exp.output));
+  }
+  // Blue's directory is not red's.
+  exp.checkpoint = dir + "/run/policies/blue";
+  exp.policy_name = "red";
+  EXPECT_EQ(ExportRunPolicy(exp), kExitBadInput);
   // Unknown names and missing checkpoints are bad input; nothing written.
   exp.policy_name = "green";
   exp.output = dir + "/green.pt";
