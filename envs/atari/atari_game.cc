@@ -121,7 +121,11 @@ AtariGame::LifeStep AtariGame::Frames(int action) {
     step.truncated = ale_->game_truncated();
     if (step.terminated || step.truncated) break;
     if (t == skip - 2) {
-      ale_->getScreenGrayscale(screens_[1]);
+      // Its indices (a copy: the next frame overwrites ALE's screen),
+      // greyed in Frame()'s pass.
+      std::memcpy(screens_[1].data(), ale_->getScreen().getArray(),
+                  screens_[1].size());
+      prev_read_ = true;
     } else if (t == skip - 1) {
       last_indices_ = ale_->getScreen().getArray();
     }
@@ -130,25 +134,27 @@ AtariGame::LifeStep AtariGame::Frames(int action) {
 }
 
 void AtariGame::Frame() {
-  // As the bridge: the max goes into the newer screen, which a step ended
-  // early by the game keeps (and then screens_[0], the last max, is at
-  // least screens_[1] everywhere: the max changes nothing).
+  // The bridge's (Gymnasium's AtariPreprocessing): the max of the step's
+  // last two frames, into the buffer that keeps the last max. A step the
+  // game ended early read at most the second-to-last frame: its max with
+  // the last max. One that read neither changes nothing (the last max is
+  // at least the last second-to-last frame everywhere).
   const int64_t n = static_cast<int64_t>(screens_[0].size());
   uint8_t* newer = screens_[0].data();
-  if (last_indices_ != nullptr) {
-    // The step's last frame: grey and max in one pass.
-    const uint8_t* older = screens_[1].data();
-    if (options_.frame_skip > 1) {
-      for (int64_t i = 0; i < n; ++i) {
-        newer[i] = std::max(grey_[last_indices_[i]], older[i]);
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) newer[i] = grey_[last_indices_[i]];
+  const uint8_t* prev = screens_[1].data();
+  if (last_indices_ != nullptr && prev_read_) {
+    for (int64_t i = 0; i < n; ++i) {
+      newer[i] = std::max(grey_[last_indices_[i]], grey_[prev[i]]);
     }
-    last_indices_ = nullptr;
-  } else if (options_.frame_skip > 1) {
-    MaxFrames(newer, screens_[1].data(), newer, n);
+  } else if (last_indices_ != nullptr) {  // frame_skip 1
+    for (int64_t i = 0; i < n; ++i) newer[i] = grey_[last_indices_[i]];
+  } else if (prev_read_) {
+    for (int64_t i = 0; i < n; ++i) {
+      newer[i] = std::max(newer[i], grey_[prev[i]]);
+    }
   }
+  last_indices_ = nullptr;
+  prev_read_ = false;
   resize_.Apply(newer, frame_.data());
 }
 

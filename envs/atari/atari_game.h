@@ -117,10 +117,14 @@ class AtariGame {
   bool fire_ = false;
   AreaResize resize_;
   int height_ = 0, width_ = 0;
+  // [0]: the last frame, grey and max-pooled (what was resized); [1]: the
+  // palette indices of a step's second-to-last frame, read only within
+  // that step (prev_read_).
   std::vector<uint8_t> screens_[2];
+  bool prev_read_ = false;
   // ALE's palette index -> grey (its grey palette), and the last frame of
   // a step as indices when Frames() read it (valid until the next act):
-  // Frame() greys it and takes the max in one pass.
+  // Frame() greys both frames and takes their max in one pass.
   uint8_t grey_[256] = {};
   const uint8_t* last_indices_ = nullptr;
   std::vector<uint8_t> frame_;  // the last preprocessed frame
