@@ -13,6 +13,15 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether `rows` is a [K] int64 CPU tensor of rows in [0, num_envs) (K may
+// be 0): the rows a policy acts for.
+bool RowsOfBatch(const torch::Tensor& rows, int64_t num_envs) {
+  return rows.defined() && rows.dim() == 1 &&
+         rows.scalar_type() == torch::kInt64 && rows.device().is_cpu() &&
+         (rows.numel() == 0 || (rows.min().item<int64_t>() >= 0 &&
+                                rows.max().item<int64_t>() < num_envs));
+}
+
 double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -111,10 +120,7 @@ absl::Status RolloutCollector::SetOpponents(RowOpponents* opponents) {
         "(policy.core none)");
   }
   const torch::Tensor& rows = opponents->policy_rows();
-  if (!rows.defined() || rows.dim() != 1 || rows.numel() == 0 ||
-      rows.scalar_type() != torch::kInt64 || !rows.device().is_cpu() ||
-      rows.min().item<int64_t>() < 0 ||
-      rows.max().item<int64_t>() >= num_envs_ ||
+  if (!RowsOfBatch(rows, num_envs_) || rows.numel() == 0 ||
       std::get<0>(torch::_unique(rows)).numel() != rows.numel()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "league: the trained policy's rows must be a non-empty [K] int64 CPU "
@@ -143,10 +149,7 @@ absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
   torch::Tensor owner = torch::full({num_envs_}, -1, torch::kInt64);
   for (size_t i = 0; i < policies.size(); ++i) {
     const torch::Tensor& rows = policies[i].rows;
-    if (!rows.defined() || rows.dim() != 1 ||
-        rows.scalar_type() != torch::kInt64 || !rows.device().is_cpu() ||
-        (rows.numel() > 0 && (rows.min().item<int64_t>() < 0 ||
-                              rows.max().item<int64_t>() >= num_envs_))) {
+    if (!RowsOfBatch(rows, num_envs_)) {
       return absl::InvalidArgumentError(
           absl::StrCat("row policy ", i,
                        ": rows must be a [K] int64 CPU tensor of rows "
