@@ -83,6 +83,14 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
   }
   assignment.set_checkpoint_dir(
       (std::filesystem::path(options_.runs_dir) / worker.run_id).string());
+  if (worker.role == LEARNER) {
+    if (!run->start_from_run().empty()) {
+      assignment.set_start_from(
+          (std::filesystem::path(options_.runs_dir) / run->start_from_run())
+              .string());
+    }
+    assignment.set_stop_env_steps(run->stop_env_steps());
+  }
   assignment.set_assignment_id(assignment_ids_[worker.worker_id]);
   // An actor gets its own key, not the run's: it streams as no other actor.
   assignment.set_run_key(worker.role == ACTOR

@@ -86,7 +86,8 @@ absl::Status CoordinatorCore::Recover() {
 }
 
 absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
-    const SubmitRunRequest& request, const std::string& owner) {
+    const SubmitRunRequest& request, const std::string& owner,
+    const RunRound& round) {
   ASSIGN_OR_RETURN(const RunSpec spec,
                    AdmitRunSpec(request, options_.footprint_limits));
   if (request.idempotency_key().size() > 256) {
@@ -105,7 +106,7 @@ absl::StatusOr<SubmitRunResponse> CoordinatorCore::SubmitRun(
     }
     absl::StatusOr<Run> run =
         store_->SubmitRun(spec, request.idempotency_key(), &created, owner,
-                          options_.max_queued_runs_per_user);
+                          options_.max_queued_runs_per_user, round);
     if (run.status().code() == absl::StatusCode::kResourceExhausted) {
       ++refused_by_user_quota_;
     }

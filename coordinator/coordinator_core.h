@@ -106,8 +106,11 @@ class CoordinatorCore {
 
   // `owner`: the caller's identity, recorded in the run and counted against
   // max_queued_runs_per_user (RESOURCE_EXHAUSTED beyond it).
+  // `round`: a population-based training round's start and end (the sweep
+  // manager's; clients cannot set them).
   absl::StatusOr<SubmitRunResponse> SubmitRun(
-      const SubmitRunRequest& request, const std::string& owner = "anonymous");
+      const SubmitRunRequest& request, const std::string& owner = "anonymous",
+      const RunRound& round = {});
   // Submits refused by max_queued_runs_per_user so far.
   int64_t refused_by_user_quota() const { return refused_by_user_quota_; }
   // With `with_history`, also its state changes (Run.history, the last

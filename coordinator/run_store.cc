@@ -115,7 +115,8 @@ bool RunStore::TransitionAllowed(RunState from, RunState to) {
 absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
                                         const std::string& idempotency_key,
                                         bool* created, const std::string& owner,
-                                        int max_queued_per_owner) {
+                                        int max_queued_per_owner,
+                                        const RunRound& round) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
   auto rollback = [&](absl::Status status) {
@@ -177,6 +178,8 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
   SetTime(run.mutable_create_time(), now);
   SetTime(run.mutable_update_time(), now);
   run.mutable_progress()->set_mean_return(std::nan(""));
+  run.set_start_from_run(round.start_from_run);
+  run.set_stop_env_steps(round.stop_env_steps);
 
   Statement update(db_, "UPDATE runs SET run_id = ?, run = ? WHERE seq = ?;");
   RETURN_IF_ERROR(update.status());

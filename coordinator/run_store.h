@@ -43,6 +43,13 @@ struct RunEventRecord {
   absl::Time time;
 };
 
+// Where a run of a population-based training round starts and ends
+// (Run.start_from_run, Run.stop_env_steps); empty for every other run.
+struct RunRound {
+  std::string start_from_run;
+  int64_t stop_env_steps = 0;
+};
+
 class RunStore {
  public:
   // Opens (creating if needed) the database file at `path`. `max_bytes` >
@@ -56,10 +63,12 @@ class RunStore {
   // non-empty and already used, returns the run it created (`*created`
   // false). With `max_queued_per_owner` > 0, RESOURCE_EXHAUSTED (nothing
   // stored) when `owner` already has that many runs QUEUED or PLACING.
+  // `round` (if given) sets Run.start_from_run and Run.stop_env_steps.
   absl::StatusOr<Run> SubmitRun(const RunSpec& spec,
                                 const std::string& idempotency_key,
                                 bool* created, const std::string& owner = "",
-                                int max_queued_per_owner = 0);
+                                int max_queued_per_owner = 0,
+                                const RunRound& round = {});
 
   // NOT_FOUND for an unknown id.
   absl::StatusOr<Run> GetRun(const std::string& run_id);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "runspec/pbt.h"
 #include "runspec/run_spec.h"
 
 namespace rl {
@@ -48,6 +49,21 @@ int ConfigurationsOf(const Sweep& sweep) {
 std::string Number(double v) {
   return std::isnan(v) ? "none" : absl::StrFormat("%.4g", v);
 }
+
+bool IsPbt(const Sweep& sweep) { return sweep.spec().method() == "pbt"; }
+
+// The trial has a run in the sweep's current round (for every method but
+// pbt: a run at all). A pbt member between rounds has its last round's run
+// (ended) and none yet in this one.
+bool RunsThisRound(const Sweep& sweep, const Trial& trial) {
+  if (trial.run_id().empty()) return false;
+  return !IsPbt(sweep) || trial.round_run_ids_size() > sweep.pbt_round();
+}
+
+// Each round's run of a member starts its environments from other seeds
+// than the rounds before (the learner's own streams come with the
+// checkpoint).
+constexpr uint64_t kPbtRoundSeedStride = 7919;
 
 }  // namespace
 
@@ -201,12 +217,6 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     return absl::Status(service.code(),
                         absl::StrCat(name, ": base run: ", service.message()));
   }
-  if (spec->method() == "pbt") {
-    return absl::UnimplementedError(absl::StrCat(
-        name,
-        ": method: pbt runs on one machine (rl_local sweep) in this version; "
-        "the coordinator's sweeps are grid, random or external"));
-  }
   if (spec->metric().series() != kSweepSeries) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": metric.series: the coordinator scores ", kSweepSeries,
@@ -306,9 +316,11 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id,
                                     live.sweep.owner(), by));
   for (Trial& trial : *live.sweep.mutable_trials()) {
     if (IsFinal(trial.state())) continue;
-    if (trial.run_id().empty()) {
+    if (!RunsThisRound(live.sweep, trial)) {
       trial.set_state(CANCELLED);
-      trial.set_reason("not started: the sweep was cancelled");
+      trial.set_reason(trial.run_id().empty()
+                           ? "not started: the sweep was cancelled"
+                           : "between rounds: the sweep was cancelled");
       continue;
     }
     absl::StatusOr<Run> run = core_->CancelRun(
@@ -352,6 +364,7 @@ void SweepManager::Tick() {
 
 bool SweepManager::AdvanceLocked(Live* live) {
   Sweep& sweep = live->sweep;
+  if (IsPbt(sweep)) return AdvancePbtLocked(live);
   int unfinished = 0;
   for (Trial& trial : *sweep.mutable_trials()) {
     if (trial.run_id().empty() || IsFinal(trial.state())) continue;
@@ -374,6 +387,151 @@ bool SweepManager::AdvanceLocked(Live* live) {
   if (ended) FinishLocked(live);
   WriteLocked(live);
   return ended;
+}
+
+bool SweepManager::AdvancePbtLocked(Live* live) {
+  Sweep& sweep = live->sweep;
+  const SweepSpec& spec = sweep.spec();
+  const int round = sweep.pbt_round();
+  const int64_t target = PbtRoundSteps(spec, round);
+  const int64_t budget = spec.base().total_env_steps();
+  int unfinished = 0;
+  for (Trial& trial : *sweep.mutable_trials()) {
+    if (!RunsThisRound(sweep, trial) || IsFinal(trial.state())) continue;
+    FollowTrialLocked(live, &trial);
+    if (!IsFinal(trial.state())) ++unfinished;
+  }
+  for (Trial& trial : *sweep.mutable_trials()) {
+    if (unfinished >= spec.concurrency()) break;
+    if (RunsThisRound(sweep, trial) || IsFinal(trial.state())) continue;
+    SubmitRoundLocked(live, &trial, target < budget ? target : 0);
+    if (!RunsThisRound(sweep, trial) && !IsFinal(trial.state())) break;
+    if (!IsFinal(trial.state())) ++unfinished;
+  }
+  const bool round_ended =
+      std::all_of(sweep.trials().begin(), sweep.trials().end(),
+                  [](const Trial& t) { return IsFinal(t.state()); });
+  if (round_ended) {
+    if (target < budget && PlanRoundLocked(live, target)) {
+      return AdvancePbtLocked(live);  // the next round's first runs
+    }
+    FinishLocked(live);
+  }
+  WriteLocked(live);
+  return round_ended;
+}
+
+bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
+  Sweep& sweep = live->sweep;
+  const SweepSpec& spec = sweep.spec();
+  const int round = sweep.pbt_round();
+  const bool maximize = spec.metric().goal() != "min";
+  // Members that go on: their run of this round reached its end. One that
+  // failed, was cancelled or ended early at the run's target_return is
+  // done.
+  std::vector<PbtMember> members;
+  for (const Trial& trial : sweep.trials()) {
+    if (trial.state() != SUCCEEDED || !RunsThisRound(sweep, trial) ||
+        trial.env_steps() < target) {
+      continue;
+    }
+    PbtMember m;
+    m.trial = trial.index();
+    m.score = trial.score();
+    m.parameters.insert(trial.parameters().begin(), trial.parameters().end());
+    members.push_back(std::move(m));
+  }
+  if (members.empty()) return false;
+  // Deterministic per round: a coordinator restarted before this round's
+  // plan was written plans the same one.
+  std::mt19937_64 rng((spec.seed() ^ 0x9e3779b97f4a7c15ULL) +
+                      static_cast<uint64_t>(round));
+  const std::vector<PbtCopy> copies =
+      PlanPbtRound(spec, maximize, members, &rng);
+  std::map<int, const PbtCopy*> copy_of;
+  for (const PbtCopy& copy : copies) copy_of[copy.trial] = &copy;
+  // The donors' state as this round left it (a donor may itself copy).
+  const std::vector<Trial> ended(sweep.trials().begin(), sweep.trials().end());
+  for (const PbtMember& m : members) {
+    Trial& trial = *sweep.mutable_trials(m.trial);
+    trial.set_start_from_run(trial.run_id());
+    auto it = copy_of.find(m.trial);
+    if (it != copy_of.end()) {
+      const PbtCopy& copy = *it->second;
+      const Trial& donor = ended[copy.donor];
+      absl::StatusOr<SweepTrial> next =
+          MakeSweepTrial(spec, copy.parameters, trial.index(), trial.config(),
+                         trial.seed_offset());
+      if (!next.ok()) {
+        // Its own weights and parameters go on.
+        RL_LOG_WARNING("sweep {}: trial {} could not copy trial {}: {}",
+                       sweep.sweep_id(), trial.index(), copy.donor,
+                       next.status().ToString());
+      } else {
+        live->expanded[trial.index()] = *next;
+        trial.clear_parameters();
+        for (const auto& [path, value] : next->parameters) {
+          (*trial.mutable_parameters())[path] = value;
+        }
+        trial.set_start_from_run(donor.run_id());
+        *trial.mutable_lineage() = donor.lineage();
+        trial.add_lineage(absl::StrCat("trial ", trial.index(), " at ",
+                                       trial.env_steps(),
+                                       " env steps: ", copy.description));
+        // Its return window is the donor's now.
+        trial.set_score(donor.score());
+        *trial.mutable_recent() = donor.recent();
+        *trial.mutable_recent_steps() = donor.recent_steps();
+        RL_LOG_INFO("sweep {}: {}", sweep.sweep_id(),
+                    trial.lineage().rbegin()[0]);
+      }
+    }
+    trial.set_state(QUEUED);
+    trial.clear_reason();
+  }
+  sweep.set_pbt_round(round + 1);
+  RL_LOG_INFO(
+      "sweep {}: round {} ended at {} env steps ({} members go on, "
+      "{} copied); round {} to {}",
+      sweep.sweep_id(), round + 1, target, members.size(), copies.size(),
+      round + 2, PbtRoundSteps(spec, round + 1));
+  return true;
+}
+
+void SweepManager::SubmitRoundLocked(Live* live, Trial* trial,
+                                     int64_t stop_env_steps) {
+  const int round = live->sweep.pbt_round();
+  SweepTrial& expanded = live->expanded[trial->index()];
+  SubmitRunRequest request;
+  *request.mutable_spec() = expanded.spec;
+  request.mutable_spec()->set_seed(expanded.spec.seed() +
+                                   kPbtRoundSeedStride *
+                                       static_cast<uint64_t>(round));
+  request.set_idempotency_key(absl::StrCat(live->sweep.sweep_id(), "/",
+                                           trial->index(), "/round-", round));
+  RunRound run_round;
+  run_round.start_from_run = trial->start_from_run();
+  run_round.stop_env_steps = stop_env_steps;
+  absl::StatusOr<SubmitRunResponse> submitted =
+      core_->SubmitRun(request, live->sweep.owner(), run_round);
+  if (submitted.status().code() == absl::StatusCode::kResourceExhausted) {
+    return;  // the owner's queue is full (or the store): next tick
+  }
+  if (!submitted.ok()) {
+    trial->set_state(FAILED);
+    trial->set_reason(absl::StrCat("submit of round ", round + 1, ": ",
+                                   submitted.status().message()));
+    return;
+  }
+  trial->set_run_id(submitted->run().run_id());
+  trial->add_round_run_ids(submitted->run().run_id());
+  trial->set_state(submitted->run().state());
+  RL_LOG_INFO("sweep {}: trial {} round {} is {} ({}{})",
+              live->sweep.sweep_id(), trial->index(), round + 1,
+              trial->run_id(), DescribeParameters(expanded.parameters),
+              trial->start_from_run().empty()
+                  ? std::string()
+                  : absl::StrCat("; from ", trial->start_from_run()));
 }
 
 void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {

@@ -12,6 +12,12 @@
 //   - early stopping (asha, median) decides as each trial reaches a rung,
 //     against the scores recorded at that rung so far (asynchronous, as Ray
 //     Tune's ASHA): a loser's run ends CANCELLED naming the rung and why;
+//   - population-based training (method pbt) runs in rounds of
+//     pbt.interval_steps: each member's round is a run of its own
+//     ("<sweep id>/<index>/round-<r>") that starts from the newest
+//     checkpoint of its last round's run (or of the better member's it
+//     copied) and ends at the round's env steps; when all ended, the worst
+//     copy the best and explore (runspec/pbt.h decides, as for rl_local);
 //   - the sweep ends SUCCEEDED with its best trial (the best configuration
 //     by the mean score of its succeeded trials), FAILED when none
 //     succeeded, or CANCELLED with its unfinished trials.
@@ -101,6 +107,19 @@ class SweepManager {
   // AdvanceLocked on the live sweep `sweep_id` (forgotten once it ended):
   // the sweep after it.
   Sweep AdvanceOneLocked(const std::string& sweep_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Method pbt: follows the round's runs, submits the members' runs of
+  // the round (at most `concurrency` at once) and, once every one ended,
+  // plans the next round. True when the sweep ended.
+  bool AdvancePbtLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The round that ended at `target` env steps: the worst members copy the
+  // best (runspec/pbt.h decides), every member that goes on is QUEUED for
+  // the next round. False when no member goes on.
+  bool PlanRoundLocked(Live* live, int64_t target)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The member's run of the sweep's round, starting from its
+  // start_from_run and ending at `stop_env_steps` (0: the budget).
+  void SubmitRoundLocked(Live* live, Trial* trial, int64_t stop_env_steps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FollowTrialLocked(Live* live, Trial* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

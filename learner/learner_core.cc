@@ -46,7 +46,7 @@ class LearnerCore::Impl {
       : options_(options),
         checkpoints_({options.run_dir, options.spec.keep_checkpoints(),
                       options.max_checkpoint_failures, options.emitter}),
-        progress_(options.spec) {
+        progress_(options.spec, options.stop_env_steps) {
     const RunSpec& spec = options.spec;
     shape_ = RunSegmentShape(spec);
     if (options.collective != nullptr) {
@@ -100,6 +100,8 @@ class LearnerCore::Impl {
             ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
         RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
                     progress_.policy_version(), progress_.env_steps());
+      } else if (!options_.start_from.empty()) {
+        RETURN_IF_ERROR(StartFrom(options_.start_from));
       }
     }
     if (options_.collective != nullptr) {
@@ -494,14 +496,37 @@ class LearnerCore::Impl {
     return extra;
   }
 
-  // `source` names where `extra` came from in errors.
-  absl::Status ApplyState(const TensorMap& extra, const std::string& source) {
+  // Another run's newest checkpoint, under <dir>/checkpoints.
+  absl::Status StartFrom(const std::string& dir) {
+    const std::string root = dir + "/checkpoints";
+    absl::StatusOr<std::string> latest = LatestCheckpoint(root);
+    if (!latest.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("start_from: no complete checkpoint under ", root,
+                       " to start from (", latest.status().message(), ")"));
+    }
+    TensorMap extra;
+    RETURN_IF_ERROR(
+        ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+    RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest),
+                               /*own_run=*/false));
+    RL_LOG_INFO("started from {} at version {}, {} env steps", *latest,
+                progress_.policy_version(), progress_.env_steps());
+    return absl::OkStatus();
+  }
+
+  // `source` names where `extra` came from in errors. Not `own_run`: the
+  // segment watermarks are another run's actors' and stay out.
+  absl::Status ApplyState(const TensorMap& extra, const std::string& source,
+                          bool own_run = true) {
     ASSIGN_OR_RETURN(const TrainingState state,
                      TakeTrainingState(extra, source));
     RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
                                       updater_->generator(), source));
-    intake_->RestoreWatermarks(
-        {state.acked_segments().begin(), state.acked_segments().end()});
+    if (own_run) {
+      intake_->RestoreWatermarks(
+          {state.acked_segments().begin(), state.acked_segments().end()});
+    }
     intake_->SetPolicyVersion(state.policy_version());
     absl::MutexLock lock(&mu_);
     progress_.Restore(state);

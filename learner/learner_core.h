@@ -80,6 +80,18 @@ struct LearnerOptions {
   // without a run_dir); 0: none.
   int profile_updates = 0;
   std::string profile_path;
+  // A run with no checkpoint of its own under run_dir starts from the
+  // newest complete checkpoint under <start_from>/checkpoints (another
+  // run's directory: a population-based training round going on from its
+  // own last round or from a better member's): weights, optimizer,
+  // counters, return window; not that run's segment watermarks (its actors
+  // are not this run's). FAILED_PRECONDITION where it holds none. Empty: a
+  // fresh start.
+  std::string start_from;
+  // The run ends (successfully) once this many env steps are consumed;
+  // 0: at spec.total_env_steps, which the learning-rate schedule spans
+  // either way.
+  int64_t stop_env_steps = 0;
   // Tests: called on the PPO thread right after each update (before its
   // checks and its publication) with the update's number.
   std::function<void(int64_t, ActorCritic&)> after_update_for_testing;

@@ -447,6 +447,87 @@ TEST(LearnerCoreTest, StoppingWritesACheckpointOfTheLatestUpdates) {
   EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
 }
 
+// A population-based training round (issue 50): a run with no checkpoint
+// of its own starts from another run's newest one (weights, optimizer and
+// counters; not that run's segment watermarks: its actors are not this
+// run's) and ends at its round's env steps, with a final checkpoint of its
+// own; the other run's checkpoints stay as they were.
+TEST(LearnerCoreTest, ARoundStartsFromAnotherRunAndStopsAtItsSteps) {
+  const std::string donor_dir = MakeTestDir("donor");
+  constexpr uint64_t kIncarnation = 0xF00DF00DF00DF00Dull;
+  auto segment = [](int64_t seq, int64_t version) {
+    auto s = Segment(0, seq, version);
+    s->set_actor_incarnation(kIncarnation);
+    return s;
+  };
+  LearnerOptions donor;
+  donor.spec = Spec("checkpoint_interval: 1000");
+  donor.run_id = "t";
+  donor.run_dir = donor_dir;
+  std::string donor_weights;  // its published parameters, serialized
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(donor));
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    ASSERT_OK(core->SubmitSegment(stream, segment(1, 1)));
+    ASSERT_OK(core->SubmitSegment(stream, segment(2, 2)));
+    ASSERT_TRUE(WaitForVersion(*core, 3));
+    core->Stop();  // ckpt 2, at 16 env steps
+    for (const NamedTensor& t : core->LatestPolicy()->parameters()) {
+      donor_weights += t.SerializeAsString();
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(const std::string donor_latest,
+                       LatestCheckpoint(donor_dir + "/checkpoints"));
+
+  LearnerOptions round;
+  round.spec = Spec("checkpoint_interval: 1000");
+  round.run_id = "t";
+  round.run_dir = MakeTestDir("round");
+  round.start_from = donor_dir;
+  round.stop_env_steps = 24;  // one more update of 8 env steps
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(round));
+  EXPECT_EQ(core->GetStatus().updates(), 2);
+  EXPECT_EQ(core->GetStatus().policy_version(), 3);
+  EXPECT_EQ(core->GetStatus().env_steps(), 16);
+  std::string weights;
+  for (const NamedTensor& t : core->LatestPolicy()->parameters()) {
+    weights += t.SerializeAsString();
+  }
+  EXPECT_EQ(weights, donor_weights);
+  EXPECT_FALSE(weights.empty());
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  // Sequence number 1 again, from an actor of this run: new here.
+  ASSERT_OK(core->SubmitSegment(stream, segment(1, 3)));
+  ASSERT_TRUE(core->WaitUntilDone(absl::Seconds(60)));
+  EXPECT_OK(core->final_status());
+  EXPECT_EQ(core->GetStatus().segments_duplicate(), 0);
+  EXPECT_EQ(core->GetStatus().updates(), 3);
+  EXPECT_EQ(core->GetStatus().env_steps(), 24);
+  ASSERT_OK_AND_ASSIGN(const std::string own,
+                       LatestCheckpoint(round.run_dir + "/checkpoints"));
+  EXPECT_THAT(own, HasSubstr("ckpt-000000000003"));
+  EXPECT_EQ(*LatestCheckpoint(donor_dir + "/checkpoints"), donor_latest);
+  core->Stop();
+
+  // Started again (the same round's run placed anew), it resumes from its
+  // own checkpoint, not the donor's.
+  ASSERT_OK_AND_ASSIGN(auto again, LearnerCore::Create(round));
+  EXPECT_EQ(again->GetStatus().updates(), 3);
+  again->Stop();
+
+  // Nothing to start from: refused, naming where it looked.
+  LearnerOptions empty = round;
+  empty.run_dir = MakeTestDir("empty");
+  empty.start_from = MakeTestDir("nothing");
+  EXPECT_THAT(LearnerCore::Create(empty).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("start_from: no complete checkpoint "
+                                       "under"),
+                             HasSubstr(empty.start_from))));
+}
+
 // A checkpoint written before the counters moved into TrainingState
 // (learner/testdata, examples/cartpole.yaml at update 233) resumes, and
 // the next checkpoint is written in the new form and resumes too.

@@ -5,7 +5,9 @@
 namespace rl {
 
 bool LearnerProgress::Finished() const {
-  return env_steps_ >= spec_.total_env_steps() || target_reached_;
+  return env_steps_ >= spec_.total_env_steps() ||
+         (stop_env_steps_ > 0 && env_steps_ >= stop_env_steps_) ||
+         target_reached_;
 }
 
 bool LearnerProgress::Reaches(const ReturnWindow& returns) const {

@@ -21,7 +21,10 @@ class LearnerProgress {
   // The first policy version a learner publishes.
   static constexpr int64_t kFirstVersion = 1;
 
-  explicit LearnerProgress(const RunSpec& spec) : spec_(spec) {}
+  // `stop_env_steps` > 0 ends the run there, before its budget (a
+  // population-based training round).
+  explicit LearnerProgress(const RunSpec& spec, int64_t stop_env_steps = 0)
+      : spec_(spec), stop_env_steps_(stop_env_steps) {}
 
   int64_t env_steps() const { return env_steps_; }
   int64_t updates() const { return updates_; }
@@ -29,7 +32,8 @@ class LearnerProgress {
   const ReturnWindow& returns() const { return returns_; }
   // As of the last CountUpdate.
   const RunProgress& run_progress() const { return progress_; }
-  // The run's budget of env steps is spent, or its target reached.
+  // The run's budget of env steps (or its stop) is spent, or its target
+  // reached.
   bool Finished() const;
   // Whether `returns` reach the run's target return (none: never).
   bool Reaches(const ReturnWindow& returns) const;
@@ -49,6 +53,7 @@ class LearnerProgress {
 
  private:
   const RunSpec spec_;
+  const int64_t stop_env_steps_;
   int64_t env_steps_ = 0;
   int64_t updates_ = 0;
   int64_t policy_version_ = kFirstVersion;

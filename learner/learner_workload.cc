@@ -38,6 +38,8 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
   options.run_dir = assignment.checkpoint_dir();
+  options.start_from = assignment.start_from();
+  options.stop_env_steps = assignment.stop_env_steps();
   options.profile_updates = profile_updates_;
   options.profile_path = profile_path_;
   options.emitter = emitter_;
