@@ -60,6 +60,12 @@ bool RunsThisRound(const Sweep& sweep, const Trial& trial) {
   return !IsPbt(sweep) || trial.round_run_ids_size() > sweep.pbt_round();
 }
 
+// A pbt member whose run of the current round reached the round's end: it
+// waits (QUEUED) for the round's other members.
+bool WaitsForTheRound(const Sweep& sweep, const Trial& trial) {
+  return IsPbt(sweep) && trial.rounds_done() > sweep.pbt_round();
+}
+
 // Each round's run of a member starts its environments from other seeds
 // than the rounds before (the learner's own streams come with the
 // checkpoint).
@@ -316,7 +322,8 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id,
                                     live.sweep.owner(), by));
   for (Trial& trial : *live.sweep.mutable_trials()) {
     if (IsFinal(trial.state())) continue;
-    if (!RunsThisRound(live.sweep, trial)) {
+    if (!RunsThisRound(live.sweep, trial) ||
+        WaitsForTheRound(live.sweep, trial)) {
       trial.set_state(CANCELLED);
       trial.set_reason(trial.run_id().empty()
                            ? "not started: the sweep was cancelled"
@@ -397,9 +404,27 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
   const int64_t budget = spec.base().total_env_steps();
   int unfinished = 0;
   for (Trial& trial : *sweep.mutable_trials()) {
-    if (!RunsThisRound(sweep, trial) || IsFinal(trial.state())) continue;
+    if (!RunsThisRound(sweep, trial) || IsFinal(trial.state()) ||
+        WaitsForTheRound(sweep, trial)) {
+      continue;
+    }
     FollowTrialLocked(live, &trial);
-    if (!IsFinal(trial.state())) ++unfinished;
+    if (trial.state() == SUCCEEDED && target < budget) {
+      // Reached the round's end (not the run's target_return, which ends
+      // the member): it goes on with the next round.
+      const absl::StatusOr<Run> run = core_->GetRun(trial.run_id());
+      if (run.ok() && run->progress().target_reached_at_steps() == 0 &&
+          trial.env_steps() >= target) {
+        trial.set_rounds_done(round + 1);
+        trial.set_state(QUEUED);
+        trial.set_reason(absl::StrCat("round ", round + 1, " ended at ",
+                                      trial.env_steps(),
+                                      " env steps; waits for the others"));
+      }
+    }
+    if (!IsFinal(trial.state()) && !WaitsForTheRound(sweep, trial)) {
+      ++unfinished;
+    }
   }
   for (Trial& trial : *sweep.mutable_trials()) {
     if (unfinished >= spec.concurrency()) break;
@@ -408,9 +433,10 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
     if (!RunsThisRound(sweep, trial) && !IsFinal(trial.state())) break;
     if (!IsFinal(trial.state())) ++unfinished;
   }
-  const bool round_ended =
-      std::all_of(sweep.trials().begin(), sweep.trials().end(),
-                  [](const Trial& t) { return IsFinal(t.state()); });
+  const bool round_ended = std::all_of(
+      sweep.trials().begin(), sweep.trials().end(), [&](const Trial& t) {
+        return IsFinal(t.state()) || WaitsForTheRound(sweep, t);
+      });
   if (round_ended) {
     if (target < budget && PlanRoundLocked(live, target)) {
       return AdvancePbtLocked(live);  // the next round's first runs
@@ -431,10 +457,7 @@ bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
   // done.
   std::vector<PbtMember> members;
   for (const Trial& trial : sweep.trials()) {
-    if (trial.state() != SUCCEEDED || !RunsThisRound(sweep, trial) ||
-        trial.env_steps() < target) {
-      continue;
-    }
+    if (!WaitsForTheRound(sweep, trial)) continue;
     PbtMember m;
     m.trial = trial.index();
     m.score = trial.score();

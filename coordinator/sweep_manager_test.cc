@@ -226,11 +226,27 @@ pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
   // Round 1 ends: trial k scores 10 (k + 1), so trial 0 (the worst of 4,
   // fraction 0.25) copies trial 3 (the best).
   for (const Trial& trial : submitted.trials()) {
+    if (trial.index() == 3) continue;
     Report(learners.at(trial.run_id()), 1024, 10.0 * (trial.index() + 1), 4,
            /*finished=*/true);
   }
   Tick();
   ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  // Those that reached the round's end wait for trial 3: not done.
+  EXPECT_EQ(sweep.pbt_round(), 0);
+  EXPECT_EQ(sweep.trials_ended(), 0);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(sweep.trials(k).state(), QUEUED) << k;
+    EXPECT_EQ(sweep.trials(k).rounds_done(), 1) << k;
+    EXPECT_THAT(sweep.trials(k).reason(),
+                HasSubstr("round 1 ended at 1024 env steps; waits for the "
+                          "others"));
+  }
+  EXPECT_EQ(sweep.trials(3).rounds_done(), 0);
+  Report(learners.at(submitted.trials(3).run_id()), 1024, 40.0, 4,
+         /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
   EXPECT_EQ(sweep.state(), RUNNING);
   EXPECT_EQ(sweep.pbt_round(), 1);
   for (const Trial& trial : sweep.trials()) {

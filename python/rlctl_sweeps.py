@@ -91,11 +91,39 @@ def early_stopping_text(spec):
     return text(kind)
 
 
+def pbt_text(sweep):
+    """'round 2 of 10 (every 30000 env steps; the worst 0.25 copy the best)'
+    for a sweep of method pbt; '' for any other."""
+    spec = sweep.spec
+    if spec.method != "pbt":
+        return ""
+    interval = spec.pbt.interval_steps
+    budget = spec.base.total_env_steps
+    rounds = -(-budget // interval) if interval > 0 else 0
+    where = ("ended in round" if state_name(sweep.state) in TERMINAL_STATES else "round")
+    return (f"population-based training: {where} {sweep.pbt_round + 1} of {rounds} "
+            f"(every {interval} env steps; the worst {spec.pbt.fraction:g} copy the best)")
+
+
+def lineage_lines(sweep):
+    """Method pbt: each trial's runs, round by round, and its weights'
+    history (a line per copy), by trial index; [] for any other method."""
+    if sweep.spec.method != "pbt":
+        return []
+    lines = []
+    for t in sorted(sweep.trials, key=lambda t: t.index):
+        runs = " ".join(t.round_run_ids) or "-"
+        lines.append(f"trial {t.index}: runs {text(runs)}")
+        lines += [f"  {text_lines(entry)}" for entry in t.lineage]
+    return lines
+
+
 def sweep_table(sweep):
     """`rlctl sweep get`: a header (the sweep, its state, best run, reason,
-    metric and early stopping), then its trials best first (trials_best_first)
-    with their runs, states, env steps, scores, scores at each rung,
-    parameters and why they stopped early or failed."""
+    metric and early stopping; pbt's round), then its trials best first
+    (trials_best_first) with their runs, states, env steps, scores, scores at
+    each rung, parameters and why they stopped early or failed; for pbt, each
+    trial's runs and lineage."""
     spec = sweep.spec
     metric = spec.metric
     lines = [f"{text(sweep.sweep_id)}  {text(spec.name or '-')}  {state_name(sweep.state)}  "
@@ -106,6 +134,8 @@ def sweep_table(sweep):
              f"early stopping: {early_stopping_text(spec)}",
              "best run: " + (f"{text(sweep.best_run_id)} (score {best_score_text(sweep)})"
                              if sweep.best_run_id else "-")]
+    if pbt_text(sweep):
+        lines.append(pbt_text(sweep))
     if sweep.reason:
         lines.append(f"reason: {text_lines(sweep.reason)}")
     if not sweep.trials:
@@ -117,6 +147,9 @@ def sweep_table(sweep):
             for t in trials_best_first(sweep)]
     lines += format_table(["TRIAL", "RUN", "STATE", "ENV STEPS", "SCORE", "RUNGS",
                            "PARAMETERS", "REASON"], rows, right=(0, 3, 4))
+    lineage = lineage_lines(sweep)
+    if lineage:
+        lines += ["lineage:"] + lineage
     return "\n".join(lines)
 
 
@@ -136,8 +169,9 @@ def _sweep_milestones(sweep):
     """What a log (not a terminal) of `sweep watch` reprints the table for:
     the sweep's and its trials' states, runs, rungs and reasons, not every
     progress report."""
-    return (sweep.state, sweep.best_run_id, sweep.reason,
-            tuple((t.run_id, t.state, len(t.rung_scores), t.reason) for t in sweep.trials))
+    return (sweep.state, sweep.best_run_id, sweep.reason, sweep.pbt_round,
+            tuple((t.run_id, t.state, len(t.rung_scores), t.reason, len(t.lineage))
+                  for t in sweep.trials))
 
 
 def watch_sweep(client, sweep_id, retry_for, interval):

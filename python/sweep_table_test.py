@@ -104,6 +104,37 @@ class SweepTableTest(unittest.TestCase):
         self.assertEqual(second.split()[:6], ["1", "-", "QUEUED", "1000", "-", "-"])
         self.assertTrue(second.endswith("ppo.learning_rate=0.0002"), second)
 
+    def test_pbt_shows_the_round_and_each_trials_lineage(self):
+        sweep = make_sweep([40.0, 10.0])
+        sweep.spec.method = "pbt"
+        sweep.spec.early_stopping.kind = ""
+        sweep.spec.base.total_env_steps = 300000
+        sweep.spec.pbt.interval_steps = 30000
+        sweep.spec.pbt.fraction = 0.25
+        sweep.pbt_round = 1
+        sweep.trials[0].round_run_ids.extend(["run-1", "run-3"])
+        sweep.trials[1].round_run_ids.extend(["run-2", "run-4"])
+        sweep.trials[1].lineage.append(
+            "trial 1 at 30720 env steps: copied trial 0 (score 40, its own 10); "
+            "ppo.learning_rate 0.001 -> 0.0012 (x1.2)")
+        out = rlctl_sweeps.sweep_table(sweep)
+        self.assertIn("population-based training: round 2 of 10 (every 30000 env steps; "
+                      "the worst 0.25 copy the best)", out)
+        lines = out.splitlines()
+        at = lines.index("lineage:")
+        self.assertEqual(lines[at + 1:], [
+            "trial 0: runs run-1 run-3",
+            "trial 1: runs run-2 run-4",
+            "  trial 1 at 30720 env steps: copied trial 0 (score 40, its own 10); "
+            "ppo.learning_rate 0.001 -> 0.0012 (x1.2)"])
+        sweep.state = common_pb2.SUCCEEDED
+        self.assertIn("population-based training: ended in round 2 of 10",
+                      rlctl_sweeps.sweep_table(sweep))
+        # Another method shows neither.
+        sweep.spec.method = "random"
+        self.assertNotIn("lineage:", rlctl_sweeps.sweep_table(sweep))
+        self.assertNotIn("population-based", rlctl_sweeps.sweep_table(sweep))
+
     def test_network_strings_are_escaped(self):
         sweep = make_sweep([1.0], reason="\x1b[2Jgone")
         sweep.trials[0].reason = "evil\x1b]0;x\x07"

@@ -4,9 +4,11 @@
 // losers cancelled at their rung with the reason; a coordinator SIGKILLed
 // mid-sweep and started again loses nothing and submits nothing twice; a
 // bad sweep file is refused naming the field; cancelling a sweep cancels
-// its trials.
+// its trials; population-based training's rounds, each member's next
+// round a run that starts from the round before's checkpoint.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
@@ -169,6 +171,86 @@ TEST_F(SweepTest, AshaSweepSurvivesARestartAndCancelCancelsTrials) {
                 HasSubstr(absl::StrCat("its sweep ", second.sweep_id(),
                                        " was cancelled")));
   }
+  EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
+}
+
+// Population-based training through the service (issue 50):
+// examples/sweeps/cartpole_pbt.yaml on a 50k-step budget, two rounds of
+// 25k. Every member's first round stops at 25k env steps; its second is a
+// new run that the learner starts from the newest checkpoint of a first
+// round's run (its own, or the better member's it copied, as its lineage
+// says) and trains to the budget.
+TEST_F(SweepTest, PbtRoundsGoOnFromTheRoundBeforesCheckpoints) {
+  StartCoordinator("learners=2,actors=2");
+  const std::string example = Read("examples/sweeps/cartpole_pbt.yaml");
+  ASSERT_THAT(example, HasSubstr("method: pbt"));
+  std::string base = Read("examples/cartpole.yaml");
+  base.replace(base.find("total_env_steps: 200000"), 23,
+               "total_env_steps: 50000");
+  SubmitSweepRequest request;
+  request.set_sweep_file(example);
+  request.set_sweep_file_name("cartpole_pbt.yaml");
+  request.set_base_run_file(base);
+  Sweep sweep;
+  {
+    auto context = ContextWithDeadline(absl::Seconds(30));
+    const grpc::Status submitted =
+        stub_->SubmitSweep(context.get(), request, &sweep);
+    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
+  }
+  ASSERT_EQ(sweep.trials_size(), 4);
+  const std::string id = sweep.sweep_id();
+  ASSERT_TRUE(WaitFor([&] { return IsFinal(GetSweep(id).state()); },
+                      absl::Seconds(1200), absl::Milliseconds(500)))
+      << "sweep not ended";
+  const Sweep done = GetSweep(id);
+  ASSERT_EQ(done.state(), SUCCEEDED) << done.reason();
+  EXPECT_EQ(done.pbt_round(), 1);
+  std::string logs;
+  for (const auto& entry : std::filesystem::directory_iterator(Path("logs"))) {
+    logs += Read(entry.path().string());
+  }
+  std::set<std::string> first_round;
+  for (const Trial& trial : done.trials()) {
+    ASSERT_GE(trial.round_run_ids_size(), 1) << trial.index();
+    first_round.insert(trial.round_run_ids(0));
+  }
+  int second_rounds = 0;
+  for (const Trial& trial : done.trials()) {
+    const rl::Run first = Get(trial.round_run_ids(0));
+    EXPECT_EQ(first.state(), SUCCEEDED) << trial.index();
+    EXPECT_EQ(first.stop_env_steps(), 25000);
+    if (trial.round_run_ids_size() == 1) {
+      // Solved CartPole in its first round: done early.
+      EXPECT_GT(first.progress().target_reached_at_steps(), 0) << trial.index();
+      continue;
+    }
+    ++second_rounds;
+    ASSERT_EQ(trial.round_run_ids_size(), 2) << trial.index();
+    EXPECT_GE(first.progress().env_steps(), 25000) << trial.index();
+    EXPECT_LT(first.progress().env_steps(), 25000 + 256) << trial.index();
+    const rl::Run second = Get(trial.round_run_ids(1));
+    EXPECT_EQ(second.state(), SUCCEEDED) << trial.index();
+    EXPECT_EQ(second.stop_env_steps(), 0);
+    ASSERT_EQ(first_round.count(second.start_from_run()), 1u)
+        << trial.index() << ": " << second.start_from_run();
+    if (trial.lineage_size() == 0) {
+      EXPECT_EQ(second.start_from_run(), first.run_id()) << trial.index();
+    } else {
+      EXPECT_THAT(trial.lineage(0), HasSubstr("copied trial"));
+      EXPECT_NE(second.start_from_run(), first.run_id()) << trial.index();
+    }
+    // Its learner started from that run's checkpoint.
+    EXPECT_THAT(logs, HasSubstr(absl::StrCat("started from ", Path("runs"), "/",
+                                             second.start_from_run(),
+                                             "/checkpoints/ckpt-")))
+        << trial.index();
+    if (second.progress().target_reached_at_steps() == 0) {
+      EXPECT_GE(second.progress().env_steps(), 50000) << trial.index();
+    }
+  }
+  EXPECT_GE(second_rounds, 1);
+  EXPECT_EQ(Runs(), 4 + second_rounds);
   EXPECT_EQ(StopCoordinator(SIGTERM), std::optional<int>(0));
 }
 
