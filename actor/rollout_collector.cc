@@ -131,7 +131,7 @@ absl::Status RolloutCollector::SetOpponents(RowOpponents* opponents) {
   row_owner_.index_fill_(0, rows, 0);
   // The trained policy's handle is Collect's own, set there.
   row_policies_ = {RowPolicy{ActorCritic(nullptr), rows}};
-  row_scratch_.clear();
+  row_fused_.clear();
   opponents_ = opponents;
   return absl::OkStatus();
 }
@@ -167,7 +167,7 @@ absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
   }
   row_policies_ = std::move(policies);
   row_owner_ = owner;
-  row_scratch_.clear();  // sized for the old rows
+  row_fused_.clear();  // sized for the old rows
   return absl::OkStatus();
 }
 
@@ -219,29 +219,19 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   } else {
     // Each row policy on the fused kernels where they run it (float
     // observations, no masks: as for one policy).
-    row_scratch_.resize(row_policies_.size());
+    row_fused_.resize(row_policies_.size());
     for (size_t i = 0; i < row_policies_.size(); ++i) {
-      RowScratch& scratch = row_scratch_[i];
       ASSIGN_OR_RETURN(const bool fused,
                        UseFusedPolicy(spec_.execution().cpu_kernels(),
                                       row_policies_[i].policy));
       if (!fused || masked || ObservationDtype() != torch::kFloat32) {
-        scratch.fused.reset();
+        row_fused_[i].reset();
         continue;
       }
-      if (scratch.fused == nullptr) {
-        const int64_t k = row_policies_[i].rows.numel();
-        scratch.fused = std::make_unique<FusedPolicy>();
-        scratch.observations =
-            torch::empty({k, current_observations_.size(1)}, torch::kFloat32);
-        std::vector<int64_t> shape = rollout->actions.sizes().vec();
-        shape.erase(shape.begin());  // [E, ...] of one step
-        shape[0] = k;
-        scratch.actions = torch::empty(shape, rollout->actions.dtype());
-        scratch.log_probs = torch::empty({k}, torch::kFloat32);
-        scratch.values = torch::empty({k}, torch::kFloat32);
+      if (row_fused_[i] == nullptr) {
+        row_fused_[i] = std::make_unique<FusedRows>();
       }
-      RETURN_IF_ERROR(scratch.fused->Bind(row_policies_[i].policy));
+      RETURN_IF_ERROR(row_fused_[i]->Bind(row_policies_[i].policy));
     }
   }
   if (use_fused) {
@@ -302,17 +292,9 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
       const torch::Tensor obs_t = rollout->observations[t];
       for (size_t i = 0; i < row_policies_.size(); ++i) {
         RowPolicy& rp = row_policies_[i];
-        RowScratch& scratch = row_scratch_[i];
-        if (scratch.fused != nullptr) {
-          torch::index_select_out(scratch.observations, obs_t, 0, rp.rows);
-          scratch.fused->Act(scratch.observations.data_ptr<float>(),
-                             rp.rows.numel(), generator, false,
-                             scratch.actions.data_ptr(),
-                             scratch.log_probs.data_ptr<float>(),
-                             scratch.values.data_ptr<float>());
-          rollout->actions[t].index_copy_(0, rp.rows, scratch.actions);
-          rollout->log_probs[t].index_copy_(0, rp.rows, scratch.log_probs);
-          rollout->values[t].index_copy_(0, rp.rows, scratch.values);
+        if (row_fused_[i] != nullptr) {
+          row_fused_[i]->Act(obs_t, rp.rows, generator, rollout->actions[t],
+                             rollout->log_probs[t], rollout->values[t]);
           continue;
         }
         const PolicyStep step = rp.policy->Act(

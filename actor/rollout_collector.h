@@ -24,6 +24,7 @@
 #include "envs/env_plugin.h"
 #include "policy/actor_critic.h"
 #include "policy/fused_policy.h"
+#include "policy/fused_rows.h"
 #include "policy/rollout.h"
 #include "proto/common.pb.h"
 
@@ -98,13 +99,9 @@ class RolloutCollector final : public SegmentCollector {
   // (SetRowPolicies), or with opponents the trained policy alone on its
   // rows (its handle set by each Collect). Empty: one policy, every row.
   std::vector<RowPolicy> row_policies_;
-  // Per row policy, where the fused CPU kernels run it: the kernels and
-  // the contiguous rows they read and write (gathered, then scattered).
-  struct RowScratch {
-    std::unique_ptr<FusedPolicy> fused;
-    torch::Tensor observations, actions, log_probs, values;
-  };
-  std::vector<RowScratch> row_scratch_;
+  // Per row policy, where the fused CPU kernels run it (gathering its
+  // rows, then scattering what they give); null where they do not.
+  std::vector<std::unique_ptr<FusedRows>> row_fused_;
   torch::Tensor row_owner_;  // [E] int64: the row policy of each row
   std::vector<int64_t> episode_rows_;
   // A recurrent policy's state [E, S] before the next step, and each

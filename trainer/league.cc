@@ -184,34 +184,19 @@ absl::Status League::Act(const torch::Tensor& observations,
         auto it = fused_.find(version);
         if (it == fused_.end()) {
           // Kept only once decided: after a failure here it is tried again.
-          FusedOpponent made;
+          std::unique_ptr<FusedRows> made;
           ASSIGN_OR_RETURN(
               const bool use,
               UseFusedPolicy(spec_.execution().cpu_kernels(), opponent));
           if (use) {
-            made.kernels = std::make_unique<FusedPolicy>();
-            RETURN_IF_ERROR(made.kernels->Bind(opponent));
+            made = std::make_unique<FusedRows>();
+            RETURN_IF_ERROR(made->Bind(opponent));
           }
           it = fused_.emplace(version, std::move(made)).first;
         }
-        FusedOpponent& f = it->second;
-        if (f.kernels != nullptr) {
-          const int64_t k = rows.numel();
-          if (!f.values.defined() || f.values.numel() != k) {
-            std::vector<int64_t> shape = actions.sizes().vec();
-            shape[0] = k;
-            f.observations =
-                torch::empty({k, observations.size(1)}, torch::kFloat32);
-            f.actions = torch::empty(shape, actions.dtype());
-            f.log_probs = torch::empty({k}, torch::kFloat32);
-            f.values = torch::empty({k}, torch::kFloat32);
-          }
-          torch::index_select_out(f.observations, observations, 0, rows);
-          f.kernels->Act(f.observations.data_ptr<float>(), k,
-                         actions_.get<at::CPUGeneratorImpl>(), false,
-                         f.actions.data_ptr(), f.log_probs.data_ptr<float>(),
-                         f.values.data_ptr<float>());
-          actions.index_copy_(0, rows, f.actions);
+        if (it->second != nullptr) {
+          it->second->Act(observations, rows,
+                          actions_.get<at::CPUGeneratorImpl>(), actions);
           continue;
         }
       }

@@ -26,6 +26,7 @@
 #include "actor/segment_collector.h"
 #include "policy/actor_critic.h"
 #include "policy/fused_policy.h"
+#include "policy/fused_rows.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -118,13 +119,8 @@ class League final : public RowOpponents {
   // left the pool.
   std::map<int64_t, ActorCritic> frozen_;
   // Per frozen version that has played, the fused CPU kernels bound to its
-  // weights (null where they do not run it, execution.cpu_kernels) and the
-  // contiguous rows they read and write.
-  struct FusedOpponent {
-    std::unique_ptr<FusedPolicy> kernels;
-    torch::Tensor observations, actions, log_probs, values;
-  };
-  std::map<int64_t, FusedOpponent> fused_;
+  // weights (null where they do not run it, execution.cpu_kernels).
+  std::map<int64_t, std::unique_ptr<FusedRows>> fused_;
   std::vector<int64_t> opponent_of_copy_;
   // Per playing version, its rows (every seat but the trained one of the
   // copies it plays); rebuilt after a draw.
