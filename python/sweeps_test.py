@@ -1,7 +1,9 @@
 """Optuna's TPE sampler choosing a coordinator sweep's trials (ask/tell
 through AddSweepTrial), against the real coordinator with local workers:
 examples/sweeps/cartpole_lr_tpe.yaml to a best trial that solved CartPole,
-Optuna told each configuration's score, and `rlctl sweep get` showing it."""
+Optuna told each configuration's score, and `rlctl sweep get` showing it;
+and population-based training (examples/sweeps/cartpole_pbt.yaml) through
+the Python client, rounds going on from the round before's checkpoints."""
 
 import contextlib
 import io
@@ -74,6 +76,45 @@ class OptunaSweepTest(unittest.TestCase):
         with self.assertRaises(ClientError) as e:
             optuna_search(c, "examples/sweeps/cartpole_lr.yaml")
         self.assertIn("method external", str(e.exception))
+
+    def test_population_based_training_through_the_client(self):
+        """examples/sweeps/cartpole_pbt.yaml through the Python client: its
+        members' rounds are runs that go on from the round before's
+        checkpoints; it ends with a member that solved CartPole, and rlctl
+        shows each trial's runs and lineage."""
+        c = Client(self.address)
+        sweep = c.submit_sweep("examples/sweeps/cartpole_pbt.yaml")
+        self.assertEqual(len(sweep.trials), 4)
+        sweep = c.wait_sweep(sweep.sweep_id, timeout=1200, poll_s=0.5)
+        self.assertEqual(state_name(sweep.state), "SUCCEEDED", sweep.reason)
+        copies = 0
+        for trial in sweep.trials:
+            self.assertGreaterEqual(len(trial.round_run_ids), 1)
+            self.assertEqual(trial.run_id, trial.round_run_ids[-1])
+            copies += len(trial.lineage)
+            for r, run_id in enumerate(trial.round_run_ids):
+                run = c.get(run_id)
+                self.assertEqual(state_name(run.state), "SUCCEEDED")
+                if r > 0:  # from a run of the round before
+                    self.assertTrue(run.start_from_run, run_id)
+                    earlier = {t.round_run_ids[r - 1] for t in sweep.trials
+                               if len(t.round_run_ids) >= r}
+                    self.assertIn(run.start_from_run, earlier)
+                if r < len(trial.round_run_ids) - 1:  # stopped at its round's end
+                    self.assertEqual(run.stop_env_steps, 25000 * (r + 1))
+                    self.assertGreaterEqual(run.progress.env_steps, run.stop_env_steps)
+        self.assertGreaterEqual(copies, 1, "no member copied a better one")
+        best = c.get(sweep.best_run_id)
+        self.assertGreaterEqual(best.progress.mean_return, 475)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(rlctl.main(["--coordinator", self.address, "sweep", "get",
+                                         sweep.sweep_id]), 0)
+        table = out.getvalue()
+        print(table)
+        self.assertIn("population-based training: ended in round", table)
+        self.assertIn("lineage:", table)
+        self.assertIn("copied trial", table)
 
 
 if __name__ == "__main__":
