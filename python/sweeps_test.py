@@ -36,6 +36,15 @@ class OptunaSweepTest(unittest.TestCase):
         test_util.stop(cls.coordinator)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
+    def sweep_get(self, sweep_id):
+        """What `rlctl sweep get SWEEP_ID` prints (printed here too)."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(rlctl.main(["--coordinator", self.address, "sweep", "get",
+                                         sweep_id]), 0)
+        print(out.getvalue())
+        return out.getvalue()
+
     def test_tpe_chooses_the_trials_and_is_told_their_scores(self):
         c = Client(self.address)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -64,12 +73,7 @@ class OptunaSweepTest(unittest.TestCase):
                                max(t.score for t in sweep.trials
                                    if state_name(t.state) == "SUCCEEDED"))
         # The table rlctl prints, best first.
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(rlctl.main(["--coordinator", self.address, "sweep", "get",
-                                         sweep.sweep_id]), 0)
-        table = out.getvalue()
-        print(table)
+        table = self.sweep_get(sweep.sweep_id)
         self.assertIn(sweep.best_run_id, table)
         self.assertIn("ppo.learning_rate=", table)
         # A sweep the coordinator draws itself is not Optuna's.
@@ -106,12 +110,7 @@ class OptunaSweepTest(unittest.TestCase):
         self.assertGreaterEqual(copies, 1, "no member copied a better one")
         best = c.get(sweep.best_run_id)
         self.assertGreaterEqual(best.progress.mean_return, 475)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            self.assertEqual(rlctl.main(["--coordinator", self.address, "sweep", "get",
-                                         sweep.sweep_id]), 0)
-        table = out.getvalue()
-        print(table)
+        table = self.sweep_get(sweep.sweep_id)
         self.assertIn("population-based training: ended in round", table)
         self.assertIn("lineage:", table)
         self.assertIn("copied trial", table)

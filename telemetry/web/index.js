@@ -512,6 +512,27 @@
               compare: runsOf.filter((r) => r !== first).slice(0, COLORS.length - 1)});
   }
 
+  function isPbt(w) { return !!(w.spec && w.spec.method === "pbt"); }
+
+  // "population-based training: round 2 of 8" (int64s come as strings).
+  function pbtText(w) {
+    if (!isPbt(w)) return "";
+    const interval = Number((w.spec.pbt && w.spec.pbt.interval_steps) || 0);
+    const budget = Number((w.spec.base && w.spec.base.total_env_steps) || 0);
+    const rounds = interval > 0 ? Math.ceil(budget / interval) : 0;
+    const ended = ["SUCCEEDED", "FAILED", "CANCELLED"].includes(w.state);
+    return "population-based training: " + (ended ? "ended in round " : "round ") +
+        (Number(w.pbt_round || 0) + 1) + " of " + rounds;
+  }
+
+  // A pbt trial's runs, round by round, then its weights' history.
+  function lineageCell(t) {
+    const td = el("td", {"class": "lineage"});
+    td.appendChild(el("div", {"class": "rounds"}, "runs " + ((t.round_run_ids || []).join(" ") || "-")));
+    for (const line of t.lineage || []) td.appendChild(el("div", {"class": "copy"}, line));
+    return td;
+  }
+
   function renderSweepView() {
     const box = $("sweep-view");
     const w = sweepOf(view.sweep);
@@ -520,7 +541,7 @@
     const goalMin = w.spec && w.spec.metric && w.spec.metric.goal === "min";
     $("sweep-title").textContent = w.sweep_id + " · " + ((w.spec && w.spec.name) || "") +
         " · " + w.state + (w.best_run_id ? " · best " + w.best_run_id : "") +
-        (w.reason ? " · " + w.reason : "");
+        (pbtText(w) ? " · " + pbtText(w) : "") + (w.reason ? " · " + w.reason : "");
     // The parameter picker: every parameter of the sweep.
     const params = Object.keys((w.spec && w.spec.parameters) || {}).sort();
     const select = $("sweep-param");
@@ -576,9 +597,9 @@
     const table = $("sweep-trials");
     table.textContent = "";
     const head = el("tr");
-    for (const h of ["trial", "run", "state", "env steps", "score", "parameters", "reason"]) {
-      head.appendChild(el("th", {}, h));
-    }
+    const headers = ["trial", "run", "state", "env steps", "score", "parameters", "reason"];
+    if (isPbt(w)) headers.push("lineage");
+    for (const h of headers) head.appendChild(el("th", {}, h));
     table.appendChild(head);
     const sorted = w.trials.slice().sort((a, b) => {
       const x = trialScore(a), y = trialScore(b);
@@ -593,6 +614,7 @@
                           fmtNum(trialScore(t)), params, t.reason || ""]) {
         tr.appendChild(el("td", {}, cell));
       }
+      if (isPbt(w)) tr.appendChild(lineageCell(t));
       if (t.run_id) tr.addEventListener("click", () => navigate({run: t.run_id}));
       table.appendChild(tr);
     }

@@ -33,6 +33,19 @@ parameters:
 metric: {series: learner/mean_return, goal: max}
 concurrency: 3
 """
+# Population-based training: its title names the round, its trials'
+# table has their runs and lineage.
+PBT = b"""
+name: pbt
+base: {env: {id: CartPole-v1}, total_env_steps: 100000}
+method: pbt
+max_trials: 2
+parameters:
+  ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
+metric: {series: learner/mean_return, goal: max}
+concurrency: 2
+pbt: {interval_steps: 25000}
+"""
 # The last mean return of each trial's run, by learning rate.
 FINAL = {0.001: 100.0, 0.002: 200.0, 0.003: 150.0}
 
@@ -123,10 +136,14 @@ class SweepViewTest(unittest.TestCase):
             stub = coordinator_pb2_grpc.RunServiceStub(channel)
             sweep = stub.SubmitSweep(coordinator_pb2.SubmitSweepRequest(
                 sweep_file=SWEEP, sweep_file_name="lr.yaml"), timeout=30)
+            pbt = stub.SubmitSweep(coordinator_pb2.SubmitSweepRequest(
+                sweep_file=PBT, sweep_file_name="pbt.yaml"), timeout=30)
         cls.sweep_id = sweep.sweep_id
         cls.trial_runs = {t.parameters["ppo.learning_rate"].number_value: t.run_id
                           for t in sweep.trials}
         assert all(cls.trial_runs.values()), sweep
+        cls.pbt = pbt
+        assert all(t.round_run_ids for t in pbt.trials), pbt
 
     @classmethod
     def ingest(cls, port):
@@ -154,16 +171,21 @@ class SweepViewTest(unittest.TestCase):
         return (f"\n#error: {error.text if error else None!r}\nchromium stderr:\n"
                 f"{stderr}\n{self.logs()}")
 
-    def test_a_sweep_shows_its_trials_scores_and_curves(self):
-        # The telemetry service polls the coordinator every 2 s.
+    def wait_listed(self, sweep_id):
+        """Until api/sweeps has the sweep (the telemetry service polls the
+        coordinator every 2 s)."""
         deadline = time.monotonic() + 30
         while True:
             with urllib.request.urlopen(self.base + "api/sweeps", timeout=10) as r:
                 body = r.read().decode()
-            if self.sweep_id in body or time.monotonic() > deadline:
+            if sweep_id in body or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        self.assertIn(self.sweep_id, body)
+        self.assertIn(sweep_id, body)
+
+    def test_a_sweep_shows_its_trials_scores_and_curves(self):
+        self.wait_listed(self.sweep_id)
+        self.wait_listed(self.pbt.sweep_id)
         best = self.trial_runs[0.002]
         others = [self.trial_runs[0.001], self.trial_runs[0.003]]
         url = self.base + "#" + urllib.parse.urlencode(
@@ -172,8 +194,8 @@ class SweepViewTest(unittest.TestCase):
         dom, stderr = self.dump_dom(url)
         ctx = self.context(dom, stderr)
         self.assertNotEqual(dom.body().attrs.get("data-state"), "error", ctx)
-        self.assertEqual([e.attrs.get("data-sweep") for e in dom.by_class("sweep", "li")],
-                         [self.sweep_id], ctx)
+        self.assertEqual(sorted(e.attrs.get("data-sweep") for e in dom.by_class("sweep", "li")),
+                         sorted([self.sweep_id, self.pbt.sweep_id]), ctx)
         # The trials, best first by their last mean return (no coordinator
         # score: nothing trained them).
         rows = [e.attrs.get("data-run") for e in dom.by_class("trial", "tr")]
@@ -235,6 +257,22 @@ class SweepViewTest(unittest.TestCase):
             self.assertAlmostEqual(info.hparams["ppo.learning_rate"].number_value, lr)
             self.assertEqual(info.hparams["sweep"].string_value, self.sweep_id)
             self.assertTrue(info.group_name.startswith(self.sweep_id + "/config-"))
+
+
+    def test_a_pbt_sweep_shows_its_round_and_each_trials_runs(self):
+        self.wait_listed(self.pbt.sweep_id)
+        url = self.base + "#" + urllib.parse.urlencode(
+            {"run": self.pbt.trials[0].run_id, "metric": "learner/mean_return",
+             "sweep": self.pbt.sweep_id}, safe="/,")
+        dom, stderr = self.dump_dom(url)
+        ctx = self.context(dom, stderr)
+        title = dom.by_id("sweep-title")
+        self.assertIsNotNone(title, ctx)
+        self.assertIn("population-based training: round 1 of 4", title.text, ctx)
+        headers = [e.text for e in dom.elements if e.tag == "th"]
+        self.assertIn("lineage", headers, ctx)
+        cells = sorted(e.text for e in dom.by_class("rounds", "div"))
+        self.assertEqual(cells, sorted(f"runs {t.run_id}" for t in self.pbt.trials), ctx)
 
 
 if __name__ == "__main__":
