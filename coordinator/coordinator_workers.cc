@@ -279,6 +279,16 @@ std::string SuccessReason(const ReportStatusRequest& request) {
   return "step budget reached";
 }
 
+// A population-based training round's run ends at its round's steps.
+std::string SuccessReason(const ReportStatusRequest& request, const Run& run) {
+  if (request.progress().target_reached_at_steps() == 0 &&
+      run.stop_env_steps() > 0) {
+    return absl::StrCat("its round's end reached (", run.stop_env_steps(),
+                        " env steps)");
+  }
+  return SuccessReason(request);
+}
+
 }  // namespace
 
 absl::Status CoordinatorCore::ReportStatus(
@@ -370,10 +380,13 @@ absl::Status CoordinatorCore::ReportStatus(
     absl::MutexLock lock(&mu_);
     if (request.retryable()) {
       run = RestartGangLocked(run_id, request.error());
+    } else if (request.error().empty()) {
+      const absl::StatusOr<Run> current = store_->GetRun(run_id);
+      run = FinishRunLocked(run_id, SUCCEEDED,
+                            current.ok() ? SuccessReason(request, *current)
+                                         : SuccessReason(request));
     } else {
-      run = request.error().empty()
-                ? FinishRunLocked(run_id, SUCCEEDED, SuccessReason(request))
-                : FinishRunLocked(run_id, FAILED, request.error());
+      run = FinishRunLocked(run_id, FAILED, request.error());
     }
   }
   RETURN_IF_ERROR(run.status());

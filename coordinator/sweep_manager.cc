@@ -223,6 +223,17 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     return absl::Status(service.code(),
                         absl::StrCat(name, ": base run: ", service.message()));
   }
+  if (spec->method() == "pbt" &&
+      (spec->base().total_env_steps() + spec->pbt().interval_steps() - 1) /
+              std::max<int64_t>(1, spec->pbt().interval_steps()) >
+          kMaxPbtRounds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name, ": pbt.interval_steps: ", spec->pbt().interval_steps(),
+        " makes more than ", kMaxPbtRounds, " rounds of the budget (",
+        spec->base().total_env_steps(),
+        " env steps); the coordinator keeps every round's run and copy with "
+        "the sweep"));
+  }
   if (spec->metric().series() != kSweepSeries) {
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": metric.series: the coordinator scores ", kSweepSeries,
@@ -408,20 +419,7 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
         WaitsForTheRound(sweep, trial)) {
       continue;
     }
-    FollowTrialLocked(live, &trial);
-    if (trial.state() == SUCCEEDED && target < budget) {
-      // Reached the round's end (not the run's target_return, which ends
-      // the member): it goes on with the next round.
-      const absl::StatusOr<Run> run = core_->GetRun(trial.run_id());
-      if (run.ok() && run->progress().target_reached_at_steps() == 0 &&
-          trial.env_steps() >= target) {
-        trial.set_rounds_done(round + 1);
-        trial.set_state(QUEUED);
-        trial.set_reason(absl::StrCat("round ", round + 1, " ended at ",
-                                      trial.env_steps(),
-                                      " env steps; waits for the others"));
-      }
-    }
+    FollowRoundLocked(live, &trial);
     if (!IsFinal(trial.state()) && !WaitsForTheRound(sweep, trial)) {
       ++unfinished;
     }
@@ -430,8 +428,16 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
     if (unfinished >= spec.concurrency()) break;
     if (RunsThisRound(sweep, trial) || IsFinal(trial.state())) continue;
     SubmitRoundLocked(live, &trial, target < budget ? target : 0);
-    if (!RunsThisRound(sweep, trial) && !IsFinal(trial.state())) break;
-    if (!IsFinal(trial.state())) ++unfinished;
+    if (!RunsThisRound(sweep, trial)) {
+      if (!IsFinal(trial.state())) break;  // the owner's queue: later
+      continue;
+    }
+    // A run given back by its idempotency key (a restart between its
+    // submit and the sweep's write) may have ended already.
+    FollowRoundLocked(live, &trial);
+    if (!IsFinal(trial.state()) && !WaitsForTheRound(sweep, trial)) {
+      ++unfinished;
+    }
   }
   const bool round_ended = std::all_of(
       sweep.trials().begin(), sweep.trials().end(), [&](const Trial& t) {
@@ -447,6 +453,26 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
   return round_ended;
 }
 
+void SweepManager::FollowRoundLocked(Live* live, Trial* trial) {
+  FollowTrialLocked(live, trial);
+  if (trial->state() != SUCCEEDED) return;
+  // Its run stopped at the round's end (Run.stop_env_steps; the last
+  // round's has none), not at the base's target_return, which ends the
+  // member: it goes on with the next round. Decided from the run itself,
+  // not from a progress report that may not have been stored.
+  const absl::StatusOr<Run> run = core_->GetRun(trial->run_id());
+  if (!run.ok() || run->stop_env_steps() <= 0 ||
+      run->progress().target_reached_at_steps() > 0) {
+    return;
+  }
+  const int round = live->sweep.pbt_round();
+  trial->set_rounds_done(round + 1);
+  trial->set_state(QUEUED);
+  trial->set_reason(absl::StrCat("round ", round + 1, " ended at ",
+                                 trial->env_steps(),
+                                 " env steps; waits for the others"));
+}
+
 bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
   Sweep& sweep = live->sweep;
   const SweepSpec& spec = sweep.spec();
@@ -455,6 +481,7 @@ bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
   // Members that go on: their run of this round reached its end. One that
   // failed, was cancelled or ended early at the run's target_return is
   // done.
+  // A member's score (FollowTrialLocked's) counts only this round's points.
   std::vector<PbtMember> members;
   for (const Trial& trial : sweep.trials()) {
     if (!WaitsForTheRound(sweep, trial)) continue;
@@ -478,6 +505,7 @@ bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
   for (const PbtMember& m : members) {
     Trial& trial = *sweep.mutable_trials(m.trial);
     trial.set_start_from_run(trial.run_id());
+    trial.set_round_start_env_steps(trial.env_steps());
     auto it = copy_of.find(m.trial);
     if (it != copy_of.end()) {
       const PbtCopy& copy = *it->second;
@@ -497,9 +525,10 @@ bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
           (*trial.mutable_parameters())[path] = value;
         }
         trial.set_start_from_run(donor.run_id());
+        trial.set_round_start_env_steps(donor.env_steps());
         *trial.mutable_lineage() = donor.lineage();
         trial.add_lineage(absl::StrCat("trial ", trial.index(), " at ",
-                                       trial.env_steps(),
+                                       donor.env_steps(),
                                        " env steps: ", copy.description));
         // Its return window is the donor's now.
         trial.set_score(donor.score());
@@ -593,12 +622,19 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial) {
   }
   const bool maximize = spec.metric().goal() != "min";
   // The best of the last `last_points` points at or before `steps`; the
-  // newest point when none is that early.
+  // newest point when none is that early. A pbt member's count from its
+  // round's start: a copy's points from before it are its donor's, an
+  // earlier round's are of other hyperparameters.
+  const int64_t floor = IsPbt(live->sweep)
+                            ? trial->round_start_env_steps()
+                            : std::numeric_limits<int64_t>::min();
   auto score_at = [&](int64_t steps) {
     double best = kNaN;
     int taken = 0;
     for (int k = trial->recent_size() - 1; k >= 0 && taken < last_points; --k) {
-      if (trial->recent_steps(k) > steps) continue;
+      if (trial->recent_steps(k) > steps || trial->recent_steps(k) <= floor) {
+        continue;
+      }
       ++taken;
       if (Better(trial->recent(k), best, maximize)) best = trial->recent(k);
     }

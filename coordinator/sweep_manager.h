@@ -14,7 +14,8 @@
 //     Tune's ASHA): a loser's run ends CANCELLED naming the rung and why;
 //   - population-based training (method pbt) runs in rounds of
 //     pbt.interval_steps: each member's round is a run of its own
-//     ("<sweep id>/<index>/round-<r>") that starts from the newest
+//     (idempotency key "<sweep id>/<index>/round-<r>") that starts from the
+//     newest
 //     checkpoint of its last round's run (or of the better member's it
 //     copied) and ends at the round's env steps; when all ended, the worst
 //     copy the best and explore (runspec/pbt.h decides, as for rl_local);
@@ -47,6 +48,9 @@ inline constexpr char kSweepSeries[] = "learner/mean_return";
 // ListSweeps' most, and the most trials it includes in all.
 inline constexpr int kMaxListedSweeps = 100;
 inline constexpr int kMaxListedTrials = 10000;
+// A pbt sweep's most rounds (budget / pbt.interval_steps, rounded up): the
+// sweep stores every round's run and copy of each trial.
+inline constexpr int kMaxPbtRounds = 100;
 
 class SweepManager {
  public:
@@ -107,6 +111,10 @@ class SweepManager {
   // AdvanceLocked on the live sweep `sweep_id` (forgotten once it ended):
   // the sweep after it.
   Sweep AdvanceOneLocked(const std::string& sweep_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FollowTrialLocked, then a run that stopped at the round's end makes
+  // its member wait (QUEUED, rounds_done) for the round's others.
+  void FollowRoundLocked(Live* live, Trial* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Method pbt: follows the round's runs, submits the members' runs of
   // the round (at most `concurrency` at once) and, once every one ended,

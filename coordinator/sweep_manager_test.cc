@@ -203,7 +203,7 @@ max_trials: 4
 seed: 1
 parameters:
   ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
-metric: {series: learner/mean_return, goal: max}
+metric: {series: learner/mean_return, goal: max, last_points: 3}
 concurrency: 4
 pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
 )";
@@ -243,6 +243,13 @@ pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
                           "others"));
   }
   EXPECT_EQ(sweep.trials(3).rounds_done(), 0);
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run ended,
+      core_->GetRun(submitted.trials(0).run_id(), /*with_history=*/true));
+  EXPECT_EQ(ended.state(), SUCCEEDED);
+  ASSERT_GT(ended.history_size(), 0);
+  EXPECT_EQ(ended.history(ended.history_size() - 1).reason(),
+            "its round's end reached (1000 env steps)");
   Report(learners.at(submitted.trials(3).run_id()), 1024, 40.0, 4,
          /*finished=*/true);
   Tick();
@@ -269,6 +276,7 @@ pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
               AllOf(HasSubstr("trial 0 at 1024 env steps: copied trial 3"),
                     HasSubstr("ppo.learning_rate")));
   EXPECT_EQ(copier.score(), 40);  // the donor's window, until its own
+  EXPECT_EQ(copier.round_start_env_steps(), 1024);
   EXPECT_NE(
       copier.parameters().at("ppo.learning_rate").number_value(),
       submitted.trials(0).parameters().at("ppo.learning_rate").number_value());
@@ -299,7 +307,9 @@ pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
     EXPECT_EQ(a.stop_env_steps(), 2000);
     EXPECT_EQ(a.start_from(), options_.runs_dir + "/" + trial.start_from_run());
   }
-  // Round 2: trial 1 now leads; the last round runs to the budget.
+  // Round 2: trial 1 now leads; the last round runs to the budget. Trial
+  // 0 scores 20, the worst: the 40 it took over with its copy of trial 3
+  // is not its own (with last_points 3 it would otherwise count).
   for (const Trial& trial : sweep.trials()) {
     Report(learners.at(trial.run_id()), 2048,
            trial.index() == 1 ? 90.0 : 20.0 + trial.index(), 8,
@@ -315,6 +325,7 @@ pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
   }
   // Trial 0 (worst, 20) copied trial 1: its lineage is trial 1's (none)
   // and this copy.
+  EXPECT_EQ(sweep.trials(2).score(), 22) << "this round's point only";
   ASSERT_EQ(sweep.trials(0).lineage_size(), 1);
   EXPECT_THAT(sweep.trials(0).lineage(0),
               HasSubstr("trial 0 at 2048 env steps: copied trial 1"));
@@ -579,6 +590,17 @@ parameters:
       Submit(pbt, "env: {id: CartPole-v1}\ntotal_env_steps: 5000\n").status(),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("pbt.fraction: must be in (0, 0.5]")));
+  // The coordinator keeps every round's run: at most 100 rounds.
+  std::string many(kByFile);
+  many.replace(many.find("method: grid"), 12,
+               "method: pbt\nmax_trials: 4\npbt: {interval_steps: 40}");
+  EXPECT_THAT(
+      Submit(many,
+             "env: {id: CartPole-v1}\ntotal_env_steps: 5000\n"
+             "envs_per_actor: 1\nsegment_length: 8\n")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("pbt.interval_steps: 40 makes more than 100 rounds")));
   EXPECT_THAT(sweeps_->Get("sweep-999999").status(),
               StatusIs(absl::StatusCode::kNotFound));
 }
