@@ -24,7 +24,7 @@
 //     succeeded, or CANCELLED with its unfinished trials.
 //
 // Unfinished sweeps are recovered from the store at Create. No gRPC: the
-// service calls this.
+// service calls this. The pbt rounds are in sweep_pbt_rounds.cc.
 #ifndef RL_COORDINATOR_SWEEP_MANAGER_H_
 #define RL_COORDINATOR_SWEEP_MANAGER_H_
 
@@ -129,7 +129,9 @@ class SweepManager {
   // start_from_run and ending at `stop_env_steps` (0: the budget).
   void SubmitRoundLocked(Live* live, Trial* trial, int64_t stop_env_steps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FollowTrialLocked(Live* live, Trial* trial)
+  // The trial's state, env steps and score from its run (and rungs); `read`
+  // (if given) gets the run as read.
+  void FollowTrialLocked(Live* live, Trial* trial, Run* read = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SubmitTrialLocked(Live* live, Trial* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -43,14 +43,17 @@ bool IsFinal(RunState s) {
 
 class SweepTest : public EmbeddedCoordinatorTest {
  protected:
-  // The example sweep file (its base run file sent with it, as rlctl
-  // does), with `edit` applied to its text.
+  // A sweep file's text named `name`, its base run file's text sent with
+  // it (as rlctl does; examples/cartpole.yaml unless given).
   grpc::Status SubmitSweep(const std::string& text, const std::string& key,
-                           Sweep* sweep) {
+                           Sweep* sweep,
+                           const std::string& name = "cartpole_lr.yaml",
+                           const std::string& base = "") {
     SubmitSweepRequest request;
     request.set_sweep_file(text);
-    request.set_sweep_file_name("cartpole_lr.yaml");
-    request.set_base_run_file(Read("examples/cartpole.yaml"));
+    request.set_sweep_file_name(name);
+    request.set_base_run_file(base.empty() ? Read("examples/cartpole.yaml")
+                                           : base);
     request.set_idempotency_key(key);
     auto context = ContextWithDeadline(absl::Seconds(30));
     return stub_->SubmitSweep(context.get(), request, sweep);
@@ -187,17 +190,10 @@ TEST_F(SweepTest, PbtRoundsGoOnFromTheRoundBeforesCheckpoints) {
   std::string base = Read("examples/cartpole.yaml");
   base.replace(base.find("total_env_steps: 200000"), 23,
                "total_env_steps: 50000");
-  SubmitSweepRequest request;
-  request.set_sweep_file(example);
-  request.set_sweep_file_name("cartpole_pbt.yaml");
-  request.set_base_run_file(base);
   Sweep sweep;
-  {
-    auto context = ContextWithDeadline(absl::Seconds(30));
-    const grpc::Status submitted =
-        stub_->SubmitSweep(context.get(), request, &sweep);
-    ASSERT_TRUE(submitted.ok()) << submitted.error_message();
-  }
+  const grpc::Status submitted =
+      SubmitSweep(example, "", &sweep, "cartpole_pbt.yaml", base);
+  ASSERT_TRUE(submitted.ok()) << submitted.error_message();
   ASSERT_EQ(sweep.trials_size(), 4);
   const std::string id = sweep.sweep_id();
   ASSERT_TRUE(WaitFor([&] { return IsFinal(GetSweep(id).state()); },
