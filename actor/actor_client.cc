@@ -297,6 +297,14 @@ absl::Status ActorClient::StepLoop() {
     }
 
     ActorCritic net = policy->policy;
+    if (options_.spec.has_league()) {
+      if (const absl::Status league = AdvanceLeague(*policy, net);
+          !league.ok()) {
+        absl::MutexLock lock(&mu_);
+        free_[buffer] = true;
+        return league;
+      }
+    }
     if (const absl::Status traced = profiler.BeforeStep(); !traced.ok()) {
       RL_LOG_ERROR("profile: {}", std::string(traced.message()));
     }
@@ -317,6 +325,16 @@ absl::Status ActorClient::StepLoop() {
     }
     window_->AssignNext();
     collected_with = policy->version;
+    // A league's segment carries the trained seats' rows and episodes.
+    Handoff handoff{buffer, sequence_number, policy->version,
+                    collector_->episode_returns(),
+                    collector_->episode_lengths()};
+    if (league_ != nullptr) {
+      handoff.episode_returns = league_->TakeLearnerReturns();
+      handoff.episode_lengths = league_->TakeLearnerLengths();
+      handoff.rows = league_->learner_rows();
+      handoff.matches = league_->TakeMatches();
+    }
     if (Emitter* e = options_.emitter) {
       const double seconds = absl::ToDoubleSeconds(absl::Now() - collect_start);
       const int64_t steps =
@@ -325,13 +343,10 @@ absl::Status ActorClient::StepLoop() {
       metrics_step_ =
           CollectMetricsStep(metrics_step_, policy->env_steps, steps);
       EmitCollectMetrics(e, metrics_step_, steps, seconds, timings,
-                         collector_->episode_returns(),
-                         collector_->episode_lengths(),
+                         handoff.episode_returns, handoff.episode_lengths,
                          {{"actor", std::to_string(options_.actor_id)}});
     }
-    handoffs_.push_back(Handoff{buffer, sequence_number, policy->version,
-                                collector_->episode_returns(),
-                                collector_->episode_lengths()});
+    handoffs_.push_back(std::move(handoff));
     if (absl::Now() - last_log >= kProgressLogInterval) {
       last_log = absl::Now();
       RL_LOG_INFO(
@@ -341,6 +356,31 @@ absl::Status ActorClient::StepLoop() {
           counters_.latest_version, counters_.reconnects);
     }
   }
+}
+
+absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
+                                        ActorCritic& net) {
+  const int64_t updates = std::max<int64_t>(0, policy.version - 1);
+  if (league_ != nullptr) {
+    return league_->AfterUpdate(updates, policy.env_steps, net);
+  }
+  ASSIGN_OR_RETURN(league_,
+                   League::Create(options_.spec, net,
+                                  options_.spec.envs_per_actor(), updates));
+  if (const absl::Status set = collector_->SetOpponents(league_.get());
+      !set.ok()) {
+    league_.reset();
+    return set;
+  }
+  RL_LOG_INFO(
+      "actor {} of run {}: league of frozen versions from policy version {} "
+      "(league version {}; a version every {} updates, pool of {}, {} "
+      "sampling); segments carry the {} trained seats' rows",
+      options_.actor_id, run_id_, policy.version, league_->next_version() - 1,
+      options_.spec.league().snapshot_interval(),
+      options_.spec.league().pool_size(), options_.spec.league().sampling(),
+      league_->learner_rows().size(0));
+  return absl::OkStatus();
 }
 
 void ActorClient::Flush() {

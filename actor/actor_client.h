@@ -38,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "actor/league.h"
 #include "actor/segment_collector.h"
 #include "actor/segment_window.h"
 #include "common/backoff.h"
@@ -162,6 +163,9 @@ class ActorClient {
     int64_t policy_version = 0;
     std::vector<float> episode_returns;
     std::vector<int32_t> episode_lengths;
+    // A league's: the rows sent (the trained seats'), and its matches.
+    torch::Tensor rows;
+    std::vector<LeagueMatch> matches;
   };
 
   ActorClient(const ActorOptions& options, torch::Device device,
@@ -169,6 +173,10 @@ class ActorClient {
               std::unique_ptr<SegmentWindow> window);
 
   absl::Status StepLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // A league run, before each segment: the league begins with the first
+  // policy received (its version 0), then freezes a version every
+  // league.snapshot_interval updates of the ones received.
+  absl::Status AdvanceLeague(const PolicyVersion& policy, ActorCritic& net);
   // Waits (holding mu_) until `ready` or a stop; checks the connection
   // watchdog every poll. True when `ready` holds and no stop was requested.
   template <typename Ready>
@@ -224,6 +232,9 @@ class ActorClient {
   // rank a % num_learners): about as many segments as each update takes.
   const int actors_per_learner_;
   std::unique_ptr<SegmentCollector> collector_;
+  // A league run's frozen opponents (the step loop's own; null before the
+  // first policy and in other runs).
+  std::unique_ptr<League> league_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<LearnerService::Stub> stub_;
   // Buffer i is written by the step loop while free_[i], read by the sender

@@ -102,7 +102,10 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
   // there ends the run as an encoding error would.
   absl::StatusOr<Rollout> host =
       CatchTorchErrors("copying the segment to the host", [&] {
-        return HostRollout(buffers_[handoff.buffer], &staging_[handoff.buffer]);
+        Rollout rollout =
+            HostRollout(buffers_[handoff.buffer], &staging_[handoff.buffer]);
+        // A league's: the trained seats' rows only.
+        return handoff.rows.defined() ? rollout.Rows(handoff.rows) : rollout;
       });
   const absl::Status status =
       host.ok() ? EncodeSegment(*host, segment.get()) : host.status();
@@ -110,6 +113,13 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),
                                           handoff.episode_lengths.end());
+  for (const LeagueMatch& m : handoff.matches) {
+    LeagueMatchResult* out = segment->add_league_matches();
+    out->set_env_steps(m.env_steps);
+    out->set_learner_version(m.learner_version);
+    out->set_opponent_version(m.opponent_version);
+    out->set_learner_return(m.learner_return);
+  }
   absl::MutexLock lock(&mu_);
   free_[handoff.buffer] = true;
   // A gap in sequence numbers is not allowed, so either error ends the run.

@@ -26,7 +26,7 @@ struct CollectTimings {
 };
 
 // Who plays the rows the trained policy does not (a league's frozen
-// opponents, trainer/league.h): called inside every step of a Collect.
+// opponents, actor/league.h): called inside every step of a Collect.
 class RowOpponents {
  public:
   virtual ~RowOpponents() = default;

@@ -289,16 +289,9 @@ TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
       core_->SubmitRun(file),
       StatusIs(absl::StatusCode::kInvalidArgument,
                AllOf(StartsWith("bad.yaml: "), HasSubstr("message limit"))));
-  // A league would be plain self-play through the service: refused.
-  file.set_run_file(
-      "env: {id: LightCycles-v0, plugin: light_cycles, agents_per_env: 2,\n"
-      "  observation_size: 450, num_discrete_actions: 3}\n"
-      "envs_per_actor: 8\nleague: {}\n");
-  file.set_run_file_name("league.yaml");
-  EXPECT_THAT(core_->SubmitRun(file),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(StartsWith("league.yaml: league: "),
-                             HasSubstr("rl_local train"))));
+  // Several policies would be one shared policy through the service:
+  // refused. (A league runs: its actors keep the frozen versions.)
+  file.set_run_file_name("policies.yaml");
   file.set_run_file(
       "env: {id: LightCycles-v0, plugin: light_cycles, agents_per_env: 2,\n"
       "  observation_size: 450, num_discrete_actions: 3}\n"
@@ -306,7 +299,7 @@ TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
       "  {name: b, agents: [1]}]\n");
   EXPECT_THAT(core_->SubmitRun(file),
               StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(StartsWith("league.yaml: policies: "),
+                       AllOf(StartsWith("policies.yaml: policies: "),
                              HasSubstr("rl_local train"))));
   SubmitRunRequest both = Request();
   both.set_run_file("env: {id: CartPole-v1}\n");

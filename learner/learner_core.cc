@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/league_matches.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -301,7 +302,9 @@ class LearnerCore::Impl {
     }
     // The returns window after this batch, and whether it reaches the
     // target; the window is kept only once the update succeeded.
-    int64_t steps = rollout.num_steps() * rollout.num_envs();
+    // Every row's steps, a league's segments' left-out rows too.
+    int64_t steps = 0;
+    for (const auto& s : batch) steps += s->env_steps;
     ReturnWindow returns_after;
     bool target_here = false;
     {
@@ -345,6 +348,7 @@ class LearnerCore::Impl {
             .count();
     RecordUpdate(batch, stats, steps, target_here, std::move(returns_after),
                  seconds);
+    RETURN_IF_ERROR(AppendLeagueMatchesOf(batch));
     if (ledger_.has_value()) {
       std::vector<SegmentKey> used;
       used.reserve(batch.size());
@@ -428,6 +432,26 @@ class LearnerCore::Impl {
       apart += a.stands_apart ? 1 : 0;
     }
     e->Emit("learner/actors_apart", step, apart);
+  }
+
+  // A league run's games that ended in the batch's segments, appended to
+  // <run_dir>/league/matches.csv by rank 0 (in a gang: its own actors'
+  // games, a sample of the league's).
+  absl::Status AppendLeagueMatchesOf(const SegmentBatch& batch) {
+    if (rank_ != 0 || options_.run_dir.empty()) return absl::OkStatus();
+    std::vector<LeagueMatch> matches;
+    for (const auto& s : batch) {
+      for (const LeagueMatchResult& m : s->proto->league_matches()) {
+        matches.push_back(LeagueMatch{m.env_steps(), m.learner_version(),
+                                      m.opponent_version(),
+                                      m.learner_return()});
+      }
+    }
+    if (matches.empty()) return absl::OkStatus();
+    return AppendLeagueMatches(
+        (std::filesystem::path(options_.run_dir) / "league" / "matches.csv")
+            .string(),
+        matches);
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {

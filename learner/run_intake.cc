@@ -18,12 +18,16 @@ struct DecodedRollout : SegmentPayload {
 
 }  // namespace
 
+int64_t RowsPerSentRow(const RunSpec& spec) {
+  return spec.has_league() ? std::max(1, spec.env().agents_per_env()) : 1;
+}
+
 SegmentShape RunSegmentShape(const RunSpec& spec) {
   const EnvSpec& env = spec.env();
   SegmentShape shape;
   shape.env = env;
   shape.num_steps = spec.segment_length();
-  shape.num_envs = spec.envs_per_actor();
+  shape.num_envs = spec.envs_per_actor() / RowsPerSentRow(spec);
   const bool scaled = spec.ppo().normalize_rewards();
   const float reach =
       std::max(std::fabs(env.reward_low()), std::fabs(env.reward_high()));
@@ -54,11 +58,13 @@ SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
   o.batch_steps = static_cast<int64_t>(spec.segment_length()) *
                   spec.envs_per_actor() * o.actors_here;
   o.budget = std::move(budget);
+  const int64_t rows_per_row = RowsPerSentRow(spec);
   o.decode =
-      [shape](const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
+      [shape, rows_per_row](
+          const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
     ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, *shape));
     DecodedSegment decoded;
-    decoded.env_steps = rollout.num_steps() * rollout.num_envs();
+    decoded.env_steps = rollout.num_steps() * rollout.num_envs() * rows_per_row;
     auto payload = std::make_unique<DecodedRollout>();
     payload->rollout = std::move(rollout);
     decoded.payload = std::move(payload);

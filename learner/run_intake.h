@@ -20,8 +20,14 @@ namespace rl {
 // resolved env's). Rewards lie within the env's declared range; scaled ones
 // (ppo.normalize_rewards: divided by a running standard deviation of at
 // least 1e-4, actor/reward_scaler.h) within 1e4 times it. Episode returns
-// are the raw rewards' sums.
+// are the raw rewards' sums. A league's segments carry the trained seats'
+// rows only (envs_per_actor / env.agents_per_env).
 SegmentShape RunSegmentShape(const RunSpec& spec);
+
+// The env steps each row of a segment stands for: a league's row is its
+// environment copy's trained seat, and counts the copy's agents' steps
+// (env.agents_per_env); 1 otherwise.
+int64_t RowsPerSentRow(const RunSpec& spec);
 
 // The intake's options for rank `rank` of `world_size` learners of the run
 // `spec`: segments are checked against `shape` and decoded into Rollouts

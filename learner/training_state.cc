@@ -87,20 +87,6 @@ absl::StatusOr<TrainingState> TakeLegacyState(const TensorMap& extra,
 
 }  // namespace
 
-torch::Tensor BytesTensor(const std::string& bytes) {
-  torch::Tensor t =
-      torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
-  if (!bytes.empty())
-    std::memcpy(t.data_ptr<uint8_t>(), bytes.data(), bytes.size());
-  return t;
-}
-
-std::string TensorBytes(const torch::Tensor& tensor) {
-  const torch::Tensor t = tensor.contiguous();
-  return std::string(reinterpret_cast<const char*>(t.data_ptr<uint8_t>()),
-                     static_cast<size_t>(t.numel()));
-}
-
 void PutTrainingState(const TrainingState& state, TensorMap* extra) {
   (*extra)[kTrainingStateKey] = BytesTensor(state.SerializeAsString());
 }
@@ -123,19 +109,6 @@ absl::StatusOr<TrainingState> TakeTrainingState(const TensorMap& extra,
         source, ": ", kTrainingStateKey, " is not a TrainingState"));
   }
   return state;
-}
-
-std::string GeneratorStateBytes(torch::Generator& generator) {
-  return TensorBytes(generator.get_state());
-}
-
-absl::Status SetGeneratorState(const std::string& bytes,
-                               torch::Generator& generator,
-                               absl::string_view source) {
-  return CatchTorchErrors(
-      absl::StrCat(source, ": the updater's generator state"),
-      [&] { generator.set_state(BytesTensor(bytes)); },
-      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace rl

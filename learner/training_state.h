@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "learner/checkpoint.h"
+#include "policy/tensor_bytes.h"
 #include "proto/training_state.pb.h"
 
 namespace rl {
@@ -31,17 +32,6 @@ void PutTrainingState(const TrainingState& state, TensorMap* extra);
 // `source` and the tensor when it is missing or malformed.
 absl::StatusOr<TrainingState> TakeTrainingState(const TensorMap& extra,
                                                 absl::string_view source);
-
-// Bytes as a [n] uint8 CPU tensor (a copy), and back.
-torch::Tensor BytesTensor(const std::string& bytes);
-std::string TensorBytes(const torch::Tensor& tensor);
-
-// A torch generator's state as bytes, and back (INVALID_ARGUMENT naming
-// `source` for bytes that are not a generator state).
-std::string GeneratorStateBytes(torch::Generator& generator);
-absl::Status SetGeneratorState(const std::string& bytes,
-                               torch::Generator& generator,
-                               absl::string_view source);
 
 }  // namespace rl
 

@@ -440,14 +440,9 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
 }
 
 absl::Status CheckServiceRuns(const RunSpec& spec) {
-  // A league's frozen versions act where its envs step, and several
-  // policies need a learner gang each: the service's processes would
-  // train one shared policy instead.
-  if (spec.has_league()) {
-    return absl::UnimplementedError(
-        "league: self-play against frozen versions runs on one machine "
-        "(rl_local train) in this version, not through the coordinator");
-  }
+  // Several policies need a learner gang each: the service's processes
+  // would train one shared policy instead. (A league's frozen versions
+  // act in the actors, which keep the pool themselves.)
   if (spec.policies_size() > 0) {
     return absl::UnimplementedError(
         "policies: several policies in one run train on one machine "

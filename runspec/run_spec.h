@@ -57,8 +57,7 @@ absl::Status ValidateRunSpec(const RunSpec& spec);
 
 // OK where the service's own processes (coordinator, learners, actors)
 // train `spec` as written; UNIMPLEMENTED naming the block they would
-// ignore otherwise: `league` and `policies` train in rl_local only in this
-// version.
+// ignore otherwise: `policies` trains in rl_local only in this version.
 absl::Status CheckServiceRuns(const RunSpec& spec);
 
 // Defaults, validation, then the environment's derived fields (spaces,

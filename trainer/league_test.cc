@@ -1,4 +1,4 @@
-#include "trainer/league.h"
+#include "actor/league.h"
 
 #include <torch/torch.h>
 
@@ -138,6 +138,44 @@ TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
   EXPECT_EQ(league->records()[0].version, 2);
   EXPECT_EQ(league->records()[1].version, 3);
   EXPECT_THAT(league->Describe(), HasSubstr("pool v2-v3 (2 versions, pfsp)"));
+}
+
+// An actor sees the versions the learner published when it looked: it may
+// begin under way and skip updates. Versions are numbered by the snapshot
+// they stand for (updates / snapshot_interval), the first call at or past
+// a multiple freezing it, so every actor of a run names them alike.
+TEST(LeagueTest, AnActorJoiningUnderWayNumbersVersionsAsTheRun) {
+  RunSpec spec = LeagueRun("{snapshot_interval: 10, pool_size: 3}");
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+  // Begun at update 57: its first version stands for v5 (update 50).
+  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8, 57));
+  ASSERT_EQ(league->records().size(), 1u);
+  EXPECT_EQ(league->records()[0].version, 5);
+  EXPECT_EQ(league->next_version(), 6);
+  // Its games are against v5, the trained policy playing as v6.
+  const std::vector<uint8_t> term = {1, 1, 0, 0, 0, 0, 0, 0};
+  const std::vector<uint8_t> trunc(8, 0);
+  const std::vector<float> returns = {1, -1, 0, 0, 0, 0, 0, 0};
+  const std::vector<int32_t> lengths = {5, 5, 0, 0, 0, 0, 0, 0};
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  std::vector<LeagueMatch> matches = league->TakeMatches();
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_EQ(matches[0].opponent_version, 5);
+  EXPECT_EQ(matches[0].learner_version, 6);
+  // 58, 59: nothing; 63 (60 skipped): v6; 64, 69: nothing; 85: v8 (v7 was
+  // never seen); 85 again: nothing.
+  for (const int64_t updates : {58, 59, 63, 64, 69, 85, 85}) {
+    ASSERT_OK(league->AfterUpdate(updates, updates * 128, policy));
+  }
+  std::vector<int64_t> versions;
+  for (const OpponentRecord& r : league->records())
+    versions.push_back(r.version);
+  EXPECT_THAT(versions, ElementsAre(5, 6, 8));
+  EXPECT_EQ(league->next_version(), 9);
+  EXPECT_THAT(League::Create(spec, policy, 8, -1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("updates must be >= 0")));
 }
 
 // In a collector the trained policy acts for its own rows alone (its

@@ -16,12 +16,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "actor/league.h"
 #include "actor/segment_collector.h"
 #include "learner/ppo_updater.h"
 #include "learner/return_window.h"
 #include "policy/actor_critic.h"
 #include "proto/common.pb.h"
-#include "trainer/league.h"
 
 namespace rl {
 

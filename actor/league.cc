@@ -1,4 +1,4 @@
-#include "trainer/league.h"
+#include "actor/league.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status.h"
-#include "learner/training_state.h"
+#include "policy/tensor_bytes.h"
 #include "policy/torch_status.h"
 #include "runspec/league_rules.h"
 
@@ -50,35 +50,6 @@ std::vector<double> OpponentWeights(const std::string& sampling,
   return w;
 }
 
-absl::Status AppendLeagueMatches(const std::string& path,
-                                 const std::vector<LeagueMatch>& matches) {
-  std::error_code ec;
-  const std::filesystem::path file(path);
-  std::filesystem::create_directories(file.parent_path(), ec);
-  const bool is_new = !std::filesystem::exists(file, ec);
-  std::FILE* f = std::fopen(path.c_str(), "a");
-  if (f == nullptr) {
-    return absl::InternalError(absl::StrCat("league: cannot append to ", path,
-                                            ": ", std::strerror(errno)));
-  }
-  if (is_new) {
-    std::fprintf(f,
-                 "env_steps,learner_version,opponent_version,"
-                 "learner_return\n");
-  }
-  for (const LeagueMatch& m : matches) {
-    std::fprintf(f, "%lld,%lld,%lld,%g\n", static_cast<long long>(m.env_steps),
-                 static_cast<long long>(m.learner_version),
-                 static_cast<long long>(m.opponent_version), m.learner_return);
-  }
-  const bool failed = std::ferror(f) != 0;
-  if (std::fclose(f) != 0 || failed) {
-    return absl::InternalError(
-        absl::StrCat("league: writing ", path, " failed"));
-  }
-  return absl::OkStatus();
-}
-
 League::League(const RunSpec& spec, int64_t rows)
     : spec_(spec),
       agents_(std::max(1, spec.env().agents_per_env())),
@@ -93,7 +64,8 @@ League::League(const RunSpec& spec, int64_t rows)
 
 absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
                                                        ActorCritic& policy,
-                                                       int64_t rows) {
+                                                       int64_t rows,
+                                                       int64_t updates) {
   if (!spec.has_league()) {
     return absl::InvalidArgumentError("league: the run has none");
   }
@@ -110,10 +82,18 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
       !problems.empty()) {
     return absl::InvalidArgumentError(absl::StrJoin(problems, "; "));
   }
+  if (updates < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("league: updates must be >= 0 (got ", updates, ")"));
+  }
   std::unique_ptr<League> league(new League(resolved, rows));
   ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));
-  league->frozen_.emplace(0, first);
-  league->pool_.push_back(OpponentRecord{0, 0, 0});
+  const int64_t version = updates / league->spec_.league().snapshot_interval();
+  league->frozen_.emplace(version, first);
+  league->pool_.push_back(OpponentRecord{version, 0, 0});
+  std::fill(league->opponent_of_copy_.begin(), league->opponent_of_copy_.end(),
+            version);
+  league->next_version_ = version + 1;
   return league;
 }
 
@@ -240,13 +220,16 @@ void League::StepEnded(const uint8_t* terminated, const uint8_t* truncated,
 absl::Status League::AfterUpdate(int64_t updates, int64_t env_steps,
                                  ActorCritic& policy) {
   env_steps_ = env_steps;
-  if (updates % spec_.league().snapshot_interval() != 0) {
-    return absl::OkStatus();
-  }
+  // Version k is the policy once it has made k * snapshot_interval
+  // updates: in rl_local, which sees every update, exactly; in an actor,
+  // which sees the versions the learner published when it looked, the
+  // first one at or after that. Versions it skipped are not in its pool.
+  const int64_t due = updates / spec_.league().snapshot_interval();
+  if (due < next_version_) return absl::OkStatus();
   ASSIGN_OR_RETURN(ActorCritic frozen, Freeze(policy));
-  frozen_.emplace(next_version_, frozen);
-  pool_.push_back(OpponentRecord{next_version_, 0, 0});
-  ++next_version_;
+  frozen_.emplace(due, frozen);
+  pool_.push_back(OpponentRecord{due, 0, 0});
+  next_version_ = due + 1;
   while (static_cast<int64_t>(pool_.size()) > spec_.league().pool_size()) {
     pool_.pop_front();
   }

@@ -8,8 +8,8 @@
 // the trained policy joins the pool as the next version; the oldest beyond
 // `pool_size` leave it. Every finished game is a match: the trained seat's
 // return against the opponent's version.
-#ifndef RL_TRAINER_LEAGUE_H_
-#define RL_TRAINER_LEAGUE_H_
+#ifndef RL_ACTOR_LEAGUE_H_
+#define RL_ACTOR_LEAGUE_H_
 
 #include <torch/torch.h>
 
@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "actor/segment_collector.h"
+#include "common/league_matches.h"
 #include "policy/actor_critic.h"
 #include "policy/fused_policy.h"
 #include "policy/fused_rows.h"
@@ -45,27 +46,16 @@ struct OpponentRecord {
 std::vector<double> OpponentWeights(const std::string& sampling,
                                     const std::vector<OpponentRecord>& pool);
 
-// A finished game: the trained policy (about to become version
-// `learner_version`) against frozen `opponent_version`.
-struct LeagueMatch {
-  int64_t env_steps = 0;  // when the segment it ended in began
-  int64_t learner_version = 0;
-  int64_t opponent_version = 0;
-  float learner_return = 0;
-};
-
-// Appends `matches` to the CSV file `path` (env_steps, learner_version,
-// opponent_version, learner_return), writing its header and directory
-// first where it is new.
-absl::Status AppendLeagueMatches(const std::string& path,
-                                 const std::vector<LeagueMatch>& matches);
-
 class League final : public RowOpponents {
  public:
-  // Version 0 is `policy` as it is now. `rows` is the batch's rows.
+  // The pool's first version is `policy` as it is now. `rows` is the
+  // batch's rows. `updates`: the updates `policy` has made (an actor
+  // joining a run under way); the first version is updates /
+  // snapshot_interval (0 for a new run), and the next follows it.
   static absl::StatusOr<std::unique_ptr<League>> Create(const RunSpec& spec,
                                                         ActorCritic& policy,
-                                                        int64_t rows);
+                                                        int64_t rows,
+                                                        int64_t updates = 0);
 
   // The trained seats' rows: learner_rows().
   const torch::Tensor& policy_rows() const override { return learner_rows_; }
@@ -76,7 +66,10 @@ class League final : public RowOpponents {
                  const int32_t* episode_lengths) override;
 
   // After update number `updates` (the run is at `env_steps`): a frozen
-  // copy of `policy` joins the pool every snapshot_interval updates.
+  // copy of `policy` joins the pool every snapshot_interval updates, as
+  // version updates / snapshot_interval. Updates may be skipped (an actor
+  // sees the learner's versions as it takes them): the first call at or
+  // past a multiple snapshots.
   absl::Status AfterUpdate(int64_t updates, int64_t env_steps,
                            ActorCritic& policy);
 
@@ -138,4 +131,4 @@ class League final : public RowOpponents {
 
 }  // namespace rl
 
-#endif  // RL_TRAINER_LEAGUE_H_
+#endif  // RL_ACTOR_LEAGUE_H_
