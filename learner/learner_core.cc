@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <optional>
 #include <vector>
@@ -348,7 +349,7 @@ class LearnerCore::Impl {
             .count();
     RecordUpdate(batch, stats, steps, target_here, std::move(returns_after),
                  seconds);
-    RETURN_IF_ERROR(AppendLeagueMatchesOf(batch));
+    RETURN_IF_ERROR(RecordLeagueMatches(batch));
     if (ledger_.has_value()) {
       std::vector<SegmentKey> used;
       used.reserve(batch.size());
@@ -434,20 +435,44 @@ class LearnerCore::Impl {
     e->Emit("learner/actors_apart", step, apart);
   }
 
-  // A league run's games that ended in the batch's segments, appended to
-  // <run_dir>/league/matches.csv by rank 0 (in a gang: its own actors'
-  // games, a sample of the league's).
-  absl::Status AppendLeagueMatchesOf(const SegmentBatch& batch) {
-    if (rank_ != 0 || options_.run_dir.empty()) return absl::OkStatus();
+  // A league run's games that ended in the batch's segments: rank 0 (in
+  // a gang: its own actors' games, a sample of the league's) appends them
+  // to <run_dir>/league/matches.csv and emits how the trained policy fared
+  // in the last 100 (league/won, league/drew, league/lost: fractions;
+  // league/games: all so far; league/newest_opponent: a version).
+  absl::Status RecordLeagueMatches(const SegmentBatch& batch) {
+    if (rank_ != 0 || !options_.spec.has_league()) return absl::OkStatus();
     std::vector<LeagueMatch> matches;
     for (const auto& s : batch) {
       for (const LeagueMatchResult& m : s->proto->league_matches()) {
         matches.push_back(LeagueMatch{m.env_steps(), m.learner_version(),
                                       m.opponent_version(),
                                       m.learner_return()});
+        league_recent_.push_back(m.learner_return());
+        if (league_recent_.size() > kLeagueRecentGames) {
+          league_recent_.pop_front();
+        }
+        newest_opponent_ = std::max(newest_opponent_, m.opponent_version());
       }
     }
     if (matches.empty()) return absl::OkStatus();
+    league_games_ += static_cast<int64_t>(matches.size());
+    if (Emitter* e = options_.emitter) {
+      double won = 0, drew = 0;
+      for (const float r : league_recent_) {
+        won += r > 0 ? 1 : 0;
+        drew += r == 0 ? 1 : 0;
+      }
+      const double n = static_cast<double>(league_recent_.size());
+      const int64_t step = GetStatus().env_steps();
+      e->Emit("league/won", step, won / n);
+      e->Emit("league/drew", step, drew / n);
+      e->Emit("league/lost", step, (n - won - drew) / n);
+      e->Emit("league/games", step, static_cast<double>(league_games_));
+      e->Emit("league/newest_opponent", step,
+              static_cast<double>(newest_opponent_));
+    }
+    if (options_.run_dir.empty()) return absl::OkStatus();
     return AppendLeagueMatches(
         (std::filesystem::path(options_.run_dir) / "league" / "matches.csv")
             .string(),
@@ -569,6 +594,12 @@ class LearnerCore::Impl {
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
+  // A league run's games (rank 0's PPO thread): the trained seat's returns
+  // in the last ones, every game counted, the newest opponent seen.
+  static constexpr size_t kLeagueRecentGames = 100;
+  std::deque<float> league_recent_;
+  int64_t league_games_ = 0;
+  int64_t newest_opponent_ = 0;
   NamedThread thread_;
 
   mutable absl::Mutex mu_;

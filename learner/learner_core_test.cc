@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -194,6 +195,71 @@ TEST(LearnerCoreTest, EachActorsEpisodesAreKeptApartAndAForgerIsCounted) {
   // Under 10 episodes each for the first 4 updates: nobody compared.
   EXPECT_EQ(apart[3].value(), 0);
   EXPECT_EQ(apart.back().value(), 1);
+}
+
+// A league run's segments carry the trained seats' rows only (2 of the 4
+// rows here, the copies' agents_per_env 2): each counts every row's steps,
+// and its games go to <run_dir>/league/matches.csv and to telemetry.
+TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
+  const std::string dir = MakeTestDir();
+  auto sent = std::make_shared<SentPoints>();
+  EmitterOptions emitter_options;
+  emitter_options.batch_interval = absl::Milliseconds(10);
+  Emitter emitter(std::make_unique<RecordingTransport>(sent), emitter_options);
+  LearnerOptions options;
+  options.spec = Spec(
+      "env: {id: Duel-v0, plugin: duel, agents_per_env: 2, "
+      "observation_size: 4, num_discrete_actions: 2}\n"
+      "envs_per_actor: 4\nleague: {snapshot_interval: 1}\n");
+  options.run_id = "t";
+  options.run_dir = dir;
+  options.emitter = &emitter;
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  const auto league_segment = [](int64_t seq, std::vector<float> games) {
+    std::unique_ptr<RolloutSegment> s = Segment(0, seq, seq);
+    s->mutable_env()->set_id("Duel-v0");
+    s->mutable_env()->set_plugin("duel");
+    s->mutable_env()->set_agents_per_env(2);
+    for (size_t g = 0; g < games.size(); ++g) {
+      LeagueMatchResult* m = s->add_league_matches();
+      m->set_env_steps(16 * (seq - 1));
+      m->set_learner_version(seq);
+      m->set_opponent_version(static_cast<int64_t>(g) % seq);
+      m->set_learner_return(games[g]);
+    }
+    return s;
+  };
+  ASSERT_OK(core->SubmitSegment(stream, league_segment(1, {1, -1, 1})));
+  ASSERT_TRUE(WaitForVersion(*core, 2));
+  ASSERT_OK(core->SubmitSegment(stream, league_segment(2, {0, 1})));
+  ASSERT_TRUE(WaitForVersion(*core, 3));
+  // 4 steps x 2 rows a segment, each row standing for 2: 16 env steps.
+  EXPECT_EQ(core->GetStatus().env_steps(), 32);
+  // The full segment's rows are refused with the shape expected.
+  std::unique_ptr<RolloutSegment> full = league_segment(3, {});
+  Rollout wide = Rollout::Allocate(4, 4, 4, 0);
+  ASSERT_OK(EncodeSegment(wide, full.get()));
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(full)),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+
+  std::ifstream file(std::filesystem::path(dir) / "league" / "matches.csv");
+  std::stringstream text;
+  text << file.rdbuf();
+  EXPECT_EQ(text.str(),
+            "env_steps,learner_version,opponent_version,learner_return\n"
+            "0,1,0,1\n0,1,0,-1\n0,1,0,1\n16,2,0,0\n16,2,1,1\n");
+  ASSERT_OK(emitter.Flush(absl::Seconds(30)));
+  const std::vector<MetricPoint> won = sent->Named("league/won");
+  ASSERT_EQ(won.size(), 2u);
+  EXPECT_NEAR(won[0].value(), 2.0 / 3, 1e-9);
+  EXPECT_NEAR(won[1].value(), 3.0 / 5, 1e-9);
+  EXPECT_NEAR(sent->Named("league/drew").back().value(), 1.0 / 5, 1e-9);
+  EXPECT_NEAR(sent->Named("league/lost").back().value(), 1.0 / 5, 1e-9);
+  EXPECT_EQ(sent->Named("league/games").back().value(), 5);
+  EXPECT_EQ(sent->Named("league/newest_opponent").back().value(), 1);
+  EXPECT_EQ(won[1].step(), 32);
 }
 
 TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {
