@@ -361,17 +361,31 @@ absl::Status ActorClient::StepLoop() {
 absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
                                         ActorCritic& net) {
   const int64_t updates = std::max<int64_t>(0, policy.version - 1);
-  if (league_ != nullptr) {
+  const int64_t due = updates / options_.spec.league().snapshot_interval();
+  if (league_ != nullptr && due < league_->next_version() - 1) {
+    // The learner went back (it resumed from an older checkpoint): the
+    // frozen versions past it are of updates it discarded, under numbers
+    // the run makes again. Begin the league afresh from this policy.
+    RL_LOG_WARNING(
+        "actor {} of run {}: policy version {} is older than the league's "
+        "newest frozen version {} (the learner resumed from an earlier "
+        "checkpoint); the league begins again from it",
+        options_.actor_id, run_id_, policy.version,
+        league_->next_version() - 1);
+  } else if (league_ != nullptr) {
     return league_->AfterUpdate(updates, policy.env_steps, net);
   }
-  ASSIGN_OR_RETURN(league_,
-                   League::Create(options_.spec, net,
-                                  options_.spec.envs_per_actor(), updates));
-  if (const absl::Status set = collector_->SetOpponents(league_.get());
-      !set.ok()) {
-    league_.reset();
-    return set;
-  }
+  // The actor's own seed, as its envs': the actors' opponents differ.
+  const uint64_t seed = options_.spec.seed() +
+                        1000003ull * static_cast<uint64_t>(options_.actor_id);
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<League> league,
+      League::Create(options_.spec, net, options_.spec.envs_per_actor(),
+                     updates, seed));
+  // Its games are counted from the run's env steps now (freezes nothing).
+  RETURN_IF_ERROR(league->AfterUpdate(updates, policy.env_steps, net));
+  RETURN_IF_ERROR(collector_->SetOpponents(league.get()));
+  league_ = std::move(league);
   RL_LOG_INFO(
       "actor {} of run {}: league of frozen versions from policy version {} "
       "(league version {}; a version every {} updates, pool of {}, {} "

@@ -50,22 +50,21 @@ std::vector<double> OpponentWeights(const std::string& sampling,
   return w;
 }
 
-League::League(const RunSpec& spec, int64_t rows)
+League::League(const RunSpec& spec, int64_t rows, uint64_t seed)
     : spec_(spec),
       agents_(std::max(1, spec.env().agents_per_env())),
       copies_(rows / std::max(1, spec.env().agents_per_env())),
       opponent_of_copy_(copies_, 0),
-      draws_(spec.seed() * 0x9E3779B97F4A7C15ULL + 17),
-      actions_(at::detail::createCPUGenerator(spec.seed() + 7919)) {
+      draws_(seed * 0x9E3779B97F4A7C15ULL + 17),
+      actions_(at::detail::createCPUGenerator(seed + 7919)) {
   std::vector<int64_t> learner(copies_);
   for (int64_t c = 0; c < copies_; ++c) learner[c] = c * agents_ + c % agents_;
   learner_rows_ = torch::tensor(learner, torch::kInt64);
 }
 
-absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
-                                                       ActorCritic& policy,
-                                                       int64_t rows,
-                                                       int64_t updates) {
+absl::StatusOr<std::unique_ptr<League>> League::Create(
+    const RunSpec& spec, ActorCritic& policy, int64_t rows, int64_t updates,
+    std::optional<uint64_t> seed) {
   if (!spec.has_league()) {
     return absl::InvalidArgumentError("league: the run has none");
   }
@@ -86,7 +85,8 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(const RunSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("league: updates must be >= 0 (got ", updates, ")"));
   }
-  std::unique_ptr<League> league(new League(resolved, rows));
+  std::unique_ptr<League> league(
+      new League(resolved, rows, seed.value_or(resolved.seed())));
   ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));
   const int64_t version = updates / league->spec_.league().snapshot_interval();
   league->frozen_.emplace(version, first);

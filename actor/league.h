@@ -17,6 +17,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,11 +52,12 @@ class League final : public RowOpponents {
   // The pool's first version is `policy` as it is now. `rows` is the
   // batch's rows. `updates`: the updates `policy` has made (an actor
   // joining a run under way); the first version is updates /
-  // snapshot_interval (0 for a new run), and the next follows it.
-  static absl::StatusOr<std::unique_ptr<League>> Create(const RunSpec& spec,
-                                                        ActorCritic& policy,
-                                                        int64_t rows,
-                                                        int64_t updates = 0);
+  // snapshot_interval (0 for a new run), and the next follows it. `seed`
+  // (default: the run's) seeds the opponents' draws and actions: each
+  // actor of a run passes its own.
+  static absl::StatusOr<std::unique_ptr<League>> Create(
+      const RunSpec& spec, ActorCritic& policy, int64_t rows,
+      int64_t updates = 0, std::optional<uint64_t> seed = std::nullopt);
 
   // The trained seats' rows: learner_rows().
   const torch::Tensor& policy_rows() const override { return learner_rows_; }
@@ -96,7 +98,7 @@ class League final : public RowOpponents {
   absl::Status RestoreState(const std::map<std::string, torch::Tensor>& state);
 
  private:
-  League(const RunSpec& spec, int64_t rows);
+  League(const RunSpec& spec, int64_t rows, uint64_t seed);
   // A new network of the run's shape with `policy`'s weights, on its device.
   absl::StatusOr<ActorCritic> Freeze(ActorCritic& policy) const;
   int64_t DrawOpponent();

@@ -209,7 +209,8 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
   LearnerOptions options;
   options.spec = Spec(
       "env: {id: Duel-v0, plugin: duel, agents_per_env: 2, "
-      "observation_size: 4, num_discrete_actions: 2}\n"
+      "observation_size: 4, num_discrete_actions: 2, reward_low: -1, "
+      "reward_high: 1}\n"
       "envs_per_actor: 4\nleague: {snapshot_interval: 1}\n");
   options.run_id = "t";
   options.run_dir = dir;
@@ -217,12 +218,18 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
   ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
   AckLog acks;
   const int64_t stream = core->OpenStream(0, acks.Callback());
+  // Both copies' trained seats end a game of 4 steps at the last step.
   const auto league_segment = [](int64_t seq, std::vector<float> games) {
-    std::unique_ptr<RolloutSegment> s = Segment(0, seq, seq);
+    std::unique_ptr<RolloutSegment> s =
+        Segment(0, seq, seq, 0, std::vector<int>(games.size(), 4));
     s->mutable_env()->set_id("Duel-v0");
     s->mutable_env()->set_plugin("duel");
     s->mutable_env()->set_agents_per_env(2);
+    s->mutable_env()->set_reward_low(-1);
+    s->mutable_env()->set_reward_high(1);
+    s->clear_episode_returns();
     for (size_t g = 0; g < games.size(); ++g) {
+      s->add_episode_returns(games[g]);
       LeagueMatchResult* m = s->add_league_matches();
       m->set_env_steps(16 * (seq - 1));
       m->set_learner_version(seq);
@@ -231,7 +238,7 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
     }
     return s;
   };
-  ASSERT_OK(core->SubmitSegment(stream, league_segment(1, {1, -1, 1})));
+  ASSERT_OK(core->SubmitSegment(stream, league_segment(1, {1, -1})));
   ASSERT_TRUE(WaitForVersion(*core, 2));
   ASSERT_OK(core->SubmitSegment(stream, league_segment(2, {0, 1})));
   ASSERT_TRUE(WaitForVersion(*core, 3));
@@ -243,23 +250,56 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
   ASSERT_OK(EncodeSegment(wide, full.get()));
   EXPECT_THAT(core->SubmitSegment(stream, std::move(full)),
               StatusIs(absl::StatusCode::kInvalidArgument));
+  // Games an actor cannot have played, or that are not its episodes.
+  std::unique_ptr<RolloutSegment> forged = league_segment(3, {1});
+  forged->mutable_league_matches(0)->set_opponent_version(3);
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("segment.league_matches[0]: ")));
+  forged = league_segment(3, {1});
+  forged->add_league_matches()->CopyFrom(forged->league_matches(0));
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("2 games for 1 episodes")));
+  forged = league_segment(3, {1});
+  forged->mutable_league_matches(0)->set_learner_return(-1);
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("learner_return the episode's, 1")));
 
   std::ifstream file(std::filesystem::path(dir) / "league" / "matches.csv");
   std::stringstream text;
   text << file.rdbuf();
   EXPECT_EQ(text.str(),
             "env_steps,learner_version,opponent_version,learner_return\n"
-            "0,1,0,1\n0,1,0,-1\n0,1,0,1\n16,2,0,0\n16,2,1,1\n");
+            "0,1,0,1\n0,1,0,-1\n16,2,0,0\n16,2,1,1\n");
   ASSERT_OK(emitter.Flush(absl::Seconds(30)));
   const std::vector<MetricPoint> won = sent->Named("league/won");
   ASSERT_EQ(won.size(), 2u);
-  EXPECT_NEAR(won[0].value(), 2.0 / 3, 1e-9);
-  EXPECT_NEAR(won[1].value(), 3.0 / 5, 1e-9);
-  EXPECT_NEAR(sent->Named("league/drew").back().value(), 1.0 / 5, 1e-9);
-  EXPECT_NEAR(sent->Named("league/lost").back().value(), 1.0 / 5, 1e-9);
-  EXPECT_EQ(sent->Named("league/games").back().value(), 5);
+  EXPECT_NEAR(won[0].value(), 1.0 / 2, 1e-9);
+  EXPECT_NEAR(won[1].value(), 2.0 / 4, 1e-9);
+  EXPECT_NEAR(sent->Named("league/drew").back().value(), 1.0 / 4, 1e-9);
+  EXPECT_NEAR(sent->Named("league/lost").back().value(), 1.0 / 4, 1e-9);
+  EXPECT_EQ(sent->Named("league/games").back().value(), 4);
   EXPECT_EQ(sent->Named("league/newest_opponent").back().value(), 1);
   EXPECT_EQ(won[1].step(), 32);
+}
+
+// A run without a league takes no league games.
+TEST(LearnerCoreTest, GamesOfARunWithoutALeagueAreRefused) {
+  LearnerOptions options;
+  options.spec = Spec("");
+  options.run_id = "t";
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  std::unique_ptr<RolloutSegment> s = Segment(0, 1, 1, 0, {4});
+  LeagueMatchResult* m = s->add_league_matches();
+  m->set_learner_version(1);
+  m->set_learner_return(4);
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(s)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("the run has no league block")));
 }
 
 TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "runspec/policy_rules.h"
 #include "runspec/run_footprint.h"
@@ -20,6 +21,38 @@ struct DecodedRollout : SegmentPayload {
 
 int64_t RowsPerSentRow(const RunSpec& spec) {
   return spec.has_league() ? std::max(1, spec.env().agents_per_env()) : 1;
+}
+
+absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league) {
+  if (!league) {
+    if (segment.league_matches_size() == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "segment.league_matches: the run has no league block");
+  }
+  // The actor reports a trained seat's game as its episode and its match
+  // together, in the same order.
+  if (segment.league_matches_size() != segment.episode_returns_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment.league_matches: ", segment.league_matches_size(),
+                     " games for ", segment.episode_returns_size(),
+                     " episodes (a league's episodes are its games)"));
+  }
+  for (int i = 0; i < segment.league_matches_size(); ++i) {
+    const LeagueMatchResult& m = segment.league_matches(i);
+    if (m.env_steps() < 0 || m.learner_version() < 1 ||
+        m.opponent_version() < 0 ||
+        m.opponent_version() >= m.learner_version() ||
+        m.learner_return() != segment.episode_returns(i)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment.league_matches[", i, "]: env_steps ", m.env_steps(),
+          ", learner_version ", m.learner_version(), ", opponent_version ",
+          m.opponent_version(), ", learner_return ", m.learner_return(),
+          " (needs env_steps >= 0, 0 <= opponent_version < learner_version, "
+          "learner_return the episode's, ",
+          segment.episode_returns(i), ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 SegmentShape RunSegmentShape(const RunSpec& spec) {
@@ -59,9 +92,11 @@ SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
                   spec.envs_per_actor() * o.actors_here;
   o.budget = std::move(budget);
   const int64_t rows_per_row = RowsPerSentRow(spec);
+  const bool league = spec.has_league();
   o.decode =
-      [shape, rows_per_row](
+      [shape, rows_per_row, league](
           const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
+    RETURN_IF_ERROR(CheckLeagueMatches(segment, league));
     ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, *shape));
     DecodedSegment decoded;
     decoded.env_steps = rollout.num_steps() * rollout.num_envs() * rows_per_row;

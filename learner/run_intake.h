@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "learner/segment_budget.h"
 #include "learner/segment_intake.h"
 #include "policy/rollout.h"
@@ -28,6 +29,12 @@ SegmentShape RunSegmentShape(const RunSpec& spec);
 // environment copy's trained seat, and counts the copy's agents' steps
 // (env.agents_per_env); 1 otherwise.
 int64_t RowsPerSentRow(const RunSpec& spec);
+
+// A segment's league games: none where the run has no league; else one
+// per episode, in order, each with the episode's return and versions an
+// actor can play (0 <= opponent < learner). INVALID_ARGUMENT naming the
+// game otherwise.
+absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league);
 
 // The intake's options for rank `rank` of `world_size` learners of the run
 // `spec`: segments are checked against `shape` and decoded into Rollouts
