@@ -92,20 +92,21 @@ class LearnerCore::Impl {
                                             spec.execution());
     updater_->set_collective(options_.collective.get());
     updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
-    if (!options_.run_dir.empty() && rank_ == 0) {
-      auto latest = checkpoints_.Latest();
-      if (latest.ok()) {
-        TensorMap extra;
-        RETURN_IF_ERROR(
-            ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
-        RETURN_IF_ERROR(
-            ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
-        RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
-                    progress_.policy_version(), progress_.env_steps());
-      } else if (!options_.start_from.empty()) {
-        RETURN_IF_ERROR(StartFrom(options_.start_from));
+    absl::Status loaded = absl::OkStatus();
+    if (!options_.run_dir.empty() && rank_ == 0) loaded = LoadStartState();
+    if (options_.collective != nullptr) {
+      // The other ranks wait for rank 0's state: tell them whether there
+      // is one, so that a rank 0 that cannot resume (or start from another
+      // run) fails the gang at once, not at the rendezvous's timeout.
+      std::string failure(loaded.message());
+      if (rank_ == 0 && !loaded.ok() && failure.empty()) failure = "failed";
+      RETURN_IF_ERROR(BroadcastBytes(*options_.collective, &failure, 0));
+      if (rank_ != 0 && !failure.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "rank 0 of the gang could not take its start state: ", failure));
       }
     }
+    RETURN_IF_ERROR(loaded);
     if (options_.collective != nullptr) {
       TensorMap extra;
       if (rank_ == 0) extra = StateTensors();
@@ -543,6 +544,23 @@ class LearnerCore::Impl {
     TensorMap extra;
     PutTrainingState(state, &extra);
     return extra;
+  }
+
+  // Rank 0's start: its own newest checkpoint, else another run's
+  // (options_.start_from), else none (a new run).
+  absl::Status LoadStartState() {
+    auto latest = checkpoints_.Latest();
+    if (latest.ok()) {
+      TensorMap extra;
+      RETURN_IF_ERROR(
+          ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+      RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
+      RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
+                  progress_.policy_version(), progress_.env_steps());
+      return absl::OkStatus();
+    }
+    if (options_.start_from.empty()) return absl::OkStatus();
+    return StartFrom(options_.start_from);
   }
 
   // Another run's newest checkpoint, under <dir>/checkpoints.

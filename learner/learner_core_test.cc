@@ -749,6 +749,49 @@ std::vector<std::unique_ptr<LearnerCore>> StartGang(
   return cores;
 }
 
+// A gang whose rank 0 cannot take its start state (here: nothing under
+// start_from) fails on every rank at once: the other ranks are told, and
+// do not wait for rank 0's state until the rendezvous times out.
+TEST(LearnerCoreTest, AGangWhoseRankZeroCannotStartFailsOnEveryRank) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  const std::string dir = MakeTestDir();
+  std::vector<absl::Status> created(2);
+  std::vector<std::thread> starts;
+  const absl::Time begun = absl::Now();
+  for (int rank = 0; rank < 2; ++rank) {
+    starts.emplace_back([&, rank] {
+      CollectiveOptions c;
+      c.rank = rank;
+      c.world_size = 2;
+      c.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+      c.gang_id = "core-test/no-start";
+      absl::StatusOr<std::unique_ptr<Collective>> collective =
+          ConnectCollective(c);
+      if (!collective.ok()) {
+        created[rank] = collective.status();
+        return;
+      }
+      LearnerOptions options;
+      options.spec = Spec("resources: {num_learners: 2, num_actors: 2}");
+      options.run_id = "t";
+      options.run_dir = absl::StrCat(dir, "/round-1");
+      options.start_from = absl::StrCat(dir, "/round-0");
+      options.collective = std::move(*collective);
+      created[rank] = LearnerCore::Create(options).status();
+    });
+  }
+  for (auto& t : starts) t.join();
+  EXPECT_THAT(created[0], StatusIs(absl::StatusCode::kFailedPrecondition,
+                                   HasSubstr("no complete checkpoint under")));
+  EXPECT_THAT(created[1],
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("rank 0 of the gang could not take "
+                                       "its start state: start_from: "),
+                             HasSubstr("no complete checkpoint under"))));
+  // Not at a timeout: Gloo's and the rendezvous's are minutes.
+  EXPECT_LT(absl::Now() - begun, absl::Seconds(60));
+}
+
 // Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights
 // drift after the first update (injected); the next hash check fails the
 // run on both ranks with DATA_LOSS, naming the divergence.
