@@ -113,8 +113,9 @@ class SweepManager {
   Sweep AdvanceOneLocked(const std::string& sweep_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FollowTrialLocked, then a run that stopped at the round's end makes
-  // its member wait (QUEUED, rounds_done) for the round's others.
-  void FollowRoundLocked(Live* live, Trial* trial)
+  // its member wait (QUEUED, rounds_done) for the round's others. Whether
+  // the member's run of this round is still under way.
+  bool FollowRoundLocked(Live* live, Trial* trial)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Method pbt: follows the round's runs, submits the members' runs of
   // the round (at most `concurrency` at once) and, once every one ended,

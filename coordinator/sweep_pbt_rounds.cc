@@ -36,10 +36,7 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
         WaitsForTheRound(sweep, trial)) {
       continue;
     }
-    FollowRoundLocked(live, &trial);
-    if (!IsFinal(trial.state()) && !WaitsForTheRound(sweep, trial)) {
-      ++unfinished;
-    }
+    if (FollowRoundLocked(live, &trial)) ++unfinished;
   }
   for (Trial& trial : *sweep.mutable_trials()) {
     if (unfinished >= spec.concurrency()) break;
@@ -51,10 +48,7 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
     }
     // A run given back by its idempotency key (a restart between its
     // submit and the sweep's write) may have ended already.
-    FollowRoundLocked(live, &trial);
-    if (!IsFinal(trial.state()) && !WaitsForTheRound(sweep, trial)) {
-      ++unfinished;
-    }
+    if (FollowRoundLocked(live, &trial)) ++unfinished;
   }
   const bool round_ended = std::all_of(
       sweep.trials().begin(), sweep.trials().end(), [&](const Trial& t) {
@@ -70,17 +64,17 @@ bool SweepManager::AdvancePbtLocked(Live* live) {
   return round_ended;
 }
 
-void SweepManager::FollowRoundLocked(Live* live, Trial* trial) {
+bool SweepManager::FollowRoundLocked(Live* live, Trial* trial) {
   Run run;
   FollowTrialLocked(live, trial, &run);
-  if (trial->state() != SUCCEEDED) return;
+  if (trial->state() != SUCCEEDED) return !IsFinal(trial->state());
   // Its run stopped at the round's end (Run.stop_env_steps; the last
   // round's has none), not at the base's target_return, which ends the
   // member: it goes on with the next round. Decided from the run itself,
   // not from a progress report that may not have been stored.
   if (run.stop_env_steps() <= 0 ||
       run.progress().target_reached_at_steps() > 0) {
-    return;
+    return false;
   }
   const int round = live->sweep.pbt_round();
   trial->set_rounds_done(round + 1);
@@ -88,6 +82,7 @@ void SweepManager::FollowRoundLocked(Live* live, Trial* trial) {
   trial->set_reason(absl::StrCat("round ", round + 1, " ended at ",
                                  trial->env_steps(),
                                  " env steps; waits for the others"));
+  return false;
 }
 
 bool SweepManager::PlanRoundLocked(Live* live, int64_t target) {
