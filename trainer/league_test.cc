@@ -19,6 +19,7 @@
 namespace rl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -278,6 +279,20 @@ TEST(LeagueTest, ACheckpointKeepsTheLeague) {
   }
   EXPECT_THAT(resumed->league()->Describe(),
               HasSubstr("pool v1-v3 (3 versions, uniform)"));
+  // A run file whose interval changed would number the versions to come
+  // otherwise: refused, naming the field.
+  {
+    RunSpec changed = spec;
+    changed.mutable_league()->set_snapshot_interval(2);
+    TrainerOptions other = options;
+    other.run_dir = MakeTestDir("changed");
+    ASSERT_OK_AND_ASSIGN(auto refused, LocalTrainer::Create(changed, other));
+    EXPECT_THAT(refused->Restore(checkpoint),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("league.snapshot_interval: 2 does "
+                                         "not fit checkpoint "),
+                               HasSubstr("froze 3 versions in 3 updates"))));
+  }
   ASSERT_OK(resumed->Train(nullptr, 3).status());
   EXPECT_EQ(resumed->league()->next_version(), 7);
   EXPECT_EQ(straight->league()->next_version(), 7);

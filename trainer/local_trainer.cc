@@ -490,6 +490,19 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   recent_returns_.Assign(state.recent_returns().begin(),
                          state.recent_returns().end());
   if (!recent_returns_.empty()) progress_.mean_return = recent_returns_.Mean();
+  if (league_ != nullptr) {
+    // Version k is the policy after k x snapshot_interval updates: a run
+    // file whose interval changed since the checkpoint would number the
+    // versions to come otherwise than the ones kept.
+    const int64_t interval = spec_.league().snapshot_interval();
+    const int64_t versions = league_->next_version() - 1;
+    if (progress_.updates / interval != versions) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "league.snapshot_interval: ", interval, " does not fit ", source,
+          " (its league froze ", versions, " versions in ", progress_.updates,
+          " updates); resume with the interval the run was trained with"));
+    }
+  }
   return absl::OkStatus();
 }
 
