@@ -21,6 +21,7 @@
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
 #include "policy/step_profiler.h"
+#include "runspec/named_policies.h"
 #include "telemetry/client/emitter.h"
 
 namespace rl {
@@ -105,19 +106,23 @@ absl::StatusOr<std::unique_ptr<ActorClient>> ActorClient::Create(
       std::unique_ptr<SegmentCollector> collector,
       CreateSegmentCollector(options.spec, seed, options.env_threads, device,
                              options.env_plugin_dirs));
-  RETURN_IF_ERROR(
-      CheckDeviceActingOnFirstUse(RunNetworkConfig(options.spec), device));
+  for (int i = 0; i < std::max(1, options.spec.policies_size()); ++i) {
+    RETURN_IF_ERROR(CheckDeviceActingOnFirstUse(
+        RunNetworkConfig(PolicyRun(options.spec, i)), device));
+  }
   return std::unique_ptr<ActorClient>(new ActorClient(
-      options, device, std::move(collector), std::move(window)));
+      options, seed, device, std::move(collector), std::move(window)));
 }
 
-ActorClient::ActorClient(const ActorOptions& options, torch::Device device,
+ActorClient::ActorClient(const ActorOptions& options, uint64_t seed,
+                         torch::Device device,
                          std::unique_ptr<SegmentCollector> collector,
                          std::unique_ptr<SegmentWindow> window)
     : options_(options),
+      seed_(seed),
       run_id_(options.run_id.empty() ? options.spec.name() : options.run_id),
       env_spec_(collector->env_spec()),
-      policy_config_(RunNetworkConfig(options.spec)),
+      policy_config_(RunNetworkConfig(PolicyRun(options.spec, 0))),
       device_(device),
       sync_mode_(options.spec.sync_mode() != ASYNC),
       actors_per_learner_(ActorsPerLearner(options.spec.resources())),
@@ -297,13 +302,17 @@ absl::Status ActorClient::StepLoop() {
     }
 
     ActorCritic net = policy->policy;
+    absl::Status prepared = absl::OkStatus();
     if (options_.spec.has_league()) {
-      if (const absl::Status league = AdvanceLeague(*policy, net);
-          !league.ok()) {
-        absl::MutexLock lock(&mu_);
-        free_[buffer] = true;
-        return league;
-      }
+      prepared = AdvanceLeague(*policy, net);
+    } else if (options_.spec.policies_size() > 0 &&
+               policy->version != row_policies_version_) {
+      prepared = SetRowPolicies(*policy);
+    }
+    if (!prepared.ok()) {
+      absl::MutexLock lock(&mu_);
+      free_[buffer] = true;
+      return prepared;
     }
     if (const absl::Status traced = profiler.BeforeStep(); !traced.ok()) {
       RL_LOG_ERROR("profile: {}", std::string(traced.message()));
@@ -335,17 +344,11 @@ absl::Status ActorClient::StepLoop() {
       handoff.rows = league_->learner_rows();
       handoff.matches = league_->TakeMatches();
     }
-    if (Emitter* e = options_.emitter) {
-      const double seconds = absl::ToDoubleSeconds(absl::Now() - collect_start);
-      const int64_t steps =
-          static_cast<int64_t>(options_.spec.segment_length()) *
-          options_.spec.envs_per_actor();
-      metrics_step_ =
-          CollectMetricsStep(metrics_step_, policy->env_steps, steps);
-      EmitCollectMetrics(e, metrics_step_, steps, seconds, timings,
-                         handoff.episode_returns, handoff.episode_lengths,
-                         {{"actor", std::to_string(options_.actor_id)}});
+    if (options_.spec.policies_size() > 0) {
+      handoff.episode_rows = collector_->episode_rows();
     }
+    EmitSegment(handoff, policy->env_steps,
+                absl::ToDoubleSeconds(absl::Now() - collect_start), timings);
     handoffs_.push_back(std::move(handoff));
     if (absl::Now() - last_log >= kProgressLogInterval) {
       last_log = absl::Now();
@@ -376,12 +379,10 @@ absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
     return league_->AfterUpdate(updates, policy.env_steps, net);
   }
   // The actor's own seed, as its envs': the actors' opponents differ.
-  const uint64_t seed = options_.spec.seed() +
-                        1000003ull * static_cast<uint64_t>(options_.actor_id);
   ASSIGN_OR_RETURN(
       std::unique_ptr<League> league,
       League::Create(options_.spec, net, options_.spec.envs_per_actor(),
-                     updates, seed));
+                     updates, seed_));
   // Its games are counted from the run's env steps now (freezes nothing).
   RETURN_IF_ERROR(league->AfterUpdate(updates, policy.env_steps, net));
   RETURN_IF_ERROR(collector_->SetOpponents(league.get()));
@@ -395,6 +396,57 @@ absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
       options_.spec.league().pool_size(), options_.spec.league().sampling(),
       league_->learner_rows().size(0));
   return absl::OkStatus();
+}
+
+absl::Status ActorClient::SetRowPolicies(const PolicyVersion& policy) {
+  const RunSpec& spec = options_.spec;
+  if (static_cast<int>(policy.others.size()) + 1 != spec.policies_size()) {
+    return absl::InternalError(absl::StrCat(
+        "policy version ", policy.version, " holds ", policy.others.size() + 1,
+        " policies; the run has ", spec.policies_size()));
+  }
+  std::vector<RowPolicy> acting;
+  for (int i = 0; i < spec.policies_size(); ++i) {
+    acting.push_back(
+        RowPolicy{i == 0 ? policy.policy : policy.others[i - 1],
+                  torch::tensor(RowsOfPolicy(spec, i, spec.envs_per_actor()),
+                                torch::kInt64)});
+  }
+  RETURN_IF_ERROR(collector_->SetRowPolicies(std::move(acting)));
+  if (row_policies_version_ == 0) {
+    RL_LOG_INFO("actor {} of run {}: {} policies act, each for its agents",
+                options_.actor_id, run_id_, spec.policies_size());
+  }
+  row_policies_version_ = policy.version;
+  return absl::OkStatus();
+}
+
+void ActorClient::EmitSegment(const Handoff& handoff, int64_t env_steps,
+                              double seconds, const CollectTimings& timings) {
+  Emitter* e = options_.emitter;
+  if (e == nullptr) return;
+  const RunSpec& spec = options_.spec;
+  const int64_t steps =
+      static_cast<int64_t>(spec.segment_length()) * spec.envs_per_actor();
+  metrics_step_ = CollectMetricsStep(metrics_step_, env_steps, steps);
+  const std::string actor = std::to_string(options_.actor_id);
+  if (spec.policies_size() == 0) {
+    EmitCollectMetrics(e, metrics_step_, steps, seconds, timings,
+                       handoff.episode_returns, handoff.episode_lengths,
+                       {{"actor", actor}});
+    return;
+  }
+  // The segment's rates and times once; each policy's episodes apart.
+  EmitCollectMetrics(e, metrics_step_, steps, seconds, timings, {}, {},
+                     {{"actor", actor}});
+  const std::vector<PolicyEpisodes> episodes =
+      EpisodesByPolicy(spec, handoff.episode_rows, handoff.episode_returns,
+                       handoff.episode_lengths);
+  for (int i = 0; i < spec.policies_size(); ++i) {
+    EmitEpisodeMetrics(e, metrics_step_, episodes[i].returns,
+                       episodes[i].lengths,
+                       {{"actor", actor}, {"policy", spec.policies(i).name()}});
+  }
 }
 
 void ActorClient::Flush() {

@@ -155,6 +155,8 @@ class ActorClient {
     int64_t version = 0;
     int64_t env_steps = 0;  // the run's, when the learner made it
     ActorCritic policy{nullptr};
+    // A run of several policies: the second one's on, in the run's order.
+    std::vector<ActorCritic> others;
   };
   // A filled buffer handed from the step loop to the sender.
   struct Handoff {
@@ -166,9 +168,11 @@ class ActorClient {
     // A league's: the rows sent (the trained seats'), and its matches.
     torch::Tensor rows;
     std::vector<LeagueMatch> matches;
+    // A run of several policies: the row each episode ended on.
+    std::vector<int64_t> episode_rows;
   };
 
-  ActorClient(const ActorOptions& options, torch::Device device,
+  ActorClient(const ActorOptions& options, uint64_t seed, torch::Device device,
               std::unique_ptr<SegmentCollector> collector,
               std::unique_ptr<SegmentWindow> window);
 
@@ -177,6 +181,14 @@ class ActorClient {
   // policy received (its version 0), then freezes a version every
   // league.snapshot_interval updates of the ones received.
   absl::Status AdvanceLeague(const PolicyVersion& policy, ActorCritic& net);
+  // A run of several policies, before a segment of a new version: each of
+  // `policy`'s networks acts for its agents' rows.
+  absl::Status SetRowPolicies(const PolicyVersion& policy);
+  // Emits the segment's figures (several policies: each one's episodes
+  // apart, labelled with its name).
+  void EmitSegment(const Handoff& handoff, int64_t env_steps, double seconds,
+                   const CollectTimings& timings)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits (holding mu_) until `ready` or a stop; checks the connection
   // watchdog every poll. True when `ready` holds and no stop was requested.
   template <typename Ready>
@@ -217,11 +229,18 @@ class ActorClient {
   void AckReaderLoop(RawClientStream<RolloutAck>* stream,
                      SharedSegmentWriter* shared) ABSL_LOCKS_EXCLUDED(mu_);
   void PolicyLoop() ABSL_LOCKS_EXCLUDED(mu_);
+  // `update`'s networks (the first's, and with several policies every
+  // other's, by name) into `out`, on the actor's device.
+  absl::Status DecodePolicies(const PolicyUpdate& update,
+                              PolicyVersion* out) const;
 
   // The reconnect delays of a stream (initial_backoff .. max_backoff).
   Backoff MakeBackoff() const;
 
   const ActorOptions options_;
+  // The actor's own seed (spec.seed + 1000003 x actor_id): its envs' and
+  // its league's.
+  const uint64_t seed_;
   const std::string run_id_;
   const EnvSpec env_spec_;
   const ActorCriticConfig policy_config_;
@@ -235,6 +254,9 @@ class ActorClient {
   // A league run's frozen opponents (the step loop's own; null before the
   // first policy and in other runs).
   std::unique_ptr<League> league_;
+  // A run of several policies: the version whose networks act (the step
+  // loop's own; 0: none yet).
+  int64_t row_policies_version_ = 0;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<LearnerService::Stub> stub_;
   // Buffer i is written by the step loop while free_[i], read by the sender

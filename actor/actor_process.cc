@@ -159,11 +159,6 @@ class ActorProcess::Impl {
             absl::StrCat(options_.run_file, ": ", loaded.status().message()));
       }
       spec = *std::move(loaded);
-      if (const absl::Status service = CheckServiceRuns(spec); !service.ok()) {
-        return absl::Status(
-            service.code(),
-            absl::StrCat(options_.run_file, ": ", service.message()));
-      }
     }
     ProcessTelemetryOptions telemetry = options_.telemetry;
     telemetry.security = options_.security;

@@ -15,10 +15,12 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/secrets.h"
+#include "common/status.h"
 #include "policy/device_transfer.h"
 #include "policy/policy_codec.h"
 #include "policy/segment_codec.h"
 #include "policy/torch_status.h"
+#include "runspec/named_policies.h"
 #include "telemetry/client/emitter.h"
 
 namespace rl {
@@ -113,6 +115,9 @@ void ActorClient::EncodeHandoff(const Handoff& handoff) {
                                           handoff.episode_returns.end());
   segment->mutable_episode_lengths()->Add(handoff.episode_lengths.begin(),
                                           handoff.episode_lengths.end());
+  for (const int64_t row : handoff.episode_rows) {
+    segment->add_episode_rows(static_cast<int32_t>(row));
+  }
   for (const LeagueMatch& m : handoff.matches) {
     LeagueMatchResult* out = segment->add_league_matches();
     out->set_env_steps(m.env_steps);
@@ -436,6 +441,44 @@ std::pair<grpc::Status, bool> ActorClient::CloseRolloutStream(SenderState* s,
   return {status, got_ack};
 }
 
+absl::Status ActorClient::DecodePolicies(const PolicyUpdate& update,
+                                         PolicyVersion* out) const {
+  const RunSpec& spec = options_.spec;
+  const int others = std::max(0, spec.policies_size() - 1);
+  if (update.policies_size() != others) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("policies: ", update.policies_size(),
+                     " more policies; the run has ", others));
+  }
+  const auto decode =
+      [&](const ActorCriticConfig& config,
+          const google::protobuf::RepeatedPtrField<NamedTensor>& tensors,
+          const std::string& field) -> absl::StatusOr<ActorCritic> {
+    ASSIGN_OR_RETURN(ActorCritic policy, CreateActorCritic(config));
+    RETURN_IF_ERROR(CatchTorchErrors("moving the policy to the actor's device",
+                                     [&] { policy->to(device_); }));
+    RETURN_IF_ERROR(DecodePolicyTensors(tensors, field, policy));
+    return policy;
+  };
+  ASSIGN_OR_RETURN(out->policy,
+                   decode(policy_config_, update.parameters(), "parameters"));
+  out->others.clear();
+  for (int i = 0; i < others; ++i) {
+    const NamedPolicyParameters& named = update.policies(i);
+    const std::string field = absl::StrCat("policies[", i, "]");
+    if (named.name() != spec.policies(i + 1).name()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".name: \"", named.name(), "\"; the run's policy ", i + 1,
+          " is \"", spec.policies(i + 1).name(), "\""));
+    }
+    ASSIGN_OR_RETURN(ActorCritic policy,
+                     decode(RunNetworkConfig(NamedPolicyRun(spec, i + 1)),
+                            named.parameters(), field + ".parameters"));
+    out->others.push_back(std::move(policy));
+  }
+  return absl::OkStatus();
+}
+
 void ActorClient::PolicyLoop() {
   // Its failures: consecutive streams that ended without an update.
   Backoff backoff = MakeBackoff();
@@ -486,14 +529,7 @@ void ActorClient::PolicyLoop() {
       auto published = std::make_shared<PolicyVersion>();
       published->version = update.version();
       published->env_steps = update.env_steps();
-      absl::StatusOr<ActorCritic> policy = CreateActorCritic(policy_config_);
-      absl::Status status = policy.status();
-      if (policy.ok()) {
-        published->policy = *std::move(policy);
-        status = CatchTorchErrors("moving the policy to the actor's device",
-                                  [&] { published->policy->to(device_); });
-        if (status.ok()) status = DecodePolicy(update, published->policy);
-      }
+      absl::Status status = DecodePolicies(update, published.get());
       if (!status.ok()) {
         RL_LOG_ERROR("policy version {} from the learner does not fit: {}",
                      update.version(), status.ToString());

@@ -1,4 +1,5 @@
-// Status helpers: the one RETURN_IF_ERROR / ASSIGN_OR_RETURN pair.
+// Status helpers: the one RETURN_IF_ERROR / ASSIGN_OR_RETURN pair, the
+// run-fatal mark, and a context before a message.
 #ifndef RL_COMMON_STATUS_H_
 #define RL_COMMON_STATUS_H_
 
@@ -7,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 #define RL_STATUS_CONCAT_INNER_(a, b) a##b
 #define RL_STATUS_CONCAT_(a, b) RL_STATUS_CONCAT_INNER_(a, b)
@@ -44,6 +47,18 @@ inline absl::Status MarkRunFatal(absl::Status status) {
 
 inline bool IsRunFatal(const absl::Status& status) {
   return status.GetPayload(kRunFatalPayload).has_value();
+}
+
+// `status` with "<context>: " before its message (same code; OK stays OK).
+inline absl::Status Prefixed(const absl::Status& status,
+                             absl::string_view context) {
+  if (status.ok()) return status;
+  absl::Status out(status.code(),
+                   absl::StrCat(context, ": ", status.message()));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 }  // namespace rl

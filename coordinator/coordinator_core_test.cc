@@ -289,24 +289,30 @@ TEST_F(CoordinatorCoreTest, ARunFileIsParsedWithTheOneLoader) {
       core_->SubmitRun(file),
       StatusIs(absl::StatusCode::kInvalidArgument,
                AllOf(StartsWith("bad.yaml: "), HasSubstr("message limit"))));
-  // Several policies would be one shared policy through the service:
-  // refused. (A league runs: its actors keep the frozen versions.)
+  // A policies block is checked whole (each agent played by one policy);
+  // a good one trains through the service, each policy on its agents.
   file.set_run_file_name("policies.yaml");
-  file.set_run_file(
+  const std::string env =
       "env: {id: LightCycles-v0, plugin: light_cycles, agents_per_env: 2,\n"
       "  observation_size: 450, num_discrete_actions: 3}\n"
-      "envs_per_actor: 8\npolicies: [{name: a, agents: [0]},\n"
-      "  {name: b, agents: [1]}]\n");
+      "envs_per_actor: 8\n";
+  file.set_run_file(env +
+                    "policies: [{name: a, agents: [0, 1]},\n"
+                    "  {name: b, agents: [1]}]\n");
   EXPECT_THAT(core_->SubmitRun(file),
-              StatusIs(absl::StatusCode::kUnimplemented,
-                       AllOf(StartsWith("policies.yaml: policies: "),
-                             HasSubstr("rl_local train"))));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(StartsWith("policies.yaml: "),
+                             HasSubstr("policies[1].agents"))));
+  file.set_run_file(env +
+                    "policies: [{name: a, agents: [0]},\n"
+                    "  {name: b, agents: [1]}]\n");
+  ASSERT_OK(core_->SubmitRun(file).status());
   SubmitRunRequest both = Request();
   both.set_run_file("env: {id: CartPole-v1}\n");
   EXPECT_THAT(
       core_->SubmitRun(both),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
-  EXPECT_EQ(core_->ListRuns({})->runs_size(), 2);  // the good ones
+  EXPECT_EQ(core_->ListRuns({})->runs_size(), 3);  // the good ones
 }
 
 TEST_F(CoordinatorCoreTest, BadInputGetsTheRightCodes) {

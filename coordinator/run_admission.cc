@@ -48,10 +48,6 @@ absl::StatusOr<RunSpec> AdmitRunSpec(const SubmitRunRequest& request,
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": ", valid.message()));
   }
-  if (const absl::Status service = CheckServiceRuns(spec); !service.ok()) {
-    return absl::Status(service.code(),
-                        absl::StrCat(source, ": ", service.message()));
-  }
   return spec;
 }
 

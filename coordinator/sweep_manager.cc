@@ -196,11 +196,6 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     return absl::Status(spec.status().code(),
                         absl::StrCat(name, ": ", spec.status().message()));
   }
-  if (const absl::Status service = CheckServiceRuns(spec->base());
-      !service.ok()) {
-    return absl::Status(service.code(),
-                        absl::StrCat(name, ": base run: ", service.message()));
-  }
   if (spec->method() == "pbt" &&
       (spec->base().total_env_steps() + spec->pbt().interval_steps() - 1) /
               std::max<int64_t>(1, spec->pbt().interval_steps()) >

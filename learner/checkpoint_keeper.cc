@@ -29,8 +29,12 @@ absl::Status CheckpointKeeper::Write(int64_t updates, int64_t env_steps,
                                      ActorCritic& policy,
                                      torch::optim::Optimizer& optimizer,
                                      const TensorMap& extra) {
+  const absl::Status first =
+      write_first_ ? write_first_(updates) : absl::OkStatus();
   const absl::StatusOr<std::string> dir =
-      WriteCheckpoint(root(), updates, policy, optimizer, extra, options_.keep);
+      first.ok() ? WriteCheckpoint(root(), updates, policy, optimizer, extra,
+                                   options_.keep)
+                 : absl::StatusOr<std::string>(first);
   int64_t failures, recovered_after = 0;
   {
     absl::MutexLock lock(&mu_);

@@ -12,7 +12,9 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -49,6 +51,13 @@ class CheckpointKeeper {
   absl::StatusOr<std::string> Latest() const;
   // The run resumed from a checkpoint holding `updates`.
   void Resumed(int64_t updates);
+  // Called before each checkpoint of the run is written, with its
+  // `updates` (the other policies of a policies block write theirs there:
+  // a resume looks for the run's, and theirs must be there by then); its
+  // failure is the checkpoint's. Set before the first write.
+  void set_write_first(std::function<absl::Status(int64_t)> write_first) {
+    write_first_ = std::move(write_first);
+  }
 
   // Writes and counts checkpoint `updates`; returns the write's status.
   absl::Status Write(int64_t updates, int64_t env_steps, ActorCritic& policy,
@@ -72,6 +81,7 @@ class CheckpointKeeper {
   std::string LatestText() const;
 
   const Options options_;
+  std::function<absl::Status(int64_t)> write_first_;
   mutable absl::Mutex mu_;
   CheckpointCounts counts_ ABSL_GUARDED_BY(mu_);
 };

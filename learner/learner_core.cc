@@ -6,6 +6,7 @@
 #include <chrono>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <optional>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "learner/gang_sync.h"
 #include "learner/learner_metrics.h"
 #include "learner/learner_progress.h"
+#include "learner/other_policies.h"
 #include "learner/policy_publisher.h"
 #include "learner/ppo_updater.h"
 #include "learner/return_window.h"
@@ -37,6 +39,7 @@
 #include "policy/segment_codec.h"
 #include "policy/step_profiler.h"
 #include "policy/torch_status.h"
+#include "runspec/named_policies.h"
 #include "runspec/run_spec.h"
 #include "telemetry/client/emitter.h"
 
@@ -63,7 +66,10 @@ class LearnerCore::Impl {
       if (ledger_.has_value()) ledger_->Drop(key);
     };
     intake_ = std::make_unique<SegmentIntake>(std::move(intake));
-    policy_config_ = RunNetworkConfig(spec);
+    // With several policies the learner's own is the first (its
+    // checkpoints are the run's); others_ holds the rest.
+    own_run_ = PolicyRun(spec, 0);
+    policy_config_ = RunNetworkConfig(own_run_);
   }
 
   absl::Status Start() {
@@ -80,18 +86,27 @@ class LearnerCore::Impl {
         const torch::Device device,
         ResolveComputeDevice(spec.resources().learner_device(),
                              "resources.learner_device", "this learner"));
-    RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, spec.ppo(),
-                                          spec.execution(), device));
+    RETURN_IF_ERROR(CheckDeviceOnFirstUse(policy_config_, own_run_.ppo(),
+                                          own_run_.execution(), device));
     ASSIGN_OR_RETURN(policy_,
                      CreateSeededActorCritic(policy_config_, spec.seed()));
     RETURN_IF_ERROR(
         CatchTorchErrors(absl::StrCat("moving the policy to ", device.str()),
                          [&] { policy_->to(device); }));
-    updater_ = std::make_unique<PpoUpdater>(policy_, spec.ppo(),
-                                            spec.total_env_steps(), spec.seed(),
-                                            spec.execution());
+    updater_ = std::make_unique<PpoUpdater>(policy_, own_run_.ppo(),
+                                            own_run_.total_env_steps(),
+                                            spec.seed(), own_run_.execution());
     updater_->set_collective(options_.collective.get());
     updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
+    ASSIGN_OR_RETURN(
+        others_, OtherPolicies::Create(spec, device, options_.collective.get(),
+                                       options_.max_nonfinite_updates));
+    if (!others_.empty()) {
+      checkpoints_.set_write_first([this](int64_t updates) {
+        return others_.Write(options_.run_dir, updates,
+                             options_.spec.keep_checkpoints());
+      });
+    }
     absl::Status loaded = absl::OkStatus();
     if (!options_.run_dir.empty() && rank_ == 0) loaded = LoadStartState();
     if (options_.collective != nullptr) {
@@ -113,6 +128,7 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(ShareRankZeroState(*options_.collective, policy_,
                                          updater_->optimizer(), &extra));
       if (rank_ != 0) RETURN_IF_ERROR(ApplyState(extra, "rank 0's state"));
+      RETURN_IF_ERROR(others_.ShareRankZeroState(*options_.collective));
     }
     if (!options_.run_dir.empty()) OpenLedger();
     RETURN_IF_ERROR(Publish(/*final=*/false));
@@ -282,6 +298,36 @@ class LearnerCore::Impl {
     return rollout;
   }
 
+  // A CUDA learner takes the rollout onto its device in one packed copy,
+  // so that GAE and the epochs' shuffles run there as for a rollout
+  // collected on the device: on the host, a permutation of a GPU-scale
+  // batch per epoch cost more than the update (measured on an H200).
+  // Recurrent policies shuffle whole env sequences on the host.
+  absl::StatusOr<Rollout> ToUpdateDevice(Rollout rollout) const {
+    if (!policy_->device().is_cuda() || policy_->recurrent()) return rollout;
+    RETURN_IF_ERROR(CatchTorchErrors("the rollout to the learner's device",
+                                     [&] { rollout = OnDevice(rollout); }));
+    return rollout;
+  }
+
+  // The episodes of `segment` that count for the run's return (its target,
+  // learner/mean_return): every one's, or with several policies the
+  // first's (the policy of each one's row's agent).
+  std::vector<float> CountedReturns(const RolloutSegment& segment) const {
+    const auto& returns = segment.episode_returns();
+    if (options_.spec.policies_size() == 0)
+      return {returns.begin(), returns.end()};
+    const std::vector<int> owner = PolicyOfAgent(options_.spec);
+    std::vector<float> out;
+    for (int k = 0; k < returns.size() && k < segment.episode_rows_size();
+         ++k) {
+      if (owner[segment.episode_rows(k) % owner.size()] == 0) {
+        out.push_back(returns[k]);
+      }
+    }
+    return out;
+  }
+
   absl::Status UpdateFromStaged() {
     const SegmentBatch batch = intake_->TakeBatch();
     int64_t env_steps_before;
@@ -292,16 +338,10 @@ class LearnerCore::Impl {
     std::vector<Rollout> parts;
     parts.reserve(batch.size());
     for (const auto& s : batch) parts.push_back(RolloutOf(*s));
-    ASSIGN_OR_RETURN(Rollout rollout, ConcatenateRollouts(parts));
-    // A CUDA learner takes the rollout onto its device in one packed copy,
-    // so that GAE and the epochs' shuffles run there as for a rollout
-    // collected on the device: on the host, a permutation of a GPU-scale
-    // batch per epoch cost more than the update (measured on an H200).
-    // Recurrent policies shuffle whole env sequences on the host.
-    if (policy_->device().is_cuda() && !policy_->recurrent()) {
-      RETURN_IF_ERROR(CatchTorchErrors("the rollout to the learner's device",
-                                       [&] { rollout = OnDevice(rollout); }));
-    }
+    ASSIGN_OR_RETURN(const Rollout all, ConcatenateRollouts(parts));
+    // With several policies the learner's own updates on its agents' rows.
+    Rollout rollout = others_.FirstRows(all);
+    ASSIGN_OR_RETURN(rollout, ToUpdateDevice(std::move(rollout)));
     // The returns window after this batch, and whether it reaches the
     // target; the window is kept only once the update succeeded.
     // Every row's steps, a league's segments' left-out rows too.
@@ -313,7 +353,7 @@ class LearnerCore::Impl {
       absl::MutexLock lock(&mu_);
       returns_after = progress_.returns();
       for (const auto& s : batch) {
-        for (float r : s->proto->episode_returns()) returns_after.Add(r);
+        for (float r : CountedReturns(*s->proto)) returns_after.Add(r);
       }
       target_here = progress_.Reaches(returns_after);
     }
@@ -323,19 +363,42 @@ class LearnerCore::Impl {
     std::vector<double> gang_sums{static_cast<double>(steps),
                                   target_here ? 1.0 : 0.0};
     const auto start = std::chrono::steady_clock::now();
-    ASSIGN_OR_RETURN(
-        const UpdateStats stats,
-        updater_->Update(
-            rollout, env_steps_before,
-            options_.collective != nullptr ? &gang_sums : nullptr));
+    const int64_t update = GetStatus().updates() + 1;
+    // The other policies' updates on the same batch: alone, at once beside
+    // the first's, on a thread of their own (as rl_local runs them); in a
+    // gang after it, in the run's order (every rank runs the same
+    // all-reduces in the same order on the one collective).
+    const auto update_others = [&] {
+      return others_.Update(
+          all, env_steps_before, update,
+          [this](Rollout part) { return ToUpdateDevice(std::move(part)); });
+    };
+    std::future<absl::Status> others_beside;
+    if (options_.collective == nullptr && !others_.empty()) {
+      others_beside = std::async(std::launch::async, update_others);
+    }
+    absl::StatusOr<UpdateStats> first =
+        updater_->Update(rollout, env_steps_before,
+                         options_.collective != nullptr ? &gang_sums : nullptr);
+    const absl::Status others_done = others_beside.valid() ? others_beside.get()
+                                     : first.ok()          ? update_others()
+                                                           : absl::OkStatus();
+    if (!first.ok() && !others_.empty()) {
+      return Prefixed(
+          first.status(),
+          absl::StrCat("policy ", options_.spec.policies(0).name()));
+    }
+    RETURN_IF_ERROR(first.status());
+    RETURN_IF_ERROR(others_done);
+    const UpdateStats stats = *first;
     steps = static_cast<int64_t>(gang_sums[0]);
     target_here = gang_sums[1] > 0;
-    const int64_t update = GetStatus().updates() + 1;
     if (options_.after_update_for_testing) {
       options_.after_update_for_testing(update, policy_);
     }
     // Never publish (or checkpoint) weights that are not finite.
     RETURN_IF_ERROR(CheckWeightsFinite(update));
+    RETURN_IF_ERROR(others_.CheckWeightsFinite(update));
     if (stats.nonfinite_minibatches > 0) {
       RL_LOG_WARNING(
           "update {}: the loss or gradient was not finite in {} minibatches; "
@@ -366,6 +429,7 @@ class LearnerCore::Impl {
       RETURN_IF_ERROR(
           CheckInSync(*options_.collective, WeightsAndStatistics(policy_),
                       absl::StrCat("after update ", updates, ", the weights")));
+      RETURN_IF_ERROR(others_.CheckInSync(*options_.collective, updates));
     }
     const int interval = options_.spec.checkpoint_interval();
     const bool checkpoint_due = interval > 0 && updates % interval == 0;
@@ -389,8 +453,9 @@ class LearnerCore::Impl {
     absl::MutexLock lock(&mu_);
     int64_t episodes = 0;
     for (const auto& s : batch) {
-      episodes += s->proto->episode_returns_size();
-      actor_returns_.Add(s->proto->actor_id(), s->proto->episode_returns());
+      const std::vector<float> returns = CountedReturns(*s->proto);
+      episodes += static_cast<int64_t>(returns.size());
+      actor_returns_.Add(s->proto->actor_id(), returns);
     }
     actor_returns_.EndUpdate();
     for (const ActorReturns::Summary& apart : actor_returns_.NewlyApart()) {
@@ -414,8 +479,15 @@ class LearnerCore::Impl {
     const int64_t step = progress_.env_steps();
     double lag = 0;
     for (const auto& seg : batch) lag += version - 1 - seg->policy_version;
+    // With several policies each one's figures carry its name.
+    MetricLabelList labels;
+    if (!others_.empty()) {
+      labels = {{"policy", options_.spec.policies(0).name()}};
+    }
     EmitUpdateMetrics(e, step, stats, seconds, progress_.updates(),
-                      options_.grad_norm_interval);
+                      options_.grad_norm_interval, labels);
+    others_.EmitUpdates(e, step, seconds, progress_.updates(),
+                        options_.grad_norm_interval);
     LearnerFigures figures;
     progress_.FillStatus(&figures.status);
     intake.FillStatus(&figures.status);
@@ -499,6 +571,7 @@ class LearnerCore::Impl {
   absl::Status Publish(bool final) {
     auto update = std::make_shared<PolicyUpdate>();
     RETURN_IF_ERROR(EncodePolicy(policy_, update.get()));
+    RETURN_IF_ERROR(others_.Encode(update.get()));
     {
       absl::MutexLock lock(&mu_);
       update->set_version(progress_.policy_version());
@@ -554,6 +627,7 @@ class LearnerCore::Impl {
       TensorMap extra;
       RETURN_IF_ERROR(
           ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+      RETURN_IF_ERROR(others_.Read(*latest));
       RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
       RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
                   progress_.policy_version(), progress_.env_steps());
@@ -575,6 +649,7 @@ class LearnerCore::Impl {
     TensorMap extra;
     RETURN_IF_ERROR(
         ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+    RETURN_IF_ERROR(others_.Read(*latest));
     RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest),
                                /*own_run=*/false));
     RL_LOG_INFO("started from {} at version {}, {} env steps", *latest,
@@ -602,6 +677,7 @@ class LearnerCore::Impl {
   }
 
   const LearnerOptions options_;
+  RunSpec own_run_;  // the first policy's run (NamedPolicyRun), or the run
   ActorCriticConfig policy_config_;
   SegmentShape shape_;
   int rank_ = 0;
@@ -611,6 +687,7 @@ class LearnerCore::Impl {
   CheckpointKeeper checkpoints_;
   ActorCritic policy_{nullptr};
   std::unique_ptr<PpoUpdater> updater_;
+  OtherPolicies others_;                 // a policies block's second policy on
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
   // A league run's games (rank 0's PPO thread): the trained seat's returns
   // in the last ones, every game counted, the newest opponent seen.

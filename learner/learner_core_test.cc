@@ -302,6 +302,138 @@ TEST(LearnerCoreTest, GamesOfARunWithoutALeagueAreRefused) {
                        HasSubstr("the run has no league block")));
 }
 
+// A segment of a run of two policies (PoliciesSpec): rows 0 and 2 are
+// red's (agent 0 of each copy), 1 and 3 blue's; rows 0 and 1 end an episode
+// of 4 steps at the last step, red's won (1) and blue's lost (-1).
+std::unique_ptr<RolloutSegment> PoliciesSegment(int actor, int64_t seq,
+                                                bool with_rows = true) {
+  Rollout r = Rollout::Allocate(4, 4, 4, 0);
+  r.observations.uniform_(-0.05, 0.05);
+  r.rewards.zero_();
+  r.rewards[3][0] = 1;
+  r.rewards[3][1] = -1;
+  r.terminated[3][0] = 1;
+  r.terminated[3][1] = 1;
+  auto s = std::make_unique<RolloutSegment>();
+  EXPECT_OK(EncodeSegment(r, s.get()));
+  s->set_run_id("t");
+  s->set_actor_id(actor);
+  s->set_sequence_number(seq);
+  s->set_policy_version(seq);
+  for (const float ret : {1.0f, -1.0f}) {
+    s->add_episode_returns(ret);
+    s->add_episode_lengths(4);
+  }
+  if (with_rows) {
+    s->add_episode_rows(0);
+    s->add_episode_rows(1);
+  }
+  EnvSpec* env = s->mutable_env();
+  env->set_id("Duel-v0");
+  env->set_plugin("duel");
+  env->set_agents_per_env(2);
+  env->set_observation_size(4);
+  env->set_num_discrete_actions(2);
+  env->set_reward_low(-1);
+  env->set_reward_high(1);
+  return s;
+}
+
+// Duel-v0 (2 agents) in 4 rows; red plays agent 0, blue agent 1 with a
+// network of its own.
+RunSpec PoliciesSpec(const std::string& extra) {
+  return Spec(absl::StrCat(
+      "env: {id: Duel-v0, plugin: duel, agents_per_env: 2, "
+      "observation_size: 4, num_discrete_actions: 2, reward_low: -1, "
+      "reward_high: 1}\n"
+      "envs_per_actor: 4\n"
+      "policies: [{name: red, agents: [0]},\n"
+      "  {name: blue, agents: [1], policy: {hidden_sizes: [8]}}]\n",
+      extra));
+}
+
+// Several policies (issue 50): one learner trains each on its agents'
+// rows with its own network and settings, publishes them all, counts only
+// the first's episodes for the run's return, labels each one's figures,
+// and writes and resumes each one's checkpoints beside the run's.
+TEST(LearnerCoreTest, SeveralPoliciesTrainEachOnItsAgentsRows) {
+  const std::string dir = MakeTestDir();
+  auto sent = std::make_shared<SentPoints>();
+  EmitterOptions emitter_options;
+  emitter_options.batch_interval = absl::Milliseconds(10);
+  Emitter emitter(std::make_unique<RecordingTransport>(sent), emitter_options);
+  LearnerOptions options;
+  options.spec = PoliciesSpec("checkpoint_interval: 1\n");
+  options.run_id = "t";
+  options.run_dir = dir;
+  options.emitter = &emitter;
+  std::string blue_before_stop;
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    const std::shared_ptr<const PolicyUpdate> first = core->LatestPolicy();
+    ASSERT_EQ(first->policies_size(), 1);
+    EXPECT_EQ(first->policies(0).name(), "blue");
+    // Blue's own network: its hidden layer has 8 units, red's the run's.
+    bool eight = false;
+    for (const NamedTensor& t : first->policies(0).parameters()) {
+      eight = eight || (t.tensor().shape_size() == 2 &&
+                        t.tensor().shape(0) == 8 && t.tensor().shape(1) == 4);
+    }
+    EXPECT_TRUE(eight);
+    // Without the episodes' rows a segment cannot say whose they are.
+    EXPECT_THAT(core->SubmitSegment(stream, PoliciesSegment(0, 1, false)),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("segment.episode_rows: 0 rows for 2")));
+    std::unique_ptr<RolloutSegment> far = PoliciesSegment(0, 1);
+    far->set_episode_rows(1, 4);
+    EXPECT_THAT(core->SubmitSegment(stream, std::move(far)),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("segment.episode_rows[1]: 4")));
+    ASSERT_OK(core->SubmitSegment(stream, PoliciesSegment(0, 1)));
+    ASSERT_TRUE(WaitForVersion(*core, 2));
+    ASSERT_OK(core->SubmitSegment(stream, PoliciesSegment(0, 2)));
+    ASSERT_TRUE(WaitForVersion(*core, 3));
+    const std::shared_ptr<const PolicyUpdate> last = core->LatestPolicy();
+    ASSERT_EQ(last->policies_size(), 1);
+    // Blue trained (its weights moved) and both counted every row's steps.
+    EXPECT_NE(last->policies(0).SerializeAsString(),
+              first->policies(0).SerializeAsString());
+    EXPECT_EQ(core->GetStatus().env_steps(), 32);
+    // The run's return is red's (1), not the mean of both (0).
+    EXPECT_EQ(core->GetStatus().progress().mean_return(), 1);
+    blue_before_stop = last->policies(0).SerializeAsString();
+    core->Stop();
+  }
+  for (const char* root : {"/checkpoints", "/policies/blue/checkpoints"}) {
+    ASSERT_OK_AND_ASSIGN(const std::string latest,
+                         LatestCheckpoint(dir + root));
+    EXPECT_THAT(latest, HasSubstr("ckpt-000000000002")) << root;
+  }
+  ASSERT_OK(emitter.Flush(absl::Seconds(30)));
+  std::map<std::string, int> loss_by_policy;
+  for (const MetricPoint& p : sent->Named("learner/policy_loss")) {
+    auto it = p.labels().find("policy");
+    ++loss_by_policy[it == p.labels().end() ? "" : it->second];
+  }
+  EXPECT_EQ(loss_by_policy,
+            (std::map<std::string, int>{{"blue", 2}, {"red", 2}}));
+  // A new learner resumes both at update 2, blue's weights as they were.
+  options.emitter = nullptr;
+  ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
+  EXPECT_EQ(resumed->GetStatus().updates(), 2);
+  ASSERT_EQ(resumed->LatestPolicy()->policies_size(), 1);
+  EXPECT_EQ(resumed->LatestPolicy()->policies(0).SerializeAsString(),
+            blue_before_stop);
+  resumed->Stop();
+  // Blue's checkpoint missing: the resume says whose.
+  std::filesystem::remove_all(dir + "/policies/blue");
+  EXPECT_THAT(LearnerCore::Create(options).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("policy blue's checkpoint beside")));
+}
+
 TEST(LearnerCoreTest, StaleAndDuplicateSegmentsAreDroppedAndCounted) {
   LearnerOptions options;
   options.spec = Spec("resources: {num_actors: 1}");
@@ -790,6 +922,45 @@ TEST(LearnerCoreTest, AGangWhoseRankZeroCannotStartFailsOnEveryRank) {
                              HasSubstr("no complete checkpoint under"))));
   // Not at a timeout: Gloo's and the rendezvous's are minutes.
   EXPECT_LT(absl::Now() - begun, absl::Seconds(60));
+}
+
+// A gang trains every policy alike: each rank updates the others after
+// the first, in the run's order, and their weights stay in sync (checked
+// after every update) and are published alike on both ranks.
+TEST(LearnerCoreTest, AGangTrainsEveryPolicyAlikeOnEachRank) {
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  std::vector<std::unique_ptr<LearnerCore>> cores =
+      StartGang(*server, "core-test/policies", [](int) {
+        LearnerOptions options;
+        options.spec =
+            PoliciesSpec("resources: {num_learners: 2, num_actors: 2}\n");
+        options.run_id = "t";
+        options.sync_check_interval = 1;
+        return options;
+      });
+  ASSERT_NE(cores[0], nullptr);
+  ASSERT_NE(cores[1], nullptr);
+  const std::string blue_at_start =
+      cores[0]->LatestPolicy()->policies(0).SerializeAsString();
+  EXPECT_EQ(cores[1]->LatestPolicy()->policies(0).SerializeAsString(),
+            blue_at_start);
+  AckLog a0, a1;
+  const int64_t s0 = cores[0]->OpenStream(0, a0.Callback());
+  const int64_t s1 = cores[1]->OpenStream(1, a1.Callback());
+  for (int64_t v = 1; v <= 2; ++v) {
+    ASSERT_OK(cores[0]->SubmitSegment(s0, PoliciesSegment(0, v)));
+    ASSERT_OK(cores[1]->SubmitSegment(s1, PoliciesSegment(1, v)));
+    ASSERT_TRUE(WaitForVersion(*cores[0], v + 1));
+    ASSERT_TRUE(WaitForVersion(*cores[1], v + 1));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_OK(cores[rank]->final_status()) << "rank " << rank;
+    EXPECT_EQ(cores[rank]->GetStatus().env_steps(), 64) << "rank " << rank;
+  }
+  const std::string blue =
+      cores[0]->LatestPolicy()->policies(0).SerializeAsString();
+  EXPECT_NE(blue, blue_at_start);
+  EXPECT_EQ(cores[1]->LatestPolicy()->policies(0).SerializeAsString(), blue);
 }
 
 // Two ranks of a gang (real gloo on loopback, in-process): rank 1's weights

@@ -171,11 +171,6 @@ class LearnerProcess::Impl {
         return absl::InvalidArgumentError(loaded.status().message());
       }
       spec = *std::move(loaded);
-      if (const absl::Status service = CheckServiceRuns(spec); !service.ok()) {
-        return absl::Status(
-            service.code(),
-            absl::StrCat(options_.run_file, ": ", service.message()));
-      }
     }
     ProcessTelemetryOptions telemetry = options_.telemetry;
     if (telemetry.source.empty()) {

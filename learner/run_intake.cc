@@ -55,6 +55,30 @@ absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league) {
   return absl::OkStatus();
 }
 
+absl::Status CheckEpisodeRows(const RolloutSegment& segment, bool policies,
+                              int64_t rows) {
+  if (!policies) {
+    if (segment.episode_rows_size() == 0) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "segment.episode_rows: the run has no policies block");
+  }
+  if (segment.episode_rows_size() != segment.episode_returns_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("segment.episode_rows: ", segment.episode_rows_size(),
+                     " rows for ", segment.episode_returns_size(),
+                     " episodes (each episode's row names its policy)"));
+  }
+  for (int i = 0; i < segment.episode_rows_size(); ++i) {
+    const int64_t row = segment.episode_rows(i);
+    if (row < 0 || row >= rows) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment.episode_rows[", i, "]: ", row,
+                       " is not a row of the segment (0 to ", rows - 1, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 SegmentShape RunSegmentShape(const RunSpec& spec) {
   const EnvSpec& env = spec.env();
   SegmentShape shape;
@@ -93,10 +117,12 @@ SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
   o.budget = std::move(budget);
   const int64_t rows_per_row = RowsPerSentRow(spec);
   const bool league = spec.has_league();
+  const bool policies = spec.policies_size() > 0;
   o.decode =
-      [shape, rows_per_row, league](
+      [shape, rows_per_row, league, policies](
           const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
     RETURN_IF_ERROR(CheckLeagueMatches(segment, league));
+    RETURN_IF_ERROR(CheckEpisodeRows(segment, policies, shape->num_envs));
     ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, *shape));
     DecodedSegment decoded;
     decoded.env_steps = rollout.num_steps() * rollout.num_envs() * rows_per_row;

@@ -36,6 +36,12 @@ int64_t RowsPerSentRow(const RunSpec& spec);
 // game otherwise.
 absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league);
 
+// A segment's episode rows: none where the run has one policy; else one
+// per episode, each a row of the segment's `rows`. INVALID_ARGUMENT naming
+// the row otherwise.
+absl::Status CheckEpisodeRows(const RolloutSegment& segment, bool policies,
+                              int64_t rows);
+
 // The intake's options for rank `rank` of `world_size` learners of the run
 // `spec`: segments are checked against `shape` and decoded into Rollouts
 // (RolloutOf). `shape` must outlive the intake.

@@ -25,10 +25,11 @@ std::map<std::string, torch::Tensor> NamedState(ActorCritic& policy) {
 
 }  // namespace
 
-absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update) {
-  update->clear_parameters();
+absl::Status EncodePolicyTensors(
+    ActorCritic& policy, google::protobuf::RepeatedPtrField<NamedTensor>* out) {
+  out->Clear();
   for (const auto& [name, tensor] : NamedState(policy)) {
-    NamedTensor* named = update->add_parameters();
+    NamedTensor* named = out->Add();
     named->set_name(name);
     // From any device: the bytes are the host's (one copy per tensor off a
     // GPU, none on the CPU).
@@ -38,13 +39,15 @@ absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update) {
   return absl::OkStatus();
 }
 
-absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
+absl::Status DecodePolicyTensors(
+    const google::protobuf::RepeatedPtrField<NamedTensor>& tensors,
+    const std::string& field_name, ActorCritic& policy) {
   std::map<std::string, torch::Tensor> state = NamedState(policy);
   std::map<std::string, torch::Tensor> decoded;
-  for (int i = 0; i < update.parameters_size(); ++i) {
-    const NamedTensor& named = update.parameters(i);
+  for (int i = 0; i < tensors.size(); ++i) {
+    const NamedTensor& named = tensors.Get(i);
     const std::string field =
-        absl::StrCat("parameters[", i, "] (", named.name(), ")");
+        absl::StrCat(field_name, "[", i, "] (", named.name(), ")");
     auto it = state.find(named.name());
     if (it == state.end()) {
       return absl::InvalidArgumentError(
@@ -59,13 +62,21 @@ absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
   for (const auto& [name, unused] : state) {
     if (decoded.count(name) == 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat("parameters: missing tensor ", name));
+          absl::StrCat(field_name, ": missing tensor ", name));
     }
   }
   return CatchTorchErrors("copying the decoded policy", [&] {
     torch::NoGradGuard no_grad;
     for (auto& [name, target] : state) target.copy_(decoded[name]);
   });
+}
+
+absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update) {
+  return EncodePolicyTensors(policy, update->mutable_parameters());
+}
+
+absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy) {
+  return DecodePolicyTensors(update.parameters(), "parameters", policy);
 }
 
 }  // namespace rl

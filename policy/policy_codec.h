@@ -4,6 +4,8 @@
 #ifndef RL_POLICY_POLICY_CODEC_H_
 #define RL_POLICY_POLICY_CODEC_H_
 
+#include <string>
+
 #include "absl/status/status.h"
 #include "policy/actor_critic.h"
 #include "proto/learner.pb.h"
@@ -17,6 +19,14 @@ absl::Status EncodePolicy(ActorCritic& policy, PolicyUpdate* update);
 // tensor for a missing, unknown, mis-shaped or mis-typed one; `policy` is
 // left unchanged on error.
 absl::Status DecodePolicy(const PolicyUpdate& update, ActorCritic& policy);
+
+// The same for a list of named tensors (a PolicyUpdate's `parameters`, or
+// one of its `policies`); errors name the tensor as "<field>[i] (name)".
+absl::Status EncodePolicyTensors(
+    ActorCritic& policy, google::protobuf::RepeatedPtrField<NamedTensor>* out);
+absl::Status DecodePolicyTensors(
+    const google::protobuf::RepeatedPtrField<NamedTensor>& tensors,
+    const std::string& field, ActorCritic& policy);
 
 }  // namespace rl
 

@@ -58,6 +58,43 @@ std::vector<int> PolicyOfAgent(const RunSpec& run) {
   return out;
 }
 
+std::vector<int64_t> RowsOfPolicy(const RunSpec& run, int index, int64_t rows) {
+  const std::vector<int> owner = PolicyOfAgent(run);
+  std::vector<int64_t> out;
+  if (owner.empty()) return out;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (owner[r % static_cast<int64_t>(owner.size())] == index) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+std::vector<PolicyEpisodes> EpisodesByPolicy(
+    const RunSpec& run, const std::vector<int64_t>& rows,
+    const std::vector<float>& returns, const std::vector<int32_t>& lengths) {
+  if (run.policies_size() == 0) return {PolicyEpisodes{returns, lengths}};
+  const std::vector<int> owner = PolicyOfAgent(run);
+  std::vector<PolicyEpisodes> out(run.policies_size());
+  const size_t n = std::min({rows.size(), returns.size(), lengths.size()});
+  for (size_t k = 0; k < n; ++k) {
+    PolicyEpisodes& p =
+        out[owner[rows[k] % static_cast<int64_t>(owner.size())]];
+    p.returns.push_back(returns[k]);
+    p.lengths.push_back(lengths[k]);
+  }
+  return out;
+}
+
+std::string PolicyCheckpointRoot(const std::string& run_dir,
+                                 const std::string& name) {
+  return absl::StrCat(run_dir, "/policies/", name, "/checkpoints");
+}
+
+RunSpec PolicyRun(const RunSpec& run, int index) {
+  return run.policies_size() > 0 ? NamedPolicyRun(run, index) : run;
+}
+
 std::vector<std::string> NamedPolicyProblems(
     const RunSpec& run,
     const std::function<absl::Status(const RunSpec&)>& validate) {

@@ -4,6 +4,7 @@
 #ifndef RL_RUNSPEC_NAMED_POLICIES_H_
 #define RL_RUNSPEC_NAMED_POLICIES_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +23,34 @@ RunSpec NamedPolicyRun(const RunSpec& run, int index);
 // The agent indices -> policy index of `run` ([agents_per_env]); empty
 // without a policies block.
 std::vector<int> PolicyOfAgent(const RunSpec& run);
+
+// The rows of policy `index`'s agents in a batch of `rows` rows of whole
+// copies (row r is agent r mod env.agents_per_env of its copy); empty
+// without a policies block.
+std::vector<int64_t> RowsOfPolicy(const RunSpec& run, int index, int64_t rows);
+
+// Episodes that ended in a batch, by the policy whose agent played each:
+// out[i] holds policy i's returns and lengths, in order; `rows` names each
+// episode's row (row mod env.agents_per_env is its agent). Without a
+// policies block: one entry holding them all.
+struct PolicyEpisodes {
+  std::vector<float> returns;
+  std::vector<int32_t> lengths;
+};
+std::vector<PolicyEpisodes> EpisodesByPolicy(
+    const RunSpec& run, const std::vector<int64_t>& rows,
+    const std::vector<float>& returns, const std::vector<int32_t>& lengths);
+
+// Where policy `name` of a run (not the first: the first's are the run's
+// own, <run_dir>/checkpoints) keeps its checkpoints:
+// <run_dir>/policies/<name>/checkpoints. Checkpoint ckpt-N of the run and
+// ckpt-N of each such policy are written at the same update.
+std::string PolicyCheckpointRoot(const std::string& run_dir,
+                                 const std::string& name);
+
+// The run as its policy `index` of several plays it (NamedPolicyRun), or
+// the run itself without a policies block (index 0).
+RunSpec PolicyRun(const RunSpec& run, int index);
 
 // Each problem of `run`'s policies block as "field.path: what is wrong (got
 // value)"; `validate` checks each policy's own run (NamedPolicyRun), its

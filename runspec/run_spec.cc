@@ -439,18 +439,6 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   return p.ToStatus();
 }
 
-absl::Status CheckServiceRuns(const RunSpec& spec) {
-  // Several policies need a learner gang each: the service's processes
-  // would train one shared policy instead. (A league's frozen versions
-  // act in the actors, which keep the pool themselves.)
-  if (spec.policies_size() > 0) {
-    return absl::UnimplementedError(
-        "policies: several policies in one run train on one machine "
-        "(rl_local train) in this version, not through the coordinator");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ResolveRunSpec(RunSpec* spec) {
   ApplyRunSpecDefaults(spec);
   RETURN_IF_ERROR(ValidateRunSpec(*spec));

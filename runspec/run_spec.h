@@ -55,11 +55,6 @@ void ApplyRunSpecDefaults(RunSpec* spec);
 // problem found ("field.path: problem (got value)"), separated by "; ".
 absl::Status ValidateRunSpec(const RunSpec& spec);
 
-// OK where the service's own processes (coordinator, learners, actors)
-// train `spec` as written; UNIMPLEMENTED naming the block they would
-// ignore otherwise: `policies` trains in rl_local only in this version.
-absl::Status CheckServiceRuns(const RunSpec& spec);
-
 // Defaults, validation, then the environment's derived fields (spaces,
 // time limit) from the registry. The coordinator does this at submit and
 // rl_local at load: learners and actors receive resolved specs.

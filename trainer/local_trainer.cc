@@ -33,11 +33,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-absl::Status Prefixed(const absl::Status& status, absl::string_view context) {
-  return absl::Status(status.code(),
-                      absl::StrCat(context, ": ", status.message()));
-}
-
 }  // namespace
 
 namespace {
@@ -82,21 +77,9 @@ absl::StatusOr<PolicyParts> CreatePolicyParts(const RunSpec& own, uint64_t seed,
   return parts;
 }
 
-// Where a run's policy `name` (not the first) keeps its checkpoints.
-std::string OtherPolicyRoot(const std::string& run_dir,
-                            const std::string& name) {
-  return (std::filesystem::path(run_dir) / "policies" / name / "checkpoints")
-      .string();
-}
-
 // The rows of policy `index`'s agents in a batch of `rows` rows.
-torch::Tensor RowsOfPolicy(const RunSpec& spec, int index, int64_t rows) {
-  const std::vector<int> owner = PolicyOfAgent(spec);
-  std::vector<int64_t> out;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (owner[r % owner.size()] == index) out.push_back(r);
-  }
-  return torch::tensor(out, torch::kInt64);
+torch::Tensor PolicyRows(const RunSpec& spec, int index, int64_t rows) {
+  return torch::tensor(RowsOfPolicy(spec, index, rows), torch::kInt64);
 }
 
 }  // namespace
@@ -121,8 +104,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   const bool several = spec.policies_size() > 0;
   ASSIGN_OR_RETURN(
       PolicyParts first,
-      CreatePolicyParts(several ? NamedPolicyRun(spec, 0) : spec, spec.seed(),
-                        device, acting_device,
+      CreatePolicyParts(PolicyRun(spec, 0), spec.seed(), device, acting_device,
                         options.separate_learner_policy_for_testing));
   ASSIGN_OR_RETURN(Rollout rollout,
                    CatchTorchErrors("allocating the rollout buffer", [&] {
@@ -135,7 +117,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
   if (several) {
     const int64_t rows = trainer->rollout_.num_envs();
     std::vector<RowPolicy> acting = {
-        {trainer->policy_, RowsOfPolicy(spec, 0, rows)}};
+        {trainer->policy_, PolicyRows(spec, 0, rows)}};
     trainer->first_rows_ = acting[0].rows;
     trainer->progress_.policies.resize(spec.policies_size());
     trainer->policy_windows_.resize(spec.policies_size());
@@ -145,7 +127,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
     for (int i = 1; i < spec.policies_size(); ++i) {
       OtherPolicy other;
       other.name = spec.policies(i).name();
-      other.rows = RowsOfPolicy(spec, i, rows);
+      other.rows = PolicyRows(spec, i, rows);
       ASSIGN_OR_RETURN(
           PolicyParts parts,
           CreatePolicyParts(NamedPolicyRun(spec, i), spec.seed() + i, device,
@@ -283,12 +265,12 @@ absl::Status LocalTrainer::Step() {
   std::vector<std::vector<float>> policy_returns(num_policies);
   std::vector<std::vector<int32_t>> policy_lengths(num_policies);
   if (first_rows_.defined()) {
-    const std::vector<int> owner = PolicyOfAgent(spec_);
-    const std::vector<int64_t>& rows = collector_->episode_rows();
-    for (size_t k = 0; k < rows.size(); ++k) {
-      const int i = owner[rows[k] % owner.size()];
-      policy_returns[i].push_back(collector_->episode_returns()[k]);
-      policy_lengths[i].push_back(collector_->episode_lengths()[k]);
+    std::vector<PolicyEpisodes> episodes = EpisodesByPolicy(
+        spec_, collector_->episode_rows(), collector_->episode_returns(),
+        collector_->episode_lengths());
+    for (size_t i = 0; i < num_policies; ++i) {
+      policy_returns[i] = std::move(episodes[i].returns);
+      policy_lengths[i] = std::move(episodes[i].lengths);
     }
   }
   const std::vector<float>& episode_returns =
@@ -400,7 +382,7 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
     own["policy.updater_generator"] =
         BytesTensor(GeneratorStateBytes(other.updater->generator()));
     RETURN_IF_ERROR(
-        rl::WriteCheckpoint(OtherPolicyRoot(options_.run_dir, other.name),
+        rl::WriteCheckpoint(PolicyCheckpointRoot(options_.run_dir, other.name),
                             progress_.updates, other.learner_policy,
                             other.updater->optimizer(), own,
                             spec_.keep_checkpoints())
@@ -444,7 +426,7 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   const std::string run_dir = ckpt.parent_path().parent_path().string();
   for (OtherPolicy& other : others_) {
     const std::string dir =
-        (std::filesystem::path(OtherPolicyRoot(run_dir, other.name)) /
+        (std::filesystem::path(PolicyCheckpointRoot(run_dir, other.name)) /
          ckpt.filename())
             .string();
     TensorMap own;

@@ -1,0 +1,192 @@
+#include "learner/other_policies.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status.h"
+#include "learner/checkpoint.h"
+#include "learner/device_self_check.h"
+#include "learner/gang_sync.h"
+#include "learner/update_metrics.h"
+#include "policy/policy_codec.h"
+#include "policy/tensor_bytes.h"
+#include "policy/torch_status.h"
+#include "runspec/named_policies.h"
+
+namespace rl {
+namespace {
+
+// The key of a policy's shuffling stream in its checkpoint (as rl_local
+// writes it).
+constexpr char kGeneratorKey[] = "policy.updater_generator";
+
+torch::Tensor RowsTensor(const RunSpec& spec, int index, int64_t rows) {
+  return torch::tensor(RowsOfPolicy(spec, index, rows), torch::kInt64);
+}
+
+std::string Named(const OtherPolicies::Policy& p) {
+  return absl::StrCat("policy ", p.name);
+}
+
+}  // namespace
+
+absl::StatusOr<OtherPolicies> OtherPolicies::Create(const RunSpec& spec,
+                                                    torch::Device device,
+                                                    Collective* collective,
+                                                    int max_nonfinite_updates) {
+  OtherPolicies out;
+  if (spec.policies_size() == 0) return out;
+  out.spec_ = spec;
+  for (int i = 1; i < spec.policies_size(); ++i) {
+    const RunSpec own = NamedPolicyRun(spec, i);
+    const ActorCriticConfig config = RunNetworkConfig(own);
+    Policy p;
+    p.name = spec.policies(i).name();
+    p.index = i;
+    RETURN_IF_ERROR(
+        CheckDeviceOnFirstUse(config, own.ppo(), own.execution(), device));
+    ASSIGN_OR_RETURN(p.policy,
+                     CreateSeededActorCritic(config, spec.seed() + i));
+    RETURN_IF_ERROR(CatchTorchErrors(
+        absl::StrCat(Named(p), ": moving it to ", device.str()),
+        [&] { p.policy->to(device); }));
+    p.updater =
+        std::make_unique<PpoUpdater>(p.policy, own.ppo(), own.total_env_steps(),
+                                     spec.seed() + i, own.execution());
+    p.updater->set_collective(collective);
+    p.updater->set_max_nonfinite_updates(max_nonfinite_updates);
+    out.policies_.push_back(std::move(p));
+  }
+  return out;
+}
+
+absl::Status OtherPolicies::Update(const Rollout& rollout,
+                                   int64_t env_steps_before, int64_t update,
+                                   const ToDevice& to_device) {
+  for (Policy& p : policies_) {
+    const std::string where = absl::StrCat(
+        Named(p), ": update ", update, " (after ", env_steps_before, " steps)");
+    absl::StatusOr<Rollout> rows =
+        to_device(rollout.Rows(RowsTensor(spec_, p.index, rollout.num_envs())));
+    if (!rows.ok()) return Prefixed(rows.status(), where);
+    absl::StatusOr<UpdateStats> stats =
+        p.updater->Update(*rows, env_steps_before);
+    if (!stats.ok()) return Prefixed(stats.status(), where);
+    p.last_update = *stats;
+  }
+  return absl::OkStatus();
+}
+
+Rollout OtherPolicies::FirstRows(const Rollout& rollout) const {
+  if (spec_.policies_size() == 0) return rollout;
+  return rollout.Rows(RowsTensor(spec_, 0, rollout.num_envs()));
+}
+
+absl::Status OtherPolicies::CheckWeightsFinite(int64_t update) {
+  for (Policy& p : policies_) {
+    ASSIGN_OR_RETURN(const std::string where, FirstNonFiniteWeight(p.policy));
+    if (where.empty()) continue;
+    return absl::InternalError(
+        absl::StrCat("after update ", update, " policy ", p.name,
+                     "'s weights are not finite (NaN or inf in ", where,
+                     "); they were not published or checkpointed. Lower its "
+                     "ppo.learning_rate, or check the scale of the rewards"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::Encode(PolicyUpdate* update) {
+  update->clear_policies();
+  for (Policy& p : policies_) {
+    NamedPolicyParameters* named = update->add_policies();
+    named->set_name(p.name);
+    RETURN_IF_ERROR(EncodePolicyTensors(p.policy, named->mutable_parameters()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates,
+                                  int keep) {
+  for (Policy& p : policies_) {
+    TensorMap own;
+    own[kGeneratorKey] =
+        BytesTensor(GeneratorStateBytes(p.updater->generator()));
+    absl::StatusOr<std::string> written =
+        WriteCheckpoint(PolicyCheckpointRoot(run_dir, p.name), updates,
+                        p.policy, p.updater->optimizer(), own, keep);
+    if (!written.ok()) return Prefixed(written.status(), Named(p));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
+  std::filesystem::path ckpt =
+      std::filesystem::path(run_checkpoint).lexically_normal();
+  if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
+  const std::string run_dir = ckpt.parent_path().parent_path().string();
+  for (Policy& p : policies_) {
+    const std::string dir =
+        (std::filesystem::path(PolicyCheckpointRoot(run_dir, p.name)) /
+         ckpt.filename())
+            .string();
+    TensorMap own;
+    absl::Status read =
+        ReadCheckpoint(dir, p.policy, &p.updater->optimizer(), &own);
+    if (!read.ok()) {
+      return Prefixed(read, absl::StrCat(Named(p), "'s checkpoint beside ",
+                                         run_checkpoint));
+    }
+    auto generator = own.find(kGeneratorKey);
+    if (generator == own.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", dir, " has no ", kGeneratorKey));
+    }
+    RETURN_IF_ERROR(SetGeneratorState(TensorBytes(generator->second),
+                                      p.updater->generator(), dir));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::ShareRankZeroState(Collective& collective) {
+  for (Policy& p : policies_) {
+    TensorMap extra;
+    if (collective.rank() == 0) {
+      extra[kGeneratorKey] =
+          BytesTensor(GeneratorStateBytes(p.updater->generator()));
+    }
+    RETURN_IF_ERROR(rl::ShareRankZeroState(collective, p.policy,
+                                           p.updater->optimizer(), &extra));
+    auto generator = extra.find(kGeneratorKey);
+    if (generator == extra.end()) {
+      return absl::InternalError(
+          absl::StrCat(Named(p), ": rank 0's state has no ", kGeneratorKey));
+    }
+    RETURN_IF_ERROR(SetGeneratorState(
+        TensorBytes(generator->second), p.updater->generator(),
+        absl::StrCat(Named(p), ": rank 0's state")));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::CheckInSync(Collective& collective,
+                                        int64_t updates) {
+  for (Policy& p : policies_) {
+    RETURN_IF_ERROR(
+        rl::CheckInSync(collective, WeightsAndStatistics(p.policy),
+                        absl::StrCat("after update ", updates, ", policy ",
+                                     p.name, "'s weights")));
+  }
+  return absl::OkStatus();
+}
+
+void OtherPolicies::EmitUpdates(Emitter* emitter, int64_t step, double seconds,
+                                int64_t updates, int grad_norm_interval) const {
+  if (emitter == nullptr) return;
+  for (const Policy& p : policies_) {
+    EmitUpdateMetrics(emitter, step, p.last_update, seconds, updates,
+                      grad_norm_interval, {{"policy", p.name}});
+  }
+}
+
+}  // namespace rl

@@ -1,0 +1,96 @@
+// A learner that trains every policy of a run of several (RunSpec.policies;
+// docs/multi_agent.md#several-policies-per-run): the first policy is the
+// learner's own (its checkpoints are the run's); this holds the others,
+// each with its network, its own PPO updater and settings (NamedPolicyRun),
+// and the rows of the batch its agents play. They update on their rows,
+// one after another in the run's order (the learner runs them beside the
+// first's update when alone, after it in a gang: every rank runs the same
+// all-reduces in the same order), are published beside the first
+// (PolicyUpdate.policies), and keep their checkpoints under
+// <run_dir>/policies/<name>/checkpoints, numbered as the run's.
+#ifndef RL_LEARNER_OTHER_POLICIES_H_
+#define RL_LEARNER_OTHER_POLICIES_H_
+
+#include <torch/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "learner/collective.h"
+#include "learner/ppo_updater.h"
+#include "policy/actor_critic.h"
+#include "policy/rollout.h"
+#include "proto/common.pb.h"
+#include "proto/learner.pb.h"
+
+namespace rl {
+
+class Emitter;
+
+class OtherPolicies {
+ public:
+  struct Policy {
+    std::string name;
+    int index = 0;  // in the run's policies block
+    ActorCritic policy{nullptr};
+    std::unique_ptr<PpoUpdater> updater;
+    UpdateStats last_update;
+  };
+
+  // Policies 1.. of `spec`'s policies block (none without one) on `device`,
+  // each seeded with spec.seed() + its index (as rl_local seeds them), in a
+  // gang of `collective` (null: alone).
+  static absl::StatusOr<OtherPolicies> Create(const RunSpec& spec,
+                                              torch::Device device,
+                                              Collective* collective,
+                                              int max_nonfinite_updates);
+
+  bool empty() const { return policies_.empty(); }
+  const std::vector<Policy>& policies() const { return policies_; }
+  // The first policy's rows of `rollout` (a batch of whole copies; all of
+  // it without a policies block): the learner's own policy updates on
+  // these.
+  Rollout FirstRows(const Rollout& rollout) const;
+
+  // Each policy's update on its rows of `rollout` (on the host; `to_device`
+  // takes each one's part where the updates run); errors name the policy.
+  using ToDevice = std::function<absl::StatusOr<Rollout>(Rollout)>;
+  absl::Status Update(const Rollout& rollout, int64_t env_steps_before,
+                      int64_t update, const ToDevice& to_device);
+  // INTERNAL naming the policy and the tensor where a weight is not
+  // finite.
+  absl::Status CheckWeightsFinite(int64_t update);
+
+  // Their weights, into update->policies.
+  absl::Status Encode(PolicyUpdate* update);
+
+  // Writes their checkpoints of `updates` under run_dir (before the run's:
+  // a resume looks for the run's, and theirs must be there by then).
+  absl::Status Write(const std::string& run_dir, int64_t updates, int keep);
+  // Reads theirs of the same number as the run's checkpoint
+  // `run_checkpoint` (<dir>/checkpoints/ckpt-N: <dir>/policies/<name>/
+  // checkpoints/ckpt-N).
+  absl::Status Read(const std::string& run_checkpoint);
+
+  // A gang: every rank takes rank 0's weights, optimizer state and
+  // shuffling stream of each.
+  absl::Status ShareRankZeroState(Collective& collective);
+  // A gang: DATA_LOSS naming the policy where the ranks' weights differ.
+  absl::Status CheckInSync(Collective& collective, int64_t updates);
+
+  // Each one's update figures, labelled {policy: name}.
+  void EmitUpdates(Emitter* emitter, int64_t step, double seconds,
+                   int64_t updates, int grad_norm_interval) const;
+
+ private:
+  RunSpec spec_;
+  std::vector<Policy> policies_;
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_OTHER_POLICIES_H_

@@ -1,0 +1,90 @@
+"""A run of several policies (RunSpec.policies) through the service: real
+coordinator, learner and actor processes (LightCycles-v0, 2 actors, 32768
+steps). One learner trains red and blue, each on its own player's rows; the
+actors act with both; each policy's checkpoints are kept, numbered alike,
+red's as the run's and blue's under <run_dir>/policies/blue."""
+
+import glob
+import os
+import re
+import shutil
+import tempfile
+import textwrap
+import unittest
+
+import test_util
+from rlservice import Client, state_name
+
+RUN_FILE = textwrap.dedent("""\
+    name: policies-through-the-service
+    env:
+      id: LightCycles-v0
+      plugin: light_cycles
+      kwargs: {size: 6, opponent: self}
+      agents_per_env: 2
+      observation_size: 242
+      num_discrete_actions: 3
+    envs_per_actor: 16
+    segment_length: 32
+    total_env_steps: 32768
+    checkpoint_interval: 8
+    policy: {hidden_sizes: [16]}
+    resources: {num_actors: 2}
+    policies:
+      - {name: red, agents: [0]}
+      - {name: blue, agents: [1], policy: {hidden_sizes: [8]}}
+    """)
+
+
+class PoliciesServiceTest(unittest.TestCase):
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.coordinator, self.address = test_util.start_coordinator(
+            self.dir, f"--log_dir={self.dir}/logs", "--local_workers=learners=1,actors=2")
+        os.environ["RL_TOKEN_FILE"] = f"{self.dir}/runs/auth/user.token"
+
+    def tearDown(self):
+        os.environ.pop("RL_TOKEN_FILE", None)
+        test_util.stop(self.coordinator)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def logs(self, pattern):
+        text = ""
+        for path in sorted(glob.glob(os.path.join(self.dir, "logs", pattern))):
+            with open(path) as f:
+                text += f.read()
+        return text
+
+    def test_one_learner_trains_both_policies_and_keeps_their_checkpoints(self):
+        run_file = os.path.join(self.dir, "policies.yaml")
+        with open(run_file, "w") as f:
+            f.write(RUN_FILE)
+        c = Client(self.address)
+        run = c.wait(c.submit(run_file), timeout=600)
+        self.assertEqual(state_name(run.state), "SUCCEEDED",
+                         run.failure_reason + "\n" + self.logs("*actor*")[-3000:])
+        self.assertGreaterEqual(run.progress.env_steps, 32768)
+        # Red's episodes (its player's games) are the run's.
+        self.assertGreater(run.progress.episodes, 0)
+        actors = self.logs("*actor*")
+        for actor in (0, 1):
+            self.assertIn(f"actor {actor} of run {run.run_id}: 2 policies act, each for its "
+                          "agents", actors)
+        run_dir = os.path.join(self.dir, "runs", run.run_id)
+
+        def numbers(root):
+            names = [os.path.basename(p) for p in glob.glob(os.path.join(root, "ckpt-*"))
+                     if os.path.exists(os.path.join(p, "COMPLETE"))]
+            return sorted(int(re.sub(r"\D", "", n)) for n in names)
+
+        red = numbers(os.path.join(run_dir, "checkpoints"))
+        blue = numbers(os.path.join(run_dir, "policies", "blue", "checkpoints"))
+        self.assertTrue(red, os.listdir(run_dir))
+        self.assertEqual(red, blue)
+        # The last is the final update's (32768 / 1024 steps an update).
+        self.assertGreaterEqual(red[-1], 32)
+
+
+if __name__ == "__main__":
+    unittest.main()
