@@ -4,14 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <filesystem>
 #include <future>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/league_matches.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/thread.h"
@@ -21,6 +19,7 @@
 #include "learner/checkpoint_keeper.h"
 #include "learner/device_self_check.h"
 #include "learner/gang_sync.h"
+#include "learner/league_games.h"
 #include "learner/learner_metrics.h"
 #include "learner/learner_progress.h"
 #include "learner/other_policies.h"
@@ -101,6 +100,9 @@ class LearnerCore::Impl {
     ASSIGN_OR_RETURN(
         others_, OtherPolicies::Create(spec, device, options_.collective.get(),
                                        options_.max_nonfinite_updates));
+    if (rank_ == 0 && spec.has_league()) {
+      league_games_.emplace(options_.run_dir, options_.emitter);
+    }
     if (!others_.empty()) {
       checkpoints_.set_write_first([this](int64_t updates) {
         return others_.Write(options_.run_dir, updates,
@@ -413,7 +415,9 @@ class LearnerCore::Impl {
             .count();
     RecordUpdate(batch, stats, steps, target_here, std::move(returns_after),
                  seconds);
-    RETURN_IF_ERROR(RecordLeagueMatches(batch));
+    if (league_games_.has_value()) {
+      RETURN_IF_ERROR(league_games_->Record(batch, GetStatus().env_steps()));
+    }
     if (ledger_.has_value()) {
       std::vector<SegmentKey> used;
       used.reserve(batch.size());
@@ -506,50 +510,6 @@ class LearnerCore::Impl {
       apart += a.stands_apart ? 1 : 0;
     }
     e->Emit("learner/actors_apart", step, apart);
-  }
-
-  // A league run's games that ended in the batch's segments: rank 0 (in
-  // a gang: its own actors' games, a sample of the league's) appends them
-  // to <run_dir>/league/matches.csv and emits how the trained policy fared
-  // in the last 100 (league/won, league/drew, league/lost: fractions;
-  // league/games: all so far; league/newest_opponent: a version).
-  absl::Status RecordLeagueMatches(const SegmentBatch& batch) {
-    if (rank_ != 0 || !options_.spec.has_league()) return absl::OkStatus();
-    std::vector<LeagueMatch> matches;
-    for (const auto& s : batch) {
-      for (const LeagueMatchResult& m : s->proto->league_matches()) {
-        matches.push_back(LeagueMatch{m.env_steps(), m.learner_version(),
-                                      m.opponent_version(),
-                                      m.learner_return()});
-        league_recent_.push_back(m.learner_return());
-        if (league_recent_.size() > kLeagueRecentGames) {
-          league_recent_.pop_front();
-        }
-        newest_opponent_ = std::max(newest_opponent_, m.opponent_version());
-      }
-    }
-    if (matches.empty()) return absl::OkStatus();
-    league_games_ += static_cast<int64_t>(matches.size());
-    if (Emitter* e = options_.emitter) {
-      double won = 0, drew = 0;
-      for (const float r : league_recent_) {
-        won += r > 0 ? 1 : 0;
-        drew += r == 0 ? 1 : 0;
-      }
-      const double n = static_cast<double>(league_recent_.size());
-      const int64_t step = GetStatus().env_steps();
-      e->Emit("league/won", step, won / n);
-      e->Emit("league/drew", step, drew / n);
-      e->Emit("league/lost", step, (n - won - drew) / n);
-      e->Emit("league/games", step, static_cast<double>(league_games_));
-      e->Emit("league/newest_opponent", step,
-              static_cast<double>(newest_opponent_));
-    }
-    if (options_.run_dir.empty()) return absl::OkStatus();
-    return AppendLeagueMatches(
-        (std::filesystem::path(options_.run_dir) / "league" / "matches.csv")
-            .string(),
-        matches);
   }
 
   absl::Status CheckWeightsFinite(int64_t update) {
@@ -689,12 +649,8 @@ class LearnerCore::Impl {
   std::unique_ptr<PpoUpdater> updater_;
   OtherPolicies others_;                 // a policies block's second policy on
   std::optional<SegmentLedger> ledger_;  // the PPO thread's, once started
-  // A league run's games (rank 0's PPO thread): the trained seat's returns
-  // in the last ones, every game counted, the newest opponent seen.
-  static constexpr size_t kLeagueRecentGames = 100;
-  std::deque<float> league_recent_;
-  int64_t league_games_ = 0;
-  int64_t newest_opponent_ = 0;
+  // A league run's games (rank 0's PPO thread).
+  std::optional<LeagueGames> league_games_;
   NamedThread thread_;
 
   mutable absl::Mutex mu_;
