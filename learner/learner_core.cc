@@ -312,22 +312,26 @@ class LearnerCore::Impl {
     return rollout;
   }
 
+  // The episodes of `segment` by policy (the intake checked their rows):
+  // [0] every one's without a policies block, else [i] policy i's (the
+  // policy of each one's row's agent).
+  std::vector<std::vector<float>> ReturnsByPolicy(
+      const RolloutSegment& segment) const {
+    const std::vector<PolicyEpisodes> episodes = EpisodesByPolicy(
+        options_.spec,
+        {segment.episode_rows().begin(), segment.episode_rows().end()},
+        {segment.episode_returns().begin(), segment.episode_returns().end()},
+        {segment.episode_lengths().begin(), segment.episode_lengths().end()});
+    std::vector<std::vector<float>> out;
+    for (const PolicyEpisodes& p : episodes) out.push_back(p.returns);
+    return out;
+  }
+
   // The episodes of `segment` that count for the run's return (its target,
   // learner/mean_return): every one's, or with several policies the
-  // first's (the policy of each one's row's agent).
+  // first's.
   std::vector<float> CountedReturns(const RolloutSegment& segment) const {
-    const auto& returns = segment.episode_returns();
-    if (options_.spec.policies_size() == 0)
-      return {returns.begin(), returns.end()};
-    const std::vector<int> owner = PolicyOfAgent(options_.spec);
-    std::vector<float> out;
-    for (int k = 0; k < returns.size() && k < segment.episode_rows_size();
-         ++k) {
-      if (owner[segment.episode_rows(k) % owner.size()] == 0) {
-        out.push_back(returns[k]);
-      }
-    }
-    return out;
+    return ReturnsByPolicy(segment)[0];
   }
 
   absl::Status UpdateFromStaged() {
@@ -457,9 +461,11 @@ class LearnerCore::Impl {
     absl::MutexLock lock(&mu_);
     int64_t episodes = 0;
     for (const auto& s : batch) {
-      const std::vector<float> returns = CountedReturns(*s->proto);
-      episodes += static_cast<int64_t>(returns.size());
-      actor_returns_.Add(s->proto->actor_id(), returns);
+      const std::vector<std::vector<float>> by_policy =
+          ReturnsByPolicy(*s->proto);
+      episodes += static_cast<int64_t>(by_policy[0].size());
+      actor_returns_.Add(s->proto->actor_id(), by_policy[0]);
+      if (!others_.empty()) progress_.CountPolicyEpisodes(by_policy);
     }
     actor_returns_.EndUpdate();
     for (const ActorReturns::Summary& apart : actor_returns_.NewlyApart()) {

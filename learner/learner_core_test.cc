@@ -401,8 +401,18 @@ TEST(LearnerCoreTest, SeveralPoliciesTrainEachOnItsAgentsRows) {
     EXPECT_NE(last->policies(0).SerializeAsString(),
               first->policies(0).SerializeAsString());
     EXPECT_EQ(core->GetStatus().env_steps(), 32);
-    // The run's return is red's (1), not the mean of both (0).
-    EXPECT_EQ(core->GetStatus().progress().mean_return(), 1);
+    // The run's return is red's (1), not the mean of both (0); each
+    // policy's is in the progress (2 segments, one episode each).
+    const RunProgress progress = core->GetStatus().progress();
+    EXPECT_EQ(progress.mean_return(), 1);
+    EXPECT_EQ(progress.episodes(), 2);
+    ASSERT_EQ(progress.policies_size(), 2);
+    EXPECT_EQ(progress.policies(0).name(), "red");
+    EXPECT_EQ(progress.policies(0).mean_return(), 1);
+    EXPECT_EQ(progress.policies(0).episodes(), 2);
+    EXPECT_EQ(progress.policies(1).name(), "blue");
+    EXPECT_EQ(progress.policies(1).mean_return(), -1);
+    EXPECT_EQ(progress.policies(1).episodes(), 2);
     blue_before_stop = last->policies(0).SerializeAsString();
     core->Stop();
   }
@@ -426,6 +436,16 @@ TEST(LearnerCoreTest, SeveralPoliciesTrainEachOnItsAgentsRows) {
   ASSERT_EQ(resumed->LatestPolicy()->policies_size(), 1);
   EXPECT_EQ(resumed->LatestPolicy()->policies(0).SerializeAsString(),
             blue_before_stop);
+  // Each policy's returns and episodes come back with the checkpoint.
+  AckLog resumed_acks;
+  const int64_t resumed_stream =
+      resumed->OpenStream(0, resumed_acks.Callback());
+  ASSERT_OK(resumed->SubmitSegment(resumed_stream, PoliciesSegment(0, 3)));
+  ASSERT_TRUE(WaitForVersion(*resumed, 4));
+  const RunProgress after = resumed->GetStatus().progress();
+  ASSERT_EQ(after.policies_size(), 2);
+  EXPECT_EQ(after.policies(1).episodes(), 3);
+  EXPECT_EQ(after.policies(1).mean_return(), -1);
   resumed->Stop();
   // Blue's checkpoint missing: the resume says whose.
   std::filesystem::remove_all(dir + "/policies/blue");

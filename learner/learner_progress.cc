@@ -34,7 +34,22 @@ void LearnerProgress::CountUpdate(int64_t env_steps, int64_t episodes,
       elapsed > 0 ? (env_steps_ - steps_at_start_) / elapsed : 0);
   progress_.set_target_reached_at_steps(target_reached_ ? target_reached_at_
                                                         : 0);
+  progress_.clear_policies();
+  for (size_t i = 0; i < policy_returns_.size(); ++i) {
+    PolicyReturn* p = progress_.add_policies();
+    p->set_name(spec_.policies(static_cast<int>(i)).name());
+    p->set_mean_return(policy_returns_[i].Mean());
+    p->set_episodes(policy_episodes_[i]);
+  }
   counted_ = true;
+}
+
+void LearnerProgress::CountPolicyEpisodes(
+    const std::vector<std::vector<float>>& returns) {
+  for (size_t i = 0; i < returns.size() && i < policy_returns_.size(); ++i) {
+    for (const float r : returns[i]) policy_returns_[i].Add(r);
+    policy_episodes_[i] += static_cast<int64_t>(returns[i].size());
+  }
 }
 
 void LearnerProgress::FillStatus(LearnerStatus* status) const {
@@ -53,6 +68,13 @@ void LearnerProgress::Save(TrainingState* state) const {
   state->set_target_reached(target_reached_);
   state->set_target_reached_at_steps(target_reached_at_);
   state->mutable_recent_returns()->Add(returns_.begin(), returns_.end());
+  for (size_t i = 0; i < policy_returns_.size(); ++i) {
+    PolicyReturns* p = state->add_policy_returns();
+    p->set_name(spec_.policies(static_cast<int>(i)).name());
+    p->mutable_recent_returns()->Add(policy_returns_[i].begin(),
+                                     policy_returns_[i].end());
+    p->set_episodes(policy_episodes_[i]);
+  }
 }
 
 void LearnerProgress::Restore(const TrainingState& state) {
@@ -63,6 +85,16 @@ void LearnerProgress::Restore(const TrainingState& state) {
   target_reached_ = state.target_reached();
   target_reached_at_ = state.target_reached_at_steps();
   returns_.Assign(state.recent_returns().begin(), state.recent_returns().end());
+  // Each policy's by name (a state without them, or another run's
+  // policies, leaves theirs empty).
+  for (const PolicyReturns& p : state.policy_returns()) {
+    for (int i = 0; i < spec_.policies_size(); ++i) {
+      if (spec_.policies(i).name() != p.name()) continue;
+      policy_returns_[i].Assign(p.recent_returns().begin(),
+                                p.recent_returns().end());
+      policy_episodes_[i] = p.episodes();
+    }
+  }
   steps_at_start_ = env_steps_;
   started_ = absl::Now();
 }

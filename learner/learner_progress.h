@@ -6,6 +6,7 @@
 #define RL_LEARNER_LEARNER_PROGRESS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -24,7 +25,10 @@ class LearnerProgress {
   // `stop_env_steps` > 0 ends the run there, before its budget (a
   // population-based training round).
   explicit LearnerProgress(const RunSpec& spec, int64_t stop_env_steps = 0)
-      : spec_(spec), stop_env_steps_(stop_env_steps) {}
+      : spec_(spec),
+        stop_env_steps_(stop_env_steps),
+        policy_returns_(spec.policies_size()),
+        policy_episodes_(spec.policies_size(), 0) {}
 
   int64_t env_steps() const { return env_steps_; }
   int64_t updates() const { return updates_; }
@@ -43,6 +47,9 @@ class LearnerProgress {
   // whether the gang reached the target with it.
   void CountUpdate(int64_t env_steps, int64_t episodes, ReturnWindow returns,
                    bool target_reached);
+  // A run of several policies, before CountUpdate: the episodes of the
+  // update by policy (`returns[i]`: policy i's, in the run's order).
+  void CountPolicyEpisodes(const std::vector<std::vector<float>>& returns);
 
   // The counters as LearnerStatus (and its RunProgress) reports them.
   void FillStatus(LearnerStatus* status) const;
@@ -63,6 +70,9 @@ class LearnerProgress {
   int64_t target_reached_at_ = 0;
   int64_t steps_at_start_ = 0;
   absl::Time started_ = absl::Now();
+  // A run of several policies: each one's window and episodes.
+  std::vector<ReturnWindow> policy_returns_;
+  std::vector<int64_t> policy_episodes_;
   RunProgress progress_;  // as of the last CountUpdate
   bool counted_ = false;
 };

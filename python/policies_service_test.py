@@ -65,8 +65,15 @@ class PoliciesServiceTest(unittest.TestCase):
         self.assertEqual(state_name(run.state), "SUCCEEDED",
                          run.failure_reason + "\n" + self.logs("*actor*")[-3000:])
         self.assertGreaterEqual(run.progress.env_steps, 32768)
-        # Red's episodes (its player's games) are the run's.
+        # Red's episodes (its player's games) are the run's; each policy's
+        # return and episodes are in the progress, in the run's order.
         self.assertGreater(run.progress.episodes, 0)
+        self.assertEqual([p.name for p in run.progress.policies], ["red", "blue"])
+        self.assertEqual(run.progress.policies[0].episodes, run.progress.episodes)
+        self.assertEqual(run.progress.policies[0].mean_return, run.progress.mean_return)
+        self.assertGreater(run.progress.policies[1].episodes, 0)
+        for p in run.progress.policies:
+            self.assertTrue(-1 <= p.mean_return <= 1, p)
         actors = self.logs("*actor*")
         for actor in (0, 1):
             self.assertIn(f"actor {actor} of run {run.run_id}: 2 policies act, each for its "

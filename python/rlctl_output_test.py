@@ -75,6 +75,15 @@ class ProgressLineTest(unittest.TestCase):
         self.assertIn("return(100) 0.00 |", rlctl.progress_line(run))
 
 
+    def test_several_policies_show_each_ones_return(self):
+        run = make_run(common_pb2.RUNNING, mean_return=0.52)
+        for name, value, episodes in (("red", 0.52, 40), ("blue", -0.31, 40), ("green", 0, 0)):
+            p = run.progress.policies.add()
+            p.name, p.mean_return, p.episodes = name, value, episodes
+        self.assertIn("return(100) red 0.520, blue -0.310, green - |",
+                      rlctl.progress_line(run))
+
+
 class ReasonTest(unittest.TestCase):
 
     def test_line_breaks_are_lines_other_controls_stay_escaped(self):

@@ -22,15 +22,25 @@ def fmt_duration(seconds):
     return f"{seconds}s"
 
 
+def returns_text(run):
+    """The mean return of the last 100 episodes, or with several policies
+    each one's by name ("red 0.520, blue 0.310")."""
+    if run.progress.policies:
+        return ", ".join(f"{text(p.name)} {fmt_return(p.mean_return if p.episodes else None)}"
+                         for p in run.progress.policies)
+    return fmt_return(mean_return(run))
+
+
 def progress_line(run):
     """`watch`'s line: state, steps, steps/s, mean return of the last 100
-    episodes, policy version and, while the run is not finished, its ETA."""
+    episodes (each policy's in a run of several), policy version and, while
+    the run is not finished, its ETA."""
     p = run.progress
     total = run.spec.total_env_steps or 1
     frac = min(1.0, p.env_steps / total)
     bar = "#" * int(frac * 20) + "-" * (20 - int(frac * 20))
     line = (f"{text(run.run_id)} {state_name(run.state):9s} [{bar}] {p.env_steps}/{total} steps"
-            f" | {p.steps_per_second:.0f} steps/s | return(100) {fmt_return(mean_return(run))}"
+            f" | {p.steps_per_second:.0f} steps/s | return(100) {returns_text(run)}"
             f" | v{p.policy_version}")
     if state_name(run.state) in TERMINAL_STATES:
         return line
@@ -147,7 +157,7 @@ def watch(client, run_id, retry_for):
     state = state_name(run.state)
     ret = mean_return(run)
     print(f"{text(run.run_id)} {state} after {run.progress.env_steps} steps"
-          + (f", mean return {fmt_return(ret)}" if ret is not None else "")
+          + (f", mean return {returns_text(run)}" if ret is not None else "")
           + (f": {text_lines(run.failure_reason)}" if run.failure_reason else ""))
     return 0 if state == "SUCCEEDED" else 1
 
