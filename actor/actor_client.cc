@@ -306,8 +306,8 @@ absl::Status ActorClient::StepLoop() {
     if (options_.spec.has_league()) {
       prepared = AdvanceLeague(*policy, net);
     } else if (options_.spec.policies_size() > 0 &&
-               policy->version != row_policies_version_) {
-      prepared = SetRowPolicies(*policy);
+               policy != row_policies_of_) {
+      prepared = SetRowPolicies(policy);
     }
     if (!prepared.ok()) {
       absl::MutexLock lock(&mu_);
@@ -398,7 +398,9 @@ absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
   return absl::OkStatus();
 }
 
-absl::Status ActorClient::SetRowPolicies(const PolicyVersion& policy) {
+absl::Status ActorClient::SetRowPolicies(
+    const std::shared_ptr<const PolicyVersion>& version) {
+  const PolicyVersion& policy = *version;
   const RunSpec& spec = options_.spec;
   if (static_cast<int>(policy.others.size()) + 1 != spec.policies_size()) {
     return absl::InternalError(absl::StrCat(
@@ -413,11 +415,11 @@ absl::Status ActorClient::SetRowPolicies(const PolicyVersion& policy) {
                                 torch::kInt64)});
   }
   RETURN_IF_ERROR(collector_->SetRowPolicies(std::move(acting)));
-  if (row_policies_version_ == 0) {
+  if (row_policies_of_ == nullptr) {
     RL_LOG_INFO("actor {} of run {}: {} policies act, each for its agents",
                 options_.actor_id, run_id_, spec.policies_size());
   }
-  row_policies_version_ = policy.version;
+  row_policies_of_ = version;
   return absl::OkStatus();
 }
 

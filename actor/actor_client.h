@@ -183,7 +183,8 @@ class ActorClient {
   absl::Status AdvanceLeague(const PolicyVersion& policy, ActorCritic& net);
   // A run of several policies, before a segment of a new version: each of
   // `policy`'s networks acts for its agents' rows.
-  absl::Status SetRowPolicies(const PolicyVersion& policy);
+  absl::Status SetRowPolicies(
+      const std::shared_ptr<const PolicyVersion>& version);
   // Emits the segment's figures (several policies: each one's episodes
   // apart, labelled with its name).
   void EmitSegment(const Handoff& handoff, int64_t env_steps, double seconds,
@@ -255,8 +256,8 @@ class ActorClient {
   // first policy and in other runs).
   std::unique_ptr<League> league_;
   // A run of several policies: the version whose networks act (the step
-  // loop's own; 0: none yet).
-  int64_t row_policies_version_ = 0;
+  // loop's own; null: none yet).
+  std::shared_ptr<const PolicyVersion> row_policies_of_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<LearnerService::Stub> stub_;
   // Buffer i is written by the step loop while free_[i], read by the sender

@@ -105,8 +105,7 @@ class LearnerCore::Impl {
     }
     if (!others_.empty()) {
       checkpoints_.set_write_first([this](int64_t updates) {
-        return others_.Write(options_.run_dir, updates,
-                             options_.spec.keep_checkpoints());
+        return others_.Write(options_.run_dir, updates);
       });
     }
     absl::Status loaded = absl::OkStatus();
@@ -127,10 +126,13 @@ class LearnerCore::Impl {
     if (options_.collective != nullptr) {
       TensorMap extra;
       if (rank_ == 0) extra = StateTensors();
+      // Every collective call first, on every rank, then what can fail
+      // on one rank alone: a rank that returned between them would leave
+      // the others waiting in a broadcast.
       RETURN_IF_ERROR(ShareRankZeroState(*options_.collective, policy_,
                                          updater_->optimizer(), &extra));
-      if (rank_ != 0) RETURN_IF_ERROR(ApplyState(extra, "rank 0's state"));
       RETURN_IF_ERROR(others_.ShareRankZeroState(*options_.collective));
+      if (rank_ != 0) RETURN_IF_ERROR(ApplyState(extra, "rank 0's state"));
     }
     if (!options_.run_dir.empty()) OpenLedger();
     RETURN_IF_ERROR(Publish(/*final=*/false));
@@ -557,8 +559,19 @@ class LearnerCore::Impl {
   absl::Status Checkpoint(WriteFn write = &CheckpointKeeper::Write) {
     if (rank_ != 0 || !checkpoints_.enabled()) return absl::OkStatus();
     const LearnerStatus status = GetStatus();
-    return (checkpoints_.*write)(status.updates(), status.env_steps(), policy_,
-                                 updater_->optimizer(), StateTensors());
+    const absl::Status written =
+        (checkpoints_.*write)(status.updates(), status.env_steps(), policy_,
+                              updater_->optimizer(), StateTensors());
+    // The other policies' checkpoints are kept for the run's own: those
+    // whose run checkpoint failed or was pruned go now.
+    if (!others_.empty()) {
+      const absl::Status pruned = others_.Prune(options_.run_dir);
+      if (!pruned.ok()) {
+        RL_LOG_WARNING("pruning the policies' checkpoints: {}",
+                       pruned.ToString());
+      }
+    }
+    return written;
   }
 
   // The learner's state beyond the weights and the optimizer.

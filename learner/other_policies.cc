@@ -1,9 +1,13 @@
 #include "learner/other_policies.h"
 
 #include <filesystem>
+#include <limits>
+#include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
 #include "learner/device_self_check.h"
@@ -74,6 +78,13 @@ absl::Status OtherPolicies::Update(const Rollout& rollout,
         p.updater->Update(*rows, env_steps_before);
     if (!stats.ok()) return Prefixed(stats.status(), where);
     p.last_update = *stats;
+    if (stats->nonfinite_minibatches > 0) {
+      RL_LOG_WARNING(
+          "{}: the loss or gradient was not finite in {} minibatches; their "
+          "gradients were not applied ({} such updates in a row)",
+          where, stats->nonfinite_minibatches,
+          stats->consecutive_nonfinite_updates);
+    }
   }
   return absl::OkStatus();
 }
@@ -106,16 +117,45 @@ absl::Status OtherPolicies::Encode(PolicyUpdate* update) {
   return absl::OkStatus();
 }
 
-absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates,
-                                  int keep) {
+absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates) {
   for (Policy& p : policies_) {
     TensorMap own;
     own[kGeneratorKey] =
         BytesTensor(GeneratorStateBytes(p.updater->generator()));
-    absl::StatusOr<std::string> written =
-        WriteCheckpoint(PolicyCheckpointRoot(run_dir, p.name), updates,
-                        p.policy, p.updater->optimizer(), own, keep);
+    absl::StatusOr<std::string> written = WriteCheckpoint(
+        PolicyCheckpointRoot(run_dir, p.name), updates, p.policy,
+        p.updater->optimizer(), own, std::numeric_limits<int>::max());
     if (!written.ok()) return Prefixed(written.status(), Named(p));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::Prune(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  std::set<std::string> kept;
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(run_dir) / "checkpoints", error)) {
+    kept.insert(entry.path().filename().string());
+  }
+  if (error) {
+    return absl::InternalError(
+        absl::StrCat("listing ", run_dir, "/checkpoints: ", error.message()));
+  }
+  for (const Policy& p : policies_) {
+    const fs::path root = PolicyCheckpointRoot(run_dir, p.name);
+    std::vector<fs::path> gone;
+    for (const auto& entry : fs::directory_iterator(root, error)) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StartsWith(name, "ckpt-") && kept.count(name) == 0) {
+        gone.push_back(entry.path());
+      }
+    }
+    for (const fs::path& path : gone) fs::remove_all(path, error);
+    if (error) {
+      return absl::InternalError(absl::StrCat(
+          Named(p), ": pruning ", root.string(), ": ", error.message()));
+    }
   }
   return absl::OkStatus();
 }
@@ -149,14 +189,21 @@ absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
 }
 
 absl::Status OtherPolicies::ShareRankZeroState(Collective& collective) {
-  for (Policy& p : policies_) {
-    TensorMap extra;
+  // Every policy's broadcasts first, then what can fail on one rank alone.
+  std::vector<TensorMap> extras(policies_.size());
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    Policy& p = policies_[i];
     if (collective.rank() == 0) {
-      extra[kGeneratorKey] =
+      extras[i][kGeneratorKey] =
           BytesTensor(GeneratorStateBytes(p.updater->generator()));
     }
-    RETURN_IF_ERROR(rl::ShareRankZeroState(collective, p.policy,
-                                           p.updater->optimizer(), &extra));
+    const absl::Status shared = rl::ShareRankZeroState(
+        collective, p.policy, p.updater->optimizer(), &extras[i]);
+    if (!shared.ok()) return Prefixed(shared, Named(p));
+  }
+  for (size_t i = 0; i < policies_.size(); ++i) {
+    Policy& p = policies_[i];
+    const TensorMap& extra = extras[i];
     auto generator = extra.find(kGeneratorKey);
     if (generator == extra.end()) {
       return absl::InternalError(

@@ -69,8 +69,14 @@ class OtherPolicies {
   absl::Status Encode(PolicyUpdate* update);
 
   // Writes their checkpoints of `updates` under run_dir (before the run's:
-  // a resume looks for the run's, and theirs must be there by then).
-  absl::Status Write(const std::string& run_dir, int64_t updates, int keep);
+  // a resume looks for the run's, and theirs must be there by then),
+  // pruning none: a run checkpoint that then fails to be written must not
+  // have cost them the ones the run's older checkpoints need.
+  absl::Status Write(const std::string& run_dir, int64_t updates);
+  // Removes each one's checkpoints that have no run checkpoint of the same
+  // number under <run_dir>/checkpoints (after the run's were written and
+  // pruned to its keep_checkpoints).
+  absl::Status Prune(const std::string& run_dir);
   // Reads theirs of the same number as the run's checkpoint
   // `run_checkpoint` (<dir>/checkpoints/ckpt-N: <dir>/policies/<name>/
   // checkpoints/ckpt-N).
