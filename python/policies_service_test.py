@@ -4,7 +4,9 @@ steps). One learner trains red and blue, each on its own player's rows; the
 actors act with both; each policy's checkpoints are kept, numbered alike,
 red's as the run's and blue's under <run_dir>/policies/blue."""
 
+import contextlib
 import glob
+import io
 import os
 import re
 import shutil
@@ -12,6 +14,8 @@ import tempfile
 import textwrap
 import unittest
 
+import rlctl
+import onnx
 import test_util
 from rlservice import Client, state_name
 
@@ -91,6 +95,26 @@ class PoliciesServiceTest(unittest.TestCase):
         self.assertEqual(red, blue)
         # The last is the final update's (32768 / 1024 steps an update).
         self.assertGreaterEqual(red[-1], 32)
+        # rlctl export takes a policy by name, with its own network (blue's
+        # hidden layer has 8 units, red's 16).
+        os.environ["RL_LOCAL"] = os.path.abspath("trainer/rl_local")
+        for name, hidden in (("blue", 8), ("red", 16)):
+            output = os.path.join(self.dir, f"{name}.onnx")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                code = rlctl.main(["--coordinator", self.address, "export", run.run_id,
+                                   "-o", output, "--format", "onnx", "--policy_name", name])
+            self.assertEqual(code, 0, out.getvalue())
+            self.assertIn(f"exported policy {name} of ", out.getvalue())
+            # The first layer's weight: [hidden units, 242 observations].
+            shapes = {tuple(t.dims) for t in onnx.load(output).graph.initializer}
+            self.assertIn((hidden, 242), shapes, (name, shapes))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            code = rlctl.main(["--coordinator", self.address, "export", run.run_id,
+                               "-o", os.path.join(self.dir, "x.pt"), "--policy_name", "green"])
+        self.assertNotEqual(code, 0)
+        self.assertIn('has no policy "green" (its policies: red, blue)', out.getvalue())
 
 
 if __name__ == "__main__":

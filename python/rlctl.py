@@ -8,7 +8,7 @@
   rlctl workers
   rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
   rlctl top [--interval S] [--once]
-  rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled]
+  rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled] [--policy_name NAME]
   rlctl sweep submit SWEEP_FILE [--watch] [--key KEY] [--interval S] [--retry-for S]
   rlctl sweep submit SWEEP_FILE --optuna [--sampler tpe|random] [--seed N]
   rlctl sweep list
@@ -100,7 +100,8 @@ def export(client, args):
     rl_local, where = locate_rl_local()
     print(f"rl_local: {text(rl_local)} ({where})", flush=True)
     done = export_policy(client, args.run_id, args.output, checkpoint=args.checkpoint,
-                         fmt=args.format, sampled=args.sampled, rl_local=rl_local)
+                         fmt=args.format, sampled=args.sampled, rl_local=rl_local,
+                         policy_name=getattr(args, "policy_name", None))
     sys.stdout.write(done.stdout)
     sys.stderr.write(done.stderr)
     return done.returncode
@@ -184,6 +185,9 @@ def main(argv=None):
                    help="torchscript (LibTorch, PyTorch) or onnx (onnxruntime and others)")
     p.add_argument("--sampled", action="store_true",
                    help="actions drawn from the policy (default: its most likely action)")
+    p.add_argument("--policy_name",
+                   help="a run of several policies (policies:): the one to export, with its "
+                   "own network (default: the first)")
     p = sub.add_parser("top", help="live view of the active runs")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit")

@@ -100,9 +100,10 @@ def check_output_path(output):
 
 
 def export_policy(client, run_id, output, *, checkpoint=None, fmt="torchscript",
-                  sampled=False, rl_local=None):
+                  sampled=False, rl_local=None, policy_name=None):
     """Writes run `run_id`'s policy (its newest checkpoint, or number
-    `checkpoint`) to `output` as `fmt` ("torchscript" or "onnx"), with
+    `checkpoint`; in a run of several policies the first, or the one named
+    `policy_name`) to `output` as `fmt` ("torchscript" or "onnx"), with
     `output`.json naming its inputs and outputs. Runs `rl_local export`
     (`rl_local`, default locate_rl_local()'s), which must see the run's
     checkpoint directory (run it where the learner wrote it, or on the shared
@@ -129,6 +130,8 @@ def export_policy(client, run_id, output, *, checkpoint=None, fmt="torchscript",
                    f"--format={fmt}", f"--output={output}"]
         if sampled:
             command.append("--sampled")
+        if policy_name:
+            command.append(f"--policy_name={policy_name}")
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
         except OSError as e:
