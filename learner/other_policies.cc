@@ -35,6 +35,45 @@ std::string Named(const OtherPolicies::Policy& p) {
 
 }  // namespace
 
+absl::Status WritePolicyCheckpoint(const std::string& run_dir,
+                                   const std::string& name, int64_t updates,
+                                   ActorCritic& policy, PpoUpdater& updater,
+                                   int keep) {
+  TensorMap own;
+  own[kGeneratorKey] = BytesTensor(GeneratorStateBytes(updater.generator()));
+  absl::StatusOr<std::string> written =
+      WriteCheckpoint(PolicyCheckpointRoot(run_dir, name), updates, policy,
+                      updater.optimizer(), own, keep);
+  return Prefixed(written.status(), absl::StrCat("policy ", name));
+}
+
+absl::Status ReadPolicyCheckpoint(const std::string& run_checkpoint,
+                                  const std::string& name, ActorCritic& policy,
+                                  PpoUpdater& updater) {
+  std::filesystem::path ckpt =
+      std::filesystem::path(run_checkpoint).lexically_normal();
+  if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
+  const std::string run_dir = ckpt.parent_path().parent_path().string();
+  const std::string dir =
+      (std::filesystem::path(PolicyCheckpointRoot(run_dir, name)) /
+       ckpt.filename())
+          .string();
+  TensorMap own;
+  const absl::Status read =
+      ReadCheckpoint(dir, policy, &updater.optimizer(), &own);
+  if (!read.ok()) {
+    return Prefixed(read, absl::StrCat("policy ", name, "'s checkpoint beside ",
+                                       run_checkpoint));
+  }
+  auto generator = own.find(kGeneratorKey);
+  if (generator == own.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", dir, " has no ", kGeneratorKey));
+  }
+  return SetGeneratorState(TensorBytes(generator->second), updater.generator(),
+                           dir);
+}
+
 absl::StatusOr<OtherPolicies> OtherPolicies::Create(const RunSpec& spec,
                                                     torch::Device device,
                                                     Collective* collective,
@@ -119,13 +158,9 @@ absl::Status OtherPolicies::Encode(PolicyUpdate* update) {
 
 absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates) {
   for (Policy& p : policies_) {
-    TensorMap own;
-    own[kGeneratorKey] =
-        BytesTensor(GeneratorStateBytes(p.updater->generator()));
-    absl::StatusOr<std::string> written = WriteCheckpoint(
-        PolicyCheckpointRoot(run_dir, p.name), updates, p.policy,
-        p.updater->optimizer(), own, std::numeric_limits<int>::max());
-    if (!written.ok()) return Prefixed(written.status(), Named(p));
+    RETURN_IF_ERROR(WritePolicyCheckpoint(run_dir, p.name, updates, p.policy,
+                                          *p.updater,
+                                          std::numeric_limits<int>::max()));
   }
   return absl::OkStatus();
 }
@@ -161,29 +196,9 @@ absl::Status OtherPolicies::Prune(const std::string& run_dir) {
 }
 
 absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
-  std::filesystem::path ckpt =
-      std::filesystem::path(run_checkpoint).lexically_normal();
-  if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
-  const std::string run_dir = ckpt.parent_path().parent_path().string();
   for (Policy& p : policies_) {
-    const std::string dir =
-        (std::filesystem::path(PolicyCheckpointRoot(run_dir, p.name)) /
-         ckpt.filename())
-            .string();
-    TensorMap own;
-    absl::Status read =
-        ReadCheckpoint(dir, p.policy, &p.updater->optimizer(), &own);
-    if (!read.ok()) {
-      return Prefixed(read, absl::StrCat(Named(p), "'s checkpoint beside ",
-                                         run_checkpoint));
-    }
-    auto generator = own.find(kGeneratorKey);
-    if (generator == own.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint ", dir, " has no ", kGeneratorKey));
-    }
-    RETURN_IF_ERROR(SetGeneratorState(TensorBytes(generator->second),
-                                      p.updater->generator(), dir));
+    RETURN_IF_ERROR(
+        ReadPolicyCheckpoint(run_checkpoint, p.name, p.policy, *p.updater));
   }
   return absl::OkStatus();
 }

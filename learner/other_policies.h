@@ -31,6 +31,20 @@ namespace rl {
 
 class Emitter;
 
+// Policy `name`'s checkpoint of `updates` (its weights, optimizer and
+// shuffling stream) under <run_dir>/policies/<name>/checkpoints, keeping
+// its `keep` newest; rl_local's and the learner's alike.
+absl::Status WritePolicyCheckpoint(const std::string& run_dir,
+                                   const std::string& name, int64_t updates,
+                                   ActorCritic& policy, PpoUpdater& updater,
+                                   int keep);
+// Policy `name`'s checkpoint of the same number as the run's checkpoint
+// `run_checkpoint` (<dir>/checkpoints/ckpt-N: <dir>/policies/<name>/
+// checkpoints/ckpt-N) into `policy` and `updater`; errors name the policy.
+absl::Status ReadPolicyCheckpoint(const std::string& run_checkpoint,
+                                  const std::string& name, ActorCritic& policy,
+                                  PpoUpdater& updater);
+
 class OtherPolicies {
  public:
   struct Policy {

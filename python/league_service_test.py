@@ -6,11 +6,8 @@ seats' rows yet count every row's steps; the learner writes the games to
 
 import contextlib
 import csv
-import glob
 import io
 import os
-import shutil
-import tempfile
 import textwrap
 import unittest
 
@@ -36,25 +33,7 @@ RUN_FILE = textwrap.dedent("""\
     """)
 
 
-class LeagueServiceTest(unittest.TestCase):
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.coordinator, self.address = test_util.start_coordinator(
-            self.dir, f"--log_dir={self.dir}/logs", "--local_workers=learners=1,actors=2")
-        os.environ["RL_TOKEN_FILE"] = f"{self.dir}/runs/auth/user.token"
-
-    def tearDown(self):
-        os.environ.pop("RL_TOKEN_FILE", None)
-        test_util.stop(self.coordinator)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def logs(self, pattern):
-        text = ""
-        for path in sorted(glob.glob(os.path.join(self.dir, "logs", pattern))):
-            with open(path) as f:
-                text += f.read()
-        return text
+class LeagueServiceTest(test_util.EmbeddedServiceTest):
 
     def test_the_actors_play_the_frozen_versions_the_learner_keeps_the_games(self):
         run_file = os.path.join(self.dir, "league.yaml")

@@ -9,13 +9,11 @@ import glob
 import io
 import os
 import re
-import shutil
-import tempfile
 import textwrap
 import unittest
 
-import rlctl
 import onnx
+import rlctl
 import test_util
 from rlservice import Client, state_name
 
@@ -40,25 +38,7 @@ RUN_FILE = textwrap.dedent("""\
     """)
 
 
-class PoliciesServiceTest(unittest.TestCase):
-
-    def setUp(self):
-        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
-        self.coordinator, self.address = test_util.start_coordinator(
-            self.dir, f"--log_dir={self.dir}/logs", "--local_workers=learners=1,actors=2")
-        os.environ["RL_TOKEN_FILE"] = f"{self.dir}/runs/auth/user.token"
-
-    def tearDown(self):
-        os.environ.pop("RL_TOKEN_FILE", None)
-        test_util.stop(self.coordinator)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def logs(self, pattern):
-        text = ""
-        for path in sorted(glob.glob(os.path.join(self.dir, "logs", pattern))):
-            with open(path) as f:
-                text += f.read()
-        return text
+class PoliciesServiceTest(test_util.EmbeddedServiceTest):
 
     def test_one_learner_trains_both_policies_and_keeps_their_checkpoints(self):
         run_file = os.path.join(self.dir, "policies.yaml")

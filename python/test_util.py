@@ -1,9 +1,14 @@
-"""Helpers of the Python tests: child processes of the service's binaries."""
+"""Helpers of the Python tests: child processes of the service's binaries,
+and a test case of the embedded system."""
 
+import glob
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import unittest
 
 
 def read_port_file(path, process=None, timeout=60, what="process"):
@@ -71,3 +76,30 @@ def tail(path, lines=40):
             return "".join(f.readlines()[-lines:])
     except OSError:
         return ""
+
+
+class EmbeddedServiceTest(unittest.TestCase):
+    """A test of the embedded system: a coordinator with local workers
+    (LOCAL_WORKERS) in a fresh directory (self.dir, its address
+    self.address), the user's token in $RL_TOKEN_FILE; logs(pattern) reads
+    its processes' logs."""
+
+    LOCAL_WORKERS = "learners=1,actors=2"
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.coordinator, self.address = start_coordinator(
+            self.dir, f"--log_dir={self.dir}/logs", f"--local_workers={self.LOCAL_WORKERS}")
+        os.environ["RL_TOKEN_FILE"] = f"{self.dir}/runs/auth/user.token"
+
+    def tearDown(self):
+        os.environ.pop("RL_TOKEN_FILE", None)
+        stop(self.coordinator)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def logs(self, pattern):
+        text = ""
+        for path in sorted(glob.glob(os.path.join(self.dir, "logs", pattern))):
+            with open(path) as f:
+                text += f.read()
+        return text

@@ -17,6 +17,7 @@
 #include "envs/env_plugin.h"
 #include "learner/checkpoint.h"
 #include "learner/device_self_check.h"
+#include "learner/other_policies.h"
 #include "learner/training_state.h"
 #include "learner/update_metrics.h"
 #include "policy/compute_device.h"
@@ -378,15 +379,9 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   // The other policies' first: the run's checkpoint, written last, is
   // what a resume looks for, and theirs must be there by then.
   for (OtherPolicy& other : others_) {
-    TensorMap own;
-    own["policy.updater_generator"] =
-        BytesTensor(GeneratorStateBytes(other.updater->generator()));
-    RETURN_IF_ERROR(
-        rl::WriteCheckpoint(PolicyCheckpointRoot(options_.run_dir, other.name),
-                            progress_.updates, other.learner_policy,
-                            other.updater->optimizer(), own,
-                            spec_.keep_checkpoints())
-            .status());
+    RETURN_IF_ERROR(WritePolicyCheckpoint(
+        options_.run_dir, other.name, progress_.updates, other.learner_policy,
+        *other.updater, spec_.keep_checkpoints()));
   }
   for (size_t i = 0; i < policy_windows_.size(); ++i) {
     extra[absl::StrCat("policy.", i, ".returns")] =
@@ -420,28 +415,12 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   // The other policies from their checkpoints of the same number, beside
   // the run's (<run_dir>/checkpoints/ckpt-N ->
   // <run_dir>/policies/<name>/checkpoints/ckpt-N).
-  std::filesystem::path ckpt =
-      std::filesystem::path(checkpoint_dir).lexically_normal();
-  if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
-  const std::string run_dir = ckpt.parent_path().parent_path().string();
   for (OtherPolicy& other : others_) {
-    const std::string dir =
-        (std::filesystem::path(PolicyCheckpointRoot(run_dir, other.name)) /
-         ckpt.filename())
-            .string();
-    TensorMap own;
-    RETURN_IF_ERROR(ReadCheckpoint(dir, other.learner_policy,
-                                   &other.updater->optimizer(), &own));
+    RETURN_IF_ERROR(ReadPolicyCheckpoint(checkpoint_dir, other.name,
+                                         other.learner_policy, *other.updater));
     if (other.learner_policy.ptr() != other.policy.ptr()) {
       RETURN_IF_ERROR(CopyPolicyWeights(other.learner_policy, other.policy));
     }
-    auto generator = own.find("policy.updater_generator");
-    if (generator == own.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint ", dir, " has no policy.updater_generator"));
-    }
-    RETURN_IF_ERROR(SetGeneratorState(TensorBytes(generator->second),
-                                      other.updater->generator(), dir));
   }
   for (size_t i = 0; i < policy_windows_.size(); ++i) {
     auto returns = extra.find(absl::StrCat("policy.", i, ".returns"));
