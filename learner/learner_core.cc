@@ -314,28 +314,6 @@ class LearnerCore::Impl {
     return rollout;
   }
 
-  // The episodes of `segment` by policy (the intake checked their rows):
-  // [0] every one's without a policies block, else [i] policy i's (the
-  // policy of each one's row's agent).
-  std::vector<std::vector<float>> ReturnsByPolicy(
-      const RolloutSegment& segment) const {
-    const std::vector<PolicyEpisodes> episodes = EpisodesByPolicy(
-        options_.spec,
-        {segment.episode_rows().begin(), segment.episode_rows().end()},
-        {segment.episode_returns().begin(), segment.episode_returns().end()},
-        {segment.episode_lengths().begin(), segment.episode_lengths().end()});
-    std::vector<std::vector<float>> out;
-    for (const PolicyEpisodes& p : episodes) out.push_back(p.returns);
-    return out;
-  }
-
-  // The episodes of `segment` that count for the run's return (its target,
-  // learner/mean_return): every one's, or with several policies the
-  // first's.
-  std::vector<float> CountedReturns(const RolloutSegment& segment) const {
-    return ReturnsByPolicy(segment)[0];
-  }
-
   absl::Status UpdateFromStaged() {
     const SegmentBatch batch = intake_->TakeBatch();
     int64_t env_steps_before;
@@ -355,13 +333,21 @@ class LearnerCore::Impl {
     // Every row's steps, a league's segments' left-out rows too.
     int64_t steps = 0;
     for (const auto& s : batch) steps += s->env_steps;
+    // Each segment's episodes by policy (SegmentReturnsByPolicy); [0]
+    // counts for the run's return.
+    std::vector<std::vector<std::vector<float>>> segment_returns;
+    segment_returns.reserve(batch.size());
+    for (const auto& s : batch) {
+      segment_returns.push_back(
+          SegmentReturnsByPolicy(options_.spec, *s->proto));
+    }
     ReturnWindow returns_after;
     bool target_here = false;
     {
       absl::MutexLock lock(&mu_);
       returns_after = progress_.returns();
-      for (const auto& s : batch) {
-        for (float r : CountedReturns(*s->proto)) returns_after.Add(r);
+      for (const auto& by_policy : segment_returns) {
+        for (float r : by_policy[0]) returns_after.Add(r);
       }
       target_here = progress_.Reaches(returns_after);
     }
@@ -419,8 +405,8 @@ class LearnerCore::Impl {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    RecordUpdate(batch, stats, steps, target_here, std::move(returns_after),
-                 seconds);
+    RecordUpdate(batch, segment_returns, stats, steps, target_here,
+                 std::move(returns_after), seconds);
     if (league_games_.has_value()) {
       RETURN_IF_ERROR(league_games_->Record(batch, GetStatus().env_steps()));
     }
@@ -456,17 +442,18 @@ class LearnerCore::Impl {
 
   // Counts a successful update, tells the intake the new version, and
   // emits its figures.
-  void RecordUpdate(const SegmentBatch& batch, const UpdateStats& stats,
-                    int64_t steps, bool target_here, ReturnWindow returns_after,
-                    double seconds) {
+  void RecordUpdate(
+      const SegmentBatch& batch,
+      const std::vector<std::vector<std::vector<float>>>& segment_returns,
+      const UpdateStats& stats, int64_t steps, bool target_here,
+      ReturnWindow returns_after, double seconds) {
     const IntakeCounts intake = intake_->counts();
     absl::MutexLock lock(&mu_);
     int64_t episodes = 0;
-    for (const auto& s : batch) {
-      const std::vector<std::vector<float>> by_policy =
-          ReturnsByPolicy(*s->proto);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const std::vector<std::vector<float>>& by_policy = segment_returns[i];
       episodes += static_cast<int64_t>(by_policy[0].size());
-      actor_returns_.Add(s->proto->actor_id(), by_policy[0]);
+      actor_returns_.Add(batch[i]->proto->actor_id(), by_policy[0]);
       if (!others_.empty()) progress_.CountPolicyEpisodes(by_policy);
     }
     actor_returns_.EndUpdate();

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "runspec/named_policies.h"
 #include "runspec/policy_rules.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
@@ -53,6 +54,19 @@ absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league) {
     }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::vector<float>> SegmentReturnsByPolicy(
+    const RunSpec& spec, const RolloutSegment& segment) {
+  const auto& returns = segment.episode_returns();
+  if (spec.policies_size() == 0) return {{returns.begin(), returns.end()}};
+  std::vector<PolicyEpisodes> episodes = EpisodesByPolicy(
+      spec, {segment.episode_rows().begin(), segment.episode_rows().end()},
+      {returns.begin(), returns.end()},
+      {segment.episode_lengths().begin(), segment.episode_lengths().end()});
+  std::vector<std::vector<float>> out;
+  for (PolicyEpisodes& p : episodes) out.push_back(std::move(p.returns));
+  return out;
 }
 
 absl::Status CheckEpisodeRows(const RolloutSegment& segment, bool policies,

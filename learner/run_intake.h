@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "learner/segment_budget.h"
@@ -35,6 +36,13 @@ int64_t RowsPerSentRow(const RunSpec& spec);
 // actor can play (0 <= opponent < learner). INVALID_ARGUMENT naming the
 // game otherwise.
 absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league);
+
+// `segment`'s episode returns by policy (its episode_rows checked by
+// CheckEpisodeRows): [0] every one's without a policies block, else [i]
+// policy i's (the policy of each one's row's agent); [0] counts for the
+// run's return.
+std::vector<std::vector<float>> SegmentReturnsByPolicy(
+    const RunSpec& spec, const RolloutSegment& segment);
 
 // A segment's episode rows: none where the run has one policy; else one
 // per episode, each a row of the segment's `rows`. INVALID_ARGUMENT naming
