@@ -9,7 +9,11 @@
 # found; exits 1 if any target crashed (its input is kept under the work
 # directory, printed). Bazel runs with its own output base
 # ($RL_FUZZ_OUTPUT_BASE): switching the compiler to clang would otherwise
-# rebuild the main gcc build's cache.
+# rebuild the main gcc build's cache. Its actions are also kept in a disk
+# cache ($RL_FUZZ_DISK_CACHE), so a fresh clone (CI clones afresh every
+# time) builds only what changed: 7-8 minutes on 2 cores otherwise. The
+# cache holds build outputs only (nothing here runs as a Bazel test), so a
+# fuzz run is never skipped; remove the folder to build from scratch.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -29,6 +33,7 @@ if ((${#TARGETS[@]} == 0)); then
 fi
 OUTPUT_BASE="${RL_FUZZ_OUTPUT_BASE:-$HOME/.cache/rl-fuzz-base}"
 WORK="${RL_FUZZ_WORK:-$(mktemp -d -t rl-fuzz.XXXXXX)}"
+DISK_CACHE="${RL_FUZZ_DISK_CACHE:-$HOME/.cache/rl-fuzz-disk-cache}"
 BAZEL=(bazel "--output_base=$OUTPUT_BASE")
 
 command -v clang-16 >/dev/null || {
@@ -37,7 +42,7 @@ command -v clang-16 >/dev/null || {
 }
 labels=()
 for t in "${TARGETS[@]}"; do labels+=("//fuzz:$t"); done
-"${BAZEL[@]}" build --config=fuzz "${labels[@]}"
+"${BAZEL[@]}" build --config=fuzz --disk_cache="$DISK_CACHE" "${labels[@]}"
 BIN="$("${BAZEL[@]}" info --config=fuzz bazel-bin 2>/dev/null)/fuzz"
 
 # Every UBSan finding is fatal (also built with -fno-sanitize-recover).
