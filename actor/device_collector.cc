@@ -276,6 +276,11 @@ absl::Status DeviceCollector::RestoreState(
 absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
     const RunSpec& spec, uint64_t seed, int env_threads,
     torch::Device acting_device, const std::vector<std::string>& plugin_dirs) {
+  if (spec.env().agents_leave()) {
+    return absl::UnimplementedError(
+        "env.agents_leave: agents that leave early are checked (rl_local "
+        "check-env) but not trained yet");
+  }
   if (acting_device.is_cuda()) {
     absl::Status supported = DeviceCollector::Supports(spec);
     if (supported.ok()) {

@@ -43,6 +43,11 @@ struct StepOutputs {
   // [E, num_discrete_actions], when the env writes action masks
   // (EnvSpec.action_mask): the mask of each row's new observation.
   uint8_t* action_masks = nullptr;
+  // Optional ([E]): 1 where the row's agent is in its game for the new
+  // observation, 0 where it left early and its environment plays on
+  // (EnvSpec.agents_leave; rl_env_plugin.h, "Agents that leave early"). An
+  // env whose agents never leave writes 1 everywhere.
+  uint8_t* alive = nullptr;
 };
 
 class BatchedEnv {

@@ -51,6 +51,88 @@ absl::StatusOr<EnvAgents> ReadEnvAgents(const rl_env_plugin* plugin,
   return out;
 }
 
+absl::Status AllowLeaving(const rl_env_plugin* plugin, rl_env* env,
+                          const EnvSpec& spec, const std::string& origin) {
+  if (!spec.agents_leave()) return absl::OkStatus();
+  if (plugin->allow_leaving == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin,
+        " has no allow_leaving: its agents cannot leave early, but the run "
+        "sets env.agents_leave (remove it, or see rl_env_plugin.h, \"Agents "
+        "that leave early\")"));
+  }
+  char error[1024] = "";
+  if (plugin->allow_leaving(env, error, sizeof(error)) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "environment plugin ", origin,
+        ": allow_leaving failed: ", error[0] != '\0' ? error : "(no message)"));
+  }
+  return absl::OkStatus();
+}
+
+std::string CheckLeavingStep(const uint8_t* was_alive, const uint8_t* alive,
+                             const float* rewards, const uint8_t* terminated,
+                             const uint8_t* truncated, int64_t n, int per_env) {
+  auto where = [&](int64_t i) {
+    return absl::StrCat("row ", i, " (agent ", i % per_env, " of environment ",
+                        i / per_env, ")");
+  };
+  for (int64_t first = 0; first < n; first += per_env) {
+    bool every_alive_ended = true, any_alive = false;
+    for (int64_t i = first; i < first + per_env; ++i) {
+      if (alive[i] > 1) {
+        return absl::StrCat(where(i), ": alive=", alive[i],
+                            " (alive is 0 or 1)");
+      }
+      const bool ended = terminated[i] || truncated[i];
+      if (!was_alive[i] && (ended || rewards[i] != 0.f)) {
+        return absl::StrCat(where(i),
+                            " left its game earlier, yet the step "
+                            "gave it reward ",
+                            rewards[i], ", terminated=", terminated[i],
+                            ", truncated=", truncated[i],
+                            " (a row that has left has reward and flags 0 "
+                            "until its environment resets)");
+      }
+      if (was_alive[i] && !ended) every_alive_ended = false;
+      any_alive = any_alive || alive[i];
+    }
+    if (!any_alive) {
+      return absl::StrCat("environment ", first / per_env,
+                          ": no agent is alive after the step (when its last "
+                          "agents' episodes end it resets, every row alive)");
+    }
+    for (int64_t i = first; i < first + per_env; ++i) {
+      const bool ended = terminated[i] || truncated[i];
+      if (every_alive_ended) {
+        if (!alive[i]) {
+          return absl::StrCat(
+              where(i),
+              ": alive=0 after its environment's game ended (every "
+              "agent still in it ended its episode): the environment resets, "
+              "every row alive");
+        }
+      } else if (was_alive[i] && ended && alive[i]) {
+        return absl::StrCat(
+            where(i),
+            " ended its episode and is still alive while others "
+            "play on: it leaves (alive=0) until its environment resets");
+      } else if (was_alive[i] && !ended && !alive[i]) {
+        return absl::StrCat(where(i),
+                            ": alive=0 without its episode ending "
+                            "(an agent leaves at the step its episode ends)");
+      } else if (!was_alive[i] && alive[i]) {
+        return absl::StrCat(
+            where(i),
+            " is alive again while others of its environment play "
+            "on (an environment resets as one, when its last agents' "
+            "episodes end)");
+      }
+    }
+  }
+  return "";
+}
+
 absl::Status CheckEnvAgents(const EnvAgents& agents, const EnvSpec& spec,
                             const std::string& origin) {
   if (agents.per_env == AgentsPerEnv(spec)) return absl::OkStatus();

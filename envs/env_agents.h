@@ -7,6 +7,7 @@
 #define RL_ENVS_ENV_AGENTS_H_
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,26 @@ absl::StatusOr<EnvAgents> ReadEnvAgents(const rl_env_plugin* plugin,
 // FAILED_PRECONDITION naming both sides otherwise.
 absl::Status CheckEnvAgents(const EnvAgents& agents, const EnvSpec& spec,
                             const std::string& origin);
+
+// Where the run allows agents to leave early (env.agents_leave): calls the
+// plugin's allow_leaving, after which its step writes `alive`. OK and no
+// call where the run does not allow it. FAILED_PRECONDITION naming the
+// plugin where its table has no allow_leaving or the call refuses.
+absl::Status AllowLeaving(const rl_env_plugin* plugin, rl_env* env,
+                          const EnvSpec& spec, const std::string& origin);
+
+// One step of a batch of `n` rows whose agents may leave early, checked
+// against rl_env_plugin.h's rules ("Agents that leave early"):
+// `was_alive` is each row's alive before the step (all 1 after a reset);
+// `alive`, `rewards`, `terminated`, `truncated` what the step wrote. In
+// each copy of `per_env` rows, either the game goes on (an alive row that
+// ended left: alive 0; one that did not stays alive; padding stays
+// padding) or it ended (every alive row ended) and every row is alive
+// again; padding rows have reward and flags 0; a copy has an agent alive.
+// "" when the step keeps them, else what is wrong, naming the row.
+std::string CheckLeavingStep(const uint8_t* was_alive, const uint8_t* alive,
+                             const float* rewards, const uint8_t* terminated,
+                             const uint8_t* truncated, int64_t n, int per_env);
 
 // "2 per environment (player_0, player_1)", "1 per environment".
 std::string DescribeAgents(const EnvAgents& agents);

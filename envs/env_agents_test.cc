@@ -4,6 +4,8 @@
 #include "envs/env_agents.h"
 
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -115,6 +117,65 @@ TEST(EnvAgentsTest, WholeCopiesRoundsRowsUp) {
   spec.set_agents_per_env(3);
   EXPECT_EQ(WholeCopies(1, spec), 3);
   EXPECT_EQ(WholeCopies(0, spec), 3);
+}
+
+// A step of agents that leave early, against the ABI's rules: two copies of
+// two agents; each case changes one thing of a good step.
+struct LeavingStep {
+  std::vector<uint8_t> was = {1, 1, 0, 1};
+  std::vector<uint8_t> alive = {0, 1, 0, 1};
+  std::vector<float> rewards = {1, 1, 0, 1};
+  std::vector<uint8_t> terminated = {1, 0, 0, 0};
+  std::vector<uint8_t> truncated = {0, 0, 0, 0};
+  std::string Check() const {
+    return CheckLeavingStep(was.data(), alive.data(), rewards.data(),
+                            terminated.data(), truncated.data(), 4, 2);
+  }
+};
+
+TEST(CheckLeavingStepTest, AStepThatKeepsTheRulesPassesAndEachBreachIsNamed) {
+  // Copy 0: agent 0 leaves, agent 1 plays on. Copy 1: agent 0 is padding.
+  EXPECT_EQ(LeavingStep().Check(), "");
+  // Copy 1's last agent ends: the copy resets, every row alive.
+  LeavingStep reset;
+  reset.terminated[3] = 1;
+  reset.alive[2] = reset.alive[3] = 1;
+  EXPECT_EQ(reset.Check(), "");
+  // ... but not with a row left out of the reset.
+  reset.alive[2] = 0;
+  EXPECT_THAT(reset.Check(), AllOf(HasSubstr("row 2 (agent 0 of environment "
+                                             "1)"),
+                                   HasSubstr("resets")));
+  LeavingStep padding_paid;
+  padding_paid.rewards[2] = 0.5f;
+  EXPECT_THAT(padding_paid.Check(),
+              AllOf(HasSubstr("row 2"), HasSubstr("reward 0.5"),
+                    HasSubstr("left its game earlier")));
+  LeavingStep padding_ended;
+  padding_ended.truncated[2] = 1;
+  EXPECT_THAT(padding_ended.Check(), HasSubstr("truncated=1"));
+  LeavingStep stays;
+  stays.alive[0] = 1;
+  EXPECT_THAT(stays.Check(),
+              AllOf(HasSubstr("row 0"), HasSubstr("still alive while others")));
+  LeavingStep leaves_early;
+  leaves_early.alive[1] = 0;
+  leaves_early.alive[0] = 1;
+  leaves_early.terminated = {0, 0, 0, 0};
+  EXPECT_THAT(leaves_early.Check(),
+              AllOf(HasSubstr("row 1"),
+                    HasSubstr("alive=0 without its episode ending")));
+  LeavingStep comes_back;
+  comes_back.alive[2] = 1;
+  EXPECT_THAT(comes_back.Check(),
+              AllOf(HasSubstr("row 2"), HasSubstr("alive again")));
+  LeavingStep nobody;
+  nobody.alive[3] = 0;
+  nobody.terminated[3] = 1;
+  EXPECT_THAT(nobody.Check(), HasSubstr("environment 1: no agent is alive"));
+  LeavingStep two;
+  two.alive[1] = 2;
+  EXPECT_THAT(two.Check(), HasSubstr("alive=2"));
 }
 
 }  // namespace

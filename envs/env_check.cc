@@ -68,6 +68,10 @@ class Probe {
     probe->truncated_.assign(n, 0);
     probe->returns_.assign(n, 0.f);
     probe->lengths_.assign(n, 0);
+    if (spec.agents_leave()) {
+      probe->alive_.assign(n, 1);
+      probe->was_alive_.assign(n, 1);
+    }
     if (probe->info_.has_action_mask) {
       probe->masks_.assign(n * MaskElements(probe->info_.action), 1);
     }
@@ -92,6 +96,7 @@ class Probe {
     b.final_observations = final_obs_.data();
     b.episode_returns = returns_.data();
     b.episode_lengths = lengths_.data();
+    b.alive = alive_.empty() ? nullptr : alive_.data();
     return b;
   }
   std::string Reset() {
@@ -100,10 +105,12 @@ class Probe {
     if (table_->reset(env_, &b, error, sizeof(error)) != 0) {
       return absl::StrCat("reset failed: ", error);
     }
+    std::fill(alive_.begin(), alive_.end(), 1);
     return "";
   }
   std::string Step(const void* actions) {
     char error[kErrorBytes] = "";
+    was_alive_ = alive_;
     const rl_env_buffers b = Buffers();
     if (table_->step(env_, actions, &b, error, sizeof(error)) != 0) {
       return absl::StrCat("step failed: ", error);
@@ -127,6 +134,8 @@ class Probe {
   bool obs_bytes_ = false;
   std::vector<float> rewards_, returns_;
   std::vector<uint8_t> terminated_, truncated_, masks_;
+  // env.agents_leave: each row's alive after the last step, and before it.
+  std::vector<uint8_t> alive_, was_alive_;
   std::vector<int32_t> lengths_;
 
  private:
@@ -250,6 +259,14 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
     return violation(std::string(fits.message()));
   }
   const int64_t per_env = agents->per_env;
+  for (Probe* p : {a.get(), b.get()}) {
+    if (absl::Status allowed =
+            AllowLeaving(plugin.table, p->env(), spec, plugin.origin);
+        !allowed.ok()) {
+      return violation(std::string(allowed.message()));
+    }
+  }
+  if (spec.agents_leave()) report.agents += "; agents may leave early";
   if (std::string e = a->Reset(); !e.empty()) return violation(e);
   if (std::string e = b->Reset(); !e.empty()) return violation(e);
   if (a->obs_ != b->obs_) {
@@ -316,12 +333,22 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
     if (std::string e = CheckOutputs(*a, true); !e.empty()) {
       return violation(absl::StrCat("at step ", t + 1, ": ", e));
     }
+    if (spec.agents_leave()) {
+      if (std::string e = CheckLeavingStep(
+              a->was_alive_.data(), a->alive_.data(), a->rewards_.data(),
+              a->terminated_.data(), a->truncated_.data(), n,
+              static_cast<int>(per_env));
+          !e.empty()) {
+        return violation(absl::StrCat("at step ", t + 1, ": ", e));
+      }
+    }
     for (int64_t i = 0; i < n; ++i) {
       const bool ended = a->terminated_[i] || a->truncated_[i];
       if (ended) {
         ++report.episodes;
         returns += a->returns_[i];
       }
+      if (spec.agents_leave()) continue;  // checked above
       // The agents of one environment end together (its first row says).
       const int64_t first = i - i % per_env;
       if (ended != (a->terminated_[first] || a->truncated_[first])) {
@@ -338,7 +365,7 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
         return violation(absl::StrCat("at step ", t + 1, ": ", e));
       }
       if (a->obs_ != b->obs_ || a->rewards_ != b->rewards_ ||
-          a->terminated_ != b->terminated_) {
+          a->terminated_ != b->terminated_ || a->alive_ != b->alive_) {
         return violation(absl::StrCat(
             "step ", t + 1,
             " is not deterministic: two batches with the same seed and "

@@ -44,6 +44,34 @@ TEST(EnvCheckTest, AWellBehavedPluginPassesWithItsFigures) {
   EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("no violation found"));
 }
 
+// Agents that leave early: the env passes where the run allows it (each
+// agent's episode counted once, at its own end), and fails the check that
+// a copy's agents end together where the run does not.
+TEST(EnvCheckTest, AgentsThatLeaveEarlyAreCheckedAsTheRunAllows) {
+  EnvSpec spec;
+  spec.set_id("Leavers-v0");
+  spec.set_plugin("envs/testdata/libleaving_plugin.so");
+  spec.set_observation_size(2);
+  spec.set_num_discrete_actions(2);
+  spec.set_agents_per_env(3);
+  spec.set_agents_leave(true);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EnvCheckOptions options = Options();
+  options.num_envs = 6;
+  options.steps = 60;  // 10 games of 6 steps a copy
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, options));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_THAT(r.agents, HasSubstr("agents may leave early"));
+  EXPECT_EQ(r.episodes, 2 * 10 * 3);
+  EXPECT_DOUBLE_EQ(r.mean_return, (2 + 4 + 6) / 3.0);
+  // The helper ends everyone's episode at agent 0's without the run's
+  // leave: the same env passes, its games 2 steps long.
+  spec.set_agents_leave(false);
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport t, CheckEnv(spec, options));
+  EXPECT_EQ(t.violation, "");
+  EXPECT_EQ(t.episodes, 2 * 30 * 3);
+}
+
 // A Dict env's report lays out its parts; parts the run declares wrong
 // are the violation.
 TEST(EnvCheckTest, DictSpacesAreLaidOut) {

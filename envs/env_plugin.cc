@@ -70,7 +70,10 @@ class PluginEnv final : public BatchedEnv {
         timeout_(EnvCallTimeout(spec_)),
         watch_(WatchCalls(plugin_) ? CallWatch::Process().Register(
                                          WatchedOrigin(origin_, spec_))
-                                   : nullptr) {}
+                                   : nullptr),
+        leave_(spec_.agents_leave()),
+        alive_(leave_ ? num_envs : 0, 1),
+        scratch_alive_(alive_.size(), 1) {}
   ~PluginEnv() override {
     {
       CallWatch::Scope call(watch_, "destroy", timeout_);
@@ -95,6 +98,7 @@ class PluginEnv final : public BatchedEnv {
     }
     if (failed != 0) return Failed("reset", error);
     if (widen_) Widen(scratch_obs_.data(), observations, 0, num_envs_);
+    std::fill(alive_.begin(), alive_.end(), 1);
     RETURN_IF_ERROR(CheckObservations(observations, "reset"));
     return CheckMasks(out.action_masks, "reset");
   }
@@ -281,6 +285,11 @@ class PluginEnv final : public BatchedEnv {
         PluginObservations(o.final_observations, &scratch_final_obs_);
     out.episode_returns = o.episode_returns;
     out.episode_lengths = o.episode_lengths;
+    if (leave_) {
+      out.alive = o.alive != nullptr ? o.alive : scratch_alive_.data();
+    } else if (o.alive != nullptr) {
+      std::fill(o.alive, o.alive + num_envs_, 1);  // no agent ever leaves
+    }
     RETURN_IF_ERROR(MaskBuffer(o.action_masks, &out.action_masks));
     char error[kErrorBytes] = "";
     int failed;
@@ -289,6 +298,18 @@ class PluginEnv final : public BatchedEnv {
       failed = plugin_->step(env_, actions, &out, error, sizeof(error));
     }
     if (failed != 0) return Failed("step", error);
+    if (leave_) {
+      if (std::string e = CheckLeavingStep(alive_.data(), out.alive, o.rewards,
+                                           o.terminated, o.truncated, num_envs_,
+                                           AgentsPerEnv(spec_));
+          !e.empty()) {
+        return Fatal(absl::StrCat("environment plugin ", origin_,
+                                  ": step broke the rules of agents that "
+                                  "leave early: ",
+                                  e));
+      }
+      std::copy(out.alive, out.alive + num_envs_, alive_.begin());
+    }
     RETURN_IF_ERROR(CheckMasks(out.action_masks, "step"));
     if (widen_) {
       Widen(scratch_obs_.data(), o.observations, 0, num_envs_);
@@ -359,6 +380,10 @@ class PluginEnv final : public BatchedEnv {
   CallWatch::Slot* const watch_;  // null for the built-in table
   std::vector<uint8_t> scratch_masks_;
   std::vector<uint8_t> scratch_obs_, scratch_final_obs_;  // when widen_
+  // env.agents_leave: each row's alive after the last call (all 1 after a
+  // reset), and where the plugin writes it when the caller passes none.
+  const bool leave_;
+  std::vector<uint8_t> alive_, scratch_alive_;
 };
 
 }  // namespace
@@ -558,8 +583,14 @@ absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     plugin->destroy(env);
     return agents.status();
   }
+  if (absl::Status allowed = AllowLeaving(plugin, env, spec, origin);
+      !allowed.ok()) {
+    plugin->destroy(env);
+    return allowed;
+  }
   if (agents->per_env > 1) {
-    RL_LOG_INFO("{}: {}", spec.id(), DescribeAgents(*agents));
+    RL_LOG_INFO("{}: {}{}", spec.id(), DescribeAgents(*agents),
+                spec.agents_leave() ? "; agents may leave early" : "");
   }
   if (!parts->observation.empty()) {
     RL_LOG_INFO("{}: observation parts: {}", spec.id(),

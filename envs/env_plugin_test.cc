@@ -568,6 +568,98 @@ TEST(EnvPluginTest, AFirstReleasePluginLoadsUnchanged) {
   EXPECT_EQ(b.terminated, (std::vector<uint8_t>{1, 1}));
 }
 
+// The helper's Leavers-v0 (envs/testdata/leaving_plugin.cc): 3 agents, agent
+// k's episode ends after 2 (k + 1) steps.
+EnvSpec LeaversSpec(bool leave) {
+  EnvSpec spec;
+  spec.set_id("Leavers-v0");
+  spec.set_plugin("envs/testdata/libleaving_plugin.so");
+  spec.set_observation_size(2);
+  spec.set_num_discrete_actions(2);
+  spec.set_agents_per_env(3);
+  spec.set_agents_leave(leave);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+// Where the run allows it, an agent leaves at the step its episode ends
+// (its return and length reported there), its row is padding (reward and
+// flags 0, alive 0) while the others play on, and the copy resets as one
+// when its last agent's episode ends. Where the run does not, the first
+// agent's end ends everyone's.
+TEST(EnvPluginTest, AgentsThatLeaveEarlyArePaddingUntilTheirCopyResets) {
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(LeaversSpec(true), Options(6)));
+  Buffers b(6, 2);
+  std::vector<uint8_t> alive(6, 9);
+  StepOutputs out = b.Outputs();
+  out.alive = alive.data();
+  ASSERT_OK(env->Reset(b.obs.data()));
+  const std::vector<int64_t> actions(6, 1);
+  using Bytes = std::vector<uint8_t>;
+  using Floats = std::vector<float>;
+  // Step by step, the first copy's rows (the second is the same).
+  const std::vector<Bytes> want_alive = {{1, 1, 1}, {0, 1, 1}, {0, 1, 1},
+                                         {0, 0, 1}, {0, 0, 1}, {1, 1, 1}};
+  const std::vector<Floats> want_rewards = {{1, 1, 1}, {1, 1, 1}, {0, 1, 1},
+                                            {0, 1, 1}, {0, 0, 1}, {0, 0, 1}};
+  const std::vector<Bytes> want_terminated = {{0, 0, 0}, {1, 0, 0}, {0, 0, 0},
+                                              {0, 1, 0}, {0, 0, 0}, {0, 0, 1}};
+  const std::vector<Floats> want_returns = {{0, 0, 0}, {2, 0, 0}, {0, 0, 0},
+                                            {0, 4, 0}, {0, 0, 0}, {0, 0, 6}};
+  for (int t = 0; t < 6; ++t) {
+    ASSERT_OK(env->StepDiscrete(actions.data(), out));
+    for (int c = 0; c < 2; ++c) {
+      SCOPED_TRACE(testing::Message() << "step " << t + 1 << ", copy " << c);
+      EXPECT_EQ(Bytes(alive.begin() + 3 * c, alive.begin() + 3 * c + 3),
+                want_alive[t]);
+      EXPECT_EQ(
+          Floats(b.rewards.begin() + 3 * c, b.rewards.begin() + 3 * c + 3),
+          want_rewards[t]);
+      EXPECT_EQ(
+          Bytes(b.terminated.begin() + 3 * c, b.terminated.begin() + 3 * c + 3),
+          want_terminated[t]);
+      EXPECT_EQ(
+          Floats(b.returns.begin() + 3 * c, b.returns.begin() + 3 * c + 3),
+          want_returns[t]);
+      EXPECT_EQ(b.truncated, Bytes(6, 0));
+    }
+  }
+  // Reset: the steps count from 0 again.
+  EXPECT_EQ(b.obs[1], 0.f);
+  EXPECT_EQ(b.lengths[2], 6);
+  EXPECT_EQ(b.final_obs[2 * 2 + 1], 6.f) << "agent 2's last observation";
+
+  // Without env.agents_leave: agent 0's end is everyone's, the others cut.
+  ASSERT_OK_AND_ASSIGN(auto together, OpenEnv(LeaversSpec(false), Options(3)));
+  Buffers t(3, 2);
+  std::vector<uint8_t> all(3, 9);
+  StepOutputs o = t.Outputs();
+  o.alive = all.data();
+  ASSERT_OK(together->Reset(t.obs.data()));
+  for (int step = 0; step < 2; ++step) {
+    ASSERT_OK(together->StepDiscrete(actions.data(), o));
+  }
+  EXPECT_EQ(t.terminated, (Bytes{1, 0, 0}));
+  EXPECT_EQ(t.truncated, (Bytes{0, 1, 1}));
+  EXPECT_EQ(t.returns, (Floats{2, 2, 2}));
+  EXPECT_EQ(all, (Bytes{1, 1, 1})) << "no agent ever leaves";
+
+  // A plugin without allow_leaving cannot serve a run that allows leaving.
+  EnvSpec old;
+  old.set_id("Old-v0");
+  old.set_plugin("envs/testdata/libfirst_release_plugin.so");
+  old.set_observation_size(1);
+  old.set_num_discrete_actions(2);
+  old.set_reward_low(0);
+  old.set_reward_high(1);
+  old.set_agents_leave(true);
+  ASSERT_OK(ResolveEnvSpec(&old));
+  EXPECT_THAT(OpenEnv(old, Options(2)).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("has no allow_leaving"),
+                             HasSubstr("env.agents_leave"))));
+}
+
 // uint8 images pass as bytes where the run says uint8, and are widened to
 // float32 where it says float32 (the same values, final observations too).
 TEST(EnvPluginTest, UInt8ObservationsStayBytesOrAreWidened) {

@@ -285,6 +285,12 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
                        " of them"),
           spec.envs_per_actor());
   }
+  if (spec.env().agents_leave() && agents < 2) {
+    p.Add("env.agents_leave",
+          "needs several agents per environment (env.agents_per_env >= 2): "
+          "an agent leaves while the others of its environment play on",
+          "true");
+  }
   if (spec.segment_length() < 1 || spec.segment_length() > 65536) {
     p.Add("segment_length", "must be in [1, 65536]", spec.segment_length());
   }

@@ -84,6 +84,15 @@ ppo: {num_minibatches: 3}
                          "envs_per_actor*segment_length = 512 (got 3)")));
 }
 
+TEST(RunSpecTest, AgentsLeaveNeedsSeveralAgents) {
+  EXPECT_THAT(LoadYaml(R"(
+env: {id: CartPole-v1, agents_leave: true}
+)"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.agents_leave: needs several agents per "
+                                 "environment (env.agents_per_env >= 2)")));
+}
+
 TEST(RunSpecTest, RangeErrorsAreAllListedWithPaths) {
   const absl::Status status = LoadYaml(R"(
 env: {id: CartPole-v1}

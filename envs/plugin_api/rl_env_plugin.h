@@ -70,6 +70,21 @@
  * it), and the copy resets as one. One policy acts for every row, so the
  * agents of a game played against itself are trained together (self-play
  * with a shared policy).
+ *
+ * Agents that leave early: where the run allows it (env.agents_leave), the
+ * service calls the optional `allow_leaving` once after create, and from
+ * then the batch writes `alive` (N uint8) at every step: 1 where the row's
+ * agent is in its game for the observation just written (it acts at the
+ * next step), 0 where it has left while others of its copy play on. An
+ * agent leaves at the step its own episode ends (terminated or truncated,
+ * its episode return and length written as usual) and its copy goes on.
+ * Until the copy's game ends, its row is padding: the service still passes
+ * it an action, which the batch ignores; its reward, terminated and
+ * truncated are 0 and its observation is any finite one of its space (its
+ * last, say). When the last agents' episodes end, the copy resets as one
+ * and every row is alive again. After reset every row is alive, so reset
+ * writes no `alive`. A copy always has an agent alive. A batch the service
+ * did not allow to leave keeps a copy's agents ending together.
  */
 #ifndef RL_ENV_PLUGIN_H_
 #define RL_ENV_PLUGIN_H_
@@ -160,6 +175,10 @@ typedef struct {
   void* final_observations; /* may be NULL */
   float* episode_returns;   /* may be NULL */
   int32_t* episode_lengths; /* may be NULL */
+  /* N uint8, 1 = the row's agent is in its game (see "Agents that leave
+     early" above); NULL unless the service called allow_leaving. Step
+     writes it; reset does not (every row is alive). */
+  uint8_t* alive;
 } rl_env_buffers;
 
 typedef struct rl_env rl_env; /* a plugin's batch, opaque to the service */
@@ -233,6 +252,12 @@ typedef struct {
      agents of each environment copy, written into *agents after create. */
   int (*agents)(rl_env* env, rl_env_agents* agents, char* error,
                 size_t error_size);
+
+  /* Optional (NULL or absent: a copy's agents end together): called once
+     after create where the run allows agents to leave early
+     (env.agents_leave; see the top of the file); from then `step` writes
+     `alive`. Nonzero with a message to refuse. */
+  int (*allow_leaving)(rl_env* env, char* error, size_t error_size);
 } rl_env_plugin;
 
 typedef const rl_env_plugin* (*rl_env_plugin_entry_fn)(void);

@@ -35,6 +35,7 @@
 #ifndef RL_ENV_PLUGIN_HPP_
 #define RL_ENV_PLUGIN_HPP_
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -340,7 +341,12 @@ class BasicMultiAgentEnv {
   virtual void Reset(Rng& rng, T* obs) = 0;
   // One step of every agent: writes each one's next observation and
   // result. The episode ends for all when any result ends it (an agent
-  // whose result says neither is then truncated).
+  // whose result says neither is then truncated). Where the run allows
+  // agents to leave early (env.agents_leave), an agent whose result ends
+  // leaves instead while others play on: later steps still pass it an
+  // action (ignore it; its result is ignored too, and its observation
+  // must stay finite), and the episode ends for all when every agent still
+  // in it has ended.
   virtual void Step(const Action* actions, Rng& rng, T* obs,
                     StepResult* results) = 0;
   // With Spaces::action_mask: every agent's mask in turn.
@@ -558,6 +564,7 @@ class Batch {
     }
     elapsed_.assign(envs_.size(), 0);
     returns_.assign(o.num_envs, 0.0);
+    alive_.assign(o.num_envs, 1);
     actions_.resize(agents_);
     results_.resize(agents_);
     *info = rl_env_info{};
@@ -584,8 +591,19 @@ class Batch {
     agents->agent_names = agent_names_.empty() ? nullptr : agent_names_.data();
   }
 
+  // The run allows agents to leave early (rl_env_plugin.h).
+  void AllowLeaving() {
+    if (agents_ < 2) {
+      throw std::invalid_argument(
+          "agents leave early only from an environment of several agents "
+          "(Spaces::agents >= 2)");
+    }
+    leave_ = true;
+  }
+
   void Reset(const rl_env_buffers& out) {
     T* obs = static_cast<T*>(out.observations);
+    std::fill(alive_.begin(), alive_.end(), 1);
     for (size_t c = 0; c < envs_.size(); ++c) {
       envs_[c]->Reset(rngs_[c], obs + c * agents_ * obs_size_);
       elapsed_[c] = 0;
@@ -620,25 +638,49 @@ class Batch {
         results_[0] = envs_[c]->Step(actions_[0], rngs_[c], rows);
       }
       ++elapsed_[c];
+      // The copy's game ends at the time limit, or when any agent's
+      // episode ends; where agents leave early, when every agent still in
+      // it has ended.
       bool ended = max_steps_ > 0 && elapsed_[c] >= max_steps_;
-      for (const StepResult& r : results_) {
-        ended = ended || r.terminated || r.truncated;
+      bool every_one = true;
+      for (int k = 0; k < agents_; ++k) {
+        const StepResult& r = results_[k];
+        const bool own = r.terminated || r.truncated;
+        if (!leave_) ended = ended || own;
+        if (alive_[first + k] && !own) every_one = false;
       }
+      if (leave_) ended = ended || every_one;
       for (int k = 0; k < agents_; ++k) {
         const size_t i = first + k;
+        if (!alive_[i]) {  // it left: padding until the copy resets
+          out.rewards[i] = 0.f;
+          out.terminated[i] = 0;
+          out.truncated[i] = 0;
+          if (out.episode_returns != nullptr) out.episode_returns[i] = 0.f;
+          if (out.episode_lengths != nullptr) out.episode_lengths[i] = 0;
+          continue;
+        }
         const StepResult& r = results_[k];
+        const bool row_ended = ended || r.terminated || r.truncated;
         returns_[i] += r.reward;
         out.rewards[i] = r.reward;
         out.terminated[i] = r.terminated ? 1 : 0;
-        out.truncated[i] = ended && !r.terminated ? 1 : 0;
+        out.truncated[i] = row_ended && !r.terminated ? 1 : 0;
         if (out.episode_returns != nullptr) {
           out.episode_returns[i] =
-              ended ? static_cast<float>(returns_[i]) : 0.f;
+              row_ended ? static_cast<float>(returns_[i]) : 0.f;
         }
         if (out.episode_lengths != nullptr) {
-          out.episode_lengths[i] = ended ? elapsed_[c] : 0;
+          out.episode_lengths[i] = row_ended ? elapsed_[c] : 0;
         }
-        if (ended) returns_[i] = 0;
+        if (row_ended) returns_[i] = 0;
+        if (row_ended && !ended) {  // leaves; its copy plays on
+          alive_[i] = 0;
+          if (final_obs != nullptr) {
+            std::memcpy(final_obs + i * obs_size_, rows + k * obs_size_,
+                        obs_size_ * sizeof(T));
+          }
+        }
       }
       if (ended) {
         if (final_obs != nullptr) {
@@ -647,6 +689,10 @@ class Batch {
         }
         envs_[c]->Reset(rngs_[c], rows);
         elapsed_[c] = 0;
+        std::fill(alive_.begin() + first, alive_.begin() + first + agents_, 1);
+      }
+      if (out.alive != nullptr) {
+        std::memcpy(out.alive + first, alive_.data() + first, agents_);
       }
       if (mask_size_ > 0 && out.action_masks != nullptr) {
         envs_[c]->ActionMask(out.action_masks + first * mask_size_);
@@ -669,6 +715,8 @@ class Batch {
   std::vector<Rng> rngs_;                 // per copy
   std::vector<int32_t> elapsed_;          // per copy
   std::vector<double> returns_;           // per row
+  bool leave_ = false;                    // AllowLeaving was called
+  std::vector<uint8_t> alive_;            // per row
   std::vector<Action> actions_;           // one copy's, scratch
   std::vector<StepResult> results_;       // one copy's, scratch
 };
@@ -729,6 +777,15 @@ const rl_env_plugin* Table(const char* name) {
       (void)error_size;
       reinterpret_cast<Batch<E>*>(env)->Agents(agents);
       return 0;
+    };
+    t.allow_leaving = [](rl_env* env, char* error, size_t error_size) -> int {
+      try {
+        reinterpret_cast<Batch<E>*>(env)->AllowLeaving();
+        return 0;
+      } catch (const std::exception& e) {
+        WriteError(error, error_size, e.what());
+      }
+      return 1;
     };
     return t;
   }();
