@@ -47,6 +47,10 @@ absl::Status DeviceCollector::Supports(const RunSpec& spec) {
         "ppo.normalize_rewards: the reward scaler runs on the host; it "
         "collects with its envs there for now");
   }
+  if (spec.env().agents_leave()) {
+    return absl::InvalidArgumentError(
+        "env.agents_leave: agents that leave early step on the host");
+  }
   return absl::OkStatus();
 }
 
@@ -276,11 +280,6 @@ absl::Status DeviceCollector::RestoreState(
 absl::StatusOr<std::unique_ptr<SegmentCollector>> CreateSegmentCollector(
     const RunSpec& spec, uint64_t seed, int env_threads,
     torch::Device acting_device, const std::vector<std::string>& plugin_dirs) {
-  if (spec.env().agents_leave()) {
-    return absl::UnimplementedError(
-        "env.agents_leave: agents that leave early are checked (rl_local "
-        "check-env) but not trained yet");
-  }
   if (acting_device.is_cuda()) {
     absl::Status supported = DeviceCollector::Supports(spec);
     if (supported.ok()) {

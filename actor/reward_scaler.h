@@ -15,8 +15,11 @@ class RewardScaler {
   RewardScaler(int64_t num_envs, float gamma);
 
   // rewards [T, E] are scaled in place; terminated/truncated [T, E].
+  // alive [T, E] (agents that leave early, or null: every row): a padding
+  // step (0) neither extends its row's return nor counts in the statistics.
   void Apply(float* rewards, const uint8_t* terminated,
-             const uint8_t* truncated, int64_t num_steps);
+             const uint8_t* truncated, int64_t num_steps,
+             const uint8_t* alive = nullptr);
 
   // State for checkpoints: returns[E], then mean, var, count.
   std::vector<double> SaveState() const;

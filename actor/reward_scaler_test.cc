@@ -39,6 +39,45 @@ TEST(RewardScalerTest, EpisodeEndsResetTheDiscountedReturn) {
   EXPECT_NEAR(b.SaveState()[0], 1.9, 1e-6);
 }
 
+// Agents that leave early: a padding step neither extends its row's return
+// nor counts in the statistics. Envs {0, 1} with env 1 padding from step 2
+// on scale env 0's rewards exactly as a scaler of env 0 and env 1's first
+// two steps would; all alive is the plain scaler, bit for bit.
+TEST(RewardScalerTest, PaddingStepsOfAgentsThatLeftAreNotReturns) {
+  const int T = 50;
+  std::vector<float> rewards(T * 2), plain;
+  std::vector<uint8_t> alive(T * 2, 1), flags(T * 2, 0);
+  for (int t = 0; t < T; ++t) {
+    rewards[t * 2] = 1.0f + (t % 3);
+    rewards[t * 2 + 1] = t < 2 ? 5.0f : 0.0f;
+    if (t >= 2) alive[t * 2 + 1] = 0;
+  }
+  plain = rewards;
+  std::vector<float> all_alive = rewards;
+  RewardScaler a(2, 0.9f), b(2, 0.9f), c(2, 0.9f);
+  a.Apply(all_alive.data(), flags.data(), flags.data(), T,
+          std::vector<uint8_t>(T * 2, 1).data());
+  b.Apply(plain.data(), flags.data(), flags.data(), T);
+  EXPECT_EQ(all_alive, plain);
+  EXPECT_EQ(a.SaveState(), b.SaveState());
+  std::vector<float> padded = rewards;
+  c.Apply(padded.data(), flags.data(), flags.data(), T, alive.data());
+  // By hand: the statistics of env 1's two steps, then env 0's alone.
+  RewardScaler two(2, 0.9f), one(1, 0.9f);
+  std::vector<float> head(rewards.begin(), rewards.begin() + 4);
+  two.Apply(head.data(), flags.data(), flags.data(), 2);
+  std::vector<double> state = two.SaveState();  // returns[2], mean, var, count
+  ASSERT_TRUE(one.RestoreState({state[0], state[2], state[3], state[4]}));
+  std::vector<float> tail;
+  for (int t = 2; t < T; ++t) tail.push_back(rewards[t * 2]);
+  one.Apply(tail.data(), flags.data(), flags.data(), T - 2);
+  for (int t = 2; t < T; ++t) {
+    EXPECT_FLOAT_EQ(padded[t * 2], tail[t - 2]) << "step " << t;
+    EXPECT_EQ(padded[t * 2 + 1], 0.0f) << "step " << t;
+  }
+  EXPECT_DOUBLE_EQ(c.variance(), one.variance());
+}
+
 TEST(RewardScalerTest, StateRoundTrips) {
   RewardScaler a(3, 0.99f);
   std::vector<float> r = {1, 2, 3, 4, 5, 6};

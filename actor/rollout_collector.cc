@@ -71,6 +71,10 @@ RolloutCollector::RolloutCollector(const RunSpec& spec,
     current_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
     next_masks_ = torch::ones({num_envs_, n}, torch::kUInt8);
   }
+  if (env_->spec().agents_leave()) {
+    current_alive_ = torch::ones({num_envs_}, torch::kUInt8);
+    next_alive_ = torch::ones({num_envs_}, torch::kUInt8);
+  }
   if (const int64_t state_size = RecurrentStateSize(spec.policy());
       state_size > 0) {
     policy_state_ = torch::zeros({num_envs_, state_size});
@@ -88,7 +92,8 @@ Rollout RolloutCollector::AllocateRollout() const {
                            env.continuous_action_size(),
                            env.action_mask() ? ActionMaskSize(env) : 0,
                            env.action_nvec_size(), ObservationDtype(),
-                           policy_state_.defined() ? policy_state_.size(1) : 0);
+                           policy_state_.defined() ? policy_state_.size(1) : 0,
+                           current_alive_.defined());
 }
 
 torch::Dtype RolloutCollector::ObservationDtype() const {
@@ -195,6 +200,17 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     rollout->action_masks[0].copy_(current_masks_);
     masks = rollout->action_masks.data_ptr<uint8_t>();
     mask_size = current_masks_.size(1);
+  }
+  const bool leave = current_alive_.defined();
+  if (leave != rollout->alive.defined()) {
+    return absl::InvalidArgumentError(
+        "rollout.alive: allocated exactly when the env's agents may leave "
+        "(AllocateRollout)");
+  }
+  uint8_t* alive = nullptr;
+  if (leave) {
+    rollout->alive[0].copy_(current_alive_);
+    alive = rollout->alive.data_ptr<uint8_t>();
   }
   const bool recurrent = policy_state_.defined();
   if (policy->state_size() != (recurrent ? policy_state_.size(1) : 0) ||
@@ -344,6 +360,10 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                              ? masks + (row + num_envs_) * mask_size
                              : next_masks_.data_ptr<uint8_t>();
     }
+    if (leave) {
+      out.alive = t + 1 < num_steps_ ? alive + row + num_envs_
+                                     : next_alive_.data_ptr<uint8_t>();
+    }
     const absl::Status status =
         discrete
             ? env_->StepDiscrete(discrete_actions + row * action_size, out)
@@ -365,6 +385,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   auto start = Clock::now();
   current_observations_.copy_(rollout->next_observations);
   if (masked) current_masks_.copy_(next_masks_);
+  if (leave) current_alive_.copy_(next_alive_);
   if (use_fused) {
     fused_->Values(rollout->next_observations.data_ptr<float>(), num_envs_,
                    rollout->next_values.data_ptr<float>());
@@ -432,7 +453,7 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
   }
   if (reward_scaler_ != nullptr) {
     reward_scaler_->Apply(rollout->rewards.data_ptr<float>(), term, trunc,
-                          num_steps_);
+                          num_steps_, alive);
   }
   if (timings != nullptr) {
     timings->env_seconds += local.env_seconds;
@@ -451,6 +472,9 @@ std::map<std::string, torch::Tensor> RolloutCollector::SaveState() const {
   state["collector.observations"] = current_observations_.clone();
   if (current_masks_.defined()) {
     state["collector.action_masks"] = current_masks_.clone();
+  }
+  if (current_alive_.defined()) {
+    state["collector.alive"] = current_alive_.clone();
   }
   state["collector.generator"] = generator_.get_state();
   if (policy_state_.defined()) {
@@ -501,6 +525,15 @@ absl::Status RolloutCollector::RestoreState(
             "checkpoint action masks do not fit this run's environments");
       }
       current_masks_.copy_(masks);
+    }
+    if (current_alive_.defined()) {
+      ASSIGN_OR_RETURN(const torch::Tensor alive, get("collector.alive"));
+      if (!alive.sizes().equals(current_alive_.sizes()) ||
+          alive.scalar_type() != torch::kUInt8) {
+        return absl::InvalidArgumentError(
+            "checkpoint alive flags do not fit this run's environments");
+      }
+      current_alive_.copy_(alive);
     }
   }
   // Else the environment keeps no state (a plugin without save_state): it

@@ -94,6 +94,10 @@ class RolloutCollector final : public SegmentCollector {
   // scratch the last step of a segment writes (undefined: no masks).
   torch::Tensor current_masks_;
   torch::Tensor next_masks_;
+  // [E] uint8 (env.agents_leave): each row's alive for current_observations_,
+  // and where the last step of a segment writes it.
+  torch::Tensor current_alive_;
+  torch::Tensor next_alive_;
   RowOpponents* opponents_ = nullptr;
   // The policies acting for rows of the batch: the run's several
   // (SetRowPolicies), or with opponents the trained policy alone on its

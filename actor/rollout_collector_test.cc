@@ -1,5 +1,9 @@
 #include "actor/rollout_collector.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
@@ -49,6 +53,49 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   const torch::Tensor next = rollout.next_observations.clone();
   ASSERT_OK((*collector)->Collect(policy, &rollout));
   EXPECT_TRUE(torch::equal(rollout.observations[0], next));
+}
+
+// Agents that leave early (envs/testdata/leaving_plugin.cc: agent k's
+// episode ends after 2 (k + 1) steps, 1 a step): the rollout's alive says
+// which steps are padding, each agent's episode is reported once with its
+// own return, the padding is not, and the next segment goes on from the
+// alive the last step left.
+TEST(RolloutCollectorTest, AgentsThatLeaveEarlyLeavePaddingRows) {
+  const RunSpec spec = SmallRunSpec(
+      "env: {id: Leavers-v0, plugin: envs/testdata/libleaving_plugin.so,\n"
+      "      observation_size: 2, num_discrete_actions: 2, agents_per_env: 3,\n"
+      "      agents_leave: true}\n"
+      "envs_per_actor: 3\nsegment_length: 4\n"
+      "ppo: {num_minibatches: 1, normalize_rewards: true}");
+  ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
+  torch::manual_seed(0);
+  ActorCritic policy(RunNetworkConfig(spec));
+  Rollout rollout = collector->AllocateRollout();
+  ASSERT_TRUE(rollout.alive.defined());
+  ASSERT_OK(collector->Collect(policy, &rollout));
+  // Steps 1-4: agent 0 leaves after step 2, agent 1 after step 4.
+  const torch::Tensor want_first =
+      torch::tensor({1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 1}, torch::kUInt8)
+          .reshape({4, 3});
+  EXPECT_TRUE(torch::equal(rollout.alive, want_first)) << rollout.alive;
+  EXPECT_EQ(collector->episode_returns(), (std::vector<float>{2, 4}));
+  // Padding pays nothing, even scaled.
+  EXPECT_EQ(rollout.rewards[2][0].item<float>(), 0.f);
+  EXPECT_GT(rollout.rewards[2][1].item<float>(), 0.f);
+  // Steps 5-8: agent 2 ends the game at step 6, all are alive again, and
+  // agent 0 of the next game leaves after its step 2 (step 8).
+  ASSERT_OK(collector->Collect(policy, &rollout));
+  const torch::Tensor want_second =
+      torch::tensor({0, 0, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1}, torch::kUInt8)
+          .reshape({4, 3});
+  EXPECT_TRUE(torch::equal(rollout.alive, want_second)) << rollout.alive;
+  EXPECT_EQ(collector->episode_returns(), (std::vector<float>{6, 2}));
+  EXPECT_EQ(collector->episode_lengths(), (std::vector<int32_t>{6, 2}));
+  // A collector resumed from its state goes on from the same alive.
+  const std::map<std::string, torch::Tensor> state = collector->SaveState();
+  ASSERT_TRUE(state.count("collector.alive"));
+  EXPECT_TRUE(torch::equal(state.at("collector.alive"),
+                           torch::tensor({0, 1, 1}, torch::kUInt8)));
 }
 
 // A plugin that saves no state (no save_state): a resumed collector keeps

@@ -47,6 +47,8 @@ absl::StatusOr<std::unique_ptr<StepGraph>> NewStepGraphFor(
     why = "bfloat16 autocast caches casts across steps";
   } else if (request.fused) {
     why = "the fused CPU path has no LibTorch step to capture";
+  } else if (request.weighted) {
+    why = "agents that leave early weigh each minibatch's rows apart";
   }
   if (!why.empty()) {
     if (mode == "on") {

@@ -34,6 +34,7 @@ struct StepGraphRequest {
   bool recurrent = false;
   bool bfloat16 = false;
   bool fused = false;
+  bool weighted = false;  // rollouts carry alive (env.agents_leave)
   // Tests: a DeferredStepGraph (a CUDA graph's semantics on any device).
   bool deferred_for_testing = false;
   bool fail_capture_for_testing = false;

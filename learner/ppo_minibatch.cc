@@ -67,7 +67,9 @@ StepTensors TorchMinibatchStep::DeviceRollout(
                 : torch::Tensor(),
       recurrent ? r.initial_state : torch::Tensor(),
       plan.advantages,
-      plan.returns};
+      plan.returns,
+      r.alive.defined() ? r.alive.reshape({batch}).to(torch::kFloat32)
+                        : torch::Tensor()};
   const size_t num_rollout_tensors = host.size();
   host.insert(host.end(), plan.orders.begin(), plan.orders.end());
   const std::vector<torch::Tensor> on_device =
@@ -82,6 +84,7 @@ StepTensors TorchMinibatchStep::DeviceRollout(
   t.initial_state = on_device[6];
   t.advantages = on_device[7];
   t.returns = on_device[8];
+  t.weights = on_device[9];
   orders->assign(on_device.begin() + num_rollout_tensors, on_device.end());
   return t;
 }
@@ -145,8 +148,27 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
                               t.actions.index_select(0, idx), mb_masks);
   const torch::Tensor mb_old_log_probs = t.old_log_probs.index_select(0, idx);
   torch::Tensor mb_adv = t.advantages.index_select(0, idx);
+  // Agents that leave early: the means over the minibatch's alive rows
+  // (padding weighs 0); else plain means, as always.
+  const torch::Tensor w =
+      t.weights.defined() ? t.weights.index_select(0, idx) : torch::Tensor();
+  const torch::Tensor alive_rows =
+      w.defined() ? w.sum().clamp_min(1) : torch::Tensor();
+  const auto mean = [&](const torch::Tensor& x) {
+    return w.defined() ? (x * w).sum() / alive_rows : x.mean();
+  };
+  if (w.defined() && gang_plan != nullptr) {
+    return absl::FailedPreconditionError(
+        "agents that leave early train on one learner, not a gang");
+  }
   if (config_.normalize_advantages() && shape.global_minibatch > 1) {
-    if (gang_plan == nullptr) {
+    if (w.defined()) {
+      // Unbiased, as LibTorch's std, over the alive rows.
+      const torch::Tensor m = mean(mb_adv);
+      const torch::Tensor var =
+          ((mb_adv - m).pow(2) * w).sum() / (alive_rows - 1).clamp_min(1);
+      mb_adv = (mb_adv - m) / (var.sqrt() + 1e-8);
+    } else if (gang_plan == nullptr) {
       mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
     } else {
       // The global minibatch's moments, from the planning all-reduce.
@@ -157,12 +179,10 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
   }
   const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
   const torch::Tensor ratio = log_ratio.exp();
-  const torch::Tensor policy_loss =
-      torch::max(-mb_adv * ratio,
-                 -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip))
-          .mean();
+  const torch::Tensor policy_loss = mean(torch::max(
+      -mb_adv * ratio, -mb_adv * torch::clamp(ratio, 1 - clip, 1 + clip)));
   const torch::Tensor mb_returns = t.returns.index_select(0, idx);
-  const torch::Tensor entropy = eval.entropy.mean();
+  const torch::Tensor entropy = mean(eval.entropy);
   // The loss: its terms (learner/ppo_loss_terms.h), each written once.
   torch::Tensor value_loss, loss;
   for (const LossTerm& term : loss_terms_) {
@@ -175,7 +195,7 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
         value = entropy;
         break;
       case LossTermKind::kValue:
-        value_loss = 0.5 * (eval.values - mb_returns).pow(2).mean();
+        value_loss = 0.5 * mean((eval.values - mb_returns).pow(2));
         value = value_loss;
         break;
       case LossTermKind::kClippedValue: {
@@ -183,9 +203,8 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
         const torch::Tensor clipped =
             mb_old_values +
             torch::clamp(eval.values - mb_old_values, -clip, clip);
-        value_loss = 0.5 * torch::max((eval.values - mb_returns).pow(2),
-                                      (clipped - mb_returns).pow(2))
-                               .mean();
+        value_loss = 0.5 * mean(torch::max((eval.values - mb_returns).pow(2),
+                                           (clipped - mb_returns).pow(2)));
         value = value_loss;
         break;
       }
@@ -257,13 +276,13 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
   }
 
   torch::NoGradGuard no_grad;
-  const torch::Tensor kl = ((ratio - 1) - log_ratio).mean();
+  const torch::Tensor kl = mean((ratio - 1) - log_ratio);
   t.epoch_kl += kl * shape.share;
   t.sum_policy_loss += policy_loss.detach();
   t.sum_value_loss += value_loss.detach();
   t.sum_entropy += entropy.detach();
   t.sum_kl += kl;
-  t.sum_clip += ((ratio - 1).abs() > clip).to(torch::kFloat32).mean();
+  t.sum_clip += mean(((ratio - 1).abs() > clip).to(torch::kFloat32));
   t.sum_grad_norm += grad_norm;
   return absl::OkStatus();
 }
@@ -274,9 +293,17 @@ EpochResult TorchMinibatchStep::Result(const StepTensors& t,
                                        int epochs) const {
   EpochResult result;
   UpdateStats& stats = result.stats;
-  // One read-back of everything reported.
-  const torch::Tensor y_var = t.returns.var();
-  const torch::Tensor explained = 1 - (t.returns - t.old_values).var() / y_var;
+  // One read-back of everything reported. Agents that leave early: over
+  // the alive rows (padding is no sample of the value's fit).
+  const torch::Tensor alive =
+      t.weights.defined() ? t.weights.nonzero().squeeze(1) : torch::Tensor();
+  const auto rows = [&](const torch::Tensor& x) {
+    return alive.defined() ? x.index_select(0, alive) : x;
+  };
+  const torch::Tensor returns = rows(t.returns);
+  const torch::Tensor y_var = returns.var();
+  const torch::Tensor explained =
+      1 - (returns - rows(t.old_values)).var() / y_var;
   const torch::Tensor packed = torch::cat(
       {torch::stack({t.sum_policy_loss, t.sum_value_loss, t.sum_entropy,
                      t.sum_kl, t.sum_clip, t.sum_grad_norm}) /
@@ -295,7 +322,7 @@ EpochResult TorchMinibatchStep::Result(const StepTensors& t,
   stats.learning_rate = plan.lr;
   stats.epochs = epochs;
   stats.gae_seconds = plan.gae_seconds;
-  result.flat_observations = t.obs;
+  result.flat_observations = rows(t.obs);
   return result;
 }
 

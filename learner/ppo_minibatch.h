@@ -33,6 +33,9 @@ struct StepTensors {
   torch::Tensor obs, actions, old_log_probs, old_values, masks, advantages,
       returns;
   torch::Tensor episode_ends, initial_state;  // recurrent policies
+  // [T*E] float, 1 = alive, 0 = padding (env.agents_leave); undefined when
+  // every row counts. Every mean of the step is weighted by it.
+  torch::Tensor weights;
   torch::Tensor idx;  // [minibatch]: this minibatch's rows
   torch::Tensor lr;   // graphs: Adam's rate, a device scalar
   // Sums over the update's minibatches (epoch_kl: the epoch's).

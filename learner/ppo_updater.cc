@@ -50,7 +50,9 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
                                                int64_t env_steps_done,
                                                std::vector<double>* gang_sums) {
   RETURN_IF_ERROR(CheckRolloutForUpdate(rollout, *policy_, config_));
-  if (strategy_ == nullptr) RETURN_IF_ERROR(ChooseStrategy());
+  if (strategy_ == nullptr) {
+    RETURN_IF_ERROR(ChooseStrategy(rollout.alive.defined()));
+  }
   ASSIGN_OR_RETURN(
       EpochResult epochs,
       CatchTorchErrors("PPO update", [&]() -> absl::StatusOr<EpochResult> {
@@ -262,7 +264,7 @@ std::pair<double, double> GangAdvantageMoments(const UpdatePlan& plan,
   return {mean, std::sqrt(std::max(var, 0.0))};
 }
 
-absl::Status PpoUpdater::ChooseStrategy() {
+absl::Status PpoUpdater::ChooseStrategy(bool weighted) {
   ASSIGN_OR_RETURN(bfloat16_,
                    UseBfloat16(execution_.precision(), policy_->device(),
                                policy_->config().encoder !=
@@ -284,6 +286,24 @@ absl::Status PpoUpdater::ChooseStrategy() {
     RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
     fusable = false;
   }
+  // Agents that leave early: padding rows weigh 0 in every mean, which
+  // only the LibTorch step computes.
+  if (weighted && fusable) {
+    constexpr char kWhy[] =
+        "the fused CPU path does not weigh rows, and agents that leave early "
+        "(env.agents_leave) make padding rows";
+    if (execution_.cpu_kernels() == "fused") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("execution.cpu_kernels: fused: ", kWhy));
+    }
+    RL_LOG_INFO("updates run on LibTorch: {}", kWhy);
+    fusable = false;
+  }
+  if (weighted && collective_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "agents that leave early (env.agents_leave) train on one learner: a "
+        "gang's advantage moments count every row");
+  }
   const bool fused = fusable && !bfloat16_;
   StepGraphRequest request;
   request.mode = execution_.cuda_graphs();
@@ -292,6 +312,7 @@ absl::Status PpoUpdater::ChooseStrategy() {
   request.recurrent = policy_->recurrent();
   request.bfloat16 = bfloat16_;
   request.fused = fused;
+  request.weighted = weighted;
   request.deferred_for_testing = deferred_graphs_for_testing_;
   request.fail_capture_for_testing = fail_capture_for_testing_;
   ASSIGN_OR_RETURN(std::unique_ptr<StepGraph> graph, NewStepGraphFor(request));

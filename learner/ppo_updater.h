@@ -122,8 +122,9 @@ class PpoUpdater {
                                       int64_t env_steps_done,
                                       std::vector<double>* gang_sums);
   // At the first update: the strategy that execution.* asks for (bfloat16,
-  // the fused CPU path, CUDA graphs), or why it cannot be had.
-  absl::Status ChooseStrategy();
+  // the fused CPU path, CUDA graphs), or why it cannot be had; `weighted`:
+  // the rollouts carry alive flags (the LibTorch step weighs the rows).
+  absl::Status ChooseStrategy(bool weighted);
   // The update's epochs x minibatches over strategy_, with the early stop
   // on approximate KL. LibTorch calls may throw (Update turns that into a
   // Status); every other failure, a collective's included, is the returned

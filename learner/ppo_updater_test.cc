@@ -154,6 +154,56 @@ TEST(PpoUpdaterTest, AGraphedUpdateIsTheEagerOne) {
       HasSubstr("execution.cuda_graphs: on, but the update runs on cpu"));
 }
 
+// Agents that leave early: padding rows weigh nothing. Envs 32-63 of a
+// rollout are padding throughout, filled with wild observations, values,
+// log-probabilities and rewards; the update moves the weights (and the
+// observation statistics) exactly as an update of envs 0-31 alone.
+TEST(PpoUpdaterTest, PaddingRowsOfAgentsThatLeftWeighNothing) {
+  Bandit with(/*normalize=*/true), without(/*normalize=*/true);
+  double unused;
+  Rollout r = with.Collect(&unused);
+  Rollout alone = r.Rows(torch::arange(32));
+  r.alive = torch::ones({4, 64}, torch::kUInt8);
+  r.alive.narrow(1, 32, 32).zero_();
+  r.observations.narrow(1, 32, 32).fill_(1000);
+  r.values.narrow(1, 32, 32).fill_(-500);
+  r.log_probs.narrow(1, 32, 32).fill_(-30);
+  r.rewards.narrow(1, 32, 32).fill_(77);
+  const PPOConfig ppo = Ppo("{learning_rate: 0.01, num_minibatches: 1}");
+  const ExecutionConfig libtorch = Execution("{cpu_kernels: libtorch}");
+  // auto: the fused CPU path weighs no rows, so LibTorch runs the update.
+  PpoUpdater weighted(with.policy, ppo, 4096, 1, Execution("{}"));
+  PpoUpdater plain(without.policy, ppo, 4096, 1, libtorch);
+  ASSERT_OK_AND_ASSIGN(const UpdateStats got, weighted.Update(r, 0));
+  ASSERT_OK_AND_ASSIGN(const UpdateStats want, plain.Update(alone, 0));
+  EXPECT_NEAR(got.policy_loss, want.policy_loss, 1e-5);
+  EXPECT_NEAR(got.value_loss, want.value_loss, 1e-5);
+  EXPECT_NEAR(got.entropy, want.entropy, 1e-5);
+  EXPECT_NEAR(got.explained_variance, want.explained_variance, 1e-5);
+  const auto a = with.policy->named_parameters();
+  const auto b = without.policy->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(a[k].value(), b[k].value(), 1e-4, 1e-5))
+        << a[k].key();
+  }
+  const auto sa = with.policy->named_buffers();
+  const auto sb = without.policy->named_buffers();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t k = 0; k < sa.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(sa[k].value().to(torch::kFloat64),
+                                sb[k].value().to(torch::kFloat64), 1e-5, 1e-6))
+        << "observation statistics " << sa[k].key();
+  }
+  // The fused path asked for by name refuses, saying why.
+  Bandit fused_bandit;
+  PpoUpdater fused(fused_bandit.policy, ppo, 4096, 1,
+                   Execution("{cpu_kernels: fused}"));
+  EXPECT_THAT(fused.Update(r, 0).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("env.agents_leave")));
+}
+
 TEST(PpoUpdaterTest, AnnealsTheLearningRate) {
   Bandit bandit;
   PpoUpdater updater(bandit.policy, Ppo("{learning_rate: 0.001}"), 1000, 1,

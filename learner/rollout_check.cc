@@ -56,6 +56,16 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
       CheckTensor(r.terminated, "rollout.terminated", torch::kUInt8, {T, E}));
   RETURN_IF_ERROR(
       CheckTensor(r.truncated, "rollout.truncated", torch::kUInt8, {T, E}));
+  if (r.alive.defined()) {
+    RETURN_IF_ERROR(
+        CheckTensor(r.alive, "rollout.alive", torch::kUInt8, {T, E}));
+    if (policy.recurrent()) {
+      return absl::InvalidArgumentError(
+          "rollout.alive: agents that leave early train a feed-forward "
+          "network (policy.core none): a recurrent state would run on "
+          "through the padding");
+    }
+  }
   RETURN_IF_ERROR(policy.CheckActionMasks(
       r.action_masks.defined() ? r.action_masks.reshape({T * E, -1})
                                : r.action_masks,
@@ -89,7 +99,8 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
         {"rollout.actions", &r.actions},
         {"rollout.log_probs", &r.log_probs},
         {"rollout.next_observations", &r.next_observations},
-        {"rollout.action_masks", &r.action_masks}}) {
+        {"rollout.action_masks", &r.action_masks},
+        {"rollout.alive", &r.alive}}) {
     if (tensor->defined() && tensor->device() != where) {
       return absl::InvalidArgumentError(absl::StrCat(
           name, ": on ", tensor->device().str(), ", the rollout on ",

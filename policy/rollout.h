@@ -33,13 +33,19 @@ struct Rollout {
   // core. The state before step t > 0 follows from it: the policy's, zeroed
   // where step t - 1 ended an episode (terminated or truncated).
   torch::Tensor initial_state;
+  // [T, E] uint8, 1 = the row's agent acts at step t; 0 = it left its game
+  // early and step t is padding (no loss, statistic or episode counts it).
+  // Undefined unless the env's agents may leave (EnvSpec.agents_leave).
+  torch::Tensor alive;
 
   // Every tensor above, defined or not, in one order: what a copy of the
   // whole rollout copies.
-  std::array<torch::Tensor*, 12> Tensors() {
-    return {&observations,      &actions,     &log_probs,    &values,
-            &rewards,           &terminated,  &truncated,    &truncated_values,
-            &next_observations, &next_values, &action_masks, &initial_state};
+  std::array<torch::Tensor*, 13> Tensors() {
+    return {&observations, &actions,          &log_probs,
+            &values,       &rewards,          &terminated,
+            &truncated,    &truncated_values, &next_observations,
+            &next_values,  &action_masks,     &initial_state,
+            &alive};
   }
 
   // A copy on `device` (each defined tensor).
@@ -72,12 +78,12 @@ struct Rollout {
   // (action_parts > 0: MultiDiscrete of that many parts); mask_size > 0:
   // action masks of that many bytes; observations of `observation_dtype`
   // (float32 or uint8); state_size > 0: a recurrent state of that many
-  // numbers per env.
+  // numbers per env; alive: an alive flag per step (agents that leave).
   static Rollout Allocate(int64_t num_steps, int64_t num_envs,
                           int64_t observation_size, int64_t action_size,
                           int64_t mask_size = 0, int64_t action_parts = 0,
                           torch::Dtype observation_dtype = torch::kFloat32,
-                          int64_t state_size = 0) {
+                          int64_t state_size = 0, bool alive = false) {
     Rollout r;
     const auto f = torch::kFloat32;
     r.observations = torch::zeros({num_steps, num_envs, observation_size},
@@ -103,6 +109,7 @@ struct Rollout {
     }
     if (state_size > 0)
       r.initial_state = torch::zeros({num_envs, state_size}, f);
+    if (alive) r.alive = torch::ones({num_steps, num_envs}, torch::kUInt8);
     return r;
   }
 };

@@ -85,17 +85,23 @@ absl::Status CheckRange(const torch::Tensor& t, absl::string_view name,
 // hold.
 absl::Status CheckEpisodesFit(const RolloutSegment& s,
                               const torch::Tensor& terminated,
-                              const torch::Tensor& truncated, int64_t T,
-                              int64_t E, int64_t max_episode_steps) {
+                              const torch::Tensor& truncated,
+                              const torch::Tensor& alive, int64_t T, int64_t E,
+                              int64_t max_episode_steps) {
   ASSIGN_OR_RETURN(const torch::Tensor done,
                    CatchTorchErrors("segment.terminated", [&] {
                      return (terminated | truncated).contiguous();
                    }));
   const uint8_t* ended = done.data_ptr<uint8_t>();
-  std::vector<int64_t> last_end(E, -1);
+  // Agents that leave early: an episode lasts its alive steps (the padding
+  // between an agent's end and its copy's reset belongs to none).
+  const uint8_t* in_game =
+      alive.defined() ? alive.data_ptr<uint8_t>() : nullptr;
+  std::vector<int64_t> last_end(E, -1), steps(E, 0);
   int k = 0;
   for (int64_t t = 0; t < T; ++t) {
     for (int64_t e = 0; e < E; ++e) {
+      if (in_game == nullptr || in_game[t * E + e]) ++steps[e];
       if (!ended[t * E + e]) continue;
       if (k >= s.episode_lengths_size()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -105,7 +111,7 @@ absl::Status CheckEpisodesFit(const RolloutSegment& s,
             e, " at step ", t, ")"));
       }
       const int64_t length = s.episode_lengths(k);
-      const int64_t since = t - last_end[e];  // steps in this segment
+      const int64_t since = steps[e];  // steps in this segment
       const bool first = last_end[e] < 0;
       if ((!first && length != since) || (first && length < since) ||
           (max_episode_steps > 0 && length > max_episode_steps)) {
@@ -121,6 +127,7 @@ absl::Status CheckEpisodesFit(const RolloutSegment& s,
             ")"));
       }
       last_end[e] = t;
+      steps[e] = 0;
       ++k;
     }
   }
@@ -201,6 +208,13 @@ absl::Status EncodeSegment(const Rollout& r, RolloutSegment* s) {
   }
   if (r.initial_state.defined()) {
     RETURN_IF_ERROR(EncodeTensor(r.initial_state, s->mutable_initial_state()));
+  }
+  if (r.alive.defined()) {
+    ASSIGN_OR_RETURN(const torch::Tensor alive,
+                     CatchTorchErrors("encoding rollout.alive", [&] {
+                       return r.alive.to(torch::kBool);
+                     }));
+    RETURN_IF_ERROR(EncodeTensor(alive, s->mutable_alive()));
   }
   return absl::OkStatus();
 }
@@ -338,6 +352,35 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
         "segment.initial_state: the run's policy has no recurrent core "
         "(policy.core)");
   }
+  if (want.agents_leave()) {
+    ASSIGN_OR_RETURN(torch::Tensor alive,
+                     Field(s.alive(), "alive", torch::kBool, {T, E}));
+    ASSIGN_OR_RETURN(r.alive, FlagBytes(alive, "segment.alive"));
+    // A padding step pays nothing and ends nothing, and a row leaves only
+    // at its episode's end.
+    const uint8_t* in = r.alive.data_ptr<uint8_t>();
+    const uint8_t* term = r.terminated.data_ptr<uint8_t>();
+    const uint8_t* trunc = r.truncated.data_ptr<uint8_t>();
+    const float* reward = r.rewards.data_ptr<float>();
+    for (int64_t i = 0; i < T * E; ++i) {
+      if (!in[i] && (term[i] || trunc[i] || reward[i] != 0.f)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment.alive: at step ", i / E, ", env ", i % E,
+            " the row had left its game (padding), yet its reward is ",
+            reward[i], (term[i] || trunc[i]) ? " and it ends an episode" : "",
+            " (padding has reward and flags 0)"));
+      }
+      if (i + E < T * E && in[i] && !in[i + E] && !term[i] && !trunc[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "segment.alive: env ", i % E, " leaves its game after step ", i / E,
+            " without its episode ending there"));
+      }
+    }
+  } else if (s.has_alive()) {
+    return absl::InvalidArgumentError(
+        "segment.alive: the run's agents do not leave early "
+        "(env.agents_leave)");
+  }
   // At most one episode per env can end at each step: every byte of a
   // segment is sized by the run.
   if (s.episode_returns_size() > T * E) {
@@ -354,8 +397,8 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   }
   RETURN_IF_ERROR(want.episodic_life()
                       ? CheckGamesFit(s, r.terminated, r.truncated)
-                      : CheckEpisodesFit(s, r.terminated, r.truncated, T, E,
-                                         want.max_episode_steps()));
+                      : CheckEpisodesFit(s, r.terminated, r.truncated, r.alive,
+                                         T, E, want.max_episode_steps()));
   for (int i = 0; i < s.episode_returns_size(); ++i) {
     if (!std::isfinite(s.episode_returns(i)) || s.episode_lengths(i) < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -395,10 +438,12 @@ absl::StatusOr<Rollout> ConcatenateRollouts(const std::vector<Rollout>& parts) {
       {"next_observations", &Rollout::next_observations},
       {"next_values", &Rollout::next_values},
       {"action_masks", &Rollout::action_masks},
-      {"initial_state", &Rollout::initial_state}};
+      {"initial_state", &Rollout::initial_state},
+      {"alive", &Rollout::alive}};
   Rollout r;
   for (const auto& [name, member] : kMembers) {
-    if (member == &Rollout::action_masks || member == &Rollout::initial_state) {
+    if (member == &Rollout::action_masks || member == &Rollout::initial_state ||
+        member == &Rollout::alive) {
       // All with them or none.
       bool any = false, all = true;
       for (const Rollout& part : parts) {

@@ -6,6 +6,7 @@
 namespace rl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 SegmentShape Shape() {
@@ -386,6 +387,78 @@ TEST(SegmentCodecTest, GamesEndOnSomeOfTheFlagsEnds) {
   plain.add_episode_returns(420);
   plain.add_episode_lengths(900);
   EXPECT_FALSE(DecodeSegment(plain, shape).ok());
+}
+
+// Agents that leave early: alive travels with the segment of a run that
+// allows it (and only there); padding pays and ends nothing, a row leaves
+// only at its episode's end, and an episode lasts its alive steps.
+TEST(SegmentCodecTest, AliveOfAgentsThatLeaveRoundTripsAndIsChecked) {
+  SegmentShape shape = Shape();
+  shape.num_steps = 4;
+  shape.env.set_agents_per_env(2);
+  shape.env.set_agents_leave(true);
+  // Env 0 leaves after step 0 (its 5-step episode ends there), is padding
+  // at steps 1-2, and its next episode runs step 3.
+  Rollout r = Rollout::Allocate(4, 2, 4, 0, 0, 0, torch::kFloat32, 0, true);
+  r.alive[1][0] = 0;
+  r.alive[2][0] = 0;
+  r.terminated[0][0] = 1;
+  r.terminated[2][1] = 1;  // env 1's 3-step episode ends at step 2
+  r.terminated[3][0] = 1;  // env 0's next episode: 1 alive step
+  r.rewards.fill_(1);
+  r.rewards[1][0] = 0;
+  r.rewards[2][0] = 0;
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = shape.env;
+  for (const int length : {5, 3, 1}) {
+    s.add_episode_returns(static_cast<float>(length));
+    s.add_episode_lengths(length);
+  }
+  auto decoded = DecodeSegment(s, shape);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(torch::equal(decoded->alive, r.alive));
+  ASSERT_TRUE(ConcatenateRollouts({*decoded, *decoded}).ok());
+  EXPECT_EQ(ConcatenateRollouts({*decoded, *decoded})->alive.size(1), 4);
+
+  const auto error = [&](RolloutSegment bad) {
+    auto got = DecodeSegment(bad, shape);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(got.status().message());
+  };
+  // Counting the padding, env 0's last episode would be 3 steps long.
+  RolloutSegment long_last = s;
+  long_last.set_episode_lengths(2, 3);
+  EXPECT_THAT(error(long_last), HasSubstr("segment.episode_lengths[2]: 3"));
+  Rollout paid = r;
+  paid.rewards = r.rewards.clone();
+  paid.rewards[1][0] = 0.5;
+  RolloutSegment paid_segment;
+  ASSERT_TRUE(EncodeSegment(paid, &paid_segment).ok());
+  *paid_segment.mutable_env() = shape.env;
+  *paid_segment.mutable_episode_returns() = s.episode_returns();
+  *paid_segment.mutable_episode_lengths() = s.episode_lengths();
+  EXPECT_THAT(error(paid_segment),
+              AllOf(HasSubstr("segment.alive: at step 1, env 0"),
+                    HasSubstr("reward is 0.5")));
+  Rollout leaves = r;
+  leaves.terminated = r.terminated.clone();
+  leaves.terminated[0][0] = 0;
+  RolloutSegment leaves_segment;
+  ASSERT_TRUE(EncodeSegment(leaves, &leaves_segment).ok());
+  *leaves_segment.mutable_env() = shape.env;
+  EXPECT_THAT(error(leaves_segment),
+              HasSubstr("env 0 leaves its game after step 0 without its "
+                        "episode ending there"));
+  // A run whose agents do not leave takes no alive; one that does needs it.
+  SegmentShape together = shape;
+  together.env.set_agents_leave(false);
+  auto refused = DecodeSegment(s, together);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("segment.alive: the run's agents do not leave early"));
+  RolloutSegment none = s;
+  none.clear_alive();
+  EXPECT_THAT(error(none), HasSubstr("segment.alive"));
 }
 
 TEST(SegmentCodecTest, ConcatenatesAlongEnvironments) {

@@ -285,11 +285,30 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
                        " of them"),
           spec.envs_per_actor());
   }
-  if (spec.env().agents_leave() && agents < 2) {
-    p.Add("env.agents_leave",
-          "needs several agents per environment (env.agents_per_env >= 2): "
-          "an agent leaves while the others of its environment play on",
-          "true");
+  if (spec.env().agents_leave()) {
+    // Padding rows weigh 0 in the LibTorch update of one learner; what
+    // would run on through them, or count them, is refused.
+    if (agents < 2) {
+      p.Add("env.agents_leave",
+            "needs several agents per environment (env.agents_per_env >= "
+            "2): an agent leaves while the others of its environment play on",
+            "true");
+    } else if (spec.has_league()) {
+      p.Add("env.agents_leave",
+            "not with a league (league:): its opponents' games end when the "
+            "trained seat's episode does",
+            "true");
+    } else if (HasRecurrentCore(spec.policy())) {
+      p.Add("env.agents_leave",
+            "needs a feed-forward network (policy.core: none): a recurrent "
+            "state would run on through the rows of agents that left",
+            "true");
+    } else if (spec.resources().num_learners() > 1) {
+      p.Add("env.agents_leave",
+            "trains on one learner (resources.num_learners: 1): a gang's "
+            "advantage moments count every row",
+            "true");
+    }
   }
   if (spec.segment_length() < 1 || spec.segment_length() > 65536) {
     p.Add("segment_length", "must be in [1, 65536]", spec.segment_length());

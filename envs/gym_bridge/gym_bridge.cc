@@ -189,6 +189,10 @@ struct Bridge {
   uint64_t seed = 0;
   std::vector<double> returns;
   std::vector<int32_t> lengths;
+  // env.agents_leave: each row's alive after the last call (padding rows
+  // add no step to an episode).
+  bool leave = false;
+  std::vector<uint8_t> alive;
 
   ~Bridge() {
     py::gil_scoped_acquire gil;
@@ -290,6 +294,20 @@ rl_env* Create(const rl_env_options* o, rl_env_info* info, char* error,
 
 void Destroy(rl_env* env) { delete Of(env); }
 
+int AllowLeaving(rl_env* env, char* error, size_t error_size) {
+  Bridge* b = Of(env);
+  py::gil_scoped_acquire gil;
+  try {
+    b->module.attr("allow_leaving")(b->env);
+    b->leave = true;
+    b->alive.assign(b->num_envs, 1);
+    return 0;
+  } catch (const std::exception& e) {
+    WriteError(error, error_size, Describe(e));
+    return 1;
+  }
+}
+
 int Agents(rl_env* env, rl_env_agents* agents, char*, size_t) {
   const Bridge* b = Of(env);
   agents->agents_per_env = b->agents_per_env;
@@ -352,6 +370,7 @@ int Reset(rl_env* env, const rl_env_buffers* out, char* error,
         MaskView(b, out));
     std::fill(b->returns.begin(), b->returns.end(), 0.0);
     std::fill(b->lengths.begin(), b->lengths.end(), 0);
+    std::fill(b->alive.begin(), b->alive.end(), 1);
     return 0;
   } catch (const std::exception& e) {
     WriteError(error, error_size, Describe(e));
@@ -382,13 +401,24 @@ int Step(rl_env* env, const void* actions, const rl_env_buffers* out,
       returns_view = View(out->episode_returns, n);
       lengths_view = View(out->episode_lengths, n);
     }
+    py::object alive_view = py::none();
+    if (b->leave && out->alive != nullptr) alive_view = View(out->alive, n);
     b->module.attr("step_into")(
         b->env, action_view, ObservationView(b, out->observations, obs_count),
         View(out->rewards, n), View(out->terminated, n),
         View(out->truncated, n), final_view, returns_view, lengths_view,
-        MaskView(b, out));
+        MaskView(b, out), alive_view);
     if (b->episodic_life) return 0;  // Python wrote the games
     for (int i = 0; i < n; ++i) {
+      if (b->leave) {
+        const bool was_alive = b->alive[i] != 0;
+        b->alive[i] = out->alive != nullptr ? out->alive[i] : 1;
+        if (!was_alive) {  // padding: its agent left; no episode runs
+          if (out->episode_returns != nullptr) out->episode_returns[i] = 0.f;
+          if (out->episode_lengths != nullptr) out->episode_lengths[i] = 0;
+          continue;
+        }
+      }
       b->returns[i] += out->rewards[i];
       ++b->lengths[i];
       const bool ended = out->terminated[i] || out->truncated[i];
@@ -426,6 +456,7 @@ rl_env_plugin_v1(void) {
     t.step = Step;
     t.space_parts = SpaceParts;
     t.agents = Agents;
+    t.allow_leaving = AllowLeaving;
     return t;
   }();
   return &table;

@@ -176,6 +176,17 @@ def _masks_into(env, masks_out):
         np.frombuffer(masks_out, np.uint8)[:] = env.action_masks.ravel()
 
 
+def allow_leaving(env):
+    """The run allows agents to leave early (env.agents_leave): a
+    PettingZoo Parallel env's (ParallelRows) may; any other env refuses."""
+    allow = getattr(env, "allow_leaving", None)
+    if allow is None:
+        raise ValueError(
+            "env.agents_leave: only a PettingZoo Parallel env's agents can "
+            "leave early through the bridge (this env has no allow_leaving)")
+    allow()
+
+
 def agents(env):
     """(agents per environment, their names): a ParallelRows' agents, else
     (1, [])."""
@@ -490,13 +501,14 @@ def _games_into(info, returns_out, lengths_out):
 
 def step_into(env, actions, obs_out, rewards_out, terminated_out,
               truncated_out, final_out, returns_out=None, lengths_out=None,
-              masks_out=None):
+              masks_out=None, alive_out=None):
     """One step with `actions` (a buffer: int64 for Discrete, float32 for
     Box), written into the caller's buffers: obs [n, obs] of obs_dtype,
     rewards float32 [n], flags uint8 [n], and final_out (or None) like obs
     in the rows of the envs whose episode ended; returns_out and
     lengths_out (or None) get the games that ended (episodic_life);
-    masks_out (or None) the next step's action masks."""
+    masks_out (or None) the next step's action masks; alive_out (or None)
+    each row's alive (agents that leave early, env.alive)."""
     space = env.single_action_space
     n = env.num_envs
     if isinstance(space, _NESTED):
@@ -533,3 +545,5 @@ def step_into(env, actions, obs_out, rewards_out, terminated_out,
             final[i] = (gym.spaces.flatten(space_of(env), one).astype(
                 np.float32) if nested else np.asarray(one, dtype).ravel())
     _masks_into(env, masks_out)
+    if alive_out is not None:
+        np.frombuffer(alive_out, np.uint8)[:] = env.alive

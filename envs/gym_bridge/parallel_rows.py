@@ -74,8 +74,10 @@ class ParallelRows:
     (those not terminated are truncated), leaves their last observations in
     info["final_obs"] and starts its next episode in the same step. An agent
     that leaves (terminated or truncated, or gone from env.agents) while the
-    others play on is refused: the service's agents of one environment end
-    together."""
+    others play on is refused, unless the run allows agents to leave early
+    (env.agents_leave, allow_leaving): its episode then ends there, its row
+    is padding (alive 0: reward and flags 0, its last observation) until
+    every agent of the copy has left, and the copy then resets as one."""
 
     def __init__(self, make_copy, num_envs, max_steps):
         first = make_copy()
@@ -89,6 +91,12 @@ class ParallelRows:
         self._steps = [0] * len(self._copies)
         self._obs = gym.vector.utils.create_empty_array(obs_space, num_envs)
         self._last = [{} for _ in self._copies]  # each copy's last observations
+        self._leave = False
+        self.alive = np.ones(num_envs, np.uint8)
+
+    def allow_leaving(self):
+        """The run allows agents to leave early (env.agents_leave)."""
+        self._leave = True
 
     def _rows(self, per_copy):
         """Per-copy observation dicts as the batch of rows."""
@@ -103,6 +111,7 @@ class ParallelRows:
             per_copy.append(obs)
             self._last[c] = obs
             self._steps[c] = 0
+        self.alive[:] = 1
         return self._rows(per_copy), {}
 
     def step(self, actions):
@@ -123,32 +132,58 @@ class ParallelRows:
             flagged = {x for x in self._agents
                        if term.get(x, False) or trunc.get(x, False)}
             remaining = set(env.agents)
-            everyone = flagged == set(self._agents)
-            if (not everyone and remaining and
-                    (flagged or remaining != set(self._agents))):
-                gone = sorted(str(x) for x in
-                              flagged | (set(self._agents) - remaining))
-                raise ValueError(
-                    f"agent(s) {', '.join(gone)} left the game while the others "
-                    "play on: the service's agents of one environment end "
-                    "together (docs/multi_agent.md)")
-            ended = (everyone or not remaining or
-                     (self._max_steps > 0 and self._steps[c] >= self._max_steps))
+            if self._leave:
+                # Every agent still in the game before the step must be
+                # flagged when it goes.
+                unflagged = sorted(str(x) for x in live - remaining - flagged)
+                if unflagged:
+                    raise ValueError(
+                        f"agent(s) {', '.join(unflagged)} left env.agents "
+                        "without being terminated or truncated")
+                ended = (live <= flagged or not remaining or
+                         (self._max_steps > 0 and
+                          self._steps[c] >= self._max_steps))
+            else:
+                everyone = flagged == set(self._agents)
+                if (not everyone and remaining and
+                        (flagged or remaining != set(self._agents))):
+                    gone = sorted(str(x) for x in
+                                  flagged | (set(self._agents) - remaining))
+                    raise ValueError(
+                        f"agent(s) {', '.join(gone)} left the game while the "
+                        "others play on: set env.agents_leave: true to train "
+                        "agents that leave early (docs/multi_agent.md)")
+                ended = (everyone or not remaining or
+                         (self._max_steps > 0 and
+                          self._steps[c] >= self._max_steps))
+            # An agent the env gave no observation keeps its previous one
+            # (to bootstrap from if it was cut, and as its padding).
+            seen = {**self._last[c], **obs}
             for k, agent in enumerate(self._agents):
                 i = c * a + k
+                if not self.alive[i]:  # it left earlier: padding
+                    continue
                 rewards[i] = rew.get(agent, 0.0)
                 terminated[i] = bool(term.get(agent, False))
-                truncated[i] = ended and not terminated[i]
+                own = agent in flagged
+                truncated[i] = (ended or own) and not terminated[i]
+                if own and not ended:  # leaves; the others play on
+                    self.alive[i] = 0
+                    final_obs[i] = seen.get(agent)
+                    final_mask[i] = final_obs[i] is not None
             if ended:
-                # An agent the env gave no last observation keeps its
-                # previous one, to bootstrap from if it was cut.
                 for k, agent in enumerate(self._agents):
-                    final_obs[c * a + k] = obs.get(agent, self._last[c].get(agent))
-                    final_mask[c * a + k] = final_obs[c * a + k] is not None
+                    i = c * a + k
+                    if not self.alive[i]:
+                        continue  # its last observation went out already
+                    final_obs[i] = seen.get(agent)
+                    final_mask[i] = final_obs[i] is not None
                 obs, _ = env.reset()
                 self._steps[c] = 0
-            per_copy.append(obs)
-            self._last[c] = obs
+                self.alive[c * a:(c + 1) * a] = 1
+                seen = obs
+            per_copy.append(seen)
+            self._last[c] = seen
         info = {}
         if final_mask.any():
             info = {"final_obs": final_obs, "_final_obs": final_mask}

@@ -12,6 +12,7 @@ import unittest
 
 import numpy as np
 from gymnasium import spaces
+from pettingzoo import ParallelEnv
 from pettingzoo.utils.env import AECEnv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +39,42 @@ class Leaver(rendezvous_pz.Rendezvous):
         return obs, rewards, term, trunc, infos
 
 
+class Dropout(ParallelEnv):
+    """Agent b's episode ends (terminated) at step 1, a's at step 3; 1 a
+    step while in the game; each observes the steps so far."""
+    metadata = {"name": "dropout_v0"}
+    possible_agents = ["a", "b"]
+
+    def __init__(self):
+        self.agents = []
+        self.steps = 0
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 10.0, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self):
+        return {x: np.array([self.steps], np.float32) for x in self.agents}
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.steps = 0
+        return self._obs(), {x: {} for x in self.agents}
+
+    def step(self, actions):
+        assert set(actions) == set(self.agents), (actions, self.agents)
+        self.steps += 1
+        ends = {"a": 3, "b": 1}
+        term = {x: self.steps == ends[x] for x in self.agents}
+        rewards = {x: 1.0 for x in self.agents}
+        obs = self._obs()
+        self.agents = [x for x in self.agents if not term[x]]
+        trunc = {x: False for x in term}
+        return obs, rewards, term, trunc, {x: {} for x in term}
+
+
 class Lopsided(rendezvous_pz.Rendezvous):
     def action_space(self, agent):
         return spaces.Discrete(3 if agent == "walker_0" else 4)
@@ -60,6 +97,7 @@ class TurnBased(AECEnv):
 
 _module = types.ModuleType("parallel_rows_fixtures")
 _module.leaver = Leaver
+_module.dropout = Dropout
 _module.lopsided = Lopsided
 _module.turn_based = TurnBased
 sys.modules["parallel_rows_fixtures"] = _module
@@ -108,10 +146,37 @@ class ParallelRowsTest(unittest.TestCase):
         obs, rewards, term, trunc, _ = self.buffers(2, 18)
         bridge.reset_into(env, 1, memoryview(obs))
         with self.assertRaisesRegex(ValueError,
-                                    "walker_1 left the game while the others"):
+                                    "walker_1 left the game while the others "
+                                    "play on: set env.agents_leave: true"):
             bridge.step_into(env, memoryview(np.ones(2, np.int64)),
                              memoryview(obs), memoryview(rewards),
                              memoryview(term), memoryview(trunc), None)
+
+    def test_agents_that_leave_early_are_padding_where_the_run_allows(self):
+        env = self.make("parallel_rows_fixtures:dropout", 2)
+        bridge.allow_leaving(env)
+        obs, rewards, term, trunc, final = self.buffers(2, 1)
+        alive = np.zeros(2, np.uint8)
+        bridge.reset_into(env, 1, memoryview(obs))
+        got = []
+        for _ in range(3):
+            bridge.step_into(env, memoryview(np.ones(2, np.int64)),
+                             memoryview(obs), memoryview(rewards),
+                             memoryview(term), memoryview(trunc),
+                             memoryview(final), alive_out=memoryview(alive))
+            got.append((list(rewards), list(term), list(trunc), list(alive),
+                        list(obs)))
+        self.assertEqual(got, [
+            ([1, 1], [0, 1], [0, 0], [1, 0], [1, 1]),  # b leaves
+            ([1, 0], [0, 0], [0, 0], [1, 0], [2, 1]),  # b padding, last obs
+            ([1, 0], [1, 0], [0, 0], [1, 1], [0, 0]),  # a ends: both reset
+        ])
+        self.assertEqual(list(final), [3, 1])  # each one's last observation
+        # A turn-based game's agents cannot leave.
+        aec = self.make("tictactoe_aec:env", 2)
+        with self.assertRaisesRegex(ValueError, "env.agents_leave: only a "
+                                    "PettingZoo Parallel env"):
+            bridge.allow_leaving(aec)
 
     def test_agents_with_different_spaces_are_refused(self):
         with self.assertRaisesRegex(ValueError, "agent walker_1 has spaces"):
