@@ -534,6 +534,7 @@ absl::Status RolloutCollector::RestoreState(
             "checkpoint alive flags do not fit this run's environments");
       }
       current_alive_.copy_(alive);
+      env_->RestoreAlive(current_alive_.data_ptr<uint8_t>());
     }
   }
   // Else the environment keeps no state (a plugin without save_state): it

@@ -108,6 +108,11 @@ class BatchedEnv {
   // INVALID_ARGUMENT if the bytes do not fit this env id and batch size.
   virtual std::string SaveState() const = 0;
   virtual absl::Status RestoreState(const std::string& bytes) = 0;
+  // After RestoreState where agents leave early (EnvSpec.agents_leave):
+  // each row's alive [E] as the saved state left it (the caller keeps it
+  // beside the state), so that the next step is checked against it. Envs
+  // whose agents never leave ignore it.
+  virtual void RestoreAlive(const uint8_t* alive) { (void)alive; }
 };
 
 }  // namespace rl

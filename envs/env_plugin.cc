@@ -193,6 +193,10 @@ class PluginEnv final : public BatchedEnv {
     return absl::OkStatus();
   }
 
+  void RestoreAlive(const uint8_t* alive) override {
+    if (leave_) std::copy(alive, alive + num_envs_, alive_.begin());
+  }
+
  private:
   // Where the plugin writes masks: the caller's buffer, or scratch when the
   // caller wants none (the plugin writes them all the same).

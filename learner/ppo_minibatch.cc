@@ -154,19 +154,27 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
       t.weights.defined() ? t.weights.index_select(0, idx) : torch::Tensor();
   const torch::Tensor alive_rows =
       w.defined() ? w.sum().clamp_min(1) : torch::Tensor();
+  // torch::where, not x * w: a non-finite number on a padding row stays
+  // out of the sum.
   const auto mean = [&](const torch::Tensor& x) {
-    return w.defined() ? (x * w).sum() / alive_rows : x.mean();
+    return w.defined()
+               ? torch::where(w > 0, x, torch::zeros_like(x)).sum() / alive_rows
+               : x.mean();
   };
   if (w.defined() && gang_plan != nullptr) {
     return absl::FailedPreconditionError(
         "agents that leave early train on one learner, not a gang");
   }
+  // A minibatch of padding only teaches nothing, and Adam's momentum would
+  // still move the weights: it is skipped (a read-back, paid only by runs
+  // whose agents leave early).
+  if (w.defined() && !(w > 0).any().item<bool>()) return absl::OkStatus();
   if (config_.normalize_advantages() && shape.global_minibatch > 1) {
     if (w.defined()) {
       // Unbiased, as LibTorch's std, over the alive rows.
       const torch::Tensor m = mean(mb_adv);
-      const torch::Tensor var =
-          ((mb_adv - m).pow(2) * w).sum() / (alive_rows - 1).clamp_min(1);
+      const torch::Tensor var = mean((mb_adv - m).pow(2)) * alive_rows /
+                                (alive_rows - 1).clamp_min(1);
       mb_adv = (mb_adv - m) / (var.sqrt() + 1e-8);
     } else if (gang_plan == nullptr) {
       mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
@@ -301,9 +309,12 @@ EpochResult TorchMinibatchStep::Result(const StepTensors& t,
     return alive.defined() ? x.index_select(0, alive) : x;
   };
   const torch::Tensor returns = rows(t.returns);
-  const torch::Tensor y_var = returns.var();
+  // Fewer than 2 alive rows (an update of padding only) have no variance.
+  const torch::Tensor y_var =
+      returns.size(0) < 2 ? torch::zeros({}, returns.options()) : returns.var();
   const torch::Tensor explained =
-      1 - (returns - rows(t.old_values)).var() / y_var;
+      returns.size(0) < 2 ? y_var
+                          : 1 - (returns - rows(t.old_values)).var() / y_var;
   const torch::Tensor packed = torch::cat(
       {torch::stack({t.sum_policy_loss, t.sum_value_loss, t.sum_entropy,
                      t.sum_kl, t.sum_clip, t.sum_grad_norm}) /

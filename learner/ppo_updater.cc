@@ -93,7 +93,10 @@ absl::StatusOr<UpdateStats> PpoUpdater::Update(const Rollout& rollout,
   }
   consecutive_nonfinite_updates_ = 0;
   if (collective_ == nullptr) {
-    RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
+    // An update of padding only (agents that left early) saw no observation.
+    if (observations.size(0) > 0) {
+      RETURN_IF_ERROR(policy_->UpdateObservationStatistics(observations));
+    }
     return stats;
   }
   // Summed in the planning all-reduce.

@@ -195,6 +195,25 @@ TEST(PpoUpdaterTest, PaddingRowsOfAgentsThatLeftWeighNothing) {
                                 sb[k].value().to(torch::kFloat64), 1e-5, 1e-6))
         << "observation statistics " << sa[k].key();
   }
+  // Minibatches of padding only are skipped: a rollout of nothing but
+  // padding leaves the weights and the statistics as they were.
+  Bandit idle(/*normalize=*/true);
+  PpoUpdater idle_updater(idle.policy, Ppo("{num_minibatches: 4}"), 4096, 1,
+                          Execution("{}"));
+  Rollout nothing = idle.Collect(&unused);
+  nothing.alive = torch::zeros({4, 64}, torch::kUInt8);
+  std::vector<torch::Tensor> before;
+  for (const auto& p : idle.policy->parameters()) before.push_back(p.clone());
+  for (const auto& b : idle.policy->buffers()) before.push_back(b.clone());
+  ASSERT_OK_AND_ASSIGN(const UpdateStats none, idle_updater.Update(nothing, 0));
+  EXPECT_EQ(none.explained_variance, 0);
+  size_t k = 0;
+  for (const auto& p : idle.policy->parameters()) {
+    EXPECT_TRUE(torch::equal(p, before[k++])) << "parameter " << k;
+  }
+  for (const auto& b : idle.policy->buffers()) {
+    EXPECT_TRUE(torch::equal(b, before[k++])) << "buffer " << k;
+  }
   // The fused path asked for by name refuses, saying why.
   Bandit fused_bandit;
   PpoUpdater fused(fused_bandit.policy, ppo, 4096, 1,

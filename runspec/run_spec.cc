@@ -308,6 +308,19 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
             "trains on one learner (resources.num_learners: 1): a gang's "
             "advantage moments count every row",
             "true");
+    } else if (spec.env().episodic_life()) {
+      p.Add("env.agents_leave",
+            "not with env.episodic_life (its games are counted from every "
+            "row's flags)",
+            "true");
+    } else if (!(spec.env().reward_low() <= 0 &&
+                 spec.env().reward_high() >= 0)) {
+      p.Add("env.agents_leave",
+            absl::StrCat("needs a reward range that holds 0 (env.reward_low ",
+                         spec.env().reward_low(), ", reward_high ",
+                         spec.env().reward_high(),
+                         "): a row whose agent left is paid 0"),
+            "true");
     }
   }
   if (spec.segment_length() < 1 || spec.segment_length() > 65536) {

@@ -91,6 +91,26 @@ env: {id: CartPole-v1, agents_leave: true}
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("env.agents_leave: needs several agents per "
                                  "environment (env.agents_per_env >= 2)")));
+  // A row whose agent left is paid 0: the declared range must hold it.
+  EXPECT_THAT(LoadYaml(R"(
+env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 3,
+      agents_leave: true, observation_size: 8, num_discrete_actions: 2,
+      reward_low: 0.5, reward_high: 1}
+envs_per_actor: 3
+ppo: {num_minibatches: 1}
+)"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.agents_leave: needs a reward range that "
+                                 "holds 0 (env.reward_low 0.5")));
+  EXPECT_THAT(LoadYaml(R"(
+env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 3,
+      agents_leave: true, observation_size: 8, num_discrete_actions: 2}
+envs_per_actor: 3
+resources: {num_learners: 2}
+ppo: {num_minibatches: 1}
+)"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("env.agents_leave: trains on one learner")));
 }
 
 TEST(RunSpecTest, RangeErrorsAreAllListedWithPaths) {

@@ -33,9 +33,11 @@ class GymBridgeTest : public ::testing::Test {
     setenv("PYTHONPATH", "examples/gym_env", 1);
     // The operator's allow-list of modules runs may name
     // (docs/security.md); the refusal test below narrows it.
-    setenv("RL_PYTHON_ENV_MODULES",
-           "chase_py,bad_spaces,rendezvous_pz,tictactoe_aec,rl_atari,ale_py",
-           1);
+    setenv(
+        "RL_PYTHON_ENV_MODULES",
+        "chase_py,bad_spaces,rendezvous_pz,tictactoe_aec,walkers_pz,rl_atari,"
+        "ale_py",
+        1);
   }
 
   static EnvSpec Spec(const std::string& id, int obs, int discrete,
@@ -209,6 +211,59 @@ TEST_F(GymBridgeTest, APettingZooParallelEnvsAgentsAreRows) {
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("2 agents per environment (walker_0, "
                                  "walker_1)")));
+}
+
+// A PettingZoo Parallel env whose agents leave early
+// (examples/gym_env/walkers_pz.py: walkers from cells 1, 2, 3 stepping
+// right reach the goal, cell 7, after 6, 5, 4 steps) through the ABI:
+// each leaves at its own end with its own return and length, its row is
+// padding (alive 0, nothing counted) until the last one is done, and then
+// every row is alive again. The run must allow it.
+TEST_F(GymBridgeTest, APettingZooEnvsAgentsLeaveEarlyWhereTheRunAllows) {
+  EnvSpec spec = Spec("walkers_pz:parallel_env", 8, 2);
+  spec.set_agents_per_env(3);
+  spec.set_agents_leave(true);
+  ASSERT_OK_AND_ASSIGN(auto env, OpenEnv(spec, Options(3)));
+  std::vector<float> obs(3 * 8), final_obs(3 * 8), rewards(3), returns(3);
+  std::vector<uint8_t> term(3), trunc(3), alive(3);
+  std::vector<int32_t> lengths(3);
+  StepOutputs out{obs.data(),       rewards.data(), term.data(),   trunc.data(),
+                  final_obs.data(), returns.data(), lengths.data()};
+  out.alive = alive.data();
+  ASSERT_OK(env->Reset(obs.data()));
+  const std::vector<int64_t> right(3, 1);
+  std::vector<std::vector<uint8_t>> alive_by_step;
+  std::vector<float> ended_returns;
+  std::vector<int32_t> ended_lengths;
+  for (int step = 0; step < 6; ++step) {
+    ASSERT_OK(env->StepDiscrete(right.data(), out));
+    alive_by_step.push_back(alive);
+    for (int row = 0; row < 3; ++row) {
+      if (term[row] || trunc[row]) {
+        ended_returns.push_back(returns[row]);
+        ended_lengths.push_back(lengths[row]);
+      }
+    }
+  }
+  using Bytes = std::vector<uint8_t>;
+  EXPECT_EQ(
+      alive_by_step,
+      (std::vector<Bytes>{
+          {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {1, 1, 0}, {1, 0, 0}, {1, 1, 1}}));
+  EXPECT_EQ(ended_returns, (std::vector<float>{1, 1, 1}));
+  EXPECT_EQ(ended_lengths, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(obs[1], 1.f) << "walker_0 back in cell 1";
+  // Without the run's leave, walker_2's arrival is refused, naming it.
+  spec.set_agents_leave(false);
+  ASSERT_OK_AND_ASSIGN(auto together, OpenEnv(spec, Options(3)));
+  ASSERT_OK(together->Reset(obs.data()));
+  absl::Status status;
+  for (int step = 0; step < 4 && status.ok(); ++step) {
+    status = together->StepDiscrete(right.data(), out);
+  }
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               AllOf(HasSubstr("walker_2"),
+                                     HasSubstr("env.agents_leave: true"))));
 }
 
 // A turn-based PettingZoo (AEC) game through the plugin ABI: the player to

@@ -133,14 +133,18 @@ class ParallelRows:
                        if term.get(x, False) or trunc.get(x, False)}
             remaining = set(env.agents)
             if self._leave:
-                # Every agent still in the game before the step must be
-                # flagged when it goes.
-                unflagged = sorted(str(x) for x in live - remaining - flagged)
+                # The agents whose rows are alive: every one must be flagged
+                # when it goes (an env may keep a done agent in env.agents
+                # a step longer).
+                playing = {x for k, x in enumerate(self._agents)
+                           if self.alive[c * a + k]}
+                unflagged = sorted(str(x) for x in
+                                   playing - remaining - flagged)
                 if unflagged:
                     raise ValueError(
                         f"agent(s) {', '.join(unflagged)} left env.agents "
                         "without being terminated or truncated")
-                ended = (live <= flagged or not remaining or
+                ended = (playing <= flagged or not remaining or
                          (self._max_steps > 0 and
                           self._steps[c] >= self._max_steps))
             else:

@@ -159,19 +159,23 @@ class ParallelRowsTest(unittest.TestCase):
         alive = np.zeros(2, np.uint8)
         bridge.reset_into(env, 1, memoryview(obs))
         got = []
+        finals = []
         for _ in range(3):
+            final[:] = -1
             bridge.step_into(env, memoryview(np.ones(2, np.int64)),
                              memoryview(obs), memoryview(rewards),
                              memoryview(term), memoryview(trunc),
                              memoryview(final), alive_out=memoryview(alive))
             got.append((list(rewards), list(term), list(trunc), list(alive),
                         list(obs)))
+            finals.append(list(final))
         self.assertEqual(got, [
             ([1, 1], [0, 1], [0, 0], [1, 0], [1, 1]),  # b leaves
             ([1, 0], [0, 0], [0, 0], [1, 0], [2, 1]),  # b padding, last obs
             ([1, 0], [1, 0], [0, 0], [1, 1], [0, 0]),  # a ends: both reset
         ])
-        self.assertEqual(list(final), [3, 1])  # each one's last observation
+        # Each one's last observation, at its own end.
+        self.assertEqual(finals, [[-1, 1], [-1, -1], [3, -1]])
         # A turn-based game's agents cannot leave.
         aec = self.make("tictactoe_aec:env", 2)
         with self.assertRaisesRegex(ValueError, "env.agents_leave: only a "

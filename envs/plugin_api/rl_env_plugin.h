@@ -80,8 +80,9 @@
  * its episode return and length written as usual) and its copy goes on.
  * Until the copy's game ends, its row is padding: the service still passes
  * it an action, which the batch ignores; its reward, terminated and
- * truncated are 0 and its observation is any finite one of its space (its
- * last, say). When the last agents' episodes end, the copy resets as one
+ * truncated are 0, its observation is any finite one of its space (its
+ * last, say), and its action mask (where the batch writes masks) allows
+ * some action. When the last agents' episodes end, the copy resets as one
  * and every row is alive again. After reset every row is alive, so reset
  * writes no `alive`. A copy always has an agent alive. A batch the service
  * did not allow to leave keeps a copy's agents ending together.

@@ -691,7 +691,7 @@ class Batch {
         elapsed_[c] = 0;
         std::fill(alive_.begin() + first, alive_.begin() + first + agents_, 1);
       }
-      if (out.alive != nullptr) {
+      if (leave_ && out.alive != nullptr) {
         std::memcpy(out.alive + first, alive_.data() + first, agents_);
       }
       if (mask_size_ > 0 && out.action_masks != nullptr) {
