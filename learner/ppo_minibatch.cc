@@ -134,6 +134,23 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
   // the backward pass after it (weights and gradients stay float32).
   std::optional<Bfloat16Autocast> autocast;
   if (bfloat16_) autocast.emplace(device.type());
+  // Agents that leave early: the means over the minibatch's alive rows
+  // (padding weighs 0); else plain means, as always.
+  const torch::Tensor w =
+      t.weights.defined() ? t.weights.index_select(0, idx) : torch::Tensor();
+  const torch::Tensor alive_rows =
+      w.defined() ? w.sum().clamp_min(1) : torch::Tensor();
+  // torch::where, not x * w: a non-finite number on a padding row stays
+  // out of the sum.
+  const auto mean = [&](const torch::Tensor& x) {
+    return w.defined()
+               ? torch::where(w > 0, x, torch::zeros_like(x)).sum() / alive_rows
+               : x.mean();
+  };
+  // A minibatch of padding only teaches nothing, and Adam's momentum would
+  // still move the weights: it is skipped (a read-back, paid only by runs
+  // whose agents leave early), before the forward pass.
+  if (w.defined() && !(w > 0).any().item<bool>()) return absl::OkStatus();
   const torch::Tensor mb_masks =
       t.masks.defined() ? t.masks.index_select(0, idx) : torch::Tensor();
   const PolicyEvaluation eval =
@@ -148,27 +165,6 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
                               t.actions.index_select(0, idx), mb_masks);
   const torch::Tensor mb_old_log_probs = t.old_log_probs.index_select(0, idx);
   torch::Tensor mb_adv = t.advantages.index_select(0, idx);
-  // Agents that leave early: the means over the minibatch's alive rows
-  // (padding weighs 0); else plain means, as always.
-  const torch::Tensor w =
-      t.weights.defined() ? t.weights.index_select(0, idx) : torch::Tensor();
-  const torch::Tensor alive_rows =
-      w.defined() ? w.sum().clamp_min(1) : torch::Tensor();
-  // torch::where, not x * w: a non-finite number on a padding row stays
-  // out of the sum.
-  const auto mean = [&](const torch::Tensor& x) {
-    return w.defined()
-               ? torch::where(w > 0, x, torch::zeros_like(x)).sum() / alive_rows
-               : x.mean();
-  };
-  if (w.defined() && gang_plan != nullptr) {
-    return absl::FailedPreconditionError(
-        "agents that leave early train on one learner, not a gang");
-  }
-  // A minibatch of padding only teaches nothing, and Adam's momentum would
-  // still move the weights: it is skipped (a read-back, paid only by runs
-  // whose agents leave early).
-  if (w.defined() && !(w > 0).any().item<bool>()) return absl::OkStatus();
   if (config_.normalize_advantages() && shape.global_minibatch > 1) {
     if (w.defined()) {
       // Unbiased, as LibTorch's std, over the alive rows.
