@@ -108,7 +108,8 @@ class ParallelRowsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         os.environ["RL_PYTHON_ENV_MODULES"] = (
-            "rendezvous_pz,parallel_rows_fixtures,tictactoe_aec")
+            "rendezvous_pz,parallel_rows_fixtures,tictactoe_aec,"
+            "pettingzoo.mpe.*")
 
     def make(self, name, rows, kwargs=None):
         return bridge.make(name, rows, kwargs or {}, 0, 3)
@@ -259,6 +260,61 @@ class ParallelRowsTest(unittest.TestCase):
             ended += int(term.sum())
             self.assertTrue(set(rewards.tolist()) <= {-1.0, 0.0, 1.0})
         self.assertGreater(ended, 10)
+
+    def test_mpe_simple_spread_rows_are_pettingzoos_own_steps(self):
+        # PettingZoo's own cooperative game (docs/multi_agent.md, "A
+        # published cooperative task"): two copies as six rows, stepped
+        # beside two copies of the game itself with the same seeds (copy c
+        # is reset with seed + c) and the same random moves, for two
+        # episodes of 25 steps.
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from pettingzoo.mpe import simple_spread_v3
+        kwargs = {"N": 3, "local_ratio": 0.5, "max_cycles": 25}
+        env = bridge.make("pettingzoo.mpe.simple_spread_v3:parallel_env", 6,
+                          kwargs, 0, 3)
+        names = ["agent_0", "agent_1", "agent_2"]
+        self.assertEqual(bridge.agents(env), (3, names))
+        games = [simple_spread_v3.parallel_env(**kwargs) for _ in range(2)]
+        want = [g.reset(seed=7 + c)[0] for c, g in enumerate(games)]
+        obs, rewards, term, trunc, final = self.buffers(6, 18)
+        bridge.reset_into(env, 7, memoryview(obs))
+
+        def rows(per_copy):
+            return np.concatenate([per_copy[c][x] for c in range(2)
+                                   for x in names])
+
+        np.testing.assert_array_equal(obs, rows(want))
+        rng = np.random.default_rng(0)
+        total = np.zeros(6)
+        for t in range(1, 51):
+            moves = rng.integers(0, 5, 6)
+            steps = [g.step({x: int(moves[3 * c + k])
+                             for k, x in enumerate(names)})
+                     for c, g in enumerate(games)]
+            bridge.step_into(env, memoryview(moves), memoryview(obs),
+                             memoryview(rewards), memoryview(term),
+                             memoryview(trunc), memoryview(final))
+            want_rewards = [steps[c][1][x] for c in range(2) for x in names]
+            np.testing.assert_allclose(rewards, want_rewards, rtol=1e-6)
+            total += rewards
+            self.assertEqual(list(term), [0] * 6)
+            self.assertEqual(list(trunc), [int(t % 25 == 0)] * 6)
+            if t % 25 == 0:
+                # The last observations go out as the finals; both copies
+                # start again, the game's own generator going on.
+                np.testing.assert_allclose(
+                    final, rows([s[0] for s in steps]), rtol=1e-6)
+                self.assertEqual([g.agents for g in games], [[], []])
+                np.testing.assert_array_equal(
+                    obs, rows([g.reset()[0] for g in games]))
+            else:
+                np.testing.assert_allclose(
+                    obs, rows([s[0] for s in steps]), rtol=1e-6)
+        # Agents of one copy share half their reward: each pays the
+        # landmarks' distances, its own collisions apart.
+        self.assertTrue((total < 0).all())
 
     def test_what_turn_based_games_cannot_be_and_async_are_refused(self):
         with self.assertRaisesRegex(ValueError, "action space must be Discrete"):
