@@ -5,9 +5,19 @@ returns a PettingZoo Parallel env makes copies of it whose agents are the
 vector env's rows (parallel_rows.py)."""
 
 import importlib
+import os
 
 import gymnasium as gym
 import numpy as np
+
+# The bridge never draws. Games that open pygame anyway (PettingZoo's MPE
+# calls pygame.init() in its constructor) get SDL's headless driver, so an
+# actor without a desktop does not log "error: XDG_RUNTIME_DIR is invalid"
+# for every copy, and pygame's greeting stays off the actor's stdout. An
+# operator's own settings win.
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
 
 
 def _one_maker(factory, kwargs, max_steps, made=None):

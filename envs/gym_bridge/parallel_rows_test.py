@@ -7,6 +7,7 @@ without a Discrete action space are refused naming what is wrong."""
 import importlib.util
 import os
 import sys
+import tempfile
 import types
 import unittest
 
@@ -272,8 +273,21 @@ class ParallelRowsTest(unittest.TestCase):
             warnings.simplefilter("ignore", DeprecationWarning)
             from pettingzoo.mpe import simple_spread_v3
         kwargs = {"N": 3, "local_ratio": 0.5, "max_cycles": 25}
-        env = bridge.make("pettingzoo.mpe.simple_spread_v3:parallel_env", 6,
-                          kwargs, 0, 3)
+        # The game calls pygame.init(): the bridge has SDL headless, so
+        # nothing reaches the actor's stderr (SDL writes to the fd itself).
+        self.assertEqual(os.environ.get("SDL_VIDEODRIVER"), "dummy")
+        with tempfile.TemporaryFile() as err:
+            saved = os.dup(2)
+            os.dup2(err.fileno(), 2)
+            try:
+                env = bridge.make(
+                    "pettingzoo.mpe.simple_spread_v3:parallel_env", 6,
+                    kwargs, 0, 3)
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
+            err.seek(0)
+            self.assertNotIn(b"XDG_RUNTIME_DIR", err.read())
         names = ["agent_0", "agent_1", "agent_2"]
         self.assertEqual(bridge.agents(env), (3, names))
         games = [simple_spread_v3.parallel_env(**kwargs) for _ in range(2)]
