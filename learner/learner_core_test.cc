@@ -115,9 +115,16 @@ struct AckLog {
   }
 };
 
+// Until `version` is both counted and published: the status counts an
+// update before the policy of that version is published, so a test that
+// reads LatestPolicy() after the count alone may read the one before.
 bool WaitForVersion(LearnerCore& core, int64_t version) {
-  return WaitFor([&] { return core.GetStatus().policy_version() >= version; },
-                 absl::Seconds(60), absl::Milliseconds(5));
+  return WaitFor(
+      [&] {
+        return core.GetStatus().policy_version() >= version &&
+               core.LatestPolicy()->version() >= version;
+      },
+      absl::Seconds(60), absl::Milliseconds(5));
 }
 
 TEST(LearnerCoreTest, SyncUpdatesOnceEveryConnectedActorContributed) {
