@@ -1,0 +1,133 @@
+#include "learner/learner_core_impl.h"
+
+// LearnerCore's checkpoints and its start state: what it writes, and what it
+// resumes or starts from.
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "learner/gang_sync.h"
+#include "learner/training_state.h"
+
+namespace rl {
+
+absl::Status LearnerCore::Impl::GatherAckedSegments() {
+  ASSIGN_OR_RETURN(
+      std::vector<AckWatermark> all,
+      GatherWatermarks(*options_.collective, intake_->Watermarks(true)));
+  if (rank_ == 0) {
+    absl::MutexLock lock(&mu_);
+    gathered_ = MergeWatermarks(gathered_, all, {});
+  }
+  return absl::OkStatus();
+}
+
+void LearnerCore::Impl::OpenLedger() {
+  std::error_code error;
+  std::filesystem::create_directories(options_.run_dir, error);
+  absl::StatusOr<SegmentLedger> ledger =
+      SegmentLedger::Open(SegmentLedgerPath(options_.run_dir, rank_));
+  if (!ledger.ok()) {
+    RL_LOG_WARNING("no segment ledger: {}", ledger.status().ToString());
+    return;
+  }
+  ledger_.emplace(*std::move(ledger));
+  ledger_->Resume(GetStatus().updates());
+}
+
+absl::Status LearnerCore::Impl::Checkpoint(WriteFn write) {
+  if (rank_ != 0 || !checkpoints_.enabled()) return absl::OkStatus();
+  const LearnerStatus status = GetStatus();
+  const absl::Status written =
+      (checkpoints_.*write)(status.updates(), status.env_steps(), policy_,
+                            updater_->optimizer(), StateTensors());
+  // The other policies' checkpoints are kept for the run's own: those
+  // whose run checkpoint failed or was pruned go now.
+  if (!others_.empty()) {
+    const absl::Status pruned = others_.Prune(options_.run_dir);
+    if (!pruned.ok()) {
+      RL_LOG_WARNING("pruning the policies' checkpoints: {}",
+                     pruned.ToString());
+    }
+  }
+  return written;
+}
+
+TensorMap LearnerCore::Impl::StateTensors() {
+  TrainingState state;
+  // Which segments the updates so far used: per actor process, the
+  // highest sequence number acknowledged. A learner resumed here counts
+  // an actor's resend of one of them as a duplicate (its ack may have
+  // been lost with the old learner) instead of using it twice. Actors of
+  // other ranks: as gathered at this checkpoint (rank 0 writes the
+  // gang's); this rank's own: as they are now.
+  const std::vector<AckWatermark> known = intake_->Watermarks(false);
+  const std::vector<AckWatermark> here = intake_->Watermarks(true);
+  {
+    absl::MutexLock lock(&mu_);
+    progress_.Save(&state);
+    for (const AckWatermark& w : MergeWatermarks(known, gathered_, here)) {
+      *state.add_acked_segments() = w;
+    }
+  }
+  state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
+  TensorMap extra;
+  PutTrainingState(state, &extra);
+  return extra;
+}
+
+absl::Status LearnerCore::Impl::LoadStartState() {
+  auto latest = checkpoints_.Latest();
+  if (latest.ok()) {
+    TensorMap extra;
+    RETURN_IF_ERROR(
+        ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+    RETURN_IF_ERROR(others_.Read(*latest));
+    RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
+    RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
+                progress_.policy_version(), progress_.env_steps());
+    return absl::OkStatus();
+  }
+  if (options_.start_from.empty()) return absl::OkStatus();
+  return StartFrom(options_.start_from);
+}
+
+absl::Status LearnerCore::Impl::StartFrom(const std::string& dir) {
+  const std::string root = dir + "/checkpoints";
+  absl::StatusOr<std::string> latest = LatestCheckpoint(root);
+  if (!latest.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("start_from: no complete checkpoint under ", root,
+                     " to start from (", latest.status().message(), ")"));
+  }
+  TensorMap extra;
+  RETURN_IF_ERROR(
+      ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
+  RETURN_IF_ERROR(others_.Read(*latest));
+  RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest),
+                             /*own_run=*/false));
+  RL_LOG_INFO("started from {} at version {}, {} env steps", *latest,
+              progress_.policy_version(), progress_.env_steps());
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
+                                           const std::string& source,
+                                           bool own_run) {
+  ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));
+  RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
+                                    updater_->generator(), source));
+  if (own_run) {
+    intake_->RestoreWatermarks(
+        {state.acked_segments().begin(), state.acked_segments().end()});
+  }
+  intake_->SetPolicyVersion(state.policy_version());
+  absl::MutexLock lock(&mu_);
+  progress_.Restore(state);
+  checkpoints_.Resumed(progress_.updates());
+  return absl::OkStatus();
+}
+
+}  // namespace rl
