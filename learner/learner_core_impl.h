@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -133,6 +134,9 @@ class LearnerCore::Impl {
   // segment watermarks are another run's actors' and stay out.
   absl::Status ApplyState(const TensorMap& extra, const std::string& source,
                           bool own_run = true);
+
+  // The policy version and env steps, read under mu_ (for log lines).
+  std::pair<int64_t, int64_t> VersionAndSteps() const;
 
   const LearnerOptions options_;
   RunSpec own_run_;  // the first policy's run (NamedPolicyRun), or the run

@@ -4,6 +4,7 @@
 // resumes or starts from.
 
 #include <filesystem>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -78,6 +79,11 @@ TensorMap LearnerCore::Impl::StateTensors() {
   return extra;
 }
 
+std::pair<int64_t, int64_t> LearnerCore::Impl::VersionAndSteps() const {
+  absl::MutexLock lock(&mu_);
+  return {progress_.policy_version(), progress_.env_steps()};
+}
+
 absl::Status LearnerCore::Impl::LoadStartState() {
   auto latest = checkpoints_.Latest();
   if (latest.ok()) {
@@ -86,8 +92,9 @@ absl::Status LearnerCore::Impl::LoadStartState() {
         ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
     RETURN_IF_ERROR(others_.Read(*latest));
     RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
-    RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest,
-                progress_.policy_version(), progress_.env_steps());
+    const auto [version, steps] = VersionAndSteps();
+    RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest, version,
+                steps);
     return absl::OkStatus();
   }
   if (options_.start_from.empty()) return absl::OkStatus();
@@ -108,8 +115,9 @@ absl::Status LearnerCore::Impl::StartFrom(const std::string& dir) {
   RETURN_IF_ERROR(others_.Read(*latest));
   RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest),
                              /*own_run=*/false));
-  RL_LOG_INFO("started from {} at version {}, {} env steps", *latest,
-              progress_.policy_version(), progress_.env_steps());
+  const auto [version, steps] = VersionAndSteps();
+  RL_LOG_INFO("started from {} at version {}, {} env steps", *latest, version,
+              steps);
   return absl::OkStatus();
 }
 
