@@ -58,9 +58,9 @@ APT_PACKAGES=(
   # come from LibTorch's libtorch_cpu).
   "libgloo-dev=0.0~git20220518.5b14351-3"
   "python3-venv=3.11.2-1+b1"
-  # /usr/bin/python: Bazel's Python test and binary stubs start with
-  # `#!/usr/bin/env python` (they then run the venv's interpreter), and the
-  # PATH that .bazelrc gives actions has no other `python`.
+  # /usr/bin/python: the launcher scripts Bazel writes for Python tests
+  # and binaries begin `#!/usr/bin/env python` (then run the venv's
+  # interpreter), and the PATH .bazelrc gives actions has no other python.
   "python-is-python3=3.11.2-1+deb12u1"
   # The Gymnasium bridge (envs/gym_bridge): CPython's headers and library to
   # embed, and pybind11's headers.
