@@ -87,6 +87,26 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(
   }
   std::unique_ptr<League> league(
       new League(resolved, rows, seed.value_or(resolved.seed())));
+  for (int k = 0; k < resolved.league().members_size(); ++k) {
+    const LeagueMember& m = resolved.league().members(k);
+    Member member;
+    member.record.version = -(k + 1);
+    RETURN_IF_ERROR(CatchTorchErrors(
+        absl::StrCat("league.members[", k, "].policy_file: \"", m.policy_file(),
+                     "\" (member ", m.name(), ") does not load as TorchScript"),
+        [&] {
+          member.module = torch::jit::load(m.policy_file(), torch::kCPU);
+          member.module.eval();
+          // Its inputs, self apart: (obs) or (obs, mask).
+          member.takes_mask = member.module.get_method("forward")
+                                  .function()
+                                  .getSchema()
+                                  .arguments()
+                                  .size() == 3;
+        },
+        absl::StatusCode::kInvalidArgument));
+    league->members_.push_back(std::move(member));
+  }
   ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));
   const int64_t version = updates / league->spec_.league().snapshot_interval();
   league->frozen_.emplace(version, first);
@@ -107,6 +127,14 @@ absl::StatusOr<ActorCritic> League::Freeze(ActorCritic& policy) const {
 }
 
 int64_t League::DrawOpponent() {
+  if (!members_.empty()) {
+    // Member k with its share of the games, the pool with the rest.
+    double x = std::uniform_real_distribution<double>(0, 1)(draws_);
+    for (int k = 0; k < spec_.league().members_size(); ++k) {
+      x -= spec_.league().members(k).share();
+      if (x < 0) return -(k + 1);
+    }
+  }
   const std::vector<OpponentRecord> pool(pool_.begin(), pool_.end());
   const std::vector<double> w =
       OpponentWeights(spec_.league().sampling(), pool);
@@ -115,6 +143,10 @@ int64_t League::DrawOpponent() {
 }
 
 OpponentRecord* League::Find(int64_t version) {
+  if (version < 0) {
+    const size_t k = static_cast<size_t>(-version - 1);
+    return k < members_.size() ? &members_[k].record : nullptr;
+  }
   for (OpponentRecord& r : pool_) {
     if (r.version == version) return &r;
   }
@@ -159,6 +191,10 @@ absl::Status League::Act(const torch::Tensor& observations,
                        observations.is_contiguous() && actions.is_contiguous();
   return CatchTorchErrors("league: a frozen opponent's step", [&] {
     for (const auto& [version, rows] : rows_of_version_) {
+      if (version < 0) {
+        RETURN_IF_ERROR(MemberAct(version, observations, masks, rows, actions));
+        continue;
+      }
       ActorCritic& opponent = frozen_.at(version);
       if (fusable) {
         auto it = fused_.find(version);
@@ -188,6 +224,65 @@ absl::Status League::Act(const torch::Tensor& observations,
     }
     return absl::OkStatus();
   });
+}
+
+absl::Status League::MemberAct(int64_t version,
+                               const torch::Tensor& observations,
+                               const torch::Tensor& masks,
+                               const torch::Tensor& rows,
+                               torch::Tensor& actions) {
+  const int k = static_cast<int>(-version - 1);
+  Member& member = members_.at(k);
+  const std::string who =
+      absl::StrCat("league member ", spec_.league().members(k).name(), " (",
+                   spec_.league().members(k).policy_file(), ")");
+  std::vector<torch::jit::IValue> inputs;
+  torch::Tensor obs = observations.index_select(0, rows);
+  if (obs.device() != torch::kCPU) obs = obs.to(torch::kCPU);
+  inputs.emplace_back(obs);
+  if (member.takes_mask) {
+    if (!masks.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          who, ": its forward takes a mask, and this environment has none"));
+    }
+    inputs.emplace_back(masks.index_select(0, rows).to(torch::kCPU));
+  }
+  RETURN_IF_ERROR(CatchTorchErrors(
+      absl::StrCat(who, ": forward"),
+      [&]() -> absl::Status {
+        const torch::jit::IValue out = member.module.forward(inputs);
+        torch::Tensor chosen;
+        if (out.isTensor()) {
+          chosen = out.toTensor();
+        } else if (out.isTuple() && !out.toTupleRef().elements().empty() &&
+                   out.toTupleRef().elements()[0].isTensor()) {
+          chosen = out.toTupleRef().elements()[0].toTensor();
+        } else {
+          return absl::InvalidArgumentError(
+              absl::StrCat(who,
+                           ": forward returned neither the actions nor a tuple "
+                           "that begins with them"));
+        }
+        std::vector<int64_t> want = actions.sizes().vec();
+        want[0] = rows.numel();
+        if (chosen.sizes().vec() != want) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              who, ": forward returned actions ", DescribeTensor(chosen),
+              " for ", rows.numel(), " rows; expected the shape [",
+              absl::StrJoin(want, ", "), "]"));
+        }
+        actions.index_copy_(0, rows,
+                            chosen.to(actions.device(), actions.dtype()));
+        return absl::OkStatus();
+      },
+      absl::StatusCode::kInvalidArgument));
+  return absl::OkStatus();
+}
+
+std::vector<OpponentRecord> League::member_records() const {
+  std::vector<OpponentRecord> out;
+  for (const Member& m : members_) out.push_back(m.record);
+  return out;
 }
 
 void League::StepEnded(const uint8_t* terminated, const uint8_t* truncated,
@@ -253,6 +348,15 @@ std::string League::Describe() const {
   std::string out = absl::StrFormat("pool v%d-v%d (%d versions, %s)",
                                     pool_.front().version, pool_.back().version,
                                     pool_.size(), spec_.league().sampling());
+  for (size_t k = 0; k < members_.size(); ++k) {
+    const OpponentRecord& r = members_[k].record;
+    absl::StrAppendFormat(&out, ", member %s",
+                          spec_.league().members(k).name());
+    if (r.games > 0) {
+      absl::StrAppendFormat(&out, " (scored %.0f%% of %d games)",
+                            100 * r.learner_score / r.games, r.games);
+    }
+  }
   if (recent_.empty()) return out;
   double won = 0, drew = 0;
   for (const float r : recent_) {
@@ -286,6 +390,18 @@ void League::SaveState(std::map<std::string, torch::Tensor>* state) const {
     }
   }
   (*state)["league.frozen"] = torch::tensor(frozen, torch::kInt64);
+  if (!members_.empty()) {
+    std::vector<double> member_scores;
+    std::vector<int64_t> member_games;
+    for (const Member& m : members_) {
+      member_scores.push_back(m.record.learner_score);
+      member_games.push_back(m.record.games);
+    }
+    (*state)["league.member_scores"] =
+        torch::tensor(member_scores, torch::kFloat64);
+    (*state)["league.member_games"] =
+        torch::tensor(member_games, torch::kInt64);
+  }
   (*state)["league.opponents"] =
       torch::tensor(opponent_of_copy_, torch::kInt64);
   (*state)["league.counters"] =
@@ -379,9 +495,37 @@ absl::Status League::RestoreState(
     pool.push_back(OpponentRecord{v[i], scores.data_ptr<double>()[i],
                                   games.data_ptr<int64_t>()[i]});
   }
+  // The members' records: none kept (a checkpoint of the run before it
+  // had members) counts from 0.
+  std::vector<OpponentRecord> kept = member_records();
+  for (OpponentRecord& r : kept) r.learner_score = r.games = 0;
+  if (state.count("league.member_scores") > 0) {
+    ASSIGN_OR_RETURN(const torch::Tensor member_scores,
+                     get("league.member_scores", torch::kFloat64));
+    ASSIGN_OR_RETURN(const torch::Tensor member_games,
+                     get("league.member_games", torch::kInt64));
+    if (member_scores.numel() != static_cast<int64_t>(members_.size()) ||
+        member_games.numel() != member_scores.numel()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint's league has ", member_scores.numel(),
+          " members, this run's ", members_.size(), " (league.members)"));
+    }
+    for (size_t k = 0; k < members_.size(); ++k) {
+      kept[k].learner_score = member_scores.data_ptr<double>()[k];
+      kept[k].games = member_games.data_ptr<int64_t>()[k];
+    }
+  }
   std::vector<int64_t> playing(opponents.data_ptr<int64_t>(),
                                opponents.data_ptr<int64_t>() + copies_);
   for (int64_t c = 0; c < copies_; ++c) {
+    if (playing[c] < 0) {
+      if (-playing[c] > static_cast<int64_t>(members_.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint's league: copy ", c, " plays member ", -playing[c],
+            ", and this run has ", members_.size(), " (league.members)"));
+      }
+      continue;
+    }
     if (restored.count(playing[c]) == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("checkpoint's league: copy ", c, " plays version ",
@@ -402,6 +546,9 @@ absl::Status League::RestoreState(
   frozen_ = std::move(restored);
   fused_.clear();  // bound to the versions replaced
   pool_ = std::move(pool);
+  for (size_t k = 0; k < members_.size(); ++k) {
+    members_[k].record = kept[k];
+  }
   opponent_of_copy_ = std::move(playing);
   next_version_ = counters.data_ptr<int64_t>()[0];
   env_steps_ = counters.data_ptr<int64_t>()[1];

@@ -6,11 +6,14 @@
 // self-play: weight (1 - p)^2, p the trained policy's win rate against
 // that version so far). Every `snapshot_interval` updates a frozen copy of
 // the trained policy joins the pool as the next version; the oldest beyond
-// `pool_size` leave it. Every finished game is a match: the trained seat's
-// return against the opponent's version.
+// `pool_size` leave it. Fixed members (league.members: TorchScript files,
+// loaded when the league is made) play their share of the games beside the
+// pool, member k as version -(k + 1). Every finished game is a match: the
+// trained seat's return against the opponent's version.
 #ifndef RL_ACTOR_LEAGUE_H_
 #define RL_ACTOR_LEAGUE_H_
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <cstdint>
@@ -49,11 +52,12 @@ std::vector<double> OpponentWeights(const std::string& sampling,
 
 class League final : public RowOpponents {
  public:
-  // The pool's first version is `policy` as it is now. `rows` is the
-  // batch's rows. `updates`: the updates `policy` has made (an actor
-  // joining a run under way); the first version is updates /
-  // snapshot_interval (0 for a new run), and the next follows it. `seed`
-  // (default: the run's) seeds the opponents' draws and actions: each
+  // The pool's first version is `policy` as it is now; every member's
+  // file is loaded (INVALID_ARGUMENT naming league.members[k].policy_file
+  // where one cannot be). `rows` is the batch's rows. `updates`: the updates
+  // `policy` has made (an actor joining a run under way); the first version is
+  // updates / snapshot_interval (0 for a new run), and the next follows it.
+  // `seed` (default: the run's) seeds the opponents' draws and actions: each
   // actor of a run passes its own.
   static absl::StatusOr<std::unique_ptr<League>> Create(
       const RunSpec& spec, ActorCritic& policy, int64_t rows,
@@ -88,6 +92,8 @@ class League final : public RowOpponents {
   std::vector<OpponentRecord> records() const {
     return {pool_.begin(), pool_.end()};
   }
+  // The members' results, in league.members' order (versions -1, -2, ...).
+  std::vector<OpponentRecord> member_records() const;
   // "pool v3-v12 (10 versions); against it the last 100 games: won 61%,
   // drew 3%, lost 36%".
   std::string Describe() const;
@@ -103,6 +109,10 @@ class League final : public RowOpponents {
   absl::StatusOr<ActorCritic> Freeze(ActorCritic& policy) const;
   int64_t DrawOpponent();
   OpponentRecord* Find(int64_t version);
+  // Member `version` (< 0) acts for `rows`.
+  absl::Status MemberAct(int64_t version, const torch::Tensor& observations,
+                         const torch::Tensor& masks, const torch::Tensor& rows,
+                         torch::Tensor& actions);
   void Prune();
 
   RunSpec spec_;
@@ -110,6 +120,13 @@ class League final : public RowOpponents {
   int64_t copies_;
   torch::Tensor learner_rows_;
   std::deque<OpponentRecord> pool_;  // oldest first
+  // The fixed members (league.members), version -(k + 1) at index k.
+  struct Member {
+    torch::jit::Module module;
+    bool takes_mask = false;  // its forward has a second input
+    OpponentRecord record;
+  };
+  std::vector<Member> members_;
   // Every version in the pool or still playing a game begun before it
   // left the pool.
   std::map<int64_t, ActorCritic> frozen_;

@@ -263,6 +263,12 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
   EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("segment.league_matches[0]: ")));
+  // A fixed member's game (a negative version) in a run without members.
+  forged = league_segment(3, {1});
+  forged->mutable_league_matches(0)->set_opponent_version(-1);
+  EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("opponent_version in [0, learner_version)")));
   forged = league_segment(3, {1});
   forged->add_league_matches()->CopyFrom(forged->league_matches(0));
   EXPECT_THAT(core->SubmitSegment(stream, std::move(forged)),

@@ -24,7 +24,8 @@ int64_t RowsPerSentRow(const RunSpec& spec) {
   return spec.has_league() ? std::max(1, spec.env().agents_per_env()) : 1;
 }
 
-absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league) {
+absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league,
+                                int members) {
   if (!league) {
     if (segment.league_matches_size() == 0) return absl::OkStatus();
     return absl::InvalidArgumentError(
@@ -41,14 +42,15 @@ absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league) {
   for (int i = 0; i < segment.league_matches_size(); ++i) {
     const LeagueMatchResult& m = segment.league_matches(i);
     if (m.env_steps() < 0 || m.learner_version() < 1 ||
-        m.opponent_version() < 0 ||
+        m.opponent_version() < -members ||
         m.opponent_version() >= m.learner_version() ||
         m.learner_return() != segment.episode_returns(i)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "segment.league_matches[", i, "]: env_steps ", m.env_steps(),
           ", learner_version ", m.learner_version(), ", opponent_version ",
           m.opponent_version(), ", learner_return ", m.learner_return(),
-          " (needs env_steps >= 0, 0 <= opponent_version < learner_version, "
+          " (needs env_steps >= 0, opponent_version in [", -members,
+          ", learner_version): negative for the league's members, "
           "learner_return the episode's, ",
           segment.episode_returns(i), ")"));
     }
@@ -131,11 +133,12 @@ SegmentIntakeOptions RunIntakeOptions(const RunSpec& spec,
   o.budget = std::move(budget);
   const int64_t rows_per_row = RowsPerSentRow(spec);
   const bool league = spec.has_league();
+  const int members = spec.league().members_size();
   const bool policies = spec.policies_size() > 0;
   o.decode =
-      [shape, rows_per_row, league, policies](
+      [shape, rows_per_row, league, members, policies](
           const RolloutSegment& segment) -> absl::StatusOr<DecodedSegment> {
-    RETURN_IF_ERROR(CheckLeagueMatches(segment, league));
+    RETURN_IF_ERROR(CheckLeagueMatches(segment, league, members));
     RETURN_IF_ERROR(CheckEpisodeRows(segment, policies, shape->num_envs));
     ASSIGN_OR_RETURN(Rollout rollout, DecodeSegment(segment, *shape));
     DecodedSegment decoded;

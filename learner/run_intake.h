@@ -33,9 +33,11 @@ int64_t RowsPerSentRow(const RunSpec& spec);
 
 // A segment's league games: none where the run has no league; else one
 // per episode, in order, each with the episode's return and versions an
-// actor can play (0 <= opponent < learner). INVALID_ARGUMENT naming the
-// game otherwise.
-absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league);
+// actor can play (-members <= opponent < learner: a negative version is
+// fixed member -(version + 1), league.members). INVALID_ARGUMENT naming
+// the game otherwise.
+absl::Status CheckLeagueMatches(const RolloutSegment& segment, bool league,
+                                int members = 0);
 
 // `segment`'s episode returns by policy (its episode_rows checked by
 // CheckEpisodeRows): [0] every one's without a policies block, else [i]

@@ -44,6 +44,20 @@ class RatingsTest(unittest.TestCase):
         self.assertEqual((one.won, one.drew, one.lost), (1, 1, 1))
         self.assertIn("33.3%  33.3%  33.3%", league.format_ratings(ratings))
 
+    def test_members_are_rated_beside_the_versions(self):
+        # Every version loses to member 1 (version -1) and beats version 0.
+        matches = [(64 * i, v, o, r) for i, (v, o, r) in enumerate(
+            [(v, -1, -1.0) for v in range(1, 4) for _ in range(10)] +
+            [(v, 0, 1.0) for v in range(1, 4) for _ in range(10)])]
+        ratings = league.rate(matches)
+        self.assertEqual([r.version for r in ratings], [-1, 0, 1, 2, 3])
+        member = ratings[0]
+        self.assertEqual((member.games, member.first_step), (30, -1))
+        self.assertGreater(member.mu, max(r.mu for r in ratings[1:]))
+        table = league.format_ratings(ratings)
+        self.assertRegex(table, r"\nm1 +- ")
+        self.assertIn("\nv3 ", table)
+
     def test_malformed_files_are_named_by_line(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "matches.csv")

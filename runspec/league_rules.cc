@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <iterator>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -45,6 +47,38 @@ std::vector<std::string> LeagueProblems(const RunSpec& spec) {
         "league.sampling",
         absl::StrCat("must be one of ", absl::StrJoin(kLeagueSamplings, ", ")),
         JsonQuote(league.sampling())));
+  }
+  double shares = 0;
+  std::set<std::string> names;
+  for (int i = 0; i < league.members_size(); ++i) {
+    const LeagueMember& m = league.members(i);
+    const std::string path = absl::StrCat("league.members[", i, "]");
+    if (!IsPolicyName(m.name())) {
+      out.push_back(FieldProblem(path + ".name",
+                                 "1-32 characters of a-z, 0-9, _ and -",
+                                 JsonQuote(m.name())));
+    } else if (!names.insert(m.name()).second) {
+      out.push_back(FieldProblem(path + ".name", "already names another member",
+                                 JsonQuote(m.name())));
+    }
+    if (m.policy_file().empty()) {
+      out.push_back(FieldProblem(
+          path + ".policy_file",
+          "the member's TorchScript file (rl_local export writes one)",
+          "none"));
+    }
+    if (!(m.share() > 0 && m.share() <= 1)) {
+      out.push_back(FieldProblem(path + ".share",
+                                 "the fraction of games it plays, in (0, 1]",
+                                 m.share()));
+    } else {
+      shares += m.share();
+    }
+  }
+  if (shares > 1 + 1e-9) {
+    out.push_back(FieldProblem("league.members",
+                               "their shares together are more than every game",
+                               shares));
   }
   if (HasRecurrentCore(spec.policy())) {
     out.push_back(FieldProblem(

@@ -14,17 +14,6 @@
 namespace rl {
 namespace {
 
-bool IsPolicyName(const std::string& name) {
-  if (name.empty() || name.size() > 32) return false;
-  for (const char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-          c == '-')) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // The problems of an INVALID_ARGUMENT of FieldProblems, one by one.
 std::vector<std::string> Problems(const absl::Status& status) {
   if (status.ok()) return {};

@@ -293,6 +293,17 @@ bool HasRecurrentCore(const PolicyConfig& policy) {
   return policy.core() == "lstm" || policy.core() == "gru";
 }
 
+bool IsPolicyName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  for (const char c : name) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+          c == '-')) {
+      return false;
+    }
+  }
+  return true;
+}
+
 int64_t RecurrentStateSize(const PolicyConfig& policy) {
   if (!HasRecurrentCore(policy)) return 0;
   return (policy.core() == "lstm" ? 2 : 1) * int64_t{policy.core_size()};

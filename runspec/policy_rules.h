@@ -23,6 +23,10 @@ bool IsCnnEncoder(const PolicyConfig& policy);
 // True where the policy carries a recurrent state ("lstm", "gru").
 bool HasRecurrentCore(const PolicyConfig& policy);
 
+// True for a name of 1-32 characters of a-z, 0-9, `_` and `-`: a named
+// policy's (policies[i].name), a league member's (league.members[i].name).
+bool IsPolicyName(const std::string& name);
+
 // Numbers of the recurrent state a policy carries per env: 2 x core_size
 // for an LSTM (hidden and cell state), core_size for a GRU, else 0 (as
 // policy/actor_critic.h's RecurrentStateSize of its network).

@@ -1,5 +1,6 @@
 #include "actor/league.h"
 
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -139,6 +140,145 @@ TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
   EXPECT_EQ(league->records()[0].version, 2);
   EXPECT_EQ(league->records()[1].version, 3);
   EXPECT_THAT(league->Describe(), HasSubstr("pool v2-v3 (2 versions, pfsp)"));
+}
+
+TEST(LeagueRulesTest, MembersNeedNamesFilesAndShares) {
+  auto bad = LoadRunSpec(R"(
+env:
+  id: LightCycles-v0
+  plugin: light_cycles
+  kwargs: {opponent: self}
+  agents_per_env: 2
+  observation_size: 450
+  num_discrete_actions: 3
+league:
+  members:
+    - {name: Bad Name, share: 0}
+    - {name: ok, share: 0.7, policy_file: a.pt}
+    - {name: ok, share: 0.6, policy_file: b.pt}
+)",
+                         RunFileFormat::kYaml);
+  EXPECT_THAT(
+      bad.status(),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          AllOf(HasSubstr("league.members[0].name: 1-32 characters of a-z, "
+                          "0-9, _ and - (got \"Bad Name\")"),
+                HasSubstr("league.members[0].policy_file: the member's "
+                          "TorchScript file"),
+                HasSubstr("league.members[0].share: the fraction of games it "
+                          "plays, in (0, 1] (got 0)"),
+                HasSubstr("league.members[2].name: already names another "
+                          "member (got \"ok\")"),
+                HasSubstr("league.members: their shares together are more "
+                          "than every game (got 1.3)"))));
+}
+
+// A TorchScript member saved under `dir`: a module whose forward is
+// `forward` (TorchScript source).
+std::string WriteMember(const std::string& dir, const std::string& name,
+                        const std::string& forward) {
+  torch::jit::Module module("Member");
+  module.define(forward);
+  const std::string path = dir + "/" + name + ".pt";
+  module.save(path);
+  return path;
+}
+
+// A fixed member plays its share of the games (here all of them once the
+// first games end), as version -1 in the matches, whatever the masks say
+// (its forward takes none); its record survives a checkpoint.
+TEST(LeagueTest, MembersPlayTheirShareOfGamesAsNegativeVersions) {
+  const std::string right = WriteMember(MakeTestDir("members"), "right", R"(
+def forward(self, obs: Tensor):
+    n = obs.size(0)
+    return torch.zeros([n]).long() + 2, torch.zeros([n])
+)");
+  RunSpec spec = LeagueRun(absl::StrCat(
+      "{members: [{name: right, share: 1.0, policy_file: \"", right, "\"}]}"));
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
+  c10::InferenceMode inference;
+  // The pool's version 0 takes the one action the masks allow, 0.
+  torch::Tensor masks = torch::zeros({8, 3}, torch::kUInt8);
+  masks.select(1, 0).fill_(1);
+  const auto act = [&]() -> std::vector<int64_t> {
+    torch::Tensor actions = torch::full({8}, -1, torch::kInt64);
+    EXPECT_OK(league->Act(torch::rand({8, 242}), masks, actions));
+    return {actions.data_ptr<int64_t>(), actions.data_ptr<int64_t>() + 8};
+  };
+  EXPECT_THAT(act(), ElementsAre(-1, 0, 0, -1, -1, 0, 0, -1));
+  // Copies 0 and 1 end against version 0, and draw the member next.
+  const std::vector<uint8_t> trunc(8, 0);
+  std::vector<uint8_t> term = {1, 1, 1, 1, 0, 0, 0, 0};
+  std::vector<float> returns = {1, -1, -1, 1, 0, 0, 0, 0};
+  const std::vector<int32_t> lengths(8, 4);
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  EXPECT_THAT(act(), ElementsAre(-1, 2, 2, -1, -1, 0, 0, -1));
+  // Copy 1's trained seat (row 3) beats the member.
+  term = {0, 0, 1, 1, 0, 0, 0, 0};
+  returns = {0, 0, -1, 1, 0, 0, 0, 0};
+  league->TakeMatches();
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  const std::vector<LeagueMatch> matches = league->TakeMatches();
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_EQ(matches[0].opponent_version, -1);
+  EXPECT_EQ(matches[0].learner_return, 1.f);
+  ASSERT_EQ(league->member_records().size(), 1u);
+  EXPECT_EQ(league->member_records()[0].version, -1);
+  EXPECT_EQ(league->member_records()[0].games, 1);
+  EXPECT_THAT(league->Describe(),
+              HasSubstr("member right (scored 100% of 1 games)"));
+
+  std::map<std::string, torch::Tensor> state;
+  league->SaveState(&state);
+  ASSERT_OK_AND_ASSIGN(auto resumed, League::Create(spec, policy, 8));
+  ASSERT_OK(resumed->RestoreState(state));
+  EXPECT_EQ(resumed->member_records()[0].games, 1);
+  EXPECT_DOUBLE_EQ(resumed->member_records()[0].learner_score, 1.0);
+  torch::Tensor actions = torch::full({8}, -1, torch::kInt64);
+  ASSERT_OK(resumed->Act(torch::rand({8, 242}), masks, actions));
+  EXPECT_EQ(actions[1].item<int64_t>(), 2);  // copy 0 still plays it
+  EXPECT_EQ(actions[2].item<int64_t>(), 2);  // and copy 1 again
+
+  // A checkpoint whose copies play a member this run does not have.
+  state["league.opponents"].fill_(-2);
+  EXPECT_THAT(resumed->RestoreState(state),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("copy 0 plays member 2, and this run has 1")));
+}
+
+TEST(LeagueTest, AMemberThatDoesNotLoadOrDoesNotFitIsNamed) {
+  RunSpec gone = LeagueRun(
+      "{members: [{name: gone, share: 0.5, policy_file: /nonexistent/x.pt}]}");
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(gone), 1));
+  EXPECT_THAT(League::Create(gone, policy, 8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("league.members[0].policy_file: "
+                                 "\"/nonexistent/x.pt\" (member gone) does "
+                                 "not load as TorchScript")));
+  const std::string wide = WriteMember(MakeTestDir("wide"), "wide", R"(
+def forward(self, obs: Tensor):
+    return torch.zeros([obs.size(0), 3]).long()
+)");
+  RunSpec spec = LeagueRun(absl::StrCat(
+      "{members: [{name: wide, share: 1.0, policy_file: \"", wide, "\"}]}"));
+  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
+  const std::vector<uint8_t> term = {1, 1, 0, 0, 0, 0, 0, 0};
+  const std::vector<uint8_t> trunc(8, 0);
+  const std::vector<float> returns = {1, -1, 0, 0, 0, 0, 0, 0};
+  const std::vector<int32_t> lengths(8, 4);
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  c10::InferenceMode inference;
+  torch::Tensor actions = torch::full({8}, -1, torch::kInt64);
+  EXPECT_THAT(
+      league->Act(torch::rand({8, 242}), torch::Tensor(), actions),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("league member wide ("),
+                     HasSubstr("returned actions Long[1, 3] for 1 rows; "
+                               "expected the shape [1]"))));
 }
 
 // An actor sees the versions the learner published when it looked: it may

@@ -8,7 +8,8 @@ trained seat's return (a win, a draw, a loss). Matches are rated in the
 order they were played with OpenSkill's Bradley-Terry model (a maintained
 Elo/TrueSkill-like rating). A version's rating therefore says how the
 policy fared while it became that version and, after it froze, how later
-versions fared against it."""
+versions fared against it. A negative version is a fixed member of the
+league (league.members[k] is version -(k + 1)), shown as m1, m2, ..."""
 
 import csv
 import dataclasses
@@ -66,6 +67,11 @@ def read_matches(path):
         return out
 
 
+def label(version):
+    """v3 for the pool's version 3, m1 for the league's first member (-1)."""
+    return f"v{version}" if version >= 0 else f"m{-version}"
+
+
 def rate(matches):
     """VersionRatings of every version in `matches`, by version."""
     from openskill.models import BradleyTerryFull
@@ -74,7 +80,7 @@ def rate(matches):
 
     def player(version):
         if version not in players:
-            players[version] = model.rating(name=f"v{version}")
+            players[version] = model.rating(name=label(version))
             stats[version] = VersionRating(version, 0.0, 0.0)
         return players[version]
 
@@ -114,6 +120,6 @@ def format_ratings(ratings, every=1):
         record = (f"{100 * r.won / played:5.1f}% {100 * r.drew / played:5.1f}% "
                   f"{100 * r.lost / played:5.1f}%" if played else "        -")
         first = str(r.first_step) if r.first_step >= 0 else "-"
-        lines.append(f"v{r.version:<7d} {first:>14}   {r.mu:7.2f} ± {r.sigma:5.2f}    "
+        lines.append(f"{label(r.version):<8s} {first:>14}   {r.mu:7.2f} ± {r.sigma:5.2f}    "
                      f"{r.games:6d}   {record}")
     return "\n".join(lines)
