@@ -57,6 +57,9 @@ class RatingsTest(unittest.TestCase):
         table = league.format_ratings(ratings)
         self.assertRegex(table, r"\nm1 +- ")
         self.assertIn("\nv3 ", table)
+        # Members, then every second version from v0 (and the last).
+        shown = [line.split()[0] for line in league.format_ratings(ratings, every=2).splitlines()[1:]]
+        self.assertEqual(shown, ["m1", "v0", "v2", "v3"])
 
     def test_malformed_files_are_named_by_line(self):
         with tempfile.TemporaryDirectory() as d:

@@ -111,11 +111,14 @@ def rate(matches):
 
 
 def format_ratings(ratings, every=1):
-    """A table of `ratings`, every `every`-th version (and the last)."""
+    """A table of `ratings`: every member, then every `every`-th version
+    (the first and the last always)."""
     lines = ["version  first at steps   rating (mu ± sigma)   games   as trained: won drew lost"]
-    for i, r in enumerate(ratings):
-        if i % every and i != len(ratings) - 1:
-            continue
+    members = [r for r in ratings if r.version < 0]
+    versions = [r for r in ratings if r.version >= 0]
+    shown = members + [r for i, r in enumerate(versions)
+                       if i % every == 0 or i == len(versions) - 1]
+    for r in shown:
         played = r.won + r.drew + r.lost
         record = (f"{100 * r.won / played:5.1f}% {100 * r.drew / played:5.1f}% "
                   f"{100 * r.lost / played:5.1f}%" if played else "        -")
