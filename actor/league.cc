@@ -97,14 +97,39 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(
         [&] {
           member.module = torch::jit::load(m.policy_file(), torch::kCPU);
           member.module.eval();
-          // Its inputs, self apart: (obs) or (obs, mask).
-          member.takes_mask = member.module.get_method("forward")
-                                  .function()
-                                  .getSchema()
-                                  .arguments()
-                                  .size() == 3;
         },
         absl::StatusCode::kInvalidArgument));
+    // Its inputs, self apart: (obs) or (obs, mask), read by name. A
+    // recurrent export's forward(obs[, mask], state) needs a state carried
+    // from step to step per row, which a member does not keep: refused here
+    // rather than its state read as a mask.
+    const auto& arguments =
+        member.module.get_method("forward").function().getSchema().arguments();
+    std::vector<std::string> names;
+    for (size_t a = 1; a < arguments.size(); ++a) {
+      names.push_back(arguments[a].name());
+    }
+    const bool recurrent =
+        (member.module.hasattr("state_size") &&
+         member.module.attr("state_size").isInt() &&
+         member.module.attr("state_size").toInt() > 0) ||
+        std::find(names.begin(), names.end(), "state") != names.end();
+    if (recurrent) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "league.members[", k, "].policy_file: \"", m.policy_file(),
+          "\" (member ", m.name(), ") is a recurrent policy (forward(",
+          absl::StrJoin(names, ", "),
+          ")); a member must act from the observation alone: "
+          "forward(obs) or forward(obs, mask)"));
+    }
+    if (names.empty() || names.size() > 2 ||
+        (names.size() == 2 && names[1] != "mask")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "league.members[", k, "].policy_file: \"", m.policy_file(),
+          "\" (member ", m.name(), ") has forward(", absl::StrJoin(names, ", "),
+          "); a member's is forward(obs) or forward(obs, mask)"));
+    }
+    member.takes_mask = names.size() == 2;
     league->members_.push_back(std::move(member));
   }
   ASSIGN_OR_RETURN(ActorCritic first, league->Freeze(policy));

@@ -11,6 +11,7 @@
 #include "actor/rollout_collector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "policy/policy_export.h"
 #include "policy/rollout.h"
 #include "runspec/run_spec.h"
 #include "testing/status_matchers.h"
@@ -279,6 +280,44 @@ def forward(self, obs: Tensor):
                AllOf(HasSubstr("league member wide ("),
                      HasSubstr("returned actions Long[1, 3] for 1 rows; "
                                "expected the shape [1]"))));
+}
+
+// A member acts from the observation alone: a recurrent export (its
+// forward takes a state carried per row) and a forward whose second input
+// is not a mask are refused at load, naming the member and its inputs.
+TEST(LeagueTest, AMemberMustActFromTheObservationAlone) {
+  const std::string dir = MakeTestDir("recurrent_member");
+  RunSpec recurrent_run = LeagueRun("{}");
+  recurrent_run.mutable_policy()->set_core("lstm");
+  recurrent_run.mutable_policy()->set_core_size(8);
+  ASSERT_OK_AND_ASSIGN(
+      ActorCritic lstm,
+      CreateSeededActorCritic(RunNetworkConfig(recurrent_run), 3));
+  ASSERT_GT(lstm->state_size(), 0);
+  const std::string lstm_file = dir + "/lstm.pt";
+  ASSERT_OK(ExportTorchScript(lstm, recurrent_run.env(), PolicyExportOptions(),
+                              lstm_file));
+  const std::string odd = WriteMember(dir, "odd", R"(
+def forward(self, obs: Tensor, hidden: Tensor):
+    return torch.zeros([obs.size(0)]).long()
+)");
+  RunSpec spec = LeagueRun(
+      absl::StrCat("{members: [{name: lstm, share: 0.5, policy_file: \"",
+                   lstm_file, "\"}]}"));
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+  EXPECT_THAT(League::Create(spec, policy, 8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("league.members[0].policy_file: "),
+                             HasSubstr("(member lstm) is a recurrent policy "
+                                       "(forward(obs, state))"))));
+  spec = LeagueRun(absl::StrCat(
+      "{members: [{name: odd, share: 0.5, policy_file: \"", odd, "\"}]}"));
+  EXPECT_THAT(League::Create(spec, policy, 8).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("(member odd) has forward(obs, hidden); a "
+                                 "member's is forward(obs) or forward(obs, "
+                                 "mask)")));
 }
 
 // An actor sees the versions the learner published when it looked: it may
