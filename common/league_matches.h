@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace rl {
 
@@ -27,6 +28,14 @@ struct LeagueMatch {
 // first where it is new.
 absl::Status AppendLeagueMatches(const std::string& path,
                                  const std::vector<LeagueMatch>& matches);
+
+// The matches of the CSV file `path` in the order they were written; none
+// when it does not exist. A last line without its newline (a write cut
+// short) is left out, its size in `*torn_bytes` (when given; else 0).
+// INVALID_ARGUMENT naming path:line for a line that is not a match or a
+// header that is not AppendLeagueMatches's.
+absl::StatusOr<std::vector<LeagueMatch>> ReadLeagueMatches(
+    const std::string& path, int64_t* torn_bytes = nullptr);
 
 }  // namespace rl
 
