@@ -2,12 +2,60 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <system_error>
 #include <vector>
 
-#include "common/league_matches.h"
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status.h"
 #include "telemetry/client/emitter.h"
 
 namespace rl {
+namespace {
+
+std::string MatchesPath(const std::string& run_dir) {
+  return (std::filesystem::path(run_dir) / "league" / "matches.csv").string();
+}
+
+}  // namespace
+
+absl::Status LeagueGames::Resume() {
+  resumed_ = true;
+  if (run_dir_.empty()) return absl::OkStatus();
+  const std::string path = MatchesPath(run_dir_);
+  int64_t torn = 0;
+  ASSIGN_OR_RETURN(const std::vector<LeagueMatch> kept,
+                   ReadLeagueMatches(path, &torn));
+  if (torn > 0) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec) std::filesystem::resize_file(path, size - torn, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("league: cannot cut the torn last line off ", path, ": ",
+                       ec.message()));
+    }
+    RL_LOG_WARNING("league: {} ended in a line cut short ({} bytes), left out",
+                   path, torn);
+  }
+  for (const LeagueMatch& m : kept) Count(m);
+  if (!kept.empty()) {
+    RL_LOG_INFO(
+        "league: resumed from {} matches in {}; the trained policy (v{}) "
+        "rates {:.2f}",
+        kept.size(), path, newest_learner_, rating().mu);
+  }
+  return absl::OkStatus();
+}
+
+void LeagueGames::Count(const LeagueMatch& m) {
+  recent_.push_back(m.learner_return);
+  if (recent_.size() > kRecentGames) recent_.pop_front();
+  newest_opponent_ = std::max(newest_opponent_, m.opponent_version);
+  newest_learner_ = std::max(newest_learner_, m.learner_version);
+  ratings_.Rate(m);
+  games_ += 1;
+}
 
 absl::Status LeagueGames::Record(const SegmentBatch& batch, int64_t env_steps) {
   std::vector<LeagueMatch> matches;
@@ -15,13 +63,16 @@ absl::Status LeagueGames::Record(const SegmentBatch& batch, int64_t env_steps) {
     for (const LeagueMatchResult& m : s->proto->league_matches()) {
       matches.push_back(LeagueMatch{m.env_steps(), m.learner_version(),
                                     m.opponent_version(), m.learner_return()});
-      recent_.push_back(m.learner_return());
-      if (recent_.size() > kRecentGames) recent_.pop_front();
-      newest_opponent_ = std::max(newest_opponent_, m.opponent_version());
     }
   }
+  return Record(matches, env_steps);
+}
+
+absl::Status LeagueGames::Record(const std::vector<LeagueMatch>& matches,
+                                 int64_t env_steps) {
+  if (!resumed_) RETURN_IF_ERROR(Resume());
   if (matches.empty()) return absl::OkStatus();
-  games_ += static_cast<int64_t>(matches.size());
+  for (const LeagueMatch& m : matches) Count(m);
   if (emitter_ != nullptr) {
     double won = 0, drew = 0;
     for (const float r : recent_) {
@@ -35,11 +86,15 @@ absl::Status LeagueGames::Record(const SegmentBatch& batch, int64_t env_steps) {
     emitter_->Emit("league/games", env_steps, static_cast<double>(games_));
     emitter_->Emit("league/newest_opponent", env_steps,
                    static_cast<double>(newest_opponent_));
+    emitter_->Emit("league/rating", env_steps, rating().mu);
+    for (const auto& [version, r] : ratings_.players()) {
+      if (version >= 0) break;  // members first: they are negative
+      emitter_->Emit("league/member_rating", env_steps, r.mu,
+                     {{"member", absl::StrCat("m", -version)}});
+    }
   }
   if (run_dir_.empty()) return absl::OkStatus();
-  return AppendLeagueMatches(
-      (std::filesystem::path(run_dir_) / "league" / "matches.csv").string(),
-      matches);
+  return AppendLeagueMatches(MatchesPath(run_dir_), matches);
 }
 
 }  // namespace rl

@@ -1,10 +1,14 @@
-// A league run's games as the learner keeps them (RunSpec.league; the
-// actors play them, learner/run_intake.h checks them): appended to
-// <run_dir>/league/matches.csv (the file `rlctl league` rates), and how
-// the trained policy fared in the last 100 emitted as league/won,
-// league/drew, league/lost (fractions), league/games (all so far) and
-// league/newest_opponent (a version). Rank 0's alone in a gang: its own
-// actors' games, a sample of the league's.
+// A league run's games as the learner and rl_local keep them
+// (RunSpec.league; the actors play them, learner/run_intake.h checks
+// them): appended to <run_dir>/league/matches.csv (the file `rlctl league`
+// rates) and rated as it rates them (common/league_ratings.h). Emitted:
+// how the trained policy fared in the last 100 as league/won, league/drew,
+// league/lost (fractions), league/games (all so far),
+// league/newest_opponent (a version), league/rating (the rating, mu, of
+// the version being trained) and league/member_rating labelled member=m1,
+// m2, ... for the fixed members. A run that resumes rebuilds all of it
+// from its matches.csv. Rank 0's alone in a gang: its own actors' games, a
+// sample of the league's.
 #ifndef RL_LEARNER_LEAGUE_GAMES_H_
 #define RL_LEARNER_LEAGUE_GAMES_H_
 
@@ -12,8 +16,11 @@
 #include <deque>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "common/league_matches.h"
+#include "common/league_ratings.h"
 #include "learner/segment_intake.h"
 
 namespace rl {
@@ -27,16 +34,32 @@ class LeagueGames {
       : run_dir_(std::move(run_dir)), emitter_(emitter) {}
 
   // The games that ended in `batch`'s segments, at the run's `env_steps`;
-  // the file's write error, if any.
+  // the file's read or write error, if any.
   absl::Status Record(const SegmentBatch& batch, int64_t env_steps);
+  absl::Status Record(const std::vector<LeagueMatch>& matches,
+                      int64_t env_steps);
+
+  // The trained policy's rating: its newest version's (a new player's
+  // before any game).
+  PlayerRating rating() const { return ratings_.Of(newest_learner_); }
+  const LeagueRatings& ratings() const { return ratings_; }
+  int64_t games() const { return games_; }
 
  private:
   static constexpr size_t kRecentGames = 100;
+  // Before the first games: the matches a run dir already holds (a resumed
+  // run's), its torn last line cut off.
+  absl::Status Resume();
+  void Count(const LeagueMatch& match);
+
   const std::string run_dir_;
   Emitter* const emitter_;
+  bool resumed_ = false;
   std::deque<float> recent_;  // the trained seat's returns
   int64_t games_ = 0;
   int64_t newest_opponent_ = 0;
+  int64_t newest_learner_ = 0;
+  LeagueRatings ratings_;
 };
 
 }  // namespace rl

@@ -1,19 +1,24 @@
 """A league run (RunSpec.league) through the service: real coordinator,
 learner and actor processes (LightCycles-v0, 32768 steps). The actors keep
 the frozen versions and play them; their segments carry only the trained
-seats' rows yet count every row's steps; the learner writes the games to
-<run_dir>/league/matches.csv, which `rlctl league` rates."""
+seats' rows yet count every row's steps; a fixed member (the scripted
+cycle as TorchScript) plays its share; the learner writes the games to
+<run_dir>/league/matches.csv, which `rlctl league` rates, and emits the
+same ratings (league/rating, league/member_rating) to telemetry."""
 
 import contextlib
 import csv
 import io
 import os
+import subprocess
 import textwrap
+import time
 import unittest
 
 import rlctl
 import test_util
-from rlservice import Client, state_name
+from rlservice import Client, TelemetryClient, state_name
+from rlservice import league as lg
 
 RUN_FILE = textwrap.dedent("""\
     name: league-through-the-service
@@ -29,16 +34,24 @@ RUN_FILE = textwrap.dedent("""\
     total_env_steps: 32768
     policy: {hidden_sizes: [16]}
     resources: {num_actors: 2}
-    league: {snapshot_interval: 4, pool_size: 3}
+    league:
+      snapshot_interval: 4
+      pool_size: 3
+      members: [{name: scripted, share: 0.25, policy_file: MEMBER}]
     """)
 
 
 class LeagueServiceTest(test_util.EmbeddedServiceTest):
 
+    WITH_TELEMETRY = True
+
     def test_the_actors_play_the_frozen_versions_the_learner_keeps_the_games(self):
+        member = os.path.join(self.dir, "scripted_cycle.pt")
+        subprocess.run(["examples/multi_agent/scripted_cycle", "--size=6",
+                        f"--output={member}"], check=True, timeout=120)
         run_file = os.path.join(self.dir, "league.yaml")
         with open(run_file, "w") as f:
-            f.write(RUN_FILE)
+            f.write(RUN_FILE.replace("MEMBER", member))
         c = Client(self.address)
         run = c.wait(c.submit(run_file), timeout=600)
         self.assertEqual(state_name(run.state), "SUCCEEDED",
@@ -71,8 +84,14 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
         self.assertTrue(set(range(1, 8)) <= learner_versions <= set(range(1, 17)),
                         learner_versions)
         self.assertIn(0, opponents)
+        # The member, version -1, played about a quarter of the games.
+        self.assertIn(-1, opponents)
+        self.assertEqual(min(opponents), -1)
+        member_games = sum(1 for m in matches if int(m["opponent_version"]) == -1)
+        self.assertTrue(0.1 < member_games / len(matches) < 0.45, (member_games, len(matches)))
         self.assertTrue(max(opponents) < last, (opponents, last))
-        late = [int(m["opponent_version"]) for m in matches if int(m["learner_version"]) == last]
+        late = [int(m["opponent_version"]) for m in matches
+                if int(m["learner_version"]) == last and int(m["opponent_version"]) >= 0]
         self.assertTrue(late and min(late) >= last - 4, (late, last))
         for m in matches:
             self.assertIn(float(m["learner_return"]), (-1.0, 0.0, 1.0))
@@ -81,7 +100,25 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
             self.assertEqual(rlctl.main(["league", os.path.dirname(os.path.dirname(path))]), 0)
-        self.assertRegex(out.getvalue(), rf"^{len(matches)} matches, {last + 1} versions\n")
+        self.assertRegex(out.getvalue(), rf"^{len(matches)} matches, {last + 1} versions, 1 member\n")
+        self.assertRegex(out.getvalue(), r"\nm1 ")
+        # The learner rated the same games as rlctl does (OpenSkill): the
+        # trained policy's last version and the member, in telemetry.
+        ratings = {r.version: r for r in lg.rate(lg.read_matches(path))}
+        telemetry = TelemetryClient(self.telemetry_address, timeout=5)
+        self.addCleanup(telemetry.close)
+        deadline = time.monotonic() + 60
+        while True:
+            series = {(s["name"], s["labels"].get("member", "")): s["points"]
+                      for s in telemetry.query(run.run_id, prefix="league/")}
+            got = {key: points[-1].value for key, points in series.items() if points}
+            want = {("league/rating", ""): ratings[last].mu,
+                    ("league/member_rating", "m1"): ratings[-1].mu}
+            if all(key in got and abs(got[key] - value) < 1e-6 for key, value in want.items()):
+                break
+            if time.monotonic() > deadline:
+                self.fail(f"telemetry's league ratings {got}, rlctl's {want}")
+            time.sleep(0.5)
 
 
 if __name__ == "__main__":

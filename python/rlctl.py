@@ -115,7 +115,9 @@ def league(run_dir, every):
         print(f"rlctl: error: {text(e)}", file=sys.stderr)
         return 2
     ratings = lg.rate(matches)
-    print(f"{len(matches)} matches, {len(ratings)} versions")
+    members = sum(1 for r in ratings if r.version < 0)
+    print(f"{len(matches)} matches, {len(ratings) - members} versions"
+          + (f", {members} member{'s' if members > 1 else ''}" if members else ""))
     print(lg.format_ratings(ratings, max(1, every)))
     return 0
 

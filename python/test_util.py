@@ -85,11 +85,24 @@ class EmbeddedServiceTest(unittest.TestCase):
     its processes' logs."""
 
     LOCAL_WORKERS = "learners=1,actors=2"
+    # With its telemetry child's port in self.telemetry_address.
+    WITH_TELEMETRY = False
 
     def setUp(self):
         self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        telemetry_port_file = os.path.join(self.dir, "telemetry_port")
+        flags = [f"--telemetry_port_file={telemetry_port_file}"] if self.WITH_TELEMETRY else []
         self.coordinator, self.address = start_coordinator(
-            self.dir, f"--log_dir={self.dir}/logs", f"--local_workers={self.LOCAL_WORKERS}")
+            self.dir, f"--log_dir={self.dir}/logs", f"--local_workers={self.LOCAL_WORKERS}",
+            *flags)
+        if self.WITH_TELEMETRY:
+            try:
+                port = read_port_file(telemetry_port_file, self.coordinator,
+                                      what="coordinator (telemetry port)")
+            except RuntimeError:
+                stop(self.coordinator)
+                raise
+            self.telemetry_address = f"127.0.0.1:{port}"
         os.environ["RL_TOKEN_FILE"] = f"{self.dir}/runs/auth/user.token"
 
     def tearDown(self):

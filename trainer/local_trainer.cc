@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(
         League::Create(spec, trainer->policy_, trainer->rollout_.num_envs()));
     RETURN_IF_ERROR(trainer->collector_->SetOpponents(trainer->league_.get()));
     trainer->progress_.league = trainer->league_->Describe();
+    trainer->league_games_.emplace(options.run_dir, options.emitter);
   }
   return trainer;
 }
@@ -251,16 +252,15 @@ absl::Status LocalTrainer::Step() {
   if (league_ != nullptr) {
     league_returns = league_->TakeLearnerReturns();
     league_lengths = league_->TakeLearnerLengths();
-    const std::vector<LeagueMatch> matches = league_->TakeMatches();
-    if (!options_.run_dir.empty()) {
-      RETURN_IF_ERROR(AppendLeagueMatches(
-          (std::filesystem::path(options_.run_dir) / "league" / "matches.csv")
-              .string(),
-          matches));
-    }
+    RETURN_IF_ERROR(
+        league_games_->Record(league_->TakeMatches(), progress_.env_steps));
     RETURN_IF_ERROR(
         league_->AfterUpdate(progress_.updates, progress_.env_steps, policy_));
     progress_.league = league_->Describe();
+    if (league_games_->games() > 0) {
+      absl::StrAppendFormat(&progress_.league, "; rating %.1f",
+                            league_games_->rating().mu);
+    }
   }
   const size_t num_policies = 1 + others_.size();
   std::vector<std::vector<float>> policy_returns(num_policies);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "actor/league.h"
 #include "actor/segment_collector.h"
+#include "learner/league_games.h"
 #include "learner/ppo_updater.h"
 #include "learner/return_window.h"
 #include "policy/actor_critic.h"
@@ -152,6 +154,9 @@ class LocalTrainer {
   // With a league: plays the opponents' rows; the update learns from the
   // trained seats' rows only.
   std::unique_ptr<League> league_;
+  // With a league: its games kept in <run_dir>/league/matches.csv, rated
+  // and emitted as the learner does.
+  std::optional<LeagueGames> league_games_;
   // With several policies: the first's rows (undefined without), the
   // others, and each one's last 100 returns.
   torch::Tensor first_rows_;
