@@ -149,8 +149,16 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
   };
   // A minibatch of padding only teaches nothing, and Adam's momentum would
   // still move the weights: it is skipped (a read-back, paid only by runs
-  // whose agents leave early), before the forward pass.
-  if (w.defined() && !(w > 0).any().item<bool>()) return absl::OkStatus();
+  // whose agents leave early), before the forward pass. In a gang, where
+  // none is alive on any rank (the plan's counts): every rank skips it
+  // together, and a rank with none of the alive rows weighs 0.
+  double share = shape.share;
+  if (gang_plan != nullptr && !gang_plan->alive_counts.empty()) {
+    if (gang_plan->alive_counts[index] <= 0) return absl::OkStatus();
+    share = gang_plan->alive_shares[index];
+  } else if (w.defined() && !(w > 0).any().item<bool>()) {
+    return absl::OkStatus();
+  }
   const torch::Tensor mb_masks =
       t.masks.defined() ? t.masks.index_select(0, idx) : torch::Tensor();
   const PolicyEvaluation eval =
@@ -166,19 +174,19 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
   const torch::Tensor mb_old_log_probs = t.old_log_probs.index_select(0, idx);
   torch::Tensor mb_adv = t.advantages.index_select(0, idx);
   if (config_.normalize_advantages() && shape.global_minibatch > 1) {
-    if (w.defined()) {
+    if (gang_plan != nullptr) {
+      // The global minibatch's moments, from the planning all-reduce.
+      const auto [mean, std] = GangAdvantageMoments(*gang_plan, index);
+      mb_adv = (mb_adv - static_cast<float>(mean)) /
+               (static_cast<float>(std) + 1e-8f);
+    } else if (w.defined()) {
       // Unbiased, as LibTorch's std, over the alive rows.
       const torch::Tensor m = mean(mb_adv);
       const torch::Tensor var = mean((mb_adv - m).pow(2)) * alive_rows /
                                 (alive_rows - 1).clamp_min(1);
       mb_adv = (mb_adv - m) / (var.sqrt() + 1e-8);
-    } else if (gang_plan == nullptr) {
-      mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
     } else {
-      // The global minibatch's moments, from the planning all-reduce.
-      const auto [mean, std] = GangAdvantageMoments(*gang_plan, index);
-      mb_adv = (mb_adv - static_cast<float>(mean)) /
-               (static_cast<float>(std) + 1e-8f);
+      mb_adv = (mb_adv - mb_adv.mean()) / (mb_adv.std() + 1e-8);
     }
   }
   const torch::Tensor log_ratio = eval.log_probs - mb_old_log_probs;
@@ -243,7 +251,7 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
       bucket.reserve(params.size() + 1);
       for (auto& p : params) {
         if (p.grad().defined()) {
-          p.grad().mul_(shape.share);
+          p.grad().mul_(share);
           bucket.push_back(p.grad());
         }
       }
@@ -281,7 +289,7 @@ absl::Status TorchMinibatchStep::Run(StepTensors& t, const StepShape& shape,
 
   torch::NoGradGuard no_grad;
   const torch::Tensor kl = mean((ratio - 1) - log_ratio);
-  t.epoch_kl += kl * shape.share;
+  t.epoch_kl += kl * share;
   t.sum_policy_loss += policy_loss.detach();
   t.sum_value_loss += value_loss.detach();
   t.sum_entropy += entropy.detach();

@@ -36,8 +36,15 @@ struct UpdatePlan {
   std::vector<torch::Tensor> orders;
   // A gang's global advantage sum and sum of squares of minibatch m of
   // epoch e at [2 * (e * num_minibatches + m)] and the next index; empty
-  // alone or without advantage normalisation.
+  // alone or without advantage normalisation. With agents that leave early
+  // (rollout.alive), over the alive rows only.
   std::vector<double> advantage_moments;
+  // A gang whose rows weigh by rollout.alive: minibatch m of epoch e's
+  // alive rows over every rank at [e * num_minibatches + m], and this
+  // rank's share of them (its gradient's weight; 0 where none is alive
+  // anywhere, a minibatch every rank skips). Empty otherwise.
+  std::vector<double> alive_counts;
+  std::vector<double> alive_shares;
 };
 
 // A minibatch's advantage normalisation (mean, std) from a gang's plan.

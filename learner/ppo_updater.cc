@@ -194,14 +194,26 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
   if (collective_ == nullptr) return plan;
 
   // The planning all-reduce, float64 sums: [this rank's minibatch size,
-  // advantage moments (2 per minibatch of every epoch), observation
-  // moments (1 + 2 * obs), the caller's gang_sums].
+  // advantage moments (2 per minibatch of every epoch), with agents that
+  // leave early the alive rows (1 per minibatch of every epoch),
+  // observation moments (1 + 2 * obs), the caller's gang_sums]. Padding
+  // rows count in no moment.
   const bool normalize = config_.normalize_advantages();
+  const bool weighted = rollout.alive.defined();
   const int64_t num_moments = normalize ? 2 * num_epochs * num_minibatches : 0;
+  const int64_t num_counts = weighted ? num_epochs * num_minibatches : 0;
+  const torch::Tensor host_alive =
+      weighted ? rollout.alive.reshape({batch}).cpu().contiguous()
+               : torch::Tensor();
+  const uint8_t* alive = weighted ? host_alive.data_ptr<uint8_t>() : nullptr;
   torch::Tensor observation_moments;
   if (policy_->config().normalize_observations) {
-    auto moments =
-        policy_->ObservationMoments(rollout.observations.reshape({batch, -1}));
+    torch::Tensor observations = rollout.observations.reshape({batch, -1});
+    if (weighted) {
+      observations = observations.index_select(
+          0, rollout.alive.reshape({batch}).nonzero().squeeze(1));
+    }
+    auto moments = policy_->ObservationMoments(observations);
     RETURN_IF_ERROR(moments.status());
     observation_moments = *std::move(moments);
   }
@@ -209,49 +221,71 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
       observation_moments.defined() ? observation_moments.numel() : 0;
   const int64_t num_extra =
       gang_sums != nullptr ? static_cast<int64_t>(gang_sums->size()) : 0;
-  torch::Tensor sums = torch::zeros(
-      {1 + num_moments + num_observation + num_extra}, torch::kFloat64);
+  torch::Tensor sums =
+      torch::zeros({1 + num_moments + num_counts + num_observation + num_extra},
+                   torch::kFloat64);
   double* v = sums.data_ptr<double>();
   v[0] = static_cast<double>(plan.minibatch);
-  if (normalize) {
-    const torch::Tensor host_advantages = plan.advantages.cpu();
-    const float* adv = host_advantages.data_ptr<float>();
+  double* const counts = v + 1 + num_moments;
+  std::vector<double> own_counts(num_counts);
+  if (normalize || weighted) {
+    torch::Tensor host_advantages;
+    const float* adv = nullptr;
+    if (normalize) {
+      host_advantages = plan.advantages.cpu().contiguous();
+      adv = host_advantages.data_ptr<float>();
+    }
     for (int e = 0; e < num_epochs; ++e) {
-      const torch::Tensor host_order = plan.orders[e].cpu();
+      const torch::Tensor host_order = plan.orders[e].cpu().contiguous();
       const int64_t* order = host_order.data_ptr<int64_t>();
       for (int64_t m = 0; m < num_minibatches; ++m) {
-        double sum = 0, sum_sq = 0;
+        double sum = 0, sum_sq = 0, count = 0;
         for (int64_t i = 0; i < plan.minibatch; ++i) {
-          const double a = adv[order[m * plan.minibatch + i]];
+          const int64_t row = order[m * plan.minibatch + i];
+          if (alive != nullptr && alive[row] == 0) continue;
+          count += 1;
+          if (adv == nullptr) continue;
+          const double a = adv[row];
           sum += a;
           sum_sq += a * a;
         }
-        double* slot = v + 1 + 2 * (e * num_minibatches + m);
-        slot[0] = sum;
-        slot[1] = sum_sq;
+        const int64_t index = e * num_minibatches + m;
+        if (normalize) {
+          v[1 + 2 * index] = sum;
+          v[2 + 2 * index] = sum_sq;
+        }
+        if (weighted) counts[index] = own_counts[index] = count;
       }
     }
   }
   if (num_observation > 0) {
-    std::memcpy(v + 1 + num_moments,
+    std::memcpy(v + 1 + num_moments + num_counts,
                 observation_moments.contiguous().data_ptr<double>(),
                 num_observation * sizeof(double));
   }
   if (num_extra > 0) {
-    std::memcpy(v + 1 + num_moments + num_observation, gang_sums->data(),
-                num_extra * sizeof(double));
+    std::memcpy(v + 1 + num_moments + num_counts + num_observation,
+                gang_sums->data(), num_extra * sizeof(double));
   }
   RETURN_IF_ERROR(collective_->AllReduce(sums, ReduceOp::kSum));
 
   plan.global_minibatch = static_cast<int64_t>(v[0]);
   plan.share = static_cast<double>(plan.minibatch) / plan.global_minibatch;
   plan.advantage_moments.assign(v + 1, v + 1 + num_moments);
+  if (weighted) {
+    plan.alive_counts.assign(counts, counts + num_counts);
+    plan.alive_shares.resize(num_counts);
+    for (int64_t i = 0; i < num_counts; ++i) {
+      plan.alive_shares[i] = counts[i] > 0 ? own_counts[i] / counts[i] : 0.0;
+    }
+  }
   if (num_observation > 0) {
     gang_observation_moments_ =
-        sums.narrow(0, 1 + num_moments, num_observation).clone();
+        sums.narrow(0, 1 + num_moments + num_counts, num_observation).clone();
   }
   if (num_extra > 0) {
-    std::memcpy(gang_sums->data(), v + 1 + num_moments + num_observation,
+    std::memcpy(gang_sums->data(),
+                v + 1 + num_moments + num_counts + num_observation,
                 num_extra * sizeof(double));
   }
   return plan;
@@ -259,11 +293,17 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
 
 std::pair<double, double> GangAdvantageMoments(const UpdatePlan& plan,
                                                int64_t index) {
-  // As LibTorch's (a - a.mean()) / (a.std() + 1e-8), std unbiased.
-  const double n = static_cast<double>(plan.global_minibatch);
+  // As LibTorch's (a - a.mean()) / (a.std() + 1e-8), std unbiased; with
+  // agents that leave early, over the alive rows.
+  const double n = plan.alive_counts.empty()
+                       ? static_cast<double>(plan.global_minibatch)
+                       : plan.alive_counts[index];
+  if (n <= 0) return {0.0, 0.0};
   const double mean = plan.advantage_moments[2 * index] / n;
   const double var =
-      (plan.advantage_moments[2 * index + 1] - n * mean * mean) / (n - 1);
+      n > 1
+          ? (plan.advantage_moments[2 * index + 1] - n * mean * mean) / (n - 1)
+          : 0.0;
   return {mean, std::sqrt(std::max(var, 0.0))};
 }
 
@@ -301,11 +341,6 @@ absl::Status PpoUpdater::ChooseStrategy(bool weighted) {
     }
     RL_LOG_INFO("updates run on LibTorch: {}", kWhy);
     fusable = false;
-  }
-  if (weighted && collective_ != nullptr) {
-    return absl::FailedPreconditionError(
-        "agents that leave early (env.agents_leave) train on one learner: a "
-        "gang's advantage moments count every row");
   }
   const bool fused = fusable && !bfloat16_;
   StepGraphRequest request;

@@ -100,6 +100,7 @@ Rollout Slice(const Rollout& r, int64_t start, int64_t n) {
   s.truncated_values = cut(r.truncated_values);
   s.next_observations = r.next_observations.narrow(0, start, n).contiguous();
   s.next_values = r.next_values.narrow(0, start, n).contiguous();
+  if (r.alive.defined()) s.alive = cut(r.alive);
   return s;
 }
 
@@ -174,6 +175,88 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
   ActorCritic initial = MakePolicy();
   EXPECT_GT((State(initial)[0] - want[0]).abs().max().item<double>(), 1e-3);
 }
+
+// Agents that leave early (env.agents_leave): each rank's rows weigh by
+// rollout.alive, so the ranks' gradients weigh by their alive rows and the
+// advantage and observation moments count the alive rows alone. Update 1
+// leaves the first half of the envs (rank 0's slice, and more) nothing but
+// padding; padding observations are wild, so counting one would show.
+class AliveDistributedUpdateTest : public ::testing::TestWithParam<int> {};
+
+Rollout WithPadding(Rollout r, int k) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(200 + k);
+  torch::Tensor alive =
+      (torch::rand({kSteps, kEnvs}, gen) < (k == 2 ? 0.4 : 0.7))
+          .to(torch::kUInt8);
+  if (k == 1) alive.narrow(1, 0, kEnvs / 2).zero_();
+  r.alive = alive;
+  r.observations.masked_fill_((alive == 0).unsqueeze(-1), 1e4);
+  return r;
+}
+
+TEST_P(AliveDistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
+  const int world = GetParam();
+  ActorCritic single = MakePolicy();
+  PpoUpdater single_updater(single, Ppo(), 10000, 3, Kernels("libtorch"));
+  std::vector<Rollout> rollouts;
+  for (int k = 0; k < kUpdates; ++k) {
+    rollouts.push_back(WithPadding(MakeRollout(single, k), k));
+    ASSERT_OK(
+        single_updater.Update(rollouts.back(), k * kSteps * kEnvs).status());
+  }
+  const std::vector<torch::Tensor> want = State(single);
+
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  std::vector<std::vector<torch::Tensor>> got(world);
+  std::vector<ActorCritic> policies;
+  for (int rank = 0; rank < world; ++rank) policies.push_back(MakePolicy());
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < world; ++rank) {
+    ranks.emplace_back([&, rank] {
+      CollectiveOptions options;
+      options.rank = rank;
+      options.world_size = world;
+      options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+      options.gang_id = absl::StrCat("alive-updater-test/", world);
+      ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
+                           ConnectCollective(options));
+      ActorCritic policy = policies[rank];
+      PpoUpdater updater(policy, Ppo(), 10000, 3, Kernels("auto"));
+      updater.set_collective(collective.get());
+      const int64_t share = kEnvs / world;
+      for (int k = 0; k < kUpdates; ++k) {
+        ASSERT_OK(updater
+                      .Update(Slice(rollouts[k], rank * share, share),
+                              k * kSteps * kEnvs)
+                      .status());
+      }
+      got[rank] = State(policy);
+      ASSERT_OK(CheckInSync(*collective, got[rank], "parameters"));
+    });
+  }
+  for (auto& t : ranks) t.join();
+
+  for (int rank = 0; rank < world; ++rank) {
+    ASSERT_EQ(got[rank].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const torch::Tensor a = got[rank][i].to(torch::kFloat64);
+      const torch::Tensor b = want[i].to(torch::kFloat64);
+      const double scale = std::max(1.0, b.abs().max().item<double>());
+      const double diff = (a - b).abs().max().item<double>();
+      EXPECT_LE(diff, 1e-5 * scale)
+          << "rank " << rank << " of " << world << ", tensor " << i;
+    }
+  }
+  // The observation statistics kept out the padding's wild 1e4.
+  for (const auto& b : single->buffers()) {
+    EXPECT_LT(b.abs().max().item<double>(), 1e3);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, AliveDistributedUpdateTest,
+                         ::testing::Values(2, 3), [](const auto& info) {
+                           return absl::StrCat(info.param, "Ranks");
+                         });
 
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, DistributedUpdateTest,
                          ::testing::Combine(::testing::Values(2, 3),

@@ -286,8 +286,8 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
           spec.envs_per_actor());
   }
   if (spec.env().agents_leave()) {
-    // Padding rows weigh 0 in the LibTorch update of one learner; what
-    // would run on through them, or count them, is refused.
+    // Padding rows weigh 0 in the LibTorch update (of one learner or a
+    // gang); what would run on through them, or count them, is refused.
     if (agents < 2) {
       p.Add("env.agents_leave",
             "needs several agents per environment (env.agents_per_env >= "
@@ -302,11 +302,6 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
       p.Add("env.agents_leave",
             "needs a feed-forward network (policy.core: none): a recurrent "
             "state would run on through the rows of agents that left",
-            "true");
-    } else if (spec.resources().num_learners() > 1) {
-      p.Add("env.agents_leave",
-            "trains on one learner (resources.num_learners: 1): a gang's "
-            "advantage moments count every row",
             "true");
     } else if (spec.env().episodic_life()) {
       p.Add("env.agents_leave",

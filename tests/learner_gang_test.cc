@@ -5,6 +5,8 @@
 // the whole gang restart from the latest checkpoint, and the run succeeds.
 #include <signal.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -80,6 +82,45 @@ TEST_F(LearnerGangTest, TwoRanksTrainOneRun) {
   // The two ranks' steps together: 2 actors x 8 envs x 32 steps an update.
   EXPECT_GE(done.progress().env_steps(), 20480);
   EXPECT_EQ(done.progress().env_steps() % 512, 0);
+  EXPECT_EQ(Stop(*coordinator_, SIGTERM), std::optional<int>(0));
+}
+
+// Agents that leave early (env.agents_leave) in a gang: each rank weighs
+// its gradient by its alive rows, and the gang learns Walkers-v0 (three
+// walkers an environment, each leaving when it reaches the goal or falls).
+TEST_F(LearnerGangTest, AGangTrainsAgentsThatLeaveEarly) {
+  const std::string plugin =
+      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
+  const rl::Run run = Submit(absl::StrCat(R"(name: gang-walkers
+env:
+  id: Walkers-v0
+  plugin: )",
+                                          plugin, R"(
+  kwargs: {agents: 3, length: 8}
+  agents_per_env: 3
+  agents_leave: true
+  observation_size: 8
+  num_discrete_actions: 2
+  max_episode_steps: 50
+  reward_low: -1
+  reward_high: 1
+envs_per_actor: 24
+segment_length: 32
+total_env_steps: 100000
+target_return: 0.9
+policy: {hidden_sizes: [32, 32]}
+ppo: {learning_rate: 1.0e-3, num_epochs: 4, num_minibatches: 4}
+resources: {num_learners: 2, num_actors: 2}
+)"));
+  const rl::Run done = WaitForEnd(run.run_id());
+  ASSERT_EQ(done.state(), SUCCEEDED) << done.failure_reason();
+  EXPECT_GT(done.progress().target_reached_at_steps(), 0)
+      << "mean return " << done.progress().mean_return() << " after "
+      << done.progress().env_steps() << " steps";
+  std::printf(
+      "Walkers-v0 by a gang of 2: the target 0.9 reached at %lld "
+      "env steps\n",
+      static_cast<long long>(done.progress().target_reached_at_steps()));
   EXPECT_EQ(Stop(*coordinator_, SIGTERM), std::optional<int>(0));
 }
 
