@@ -375,9 +375,13 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                             episode_returns + row, episode_lengths + row);
     }
     if (recurrent) {
-      // A new episode starts from a zero state.
-      const torch::Tensor carry =
+      // A new episode starts from a zero state. With agents that leave
+      // early, so does every step after padding: the state never runs on
+      // from a row's padding into its next episode (the learner resets
+      // where rollout.alive is 0 too: PpoUpdater's episode ends).
+      torch::Tensor carry =
           (rollout->terminated[t] | rollout->truncated[t]).eq(0);
+      if (leave) carry = carry & rollout->alive[t].ne(0);
       policy_state_.mul_(carry.unsqueeze(1));
     }
   }

@@ -59,14 +59,18 @@ StepTensors TorchMinibatchStep::DeviceRollout(
       r.observations.reshape({batch, -1}),
       policy_->discrete() ? r.actions.reshape({batch})
                           : r.actions.reshape({batch, -1}),
-      r.log_probs.reshape({batch}),
-      r.values.reshape({batch}),
+      r.log_probs.reshape({batch}), r.values.reshape({batch}),
       r.action_masks.defined() ? r.action_masks.reshape({batch, -1})
                                : torch::Tensor(),
-      recurrent ? (r.terminated | r.truncated).reshape({batch})
-                : torch::Tensor(),
-      recurrent ? r.initial_state : torch::Tensor(),
-      plan.advantages,
+      // Where the state restarts after a step: an episode's end, and with
+      // agents that leave early every padding step (as the collector).
+      recurrent
+          ? (r.alive.defined() ? (r.terminated | r.truncated | r.alive.eq(0))
+                                     .to(torch::kUInt8)
+                                     .reshape({batch})
+                               : (r.terminated | r.truncated).reshape({batch}))
+          : torch::Tensor(),
+      recurrent ? r.initial_state : torch::Tensor(), plan.advantages,
       plan.returns,
       r.alive.defined() ? r.alive.reshape({batch}).to(torch::kFloat32)
                         : torch::Tensor()};

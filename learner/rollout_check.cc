@@ -59,12 +59,6 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
   if (r.alive.defined()) {
     RETURN_IF_ERROR(
         CheckTensor(r.alive, "rollout.alive", torch::kUInt8, {T, E}));
-    if (policy.recurrent()) {
-      return absl::InvalidArgumentError(
-          "rollout.alive: agents that leave early train a feed-forward "
-          "network (policy.core none): a recurrent state would run on "
-          "through the padding");
-    }
   }
   RETURN_IF_ERROR(policy.CheckActionMasks(
       r.action_masks.defined() ? r.action_masks.reshape({T * E, -1})

@@ -298,11 +298,6 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
             "not with a league (league:): its opponents' games end when the "
             "trained seat's episode does",
             "true");
-    } else if (HasRecurrentCore(spec.policy())) {
-      p.Add("env.agents_leave",
-            "needs a feed-forward network (policy.core: none): a recurrent "
-            "state would run on through the rows of agents that left",
-            "true");
     } else if (spec.env().episodic_life()) {
       p.Add("env.agents_leave",
             "not with env.episodic_life (its games are counted from every "

@@ -7,7 +7,10 @@
 #include <torch/torch.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
+#include "absl/strings/str_cat.h"
 #include "actor/rollout_collector.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -130,6 +133,68 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
 
 // Minibatches of whole env sequences, several epochs: the update runs, and
 // a rollout that does not fit the recurrent policy is refused by name.
+// Agents that leave early (Walkers-v0, env.agents_leave) beside a core:
+// the state restarts after every padding step, on the actor as in the
+// learner, so an agent's next episode never starts from what its padding
+// ran through. The learner's first look recomputes the actor's
+// log-probabilities over the alive rows, and a segment whose last step was
+// padding hands on a zero state.
+TEST(RecurrentPpoTest, AgentsThatLeaveRestartTheirStateAfterPadding) {
+  const std::string plugin =
+      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
+  for (const std::string core : {"lstm", "gru"}) {
+    SCOPED_TRACE(core);
+    auto loaded =
+        LoadRunSpec(absl::StrCat(R"(
+env:
+  id: Walkers-v0
+  plugin: )",
+                                 plugin, R"(
+  kwargs: {agents: 3, length: 8}
+  agents_per_env: 3
+  agents_leave: true
+  observation_size: 8
+  num_discrete_actions: 2
+  max_episode_steps: 20
+  reward_low: -1
+  reward_high: 1
+envs_per_actor: 6
+segment_length: 48
+policy: {core: )",
+                                 core, R"(, core_size: 16, hidden_sizes: [16]}
+ppo: {num_epochs: 1, num_minibatches: 1}
+)"),
+                    RunFileFormat::kYaml);
+    ASSERT_OK(loaded.status());
+    const RunSpec spec = *loaded;
+    ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
+    ActorCritic policy = SharpPolicy(spec, *collector);
+    const Collected c = Collect(spec, *collector, policy);
+    ASSERT_TRUE(c.second.alive.defined());
+    // Padding followed by a new episode within the segment: what the
+    // restart is for.
+    const torch::Tensor back =
+        c.second.alive.narrow(0, 0, 47).eq(0) & c.second.alive.narrow(0, 1, 47);
+    ASSERT_GT(back.sum().item<int64_t>(), 0);
+    const torch::Tensor last_reset = c.first.terminated[-1] |
+                                     c.first.truncated[-1] |
+                                     c.first.alive[-1].eq(0);
+    for (int64_t e = 0; e < 6; ++e) {
+      const bool zero =
+          c.second.initial_state[e].abs().sum().item<float>() == 0;
+      EXPECT_EQ(zero, last_reset[e].item<bool>()) << "env " << e;
+    }
+    ActorCritic learner_policy = SharpPolicy(spec, *collector);
+    PpoUpdater updater(learner_policy, spec.ppo(), 1000000, 1,
+                       spec.execution());
+    ASSERT_OK_AND_ASSIGN(const UpdateStats stats, updater.Update(c.second, 0));
+    std::printf("%s with agents that leave: first-epoch approx KL %.3g\n",
+                core.c_str(), stats.approx_kl);
+    EXPECT_LT(std::fabs(stats.approx_kl), 1e-6);
+    EXPECT_EQ(stats.clip_fraction, 0);
+  }
+}
+
 TEST(RecurrentPpoTest, UpdatesSplitEnvsAndRefuseBadStates) {
   RunSpec spec = Spec("lstm");
   spec.mutable_ppo()->set_num_epochs(3);
