@@ -31,6 +31,8 @@ absl::Status FusedMinibatches::BeginUpdate(const Rollout& rollout,
   rows_.old_values = rollout.values.data_ptr<float>();
   rows_.advantages = plan.advantages.data_ptr<float>();
   rows_.returns = plan.returns.data_ptr<float>();
+  rows_.alive =
+      rollout.alive.defined() ? rollout.alive.data_ptr<uint8_t>() : nullptr;
 
   Buffers& b = buffers_;
   b.observations.resize(mb * d);
@@ -60,11 +62,21 @@ absl::Status FusedMinibatches::Step(int epoch, int64_t m) {
   const int a = fused_.discrete() ? 1 : fused_.head_size();
   const Rows& r = rows_;
   Buffers& b = buffers_;
-  // This minibatch's rows, gathered on the host.
+  const int64_t index = epoch * config_.num_minibatches() + m;
+  // Agents that leave early: a gang skips a minibatch with none alive on
+  // any rank, every rank together (as the LibTorch step).
+  const bool gang_weighted =
+      collective_ != nullptr && !plan.alive_counts.empty();
+  if (gang_weighted && plan.alive_counts[index] <= 0) return absl::OkStatus();
+  // This minibatch's rows, gathered on the host; padding rows (agents that
+  // left early) are left out, so every mean below is over the alive rows.
   const int64_t* idx = epoch_order_ + m * mb;
   double adv_sum = 0;
-  for (int64_t i = 0; i < mb; ++i) {
-    const int64_t row = idx[i];
+  int64_t n = 0;
+  for (int64_t k = 0; k < mb; ++k) {
+    const int64_t row = idx[k];
+    if (r.alive != nullptr && r.alive[row] == 0) continue;
+    const int64_t i = n++;
     std::memcpy(b.observations.data() + i * d, r.obs + row * d,
                 d * sizeof(float));
     if (r.discrete_actions != nullptr) {
@@ -79,28 +91,30 @@ absl::Status FusedMinibatches::Step(int epoch, int64_t m) {
     b.returns[i] = r.returns[row];
     adv_sum += r.advantages[row];
   }
+  // Alone, a minibatch of padding only teaches nothing (and Adam's
+  // momentum would still move the weights): skipped.
+  if (n == 0 && collective_ == nullptr) return absl::OkStatus();
   if (config_.normalize_advantages() && plan.global_minibatch > 1) {
     // As LibTorch: (a - mean) / (std + 1e-8), std unbiased.
     double mean, std;
     if (collective_ == nullptr) {
-      mean = adv_sum / mb;
+      mean = adv_sum / n;
       double ss = 0;
-      for (int64_t i = 0; i < mb; ++i) {
+      for (int64_t i = 0; i < n; ++i) {
         ss += (b.advantages[i] - mean) * (b.advantages[i] - mean);
       }
-      std = std::sqrt(ss / (mb - 1));
+      std = n > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
     } else {
-      std::tie(mean, std) =
-          GangAdvantageMoments(plan, epoch * config_.num_minibatches() + m);
+      std::tie(mean, std) = GangAdvantageMoments(plan, index);
     }
     const float fmean = static_cast<float>(mean);
     const float fstd = static_cast<float>(std);
-    for (int64_t i = 0; i < mb; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       b.advantages[i] = (b.advantages[i] - fmean) / (fstd + 1e-8f);
     }
   }
   PpoMinibatch minibatch;
-  minibatch.size = mb;
+  minibatch.size = n;
   minibatch.observations = b.observations.data();
   minibatch.discrete_actions = b.discrete_actions.data();
   minibatch.continuous_actions = b.actions.data();
@@ -108,14 +122,22 @@ absl::Status FusedMinibatches::Step(int epoch, int64_t m) {
   minibatch.old_values = b.old_values.data();
   minibatch.advantages = b.advantages.data();
   minibatch.returns = b.returns.data();
-  const PpoLossValues terms =
-      loss_.Compute(fused_, config_, minibatch, b.grads.data());
   const int64_t num_params = fused_.num_parameters();
   float* grads = b.grads.data();
+  PpoLossValues terms;
+  if (n > 0) {
+    terms = loss_.Compute(fused_, config_, minibatch, grads);
+  } else {
+    // A gang's rank with none of the minibatch's alive rows: it adds
+    // nothing to the all-reduce (weighs 0) and takes the gang's step.
+    terms.finite = true;
+    std::fill(grads, grads + num_params, 0.0f);
+  }
   grads[num_params] = terms.finite ? 0.0f : 1.0f;
+  const double share = gang_weighted ? plan.alive_shares[index] : plan.share;
   if (collective_ != nullptr) {
-    const float share = static_cast<float>(plan.share);
-    for (int64_t i = 0; i < num_params; ++i) grads[i] *= share;
+    const float share_f = static_cast<float>(share);
+    for (int64_t i = 0; i < num_params; ++i) grads[i] *= share_f;
     torch::Tensor bucket =
         torch::from_blob(grads, {num_params + 1}, torch::kFloat32);
     RETURN_IF_ERROR(collective_->AllReduce(bucket, ReduceOp::kSum));
@@ -136,7 +158,7 @@ absl::Status FusedMinibatches::Step(int epoch, int64_t m) {
     ++bad_minibatches_;
   }
   RETURN_IF_ERROR(FusedAdamStep(*optimizer_, params_, grads));
-  epoch_kl_ += terms.approx_kl * plan.share;
+  epoch_kl_ += terms.approx_kl * share;
   sum_policy_loss_ += terms.policy_loss;
   sum_value_loss_ += terms.value_loss;
   sum_entropy_ += terms.entropy;
@@ -166,25 +188,37 @@ EpochResult FusedMinibatches::Finish(const Rollout& rollout,
   stats.clip_fraction = sum_clip_ / n;
   stats.grad_norm = sum_grad_norm_ / n;
   result.non_finite = bad_minibatches_;
-  // Explained variance: 1 - Var(returns - values) / Var(returns).
-  double ret_mean = 0, res_mean = 0;
+  // Explained variance: 1 - Var(returns - values) / Var(returns), over the
+  // alive rows (padding is no sample of the value's fit).
+  const uint8_t* alive = rows_.alive;
+  const auto counts = [&](int64_t i) { return alive == nullptr || alive[i]; };
+  double ret_mean = 0, res_mean = 0, count = 0;
   for (int64_t i = 0; i < batch; ++i) {
+    if (!counts(i)) continue;
     ret_mean += returns[i];
     res_mean += returns[i] - old_values[i];
+    count += 1;
   }
-  ret_mean /= batch;
-  res_mean /= batch;
   double ret_var = 0, res_var = 0;
-  for (int64_t i = 0; i < batch; ++i) {
-    ret_var += (returns[i] - ret_mean) * (returns[i] - ret_mean);
-    const double res = returns[i] - old_values[i] - res_mean;
-    res_var += res * res;
+  if (count >= 2) {
+    ret_mean /= count;
+    res_mean /= count;
+    for (int64_t i = 0; i < batch; ++i) {
+      if (!counts(i)) continue;
+      ret_var += (returns[i] - ret_mean) * (returns[i] - ret_mean);
+      const double res = returns[i] - old_values[i] - res_mean;
+      res_var += res * res;
+    }
   }
   stats.explained_variance = ret_var == 0 ? 0.0 : 1 - res_var / ret_var;
   stats.learning_rate = plan.lr;
   stats.epochs = epochs;
   stats.gae_seconds = plan.gae_seconds;
   result.flat_observations = rollout.observations.reshape({batch, -1});
+  if (alive != nullptr) {
+    result.flat_observations = result.flat_observations.index_select(
+        0, rollout.alive.reshape({batch}).nonzero().squeeze(1));
+  }
   plan_ = nullptr;
   rows_ = Rows{};
   params_.clear();

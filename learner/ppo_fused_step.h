@@ -57,6 +57,9 @@ class FusedMinibatches : public MinibatchStrategy {
     const float* old_values = nullptr;
     const float* advantages = nullptr;
     const float* returns = nullptr;
+    // Agents that leave early: 1 alive, 0 padding (skipped when gathered);
+    // null when every row counts.
+    const uint8_t* alive = nullptr;
   };
 
   ActorCritic policy_;

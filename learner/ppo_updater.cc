@@ -329,19 +329,6 @@ absl::Status PpoUpdater::ChooseStrategy(bool weighted) {
     RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
     fusable = false;
   }
-  // Agents that leave early: padding rows weigh 0 in every mean, which
-  // only the LibTorch step computes.
-  if (weighted && fusable) {
-    constexpr char kWhy[] =
-        "the fused CPU path does not weigh rows, and agents that leave early "
-        "(env.agents_leave) make padding rows";
-    if (execution_.cpu_kernels() == "fused") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("execution.cpu_kernels: fused: ", kWhy));
-    }
-    RL_LOG_INFO("updates run on LibTorch: {}", kWhy);
-    fusable = false;
-  }
   const bool fused = fusable && !bfloat16_;
   StepGraphRequest request;
   request.mode = execution_.cuda_graphs();

@@ -181,7 +181,8 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
 // advantage and observation moments count the alive rows alone. Update 1
 // leaves the first half of the envs (rank 0's slice, and more) nothing but
 // padding; padding observations are wild, so counting one would show.
-class AliveDistributedUpdateTest : public ::testing::TestWithParam<int> {};
+class AliveDistributedUpdateTest
+    : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
 
 Rollout WithPadding(Rollout r, int k) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(200 + k);
@@ -195,9 +196,10 @@ Rollout WithPadding(Rollout r, int k) {
 }
 
 TEST_P(AliveDistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
-  const int world = GetParam();
+  const int world = std::get<0>(GetParam());
+  const std::string kernels = std::get<1>(GetParam());
   ActorCritic single = MakePolicy();
-  PpoUpdater single_updater(single, Ppo(), 10000, 3, Kernels("libtorch"));
+  PpoUpdater single_updater(single, Ppo(), 10000, 3, Kernels(kernels));
   std::vector<Rollout> rollouts;
   for (int k = 0; k < kUpdates; ++k) {
     rollouts.push_back(WithPadding(MakeRollout(single, k), k));
@@ -217,11 +219,12 @@ TEST_P(AliveDistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
       options.rank = rank;
       options.world_size = world;
       options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
-      options.gang_id = absl::StrCat("alive-updater-test/", world);
+      options.gang_id =
+          absl::StrCat("alive-updater-test/", world, "/", kernels);
       ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
                            ConnectCollective(options));
       ActorCritic policy = policies[rank];
-      PpoUpdater updater(policy, Ppo(), 10000, 3, Kernels("auto"));
+      PpoUpdater updater(policy, Ppo(), 10000, 3, Kernels(kernels));
       updater.set_collective(collective.get());
       const int64_t share = kEnvs / world;
       for (int k = 0; k < kUpdates; ++k) {
@@ -254,8 +257,14 @@ TEST_P(AliveDistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, AliveDistributedUpdateTest,
-                         ::testing::Values(2, 3), [](const auto& info) {
-                           return absl::StrCat(info.param, "Ranks");
+                         ::testing::Combine(::testing::Values(2, 3),
+                                            ::testing::Values("fused",
+                                                              "libtorch")),
+                         [](const auto& info) {
+                           return absl::StrCat(
+                               std::get<0>(info.param), "Ranks",
+                               std::get<1>(info.param) == "fused" ? "Fused"
+                                                                  : "LibTorch");
                          });
 
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, DistributedUpdateTest,

@@ -214,13 +214,46 @@ TEST(PpoUpdaterTest, PaddingRowsOfAgentsThatLeftWeighNothing) {
   for (const auto& b : idle.policy->buffers()) {
     EXPECT_TRUE(torch::equal(b, before[k++])) << "buffer " << k;
   }
-  // The fused path asked for by name refuses, saying why.
-  Bandit fused_bandit;
-  PpoUpdater fused(fused_bandit.policy, ppo, 4096, 1,
-                   Execution("{cpu_kernels: fused}"));
-  EXPECT_THAT(fused.Update(r, 0).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("env.agents_leave")));
+  // The fused CPU path leaves the padding rows out as it gathers a
+  // minibatch: the same update as the fused path's of envs 0-31 alone.
+  Bandit fused_with(/*normalize=*/true), fused_without(/*normalize=*/true);
+  Rollout fr = fused_with.Collect(&unused);
+  Rollout fused_alone = fr.Rows(torch::arange(32));
+  fr.alive = r.alive.clone();
+  fr.observations.narrow(1, 32, 32).fill_(1000);
+  fr.values.narrow(1, 32, 32).fill_(-500);
+  fr.log_probs.narrow(1, 32, 32).fill_(-30);
+  fr.rewards.narrow(1, 32, 32).fill_(77);
+  const ExecutionConfig fused_kernels = Execution("{cpu_kernels: fused}");
+  PpoUpdater fused(fused_with.policy, ppo, 4096, 1, fused_kernels);
+  PpoUpdater fused_plain(fused_without.policy, ppo, 4096, 1, fused_kernels);
+  ASSERT_OK_AND_ASSIGN(const UpdateStats fused_got, fused.Update(fr, 0));
+  ASSERT_OK_AND_ASSIGN(const UpdateStats fused_want,
+                       fused_plain.Update(fused_alone, 0));
+  EXPECT_NEAR(fused_got.explained_variance, fused_want.explained_variance,
+              1e-5);
+  const auto fa = fused_with.policy->named_parameters();
+  const auto fb = fused_without.policy->named_parameters();
+  for (size_t k = 0; k < fa.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(fa[k].value(), fb[k].value(), 1e-4, 1e-5))
+        << "fused " << fa[k].key();
+  }
+  const auto fsa = fused_with.policy->named_buffers();
+  const auto fsb = fused_without.policy->named_buffers();
+  for (size_t k = 0; k < fsa.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(fsa[k].value().to(torch::kFloat64),
+                                fsb[k].value().to(torch::kFloat64), 1e-5, 1e-6))
+        << "fused observation statistics " << fsa[k].key();
+  }
+  // And it weighs as the LibTorch path does (one minibatch each).
+  Bandit fused_one(/*normalize=*/true);
+  PpoUpdater fused_single(fused_one.policy, ppo, 4096, 1, fused_kernels);
+  ASSERT_OK(fused_single.Update(r, 0).status());
+  const auto fo = fused_one.policy->named_parameters();
+  for (size_t k = 0; k < fo.size(); ++k) {
+    EXPECT_TRUE(torch::allclose(fo[k].value(), a[k].value(), 1e-4, 1e-5))
+        << "fused against LibTorch " << fo[k].key();
+  }
 }
 
 TEST(PpoUpdaterTest, AnnealsTheLearningRate) {
