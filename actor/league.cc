@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -103,8 +104,14 @@ absl::StatusOr<std::unique_ptr<League>> League::Create(
     // recurrent export's forward(obs[, mask], state) needs a state carried
     // from step to step per row, which a member does not keep: refused here
     // rather than its state read as a mask.
-    const auto& arguments =
-        member.module.get_method("forward").function().getSchema().arguments();
+    const std::optional<torch::jit::Method> forward =
+        member.module.find_method("forward");
+    if (!forward.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "league.members[", k, "].policy_file: \"", m.policy_file(),
+          "\" (member ", m.name(), ") has no forward method"));
+    }
+    const auto& arguments = forward->function().getSchema().arguments();
     std::vector<std::string> names;
     for (size_t a = 1; a < arguments.size(); ++a) {
       names.push_back(arguments[a].name());

@@ -27,7 +27,9 @@ absl::Status AppendLeagueMatches(const std::string& path,
   std::error_code ec;
   const std::filesystem::path file(path);
   std::filesystem::create_directories(file.parent_path(), ec);
-  const bool is_new = !std::filesystem::exists(file, ec);
+  // New, or left empty by a crash before its header: the header first.
+  const bool is_new = !std::filesystem::exists(file, ec) ||
+                      std::filesystem::file_size(file, ec) == 0;
   std::FILE* f = std::fopen(path.c_str(), "a");
   if (f == nullptr) {
     return absl::InternalError(absl::StrCat("league: cannot append to ", path,

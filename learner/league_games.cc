@@ -24,19 +24,57 @@ absl::Status LeagueGames::Resume() {
   if (run_dir_.empty()) return absl::OkStatus();
   const std::string path = MatchesPath(run_dir_);
   int64_t torn = 0;
-  ASSIGN_OR_RETURN(const std::vector<LeagueMatch> kept,
-                   ReadLeagueMatches(path, &torn));
-  if (torn > 0) {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(path, ec);
-    if (!ec) std::filesystem::resize_file(path, size - torn, ec);
+  absl::StatusOr<std::vector<LeagueMatch>> read =
+      ReadLeagueMatches(path, &torn);
+  std::error_code ec;
+  if (!read.ok()) {
+    // Statistics, not training state: set aside, never fatal.
+    const std::string aside = path + ".unreadable";
+    std::filesystem::rename(path, aside, ec);
     if (ec) {
       return absl::InternalError(
-          absl::StrCat("league: cannot cut the torn last line off ", path, ": ",
-                       ec.message()));
+          absl::StrCat("league: ", path, " does not read as matches (",
+                       read.status().message(),
+                       ") and cannot be set aside: ", ec.message()));
     }
-    RL_LOG_WARNING("league: {} ended in a line cut short ({} bytes), left out",
-                   path, torn);
+    RL_LOG_WARNING(
+        "league: {} does not read as matches ({}); set aside as {}, and the "
+        "ratings begin again",
+        path, std::string(read.status().message()), aside);
+    return absl::OkStatus();
+  }
+  std::vector<LeagueMatch> kept;
+  for (const LeagueMatch& m : *read) {
+    if (m.env_steps < start_env_steps_) kept.push_back(m);
+  }
+  const size_t dropped = read->size() - kept.size();
+  if (torn > 0 || dropped > 0) {
+    // Rewritten whole (a new file renamed over the old one), so a crash
+    // here leaves one or the other.
+    const std::string fresh = path + ".new";
+    std::filesystem::remove(fresh, ec);
+    if (!kept.empty()) RETURN_IF_ERROR(AppendLeagueMatches(fresh, kept));
+    if (kept.empty()) {
+      std::filesystem::remove(path, ec);
+    } else {
+      std::filesystem::rename(fresh, path, ec);
+    }
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("league: cannot rewrite ", path, ": ", ec.message()));
+    }
+    if (torn > 0) {
+      RL_LOG_WARNING(
+          "league: {} ended in a line cut short ({} bytes), left out", path,
+          torn);
+    }
+    if (dropped > 0) {
+      RL_LOG_WARNING(
+          "league: {} matches in {} are of segments begun at or after this "
+          "run's start ({} env steps; an earlier run's, or updates the "
+          "checkpoint does not hold): cut off",
+          dropped, path, start_env_steps_);
+    }
   }
   for (const LeagueMatch& m : kept) Count(m);
   if (!kept.empty()) {

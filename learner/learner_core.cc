@@ -104,6 +104,9 @@ absl::Status LearnerCore::Impl::Start() {
     }
   }
   RETURN_IF_ERROR(loaded);
+  if (league_games_.has_value()) {
+    league_games_->StartAt(GetStatus().env_steps());
+  }
   if (options_.collective != nullptr) {
     TensorMap extra;
     if (rank_ == 0) extra = StateTensors();

@@ -8,6 +8,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include <map>
+#include <string>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -37,12 +39,14 @@ ActorCriticConfig PolicyConfig() {
   return c;
 }
 
-PPOConfig Ppo() {
+PPOConfig Ppo(int num_minibatches = 1) {
   auto spec = LoadRunSpec(
       "env: {id: CartPole-v1}\n"
-      "ppo: {learning_rate: 0.003, num_epochs: 3, num_minibatches: 1,\n"
-      "      clip_value_loss: true, max_grad_norm: 0.5, target_kl: 10.0,\n"
-      "      normalize_advantages: true, anneal_learning_rate: true}",
+      "ppo: {learning_rate: 0.003, num_epochs: 3, num_minibatches: " +
+          std::to_string(num_minibatches) +
+          ",\n"
+          "      clip_value_loss: true, max_grad_norm: 0.5, target_kl: 10.0,\n"
+          "      normalize_advantages: true, anneal_learning_rate: true}",
       RunFileFormat::kYaml);
   EXPECT_TRUE(spec.ok()) << spec.status();
   return spec->ppo();
@@ -254,6 +258,54 @@ TEST_P(AliveDistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
   for (const auto& b : single->buffers()) {
     EXPECT_LT(b.abs().max().item<double>(), 1e3);
   }
+}
+
+// The same with 2 minibatches an epoch, where one learner's shuffle is not
+// the gang's: each minibatch's alive rows and shares (plan index e * 2 + m)
+// in a gang of the fused kernels and one of LibTorch give one update.
+TEST(AliveGangTest, FusedAndLibTorchGangsAgreeMinibatchByMinibatch) {
+  ActorCritic source = MakePolicy();
+  std::vector<Rollout> rollouts;
+  for (int k = 0; k < kUpdates; ++k) {
+    rollouts.push_back(WithPadding(MakeRollout(source, k), k));
+  }
+  std::map<std::string, std::vector<torch::Tensor>> got;
+  for (const std::string kernels : {"fused", "libtorch"}) {
+    ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+    std::vector<ActorCritic> policies = {MakePolicy(), MakePolicy()};
+    std::vector<std::thread> ranks;
+    for (int rank = 0; rank < 2; ++rank) {
+      ranks.emplace_back([&, rank] {
+        CollectiveOptions options;
+        options.rank = rank;
+        options.world_size = 2;
+        options.rendezvous_address = absl::StrCat("127.0.0.1:", server->port());
+        options.gang_id = absl::StrCat("alive-minibatches/", kernels);
+        ASSERT_OK_AND_ASSIGN(std::unique_ptr<Collective> collective,
+                             ConnectCollective(options));
+        PpoUpdater updater(policies[rank], Ppo(2), 10000, 3, Kernels(kernels));
+        updater.set_collective(collective.get());
+        for (int k = 0; k < kUpdates; ++k) {
+          ASSERT_OK(updater
+                        .Update(Slice(rollouts[k], rank * kEnvs / 2, kEnvs / 2),
+                                k * kSteps * kEnvs)
+                        .status());
+        }
+      });
+    }
+    for (auto& t : ranks) t.join();
+    got[kernels] = State(policies[0]);
+  }
+  ASSERT_EQ(got["fused"].size(), got["libtorch"].size());
+  for (size_t i = 0; i < got["fused"].size(); ++i) {
+    const torch::Tensor a = got["fused"][i].to(torch::kFloat64);
+    const torch::Tensor b = got["libtorch"][i].to(torch::kFloat64);
+    const double scale = std::max(1.0, b.abs().max().item<double>());
+    EXPECT_LE((a - b).abs().max().item<double>(), 1e-5 * scale)
+        << "tensor " << i;
+  }
+  EXPECT_GT((State(source)[0] - got["fused"][0]).abs().max().item<double>(),
+            1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, AliveDistributedUpdateTest,

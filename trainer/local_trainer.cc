@@ -443,6 +443,7 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
                                     updater_->generator(), source));
   progress_.env_steps = state.env_steps();
+  if (league_games_.has_value()) league_games_->StartAt(progress_.env_steps);
   progress_.updates = state.updates();
   progress_.episodes = state.episodes();
   target_reached_ = state.target_reached();

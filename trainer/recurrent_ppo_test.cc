@@ -131,8 +131,6 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
   }
 }
 
-// Minibatches of whole env sequences, several epochs: the update runs, and
-// a rollout that does not fit the recurrent policy is refused by name.
 // Agents that leave early (Walkers-v0, env.agents_leave) beside a core:
 // the state restarts after every padding step, on the actor as in the
 // learner, so an agent's next episode never starts from what its padding
@@ -195,6 +193,8 @@ ppo: {num_epochs: 1, num_minibatches: 1}
   }
 }
 
+// Minibatches of whole env sequences, several epochs: the update runs, and
+// a rollout that does not fit the recurrent policy is refused by name.
 TEST(RecurrentPpoTest, UpdatesSplitEnvsAndRefuseBadStates) {
   RunSpec spec = Spec("lstm");
   spec.mutable_ppo()->set_num_epochs(3);
