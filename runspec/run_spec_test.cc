@@ -109,8 +109,7 @@ env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 3,
 envs_per_actor: 3
 resources: {num_learners: 2}
 ppo: {num_minibatches: 1}
-)")
-                .status());
+)"));
 }
 
 TEST(RunSpecTest, RangeErrorsAreAllListedWithPaths) {
