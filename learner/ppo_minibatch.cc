@@ -53,24 +53,27 @@ StepTensors TorchMinibatchStep::DeviceRollout(
   const int64_t batch = T * E;
   const Rollout& r = rollout;
   const bool recurrent = policy_->recurrent();
+  // Where a recurrent state restarts after a step: an episode's end, and
+  // with agents that leave early every padding step (as the collector).
+  torch::Tensor episode_ends;
+  if (recurrent) {
+    episode_ends = r.terminated | r.truncated;
+    if (r.alive.defined()) episode_ends = episode_ends | r.alive.eq(0);
+    episode_ends = episode_ends.to(torch::kUInt8).reshape({batch});
+  }
   // The rollout and the plan (host tensors) on the policy's device, in one
   // packed copy: on the CPU, the tensors themselves.
   std::vector<torch::Tensor> host = {
       r.observations.reshape({batch, -1}),
       policy_->discrete() ? r.actions.reshape({batch})
                           : r.actions.reshape({batch, -1}),
-      r.log_probs.reshape({batch}), r.values.reshape({batch}),
+      r.log_probs.reshape({batch}),
+      r.values.reshape({batch}),
       r.action_masks.defined() ? r.action_masks.reshape({batch, -1})
                                : torch::Tensor(),
-      // Where the state restarts after a step: an episode's end, and with
-      // agents that leave early every padding step (as the collector).
-      recurrent
-          ? (r.alive.defined() ? (r.terminated | r.truncated | r.alive.eq(0))
-                                     .to(torch::kUInt8)
-                                     .reshape({batch})
-                               : (r.terminated | r.truncated).reshape({batch}))
-          : torch::Tensor(),
-      recurrent ? r.initial_state : torch::Tensor(), plan.advantages,
+      episode_ends,
+      recurrent ? r.initial_state : torch::Tensor(),
+      plan.advantages,
       plan.returns,
       r.alive.defined() ? r.alive.reshape({batch}).to(torch::kFloat32)
                         : torch::Tensor()};

@@ -221,12 +221,14 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
       observation_moments.defined() ? observation_moments.numel() : 0;
   const int64_t num_extra =
       gang_sums != nullptr ? static_cast<int64_t>(gang_sums->size()) : 0;
-  torch::Tensor sums =
-      torch::zeros({1 + num_moments + num_counts + num_observation + num_extra},
-                   torch::kFloat64);
+  // Where each part of the layout above begins.
+  const int64_t counts_at = 1 + num_moments;
+  const int64_t observation_at = counts_at + num_counts;
+  const int64_t extra_at = observation_at + num_observation;
+  torch::Tensor sums = torch::zeros({extra_at + num_extra}, torch::kFloat64);
   double* v = sums.data_ptr<double>();
   v[0] = static_cast<double>(plan.minibatch);
-  double* const counts = v + 1 + num_moments;
+  double* const counts = v + counts_at;
   std::vector<double> own_counts(num_counts);
   if (normalize || weighted) {
     torch::Tensor host_advantages;
@@ -259,13 +261,12 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
     }
   }
   if (num_observation > 0) {
-    std::memcpy(v + 1 + num_moments + num_counts,
+    std::memcpy(v + observation_at,
                 observation_moments.contiguous().data_ptr<double>(),
                 num_observation * sizeof(double));
   }
   if (num_extra > 0) {
-    std::memcpy(v + 1 + num_moments + num_counts + num_observation,
-                gang_sums->data(), num_extra * sizeof(double));
+    std::memcpy(v + extra_at, gang_sums->data(), num_extra * sizeof(double));
   }
   RETURN_IF_ERROR(collective_->AllReduce(sums, ReduceOp::kSum));
 
@@ -281,12 +282,10 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
   }
   if (num_observation > 0) {
     gang_observation_moments_ =
-        sums.narrow(0, 1 + num_moments + num_counts, num_observation).clone();
+        sums.narrow(0, observation_at, num_observation).clone();
   }
   if (num_extra > 0) {
-    std::memcpy(gang_sums->data(),
-                v + 1 + num_moments + num_counts + num_observation,
-                num_extra * sizeof(double));
+    std::memcpy(gang_sums->data(), v + extra_at, num_extra * sizeof(double));
   }
   return plan;
 }

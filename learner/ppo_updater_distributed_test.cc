@@ -203,8 +203,7 @@ TEST_P(DistributedUpdateTest, EqualsOneLearnerOnAllTheData) {
 // advantage and observation moments count the alive rows alone. Update 1
 // leaves the first half of the envs (rank 0's slice, and more) nothing but
 // padding; padding observations are wild, so counting one would show.
-class AliveDistributedUpdateTest
-    : public ::testing::TestWithParam<std::tuple<int, std::string>> {};
+class AliveDistributedUpdateTest : public DistributedUpdateTest {};
 
 Rollout WithPadding(Rollout r, int k) {
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(200 + k);
@@ -257,27 +256,21 @@ TEST(AliveGangTest, FusedAndLibTorchGangsAgreeMinibatchByMinibatch) {
             1e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, AliveDistributedUpdateTest,
-                         ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values("fused",
-                                                              "libtorch")),
-                         [](const auto& info) {
-                           return absl::StrCat(
-                               std::get<0>(info.param), "Ranks",
-                               std::get<1>(info.param) == "fused" ? "Fused"
-                                                                  : "LibTorch");
-                         });
+// Both suites over 2 and 3 ranks on both CPU paths ("2RanksFused", ...).
+const auto kRanksAndKernels = ::testing::Combine(
+    ::testing::Values(2, 3), ::testing::Values("fused", "libtorch"));
 
+std::string RanksAndKernelsName(
+    const ::testing::TestParamInfo<std::tuple<int, std::string>>& info) {
+  return absl::StrCat(
+      std::get<0>(info.param), "Ranks",
+      std::get<1>(info.param) == "fused" ? "Fused" : "LibTorch");
+}
+
+INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, AliveDistributedUpdateTest,
+                         kRanksAndKernels, RanksAndKernelsName);
 INSTANTIATE_TEST_SUITE_P(TwoAndThreeRanks, DistributedUpdateTest,
-                         ::testing::Combine(::testing::Values(2, 3),
-                                            ::testing::Values("fused",
-                                                              "libtorch")),
-                         [](const auto& info) {
-                           return absl::StrCat(
-                               std::get<0>(info.param), "Ranks",
-                               std::get<1>(info.param) == "fused" ? "Fused"
-                                                                  : "LibTorch");
-                         });
+                         kRanksAndKernels, RanksAndKernelsName);
 
 }  // namespace
 }  // namespace rl
