@@ -43,6 +43,10 @@ inline constexpr char kPixelBreakoutPlugin[] = "pixel_breakout";
 // env.plugin "light_cycles": LightCycles-v0, a game of two players per
 // environment (envs/games/light_cycles.cc), bundled as liblight_cycles.so.
 inline constexpr char kLightCyclesPlugin[] = "light_cycles";
+// env.plugin "mpe_spread": SimpleSpread-v3, MPE's Simple Spread (PettingZoo's
+// simple_spread_v3) in C++, N agents per environment
+// (envs/games/mpe_spread_plugin.cc), bundled as libmpe_spread.so.
+inline constexpr char kMpeSpreadPlugin[] = "mpe_spread";
 
 // Where a plugin named without a '/' is looked for: the directories of
 // $RL_ENV_PLUGIN_PATH (':'-separated), in order.

@@ -49,6 +49,7 @@ constexpr Bundled kBundled[] = {
     {kAtariPlugin, "libatari_envs.so", "envs/atari"},
     {kPixelBreakoutPlugin, "libpixel_breakout.so", "examples/device_env"},
     {kLightCyclesPlugin, "liblight_cycles.so", "envs/games"},
+    {kMpeSpreadPlugin, "libmpe_spread.so", "envs/games"},
 };
 
 // Beside the binaries, where bundled plugins are: bazel-bin/<package>/ of

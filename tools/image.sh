@@ -63,10 +63,12 @@ TARGETS=(//coordinator:coordinator_main //learner:learner_main //actor:actor_mai
 # them by name (envs/env_plugin.h: <binary's dir>/../plugins), the
 # directory operators list in --env_plugin_dirs: `plugin: mujoco`, and the
 # device env `plugin: pixel_breakout` (its host build: the image is the CPU's),
-# the two-player `plugin: light_cycles`, and `plugin: atari` (ALE in C++;
-# its ROMs, the pinned ale-py wheel's, in roms/, named by RL_ATARI_ROM_DIR).
+# the two-player `plugin: light_cycles`, MPE's `plugin: mpe_spread`, and
+# `plugin: atari` (ALE in C++; its ROMs, the pinned ale-py wheel's, in
+# roms/, named by RL_ATARI_ROM_DIR).
 PLUGINS=(//envs/mujoco:libmujoco_envs.so //examples/device_env:libpixel_breakout.so
-  //envs/games:liblight_cycles.so //envs/atari:libatari_envs.so)
+  //envs/games:liblight_cycles.so //envs/games:libmpe_spread.so
+  //envs/atari:libatari_envs.so)
 
 log() { printf '[image %4ds] %s\n' "$SECONDS" "$*" >&2; }
 die() { printf '[image %4ds] FAILED: %s\n' "$SECONDS" "$*" >&2; exit 1; }

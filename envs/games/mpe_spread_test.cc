@@ -1,0 +1,252 @@
+// SimpleSpread-v3 (envs/games/mpe_spread.h, mpe_spread_plugin.cc): the world
+// replays PettingZoo's own simple_spread_v3 trajectories step for step
+// (testdata/simple_spread_v3.txt, tools/record_mpe_golden.py), and the
+// plugin plays its episodes as rows of one batch through the service's path.
+#include "envs/games/mpe_spread.h"
+
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "envs/env_check.h"
+#include "envs/env_plugin.h"
+#include "envs/env_registry.h"
+#include "gtest/gtest.h"
+#include "testing/status_matchers.h"
+
+namespace rl {
+namespace {
+
+using ::rlenv::mpe::SpreadWorld;
+using ::testing::HasSubstr;
+
+constexpr char kGolden[] = "envs/games/testdata/simple_spread_v3.txt";
+constexpr char kLibrary[] = "envs/games/libmpe_spread.so";
+
+// One recorded step: the moves, then what PettingZoo returned.
+struct GoldenStep {
+  std::vector<int64_t> moves;
+  std::vector<double> obs, rewards;
+  bool truncated = false;
+};
+struct GoldenEpisode {
+  int n = 0;
+  double local_ratio = 0;
+  int max_cycles = 0;
+  std::vector<double> agents, landmarks;
+  std::vector<GoldenStep> steps;
+};
+
+template <typename T>
+std::vector<T> Rest(std::istringstream& line) {
+  std::vector<T> out;
+  for (T v; line >> v;) out.push_back(v);
+  return out;
+}
+
+std::vector<GoldenEpisode> ReadGolden() {
+  std::ifstream in(kGolden);
+  EXPECT_TRUE(in.good()) << kGolden;
+  std::vector<GoldenEpisode> episodes;
+  for (std::string text; std::getline(in, text);) {
+    std::istringstream line(text);
+    std::string key;
+    line >> key;
+    if (key.empty() || key[0] == '#') continue;
+    if (key == "episode") {
+      episodes.emplace_back();
+      line >> episodes.back().n >> episodes.back().local_ratio >>
+          episodes.back().max_cycles;
+      continue;
+    }
+    if (episodes.empty()) {
+      ADD_FAILURE() << "a line before any episode: " << text;
+      break;
+    }
+    GoldenEpisode& e = episodes.back();
+    if (key == "agents") {
+      e.agents = Rest<double>(line);
+    } else if (key == "landmarks") {
+      e.landmarks = Rest<double>(line);
+    } else if (key == "step") {
+      e.steps.emplace_back();
+      e.steps.back().moves = Rest<int64_t>(line);
+    } else if (key == "obs") {
+      e.steps.back().obs = Rest<double>(line);
+    } else if (key == "rewards") {
+      e.steps.back().rewards = Rest<double>(line);
+    } else if (key == "truncated") {
+      int t = 0;
+      line >> t;
+      e.steps.back().truncated = t != 0;
+    } else {
+      ADD_FAILURE() << "unknown line: " << text;
+    }
+  }
+  return episodes;
+}
+
+// Pairs of agents closer than their radii's sum (the collision penalty).
+int OverlappingPairs(const SpreadWorld& world) {
+  const std::vector<double>& p = world.agent_positions();
+  int pairs = 0;
+  for (int a = 0; a < world.n(); ++a) {
+    for (int b = a + 1; b < world.n(); ++b) {
+      const double dx = p[2 * a] - p[2 * b], dy = p[2 * a + 1] - p[2 * b + 1];
+      if (std::sqrt(dx * dx + dy * dy) < 2 * SpreadWorld::kAgentSize) ++pairs;
+    }
+  }
+  return pairs;
+}
+
+TEST(SpreadWorldTest, ReplaysPettingZoosTrajectoriesStepForStep) {
+  const std::vector<GoldenEpisode> episodes = ReadGolden();
+  ASSERT_EQ(episodes.size(), 5u);
+  int collisions = 0;
+  for (size_t k = 0; k < episodes.size(); ++k) {
+    const GoldenEpisode& e = episodes[k];
+    SCOPED_TRACE("episode " + std::to_string(k));
+    ASSERT_EQ(e.agents.size(), 2u * e.n);
+    ASSERT_EQ(e.landmarks.size(), 2u * e.n);
+    ASSERT_EQ(static_cast<int>(e.steps.size()), e.max_cycles);
+    SpreadWorld world(e.n, e.local_ratio);
+    world.Place(e.agents.data(), e.landmarks.data());
+    std::vector<float> obs(e.n * world.observation_size());
+    std::vector<double> rewards(e.n);
+    for (int t = 0; t < e.max_cycles; ++t) {
+      const GoldenStep& s = e.steps[t];
+      SCOPED_TRACE("step " + std::to_string(t + 1));
+      ASSERT_EQ(s.moves.size(), static_cast<size_t>(e.n));
+      ASSERT_EQ(s.obs.size(), obs.size());
+      world.Step(s.moves.data(), rewards.data());
+      world.Observe(obs.data());
+      for (size_t i = 0; i < obs.size(); ++i) {
+        // float32 both sides, printed with 9 digits: exact but for a
+        // last-bit difference in a libm call.
+        ASSERT_NEAR(obs[i], s.obs[i], 1e-6 * (1 + std::fabs(s.obs[i])))
+            << "observation element " << i % world.observation_size()
+            << " of agent_" << i / world.observation_size();
+      }
+      for (int i = 0; i < e.n; ++i) {
+        ASSERT_NEAR(rewards[i], s.rewards[i], 1e-9) << "agent_" << i;
+      }
+      collisions += OverlappingPairs(world);
+      EXPECT_EQ(s.truncated, t + 1 == e.max_cycles);
+    }
+  }
+  // The crowded episodes exercised the contact forces and the penalty.
+  EXPECT_GE(collisions, 6) << "pairs of agents in contact after a step";
+}
+
+TEST(SpreadWorldTest, AMoveOutsideTheFiveIsRefused) {
+  SpreadWorld world(3, 0.5);
+  const std::vector<double> at(6, 0.0);
+  world.Place(at.data(), at.data());
+  const std::vector<int64_t> moves = {0, 5, 0};
+  std::vector<double> rewards(3);
+  try {
+    world.Step(moves.data(), rewards.data());
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("action 5 of agent_1"));
+  }
+}
+
+EnvSpec Spread(int n, int agents_per_env) {
+  EnvSpec spec;
+  spec.set_id("SimpleSpread-v3");
+  spec.set_plugin(kLibrary);
+  spec.set_observation_size(SpreadWorld::ObservationSize(n));
+  spec.set_num_discrete_actions(5);
+  spec.set_agents_per_env(agents_per_env);
+  (*spec.mutable_kwargs()->mutable_fields())["N"].set_number_value(n);
+  EXPECT_OK(ResolveEnvSpec(&spec));
+  return spec;
+}
+
+TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
+  constexpr int kRows = 6;  // 2 environments of 3 agents
+  constexpr int kObs = 18;
+  EnvOpenOptions options;
+  options.num_envs = kRows;
+  options.seed = 3;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> env,
+                       OpenEnv(Spread(3, 3), options));
+  std::vector<float> obs(kRows * kObs), final_obs(kRows * kObs), rewards(kRows),
+      returns(kRows);
+  std::vector<uint8_t> term(kRows), trunc(kRows);
+  std::vector<int32_t> lengths(kRows);
+  const StepOutputs out{obs.data(),    rewards.data(),   term.data(),
+                        trunc.data(),  final_obs.data(), returns.data(),
+                        lengths.data()};
+  ASSERT_OK(env->Reset(obs.data()));
+  for (int row = 0; row < kRows; ++row) {
+    const float* o = &obs[row * kObs];
+    EXPECT_EQ(o[0], 0.f);  // at rest
+    EXPECT_EQ(o[1], 0.f);
+    EXPECT_LE(std::fabs(o[2]), 1.f);  // its position
+    EXPECT_LE(std::fabs(o[3]), 1.f);
+    for (int c = 14; c < kObs; ++c) EXPECT_EQ(o[c], 0.f) << "silent agents";
+  }
+  // The two environments start apart; the agents of one see one world.
+  EXPECT_NE(obs[2], obs[3 * kObs + 2]);
+  EXPECT_NEAR(obs[2] + obs[4], obs[kObs + 2] + obs[kObs + 4], 1e-6)
+      << "landmark 0 seen from agent_0 and agent_1";
+  const std::vector<int64_t> up(kRows, 4);
+  for (int step = 1; step <= 25; ++step) {
+    ASSERT_OK(env->StepDiscrete(up.data(), out));
+    for (int row = 0; row < kRows; ++row) {
+      EXPECT_EQ(term[row], 0);
+      ASSERT_EQ(trunc[row], step == 25 ? 1 : 0) << "step " << step;
+      EXPECT_LT(rewards[row], 0.f);
+    }
+  }
+  for (int row = 0; row < kRows; ++row) {
+    EXPECT_EQ(lengths[row], 25);
+    // Pushed up for 25 steps: moving up at the end, then a fresh start.
+    EXPECT_GT(final_obs[row * kObs + 1], 1.f);
+    EXPECT_EQ(obs[row * kObs + 1], 0.f);
+  }
+}
+
+TEST(SimpleSpreadPluginTest, BadKwargsAreRefusedByName) {
+  EnvOpenOptions options;
+  options.num_envs = 3;
+  EnvSpec spec = Spread(3, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["local_ratio"].set_number_value(
+      1.5);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EXPECT_THAT(OpenEnv(spec, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.local_ratio")));
+  spec = Spread(3, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["continuous_actions"]
+      .set_bool_value(true);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EXPECT_THAT(OpenEnv(spec, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.continuous_actions")));
+}
+
+TEST(SimpleSpreadPluginTest, CheckEnvFindsNoViolationAndRandomMovesScore) {
+  EnvCheckOptions options;
+  options.steps = 500;
+  options.num_envs = 12;
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport report,
+                       CheckEnv(Spread(3, 3), options));
+  EXPECT_EQ(report.violation, "");
+  EXPECT_EQ(report.agents,
+            "3 agents per environment (agent_0, agent_1, agent_2)");
+  EXPECT_GT(report.episodes, 200);
+  // PettingZoo's own random moves score about -27 an agent (the bridge's
+  // check-env, docs/multi_agent.md).
+  EXPECT_GT(report.mean_return, -32.0);
+  EXPECT_LT(report.mean_return, -22.0);
+}
+
+}  // namespace
+}  // namespace rl
