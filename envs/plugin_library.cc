@@ -76,7 +76,14 @@ std::vector<std::string> BesideTheBinaries(
 
 std::vector<std::string> DefaultEnvPluginDirs() {
   std::vector<const char*> packages;
-  for (const Bundled& b : kBundled) packages.push_back(b.package);
+  for (const Bundled& b : kBundled) {
+    // Several bundled plugins may share a package: list it once.
+    if (std::none_of(packages.begin(), packages.end(), [&](const char* p) {
+          return std::strcmp(p, b.package) == 0;
+        })) {
+      packages.push_back(b.package);
+    }
+  }
   std::vector<std::string> dirs = BesideTheBinaries(packages);
   for (const std::string& dir : EnvPluginSearchPath()) dirs.push_back(dir);
   std::error_code error;

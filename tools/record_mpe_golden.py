@@ -45,7 +45,8 @@ def record(out, n, local_ratio, max_cycles, seed, crowded):
     env.reset(seed=seed)
     world = env.unwrapped.world
     if crowded:
-        # Agents 0.1 apart around a point: every pair starts in contact.
+        # Agents 0.1 apart along a zigzag: every pair closer than 0.3 (but
+        # the first and fourth of N = 4, 0.304 apart) starts in contact.
         for i, agent in enumerate(world.agents):
             agent.state.p_pos = np.array([0.1 * i, 0.05 * (i % 2)])
     names = env.possible_agents

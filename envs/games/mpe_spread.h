@@ -16,9 +16,10 @@
 // Landmarks never move or collide. Agent i's reward is
 //   (1 - local_ratio) x (minus the sum over landmarks of the distance to
 //   the nearest agent) + local_ratio x (minus the agents it overlaps).
-// Its observation, float32 [4 + 4N - 2]: its velocity, its position, each
-// landmark's position relative to it, each other agent's position relative
-// to it, and the others' communication (always 0: the agents are silent).
+// Its observation, float32 [6N] (2 + 2 + 2N + 2(N - 1) + 2(N - 1)): its
+// velocity, its position, each landmark's position relative to it, each
+// other agent's position relative to it, and the others' communication
+// (always 0: the agents are silent).
 #ifndef ENVS_GAMES_MPE_SPREAD_H_
 #define ENVS_GAMES_MPE_SPREAD_H_
 

@@ -75,6 +75,9 @@ std::vector<GoldenEpisode> ReadGolden() {
     } else if (key == "step") {
       e.steps.emplace_back();
       e.steps.back().moves = Rest<int64_t>(line);
+    } else if (e.steps.empty()) {
+      ADD_FAILURE() << "a line before the episode's first step: " << text;
+      break;
     } else if (key == "obs") {
       e.steps.back().obs = Rest<double>(line);
     } else if (key == "rewards") {
@@ -125,8 +128,8 @@ TEST(SpreadWorldTest, ReplaysPettingZoosTrajectoriesStepForStep) {
       world.Step(s.moves.data(), rewards.data());
       world.Observe(obs.data());
       for (size_t i = 0; i < obs.size(); ++i) {
-        // float32 both sides, printed with 9 digits: exact but for a
-        // last-bit difference in a libm call.
+        // float32 both sides, PettingZoo's printed with 9 digits (which
+        // round-trip): equal unless a libm call differs in its last bits.
         ASSERT_NEAR(obs[i], s.obs[i], 1e-6 * (1 + std::fabs(s.obs[i])))
             << "observation element " << i % world.observation_size()
             << " of agent_" << i / world.observation_size();
@@ -156,14 +159,16 @@ TEST(SpreadWorldTest, AMoveOutsideTheFiveIsRefused) {
   }
 }
 
-EnvSpec Spread(int n, int agents_per_env) {
+EnvSpec Spread(int n, int agents_per_env, int max_cycles = 25) {
   EnvSpec spec;
   spec.set_id("SimpleSpread-v3");
   spec.set_plugin(kLibrary);
   spec.set_observation_size(SpreadWorld::ObservationSize(n));
   spec.set_num_discrete_actions(5);
   spec.set_agents_per_env(agents_per_env);
-  (*spec.mutable_kwargs()->mutable_fields())["N"].set_number_value(n);
+  auto& kwargs = *spec.mutable_kwargs()->mutable_fields();
+  kwargs["N"].set_number_value(n);
+  if (max_cycles != 25) kwargs["max_cycles"].set_number_value(max_cycles);
   EXPECT_OK(ResolveEnvSpec(&spec));
   return spec;
 }
@@ -213,6 +218,36 @@ TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   }
 }
 
+TEST(SimpleSpreadPluginTest, TwoAgentsAndTenStepsAreTheKwargs) {
+  constexpr int kRows = 4;  // 2 environments of 2 agents
+  const int obs_size = SpreadWorld::ObservationSize(2);
+  ASSERT_EQ(obs_size, 12);
+  EnvOpenOptions options;
+  options.num_envs = kRows;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> env,
+                       OpenEnv(Spread(2, 2, 10), options));
+  std::vector<float> obs(kRows * obs_size), final_obs(kRows * obs_size),
+      rewards(kRows), returns(kRows);
+  std::vector<uint8_t> term(kRows), trunc(kRows);
+  std::vector<int32_t> lengths(kRows);
+  const StepOutputs out{obs.data(),    rewards.data(),   term.data(),
+                        trunc.data(),  final_obs.data(), returns.data(),
+                        lengths.data()};
+  ASSERT_OK(env->Reset(obs.data()));
+  // Agent_1's position is agent_0's plus the other agent's offset.
+  EXPECT_NEAR(obs[2] + obs[8], obs[obs_size + 2], 1e-6);
+  EXPECT_EQ(obs[10], 0.f);
+  EXPECT_EQ(obs[11], 0.f);
+  const std::vector<int64_t> none(kRows, 0);
+  for (int step = 1; step <= 10; ++step) {
+    ASSERT_OK(env->StepDiscrete(none.data(), out));
+    for (int row = 0; row < kRows; ++row) {
+      ASSERT_EQ(trunc[row], step == 10 ? 1 : 0) << "step " << step;
+    }
+  }
+  EXPECT_EQ(lengths[0], 10);
+}
+
 TEST(SimpleSpreadPluginTest, BadKwargsAreRefusedByName) {
   EnvOpenOptions options;
   options.num_envs = 3;
@@ -230,6 +265,19 @@ TEST(SimpleSpreadPluginTest, BadKwargsAreRefusedByName) {
   EXPECT_THAT(OpenEnv(spec, options),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("kwargs.continuous_actions")));
+  spec = Spread(3, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["N"].set_number_value(1);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EXPECT_THAT(OpenEnv(spec, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.N: 1; 2 to 16 agents")));
+  spec = Spread(3, 3);
+  (*spec.mutable_kwargs()->mutable_fields())["dynamic_rescaling"]
+      .set_bool_value(false);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EXPECT_THAT(OpenEnv(spec, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.dynamic_rescaling: unknown")));
 }
 
 TEST(SimpleSpreadPluginTest, CheckEnvFindsNoViolationAndRandomMovesScore) {
