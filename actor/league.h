@@ -9,7 +9,10 @@
 // `pool_size` leave it. Fixed members (league.members: TorchScript files,
 // loaded when the league is made) play their share of the games beside the
 // pool, member k as version -(k + 1). Every finished game is a match: the
-// trained seat's return against the opponent's version.
+// trained seat's return against the opponent's version. Where agents leave
+// early (env.agents_leave) a copy's game ends when its last agent has left
+// (its next step starts a new game): the trained seat's return, from when
+// it left, is the match's, and the copy's next opponent is drawn then.
 #ifndef RL_ACTOR_LEAGUE_H_
 #define RL_ACTOR_LEAGUE_H_
 
@@ -68,8 +71,8 @@ class League final : public RowOpponents {
   absl::Status Act(const torch::Tensor& observations,
                    const torch::Tensor& masks, torch::Tensor actions) override;
   void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
-                 const float* episode_returns,
-                 const int32_t* episode_lengths) override;
+                 const float* episode_returns, const int32_t* episode_lengths,
+                 const uint8_t* alive = nullptr) override;
 
   // After update number `updates` (the run is at `env_steps`): a frozen
   // copy of `policy` joins the pool every snapshot_interval updates, as
@@ -134,6 +137,9 @@ class League final : public RowOpponents {
   // weights (null where they do not run it, execution.cpu_kernels).
   std::map<int64_t, std::unique_ptr<FusedRows>> fused_;
   std::vector<int64_t> opponent_of_copy_;
+  // Per copy, the trained seat's return once it has left a game the
+  // others still play (env.agents_leave), else NaN.
+  std::vector<float> left_with_;
   // Per playing version, its rows (every seat but the trained one of the
   // copies it plays); rebuilt after a draw.
   std::map<int64_t, torch::Tensor> rows_of_version_;

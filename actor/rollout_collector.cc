@@ -372,7 +372,8 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     RETURN_IF_ERROR(status);
     if (opponents_ != nullptr) {
       opponents_->StepEnded(terminated + row, truncated_rows + row,
-                            episode_returns + row, episode_lengths + row);
+                            episode_returns + row, episode_lengths + row,
+                            leave ? out.alive : nullptr);
     }
     if (recurrent) {
       // A new episode starts from a zero state. With agents that leave

@@ -42,10 +42,14 @@ class RowOpponents {
                            const torch::Tensor& masks,
                            torch::Tensor actions) = 0;
   // The step's results, [E] each: rows whose episode ended (terminated or
-  // truncated) and, on those, the episode's return and length.
+  // truncated) and, on those, the episode's return and length. `alive`:
+  // each row's alive flag after the step where the env's agents may leave
+  // early (env.agents_leave; 0: the row is padding until its copy's game
+  // ends), else null.
   virtual void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
                          const float* episode_returns,
-                         const int32_t* episode_lengths) = 0;
+                         const int32_t* episode_lengths,
+                         const uint8_t* alive) = 0;
 };
 
 // A policy acting for some rows of the batch: a run's several policies

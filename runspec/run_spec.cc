@@ -293,11 +293,6 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
             "needs several agents per environment (env.agents_per_env >= "
             "2): an agent leaves while the others of its environment play on",
             "true");
-    } else if (spec.has_league()) {
-      p.Add("env.agents_leave",
-            "not with a league (league:): its opponents' games end when the "
-            "trained seat's episode does",
-            "true");
     } else if (spec.env().episodic_life()) {
       p.Add("env.agents_leave",
             "not with env.episodic_life (its games are counted from every "

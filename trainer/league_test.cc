@@ -3,12 +3,15 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "actor/rollout_collector.h"
+#include "common/league_matches.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "policy/policy_export.h"
@@ -417,6 +420,130 @@ TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
         StatusIs(absl::StatusCode::kInvalidArgument,
                  HasSubstr("beside a league")));
   }
+}
+
+// Where agents leave early (env.agents_leave) a copy's game ends when its
+// last agent has left, not when the trained seat does: the match, with the
+// trained seat's return from when it left, and the next opponent's draw
+// wait for it, across a checkpoint too.
+TEST(LeagueTest, WhereAgentsLeaveAGameEndsWithItsLastAgent) {
+  const std::string right = WriteMember(MakeTestDir("leave"), "right", R"(
+def forward(self, obs: Tensor):
+    n = obs.size(0)
+    return torch.zeros([n]).long() + 2, torch.zeros([n])
+)");
+  // Every game after the first is against the member (version -1).
+  RunSpec spec = LeagueRun(absl::StrCat(
+      "{members: [{name: right, share: 1.0, policy_file: \"", right, "\"}]}"));
+  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
+  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
+  const auto opponents = [](League& l) {
+    std::map<std::string, torch::Tensor> state;
+    l.SaveState(&state);
+    const torch::Tensor o = state.at("league.opponents");
+    return std::vector<int64_t>(o.data_ptr<int64_t>(),
+                                o.data_ptr<int64_t>() + o.numel());
+  };
+  // Trained seats: rows 0, 3, 4, 7. Copy 0's trained seat leaves (its
+  // opponent plays on); copy 1's agents both leave, ending its game;
+  // copy 2's opponent leaves (its trained seat plays on).
+  const std::vector<uint8_t> trunc(8, 0);
+  std::vector<uint8_t> term = {1, 0, 1, 1, 0, 1, 0, 0};
+  std::vector<uint8_t> alive = {0, 1, 1, 1, 1, 0, 1, 1};
+  std::vector<float> returns = {1, 0, -1, 1, 0, 1, 0, 0};
+  const std::vector<int32_t> lengths(8, 5);
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    alive.data());
+  EXPECT_THAT(league->TakeLearnerReturns(), ElementsAre(1.f, 1.f))
+      << "the trained seats' episodes, as they end";
+  std::vector<LeagueMatch> matches = league->TakeMatches();
+  ASSERT_EQ(matches.size(), 1u);
+  EXPECT_EQ(matches[0].learner_return, 1.f);  // copy 1, row 3
+  EXPECT_THAT(opponents(*league), ElementsAre(0, -1, 0, 0));
+
+  // A checkpoint while copy 0's trained seat waits for its game's end.
+  std::map<std::string, torch::Tensor> state;
+  league->SaveState(&state);
+  ASSERT_OK_AND_ASSIGN(auto resumed, League::Create(spec, policy, 8));
+  ASSERT_OK(resumed->RestoreState(state));
+  for (League* l : {league.get(), resumed.get()}) {
+    // Copy 0's opponent and copy 2's trained seat leave: both games end
+    // (their copies start anew, every agent alive).
+    term = {0, 1, 0, 0, 1, 0, 0, 0};
+    alive = {1, 1, 1, 1, 1, 1, 1, 1};
+    returns = {0, -1, 0, 0, -1, 0, 0, 0};
+    l->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                 alive.data());
+    EXPECT_THAT(l->TakeLearnerReturns(), ElementsAre(-1.f));
+    matches = l->TakeMatches();
+    ASSERT_EQ(matches.size(), 2u);
+    EXPECT_EQ(matches[0].learner_return, 1.f) << "copy 0: from when it left";
+    EXPECT_EQ(matches[0].opponent_version, 0);
+    EXPECT_EQ(matches[1].learner_return, -1.f);
+    EXPECT_THAT(opponents(*l), ElementsAre(-1, -1, -1, 0));
+  }
+  EXPECT_TRUE(torch::equal(state.at("league.left"),
+                           torch::tensor({1, 0, 0, 0}, torch::kUInt8)));
+  // A checkpoint without the keys (a run before this) waits for nothing.
+  state.erase("league.left");
+  state.erase("league.left_with");
+  ASSERT_OK_AND_ASSIGN(auto older, League::Create(spec, policy, 8));
+  ASSERT_OK(older->RestoreState(state));
+  std::map<std::string, torch::Tensor> saved;
+  older->SaveState(&saved);
+  EXPECT_EQ(saved.at("league.left").sum().item<int64_t>(), 0);
+}
+
+// A league on Walkers-v0, whose agents leave their game early, trains
+// through rl_local's trainer: every game is one match, the trained seat's
+// return (+1 at the goal, -1 off the cliff).
+TEST(LeagueTest, TrainsWhereAgentsLeaveEarly) {
+  const std::string plugin =
+      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
+  auto spec = LoadRunSpec(absl::StrCat(R"(
+env:
+  id: Walkers-v0
+  plugin: )",
+                                       plugin, R"(
+  kwargs: {agents: 3, length: 8}
+  agents_per_env: 3
+  agents_leave: true
+  observation_size: 8
+  num_discrete_actions: 2
+  reward_low: -1
+  reward_high: 1
+envs_per_actor: 12
+segment_length: 32
+total_env_steps: 100000
+seed: 3
+policy: {hidden_sizes: [16]}
+ppo: {num_minibatches: 2, num_epochs: 2, learning_rate: 0.01}
+league: {snapshot_interval: 2, pool_size: 3}
+)"),
+                          RunFileFormat::kYaml);
+  ASSERT_OK(spec.status());
+  TrainerOptions options;
+  options.run_dir = MakeTestDir("walkers_league");
+  ASSERT_OK_AND_ASSIGN(auto trainer, LocalTrainer::Create(*spec, options));
+  ASSERT_OK(trainer->Train(nullptr, 8).status());
+  EXPECT_THAT(trainer->league()->Describe(),
+              HasSubstr("pool v2-v4 (3 versions"));
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<LeagueMatch> matches,
+      ReadLeagueMatches(
+          (std::filesystem::path(options.run_dir) / "league" / "matches.csv")
+              .string()));
+  // 8 updates of 4 copies x 32 steps: a game lasts until its slowest
+  // walker leaves, about 6 to 20 steps.
+  EXPECT_GT(matches.size(), 20u);
+  int64_t versions_played = 0;
+  for (const LeagueMatch& m : matches) {
+    EXPECT_TRUE(m.learner_return == 1.f || m.learner_return == -1.f)
+        << m.learner_return;
+    versions_played = std::max(versions_played, m.opponent_version);
+  }
+  EXPECT_GE(versions_played, 1) << "the pool's later versions played too";
 }
 
 // A run with a league resumed from a checkpoint gets its league back
