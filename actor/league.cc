@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -58,7 +56,7 @@ League::League(const RunSpec& spec, int64_t rows, uint64_t seed)
       agents_(std::max(1, spec.env().agents_per_env())),
       copies_(rows / std::max(1, spec.env().agents_per_env())),
       opponent_of_copy_(copies_, 0),
-      left_with_(copies_, std::numeric_limits<float>::quiet_NaN()),
+      waiting_(copies_, 0),
       draws_(seed * 0x9E3779B97F4A7C15ULL + 17),
       actions_(at::detail::createCPUGenerator(seed + 7919)) {
   std::vector<int64_t> learner(copies_);
@@ -327,14 +325,26 @@ void League::StepEnded(const uint8_t* terminated, const uint8_t* truncated,
   for (int64_t c = 0; c < copies_; ++c) {
     const int64_t row = c * agents_ + c % agents_;
     if (terminated[row] | truncated[row]) {
-      learner_returns_.push_back(episode_returns[row]);
+      // The trained seat's episode is the match, recorded with it (the
+      // learner pairs a segment's matches with its trained episodes).
+      const float ret = episode_returns[row];
+      matches_.push_back(
+          LeagueMatch{env_steps_, next_version_, opponent_of_copy_[c], ret});
+      if (OpponentRecord* record = Find(opponent_of_copy_[c])) {
+        record->learner_score += Score(ret);
+        record->games += 1;
+      }
+      learner_returns_.push_back(ret);
       learner_lengths_.push_back(episode_lengths[row]);
-      left_with_[c] = episode_returns[row];
+      recent_.push_back(ret);
+      if (recent_.size() > kRecentGames) recent_.pop_front();
+      waiting_[c] = 1;
     }
-    if (std::isnan(left_with_[c])) continue;  // the trained seat plays on
+    if (!waiting_[c]) continue;  // the trained seat plays on
     if (alive != nullptr) {
       // The game is over once its last agent has left: the copy then
-      // starts a new one, every agent alive again.
+      // starts a new one, every agent alive again. Until then the same
+      // opponent plays on.
       const int64_t first = c * agents_;
       bool ended = false, all_alive = true;
       for (int64_t r = first; r < first + agents_; ++r) {
@@ -343,16 +353,7 @@ void League::StepEnded(const uint8_t* terminated, const uint8_t* truncated,
       }
       if (!(ended && all_alive)) continue;
     }
-    const float ret = left_with_[c];
-    left_with_[c] = std::numeric_limits<float>::quiet_NaN();
-    matches_.push_back(
-        LeagueMatch{env_steps_, next_version_, opponent_of_copy_[c], ret});
-    if (OpponentRecord* record = Find(opponent_of_copy_[c])) {
-      record->learner_score += Score(ret);
-      record->games += 1;
-    }
-    recent_.push_back(ret);
-    if (recent_.size() > kRecentGames) recent_.pop_front();
+    waiting_[c] = 0;
     opponent_of_copy_[c] = DrawOpponent();
     drew = true;
   }
@@ -454,17 +455,9 @@ void League::SaveState(std::map<std::string, torch::Tensor>* state) const {
   }
   (*state)["league.opponents"] =
       torch::tensor(opponent_of_copy_, torch::kInt64);
-  // The trained seats waiting for their games' ends (env.agents_leave):
-  // a flag and the return each (0 where none; no NaN in a checkpoint).
-  std::vector<uint8_t> left(copies_, 0);
-  std::vector<float> left_with(copies_, 0.f);
-  for (int64_t c = 0; c < copies_; ++c) {
-    if (std::isnan(left_with_[c])) continue;
-    left[c] = 1;
-    left_with[c] = left_with_[c];
-  }
-  (*state)["league.left"] = torch::tensor(left, torch::kUInt8);
-  (*state)["league.left_with"] = torch::tensor(left_with, torch::kFloat32);
+  // The copies whose trained seat left a game still played
+  // (env.agents_leave): their next opponent is drawn when it ends.
+  (*state)["league.waiting"] = torch::tensor(waiting_, torch::kUInt8);
   (*state)["league.counters"] =
       torch::tensor(std::vector<int64_t>{next_version_, env_steps_});
   (*state)["league.recent"] =
@@ -578,25 +571,19 @@ absl::Status League::RestoreState(
   }
   std::vector<int64_t> playing(opponents.data_ptr<int64_t>(),
                                opponents.data_ptr<int64_t>() + copies_);
-  // The trained seats that had left games still played: none kept (a
-  // checkpoint from before agents could leave in a league) is none.
-  std::vector<float> left_with(copies_,
-                               std::numeric_limits<float>::quiet_NaN());
-  if (state.count("league.left") > 0) {
-    ASSIGN_OR_RETURN(const torch::Tensor left,
-                     get("league.left", torch::kUInt8));
-    ASSIGN_OR_RETURN(const torch::Tensor kept_left,
-                     get("league.left_with", torch::kFloat32));
-    if (left.numel() != copies_ || kept_left.numel() != copies_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint's league.left and league.left_with hold ", left.numel(),
-          " and ", kept_left.numel(), " copies, this run ", copies_));
+  // The copies waiting for their games' ends: none kept (a checkpoint
+  // from before agents could leave in a league) is none.
+  std::vector<uint8_t> waiting(copies_, 0);
+  if (state.count("league.waiting") > 0) {
+    ASSIGN_OR_RETURN(const torch::Tensor kept,
+                     get("league.waiting", torch::kUInt8));
+    if (kept.numel() != copies_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint's league.waiting holds ", kept.numel(),
+                       " copies, this run ", copies_));
     }
-    for (int64_t c = 0; c < copies_; ++c) {
-      if (left.data_ptr<uint8_t>()[c] != 0) {
-        left_with[c] = kept_left.data_ptr<float>()[c];
-      }
-    }
+    waiting.assign(kept.data_ptr<uint8_t>(),
+                   kept.data_ptr<uint8_t>() + copies_);
   }
   for (int64_t c = 0; c < copies_; ++c) {
     if (playing[c] < 0) {
@@ -631,7 +618,7 @@ absl::Status League::RestoreState(
     members_[k].record = kept[k];
   }
   opponent_of_copy_ = std::move(playing);
-  left_with_ = std::move(left_with);
+  waiting_ = std::move(waiting);
   next_version_ = counters.data_ptr<int64_t>()[0];
   env_steps_ = counters.data_ptr<int64_t>()[1];
   recent_.assign(recent.data_ptr<float>(),

@@ -8,11 +8,11 @@
 // the trained policy joins the pool as the next version; the oldest beyond
 // `pool_size` leave it. Fixed members (league.members: TorchScript files,
 // loaded when the league is made) play their share of the games beside the
-// pool, member k as version -(k + 1). Every finished game is a match: the
-// trained seat's return against the opponent's version. Where agents leave
-// early (env.agents_leave) a copy's game ends when its last agent has left
-// (its next step starts a new game): the trained seat's return, from when
-// it left, is the match's, and the copy's next opponent is drawn then.
+// pool, member k as version -(k + 1). Every trained seat's episode is a
+// match: its return against the opponent's version. Where agents leave
+// early (env.agents_leave) the copy's game goes on after the trained seat
+// has left; its next opponent is drawn when the game's last agent has left
+// (its next step starts a new game).
 #ifndef RL_ACTOR_LEAGUE_H_
 #define RL_ACTOR_LEAGUE_H_
 
@@ -72,7 +72,7 @@ class League final : public RowOpponents {
                    const torch::Tensor& masks, torch::Tensor actions) override;
   void StepEnded(const uint8_t* terminated, const uint8_t* truncated,
                  const float* episode_returns, const int32_t* episode_lengths,
-                 const uint8_t* alive = nullptr) override;
+                 const uint8_t* alive) override;
 
   // After update number `updates` (the run is at `env_steps`): a frozen
   // copy of `policy` joins the pool every snapshot_interval updates, as
@@ -137,9 +137,9 @@ class League final : public RowOpponents {
   // weights (null where they do not run it, execution.cpu_kernels).
   std::map<int64_t, std::unique_ptr<FusedRows>> fused_;
   std::vector<int64_t> opponent_of_copy_;
-  // Per copy, the trained seat's return once it has left a game the
-  // others still play (env.agents_leave), else NaN.
-  std::vector<float> left_with_;
+  // Per copy, 1 while its trained seat has left a game the others still
+  // play (env.agents_leave): the next opponent is drawn when it ends.
+  std::vector<uint8_t> waiting_;
   // Per playing version, its rows (every seat but the trained one of the
   // copies it plays); rebuilt after a draw.
   std::map<int64_t, torch::Tensor> rows_of_version_;

@@ -123,7 +123,8 @@ TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
   const std::vector<uint8_t> trunc(8, 0);
   const std::vector<float> returns = {1, -1, 1, -1, 0, 0, 0, 0};
   const std::vector<int32_t> lengths = {7, 7, 9, 9, 0, 0, 0, 0};
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    nullptr);
   EXPECT_THAT(league->TakeLearnerReturns(), ElementsAre(1.f, -1.f));
   EXPECT_THAT(league->TakeLearnerLengths(), ElementsAre(7, 9));
   const std::vector<LeagueMatch> matches = league->TakeMatches();
@@ -218,13 +219,15 @@ def forward(self, obs: Tensor):
   std::vector<uint8_t> term = {1, 1, 1, 1, 0, 0, 0, 0};
   std::vector<float> returns = {1, -1, -1, 1, 0, 0, 0, 0};
   const std::vector<int32_t> lengths(8, 4);
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    nullptr);
   EXPECT_THAT(act(), ElementsAre(-1, 2, 2, -1, -1, 0, 0, -1));
   // Copy 1's trained seat (row 3) beats the member.
   term = {0, 0, 1, 1, 0, 0, 0, 0};
   returns = {0, 0, -1, 1, 0, 0, 0, 0};
   league->TakeMatches();
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    nullptr);
   const std::vector<LeagueMatch> matches = league->TakeMatches();
   ASSERT_EQ(matches.size(), 1u);
   EXPECT_EQ(matches[0].opponent_version, -1);
@@ -274,7 +277,8 @@ def forward(self, obs: Tensor):
   const std::vector<uint8_t> trunc(8, 0);
   const std::vector<float> returns = {1, -1, 0, 0, 0, 0, 0, 0};
   const std::vector<int32_t> lengths(8, 4);
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    nullptr);
   c10::InferenceMode inference;
   torch::Tensor actions = torch::full({8}, -1, torch::kInt64);
   EXPECT_THAT(
@@ -341,7 +345,8 @@ TEST(LeagueTest, AnActorJoiningUnderWayNumbersVersionsAsTheRun) {
   const std::vector<uint8_t> trunc(8, 0);
   const std::vector<float> returns = {1, -1, 0, 0, 0, 0, 0, 0};
   const std::vector<int32_t> lengths = {5, 5, 0, 0, 0, 0, 0, 0};
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data());
+  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
+                    nullptr);
   std::vector<LeagueMatch> matches = league->TakeMatches();
   ASSERT_EQ(matches.size(), 1u);
   EXPECT_EQ(matches[0].opponent_version, 5);
@@ -422,11 +427,11 @@ TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
   }
 }
 
-// Where agents leave early (env.agents_leave) a copy's game ends when its
-// last agent has left, not when the trained seat does: the match, with the
-// trained seat's return from when it left, and the next opponent's draw
-// wait for it, across a checkpoint too.
-TEST(LeagueTest, WhereAgentsLeaveAGameEndsWithItsLastAgent) {
+// Where agents leave early (env.agents_leave) the trained seat's episode
+// is still its match, paired with it as the learner checks; the copy's
+// next opponent is drawn only when the game's last agent has left, across
+// a checkpoint too.
+TEST(LeagueTest, WhereAgentsLeaveTheNextOpponentWaitsForTheGamesEnd) {
   const std::string right = WriteMember(MakeTestDir("leave"), "right", R"(
 def forward(self, obs: Tensor):
     n = obs.size(0)
@@ -445,6 +450,18 @@ def forward(self, obs: Tensor):
     return std::vector<int64_t>(o.data_ptr<int64_t>(),
                                 o.data_ptr<int64_t>() + o.numel());
   };
+  // The learner's check (learner/run_intake.cc): a segment's matches are
+  // its trained episodes, one for one and in order.
+  const auto paired = [](League& l) {
+    const std::vector<float> returns = l.TakeLearnerReturns();
+    const std::vector<LeagueMatch> matches = l.TakeMatches();
+    std::vector<float> match_returns;
+    for (const LeagueMatch& m : matches) {
+      match_returns.push_back(m.learner_return);
+    }
+    EXPECT_EQ(match_returns, returns);
+    return matches;
+  };
   // Trained seats: rows 0, 3, 4, 7. Copy 0's trained seat leaves (its
   // opponent plays on); copy 1's agents both leave, ending its game;
   // copy 2's opponent leaves (its trained seat plays on).
@@ -455,16 +472,19 @@ def forward(self, obs: Tensor):
   const std::vector<int32_t> lengths(8, 5);
   league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
                     alive.data());
-  EXPECT_THAT(league->TakeLearnerReturns(), ElementsAre(1.f, 1.f))
-      << "the trained seats' episodes, as they end";
-  std::vector<LeagueMatch> matches = league->TakeMatches();
-  ASSERT_EQ(matches.size(), 1u);
-  EXPECT_EQ(matches[0].learner_return, 1.f);  // copy 1, row 3
+  std::vector<LeagueMatch> matches = paired(*league);
+  ASSERT_EQ(matches.size(), 2u);
+  EXPECT_EQ(matches[0].opponent_version, 0);
+  EXPECT_EQ(matches[0].learner_return, 1.f);
+  EXPECT_EQ(matches[1].learner_return, 1.f);  // copy 1, row 3
+  // Copy 0's game goes on against the same opponent.
   EXPECT_THAT(opponents(*league), ElementsAre(0, -1, 0, 0));
 
-  // A checkpoint while copy 0's trained seat waits for its game's end.
+  // A checkpoint while copy 0 waits for its game's end.
   std::map<std::string, torch::Tensor> state;
   league->SaveState(&state);
+  EXPECT_TRUE(torch::equal(state.at("league.waiting"),
+                           torch::tensor({1, 0, 0, 0}, torch::kUInt8)));
   ASSERT_OK_AND_ASSIGN(auto resumed, League::Create(spec, policy, 8));
   ASSERT_OK(resumed->RestoreState(state));
   for (League* l : {league.get(), resumed.get()}) {
@@ -475,24 +495,18 @@ def forward(self, obs: Tensor):
     returns = {0, -1, 0, 0, -1, 0, 0, 0};
     l->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
                  alive.data());
-    EXPECT_THAT(l->TakeLearnerReturns(), ElementsAre(-1.f));
-    matches = l->TakeMatches();
-    ASSERT_EQ(matches.size(), 2u);
-    EXPECT_EQ(matches[0].learner_return, 1.f) << "copy 0: from when it left";
-    EXPECT_EQ(matches[0].opponent_version, 0);
-    EXPECT_EQ(matches[1].learner_return, -1.f);
+    matches = paired(*l);
+    ASSERT_EQ(matches.size(), 1u);
+    EXPECT_EQ(matches[0].learner_return, -1.f);  // copy 2, row 4
     EXPECT_THAT(opponents(*l), ElementsAre(-1, -1, -1, 0));
   }
-  EXPECT_TRUE(torch::equal(state.at("league.left"),
-                           torch::tensor({1, 0, 0, 0}, torch::kUInt8)));
-  // A checkpoint without the keys (a run before this) waits for nothing.
-  state.erase("league.left");
-  state.erase("league.left_with");
+  // A checkpoint without the key (a run before this) waits for nothing.
+  state.erase("league.waiting");
   ASSERT_OK_AND_ASSIGN(auto older, League::Create(spec, policy, 8));
   ASSERT_OK(older->RestoreState(state));
   std::map<std::string, torch::Tensor> saved;
   older->SaveState(&saved);
-  EXPECT_EQ(saved.at("league.left").sum().item<int64_t>(), 0);
+  EXPECT_EQ(saved.at("league.waiting").sum().item<int64_t>(), 0);
 }
 
 // A league on Walkers-v0, whose agents leave their game early, trains
