@@ -190,17 +190,23 @@ std::string WriteMember(const std::string& dir, const std::string& name,
   return path;
 }
 
-// A fixed member plays its share of the games (here all of them once the
-// first games end), as version -1 in the matches, whatever the masks say
-// (its forward takes none); its record survives a checkpoint.
-TEST(LeagueTest, MembersPlayTheirShareOfGamesAsNegativeVersions) {
-  const std::string right = WriteMember(MakeTestDir("members"), "right", R"(
+// LeagueRun with one member, "right" (it always turns right, action 2,
+// whatever the masks say), that plays every game after the first.
+RunSpec RightMemberRun(const std::string& dir) {
+  const std::string right = WriteMember(dir, "right", R"(
 def forward(self, obs: Tensor):
     n = obs.size(0)
     return torch.zeros([n]).long() + 2, torch.zeros([n])
 )");
-  RunSpec spec = LeagueRun(absl::StrCat(
+  return LeagueRun(absl::StrCat(
       "{members: [{name: right, share: 1.0, policy_file: \"", right, "\"}]}"));
+}
+
+// A fixed member plays its share of the games (here all of them once the
+// first games end), as version -1 in the matches, whatever the masks say
+// (its forward takes none); its record survives a checkpoint.
+TEST(LeagueTest, MembersPlayTheirShareOfGamesAsNegativeVersions) {
+  const RunSpec spec = RightMemberRun(MakeTestDir("members"));
   ASSERT_OK_AND_ASSIGN(ActorCritic policy,
                        CreateSeededActorCritic(RunNetworkConfig(spec), 1));
   ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
@@ -432,14 +438,8 @@ TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
 // next opponent is drawn only when the game's last agent has left, across
 // a checkpoint too.
 TEST(LeagueTest, WhereAgentsLeaveTheNextOpponentWaitsForTheGamesEnd) {
-  const std::string right = WriteMember(MakeTestDir("leave"), "right", R"(
-def forward(self, obs: Tensor):
-    n = obs.size(0)
-    return torch.zeros([n]).long() + 2, torch.zeros([n])
-)");
   // Every game after the first is against the member (version -1).
-  RunSpec spec = LeagueRun(absl::StrCat(
-      "{members: [{name: right, share: 1.0, policy_file: \"", right, "\"}]}"));
+  const RunSpec spec = RightMemberRun(MakeTestDir("leave"));
   ASSERT_OK_AND_ASSIGN(ActorCritic policy,
                        CreateSeededActorCritic(RunNetworkConfig(spec), 1));
   ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));

@@ -15,6 +15,7 @@
 #include "envs/env_check.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
+#include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 
@@ -251,33 +252,27 @@ TEST(SimpleSpreadPluginTest, TwoAgentsAndTenStepsAreTheKwargs) {
 TEST(SimpleSpreadPluginTest, BadKwargsAreRefusedByName) {
   EnvOpenOptions options;
   options.num_envs = 3;
-  EnvSpec spec = Spread(3, 3);
-  (*spec.mutable_kwargs()->mutable_fields())["local_ratio"].set_number_value(
-      1.5);
-  ASSERT_OK(ResolveEnvSpec(&spec));
-  EXPECT_THAT(OpenEnv(spec, options),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("kwargs.local_ratio")));
-  spec = Spread(3, 3);
-  (*spec.mutable_kwargs()->mutable_fields())["continuous_actions"]
-      .set_bool_value(true);
-  ASSERT_OK(ResolveEnvSpec(&spec));
-  EXPECT_THAT(OpenEnv(spec, options),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("kwargs.continuous_actions")));
-  spec = Spread(3, 3);
-  (*spec.mutable_kwargs()->mutable_fields())["N"].set_number_value(1);
-  ASSERT_OK(ResolveEnvSpec(&spec));
-  EXPECT_THAT(OpenEnv(spec, options),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("kwargs.N: 1; 2 to 16 agents")));
-  spec = Spread(3, 3);
-  (*spec.mutable_kwargs()->mutable_fields())["dynamic_rescaling"]
-      .set_bool_value(false);
-  ASSERT_OK(ResolveEnvSpec(&spec));
-  EXPECT_THAT(OpenEnv(spec, options),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("kwargs.dynamic_rescaling: unknown")));
+  // The default spec with kwargs[key] = value: refused, naming `what`.
+  const auto refused = [&](const std::string& key,
+                           const google::protobuf::Value& value,
+                           const std::string& what) {
+    EnvSpec spec = Spread(3, 3);
+    (*spec.mutable_kwargs()->mutable_fields())[key] = value;
+    ASSERT_OK(ResolveEnvSpec(&spec));
+    EXPECT_THAT(
+        OpenEnv(spec, options),
+        StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(what)))
+        << key;
+  };
+  google::protobuf::Value number, yes, no;
+  number.set_number_value(1.5);
+  yes.set_bool_value(true);
+  no.set_bool_value(false);
+  refused("local_ratio", number, "kwargs.local_ratio: 1.5");
+  refused("continuous_actions", yes, "kwargs.continuous_actions");
+  number.set_number_value(1);
+  refused("N", number, "kwargs.N: 1; 2 to 16 agents");
+  refused("dynamic_rescaling", no, "kwargs.dynamic_rescaling: unknown");
 }
 
 TEST(SimpleSpreadPluginTest, CheckEnvFindsNoViolationAndRandomMovesScore) {
