@@ -174,6 +174,26 @@ EnvSpec Spread(int n, int agents_per_env, int max_cycles = 25) {
   return spec;
 }
 
+// What a batch's step writes, for `rows` rows of `obs_size` floats.
+struct Rows {
+  Rows(int rows, int obs_size)
+      : obs(rows * obs_size),
+        final_obs(rows * obs_size),
+        rewards(rows),
+        returns(rows),
+        term(rows),
+        trunc(rows),
+        lengths(rows) {}
+  StepOutputs Outputs() {
+    return StepOutputs{obs.data(),    rewards.data(),   term.data(),
+                       trunc.data(),  final_obs.data(), returns.data(),
+                       lengths.data()};
+  }
+  std::vector<float> obs, final_obs, rewards, returns;
+  std::vector<uint8_t> term, trunc;
+  std::vector<int32_t> lengths;
+};
+
 TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   constexpr int kRows = 6;  // 2 environments of 3 agents
   constexpr int kObs = 18;
@@ -182,14 +202,11 @@ TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   options.seed = 3;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> env,
                        OpenEnv(Spread(3, 3), options));
-  std::vector<float> obs(kRows * kObs), final_obs(kRows * kObs), rewards(kRows),
-      returns(kRows);
-  std::vector<uint8_t> term(kRows), trunc(kRows);
-  std::vector<int32_t> lengths(kRows);
-  const StepOutputs out{obs.data(),    rewards.data(),   term.data(),
-                        trunc.data(),  final_obs.data(), returns.data(),
-                        lengths.data()};
-  ASSERT_OK(env->Reset(obs.data()));
+  Rows r(kRows, kObs);
+  const std::vector<float>& obs = r.obs;
+  const std::vector<float>& final_obs = r.final_obs;
+  const StepOutputs out = r.Outputs();
+  ASSERT_OK(env->Reset(r.obs.data()));
   for (int row = 0; row < kRows; ++row) {
     const float* o = &obs[row * kObs];
     EXPECT_EQ(o[0], 0.f);  // at rest
@@ -206,13 +223,13 @@ TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   for (int step = 1; step <= 25; ++step) {
     ASSERT_OK(env->StepDiscrete(up.data(), out));
     for (int row = 0; row < kRows; ++row) {
-      EXPECT_EQ(term[row], 0);
-      ASSERT_EQ(trunc[row], step == 25 ? 1 : 0) << "step " << step;
-      EXPECT_LT(rewards[row], 0.f);
+      EXPECT_EQ(r.term[row], 0);
+      ASSERT_EQ(r.trunc[row], step == 25 ? 1 : 0) << "step " << step;
+      EXPECT_LT(r.rewards[row], 0.f);
     }
   }
   for (int row = 0; row < kRows; ++row) {
-    EXPECT_EQ(lengths[row], 25);
+    EXPECT_EQ(r.lengths[row], 25);
     // Pushed up for 25 steps: moving up at the end, then a fresh start.
     EXPECT_GT(final_obs[row * kObs + 1], 1.f);
     EXPECT_EQ(obs[row * kObs + 1], 0.f);
@@ -227,14 +244,10 @@ TEST(SimpleSpreadPluginTest, TwoAgentsAndTenStepsAreTheKwargs) {
   options.num_envs = kRows;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> env,
                        OpenEnv(Spread(2, 2, 10), options));
-  std::vector<float> obs(kRows * obs_size), final_obs(kRows * obs_size),
-      rewards(kRows), returns(kRows);
-  std::vector<uint8_t> term(kRows), trunc(kRows);
-  std::vector<int32_t> lengths(kRows);
-  const StepOutputs out{obs.data(),    rewards.data(),   term.data(),
-                        trunc.data(),  final_obs.data(), returns.data(),
-                        lengths.data()};
-  ASSERT_OK(env->Reset(obs.data()));
+  Rows r(kRows, obs_size);
+  const std::vector<float>& obs = r.obs;
+  const StepOutputs out = r.Outputs();
+  ASSERT_OK(env->Reset(r.obs.data()));
   // Agent_1's position is agent_0's plus the other agent's offset.
   EXPECT_NEAR(obs[2] + obs[8], obs[obs_size + 2], 1e-6);
   EXPECT_EQ(obs[10], 0.f);
@@ -243,10 +256,10 @@ TEST(SimpleSpreadPluginTest, TwoAgentsAndTenStepsAreTheKwargs) {
   for (int step = 1; step <= 10; ++step) {
     ASSERT_OK(env->StepDiscrete(none.data(), out));
     for (int row = 0; row < kRows; ++row) {
-      ASSERT_EQ(trunc[row], step == 10 ? 1 : 0) << "step " << step;
+      ASSERT_EQ(r.trunc[row], step == 10 ? 1 : 0) << "step " << step;
     }
   }
-  EXPECT_EQ(lengths[0], 10);
+  EXPECT_EQ(r.lengths[0], 10);
 }
 
 TEST(SimpleSpreadPluginTest, BadKwargsAreRefusedByName) {
