@@ -1,6 +1,9 @@
 #include "testing/run_specs.h"
 
+#include <filesystem>
+
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "runspec/run_spec.h"
 #include "yaml-cpp/yaml.h"
@@ -48,6 +51,27 @@ RunSpec SmallRunSpec(absl::string_view yaml_overrides) {
     return RunSpec();
   }
   return *spec;
+}
+
+std::string WalkersEnvYaml(int max_episode_steps) {
+  const std::string plugin =
+      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
+  return absl::StrCat(
+      R"(env:
+  id: Walkers-v0
+  plugin: )",
+      plugin, R"(
+  kwargs: {agents: 3, length: 8}
+  agents_per_env: 3
+  agents_leave: true
+  observation_size: 8
+  num_discrete_actions: 2
+  reward_low: -1
+  reward_high: 1
+)",
+      max_episode_steps > 0
+          ? absl::StrCat("  max_episode_steps: ", max_episode_steps, "\n")
+          : "");
 }
 
 }  // namespace rl

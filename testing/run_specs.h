@@ -18,6 +18,14 @@ namespace rl {
 // does not load.
 RunSpec SmallRunSpec(absl::string_view yaml_overrides = "");
 
+// The `env:` block of a run file for Walkers-v0
+// (examples/multi_agent/walkers.cc): 3 walkers an environment on a path of
+// 8, each leaving its game at the goal (+1) or off the cliff (-1)
+// (env.agents_leave), with `max_episode_steps` where it is > 0. The plugin
+// is named by its absolute path from the test's working directory, so the
+// test lists //examples/multi_agent:libwalkers.so in its data.
+std::string WalkersEnvYaml(int max_episode_steps = 0);
+
 }  // namespace rl
 
 #endif  // RL_TESTING_RUN_SPECS_H_

@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -24,6 +23,7 @@
 #include "runspec/run_spec.h"
 #include "testing/embedded_coordinator.h"
 #include "testing/process_fixture.h"
+#include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 #include "testing/wait_for.h"
 
@@ -89,21 +89,8 @@ TEST_F(LearnerGangTest, TwoRanksTrainOneRun) {
 // its gradient by its alive rows, and the gang learns Walkers-v0 (three
 // walkers an environment, each leaving when it reaches the goal or falls).
 TEST_F(LearnerGangTest, AGangTrainsAgentsThatLeaveEarly) {
-  const std::string plugin =
-      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
-  const rl::Run run = Submit(absl::StrCat(R"(name: gang-walkers
-env:
-  id: Walkers-v0
-  plugin: )",
-                                          plugin, R"(
-  kwargs: {agents: 3, length: 8}
-  agents_per_env: 3
-  agents_leave: true
-  observation_size: 8
-  num_discrete_actions: 2
-  max_episode_steps: 50
-  reward_low: -1
-  reward_high: 1
+  const rl::Run run =
+      Submit(absl::StrCat("name: gang-walkers\n", rl::WalkersEnvYaml(50), R"(
 envs_per_actor: 24
 segment_length: 32
 total_env_steps: 100000

@@ -17,6 +17,7 @@
 #include "policy/policy_export.h"
 #include "policy/rollout.h"
 #include "runspec/run_spec.h"
+#include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 #include "trainer/local_trainer.h"
@@ -513,20 +514,7 @@ TEST(LeagueTest, WhereAgentsLeaveTheNextOpponentWaitsForTheGamesEnd) {
 // through rl_local's trainer: every game is one match, the trained seat's
 // return (+1 at the goal, -1 off the cliff).
 TEST(LeagueTest, TrainsWhereAgentsLeaveEarly) {
-  const std::string plugin =
-      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
-  auto spec = LoadRunSpec(absl::StrCat(R"(
-env:
-  id: Walkers-v0
-  plugin: )",
-                                       plugin, R"(
-  kwargs: {agents: 3, length: 8}
-  agents_per_env: 3
-  agents_leave: true
-  observation_size: 8
-  num_discrete_actions: 2
-  reward_low: -1
-  reward_high: 1
+  auto spec = LoadRunSpec(absl::StrCat(WalkersEnvYaml(), R"(
 envs_per_actor: 12
 segment_length: 32
 total_env_steps: 100000

@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +17,7 @@
 #include "policy/actor_critic.h"
 #include "policy/segment_codec.h"
 #include "runspec/run_spec.h"
+#include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 
 namespace rl {
@@ -138,24 +138,10 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
 // log-probabilities over the alive rows, and a segment whose last step was
 // padding hands on a zero state.
 TEST(RecurrentPpoTest, AgentsThatLeaveRestartTheirStateAfterPadding) {
-  const std::string plugin =
-      std::filesystem::absolute("examples/multi_agent/libwalkers.so").string();
   for (const std::string core : {"lstm", "gru"}) {
     SCOPED_TRACE(core);
     auto loaded =
-        LoadRunSpec(absl::StrCat(R"(
-env:
-  id: Walkers-v0
-  plugin: )",
-                                 plugin, R"(
-  kwargs: {agents: 3, length: 8}
-  agents_per_env: 3
-  agents_leave: true
-  observation_size: 8
-  num_discrete_actions: 2
-  max_episode_steps: 20
-  reward_low: -1
-  reward_high: 1
+        LoadRunSpec(absl::StrCat(WalkersEnvYaml(20), R"(
 envs_per_actor: 6
 segment_length: 48
 policy: {core: )",
