@@ -383,18 +383,27 @@ absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
       std::unique_ptr<League> league,
       League::Create(options_.spec, net, options_.spec.envs_per_actor(),
                      updates, seed_));
+  // The versions the learner kept (an actor that starts again, or joins a
+  // run under way), before its own first.
+  std::vector<std::pair<int64_t, ActorCritic>> kept;
+  {
+    absl::MutexLock lock(&mu_);
+    kept.swap(learner_league_pool_);
+  }
+  RETURN_IF_ERROR(league->AdoptEarlier(kept));
   // Its games are counted from the run's env steps now (freezes nothing).
   RETURN_IF_ERROR(league->AfterUpdate(updates, policy.env_steps, net));
   RETURN_IF_ERROR(collector_->SetOpponents(league.get()));
   league_ = std::move(league);
   RL_LOG_INFO(
       "actor {} of run {}: league of frozen versions from policy version {} "
-      "(league version {}; a version every {} updates, pool of {}, {} "
-      "sampling); segments carry the {} trained seats' rows",
+      "(league version {}, {} earlier versions kept by the learner; {}; a "
+      "version every {} updates, at most {}); segments carry the {} trained "
+      "seats' rows",
       options_.actor_id, run_id_, policy.version, league_->next_version() - 1,
+      kept.size(), league_->Describe(),
       options_.spec.league().snapshot_interval(),
-      options_.spec.league().pool_size(), options_.spec.league().sampling(),
-      league_->learner_rows().size(0));
+      options_.spec.league().pool_size(), league_->learner_rows().size(0));
   return absl::OkStatus();
 }
 

@@ -157,6 +157,9 @@ class ActorClient {
     ActorCritic policy{nullptr};
     // A run of several policies: the second one's on, in the run's order.
     std::vector<ActorCritic> others;
+    // A league run's first update of a subscription: the learner's kept
+    // versions (PolicyUpdate.league_pool), oldest first.
+    std::vector<std::pair<int64_t, ActorCritic>> league_pool;
   };
   // A filled buffer handed from the step loop to the sender.
   struct Handoff {
@@ -255,6 +258,10 @@ class ActorClient {
   // A league run's frozen opponents (the step loop's own; null before the
   // first policy and in other runs).
   std::unique_ptr<League> league_;
+  // The league versions the learner sent last (PolicyUpdate.league_pool),
+  // until a league begins with them.
+  std::vector<std::pair<int64_t, ActorCritic>> learner_league_pool_
+      ABSL_GUARDED_BY(mu_);
   // A run of several policies: the version whose networks act (the step
   // loop's own; null: none yet).
   std::shared_ptr<const PolicyVersion> row_policies_of_;

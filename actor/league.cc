@@ -375,6 +375,23 @@ absl::Status League::AfterUpdate(int64_t updates, int64_t env_steps,
   return absl::OkStatus();
 }
 
+absl::Status League::AdoptEarlier(
+    const std::vector<std::pair<int64_t, ActorCritic>>& versions) {
+  // Newest first onto the front of the pool, each older than its front.
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    auto [version, net] = *it;
+    if (version < 0 || version >= pool_.front().version) continue;
+    ASSIGN_OR_RETURN(ActorCritic frozen, Freeze(net));
+    frozen_.emplace(version, frozen);
+    pool_.push_front(OpponentRecord{version, 0, 0});
+  }
+  while (static_cast<int64_t>(pool_.size()) > spec_.league().pool_size()) {
+    pool_.pop_front();
+  }
+  Prune();
+  return absl::OkStatus();
+}
+
 std::vector<float> League::TakeLearnerReturns() {
   return std::exchange(learner_returns_, {});
 }

@@ -26,6 +26,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -81,6 +82,14 @@ class League final : public RowOpponents {
   // past a multiple snapshots.
   absl::Status AfterUpdate(int64_t updates, int64_t env_steps,
                            ActorCritic& policy);
+
+  // Versions frozen before this league began (the learner's pool, which an
+  // actor that starts again is sent: PolicyUpdate.league_pool), oldest
+  // first: those older than the league's first version join its pool, with
+  // no games yet, and the oldest beyond league.pool_size leave it again.
+  // The networks are copied.
+  absl::Status AdoptEarlier(
+      const std::vector<std::pair<int64_t, ActorCritic>>& versions);
 
   // The trained seats' rows, [copies] int64: c * A + c mod A.
   const torch::Tensor& learner_rows() const { return learner_rows_; }

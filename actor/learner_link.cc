@@ -476,6 +476,14 @@ absl::Status ActorClient::DecodePolicies(const PolicyUpdate& update,
                             named.parameters(), field + ".parameters"));
     out->others.push_back(std::move(policy));
   }
+  out->league_pool.clear();
+  for (int i = 0; i < update.league_pool_size(); ++i) {
+    const LeagueVersionParameters& kept = update.league_pool(i);
+    ASSIGN_OR_RETURN(ActorCritic frozen,
+                     decode(policy_config_, kept.parameters(),
+                            absl::StrCat("league_pool[", i, "].parameters")));
+    out->league_pool.emplace_back(kept.version(), std::move(frozen));
+  }
   return absl::OkStatus();
 }
 
@@ -542,6 +550,9 @@ void ActorClient::PolicyLoop() {
       } else {
         RL_LOG_DEBUG("received policy version {} ({} env steps)",
                      update.version(), update.env_steps());
+      }
+      if (!published->league_pool.empty()) {
+        learner_league_pool_ = std::move(published->league_pool);
       }
       policy_ = std::move(published);
       counters_.latest_version = update.version();

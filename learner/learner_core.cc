@@ -54,6 +54,11 @@ LearnerCore::Impl::Impl(const LearnerOptions& options)
 
 absl::Status LearnerCore::Impl::Start() {
   const RunSpec& spec = options_.spec;
+  if (spec.has_league()) {
+    // An actor that starts again begins with the league's pool.
+    publisher_.KeepLeagueVersions(spec.league().snapshot_interval(),
+                                  spec.league().pool_size());
+  }
   if (actors_here_ < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("resources.num_actors (", spec.resources().num_actors(),

@@ -1,5 +1,6 @@
 #include "learner/policy_publisher.h"
 
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -7,10 +8,28 @@
 namespace rl {
 namespace {
 
+// Version `v`, its one parameter named after it.
 std::shared_ptr<const PolicyUpdate> Version(int64_t v) {
   auto update = std::make_shared<PolicyUpdate>();
   update->set_version(v);
+  update->add_parameters()->set_name("weights of version " + std::to_string(v));
   return update;
+}
+
+// The league_pool of a new subscriber's first update: (league version,
+// the name of its parameter).
+std::vector<std::pair<int64_t, std::string>> FirstPool(
+    PolicyPublisher& publisher, int64_t* latest_version) {
+  std::shared_ptr<const PolicyUpdate> latest;
+  const int64_t id =
+      publisher.Subscribe([](std::shared_ptr<const PolicyUpdate>) {}, &latest);
+  publisher.Unsubscribe(id);
+  *latest_version = latest->version();
+  std::vector<std::pair<int64_t, std::string>> pool;
+  for (const LeagueVersionParameters& v : latest->league_pool()) {
+    pool.emplace_back(v.version(), v.parameters(0).name());
+  }
+  return pool;
 }
 
 TEST(PolicyPublisherTest, SubscribersGetTheLatestThenEveryVersion) {
@@ -41,6 +60,47 @@ TEST(PolicyPublisherTest, SubscribersGetTheLatestThenEveryVersion) {
   publisher.Publish(Version(3));
   EXPECT_EQ(seen, (std::vector<int64_t>{1, 2}));
   EXPECT_EQ(late, (std::vector<int64_t>{3}));
+}
+
+// A league's versions: version k is the first published at or past
+// k x snapshot_interval updates (version v: v - 1 updates), the newest
+// pool_size kept; a new subscriber's first update carries those older than
+// the version the latest stands for, and the latest's own weights.
+TEST(PolicyPublisherTest, ANewSubscriberGetsTheLeaguesKeptVersions) {
+  PolicyPublisher publisher;
+  publisher.KeepLeagueVersions(/*snapshot_interval=*/2, /*pool_size=*/4);
+  int64_t latest = 0;
+  publisher.Publish(Version(1));  // 0 updates: league version 0
+  EXPECT_TRUE(FirstPool(publisher, &latest).empty());  // it is its own
+  // Version 5 (4 updates) is skipped, so league version 2 is version 6.
+  for (int64_t v : {2, 3, 4, 6, 7, 8, 9}) publisher.Publish(Version(v));
+  using Pool = std::vector<std::pair<int64_t, std::string>>;
+  // Kept: 1 (version 3), 2 (6), 3 (7), 4 (9); version 0 left the pool.
+  EXPECT_EQ(FirstPool(publisher, &latest), (Pool{{1, "weights of version 3"},
+                                                 {2, "weights of version 6"},
+                                                 {3, "weights of version 7"}}));
+  EXPECT_EQ(latest, 9);  // league version 4, frozen by the actor itself
+  publisher.Publish(Version(10));  // still league version 4
+  EXPECT_EQ(FirstPool(publisher, &latest).size(), 3u);
+  publisher.Publish(Version(11));  // 10 updates: league version 5
+  EXPECT_EQ(FirstPool(publisher, &latest), (Pool{{2, "weights of version 6"},
+                                                 {3, "weights of version 7"},
+                                                 {4, "weights of version 9"}}));
+  // The final twin of a version adds nothing, and what every subscriber
+  // shares carries no pool.
+  auto final_twin = std::make_shared<PolicyUpdate>(*Version(11));
+  final_twin->set_final(true);
+  publisher.Publish(final_twin);
+  EXPECT_EQ(FirstPool(publisher, &latest).size(), 3u);
+  EXPECT_EQ(publisher.Latest()->league_pool_size(), 0);
+}
+
+TEST(PolicyPublisherTest, WithoutALeagueNoPoolIsSent) {
+  PolicyPublisher publisher;
+  for (int64_t v = 1; v <= 5; ++v) publisher.Publish(Version(v));
+  int64_t latest = 0;
+  EXPECT_TRUE(FirstPool(publisher, &latest).empty());
+  EXPECT_EQ(latest, 5);
 }
 
 }  // namespace

@@ -4,12 +4,16 @@ the frozen versions and play them; their segments carry only the trained
 seats' rows yet count every row's steps; a fixed member (the scripted
 cycle as TorchScript) plays its share; the learner writes the games to
 <run_dir>/league/matches.csv, which `rlctl league` rates, and emits the
-same ratings (league/rating, league/member_rating) to telemetry."""
+same ratings (league/rating, league/member_rating) to telemetry. An actor
+whose process is killed starts again with the league's pool, which the
+learner keeps and sends it (PolicyUpdate.league_pool)."""
 
 import contextlib
 import csv
 import io
 import os
+import re
+import signal
 import subprocess
 import textwrap
 import time
@@ -68,9 +72,10 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
         # the snapshot it stands for.
         for actor in (0, 1):
             self.assertRegex(actors, rf"actor {actor} of run {run.run_id}: league of frozen "
-                             r"versions from policy version \d+ \(league version \d+; a "
-                             r"version every 4 updates, pool of 3, pfsp sampling\); segments "
-                             r"carry the 8 trained seats' rows")
+                             r"versions from policy version \d+ \(league version \d+, \d+ "
+                             r"earlier versions kept by the learner; pool v\d+-v\d+ "
+                             r"\(\d+ versions, pfsp\), member scripted; a version every 4 "
+                             r"updates, at most 3\); segments carry the 8 trained seats' rows")
         path = os.path.join(self.dir, "runs", run.run_id, "league", "matches.csv")
         with open(path, newline="") as f:
             matches = list(csv.DictReader(f))
@@ -119,6 +124,59 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
             if time.monotonic() > deadline:
                 self.fail(f"telemetry's league ratings {got}, rlctl's {want}")
             time.sleep(0.5)
+
+    def test_an_actor_that_starts_again_begins_with_the_leagues_pool(self):
+        run_file = os.path.join(self.dir, "restart.yaml")
+        with open(run_file, "w") as f:
+            f.write(RUN_FILE.replace("total_env_steps: 32768", "total_env_steps: 100000000")
+                    .replace("snapshot_interval: 4", "snapshot_interval: 2")
+                    .replace("pool_size: 3", "pool_size: 4")
+                    .replace("  members: [{name: scripted, share: 0.25, policy_file: MEMBER}]\n",
+                             ""))
+        c = Client(self.address)
+        run_id = c.submit(run_file).run_id
+        # Versions 0-4 of the league at least: 9 updates.
+        deadline = time.monotonic() + 300
+        while (run := c.get(run_id)).progress.policy_version < 10:
+            self.assertNotIn(state_name(run.state), ("FAILED", "CANCELLED", "SUCCEEDED"),
+                             run.failure_reason)
+            self.assertLess(time.monotonic(), deadline, f"the run made no 9 updates: {run}")
+            time.sleep(0.2)
+        os.kill(self.actor_pid("local-actor-0"), signal.SIGKILL)
+        # The coordinator's local workers start it again; it joins the run.
+        line = re.compile(rf"actor \d+ of run {run_id}: league of frozen versions from policy "
+                          r"version \d+ \(league version (\d+), (\d+) earlier versions kept by "
+                          r"the learner; pool v(\d+)-v(\d+) \((\d+) versions")
+        deadline = time.monotonic() + 300
+        while len(line.findall(self.logs("*actor-0*"))) < 2:
+            self.assertLess(time.monotonic(), deadline,
+                            "local-actor-0 did not start its league again:\n" +
+                            self.logs("*actor-0*")[-3000:])
+            time.sleep(0.2)
+        again = line.findall(self.logs("*actor-0*"))[1]
+        own, kept, oldest, newest, size = map(int, again)
+        # Begun again at league version >= 4, it took the 3 versions the
+        # learner kept before the one it was sent (pool_size 4 with its own,
+        # which may be a newer one than that).
+        self.assertGreaterEqual(own, 4)
+        self.assertEqual((kept, newest, size), (3, own, 4), again)
+        self.assertLessEqual(oldest, own - 3)
+        self.assertEqual(state_name(c.get(run_id).state), "RUNNING")
+        c.cancel(run_id)
+
+    def actor_pid(self, worker_name):
+        """The pid of this test's local worker `worker_name` (actor_main)."""
+        tokens = f"--tokens={self.dir}/runs/auth/tokens"
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if (argv[0].endswith("actor_main") and tokens in argv
+                    and f"--worker_name={worker_name}" in argv):
+                return int(pid)
+        self.fail(f"no actor_main process for {worker_name}")
 
 
 if __name__ == "__main__":

@@ -74,4 +74,33 @@ std::string WalkersEnvYaml(int max_episode_steps) {
           : "");
 }
 
+RunSpec LightCyclesLeagueRunSpec(absl::string_view league, int rows) {
+  absl::StatusOr<RunSpec> spec = LoadRunSpec(absl::StrCat(R"(
+env:
+  id: LightCycles-v0
+  plugin: light_cycles
+  kwargs: {size: 6, opponent: self}
+  agents_per_env: 2
+  observation_size: 242
+  num_discrete_actions: 3
+  reward_low: -1
+  reward_high: 1
+envs_per_actor: )",
+                                                          rows, R"(
+segment_length: 16
+total_env_steps: 100000
+seed: 5
+policy: {hidden_sizes: [16]}
+ppo: {num_minibatches: 2, num_epochs: 1}
+league: )",
+                                                          league),
+                                             RunFileFormat::kYaml);
+  if (!spec.ok()) {
+    ADD_FAILURE() << "LightCyclesLeagueRunSpec(\"" << league
+                  << "\"): " << spec.status();
+    return RunSpec();
+  }
+  return *spec;
+}
+
 }  // namespace rl

@@ -26,6 +26,12 @@ RunSpec SmallRunSpec(absl::string_view yaml_overrides = "");
 // test lists //examples/multi_agent:libwalkers.so in its data.
 std::string WalkersEnvYaml(int max_episode_steps = 0);
 
+// LightCycles-v0 by self-play on a 6x6 board (2 agents a copy, `rows`
+// rows), a 16-unit network, with `league` (run-file YAML) as its league
+// block. The test lists //envs/games:liblight_cycles.so in its data. Fails
+// the running test (and returns the defaults) if it does not load.
+RunSpec LightCyclesLeagueRunSpec(absl::string_view league, int rows = 8);
+
 }  // namespace rl
 
 #endif  // RL_TESTING_RUN_SPECS_H_

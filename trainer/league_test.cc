@@ -36,32 +36,6 @@ class OneTorchThread : public ::testing::Environment {
 ::testing::Environment* const kOneTorchThread =
     ::testing::AddGlobalTestEnvironment(new OneTorchThread);
 
-// LightCycles-v0 by self-play (2 agents a copy) with a league block.
-RunSpec LeagueRun(const std::string& league, int rows = 8) {
-  auto spec = LoadRunSpec(absl::StrCat(R"(
-env:
-  id: LightCycles-v0
-  plugin: light_cycles
-  kwargs: {size: 6, opponent: self}
-  agents_per_env: 2
-  observation_size: 242
-  num_discrete_actions: 3
-  reward_low: -1
-  reward_high: 1
-envs_per_actor: )",
-                                       rows, R"(
-segment_length: 16
-total_env_steps: 100000
-seed: 5
-policy: {hidden_sizes: [16]}
-ppo: {num_minibatches: 2, num_epochs: 1}
-league: )",
-                                       league),
-                          RunFileFormat::kYaml);
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  return *spec;
-}
-
 TEST(OpponentWeightsTest, LatestUniformAndPrioritisedBySelfPlayWinRate) {
   const std::vector<OpponentRecord> pool = {
       {0, 9, 10},  // the trained policy beat version 0 in 9 of 10
@@ -82,9 +56,9 @@ TEST(OpponentWeightsTest, LatestUniformAndPrioritisedBySelfPlayWinRate) {
 }
 
 TEST(LeagueRulesTest, ARunFileNamesWhatIsWrong) {
-  EXPECT_EQ(LeagueRun("{}").league().sampling(), "pfsp");
-  EXPECT_EQ(LeagueRun("{}").league().snapshot_interval(), 10);
-  EXPECT_EQ(LeagueRun("{}").league().pool_size(), 20);
+  EXPECT_EQ(LightCyclesLeagueRunSpec("{}").league().sampling(), "pfsp");
+  EXPECT_EQ(LightCyclesLeagueRunSpec("{}").league().snapshot_interval(), 10);
+  EXPECT_EQ(LightCyclesLeagueRunSpec("{}").league().pool_size(), 20);
   auto bad = LoadRunSpec(R"(
 env: {id: CartPole-v1}
 league: {sampling: best, pool_size: -1, snapshot_interval: 0}
@@ -103,7 +77,8 @@ league: {sampling: best, pool_size: -1, snapshot_interval: 0}
 // The frozen versions play every seat but c mod 2 of copy c; the trained
 // policy's choices there are left alone.
 TEST(LeagueTest, OpponentsPlayTheOtherSeatsAndGamesBecomeMatches) {
-  RunSpec spec = LeagueRun("{snapshot_interval: 2, pool_size: 2}");
+  RunSpec spec =
+      LightCyclesLeagueRunSpec("{snapshot_interval: 2, pool_size: 2}");
   ASSERT_OK_AND_ASSIGN(ActorCritic policy,
                        CreateSeededActorCritic(RunNetworkConfig(spec), 1));
   ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
@@ -199,7 +174,7 @@ def forward(self, obs: Tensor):
     n = obs.size(0)
     return torch.zeros([n]).long() + 2, torch.zeros([n])
 )");
-  return LeagueRun(absl::StrCat(
+  return LightCyclesLeagueRunSpec(absl::StrCat(
       "{members: [{name: right, share: 1.0, policy_file: \"", right, "\"}]}"));
 }
 
@@ -264,7 +239,7 @@ TEST(LeagueTest, MembersPlayTheirShareOfGamesAsNegativeVersions) {
 }
 
 TEST(LeagueTest, AMemberThatDoesNotLoadOrDoesNotFitIsNamed) {
-  RunSpec gone = LeagueRun(
+  RunSpec gone = LightCyclesLeagueRunSpec(
       "{members: [{name: gone, share: 0.5, policy_file: /nonexistent/x.pt}]}");
   ASSERT_OK_AND_ASSIGN(ActorCritic policy,
                        CreateSeededActorCritic(RunNetworkConfig(gone), 1));
@@ -277,7 +252,7 @@ TEST(LeagueTest, AMemberThatDoesNotLoadOrDoesNotFitIsNamed) {
 def forward(self, obs: Tensor):
     return torch.zeros([obs.size(0), 3]).long()
 )");
-  RunSpec spec = LeagueRun(absl::StrCat(
+  RunSpec spec = LightCyclesLeagueRunSpec(absl::StrCat(
       "{members: [{name: wide, share: 1.0, policy_file: \"", wide, "\"}]}"));
   ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8));
   const std::vector<uint8_t> term = {1, 1, 0, 0, 0, 0, 0, 0};
@@ -301,7 +276,7 @@ def forward(self, obs: Tensor):
 // is not a mask are refused at load, naming the member and its inputs.
 TEST(LeagueTest, AMemberMustActFromTheObservationAlone) {
   const std::string dir = MakeTestDir("recurrent_member");
-  RunSpec recurrent_run = LeagueRun("{}");
+  RunSpec recurrent_run = LightCyclesLeagueRunSpec("{}");
   recurrent_run.mutable_policy()->set_core("lstm");
   recurrent_run.mutable_policy()->set_core_size(8);
   ASSERT_OK_AND_ASSIGN(
@@ -315,7 +290,7 @@ TEST(LeagueTest, AMemberMustActFromTheObservationAlone) {
 def forward(self, obs: Tensor, hidden: Tensor):
     return torch.zeros([obs.size(0)]).long()
 )");
-  RunSpec spec = LeagueRun(
+  RunSpec spec = LightCyclesLeagueRunSpec(
       absl::StrCat("{members: [{name: lstm, share: 0.5, policy_file: \"",
                    lstm_file, "\"}]}"));
   ASSERT_OK_AND_ASSIGN(ActorCritic policy,
@@ -325,7 +300,7 @@ def forward(self, obs: Tensor, hidden: Tensor):
                        AllOf(HasSubstr("league.members[0].policy_file: "),
                              HasSubstr("(member lstm) is a recurrent policy "
                                        "(forward(obs, state))"))));
-  spec = LeagueRun(absl::StrCat(
+  spec = LightCyclesLeagueRunSpec(absl::StrCat(
       "{members: [{name: odd, share: 0.5, policy_file: \"", odd, "\"}]}"));
   EXPECT_THAT(League::Create(spec, policy, 8).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
@@ -338,41 +313,6 @@ def forward(self, obs: Tensor, hidden: Tensor):
 // begin under way and skip updates. Versions are numbered by the snapshot
 // they stand for (updates / snapshot_interval), the first call at or past
 // a multiple freezing it, so every actor of a run names them alike.
-TEST(LeagueTest, AnActorJoiningUnderWayNumbersVersionsAsTheRun) {
-  RunSpec spec = LeagueRun("{snapshot_interval: 10, pool_size: 3}");
-  ASSERT_OK_AND_ASSIGN(ActorCritic policy,
-                       CreateSeededActorCritic(RunNetworkConfig(spec), 1));
-  // Begun at update 57: its first version stands for v5 (update 50).
-  ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8, 57));
-  ASSERT_EQ(league->records().size(), 1u);
-  EXPECT_EQ(league->records()[0].version, 5);
-  EXPECT_EQ(league->next_version(), 6);
-  // Its games are against v5, the trained policy playing as v6.
-  const std::vector<uint8_t> term = {1, 1, 0, 0, 0, 0, 0, 0};
-  const std::vector<uint8_t> trunc(8, 0);
-  const std::vector<float> returns = {1, -1, 0, 0, 0, 0, 0, 0};
-  const std::vector<int32_t> lengths = {5, 5, 0, 0, 0, 0, 0, 0};
-  league->StepEnded(term.data(), trunc.data(), returns.data(), lengths.data(),
-                    nullptr);
-  std::vector<LeagueMatch> matches = league->TakeMatches();
-  ASSERT_EQ(matches.size(), 1u);
-  EXPECT_EQ(matches[0].opponent_version, 5);
-  EXPECT_EQ(matches[0].learner_version, 6);
-  // 58, 59: nothing; 63 (60 skipped): v6; 64, 69: nothing; 85: v8 (v7 was
-  // never seen); 85 again: nothing.
-  for (const int64_t updates : {58, 59, 63, 64, 69, 85, 85}) {
-    ASSERT_OK(league->AfterUpdate(updates, updates * 128, policy));
-  }
-  std::vector<int64_t> versions;
-  for (const OpponentRecord& r : league->records())
-    versions.push_back(r.version);
-  EXPECT_THAT(versions, ElementsAre(5, 6, 8));
-  EXPECT_EQ(league->next_version(), 9);
-  EXPECT_THAT(League::Create(spec, policy, 8, -1).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("updates must be >= 0")));
-}
-
 // In a collector the trained policy acts for its own rows alone (its
 // log-probabilities and values are written there and nowhere else) and
 // the frozen versions, without masks on the fused CPU kernels, for the
@@ -380,7 +320,7 @@ TEST(LeagueTest, AnActorJoiningUnderWayNumbersVersionsAsTheRun) {
 TEST(LeagueTest, TheTrainedPolicyActsOnlyForItsRows) {
   for (const std::string kernels : {"fused", "libtorch"}) {
     SCOPED_TRACE(kernels);
-    RunSpec spec = LeagueRun("{snapshot_interval: 2}");
+    RunSpec spec = LightCyclesLeagueRunSpec("{snapshot_interval: 2}");
     spec.mutable_execution()->set_cpu_kernels(kernels);
     ASSERT_OK_AND_ASSIGN(ActorCritic policy,
                          CreateSeededActorCritic(RunNetworkConfig(spec), 1));
@@ -553,8 +493,8 @@ league: {snapshot_interval: 2, pool_size: 3}
 // streams. (LightCycles-v0 keeps no state of its own across a checkpoint,
 // so the games after it are not the uninterrupted run's.)
 TEST(LeagueTest, ACheckpointKeepsTheLeague) {
-  const RunSpec spec =
-      LeagueRun("{snapshot_interval: 1, pool_size: 3, sampling: uniform}");
+  const RunSpec spec = LightCyclesLeagueRunSpec(
+      "{snapshot_interval: 1, pool_size: 3, sampling: uniform}");
   const std::string straight_dir = MakeTestDir("straight");
   const std::string resumed_dir = MakeTestDir("resumed");
   TrainerOptions straight_options;
