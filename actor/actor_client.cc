@@ -384,25 +384,26 @@ absl::Status ActorClient::AdvanceLeague(const PolicyVersion& policy,
       League::Create(options_.spec, net, options_.spec.envs_per_actor(),
                      updates, seed_));
   // The versions the learner kept (an actor that starts again, or joins a
-  // run under way), before its own first.
+  // run under way), before its own first; not after the learner went back.
   std::vector<std::pair<int64_t, ActorCritic>> kept;
   {
     absl::MutexLock lock(&mu_);
-    kept.swap(learner_league_pool_);
+    if (!league_started_) kept.swap(learner_league_pool_);
+    learner_league_pool_.clear();
+    league_started_ = true;
   }
-  RETURN_IF_ERROR(league->AdoptEarlier(kept));
+  ASSIGN_OR_RETURN(const int64_t adopted, league->AdoptEarlier(kept));
   // Its games are counted from the run's env steps now (freezes nothing).
   RETURN_IF_ERROR(league->AfterUpdate(updates, policy.env_steps, net));
   RETURN_IF_ERROR(collector_->SetOpponents(league.get()));
   league_ = std::move(league);
   RL_LOG_INFO(
       "actor {} of run {}: league of frozen versions from policy version {} "
-      "(league version {}, {} earlier versions kept by the learner; {}; a "
+      "(league version {}, {} earlier versions from the learner; {}; a "
       "version every {} updates, at most {}); segments carry the {} trained "
       "seats' rows",
       options_.actor_id, run_id_, policy.version, league_->next_version() - 1,
-      kept.size(), league_->Describe(),
-      options_.spec.league().snapshot_interval(),
+      adopted, league_->Describe(), options_.spec.league().snapshot_interval(),
       options_.spec.league().pool_size(), league_->learner_rows().size(0));
   return absl::OkStatus();
 }

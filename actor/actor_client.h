@@ -258,10 +258,12 @@ class ActorClient {
   // A league run's frozen opponents (the step loop's own; null before the
   // first policy and in other runs).
   std::unique_ptr<League> league_;
-  // The league versions the learner sent last (PolicyUpdate.league_pool),
-  // until a league begins with them.
+  // The league versions the learner sent (PolicyUpdate.league_pool) until
+  // the league begins with them; asked for while it has not
+  // (league_started_).
   std::vector<std::pair<int64_t, ActorCritic>> learner_league_pool_
       ABSL_GUARDED_BY(mu_);
+  bool league_started_ ABSL_GUARDED_BY(mu_) = false;
   // A run of several policies: the version whose networks act (the step
   // loop's own; null: none yet).
   std::shared_ptr<const PolicyVersion> row_policies_of_;

@@ -375,8 +375,9 @@ absl::Status League::AfterUpdate(int64_t updates, int64_t env_steps,
   return absl::OkStatus();
 }
 
-absl::Status League::AdoptEarlier(
+absl::StatusOr<int64_t> League::AdoptEarlier(
     const std::vector<std::pair<int64_t, ActorCritic>>& versions) {
+  int64_t adopted = 0;
   // Newest first onto the front of the pool, each older than its front.
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     auto [version, net] = *it;
@@ -384,12 +385,13 @@ absl::Status League::AdoptEarlier(
     ASSIGN_OR_RETURN(ActorCritic frozen, Freeze(net));
     frozen_.emplace(version, frozen);
     pool_.push_front(OpponentRecord{version, 0, 0});
+    ++adopted;
   }
   while (static_cast<int64_t>(pool_.size()) > spec_.league().pool_size()) {
     pool_.pop_front();
   }
   Prune();
-  return absl::OkStatus();
+  return adopted;
 }
 
 std::vector<float> League::TakeLearnerReturns() {

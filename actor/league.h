@@ -87,8 +87,8 @@ class League final : public RowOpponents {
   // actor that starts again is sent: PolicyUpdate.league_pool), oldest
   // first: those older than the league's first version join its pool, with
   // no games yet, and the oldest beyond league.pool_size leave it again.
-  // The networks are copied.
-  absl::Status AdoptEarlier(
+  // The networks are copied. Returns how many joined (before that pruning).
+  absl::StatusOr<int64_t> AdoptEarlier(
       const std::vector<std::pair<int64_t, ActorCritic>>& versions);
 
   // The trained seats' rows, [copies] int64: c * A + c mod A.

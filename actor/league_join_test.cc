@@ -29,6 +29,10 @@ std::vector<int64_t> PoolVersions(const League& league) {
   return versions;
 }
 
+// An actor sees the versions the learner published when it looked: it may
+// begin under way and skip updates. Versions are numbered by the snapshot
+// they stand for (updates / snapshot_interval), the first call at or past
+// a multiple freezing it, so every actor of a run names them alike.
 TEST(LeagueJoinTest, AnActorJoiningUnderWayNumbersVersionsAsTheRun) {
   RunSpec spec =
       LightCyclesLeagueRunSpec("{snapshot_interval: 10, pool_size: 3}");
@@ -81,7 +85,8 @@ TEST(LeagueJoinTest, AnActorThatStartsAgainBeginsWithTheLearnersPool) {
                                               RunNetworkConfig(spec), 100 + v));
     kept.emplace_back(v, net);
   }
-  ASSERT_OK(league->AdoptEarlier(kept));
+  ASSERT_OK_AND_ASSIGN(const int64_t adopted, league->AdoptEarlier(kept));
+  EXPECT_EQ(adopted, 4);  // v1-v4; v1 and v2 then leave for pool_size
   // pool_size 3: the newest three, its own v5 among them.
   EXPECT_THAT(PoolVersions(*league), ElementsAre(3, 4, 5));
   EXPECT_THAT(league->Describe(), HasSubstr("pool v3-v5 (3 versions"));
@@ -101,7 +106,8 @@ TEST(LeagueJoinTest, AnActorThatStartsAgainBeginsWithTheLearnersPool) {
   EXPECT_THAT(PoolVersions(*league), ElementsAre(4, 5, 6));
   // Nothing kept (a new run's first actor): the league is its own.
   ASSERT_OK_AND_ASSIGN(auto fresh, League::Create(spec, policy, 8, 57));
-  ASSERT_OK(fresh->AdoptEarlier({}));
+  ASSERT_OK_AND_ASSIGN(const int64_t none, fresh->AdoptEarlier({}));
+  EXPECT_EQ(none, 0);
   EXPECT_THAT(PoolVersions(*fresh), ElementsAre(5));
 }
 
@@ -117,7 +123,7 @@ TEST(LeagueJoinTest, AdoptedVersionsAreDrawnAsOpponents) {
   ASSERT_OK_AND_ASSIGN(auto league, League::Create(spec, policy, 8, 30));
   std::vector<std::pair<int64_t, ActorCritic>> kept;
   for (const int64_t v : {0, 1, 2}) kept.emplace_back(v, policy);
-  ASSERT_OK(league->AdoptEarlier(kept));
+  ASSERT_OK(league->AdoptEarlier(kept).status());
   ASSERT_THAT(PoolVersions(*league), ElementsAre(0, 1, 2, 3));
   // Every copy's game ends, 50 times: the opponents drawn after each are
   // the next matches' versions.

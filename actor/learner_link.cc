@@ -508,6 +508,8 @@ void ActorClient::PolicyLoop() {
       // restarted learner may have resumed from an older checkpoint, and
       // its versions are the ones that count from now on.
       request.set_have_version(0);
+      // No league yet: begin it with the versions the learner kept.
+      request.set_league_pool(options_.spec.has_league() && !league_started_);
       if (++streams_opened > 1) ++counters_.reconnects;
     }
     const absl::Time opened_at = absl::Now();
@@ -551,7 +553,7 @@ void ActorClient::PolicyLoop() {
         RL_LOG_DEBUG("received policy version {} ({} env steps)",
                      update.version(), update.env_steps());
       }
-      if (!published->league_pool.empty()) {
+      if (!league_started_ && !published->league_pool.empty()) {
         learner_league_pool_ = std::move(published->league_pool);
       }
       policy_ = std::move(published);

@@ -152,6 +152,11 @@ class LearnerCore {
   std::shared_ptr<const PolicyUpdate> LatestPolicy() const {
     return publisher_->Latest();
   }
+  // The latest with the league's kept versions (PolicyPublisher), for an
+  // actor that has no league yet.
+  std::shared_ptr<const PolicyUpdate> LatestPolicyWithLeaguePool() {
+    return publisher_->LatestWithLeaguePool();
+  }
 
   LearnerStatus GetStatus() const;
   LearnerFaultCounts fault_counts() const;

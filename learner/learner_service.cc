@@ -194,14 +194,15 @@ class RolloutStreamReactor final
 };
 
 // SubscribePolicy: each version the subscriber lacks, newest first; OK after
-// the final one.
+// the final one. A subscriber that asks for the league's pool gets it with
+// the first (SubscribePolicyRequest.league_pool).
 class PolicyStreamReactor final
     : public StreamWriteReactor<
           grpc::ByteBuffer,
           NewestWaiting<std::shared_ptr<const PolicyUpdate>>> {
  public:
   PolicyStreamReactor(std::shared_ptr<LearnerCore> core, int64_t have_version,
-                      std::unique_ptr<StreamPlace> place)
+                      bool league_pool, std::unique_ptr<StreamPlace> place)
       // One version in flight, the newest waiting (a later version, or the
       // final twin of the same one, replaces it).
       : StreamWriteReactor(NewestWaiting<std::shared_ptr<const PolicyUpdate>>(
@@ -212,6 +213,14 @@ class PolicyStreamReactor final
         place_(std::move(place)),
         core_(std::move(core)),
         sent_version_(have_version) {
+    if (league_pool) {
+      // The latest with the league's kept versions goes first, offered
+      // before subscribing: a version published meanwhile comes after it
+      // and cannot take its place.
+      std::shared_ptr<const PolicyUpdate> first =
+          core_->LatestPolicyWithLeaguePool();
+      if (first != nullptr) Offer(std::move(first));
+    }
     std::shared_ptr<const PolicyUpdate> latest;
     subscriber_ = core_->Subscribe(
         [this](std::shared_ptr<const PolicyUpdate> update) {
@@ -382,7 +391,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* LearnerServiceImpl::SubscribePolicy(
   if (!place.ok())
     return new RefusedStream<Reactor>(ToGrpcStatus(place.status()));
   return new PolicyStreamReactor(std::move(core), request.have_version(),
-                                 *std::move(place));
+                                 request.league_pool(), *std::move(place));
 }
 
 grpc::ServerUnaryReactor* LearnerServiceImpl::GetStatus(

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 namespace rl {
 namespace {
@@ -14,10 +15,12 @@ int64_t LeagueVersion(const PolicyUpdate& update, int64_t snapshot_interval) {
 }  // namespace
 
 void PolicyPublisher::KeepLeagueVersions(int64_t snapshot_interval,
-                                         int64_t pool_size) {
+                                         int64_t pool_size,
+                                         int64_t max_update_bytes) {
   absl::MutexLock lock(&mu_);
   snapshot_interval_ = std::max<int64_t>(0, snapshot_interval);
   pool_size_ = std::max<int64_t>(1, pool_size);
+  max_update_bytes_ = max_update_bytes;
 }
 
 int64_t PolicyPublisher::Subscribe(
@@ -26,18 +29,6 @@ int64_t PolicyPublisher::Subscribe(
   const int64_t id = ++next_id_;
   subscribers_[id] = std::move(on_update);
   *latest = latest_;
-  if (latest_ == nullptr || snapshot_interval_ == 0) return id;
-  // The actor freezes the version the latest stands for itself.
-  const int64_t own = LeagueVersion(*latest_, snapshot_interval_);
-  std::shared_ptr<PolicyUpdate> first;
-  for (const auto& [version, update] : league_) {
-    if (version >= own) break;
-    if (first == nullptr) first = std::make_shared<PolicyUpdate>(*latest_);
-    LeagueVersionParameters* kept = first->add_league_pool();
-    kept->set_version(version);
-    *kept->mutable_parameters() = update->parameters();
-  }
-  if (first != nullptr) *latest = std::move(first);
   return id;
 }
 
@@ -51,9 +42,54 @@ std::shared_ptr<const PolicyUpdate> PolicyPublisher::Latest() const {
   return latest_;
 }
 
+std::shared_ptr<const PolicyUpdate> PolicyPublisher::LatestWithLeaguePool() {
+  std::shared_ptr<const PolicyUpdate> latest;
+  std::vector<std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>> kept;
+  int64_t interval = 0, max_bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (latest_ == nullptr || snapshot_interval_ == 0) return latest_;
+    if (with_pool_of_ == latest_) return with_pool_;
+    latest = latest_;
+    kept.assign(league_.begin(), league_.end());
+    interval = snapshot_interval_;
+    max_bytes = max_update_bytes_;
+  }
+  // Copied outside the lock (the PPO thread publishes meanwhile): the
+  // newest versions older than the latest's own, while they fit.
+  const int64_t own = LeagueVersion(*latest, interval);
+  int64_t bytes = static_cast<int64_t>(latest->ByteSizeLong());
+  std::vector<const std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>*>
+      sent;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if (it->first >= own) continue;
+    bytes += static_cast<int64_t>(it->second->ByteSizeLong());
+    if (bytes > max_bytes) break;
+    sent.push_back(&*it);
+  }
+  std::shared_ptr<const PolicyUpdate> out = latest;
+  if (!sent.empty()) {
+    auto with_pool = std::make_shared<PolicyUpdate>(*latest);
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+      LeagueVersionParameters* version = with_pool->add_league_pool();
+      version->set_version((*it)->first);
+      *version->mutable_parameters() = (*it)->second->parameters();
+    }
+    out = std::move(with_pool);
+  }
+  absl::MutexLock lock(&mu_);
+  if (latest_ == latest) {
+    with_pool_ = out;
+    with_pool_of_ = latest;
+  }
+  return out;
+}
+
 void PolicyPublisher::Publish(std::shared_ptr<const PolicyUpdate> update) {
   absl::MutexLock lock(&mu_);
   latest_ = std::move(update);
+  with_pool_ = nullptr;
+  with_pool_of_ = nullptr;
   if (snapshot_interval_ > 0) {
     const int64_t due = LeagueVersion(*latest_, snapshot_interval_);
     if (league_.empty() || due > league_.back().first) {

@@ -16,14 +16,12 @@ std::shared_ptr<const PolicyUpdate> Version(int64_t v) {
   return update;
 }
 
-// The league_pool of a new subscriber's first update: (league version,
-// the name of its parameter).
+// The league_pool of LatestWithLeaguePool: (league version, the name of
+// its parameter); `*latest_version`: the version it carries.
 std::vector<std::pair<int64_t, std::string>> FirstPool(
     PolicyPublisher& publisher, int64_t* latest_version) {
-  std::shared_ptr<const PolicyUpdate> latest;
-  const int64_t id =
-      publisher.Subscribe([](std::shared_ptr<const PolicyUpdate>) {}, &latest);
-  publisher.Unsubscribe(id);
+  const std::shared_ptr<const PolicyUpdate> latest =
+      publisher.LatestWithLeaguePool();
   *latest_version = latest->version();
   std::vector<std::pair<int64_t, std::string>> pool;
   for (const LeagueVersionParameters& v : latest->league_pool()) {
@@ -86,21 +84,48 @@ TEST(PolicyPublisherTest, ANewSubscriberGetsTheLeaguesKeptVersions) {
   EXPECT_EQ(FirstPool(publisher, &latest), (Pool{{2, "weights of version 6"},
                                                  {3, "weights of version 7"},
                                                  {4, "weights of version 9"}}));
+  // Made once per version and shared; a new version makes it again.
+  EXPECT_EQ(publisher.LatestWithLeaguePool(), publisher.LatestWithLeaguePool());
+  const auto before = publisher.LatestWithLeaguePool();
   // The final twin of a version adds nothing, and what every subscriber
   // shares carries no pool.
   auto final_twin = std::make_shared<PolicyUpdate>(*Version(11));
   final_twin->set_final(true);
   publisher.Publish(final_twin);
+  EXPECT_NE(publisher.LatestWithLeaguePool(), before);
+  EXPECT_TRUE(publisher.LatestWithLeaguePool()->final());
   EXPECT_EQ(FirstPool(publisher, &latest).size(), 3u);
   EXPECT_EQ(publisher.Latest()->league_pool_size(), 0);
+  std::shared_ptr<const PolicyUpdate> subscribed;
+  publisher.Subscribe([](std::shared_ptr<const PolicyUpdate>) {}, &subscribed);
+  EXPECT_EQ(subscribed, final_twin);
+}
+
+// Kept versions that would take the update past max_update_bytes are left
+// out, the oldest first.
+TEST(PolicyPublisherTest, TheKeptVersionsSentStayWithinTheMessageBudget) {
+  const int64_t one = static_cast<int64_t>(Version(10)->ByteSizeLong());
+  PolicyPublisher publisher;
+  // Room for the latest and two versions (each about as large).
+  publisher.KeepLeagueVersions(1, 10, 3 * one + 2);
+  for (int64_t v = 1; v <= 6; ++v) publisher.Publish(Version(v));
+  int64_t latest = 0;
+  using Pool = std::vector<std::pair<int64_t, std::string>>;
+  EXPECT_EQ(FirstPool(publisher, &latest),
+            (Pool{{3, "weights of version 4"}, {4, "weights of version 5"}}));
+  EXPECT_EQ(latest, 6);
+  // No room for any: the latest alone, as every subscriber gets it.
+  PolicyPublisher tight;
+  tight.KeepLeagueVersions(1, 10, one);
+  for (int64_t v = 1; v <= 6; ++v) tight.Publish(Version(v));
+  EXPECT_EQ(tight.LatestWithLeaguePool(), tight.Latest());
 }
 
 TEST(PolicyPublisherTest, WithoutALeagueNoPoolIsSent) {
   PolicyPublisher publisher;
+  EXPECT_EQ(publisher.LatestWithLeaguePool(), nullptr);
   for (int64_t v = 1; v <= 5; ++v) publisher.Publish(Version(v));
-  int64_t latest = 0;
-  EXPECT_TRUE(FirstPool(publisher, &latest).empty());
-  EXPECT_EQ(latest, 5);
+  EXPECT_EQ(publisher.LatestWithLeaguePool(), publisher.Latest());
 }
 
 }  // namespace

@@ -73,7 +73,7 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
         for actor in (0, 1):
             self.assertRegex(actors, rf"actor {actor} of run {run.run_id}: league of frozen "
                              r"versions from policy version \d+ \(league version \d+, \d+ "
-                             r"earlier versions kept by the learner; pool v\d+-v\d+ "
+                             r"earlier versions from the learner; pool v\d+-v\d+ "
                              r"\(\d+ versions, pfsp\), member scripted; a version every 4 "
                              r"updates, at most 3\); segments carry the 8 trained seats' rows")
         path = os.path.join(self.dir, "runs", run.run_id, "league", "matches.csv")
@@ -135,25 +135,29 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
                              ""))
         c = Client(self.address)
         run_id = c.submit(run_file).run_id
-        # Versions 0-4 of the league at least: 9 updates.
+        line = re.compile(rf"actor \d+ of run {run_id}: league of frozen versions from policy "
+                          r"version \d+ \(league version (\d+), (\d+) earlier versions from "
+                          r"the learner; pool v(\d+)-v(\d+) \((\d+) versions")
+        # Versions 0-4 of the league at least (9 updates), and local-actor-0
+        # playing its league: a process makes its league once.
         deadline = time.monotonic() + 300
-        while (run := c.get(run_id)).progress.policy_version < 10:
+        while ((run := c.get(run_id)).progress.policy_version < 10
+               or not line.findall(self.logs("*actor-0*"))):
             self.assertNotIn(state_name(run.state), ("FAILED", "CANCELLED", "SUCCEEDED"),
                              run.failure_reason)
-            self.assertLess(time.monotonic(), deadline, f"the run made no 9 updates: {run}")
+            self.assertLess(time.monotonic(), deadline,
+                            f"no 9 updates with local-actor-0's league: {run}")
             time.sleep(0.2)
+        before = len(line.findall(self.logs("*actor-0*")))
         os.kill(self.actor_pid("local-actor-0"), signal.SIGKILL)
         # The coordinator's local workers start it again; it joins the run.
-        line = re.compile(rf"actor \d+ of run {run_id}: league of frozen versions from policy "
-                          r"version \d+ \(league version (\d+), (\d+) earlier versions kept by "
-                          r"the learner; pool v(\d+)-v(\d+) \((\d+) versions")
         deadline = time.monotonic() + 300
-        while len(line.findall(self.logs("*actor-0*"))) < 2:
+        while len(line.findall(self.logs("*actor-0*"))) <= before:
             self.assertLess(time.monotonic(), deadline,
                             "local-actor-0 did not start its league again:\n" +
                             self.logs("*actor-0*")[-3000:])
             time.sleep(0.2)
-        again = line.findall(self.logs("*actor-0*"))[1]
+        again = line.findall(self.logs("*actor-0*"))[-1]
         own, kept, oldest, newest, size = map(int, again)
         # Begun again at league version >= 4, it took the 3 versions the
         # learner kept before the one it was sent (pool_size 4 with its own,

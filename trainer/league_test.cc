@@ -309,10 +309,6 @@ def forward(self, obs: Tensor, hidden: Tensor):
                                  "mask)")));
 }
 
-// An actor sees the versions the learner published when it looked: it may
-// begin under way and skip updates. Versions are numbered by the snapshot
-// they stand for (updates / snapshot_interval), the first call at or past
-// a multiple freezing it, so every actor of a run names them alike.
 // In a collector the trained policy acts for its own rows alone (its
 // log-probabilities and values are written there and nowhere else) and
 // the frozen versions, without masks on the fused CPU kernels, for the
