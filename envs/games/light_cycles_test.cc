@@ -12,6 +12,7 @@
 #include "envs/env_check.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
+#include "envs/games/step_rows.h"
 #include "gtest/gtest.h"
 #include "runspec/run_spec.h"
 #include "testing/status_matchers.h"
@@ -41,23 +42,9 @@ EnvSpec LightCycles(const std::string& opponent, int agents) {
   return spec;
 }
 
-struct Rows {
-  explicit Rows(int n)
-      : obs(n * kObs),
-        final_obs(n * kObs),
-        rewards(n),
-        returns(n),
-        term(n),
-        trunc(n),
-        lengths(n) {}
-  StepOutputs Outputs() {
-    return StepOutputs{obs.data(),    rewards.data(),   term.data(),
-                       trunc.data(),  final_obs.data(), returns.data(),
-                       lengths.data()};
-  }
-  std::vector<float> obs, final_obs, rewards, returns;
-  std::vector<uint8_t> term, trunc;
-  std::vector<int32_t> lengths;
+// A step's outputs for `n` rows of this board.
+struct Rows : StepRows {
+  explicit Rows(int n) : StepRows(n, kObs) {}
 };
 
 std::unique_ptr<BatchedEnv> Open(const EnvSpec& spec, int rows) {

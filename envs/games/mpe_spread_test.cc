@@ -15,6 +15,7 @@
 #include "envs/env_check.h"
 #include "envs/env_plugin.h"
 #include "envs/env_registry.h"
+#include "envs/games/step_rows.h"
 #include "google/protobuf/struct.pb.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
@@ -175,24 +176,7 @@ EnvSpec Spread(int n, int agents_per_env, int max_cycles = 25) {
 }
 
 // What a batch's step writes, for `rows` rows of `obs_size` floats.
-struct Rows {
-  Rows(int rows, int obs_size)
-      : obs(rows * obs_size),
-        final_obs(rows * obs_size),
-        rewards(rows),
-        returns(rows),
-        term(rows),
-        trunc(rows),
-        lengths(rows) {}
-  StepOutputs Outputs() {
-    return StepOutputs{obs.data(),    rewards.data(),   term.data(),
-                       trunc.data(),  final_obs.data(), returns.data(),
-                       lengths.data()};
-  }
-  std::vector<float> obs, final_obs, rewards, returns;
-  std::vector<uint8_t> term, trunc;
-  std::vector<int32_t> lengths;
-};
+using Rows = StepRows;
 
 TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   constexpr int kRows = 6;  // 2 environments of 3 agents
