@@ -31,6 +31,7 @@
 #include "learner/segment_ledger.h"
 #include "policy/actor_critic.h"
 #include "policy/segment_codec.h"
+#include "proto/training_state.pb.h"
 #include "runspec/run_spec.h"
 
 namespace rl {
@@ -134,6 +135,10 @@ class LearnerCore::Impl {
   // segment watermarks are another run's actors' and stay out.
   absl::Status ApplyState(const TensorMap& extra, const std::string& source,
                           bool own_run = true);
+
+  // Puts a checkpoint's kept league versions back in the publisher.
+  absl::Status RestoreLeaguePool(const LeaguePoolState& pool,
+                                 const std::string& source);
 
   // The policy version and env steps, read under mu_ (for log lines).
   std::pair<int64_t, int64_t> VersionAndSteps() const;

@@ -74,6 +74,15 @@ TensorMap LearnerCore::Impl::StateTensors() {
     }
   }
   state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
+  if (options_.spec.has_league()) {
+    // The versions an actor that starts again is sent: a resumed learner
+    // keeps sending them.
+    LeaguePoolState* pool = state.mutable_league_pool();
+    pool->set_snapshot_interval(options_.spec.league().snapshot_interval());
+    for (LeagueVersionParameters& version : publisher_.KeptLeagueVersions()) {
+      *pool->add_versions() = std::move(version);
+    }
+  }
   TensorMap extra;
   PutTrainingState(state, &extra);
   return extra;
@@ -132,9 +141,41 @@ absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
         {state.acked_segments().begin(), state.acked_segments().end()});
   }
   intake_->SetPolicyVersion(state.policy_version());
+  if (own_run && options_.spec.has_league()) {
+    RETURN_IF_ERROR(RestoreLeaguePool(state.league_pool(), source));
+  }
   absl::MutexLock lock(&mu_);
   progress_.Restore(state);
   checkpoints_.Resumed(progress_.updates());
+  return absl::OkStatus();
+}
+
+absl::Status LearnerCore::Impl::RestoreLeaguePool(const LeaguePoolState& pool,
+                                                  const std::string& source) {
+  const int64_t interval = options_.spec.league().snapshot_interval();
+  if (pool.versions().empty()) return absl::OkStatus();  // none, or older
+  if (pool.snapshot_interval() != interval) {
+    // Numbered otherwise than the actors number theirs: not sent.
+    RL_LOG_WARNING(
+        "{}: the league's kept versions were numbered with snapshot_interval "
+        "{}, the run has {}; actors that start again begin with none of them",
+        source, pool.snapshot_interval(), interval);
+    return absl::OkStatus();
+  }
+  std::vector<LeagueVersionParameters> versions;
+  for (int i = 0; i < pool.versions_size(); ++i) {
+    const int64_t version = pool.versions(i).version();
+    if (version < 0 || (i > 0 && version <= pool.versions(i - 1).version())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": training_state.league_pool.versions[", i, "].version ",
+          version, " is not after the one before it (nor at least 0)"));
+    }
+    versions.push_back(pool.versions(i));
+  }
+  RL_LOG_INFO("{}: {} of the league's versions kept (v{}-v{})", source,
+              versions.size(), versions.front().version(),
+              versions.back().version());
+  publisher_.RestoreLeagueVersions(std::move(versions));
   return absl::OkStatus();
 }
 

@@ -296,6 +296,30 @@ TEST(LearnerCoreTest, ALeaguesSegmentsCountEveryRowAndItsGamesAreKept) {
   EXPECT_EQ(sent->Named("league/games").back().value(), 4);
   EXPECT_EQ(sent->Named("league/newest_opponent").back().value(), 1);
   EXPECT_EQ(won[1].step(), 32);
+
+  // A learner resumed from the checkpoint sends an actor that starts
+  // again the same versions as this one: 0 and 1 (version 3 is league
+  // version 2, the actor's own).
+  const std::shared_ptr<const PolicyUpdate> before =
+      core->LatestPolicyWithLeaguePool();
+  ASSERT_EQ(before->league_pool_size(), 2);
+  core->Stop();
+  ASSERT_OK_AND_ASSIGN(auto resumed, LearnerCore::Create(options));
+  EXPECT_EQ(resumed->GetStatus().policy_version(), 3);
+  const std::shared_ptr<const PolicyUpdate> after =
+      resumed->LatestPolicyWithLeaguePool();
+  ASSERT_EQ(after->league_pool_size(), 2);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(after->league_pool(i).version(), i);
+    ASSERT_EQ(after->league_pool(i).parameters_size(),
+              before->league_pool(i).parameters_size());
+    for (int p = 0; p < before->league_pool(i).parameters_size(); ++p) {
+      EXPECT_EQ(after->league_pool(i).parameters(p).SerializeAsString(),
+                before->league_pool(i).parameters(p).SerializeAsString());
+    }
+  }
+  EXPECT_EQ(after->version(), 3);
 }
 
 // A run without a league takes no league games.

@@ -102,4 +102,42 @@ void PolicyPublisher::Publish(std::shared_ptr<const PolicyUpdate> update) {
   for (const auto& [id, callback] : subscribers_) callback(latest_);
 }
 
+std::vector<LeagueVersionParameters> PolicyPublisher::KeptLeagueVersions()
+    const {
+  std::vector<std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>> kept;
+  int64_t max_bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    kept.assign(league_.begin(), league_.end());
+    max_bytes = max_update_bytes_;
+  }
+  // Copied outside the lock, newest first while they fit.
+  std::vector<LeagueVersionParameters> out;
+  int64_t bytes = 0;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    bytes += static_cast<int64_t>(it->second->ByteSizeLong());
+    if (bytes > max_bytes) break;
+    LeagueVersionParameters& version = out.emplace_back();
+    version.set_version(it->first);
+    *version.mutable_parameters() = it->second->parameters();
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
+}
+
+void PolicyPublisher::RestoreLeagueVersions(
+    std::vector<LeagueVersionParameters> versions) {
+  std::deque<std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>> league;
+  for (LeagueVersionParameters& version : versions) {
+    auto update = std::make_shared<PolicyUpdate>();
+    *update->mutable_parameters() = std::move(*version.mutable_parameters());
+    league.emplace_back(version.version(), std::move(update));
+  }
+  absl::MutexLock lock(&mu_);
+  while (static_cast<int64_t>(league.size()) > pool_size_) league.pop_front();
+  league_ = std::move(league);
+  with_pool_ = nullptr;
+  with_pool_of_ = nullptr;
+}
+
 }  // namespace rl

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -50,6 +51,17 @@ class PolicyPublisher {
   std::shared_ptr<const PolicyUpdate> LatestWithLeaguePool()
       ABSL_LOCKS_EXCLUDED(mu_);
   void Publish(std::shared_ptr<const PolicyUpdate> update);
+
+  // The league's kept versions, oldest first: the newest of them that
+  // stay within max_update_bytes together (what LatestWithLeaguePool
+  // could ever send), for a checkpoint. Empty without a league.
+  std::vector<LeagueVersionParameters> KeptLeagueVersions() const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Puts back the versions a checkpoint kept (oldest first), in place of
+  // those kept now; call it after KeepLeagueVersions and before the first
+  // Publish. The newest pool_size stay.
+  void RestoreLeagueVersions(std::vector<LeagueVersionParameters> versions)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;

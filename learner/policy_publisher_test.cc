@@ -128,5 +128,36 @@ TEST(PolicyPublisherTest, WithoutALeagueNoPoolIsSent) {
   EXPECT_EQ(publisher.LatestWithLeaguePool(), publisher.Latest());
 }
 
+// What a checkpoint keeps (the newest versions within the budget) comes
+// back in a new publisher, which sends them as the first one did and keeps
+// numbering after them.
+TEST(PolicyPublisherTest, KeptVersionsComeBackAfterARestore) {
+  const int64_t one = static_cast<int64_t>(Version(10)->ByteSizeLong());
+  PolicyPublisher publisher;
+  publisher.KeepLeagueVersions(1, 4, 3 * one + 2);
+  EXPECT_TRUE(publisher.KeptLeagueVersions().empty());
+  for (int64_t v = 1; v <= 6; ++v) publisher.Publish(Version(v));
+  // Kept 2 to 5; three fit the budget.
+  std::vector<LeagueVersionParameters> kept = publisher.KeptLeagueVersions();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept[0].version(), 3);
+  EXPECT_EQ(kept[0].parameters(0).name(), "weights of version 4");
+  EXPECT_EQ(kept[2].version(), 5);
+
+  PolicyPublisher resumed;
+  resumed.KeepLeagueVersions(1, /*pool_size=*/2, 3 * one + 2);
+  resumed.RestoreLeagueVersions(kept);  // the newest 2 stay
+  resumed.Publish(Version(6));          // version 5 again: not kept twice
+  int64_t latest = 0;
+  using Pool = std::vector<std::pair<int64_t, std::string>>;
+  EXPECT_EQ(FirstPool(resumed, &latest), (Pool{{4, "weights of version 5"}}));
+  resumed.Publish(Version(7));
+  EXPECT_EQ(FirstPool(resumed, &latest), (Pool{{5, "weights of version 6"}}));
+  EXPECT_EQ(latest, 7);
+  ASSERT_EQ(resumed.KeptLeagueVersions().size(), 2u);
+  EXPECT_EQ(resumed.KeptLeagueVersions()[1].parameters(0).name(),
+            "weights of version 7");
+}
+
 }  // namespace
 }  // namespace rl
