@@ -420,6 +420,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                       .policy->Value(final_observations_.index({mine}))
                       .to(torch::kCPU));
     }
+  } else if (rows.size(0) > 0 && policy->config().central_value_agents > 1) {
+    // A central critic values the truncated rows with their copies.
+    rollout->truncated_values.copy_(
+        CentralTruncatedValues(*policy, *rollout, final_observations_)
+            .to(torch::kCPU));
   } else if (rows.size(0) > 0) {
     const torch::Tensor final_obs =
         final_observations_.index({truncated});  // [K, obs]

@@ -1,5 +1,6 @@
 #include "learner/device_self_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -25,7 +26,9 @@ constexpr uint64_t kSeed = 20261126;
 // and values on made-up observations, with made-up rewards and episode ends.
 Rollout MakeRollout(ActorCritic& policy) {
   const ActorCriticConfig& c = policy->config();
-  const int64_t T = kSteps, E = kEnvs, B = T * E;
+  // Whole copies for a central critic (policy.central_value).
+  const int64_t T = kSteps, E = kEnvs * std::max(1, c.central_value_agents),
+                B = T * E;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(kSeed);
   Rollout r = Rollout::Allocate(
       T, E, c.observation_size, c.num_actions > 0 ? 0 : c.action_size,

@@ -33,6 +33,13 @@
 
 namespace rl {
 
+torch::Tensor WholeCopies(const torch::Tensor& copies, int64_t agents) {
+  if (agents <= 1) return copies;
+  return (copies.unsqueeze(1) * agents +
+          torch::arange(agents, copies.options()).unsqueeze(0))
+      .reshape({-1});
+}
+
 PpoUpdater::PpoUpdater(ActorCritic policy, const PPOConfig& config,
                        int64_t total_env_steps, uint64_t seed,
                        const ExecutionConfig& execution)
@@ -167,15 +174,22 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
     }
     device_generator_.set_current_seed(seed);
   }
+  // A central critic values whole environment copies: the rows shuffle
+  // copy by copy (a copy's `agents` rows stay together, in agent order),
+  // and a minibatch holds whole copies (the run spec's rule).
+  const int64_t agents = std::max(1, policy_->config().central_value_agents);
   for (int e = 0; e < num_epochs; ++e) {
     if (shuffle_on_device) {
-      plan.orders.push_back(torch::randperm(
-          batch, device_generator_,
-          torch::TensorOptions().dtype(torch::kInt64).device(where)));
+      plan.orders.push_back(WholeCopies(
+          torch::randperm(
+              batch / agents, device_generator_,
+              torch::TensorOptions().dtype(torch::kInt64).device(where)),
+          agents));
       continue;
     }
     if (!policy_->recurrent()) {
-      plan.orders.push_back(torch::randperm(batch, generator_));
+      plan.orders.push_back(
+          WholeCopies(torch::randperm(batch / agents, generator_), agents));
       continue;
     }
     // Whole env sequences: minibatch m holds the rows of envs

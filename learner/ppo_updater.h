@@ -55,6 +55,12 @@
 
 namespace rl {
 
+// A central critic (policy.central_value) values whole environment copies,
+// so the update shuffles rows copy by copy: a shuffled order of copies
+// `copies` ([N / agents] int64) -> the order of their rows [N], each copy's
+// `agents` rows together in agent order. `copies` itself for agents <= 1.
+torch::Tensor WholeCopies(const torch::Tensor& copies, int64_t agents);
+
 class PpoUpdater {
  public:
   // `total_env_steps` is the annealing horizon; `execution` says how the

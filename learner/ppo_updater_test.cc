@@ -84,6 +84,68 @@ TEST(PpoUpdaterTest, LearnsABandit) {
   EXPECT_GT(last, 0.9);
 }
 
+TEST(PpoUpdaterTest, WholeCopiesKeepEachCopysRowsTogether) {
+  EXPECT_TRUE(torch::equal(WholeCopies(torch::tensor({2, 0, 1}), 2),
+                           torch::tensor({4, 5, 0, 1, 2, 3})));
+  EXPECT_TRUE(torch::equal(WholeCopies(torch::tensor({1, 0}), 1),
+                           torch::tensor({1, 0})));
+}
+
+// Copies of 2 agents, one-step episodes where each agent is paid the
+// other's first observation (a standard normal): a return only a critic
+// that reads the other agent sees. Minibatches of whole copies let the
+// central critic (policy.central_value) learn it: its value error ends far
+// below the independent critic's, to which every return is noise of
+// variance 1.
+TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
+  const auto value_error = [](int central_value_agents) {
+    ActorCriticConfig c;
+    c.observation_size = 2;
+    c.num_actions = 2;
+    c.hidden_sizes = {32, 32};
+    c.central_value_agents = central_value_agents;
+    torch::manual_seed(3);
+    ActorCritic policy(c);
+    PpoUpdater updater(policy,
+                       Ppo("{learning_rate: 0.003, num_minibatches: 4, "
+                           "num_epochs: 8, clip_value_loss: false, "
+                           "anneal_learning_rate: false}"),
+                       1 << 20, 1, Execution("{}"));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const int64_t T = 4, E = 64;
+    double error = 0;
+    for (int i = 0; i < 60; ++i) {
+      Rollout r = Rollout::Allocate(T, E, 2, 0);
+      r.observations.copy_(torch::randn({T, E, 2}, gen));
+      const torch::Tensor obs = r.observations.reshape({T * E, 2});
+      PolicyStep step;
+      {
+        torch::NoGradGuard no_grad;
+        step = policy->Act(obs, gen);
+      }
+      r.actions.copy_(step.actions.reshape({T, E}));
+      r.log_probs.copy_(step.log_probs.reshape({T, E}));
+      r.values.copy_(step.values.reshape({T, E}));
+      // Agent k of copy c is row 2c + k; the other is row 2c + 1 - k.
+      r.rewards.copy_(r.observations.select(2, 0)
+                          .reshape({T, E / 2, 2})
+                          .flip(2)
+                          .reshape({T, E}));
+      r.terminated.fill_(1);
+      error = (step.values.reshape({T, E}) - r.rewards)
+                  .pow(2)
+                  .mean()
+                  .item<double>();
+      EXPECT_OK(updater.Update(r, 0).status());
+    }
+    return error;
+  };
+  const double independent = value_error(0);
+  const double central = value_error(2);
+  EXPECT_GT(independent, 0.7);
+  EXPECT_LT(central, 0.1);
+}
+
 // execution.cuda_graphs's path (learner/ppo_graphed_step.cc) through the CPU
 // stand-in of a CUDA graph: its steps read and write tensors that stay put,
 // into which each update copies its rollout and each minibatch its rows, and a

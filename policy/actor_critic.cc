@@ -1,5 +1,6 @@
 #include "policy/actor_critic.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -54,11 +55,19 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   policy_trunk_ = register_module(
       "policy_trunk",
       MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
+  // A central critic's value trunk reads every agent's features.
+  const int64_t value_in =
+      trunk_in * std::max<int64_t>(1, config.central_value_agents);
   if (!config_.shared_trunk) {
     value_trunk_ = register_module(
         "value_trunk",
-        MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
+        MakeTrunk(value_in, config.hidden_sizes, config.activation));
   }
+  // Without hidden layers a central critic's value head reads CentralInput
+  // itself (a recurrent core, refused beside one, gives `features`).
+  const int64_t value_features =
+      config.central_value_agents > 1 && config.hidden_sizes.empty() ? value_in
+                                                                     : features;
   absl::StatusOr<std::unique_ptr<ActionHead>> head = MakeActionHead(config);
   TORCH_CHECK(head.ok(), std::string(head.status().message()));
   head_ = std::move(*head);
@@ -66,7 +75,7 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   policy_head_ = register_module(
       "policy_head", OrthogonalLinear(features, head_->units(), 0.01));
   value_head_ =
-      register_module("value_head", OrthogonalLinear(features, 1, 1.0));
+      register_module("value_head", OrthogonalLinear(value_features, 1, 1.0));
   head_->Register(*this);
   obs_mean_ =
       register_buffer("obs_mean", torch::zeros({config.observation_size}));
@@ -144,7 +153,43 @@ std::pair<torch::Tensor, torch::Tensor> ActorCriticImpl::Trunks(
   };
   const torch::Tensor policy = trunk(policy_trunk_);
   if (config_.shared_trunk) return {policy, policy};
+  if (config_.central_value_agents > 1) {
+    x = CentralInput(x, config_.central_value_agents);
+  }
   return {policy, trunk(value_trunk_)};
+}
+
+torch::Tensor CentralInput(const torch::Tensor& features, int64_t agents) {
+  const int64_t batch = features.size(0);
+  TORCH_CHECK(agents >= 1 && batch % agents == 0,
+              "a central critic (policy.central_value) values whole copies "
+              "of ",
+              agents, " agents: a batch of ", batch, " rows is not");
+  // order[k] = k, k + 1, ..., k - 1 (mod agents).
+  const torch::Tensor order =
+      (torch::arange(agents).unsqueeze(1) + torch::arange(agents)) % agents;
+  return features.reshape({batch / agents, agents, -1})
+      .index_select(1, order.reshape({-1}).to(features.device()))
+      .reshape({batch, -1});
+}
+
+torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
+                                     const Rollout& rollout,
+                                     const torch::Tensor& final_observations) {
+  torch::NoGradGuard no_grad;
+  const int64_t T = rollout.num_steps(), E = rollout.num_envs();
+  const torch::Tensor after =
+      torch::cat({rollout.observations.narrow(0, 1, T - 1),
+                  rollout.next_observations.unsqueeze(0)},
+                 0);
+  const torch::Tensor truncated =
+      rollout.truncated.to(after.device()).to(torch::kBool);
+  const torch::Tensor observed = torch::where(
+      truncated.unsqueeze(2), final_observations.to(after.device()), after);
+  const torch::Tensor values =
+      policy.Value(observed.reshape({T * E, -1})).reshape({T, E});
+  return torch::where(truncated.to(values.device()), values,
+                      torch::zeros_like(values));
 }
 
 torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {

@@ -33,6 +33,7 @@
 #include "absl/strings/string_view.h"
 #include "policy/action_head.h"
 #include "policy/network_parts.h"
+#include "policy/rollout.h"
 #include "proto/common.pb.h"
 
 namespace rl {
@@ -100,7 +101,19 @@ struct ActorCriticConfig {
   enum class Core { kNone, kLstm, kGru };
   Core core = Core::kNone;
   int core_size = 0;
+  // A central critic (PolicyConfig.central_value): > 1, the agents of one
+  // environment copy, whose rows are consecutive in every batch (agent k of
+  // copy c is row c x agents + k). The value trunk reads CentralInput of the
+  // encoder's output; every batch the network is given holds whole copies.
+  // 0: each row's value reads its own observation.
+  int central_value_agents = 0;
 };
+
+// A central critic's input: rows [B, F] of whole copies of `agents` agents
+// (row c x agents + k: agent k of copy c) -> [B, agents x F], row c x agents
+// + k holding agent k's features, then agent k + 1's, ..., agent k - 1's
+// (its own first, the others in turn). B must be a multiple of `agents`.
+torch::Tensor CentralInput(const torch::Tensor& features, int64_t agents);
 
 // The network a run's policy block asks for (and its PPO settings'
 // observation normalisation), for the resolved environment `env` (its
@@ -310,6 +323,18 @@ class ActorCriticImpl : public torch::nn::Module {
   torch::Tensor obs_count_;           // [] float64 buffer
 };
 TORCH_MODULE(ActorCritic);
+
+// A central critic's bootstrap values of truncated steps: [T, E] float on
+// the policy's device, V at the final observation where `rollout` was
+// truncated, 0 elsewhere. Each is valued with its copy's other agents at
+// the same moment: their final observations where they were truncated at
+// that step too, else what they observed after it (observations[t + 1], or
+// next_observations after the last step). `final_observations` [T, E, obs]:
+// the final observation of every truncated step. One forward over the
+// segment's T x E rows.
+torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
+                                     const Rollout& rollout,
+                                     const torch::Tensor& final_observations);
 
 // A policy of `config`, with fresh (seeded by torch::manual_seed) weights.
 // INVALID_ARGUMENT naming the field for sizes that make no network:

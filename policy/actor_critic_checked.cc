@@ -69,6 +69,13 @@ absl::StatusOr<PolicyStep> ActChecked(ActorCritic& policy,
   RETURN_IF_ERROR(policy->CheckObservations(observations, "observations"));
   RETURN_IF_ERROR(policy->CheckActionMasks(action_masks, "action_masks",
                                            observations.size(0)));
+  if (const int64_t agents = policy->config().central_value_agents;
+      agents > 1 && observations.size(0) % agents != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "observations: a central critic (policy.central_value) acts on whole "
+        "copies of ",
+        agents, " agents; a batch of ", observations.size(0), " rows is not"));
+  }
   if (policy->recurrent()) {
     if (state == nullptr) {
       return absl::InvalidArgumentError(

@@ -75,6 +75,9 @@ ActorCriticConfig MakeActorCriticConfig(const EnvSpec& env,
                                           : ActorCriticConfig::Core::kGru;
     config.core_size = policy.core_size() > 0 ? policy.core_size() : 128;
   }
+  if (policy.central_value()) {
+    config.central_value_agents = env.agents_per_env();
+  }
   return config;
 }
 
@@ -164,6 +167,17 @@ absl::Status CheckActorCriticConfig(const ActorCriticConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("core_size must be >= 1 for a recurrent core (got ",
                      config.core_size, ")"));
+  }
+  if (config.central_value_agents > 1 &&
+      (config.shared_trunk || config.core != ActorCriticConfig::Core::kNone)) {
+    return absl::InvalidArgumentError(
+        "a central critic (central_value_agents) needs a value trunk of its "
+        "own: not a shared trunk, nor a recurrent core");
+  }
+  if (config.central_value_agents < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("central_value_agents must be >= 0 (got ",
+                     config.central_value_agents, ")"));
   }
   if (!(config.observation_clip > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(

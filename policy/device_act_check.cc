@@ -1,5 +1,6 @@
 #include "policy/device_act_check.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -66,21 +67,23 @@ absl::Status CheckDeviceActing(const ActorCriticConfig& config,
       absl::StrCat("the acting self-check on ", device.str()),
       [&]() -> absl::Status {
         torch::NoGradGuard no_grad;
+        // Whole copies for a central critic (policy.central_value).
+        const int64_t batch = kBatch * std::max(1, config.central_value_agents);
         on_device->to(device);
         if (options.perturb_for_testing) options.perturb_for_testing(on_device);
         auto gen = at::make_generator<at::CPUGeneratorImpl>(kSeed);
         const torch::Tensor observations =
             config.byte_observations
-                ? torch::randint(0, 256, {kBatch, config.observation_size}, gen,
+                ? torch::randint(0, 256, {batch, config.observation_size}, gen,
                                  torch::kUInt8)
-                : torch::randn({kBatch, config.observation_size}, gen) * 1.5;
+                : torch::randn({batch, config.observation_size}, gen) * 1.5;
         torch::Tensor masks;
         if (config.action_masks) {
-          masks = RandomActionMasks(config, kBatch, 0.7, gen);
+          masks = RandomActionMasks(config, batch, 0.7, gen);
         }
         torch::Tensor cpu_state, device_state;
         if (cpu->recurrent()) {
-          cpu_state = torch::randn({kBatch, cpu->state_size()}, gen) * 0.3;
+          cpu_state = torch::randn({batch, cpu->state_size()}, gen) * 0.3;
           device_state = cpu_state.clone();
         }
         auto cpu_gen = at::make_generator<at::CPUGeneratorImpl>(kSeed + 1);
@@ -123,14 +126,14 @@ absl::Status CheckDeviceActing(const ActorCriticConfig& config,
         } else {
           // A near-tie may flip one sample's argmax; more is a bug.
           const int64_t differing = want.actions.ne(got.actions.to(torch::kCPU))
-                                        .reshape({kBatch, -1})
+                                        .reshape({batch, -1})
                                         .any(1)
                                         .sum()
                                         .item<int64_t>();
           if (differing > 1) {
             return out_of_tolerance(absl::StrCat("the actions (", differing,
-                                                 " of ", kBatch, " rows)"),
-                                    static_cast<double>(differing) / kBatch);
+                                                 " of ", batch, " rows)"),
+                                    static_cast<double>(differing) / batch);
           }
         }
         return absl::OkStatus();

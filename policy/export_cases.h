@@ -119,6 +119,17 @@ inline std::vector<ExportCase> ExportCases() {
     cases.push_back(c);
   }
   {
+    // A central critic: each value reads both agents of its copy (the
+    // inputs' rows in pairs).
+    ExportCase c{"central_value", {}, ExportEnv()};
+    c.config.observation_size = 5;
+    c.config.num_actions = 3;
+    c.config.normalize_observations = true;
+    c.config.hidden_sizes = {8, 8};
+    c.config.central_value_agents = 2;
+    cases.push_back(c);
+  }
+  {
     ExportCase c{"tanh_gaussian", {}, ExportEnv(-2, 1)};
     c.config.observation_size = 3;
     c.config.action_size = 2;
@@ -134,7 +145,8 @@ inline std::vector<ExportCase> ExportCases() {
   return cases;
 }
 
-// 1,000 observations (and masks) of `c`'s kinds.
+// 1,000 observations (and masks) of `c`'s kinds (500 copies of 2 agents
+// for a central critic).
 inline std::vector<torch::Tensor> ExportInputs(const ActorCriticConfig& c) {
   torch::manual_seed(7);
   const int64_t n = 1000;

@@ -198,6 +198,10 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no action masks (env.action_mask)");
   }
+  if (c.central_value_agents > 1) {
+    return absl::FailedPreconditionError(
+        "the fused CPU path has no central critic (policy.central_value)");
+  }
   if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
     return absl::FailedPreconditionError(
         "the fused CPU path runs MLPs only (policy.encoder is a CNN)");

@@ -83,6 +83,30 @@ std::string Encoders(Graph& g, const ImageEncoder& cnn,
                 [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
 }
 
+// A central critic's input (rl::CentralInput) of the features `x` [B, F]:
+// each row its copy's agents, its own first; `x` itself without one.
+std::string CentralInput(Graph& g, ActorCriticImpl& policy,
+                         const std::string& x) {
+  const int64_t agents = policy.config().central_value_agents;
+  if (agents <= 1) return x;
+  // A x F: what the value trunk's first layer (or, with none, the value
+  // head) takes.
+  const auto params = policy.named_parameters();
+  const int64_t width = policy.config().hidden_sizes.empty()
+                            ? params["value_head.weight"].size(1)
+                            : params["value_trunk.0.weight"].size(1);
+  std::vector<int64_t> order;
+  for (int64_t k = 0; k < agents; ++k) {
+    for (int64_t j = 0; j < agents; ++j) order.push_back((k + j) % agents);
+  }
+  const std::string copies =
+      g.Node("Reshape", {x, g.Ints({-1, agents, width / agents})});
+  const std::string gathered =
+      g.Node("Gather", {copies, g.Ints(order)},
+             [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
+  return g.Node("Reshape", {gathered, g.Ints({-1, width})});
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
@@ -155,7 +179,9 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
           p = policy->core()->Onnx(g, p, "state", &next_state);
           v = p;
         } else {
-          v = c.shared_trunk ? p : Trunk(g, c, "value_trunk", x);
+          v = c.shared_trunk
+                  ? p
+                  : Trunk(g, c, "value_trunk", CentralInput(g, *policy, x));
         }
 
         // Heads.

@@ -48,7 +48,7 @@ class OnnxExportTest(unittest.TestCase):
         return feeds
 
     def test_every_case_was_written(self):
-        self.assertEqual(len(self.cases), 10, self.cases)
+        self.assertEqual(len(self.cases), 11, self.cases)
 
     def test_models_pass_the_checker_and_match_the_policy(self):
         for name in self.cases:

@@ -2,6 +2,7 @@
 
 #include <torch/script.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -102,6 +103,18 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
     s.Line("v = p");
   } else {
     s.Line("v = x");
+    if (const int64_t agents = c.central_value_agents; agents > 1) {
+      // CentralInput: each row its copy's agents, its own first.
+      std::vector<int64_t> order;
+      for (int64_t k = 0; k < agents; ++k) {
+        for (int64_t j = 0; j < agents; ++j) order.push_back((k + j) % agents);
+      }
+      s.Line(absl::StrCat("v = v.reshape([v.size(0) // ", agents, ", ", agents,
+                          ", -1]).index_select(1, torch.tensor([",
+                          absl::StrJoin(order, ", "),
+                          "], device=v.device))"
+                          ".reshape([x.size(0), -1])"));
+    }
     Trunk(s, c, "value_trunk", "v");
   }
   s.Line("out = " + s.Linear("policy_head", "p"));
@@ -224,7 +237,7 @@ absl::Status ExportTorchScript(ActorCritic& policy, const EnvSpec& env,
 
     // The check: 256 observations (and masks) through both.
     torch::manual_seed(0);
-    const int64_t batch = 256;
+    const int64_t batch = 256 * std::max(1, c.central_value_agents);
     const torch::Tensor obs =
         c.byte_observations
             ? torch::randint(0, 256, {batch, c.observation_size}, torch::kUInt8)

@@ -87,6 +87,13 @@ std::vector<std::string> LeagueProblems(const RunSpec& spec) {
         "version: the frozen opponents carry no state",
         JsonQuote(spec.policy().core())));
   }
+  if (spec.policy().central_value()) {
+    out.push_back(FieldProblem(
+        "league",
+        "not with a central critic (policy.central_value) in this version: "
+        "a segment carries only the trained seats' rows",
+        "true"));
+  }
   if (spec.ppo().num_minibatches() >= 1 && spec.env().agents_per_env() >= 2) {
     // The update learns from the trained seats only: one row in A.
     const int64_t rows = static_cast<int64_t>(spec.envs_per_actor()) /

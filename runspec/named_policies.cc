@@ -115,6 +115,11 @@ std::vector<std::string> NamedPolicyProblems(
                                "networks in this version",
                                JsonQuote(run.policy().core())));
   }
+  if (run.policy().central_value()) {
+    out.push_back(FieldProblem("policy.central_value",
+                               "not with several policies in this version",
+                               "true"));
+  }
   RunSpec base = run;
   base.clear_policies();
   base.clear_league();
@@ -153,6 +158,11 @@ std::vector<std::string> NamedPolicyProblems(
       }
     }
     const RunSpec own = NamedPolicyRun(run, i);
+    if (own.policy().central_value() && !run.policy().central_value()) {
+      out.push_back(FieldProblem(path + ".policy.central_value",
+                                 "not with several policies in this version",
+                                 "true"));
+    }
     if (HasRecurrentCore(own.policy())) {
       out.push_back(FieldProblem(path + ".policy.core",
                                  "several policies play only feed-forward "

@@ -1,5 +1,6 @@
 #include "runspec/policy_rules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -141,6 +142,57 @@ void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
                      ") learns from whole env sequences: num_minibatches "
                      "must divide envs_per_actor (",
                      spec.envs_per_actor(), ")"),
+        minibatches));
+  }
+}
+
+// Problems of a central critic (policy.central_value). A league's and a
+// policies block's are theirs (league_rules.cc, named_policies.cc).
+void CentralValueProblems(const RunSpec& spec, std::vector<std::string>* out) {
+  const PolicyConfig& policy = spec.policy();
+  if (!policy.central_value()) return;
+  const int agents = spec.env().agents_per_env();
+  const char* field = "policy.central_value";
+  if (agents < 2) {
+    out->push_back(FieldProblem(
+        field,
+        "reads every agent's observation: it needs an environment of "
+        "several agents (env.agents_per_env >= 2)",
+        absl::StrCat("env.agents_per_env ", std::max(agents, 1))));
+    return;
+  }
+  if (HasRecurrentCore(policy)) {
+    out->push_back(FieldProblem(
+        field, "not with a recurrent core (policy.core) in this version",
+        JsonQuote(policy.core())));
+  }
+  if (policy.shared_trunk()) {
+    out->push_back(FieldProblem(
+        field,
+        "the value network reads every agent's observation and the policy "
+        "its own: they cannot share a trunk (policy.shared_trunk)",
+        "true"));
+  }
+  if (spec.execution().cpu_kernels() == "fused") {
+    out->push_back(FieldProblem(
+        "execution.cpu_kernels",
+        "fused has no central critic (policy.central_value); leave "
+        "cpu_kernels out: auto takes LibTorch for it",
+        JsonQuote(spec.execution().cpu_kernels())));
+  }
+  // Minibatches of whole copies at a step: num_minibatches divides them.
+  const int minibatches = spec.ppo().num_minibatches();
+  const int64_t copies = static_cast<int64_t>(spec.envs_per_actor()) / agents *
+                         spec.segment_length();
+  if (minibatches >= 1 && copies % minibatches != 0) {
+    out->push_back(FieldProblem(
+        "ppo.num_minibatches",
+        absl::StrCat("a central critic (policy.central_value) learns from "
+                     "minibatches of whole environment copies: "
+                     "num_minibatches must divide a segment's ",
+                     copies,
+                     " copy steps (envs_per_actor / env.agents_per_env x "
+                     "segment_length)"),
         minibatches));
   }
 }
@@ -369,6 +421,7 @@ std::vector<std::string> PolicyProblems(const RunSpec& spec) {
   }
   EncoderProblems(spec, &out);
   CoreProblems(spec, &out);
+  CentralValueProblems(spec, &out);
   HeadProblems(spec, &out);
   FusedProblems(spec, &out);
   return out;

@@ -192,6 +192,37 @@ TEST(PolicyRulesTest, CoreProblemsNameTheField) {
   EXPECT_EQ(Problems(plain), "");
 }
 
+TEST(PolicyRulesTest, ACentralCriticNeedsAgentsAndWholeCopies) {
+  PolicyConfig central;
+  central.set_central_value(true);
+  // One agent: nothing to read besides its own observation.
+  EXPECT_EQ(Problems(Spec(EnvSpec(), central)),
+            "policy.central_value: reads every agent's observation: it needs "
+            "an environment of several agents (env.agents_per_env >= 2) (got "
+            "env.agents_per_env 1)");
+  EnvSpec pairs;
+  pairs.set_agents_per_env(2);
+  RunSpec spec = Spec(pairs, central);  // 4 copies x 1 step: 4 minibatches
+  spec.set_segment_length(1);
+  EXPECT_EQ(Problems(spec), "");
+  spec.mutable_ppo()->set_num_minibatches(3);
+  EXPECT_THAT(Problems(spec),
+              HasSubstr("ppo.num_minibatches: a central critic "
+                        "(policy.central_value) learns from minibatches of "
+                        "whole environment copies: num_minibatches must "
+                        "divide a segment's 4 copy steps"));
+  spec.mutable_ppo()->set_num_minibatches(4);
+  spec.mutable_policy()->set_shared_trunk(true);
+  spec.mutable_policy()->set_core("lstm");
+  spec.mutable_execution()->set_cpu_kernels("fused");
+  const std::string problems = Problems(spec);
+  EXPECT_THAT(problems,
+              HasSubstr("policy.central_value: not with a recurrent core"));
+  EXPECT_THAT(problems, HasSubstr("cannot share a trunk"));
+  EXPECT_THAT(problems,
+              HasSubstr("execution.cpu_kernels: fused has no central critic"));
+}
+
 TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
   RunSpec spec = Spec(EnvSpec(), PolicyConfig());
   spec.mutable_execution()->set_cpu_kernels("fused");

@@ -131,10 +131,17 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   double cnn_activations = 0, cnn_width = 0;
   const double cnn = CnnParameters(spec, &cnn_activations, &cnn_width);
   double width = 0;
-  const double trunk = TrunkParameters(cnn > 0 ? cnn_width : obs, spec, &width);
+  const double trunk_in = cnn > 0 ? cnn_width : obs;
+  const double trunk = TrunkParameters(trunk_in, spec, &width);
+  // A central critic's value trunk reads every agent's features.
+  const PolicyConfig& policy = spec.policy();
+  double value_width = width;
+  const double value_trunk =
+      policy.central_value() && env.agents_per_env() > 1
+          ? TrunkParameters(trunk_in * env.agents_per_env(), spec, &value_width)
+          : trunk;
   // A recurrent core (one shared trunk before it): an LSTM's 4 gates or a
   // GRU's 3, each with two biases; its gates and state per env and step.
-  const PolicyConfig& policy = spec.policy();
   const double gates = !HasRecurrentCore(policy) ? 0
                        : policy.core() == "lstm" ? 4
                                                  : 3;
@@ -147,8 +154,9 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   }
   // A Bernoulli head (MultiBinary): one logit per bit.
   const double logits = env.action_binary() > 0 ? env.action_binary() : actions;
-  f.parameters = cnn + (gates > 0 ? 1 : 2) * trunk + core +
-                 (width * logits + logits) + (width + 1) +
+  f.parameters = cnn + trunk + (gates > 0 ? 0 : value_trunk) + core +
+                 (width * logits + logits) +
+                 ((gates > 0 ? width : value_width) + 1) +
                  (discrete ? 0 : actions);
   // The weights plus the observation normaliser's buffers (and the scale
   // of a float Dict's uint8 parts).

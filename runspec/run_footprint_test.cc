@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/learner.pb.h"
@@ -143,6 +144,26 @@ policy: {hidden_sizes: [8]}
   EXPECT_EQ(f.segment_bytes, 2 * 4 * (12 + 4 + 16 + 2 + 9) + 2 * 4 * 4 + 1024 +
                                  spec.env().ByteSizeLong());
   EXPECT_EQ(f.parameters, 2 * (3 * 8 + 8) + (8 + 1) + (8 + 1) + 1);
+}
+
+// A central critic's value trunk reads the 3 agents' 18 observations.
+TEST(RunFootprintTest, ACentralCriticsValueTrunkReadsEveryAgent) {
+  const char* kSpread = R"(
+env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
+      observation_size: 18, num_discrete_actions: 5}
+envs_per_actor: 6
+segment_length: 4
+ppo: {num_minibatches: 1}
+policy: {hidden_sizes: [8], central_value: %s}
+)";
+  const double own =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")))
+          .parameters;
+  const double central =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")))
+          .parameters;
+  EXPECT_EQ(own, 2 * (18 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
+  EXPECT_EQ(central, (18 * 8 + 8) + (54 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
 }
 
 TEST(RunFootprintTest, AProductOfInRangeFieldsIsRefusedNamingTheFields) {

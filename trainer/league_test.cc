@@ -72,6 +72,12 @@ league: {sampling: best, pool_size: -1, snapshot_interval: 0}
                                        "uniform, latest (got \"best\")"),
                              HasSubstr("league.pool_size: must be in [1, "
                                        "1000] (got -1)"))));
+  // A segment holds only the trained seats: no central critic.
+  RunSpec central = LightCyclesLeagueRunSpec("{}");
+  central.mutable_policy()->set_central_value(true);
+  EXPECT_THAT(ValidateRunSpec(central),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("league: not with a central critic")));
 }
 
 // The frozen versions play every seat but c mod 2 of copy c; the trained

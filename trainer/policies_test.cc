@@ -119,6 +119,20 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("policy.core: several policies play only "
                          "feed-forward networks")));
+  // A central critic reads every agent's rows; a policy acts for some.
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]",
+                  "{num_minibatches: 2}",
+                  "{hidden_sizes: [16], central_value: true}")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("policy.central_value: not with several policies")));
+  EXPECT_THAT(TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1], "
+                          "policy: {central_value: true}}]")
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policies[1].policy.central_value: not with "
+                                 "several policies")));
   EXPECT_THAT(TwoPolicies("[{name: solo, agents: [0, 1]}]").status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policies: name two or more")));
