@@ -166,9 +166,13 @@ absl::Status LearnerCore::Impl::RestoreLeaguePool(const LeaguePoolState& pool,
   for (int i = 0; i < pool.versions_size(); ++i) {
     const int64_t version = pool.versions(i).version();
     if (version < 0 || (i > 0 && version <= pool.versions(i - 1).version())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source, ": training_state.league_pool.versions[", i, "].version ",
-          version, " is not after the one before it (nor at least 0)"));
+      // Only what actors that start again begin with: the run goes on.
+      RL_LOG_WARNING(
+          "{}: training_state.league_pool.versions[{}].version {} is not "
+          "after the one before it (nor at least 0); actors that start again "
+          "begin with none of the kept versions",
+          source, i, version);
+      return absl::OkStatus();
     }
     versions.push_back(pool.versions(i));
   }

@@ -184,8 +184,12 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                  0);
   const torch::Tensor truncated =
       rollout.truncated.to(after.device()).to(torch::kBool);
+  // An agent whose episode ended at the step (either way) is at its final
+  // observation; observations[t + 1] is already its next episode's.
+  const torch::Tensor ended =
+      truncated | rollout.terminated.to(after.device()).to(torch::kBool);
   const torch::Tensor observed = torch::where(
-      truncated.unsqueeze(2), final_observations.to(after.device()), after);
+      ended.unsqueeze(2), final_observations.to(after.device()), after);
   const torch::Tensor values =
       policy.Value(observed.reshape({T * E, -1})).reshape({T, E});
   return torch::where(truncated.to(values.device()), values,

@@ -327,11 +327,12 @@ TORCH_MODULE(ActorCritic);
 // A central critic's bootstrap values of truncated steps: [T, E] float on
 // the policy's device, V at the final observation where `rollout` was
 // truncated, 0 elsewhere. Each is valued with its copy's other agents at
-// the same moment: their final observations where they were truncated at
-// that step too, else what they observed after it (observations[t + 1], or
-// next_observations after the last step). `final_observations` [T, E, obs]:
-// the final observation of every truncated step. One forward over the
-// segment's T x E rows.
+// the same moment: their final observations where their episodes ended at
+// that step too (truncated or terminated), else what they observed after
+// it (observations[t + 1], or next_observations after the last step).
+// `final_observations` [T, E, obs]: the final observation of every step
+// that ended an episode (BatchedEnv's). One forward over the segment's
+// T x E rows.
 torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                                      const Rollout& rollout,
                                      const torch::Tensor& final_observations);

@@ -104,28 +104,28 @@ TEST(CentralValueTest, TruncatedStepsAreValuedWithTheirCopy) {
   r.observations.normal_();
   r.next_observations.normal_();
   const torch::Tensor final_obs = torch::randn({T, E, 4});
-  // Step 0: copy 0's agents 0 and 2; step 2 (the last): all of copy 1.
+  // Step 0: copy 0's agent 0 truncated, agent 2 terminated; step 2 (the
+  // last): all of copy 1 truncated.
   r.truncated[0][0] = 1;
-  r.truncated[0][2] = 1;
+  r.terminated[0][2] = 1;
   for (int e = 3; e < 6; ++e) r.truncated[2][e] = 1;
   const torch::Tensor got = CentralTruncatedValues(*policy, r, final_obs);
   ASSERT_EQ(got.sizes(), (std::vector<int64_t>{T, E}));
 
-  // Step 0's copy 0: agents 0 and 2 at their final observations, agent 1
-  // at observations[1].
+  // Step 0's copy 0: agents 0 and 2 at their final observations (agent 2's
+  // observations[1] is its next episode's), agent 1 at observations[1].
   torch::Tensor copy0 = r.observations[1].clone();
   copy0[0] = final_obs[0][0];
   copy0[2] = final_obs[0][2];
   const torch::Tensor v0 = policy->Value(copy0);
   EXPECT_NEAR(got[0][0].item<float>(), v0[0].item<float>(), 1e-5);
-  EXPECT_NEAR(got[0][2].item<float>(), v0[2].item<float>(), 1e-5);
   // Step 2's copy 1: every agent at its final observation.
   const torch::Tensor v2 = policy->Value(final_obs[2]);
   for (int e = 3; e < 6; ++e) {
     EXPECT_NEAR(got[2][e].item<float>(), v2[e].item<float>(), 1e-5);
   }
-  // 0 where not truncated.
-  EXPECT_EQ((got != 0).sum().item<int64_t>(), 5);
+  // 0 where not truncated (a terminated step bootstraps from nothing).
+  EXPECT_EQ((got != 0).sum().item<int64_t>(), 4);
 }
 
 }  // namespace

@@ -54,7 +54,10 @@ std::string NetworkKey(const ActorCriticConfig& c) {
       c.activation == C::Activation::kRelu ? " relu" : " tanh",
       kCores[static_cast<int>(c.core)],
       c.core == C::Core::kNone ? "" : absl::StrCat(" ", c.core_size), " -> ",
-      actions, c.action_masks ? " masked" : "");
+      actions, c.action_masks ? " masked" : "",
+      c.central_value_agents > 1
+          ? absl::StrCat(" central value of ", c.central_value_agents)
+          : "");
 }
 
 absl::Status CheckDeviceActing(const ActorCriticConfig& config,

@@ -84,7 +84,10 @@ std::string Encoders(Graph& g, const ImageEncoder& cnn,
 }
 
 // A central critic's input (rl::CentralInput) of the features `x` [B, F]:
-// each row its copy's agents, its own first; `x` itself without one.
+// each row its copy's agents, its own first; `x` itself without one. Any
+// batch: row i's partners are rows i - i % A + (i + j) % A, and those past
+// the last row (an incomplete last copy) read zeros; the actions never
+// depend on them.
 std::string CentralInput(Graph& g, ActorCriticImpl& policy,
                          const std::string& x) {
   const int64_t agents = policy.config().central_value_agents;
@@ -95,16 +98,28 @@ std::string CentralInput(Graph& g, ActorCriticImpl& policy,
   const int64_t width = policy.config().hidden_sizes.empty()
                             ? params["value_head.weight"].size(1)
                             : params["value_trunk.0.weight"].size(1);
-  std::vector<int64_t> order;
-  for (int64_t k = 0; k < agents; ++k) {
-    for (int64_t j = 0; j < agents; ++j) order.push_back((k + j) % agents);
+  const auto scalar = [&](int64_t v) {
+    return g.Constant(torch::tensor(v, torch::kInt64));
+  };
+  const std::string rows = g.Node(
+      "Squeeze",
+      {g.Node("Gather", {g.Node("Shape", {x}), g.Ints({0})}), g.Ints({0})});
+  const std::string i = g.Node("Range", {scalar(0), rows, scalar(1)});
+  const std::string a = scalar(agents);
+  const std::string first = g.Node("Sub", {i, g.Node("Mod", {i, a})});
+  const std::string padded = g.Node(
+      "Concat", {x, g.Constant(torch::zeros({agents - 1, width / agents}))},
+      [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 0); });
+  std::vector<std::string> parts;
+  for (int64_t j = 0; j < agents; ++j) {
+    const std::string partner = g.Node(
+        "Add", {first, g.Node("Mod", {g.Node("Add", {i, scalar(j)}), a})});
+    parts.push_back(g.Node("Gather", {padded, partner}, [](onnx::NodeProto* n) {
+      Graph::IntAttr(n, "axis", 0);
+    }));
   }
-  const std::string copies =
-      g.Node("Reshape", {x, g.Ints({-1, agents, width / agents})});
-  const std::string gathered =
-      g.Node("Gather", {copies, g.Ints(order)},
-             [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
-  return g.Node("Reshape", {gathered, g.Ints({-1, width})});
+  return g.Node("Concat", parts,
+                [](onnx::NodeProto* n) { Graph::IntAttr(n, "axis", 1); });
 }
 
 }  // namespace

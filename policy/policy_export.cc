@@ -104,16 +104,19 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
   } else {
     s.Line("v = x");
     if (const int64_t agents = c.central_value_agents; agents > 1) {
-      // CentralInput: each row its copy's agents, its own first.
-      std::vector<int64_t> order;
-      for (int64_t k = 0; k < agents; ++k) {
-        for (int64_t j = 0; j < agents; ++j) order.push_back((k + j) % agents);
+      // CentralInput on any batch: row i's partners are rows i - i % A +
+      // (i + j) % A, those past the last row (an incomplete last copy)
+      // zeros; the actions never depend on them.
+      s.Line("ci = torch.arange(x.size(0), device=x.device)");
+      s.Line(absl::StrCat("cf = ci - ci % ", agents));
+      s.Line(absl::StrCat("cx = torch.cat([x, torch.zeros([", agents - 1,
+                          ", x.size(1)], device=x.device)], 0)"));
+      std::vector<std::string> parts;
+      for (int64_t j = 0; j < agents; ++j) {
+        parts.push_back(absl::StrCat("cx.index_select(0, cf + (ci + ", j,
+                                     ") % ", agents, ")"));
       }
-      s.Line(absl::StrCat("v = v.reshape([v.size(0) // ", agents, ", ", agents,
-                          ", -1]).index_select(1, torch.tensor([",
-                          absl::StrJoin(order, ", "),
-                          "], device=v.device))"
-                          ".reshape([x.size(0), -1])"));
+      s.Line("v = torch.cat([" + absl::StrJoin(parts, ", ") + "], 1)");
     }
     Trunk(s, c, "value_trunk", "v");
   }
@@ -203,7 +206,17 @@ std::string PolicySidecar(ActorCritic& policy, const EnvSpec& env,
       JsonQuote(options.sampled ? "sampled" : "deterministic"),
       ",\n  \"inputs\": [\n    ", absl::StrJoin(inputs, ",\n    "), "\n  ]",
       observation_parts, ",\n  \"outputs\": [\n    ", action, ",\n    ",
-      tensor("values", "float32", {"B"}, "the value estimate V(obs)"),
+      tensor("values", "float32", {"B"},
+             c.central_value_agents > 1
+                 ? absl::StrCat(
+                       "the central critic's value estimate: rows of whole "
+                       "copies of ",
+                       c.central_value_agents,
+                       " agents (agent k of copy c is row c x ",
+                       c.central_value_agents,
+                       " + k); a row of an incomplete last copy reads zeros "
+                       "for its missing agents")
+                 : "the value estimate V(obs)"),
       state_size > 0
           ? absl::StrCat(",\n    ",
                          tensor("next_state", "float32", {"B", state_dims},

@@ -104,6 +104,18 @@ TEST(PolicyExportTest, TheLoadedModuleActsAsThePolicy) {
                                                                  : "float32")))
         << c.name;
     EXPECT_THAT(sidecar, HasSubstr("\"name\": \"values\"")) << c.name;
+    if (c.config.central_value_agents > 1) {
+      // Acting needs no whole copies: 3 rows, the second copy incomplete.
+      ASSERT_OK_AND_ASSIGN(const auto three,
+                           loaded->Act(inputs[0].narrow(0, 0, 3), {}));
+      EXPECT_TRUE(torch::equal(three.first, want.actions.narrow(0, 0, 3)));
+      EXPECT_LE((three.second.narrow(0, 0, 2) - want.values.narrow(0, 0, 2))
+                    .abs()
+                    .max()
+                    .item<double>(),
+                1e-5);
+      EXPECT_THAT(sidecar, HasSubstr("rows of whole copies of 2 agents"));
+    }
     EXPECT_EQ(c.config.action_masks,
               sidecar.find("\"name\": \"mask\"") != std::string::npos)
         << c.name;
