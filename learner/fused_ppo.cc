@@ -55,8 +55,10 @@ PpoLossValues FusedPpoLoss::Compute(FusedPolicy& policy,
                                     const PpoMinibatch& batch, float* grads) {
   // In chunks of rows, so that a large minibatch's activations stay in
   // cache: every term is a mean over rows, so each chunk adds its rows'
-  // share (1/B each) to the gradient.
-  constexpr int64_t kChunk = 512;
+  // share (1/B each) to the gradient. A central critic's chunks are whole
+  // environment copies.
+  const int64_t agents = policy.central_agents();
+  const int64_t kChunk = std::max<int64_t>(agents, 512 / agents * agents);
   const float inv_b = 1.0f / static_cast<float>(batch.size);
   const int head = policy.head_size();
   const int obs = policy.observation_size();

@@ -25,6 +25,7 @@ struct Case {
   bool shared;
   bool normalize_observations;
   std::string ppo;  // YAML flow mapping of ppo settings
+  int central = 0;  // policy.central_value's agents per copy (0: none)
 };
 
 std::vector<Case> Cases() {
@@ -70,6 +71,25 @@ std::vector<Case> Cases() {
        true,
        false,
        "{num_minibatches: 2, max_grad_norm: 0, value_coef: 1.0}"},
+      // 15 envs of 5 copies: the 512-row chunks are rounded to copies.
+      {"discrete central critic of 3",
+       6,
+       3,
+       0,
+       {16, 8},
+       false,
+       true,
+       "{num_minibatches: 4, entropy_coef: 0.01}",
+       3},
+      {"continuous central critic of 2, no hidden layer",
+       3,
+       0,
+       2,
+       {},
+       false,
+       false,
+       "{num_minibatches: 2}",
+       2},
   };
 }
 
@@ -96,6 +116,7 @@ ActorCritic MakePolicy(const Case& c) {
   config.shared_trunk = c.shared;
   config.normalize_observations = c.normalize_observations;
   config.initial_log_std = -0.2f;
+  config.central_value_agents = c.central;
   torch::manual_seed(3);
   ActorCritic policy(config);
   if (c.normalize_observations) {
@@ -111,7 +132,7 @@ ActorCritic MakePolicy(const Case& c) {
 // truncations (T steps of 16 envs).
 Rollout MakeRollout(const Case& c, ActorCritic& policy, uint64_t seed,
                     int64_t T = 8) {
-  const int64_t E = 16;
+  const int64_t E = c.central == 3 ? 15 : 16;  // whole copies
   auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   Rollout r = Rollout::Allocate(T, E, c.observation_size, c.action_size);
   torch::NoGradGuard no_grad;

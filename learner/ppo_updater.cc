@@ -342,6 +342,20 @@ absl::Status PpoUpdater::ChooseStrategy(bool weighted) {
     RL_LOG_INFO("updates run on LibTorch: {}", std::string(terms.message()));
     fusable = false;
   }
+  // The fused minibatches leave the rows of agents that left out, and a
+  // central critic values whole copies.
+  if (fusable && weighted && policy_->config().central_value_agents > 1) {
+    constexpr char kWhy[] =
+        "a central critic (policy.central_value) values whole copies, and "
+        "the fused minibatches leave out the rows of agents that left "
+        "(env.agents_leave)";
+    if (execution_.cpu_kernels() == "fused") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("execution.cpu_kernels: fused: ", kWhy));
+    }
+    RL_LOG_INFO("updates run on LibTorch: {}", kWhy);
+    fusable = false;
+  }
   const bool fused = fusable && !bfloat16_;
   StepGraphRequest request;
   request.mode = execution_.cuda_graphs();

@@ -198,10 +198,6 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     return absl::FailedPreconditionError(
         "the fused CPU path has no action masks (env.action_mask)");
   }
-  if (c.central_value_agents > 1) {
-    return absl::FailedPreconditionError(
-        "the fused CPU path has no central critic (policy.central_value)");
-  }
   if (c.encoder != ActorCriticConfig::Encoder::kMlp) {
     return absl::FailedPreconditionError(
         "the fused CPU path runs MLPs only (policy.encoder is a CNN)");
@@ -230,6 +226,7 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     }
   }
   observation_size_ = c.observation_size;
+  central_agents_ = std::max(1, c.central_value_agents);
   num_actions_ = c.num_actions;
   action_size_ = c.action_size;
   head_size_ = c.num_actions > 0 ? c.num_actions : c.action_size;
@@ -266,10 +263,11 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     l.out = out;
     return l;
   };
-  auto trunk = [&](const std::string& name,
+  // A central critic's value trunk reads every agent's observation.
+  const int value_in = observation_size_ * central_agents_;
+  auto trunk = [&](const std::string& name, int in,
                    std::vector<Linear>* layers) -> absl::Status {
     layers->clear();
-    int in = observation_size_;
     for (size_t i = 0; i < c.hidden_sizes.size(); ++i) {
       // Linear, Tanh, Linear, Tanh, ...: the Linear layers are 0, 2, 4, ...
       ASSIGN_OR_RETURN(Linear l, linear(absl::StrCat(name, ".", 2 * i), in,
@@ -279,16 +277,20 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(trunk("policy_trunk", &policy_trunk_));
+  RETURN_IF_ERROR(trunk("policy_trunk", observation_size_, &policy_trunk_));
   if (shared_trunk_) {
     value_trunk_.clear();
   } else {
-    RETURN_IF_ERROR(trunk("value_trunk", &value_trunk_));
+    RETURN_IF_ERROR(trunk("value_trunk", value_in, &value_trunk_));
   }
-  const int features =
-      c.hidden_sizes.empty() ? observation_size_ : c.hidden_sizes.back();
-  ASSIGN_OR_RETURN(policy_head_, linear("policy_head", features, head_size_));
-  ASSIGN_OR_RETURN(value_head_, linear("value_head", features, 1));
+  const bool hidden = !c.hidden_sizes.empty();
+  ASSIGN_OR_RETURN(
+      policy_head_,
+      linear("policy_head", hidden ? c.hidden_sizes.back() : observation_size_,
+             head_size_));
+  ASSIGN_OR_RETURN(
+      value_head_,
+      linear("value_head", hidden ? c.hidden_sizes.back() : value_in, 1));
   log_std_ = nullptr;
   log_std_offset_ = -1;
   if (!discrete()) {
@@ -334,6 +336,28 @@ void FusedPolicy::Trunk(const std::vector<Linear>& layers, const float* input,
   }
 }
 
+void FusedPolicy::GatherCentral(Activations* acts) const {
+  const int64_t a = central_agents_, batch = acts->batch;
+  TORCH_CHECK(batch % a == 0,
+              "a central critic (policy.central_value) values whole copies "
+              "of ",
+              a, " agents: a batch of ", batch, " rows is not");
+  const int64_t d = observation_size_;
+  Fit(&acts->central, batch * a * d);
+  const float* in = acts->input.data();
+  float* out = acts->central.data();
+  // Row c x a + k reads the copy's rows k, k + 1, ..., k - 1 (mod a).
+  for (int64_t copy = 0; copy < batch / a; ++copy) {
+    const float* rows = in + copy * a * d;
+    for (int64_t k = 0; k < a; ++k) {
+      for (int64_t j = 0; j < a; ++j) {
+        std::memcpy(out, rows + ((k + j) % a) * d, d * sizeof(float));
+        out += d;
+      }
+    }
+  }
+}
+
 void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
                           bool value, Activations* acts) const {
   SingleThreadedMkl one_thread;
@@ -365,10 +389,13 @@ void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
   auto features = [&](const std::vector<std::vector<float>>& hidden) {
     return hidden.empty() ? in : hidden.back().data();
   };
+  const bool central = central_agents_ > 1;
+  if (central && value) GatherCentral(acts);
+  const float* value_in = central ? acts->central.data() : in;
   const bool run_policy_trunk = policy || shared_trunk_;
   if (run_policy_trunk) Trunk(policy_trunk_, in, batch, &acts->policy_hidden);
   if (!shared_trunk_ && value) {
-    Trunk(value_trunk_, in, batch, &acts->value_hidden);
+    Trunk(value_trunk_, value_in, batch, &acts->value_hidden);
   }
   if (policy) {
     Fit(&acts->head, batch * head_size_);
@@ -382,8 +409,10 @@ void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
   }
   if (value) {
     Fit(&acts->values, batch);
-    const float* f =
-        features(shared_trunk_ ? acts->policy_hidden : acts->value_hidden);
+    const float* f = shared_trunk_ ? features(acts->policy_hidden)
+                     : acts->value_hidden.empty()
+                         ? value_in
+                         : acts->value_hidden.back().data();
     const int n = value_head_.in;
     for (int64_t r = 0; r < batch; ++r) {
       float sum = 0;
@@ -509,21 +538,29 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
     return hidden.empty() ? acts.input.data() : hidden.back().data();
   };
   const int f = policy_head_.in;
+  // The value head's width: f, but a central critic without hidden layers
+  // reads its central input.
+  const int vw = value_head_.in;
+  const float* value_input =
+      central_agents_ > 1 ? acts.central.data() : acts.input.data();
   // Heads.
   const float* pf = features(acts.policy_hidden);
-  const float* vf = shared_trunk_ ? pf : features(acts.value_hidden);
+  const float* vf = shared_trunk_ ? pf
+                    : acts.value_hidden.empty()
+                        ? value_input
+                        : acts.value_hidden.back().data();
   Gemm('N', 'T', f, head_size_, static_cast<int>(batch), pf, f, d_head,
        head_size_, beta, grads + policy_head_.weight_offset, f);
   float* db = grads + policy_head_.bias_offset;
   if (!accumulate) std::fill(db, db + head_size_, 0.0f);
   float* dvw = grads + value_head_.weight_offset;
-  if (!accumulate) std::fill(dvw, dvw + f, 0.0f);
+  if (!accumulate) std::fill(dvw, dvw + vw, 0.0f);
   float dvb = 0;
   for (int64_t r = 0; r < batch; ++r) {
     for (int j = 0; j < head_size_; ++j) db[j] += d_head[r * head_size_ + j];
     const float dv = d_values[r];
     dvb += dv;
-    for (int j = 0; j < f; ++j) dvw[j] += dv * vf[r * f + j];
+    for (int j = 0; j < vw; ++j) dvw[j] += dv * vf[r * vw + j];
   }
   grads[value_head_.bias_offset] =
       (accumulate ? grads[value_head_.bias_offset] : 0.0f) + dvb;
@@ -547,8 +584,8 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
   }
   TrunkBackward(policy_trunk_, acts.input.data(), acts.policy_hidden, batch,
                 &d_policy_, grads, accumulate);
-  TrunkBackward(value_trunk_, acts.input.data(), acts.value_hidden, batch,
-                &d_value_, grads, accumulate);
+  TrunkBackward(value_trunk_, value_input, acts.value_hidden, batch, &d_value_,
+                grads, accumulate);
 }
 
 }  // namespace rl

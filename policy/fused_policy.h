@@ -47,7 +47,10 @@ class FusedPolicy {
   // on demand and reused between calls.
   struct Activations {
     int64_t batch = 0;
-    std::vector<float> input;                       // [B, obs] normalised
+    std::vector<float> input;  // [B, obs] normalised
+    // A central critic's value input [B, agents x obs] (CentralInput of
+    // `input`); empty otherwise.
+    std::vector<float> central;
     std::vector<std::vector<float>> policy_hidden;  // per layer, after tanh
     std::vector<std::vector<float>> value_hidden;   // empty: shared trunk
     std::vector<float> head;    // [B, head]: logits or Gaussian means
@@ -59,8 +62,9 @@ class FusedPolicy {
   static const std::vector<std::string>& Heads();
 
   // OK if `policy` can run fused here: CPU float32 contiguous parameters
-  // and buffers, one of Heads() (Discrete or Box), an MLP, and a LibTorch
-  // with a BLAS. Else FAILED_PRECONDITION with the reason.
+  // and buffers, one of Heads() (Discrete or Box), an MLP (with or without
+  // a central critic), and a LibTorch with a BLAS. Else
+  // FAILED_PRECONDITION with the reason.
   static absl::Status Supported(ActorCritic& policy);
 
   // (Re)binds to `policy`'s parameters; checked as by Supported.
@@ -69,6 +73,10 @@ class FusedPolicy {
   bool discrete() const { return num_actions_ > 0; }
   int observation_size() const { return observation_size_; }
   int head_size() const { return head_size_; }
+  // A central critic's agents per environment copy (policy.central_value),
+  // else 1: every batch given to Forward, Act, Values and a loss is whole
+  // copies of this many rows (row c x agents + k is agent k of copy c).
+  int central_agents() const { return central_agents_; }
   // Parameters in policy->parameters() order, with their sizes: the layout
   // of every flat gradient below.
   const std::vector<std::pair<float*, int64_t>>& parameters() const {
@@ -81,7 +89,8 @@ class FusedPolicy {
   int64_t log_std_offset() const { return log_std_offset_; }
 
   // Forward pass over `batch` rows of raw observations [batch, obs]: the
-  // policy head only if `policy`, the value head only if `value`.
+  // policy head only if `policy`, the value head only if `value`. A central
+  // critic's batch is whole copies (else c10::Error, as CentralInput).
   void Forward(const float* observations, int64_t batch, bool policy,
                bool value, Activations* acts) const;
 
@@ -123,7 +132,11 @@ class FusedPolicy {
                      int64_t batch, std::vector<float>* d_features,
                      float* grads, bool accumulate);
 
+  // acts->central from acts->input: each row's copy, its own row first.
+  void GatherCentral(Activations* acts) const;
+
   int observation_size_ = 0;
+  int central_agents_ = 1;
   int num_actions_ = 0;
   int action_size_ = 0;
   int head_size_ = 0;

@@ -20,6 +20,7 @@ struct Shape {
   std::vector<int> hidden;
   bool shared;
   bool normalize;
+  int central = 0;  // policy.central_value's agents per copy (0: none)
 };
 
 std::vector<Shape> Shapes() {
@@ -29,6 +30,22 @@ std::vector<Shape> Shapes() {
       {"discrete one unit", 3, 3, 0, {1}, false, false},
       {"continuous 7-5-3", 5, 0, 2, {7, 5, 3}, false, true},
       {"continuous shared", 3, 0, 1, {32}, true, false},
+      {"discrete central critic of 4, normalised",
+       6,
+       3,
+       0,
+       {16, 8},
+       false,
+       true,
+       4},
+      {"continuous central critic of 2, no hidden layer",
+       3,
+       0,
+       2,
+       {},
+       false,
+       false,
+       2},
   };
 }
 
@@ -42,6 +59,7 @@ ActorCritic Make(const Shape& s) {
   c.normalize_observations = s.normalize;
   c.initial_log_std = -0.3f;
   c.observation_clip = 2.0f;  // Reached by some rows below.
+  c.central_value_agents = s.central;
   torch::manual_seed(7);
   ActorCritic policy(c);
   if (s.normalize) {
@@ -60,7 +78,7 @@ TEST(FusedPolicyTest, DeterministicActionsLogProbsAndValuesMatchLibTorch) {
     ActorCritic policy = Make(s);
     FusedPolicy fused;
     ASSERT_TRUE(fused.Bind(policy).ok());
-    const int64_t B = 33;
+    const int64_t B = s.central > 0 ? 36 : 33;  // whole copies
     const torch::Tensor obs = torch::randn({B, s.observation_size}) * 4;
     const PolicyStep expected = policy->Act(obs, c10::nullopt, true);
     torch::Tensor actions = torch::empty_like(expected.actions);
@@ -131,6 +149,34 @@ TEST(FusedPolicyTest, SampledActionsHaveTheirLogProbsAndFollowThePolicy) {
               again.data_ptr(), log_probs.data_ptr<float>(),
               values.data_ptr<float>());
     EXPECT_TRUE(torch::equal(again, actions));
+  }
+}
+
+// A central critic's values read every row of a copy: LibTorch's
+// CentralInput order (checked above against its values), and a batch that
+// is not whole copies refused as LibTorch refuses it.
+TEST(FusedPolicyTest, ACentralCriticReadsTheWholeCopy) {
+  Shape s = Shapes()[5];
+  ASSERT_EQ(s.central, 4);
+  ActorCritic policy = Make(s);
+  FusedPolicy fused;
+  ASSERT_TRUE(fused.Bind(policy).ok());
+  EXPECT_EQ(fused.central_agents(), 4);
+  torch::Tensor obs = torch::randn({8, s.observation_size});
+  torch::Tensor before = torch::empty({8});
+  fused.Values(obs.data_ptr<float>(), 8, before.data_ptr<float>());
+  obs[2] += 1.0;  // Agent 2 of copy 0.
+  torch::Tensor after = torch::empty({8});
+  fused.Values(obs.data_ptr<float>(), 8, after.data_ptr<float>());
+  for (int row = 0; row < 8; ++row) {
+    EXPECT_EQ(after[row].item<float>() != before[row].item<float>(), row < 4)
+        << "row " << row;
+  }
+  try {
+    fused.Values(obs.data_ptr<float>(), 6, after.data_ptr<float>());
+    ADD_FAILURE() << "6 rows are not whole copies of 4 agents";
+  } catch (const c10::Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("a batch of 6 rows is not"));
   }
 }
 

@@ -173,11 +173,12 @@ void CentralValueProblems(const RunSpec& spec, std::vector<std::string>* out) {
         "its own: they cannot share a trunk (policy.shared_trunk)",
         "true"));
   }
-  if (spec.execution().cpu_kernels() == "fused") {
+  if (spec.execution().cpu_kernels() == "fused" && spec.env().agents_leave()) {
     out->push_back(FieldProblem(
         "execution.cpu_kernels",
-        "fused has no central critic (policy.central_value); leave "
-        "cpu_kernels out: auto takes LibTorch for it",
+        "fused leaves out the rows of agents that left (env.agents_leave), "
+        "and a central critic (policy.central_value) learns from whole "
+        "copies; leave cpu_kernels out: auto takes LibTorch for it",
         JsonQuote(spec.execution().cpu_kernels())));
   }
   // Minibatches of whole copies at a step: num_minibatches divides them.

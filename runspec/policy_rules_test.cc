@@ -212,15 +212,20 @@ TEST(PolicyRulesTest, ACentralCriticNeedsAgentsAndWholeCopies) {
                         "whole environment copies: num_minibatches must "
                         "divide a segment's 4 copy steps"));
   spec.mutable_ppo()->set_num_minibatches(4);
+  // The fused kernels have a central critic, but keep only the rows of
+  // agents still there.
+  spec.mutable_execution()->set_cpu_kernels("fused");
+  EXPECT_EQ(Problems(spec), "");
+  spec.mutable_env()->set_agents_leave(true);
   spec.mutable_policy()->set_shared_trunk(true);
   spec.mutable_policy()->set_core("lstm");
-  spec.mutable_execution()->set_cpu_kernels("fused");
   const std::string problems = Problems(spec);
   EXPECT_THAT(problems,
               HasSubstr("policy.central_value: not with a recurrent core"));
   EXPECT_THAT(problems, HasSubstr("cannot share a trunk"));
   EXPECT_THAT(problems,
-              HasSubstr("execution.cpu_kernels: fused has no central critic"));
+              HasSubstr("execution.cpu_kernels: fused leaves out the rows of "
+                        "agents that left (env.agents_leave)"));
 }
 
 TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {
