@@ -206,12 +206,15 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   // (counting them is the segment's one synchronisation).
   rollout->truncated_values.zero_();
   const torch::Tensor truncated = rollout->truncated.to(torch::kBool);
-  const torch::Tensor final_obs = final_observations_.index({truncated});
-  if (final_obs.size(0) > 0 && policy->config().central_value_agents > 1) {
+  if (policy->config().central_value_agents > 1) {
     // A central critic values the truncated rows with their copies.
-    rollout->truncated_values.copy_(
-        CentralTruncatedValues(*policy, *rollout, final_observations_));
-  } else if (final_obs.size(0) > 0) {
+    if (truncated.any().item<bool>()) {
+      rollout->truncated_values.copy_(
+          CentralTruncatedValues(*policy, *rollout, final_observations_));
+    }
+  } else if (const torch::Tensor final_obs =
+                 final_observations_.index({truncated});
+             final_obs.size(0) > 0) {
     rollout->truncated_values.index_put_(
         {truncated}, policy->Value(final_obs, torch::Tensor()));
   }

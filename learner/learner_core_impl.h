@@ -136,8 +136,9 @@ class LearnerCore::Impl {
   absl::Status ApplyState(const TensorMap& extra, const std::string& source,
                           bool own_run = true);
 
-  // Puts a checkpoint's kept league versions back in the publisher.
-  absl::Status RestoreLeaguePool(const LeaguePoolState& pool,
+  // Puts a checkpoint's kept league versions back in the publisher,
+  // moving them out of `pool`.
+  absl::Status RestoreLeaguePool(LeaguePoolState* pool,
                                  const std::string& source);
 
   // The policy version and env steps, read under mu_ (for log lines).

@@ -133,7 +133,7 @@ absl::Status LearnerCore::Impl::StartFrom(const std::string& dir) {
 absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
                                            const std::string& source,
                                            bool own_run) {
-  ASSIGN_OR_RETURN(const TrainingState state, TakeTrainingState(extra, source));
+  ASSIGN_OR_RETURN(TrainingState state, TakeTrainingState(extra, source));
   RETURN_IF_ERROR(SetGeneratorState(state.updater_generator(),
                                     updater_->generator(), source));
   if (own_run) {
@@ -142,7 +142,7 @@ absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
   }
   intake_->SetPolicyVersion(state.policy_version());
   if (own_run && options_.spec.has_league()) {
-    RETURN_IF_ERROR(RestoreLeaguePool(state.league_pool(), source));
+    RETURN_IF_ERROR(RestoreLeaguePool(state.mutable_league_pool(), source));
   }
   absl::MutexLock lock(&mu_);
   progress_.Restore(state);
@@ -150,8 +150,9 @@ absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
   return absl::OkStatus();
 }
 
-absl::Status LearnerCore::Impl::RestoreLeaguePool(const LeaguePoolState& pool,
+absl::Status LearnerCore::Impl::RestoreLeaguePool(LeaguePoolState* state,
                                                   const std::string& source) {
+  const LeaguePoolState& pool = *state;
   const int64_t interval = options_.spec.league().snapshot_interval();
   if (pool.versions().empty()) return absl::OkStatus();  // none, or older
   if (pool.snapshot_interval() != interval) {
@@ -162,7 +163,6 @@ absl::Status LearnerCore::Impl::RestoreLeaguePool(const LeaguePoolState& pool,
         source, pool.snapshot_interval(), interval);
     return absl::OkStatus();
   }
-  std::vector<LeagueVersionParameters> versions;
   for (int i = 0; i < pool.versions_size(); ++i) {
     const int64_t version = pool.versions(i).version();
     if (version < 0 || (i > 0 && version <= pool.versions(i - 1).version())) {
@@ -174,7 +174,13 @@ absl::Status LearnerCore::Impl::RestoreLeaguePool(const LeaguePoolState& pool,
           source, i, version);
       return absl::OkStatus();
     }
-    versions.push_back(pool.versions(i));
+  }
+  // Moved out (up to 128 MiB of weights): the state is not read for them
+  // again.
+  std::vector<LeagueVersionParameters> versions;
+  versions.reserve(pool.versions_size());
+  for (LeagueVersionParameters& version : *state->mutable_versions()) {
+    versions.push_back(std::move(version));
   }
   RL_LOG_INFO("{}: {} of the league's versions kept (v{}-v{})", source,
               versions.size(), versions.front().version(),

@@ -1,6 +1,7 @@
 #include "learner/policy_publisher.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -10,6 +11,24 @@ namespace {
 // The league version `update` stands for: its updates / snapshot_interval.
 int64_t LeagueVersion(const PolicyUpdate& update, int64_t snapshot_interval) {
   return std::max<int64_t>(0, update.version() - 1) / snapshot_interval;
+}
+
+using KeptVersion = std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>;
+
+// The newest of `kept` (oldest first) below version `below` while `bytes`
+// and theirs stay within `max_bytes`, oldest first.
+std::vector<const KeptVersion*> NewestThatFit(
+    const std::vector<KeptVersion>& kept, int64_t below, int64_t bytes,
+    int64_t max_bytes) {
+  std::vector<const KeptVersion*> out;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    if (it->first >= below) continue;
+    bytes += static_cast<int64_t>(it->second->ByteSizeLong());
+    if (bytes > max_bytes) break;
+    out.push_back(&*it);
+  }
+  std::reverse(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -44,7 +63,7 @@ std::shared_ptr<const PolicyUpdate> PolicyPublisher::Latest() const {
 
 std::shared_ptr<const PolicyUpdate> PolicyPublisher::LatestWithLeaguePool() {
   std::shared_ptr<const PolicyUpdate> latest;
-  std::vector<std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>> kept;
+  std::vector<KeptVersion> kept;
   int64_t interval = 0, max_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -57,23 +76,16 @@ std::shared_ptr<const PolicyUpdate> PolicyPublisher::LatestWithLeaguePool() {
   }
   // Copied outside the lock (the PPO thread publishes meanwhile): the
   // newest versions older than the latest's own, while they fit.
-  const int64_t own = LeagueVersion(*latest, interval);
-  int64_t bytes = static_cast<int64_t>(latest->ByteSizeLong());
-  std::vector<const std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>*>
-      sent;
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    if (it->first >= own) continue;
-    bytes += static_cast<int64_t>(it->second->ByteSizeLong());
-    if (bytes > max_bytes) break;
-    sent.push_back(&*it);
-  }
+  const std::vector<const KeptVersion*> sent =
+      NewestThatFit(kept, LeagueVersion(*latest, interval),
+                    static_cast<int64_t>(latest->ByteSizeLong()), max_bytes);
   std::shared_ptr<const PolicyUpdate> out = latest;
   if (!sent.empty()) {
     auto with_pool = std::make_shared<PolicyUpdate>(*latest);
-    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+    for (const KeptVersion* kept_version : sent) {
       LeagueVersionParameters* version = with_pool->add_league_pool();
-      version->set_version((*it)->first);
-      *version->mutable_parameters() = (*it)->second->parameters();
+      version->set_version(kept_version->first);
+      *version->mutable_parameters() = kept_version->second->parameters();
     }
     out = std::move(with_pool);
   }
@@ -104,24 +116,21 @@ void PolicyPublisher::Publish(std::shared_ptr<const PolicyUpdate> update) {
 
 std::vector<LeagueVersionParameters> PolicyPublisher::KeptLeagueVersions()
     const {
-  std::vector<std::pair<int64_t, std::shared_ptr<const PolicyUpdate>>> kept;
+  std::vector<KeptVersion> kept;
   int64_t max_bytes = 0;
   {
     absl::MutexLock lock(&mu_);
     kept.assign(league_.begin(), league_.end());
     max_bytes = max_update_bytes_;
   }
-  // Copied outside the lock, newest first while they fit.
+  // Copied outside the lock: the newest while they fit.
   std::vector<LeagueVersionParameters> out;
-  int64_t bytes = 0;
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
-    bytes += static_cast<int64_t>(it->second->ByteSizeLong());
-    if (bytes > max_bytes) break;
+  for (const KeptVersion* kept_version :
+       NewestThatFit(kept, std::numeric_limits<int64_t>::max(), 0, max_bytes)) {
     LeagueVersionParameters& version = out.emplace_back();
-    version.set_version(it->first);
-    *version.mutable_parameters() = it->second->parameters();
+    version.set_version(kept_version->first);
+    *version.mutable_parameters() = kept_version->second->parameters();
   }
-  std::reverse(out.begin(), out.end());
   return out;
 }
 
