@@ -140,6 +140,11 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
       policy.central_value() && env.agents_per_env() > 1
           ? TrunkParameters(trunk_in * env.agents_per_env(), spec, &value_width)
           : trunk;
+  // Its input, gathered for every row: A x the features, floats.
+  const double central_input =
+      policy.central_value() && env.agents_per_env() > 1
+          ? trunk_in * env.agents_per_env()
+          : 0;
   // A recurrent core (one shared trunk before it): an LSTM's 4 gates or a
   // GRU's 3, each with two biases; its gates and state per env and step.
   const double gates = !HasRecurrentCore(policy) ? 0
@@ -192,8 +197,8 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   f.actor_bytes =
       f.policy_bytes + 2 * f.segment_bytes +
       e *
-          (4 * obs + cnn_activations + 2 * hidden_sum + 2 * actions +
-           core_activations + t * RecurrentStateSize(policy)) *
+          (4 * obs + cnn_activations + central_input + 2 * hidden_sum +
+           2 * actions + core_activations + t * RecurrentStateSize(policy)) *
           kFloat;
   // (The inference activations include the observations as float32.)
 
@@ -212,8 +217,8 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
                     3 * actors_here * f.segment_bytes +
                     batch_rows * 4 * kFloat +
                     minibatch_rows *
-                        (obs + 2 * cnn_activations + 4 * hidden_sum + actions +
-                         2 * core_activations) *
+                        (obs + 2 * cnn_activations + 2 * central_input +
+                         4 * hidden_sum + actions + 2 * core_activations) *
                         kFloat;
   return f;
 }

@@ -156,14 +156,21 @@ segment_length: 4
 ppo: {num_minibatches: 1}
 policy: {hidden_sizes: [8], central_value: %s}
 )";
-  const double own =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")))
-          .parameters;
-  const double central =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")))
-          .parameters;
-  EXPECT_EQ(own, 2 * (18 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
-  EXPECT_EQ(central, (18 * 8 + 8) + (54 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
+  const RunFootprint own =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")));
+  const RunFootprint central =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")));
+  EXPECT_EQ(own.parameters, 2 * (18 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
+  EXPECT_EQ(central.parameters,
+            (18 * 8 + 8) + (54 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
+  // Its gathered input (54 floats a row): the actor's 6 rows hold it once;
+  // the learner's minibatch of 24 rows forward and backward. The weights
+  // count 4 times at the learner (with gradients and Adam's moments), their
+  // bytes once at the actor.
+  const double weights = (central.parameters - own.parameters) * 4;
+  EXPECT_EQ(central.actor_bytes - own.actor_bytes, weights + 6 * 54 * 4);
+  EXPECT_EQ(central.learner_bytes - own.learner_bytes,
+            4 * weights + 24 * 2 * 54 * 4);
 }
 
 TEST(RunFootprintTest, AProductOfInRangeFieldsIsRefusedNamingTheFields) {
