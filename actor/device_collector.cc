@@ -202,8 +202,9 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   current_observations_.copy_(rollout->next_observations);
   rollout->next_values.copy_(
       policy->Value(rollout->next_observations, torch::Tensor()));
-  // Bootstrap values of truncated episodes: one forward over those rows
-  // (counting them is the segment's one synchronisation).
+  // Bootstrap values of truncated episodes: one forward over those rows, or
+  // a central critic's over the segment (finding whether there are any is
+  // the segment's one synchronisation).
   rollout->truncated_values.zero_();
   const torch::Tensor truncated = rollout->truncated.to(torch::kBool);
   if (policy->config().central_value_agents > 1) {

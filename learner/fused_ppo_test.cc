@@ -81,6 +81,16 @@ std::vector<Case> Cases() {
        true,
        "{num_minibatches: 4, entropy_coef: 0.01}",
        3},
+      // A value input of 4 x 3 = 12 floats: the narrow first-layer gradient.
+      {"discrete central critic of 4, narrow input",
+       3,
+       2,
+       0,
+       {8},
+       false,
+       false,
+       "{num_minibatches: 2}",
+       4},
       {"continuous central critic of 2, no hidden layer",
        3,
        0,
@@ -129,7 +139,7 @@ ActorCritic MakePolicy(const Case& c) {
 }
 
 // A rollout collected by `policy` with made-up rewards, ends and
-// truncations (T steps of 16 envs).
+// truncations (T steps of 16 envs, 15 for whole copies of 3 agents).
 Rollout MakeRollout(const Case& c, ActorCritic& policy, uint64_t seed,
                     int64_t T = 8) {
   const int64_t E = c.central == 3 ? 15 : 16;  // whole copies

@@ -137,8 +137,8 @@ class LearnerCore::Impl {
                           bool own_run = true);
 
   // Puts a checkpoint's kept league versions back in the publisher,
-  // moving them out of `pool`.
-  absl::Status RestoreLeaguePool(LeaguePoolState* pool,
+  // moving them out of `state`.
+  absl::Status RestoreLeaguePool(LeaguePoolState* state,
                                  const std::string& source);
 
   // The policy version and env steps, read under mu_ (for log lines).

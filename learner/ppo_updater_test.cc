@@ -146,6 +146,48 @@ TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
   EXPECT_LT(central, 0.1);
 }
 
+// The fused minibatches leave out the rows of agents that left, and a
+// central critic reads whole copies: with such rows its updates run on
+// LibTorch's kernels (auto), or are refused (fused).
+TEST(PpoUpdaterTest, ACentralCriticBesideAgentsThatLeaveUpdatesOnLibTorch) {
+  ActorCriticConfig c;
+  c.observation_size = 3;
+  c.num_actions = 2;
+  c.hidden_sizes = {8};
+  c.central_value_agents = 2;
+  const int64_t T = 2, E = 8;
+  torch::manual_seed(4);
+  ActorCritic policy(c);
+  Rollout r = Rollout::Allocate(T, E, 3, 0);
+  r.observations.copy_(torch::randn({T, E, 3}));
+  {
+    torch::NoGradGuard no_grad;
+    const PolicyStep step =
+        policy->Act(r.observations.reshape({T * E, 3}), c10::nullopt);
+    r.actions.copy_(step.actions.reshape({T, E}));
+    r.log_probs.copy_(step.log_probs.reshape({T, E}));
+    r.values.copy_(step.values.reshape({T, E}));
+  }
+  r.rewards.copy_(torch::randn({T, E}));
+  r.alive = torch::ones({T, E}, torch::kUInt8);
+  r.alive[1][3] = 0;  // Agent 1 of copy 1 left after the first step.
+  const PPOConfig ppo = Ppo("{num_minibatches: 2}");
+  PpoUpdater automatic(policy, ppo, 1 << 16, 1, Execution("{}"));
+  EXPECT_OK(automatic.Update(r, 0).status());
+  EXPECT_FALSE(automatic.fused());
+  PpoUpdater fused(policy, ppo, 1 << 16, 1, Execution("{cpu_kernels: fused}"));
+  const absl::Status refused = fused.Update(r, 0).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("execution.cpu_kernels: fused: a central critic "
+                        "(policy.central_value) values whole copies"));
+  // Every row alive: the fused kernels run it.
+  r.alive = torch::Tensor();
+  PpoUpdater whole(policy, ppo, 1 << 16, 1, Execution("{}"));
+  EXPECT_OK(whole.Update(r, 0).status());
+  EXPECT_TRUE(whole.fused());
+}
+
 // execution.cuda_graphs's path (learner/ppo_graphed_step.cc) through the CPU
 // stand-in of a CUDA graph: its steps read and write tensors that stay put,
 // into which each update copies its rollout and each minibatch its rows, and a

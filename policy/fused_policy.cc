@@ -225,6 +225,11 @@ absl::Status FusedPolicy::Bind(ActorCritic& policy) {
           part.name, " is uint8)"));
     }
   }
+  if (c.central_value_agents > 1 && c.shared_trunk) {
+    return absl::FailedPreconditionError(
+        "a central critic (policy.central_value) has a value trunk of its "
+        "own (policy.shared_trunk)");
+  }
   observation_size_ = c.observation_size;
   central_agents_ = std::max(1, c.central_value_agents);
   num_actions_ = c.num_actions;

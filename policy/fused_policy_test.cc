@@ -177,7 +177,13 @@ TEST(FusedPolicyTest, ACentralCriticReadsTheWholeCopy) {
     ADD_FAILURE() << "6 rows are not whole copies of 4 agents";
   } catch (const c10::Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("a batch of 6 rows is not"));
-  }
+  }  // Its value reads every agent: no trunk shared with the policy (which
+  // the run file refuses too).
+  s.shared = true;
+  ActorCritic shared = Make(s);
+  const absl::Status status = FusedPolicy::Supported(shared);
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(), HasSubstr("a value trunk of its own"));
 }
 
 TEST(FusedPolicyTest, RebindingFollowsReplacedParameters) {

@@ -199,7 +199,13 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
       e *
           (4 * obs + cnn_activations + central_input + 2 * hidden_sum +
            2 * actions + core_activations + t * RecurrentStateSize(policy)) *
-          kFloat;
+          kFloat +
+      // A central critic values a segment's truncated steps with their
+      // copies: one forward over its T x E rows, both trunks.
+      (central_input > 0
+           ? t * e * (obs + cnn_activations + central_input + 2 * hidden_sum) *
+                 kFloat
+           : 0);
   // (The inference activations include the observations as float32.)
 
   // A learner rank holds weights, gradients and Adam's two moments; its

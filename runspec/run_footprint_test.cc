@@ -163,12 +163,15 @@ policy: {hidden_sizes: [8], central_value: %s}
   EXPECT_EQ(own.parameters, 2 * (18 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
   EXPECT_EQ(central.parameters,
             (18 * 8 + 8) + (54 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
-  // Its gathered input (54 floats a row): the actor's 6 rows hold it once;
-  // the learner's minibatch of 24 rows forward and backward. The weights
-  // count 4 times at the learner (with gradients and Adam's moments), their
-  // bytes once at the actor.
+  // Its gathered input (54 floats a row): the actor's 6 rows hold it once,
+  // and its forward over a segment's 4 x 6 rows for truncated steps holds
+  // their observations, that input and both trunks' 8 units; the learner's
+  // minibatch of 24 rows forward and backward. The weights count 4 times
+  // at the learner (with gradients and Adam's moments), their bytes once
+  // at the actor.
   const double weights = (central.parameters - own.parameters) * 4;
-  EXPECT_EQ(central.actor_bytes - own.actor_bytes, weights + 6 * 54 * 4);
+  EXPECT_EQ(central.actor_bytes - own.actor_bytes,
+            weights + 6 * 54 * 4 + 4 * 6 * (18 + 54 + 2 * 8) * 4);
   EXPECT_EQ(central.learner_bytes - own.learner_bytes,
             4 * weights + 24 * 2 * 54 * 4);
 }
