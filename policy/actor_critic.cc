@@ -188,10 +188,35 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
   // observation; observations[t + 1] is already its next episode's.
   const torch::Tensor ended =
       truncated | rollout.terminated.to(after.device()).to(torch::kBool);
-  const torch::Tensor observed = torch::where(
-      ended.unsqueeze(2), final_observations.to(after.device()), after);
-  const torch::Tensor values =
-      policy.Value(observed.reshape({T * E, -1})).reshape({T, E});
+  const torch::Tensor observed =
+      torch::where(ended.unsqueeze(2), final_observations.to(after.device()),
+                   after)
+          .reshape({T * E, -1});
+  torch::Tensor values;
+  if (after.is_cuda()) {
+    // On a device every row (finding the few would synchronise again).
+    values = policy.Value(observed).reshape({T, E});
+  } else {
+    // On the host only the copies with a truncated agent (in Simple
+    // Spread 2 steps of a segment's 50): whole copies, in row order.
+    const int64_t agents = std::max(1, policy.config().central_value_agents);
+    TORCH_CHECK(E % agents == 0, "a central critic (policy.central_value) ",
+                "values whole copies of ", agents, " agents: ", E,
+                " environments are not");
+    const torch::Tensor rows = truncated.reshape({T, E / agents, agents})
+                                   .any(2, /*keepdim=*/true)
+                                   .expand({T, E / agents, agents})
+                                   .reshape({T * E})
+                                   .nonzero()
+                                   .squeeze(1);
+    values = torch::zeros({T * E}, torch::kFloat32);
+    if (rows.numel() > 0) {
+      values.index_copy_(0, rows,
+                         policy.Value(observed.index_select(0, rows))
+                             .to(torch::kCPU, torch::kFloat32));
+    }
+    values = values.reshape({T, E});
+  }
   return torch::where(truncated.to(values.device()), values,
                       torch::zeros_like(values));
 }
