@@ -193,7 +193,7 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                    after)
           .reshape({T * E, -1});
   torch::Tensor values;
-  if (after.is_cuda()) {
+  if (!after.is_cpu()) {
     // On a device every row (finding the few would synchronise again).
     values = policy.Value(observed).reshape({T, E});
   } else {
@@ -215,7 +215,8 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                          policy.Value(observed.index_select(0, rows))
                              .to(torch::kCPU, torch::kFloat32));
     }
-    values = values.reshape({T, E});
+    // On the policy's device, as the other branch's.
+    values = values.reshape({T, E}).to(policy.device());
   }
   return torch::where(truncated.to(values.device()), values,
                       torch::zeros_like(values));

@@ -109,6 +109,7 @@ TEST(CentralValueTest, TruncatedStepsAreValuedWithTheirCopy) {
   r.truncated[0][0] = 1;
   r.terminated[0][2] = 1;
   for (int e = 3; e < 6; ++e) r.truncated[2][e] = 1;
+  r.truncated[1][4] = 1;  // Step 1: copy 1's agent 1 alone.
   const torch::Tensor got = CentralTruncatedValues(*policy, r, final_obs);
   ASSERT_EQ(got.sizes(), (std::vector<int64_t>{T, E}));
 
@@ -125,7 +126,21 @@ TEST(CentralValueTest, TruncatedStepsAreValuedWithTheirCopy) {
     EXPECT_NEAR(got[2][e].item<float>(), v2[e].item<float>(), 1e-5);
   }
   // 0 where not truncated (a terminated step bootstraps from nothing).
-  EXPECT_EQ((got != 0).sum().item<int64_t>(), 4);
+  EXPECT_EQ((got != 0).sum().item<int64_t>(), 5);
+  // Every truncated row as a forward over the whole segment values it
+  // (CentralTruncatedValues forwards only the copies with a truncated
+  // agent on the host).
+  const torch::Tensor after = torch::cat(
+      {r.observations.narrow(0, 1, T - 1), r.next_observations.unsqueeze(0)});
+  const torch::Tensor ended = (r.truncated | r.terminated).to(torch::kBool);
+  const torch::Tensor full =
+      policy
+          ->Value(torch::where(ended.unsqueeze(2), final_obs, after)
+                      .reshape({T * E, -1}))
+          .reshape({T, E});
+  EXPECT_TRUE(
+      torch::allclose(got, full * r.truncated.to(torch::kFloat32), 1e-5, 1e-6))
+      << got << full;
 }
 
 }  // namespace

@@ -177,7 +177,8 @@ TEST(FusedPolicyTest, ACentralCriticReadsTheWholeCopy) {
     ADD_FAILURE() << "6 rows are not whole copies of 4 agents";
   } catch (const c10::Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("a batch of 6 rows is not"));
-  }  // Its value reads every agent: no trunk shared with the policy (which
+  }
+  // Its value reads every agent: no trunk shared with the policy (which
   // the run file refuses too).
   s.shared = true;
   ActorCritic shared = Make(s);
