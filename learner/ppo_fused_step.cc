@@ -17,13 +17,6 @@ absl::Status FusedMinibatches::BeginUpdate(const Rollout& rollout,
                                            Collective* collective) {
   // The parameters' storage may have been replaced (a checkpoint loaded).
   RETURN_IF_ERROR(fused_.Bind(policy_));
-  if (rollout.alive.defined() && fused_.central_agents() > 1) {
-    // Padding rows are left out below, and a central critic reads whole
-    // copies (PpoUpdater::ChooseStrategy takes LibTorch for it).
-    return absl::FailedPreconditionError(
-        "the fused minibatches leave out the rows of agents that left, and "
-        "a central critic (policy.central_value) values whole copies");
-  }
   plan_ = &plan;
   collective_ = collective;
   const int64_t mb = plan.minibatch;

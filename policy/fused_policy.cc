@@ -391,8 +391,10 @@ void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
   } else {
     std::memcpy(in, observations, batch * d * sizeof(float));
   }
-  auto features = [&](const std::vector<std::vector<float>>& hidden) {
-    return hidden.empty() ? in : hidden.back().data();
+  // A trunk's output, or its input where it has no layers.
+  auto features = [](const std::vector<std::vector<float>>& hidden,
+                     const float* input) {
+    return hidden.empty() ? input : hidden.back().data();
   };
   const bool central = central_agents_ > 1;
   if (central && value) GatherCentral(acts);
@@ -409,15 +411,14 @@ void FusedPolicy::Forward(const float* observations, int64_t batch, bool policy,
                   head_size_ * sizeof(float));
     }
     Gemm('T', 'N', head_size_, static_cast<int>(batch), policy_head_.in,
-         policy_head_.weight, policy_head_.in, features(acts->policy_hidden),
-         policy_head_.in, 1.0f, acts->head.data(), head_size_);
+         policy_head_.weight, policy_head_.in,
+         features(acts->policy_hidden, in), policy_head_.in, 1.0f,
+         acts->head.data(), head_size_);
   }
   if (value) {
     Fit(&acts->values, batch);
-    const float* f = shared_trunk_ ? features(acts->policy_hidden)
-                     : acts->value_hidden.empty()
-                         ? value_in
-                         : acts->value_hidden.back().data();
+    const float* f = shared_trunk_ ? features(acts->policy_hidden, in)
+                                   : features(acts->value_hidden, value_in);
     const int n = value_head_.in;
     for (int64_t r = 0; r < batch; ++r) {
       float sum = 0;
@@ -539,8 +540,10 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
   const float beta = accumulate ? 1.0f : 0.0f;
   const int64_t batch = acts.batch;
   SingleThreadedMkl one_thread;
-  auto features = [&](const std::vector<std::vector<float>>& hidden) {
-    return hidden.empty() ? acts.input.data() : hidden.back().data();
+  // A trunk's output, or its input where it has no layers.
+  auto features = [](const std::vector<std::vector<float>>& hidden,
+                     const float* input) {
+    return hidden.empty() ? input : hidden.back().data();
   };
   const int f = policy_head_.in;
   // The value head's width: f, but a central critic without hidden layers
@@ -549,11 +552,9 @@ void FusedPolicy::Backward(const Activations& acts, const float* d_head,
   const float* value_input =
       central_agents_ > 1 ? acts.central.data() : acts.input.data();
   // Heads.
-  const float* pf = features(acts.policy_hidden);
-  const float* vf = shared_trunk_ ? pf
-                    : acts.value_hidden.empty()
-                        ? value_input
-                        : acts.value_hidden.back().data();
+  const float* pf = features(acts.policy_hidden, acts.input.data());
+  const float* vf =
+      shared_trunk_ ? pf : features(acts.value_hidden, value_input);
   Gemm('N', 'T', f, head_size_, static_cast<int>(batch), pf, f, d_head,
        head_size_, beta, grads + policy_head_.weight_offset, f);
   float* db = grads + policy_head_.bias_offset;
