@@ -211,7 +211,8 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
     // A central critic values the truncated rows with their copies.
     if (truncated.any().item<bool>()) {
       rollout->truncated_values.copy_(
-          CentralTruncatedValues(*policy, *rollout, final_observations_));
+          CentralTruncatedValues(*policy, *rollout, final_observations_,
+                                 /*step_states=*/torch::Tensor()));
     }
   } else if (const torch::Tensor final_obs =
                  final_observations_.index({truncated});

@@ -421,9 +421,11 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                       .to(torch::kCPU));
     }
   } else if (rows.size(0) > 0 && policy->config().central_value_agents > 1) {
-    // A central critic values the truncated rows with their copies.
+    // A central critic values the truncated rows with their copies (with
+    // a core, each from the state its step left).
     rollout->truncated_values.copy_(
-        CentralTruncatedValues(*policy, *rollout, final_observations_)
+        CentralTruncatedValues(*policy, *rollout, final_observations_,
+                               recurrent ? step_states_ : torch::Tensor())
             .to(torch::kCPU));
   } else if (rows.size(0) > 0) {
     const torch::Tensor final_obs =

@@ -194,10 +194,12 @@ absl::StatusOr<UpdatePlan> PpoUpdater::MakePlan(
     }
     // Whole env sequences: minibatch m holds the rows of envs
     // perm[m * k, (m + 1) * k), time-major (t * E + env), so that its
-    // first k entries name its envs.
+    // first k entries name its envs; with a central critic, of whole
+    // copies in agent order.
     const int64_t k = E / num_minibatches;
     const torch::Tensor envs =
-        torch::randperm(E, generator_).view({num_minibatches, 1, k});
+        WholeCopies(torch::randperm(E / agents, generator_), agents)
+            .view({num_minibatches, 1, k});
     const torch::Tensor steps = (torch::arange(T) * E).view({1, T, 1});
     plan.orders.push_back((steps + envs).reshape({batch}));
   }

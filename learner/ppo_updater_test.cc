@@ -146,6 +146,63 @@ TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
   EXPECT_LT(central, 0.1);
 }
 
+// The same beside a recurrent core: the value head reads the copy's core
+// outputs, and the minibatches of whole env sequences hold whole copies
+// (copies split apart would pair each agent with a stranger's sequence).
+TEST(PpoUpdaterTest, ACentralCriticBesideACoreLearnsWhatOnlyAnotherAgentSees) {
+  const auto value_error = [](int central_value_agents) {
+    ActorCriticConfig c;
+    c.observation_size = 2;
+    c.num_actions = 2;
+    c.hidden_sizes = {32};
+    c.core = ActorCriticConfig::Core::kGru;
+    c.core_size = 32;
+    c.central_value_agents = central_value_agents;
+    torch::manual_seed(3);
+    ActorCritic policy(c);
+    PpoUpdater updater(policy,
+                       Ppo("{learning_rate: 0.003, num_minibatches: 4, "
+                           "num_epochs: 8, clip_value_loss: false, "
+                           "anneal_learning_rate: false}"),
+                       1 << 20, 1, Execution("{}"));
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+    const int64_t T = 4, E = 64;
+    double error = 0;
+    for (int i = 0; i < 60; ++i) {
+      Rollout r = Rollout::Allocate(T, E, 2, 0, 0, 0, torch::kFloat32,
+                                    policy->state_size());
+      r.observations.copy_(torch::randn({T, E, 2}, gen));
+      // Every step ends an episode: each acts from a zero state.
+      r.terminated.fill_(1);
+      PolicyStep step;
+      {
+        torch::NoGradGuard no_grad;
+        torch::Tensor state = policy->InitialState(T * E);
+        step = policy->Act(r.observations.reshape({T * E, 2}), gen, false, {},
+                           &state);
+      }
+      r.actions.copy_(step.actions.reshape({T, E}));
+      r.log_probs.copy_(step.log_probs.reshape({T, E}));
+      r.values.copy_(step.values.reshape({T, E}));
+      // Agent k of copy c is row 2c + k; the other is row 2c + 1 - k.
+      r.rewards.copy_(r.observations.select(2, 0)
+                          .reshape({T, E / 2, 2})
+                          .flip(2)
+                          .reshape({T, E}));
+      error = (step.values.reshape({T, E}) - r.rewards)
+                  .pow(2)
+                  .mean()
+                  .item<double>();
+      EXPECT_OK(updater.Update(r, 0).status());
+    }
+    return error;
+  };
+  const double independent = value_error(0);
+  const double central = value_error(2);
+  EXPECT_GT(independent, 0.7);
+  EXPECT_LT(central, 0.1);
+}
+
 // The fused minibatches leave out the rows of agents that left, and a
 // central critic reads whole copies: with such rows its updates run on
 // LibTorch's kernels (auto), or are refused (fused).

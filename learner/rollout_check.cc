@@ -80,14 +80,19 @@ absl::Status CheckRolloutForUpdate(const Rollout& r,
         "rollout.initial_state: this policy has no recurrent core");
   }
   // A central critic: minibatches of whole environment copies.
+  // With a core, of whole copies' sequences.
   if (const int64_t agents = c.central_value_agents;
       agents > 1 &&
-      (E % agents != 0 || (T * E / agents) % config.num_minibatches() != 0)) {
+      (E % agents != 0 ||
+       ((policy.recurrent() ? 1 : T) * E / agents) % config.num_minibatches() !=
+           0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "rollout: ", T, " x ", E,
         " steps do not split into ppo.num_minibatches ",
         config.num_minibatches(), " minibatches of whole copies of ", agents,
-        " agents (a central critic, policy.central_value)"));
+        " agents (a central critic, policy.central_value",
+        policy.recurrent() ? ", beside a recurrent core: whole sequences" : "",
+        ")"));
   }
   // GAE reads these through raw pointers on the host, or as tensors on
   // the policy's device (a rollout collected there).

@@ -63,11 +63,13 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
         "value_trunk",
         MakeTrunk(value_in, config.hidden_sizes, config.activation));
   }
-  // Without hidden layers a central critic's value head reads CentralInput
-  // itself (a recurrent core, refused beside one, gives `features`).
-  const int64_t value_features =
-      config.central_value_agents > 1 && config.hidden_sizes.empty() ? value_in
-                                                                     : features;
+  // A central critic's value head reads CentralInput itself without hidden
+  // layers, and with a core that of the copy's core outputs (each agent's
+  // summary of its own history).
+  const int64_t central = std::max<int64_t>(1, config.central_value_agents);
+  const int64_t value_features = recurrent() ? features * central
+                                 : config.hidden_sizes.empty() ? value_in
+                                                               : features;
   absl::StatusOr<std::unique_ptr<ActionHead>> head = MakeActionHead(config);
   TORCH_CHECK(head.ok(), std::string(head.status().message()));
   head_ = std::move(*head);
@@ -175,7 +177,8 @@ torch::Tensor CentralInput(const torch::Tensor& features, int64_t agents) {
 
 torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                                      const Rollout& rollout,
-                                     const torch::Tensor& final_observations) {
+                                     const torch::Tensor& final_observations,
+                                     const torch::Tensor& step_states) {
   torch::NoGradGuard no_grad;
   const int64_t T = rollout.num_steps(), E = rollout.num_envs();
   const torch::Tensor after =
@@ -192,10 +195,19 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
       torch::where(ended.unsqueeze(2), final_observations.to(after.device()),
                    after)
           .reshape({T * E, -1});
+  // With a core, each row from the state its step left.
+  TORCH_CHECK(policy.recurrent() == step_states.defined(),
+              "CentralTruncatedValues: step states are given exactly for a "
+              "recurrent policy");
+  const torch::Tensor states =
+      policy.recurrent() ? step_states.reshape({T * E, -1}) : torch::Tensor();
+  const auto rows_of = [](const torch::Tensor& t, const torch::Tensor& rows) {
+    return t.defined() ? t.index_select(0, rows.to(t.device())) : t;
+  };
   torch::Tensor values;
   if (!after.is_cpu()) {
     // On a device every row (finding the few would synchronise again).
-    values = policy.Value(observed).reshape({T, E});
+    values = policy.Value(observed, states).reshape({T, E});
   } else {
     // On the host only the copies with a truncated agent (in Simple
     // Spread 2 steps of a segment's 50): whole copies, in row order.
@@ -211,15 +223,22 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                                    .squeeze(1);
     values = torch::zeros({T * E}, torch::kFloat32);
     if (rows.numel() > 0) {
-      values.index_copy_(0, rows,
-                         policy.Value(observed.index_select(0, rows))
-                             .to(torch::kCPU, torch::kFloat32));
+      values.index_copy_(
+          0, rows,
+          policy.Value(observed.index_select(0, rows), rows_of(states, rows))
+              .to(torch::kCPU, torch::kFloat32));
     }
     // On the policy's device, as the other branch's.
     values = values.reshape({T, E}).to(policy.device());
   }
   return torch::where(truncated.to(values.device()), values,
                       torch::zeros_like(values));
+}
+
+torch::Tensor ActorCriticImpl::CoreValueFeatures(const torch::Tensor& core) {
+  return config_.central_value_agents > 1
+             ? CentralInput(core, config_.central_value_agents)
+             : core;
 }
 
 torch::Tensor ActorCriticImpl::PolicyHead(const torch::Tensor& features) {
@@ -276,8 +295,8 @@ PolicyStep ActorCriticImpl::Act(const torch::Tensor& observations,
     TORCH_CHECK(state != nullptr && state->defined(),
                 "a recurrent policy acts from a state (ActorCritic::Act)");
     torch::Tensor next;
-    policy_features = value_features =
-        CoreStep(policy_features, On(*state, device), &next);
+    policy_features = CoreStep(policy_features, On(*state, device), &next);
+    value_features = CoreValueFeatures(policy_features);
     *state = On(next, state->device());
   }
   HeadSample sample = head_->Sample(PolicyHead(policy_features), action_masks,
@@ -298,7 +317,7 @@ torch::Tensor ActorCriticImpl::Value(const torch::Tensor& observations,
     TORCH_CHECK(state.defined(),
                 "a recurrent policy values from a state (ActorCritic::Value)");
     torch::Tensor next;
-    features = CoreStep(features, On(state, device), &next);
+    features = CoreValueFeatures(CoreStep(features, On(state, device), &next));
   }
   return value_head_->forward(features).squeeze(-1);
 }
@@ -351,7 +370,9 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
     outputs.push_back(core_->Step(xw[t], state, &state));
   }
   const torch::Tensor core = torch::cat(outputs, 0);  // [T * B, core_size]
-  return EvaluateHeads(core, core, flat(actions), flat(action_masks));
+  // Time-major, so each step's B rows hold its whole copies.
+  return EvaluateHeads(core, CoreValueFeatures(core), flat(actions),
+                       flat(action_masks));
 }
 
 PolicyEvaluation ActorCriticImpl::EvaluateHeads(

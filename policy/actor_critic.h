@@ -104,7 +104,8 @@ struct ActorCriticConfig {
   // A central critic (PolicyConfig.central_value): > 1, the agents of one
   // environment copy, whose rows are consecutive in every batch (agent k of
   // copy c is row c x agents + k). The value trunk reads CentralInput of the
-  // encoder's output; every batch the network is given holds whole copies.
+  // encoder's output (with a core, the value head that of the core's
+  // outputs); every batch the network is given holds whole copies.
   // 0: each row's value reads its own observation.
   int central_value_agents = 0;
 };
@@ -294,6 +295,9 @@ class ActorCriticImpl : public torch::nn::Module {
   std::pair<torch::Tensor, torch::Tensor> Trunks(const torch::Tensor& x);
   // The policy layer's output [B, head_->units()], what the head reads.
   torch::Tensor PolicyHead(const torch::Tensor& policy_features);
+  // What the value head reads of the core's output [B, core_size]: it
+  // itself, or for a central critic the CentralInput of the copy's.
+  torch::Tensor CoreValueFeatures(const torch::Tensor& core);
   // One step of the core: trunk features [B, in] and the state before ->
   // the core's output [B, core_size]; `next_state` gets the state after.
   torch::Tensor CoreStep(const torch::Tensor& features,
@@ -331,11 +335,15 @@ TORCH_MODULE(ActorCritic);
 // that step too (truncated or terminated), else what they observed after
 // it (observations[t + 1], or next_observations after the last step).
 // `final_observations` [T, E, obs]: the final observation of every step
-// that ended an episode (BatchedEnv's). One forward over the segment's
-// T x E rows.
+// that ended an episode (BatchedEnv's). `step_states` [T, E, state_size()]
+// (a recurrent policy only; else undefined): the state each step left,
+// before an episode's end zeroed it, from which each row is valued. On the
+// host one forward over the copies with a truncated agent, on a device over
+// every row.
 torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
                                      const Rollout& rollout,
-                                     const torch::Tensor& final_observations);
+                                     const torch::Tensor& final_observations,
+                                     const torch::Tensor& step_states);
 
 // A policy of `config`, with fresh (seeded by torch::manual_seed) weights.
 // INVALID_ARGUMENT naming the field for sizes that make no network:

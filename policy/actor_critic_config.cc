@@ -168,11 +168,13 @@ absl::Status CheckActorCriticConfig(const ActorCriticConfig& config) {
         absl::StrCat("core_size must be >= 1 for a recurrent core (got ",
                      config.core_size, ")"));
   }
-  if (config.central_value_agents > 1 &&
-      (config.shared_trunk || config.core != ActorCriticConfig::Core::kNone)) {
+  // Beside a core (whose trunk is shared) the value head reads the copy's
+  // core outputs instead.
+  if (config.central_value_agents > 1 && config.shared_trunk &&
+      config.core == ActorCriticConfig::Core::kNone) {
     return absl::InvalidArgumentError(
         "a central critic (central_value_agents) needs a value trunk of its "
-        "own: not a shared trunk, nor a recurrent core");
+        "own: not a shared trunk");
   }
   if (config.central_value_agents < 0) {
     return absl::InvalidArgumentError(

@@ -85,12 +85,95 @@ TEST(CentralValueTest, BatchesOfPartCopiesAndSharedTrunksAreRefused) {
   EXPECT_THAT(
       CreateActorCritic(shared).status(),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("shared trunk")));
-  ActorCriticConfig recurrent = Central();
-  recurrent.core = ActorCriticConfig::Core::kGru;
-  recurrent.core_size = 4;
-  EXPECT_THAT(CreateActorCritic(recurrent).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("recurrent core")));
+}
+
+ActorCriticConfig CentralCore(ActorCriticConfig::Core core) {
+  ActorCriticConfig c = Central();
+  c.hidden_sizes = {8};
+  c.core = core;
+  c.core_size = 5;
+  return c;
+}
+
+// Beside a core the value head reads the copy's core outputs (own first):
+// an agent's history moves its copy's values, and its own action alone.
+TEST(CentralValueTest, BesideACoreAValueReadsItsCopysCores) {
+  for (const auto core :
+       {ActorCriticConfig::Core::kLstm, ActorCriticConfig::Core::kGru}) {
+    torch::manual_seed(3);
+    ASSERT_OK_AND_ASSIGN(ActorCritic policy,
+                         CreateActorCritic(CentralCore(core)));
+    EXPECT_EQ(policy->named_parameters()["value_head.weight"].size(1), 15);
+    EXPECT_EQ(policy->named_parameters()["policy_head.weight"].size(1), 5);
+    const int64_t T = 4, B = 6;
+    const torch::Tensor obs = torch::randn({T, B, 4});
+    torch::Tensor changed = obs.clone();
+    changed[0][4] += 1.0;  // step 0, agent 1 of copy 1
+    const torch::Tensor actions = torch::randint(0, 3, {T, B});
+    torch::Tensor ends = torch::zeros({T, B}, torch::kUInt8);
+    ends[1][3] = 1;  // copy 1's agent 0 restarts after step 1
+    const torch::Tensor initial = torch::randn({B, policy->state_size()});
+    const PolicyEvaluation before =
+        policy->EvaluateSequence(obs, actions, {}, initial, ends);
+    const PolicyEvaluation after =
+        policy->EvaluateSequence(changed, actions, {}, initial, ends);
+    // Rows t * B + b: every later step's values of copy 1 move, copy 0's
+    // never; of the actions only agent 1 of copy 1's.
+    const torch::Tensor value_moved =
+        ((after.values - before.values).abs() > 1e-6).reshape({T, B});
+    const torch::Tensor policy_moved =
+        ((after.log_probs - before.log_probs).abs() > 1e-6).reshape({T, B});
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t b = 0; b < B; ++b) {
+        EXPECT_EQ(value_moved[t][b].item<bool>(), b >= 3) << t << " " << b;
+        EXPECT_EQ(policy_moved[t][b].item<bool>(), b == 4) << t << " " << b;
+      }
+    }
+    // Acting step by step gives the sequence's values and probabilities,
+    // and Value the same values.
+    torch::NoGradGuard no_grad;
+    torch::Tensor state = initial.clone();
+    for (int64_t t = 0; t < T; ++t) {
+      if (t > 0) state *= (1 - ends[t - 1].to(torch::kFloat32)).unsqueeze(1);
+      const torch::Tensor want = before.values.narrow(0, t * B, B);
+      EXPECT_TRUE(
+          torch::allclose(policy->Value(obs[t], state), want, 1e-5, 1e-6));
+      const PolicyStep step =
+          policy->Act(obs[t], c10::nullopt, true, {}, &state);
+      EXPECT_TRUE(torch::allclose(step.values, want, 1e-5, 1e-6)) << t;
+    }
+  }
+}
+
+// The value of a truncated step beside a core runs each agent of the copy
+// from the state its step left.
+TEST(CentralValueTest, TruncatedStepsBesideACoreRunFromTheirStates) {
+  torch::manual_seed(4);
+  ASSERT_OK_AND_ASSIGN(
+      ActorCritic policy,
+      CreateActorCritic(CentralCore(ActorCriticConfig::Core::kLstm)));
+  const int64_t T = 2, E = 6;
+  Rollout r = Rollout::Allocate(T, E, 4, 0);
+  r.observations.normal_();
+  r.next_observations.normal_();
+  const torch::Tensor final_obs = torch::randn({T, E, 4});
+  const torch::Tensor states = torch::randn({T, E, policy->state_size()});
+  r.truncated[0][1] = 1;  // step 0: copy 0's agent 1
+  r.truncated[1][5] = 1;  // step 1 (the last): copy 1's agent 2
+  r.terminated[1][3] = 1;
+  EXPECT_THROW(CentralTruncatedValues(*policy, r, final_obs, {}), c10::Error);
+  const torch::Tensor got =
+      CentralTruncatedValues(*policy, r, final_obs, states);
+  torch::Tensor copy0 = r.observations[1].clone();
+  copy0[1] = final_obs[0][1];
+  EXPECT_NEAR(got[0][1].item<float>(),
+              policy->Value(copy0, states[0])[1].item<float>(), 1e-5);
+  torch::Tensor copy1 = r.next_observations.clone();
+  copy1[3] = final_obs[1][3];
+  copy1[5] = final_obs[1][5];
+  EXPECT_NEAR(got[1][5].item<float>(),
+              policy->Value(copy1, states[1])[5].item<float>(), 1e-5);
+  EXPECT_EQ((got != 0).sum().item<int64_t>(), 2);
 }
 
 // The bootstrap value of a truncated step reads its copy at that moment:
@@ -110,7 +193,8 @@ TEST(CentralValueTest, TruncatedStepsAreValuedWithTheirCopy) {
   r.terminated[0][2] = 1;
   for (int e = 3; e < 6; ++e) r.truncated[2][e] = 1;
   r.truncated[1][4] = 1;  // Step 1: copy 1's agent 1 alone.
-  const torch::Tensor got = CentralTruncatedValues(*policy, r, final_obs);
+  const torch::Tensor got =
+      CentralTruncatedValues(*policy, r, final_obs, torch::Tensor());
   ASSERT_EQ(got.sizes(), (std::vector<int64_t>{T, E}));
 
   // Step 0's copy 0: agents 0 and 2 at their final observations (agent 2's

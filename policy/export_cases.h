@@ -130,6 +130,18 @@ inline std::vector<ExportCase> ExportCases() {
     cases.push_back(c);
   }
   {
+    // A central critic beside a core: each value reads both agents' core
+    // outputs.
+    ExportCase c{"central_gru", {}, ExportEnv()};
+    c.config.observation_size = 5;
+    c.config.num_actions = 3;
+    c.config.hidden_sizes = {8};
+    c.config.core = ActorCriticConfig::Core::kGru;
+    c.config.core_size = 6;
+    c.config.central_value_agents = 2;
+    cases.push_back(c);
+  }
+  {
     ExportCase c{"tanh_gaussian", {}, ExportEnv(-2, 1)};
     c.config.observation_size = 3;
     c.config.action_size = 2;

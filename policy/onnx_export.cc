@@ -92,12 +92,13 @@ std::string CentralInput(Graph& g, ActorCriticImpl& policy,
                          const std::string& x) {
   const int64_t agents = policy.config().central_value_agents;
   if (agents <= 1) return x;
-  // A x F: what the value trunk's first layer (or, with none, the value
-  // head) takes.
+  // A x F: what the value trunk's first layer (or, with none or after a
+  // core, the value head) takes.
   const auto params = policy.named_parameters();
-  const int64_t width = policy.config().hidden_sizes.empty()
-                            ? params["value_head.weight"].size(1)
-                            : params["value_trunk.0.weight"].size(1);
+  const int64_t width =
+      policy.config().hidden_sizes.empty() || policy.recurrent()
+          ? params["value_head.weight"].size(1)
+          : params["value_trunk.0.weight"].size(1);
   const auto scalar = [&](int64_t v) {
     return g.Constant(torch::tensor(v, torch::kInt64));
   };
@@ -192,7 +193,8 @@ absl::StatusOr<std::string> OnnxModel(ActorCritic& policy, const EnvSpec& env,
         std::string next_state;
         if (state_size > 0) {
           p = policy->core()->Onnx(g, p, "state", &next_state);
-          v = p;
+          // A central critic reads the copy's core outputs.
+          v = CentralInput(g, *policy, p);
         } else {
           v = c.shared_trunk
                   ? p

@@ -99,24 +99,37 @@ absl::StatusOr<std::string> PolicySource(ActorCritic& policy,
   Trunk(s, c, "policy_trunk", "p");
   const int64_t state_size = policy->state_size();
   if (policy->core() != nullptr) policy->core()->Script(s, "p", "state");
+  // v = CentralInput of `from` on any batch: row i's partners are rows
+  // i - i % A + (i + j) % A, those past the last row (an incomplete last
+  // copy) zeros; the actions never depend on them.
+  const auto central_input = [&](const std::string& from) {
+    const int64_t agents = c.central_value_agents;
+    s.Line(absl::StrCat("ci = torch.arange(", from, ".size(0), device=", from,
+                        ".device)"));
+    s.Line(absl::StrCat("cf = ci - ci % ", agents));
+    s.Line(absl::StrCat("cx = torch.cat([", from, ", torch.zeros([", agents - 1,
+                        ", ", from, ".size(1)], device=", from,
+                        ".device)], 0)"));
+    std::vector<std::string> parts;
+    for (int64_t j = 0; j < agents; ++j) {
+      parts.push_back(absl::StrCat("cx.index_select(0, cf + (ci + ", j, ") % ",
+                                   agents, ")"));
+    }
+    s.Line("v = torch.cat([" + absl::StrJoin(parts, ", ") + "], 1)");
+  };
+  const bool central = c.central_value_agents > 1;
   if (policy->config().shared_trunk) {
-    s.Line("v = p");
+    // With a core, a central critic reads the copy's core outputs.
+    if (central) {
+      central_input("p");
+    } else {
+      s.Line("v = p");
+    }
   } else {
-    s.Line("v = x");
-    if (const int64_t agents = c.central_value_agents; agents > 1) {
-      // CentralInput on any batch: row i's partners are rows i - i % A +
-      // (i + j) % A, those past the last row (an incomplete last copy)
-      // zeros; the actions never depend on them.
-      s.Line("ci = torch.arange(x.size(0), device=x.device)");
-      s.Line(absl::StrCat("cf = ci - ci % ", agents));
-      s.Line(absl::StrCat("cx = torch.cat([x, torch.zeros([", agents - 1,
-                          ", x.size(1)], device=x.device)], 0)"));
-      std::vector<std::string> parts;
-      for (int64_t j = 0; j < agents; ++j) {
-        parts.push_back(absl::StrCat("cx.index_select(0, cf + (ci + ", j,
-                                     ") % ", agents, ")"));
-      }
-      s.Line("v = torch.cat([" + absl::StrJoin(parts, ", ") + "], 1)");
+    if (central) {
+      central_input("x");
+    } else {
+      s.Line("v = x");
     }
     Trunk(s, c, "value_trunk", "v");
   }

@@ -161,11 +161,6 @@ void CentralValueProblems(const RunSpec& spec, std::vector<std::string>* out) {
         absl::StrCat("env.agents_per_env ", std::max(agents, 1))));
     return;
   }
-  if (HasRecurrentCore(policy)) {
-    out->push_back(FieldProblem(
-        field, "not with a recurrent core (policy.core) in this version",
-        JsonQuote(policy.core())));
-  }
   if (policy.shared_trunk()) {
     out->push_back(FieldProblem(
         field,
@@ -182,16 +177,32 @@ void CentralValueProblems(const RunSpec& spec, std::vector<std::string>* out) {
         JsonQuote(spec.execution().cpu_kernels())));
   }
   // Minibatches of whole copies at a step: num_minibatches divides them.
+  // A recurrent policy's minibatches are whole env sequences: of whole
+  // copies.
   const int minibatches = spec.ppo().num_minibatches();
-  const int64_t copies = static_cast<int64_t>(spec.envs_per_actor()) / agents *
-                         spec.segment_length();
-  if (minibatches >= 1 && copies % minibatches != 0) {
+  const int64_t copies = static_cast<int64_t>(spec.envs_per_actor()) / agents;
+  if (HasRecurrentCore(policy)) {
+    if (minibatches >= 1 && copies % minibatches != 0) {
+      out->push_back(FieldProblem(
+          "ppo.num_minibatches",
+          absl::StrCat("a central critic (policy.central_value) beside a "
+                       "recurrent core learns from the whole sequences of "
+                       "whole environment copies: num_minibatches must "
+                       "divide the ",
+                       copies,
+                       " copies of an actor (envs_per_actor / "
+                       "env.agents_per_env)"),
+          minibatches));
+    }
+    return;
+  }
+  if (minibatches >= 1 && copies * spec.segment_length() % minibatches != 0) {
     out->push_back(FieldProblem(
         "ppo.num_minibatches",
         absl::StrCat("a central critic (policy.central_value) learns from "
                      "minibatches of whole environment copies: "
                      "num_minibatches must divide a segment's ",
-                     copies,
+                     copies * spec.segment_length(),
                      " copy steps (envs_per_actor / env.agents_per_env x "
                      "segment_length)"),
         minibatches));

@@ -218,14 +218,36 @@ TEST(PolicyRulesTest, ACentralCriticNeedsAgentsAndWholeCopies) {
   EXPECT_EQ(Problems(spec), "");
   spec.mutable_env()->set_agents_leave(true);
   spec.mutable_policy()->set_shared_trunk(true);
-  spec.mutable_policy()->set_core("lstm");
   const std::string problems = Problems(spec);
-  EXPECT_THAT(problems,
-              HasSubstr("policy.central_value: not with a recurrent core"));
   EXPECT_THAT(problems, HasSubstr("cannot share a trunk"));
   EXPECT_THAT(problems,
               HasSubstr("execution.cpu_kernels: fused leaves out the rows of "
                         "agents that left (env.agents_leave)"));
+}
+
+// Beside a core a central critic learns from whole sequences of whole
+// copies: num_minibatches divides an actor's copies, not its copy steps.
+TEST(PolicyRulesTest, ACentralCriticBesideACoreSplitsCopies) {
+  PolicyConfig central;
+  central.set_central_value(true);
+  central.set_core("lstm");
+  EnvSpec pairs;
+  pairs.set_agents_per_env(2);
+  RunSpec spec = Spec(pairs, central);  // 8 envs: 4 copies of 2
+  spec.set_segment_length(16);
+  spec.mutable_ppo()->set_num_minibatches(4);
+  EXPECT_EQ(Problems(spec), "");
+  // 8 minibatches split the 8 envs' sequences, but not the 4 copies.
+  spec.mutable_ppo()->set_num_minibatches(8);
+  EXPECT_EQ(Problems(spec),
+            "ppo.num_minibatches: a central critic (policy.central_value) "
+            "beside a recurrent core learns from the whole sequences of "
+            "whole environment copies: num_minibatches must divide the 4 "
+            "copies of an actor (envs_per_actor / env.agents_per_env) (got "
+            "8)");
+  spec.mutable_ppo()->set_num_minibatches(2);
+  spec.mutable_policy()->set_core("gru");
+  EXPECT_EQ(Problems(spec), "");
 }
 
 TEST(PolicyRulesTest, FusedKernelsRunTanhMlpsOnFloats) {

@@ -140,11 +140,6 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
       policy.central_value() && env.agents_per_env() > 1
           ? TrunkParameters(trunk_in * env.agents_per_env(), spec, &value_width)
           : trunk;
-  // Its input, gathered for every row: A x the features, floats.
-  const double central_input =
-      policy.central_value() && env.agents_per_env() > 1
-          ? trunk_in * env.agents_per_env()
-          : 0;
   // A recurrent core (one shared trunk before it): an LSTM's 4 gates or a
   // GRU's 3, each with two biases; its gates and state per env and step.
   const double gates = !HasRecurrentCore(policy) ? 0
@@ -157,12 +152,20 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
     core_activations = gates * core_size + RecurrentStateSize(policy);
     width = core_size;
   }
+  // Its input, gathered for every row: A x the features, floats (beside a
+  // core, A x the core's outputs, which the value head reads).
+  const double central_agents =
+      policy.central_value() && env.agents_per_env() > 1 ? env.agents_per_env()
+                                                         : 0;
+  const double central_input =
+      central_agents * (gates > 0 ? core_size : trunk_in);
   // A Bernoulli head (MultiBinary): one logit per bit.
   const double logits = env.action_binary() > 0 ? env.action_binary() : actions;
-  f.parameters = cnn + trunk + (gates > 0 ? 0 : value_trunk) + core +
-                 (width * logits + logits) +
-                 ((gates > 0 ? width : value_width) + 1) +
-                 (discrete ? 0 : actions);
+  f.parameters =
+      cnn + trunk + (gates > 0 ? 0 : value_trunk) + core +
+      (width * logits + logits) +
+      ((gates > 0 ? width * std::max(1.0, central_agents) : value_width) + 1) +
+      (discrete ? 0 : actions);
   // The weights plus the observation normaliser's buffers (and the scale
   // of a float Dict's uint8 parts).
   bool byte_parts = false;

@@ -176,6 +176,28 @@ policy: {hidden_sizes: [8], central_value: %s}
             4 * weights + 24 * 2 * 54 * 4);
 }
 
+// Beside a core the value head reads the 3 agents' core outputs (3 x 6).
+TEST(RunFootprintTest, ACentralCriticBesideACoreReadsEveryAgentsCore) {
+  const char* kSpread = R"(
+env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
+      observation_size: 18, num_discrete_actions: 5}
+envs_per_actor: 6
+segment_length: 4
+ppo: {num_minibatches: 1}
+policy: {hidden_sizes: [8], core: gru, core_size: 6, central_value: %s}
+)";
+  const RunFootprint own =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")));
+  const RunFootprint central =
+      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")));
+  EXPECT_EQ(central.parameters - own.parameters, 18 - 6);
+  const double weights = (central.parameters - own.parameters) * 4;
+  EXPECT_EQ(central.actor_bytes - own.actor_bytes,
+            weights + 6 * 18 * 4 + 4 * 6 * (18 + 18 + 2 * 8) * 4);
+  EXPECT_EQ(central.learner_bytes - own.learner_bytes,
+            4 * weights + 24 * 2 * 18 * 4);
+}
+
 TEST(RunFootprintTest, AProductOfInRangeFieldsIsRefusedNamingTheFields) {
   // Each field is in range; one segment would be about 18 TiB.
   const RunSpec spec = Resolved(R"(
