@@ -210,9 +210,9 @@ absl::Status DeviceCollector::CollectSegment(ActorCritic& policy,
   if (policy->config().central_value_agents > 1) {
     // A central critic values the truncated rows with their copies.
     if (truncated.any().item<bool>()) {
-      rollout->truncated_values.copy_(
-          CentralTruncatedValues(*policy, *rollout, final_observations_,
-                                 /*step_states=*/torch::Tensor()));
+      rollout->truncated_values.copy_(CentralTruncatedValues(
+          *policy, *rollout, final_observations_,
+          /*step_states=*/torch::Tensor()));  // no core here (Supports)
     }
   } else if (const torch::Tensor final_obs =
                  final_observations_.index({truncated});

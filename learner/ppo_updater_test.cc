@@ -201,6 +201,24 @@ TEST(PpoUpdaterTest, ACentralCriticBesideACoreLearnsWhatOnlyAnotherAgentSees) {
   const double central = value_error(2);
   EXPECT_GT(independent, 0.7);
   EXPECT_LT(central, 0.1);
+
+  // 8 minibatches split 8 env sequences, but not their 4 copies.
+  ActorCriticConfig c;
+  c.observation_size = 2;
+  c.num_actions = 2;
+  c.core = ActorCriticConfig::Core::kLstm;
+  c.core_size = 4;
+  c.central_value_agents = 2;
+  ActorCritic policy(c);
+  PpoUpdater updater(policy, Ppo("{num_minibatches: 8}"), 1 << 16, 1,
+                     Execution("{}"));
+  Rollout r = Rollout::Allocate(3, 8, 2, 0, 0, 0, torch::kFloat32,
+                                policy->state_size());
+  EXPECT_THAT(updater.Update(r, 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("minibatches of whole copies of 2 agents (a "
+                                 "central critic, policy.central_value, "
+                                 "beside a recurrent core")));
 }
 
 // The fused minibatches leave out the rows of agents that left, and a

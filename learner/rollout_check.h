@@ -2,7 +2,8 @@
 // that fit the policy (observations, actions, masks, a recurrent policy's
 // initial state), contiguous CPU buffers where GAE reads raw pointers,
 // finite values, actions in range, and a batch the PPO settings can split
-// into minibatches (whole env sequences for a recurrent policy). One
+// into minibatches (whole env sequences for a recurrent policy, of whole
+// copies for a central critic). One
 // read-back for all the value checks.
 #ifndef RL_LEARNER_ROLLOUT_CHECK_H_
 #define RL_LEARNER_ROLLOUT_CHECK_H_

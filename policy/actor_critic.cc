@@ -199,6 +199,11 @@ torch::Tensor CentralTruncatedValues(ActorCriticImpl& policy,
   TORCH_CHECK(policy.recurrent() == step_states.defined(),
               "CentralTruncatedValues: step states are given exactly for a "
               "recurrent policy");
+  TORCH_CHECK(!step_states.defined() ||
+                  step_states.sizes() ==
+                      torch::IntArrayRef({T, E, policy.state_size()}),
+              "CentralTruncatedValues: step states of ", step_states.sizes(),
+              " for ", T, " x ", E, " rows of state ", policy.state_size());
   const torch::Tensor states =
       policy.recurrent() ? step_states.reshape({T * E, -1}) : torch::Tensor();
   const auto rows_of = [](const torch::Tensor& t, const torch::Tensor& rows) {
@@ -338,6 +343,11 @@ PolicyEvaluation ActorCriticImpl::EvaluateSequence(
     const torch::Tensor& action_masks, const torch::Tensor& initial_state,
     const torch::Tensor& episode_ends) {
   const int64_t T = observations.size(0), B = observations.size(1);
+  TORCH_CHECK(B % std::max(1, config_.central_value_agents) == 0,
+              "a central critic (policy.central_value) values whole copies "
+              "of ",
+              config_.central_value_agents, " agents: ", B,
+              " env sequences are not");
   const auto flat = [&](const torch::Tensor& t) {
     if (!t.defined()) return t;
     std::vector<int64_t> shape = {T * B};

@@ -96,8 +96,9 @@ struct ActorCriticConfig {
   std::vector<ObservationPart> observation_parts;
   // A recurrent core between the trunk and the heads (PolicyConfig.core):
   // the trunk (hidden_sizes; shared, whatever shared_trunk says) feeds an
-  // LSTM or GRU cell of core_size units whose output both heads read. Each
-  // env carries the core's state from step to step.
+  // LSTM or GRU cell of core_size units whose output both heads read (a
+  // central critic's value head: the copy's outputs). Each env carries the
+  // core's state from step to step.
   enum class Core { kNone, kLstm, kGru };
   Core core = Core::kNone;
   int core_size = 0;
@@ -240,6 +241,7 @@ class ActorCriticImpl : public torch::nn::Module {
   // (uint8: terminated or truncated) is set. The result is flat, [T * B] in
   // time-major order: exactly what Act gave along the way (truncated BPTT
   // over the T steps). Without a core it is Evaluate on the flattened steps.
+  // A central critic's B envs are whole copies, in agent order.
   PolicyEvaluation EvaluateSequence(const torch::Tensor& observations,
                                     const torch::Tensor& actions,
                                     const torch::Tensor& action_masks,

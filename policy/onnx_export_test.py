@@ -3,7 +3,7 @@
 onnx_export_cases writes every kind of policy (Discrete with masks and
 normalisation, Box with clipping, MultiDiscrete, Nature and IMPALA CNNs on
 uint8 images, an LSTM with masks, a GRU with a Box head, a tanh-squashed
-Gaussian) as ONNX, with 1,000
+Gaussian, central critics without and beside a GRU) as ONNX, with 1,000
 observations (masks, random states) and the policy's own outputs on them.
 Each model passes onnx.checker's full check; onnxruntime gives the same
 values and next states within 1e-5, the same discrete actions, continuous
@@ -48,7 +48,7 @@ class OnnxExportTest(unittest.TestCase):
         return feeds
 
     def test_every_case_was_written(self):
-        self.assertEqual(len(self.cases), 11, self.cases)
+        self.assertEqual(len(self.cases), 12, self.cases)
 
     def test_models_pass_the_checker_and_match_the_policy(self):
         for name in self.cases:
@@ -81,7 +81,7 @@ class OnnxExportTest(unittest.TestCase):
                         np.abs(outs["next_state"] - want_state).max(), 1e-5)
                 else:
                     self.assertNotIn("next_state", outs)
-                if name == "central_value":
+                if name in ("central_value", "central_gru"):
                     # Acting needs no whole copies: 3 rows, the second
                     # copy incomplete; the first copy's values stand.
                     three = dict(zip(names, session.run(

@@ -161,7 +161,8 @@ void CentralValueProblems(const RunSpec& spec, std::vector<std::string>* out) {
         absl::StrCat("env.agents_per_env ", std::max(agents, 1))));
     return;
   }
-  if (policy.shared_trunk()) {
+  // (A core's trunk is shared anyway: its value head reads the cores.)
+  if (policy.shared_trunk() && !HasRecurrentCore(policy)) {
     out->push_back(FieldProblem(
         field,
         "the value network reads every agent's observation and the policy "

@@ -204,11 +204,12 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
            2 * actions + core_activations + t * RecurrentStateSize(policy)) *
           kFloat +
       // A central critic values a segment's truncated steps with their
-      // copies: one forward over its T x E rows, both trunks.
-      (central_input > 0
-           ? t * e * (obs + cnn_activations + central_input + 2 * hidden_sum) *
-                 kFloat
-           : 0);
+      // copies: one forward over its T x E rows, both trunks and a core.
+      (central_input > 0 ? t * e *
+                               (obs + cnn_activations + central_input +
+                                2 * hidden_sum + core_activations) *
+                               kFloat
+                         : 0);
   // (The inference activations include the observations as float32.)
 
   // A learner rank holds weights, gradients and Adam's two moments; its

@@ -176,7 +176,8 @@ policy: {hidden_sizes: [8], central_value: %s}
             4 * weights + 24 * 2 * 54 * 4);
 }
 
-// Beside a core the value head reads the 3 agents' core outputs (3 x 6).
+// Beside a core the value head reads the 3 agents' core outputs (3 x 6),
+// and the forward for truncated steps holds the GRU's 3 gates and state.
 TEST(RunFootprintTest, ACentralCriticBesideACoreReadsEveryAgentsCore) {
   const char* kSpread = R"(
 env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
@@ -193,7 +194,7 @@ policy: {hidden_sizes: [8], core: gru, core_size: 6, central_value: %s}
   EXPECT_EQ(central.parameters - own.parameters, 18 - 6);
   const double weights = (central.parameters - own.parameters) * 4;
   EXPECT_EQ(central.actor_bytes - own.actor_bytes,
-            weights + 6 * 18 * 4 + 4 * 6 * (18 + 18 + 2 * 8) * 4);
+            weights + 6 * 18 * 4 + 4 * 6 * (18 + 18 + 2 * 8 + 3 * 6 + 6) * 4);
   EXPECT_EQ(central.learner_bytes - own.learner_bytes,
             4 * weights + 24 * 2 * 18 * 4);
 }
