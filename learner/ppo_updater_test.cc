@@ -93,55 +93,60 @@ TEST(PpoUpdaterTest, WholeCopiesKeepEachCopysRowsTogether) {
 
 // Copies of 2 agents, one-step episodes where each agent is paid the
 // other's first observation (a standard normal): a return only a critic
-// that reads the other agent sees. Minibatches of whole copies let the
-// central critic (policy.central_value) learn it: its value error ends far
-// below the independent critic's, to which every return is noise of
-// variance 1.
-TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
-  const auto value_error = [](int central_value_agents) {
-    ActorCriticConfig c;
-    c.observation_size = 2;
-    c.num_actions = 2;
-    c.hidden_sizes = {32, 32};
-    c.central_value_agents = central_value_agents;
-    torch::manual_seed(3);
-    ActorCritic policy(c);
-    PpoUpdater updater(policy,
-                       Ppo("{learning_rate: 0.003, num_minibatches: 4, "
-                           "num_epochs: 8, clip_value_loss: false, "
-                           "anneal_learning_rate: false}"),
-                       1 << 20, 1, Execution("{}"));
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
-    const int64_t T = 4, E = 64;
-    double error = 0;
-    for (int i = 0; i < 60; ++i) {
-      Rollout r = Rollout::Allocate(T, E, 2, 0);
-      r.observations.copy_(torch::randn({T, E, 2}, gen));
-      const torch::Tensor obs = r.observations.reshape({T * E, 2});
-      PolicyStep step;
-      {
-        torch::NoGradGuard no_grad;
-        step = policy->Act(obs, gen);
-      }
-      r.actions.copy_(step.actions.reshape({T, E}));
-      r.log_probs.copy_(step.log_probs.reshape({T, E}));
-      r.values.copy_(step.values.reshape({T, E}));
-      // Agent k of copy c is row 2c + k; the other is row 2c + 1 - k.
-      r.rewards.copy_(r.observations.select(2, 0)
-                          .reshape({T, E / 2, 2})
-                          .flip(2)
-                          .reshape({T, E}));
-      r.terminated.fill_(1);
-      error = (step.values.reshape({T, E}) - r.rewards)
-                  .pow(2)
-                  .mean()
-                  .item<double>();
-      EXPECT_OK(updater.Update(r, 0).status());
+// that reads the other agent sees. The value error of a policy of `c` (2
+// observations, 2 actions) after 60 updates on such rollouts: to an
+// independent critic every return is noise of variance 1. T steps of E
+// envs per rollout.
+double ValueErrorWhenPaidTheOthersObservation(ActorCriticConfig c, int64_t T,
+                                              int64_t E) {
+  c.observation_size = 2;
+  c.num_actions = 2;
+  torch::manual_seed(3);
+  ActorCritic policy(c);
+  PpoUpdater updater(policy,
+                     Ppo("{learning_rate: 0.003, num_minibatches: 4, "
+                         "num_epochs: 8, clip_value_loss: false, "
+                         "anneal_learning_rate: false}"),
+                     1 << 20, 1, Execution("{}"));
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
+  double error = 0;
+  for (int i = 0; i < 60; ++i) {
+    Rollout r = Rollout::Allocate(T, E, 2, 0, 0, 0, torch::kFloat32,
+                                  policy->state_size());
+    r.observations.copy_(torch::randn({T, E, 2}, gen));
+    // Every step ends an episode (a recurrent one acts from a zero state).
+    r.terminated.fill_(1);
+    PolicyStep step;
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor state = policy->InitialState(T * E);
+      step = policy->Act(r.observations.reshape({T * E, 2}), gen, false, {},
+                         state.defined() ? &state : nullptr);
     }
-    return error;
-  };
-  const double independent = value_error(0);
-  const double central = value_error(2);
+    r.actions.copy_(step.actions.reshape({T, E}));
+    r.log_probs.copy_(step.log_probs.reshape({T, E}));
+    r.values.copy_(step.values.reshape({T, E}));
+    // Agent k of copy c is row 2c + k; the other is row 2c + 1 - k.
+    r.rewards.copy_(r.observations.select(2, 0)
+                        .reshape({T, E / 2, 2})
+                        .flip(2)
+                        .reshape({T, E}));
+    error =
+        (step.values.reshape({T, E}) - r.rewards).pow(2).mean().item<double>();
+    EXPECT_OK(updater.Update(r, 0).status());
+  }
+  return error;
+}
+
+// Minibatches of whole copies let the central critic
+// (policy.central_value) learn it: its value error ends far below the
+// independent critic's.
+TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
+  ActorCriticConfig c;
+  c.hidden_sizes = {32, 32};
+  const double independent = ValueErrorWhenPaidTheOthersObservation(c, 4, 64);
+  c.central_value_agents = 2;
+  const double central = ValueErrorWhenPaidTheOthersObservation(c, 4, 64);
   EXPECT_GT(independent, 0.7);
   EXPECT_LT(central, 0.1);
 }
@@ -150,59 +155,24 @@ TEST(PpoUpdaterTest, ACentralCriticLearnsWhatOnlyAnotherAgentSees) {
 // outputs, and the minibatches of whole env sequences hold whole copies
 // (copies split apart would pair each agent with a stranger's sequence).
 TEST(PpoUpdaterTest, ACentralCriticBesideACoreLearnsWhatOnlyAnotherAgentSees) {
-  const auto value_error = [](int central_value_agents) {
-    ActorCriticConfig c;
-    c.observation_size = 2;
-    c.num_actions = 2;
-    c.hidden_sizes = {32};
-    c.core = ActorCriticConfig::Core::kGru;
-    c.core_size = 32;
-    c.central_value_agents = central_value_agents;
-    torch::manual_seed(3);
-    ActorCritic policy(c);
-    PpoUpdater updater(policy,
-                       Ppo("{learning_rate: 0.003, num_minibatches: 4, "
-                           "num_epochs: 8, clip_value_loss: false, "
-                           "anneal_learning_rate: false}"),
-                       1 << 20, 1, Execution("{}"));
-    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(5);
-    const int64_t T = 4, E = 64;
-    double error = 0;
-    for (int i = 0; i < 60; ++i) {
-      Rollout r = Rollout::Allocate(T, E, 2, 0, 0, 0, torch::kFloat32,
-                                    policy->state_size());
-      r.observations.copy_(torch::randn({T, E, 2}, gen));
-      // Every step ends an episode: each acts from a zero state.
-      r.terminated.fill_(1);
-      PolicyStep step;
-      {
-        torch::NoGradGuard no_grad;
-        torch::Tensor state = policy->InitialState(T * E);
-        step = policy->Act(r.observations.reshape({T * E, 2}), gen, false, {},
-                           &state);
-      }
-      r.actions.copy_(step.actions.reshape({T, E}));
-      r.log_probs.copy_(step.log_probs.reshape({T, E}));
-      r.values.copy_(step.values.reshape({T, E}));
-      // Agent k of copy c is row 2c + k; the other is row 2c + 1 - k.
-      r.rewards.copy_(r.observations.select(2, 0)
-                          .reshape({T, E / 2, 2})
-                          .flip(2)
-                          .reshape({T, E}));
-      error = (step.values.reshape({T, E}) - r.rewards)
-                  .pow(2)
-                  .mean()
-                  .item<double>();
-      EXPECT_OK(updater.Update(r, 0).status());
-    }
-    return error;
-  };
-  const double independent = value_error(0);
-  const double central = value_error(2);
+  ActorCriticConfig c;
+  c.hidden_sizes = {32};
+  c.core = ActorCriticConfig::Core::kGru;
+  c.core_size = 32;
+  // One intra-op thread: two spin-wait on a loaded machine (several
+  // minutes instead of seconds), and these small sequences gain nothing.
+  const int threads = torch::get_num_threads();
+  torch::set_num_threads(1);
+  const double independent = ValueErrorWhenPaidTheOthersObservation(c, 4, 64);
+  c.central_value_agents = 2;
+  const double central = ValueErrorWhenPaidTheOthersObservation(c, 4, 64);
+  torch::set_num_threads(threads);
   EXPECT_GT(independent, 0.7);
   EXPECT_LT(central, 0.1);
+}
 
-  // 8 minibatches split 8 env sequences, but not their 4 copies.
+// 8 minibatches split 8 env sequences, but not their 4 copies.
+TEST(PpoUpdaterTest, ACentralCriticBesideACoreRefusesSplitCopies) {
   ActorCriticConfig c;
   c.observation_size = 2;
   c.num_actions = 2;

@@ -7,7 +7,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/learner.pb.h"
@@ -146,20 +145,23 @@ policy: {hidden_sizes: [8]}
   EXPECT_EQ(f.parameters, 2 * (3 * 8 + 8) + (8 + 1) + (8 + 1) + 1);
 }
 
-// A central critic's value trunk reads the 3 agents' 18 observations.
-TEST(RunFootprintTest, ACentralCriticsValueTrunkReadsEveryAgent) {
-  const char* kSpread = R"(
+// Simple Spread's spaces, 6 envs x 4 steps, with the policy block `policy`.
+RunFootprint SpreadFootprint(const std::string& policy) {
+  return EstimateRunFootprint(Resolved(absl::StrCat(R"(
 env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
       observation_size: 18, num_discrete_actions: 5}
 envs_per_actor: 6
 segment_length: 4
 ppo: {num_minibatches: 1}
-policy: {hidden_sizes: [8], central_value: %s}
-)";
-  const RunFootprint own =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")));
+policy: )",
+                                                    policy, "\n")));
+}
+
+// A central critic's value trunk reads the 3 agents' 18 observations.
+TEST(RunFootprintTest, ACentralCriticsValueTrunkReadsEveryAgent) {
+  const RunFootprint own = SpreadFootprint("{hidden_sizes: [8]}");
   const RunFootprint central =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")));
+      SpreadFootprint("{hidden_sizes: [8], central_value: true}");
   EXPECT_EQ(own.parameters, 2 * (18 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
   EXPECT_EQ(central.parameters,
             (18 * 8 + 8) + (54 * 8 + 8) + (8 * 5 + 5) + (8 + 1));
@@ -179,18 +181,10 @@ policy: {hidden_sizes: [8], central_value: %s}
 // Beside a core the value head reads the 3 agents' core outputs (3 x 6),
 // and the forward for truncated steps holds the GRU's 3 gates and state.
 TEST(RunFootprintTest, ACentralCriticBesideACoreReadsEveryAgentsCore) {
-  const char* kSpread = R"(
-env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
-      observation_size: 18, num_discrete_actions: 5}
-envs_per_actor: 6
-segment_length: 4
-ppo: {num_minibatches: 1}
-policy: {hidden_sizes: [8], core: gru, core_size: 6, central_value: %s}
-)";
   const RunFootprint own =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "false")));
-  const RunFootprint central =
-      EstimateRunFootprint(Resolved(absl::StrFormat(kSpread, "true")));
+      SpreadFootprint("{hidden_sizes: [8], core: gru, core_size: 6}");
+  const RunFootprint central = SpreadFootprint(
+      "{hidden_sizes: [8], core: gru, core_size: 6, central_value: true}");
   EXPECT_EQ(central.parameters - own.parameters, 18 - 6);
   const double weights = (central.parameters - own.parameters) * 4;
   EXPECT_EQ(central.actor_bytes - own.actor_bytes,
