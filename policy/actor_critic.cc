@@ -56,8 +56,8 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
       "policy_trunk",
       MakeTrunk(trunk_in, config.hidden_sizes, config.activation));
   // A central critic's value trunk reads every agent's features.
-  const int64_t value_in =
-      trunk_in * std::max<int64_t>(1, config.central_value_agents);
+  const int64_t central = std::max<int64_t>(1, config.central_value_agents);
+  const int64_t value_in = trunk_in * central;
   if (!config_.shared_trunk) {
     value_trunk_ = register_module(
         "value_trunk",
@@ -66,7 +66,6 @@ ActorCriticImpl::ActorCriticImpl(const ActorCriticConfig& config)
   // A central critic's value head reads CentralInput itself without hidden
   // layers, and with a core that of the copy's core outputs (each agent's
   // summary of its own history).
-  const int64_t central = std::max<int64_t>(1, config.central_value_agents);
   const int64_t value_features = recurrent() ? features * central
                                  : config.hidden_sizes.empty() ? value_in
                                                                : features;

@@ -129,8 +129,7 @@ TEST(CentralValueTest, BesideACoreAValueReadsItsCopysCores) {
         EXPECT_EQ(policy_moved[t][b].item<bool>(), b == 4) << t << " " << b;
       }
     }
-    // Acting step by step gives the sequence's values and probabilities,
-    // and Value the same values.
+    // Acting and valuing step by step give the sequence's values.
     torch::NoGradGuard no_grad;
     torch::Tensor state = initial.clone();
     for (int64_t t = 0; t < T; ++t) {

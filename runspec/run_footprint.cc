@@ -135,10 +135,13 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   const double trunk = TrunkParameters(trunk_in, spec, &width);
   // A central critic's value trunk reads every agent's features.
   const PolicyConfig& policy = spec.policy();
+  const double central_agents =
+      policy.central_value() && env.agents_per_env() > 1 ? env.agents_per_env()
+                                                         : 0;
   double value_width = width;
   const double value_trunk =
-      policy.central_value() && env.agents_per_env() > 1
-          ? TrunkParameters(trunk_in * env.agents_per_env(), spec, &value_width)
+      central_agents > 0
+          ? TrunkParameters(trunk_in * central_agents, spec, &value_width)
           : trunk;
   // A recurrent core (one shared trunk before it): an LSTM's 4 gates or a
   // GRU's 3, each with two biases; its gates and state per env and step.
@@ -154,9 +157,6 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   }
   // Its input, gathered for every row: A x the features, floats (beside a
   // core, A x the core's outputs, which the value head reads).
-  const double central_agents =
-      policy.central_value() && env.agents_per_env() > 1 ? env.agents_per_env()
-                                                         : 0;
   const double central_input =
       central_agents * (gates > 0 ? core_size : trunk_in);
   // A Bernoulli head (MultiBinary): one logit per bit.
