@@ -1,5 +1,6 @@
 #include "actor/actor_workload.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,9 +26,13 @@ absl::Status ActorWorkload::Start(const Assignment& assignment) {
   }
   ActorOptions options;
   // A gang of learners splits the actors (the learner counts its share by
-  // the same rule).
-  options.learner_address = assignment.learner_addresses(LearnerRankOfActor(
-      assignment.rank(), assignment.learner_addresses_size()));
+  // the same rule). With a learner per policy the others follow the gang:
+  // the actors stream to it alone.
+  const int gang =
+      std::min(std::max(1, assignment.spec().resources().num_learners()),
+               assignment.learner_addresses_size());
+  options.learner_address =
+      assignment.learner_addresses(LearnerRankOfActor(assignment.rank(), gang));
   options.security = options_.security;
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();

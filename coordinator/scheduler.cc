@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runspec/run_spec.h"
 
 namespace rl {
 
@@ -157,9 +158,10 @@ std::vector<Placement> Scheduler::Place() {
   std::vector<Placement> placements;
   for (auto q = queue_.begin(); q != queue_.end();) {
     const Resources& res = q->spec.resources();
+    const int num_learners = LearnerProcesses(q->spec);
     std::vector<std::string> learners, actors;
     for (const auto& [id, w] : workers_) {
-      if (static_cast<int>(learners.size()) < res.num_learners() &&
+      if (static_cast<int>(learners.size()) < num_learners &&
           Fits(w, LEARNER, res.learner_device(), q->footprint.learner_bytes)) {
         learners.push_back(id);
       } else if (static_cast<int>(actors.size()) < res.num_actors() &&
@@ -169,7 +171,7 @@ std::vector<Placement> Scheduler::Place() {
     }
     const int min_actors =
         res.min_actors() > 0 ? res.min_actors() : res.num_actors();
-    if (static_cast<int>(learners.size()) < res.num_learners() ||
+    if (static_cast<int>(learners.size()) < num_learners ||
         static_cast<int>(actors.size()) < min_actors) {
       ++q;  // Does not fit now; later runs may.
       continue;
@@ -274,7 +276,7 @@ std::vector<std::string> Scheduler::Shortfalls(const QueuedRun& q,
                                  "): ", idle, " idle of ", registered, known));
     }
   };
-  check(LEARNER, res.learner_device(), std::max(1, res.num_learners()),
+  check(LEARNER, res.learner_device(), LearnerProcesses(q.spec),
         q.footprint.learner_bytes, "learners");
   check(ACTOR, res.actor_device(),
         res.min_actors() > 0 ? res.min_actors() : res.num_actors(),

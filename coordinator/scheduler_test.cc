@@ -44,6 +44,31 @@ TEST_F(SchedulerTest, GangPlacementWaitsForLearnersAndMinActors) {
   EXPECT_EQ(scheduler_.worker("a1")->rank, 1);
 }
 
+// resources.learner_per_policy: a learner for each policy of the block,
+// ranks in the block's order (rank 0 the first's, which the actors reach).
+TEST_F(SchedulerTest, ALearnerPerPolicyWaitsForOneLearnerEach) {
+  RunSpec spec = Spec(1, 1);
+  spec.mutable_resources()->set_learner_per_policy(true);
+  for (const char* name : {"red", "blue", "green"}) {
+    spec.add_policies()->set_name(name);
+  }
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Register("l0", LEARNER, {}, "127.0.0.1:1");
+  scheduler_.Register("l1", LEARNER, {}, "127.0.0.1:2");
+  scheduler_.Enqueue("three", spec, 1);
+  EXPECT_TRUE(scheduler_.Place().empty());
+  EXPECT_NE(scheduler_.WhyWaiting("three").find("needs 3 learners"),
+            std::string::npos)
+      << scheduler_.WhyWaiting("three");
+  scheduler_.Register("l2", LEARNER, {}, "127.0.0.1:3");
+  const auto placements = scheduler_.Place();
+  ASSERT_EQ(placements.size(), 1u);
+  ASSERT_EQ(placements[0].learners.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(scheduler_.worker(placements[0].learners[rank])->rank, rank);
+  }
+}
+
 TEST_F(SchedulerTest, DeviceFit) {
   scheduler_.Register("cpu-learner", LEARNER, {}, "");
   scheduler_.Register("a0", ACTOR, {}, "");

@@ -83,9 +83,13 @@ absl::Status LearnerCore::Impl::Start() {
                                           spec.seed(), own_run_.execution());
   updater_->set_collective(options_.collective.get());
   updater_->set_max_nonfinite_updates(options_.max_nonfinite_updates);
+  OtherPolicies::Remotes remotes;
+  remotes.addresses = options_.policy_learners;
+  remotes.client.run_id = options_.run_id;
+  remotes.client.run_key = options_.run_key;
   ASSIGN_OR_RETURN(
       others_, OtherPolicies::Create(spec, device, options_.collective.get(),
-                                     options_.max_nonfinite_updates));
+                                     options_.max_nonfinite_updates, remotes));
   if (rank_ == 0 && spec.has_league()) {
     league_games_.emplace(options_.run_dir, options_.emitter);
   }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,6 +22,7 @@
 #include "learner/learner_metrics.h"
 #include "learner/learner_service.h"
 #include "learner/learner_workload.h"
+#include "learner/policy_learner_service.h"
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
 #include "runspec/run_spec.h"
@@ -207,7 +209,11 @@ class LearnerProcess::Impl {
     // Rollout segments are large; other messages are small anyway.
     server.max_receive_message_bytes = options_.max_message_mb << 20;
     server.max_send_message_bytes = 256 << 20;
-    ASSIGN_OR_RETURN(server_, StartServer({&service_}, server));
+    // A worker may be asked to train one policy of a run's block for the
+    // run's first learner (resources.learner_per_policy).
+    std::vector<grpc::Service*> services = {&service_};
+    if (worker) services.push_back(&policy_service_);
+    ASSIGN_OR_RETURN(server_, StartServer(services, server));
     std::printf("learner listening on %s:%d\n", options_.host.c_str(),
                 server_.port);
     std::fflush(stdout);
@@ -242,7 +248,8 @@ class LearnerProcess::Impl {
           [current = current_](std::shared_ptr<LearnerCore> core) {
             current->Set(std::move(core));
           },
-          advertised, options_.rendezvous_timeout, segment_budget_);
+          advertised, options_.rendezvous_timeout, segment_budget_,
+          &policy_service_);
       workload_->set_profile(options_.profile_updates, options_.profile_output);
       WorkerRuntimeOptions runtime;
       runtime.agent.coordinator = options_.coordinator;
@@ -336,6 +343,7 @@ class LearnerProcess::Impl {
   // Declared before what uses it, so it is destroyed last (flushes).
   std::unique_ptr<ProcessTelemetry> telemetry_;
   LearnerServiceImpl service_;
+  PolicyLearnerServiceImpl policy_service_;  // worker mode
   // Shared by every core of this process (--max_inflight_segment_mb).
   std::shared_ptr<SegmentBudget> segment_budget_;
   std::shared_ptr<LearnerCore> core_;  // standalone

@@ -7,6 +7,7 @@
 #include "common/secrets.h"
 #include "common/status.h"
 #include "learner/c10d_collective.h"
+#include "policy/compute_device.h"
 #include "runspec/run_spec.h"
 
 namespace rl {
@@ -15,13 +16,15 @@ LearnerWorkload::LearnerWorkload(
     LearnerServiceImpl* service, Emitter* emitter,
     std::function<void(std::shared_ptr<LearnerCore>)> on_core,
     std::string collective_address, absl::Duration rendezvous_timeout,
-    std::shared_ptr<SegmentBudget> segment_budget)
+    std::shared_ptr<SegmentBudget> segment_budget,
+    PolicyLearnerServiceImpl* policy_service)
     : service_(service),
       emitter_(emitter),
       on_core_(std::move(on_core)),
       collective_address_(std::move(collective_address)),
       rendezvous_timeout_(rendezvous_timeout),
-      segment_budget_(std::move(segment_budget)) {}
+      segment_budget_(std::move(segment_budget)),
+      policy_service_(policy_service) {}
 
 LearnerWorkload::~LearnerWorkload() { Stop(); }
 
@@ -32,8 +35,44 @@ void LearnerWorkload::SetCore(std::shared_ptr<LearnerCore> core,
   if (on_core_) on_core_(std::move(core));
 }
 
+absl::Status LearnerWorkload::StartPolicyLearner(const Assignment& assignment) {
+  const RunSpec& spec = assignment.spec();
+  if (policy_service_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this learner process cannot train a policy of its own "
+        "(resources.learner_per_policy)");
+  }
+  if (assignment.rank() >= spec.policies_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment of run ", assignment.run_id(), ": learner rank ",
+        assignment.rank(), " of a run of ", spec.policies_size(),
+        " policies, each on a learner of its own"));
+  }
+  ASSIGN_OR_RETURN(
+      const torch::Device device,
+      ResolveComputeDevice(spec.resources().learner_device(),
+                           "resources.learner_device", "this learner"));
+  PolicyLearnerOptions options;
+  options.spec = spec;
+  options.run_id = assignment.run_id();
+  options.policy = spec.policies(assignment.rank()).name();
+  options.run_dir = assignment.checkpoint_dir();
+  options.device = device;
+  ASSIGN_OR_RETURN(std::unique_ptr<PolicyLearner> learner,
+                   PolicyLearner::Create(options));
+  policy_learner_ = std::move(learner);
+  policy_service_->SetLearner(policy_learner_, assignment.run_key());
+  RL_LOG_INFO("training policy {} of run {} for its learner (rank 0)",
+              options.policy, assignment.run_id());
+  return absl::OkStatus();
+}
+
 absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   Stop();
+  if (assignment.spec().resources().learner_per_policy() &&
+      assignment.rank() > 0) {
+    return StartPolicyLearner(assignment);
+  }
   LearnerOptions options;
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
@@ -44,6 +83,12 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.profile_path = profile_path_;
   options.emitter = emitter_;
   options.segment_budget = segment_budget_;
+  if (assignment.spec().resources().learner_per_policy()) {
+    // Ranks 1.. train the policies after the first, in the run's order.
+    options.policy_learners.assign(assignment.learner_addresses().begin() + 1,
+                                   assignment.learner_addresses().end());
+    options.run_key = assignment.run_key();
+  }
   if (emitter_ != nullptr) {
     emitter_->SetRun(assignment.run_id());
     emitter_->SetDefaultLabels({});
@@ -91,6 +136,7 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
 
 WorkloadState LearnerWorkload::Poll() {
   WorkloadState state;
+  // A policy's learner ends with its run (rank 0 speaks for it).
   if (core_ == nullptr) return state;
   state.finished = core_->WaitUntilDone(absl::ZeroDuration());
   state.status = core_->final_status();
@@ -101,6 +147,10 @@ WorkloadState LearnerWorkload::Poll() {
 
 void LearnerWorkload::Stop() {
   if (core_ != nullptr) SetCore(nullptr);
+  if (policy_learner_ != nullptr) {
+    policy_service_->SetLearner(nullptr, "");
+    policy_learner_.reset();
+  }
 }
 
 }  // namespace rl

@@ -13,6 +13,8 @@
 
 #include "learner/learner_core.h"
 #include "learner/learner_service.h"
+#include "learner/policy_learner.h"
+#include "learner/policy_learner_service.h"
 #include "telemetry/client/emitter.h"
 #include "worker/workload.h"
 
@@ -30,12 +32,17 @@ class LearnerWorkload : public Workload {
   // `rendezvous_timeout`.
   //
   // Every core shares `segment_budget` (null: none), the process's.
+  //
+  // With resources.learner_per_policy, rank k > 0 of a run trains its
+  // policy k (learner/policy_learner.h) through `policy_service` (null: such
+  // an assignment fails), and rank 0 calls them.
   LearnerWorkload(
       LearnerServiceImpl* service, Emitter* emitter,
       std::function<void(std::shared_ptr<LearnerCore>)> on_core = nullptr,
       std::string collective_address = "127.0.0.1",
       absl::Duration rendezvous_timeout = absl::Seconds(60),
-      std::shared_ptr<SegmentBudget> segment_budget = nullptr);
+      std::shared_ptr<SegmentBudget> segment_budget = nullptr,
+      PolicyLearnerServiceImpl* policy_service = nullptr);
   ~LearnerWorkload() override;
 
   absl::Status Start(const Assignment& assignment) override;
@@ -51,6 +58,8 @@ class LearnerWorkload : public Workload {
 
  private:
   void SetCore(std::shared_ptr<LearnerCore> core, std::string run_key = "");
+  // Rank k > 0 of a run with a learner per policy: its policy k.
+  absl::Status StartPolicyLearner(const Assignment& assignment);
 
   LearnerServiceImpl* const service_;
   Emitter* const emitter_;
@@ -60,7 +69,10 @@ class LearnerWorkload : public Workload {
   int profile_updates_ = 0;
   std::string profile_path_;
   const std::shared_ptr<SegmentBudget> segment_budget_;
+  PolicyLearnerServiceImpl* const policy_service_;
   std::shared_ptr<LearnerCore> core_;
+  // This rank trains one policy of a run's block (learner_per_policy).
+  std::shared_ptr<PolicyLearner> policy_learner_;
   std::atomic<int64_t> cancels_{0};
 };
 

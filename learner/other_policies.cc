@@ -1,11 +1,13 @@
 #include "learner/other_policies.h"
 
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <set>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -74,58 +76,138 @@ absl::Status ReadPolicyCheckpoint(const std::string& run_checkpoint,
                            dir);
 }
 
+absl::StatusOr<OtherPolicies::Policy> OtherPolicies::CreatePolicy(
+    const RunSpec& spec, int index, torch::Device device,
+    Collective* collective, int max_nonfinite_updates) {
+  const RunSpec own = NamedPolicyRun(spec, index);
+  const ActorCriticConfig config = RunNetworkConfig(own);
+  Policy p;
+  p.name = spec.policies(index).name();
+  p.index = index;
+  RETURN_IF_ERROR(
+      CheckDeviceOnFirstUse(config, own.ppo(), own.execution(), device));
+  ASSIGN_OR_RETURN(p.policy,
+                   CreateSeededActorCritic(config, spec.seed() + index));
+  RETURN_IF_ERROR(
+      CatchTorchErrors(absl::StrCat(Named(p), ": moving it to ", device.str()),
+                       [&] { p.policy->to(device); }));
+  p.updater =
+      std::make_unique<PpoUpdater>(p.policy, own.ppo(), own.total_env_steps(),
+                                   spec.seed() + index, own.execution());
+  p.updater->set_collective(collective);
+  p.updater->set_max_nonfinite_updates(max_nonfinite_updates);
+  return p;
+}
+
+absl::Status OtherPolicies::UpdatePolicy(Policy& p, const Rollout& rows,
+                                         int64_t env_steps_before,
+                                         int64_t update) {
+  const std::string where = absl::StrCat(
+      Named(p), ": update ", update, " (after ", env_steps_before, " steps)");
+  absl::StatusOr<UpdateStats> stats = p.updater->Update(rows, env_steps_before);
+  if (!stats.ok()) return Prefixed(stats.status(), where);
+  p.last_update = *stats;
+  if (stats->nonfinite_minibatches > 0) {
+    RL_LOG_WARNING(
+        "{}: the loss or gradient was not finite in {} minibatches; their "
+        "gradients were not applied ({} such updates in a row)",
+        where, stats->nonfinite_minibatches,
+        stats->consecutive_nonfinite_updates);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<OtherPolicies> OtherPolicies::Create(const RunSpec& spec,
                                                     torch::Device device,
                                                     Collective* collective,
-                                                    int max_nonfinite_updates) {
+                                                    int max_nonfinite_updates,
+                                                    const Remotes& remotes) {
   OtherPolicies out;
   if (spec.policies_size() == 0) return out;
+  const int others = spec.policies_size() - 1;
+  if (!remotes.addresses.empty() &&
+      static_cast<int>(remotes.addresses.size()) != others) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        remotes.addresses.size(), " learners of their own for the run's ",
+        others, " policies after its first"));
+  }
+  if (!remotes.addresses.empty() && collective != nullptr) {
+    return absl::InvalidArgumentError(
+        "policies with learners of their own beside a gang (the gang would "
+        "all-reduce what only rank 0 trains)");
+  }
   out.spec_ = spec;
   for (int i = 1; i < spec.policies_size(); ++i) {
-    const RunSpec own = NamedPolicyRun(spec, i);
-    const ActorCriticConfig config = RunNetworkConfig(own);
-    Policy p;
-    p.name = spec.policies(i).name();
-    p.index = i;
-    RETURN_IF_ERROR(
-        CheckDeviceOnFirstUse(config, own.ppo(), own.execution(), device));
-    ASSIGN_OR_RETURN(p.policy,
-                     CreateSeededActorCritic(config, spec.seed() + i));
-    RETURN_IF_ERROR(CatchTorchErrors(
-        absl::StrCat(Named(p), ": moving it to ", device.str()),
-        [&] { p.policy->to(device); }));
-    p.updater =
-        std::make_unique<PpoUpdater>(p.policy, own.ppo(), own.total_env_steps(),
-                                     spec.seed() + i, own.execution());
-    p.updater->set_collective(collective);
-    p.updater->set_max_nonfinite_updates(max_nonfinite_updates);
+    // A policy trained elsewhere keeps a copy here, made as its learner
+    // makes it (the same seed: the same first weights), for publishing.
+    ASSIGN_OR_RETURN(Policy p, CreatePolicy(spec, i, device, collective,
+                                            max_nonfinite_updates));
+    if (!remotes.addresses.empty()) {
+      PolicyLearnerClientOptions client = remotes.client;
+      client.address = remotes.addresses[i - 1];
+      client.policy = p.name;
+      p.remote = std::make_shared<PolicyLearnerClient>(std::move(client));
+    }
     out.policies_.push_back(std::move(p));
   }
   return out;
 }
 
+absl::Status OtherPolicies::UpdateRemote(Policy& p, const Rollout& rows,
+                                         int64_t env_steps_before,
+                                         int64_t update) {
+  ASSIGN_OR_RETURN(
+      UpdatePolicyResponse response,
+      p.remote->Update(rows, spec_.env(), update, env_steps_before));
+  RETURN_IF_ERROR(Take(p, response.parameters()));
+  p.last_update = UpdateStatsOf(response.figures());
+  return absl::OkStatus();
+}
+
+absl::Status OtherPolicies::Take(Policy& p,
+                                 const NamedPolicyParameters& parameters) {
+  if (parameters.name() != p.name) {
+    return absl::InternalError(
+        absl::StrCat(Named(p), ": its learner answered with policy \"",
+                     parameters.name(), "\"'s weights"));
+  }
+  return Prefixed(
+      DecodePolicyTensors(parameters.parameters(), "parameters", p.policy),
+      absl::StrCat(Named(p), ": the weights its learner sent"));
+}
+
 absl::Status OtherPolicies::Update(const Rollout& rollout,
                                    int64_t env_steps_before, int64_t update,
                                    const ToDevice& to_device) {
+  // Those trained elsewhere all at once, beside those trained here.
+  std::vector<std::future<absl::Status>> remote;
   for (Policy& p : policies_) {
-    const std::string where = absl::StrCat(
-        Named(p), ": update ", update, " (after ", env_steps_before, " steps)");
+    if (p.remote == nullptr) continue;
+    remote.push_back(std::async(std::launch::async, [&, this] {
+      return UpdateRemote(
+          p, rollout.Rows(RowsTensor(spec_, p.index, rollout.num_envs())),
+          env_steps_before, update);
+    }));
+  }
+  absl::Status status;
+  for (Policy& p : policies_) {
+    if (p.remote != nullptr) continue;
     absl::StatusOr<Rollout> rows =
         to_device(rollout.Rows(RowsTensor(spec_, p.index, rollout.num_envs())));
-    if (!rows.ok()) return Prefixed(rows.status(), where);
-    absl::StatusOr<UpdateStats> stats =
-        p.updater->Update(*rows, env_steps_before);
-    if (!stats.ok()) return Prefixed(stats.status(), where);
-    p.last_update = *stats;
-    if (stats->nonfinite_minibatches > 0) {
-      RL_LOG_WARNING(
-          "{}: the loss or gradient was not finite in {} minibatches; their "
-          "gradients were not applied ({} such updates in a row)",
-          where, stats->nonfinite_minibatches,
-          stats->consecutive_nonfinite_updates);
+    if (!rows.ok()) {
+      status = Prefixed(rows.status(),
+                        absl::StrCat(Named(p), ": update ", update, " (after ",
+                                     env_steps_before, " steps)"));
+      break;
     }
+    status = UpdatePolicy(p, *rows, env_steps_before, update);
+    if (!status.ok()) break;
   }
-  return absl::OkStatus();
+  for (std::future<absl::Status>& done : remote) {
+    const absl::Status s = done.get();
+    if (status.ok()) status = s;
+  }
+  return status;
 }
 
 Rollout OtherPolicies::FirstRows(const Rollout& rollout) const {
@@ -158,6 +240,12 @@ absl::Status OtherPolicies::Encode(PolicyUpdate* update) {
 
 absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates) {
   for (Policy& p : policies_) {
+    if (p.remote != nullptr) {
+      RETURN_IF_ERROR(
+          p.remote->Checkpoint(CheckpointPolicyRequest::WRITE, updates)
+              .status());
+      continue;
+    }
     RETURN_IF_ERROR(WritePolicyCheckpoint(run_dir, p.name, updates, p.policy,
                                           *p.updater,
                                           std::numeric_limits<int>::max()));
@@ -177,7 +265,22 @@ absl::Status OtherPolicies::Prune(const std::string& run_dir) {
     return absl::InternalError(
         absl::StrCat("listing ", run_dir, "/checkpoints: ", error.message()));
   }
+  std::vector<int64_t> kept_numbers;
+  for (const std::string& name : kept) {
+    int64_t number = 0;
+    if (absl::StartsWith(name, "ckpt-") &&
+        absl::SimpleAtoi(name.substr(5), &number)) {
+      kept_numbers.push_back(number);
+    }
+  }
   for (const Policy& p : policies_) {
+    if (p.remote != nullptr) {
+      RETURN_IF_ERROR(p.remote
+                          ->Checkpoint(CheckpointPolicyRequest::PRUNE,
+                                       /*updates=*/0, kept_numbers)
+                          .status());
+      continue;
+    }
     const fs::path root = PolicyCheckpointRoot(run_dir, p.name);
     std::vector<fs::path> gone;
     for (const auto& entry : fs::directory_iterator(root, error)) {
@@ -197,6 +300,25 @@ absl::Status OtherPolicies::Prune(const std::string& run_dir) {
 
 absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
   for (Policy& p : policies_) {
+    if (p.remote != nullptr) {
+      std::filesystem::path ckpt =
+          std::filesystem::path(run_checkpoint).lexically_normal();
+      if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
+      const std::string name = ckpt.filename().string();
+      int64_t number = 0;
+      if (!absl::StartsWith(name, "ckpt-") ||
+          !absl::SimpleAtoi(name.substr(5), &number)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(run_checkpoint,
+                         ": not a checkpoint's directory "
+                         "(ckpt-N)"));
+      }
+      ASSIGN_OR_RETURN(CheckpointPolicyResponse read,
+                       p.remote->Checkpoint(CheckpointPolicyRequest::READ,
+                                            number, {}, run_checkpoint));
+      RETURN_IF_ERROR(Take(p, read.parameters()));
+      continue;
+    }
     RETURN_IF_ERROR(
         ReadPolicyCheckpoint(run_checkpoint, p.name, p.policy, *p.updater));
   }

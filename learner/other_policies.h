@@ -8,6 +8,12 @@
 // all-reduces in the same order), are published beside the first
 // (PolicyUpdate.policies), and keep their checkpoints under
 // <run_dir>/policies/<name>/checkpoints, numbered as the run's.
+//
+// With resources.learner_per_policy each of them is trained by a learner of
+// its own (learner/policy_learner.h): this then keeps a copy of its network
+// for publishing, sends its rows of every batch there (all such policies
+// at once), takes the weights it answers with, and asks it to write, read
+// and prune its checkpoints.
 #ifndef RL_LEARNER_OTHER_POLICIES_H_
 #define RL_LEARNER_OTHER_POLICIES_H_
 
@@ -21,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "learner/collective.h"
+#include "learner/policy_learner_client.h"
 #include "learner/ppo_updater.h"
 #include "policy/actor_critic.h"
 #include "policy/rollout.h"
@@ -53,6 +60,16 @@ class OtherPolicies {
     ActorCritic policy{nullptr};
     std::unique_ptr<PpoUpdater> updater;
     UpdateStats last_update;
+    // Its learner of its own (null: trained here).
+    std::shared_ptr<PolicyLearnerClient> remote;
+  };
+
+  // The learners of their own (resources.learner_per_policy): addresses[i]
+  // trains policy i + 1; `client` holds what every call shares (run id and
+  // key, security, deadline). Empty: every policy is trained here.
+  struct Remotes {
+    std::vector<std::string> addresses;
+    PolicyLearnerClientOptions client;
   };
 
   // Policies 1.. of `spec`'s policies block (none without one) on `device`,
@@ -61,7 +78,19 @@ class OtherPolicies {
   static absl::StatusOr<OtherPolicies> Create(const RunSpec& spec,
                                               torch::Device device,
                                               Collective* collective,
-                                              int max_nonfinite_updates);
+                                              int max_nonfinite_updates,
+                                              const Remotes& remotes = {});
+
+  // Policy `index` (>= 1) of `spec`'s policies block alone, as Create
+  // makes each (a learner of its own for it: learner/policy_learner.h).
+  static absl::StatusOr<Policy> CreatePolicy(const RunSpec& spec, int index,
+                                             torch::Device device,
+                                             Collective* collective,
+                                             int max_nonfinite_updates);
+  // `p`'s PPO update on its `rows` (on its device), making the run's update
+  // `update`; errors name the policy and the update.
+  static absl::Status UpdatePolicy(Policy& p, const Rollout& rows,
+                                   int64_t env_steps_before, int64_t update);
 
   bool empty() const { return policies_.empty(); }
   const std::vector<Policy>& policies() const { return policies_; }
@@ -107,6 +136,12 @@ class OtherPolicies {
                    int64_t updates, int grad_norm_interval) const;
 
  private:
+  // `p`'s update on its learner of its own, its answer taken.
+  absl::Status UpdateRemote(Policy& p, const Rollout& rows,
+                            int64_t env_steps_before, int64_t update);
+  // Weights its learner sent into `p`'s copy.
+  static absl::Status Take(Policy& p, const NamedPolicyParameters& parameters);
+
   RunSpec spec_;
   std::vector<Policy> policies_;
 };

@@ -381,6 +381,15 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
         "segment.alive: the run's agents do not leave early "
         "(env.agents_leave)");
   }
+  if (!shape.episodes) {
+    if (s.episode_returns_size() > 0 || s.episode_lengths_size() > 0 ||
+        s.episode_rows_size() > 0) {
+      return absl::InvalidArgumentError(
+          "segment.episode_returns: rows sent on by the run's learner carry "
+          "no episodes");
+    }
+    return r;
+  }
   // At most one episode per env can end at each step: every byte of a
   // segment is sized by the run.
   if (s.episode_returns_size() > T * E) {

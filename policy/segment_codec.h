@@ -28,6 +28,11 @@ struct SegmentShape {
   // Numbers of a recurrent policy's state per env (segment.initial_state);
   // 0 without a core.
   int64_t state_size = 0;
+  // False: rows of a batch the run's learner sends on (one policy's, to
+  // its learner of its own: learner/policy_learner.h), which carry no
+  // episode statistics; any are refused, and the episode flags are not
+  // checked against them.
+  bool episodes = true;
 };
 
 // Writes the rollout's tensors into `segment` (identity fields and episode

@@ -348,6 +348,23 @@ TEST(SegmentCodecTest, EpisodesMustFitTheSegment) {
   EXPECT_THAT(error(impossible), HasSubstr("segment.log_probs: element 3"));
 }
 
+// Rows the run's learner sends on to a policy's learner of its own carry
+// flags but no episodes (the run's learner counted them); any are refused.
+TEST(SegmentCodecTest, RowsSentOnCarryNoEpisodes) {
+  SegmentShape shape = Shape();
+  shape.episodes = false;
+  RolloutSegment rows = Valid();
+  rows.clear_episode_returns();
+  rows.clear_episode_lengths();
+  ASSERT_TRUE(DecodeSegment(rows, shape).ok())
+      << DecodeSegment(rows, shape).status();
+  EXPECT_FALSE(DecodeSegment(rows, Shape()).ok());  // where episodes count
+  auto decoded = DecodeSegment(Valid(), shape);
+  EXPECT_EQ(decoded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(decoded.status().message(),
+              HasSubstr("rows sent on by the run's learner carry no episodes"));
+}
+
 // With env.episodic_life (Atari's lives) the episodes are games: fewer
 // than the flags' ends, of any length, their returns in raw rewards beyond
 // the clipped per-step range; never more than the flags end.

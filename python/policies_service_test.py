@@ -2,17 +2,21 @@
 coordinator, learner and actor processes (LightCycles-v0, 2 actors, 32768
 steps). One learner trains red and blue, each on its own player's rows; the
 actors act with both; each policy's checkpoints are kept, numbered alike,
-red's as the run's and blue's under <run_dir>/policies/blue."""
+red's as the run's and blue's under <run_dir>/policies/blue. With
+resources.learner_per_policy a second learner process trains blue, called
+by the first."""
 
 import contextlib
 import glob
 import io
 import os
 import re
+import subprocess
 import textwrap
 import unittest
 
 import onnx
+from onnx import numpy_helper
 import rlctl
 import test_util
 from rlservice import Client, state_name
@@ -95,6 +99,63 @@ class PoliciesServiceTest(test_util.EmbeddedServiceTest):
                                "-o", os.path.join(self.dir, "x.pt"), "--policy_name", "green"])
         self.assertNotEqual(code, 0)
         self.assertIn('has no policy "green" (its policies: red, blue)', out.getvalue())
+
+
+
+class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
+    """resources.learner_per_policy: blue on a learner process of its own."""
+
+    LOCAL_WORKERS = "learners=2,actors=2"
+
+    def test_each_policy_trains_on_a_learner_of_its_own(self):
+        run_file = os.path.join(self.dir, "per_policy.yaml")
+        with open(run_file, "w") as f:
+            f.write(RUN_FILE.replace("resources: {num_actors: 2}",
+                                     "resources: {num_actors: 2, learner_per_policy: true}"))
+        c = Client(self.address)
+        run = c.wait(c.submit(run_file), timeout=600)
+        learners = self.logs("*learner*")
+        self.assertEqual(state_name(run.state), "SUCCEEDED",
+                         run.failure_reason + "\n" + learners[-3000:])
+        self.assertGreaterEqual(run.progress.env_steps, 32768)
+        self.assertEqual([p.name for p in run.progress.policies], ["red", "blue"])
+        self.assertGreater(run.progress.policies[1].episodes, 0)
+        # Rank 1 trained blue; the actors streamed to rank 0 alone.
+        self.assertIn(f"training policy blue of run {run.run_id} for its learner (rank 0)",
+                      learners)
+        run_dir = os.path.join(self.dir, "runs", run.run_id)
+        red = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(run_dir, "checkpoints", "ckpt-*")))
+        blue = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(run_dir, "policies", "blue", "checkpoints", "ckpt-*")))
+        self.assertTrue(red, os.listdir(run_dir))
+        self.assertEqual(red, blue)
+        self.assertGreaterEqual(len(blue), 2, blue)
+        # Its learner trained blue between them: the first kept checkpoint's
+        # weights and the last's differ.
+        weights = []
+        for ckpt in (blue[0], blue[-1]):
+            output = os.path.join(self.dir, f"blue-{ckpt}.onnx")
+            subprocess.run(
+                [os.path.abspath("trainer/rl_local"), "export", f"--run={run_file}",
+                 "--checkpoint=" + os.path.join(run_dir, "policies", "blue", "checkpoints",
+                                                ckpt),
+                 "--format=onnx", f"--output={output}"],
+                check=True, capture_output=True)
+            weights.append({t.name: numpy_helper.to_array(t).tobytes()
+                            for t in onnx.load(output).graph.initializer})
+        self.assertEqual(weights[0].keys(), weights[1].keys())
+        self.assertNotEqual(weights[0], weights[1])
+        # Refused at submission, naming the field: a gang per policy.
+        bad = os.path.join(self.dir, "gang.yaml")
+        with open(bad, "w") as f:
+            f.write(RUN_FILE.replace(
+                "resources: {num_actors: 2}",
+                "resources: {num_actors: 2, num_learners: 2, learner_per_policy: true}"))
+        with self.assertRaises(Exception) as refused:
+            c.submit(bad)
+        self.assertIn("resources.learner_per_policy: needs resources.num_learners: 1",
+                      str(refused.exception))
 
 
 if __name__ == "__main__":

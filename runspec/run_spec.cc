@@ -424,6 +424,18 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
   if (res.num_learners() < 1 || res.num_learners() > 1024) {
     p.Add("resources.num_learners", "must be in [1, 1024]", res.num_learners());
   }
+  if (res.learner_per_policy() && spec.policies_size() < 2) {
+    p.Add("resources.learner_per_policy",
+          "needs a policies: block (two or more policies, each on a learner "
+          "of its own)",
+          absl::StrCat(spec.policies_size(), " policies"));
+  }
+  if (res.learner_per_policy() && res.num_learners() > 1) {
+    p.Add("resources.learner_per_policy",
+          "needs resources.num_learners: 1 (a gang of learners per policy "
+          "is not built)",
+          absl::StrCat("num_learners ", res.num_learners()));
+  }
   if (res.num_actors() < 1 || res.num_actors() > 65536) {
     p.Add("resources.num_actors", "must be in [1, 65536]", res.num_actors());
   }
@@ -486,6 +498,13 @@ std::string GangCollectiveBackend(const RunSpec& spec) {
   if (backend == "gloo" || backend == "nccl") return backend;
   return absl::StartsWith(spec.resources().learner_device(), "cuda") ? "nccl"
                                                                      : "gloo";
+}
+
+int LearnerProcesses(const RunSpec& spec) {
+  const int learners = std::max(1, spec.resources().num_learners());
+  return spec.resources().learner_per_policy()
+             ? learners * std::max(1, spec.policies_size())
+             : learners;
 }
 
 int LearnerRankOfActor(int actor_id, int num_learners) {

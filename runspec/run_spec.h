@@ -68,6 +68,11 @@ absl::Status ResolveRunSpec(RunSpec* spec);
 // resolve keeps its env as it is.
 void CompleteStoredRunSpec(RunSpec* spec);
 
+// The learner processes a run is placed on: resources.num_learners, times
+// the number of policies with resources.learner_per_policy (rank 0 is the
+// run's own learner, which the actors stream to; rank k trains policy k).
+int LearnerProcesses(const RunSpec& spec);
+
 // A gang of `num_learners` splits a run's actors: actor `actor_id` streams
 // to learner rank actor_id % num_learners. The one place that says so.
 int LearnerRankOfActor(int actor_id, int num_learners);

@@ -138,6 +138,36 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
                        HasSubstr("policies: name two or more")));
 }
 
+// resources.learner_per_policy: one learner process per policy (rank k
+// trains policy k), for a policies block and one learner each.
+TEST(PoliciesRulesTest, ALearnerPerPolicyPlacesOneLearnerForEach) {
+  const std::string per_policy =
+      "[{name: a, agents: [0]}, {name: b, agents: [1]}]\n"
+      "resources: {learner_per_policy: true}";
+  ASSERT_OK_AND_ASSIGN(const RunSpec spec, TwoPolicies(per_policy));
+  EXPECT_EQ(LearnerProcesses(spec), 2);
+  RunSpec shared = spec;
+  shared.mutable_resources()->set_learner_per_policy(false);
+  EXPECT_EQ(LearnerProcesses(shared), 1);
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]\n"
+                  "resources: {learner_per_policy: true, num_learners: 2}")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("resources.learner_per_policy: needs "
+                         "resources.num_learners: 1 (a gang of learners per "
+                         "policy is not built) (got num_learners 2)")));
+  EXPECT_THAT(
+      LoadRunSpec("env: {id: CartPole-v1}\n"
+                  "resources: {learner_per_policy: true}\n",
+                  RunFileFormat::kYaml)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("resources.learner_per_policy: needs a policies: "
+                         "block (two or more policies, each on a learner of "
+                         "its own) (got 0 policies)")));
+}
+
 // Each policy learns from its own agents' rows: a run's policies end apart
 // from where they began and from each other, each with its own episodes;
 // a checkpoint brings every one of them back.

@@ -1,0 +1,187 @@
+#include "learner/policy_learner.h"
+
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status.h"
+#include "learner/run_intake.h"
+#include "policy/policy_codec.h"
+#include "policy/torch_status.h"
+#include "runspec/named_policies.h"
+
+namespace rl {
+namespace {
+
+constexpr char kCheckpointPrefix[] = "ckpt-";
+
+std::string CheckpointName(int64_t updates) {
+  return absl::StrFormat("%s%012d", kCheckpointPrefix, updates);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PolicyLearner>> PolicyLearner::Create(
+    PolicyLearnerOptions options) {
+  int index = -1;
+  for (int i = 1; i < options.spec.policies_size(); ++i) {
+    if (options.spec.policies(i).name() == options.policy) index = i;
+  }
+  if (index < 0) {
+    std::string names;
+    for (int i = 1; i < options.spec.policies_size(); ++i) {
+      absl::StrAppend(&names, i > 1 ? ", " : "",
+                      options.spec.policies(i).name());
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("policy \"", options.policy, "\": not a policy of run ",
+                     options.run_id, " after its first (",
+                     names.empty() ? "it has no policies block" : names, ")"));
+  }
+  std::unique_ptr<PolicyLearner> learner(new PolicyLearner(std::move(options)));
+  const PolicyLearnerOptions& o = learner->options_;
+  learner->shape_ = RunSegmentShape(NamedPolicyRun(o.spec, index));
+  learner->shape_.episodes = false;  // a batch's rows: the run's learner
+                                     // counted their episodes
+  absl::MutexLock lock(&learner->mu_);
+  ASSIGN_OR_RETURN(learner->policy_,
+                   OtherPolicies::CreatePolicy(o.spec, index, o.device,
+                                               /*collective=*/nullptr,
+                                               o.max_nonfinite_updates));
+  return learner;
+}
+
+absl::Status PolicyLearner::CheckAddressed(const std::string& run_id,
+                                           const std::string& policy) const {
+  if (run_id != options_.run_id || policy != options_.policy) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this learner trains policy \"", options_.policy, "\" of run ",
+        options_.run_id, ", not policy \"", policy, "\" of run ", run_id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PolicyLearner::Encode(NamedPolicyParameters* out) {
+  out->set_name(options_.policy);
+  return EncodePolicyTensors(policy_.policy, out->mutable_parameters());
+}
+
+int64_t PolicyLearner::updates() const {
+  absl::MutexLock lock(&mu_);
+  return updates_;
+}
+
+absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
+    const UpdatePolicyRequest& request) {
+  RETURN_IF_ERROR(CheckAddressed(request.run_id(), request.policy()));
+  absl::MutexLock lock(&mu_);
+  if (request.update() != updates_ + 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("policy ", options_.policy, ": update ", request.update(),
+                     " does not follow its last, ", updates_));
+  }
+  // Any number of copies: the shape but the rows' count is the run's.
+  const auto& rewards = request.rows().rewards().shape();
+  if (rewards.size() != 2 || rewards[1] <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows.rewards: shape [", absl::StrJoin(rewards, ", "),
+                     "]; expected [T, rows] with rows > 0"));
+  }
+  SegmentShape shape = shape_;
+  shape.num_envs = rewards[1];
+  absl::StatusOr<Rollout> rows = DecodeSegment(request.rows(), shape);
+  if (!rows.ok()) return Prefixed(rows.status(), "rows");
+  absl::StatusOr<Rollout> here =
+      CatchTorchErrors(absl::StrCat("policy ", options_.policy, ": rows to ",
+                                    options_.device.str()),
+                       [&] { return rows->To(options_.device); });
+  RETURN_IF_ERROR(here.status());
+  RETURN_IF_ERROR(OtherPolicies::UpdatePolicy(
+      policy_, *here, request.env_steps_before(), request.update()));
+  ASSIGN_OR_RETURN(const std::string nonfinite,
+                   FirstNonFiniteWeight(policy_.policy));
+  if (!nonfinite.empty()) {
+    return absl::InternalError(absl::StrCat(
+        "after update ", request.update(), " policy ", options_.policy,
+        "'s weights are not finite (NaN or inf in ", nonfinite,
+        "); they were not published or checkpointed. Lower its "
+        "ppo.learning_rate, or check the scale of the rewards"));
+  }
+  updates_ = request.update();
+  UpdatePolicyResponse response;
+  RETURN_IF_ERROR(Encode(response.mutable_parameters()));
+  *response.mutable_figures() = PolicyUpdateFiguresOf(policy_.last_update);
+  return response;
+}
+
+absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
+    const CheckpointPolicyRequest& request) {
+  RETURN_IF_ERROR(CheckAddressed(request.run_id(), request.policy()));
+  namespace fs = std::filesystem;
+  const fs::path root = PolicyCheckpointRoot(options_.run_dir, options_.policy);
+  absl::MutexLock lock(&mu_);
+  CheckpointPolicyResponse response;
+  switch (request.action()) {
+    case CheckpointPolicyRequest::WRITE:
+      if (request.updates() != updates_) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "policy ", options_.policy, ": a checkpoint of update ",
+            request.updates(), " asked for at update ", updates_));
+      }
+      RETURN_IF_ERROR(WritePolicyCheckpoint(
+          options_.run_dir, options_.policy, updates_, policy_.policy,
+          *policy_.updater, std::numeric_limits<int>::max()));
+      response.set_path((root / CheckpointName(updates_)).string());
+      return response;
+    case CheckpointPolicyRequest::READ: {
+      // The policy's lies beside the run's checkpoint (this run's, or the
+      // run it starts from), numbered alike.
+      if (request.run_checkpoint().empty()) {
+        return absl::InvalidArgumentError(
+            "run_checkpoint: the run's checkpoint to read beside is required");
+      }
+      RETURN_IF_ERROR(ReadPolicyCheckpoint(request.run_checkpoint(),
+                                           options_.policy, policy_.policy,
+                                           *policy_.updater));
+      updates_ = request.updates();
+      RETURN_IF_ERROR(Encode(response.mutable_parameters()));
+      return response;
+    }
+    case CheckpointPolicyRequest::PRUNE: {
+      const std::set<int64_t> keep(request.keep().begin(),
+                                   request.keep().end());
+      std::error_code error;
+      std::vector<fs::path> gone;
+      for (const auto& entry : fs::directory_iterator(root, error)) {
+        const std::string name = entry.path().filename().string();
+        int64_t number = 0;
+        if (absl::StartsWith(name, kCheckpointPrefix) &&
+            absl::SimpleAtoi(name.substr(sizeof(kCheckpointPrefix) - 1),
+                             &number) &&
+            keep.count(number) == 0) {
+          gone.push_back(entry.path());
+        }
+      }
+      for (const fs::path& path : gone) fs::remove_all(path, error);
+      if (error) {
+        return absl::InternalError(absl::StrCat("policy ", options_.policy,
+                                                ": pruning ", root.string(),
+                                                ": ", error.message()));
+      }
+      return response;
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("action: ", static_cast<int>(request.action()),
+                       "; one of WRITE, READ, PRUNE"));
+  }
+}
+
+}  // namespace rl

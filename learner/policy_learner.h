@@ -1,0 +1,84 @@
+// One policy of a run's policies block trained on a learner of its own
+// (proto/policy_learner.proto; docs/multi_agent.md#several-policies-per-run):
+// the run's first learner sends it the policy's rows of every batch; this
+// updates the policy's network on them as a learner that trains every
+// policy does (OtherPolicies::CreatePolicy and UpdatePolicy: the same
+// seeds, so the same weights), answers with the weights, and writes, reads
+// and prunes the policy's checkpoints under <run_dir>/policies/<name>/
+// checkpoints. Updates arrive in order: update n + 1 follows n, so a batch
+// resent after a lost answer is refused rather than learned from twice.
+// No gRPC here (policy_learner_service.h is the thin service).
+#ifndef RL_LEARNER_POLICY_LEARNER_H_
+#define RL_LEARNER_POLICY_LEARNER_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "learner/other_policies.h"
+#include "learner/policy_learner_client.h"
+#include "policy/segment_codec.h"
+#include "proto/common.pb.h"
+#include "proto/policy_learner.pb.h"
+
+namespace rl {
+
+struct PolicyLearnerOptions {
+  // The run (validated, defaults applied) and its id on the wire.
+  RunSpec spec;
+  std::string run_id;
+  // The policy this learner trains: a name in spec.policies after the
+  // first (the first is the run's own learner's).
+  std::string policy;
+  // Where its checkpoints go: <run_dir>/policies/<policy>/checkpoints.
+  std::string run_dir;
+  torch::Device device = torch::kCPU;
+  // As LearnerOptions.max_nonfinite_updates.
+  int max_nonfinite_updates = 3;
+};
+
+class PolicyLearner {
+ public:
+  // INVALID_ARGUMENT naming `policy` when the run has no such policy after
+  // its first.
+  static absl::StatusOr<std::unique_ptr<PolicyLearner>> Create(
+      PolicyLearnerOptions options);
+
+  // FAILED_PRECONDITION for another run or policy, and for an update that
+  // does not follow the last; INVALID_ARGUMENT naming the field for
+  // rows that are not the policy's (shape, dtype, values); INTERNAL where
+  // the weights are no longer finite (they are not answered with).
+  absl::StatusOr<UpdatePolicyResponse> Update(
+      const UpdatePolicyRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<CheckpointPolicyResponse> Checkpoint(
+      const CheckpointPolicyRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const std::string& name() const { return options_.policy; }
+  // The run's updates this policy has made (or was read back at).
+  int64_t updates() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  explicit PolicyLearner(PolicyLearnerOptions options)
+      : options_(std::move(options)) {}
+  absl::Status CheckAddressed(const std::string& run_id,
+                              const std::string& policy) const;
+  absl::Status Encode(NamedPolicyParameters* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const PolicyLearnerOptions options_;
+  // The segment shape of the policy's rows but their count (a batch holds
+  // any number of copies).
+  SegmentShape shape_;
+  mutable absl::Mutex mu_;
+  OtherPolicies::Policy policy_ ABSL_GUARDED_BY(mu_);
+  int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_POLICY_LEARNER_H_

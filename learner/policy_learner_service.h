@@ -1,0 +1,47 @@
+// PolicyLearnerService (proto/policy_learner.proto): the calls of a run's
+// first learner to the learner of one of its other policies, turned into
+// PolicyLearner's. Only the run's own learner may call: it presents the
+// run's key (Assignment.run_key, metadata x-rl-run-key); an actor's key,
+// another run's or none is PERMISSION_DENIED. Before SetLearner every call
+// is UNAVAILABLE. The calls run on gRPC's synchronous threads: an update
+// takes as long as the policy's PPO update.
+#ifndef RL_LEARNER_POLICY_LEARNER_SERVICE_H_
+#define RL_LEARNER_POLICY_LEARNER_SERVICE_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "learner/policy_learner.h"
+#include "proto/policy_learner.grpc.pb.h"
+
+namespace rl {
+
+class PolicyLearnerServiceImpl final : public PolicyLearnerService::Service {
+ public:
+  // `learner` may be null (no run yet); `run_key` empty: no key asked for
+  // (tests, a learner started by hand).
+  void SetLearner(std::shared_ptr<PolicyLearner> learner, std::string run_key)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  grpc::Status UpdatePolicy(grpc::ServerContext* context,
+                            const UpdatePolicyRequest* request,
+                            UpdatePolicyResponse* response) override;
+  grpc::Status CheckpointPolicy(grpc::ServerContext* context,
+                                const CheckpointPolicyRequest* request,
+                                CheckpointPolicyResponse* response) override;
+
+ private:
+  grpc::Status Admit(const grpc::ServerContext& context,
+                     std::shared_ptr<PolicyLearner>* learner)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  absl::Mutex mu_;
+  std::shared_ptr<PolicyLearner> learner_ ABSL_GUARDED_BY(mu_);
+  std::string run_key_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rl
+
+#endif  // RL_LEARNER_POLICY_LEARNER_SERVICE_H_

@@ -1,0 +1,296 @@
+#include "learner/policy_learner.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "gtest/gtest.h"
+#include "learner/other_policies.h"
+#include "learner/policy_learner_client.h"
+#include "learner/policy_learner_service.h"
+#include "policy/rollout.h"
+#include "testing/run_specs.h"
+#include "testing/status_matchers.h"
+#include "testing/temp_dir.h"
+
+namespace rl {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kRun[] = "duel-run";
+constexpr char kKey[] = "the-run-key";
+
+// Duel-v0 (2 agents) in 8 rows; red plays agent 0 (the run's own learner's),
+// blue agent 1 (a learner of its own in these tests).
+RunSpec TwoPolicies() {
+  return SmallRunSpec(
+      "env: {id: Duel-v0, plugin: duel, agents_per_env: 2, "
+      "observation_size: 4, num_discrete_actions: 2, reward_low: -1, "
+      "reward_high: 1}\n"
+      "envs_per_actor: 8\nsegment_length: 4\n"
+      "ppo: {num_minibatches: 2, num_epochs: 2}\n"
+      "policies: [{name: red, agents: [0]},\n"
+      "  {name: blue, agents: [1], policy: {hidden_sizes: [8]}}]\n");
+}
+
+// A batch of every row, as the run's learner has it: random observations,
+// rewards and episode ends (seeded).
+Rollout Batch(uint64_t seed, int64_t rows = 8) {
+  torch::manual_seed(seed);
+  const int64_t T = 4;
+  Rollout r;
+  r.observations = torch::randn({T, rows, 4});
+  r.actions = torch::randint(0, 2, {T, rows}, torch::kInt64);
+  r.log_probs = torch::full({T, rows}, std::log(0.5f));
+  r.values = torch::randn({T, rows});
+  r.rewards = torch::randint(-1, 2, {T, rows}).to(torch::kFloat32);
+  r.terminated = torch::randint(0, 2, {T, rows}).to(torch::kUInt8);
+  r.truncated = torch::zeros({T, rows}, torch::kUInt8);
+  r.truncated_values = torch::zeros({T, rows});
+  r.next_observations = torch::randn({rows, 4});
+  r.next_values = torch::randn({rows});
+  return r;
+}
+
+absl::StatusOr<Rollout> Same(Rollout r) { return r; }
+
+std::vector<torch::Tensor> Weights(const ActorCritic& policy) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : policy->named_parameters()) {
+    out.push_back(p.value().detach().clone());
+  }
+  return out;
+}
+
+bool Equal(const std::vector<torch::Tensor>& a,
+           const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// Blue's learner of its own, served on a real port of this host.
+struct BlueLearner {
+  std::shared_ptr<PolicyLearner> learner;
+  PolicyLearnerServiceImpl service;
+  RunningServer server;
+  std::string address;
+};
+
+std::unique_ptr<BlueLearner> StartBlue(const std::string& run_dir) {
+  auto blue = std::make_unique<BlueLearner>();
+  PolicyLearnerOptions options;
+  options.spec = TwoPolicies();
+  options.run_id = kRun;
+  options.policy = "blue";
+  options.run_dir = run_dir;
+  absl::StatusOr<std::unique_ptr<PolicyLearner>> learner =
+      PolicyLearner::Create(options);
+  EXPECT_OK(learner.status());
+  if (!learner.ok()) return nullptr;
+  blue->learner = *std::move(learner);
+  blue->service.SetLearner(blue->learner, kKey);
+  ServerOptions server_options;
+  server_options.max_receive_message_bytes = 64 << 20;
+  absl::StatusOr<RunningServer> server =
+      StartServer({&blue->service}, server_options);
+  EXPECT_OK(server.status());
+  if (!server.ok()) return nullptr;
+  blue->server = *std::move(server);
+  blue->address = absl::StrCat("127.0.0.1:", blue->server.port);
+  return blue;
+}
+
+PolicyLearnerClientOptions Caller(const std::string& address,
+                                  const std::string& policy,
+                                  const std::string& key) {
+  PolicyLearnerClientOptions o;
+  o.address = address;
+  o.run_id = kRun;
+  o.policy = policy;
+  o.run_key = key;
+  o.deadline = absl::Seconds(60);
+  o.ready_timeout = absl::Seconds(1);
+  return o;
+}
+
+OtherPolicies::Remotes BlueAt(const std::string& address,
+                              const std::string& key = kKey) {
+  OtherPolicies::Remotes remotes;
+  remotes.addresses = {address};
+  remotes.client.run_id = kRun;
+  remotes.client.run_key = key;
+  remotes.client.deadline = absl::Seconds(60);
+  return remotes;
+}
+
+// Trained on a learner of its own, blue's weights and figures are those
+// of blue trained beside red in one learner, update for update: the same
+// seed, rows and steps.
+TEST(PolicyLearnerTest, ALearnerOfItsOwnTrainsAsTheRunsLearnerWould) {
+  const std::string dir = MakeTestDir();
+  std::unique_ptr<BlueLearner> blue = StartBlue(dir);
+  ASSERT_NE(blue, nullptr);
+  ASSERT_OK_AND_ASSIGN(
+      OtherPolicies here,
+      OtherPolicies::Create(TwoPolicies(), torch::kCPU, nullptr, 3));
+  ASSERT_OK_AND_ASSIGN(
+      OtherPolicies there,
+      OtherPolicies::Create(TwoPolicies(), torch::kCPU, nullptr, 3,
+                            BlueAt(blue->address)));
+  ASSERT_EQ(there.policies().size(), 1u);
+  EXPECT_NE(there.policies()[0].remote, nullptr);
+  ASSERT_TRUE(Equal(Weights(here.policies()[0].policy),
+                    Weights(there.policies()[0].policy)));
+  const std::vector<torch::Tensor> before = Weights(here.policies()[0].policy);
+  for (int64_t update = 1; update <= 3; ++update) {
+    const Rollout batch = Batch(update);
+    const int64_t steps = (update - 1) * 32;
+    ASSERT_OK(here.Update(batch, steps, update, Same));
+    ASSERT_OK(there.Update(batch, steps, update, Same));
+    EXPECT_TRUE(Equal(Weights(here.policies()[0].policy),
+                      Weights(there.policies()[0].policy)))
+        << "update " << update;
+    const UpdateStats& a = here.policies()[0].last_update;
+    const UpdateStats& b = there.policies()[0].last_update;
+    EXPECT_EQ(a.policy_loss, b.policy_loss);
+    EXPECT_EQ(a.value_loss, b.value_loss);
+    EXPECT_EQ(a.approx_kl, b.approx_kl);
+    EXPECT_EQ(a.epochs, b.epochs);
+    EXPECT_EQ(a.learning_rate, b.learning_rate);
+  }
+  EXPECT_FALSE(Equal(before, Weights(there.policies()[0].policy)));
+  EXPECT_EQ(blue->learner->updates(), 3);
+
+  // Its checkpoints, where the run's learner would write them.
+  ASSERT_OK(there.Write(dir, 3));
+  const std::string ckpt3 =
+      dir + "/policies/blue/checkpoints/ckpt-000000000003";
+  EXPECT_TRUE(std::filesystem::exists(ckpt3));
+  const std::vector<torch::Tensor> at3 = Weights(there.policies()[0].policy);
+  ASSERT_OK(there.Update(Batch(4), 96, 4, Same));
+  ASSERT_OK(there.Write(dir, 4));
+  // The run kept checkpoint 3 only: blue's 4 goes.
+  std::filesystem::create_directories(dir + "/checkpoints/ckpt-000000000003");
+  ASSERT_OK(there.Prune(dir));
+  EXPECT_TRUE(std::filesystem::exists(ckpt3));
+  EXPECT_FALSE(std::filesystem::exists(
+      dir + "/policies/blue/checkpoints/ckpt-000000000004"));
+  // A resume from the run's checkpoint 3: the weights come back, and the
+  // next update is 4 again.
+  ASSERT_OK(there.Read(dir + "/checkpoints/ckpt-000000000003/"));
+  EXPECT_TRUE(Equal(at3, Weights(there.policies()[0].policy)));
+  EXPECT_EQ(blue->learner->updates(), 3);
+  ASSERT_OK(there.Update(Batch(4), 96, 4, Same));
+  ASSERT_OK(here.Update(Batch(4), 96, 4, Same));
+  EXPECT_TRUE(Equal(Weights(here.policies()[0].policy),
+                    Weights(there.policies()[0].policy)));
+  // A run that starts from another run's checkpoint (PBT's start_from)
+  // reads blue's beside that one.
+  const std::string other = dir + "/started-from";
+  std::filesystem::create_directories(other + "/policies/blue/checkpoints");
+  std::filesystem::rename(
+      ckpt3, other + "/policies/blue/checkpoints/ckpt-000000000003");
+  ASSERT_OK(there.Read(other + "/checkpoints/ckpt-000000000003"));
+  EXPECT_TRUE(Equal(at3, Weights(there.policies()[0].policy)));
+  EXPECT_EQ(blue->learner->updates(), 3);
+  blue->server.server->Shutdown();
+}
+
+TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
+  const std::string dir = MakeTestDir();
+  std::unique_ptr<BlueLearner> blue = StartBlue(dir);
+  ASSERT_NE(blue, nullptr);
+  const Rollout batch = Batch(1);
+  const Rollout blue_rows =
+      batch.Rows(torch::tensor(std::vector<int64_t>{1, 3, 5, 7}));
+
+  // Only the run's own learner may call.
+  PolicyLearnerClient stranger(Caller(blue->address, "blue", ""));
+  EXPECT_THAT(
+      stranger.Update(blue_rows, TwoPolicies().env(), 1, 0),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("x-rl-run-key")));
+  PolicyLearnerClient client(Caller(blue->address, "red", kKey));
+  // What says that the policy's learner is not where the run is ends the
+  // run's learner retryably (ABORTED: its learners are placed again).
+  EXPECT_THAT(client.Update(blue_rows, TwoPolicies().env(), 1, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("trains policy \"blue\" of run duel-run, "
+                                 "not policy \"red\"")));
+  PolicyLearnerClient ok(Caller(blue->address, "blue", kKey));
+  // Out of order: a batch is never learned from twice, nor one skipped.
+  EXPECT_THAT(ok.Update(blue_rows, TwoPolicies().env(), 2, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 2 does not follow its last, 0")));
+  // Rows that are not blue's: 5 observation numbers.
+  Rollout wide = blue_rows;
+  wide.observations = torch::randn({4, 4, 5});
+  EXPECT_THAT(ok.Update(wide, TwoPolicies().env(), 1, 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rows")));
+  EXPECT_EQ(blue->learner->updates(), 0);
+  ASSERT_OK(ok.Update(blue_rows, TwoPolicies().env(), 1, 0).status());
+  EXPECT_EQ(blue->learner->updates(), 1);
+  EXPECT_THAT(ok.Checkpoint(CheckpointPolicyRequest::WRITE, 2),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("a checkpoint of update 2 asked for at "
+                                 "update 1")));
+  EXPECT_THAT(ok.Checkpoint(CheckpointPolicyRequest::READ, 7, {},
+                            dir + "/checkpoints/ckpt-000000000007"),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("policy blue's checkpoint beside")));
+
+  // A learner for the run's first policy, or for one it lacks.
+  PolicyLearnerOptions options;
+  options.spec = TwoPolicies();
+  options.run_id = kRun;
+  options.policy = "red";
+  EXPECT_THAT(PolicyLearner::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy \"red\": not a policy of run "
+                                 "duel-run after its first (blue)")));
+  // As many learners of their own as policies after the first.
+  OtherPolicies::Remotes two = BlueAt(blue->address);
+  two.addresses.push_back(blue->address);
+  EXPECT_THAT(
+      OtherPolicies::Create(TwoPolicies(), torch::kCPU, nullptr, 3, two),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("2 learners of their own for the run's 1 policies")));
+  // Before it has a policy to train.
+  PolicyLearnerServiceImpl idle;
+  ASSERT_OK_AND_ASSIGN(RunningServer idle_server,
+                       StartServer({&idle}, ServerOptions()));
+  PolicyLearnerClient early(
+      Caller(absl::StrCat("127.0.0.1:", idle_server.port), "blue", kKey));
+  // Waited for up to ready_timeout (1 s here), then ABORTED.
+  EXPECT_THAT(
+      early.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
+  // One that comes up within it is waited for.
+  PolicyLearnerClientOptions waits =
+      Caller(absl::StrCat("127.0.0.1:", idle_server.port), "blue", kKey);
+  waits.ready_timeout = absl::Seconds(60);
+  PolicyLearnerClient patient(waits);
+  std::thread arrives([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    idle.SetLearner(blue->learner, kKey);
+  });
+  const absl::StatusOr<CheckpointPolicyResponse> written =
+      patient.Checkpoint(CheckpointPolicyRequest::WRITE, 1);
+  arrives.join();
+  EXPECT_OK(written.status());
+  idle_server.server->Shutdown();
+  blue->server.server->Shutdown();
+}
+
+}  // namespace
+}  // namespace rl
