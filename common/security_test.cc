@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "proto/coordinator.grpc.pb.h"
 #include "proto/learner.grpc.pb.h"
+#include "proto/policy_learner.grpc.pb.h"
 #include "proto/roles.pb.h"
 #include "proto/telemetry.grpc.pb.h"
 #include "testing/status_matchers.h"
@@ -36,7 +37,7 @@ namespace {
 using ::testing::HasSubstr;
 
 // What the product promises, written out independently of AllowedRoles:
-// the roles that may call each method of the four services.
+// the roles that may call each method of the five services.
 const std::map<std::string, uint32_t>& ExpectedRoles() {
   static const auto* table = new std::map<std::string, uint32_t>{
       {"/rl.RunService/SubmitRun", kRoleUser | kRoleAdmin},
@@ -56,6 +57,8 @@ const std::map<std::string, uint32_t>& ExpectedRoles() {
       {"/rl.LearnerService/StreamRollouts", kRoleWorker | kRoleAdmin},
       {"/rl.LearnerService/SubscribePolicy", kRoleWorker | kRoleAdmin},
       {"/rl.LearnerService/GetStatus", kRoleUser | kRoleWorker | kRoleAdmin},
+      {"/rl.PolicyLearnerService/UpdatePolicy", kRoleWorker | kRoleAdmin},
+      {"/rl.PolicyLearnerService/CheckpointPolicy", kRoleWorker | kRoleAdmin},
       {"/rl.TelemetryService/Ingest", kRoleWorker | kRoleAdmin},
       {"/rl.TelemetryService/Query", kRoleUser | kRoleAdmin},
       {"/rl.TelemetryService/ListSeries", kRoleUser | kRoleAdmin},
@@ -144,7 +147,8 @@ class SecurityTest : public ::testing::Test {
     ServerOptions server_options;
     server_options.security = Load(options);
     absl::StatusOr<RunningServer> server = StartServer(
-        {&runs_, &workers_, &learner_, &telemetry_}, server_options);
+        {&runs_, &workers_, &learner_, &policy_learner_, &telemetry_},
+        server_options);
     ASSERT_OK(server.status());
     server_ = std::move(*server);
   }
@@ -187,6 +191,7 @@ class SecurityTest : public ::testing::Test {
   RunService::Service runs_;
   WorkerService::Service workers_;
   LearnerService::Service learner_;
+  PolicyLearnerService::Service policy_learner_;
   TelemetryService::Service telemetry_;
   RunningServer server_;
 };
@@ -245,7 +250,7 @@ TEST_F(SecurityTest, EachRoleAgainstEachMethod) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, 21 * 5);
+  EXPECT_EQ(checked, 23 * 5);
   // Health checks need no token (probes of Kubernetes and Slurm scripts).
   EXPECT_EQ(Call("/grpc.health.v1.Health/Check", Client("")).error_code(),
             grpc::StatusCode::OK);

@@ -87,6 +87,7 @@ absl::Status LearnerCore::Impl::Start() {
   remotes.addresses = options_.policy_learners;
   remotes.client.run_id = options_.run_id;
   remotes.client.run_key = options_.run_key;
+  remotes.client.gang_id = options_.gang_id;
   ASSIGN_OR_RETURN(
       others_, OtherPolicies::Create(spec, device, options_.collective.get(),
                                      options_.max_nonfinite_updates, remotes));

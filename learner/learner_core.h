@@ -60,9 +60,11 @@ struct LearnerOptions {
   int sync_check_interval = 10;
   // resources.learner_per_policy: where the learners of the run's policies
   // after its first listen (policy i + 1's at [i]; learner/policy_learner.h),
-  // called with run_id and `run_key`. Empty: this core trains every policy.
+  // called with run_id, `run_key` and `gang_id`. Empty: this core trains
+  // every policy.
   std::vector<std::string> policy_learners;
   std::string run_key;
+  std::string gang_id;  // Assignment.gang_id: the placement's
   // An update whose loss or gradient turns NaN or inf (in some minibatch) is
   // skipped: those gradients are not applied, the update is counted and
   // reported ("learner/nonfinite_minibatches", "learner/nonfinite_updates")

@@ -57,11 +57,17 @@ absl::Status LearnerWorkload::StartPolicyLearner(const Assignment& assignment) {
   options.run_id = assignment.run_id();
   options.policy = spec.policies(assignment.rank()).name();
   options.run_dir = assignment.checkpoint_dir();
+  options.gang_id = assignment.gang_id();
   options.device = device;
+  if (emitter_ != nullptr) {
+    emitter_->SetRun(assignment.run_id());
+    emitter_->SetDefaultLabels({{"policy", options.policy}});
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<PolicyLearner> learner,
                    PolicyLearner::Create(options));
   policy_learner_ = std::move(learner);
-  policy_service_->SetLearner(policy_learner_, assignment.run_key());
+  policy_service_->SetLearner(policy_learner_, assignment.run_key(),
+                              assignment.gang_id());
   RL_LOG_INFO("training policy {} of run {} for its learner (rank 0)",
               options.policy, assignment.run_id());
   return absl::OkStatus();
@@ -85,9 +91,17 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.segment_budget = segment_budget_;
   if (assignment.spec().resources().learner_per_policy()) {
     // Ranks 1.. train the policies after the first, in the run's order.
+    const int learners = LearnerProcesses(assignment.spec());
+    if (assignment.learner_addresses_size() != learners) {
+      return absl::AbortedError(absl::StrCat(
+          "assignment of run ", assignment.run_id(), ": ",
+          assignment.learner_addresses_size(), " learner addresses for ",
+          learners, " learners (one per policy); waiting for the others"));
+    }
     options.policy_learners.assign(assignment.learner_addresses().begin() + 1,
                                    assignment.learner_addresses().end());
     options.run_key = assignment.run_key();
+    options.gang_id = assignment.gang_id();
   }
   if (emitter_ != nullptr) {
     emitter_->SetRun(assignment.run_id());

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "learner/run_intake.h"
 #include "policy/policy_codec.h"
@@ -59,11 +60,19 @@ absl::StatusOr<std::unique_ptr<PolicyLearner>> PolicyLearner::Create(
 }
 
 absl::Status PolicyLearner::CheckAddressed(const std::string& run_id,
-                                           const std::string& policy) const {
+                                           const std::string& policy,
+                                           const std::string& gang_id) const {
   if (run_id != options_.run_id || policy != options_.policy) {
-    return absl::FailedPreconditionError(absl::StrCat(
+    return absl::AbortedError(absl::StrCat(
         "this learner trains policy \"", options_.policy, "\" of run ",
         options_.run_id, ", not policy \"", policy, "\" of run ", run_id));
+  }
+  if (!options_.gang_id.empty() && gang_id != options_.gang_id) {
+    return absl::UnavailableError(absl::StrCat(
+        "this learner of policy ", options_.policy, " belongs to placement ",
+        options_.gang_id, " of the run's learners, the call to placement ",
+        gang_id.empty() ? "(none)" : gang_id,
+        " (one of them is not taken up yet, or is being stopped)"));
   }
   return absl::OkStatus();
 }
@@ -80,10 +89,11 @@ int64_t PolicyLearner::updates() const {
 
 absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
     const UpdatePolicyRequest& request) {
-  RETURN_IF_ERROR(CheckAddressed(request.run_id(), request.policy()));
+  RETURN_IF_ERROR(
+      CheckAddressed(request.run_id(), request.policy(), request.gang_id()));
   absl::MutexLock lock(&mu_);
   if (request.update() != updates_ + 1) {
-    return absl::FailedPreconditionError(
+    return absl::AbortedError(
         absl::StrCat("policy ", options_.policy, ": update ", request.update(),
                      " does not follow its last, ", updates_));
   }
@@ -114,6 +124,13 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
         "); they were not published or checkpointed. Lower its "
         "ppo.learning_rate, or check the scale of the rewards"));
   }
+  if (!updated_) {
+    RL_LOG_INFO(
+        "policy {} of run {}: its first update here, update {} of "
+        "the run's learner",
+        options_.policy, options_.run_id, request.update());
+    updated_ = true;
+  }
   updates_ = request.update();
   UpdatePolicyResponse response;
   RETURN_IF_ERROR(Encode(response.mutable_parameters()));
@@ -123,7 +140,8 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
 
 absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
     const CheckpointPolicyRequest& request) {
-  RETURN_IF_ERROR(CheckAddressed(request.run_id(), request.policy()));
+  RETURN_IF_ERROR(
+      CheckAddressed(request.run_id(), request.policy(), request.gang_id()));
   namespace fs = std::filesystem;
   const fs::path root = PolicyCheckpointRoot(options_.run_dir, options_.policy);
   absl::MutexLock lock(&mu_);
@@ -131,7 +149,7 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
   switch (request.action()) {
     case CheckpointPolicyRequest::WRITE:
       if (request.updates() != updates_) {
-        return absl::FailedPreconditionError(absl::StrCat(
+        return absl::AbortedError(absl::StrCat(
             "policy ", options_.policy, ": a checkpoint of update ",
             request.updates(), " asked for at update ", updates_));
       }

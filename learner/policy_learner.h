@@ -37,6 +37,9 @@ struct PolicyLearnerOptions {
   std::string policy;
   // Where its checkpoints go: <run_dir>/policies/<policy>/checkpoints.
   std::string run_dir;
+  // The placement of the run's learners this one belongs to
+  // (Assignment.gang_id); calls from another are UNAVAILABLE. Empty: any.
+  std::string gang_id;
   torch::Device device = torch::kCPU;
   // As LearnerOptions.max_nonfinite_updates.
   int max_nonfinite_updates = 3;
@@ -49,10 +52,14 @@ class PolicyLearner {
   static absl::StatusOr<std::unique_ptr<PolicyLearner>> Create(
       PolicyLearnerOptions options);
 
-  // FAILED_PRECONDITION for another run or policy, and for an update that
-  // does not follow the last; INVALID_ARGUMENT naming the field for
-  // rows that are not the policy's (shape, dtype, values); INTERNAL where
-  // the weights are no longer finite (they are not answered with).
+  // ABORTED for another run or policy, and for an update that does not
+  // follow the last (the run's learners are then placed again);
+  // UNAVAILABLE for a call from another placement of the run's learners
+  // (the caller waits for this learner to take up its own);
+  // INVALID_ARGUMENT naming the field for rows that are not the policy's
+  // (shape, dtype, values); INTERNAL where the weights are no longer
+  // finite (they are not answered with); the updater's errors as they are
+  // (a setting it refuses is FAILED_PRECONDITION: the run fails).
   absl::StatusOr<UpdatePolicyResponse> Update(
       const UpdatePolicyRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<CheckpointPolicyResponse> Checkpoint(
@@ -66,7 +73,8 @@ class PolicyLearner {
   explicit PolicyLearner(PolicyLearnerOptions options)
       : options_(std::move(options)) {}
   absl::Status CheckAddressed(const std::string& run_id,
-                              const std::string& policy) const;
+                              const std::string& policy,
+                              const std::string& gang_id) const;
   absl::Status Encode(NamedPolicyParameters* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -77,6 +85,7 @@ class PolicyLearner {
   mutable absl::Mutex mu_;
   OtherPolicies::Policy policy_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
+  bool updated_ ABSL_GUARDED_BY(mu_) = false;  // made one since Create
 };
 
 }  // namespace rl

@@ -85,12 +85,11 @@ absl::Status PolicyLearnerClient::Call(
     case absl::StatusCode::kUnavailable:
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kCancelled:
-    case absl::StatusCode::kFailedPrecondition:
       return absl::AbortedError(
           absl::StrCat(where, ": ", status.message(),
-                       " (the policy's learner is gone or no longer where "
-                       "the run is: the run's learners start again)"));
-    default:
+                       " (the policy's learner is gone: the run's learners "
+                       "are placed again)"));
+    default:  // ABORTED (the policy's learner is not where the run is) too
       return Prefixed(status, where);
   }
 }
@@ -106,6 +105,7 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearnerClient::Update(
   request.set_policy(options_.policy);
   request.set_update(update);
   request.set_env_steps_before(env_steps_before);
+  request.set_gang_id(options_.gang_id);
   RolloutSegment* segment = request.mutable_rows();
   segment->set_run_id(options_.run_id);
   *segment->mutable_env() = env;
@@ -129,6 +129,7 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearnerClient::Checkpoint(
   request.set_updates(updates);
   request.mutable_keep()->Add(keep.begin(), keep.end());
   request.set_run_checkpoint(run_checkpoint);
+  request.set_gang_id(options_.gang_id);
   CheckpointPolicyResponse response;
   RETURN_IF_ERROR(Call(
       [&](grpc::ClientContext* context) {

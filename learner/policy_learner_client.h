@@ -1,13 +1,15 @@
 // The run's first learner's end of PolicyLearnerService
 // (proto/policy_learner.proto): one policy's learner of its own, called
-// with the run's key. Each call has a deadline. A learner that is not
-// there yet (placed at the same time, still starting) is waited for up to
-// `ready_timeout`. What means that the policy's learner is gone or is no
-// longer where the run is (unreachable, timed out, started again: an
-// update it did not expect, another run's) is ABORTED, so that the run's
-// learner ends retryably and the coordinator places the run's learners
-// again, each resuming from the run's last checkpoint; other errors keep
-// their codes. Every message names the policy and the address.
+// with the run's key and the placement's gang id. Each call has a
+// deadline. A learner that is not there yet (placed at the same time,
+// still starting, or still on an older placement) is waited for up to
+// `ready_timeout`. A learner that is gone (unreachable after that, timed
+// out) is ABORTED, as is one no longer where the run is (its own ABORTED:
+// stopped, started again, another run's), so that the run's learner ends
+// retryably and the coordinator places the run's learners again, each
+// resuming from the run's last checkpoint; other errors keep their codes
+// (a setting the policy's updater refuses fails the run). Every message
+// names the policy and the address.
 #ifndef RL_LEARNER_POLICY_LEARNER_CLIENT_H_
 #define RL_LEARNER_POLICY_LEARNER_CLIENT_H_
 
@@ -36,8 +38,10 @@ struct PolicyLearnerClientOptions {
   std::string run_key;
   // TLS and the bearer token (null: the process default).
   std::shared_ptr<const Security> security;
+  // Assignment.gang_id of the caller's placement.
+  std::string gang_id;
   // Per call: an update takes as long as the policy's PPO update there.
-  absl::Duration deadline = absl::Minutes(10);
+  absl::Duration deadline = absl::Minutes(60);
   // How long a call waits for a learner that is not there yet.
   absl::Duration ready_timeout = absl::Seconds(60);
   // The largest batch of rows sent (the policy learner's --max_message_mb

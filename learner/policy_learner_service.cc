@@ -9,49 +9,73 @@
 namespace rl {
 
 void PolicyLearnerServiceImpl::SetLearner(
-    std::shared_ptr<PolicyLearner> learner, std::string run_key) {
+    std::shared_ptr<PolicyLearner> learner, std::string run_key,
+    std::string gang_id) {
   absl::MutexLock lock(&mu_);
+  if (learner == nullptr && learner_ != nullptr) {
+    stopped_gang_ = gang_;
+    stopped_ = absl::StrCat("policy ", learner_->name(), " of its run");
+  }
   learner_ = std::move(learner);
   run_key_ = std::move(run_key);
+  gang_ = std::move(gang_id);
+  if (learner_ != nullptr) stopped_.clear();
+  // The calls that took the previous learner end before it is gone.
+  mu_.Await(absl::Condition(
+      +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
 }
 
 grpc::Status PolicyLearnerServiceImpl::Admit(
-    const grpc::ServerContext& context,
+    const grpc::ServerContext& context, const std::string& gang_id,
     std::shared_ptr<PolicyLearner>* learner) {
-  std::string run_key;
-  {
-    absl::MutexLock lock(&mu_);
-    *learner = learner_;
-    run_key = run_key_;
-  }
-  if (*learner == nullptr) {
+  absl::MutexLock lock(&mu_);
+  if (learner_ == nullptr) {
+    if (!stopped_.empty() && gang_id == stopped_gang_) {
+      return grpc::Status(
+          grpc::StatusCode::ABORTED,
+          absl::StrCat("this learner stopped training ", stopped_,
+                       " (the run ended, or its learners are placed again)"));
+    }
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "this learner trains no policy yet");
   }
-  if (run_key.empty()) return grpc::Status::OK;
-  const auto& metadata = context.client_metadata();
-  const auto it = metadata.find(kRunKeyMetadata);
-  const absl::string_view presented =
-      it == metadata.end()
-          ? absl::string_view()
-          : absl::string_view(it->second.data(), it->second.size());
-  if (ConstantTimeEquals(presented, run_key)) return grpc::Status::OK;
-  learner->reset();
-  return grpc::Status(
-      grpc::StatusCode::PERMISSION_DENIED,
-      absl::StrCat(presented.empty() ? "no" : "a wrong", " ", kRunKeyMetadata,
-                   ": a policy learner takes calls only from its run's own "
-                   "learner"));
+  if (!run_key_.empty()) {
+    const auto& metadata = context.client_metadata();
+    const auto it = metadata.find(kRunKeyMetadata);
+    const absl::string_view presented =
+        it == metadata.end()
+            ? absl::string_view()
+            : absl::string_view(it->second.data(), it->second.size());
+    if (!ConstantTimeEquals(presented, run_key_)) {
+      return grpc::Status(
+          grpc::StatusCode::PERMISSION_DENIED,
+          absl::StrCat(presented.empty() ? "no" : "a wrong", " ",
+                       kRunKeyMetadata,
+                       ": a policy learner takes calls only from its run's "
+                       "own learner"));
+    }
+  }
+  *learner = learner_;
+  ++in_flight_;
+  return grpc::Status::OK;
+}
+
+void PolicyLearnerServiceImpl::Done() {
+  absl::MutexLock lock(&mu_);
+  --in_flight_;
 }
 
 grpc::Status PolicyLearnerServiceImpl::UpdatePolicy(
     grpc::ServerContext* context, const UpdatePolicyRequest* request,
     UpdatePolicyResponse* response) {
   std::shared_ptr<PolicyLearner> learner;
-  if (grpc::Status admitted = Admit(*context, &learner); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(*context, request->gang_id(), &learner);
+      !admitted.ok()) {
     return admitted;
   }
   absl::StatusOr<UpdatePolicyResponse> result = learner->Update(*request);
+  learner.reset();
+  Done();
   if (result.ok()) *response = *std::move(result);
   return ToGrpcStatus(result.status());
 }
@@ -60,11 +84,14 @@ grpc::Status PolicyLearnerServiceImpl::CheckpointPolicy(
     grpc::ServerContext* context, const CheckpointPolicyRequest* request,
     CheckpointPolicyResponse* response) {
   std::shared_ptr<PolicyLearner> learner;
-  if (grpc::Status admitted = Admit(*context, &learner); !admitted.ok()) {
+  if (grpc::Status admitted = Admit(*context, request->gang_id(), &learner);
+      !admitted.ok()) {
     return admitted;
   }
   absl::StatusOr<CheckpointPolicyResponse> result =
       learner->Checkpoint(*request);
+  learner.reset();
+  Done();
   if (result.ok()) *response = *std::move(result);
   return ToGrpcStatus(result.status());
 }

@@ -2,9 +2,12 @@
 // first learner to the learner of one of its other policies, turned into
 // PolicyLearner's. Only the run's own learner may call: it presents the
 // run's key (Assignment.run_key, metadata x-rl-run-key); an actor's key,
-// another run's or none is PERMISSION_DENIED. Before SetLearner every call
-// is UNAVAILABLE. The calls run on gRPC's synchronous threads: an update
-// takes as long as the policy's PPO update.
+// another run's or none is PERMISSION_DENIED. Before the first SetLearner
+// every call is UNAVAILABLE (the caller waits); after the learner is
+// stopped, a call of its placement (gang id) is ABORTED and any other
+// UNAVAILABLE. The calls run on gRPC's synchronous threads: an update takes
+// as long as the policy's PPO update; SetLearner waits for the calls in
+// flight to end, so that a stopped learner is no longer used.
 #ifndef RL_LEARNER_POLICY_LEARNER_SERVICE_H_
 #define RL_LEARNER_POLICY_LEARNER_SERVICE_H_
 
@@ -20,10 +23,11 @@ namespace rl {
 
 class PolicyLearnerServiceImpl final : public PolicyLearnerService::Service {
  public:
-  // `learner` may be null (no run yet); `run_key` empty: no key asked for
-  // (tests, a learner started by hand).
-  void SetLearner(std::shared_ptr<PolicyLearner> learner, std::string run_key)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `learner` null: none (stopped); `run_key` empty: no key asked for
+  // (tests, a learner started by hand); `gang_id`: the placement it
+  // belongs to (Assignment.gang_id).
+  void SetLearner(std::shared_ptr<PolicyLearner> learner, std::string run_key,
+                  std::string gang_id = "") ABSL_LOCKS_EXCLUDED(mu_);
 
   grpc::Status UpdatePolicy(grpc::ServerContext* context,
                             const UpdatePolicyRequest* request,
@@ -33,13 +37,23 @@ class PolicyLearnerServiceImpl final : public PolicyLearnerService::Service {
                                 CheckpointPolicyResponse* response) override;
 
  private:
+  // OK: `learner` is the current one, and the call counts as in flight
+  // until Done().
   grpc::Status Admit(const grpc::ServerContext& context,
+                     const std::string& gang_id,
                      std::shared_ptr<PolicyLearner>* learner)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void Done() ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Mutex mu_;
   std::shared_ptr<PolicyLearner> learner_ ABSL_GUARDED_BY(mu_);
   std::string run_key_ ABSL_GUARDED_BY(mu_);
+  std::string gang_ ABSL_GUARDED_BY(mu_);
+  // The last learner stopped ("policy blue of its run") and its placement;
+  // empty while one trains.
+  std::string stopped_ ABSL_GUARDED_BY(mu_);
+  std::string stopped_gang_ ABSL_GUARDED_BY(mu_);
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rl

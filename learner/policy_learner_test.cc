@@ -25,6 +25,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
+class OneTorchThread : public ::testing::Environment {
+ public:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+::testing::Environment* const kOneTorchThread =
+    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
+
 constexpr char kRun[] = "duel-run";
 constexpr char kKey[] = "the-run-key";
 
@@ -288,6 +295,36 @@ TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
       patient.Checkpoint(CheckpointPolicyRequest::WRITE, 1);
   arrives.join();
   EXPECT_OK(written.status());
+
+  // A learner of a newer placement of the run's learners: a call of
+  // another is waited for (UNAVAILABLE), then ABORTED.
+  PolicyLearnerOptions placed = options;
+  placed.policy = "blue";
+  placed.run_dir = dir;
+  placed.gang_id = "duel-run/7";
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PolicyLearner> newer,
+                       PolicyLearner::Create(placed));
+  idle.SetLearner(newer, kKey, "duel-run/7");
+  EXPECT_THAT(early.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("belongs to placement duel-run/7 of the "
+                                 "run's learners, the call to placement "
+                                 "(none)")));
+  PolicyLearnerClientOptions same_placement =
+      Caller(absl::StrCat("127.0.0.1:", idle_server.port), "blue", kKey);
+  same_placement.gang_id = "duel-run/7";
+  PolicyLearnerClient seven(same_placement);
+  ASSERT_OK(seven.Checkpoint(CheckpointPolicyRequest::WRITE, 0).status());
+  // Stopped: its placement's calls are ABORTED at once (not waited for);
+  // another placement's still wait for a learner to come.
+  idle.SetLearner(nullptr, "");
+  EXPECT_THAT(seven.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("this learner stopped training policy blue "
+                                 "of its run")));
+  EXPECT_THAT(
+      early.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
   idle_server.server->Shutdown();
   blue->server.server->Shutdown();
 }

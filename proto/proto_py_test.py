@@ -11,6 +11,8 @@ from proto import coordinator_pb2
 from proto import coordinator_pb2_grpc
 from proto import learner_pb2
 from proto import learner_pb2_grpc
+from proto import policy_learner_pb2
+from proto import policy_learner_pb2_grpc
 from proto import telemetry_pb2_grpc
 
 
@@ -49,6 +51,13 @@ class GeneratedStubsTest(unittest.TestCase):
         self.assertTrue(hasattr(coordinator_pb2_grpc, "RunServiceStub"))
         self.assertTrue(hasattr(learner_pb2_grpc, "LearnerServiceStub"))
         self.assertTrue(hasattr(telemetry_pb2_grpc, "TelemetryServiceStub"))
+        # A run's learner calls the learners of its other policies.
+        policy = policy_learner_pb2.DESCRIPTOR.services_by_name["PolicyLearnerService"]
+        self.assertEqual(sorted(m.name for m in policy.methods),
+                         ["CheckpointPolicy", "UpdatePolicy"])
+        self.assertTrue(hasattr(policy_learner_pb2_grpc, "PolicyLearnerServiceStub"))
+        self.assertIn("learner_per_policy",
+                      common_pb2.Resources.DESCRIPTOR.fields_by_name)
 
 
 if __name__ == "__main__":

@@ -120,9 +120,15 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
         self.assertGreaterEqual(run.progress.env_steps, 32768)
         self.assertEqual([p.name for p in run.progress.policies], ["red", "blue"])
         self.assertGreater(run.progress.policies[1].episodes, 0)
-        # Rank 1 trained blue; the actors streamed to rank 0 alone.
+        # Rank 1 trained blue, sent its rows by rank 0 (which did not train
+        # it itself); the actors streamed to rank 0 alone.
         self.assertIn(f"training policy blue of run {run.run_id} for its learner (rank 0)",
                       learners)
+        self.assertIn(f"policy blue of run {run.run_id}: its first update here, update 1 of "
+                      "the run's learner", learners)
+        actors = self.logs("*actor*")
+        streams = set(re.findall(r"rollout stream to (\S+):", actors))
+        self.assertEqual(len(streams), 1, actors[-2000:])
         run_dir = os.path.join(self.dir, "runs", run.run_id)
         red = sorted(os.path.basename(p) for p in glob.glob(
             os.path.join(run_dir, "checkpoints", "ckpt-*")))
