@@ -143,6 +143,8 @@ void LearnerCore::Impl::Stop() {
     stopped_ = true;
     stop_ = true;
   }
+  // An update waiting on a policy's learner of its own ends now.
+  others_.StopWaiting();
   if (thread_.joinable()) thread_.join();
   // Stopped from outside (SIGTERM, a new assignment): keep the updates
   // made since the last checkpoint, unless training had failed (a gang

@@ -93,10 +93,10 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     // Ranks 1.. train the policies after the first, in the run's order.
     const int learners = LearnerProcesses(assignment.spec());
     if (assignment.learner_addresses_size() != learners) {
-      return absl::AbortedError(absl::StrCat(
+      return absl::InternalError(absl::StrCat(
           "assignment of run ", assignment.run_id(), ": ",
-          assignment.learner_addresses_size(), " learner addresses for ",
-          learners, " learners (one per policy); waiting for the others"));
+          assignment.learner_addresses_size(), " learner addresses for its ",
+          learners, " learners (one per policy)"));
     }
     options.policy_learners.assign(assignment.learner_addresses().begin() + 1,
                                    assignment.learner_addresses().end());

@@ -228,6 +228,12 @@ absl::Status OtherPolicies::CheckWeightsFinite(int64_t update) {
   return absl::OkStatus();
 }
 
+void OtherPolicies::StopWaiting() {
+  for (Policy& p : policies_) {
+    if (p.remote != nullptr) p.remote->StopWaiting();
+  }
+}
+
 absl::Status OtherPolicies::Encode(PolicyUpdate* update) {
   update->clear_policies();
   for (Policy& p : policies_) {

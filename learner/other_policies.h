@@ -108,6 +108,10 @@ class OtherPolicies {
   // finite.
   absl::Status CheckWeightsFinite(int64_t update);
 
+  // The learner stops: calls to the policies' learners of their own stop
+  // waiting (PolicyLearnerClient::StopWaiting). Thread-safe.
+  void StopWaiting();
+
   // Their weights, into update->policies.
   absl::Status Encode(PolicyUpdate* update);
 

@@ -66,6 +66,12 @@ std::unique_ptr<grpc::ClientContext> PolicyLearnerClient::Context() const {
   return context;
 }
 
+void PolicyLearnerClient::StopWaiting() {
+  absl::MutexLock lock(&mu_);
+  stopping_ = true;
+  if (current_ != nullptr) current_->TryCancel();
+}
+
 absl::Status PolicyLearnerClient::Call(
     const std::function<grpc::Status(grpc::ClientContext*)>& call,
     const std::string& where) const {
@@ -73,8 +79,19 @@ absl::Status PolicyLearnerClient::Call(
   absl::Duration backoff = absl::Milliseconds(50);
   absl::Status status;
   while (true) {
-    status = FromGrpcStatus(call(Context().get()));
-    if (status.code() != absl::StatusCode::kUnavailable ||
+    std::unique_ptr<grpc::ClientContext> context = Context();
+    {
+      absl::MutexLock lock(&mu_);
+      current_ = context.get();
+    }
+    status = FromGrpcStatus(call(context.get()));
+    bool stopping = false;
+    {
+      absl::MutexLock lock(&mu_);
+      current_ = nullptr;
+      stopping = stopping_;
+    }
+    if (status.code() != absl::StatusCode::kUnavailable || stopping ||
         absl::Now() + backoff > give_up) {
       break;
     }

@@ -19,7 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/security.h"
 #include "learner/ppo_update_stats.h"
@@ -43,7 +45,7 @@ struct PolicyLearnerClientOptions {
   // Per call: an update takes as long as the policy's PPO update there.
   absl::Duration deadline = absl::Minutes(60);
   // How long a call waits for a learner that is not there yet.
-  absl::Duration ready_timeout = absl::Seconds(60);
+  absl::Duration ready_timeout = absl::Minutes(5);
   // The largest batch of rows sent (the policy learner's --max_message_mb
   // bounds what it takes).
   int max_send_message_bytes = 2047 << 20;
@@ -65,6 +67,11 @@ class PolicyLearnerClient {
                                               const EnvSpec& env,
                                               int64_t update,
                                               int64_t env_steps_before);
+  // The run's learner stops: the call in flight is cancelled (ABORTED) and
+  // later calls make one attempt each, waiting for no learner that is not
+  // there. Thread-safe.
+  void StopWaiting() ABSL_LOCKS_EXCLUDED(mu_);
+
   // READ: `run_checkpoint` the run's checkpoint to read beside.
   absl::StatusOr<CheckpointPolicyResponse> Checkpoint(
       CheckpointPolicyRequest::Action action, int64_t updates,
@@ -77,10 +84,13 @@ class PolicyLearnerClient {
   // not there yet, its status mapped as the top says and prefixed `where`.
   absl::Status Call(
       const std::function<grpc::Status(grpc::ClientContext*)>& call,
-      const std::string& where) const;
+      const std::string& where) const ABSL_LOCKS_EXCLUDED(mu_);
 
   const PolicyLearnerClientOptions options_;
   std::unique_ptr<PolicyLearnerService::Stub> stub_;
+  mutable absl::Mutex mu_;
+  grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // in flight
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace rl

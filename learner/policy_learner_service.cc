@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/secrets.h"
@@ -19,7 +20,6 @@ void PolicyLearnerServiceImpl::SetLearner(
   learner_ = std::move(learner);
   run_key_ = std::move(run_key);
   gang_ = std::move(gang_id);
-  if (learner_ != nullptr) stopped_.clear();
   // The calls that took the previous learner end before it is gone.
   mu_.Await(absl::Condition(
       +[](int* in_flight) { return *in_flight == 0; }, &in_flight_));
@@ -29,13 +29,15 @@ grpc::Status PolicyLearnerServiceImpl::Admit(
     const grpc::ServerContext& context, const std::string& gang_id,
     std::shared_ptr<PolicyLearner>* learner) {
   absl::MutexLock lock(&mu_);
+  // A call of the placement stopped here ends at once, whether or not this
+  // learner has taken up the next.
+  if (!stopped_.empty() && gang_id == stopped_gang_ && gang_id != gang_) {
+    return grpc::Status(
+        grpc::StatusCode::ABORTED,
+        absl::StrCat("this learner stopped training ", stopped_,
+                     " (the run ended, or its learners are placed again)"));
+  }
   if (learner_ == nullptr) {
-    if (!stopped_.empty() && gang_id == stopped_gang_) {
-      return grpc::Status(
-          grpc::StatusCode::ABORTED,
-          absl::StrCat("this learner stopped training ", stopped_,
-                       " (the run ended, or its learners are placed again)"));
-    }
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         "this learner trains no policy yet");
   }
@@ -73,9 +75,13 @@ grpc::Status PolicyLearnerServiceImpl::UpdatePolicy(
       !admitted.ok()) {
     return admitted;
   }
-  absl::StatusOr<UpdatePolicyResponse> result = learner->Update(*request);
-  learner.reset();
-  Done();
+  absl::StatusOr<UpdatePolicyResponse> result = [&] {
+    const absl::Cleanup done = [&] {
+      learner.reset();
+      Done();
+    };
+    return learner->Update(*request);
+  }();
   if (result.ok()) *response = *std::move(result);
   return ToGrpcStatus(result.status());
 }
@@ -88,10 +94,13 @@ grpc::Status PolicyLearnerServiceImpl::CheckpointPolicy(
       !admitted.ok()) {
     return admitted;
   }
-  absl::StatusOr<CheckpointPolicyResponse> result =
-      learner->Checkpoint(*request);
-  learner.reset();
-  Done();
+  absl::StatusOr<CheckpointPolicyResponse> result = [&] {
+    const absl::Cleanup done = [&] {
+      learner.reset();
+      Done();
+    };
+    return learner->Checkpoint(*request);
+  }();
   if (result.ok()) *response = *std::move(result);
   return ToGrpcStatus(result.status());
 }

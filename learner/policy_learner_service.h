@@ -3,11 +3,12 @@
 // PolicyLearner's. Only the run's own learner may call: it presents the
 // run's key (Assignment.run_key, metadata x-rl-run-key); an actor's key,
 // another run's or none is PERMISSION_DENIED. Before the first SetLearner
-// every call is UNAVAILABLE (the caller waits); after the learner is
-// stopped, a call of its placement (gang id) is ABORTED and any other
-// UNAVAILABLE. The calls run on gRPC's synchronous threads: an update takes
-// as long as the policy's PPO update; SetLearner waits for the calls in
-// flight to end, so that a stopped learner is no longer used.
+// every call is UNAVAILABLE (the caller waits); once a learner is
+// stopped, a call of its placement (gang id) is ABORTED, even after the
+// next placement's learner is taken up, and any other placement's waits
+// (UNAVAILABLE) until its own is here. The calls run on gRPC's synchronous
+// threads: an update takes as long as the policy's PPO update; SetLearner waits
+// for the calls in flight to end, so that a stopped learner is no longer used.
 #ifndef RL_LEARNER_POLICY_LEARNER_SERVICE_H_
 #define RL_LEARNER_POLICY_LEARNER_SERVICE_H_
 
@@ -49,8 +50,8 @@ class PolicyLearnerServiceImpl final : public PolicyLearnerService::Service {
   std::shared_ptr<PolicyLearner> learner_ ABSL_GUARDED_BY(mu_);
   std::string run_key_ ABSL_GUARDED_BY(mu_);
   std::string gang_ ABSL_GUARDED_BY(mu_);
-  // The last learner stopped ("policy blue of its run") and its placement;
-  // empty while one trains.
+  // The last learner stopped ("policy blue of its run") and its placement
+  // (empty: none stopped yet).
   std::string stopped_ ABSL_GUARDED_BY(mu_);
   std::string stopped_gang_ ABSL_GUARDED_BY(mu_);
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;

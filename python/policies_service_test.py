@@ -127,7 +127,7 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
         self.assertIn(f"policy blue of run {run.run_id}: its first update here, update 1 of "
                       "the run's learner", learners)
         actors = self.logs("*actor*")
-        streams = set(re.findall(r"rollout stream to (\S+):", actors))
+        streams = set(re.findall(r"rollout stream to (\S+?):?\s", actors))
         self.assertEqual(len(streams), 1, actors[-2000:])
         run_dir = os.path.join(self.dir, "runs", run.run_id)
         red = sorted(os.path.basename(p) for p in glob.glob(
