@@ -74,7 +74,7 @@ void PolicyLearnerClient::StopWaiting() {
 
 absl::Status PolicyLearnerClient::Call(
     const std::function<grpc::Status(grpc::ClientContext*)>& call,
-    const std::string& where) const {
+    const std::string& where) {
   const absl::Time give_up = absl::Now() + options_.ready_timeout;
   absl::Duration backoff = absl::Milliseconds(50);
   absl::Status status;

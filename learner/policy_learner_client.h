@@ -84,7 +84,7 @@ class PolicyLearnerClient {
   // not there yet, its status mapped as the top says and prefixed `where`.
   absl::Status Call(
       const std::function<grpc::Status(grpc::ClientContext*)>& call,
-      const std::string& where) const ABSL_LOCKS_EXCLUDED(mu_);
+      const std::string& where) ABSL_LOCKS_EXCLUDED(mu_);
 
   const PolicyLearnerClientOptions options_;
   std::unique_ptr<PolicyLearnerService::Stub> stub_;
