@@ -9,12 +9,16 @@
 #include <cerrno>
 #include <filesystem>
 #include <functional>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status.h"
@@ -117,6 +121,63 @@ std::string SaveToString(torch::serialize::OutputArchive& archive) {
 
 }  // namespace
 
+std::string CheckpointName(int64_t counter) {
+  return absl::StrFormat("%s%012d", kPrefix, counter);
+}
+
+std::optional<int64_t> CheckpointCounter(const std::string& path) {
+  fs::path dir = fs::path(path).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "ckpt-N/"
+  const std::string name = dir.filename().string();
+  int64_t counter = 0;
+  if (!absl::StartsWith(name, kPrefix) ||
+      !absl::SimpleAtoi(name.substr(sizeof(kPrefix) - 1), &counter) ||
+      counter < 0) {
+    return std::nullopt;
+  }
+  return counter;
+}
+
+absl::StatusOr<std::set<int64_t>> CheckpointCounters(const std::string& root) {
+  std::set<int64_t> counters;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (std::optional<int64_t> counter =
+            CheckpointCounter(it->path().filename().string())) {
+      counters.insert(*counter);
+    }
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("listing ", root, ": ", ec.message()));
+  }
+  return counters;
+}
+
+absl::Status PruneCheckpoints(const std::string& root,
+                              const std::set<int64_t>& keep) {
+  std::vector<fs::path> gone;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::optional<int64_t> counter =
+        CheckpointCounter(it->path().filename().string());
+    if (counter.has_value() && keep.count(*counter) == 0) {
+      gone.push_back(it->path());
+    }
+  }
+  for (const fs::path& path : gone) {
+    if (ec) break;
+    fs::remove_all(path, ec);
+  }
+  if (ec) {
+    return absl::InternalError(
+        absl::StrCat("pruning ", root, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                                             int64_t counter,
                                             ActorCritic& policy,
@@ -140,12 +201,11 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                      return out;
                    }));
 
-  const fs::path final_dir =
-      fs::path(root) / absl::StrFormat("%s%012d", kPrefix, counter);
+  const fs::path final_dir = fs::path(root) / CheckpointName(counter);
   // Unique per process, so that a writer never removes another's work.
   const fs::path tmp_dir =
       fs::path(root) /
-      absl::StrFormat(".tmp-%s%012d-%d", kPrefix, counter, getpid());
+      absl::StrFormat(".tmp-%s-%d", CheckpointName(counter), getpid());
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return FileError(ec, "create checkpoint directory", root);

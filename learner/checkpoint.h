@@ -9,7 +9,10 @@
 #include <torch/optim/optimizer.h>
 #include <torch/types.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +23,23 @@
 namespace rl {
 
 using TensorMap = std::map<std::string, torch::Tensor>;
+
+// "ckpt-" and `counter` in 12 digits: the name of checkpoint `counter`'s
+// directory under its root.
+std::string CheckpointName(int64_t counter);
+
+// The counter a checkpoint directory's name holds: the last part of `path`
+// ("ckpt-N", a trailing slash allowed); nullopt for any other name.
+std::optional<int64_t> CheckpointCounter(const std::string& path);
+
+// The counters of the checkpoint directories under `root`, complete or not;
+// a root that cannot be listed is INTERNAL, naming it.
+absl::StatusOr<std::set<int64_t>> CheckpointCounters(const std::string& root);
+
+// Removes every checkpoint directory under `root` whose counter is not in
+// `keep`; a failure is INTERNAL, naming `root`.
+absl::Status PruneCheckpoints(const std::string& root,
+                              const std::set<int64_t>& keep);
 
 // Writes checkpoint `counter` under `root` and keeps only the newest `keep`.
 // Returns the checkpoint's directory. The archives are serialised in memory

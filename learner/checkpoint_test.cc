@@ -7,6 +7,8 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 #include "envs/env_registry.h"
 #include "gmock/gmock.h"
@@ -118,6 +120,45 @@ TEST(CheckpointTest, KeepsNewestAndIgnoresIncomplete) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(LatestCheckpoint(MakeTestDir("empty")).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+// One name format and one parse serve every writer and pruner of
+// checkpoints (the run's, another policy's, a policy learner's).
+TEST(CheckpointTest, NamesParseBackAndPruneKeepsTheGivenCounters) {
+  EXPECT_EQ(CheckpointName(42), "ckpt-000000000042");
+  EXPECT_EQ(CheckpointCounter(CheckpointName(42)), 42);
+  EXPECT_EQ(CheckpointCounter("/runs/r/checkpoints/ckpt-000000000007/"), 7);
+  EXPECT_EQ(CheckpointCounter("/runs/r/checkpoints/ckpt-7"), 7);
+  EXPECT_EQ(CheckpointCounter("/runs/r/checkpoints"), std::nullopt);
+  EXPECT_EQ(CheckpointCounter("ckpt-"), std::nullopt);
+  EXPECT_EQ(CheckpointCounter("ckpt-12x"), std::nullopt);
+  EXPECT_EQ(CheckpointCounter("ckpt--3"), std::nullopt);
+  EXPECT_EQ(CheckpointCounter(".tmp-ckpt-000000000001-77"), std::nullopt);
+
+  const std::string root = MakeTestDir("prune");
+  ActorCritic policy(Config(4));
+  torch::optim::Adam adam(policy->parameters());
+  for (int i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(WriteCheckpoint(root, i, policy, adam, {}, 10).ok());
+  }
+  fs::create_directories(fs::path(root) / "not-a-checkpoint");
+  ASSERT_OK_AND_ASSIGN(const std::set<int64_t> written,
+                       CheckpointCounters(root));
+  EXPECT_EQ(written, (std::set<int64_t>{1, 2, 3, 4}));
+  ASSERT_OK(PruneCheckpoints(root, {2, 4, 9}));
+  ASSERT_OK_AND_ASSIGN(const std::set<int64_t> kept, CheckpointCounters(root));
+  EXPECT_EQ(kept, (std::set<int64_t>{2, 4}));
+  EXPECT_TRUE(fs::exists(fs::path(root) / "not-a-checkpoint"));
+  EXPECT_EQ(*LatestCheckpoint(root),
+            (fs::path(root) / CheckpointName(4)).string());
+
+  const std::string missing = (fs::path(root) / "missing").string();
+  EXPECT_THAT(
+      CheckpointCounters(missing).status(),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("listing " + missing)));
+  EXPECT_THAT(
+      PruneCheckpoints(missing, {}),
+      StatusIs(absl::StatusCode::kInternal, HasSubstr("pruning " + missing)));
 }
 
 TEST(CheckpointTest, MismatchedShapesAreRejected) {

@@ -3,11 +3,10 @@
 #include <filesystem>
 #include <future>
 #include <limits>
+#include <optional>
 #include <set>
 #include <utility>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -260,45 +259,21 @@ absl::Status OtherPolicies::Write(const std::string& run_dir, int64_t updates) {
 }
 
 absl::Status OtherPolicies::Prune(const std::string& run_dir) {
-  namespace fs = std::filesystem;
-  std::error_code error;
-  std::set<std::string> kept;
-  for (const auto& entry :
-       fs::directory_iterator(fs::path(run_dir) / "checkpoints", error)) {
-    kept.insert(entry.path().filename().string());
-  }
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("listing ", run_dir, "/checkpoints: ", error.message()));
-  }
-  std::vector<int64_t> kept_numbers;
-  for (const std::string& name : kept) {
-    int64_t number = 0;
-    if (absl::StartsWith(name, "ckpt-") &&
-        absl::SimpleAtoi(name.substr(5), &number)) {
-      kept_numbers.push_back(number);
-    }
-  }
+  ASSIGN_OR_RETURN(
+      const std::set<int64_t> kept,
+      CheckpointCounters(
+          (std::filesystem::path(run_dir) / "checkpoints").string()));
   for (const Policy& p : policies_) {
     if (p.remote != nullptr) {
-      RETURN_IF_ERROR(p.remote
-                          ->Checkpoint(CheckpointPolicyRequest::PRUNE,
-                                       /*updates=*/0, kept_numbers)
-                          .status());
-      continue;
-    }
-    const fs::path root = PolicyCheckpointRoot(run_dir, p.name);
-    std::vector<fs::path> gone;
-    for (const auto& entry : fs::directory_iterator(root, error)) {
-      const std::string name = entry.path().filename().string();
-      if (absl::StartsWith(name, "ckpt-") && kept.count(name) == 0) {
-        gone.push_back(entry.path());
-      }
-    }
-    for (const fs::path& path : gone) fs::remove_all(path, error);
-    if (error) {
-      return absl::InternalError(absl::StrCat(
-          Named(p), ": pruning ", root.string(), ": ", error.message()));
+      RETURN_IF_ERROR(
+          p.remote
+              ->Checkpoint(CheckpointPolicyRequest::PRUNE, /*updates=*/0,
+                           std::vector<int64_t>(kept.begin(), kept.end()))
+              .status());
+    } else {
+      RETURN_IF_ERROR(Prefixed(
+          PruneCheckpoints(PolicyCheckpointRoot(run_dir, p.name), kept),
+          Named(p)));
     }
   }
   return absl::OkStatus();
@@ -307,21 +282,14 @@ absl::Status OtherPolicies::Prune(const std::string& run_dir) {
 absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
   for (Policy& p : policies_) {
     if (p.remote != nullptr) {
-      std::filesystem::path ckpt =
-          std::filesystem::path(run_checkpoint).lexically_normal();
-      if (!ckpt.has_filename()) ckpt = ckpt.parent_path();  // "ckpt-N/"
-      const std::string name = ckpt.filename().string();
-      int64_t number = 0;
-      if (!absl::StartsWith(name, "ckpt-") ||
-          !absl::SimpleAtoi(name.substr(5), &number)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(run_checkpoint,
-                         ": not a checkpoint's directory "
-                         "(ckpt-N)"));
+      const std::optional<int64_t> counter = CheckpointCounter(run_checkpoint);
+      if (!counter.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            run_checkpoint, ": not a checkpoint's directory (ckpt-N)"));
       }
       ASSIGN_OR_RETURN(CheckpointPolicyResponse read,
                        p.remote->Checkpoint(CheckpointPolicyRequest::READ,
-                                            number, {}, run_checkpoint));
+                                            *counter, {}, run_checkpoint));
       RETURN_IF_ERROR(Take(p, read.parameters()));
       continue;
     }

@@ -6,28 +6,17 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/status.h"
+#include "learner/checkpoint.h"
 #include "learner/run_intake.h"
 #include "policy/policy_codec.h"
 #include "policy/torch_status.h"
 #include "runspec/named_policies.h"
 
 namespace rl {
-namespace {
-
-constexpr char kCheckpointPrefix[] = "ckpt-";
-
-std::string CheckpointName(int64_t updates) {
-  return absl::StrFormat("%s%012d", kCheckpointPrefix, updates);
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PolicyLearner>> PolicyLearner::Create(
     PolicyLearnerOptions options) {
@@ -172,29 +161,13 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
       RETURN_IF_ERROR(Encode(response.mutable_parameters()));
       return response;
     }
-    case CheckpointPolicyRequest::PRUNE: {
-      const std::set<int64_t> keep(request.keep().begin(),
-                                   request.keep().end());
-      std::error_code error;
-      std::vector<fs::path> gone;
-      for (const auto& entry : fs::directory_iterator(root, error)) {
-        const std::string name = entry.path().filename().string();
-        int64_t number = 0;
-        if (absl::StartsWith(name, kCheckpointPrefix) &&
-            absl::SimpleAtoi(name.substr(sizeof(kCheckpointPrefix) - 1),
-                             &number) &&
-            keep.count(number) == 0) {
-          gone.push_back(entry.path());
-        }
-      }
-      for (const fs::path& path : gone) fs::remove_all(path, error);
-      if (error) {
-        return absl::InternalError(absl::StrCat("policy ", options_.policy,
-                                                ": pruning ", root.string(),
-                                                ": ", error.message()));
-      }
+    case CheckpointPolicyRequest::PRUNE:
+      RETURN_IF_ERROR(Prefixed(
+          PruneCheckpoints(
+              root.string(),
+              std::set<int64_t>(request.keep().begin(), request.keep().end())),
+          absl::StrCat("policy ", options_.policy)));
       return response;
-    }
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("action: ", static_cast<int>(request.action()),

@@ -67,42 +67,39 @@ void PolicyLearnerServiceImpl::Done() {
   --in_flight_;
 }
 
-grpc::Status PolicyLearnerServiceImpl::UpdatePolicy(
-    grpc::ServerContext* context, const UpdatePolicyRequest* request,
-    UpdatePolicyResponse* response) {
+template <typename Request, typename Response>
+grpc::Status PolicyLearnerServiceImpl::Serve(
+    const grpc::ServerContext& context, const Request& request,
+    absl::StatusOr<Response> (PolicyLearner::*call)(const Request&),
+    Response* response) {
   std::shared_ptr<PolicyLearner> learner;
-  if (grpc::Status admitted = Admit(*context, request->gang_id(), &learner);
+  if (grpc::Status admitted = Admit(context, request.gang_id(), &learner);
       !admitted.ok()) {
     return admitted;
   }
-  absl::StatusOr<UpdatePolicyResponse> result = [&] {
+  absl::StatusOr<Response> result = [&] {
+    // The learner is let go before the call counts as done, so that a stop
+    // waiting for the calls in flight also waits for this reference.
     const absl::Cleanup done = [&] {
       learner.reset();
       Done();
     };
-    return learner->Update(*request);
+    return ((*learner).*call)(request);
   }();
   if (result.ok()) *response = *std::move(result);
   return ToGrpcStatus(result.status());
 }
 
+grpc::Status PolicyLearnerServiceImpl::UpdatePolicy(
+    grpc::ServerContext* context, const UpdatePolicyRequest* request,
+    UpdatePolicyResponse* response) {
+  return Serve(*context, *request, &PolicyLearner::Update, response);
+}
+
 grpc::Status PolicyLearnerServiceImpl::CheckpointPolicy(
     grpc::ServerContext* context, const CheckpointPolicyRequest* request,
     CheckpointPolicyResponse* response) {
-  std::shared_ptr<PolicyLearner> learner;
-  if (grpc::Status admitted = Admit(*context, request->gang_id(), &learner);
-      !admitted.ok()) {
-    return admitted;
-  }
-  absl::StatusOr<CheckpointPolicyResponse> result = [&] {
-    const absl::Cleanup done = [&] {
-      learner.reset();
-      Done();
-    };
-    return learner->Checkpoint(*request);
-  }();
-  if (result.ok()) *response = *std::move(result);
-  return ToGrpcStatus(result.status());
+  return Serve(*context, *request, &PolicyLearner::Checkpoint, response);
 }
 
 }  // namespace rl

@@ -45,6 +45,12 @@ class PolicyLearnerServiceImpl final : public PolicyLearnerService::Service {
                      std::shared_ptr<PolicyLearner>* learner)
       ABSL_LOCKS_EXCLUDED(mu_);
   void Done() ABSL_LOCKS_EXCLUDED(mu_);
+  // Admit, `call` on the current learner, Done; its answer into `response`.
+  template <typename Request, typename Response>
+  grpc::Status Serve(
+      const grpc::ServerContext& context, const Request& request,
+      absl::StatusOr<Response> (PolicyLearner::*call)(const Request&),
+      Response* response) ABSL_LOCKS_EXCLUDED(mu_);
 
   absl::Mutex mu_;
   std::shared_ptr<PolicyLearner> learner_ ABSL_GUARDED_BY(mu_);

@@ -25,13 +25,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class OneTorchThread : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-::testing::Environment* const kOneTorchThread =
-    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
-
 constexpr char kRun[] = "duel-run";
 constexpr char kKey[] = "the-run-key";
 

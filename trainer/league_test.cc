@@ -29,13 +29,6 @@ using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-class OneTorchThread : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-::testing::Environment* const kOneTorchThread =
-    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
-
 TEST(OpponentWeightsTest, LatestUniformAndPrioritisedBySelfPlayWinRate) {
   const std::vector<OpponentRecord> pool = {
       {0, 9, 10},  // the trained policy beat version 0 in 9 of 10

@@ -4,7 +4,6 @@
 // population-based training of Pendulum (5 members x 300k env steps): its
 // worst members copy better ones, and its best learns (a random policy
 // scores about -1,200).
-#include <torch/utils.h>
 
 #include <algorithm>
 
@@ -22,7 +21,6 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(LocalSweepExampleTest, EightLearningRatesWithAshaSolveCartPole) {
-  torch::set_num_threads(1);
   const std::string dir = MakeTestDir("cartpole-lr");
   ASSERT_OK_AND_ASSIGN(
       const std::vector<TrialOutcome> outcomes,
@@ -46,7 +44,6 @@ TEST(LocalSweepExampleTest, EightLearningRatesWithAshaSolveCartPole) {
 }
 
 TEST(LocalSweepExampleTest, PbtLearnsPendulumCopyingItsBestMembers) {
-  torch::set_num_threads(1);
   const std::string dir = MakeTestDir("pendulum-pbt");
   testing::internal::CaptureStdout();
   const auto outcomes_or =

@@ -1,7 +1,5 @@
 #include "trainer/local_sweep.h"
 
-#include <torch/utils.h>
-
 #include <cmath>
 #include <filesystem>
 
@@ -40,7 +38,6 @@ metric: {series: learner/mean_return, last_points: 2}
 // 4,096 steps: they stop at the first rung with the reason; the others
 // train to their budget, and the table puts the best first.
 TEST(LocalSweepTest, AshaStopsTheLosersAtTheirRung) {
-  torch::set_num_threads(1);
   const SweepSpec spec = Sweep(R"(
 parameters: {ppo.learning_rate: {values: [0.003, 1.0e-7, 0.001, 1.0e-8]}}
 concurrency: 2
@@ -80,7 +77,6 @@ early_stopping: {kind: asha, first_rung_steps: 4096, reduction_factor: 2, min_tr
 }
 
 TEST(LocalSweepTest, WithoutEarlyStoppingEveryTrialRunsItsBudget) {
-  torch::set_num_threads(1);
   const SweepSpec spec = Sweep(R"(
 parameters: {ppo.num_epochs: {values: [2, 4]}}
 seeds_per_config: 2
@@ -102,7 +98,6 @@ seeds_per_config: 2
 // low end learns nothing; every 2,048 env steps the worst member goes on
 // from the best one's checkpoint with its learning rate x0.8 or x1.2.
 TEST(LocalSweepTest, PbtTheWorstGoOnFromTheBestWithPerturbedParameters) {
-  torch::set_num_threads(1);
   const SweepSpec spec = Sweep(R"(
 parameters: {ppo.learning_rate: {distribution: log_uniform, min: 1.0e-8, max: 3.0e-3}}
 max_trials: 4

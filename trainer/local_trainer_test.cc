@@ -14,16 +14,6 @@
 namespace rl {
 namespace {
 
-// One LibTorch thread, as rl_local: a second one only spins (OpenMP waits
-// busily) beside the other tests of a 2-core machine, and the learning
-// tests here then take 50x longer.
-class OneTorchThread : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-::testing::Environment* const kOneTorchThread =
-    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
-
 namespace fs = std::filesystem;
 
 RunSpec SmallRun(const std::string& env_yaml) {

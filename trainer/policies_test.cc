@@ -24,13 +24,6 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-class OneTorchThread : public ::testing::Environment {
- public:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-::testing::Environment* const kOneTorchThread =
-    ::testing::AddGlobalTestEnvironment(new OneTorchThread);
-
 std::string TwoPoliciesText(
     const std::string& policies,
     const std::string& ppo =
