@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runspec/named_policies.h"
 #include "runspec/policy_rules.h"
 
 namespace rl {
@@ -104,9 +105,17 @@ constexpr double kEpisodeBytes = 4 + 5;
 // number, policy version, incarnation, and the packed fields' headers.
 constexpr double kSegmentOverheadBytes = 1024;
 
-}  // namespace
+// The actors that stream to one learner rank (each rank's batch holds a
+// segment of each).
+double ActorsPerLearner(const RunSpec& spec) {
+  const int learners = std::max(1, spec.resources().num_learners());
+  return std::ceil(
+      static_cast<double>(std::max(1, spec.resources().num_actors())) /
+      learners);
+}
 
-RunFootprint EstimateRunFootprint(const RunSpec& spec) {
+// The footprint of a run of one policy (no policies block).
+RunFootprint OnePolicyFootprint(const RunSpec& spec) {
   RunFootprint f;
   const EnvSpec& env = spec.env();
   const double obs = std::max(1, env.observation_size());
@@ -216,10 +225,7 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   // actors' segments as received, the assembled rollout and the flattened
   // batch with advantages and returns; and one minibatch's activations
   // (both trunks, forward and backward).
-  const int learners = std::max(1, spec.resources().num_learners());
-  const double actors_here = std::ceil(
-      static_cast<double>(std::max(1, spec.resources().num_actors())) /
-      learners);
+  const double actors_here = ActorsPerLearner(spec);
   const double batch_rows = actors_here * t * e;
   const double minibatch_rows =
       batch_rows / std::max(1, spec.ppo().num_minibatches());
@@ -230,6 +236,53 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
                         (obs + 2 * cnn_activations + 2 * central_input +
                          4 * hidden_sum + actions + 2 * core_activations) *
                         kFloat;
+  return f;
+}
+
+}  // namespace
+
+RunFootprint EstimateRunFootprint(const RunSpec& spec) {
+  if (spec.policies_size() == 0) return OnePolicyFootprint(spec);
+  // Several policies (a policies block): each policy's network as its own
+  // run builds it. One publication carries every policy's weights; an
+  // actor and a learner hold every policy, the rollout and the batch once.
+  // Each policy's activations are counted over all rows (it acts on its
+  // agents' only): on the large side.
+  const double actors_here = ActorsPerLearner(spec);
+  const double batch_rows = actors_here * std::max(1, spec.segment_length()) *
+                            std::max(1, spec.envs_per_actor());
+  RunFootprint f;
+  std::vector<RunFootprint> each;
+  for (int k = 0; k < spec.policies_size(); ++k) {
+    each.push_back(OnePolicyFootprint(NamedPolicyRun(spec, k)));
+    f.segment_bytes = std::max(f.segment_bytes, each.back().segment_bytes);
+  }
+  for (const RunFootprint& p : each) {
+    f.parameters += p.parameters;
+    f.policy_bytes += p.policy_bytes;
+    f.actor_bytes += p.actor_bytes - 2 * p.segment_bytes;
+    f.learner_bytes += p.learner_bytes - 3 * actors_here * p.segment_bytes -
+                       batch_rows * 4 * kFloat;
+  }
+  f.actor_bytes += 2 * f.segment_bytes;
+  f.learner_bytes +=
+      3 * actors_here * f.segment_bytes + batch_rows * 4 * kFloat;
+  // A learner per policy: the run's learner sends policy k its agents'
+  // rows of each batch in one message.
+  if (spec.resources().learner_per_policy()) {
+    const std::vector<int> policy_of_agent = PolicyOfAgent(spec);
+    const double agents = std::max<size_t>(1, policy_of_agent.size());
+    for (int k = 1; k < spec.policies_size(); ++k) {
+      const double share =
+          std::count(policy_of_agent.begin(), policy_of_agent.end(), k) /
+          agents;
+      const double bytes = actors_here * f.segment_bytes * share;
+      if (bytes > f.policy_rows_bytes) {
+        f.policy_rows_bytes = bytes;
+        f.policy_rows_name = spec.policies(k).name();
+      }
+    }
+  }
   return f;
 }
 
@@ -255,12 +308,29 @@ absl::Status CheckRunFootprint(const RunSpec& spec, const RunFootprint& need,
           ? "policy.encoder, env.observation_shape, policy.hidden_sizes"
           : "policy.hidden_sizes";
   if (HasRecurrentCore(spec.policy())) network += ", policy.core_size";
+  if (spec.policies_size() > 0) {
+    // Each policy's own network, where its policy block sets one.
+    network += ", policies[].policy";
+  }
   if (over(need.policy_bytes, limits.max_message_bytes)) {
     problems.push_back(absl::StrCat(
-        network, ": the policy has about ",
-        absl::StrFormat("%.4g", need.parameters), " parameters (",
+        network, ": ",
+        spec.policies_size() > 0
+            ? absl::StrCat("the run's ", spec.policies_size(), " policies have")
+            : std::string("the policy has"),
+        " about ", absl::StrFormat("%.4g", need.parameters), " parameters (",
         FormatBytes(need.policy_bytes), " per publication), over the ",
         FormatBytes(limits.max_message_bytes), " message limit"));
+  }
+  if (over(need.policy_rows_bytes, limits.max_message_bytes)) {
+    problems.push_back(absl::StrCat(
+        "resources.learner_per_policy: policy ", need.policy_rows_name,
+        "'s rows of one update (its agents' share of ", ActorsPerLearner(spec),
+        " actors' segments) are about ", FormatBytes(need.policy_rows_bytes),
+        " in one message to its learner, over the ",
+        FormatBytes(limits.max_message_bytes),
+        " message limit; use fewer envs_per_actor, a shorter "
+        "segment_length, or fewer resources.num_actors"));
   }
   if (over(need.actor_bytes, limits.max_actor_bytes)) {
     problems.push_back(absl::StrCat(

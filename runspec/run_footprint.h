@@ -28,6 +28,12 @@ struct RunFootprint {
   double segment_bytes = 0;  // one rollout segment on the wire
   double actor_bytes = 0;    // memory of one actor process's run state
   double learner_bytes = 0;  // memory of one learner rank's run state
+  // With a policies block these count every policy (one publication
+  // carries them all). With resources.learner_per_policy, the largest
+  // message of rows the run's learner sends a policy's learner, and that
+  // policy's name (0 and empty otherwise).
+  double policy_rows_bytes = 0;
+  std::string policy_rows_name;
 };
 
 // `spec` must be resolved (ResolveRunSpec: the env's sizes filled in).

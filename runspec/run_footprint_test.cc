@@ -193,6 +193,70 @@ TEST(RunFootprintTest, ACentralCriticBesideACoreReadsEveryAgentsCore) {
             4 * weights + 24 * 2 * 18 * 4);
 }
 
+// A policies block: one publication carries every policy's weights, an
+// actor and a learner hold every policy, the rollout and the batch once.
+RunSpec TwoPolicies(const std::string& blue, const std::string& resources) {
+  return Resolved(absl::StrCat(R"(
+env: {id: SimpleSpread-v3, plugin: mpe_spread, agents_per_env: 3,
+      observation_size: 18, num_discrete_actions: 5}
+envs_per_actor: 6
+segment_length: 4
+ppo: {num_minibatches: 1}
+policy: {hidden_sizes: [8]}
+resources: )",
+                               resources, R"(
+policies:
+  - {name: red, agents: [0, 1]}
+  - {name: blue, agents: [2], policy: )",
+                               blue, "}\n"));
+}
+
+TEST(RunFootprintTest, EveryPolicyOfAPoliciesBlockCounts) {
+  const RunFootprint red = SpreadFootprint("{hidden_sizes: [8]}");
+  const RunFootprint blue = SpreadFootprint("{hidden_sizes: [16]}");
+  const RunFootprint both =
+      EstimateRunFootprint(TwoPolicies("{hidden_sizes: [16]}", "{}"));
+  EXPECT_EQ(both.parameters, red.parameters + blue.parameters);
+  EXPECT_EQ(both.policy_bytes, red.policy_bytes + blue.policy_bytes);
+  EXPECT_EQ(both.segment_bytes, red.segment_bytes);
+  EXPECT_EQ(both.actor_bytes,
+            red.actor_bytes + blue.actor_bytes - 2 * red.segment_bytes);
+  // The received segments (3 copies of one actor's) and the batch's 4
+  // floats a row (24 rows) once.
+  EXPECT_EQ(both.learner_bytes, red.learner_bytes + blue.learner_bytes -
+                                    3 * red.segment_bytes - 24 * 4 * 4);
+  EXPECT_EQ(both.policy_rows_bytes, 0);
+
+  // A second policy too wide to publish, though the run's own is small.
+  const RunSpec wide = TwoPolicies("{hidden_sizes: [8192, 8192]}", "{}");
+  EXPECT_THAT(
+      CheckRunFootprint(wide, EstimateRunFootprint(wide), {kMessageLimit}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("policy.hidden_sizes, "
+                               "policies[].policy: the run's 2 "
+                               "policies have about"),
+                     HasSubstr("over the 256 MiB message limit"))));
+}
+
+// With a learner per policy, the run's learner sends blue (1 agent of 3)
+// its rows of 4 actors' segments in one message: more than a segment.
+TEST(RunFootprintTest, APolicysRowsMustFitOneMessageToItsLearner) {
+  const RunSpec spec = TwoPolicies("{hidden_sizes: [8]}",
+                                   "{num_actors: 4, learner_per_policy: true}");
+  const RunFootprint f = EstimateRunFootprint(spec);
+  EXPECT_EQ(f.policy_rows_bytes, 4 * f.segment_bytes / 3);
+  EXPECT_EQ(f.policy_rows_name, "blue");
+  EXPECT_OK(CheckRunFootprint(spec, f, {kMessageLimit}));
+  const double limit = f.policy_rows_bytes - 1;
+  ASSERT_LT(f.segment_bytes, limit);  // the segments themselves fit
+  EXPECT_THAT(
+      CheckRunFootprint(spec, f, {limit}),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("resources.learner_per_policy: policy blue's rows "
+                         "of one update (its agents' share of 4 actors' "
+                         "segments) are about")));
+}
+
 TEST(RunFootprintTest, AProductOfInRangeFieldsIsRefusedNamingTheFields) {
   // Each field is in range; one segment would be about 18 TiB.
   const RunSpec spec = Resolved(R"(
