@@ -83,13 +83,26 @@ def print_workers(workers):
                 print(f"  self-check FAILED: {text(c.check)}: {text_lines(c.detail, '    ')}")
 
 
+def learner_text(assignment):
+    """'rank 1/2' (of the gang); with a learner per policy
+    (resources.learner_per_policy) also the policy it trains: 'rank 1/1,
+    policy blue' (rank k trains the run's policy k)."""
+    a = assignment
+    out = f"rank {a.rank}/{max(a.world_size, 1)}"
+    policies = a.spec.policies
+    if a.spec.resources.learner_per_policy and 0 <= a.rank < len(policies):
+        out += f", policy {text(policies[a.rank].name)}"
+    return out
+
+
 def assignment_text(worker):
-    """'run-000001 rank 1/2' (learners: of the gang), 'run-000001 actor 0', or 'idle'."""
+    """'run-000001 rank 1/2' (learners: of the gang; and the policy it
+    trains, with a learner per policy), 'run-000001 actor 0', or 'idle'."""
     a = worker.assignment
     if not a.run_id:
         return "idle"
     if worker.capabilities.role == 1:
-        return f"{text(a.run_id)} rank {a.rank}/{max(a.world_size, 1)}"
+        return f"{text(a.run_id)} {learner_text(a)}"
     return f"{text(a.run_id)} actor {a.rank}"
 
 
@@ -124,7 +137,7 @@ def print_placement(run, workers):
     placed.sort(key=lambda w: (w.capabilities.role != 1, w.assignment.rank))
     print("placement:")
     for w in placed:
-        what = (f"learner rank {w.assignment.rank}/{max(w.assignment.world_size, 1)}"
+        what = (f"learner {learner_text(w.assignment)}"
                 if w.capabilities.role == 1 else f"actor {w.assignment.rank}")
         print(f"  {what:18s} {text(w.worker_id):24s} {text(w.address or '-'):22s} "
               f"{text(','.join(w.capabilities.devices) or 'cpu')}"

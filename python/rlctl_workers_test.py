@@ -1,5 +1,6 @@
 """`rlctl workers` prints each worker's device self-checks: '-' where none
-ran, 'N passed', or 'K FAILED' with each failure and its reason below."""
+ran, 'N passed', or 'K FAILED' with each failure and its reason below; and
+with a learner per policy, the policy each learner trains."""
 
 import contextlib
 import io
@@ -41,6 +42,32 @@ class WorkersTest(unittest.TestCase):
         self.assertEqual(lines[4], "  self-check FAILED: acting on cuda:0 mlp: "
                          "values differ by 0.3")
         self.assertEqual(len(lines), 5)
+
+    def test_a_learner_per_policy_names_the_policy_it_trains(self):
+        def placed(name, rank, per_policy):
+            w = worker(name, [])
+            a = w.assignment
+            a.run_id, a.rank, a.world_size = "run-000001", rank, 1
+            a.spec.resources.learner_per_policy = per_policy
+            a.spec.policies.add(name="red")
+            a.spec.policies.add(name="blue")
+            return w
+
+        self.assertEqual(rlctl.assignment_text(placed("l0", 0, True)),
+                         "run-000001 rank 0/1, policy red")
+        self.assertEqual(rlctl.assignment_text(placed("l1", 1, True)),
+                         "run-000001 rank 1/1, policy blue")
+        # One learner training every policy: no policy of its own.
+        self.assertEqual(rlctl.assignment_text(placed("l0", 0, False)),
+                         "run-000001 rank 0/1")
+        run = coordinator_pb2.Run(run_id="run-000001")
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rlctl.print_placement(run, [placed("l1", 1, True), placed("l0", 0, True)])
+        lines = out.getvalue().splitlines()
+        self.assertEqual(lines[0], "placement:")
+        self.assertTrue(lines[1].startswith("  learner rank 0/1, policy red "), lines[1])
+        self.assertTrue(lines[2].startswith("  learner rank 1/1, policy blue "), lines[2])
 
 
 if __name__ == "__main__":

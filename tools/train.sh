@@ -6,23 +6,43 @@
 # leaves, and stop the system (with --keep, leave it up for rlctl and the web
 # page: `source runs/embedded/env` points rlctl at it).
 #
-#   tools/train.sh [RUN_FILE] [--local_workers=learners=1,actors=1] [--keep]
+#   tools/train.sh [RUN_FILE] [--local_workers=learners=N,actors=M] [--keep]
+#
+# Without --local_workers, the system gets the workers the run file asks
+# for: resources.num_learners learners (times the policies with
+# learner_per_policy) and resources.num_actors actors, 1 each by default.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 RUN_FILE="examples/cartpole.yaml"
-WORKERS="--local_workers=learners=1,actors=1"
+WORKERS=""
 KEEP=0
 for arg in "$@"; do
   case "$arg" in
     --keep) KEEP=1 ;;
     --local_workers=*) WORKERS="$arg" ;;
-    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "train.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
     *) RUN_FILE="$arg" ;;
   esac
 done
 bash tools/setup.sh
+if [[ -z "$WORKERS" ]]; then
+  # As runspec/run_spec.cc LearnerProcesses counts them.
+  WORKERS="$(.venv/bin/python - "$RUN_FILE" 2>/dev/null <<'PY'
+import sys, yaml
+with open(sys.argv[1]) as f:
+    spec = yaml.safe_load(f) or {}
+res = spec.get("resources") or {}
+learners = max(1, int(res.get("num_learners") or 1))
+if res.get("learner_per_policy"):
+    learners *= max(1, len(spec.get("policies") or []))
+actors = max(1, int(res.get("num_actors") or 1))
+print(f"--local_workers=learners={learners},actors={actors}")
+PY
+)" || WORKERS="--local_workers=learners=1,actors=1"
+  echo "workers for $RUN_FILE: ${WORKERS#--local_workers=}"
+fi
 bazel build --config=opt //coordinator:coordinator_main //learner:learner_main \
   //actor:actor_main //telemetry:telemetry_main //trainer:rl_local
 BIN="$(bazel info --config=opt bazel-bin 2>/dev/null)"
