@@ -74,11 +74,11 @@ Assignment CoordinatorCore::AssignmentFor(const SchedulerWorker& worker) {
     assignment.set_world_size(
         std::max(1, run->spec().resources().num_learners()));
     if (!learners.empty() && learners[0].rank == 0) {
-      // New on every placement of the gang: its ranks never meet an older
-      // gang's keys.
+      // New on every placement of the gang, and with every coordinator
+      // process: its ranks never meet an older gang's keys.
       assignment.set_rendezvous_address(learners[0].rendezvous_address);
-      assignment.set_gang_id(
-          absl::StrCat(worker.run_id, "/", learners[0].placement));
+      assignment.set_gang_id(absl::StrCat(worker.run_id, "/", incarnation_, "-",
+                                          learners[0].placement));
     }
   }
   assignment.set_checkpoint_dir(

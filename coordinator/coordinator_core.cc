@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
+#include "common/secrets.h"
 #include "common/status.h"
 #include "coordinator/run_admission.h"
 #include "coordinator/worker_keys.h"
@@ -36,6 +37,7 @@ CoordinatorCore::CoordinatorCore(const CoordinatorOptions& options,
     : options_(options),
       store_(std::move(store)),
       started_(options.clock()),
+      incarnation_(NewToken().substr(0, 12)),
       keys_(options.key_secret, store_.get()),
       scheduler_(options.clock, options.lease_ttl),
       next_assignment_id_(absl::ToUnixMicros(absl::Now())) {

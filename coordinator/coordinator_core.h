@@ -226,6 +226,10 @@ class CoordinatorCore {
   std::unique_ptr<RunStore> store_;
   // Workers of recovered runs get one lease period to re-register.
   const absl::Time started_;
+  // Random, new with every coordinator process: in gang ids, so that a
+  // gang placed after a restart never takes an older gang's id (the
+  // placement counter starts again at 1).
+  const std::string incarnation_;
 
   absl::Mutex mu_;
   // Who holds each worker name (RegisterWorkerResponse.worker_key).

@@ -454,7 +454,8 @@ TEST_F(CoordinatorCoreTest, ALearnerBackWithoutItsRunRequeuesItAtOnce) {
   const int64_t l = Register(*core_, "learner-0", LEARNER);
   const int64_t a = Register(*core_, "actor-0", ACTOR);
   core_->Tick();
-  ASSERT_EQ(Beat(*core_, "learner-0", l).run_id(), id);
+  const Assignment first = Beat(*core_, "learner-0", l);
+  ASSERT_EQ(first.run_id(), id);
   ASSERT_EQ(Beat(*core_, "actor-0", a).run_id(), id);
   core_.reset();
   core_ = Make();
@@ -476,7 +477,15 @@ TEST_F(CoordinatorCoreTest, ALearnerBackWithoutItsRunRequeuesItAtOnce) {
   Register(*core_, "actor-0", ACTOR, Assignment());  // its key: same process
   core_->Tick();
   EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
-  EXPECT_EQ(Beat(*core_, "learner-0", registered.lease().epoch()).run_id(), id);
+  const Assignment again =
+      Beat(*core_, "learner-0", registered.lease().epoch());
+  EXPECT_EQ(again.run_id(), id);
+  // The new gang's id is not the old one's, though both are the first
+  // placement of their coordinator process: the old gang's keys and calls
+  // are never taken for the new one's.
+  EXPECT_THAT(first.gang_id(), StartsWith(id + "/"));
+  EXPECT_THAT(again.gang_id(), StartsWith(id + "/"));
+  EXPECT_NE(again.gang_id(), first.gang_id());
 }
 
 TEST_F(CoordinatorCoreTest, AWorkerReportingAnUnrecordedAssignmentStartsIdle) {
