@@ -80,6 +80,7 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
     const UpdatePolicyRequest& request) {
   RETURN_IF_ERROR(
       CheckAddressed(request.run_id(), request.policy(), request.gang_id()));
+  if (options_.update_started) options_.update_started();
   absl::MutexLock lock(&mu_);
   if (request.update() != updates_ + 1) {
     return absl::AbortedError(

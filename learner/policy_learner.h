@@ -14,6 +14,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,9 @@ struct PolicyLearnerOptions {
   torch::Device device = torch::kCPU;
   // As LearnerOptions.max_nonfinite_updates.
   int max_nonfinite_updates = 3;
+  // Tests only: called as an update addressed here starts, before it takes
+  // the learner's lock; while it runs, the call is in flight.
+  std::function<void()> update_started;
 };
 
 class PolicyLearner {

@@ -2,14 +2,18 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
 #include "learner/other_policies.h"
@@ -320,6 +324,80 @@ TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
       StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
   idle_server.server->Shutdown();
   blue->server.server->Shutdown();
+}
+
+// A learner that stops waits for the update in flight to end (the service
+// counts the calls), and then answers its placement's calls with ABORTED
+// at once. The run's learner stopping (StopWaiting) cancels its own call
+// in flight: it returns ABORTED while the update is still held there.
+TEST(PolicyLearnerTest, AStopWaitsForTheCallInFlightAndACallerStopCancels) {
+  const std::string dir = MakeTestDir();
+  // Updates 1 and 2 are each held where they start until the test lets
+  // them go.
+  absl::Notification started[2], go[2];
+  std::atomic<int> starts{0};
+  PolicyLearnerOptions options;
+  options.spec = TwoPolicies();
+  options.run_id = kRun;
+  options.policy = "blue";
+  options.run_dir = dir;
+  options.gang_id = "duel-run/3";
+  options.update_started = [&] {
+    const int k = starts.fetch_add(1);
+    if (k < 2) {
+      started[k].Notify();
+      go[k].WaitForNotification();
+    }
+  };
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<PolicyLearner> learner,
+                       PolicyLearner::Create(options));
+  PolicyLearnerServiceImpl service;
+  service.SetLearner(learner, kKey, "duel-run/3");
+  ASSERT_OK_AND_ASSIGN(RunningServer server,
+                       StartServer({&service}, ServerOptions()));
+  PolicyLearnerClientOptions placed =
+      Caller(absl::StrCat("127.0.0.1:", server.port), "blue", kKey);
+  placed.gang_id = "duel-run/3";
+  const EnvSpec env = TwoPolicies().env();
+
+  // The stop waits for update 1, which then answers.
+  PolicyLearnerClient first(placed);
+  absl::StatusOr<UpdatePolicyResponse> one;
+  std::thread call([&] { one = first.Update(Batch(1, 4), env, 1, 0); });
+  // (EXPECT, not ASSERT: the threads are joined below either way.)
+  EXPECT_TRUE(started[0].WaitForNotificationWithTimeout(absl::Seconds(60)));
+  absl::Notification stopped;
+  std::thread stop([&] {
+    service.SetLearner(nullptr, "");
+    stopped.Notify();
+  });
+  EXPECT_FALSE(stopped.WaitForNotificationWithTimeout(absl::Milliseconds(300)))
+      << "the stop did not wait for the update in flight";
+  go[0].Notify();
+  call.join();
+  stop.join();
+  EXPECT_TRUE(stopped.HasBeenNotified());
+  EXPECT_OK(one.status());
+  EXPECT_EQ(learner->updates(), 1);
+  EXPECT_THAT(first.Update(Batch(2, 4), env, 2, 16),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("this learner stopped training policy blue "
+                                 "of its run")));
+
+  // Taken up again: the run's learner stops while update 2 is held there.
+  service.SetLearner(learner, kKey, "duel-run/3");
+  PolicyLearnerClient second(placed);
+  absl::StatusOr<UpdatePolicyResponse> two;
+  std::thread cancelled([&] { two = second.Update(Batch(2, 4), env, 2, 16); });
+  EXPECT_TRUE(started[1].WaitForNotificationWithTimeout(absl::Seconds(60)));
+  second.StopWaiting();
+  cancelled.join();  // while update 2 is still held
+  EXPECT_THAT(two.status(), StatusIs(absl::StatusCode::kAborted));
+  // The learner finishes the update its caller left (it does not stop it).
+  go[1].Notify();
+  service.SetLearner(nullptr, "");
+  EXPECT_EQ(learner->updates(), 2);
+  server.server->Shutdown();
 }
 
 }  // namespace
