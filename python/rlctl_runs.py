@@ -139,7 +139,7 @@ def print_placement(run, workers):
     for w in placed:
         what = (f"learner {learner_text(w.assignment)}"
                 if w.capabilities.role == 1 else f"actor {w.assignment.rank}")
-        print(f"  {what:18s} {text(w.worker_id):24s} {text(w.address or '-'):22s} "
+        print(f"  {what:30s} {text(w.worker_id):24s} {text(w.address or '-'):22s} "
               f"{text(','.join(w.capabilities.devices) or 'cpu')}"
               + ("" if w.alive else "  (not re-registered)"))
 

@@ -244,7 +244,7 @@ TEST(RunFootprintTest, APolicysRowsMustFitOneMessageToItsLearner) {
   const RunSpec spec = TwoPolicies("{hidden_sizes: [8]}",
                                    "{num_actors: 4, learner_per_policy: true}");
   const RunFootprint f = EstimateRunFootprint(spec);
-  EXPECT_EQ(f.policy_rows_bytes, 4 * f.segment_bytes / 3);
+  EXPECT_DOUBLE_EQ(f.policy_rows_bytes, 4 * f.segment_bytes / 3);
   EXPECT_EQ(f.policy_rows_name, "blue");
   EXPECT_OK(CheckRunFootprint(spec, f, {kMessageLimit}));
   const double limit = f.policy_rows_bytes - 1;

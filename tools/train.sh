@@ -21,7 +21,7 @@ for arg in "$@"; do
   case "$arg" in
     --keep) KEEP=1 ;;
     --local_workers=*) WORKERS="$arg" ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "train.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
     *) RUN_FILE="$arg" ;;
   esac
@@ -29,16 +29,39 @@ done
 bash tools/setup.sh
 if [[ -z "$WORKERS" ]]; then
   # As runspec/run_spec.cc LearnerProcesses counts them.
-  WORKERS="$(.venv/bin/python - "$RUN_FILE" 2>/dev/null <<'PY'
-import sys, yaml
-with open(sys.argv[1]) as f:
-    spec = yaml.safe_load(f) or {}
-res = spec.get("resources") or {}
-learners = max(1, int(res.get("num_learners") or 1))
-if res.get("learner_per_policy"):
-    learners *= max(1, len(spec.get("policies") or []))
-actors = max(1, int(res.get("num_actors") or 1))
-print(f"--local_workers=learners={learners},actors={actors}")
+  WORKERS="$(.venv/bin/python - "$RUN_FILE" <<'PY'
+import json, sys, yaml
+path = sys.argv[1]
+try:
+    with open(path) as f:
+        text = f.read()
+    # JSON first for .json files (tabs are JSON, not YAML); YAML else.
+    spec = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
+except Exception as e:  # rlctl submit names what is wrong with the file
+    first = (str(e).splitlines() or [type(e).__name__])[0]
+    print(f"train.sh: could not read {path} ({first}); one learner, one actor",
+          file=sys.stderr)
+    spec = {}
+if not isinstance(spec, dict):
+    spec = {}
+
+def field(block, name):  # run files take snake_case and lowerCamelCase
+    camel = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
+    return block.get(name, block.get(camel))
+
+res = field(spec, "resources") or {}
+if not isinstance(res, dict):
+    res = {}
+try:
+    learners = max(1, int(field(res, "num_learners") or 1))
+    if field(res, "learner_per_policy"):
+        learners *= max(1, len(field(spec, "policies") or []))
+    actors = max(1, int(field(res, "num_actors") or 1))
+except (TypeError, ValueError):  # rlctl submit names the field
+    learners, actors = 1, 1
+# --local_workers takes at most 64 of each; a run of more starts with
+# resources.min_actors actors, or waits naming what it needs.
+print(f"--local_workers=learners={min(learners, 64)},actors={min(actors, 64)}")
 PY
 )" || WORKERS="--local_workers=learners=1,actors=1"
   echo "workers for $RUN_FILE: ${WORKERS#--local_workers=}"
