@@ -78,6 +78,7 @@ absl::Status PolicyLearnerClient::Call(
   const absl::Time give_up = absl::Now() + options_.ready_timeout;
   absl::Duration backoff = absl::Milliseconds(50);
   absl::Status status;
+  bool stopping = false;  // when the last attempt ended
   while (true) {
     std::unique_ptr<grpc::ClientContext> context = Context();
     {
@@ -85,7 +86,6 @@ absl::Status PolicyLearnerClient::Call(
       current_ = context.get();
     }
     status = FromGrpcStatus(call(context.get()));
-    bool stopping = false;
     {
       absl::MutexLock lock(&mu_);
       current_ = nullptr;
@@ -95,8 +95,16 @@ absl::Status PolicyLearnerClient::Call(
         absl::Now() + backoff > give_up) {
       break;
     }
-    absl::SleepFor(backoff);
+    {
+      // A stop during the wait ends it: no attempt starts after a stop.
+      absl::MutexLock lock(&mu_);
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff)) break;
+    }
     backoff = std::min(backoff * 2, absl::Seconds(2));
+  }
+  if (status.code() == absl::StatusCode::kCancelled && stopping) {
+    return absl::AbortedError(absl::StrCat(where, ": ", status.message(),
+                                           " (the run's learner is stopping)"));
   }
   switch (status.code()) {
     case absl::StatusCode::kUnavailable:

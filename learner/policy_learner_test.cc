@@ -386,13 +386,20 @@ TEST(PolicyLearnerTest, AStopWaitsForTheCallInFlightAndACallerStopCancels) {
 
   // Taken up again: the run's learner stops while update 2 is held there.
   service.SetLearner(learner, kKey, "duel-run/3");
-  PolicyLearnerClient second(placed);
+  // A deadline past the test's own: only the cancel can end this call
+  // while the update is held.
+  PolicyLearnerClientOptions long_deadline = placed;
+  long_deadline.deadline = absl::Minutes(30);
+  PolicyLearnerClient second(long_deadline);
   absl::StatusOr<UpdatePolicyResponse> two;
   std::thread cancelled([&] { two = second.Update(Batch(2, 4), env, 2, 16); });
   EXPECT_TRUE(started[1].WaitForNotificationWithTimeout(absl::Seconds(60)));
   second.StopWaiting();
   cancelled.join();  // while update 2 is still held
-  EXPECT_THAT(two.status(), StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(two.status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 2: CANCELLED (the run's learner is "
+                                 "stopping)")));
   // The learner finishes the update its caller left (it does not stop it).
   go[1].Notify();
   service.SetLearner(nullptr, "");

@@ -57,7 +57,7 @@ try:
     if field(res, "learner_per_policy"):
         learners *= max(1, len(field(spec, "policies") or []))
     actors = max(1, int(field(res, "num_actors") or 1))
-except (TypeError, ValueError):  # rlctl submit names the field
+except (TypeError, ValueError, OverflowError):  # rlctl submit names it
     learners, actors = 1, 1
 # --local_workers takes at most 64 of each; a run of more starts with
 # resources.min_actors actors, or waits naming what it needs.
