@@ -9,8 +9,8 @@
 #   tools/train.sh [RUN_FILE] [--local_workers=learners=N,actors=M] [--keep]
 #
 # Without --local_workers, the system gets the workers the run file asks
-# for: resources.num_learners learners (times the policies with
-# learner_per_policy) and resources.num_actors actors, 1 each by default.
+# for (python/run_file_workers.py): resources.num_learners learners (times
+# the policies with learner_per_policy), resources.num_actors actors.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -29,41 +29,8 @@ done
 bash tools/setup.sh
 if [[ -z "$WORKERS" ]]; then
   # As runspec/run_spec.cc LearnerProcesses counts them.
-  WORKERS="$(.venv/bin/python - "$RUN_FILE" <<'PY'
-import json, sys, yaml
-path = sys.argv[1]
-try:
-    with open(path) as f:
-        text = f.read()
-    # JSON first for .json files (tabs are JSON, not YAML); YAML else.
-    spec = json.loads(text) if path.endswith(".json") else yaml.safe_load(text)
-except Exception as e:  # rlctl submit names what is wrong with the file
-    first = (str(e).splitlines() or [type(e).__name__])[0]
-    print(f"train.sh: could not read {path} ({first}); one learner, one actor",
-          file=sys.stderr)
-    spec = {}
-if not isinstance(spec, dict):
-    spec = {}
-
-def field(block, name):  # run files take snake_case and lowerCamelCase
-    camel = name.split("_")[0] + "".join(w.title() for w in name.split("_")[1:])
-    return block.get(name, block.get(camel))
-
-res = field(spec, "resources") or {}
-if not isinstance(res, dict):
-    res = {}
-try:
-    learners = max(1, int(field(res, "num_learners") or 1))
-    if field(res, "learner_per_policy"):
-        learners *= max(1, len(field(spec, "policies") or []))
-    actors = max(1, int(field(res, "num_actors") or 1))
-except (TypeError, ValueError, OverflowError):  # rlctl submit names it
-    learners, actors = 1, 1
-# --local_workers takes at most 64 of each; a run of more starts with
-# resources.min_actors actors, or waits naming what it needs.
-print(f"--local_workers=learners={min(learners, 64)},actors={min(actors, 64)}")
-PY
-)" || WORKERS="--local_workers=learners=1,actors=1"
+  WORKERS="$(.venv/bin/python python/run_file_workers.py "$RUN_FILE")" ||
+    WORKERS="--local_workers=learners=1,actors=1"
   echo "workers for $RUN_FILE: ${WORKERS#--local_workers=}"
 fi
 bazel build --config=opt //coordinator:coordinator_main //learner:learner_main \
