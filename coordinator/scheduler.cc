@@ -194,13 +194,24 @@ std::vector<std::pair<std::string, std::string>> Scheduler::TopUpActors() {
   std::vector<std::pair<std::string, std::string>> added;
   for (const auto& [run_id, placed] : placed_) {
     const RunSpec& spec = placed.spec;
-    // Actors join a run only once it has its learners (after a coordinator
-    // restart, they may not have re-registered yet).
-    const bool has_learner =
-        std::any_of(workers_.begin(), workers_.end(), [&](const auto& entry) {
-          return entry.second.run_id == run_id && entry.second.role == LEARNER;
-        });
-    if (!has_learner) continue;
+    // Actors join a run only once every learner they stream to is back
+    // (after a coordinator restart, some may not have re-registered yet):
+    // ranks 0 to num_learners - 1, the run's gang. An actor picks its
+    // learner by its index among these addresses (actor/actor_workload.cc),
+    // so a missing rank would send it to another's, or to a policy's own
+    // learner (resources.learner_per_policy), which takes no stream.
+    const int gang = std::max(1, spec.resources().num_learners());
+    std::vector<bool> gang_back(gang, false);
+    for (const auto& [id, w] : workers_) {
+      if (w.run_id == run_id && w.role == LEARNER && w.rank >= 0 &&
+          w.rank < gang) {
+        gang_back[w.rank] = true;
+      }
+    }
+    if (std::find(gang_back.begin(), gang_back.end(), false) !=
+        gang_back.end()) {
+      continue;
+    }
     const double actor_bytes = placed.footprint.actor_bytes;
     std::vector<bool> rank_taken(spec.resources().num_actors(), false);
     for (const auto& [id, w] : workers_) {

@@ -1,5 +1,8 @@
 #include "coordinator/scheduler.h"
 
+#include <string>
+#include <utility>
+
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 
@@ -200,6 +203,32 @@ TEST_F(SchedulerTest, FootprintIsEstimatedOncePerRunNotOnEveryTopUp) {
   scheduler.Register("l1", LEARNER, {}, "", "r2", 0);
   for (int tick = 0; tick < 100; ++tick) scheduler.TopUpActors();
   EXPECT_EQ(estimates, 2);
+}
+
+// After a coordinator restart, actors join a run only once every rank of
+// its gang is back: they pick their learner by index among the gang's
+// addresses, and a rank that is not back yet would shift them.
+TEST_F(SchedulerTest, ActorsWaitForTheWholeGangAfterARestart) {
+  scheduler_.MarkPlaced("r", Spec(2, 1));
+  scheduler_.Register("a0", ACTOR, {}, "");
+  scheduler_.Register("l1", LEARNER, {}, "", "r", 1);
+  EXPECT_TRUE(scheduler_.TopUpActors().empty());
+  scheduler_.Register("l0", LEARNER, {}, "", "r", 0);
+  const auto added = scheduler_.TopUpActors();
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0], std::make_pair(std::string("r"), std::string("a0")));
+  // A learner per policy: rank 1 trains a policy of its own and takes no
+  // stream; rank 0 is the gang.
+  RunSpec per_policy = Spec(1, 1);
+  per_policy.mutable_resources()->set_learner_per_policy(true);
+  per_policy.add_policies()->set_name("red");
+  per_policy.add_policies()->set_name("blue");
+  scheduler_.MarkPlaced("p", per_policy);
+  scheduler_.Register("a1", ACTOR, {}, "");
+  scheduler_.Register("l3", LEARNER, {}, "", "p", 1);
+  EXPECT_TRUE(scheduler_.TopUpActors().empty());
+  scheduler_.Register("l2", LEARNER, {}, "", "p", 0);
+  ASSERT_EQ(scheduler_.TopUpActors().size(), 1u);
 }
 
 TEST_F(SchedulerTest, SaysWhyARunWaits) {

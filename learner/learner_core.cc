@@ -88,6 +88,7 @@ absl::Status LearnerCore::Impl::Start() {
   remotes.client.run_id = options_.run_id;
   remotes.client.run_key = options_.run_key;
   remotes.client.gang_id = options_.gang_id;
+  remotes.client.cancelled = options_.cancelled;
   ASSIGN_OR_RETURN(
       others_, OtherPolicies::Create(spec, device, options_.collective.get(),
                                      options_.max_nonfinite_updates, remotes));

@@ -65,6 +65,9 @@ struct LearnerOptions {
   std::vector<std::string> policy_learners;
   std::string run_key;
   std::string gang_id;  // Assignment.gang_id: the placement's
+  // True once a newer assignment waits: calls to the policy learners (the
+  // checkpoint READ of a resume among them) stop retrying. Null: never.
+  std::function<bool()> cancelled;
   // An update whose loss or gradient turns NaN or inf (in some minibatch) is
   // skipped: those gradients are not applied, the update is counted and
   // reported ("learner/nonfinite_minibatches", "learner/nonfinite_updates")

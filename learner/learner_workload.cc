@@ -79,6 +79,9 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
       assignment.rank() > 0) {
     return StartPolicyLearner(assignment);
   }
+  // A Cancel after this point means a newer assignment is waiting.
+  const int64_t seen = cancels_.load();
+  auto cancelled = [this, seen] { return cancels_.load() != seen; };
   LearnerOptions options;
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
@@ -102,6 +105,7 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
                                    assignment.learner_addresses().end());
     options.run_key = assignment.run_key();
     options.gang_id = assignment.gang_id();
+    options.cancelled = cancelled;
   }
   if (emitter_ != nullptr) {
     emitter_->SetRun(assignment.run_id());
@@ -127,10 +131,7 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     }
     collective.bind_address = collective_address_;
     collective.rendezvous_timeout = rendezvous_timeout_;
-    // A Cancel after this point means a newer assignment is waiting.
-    collective.cancelled = [this, seen = cancels_.load()] {
-      return cancels_.load() != seen;
-    };
+    collective.cancelled = cancelled;
     const std::string& device = assignment.spec().resources().learner_device();
     collective.backend = GangCollectiveBackend(assignment.spec());
     collective.device = device;
@@ -142,9 +143,16 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
       emitter_->SetDefaultLabels({{"rank", absl::StrCat(assignment.rank())}});
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<LearnerCore> core,
-                   LearnerCore::Create(options));
-  SetCore(std::move(core), assignment.run_key());
+  absl::StatusOr<std::unique_ptr<LearnerCore>> core =
+      LearnerCore::Create(options);
+  if (!core.ok() && cancelled()) {
+    // Replaced while starting (a resume waiting for a policy's learner,
+    // say): not a failure of the new assignment's run.
+    return absl::CancelledError(
+        absl::StrCat("replaced while starting: ", core.status().message()));
+  }
+  RETURN_IF_ERROR(core.status());
+  SetCore(*std::move(core), assignment.run_key());
   return absl::OkStatus();
 }
 

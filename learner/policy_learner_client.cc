@@ -89,7 +89,7 @@ absl::Status PolicyLearnerClient::Call(
     {
       absl::MutexLock lock(&mu_);
       current_ = nullptr;
-      stopping = stopping_;
+      stopping = stopping_ || (options_.cancelled && options_.cancelled());
     }
     if (status.code() != absl::StatusCode::kUnavailable || stopping ||
         absl::Now() + backoff > give_up) {
@@ -100,6 +100,7 @@ absl::Status PolicyLearnerClient::Call(
       absl::MutexLock lock(&mu_);
       if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff)) break;
     }
+    if (options_.cancelled && options_.cancelled()) break;
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
   if (status.code() == absl::StatusCode::kCancelled && stopping) {

@@ -42,6 +42,9 @@ struct PolicyLearnerClientOptions {
   std::shared_ptr<const Security> security;
   // Assignment.gang_id of the caller's placement.
   std::string gang_id;
+  // True once the caller's assignment is being replaced (a newer one
+  // waits): a call stops retrying, as after StopWaiting. Null: never.
+  std::function<bool()> cancelled;
   // Per call: an update takes as long as the policy's PPO update there.
   absl::Duration deadline = absl::Minutes(60);
   // How long a call waits for a learner that is not there yet.

@@ -279,6 +279,17 @@ TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
   EXPECT_THAT(
       early.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
       StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
+  // A caller whose assignment is being replaced makes one attempt and
+  // waits for no learner (a 30-minute ready_timeout would otherwise hold
+  // it past the test's own timeout).
+  PolicyLearnerClientOptions replaced =
+      Caller(absl::StrCat("127.0.0.1:", idle_server.port), "blue", kKey);
+  replaced.ready_timeout = absl::Minutes(30);
+  replaced.cancelled = [] { return true; };
+  EXPECT_THAT(
+      PolicyLearnerClient(replaced).Checkpoint(CheckpointPolicyRequest::WRITE,
+                                               0),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
   // One that comes up within it is waited for.
   PolicyLearnerClientOptions waits =
       Caller(absl::StrCat("127.0.0.1:", idle_server.port), "blue", kKey);
