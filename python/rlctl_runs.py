@@ -85,19 +85,18 @@ def print_workers(workers):
 
 def learner_text(assignment):
     """'rank 1/2' (of the gang); with a learner per policy
-    (resources.learner_per_policy) also the policy it trains: 'rank 1/1,
-    policy blue' (rank k trains the run's policy k)."""
+    (resources.learner_per_policy: rank k trains the run's policy k, each
+    in a gang of its own) the policy it trains: 'rank 1, policy blue'."""
     a = assignment
-    out = f"rank {a.rank}/{max(a.world_size, 1)}"
     policies = a.spec.policies
     if a.spec.resources.learner_per_policy and 0 <= a.rank < len(policies):
-        out += f", policy {text(policies[a.rank].name)}"
-    return out
+        return f"rank {a.rank}, policy {text(policies[a.rank].name)}"
+    return f"rank {a.rank}/{max(a.world_size, 1)}"
 
 
 def assignment_text(worker):
-    """'run-000001 rank 1/2' (learners: of the gang; and the policy it
-    trains, with a learner per policy), 'run-000001 actor 0', or 'idle'."""
+    """'run-000001 rank 1/2' (learners: of the gang; 'rank 1, policy blue'
+    with a learner per policy), 'run-000001 actor 0', or 'idle'."""
     a = worker.assignment
     if not a.run_id:
         return "idle"

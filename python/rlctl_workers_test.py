@@ -54,9 +54,9 @@ class WorkersTest(unittest.TestCase):
             return w
 
         self.assertEqual(rlctl.assignment_text(placed("l0", 0, True)),
-                         "run-000001 rank 0/1, policy red")
+                         "run-000001 rank 0, policy red")
         self.assertEqual(rlctl.assignment_text(placed("l1", 1, True)),
-                         "run-000001 rank 1/1, policy blue")
+                         "run-000001 rank 1, policy blue")
         # One learner training every policy: no policy of its own.
         self.assertEqual(rlctl.assignment_text(placed("l0", 0, False)),
                          "run-000001 rank 0/1")
@@ -66,8 +66,8 @@ class WorkersTest(unittest.TestCase):
             rlctl.print_placement(run, [placed("l1", 1, True), placed("l0", 0, True)])
         lines = out.getvalue().splitlines()
         self.assertEqual(lines[0], "placement:")
-        self.assertTrue(lines[1].startswith("  learner rank 0/1, policy red "), lines[1])
-        self.assertTrue(lines[2].startswith("  learner rank 1/1, policy blue "), lines[2])
+        self.assertTrue(lines[1].startswith("  learner rank 0, policy red "), lines[1])
+        self.assertTrue(lines[2].startswith("  learner rank 1, policy blue "), lines[2])
 
 
 if __name__ == "__main__":

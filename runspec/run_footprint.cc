@@ -268,7 +268,8 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
   f.learner_bytes +=
       3 * actors_here * f.segment_bytes + batch_rows * 4 * kFloat;
   // A learner per policy: the run's learner sends policy k its agents'
-  // rows of each batch in one message.
+  // rows of each batch in one message, to every such policy at once (each
+  // message built, then serialised by gRPC: twice its bytes held).
   if (spec.resources().learner_per_policy()) {
     const std::vector<int> policy_of_agent = PolicyOfAgent(spec);
     const double agents = std::max<size_t>(1, policy_of_agent.size());
@@ -277,6 +278,7 @@ RunFootprint EstimateRunFootprint(const RunSpec& spec) {
           std::count(policy_of_agent.begin(), policy_of_agent.end(), k) /
           agents;
       const double bytes = actors_here * f.segment_bytes * share;
+      f.learner_bytes += 2 * bytes;
       if (bytes > f.policy_rows_bytes) {
         f.policy_rows_bytes = bytes;
         f.policy_rows_name = spec.policies(k).name();

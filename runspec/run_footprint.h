@@ -31,7 +31,9 @@ struct RunFootprint {
   // With a policies block these count every policy (one publication
   // carries them all). With resources.learner_per_policy, the largest
   // message of rows the run's learner sends a policy's learner, and that
-  // policy's name (0 and empty otherwise).
+  // policy's name (0 and empty otherwise); learner_bytes then also counts
+  // those messages (every policy's at once), and every learner is held to
+  // it, though a policy's own learner needs less.
   double policy_rows_bytes = 0;
   std::string policy_rows_name;
 };

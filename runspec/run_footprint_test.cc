@@ -246,6 +246,12 @@ TEST(RunFootprintTest, APolicysRowsMustFitOneMessageToItsLearner) {
   const RunFootprint f = EstimateRunFootprint(spec);
   EXPECT_DOUBLE_EQ(f.policy_rows_bytes, 4 * f.segment_bytes / 3);
   EXPECT_EQ(f.policy_rows_name, "blue");
+  // The run's learner holds that message as built and as serialised.
+  const RunFootprint shared = EstimateRunFootprint(
+      TwoPolicies("{hidden_sizes: [8]}", "{num_actors: 4}"));
+  EXPECT_EQ(shared.policy_rows_bytes, 0);
+  EXPECT_DOUBLE_EQ(f.learner_bytes - shared.learner_bytes,
+                   2 * f.policy_rows_bytes);
   EXPECT_OK(CheckRunFootprint(spec, f, {kMessageLimit}));
   const double limit = f.policy_rows_bytes - 1;
   ASSERT_LT(f.segment_bytes, limit);  // the segments themselves fit
