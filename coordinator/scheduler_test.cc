@@ -70,6 +70,24 @@ TEST_F(SchedulerTest, ALearnerPerPolicyWaitsForOneLearnerEach) {
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_EQ(scheduler_.worker(placements[0].learners[rank])->rank, rank);
   }
+  // Gangs of two per policy: 2 x 2 learners.
+  RunSpec gangs = Spec(2, 1);
+  gangs.mutable_resources()->set_learner_per_policy(true);
+  gangs.add_policies()->set_name("red");
+  gangs.add_policies()->set_name("blue");
+  scheduler_.Register("a1", ACTOR, {}, "");
+  for (const char* name : {"l3", "l4", "l5"}) {
+    scheduler_.Register(name, LEARNER, {}, "127.0.0.1:4");
+  }
+  scheduler_.Enqueue("gangs", gangs, 2);
+  EXPECT_TRUE(scheduler_.Place().empty());
+  EXPECT_NE(scheduler_.WhyWaiting("gangs").find("needs 4 learners"),
+            std::string::npos)
+      << scheduler_.WhyWaiting("gangs");
+  scheduler_.Register("l6", LEARNER, {}, "127.0.0.1:5");
+  const auto gang_placements = scheduler_.Place();
+  ASSERT_EQ(gang_placements.size(), 1u);
+  EXPECT_EQ(gang_placements[0].learners.size(), 4u);
 }
 
 TEST_F(SchedulerTest, DeviceFit) {
@@ -228,6 +246,18 @@ TEST_F(SchedulerTest, ActorsWaitForTheWholeGangAfterARestart) {
   scheduler_.Register("l3", LEARNER, {}, "", "p", 1);
   EXPECT_TRUE(scheduler_.TopUpActors().empty());
   scheduler_.Register("l2", LEARNER, {}, "", "p", 0);
+  ASSERT_EQ(scheduler_.TopUpActors().size(), 1u);
+  // A gang of two per policy: ranks 0-1 are the run's gang (the streams'),
+  // 2-3 blue's; the actors wait for ranks 0 and 1 only.
+  RunSpec gangs = Spec(2, 1);
+  gangs.mutable_resources()->set_learner_per_policy(true);
+  gangs.add_policies()->set_name("red");
+  gangs.add_policies()->set_name("blue");
+  scheduler_.MarkPlaced("g", gangs);
+  scheduler_.Register("a2", ACTOR, {}, "");
+  scheduler_.Register("l4", LEARNER, {}, "", "g", 0);
+  EXPECT_TRUE(scheduler_.TopUpActors().empty());
+  scheduler_.Register("l5", LEARNER, {}, "", "g", 1);
   ASSERT_EQ(scheduler_.TopUpActors().size(), 1u);
 }
 

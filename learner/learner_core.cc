@@ -309,14 +309,16 @@ absl::Status LearnerCore::Impl::UpdateFromStaged() {
   // The other policies' updates on the same batch: alone, at once beside
   // the first's, on a thread of their own (as rl_local runs them); in a
   // gang after it, in the run's order (every rank runs the same
-  // all-reduces in the same order on the one collective).
+  // all-reduces in the same order on the one collective), unless each is
+  // trained by a gang of its own (learner_per_policy): then beside it too.
   const auto update_others = [&] {
     return others_.Update(all, env_steps_before, update, [this](Rollout part) {
       return ToUpdateDevice(std::move(part));
     });
   };
   std::future<absl::Status> others_beside;
-  if (options_.collective == nullptr && !others_.empty()) {
+  if (!others_.empty() &&
+      (options_.collective == nullptr || others_.remote())) {
     others_beside = std::async(std::launch::async, update_others);
   }
   absl::StatusOr<UpdateStats> first =

@@ -35,19 +35,22 @@ void LearnerWorkload::SetCore(std::shared_ptr<LearnerCore> core,
   if (on_core_) on_core_(std::move(core));
 }
 
-absl::Status LearnerWorkload::StartPolicyLearner(const Assignment& assignment) {
+absl::Status LearnerWorkload::StartPolicyLearner(
+    const Assignment& assignment, const std::function<bool()>& cancelled) {
   const RunSpec& spec = assignment.spec();
   if (policy_service_ == nullptr) {
     return absl::FailedPreconditionError(
         "this learner process cannot train a policy of its own "
         "(resources.learner_per_policy)");
   }
-  if (assignment.rank() >= spec.policies_size()) {
+  if (assignment.rank() >= LearnerProcesses(spec)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "assignment of run ", assignment.run_id(), ": learner rank ",
-        assignment.rank(), " of a run of ", spec.policies_size(),
-        " policies, each on a learner of its own"));
+        assignment.rank(), " of a run of ", LearnerProcesses(spec),
+        " learners (", spec.policies_size(), " policies, each on ",
+        spec.resources().num_learners(), " of its own)"));
   }
+  const LearnerRole role = LearnerRoleOf(spec, assignment.rank());
   ASSIGN_OR_RETURN(
       const torch::Device device,
       ResolveComputeDevice(spec.resources().learner_device(),
@@ -55,7 +58,7 @@ absl::Status LearnerWorkload::StartPolicyLearner(const Assignment& assignment) {
   PolicyLearnerOptions options;
   options.spec = spec;
   options.run_id = assignment.run_id();
-  options.policy = spec.policies(assignment.rank()).name();
+  options.policy = spec.policies(role.policy).name();
   options.run_dir = assignment.checkpoint_dir();
   options.gang_id = assignment.gang_id();
   options.device = device;
@@ -63,25 +66,64 @@ absl::Status LearnerWorkload::StartPolicyLearner(const Assignment& assignment) {
     emitter_->SetRun(assignment.run_id());
     emitter_->SetDefaultLabels({{"policy", options.policy}});
   }
+  if (assignment.world_size() > 1) {
+    // The policy's gang meets at the run's rendezvous store, under keys of
+    // its own.
+    ASSIGN_OR_RETURN(
+        options.collective,
+        JoinGang(assignment, role.member,
+                 absl::StrCat(assignment.gang_id(), "/policy/", options.policy),
+                 cancelled));
+  }
   ASSIGN_OR_RETURN(std::unique_ptr<PolicyLearner> learner,
                    PolicyLearner::Create(options));
   policy_learner_ = std::move(learner);
   policy_service_->SetLearner(policy_learner_, assignment.run_key(),
                               assignment.gang_id());
-  RL_LOG_INFO("training policy {} of run {} for its learner (rank 0)",
-              options.policy, assignment.run_id());
+  RL_LOG_INFO("training policy {} of run {} for its learner (rank {})",
+              options.policy, assignment.run_id(), role.member);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Collective>> LearnerWorkload::JoinGang(
+    const Assignment& assignment, int rank, const std::string& gang_id,
+    const std::function<bool()>& cancelled) {
+  if (assignment.rendezvous_address().empty() || assignment.gang_id().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "assignment of run ", assignment.run_id(), ": rank ", assignment.rank(),
+        " of ", assignment.world_size(),
+        " without a rendezvous address (rank 0's learner reported none)"));
+  }
+  CollectiveOptions collective;
+  collective.rank = rank;
+  collective.world_size = assignment.world_size();
+  collective.rendezvous_address = assignment.rendezvous_address();
+  collective.gang_id = gang_id;
+  if (!assignment.run_key().empty()) {
+    collective.store_secret =
+        DeriveKey(assignment.run_key(), absl::StrCat("rendezvous/", gang_id));
+  }
+  collective.bind_address = collective_address_;
+  collective.rendezvous_timeout = rendezvous_timeout_;
+  collective.cancelled = cancelled;
+  collective.backend = GangCollectiveBackend(assignment.spec());
+  collective.device = assignment.spec().resources().learner_device();
+  RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
+              collective.gang_id, collective.rank, collective.world_size,
+              collective.rendezvous_address);
+  return ConnectCollective(collective);
 }
 
 absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   Stop();
-  if (assignment.spec().resources().learner_per_policy() &&
-      assignment.rank() > 0) {
-    return StartPolicyLearner(assignment);
-  }
   // A Cancel after this point means a newer assignment is waiting.
   const int64_t seen = cancels_.load();
-  auto cancelled = [this, seen] { return cancels_.load() != seen; };
+  const std::function<bool()> cancelled = [this, seen] {
+    return cancels_.load() != seen;
+  };
+  if (LearnerRoleOf(assignment.spec(), assignment.rank()).policy > 0) {
+    return StartPolicyLearner(assignment, cancelled);
+  }
   LearnerOptions options;
   options.spec = assignment.spec();
   options.run_id = assignment.run_id();
@@ -93,16 +135,21 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
   options.emitter = emitter_;
   options.segment_budget = segment_budget_;
   if (assignment.spec().resources().learner_per_policy()) {
-    // Ranks 1.. train the policies after the first, in the run's order.
-    const int learners = LearnerProcesses(assignment.spec());
+    // Policy k's gang holds ranks k * N .. k * N + N - 1; this rank's rows
+    // of policy k go to the member of its own rank.
+    const RunSpec& spec = assignment.spec();
+    const int learners = LearnerProcesses(spec);
     if (assignment.learner_addresses_size() != learners) {
-      return absl::InternalError(absl::StrCat(
-          "assignment of run ", assignment.run_id(), ": ",
-          assignment.learner_addresses_size(), " learner addresses for its ",
-          learners, " learners (one per policy)"));
+      return absl::InternalError(
+          absl::StrCat("assignment of run ", assignment.run_id(), ": ",
+                       assignment.learner_addresses_size(),
+                       " learner addresses for its ", learners, " learners (",
+                       spec.resources().num_learners(), " per policy)"));
     }
-    options.policy_learners.assign(assignment.learner_addresses().begin() + 1,
-                                   assignment.learner_addresses().end());
+    for (int k = 1; k < spec.policies_size(); ++k) {
+      options.policy_learners.push_back(assignment.learner_addresses(
+          k * spec.resources().num_learners() + assignment.rank()));
+    }
     options.run_key = assignment.run_key();
     options.gang_id = assignment.gang_id();
     options.cancelled = cancelled;
@@ -112,33 +159,9 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
     emitter_->SetDefaultLabels({});
   }
   if (assignment.world_size() > 1) {
-    if (assignment.rendezvous_address().empty() ||
-        assignment.gang_id().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "assignment of run ", assignment.run_id(), ": rank ",
-          assignment.rank(), " of ", assignment.world_size(),
-          " without a rendezvous address (rank 0's learner reported none)"));
-    }
-    CollectiveOptions collective;
-    collective.rank = assignment.rank();
-    collective.world_size = assignment.world_size();
-    collective.rendezvous_address = assignment.rendezvous_address();
-    collective.gang_id = assignment.gang_id();
-    if (!assignment.run_key().empty()) {
-      collective.store_secret =
-          DeriveKey(assignment.run_key(),
-                    absl::StrCat("rendezvous/", assignment.gang_id()));
-    }
-    collective.bind_address = collective_address_;
-    collective.rendezvous_timeout = rendezvous_timeout_;
-    collective.cancelled = cancelled;
-    const std::string& device = assignment.spec().resources().learner_device();
-    collective.backend = GangCollectiveBackend(assignment.spec());
-    collective.device = device;
-    RL_LOG_INFO("joining learner gang {} as rank {} of {} at {}",
-                collective.gang_id, collective.rank, collective.world_size,
-                collective.rendezvous_address);
-    ASSIGN_OR_RETURN(options.collective, ConnectCollective(collective));
+    ASSIGN_OR_RETURN(options.collective,
+                     JoinGang(assignment, assignment.rank(),
+                              assignment.gang_id(), cancelled));
     if (emitter_ != nullptr) {
       emitter_->SetDefaultLabels({{"rank", absl::StrCat(assignment.rank())}});
     }

@@ -58,8 +58,15 @@ class LearnerWorkload : public Workload {
 
  private:
   void SetCore(std::shared_ptr<LearnerCore> core, std::string run_key = "");
-  // Rank k > 0 of a run with a learner per policy: its policy k.
-  absl::Status StartPolicyLearner(const Assignment& assignment);
+  // A learner of a policy after the first (resources.learner_per_policy):
+  // a member of that policy's gang (LearnerRoleOf).
+  absl::Status StartPolicyLearner(const Assignment& assignment,
+                                  const std::function<bool()>& cancelled);
+  // Joins gang `gang_id` as `rank` of the assignment's world_size, at the
+  // run's rendezvous store.
+  absl::StatusOr<std::unique_ptr<Collective>> JoinGang(
+      const Assignment& assignment, int rank, const std::string& gang_id,
+      const std::function<bool()>& cancelled);
 
   LearnerServiceImpl* const service_;
   Emitter* const emitter_;

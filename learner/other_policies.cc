@@ -130,17 +130,15 @@ absl::StatusOr<OtherPolicies> OtherPolicies::Create(const RunSpec& spec,
         remotes.addresses.size(), " learners of their own for the run's ",
         others, " policies after its first"));
   }
-  if (!remotes.addresses.empty() && collective != nullptr) {
-    return absl::InvalidArgumentError(
-        "policies with learners of their own beside a gang (the gang would "
-        "all-reduce what only rank 0 trains)");
-  }
   out.spec_ = spec;
   for (int i = 1; i < spec.policies_size(); ++i) {
     // A policy trained elsewhere keeps a copy here, made as its learner
-    // makes it (the same seed: the same first weights), for publishing.
-    ASSIGN_OR_RETURN(Policy p, CreatePolicy(spec, i, device, collective,
-                                            max_nonfinite_updates));
+    // makes it (the same seed: the same first weights), for publishing; in
+    // a gang, its own gang all-reduces its gradients, not this one.
+    ASSIGN_OR_RETURN(
+        Policy p, CreatePolicy(spec, i, device,
+                               remotes.addresses.empty() ? collective : nullptr,
+                               max_nonfinite_updates));
     if (!remotes.addresses.empty()) {
       PolicyLearnerClientOptions client = remotes.client;
       client.address = remotes.addresses[i - 1];
@@ -299,32 +297,48 @@ absl::Status OtherPolicies::Read(const std::string& run_checkpoint) {
   return absl::OkStatus();
 }
 
+absl::Status OtherPolicies::BroadcastRankZeroState(Collective& collective,
+                                                   Policy& p,
+                                                   TensorMap* extra) {
+  if (collective.rank() == 0) {
+    (*extra)[kGeneratorKey] =
+        BytesTensor(GeneratorStateBytes(p.updater->generator()));
+  }
+  return Prefixed(rl::ShareRankZeroState(collective, p.policy,
+                                         p.updater->optimizer(), extra),
+                  Named(p));
+}
+
+absl::Status OtherPolicies::TakeRankZeroStream(Policy& p,
+                                               const TensorMap& extra) {
+  auto generator = extra.find(kGeneratorKey);
+  if (generator == extra.end()) {
+    return absl::InternalError(
+        absl::StrCat(Named(p), ": rank 0's state has no ", kGeneratorKey));
+  }
+  return SetGeneratorState(TensorBytes(generator->second),
+                           p.updater->generator(),
+                           absl::StrCat(Named(p), ": rank 0's state"));
+}
+
 absl::Status OtherPolicies::ShareRankZeroState(Collective& collective) {
   // Every policy's broadcasts first, then what can fail on one rank alone.
   std::vector<TensorMap> extras(policies_.size());
   for (size_t i = 0; i < policies_.size(); ++i) {
-    Policy& p = policies_[i];
-    if (collective.rank() == 0) {
-      extras[i][kGeneratorKey] =
-          BytesTensor(GeneratorStateBytes(p.updater->generator()));
-    }
-    const absl::Status shared = rl::ShareRankZeroState(
-        collective, p.policy, p.updater->optimizer(), &extras[i]);
-    if (!shared.ok()) return Prefixed(shared, Named(p));
+    RETURN_IF_ERROR(
+        BroadcastRankZeroState(collective, policies_[i], &extras[i]));
   }
   for (size_t i = 0; i < policies_.size(); ++i) {
-    Policy& p = policies_[i];
-    const TensorMap& extra = extras[i];
-    auto generator = extra.find(kGeneratorKey);
-    if (generator == extra.end()) {
-      return absl::InternalError(
-          absl::StrCat(Named(p), ": rank 0's state has no ", kGeneratorKey));
-    }
-    RETURN_IF_ERROR(SetGeneratorState(
-        TensorBytes(generator->second), p.updater->generator(),
-        absl::StrCat(Named(p), ": rank 0's state")));
+    RETURN_IF_ERROR(TakeRankZeroStream(policies_[i], extras[i]));
   }
   return absl::OkStatus();
+}
+
+bool OtherPolicies::remote() const {
+  for (const Policy& p : policies_) {
+    if (p.remote == nullptr) return false;
+  }
+  return !policies_.empty();
 }
 
 absl::Status OtherPolicies::CheckInSync(Collective& collective,

@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "learner/checkpoint.h"
 #include "learner/collective.h"
 #include "learner/policy_learner_client.h"
 #include "learner/ppo_updater.h"
@@ -132,6 +133,15 @@ class OtherPolicies {
   // A gang: every rank takes rank 0's weights, optimizer state and
   // shuffling stream of each.
   absl::Status ShareRankZeroState(Collective& collective);
+  // The same for one policy, in two steps: the broadcasts (every rank
+  // calls them; rank 0's shuffling stream comes back in `extra`), then
+  // taking the stream (the same bytes on every rank, so it fails on all or
+  // none).
+  static absl::Status BroadcastRankZeroState(Collective& collective, Policy& p,
+                                             TensorMap* extra);
+  static absl::Status TakeRankZeroStream(Policy& p, const TensorMap& extra);
+  // True when every policy here is trained on a learner of its own.
+  bool remote() const;
   // A gang: DATA_LOSS naming the policy where the ranks' weights differ.
   absl::Status CheckInSync(Collective& collective, int64_t updates);
 

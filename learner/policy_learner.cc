@@ -41,10 +41,10 @@ absl::StatusOr<std::unique_ptr<PolicyLearner>> PolicyLearner::Create(
   learner->shape_.episodes = false;  // a batch's rows: the run's learner
                                      // counted their episodes
   absl::MutexLock lock(&learner->mu_);
-  ASSIGN_OR_RETURN(learner->policy_,
-                   OtherPolicies::CreatePolicy(o.spec, index, o.device,
-                                               /*collective=*/nullptr,
-                                               o.max_nonfinite_updates));
+  ASSIGN_OR_RETURN(
+      learner->policy_,
+      OtherPolicies::CreatePolicy(o.spec, index, o.device, o.collective.get(),
+                                  o.max_nonfinite_updates));
   return learner;
 }
 
@@ -76,12 +76,8 @@ int64_t PolicyLearner::updates() const {
   return updates_;
 }
 
-absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
+absl::StatusOr<Rollout> PolicyLearner::RowsOf(
     const UpdatePolicyRequest& request) {
-  RETURN_IF_ERROR(
-      CheckAddressed(request.run_id(), request.policy(), request.gang_id()));
-  if (options_.update_started) options_.update_started();
-  absl::MutexLock lock(&mu_);
   if (request.update() != updates_ + 1) {
     return absl::AbortedError(
         absl::StrCat("policy ", options_.policy, ": update ", request.update(),
@@ -98,10 +94,54 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
   shape.num_envs = rewards[1];
   absl::StatusOr<Rollout> rows = DecodeSegment(request.rows(), shape);
   if (!rows.ok()) return Prefixed(rows.status(), "rows");
-  absl::StatusOr<Rollout> here =
-      CatchTorchErrors(absl::StrCat("policy ", options_.policy, ": rows to ",
-                                    options_.device.str()),
-                       [&] { return rows->To(options_.device); });
+  return CatchTorchErrors(absl::StrCat("policy ", options_.policy, ": rows to ",
+                                       options_.device.str()),
+                          [&] { return rows->To(options_.device); });
+}
+
+absl::Status PolicyLearner::TakeMemberZeroState() {
+  Collective& gang = *options_.collective;
+  torch::Tensor head = torch::tensor({reads_, updates_}, torch::kInt64);
+  RETURN_IF_ERROR(Prefixed(
+      gang.Broadcast(head, 0),
+      absl::StrCat("policy ", options_.policy, ": member 0's update count")));
+  const int64_t reads = head[0].item<int64_t>();
+  if (reads == synced_reads_) return absl::OkStatus();
+  TensorMap extra;
+  RETURN_IF_ERROR(OtherPolicies::BroadcastRankZeroState(gang, policy_, &extra));
+  RETURN_IF_ERROR(OtherPolicies::TakeRankZeroStream(policy_, extra));
+  synced_reads_ = reads;
+  updates_ = head[1].item<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status PolicyLearner::AgreeOnUpdate(const absl::Status& rows,
+                                          int64_t update) {
+  torch::Tensor refused = torch::tensor({rows.ok() ? 0 : 1}, torch::kInt64);
+  RETURN_IF_ERROR(options_.collective->AllReduce(refused, ReduceOp::kMax));
+  if (rows.ok() && refused.item<int64_t>() > 0) {
+    return absl::AbortedError(absl::StrCat(
+        "policy ", options_.policy, ": update ", update,
+        " was refused by another member of its gang (its rows, or the "
+        "update's number)"));
+  }
+  return rows;
+}
+
+absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
+    const UpdatePolicyRequest& request) {
+  RETURN_IF_ERROR(
+      CheckAddressed(request.run_id(), request.policy(), request.gang_id()));
+  if (options_.update_started) options_.update_started();
+  absl::MutexLock lock(&mu_);
+  // A gang: the collective calls first, on every member, then what can
+  // fail on one alone (a member that returned between them would leave
+  // the others waiting).
+  if (options_.collective != nullptr) RETURN_IF_ERROR(TakeMemberZeroState());
+  absl::StatusOr<Rollout> here = RowsOf(request);
+  if (options_.collective != nullptr) {
+    RETURN_IF_ERROR(AgreeOnUpdate(here.status(), request.update()));
+  }
   RETURN_IF_ERROR(here.status());
   RETURN_IF_ERROR(OtherPolicies::UpdatePolicy(
       policy_, *here, request.env_steps_before(), request.update()));
@@ -135,6 +175,11 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
   namespace fs = std::filesystem;
   const fs::path root = PolicyCheckpointRoot(options_.run_dir, options_.policy);
   absl::MutexLock lock(&mu_);
+  if (options_.collective != nullptr && options_.collective->rank() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "policy ", options_.policy, ": member ", options_.collective->rank(),
+        " of its gang; member 0 writes, reads and prunes its checkpoints"));
+  }
   CheckpointPolicyResponse response;
   switch (request.action()) {
     case CheckpointPolicyRequest::WRITE:
@@ -159,6 +204,7 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
                                            options_.policy, policy_.policy,
                                            *policy_.updater));
       updates_ = request.updates();
+      ++reads_;  // the gang takes this state before its next update
       RETURN_IF_ERROR(Encode(response.mutable_parameters()));
       return response;
     }

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "learner/collective.h"
 #include "learner/other_policies.h"
 #include "learner/policy_learner_client.h"
 #include "policy/segment_codec.h"
@@ -42,6 +43,13 @@ struct PolicyLearnerOptions {
   // (Assignment.gang_id); calls from another are UNAVAILABLE. Empty: any.
   std::string gang_id;
   torch::Device device = torch::kCPU;
+  // The policy's gang (resources.num_learners > 1): this learner is member
+  // collective->rank(), taking the rows of that rank of the run's gang;
+  // the members all-reduce their gradients, and before each update take
+  // member 0's state where member 0 has read a checkpoint since they last
+  // did (only member 0 writes, reads and prunes the policy's checkpoints).
+  // Null: alone.
+  std::shared_ptr<Collective> collective;
   // As LearnerOptions.max_nonfinite_updates.
   int max_nonfinite_updates = 3;
   // Tests only: called as an update addressed here starts, before it takes
@@ -81,6 +89,18 @@ class PolicyLearner {
                               const std::string& gang_id) const;
   absl::Status Encode(NamedPolicyParameters* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The request's rows, checked and on the device; ABORTED for an update
+  // that does not follow the last.
+  absl::StatusOr<Rollout> RowsOf(const UpdatePolicyRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A gang: member 0's update count, and its state where it read a
+  // checkpoint since the members last took it. Every member calls it.
+  absl::Status TakeMemberZeroState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A gang: every member's verdict on an update (`rows`), so that all make
+  // it or none: a member whose rows were fine is ABORTED where another's
+  // were not. Every member calls it.
+  absl::Status AgreeOnUpdate(const absl::Status& rows, int64_t update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const PolicyLearnerOptions options_;
   // The segment shape of the policy's rows but their count (a batch holds
@@ -90,6 +110,10 @@ class PolicyLearner {
   OtherPolicies::Policy policy_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
   bool updated_ ABSL_GUARDED_BY(mu_) = false;  // made one since Create
+  // Checkpoints read here (member 0 counts), and member 0's count when the
+  // gang last took its state (-1: never).
+  int64_t reads_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t synced_reads_ ABSL_GUARDED_BY(mu_) = -1;
 };
 
 }  // namespace rl

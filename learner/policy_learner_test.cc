@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,10 +17,14 @@
 #include "absl/time/time.h"
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
+#include "learner/c10d_collective.h"
 #include "learner/other_policies.h"
 #include "learner/policy_learner_client.h"
 #include "learner/policy_learner_service.h"
+#include "policy/policy_codec.h"
 #include "policy/rollout.h"
+#include "policy/segment_codec.h"
+#include "runspec/named_policies.h"
 #include "testing/run_specs.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
@@ -335,6 +340,184 @@ TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
       StatusIs(absl::StatusCode::kAborted, HasSubstr("trains no policy yet")));
   idle_server.server->Shutdown();
   blue->server.server->Shutdown();
+}
+
+// Blue's rows of `batch` (agent 1 of each copy), as rank `rank` of the
+// run's gang would send them to blue's member `rank`.
+UpdatePolicyRequest BlueUpdate(const Rollout& batch, int64_t update,
+                               int64_t env_steps_before) {
+  const RunSpec spec = TwoPolicies();
+  UpdatePolicyRequest request;
+  request.set_run_id(kRun);
+  request.set_policy("blue");
+  request.set_update(update);
+  request.set_env_steps_before(env_steps_before);
+  request.mutable_rows()->set_run_id(kRun);
+  *request.mutable_rows()->mutable_env() = spec.env();
+  const torch::Tensor rows = torch::tensor(
+      RowsOfPolicy(spec, 1, batch.rewards.size(1)), torch::kInt64);
+  EXPECT_OK(EncodeSegment(batch.Rows(rows), request.mutable_rows()));
+  return request;
+}
+
+// The weights a policy's learner answered with.
+std::vector<torch::Tensor> WeightsIn(const UpdatePolicyResponse& answer) {
+  absl::StatusOr<OtherPolicies::Policy> copy =
+      OtherPolicies::CreatePolicy(TwoPolicies(), 1, torch::kCPU, nullptr, 3);
+  EXPECT_OK(copy.status());
+  if (!copy.ok()) return {};
+  EXPECT_OK(DecodePolicyTensors(answer.parameters().parameters(), "parameters",
+                                copy->policy));
+  return Weights(copy->policy);
+}
+
+// Two ranks at once, each on a thread: `body(rank, collective)` with a
+// collective of gang `gang_id` (real gloo on loopback).
+void InGang(const RendezvousServer& server, const std::string& gang_id,
+            const std::function<void(int, std::shared_ptr<Collective>)>& body) {
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < 2; ++rank) {
+    ranks.emplace_back([&, rank] {
+      CollectiveOptions c;
+      c.rank = rank;
+      c.world_size = 2;
+      c.rendezvous_address = absl::StrCat("127.0.0.1:", server.port());
+      c.gang_id = gang_id;
+      absl::StatusOr<std::unique_ptr<Collective>> collective =
+          ConnectCollective(c);
+      EXPECT_OK(collective.status());
+      if (collective.ok()) body(rank, std::move(*collective));
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+}
+
+// Blue on a gang of two of its own (num_learners 2): member r updates on
+// rank r's rows, the members all-reduce, and blue's weights and figures
+// are those of blue trained by the run's gang of two itself, update for
+// update. Only member 0 touches the checkpoints; a checkpoint it reads
+// reaches member 1 before the next update; an update one member refuses,
+// both refuse.
+TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
+  const std::string dir = MakeTestDir();
+  ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
+  constexpr int kUpdates = 3;
+  // Made here, before the threads: Batch seeds torch's global generator.
+  std::vector<std::vector<Rollout>> batches(kUpdates + 3);
+  for (int64_t u = 1; u < kUpdates + 3; ++u) {
+    for (int rank = 0; rank < 2; ++rank) {
+      batches[u].push_back(Batch(static_cast<uint64_t>(u * 10 + rank)));
+    }
+  }
+  auto batch = [&](int64_t update, int rank) { return batches[update][rank]; };
+  // The reference: the run's gang of two trains blue beside red.
+  std::vector<std::vector<std::vector<torch::Tensor>>> expected(
+      2, std::vector<std::vector<torch::Tensor>>(kUpdates + 1));
+  std::vector<std::vector<double>> expected_loss(2,
+                                                 std::vector<double>(kUpdates));
+  InGang(*server, "duel-run/1",
+         [&](int rank, std::shared_ptr<Collective> gang) {
+           absl::StatusOr<OtherPolicies> here =
+               OtherPolicies::Create(TwoPolicies(), torch::kCPU, gang.get(), 3);
+           ASSERT_OK(here.status());
+           for (int64_t u = 1; u <= kUpdates + 1; ++u) {
+             ASSERT_OK(here->Update(batch(u, rank), (u - 1) * 64, u, Same));
+             expected[rank][u - 1] = Weights(here->policies()[0].policy);
+             if (u <= kUpdates) {
+               expected_loss[rank][u - 1] =
+                   here->policies()[0].last_update.policy_loss;
+             }
+           }
+         });
+  ASSERT_TRUE(Equal(expected[0][kUpdates - 1], expected[1][kUpdates - 1]));
+
+  std::vector<std::shared_ptr<PolicyLearner>> members(2);
+  InGang(*server, "duel-run/1/policy/blue",
+         [&](int rank, std::shared_ptr<Collective> gang) {
+           PolicyLearnerOptions options;
+           options.spec = TwoPolicies();
+           options.run_id = kRun;
+           options.policy = "blue";
+           options.run_dir = dir;
+           options.collective = std::move(gang);
+           absl::StatusOr<std::unique_ptr<PolicyLearner>> made =
+               PolicyLearner::Create(options);
+           ASSERT_OK(made.status());
+           members[rank] = *std::move(made);
+         });
+  ASSERT_NE(members[0], nullptr);
+  ASSERT_NE(members[1], nullptr);
+  // Each member's call on a thread of its own (they meet in all-reduces).
+  std::vector<absl::StatusOr<UpdatePolicyResponse>> answers(2);
+  auto update = [&](std::vector<int64_t> numbers, int64_t batch_update) {
+    std::vector<std::thread> calls;
+    for (int rank = 0; rank < 2; ++rank) {
+      calls.emplace_back([&, rank] {
+        answers[rank] = members[rank]->Update(BlueUpdate(
+            batch(batch_update, rank), numbers[rank], (batch_update - 1) * 64));
+      });
+    }
+    for (std::thread& t : calls) t.join();
+  };
+  for (int64_t u = 1; u <= kUpdates; ++u) {
+    update({u, u}, u);
+    for (int rank = 0; rank < 2; ++rank) {
+      ASSERT_OK(answers[rank].status())
+          << "member " << rank << ", update " << u;
+      EXPECT_EQ(answers[rank]->figures().policy_loss(),
+                expected_loss[rank][u - 1])
+          << "member " << rank << ", update " << u;
+      EXPECT_EQ(members[rank]->updates(), u);
+    }
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(Equal(expected[0][kUpdates - 1], WeightsIn(*answers[rank])))
+        << "member " << rank;
+  }
+
+  // Member 0 writes blue's checkpoint; member 1 refuses to.
+  CheckpointPolicyRequest write;
+  write.set_run_id(kRun);
+  write.set_policy("blue");
+  write.set_action(CheckpointPolicyRequest::WRITE);
+  write.set_updates(kUpdates);
+  ASSERT_OK(members[0]->Checkpoint(write).status());
+  EXPECT_THAT(members[1]->Checkpoint(write),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("policy blue: member 1 of its gang; member 0 "
+                                 "writes, reads and prunes its checkpoints")));
+  update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
+  ASSERT_OK(answers[0].status());
+  ASSERT_OK(answers[1].status());
+  EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[1])));
+  // A resume: member 0 reads checkpoint 3 back; member 1, at update 4,
+  // takes member 0's state with the next update, which is 4 again on both.
+  std::filesystem::create_directories(dir + "/checkpoints/ckpt-000000000003");
+  CheckpointPolicyRequest read = write;
+  read.set_action(CheckpointPolicyRequest::READ);
+  read.set_run_checkpoint(dir + "/checkpoints/ckpt-000000000003");
+  ASSERT_OK(members[0]->Checkpoint(read).status());
+  EXPECT_EQ(members[0]->updates(), kUpdates);
+  EXPECT_EQ(members[1]->updates(), kUpdates + 1);
+  update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_OK(answers[rank].status()) << "member " << rank;
+    EXPECT_EQ(members[rank]->updates(), kUpdates + 1);
+    EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
+        << "member " << rank;
+  }
+  // Numbers that differ: the member whose update does not follow refuses,
+  // and so does the other.
+  update({kUpdates + 2, kUpdates + 3}, kUpdates + 2);
+  EXPECT_THAT(answers[0].status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 5 was refused by another member of "
+                                 "its gang")));
+  EXPECT_THAT(answers[1].status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 6 does not follow its last, 4")));
+  EXPECT_EQ(members[0]->updates(), kUpdates + 1);
+  EXPECT_EQ(members[1]->updates(), kUpdates + 1);
 }
 
 // A learner that stops waits for the update in flight to end (the service

@@ -4,7 +4,8 @@ steps). One learner trains red and blue, each on its own player's rows; the
 actors act with both; each policy's checkpoints are kept, numbered alike,
 red's as the run's and blue's under <run_dir>/policies/blue. With
 resources.learner_per_policy a second learner process trains blue, called
-by the first."""
+by the first; beside num_learners: 2, blue's gang of two learners (ranks
+2-3) trains it, each member called by its rank of red's gang."""
 
 import contextlib
 import glob
@@ -152,16 +153,50 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
                             for t in onnx.load(output).graph.initializer})
         self.assertEqual(weights[0].keys(), weights[1].keys())
         self.assertNotEqual(weights[0], weights[1])
-        # Refused at submission, naming the field: a gang per policy.
-        bad = os.path.join(self.dir, "gang.yaml")
-        with open(bad, "w") as f:
+
+
+class GangPerPolicyServiceTest(test_util.EmbeddedServiceTest):
+    """resources.learner_per_policy beside num_learners: 2: red's gang of two
+    (ranks 0-1, which the actors stream to) and blue's gang of two (ranks
+    2-3), rank r sending blue's rows to blue's member r."""
+
+    LOCAL_WORKERS = "learners=4,actors=2"
+
+    def test_each_policy_trains_on_a_gang_of_its_own(self):
+        run_file = os.path.join(self.dir, "gangs.yaml")
+        with open(run_file, "w") as f:
             f.write(RUN_FILE.replace(
                 "resources: {num_actors: 2}",
                 "resources: {num_actors: 2, num_learners: 2, learner_per_policy: true}"))
-        with self.assertRaises(Exception) as refused:
-            c.submit(bad)
-        self.assertIn("resources.learner_per_policy: needs resources.num_learners: 1",
-                      str(refused.exception))
+        c = Client(self.address)
+        run = c.wait(c.submit(run_file), timeout=900)
+        learners = self.logs("*learner*")
+        self.assertEqual(state_name(run.state), "SUCCEEDED",
+                         run.failure_reason + "\n" + learners[-3000:])
+        self.assertGreaterEqual(run.progress.env_steps, 32768)
+        self.assertEqual([p.name for p in run.progress.policies], ["red", "blue"])
+        self.assertGreater(run.progress.policies[1].episodes, 0)
+        # Blue's two members met in a gang of their own and each made the
+        # run's updates from its rank's rows.
+        for member in (0, 1):
+            self.assertRegex(learners, rf"joining learner gang {run.run_id}/\S+/policy/blue "
+                             rf"as rank {member} of 2")
+            self.assertIn(f"training policy blue of run {run.run_id} for its learner "
+                          f"(rank {member})", learners)
+        self.assertEqual(learners.count(
+            f"policy blue of run {run.run_id}: its first update here, update 1 of "
+            "the run's learner"), 2, learners[-3000:])
+        # The actors streamed to red's two ranks.
+        actors = self.logs("*actor*")
+        streams = set(re.findall(r"rollout stream to (\S+?):?\s", actors))
+        self.assertEqual(len(streams), 2, actors[-2000:])
+        run_dir = os.path.join(self.dir, "runs", run.run_id)
+        red = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(run_dir, "checkpoints", "ckpt-*")))
+        blue = sorted(os.path.basename(p) for p in glob.glob(
+            os.path.join(run_dir, "policies", "blue", "checkpoints", "ckpt-*")))
+        self.assertTrue(red, os.listdir(run_dir))
+        self.assertEqual(red, blue)
 
 
 if __name__ == "__main__":

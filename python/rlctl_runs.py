@@ -85,12 +85,17 @@ def print_workers(workers):
 
 def learner_text(assignment):
     """'rank 1/2' (of the gang); with a learner per policy
-    (resources.learner_per_policy: rank k trains the run's policy k, each
-    in a gang of its own) the policy it trains: 'rank 1, policy blue'."""
+    (resources.learner_per_policy: ranks k*N .. k*N+N-1 are policy k's
+    gang of N = num_learners, as runspec/run_spec.cc LearnerRoleOf says)
+    the policy it trains, and its rank in that gang where N > 1:
+    'rank 1, policy blue', 'rank 3, policy blue 1/2'."""
     a = assignment
     policies = a.spec.policies
-    if a.spec.resources.learner_per_policy and 0 <= a.rank < len(policies):
-        return f"rank {a.rank}, policy {text(policies[a.rank].name)}"
+    per_policy = max(a.spec.resources.num_learners, 1)
+    if a.spec.resources.learner_per_policy and 0 <= a.rank < len(policies) * per_policy:
+        name = text(policies[a.rank // per_policy].name)
+        member = f" {a.rank % per_policy}/{per_policy}" if per_policy > 1 else ""
+        return f"rank {a.rank}, policy {name}{member}"
     return f"rank {a.rank}/{max(a.world_size, 1)}"
 
 

@@ -57,6 +57,12 @@ class WorkersTest(unittest.TestCase):
                          "run-000001 rank 0, policy red")
         self.assertEqual(rlctl.assignment_text(placed("l1", 1, True)),
                          "run-000001 rank 1, policy blue")
+        # Gangs of two per policy: ranks 0-1 red's, 2-3 blue's.
+        gang = placed("l3", 3, True)
+        gang.assignment.spec.resources.num_learners = 2
+        gang.assignment.world_size = 2
+        self.assertEqual(rlctl.assignment_text(gang),
+                         "run-000001 rank 3, policy blue 1/2")
         # One learner training every policy: no policy of its own.
         self.assertEqual(rlctl.assignment_text(placed("l0", 0, False)),
                          "run-000001 rank 0/1")

@@ -430,12 +430,6 @@ absl::Status ValidateRunSpec(const RunSpec& spec) {
           "of its own)",
           absl::StrCat(spec.policies_size(), " policies"));
   }
-  if (res.learner_per_policy() && res.num_learners() > 1) {
-    p.Add("resources.learner_per_policy",
-          "needs resources.num_learners: 1 (a gang of learners per policy "
-          "is not built)",
-          absl::StrCat("num_learners ", res.num_learners()));
-  }
   if (res.num_actors() < 1 || res.num_actors() > 65536) {
     p.Add("resources.num_actors", "must be in [1, 65536]", res.num_actors());
   }
@@ -505,6 +499,12 @@ int LearnerProcesses(const RunSpec& spec) {
   return spec.resources().learner_per_policy()
              ? learners * std::max(1, spec.policies_size())
              : learners;
+}
+
+LearnerRole LearnerRoleOf(const RunSpec& spec, int rank) {
+  const int learners = std::max(1, spec.resources().num_learners());
+  if (!spec.resources().learner_per_policy()) return {0, rank};
+  return {rank / learners, rank % learners};
 }
 
 int LearnerRankOfActor(int actor_id, int num_learners) {

@@ -69,9 +69,20 @@ absl::Status ResolveRunSpec(RunSpec* spec);
 void CompleteStoredRunSpec(RunSpec* spec);
 
 // The learner processes a run is placed on: resources.num_learners, times
-// the number of policies with resources.learner_per_policy (rank 0 is the
-// run's own learner, which the actors stream to; rank k trains policy k).
+// the number of policies with resources.learner_per_policy. Ranks
+// 0..num_learners-1 are the run's own gang, which the actors stream to and
+// which trains the first policy; with a learner per policy, ranks
+// k * num_learners + r are member r of policy k's gang (LearnerRoleOf).
 int LearnerProcesses(const RunSpec& spec);
+
+// What learner `rank` of a run does: the policy its gang trains (0: the
+// run's own gang) and its rank in that gang. Member r of a policy's gang
+// takes that policy's rows from rank r of the run's gang.
+struct LearnerRole {
+  int policy = 0;
+  int member = 0;
+};
+LearnerRole LearnerRoleOf(const RunSpec& spec, int rank);
 
 // A gang of `num_learners` splits a run's actors: actor `actor_id` streams
 // to learner rank actor_id % num_learners. The one place that says so.

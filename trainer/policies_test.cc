@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -131,8 +132,8 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
                        HasSubstr("policies: name two or more")));
 }
 
-// resources.learner_per_policy: one learner process per policy (rank k
-// trains policy k), for a policies block and one learner each.
+// resources.learner_per_policy: num_learners learner processes per policy
+// (ranks k * N .. k * N + N - 1 train policy k), for a policies block.
 TEST(PoliciesRulesTest, ALearnerPerPolicyPlacesOneLearnerForEach) {
   const std::string per_policy =
       "[{name: a, agents: [0]}, {name: b, agents: [1]}]\n"
@@ -142,14 +143,25 @@ TEST(PoliciesRulesTest, ALearnerPerPolicyPlacesOneLearnerForEach) {
   RunSpec shared = spec;
   shared.mutable_resources()->set_learner_per_policy(false);
   EXPECT_EQ(LearnerProcesses(shared), 1);
-  EXPECT_THAT(
+  EXPECT_EQ(LearnerRoleOf(spec, 1).policy, 1);
+  EXPECT_EQ(LearnerRoleOf(spec, 1).member, 0);
+  // A gang of 2 per policy: ranks 0-1 train a (the run's own gang), 2-3 b.
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec gangs,
       TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]\n"
-                  "resources: {learner_per_policy: true, num_learners: 2}")
-          .status(),
-      StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("resources.learner_per_policy: needs "
-                         "resources.num_learners: 1 (a gang of learners per "
-                         "policy is not built) (got num_learners 2)")));
+                  "resources: {learner_per_policy: true, num_learners: 2}"));
+  EXPECT_EQ(LearnerProcesses(gangs), 4);
+  const std::vector<std::pair<int, int>> roles = {
+      {0, 0}, {0, 1}, {1, 0}, {1, 1}};
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(LearnerRoleOf(gangs, rank).policy, roles[rank].first) << rank;
+    EXPECT_EQ(LearnerRoleOf(gangs, rank).member, roles[rank].second) << rank;
+  }
+  RunSpec shared_gang = gangs;
+  shared_gang.mutable_resources()->set_learner_per_policy(false);
+  EXPECT_EQ(LearnerProcesses(shared_gang), 2);
+  EXPECT_EQ(LearnerRoleOf(shared_gang, 1).policy, 0);
+  EXPECT_EQ(LearnerRoleOf(shared_gang, 1).member, 1);
   EXPECT_THAT(
       LoadRunSpec("env: {id: CartPole-v1}\n"
                   "resources: {learner_per_policy: true}\n",
