@@ -62,24 +62,37 @@ absl::Status LearnerWorkload::StartPolicyLearner(
   options.run_dir = assignment.checkpoint_dir();
   options.gang_id = assignment.gang_id();
   options.device = device;
+  options.member = role.member;
+  options.gang_size = assignment.world_size() > 1 ? assignment.world_size() : 1;
   if (emitter_ != nullptr) {
     emitter_->SetRun(assignment.run_id());
-    emitter_->SetDefaultLabels({{"policy", options.policy}});
-  }
-  if (assignment.world_size() > 1) {
-    // The policy's gang meets at the run's rendezvous store, under keys of
-    // its own.
-    ASSIGN_OR_RETURN(
-        options.collective,
-        JoinGang(assignment, role.member,
-                 absl::StrCat(assignment.gang_id(), "/policy/", options.policy),
-                 cancelled));
+    MetricLabelList labels = {{"policy", options.policy}};
+    if (options.gang_size > 1) {
+      labels.emplace_back("rank", absl::StrCat(role.member));
+    }
+    emitter_->SetDefaultLabels(labels);
   }
   ASSIGN_OR_RETURN(std::unique_ptr<PolicyLearner> learner,
                    PolicyLearner::Create(options));
   policy_learner_ = std::move(learner);
+  // Served before its gang meets: a resume reads member 0's checkpoint
+  // while the others may still be starting (its updates wait for the gang).
   policy_service_->SetLearner(policy_learner_, assignment.run_key(),
                               assignment.gang_id());
+  if (options.gang_size > 1) {
+    // The policy's gang meets at the run's rendezvous store, under keys of
+    // its own.
+    absl::StatusOr<std::unique_ptr<Collective>> gang =
+        JoinGang(assignment, role.member,
+                 absl::StrCat(assignment.gang_id(), "/policy/", options.policy),
+                 cancelled);
+    absl::Status joined = gang.status();
+    if (joined.ok()) joined = policy_learner_->JoinGang(*std::move(gang));
+    if (!joined.ok()) {
+      Stop();
+      return joined;
+    }
+  }
   RL_LOG_INFO("training policy {} of run {} for its learner (rank {})",
               options.policy, assignment.run_id(), role.member);
   return absl::OkStatus();
@@ -146,9 +159,8 @@ absl::Status LearnerWorkload::Start(const Assignment& assignment) {
                        " learner addresses for its ", learners, " learners (",
                        spec.resources().num_learners(), " per policy)"));
     }
-    for (int k = 1; k < spec.policies_size(); ++k) {
-      options.policy_learners.push_back(assignment.learner_addresses(
-          k * spec.resources().num_learners() + assignment.rank()));
+    for (int rank : PolicyLearnerRanks(spec, assignment.rank())) {
+      options.policy_learners.push_back(assignment.learner_addresses(rank));
     }
     options.run_key = assignment.run_key();
     options.gang_id = assignment.gang_id();

@@ -33,9 +33,11 @@ class LearnerWorkload : public Workload {
   //
   // Every core shares `segment_budget` (null: none), the process's.
   //
-  // With resources.learner_per_policy, rank k > 0 of a run trains its
-  // policy k (learner/policy_learner.h) through `policy_service` (null: such
-  // an assignment fails), and rank 0 calls them.
+  // With resources.learner_per_policy, the ranks of the policies after the
+  // first (runspec/run_spec.h LearnerRoleOf) each train theirs as a member
+  // of its gang (learner/policy_learner.h) through `policy_service` (null:
+  // such an assignment fails), and rank r of the run's gang calls member r
+  // of each.
   LearnerWorkload(
       LearnerServiceImpl* service, Emitter* emitter,
       std::function<void(std::shared_ptr<LearnerCore>)> on_core = nullptr,

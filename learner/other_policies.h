@@ -10,10 +10,12 @@
 // <run_dir>/policies/<name>/checkpoints, numbered as the run's.
 //
 // With resources.learner_per_policy each of them is trained by a learner of
-// its own (learner/policy_learner.h): this then keeps a copy of its network
-// for publishing, sends its rows of every batch there (all such policies
-// at once), takes the weights it answers with, and asks it to write, read
-// and prune its checkpoints.
+// its own, or a gang of them (learner/policy_learner.h): this then keeps a
+// copy of its network for publishing, sends its rows of every batch there
+// (all such policies at once, beside the first's update, in a gang too:
+// the copies take no part in this gang's all-reduces), takes the weights
+// it answers with, and (rank 0) asks it to write, read and prune its
+// checkpoints.
 #ifndef RL_LEARNER_OTHER_POLICIES_H_
 #define RL_LEARNER_OTHER_POLICIES_H_
 

@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "learner/checkpoint.h"
+#include "learner/rollout_check.h"
 #include "learner/run_intake.h"
 #include "policy/policy_codec.h"
 #include "policy/torch_status.h"
@@ -37,15 +38,36 @@ absl::StatusOr<std::unique_ptr<PolicyLearner>> PolicyLearner::Create(
   }
   std::unique_ptr<PolicyLearner> learner(new PolicyLearner(std::move(options)));
   const PolicyLearnerOptions& o = learner->options_;
+  if (o.gang_size < 1 || o.member < 0 || o.member >= o.gang_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("member ", o.member, " of a gang of ", o.gang_size));
+  }
+  learner->ppo_ = NamedPolicyRun(o.spec, index).ppo();
   learner->shape_ = RunSegmentShape(NamedPolicyRun(o.spec, index));
   learner->shape_.episodes = false;  // a batch's rows: the run's learner
                                      // counted their episodes
   absl::MutexLock lock(&learner->mu_);
-  ASSIGN_OR_RETURN(
-      learner->policy_,
-      OtherPolicies::CreatePolicy(o.spec, index, o.device, o.collective.get(),
-                                  o.max_nonfinite_updates));
+  ASSIGN_OR_RETURN(learner->policy_,
+                   OtherPolicies::CreatePolicy(o.spec, index, o.device, nullptr,
+                                               o.max_nonfinite_updates));
   return learner;
+}
+
+absl::Status PolicyLearner::JoinGang(std::shared_ptr<Collective> gang) {
+  absl::MutexLock lock(&mu_);
+  if (gang == nullptr || gang_ != nullptr || gang->rank() != options_.member ||
+      gang->world_size() != options_.gang_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "policy ", options_.policy, ": member ", options_.member, " of ",
+        options_.gang_size, " given ",
+        gang == nullptr
+            ? std::string("no collective")
+            : absl::StrCat("rank ", gang->rank(), " of ", gang->world_size()),
+        gang_ != nullptr ? " after joining its gang" : ""));
+  }
+  gang_ = std::move(gang);
+  policy_.updater->set_collective(gang_.get());
+  return absl::OkStatus();
 }
 
 absl::Status PolicyLearner::CheckAddressed(const std::string& run_id,
@@ -94,13 +116,21 @@ absl::StatusOr<Rollout> PolicyLearner::RowsOf(
   shape.num_envs = rewards[1];
   absl::StatusOr<Rollout> rows = DecodeSegment(request.rows(), shape);
   if (!rows.ok()) return Prefixed(rows.status(), "rows");
-  return CatchTorchErrors(absl::StrCat("policy ", options_.policy, ": rows to ",
-                                       options_.device.str()),
-                          [&] { return rows->To(options_.device); });
+  absl::StatusOr<Rollout> here =
+      CatchTorchErrors(absl::StrCat("policy ", options_.policy, ": rows to ",
+                                    options_.device.str()),
+                       [&] { return rows->To(options_.device); });
+  RETURN_IF_ERROR(here.status());
+  // As the update checks them: in a gang, a member must not be the only
+  // one to refuse its rows inside the update's all-reduces.
+  RETURN_IF_ERROR(Prefixed(
+      CheckRolloutForUpdate(*here, *policy_.policy, ppo_),
+      absl::StrCat("policy ", options_.policy, ": update ", request.update())));
+  return here;
 }
 
 absl::Status PolicyLearner::TakeMemberZeroState() {
-  Collective& gang = *options_.collective;
+  Collective& gang = *gang_;
   torch::Tensor head = torch::tensor({reads_, updates_}, torch::kInt64);
   RETURN_IF_ERROR(Prefixed(
       gang.Broadcast(head, 0),
@@ -118,7 +148,7 @@ absl::Status PolicyLearner::TakeMemberZeroState() {
 absl::Status PolicyLearner::AgreeOnUpdate(const absl::Status& rows,
                                           int64_t update) {
   torch::Tensor refused = torch::tensor({rows.ok() ? 0 : 1}, torch::kInt64);
-  RETURN_IF_ERROR(options_.collective->AllReduce(refused, ReduceOp::kMax));
+  RETURN_IF_ERROR(gang_->AllReduce(refused, ReduceOp::kMax));
   if (rows.ok() && refused.item<int64_t>() > 0) {
     return absl::AbortedError(absl::StrCat(
         "policy ", options_.policy, ": update ", update,
@@ -137,9 +167,14 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
   // A gang: the collective calls first, on every member, then what can
   // fail on one alone (a member that returned between them would leave
   // the others waiting).
-  if (options_.collective != nullptr) RETURN_IF_ERROR(TakeMemberZeroState());
+  if (options_.gang_size > 1 && gang_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat(
+        "member ", options_.member, " of policy ", options_.policy,
+        "'s gang is still meeting the other ", options_.gang_size - 1));
+  }
+  if (gang_ != nullptr) RETURN_IF_ERROR(TakeMemberZeroState());
   absl::StatusOr<Rollout> here = RowsOf(request);
-  if (options_.collective != nullptr) {
+  if (gang_ != nullptr) {
     RETURN_IF_ERROR(AgreeOnUpdate(here.status(), request.update()));
   }
   RETURN_IF_ERROR(here.status());
@@ -175,9 +210,9 @@ absl::StatusOr<CheckpointPolicyResponse> PolicyLearner::Checkpoint(
   namespace fs = std::filesystem;
   const fs::path root = PolicyCheckpointRoot(options_.run_dir, options_.policy);
   absl::MutexLock lock(&mu_);
-  if (options_.collective != nullptr && options_.collective->rank() != 0) {
+  if (options_.member != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "policy ", options_.policy, ": member ", options_.collective->rank(),
+        "policy ", options_.policy, ": member ", options_.member,
         " of its gang; member 0 writes, reads and prunes its checkpoints"));
   }
   CheckpointPolicyResponse response;

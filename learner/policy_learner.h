@@ -44,12 +44,13 @@ struct PolicyLearnerOptions {
   std::string gang_id;
   torch::Device device = torch::kCPU;
   // The policy's gang (resources.num_learners > 1): this learner is member
-  // collective->rank(), taking the rows of that rank of the run's gang;
-  // the members all-reduce their gradients, and before each update take
-  // member 0's state where member 0 has read a checkpoint since they last
-  // did (only member 0 writes, reads and prunes the policy's checkpoints).
-  // Null: alone.
-  std::shared_ptr<Collective> collective;
+  // `member` of `gang_size`, taking the rows of that rank of the run's
+  // gang. The members all-reduce their gradients (JoinGang gives the
+  // collective) and before each update take member 0's state where member
+  // 0 has read a checkpoint since they last did; only member 0 writes,
+  // reads and prunes the policy's checkpoints.
+  int member = 0;
+  int gang_size = 1;
   // As LearnerOptions.max_nonfinite_updates.
   int max_nonfinite_updates = 3;
   // Tests only: called as an update addressed here starts, before it takes
@@ -63,6 +64,14 @@ class PolicyLearner {
   // its first.
   static absl::StatusOr<std::unique_ptr<PolicyLearner>> Create(
       PolicyLearnerOptions options);
+
+  // A gang's collective (rank `member` of `gang_size`): until it is given,
+  // updates are UNAVAILABLE (the caller retries) while checkpoint calls
+  // are served, so that a resume can read member 0's checkpoint while the
+  // members still meet. INVALID_ARGUMENT for a collective of another rank
+  // or size, or a second one.
+  absl::Status JoinGang(std::shared_ptr<Collective> gang)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // ABORTED for another run or policy, and for an update that does not
   // follow the last (the run's learners are then placed again);
@@ -89,8 +98,8 @@ class PolicyLearner {
                               const std::string& gang_id) const;
   absl::Status Encode(NamedPolicyParameters* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The request's rows, checked and on the device; ABORTED for an update
-  // that does not follow the last.
+  // The request's rows, checked as the update will check them, and on the
+  // device; ABORTED for an update that does not follow the last.
   absl::StatusOr<Rollout> RowsOf(const UpdatePolicyRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gang: member 0's update count, and its state where it read a
@@ -108,6 +117,9 @@ class PolicyLearner {
   SegmentShape shape_;
   mutable absl::Mutex mu_;
   OtherPolicies::Policy policy_ ABSL_GUARDED_BY(mu_);
+  // The policy's PPO settings (its rows are checked against them).
+  PPOConfig ppo_;
+  std::shared_ptr<Collective> gang_ ABSL_GUARDED_BY(mu_);
   int64_t updates_ ABSL_GUARDED_BY(mu_) = 0;
   bool updated_ ABSL_GUARDED_BY(mu_) = false;  // made one since Create
   // Checkpoints read here (member 0 counts), and member 0's count when the

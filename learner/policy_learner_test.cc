@@ -395,8 +395,9 @@ void InGang(const RendezvousServer& server, const std::string& gang_id,
 // Blue on a gang of two of its own (num_learners 2): member r updates on
 // rank r's rows, the members all-reduce, and blue's weights and figures
 // are those of blue trained by the run's gang of two itself, update for
-// update. Only member 0 touches the checkpoints; a checkpoint it reads
-// reaches member 1 before the next update; an update one member refuses,
+// update. Before their gang meets they take no update; only member 0
+// touches the checkpoints; a checkpoint it reads reaches member 1 before
+// the next update; an update one member refuses (its number, its rows),
 // both refuse.
 TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   const std::string dir = MakeTestDir();
@@ -432,19 +433,32 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   ASSERT_TRUE(Equal(expected[0][kUpdates - 1], expected[1][kUpdates - 1]));
 
   std::vector<std::shared_ptr<PolicyLearner>> members(2);
-  InGang(*server, "duel-run/1/policy/blue",
-         [&](int rank, std::shared_ptr<Collective> gang) {
-           PolicyLearnerOptions options;
-           options.spec = TwoPolicies();
-           options.run_id = kRun;
-           options.policy = "blue";
-           options.run_dir = dir;
-           options.collective = std::move(gang);
-           absl::StatusOr<std::unique_ptr<PolicyLearner>> made =
-               PolicyLearner::Create(options);
-           ASSERT_OK(made.status());
-           members[rank] = *std::move(made);
-         });
+  InGang(
+      *server, "duel-run/1/policy/blue",
+      [&](int rank, std::shared_ptr<Collective> gang) {
+        PolicyLearnerOptions options;
+        options.spec = TwoPolicies();
+        options.run_id = kRun;
+        options.policy = "blue";
+        options.run_dir = dir;
+        options.member = rank;
+        options.gang_size = 2;
+        absl::StatusOr<std::unique_ptr<PolicyLearner>> made =
+            PolicyLearner::Create(options);
+        ASSERT_OK(made.status());
+        members[rank] = *std::move(made);
+        // Before its gang: no update (the caller retries).
+        EXPECT_THAT(
+            members[rank]->Update(BlueUpdate(batch(1, rank), 1, 0)),
+            StatusIs(absl::StatusCode::kUnavailable,
+                     HasSubstr(absl::StrCat("member ", rank,
+                                            " of policy blue's gang "
+                                            "is still meeting the other 1"))));
+        ASSERT_OK(members[rank]->JoinGang(gang));
+        EXPECT_THAT(members[rank]->JoinGang(gang),
+                    StatusIs(absl::StatusCode::kInvalidArgument,
+                             HasSubstr("after joining its gang")));
+      });
   ASSERT_NE(members[0], nullptr);
   ASSERT_NE(members[1], nullptr);
   // Each member's call on a thread of its own (they meet in all-reduces).
@@ -516,6 +530,27 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   EXPECT_THAT(answers[1].status(),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("update 6 does not follow its last, 4")));
+  // Rows that one member refuses (values that are not finite): both
+  // refuse.
+  Rollout bad = batch(kUpdates + 2, 1);
+  bad.values = torch::full_like(bad.values, std::nanf(""));
+  std::thread good_call([&] {
+    answers[0] =
+        members[0]->Update(BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0));
+  });
+  std::thread bad_call([&] {
+    answers[1] = members[1]->Update(BlueUpdate(bad, kUpdates + 2, 0));
+  });
+  good_call.join();
+  bad_call.join();
+  EXPECT_THAT(answers[0].status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 5 was refused by another member of "
+                                 "its gang")));
+  EXPECT_THAT(
+      answers[1].status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("rows: segment.values: values must be finite")));
   EXPECT_EQ(members[0]->updates(), kUpdates + 1);
   EXPECT_EQ(members[1]->updates(), kUpdates + 1);
 }

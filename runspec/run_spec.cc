@@ -507,6 +507,16 @@ LearnerRole LearnerRoleOf(const RunSpec& spec, int rank) {
   return {rank / learners, rank % learners};
 }
 
+std::vector<int> PolicyLearnerRanks(const RunSpec& spec, int rank) {
+  std::vector<int> ranks;
+  if (!spec.resources().learner_per_policy()) return ranks;
+  const int learners = std::max(1, spec.resources().num_learners());
+  for (int k = 1; k < spec.policies_size(); ++k) {
+    ranks.push_back(k * learners + rank);
+  }
+  return ranks;
+}
+
 int LearnerRankOfActor(int actor_id, int num_learners) {
   return actor_id % std::max(1, num_learners);
 }

@@ -83,6 +83,10 @@ struct LearnerRole {
   int member = 0;
 };
 LearnerRole LearnerRoleOf(const RunSpec& spec, int rank);
+// The ranks that rank `rank` of the run's gang sends each policy's rows to,
+// policies 1, 2, ... in order: member `rank` of each one's gang (none
+// without resources.learner_per_policy).
+std::vector<int> PolicyLearnerRanks(const RunSpec& spec, int rank);
 
 // A gang of `num_learners` splits a run's actors: actor `actor_id` streams
 // to learner rank actor_id % num_learners. The one place that says so.

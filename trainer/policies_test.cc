@@ -157,11 +157,15 @@ TEST(PoliciesRulesTest, ALearnerPerPolicyPlacesOneLearnerForEach) {
     EXPECT_EQ(LearnerRoleOf(gangs, rank).policy, roles[rank].first) << rank;
     EXPECT_EQ(LearnerRoleOf(gangs, rank).member, roles[rank].second) << rank;
   }
+  EXPECT_EQ(PolicyLearnerRanks(gangs, 0), std::vector<int>({2}));
+  EXPECT_EQ(PolicyLearnerRanks(gangs, 1), std::vector<int>({3}));
+  EXPECT_EQ(PolicyLearnerRanks(spec, 0), std::vector<int>({1}));
   RunSpec shared_gang = gangs;
   shared_gang.mutable_resources()->set_learner_per_policy(false);
   EXPECT_EQ(LearnerProcesses(shared_gang), 2);
   EXPECT_EQ(LearnerRoleOf(shared_gang, 1).policy, 0);
   EXPECT_EQ(LearnerRoleOf(shared_gang, 1).member, 1);
+  EXPECT_TRUE(PolicyLearnerRanks(shared_gang, 1).empty());
   EXPECT_THAT(
       LoadRunSpec("env: {id: CartPole-v1}\n"
                   "resources: {learner_per_policy: true}\n",
