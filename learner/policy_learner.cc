@@ -121,15 +121,19 @@ absl::StatusOr<Rollout> PolicyLearner::RowsOf(
                                     options_.device.str()),
                        [&] { return rows->To(options_.device); });
   RETURN_IF_ERROR(here.status());
-  // As the update checks them: in a gang, a member must not be the only
-  // one to refuse its rows inside the update's all-reduces.
-  RETURN_IF_ERROR(Prefixed(
-      CheckRolloutForUpdate(*here, *policy_.policy, ppo_),
-      absl::StrCat("policy ", options_.policy, ": update ", request.update())));
+  // In a gang, as the update will check them (once more, then: one
+  // read-back), so that a member is never the only one to refuse its rows
+  // inside the update's all-reduces.
+  if (gang_ != nullptr) {
+    RETURN_IF_ERROR(
+        Prefixed(CheckRolloutForUpdate(*here, *policy_.policy, ppo_),
+                 absl::StrCat("policy ", options_.policy, ": update ",
+                              request.update())));
+  }
   return here;
 }
 
-absl::Status PolicyLearner::TakeMemberZeroState() {
+absl::Status PolicyLearner::TakeMemberZeroState(absl::Status* taken) {
   Collective& gang = *gang_;
   torch::Tensor head = torch::tensor({reads_, updates_}, torch::kInt64);
   RETURN_IF_ERROR(Prefixed(
@@ -137,11 +141,14 @@ absl::Status PolicyLearner::TakeMemberZeroState() {
       absl::StrCat("policy ", options_.policy, ": member 0's update count")));
   const int64_t reads = head[0].item<int64_t>();
   if (reads == synced_reads_) return absl::OkStatus();
-  TensorMap extra;
-  RETURN_IF_ERROR(OtherPolicies::BroadcastRankZeroState(gang, policy_, &extra));
-  RETURN_IF_ERROR(OtherPolicies::TakeRankZeroStream(policy_, extra));
+  // Every member takes the same branch next time too, whatever happens
+  // here on one of them (AgreeOnUpdate then refuses the update on all).
   synced_reads_ = reads;
-  updates_ = head[1].item<int64_t>();
+  TensorMap extra;
+  *taken = OtherPolicies::BroadcastRankZeroState(gang, policy_, &extra);
+  if (!taken->ok()) return absl::OkStatus();
+  *taken = OtherPolicies::TakeRankZeroStream(policy_, extra);
+  if (taken->ok()) updates_ = head[1].item<int64_t>();
   return absl::OkStatus();
 }
 
@@ -172,8 +179,10 @@ absl::StatusOr<UpdatePolicyResponse> PolicyLearner::Update(
         "member ", options_.member, " of policy ", options_.policy,
         "'s gang is still meeting the other ", options_.gang_size - 1));
   }
-  if (gang_ != nullptr) RETURN_IF_ERROR(TakeMemberZeroState());
-  absl::StatusOr<Rollout> here = RowsOf(request);
+  absl::Status taken;
+  if (gang_ != nullptr) RETURN_IF_ERROR(TakeMemberZeroState(&taken));
+  absl::StatusOr<Rollout> here =
+      taken.ok() ? RowsOf(request) : absl::StatusOr<Rollout>(taken);
   if (gang_ != nullptr) {
     RETURN_IF_ERROR(AgreeOnUpdate(here.status(), request.update()));
   }

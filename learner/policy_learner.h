@@ -1,13 +1,14 @@
 // One policy of a run's policies block trained on a learner of its own
 // (proto/policy_learner.proto; docs/multi_agent.md#several-policies-per-run):
-// the run's first learner sends it the policy's rows of every batch; this
-// updates the policy's network on them as a learner that trains every
-// policy does (OtherPolicies::CreatePolicy and UpdatePolicy: the same
-// seeds, so the same weights), answers with the weights, and writes, reads
-// and prunes the policy's checkpoints under <run_dir>/policies/<name>/
-// checkpoints. Updates arrive in order: update n + 1 follows n, so a batch
-// resent after a lost answer is refused rather than learned from twice.
-// No gRPC here (policy_learner_service.h is the thin service).
+// the run's first learner (rank r of the run's gang: member r of the
+// policy's gang) sends it the policy's rows of every batch; this updates
+// the policy's network on them as a learner that trains every policy does
+// (OtherPolicies::CreatePolicy and UpdatePolicy: the same seeds, so the same
+// weights), answers with the weights, and writes, reads and prunes the policy's
+// checkpoints under <run_dir>/policies/<name>/ checkpoints. Updates arrive in
+// order: update n + 1 follows n, so a batch resent after a lost answer is
+// refused rather than learned from twice. No gRPC here
+// (policy_learner_service.h is the thin service).
 #ifndef RL_LEARNER_POLICY_LEARNER_H_
 #define RL_LEARNER_POLICY_LEARNER_H_
 
@@ -80,7 +81,9 @@ class PolicyLearner {
   // INVALID_ARGUMENT naming the field for rows that are not the policy's
   // (shape, dtype, values); INTERNAL where the weights are no longer
   // finite (they are not answered with); the updater's errors as they are
-  // (a setting it refuses is FAILED_PRECONDITION: the run fails).
+  // (a setting it refuses is FAILED_PRECONDITION: the run fails). In a
+  // gang also UNAVAILABLE before JoinGang, and ABORTED where another
+  // member refused the update.
   absl::StatusOr<UpdatePolicyResponse> Update(
       const UpdatePolicyRequest& request) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<CheckpointPolicyResponse> Checkpoint(
@@ -103,8 +106,11 @@ class PolicyLearner {
   absl::StatusOr<Rollout> RowsOf(const UpdatePolicyRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gang: member 0's update count, and its state where it read a
-  // checkpoint since the members last took it. Every member calls it.
-  absl::Status TakeMemberZeroState() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // checkpoint since the members last took it. Every member calls it; its
+  // error is the collective's, and `taken` says whether this member took
+  // the state (the update is then refused on every member if not).
+  absl::Status TakeMemberZeroState(absl::Status* taken)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A gang: every member's verdict on an update (`rows`), so that all make
   // it or none: a member whose rows were fine is ABORTED where another's
   // were not. Every member calls it.

@@ -342,6 +342,14 @@ TEST(PolicyLearnerTest, RefusalsNameWhatIsWrong) {
   blue->server.server->Shutdown();
 }
 
+// TwoPolicies with blue's updates in 8 minibatches: blue's rows of one
+// copy (4 steps) cannot make them.
+RunSpec GangSpec() {
+  RunSpec spec = TwoPolicies();
+  spec.mutable_policies(1)->mutable_ppo()->set_num_minibatches(8);
+  return spec;
+}
+
 // Blue's rows of `batch` (agent 1 of each copy), as rank `rank` of the
 // run's gang would send them to blue's member `rank`.
 UpdatePolicyRequest BlueUpdate(const Rollout& batch, int64_t update,
@@ -363,7 +371,7 @@ UpdatePolicyRequest BlueUpdate(const Rollout& batch, int64_t update,
 // The weights a policy's learner answered with.
 std::vector<torch::Tensor> WeightsIn(const UpdatePolicyResponse& answer) {
   absl::StatusOr<OtherPolicies::Policy> copy =
-      OtherPolicies::CreatePolicy(TwoPolicies(), 1, torch::kCPU, nullptr, 3);
+      OtherPolicies::CreatePolicy(GangSpec(), 1, torch::kCPU, nullptr, 3);
   EXPECT_OK(copy.status());
   if (!copy.ok()) return {};
   EXPECT_OK(DecodePolicyTensors(answer.parameters().parameters(), "parameters",
@@ -396,9 +404,9 @@ void InGang(const RendezvousServer& server, const std::string& gang_id,
 // rank r's rows, the members all-reduce, and blue's weights and figures
 // are those of blue trained by the run's gang of two itself, update for
 // update. Before their gang meets they take no update; only member 0
-// touches the checkpoints; a checkpoint it reads reaches member 1 before
-// the next update; an update one member refuses (its number, its rows),
-// both refuse.
+// touches the checkpoints; a checkpoint it reads (before the members meet,
+// or after) reaches member 1 before the next update; an update one member
+// refuses (its number, its rows), both refuse.
 TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   const std::string dir = MakeTestDir();
   ASSERT_OK_AND_ASSIGN(auto server, RendezvousServer::Start(0));
@@ -419,7 +427,7 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   InGang(*server, "duel-run/1",
          [&](int rank, std::shared_ptr<Collective> gang) {
            absl::StatusOr<OtherPolicies> here =
-               OtherPolicies::Create(TwoPolicies(), torch::kCPU, gang.get(), 3);
+               OtherPolicies::Create(GangSpec(), torch::kCPU, gang.get(), 3);
            ASSERT_OK(here.status());
            for (int64_t u = 1; u <= kUpdates + 1; ++u) {
              ASSERT_OK(here->Update(batch(u, rank), (u - 1) * 64, u, Same));
@@ -432,35 +440,41 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
          });
   ASSERT_TRUE(Equal(expected[0][kUpdates - 1], expected[1][kUpdates - 1]));
 
+  // Blue's members of a placement, each given its collective by
+  // `join(rank)` (in the placement's gang).
   std::vector<std::shared_ptr<PolicyLearner>> members(2);
-  InGang(
-      *server, "duel-run/1/policy/blue",
-      [&](int rank, std::shared_ptr<Collective> gang) {
-        PolicyLearnerOptions options;
-        options.spec = TwoPolicies();
-        options.run_id = kRun;
-        options.policy = "blue";
-        options.run_dir = dir;
-        options.member = rank;
-        options.gang_size = 2;
-        absl::StatusOr<std::unique_ptr<PolicyLearner>> made =
-            PolicyLearner::Create(options);
-        ASSERT_OK(made.status());
-        members[rank] = *std::move(made);
-        // Before its gang: no update (the caller retries).
-        EXPECT_THAT(
-            members[rank]->Update(BlueUpdate(batch(1, rank), 1, 0)),
-            StatusIs(absl::StatusCode::kUnavailable,
-                     HasSubstr(absl::StrCat("member ", rank,
-                                            " of policy blue's gang "
-                                            "is still meeting the other 1"))));
-        ASSERT_OK(members[rank]->JoinGang(gang));
-        EXPECT_THAT(members[rank]->JoinGang(gang),
-                    StatusIs(absl::StatusCode::kInvalidArgument,
-                             HasSubstr("after joining its gang")));
-      });
+  auto place = [&] {
+    for (int rank = 0; rank < 2; ++rank) {
+      PolicyLearnerOptions options;
+      options.spec = GangSpec();
+      options.run_id = kRun;
+      options.policy = "blue";
+      options.run_dir = dir;
+      options.member = rank;
+      options.gang_size = 2;
+      absl::StatusOr<std::unique_ptr<PolicyLearner>> made =
+          PolicyLearner::Create(options);
+      EXPECT_OK(made.status());
+      members[rank] = made.ok() ? *std::move(made) : nullptr;
+    }
+  };
+  auto join = [&](const std::string& gang_id) {
+    InGang(*server, gang_id, [&](int rank, std::shared_ptr<Collective> gang) {
+      ASSERT_OK(members[rank]->JoinGang(gang));
+      EXPECT_THAT(members[rank]->JoinGang(gang),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           HasSubstr("after joining its gang")));
+    });
+  };
+  place();
   ASSERT_NE(members[0], nullptr);
   ASSERT_NE(members[1], nullptr);
+  // Before its gang: no update (the caller retries).
+  EXPECT_THAT(members[1]->Update(BlueUpdate(batch(1, 1), 1, 0)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("member 1 of policy blue's gang is still "
+                                 "meeting the other 1")));
+  join("duel-run/1/policy/blue");
   // Each member's call on a thread of its own (they meet in all-reduces).
   std::vector<absl::StatusOr<UpdatePolicyResponse>> answers(2);
   auto update = [&](std::vector<int64_t> numbers, int64_t batch_update) {
@@ -551,8 +565,46 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
       answers[1].status(),
       StatusIs(absl::StatusCode::kInvalidArgument,
                HasSubstr("rows: segment.values: values must be finite")));
+  // Rows of one copy, which cannot make blue's 8 minibatches (the update's
+  // own check, made before the members agree): both refuse.
+  std::thread full_call([&] {
+    answers[0] =
+        members[0]->Update(BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0));
+  });
+  std::thread short_call([&] {
+    answers[1] = members[1]->Update(
+        BlueUpdate(Batch(kUpdates + 2, /*rows=*/2), kUpdates + 2, 0));
+  });
+  full_call.join();
+  short_call.join();
+  EXPECT_THAT(answers[0].status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("update 5 was refused by another member of "
+                                 "its gang")));
+  EXPECT_THAT(answers[1].status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("policy blue: update 5: rollout: 4 x 1 steps "
+                                 "cannot make ppo.num_minibatches (8)")));
   EXPECT_EQ(members[0]->updates(), kUpdates + 1);
   EXPECT_EQ(members[1]->updates(), kUpdates + 1);
+
+  // A new placement resumes from checkpoint 3: member 0 reads it before
+  // the members meet (as the run's learner reads it at its start), and
+  // both make update 4 from it.
+  place();
+  ASSERT_NE(members[0], nullptr);
+  ASSERT_NE(members[1], nullptr);
+  ASSERT_OK(members[0]->Checkpoint(read).status());
+  EXPECT_EQ(members[0]->updates(), kUpdates);
+  EXPECT_EQ(members[1]->updates(), 0);
+  join("duel-run/2/policy/blue");
+  update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_OK(answers[rank].status()) << "member " << rank;
+    EXPECT_EQ(members[rank]->updates(), kUpdates + 1);
+    EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
+        << "member " << rank;
+  }
 }
 
 // A learner that stops waits for the update in flight to end (the service
