@@ -89,7 +89,7 @@ absl::Status PolicyLearnerClient::Call(
     {
       absl::MutexLock lock(&mu_);
       current_ = nullptr;
-      stopping = stopping_ || (options_.cancelled && options_.cancelled());
+      stopping = Stopping();
     }
     if (status.code() != absl::StatusCode::kUnavailable || stopping ||
         absl::Now() + backoff > give_up) {
@@ -98,12 +98,14 @@ absl::Status PolicyLearnerClient::Call(
     {
       // A stop during the wait ends it: no attempt starts after a stop.
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff)) break;
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff);
+      stopping = Stopping();
     }
-    if (options_.cancelled && options_.cancelled()) break;
+    if (stopping) break;
     backoff = std::min(backoff * 2, absl::Seconds(2));
   }
-  if (status.code() == absl::StatusCode::kCancelled && stopping) {
+  if (stopping && (status.code() == absl::StatusCode::kCancelled ||
+                   status.code() == absl::StatusCode::kUnavailable)) {
     return absl::AbortedError(absl::StrCat(where, ": ", status.message(),
                                            " (the run's learner is stopping)"));
   }

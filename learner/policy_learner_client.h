@@ -94,6 +94,10 @@ class PolicyLearnerClient {
   mutable absl::Mutex mu_;
   grpc::ClientContext* current_ ABSL_GUARDED_BY(mu_) = nullptr;  // in flight
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // StopWaiting was called, or options_.cancelled says so.
+  bool Stopping() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || (options_.cancelled && options_.cancelled());
+  }
 };
 
 }  // namespace rl
