@@ -16,12 +16,27 @@
 namespace rl {
 
 Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
-                       bool die_with_parent)
+                       bool die_with_parent, std::vector<std::string> env)
     : log_path_(std::move(log_path)) {
   const pid_t parent = getpid();
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  // The child's environment, made here: after fork only exec is safe.
+  std::vector<std::string> inherited;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const std::string& set : env) {
+      if (set.substr(0, set.find('=')) == name) replaced = true;
+    }
+    if (!replaced) inherited.push_back(entry);
+  }
+  inherited.insert(inherited.end(), env.begin(), env.end());
+  std::vector<char*> envp;
+  for (std::string& e : inherited) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_ = fork();
   if (pid_ < 0) {
     std::perror("fork");
@@ -43,8 +58,8 @@ Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
       dup2(fd, STDERR_FILENO);
       close(fd);
     }
-    execv(args[0], args.data());
-    std::perror("execv");
+    execve(args[0], args.data(), envp.data());
+    std::perror("execve");
     _exit(127);
   }
 }

@@ -19,8 +19,10 @@ class Subprocess {
   // appended to `log_path`. Aborts the process if fork fails.
   // With `die_with_parent`, the child gets SIGTERM when this process dies
   // (even by SIGKILL), so no orphan outlives its supervisor.
+  // `env` ("NAME=VALUE") is set in the child's environment, over what it
+  // inherits.
   Subprocess(std::vector<std::string> argv, std::string log_path,
-             bool die_with_parent = false);
+             bool die_with_parent = false, std::vector<std::string> env = {});
   ~Subprocess();  // SIGKILLs a process still running.
 
   Subprocess(const Subprocess&) = delete;

@@ -21,17 +21,20 @@ absl::Status ParseLocalWorkers(const std::string& text,
     if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &count) || count < 0 ||
         count > 64) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--local_workers: expected learners=N,actors=M with N, M in [0, 64] "
-          "(got \"",
+          "--local_workers: expected learners=N,actors=M[,gpus=G] with N, M, "
+          "G in [0, 64] (got \"",
           part, "\")"));
     }
     if (kv[0] == "learners") {
       options->learners = count;
     } else if (kv[0] == "actors") {
       options->actors = count;
+    } else if (kv[0] == "gpus") {
+      options->gpus = count;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--local_workers: unknown kind \"", kv[0], "\" (learners, actors)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local_workers: unknown kind \"", kv[0],
+                       "\" (learners, actors, gpus)"));
     }
   }
   return absl::OkStatus();
@@ -49,9 +52,13 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
     children_.push_back(std::move(child));
   }
   auto add = [&](const std::string& binary, const std::string& name,
-                 std::vector<std::string> extra) {
+                 std::vector<std::string> extra, int index) {
     Child child;
     child.name = name;
+    if (options.gpus > 0) {
+      child.env.push_back(
+          absl::StrCat("CUDA_VISIBLE_DEVICES=", index % options.gpus));
+    }
     child.argv = {binary, "--coordinator=" + options.coordinator_address,
                   "--worker_name=" + name};
     child.argv.insert(child.argv.end(), options.worker_args.begin(),
@@ -75,11 +82,13 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
     child.next_start = absl::InfinitePast();
     children_.push_back(std::move(child));
   };
+  int index = 0;
   for (const std::string& name : LocalWorkerNames(options, LEARNER)) {
-    add(options.learner_binary, name, {"--port=0"});
+    add(options.learner_binary, name, {"--port=0"}, index++);
   }
+  index = 0;
   for (const std::string& name : LocalWorkerNames(options, ACTOR)) {
-    add(options.actor_binary, name, {});
+    add(options.actor_binary, name, {}, index++);
   }
 }
 
@@ -133,7 +142,7 @@ void LocalWorkerPool::Supervise() {
         child.argv,
         (std::filesystem::path(options_.log_dir) / (child.name + ".log"))
             .string(),
-        /*die_with_parent=*/true);
+        /*die_with_parent=*/true, child.env);
     child.started = now;
     ++child.starts;
   }

@@ -21,6 +21,10 @@ namespace rl {
 struct LocalWorkerOptions {
   int learners = 0;
   int actors = 0;
+  // GPUs to spread the workers over (0: none named): learner i and actor i
+  // each see GPU i mod gpus alone (CUDA_VISIBLE_DEVICES), so a run's
+  // "cuda" means a GPU of its own for each of up to `gpus` learners.
+  int gpus = 0;
   std::string learner_binary;
   std::string actor_binary;
   std::string coordinator_address;
@@ -46,8 +50,8 @@ struct LocalWorkerOptions {
 // (128+N for signal N) in words.
 std::string DescribeExit(int code);
 
-// Parses "learners=1,actors=2" into `options` (INVALID_ARGUMENT naming the
-// part that is wrong).
+// Parses "learners=1,actors=2[,gpus=G]" into `options` (INVALID_ARGUMENT
+// naming the part that is wrong).
 absl::Status ParseLocalWorkers(const std::string& text,
                                LocalWorkerOptions* options);
 
@@ -71,6 +75,7 @@ class LocalWorkerPool {
   struct Child {
     std::string name;
     std::vector<std::string> argv;
+    std::vector<std::string> env;  // NAME=VALUE, over the pool's
     std::unique_ptr<Subprocess> process;
     absl::Duration backoff = absl::Seconds(1);
     absl::Time next_start;

@@ -68,7 +68,8 @@ ABSL_FLAG(std::string, issue_worker_credential, "",
           "--worker_credential_file.");
 ABSL_FLAG(std::string, local_workers, "",
           "Embedded default: spawn and supervise local workers, e.g. "
-          "learners=1,actors=2.");
+          "learners=1,actors=2; gpus=G spreads them over G GPUs (learner "
+          "i and actor i see GPU i mod G alone).");
 ABSL_FLAG(std::string, learner_binary, "",
           "Learner worker binary (default: ../learner/learner_main beside "
           "this binary).");

@@ -10,7 +10,8 @@
 #
 # Without --local_workers, the system gets the workers the run file asks
 # for (python/run_file_workers.py): resources.num_learners learners (times
-# the policies with learner_per_policy), resources.num_actors actors.
+# the policies with learner_per_policy), resources.num_actors actors; on a
+# machine with several GPUs (nvidia-smi -L), spread over them (gpus=G).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -21,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --keep) KEEP=1 ;;
     --local_workers=*) WORKERS="$arg" ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "train.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
     *) RUN_FILE="$arg" ;;
   esac
@@ -31,6 +32,8 @@ if [[ -z "$WORKERS" ]]; then
   # As runspec/run_spec.cc LearnerProcesses counts them.
   WORKERS="$(.venv/bin/python python/run_file_workers.py "$RUN_FILE")" ||
     WORKERS="--local_workers=learners=1,actors=1"
+  GPUS="$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)"
+  if [[ "$GPUS" -gt 1 ]]; then WORKERS="$WORKERS,gpus=$GPUS"; fi
   echo "workers for $RUN_FILE: ${WORKERS#--local_workers=}"
 fi
 bazel build --config=opt //coordinator:coordinator_main //learner:learner_main \
