@@ -13,6 +13,8 @@
 
 #include "absl/time/clock.h"
 
+extern "C" char** environ;  // unistd.h declares it only with _GNU_SOURCE
+
 namespace rl {
 
 Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
@@ -59,7 +61,9 @@ Subprocess::Subprocess(std::vector<std::string> argv, std::string log_path,
       close(fd);
     }
     execve(args[0], args.data(), envp.data());
-    std::perror("execve");
+    // Only async-signal-safe calls after fork: no stdio.
+    const char failed[] = "execve failed\n";
+    (void)!write(STDERR_FILENO, failed, sizeof(failed) - 1);
     _exit(127);
   }
 }

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/numbers.h"
@@ -10,8 +11,34 @@
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "common/secrets.h"
+#include "common/status.h"
 
 namespace rl {
+
+namespace {
+
+// The first `gpus` GPUs this process may use: its CUDA_VISIBLE_DEVICES
+// entries where it has one, else 0 to gpus - 1.
+absl::StatusOr<std::vector<std::string>> GpuIds(int gpus) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::vector<std::string> ids;
+  if (visible != nullptr && *visible != '\0') {
+    ids = absl::StrSplit(visible, ',', absl::SkipWhitespace());
+    if (static_cast<int>(ids.size()) < gpus) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--local_workers: gpus=", gpus,
+                       ", but this coordinator's "
+                       "CUDA_VISIBLE_DEVICES names ",
+                       ids.size(), " (", visible, ")"));
+    }
+    ids.resize(gpus);
+    return ids;
+  }
+  for (int i = 0; i < gpus; ++i) ids.push_back(absl::StrCat(i));
+  return ids;
+}
+
+}  // namespace
 
 absl::Status ParseLocalWorkers(const std::string& text,
                                LocalWorkerOptions* options) {
@@ -30,7 +57,7 @@ absl::Status ParseLocalWorkers(const std::string& text,
     } else if (kv[0] == "actors") {
       options->actors = count;
     } else if (kv[0] == "gpus") {
-      options->gpus = count;
+      ASSIGN_OR_RETURN(options->gpu_ids, GpuIds(count));
     } else {
       return absl::InvalidArgumentError(
           absl::StrCat("--local_workers: unknown kind \"", kv[0],
@@ -55,9 +82,10 @@ LocalWorkerPool::LocalWorkerPool(const LocalWorkerOptions& options)
                  std::vector<std::string> extra, int index) {
     Child child;
     child.name = name;
-    if (options.gpus > 0) {
+    if (!options.gpu_ids.empty()) {
       child.env.push_back(
-          absl::StrCat("CUDA_VISIBLE_DEVICES=", index % options.gpus));
+          absl::StrCat("CUDA_VISIBLE_DEVICES=",
+                       options.gpu_ids[index % options.gpu_ids.size()]));
     }
     child.argv = {binary, "--coordinator=" + options.coordinator_address,
                   "--worker_name=" + name};

@@ -21,10 +21,12 @@ namespace rl {
 struct LocalWorkerOptions {
   int learners = 0;
   int actors = 0;
-  // GPUs to spread the workers over (0: none named): learner i and actor i
-  // each see GPU i mod gpus alone (CUDA_VISIBLE_DEVICES), so a run's
-  // "cuda" means a GPU of its own for each of up to `gpus` learners.
-  int gpus = 0;
+  // GPUs to spread the workers over (empty: none named): learner i and
+  // actor i each see gpu_ids[i mod size] alone (CUDA_VISIBLE_DEVICES), so
+  // a run's "cuda" means a GPU of its own for each of up to that many
+  // learners. ParseLocalWorkers' gpus=G: the first G of the coordinator's
+  // own CUDA_VISIBLE_DEVICES where it has one, else 0 to G - 1.
+  std::vector<std::string> gpu_ids;
   std::string learner_binary;
   std::string actor_binary;
   std::string coordinator_address;
@@ -51,7 +53,8 @@ struct LocalWorkerOptions {
 std::string DescribeExit(int code);
 
 // Parses "learners=1,actors=2[,gpus=G]" into `options` (INVALID_ARGUMENT
-// naming the part that is wrong).
+// naming the part that is wrong, or gpus=G beyond the GPUs this process's
+// CUDA_VISIBLE_DEVICES names).
 absl::Status ParseLocalWorkers(const std::string& text,
                                LocalWorkerOptions* options);
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,7 +24,7 @@ TEST(LocalWorkersTest, ParsesCountsAndGpus) {
   ASSERT_OK(ParseLocalWorkers("learners=3,actors=2,gpus=2", &o));
   EXPECT_EQ(o.learners, 3);
   EXPECT_EQ(o.actors, 2);
-  EXPECT_EQ(o.gpus, 2);
+  EXPECT_EQ(o.gpu_ids, std::vector<std::string>({"0", "1"}));
   EXPECT_THAT(ParseLocalWorkers("gpus=x", &o),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("expected learners=N,actors=M[,gpus=G] with "
@@ -77,22 +78,28 @@ std::map<std::string, std::string> VisibleDevices(const std::string& spec) {
   return seen;
 }
 
-// gpus=G: learner i and actor i each see GPU i mod G alone; without it
-// they see what the coordinator sees.
+// gpus=G: learner i and actor i each see GPU i mod G alone, of those the
+// coordinator may use; without it they see what the coordinator sees.
 TEST(LocalWorkersTest, EachWorkerSeesTheGpuItIsGiven) {
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(VisibleDevices("learners=3,actors=2,gpus=2"),
+            (std::map<std::string, std::string>{{"local-learner-0", "[0]"},
+                                                {"local-learner-1", "[1]"},
+                                                {"local-learner-2", "[0]"},
+                                                {"local-actor-0", "[0]"},
+                                                {"local-actor-1", "[1]"}}));
+  // A coordinator given GPUs 5 and 6 gives its workers those.
   ::setenv("CUDA_VISIBLE_DEVICES", "5,6", 1);
-  const std::map<std::string, std::string> spread =
-      VisibleDevices("learners=3,actors=2,gpus=2");
-  const std::map<std::string, std::string> expected = {
-      {"local-learner-0", "[0]"},
-      {"local-learner-1", "[1]"},
-      {"local-learner-2", "[0]"},
-      {"local-actor-0", "[0]"},
-      {"local-actor-1", "[1]"}};
-  EXPECT_EQ(spread, expected);
-  const std::map<std::string, std::string> inherited =
-      VisibleDevices("learners=1,actors=1");
-  EXPECT_EQ(inherited,
+  EXPECT_EQ(VisibleDevices("learners=2,actors=1,gpus=2"),
+            (std::map<std::string, std::string>{{"local-learner-0", "[5]"},
+                                                {"local-learner-1", "[6]"},
+                                                {"local-actor-0", "[5]"}}));
+  LocalWorkerOptions o;
+  EXPECT_THAT(ParseLocalWorkers("learners=1,gpus=3", &o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("gpus=3, but this coordinator's "
+                                 "CUDA_VISIBLE_DEVICES names 2 (5,6)")));
+  EXPECT_EQ(VisibleDevices("learners=1,actors=1"),
             (std::map<std::string, std::string>{{"local-learner-0", "[5,6]"},
                                                 {"local-actor-0", "[5,6]"}}));
   ::unsetenv("CUDA_VISIBLE_DEVICES");

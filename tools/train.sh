@@ -32,7 +32,12 @@ if [[ -z "$WORKERS" ]]; then
   # As runspec/run_spec.cc LearnerProcesses counts them.
   WORKERS="$(.venv/bin/python python/run_file_workers.py "$RUN_FILE")" ||
     WORKERS="--local_workers=learners=1,actors=1"
-  GPUS="$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)"
+  # The GPUs this shell may use: its CUDA_VISIBLE_DEVICES, else all.
+  if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+    GPUS="$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c . || true)"
+  else
+    GPUS="$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)"
+  fi
   if [[ "$GPUS" -gt 1 ]]; then WORKERS="$WORKERS,gpus=$GPUS"; fi
   echo "workers for $RUN_FILE: ${WORKERS#--local_workers=}"
 fi
