@@ -22,7 +22,7 @@ namespace {
 absl::StatusOr<std::vector<std::string>> GpuIds(int gpus) {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   std::vector<std::string> ids;
-  if (visible != nullptr && *visible != '\0') {
+  if (visible != nullptr) {  // set, if empty: no GPU at all
     ids = absl::StrSplit(visible, ',', absl::SkipWhitespace());
     if (static_cast<int>(ids.size()) < gpus) {
       return absl::InvalidArgumentError(

@@ -99,6 +99,13 @@ TEST(LocalWorkersTest, EachWorkerSeesTheGpuItIsGiven) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("gpus=3, but this coordinator's "
                                  "CUDA_VISIBLE_DEVICES names 2 (5,6)")));
+  // Set but empty: no GPU for anyone.
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_THAT(ParseLocalWorkers("learners=1,gpus=1", &o),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("gpus=1, but this coordinator's "
+                                 "CUDA_VISIBLE_DEVICES names 0 ()")));
+  ::setenv("CUDA_VISIBLE_DEVICES", "5,6", 1);
   EXPECT_EQ(VisibleDevices("learners=1,actors=1"),
             (std::map<std::string, std::string>{{"local-learner-0", "[5,6]"},
                                                 {"local-actor-0", "[5,6]"}}));

@@ -68,7 +68,9 @@ absl::Status LearnerWorkload::StartPolicyLearner(
     emitter_->SetRun(assignment.run_id());
     MetricLabelList labels = {{"policy", options.policy}};
     if (options.gang_size > 1) {
-      labels.emplace_back("rank", absl::StrCat(role.member));
+      // Not "rank": rank r of the run's gang labels this policy's update
+      // figures {policy, rank: r} already.
+      labels.emplace_back("member", absl::StrCat(role.member));
     }
     emitter_->SetDefaultLabels(labels);
   }

@@ -37,6 +37,12 @@ class RunFileWorkersTest(unittest.TestCase):
             "resources: {num_actors: 2}\n"
             "policies: [{name: red, agents: [0]}, {name: blue, agents: [1]}]\n"))
         self.assertEqual(local_workers(shared), (1, 2, ""))
+        # A gang of two per policy: 2 x 3.
+        gangs = self.write("g.yaml", (
+            "resources: {num_learners: 2, num_actors: 2, learner_per_policy: true}\n"
+            "policies:\n  - {name: red, agents: [0]}\n"
+            "  - {name: blue, agents: [1]}\n  - {name: green, agents: [2]}\n"))
+        self.assertEqual(local_workers(gangs), (6, 2, ""))
 
     def test_both_spellings_json_with_tabs_and_the_cap(self):
         camel = self.write("e.json", (

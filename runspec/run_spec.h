@@ -77,7 +77,9 @@ int LearnerProcesses(const RunSpec& spec);
 
 // What learner `rank` of a run does: the policy its gang trains (0: the
 // run's own gang) and its rank in that gang. Member r of a policy's gang
-// takes that policy's rows from rank r of the run's gang.
+// takes that policy's rows from rank r of the run's gang. (rlctl restates
+// it for its placement lines: python/rlctl_runs.py learner_text; and
+// tools/train.sh LearnerProcesses: python/run_file_workers.py.)
 struct LearnerRole {
   int policy = 0;
   int member = 0;

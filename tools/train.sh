@@ -11,7 +11,8 @@
 # Without --local_workers, the system gets the workers the run file asks
 # for (python/run_file_workers.py): resources.num_learners learners (times
 # the policies with learner_per_policy), resources.num_actors actors; on a
-# machine with several GPUs (nvidia-smi -L), spread over them (gpus=G).
+# machine with several GPUs (those CUDA_VISIBLE_DEVICES names, else those
+# nvidia-smi -L lists), spread over them (gpus=G).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -33,7 +34,7 @@ if [[ -z "$WORKERS" ]]; then
   WORKERS="$(.venv/bin/python python/run_file_workers.py "$RUN_FILE")" ||
     WORKERS="--local_workers=learners=1,actors=1"
   # The GPUs this shell may use: its CUDA_VISIBLE_DEVICES, else all.
-  if [[ -n "${CUDA_VISIBLE_DEVICES:-}" ]]; then
+  if [[ -n "${CUDA_VISIBLE_DEVICES+set}" ]]; then
     GPUS="$(tr ',' '\n' <<<"$CUDA_VISIBLE_DEVICES" | grep -c . || true)"
   else
     GPUS="$( (nvidia-smi -L 2>/dev/null || true) | grep -c '^GPU ' || true)"
