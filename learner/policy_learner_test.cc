@@ -18,6 +18,8 @@
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
 #include "learner/c10d_collective.h"
+#include "learner/learner_service.h"
+#include "learner/learner_workload.h"
 #include "learner/other_policies.h"
 #include "learner/policy_learner_client.h"
 #include "learner/policy_learner_service.h"
@@ -605,6 +607,80 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
     EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
         << "member " << rank;
   }
+}
+
+// A member of blue's gang placed by a learner worker (LearnerWorkload):
+// while it waits for the other member, it serves the run's checkpoint
+// calls (a resume reads member 0's then) and refuses updates until the
+// gang meets; a newer assignment (Cancel) ends the wait, and the member
+// is then stopped (its placement's calls are ABORTED).
+TEST(PolicyLearnerTest, AMemberServesCheckpointsWhileItsGangMeets) {
+  const std::string dir = MakeTestDir();
+  ASSERT_OK_AND_ASSIGN(auto rendezvous, RendezvousServer::Start(0));
+  RunSpec spec = TwoPolicies();
+  spec.mutable_resources()->set_num_learners(2);
+  spec.mutable_resources()->set_learner_per_policy(true);
+  // A checkpoint of blue to read: update 0's, beside the run's 0.
+  {
+    PolicyLearnerOptions alone;
+    alone.spec = spec;
+    alone.run_id = kRun;
+    alone.policy = "blue";
+    alone.run_dir = dir;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<PolicyLearner> writer,
+                         PolicyLearner::Create(alone));
+    CheckpointPolicyRequest write;
+    write.set_run_id(kRun);
+    write.set_policy("blue");
+    write.set_action(CheckpointPolicyRequest::WRITE);
+    ASSERT_OK(writer->Checkpoint(write).status());
+    std::filesystem::create_directories(dir + "/checkpoints/ckpt-000000000000");
+  }
+  LearnerServiceImpl learner_service;
+  PolicyLearnerServiceImpl policy_service;
+  LearnerWorkload workload(&learner_service, nullptr, nullptr, "127.0.0.1",
+                           absl::Seconds(60), nullptr, &policy_service);
+  ASSERT_OK_AND_ASSIGN(RunningServer server,
+                       StartServer({&policy_service}, ServerOptions()));
+  Assignment assignment;
+  assignment.set_run_id(kRun);
+  *assignment.mutable_spec() = spec;
+  assignment.set_rank(2);  // blue's member 0 (ranks 0-1: red's gang)
+  assignment.set_world_size(2);
+  assignment.set_gang_id("duel-run/1");
+  assignment.set_rendezvous_address(
+      absl::StrCat("127.0.0.1:", rendezvous->port()));
+  assignment.set_checkpoint_dir(dir);
+  assignment.set_run_key(kKey);
+  absl::Status started;
+  std::thread start([&] { started = workload.Start(assignment); });
+
+  PolicyLearnerClientOptions caller =
+      Caller(absl::StrCat("127.0.0.1:", server.port), "blue", kKey);
+  caller.gang_id = "duel-run/1";
+  caller.ready_timeout = absl::Seconds(60);
+  PolicyLearnerClient run_learner(caller);
+  // Served while member 1 is still missing.
+  EXPECT_OK(run_learner
+                .Checkpoint(CheckpointPolicyRequest::READ, 0, {},
+                            dir + "/checkpoints/ckpt-000000000000")
+                .status());
+  PolicyLearnerClientOptions brief = caller;
+  brief.ready_timeout = absl::Milliseconds(300);
+  PolicyLearnerClient impatient(brief);
+  EXPECT_THAT(impatient.Update(Batch(1), spec.env(), 1, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("member 0 of policy blue's gang is still "
+                                 "meeting the other 1")));
+  // A newer assignment arrives: the wait ends, and the member stops.
+  workload.Cancel();
+  start.join();
+  EXPECT_THAT(started, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_THAT(run_learner.Checkpoint(CheckpointPolicyRequest::WRITE, 0),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("this learner stopped training policy blue "
+                                 "of its run")));
+  server.server->Shutdown();
 }
 
 // A learner that stops waits for the update in flight to end (the service
