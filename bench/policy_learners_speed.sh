@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 ROUNDS="${1:-2}"
-TMP="$(mktemp -d /tmp/policy_learners_speed.XXXXXX)"
+TMP="$(mktemp -d)"  # the run files
 trap 'rm -rf "$TMP"' EXIT
 declare -A RESOURCES=(
   [gangs]="{num_actors: 2, num_learners: 2, learner_per_policy: true}"

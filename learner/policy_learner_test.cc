@@ -479,15 +479,29 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   join("duel-run/1/policy/blue");
   // Each member's call on a thread of its own (they meet in all-reduces).
   std::vector<absl::StatusOr<UpdatePolicyResponse>> answers(2);
-  auto update = [&](std::vector<int64_t> numbers, int64_t batch_update) {
+  auto update_each = [&](const std::vector<UpdatePolicyRequest>& requests) {
     std::vector<std::thread> calls;
     for (int rank = 0; rank < 2; ++rank) {
-      calls.emplace_back([&, rank] {
-        answers[rank] = members[rank]->Update(BlueUpdate(
-            batch(batch_update, rank), numbers[rank], (batch_update - 1) * 64));
-      });
+      calls.emplace_back(
+          [&, rank] { answers[rank] = members[rank]->Update(requests[rank]); });
     }
     for (std::thread& t : calls) t.join();
+  };
+  auto update = [&](std::vector<int64_t> numbers, int64_t batch_update) {
+    update_each({BlueUpdate(batch(batch_update, 0), numbers[0],
+                            (batch_update - 1) * 64),
+                 BlueUpdate(batch(batch_update, 1), numbers[1],
+                            (batch_update - 1) * 64)});
+  };
+  // Update 4 on both, from checkpoint 3: the reference's weights.
+  auto expect_update_4_from_3 = [&] {
+    update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
+    for (int rank = 0; rank < 2; ++rank) {
+      ASSERT_OK(answers[rank].status()) << "member " << rank;
+      EXPECT_EQ(members[rank]->updates(), kUpdates + 1);
+      EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
+          << "member " << rank;
+    }
   };
   for (int64_t u = 1; u <= kUpdates; ++u) {
     update({u, u}, u);
@@ -529,13 +543,7 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   ASSERT_OK(members[0]->Checkpoint(read).status());
   EXPECT_EQ(members[0]->updates(), kUpdates);
   EXPECT_EQ(members[1]->updates(), kUpdates + 1);
-  update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
-  for (int rank = 0; rank < 2; ++rank) {
-    ASSERT_OK(answers[rank].status()) << "member " << rank;
-    EXPECT_EQ(members[rank]->updates(), kUpdates + 1);
-    EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
-        << "member " << rank;
-  }
+  expect_update_4_from_3();
   // Numbers that differ: the member whose update does not follow refuses,
   // and so does the other.
   update({kUpdates + 2, kUpdates + 3}, kUpdates + 2);
@@ -550,15 +558,8 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   // refuse.
   Rollout bad = batch(kUpdates + 2, 1);
   bad.values = torch::full_like(bad.values, std::nanf(""));
-  std::thread good_call([&] {
-    answers[0] =
-        members[0]->Update(BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0));
-  });
-  std::thread bad_call([&] {
-    answers[1] = members[1]->Update(BlueUpdate(bad, kUpdates + 2, 0));
-  });
-  good_call.join();
-  bad_call.join();
+  update_each({BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0),
+               BlueUpdate(bad, kUpdates + 2, 0)});
   EXPECT_THAT(answers[0].status(),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("update 5 was refused by another member of "
@@ -569,16 +570,8 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
                HasSubstr("rows: segment.values: values must be finite")));
   // Rows of one copy, which cannot make blue's 8 minibatches (the update's
   // own check, made before the members agree): both refuse.
-  std::thread full_call([&] {
-    answers[0] =
-        members[0]->Update(BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0));
-  });
-  std::thread short_call([&] {
-    answers[1] = members[1]->Update(
-        BlueUpdate(Batch(kUpdates + 2, /*rows=*/2), kUpdates + 2, 0));
-  });
-  full_call.join();
-  short_call.join();
+  update_each({BlueUpdate(batch(kUpdates + 2, 0), kUpdates + 2, 0),
+               BlueUpdate(Batch(kUpdates + 2, /*rows=*/2), kUpdates + 2, 0)});
   EXPECT_THAT(answers[0].status(),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("update 5 was refused by another member of "
@@ -600,13 +593,7 @@ TEST(PolicyLearnerTest, AGangOfItsOwnTrainsAsTheRunsGangWould) {
   EXPECT_EQ(members[0]->updates(), kUpdates);
   EXPECT_EQ(members[1]->updates(), 0);
   join("duel-run/2/policy/blue");
-  update({kUpdates + 1, kUpdates + 1}, kUpdates + 1);
-  for (int rank = 0; rank < 2; ++rank) {
-    ASSERT_OK(answers[rank].status()) << "member " << rank;
-    EXPECT_EQ(members[rank]->updates(), kUpdates + 1);
-    EXPECT_TRUE(Equal(expected[0][kUpdates], WeightsIn(*answers[rank])))
-        << "member " << rank;
-  }
+  expect_update_4_from_3();
 }
 
 // A member of blue's gang placed by a learner worker (LearnerWorkload):

@@ -43,6 +43,13 @@ RUN_FILE = textwrap.dedent("""\
     """)
 
 
+def red_and_blue_checkpoints(run_dir):
+    """The names of red's (the run's) and blue's checkpoints, sorted."""
+    return tuple(sorted(os.path.basename(p) for p in glob.glob(os.path.join(root, "ckpt-*")))
+                 for root in (os.path.join(run_dir, "checkpoints"),
+                              os.path.join(run_dir, "policies", "blue", "checkpoints")))
+
+
 class PoliciesServiceTest(test_util.EmbeddedServiceTest):
 
     def test_one_learner_trains_both_policies_and_keeps_their_checkpoints(self):
@@ -131,10 +138,7 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
         streams = set(re.findall(r"rollout stream to (\S+?):?\s", actors))
         self.assertEqual(len(streams), 1, actors[-2000:])
         run_dir = os.path.join(self.dir, "runs", run.run_id)
-        red = sorted(os.path.basename(p) for p in glob.glob(
-            os.path.join(run_dir, "checkpoints", "ckpt-*")))
-        blue = sorted(os.path.basename(p) for p in glob.glob(
-            os.path.join(run_dir, "policies", "blue", "checkpoints", "ckpt-*")))
+        red, blue = red_and_blue_checkpoints(run_dir)
         self.assertTrue(red, os.listdir(run_dir))
         self.assertEqual(red, blue)
         self.assertGreaterEqual(len(blue), 2, blue)
@@ -191,10 +195,7 @@ class GangPerPolicyServiceTest(test_util.EmbeddedServiceTest):
         streams = set(re.findall(r"rollout stream to (\S+?):?\s", actors))
         self.assertEqual(len(streams), 2, actors[-2000:])
         run_dir = os.path.join(self.dir, "runs", run.run_id)
-        red = sorted(os.path.basename(p) for p in glob.glob(
-            os.path.join(run_dir, "checkpoints", "ckpt-*")))
-        blue = sorted(os.path.basename(p) for p in glob.glob(
-            os.path.join(run_dir, "policies", "blue", "checkpoints", "ckpt-*")))
+        red, blue = red_and_blue_checkpoints(run_dir)
         self.assertTrue(red, os.listdir(run_dir))
         self.assertEqual(red, blue)
 
