@@ -256,6 +256,27 @@ void CoordinatorCore::EndRunLocked(const std::string& run_id) {
   unplaceable_since_.erase(run_id);
 }
 
+void CoordinatorCore::LoseWorkerLocked(const LostWorker& lost,
+                                       const std::string& reason,
+                                       std::vector<Run>* changed) {
+  assigned_placement_.erase(lost.worker_id);
+  assignment_ids_.erase(lost.worker_id);
+  device_checks_.erase(lost.worker_id);
+  keys_.Forget(lost.worker_id);  // the name is free again
+  if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
+      !removed.ok()) {
+    RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",
+                   lost.worker_id, removed.ToString());
+  }
+  if (lost.run_id.empty()) return;
+  std::optional<Run> failed = WorkerFailedLocked(lost.run_id, reason);
+  if (failed.has_value()) {
+    changed->push_back(*failed);
+  } else if (lost.role == LEARNER) {
+    RequeueLocked(lost.run_id, reason);
+  }
+}
+
 void CoordinatorCore::Tick() {
   std::vector<Run> changed;
   {
@@ -263,26 +284,12 @@ void CoordinatorCore::Tick() {
     // Ends first: room that came back goes to them before new placements.
     pending_ends_.Write(store_.get(), &changed);
     for (const LostWorker& lost : scheduler_.ExpireLeases()) {
-      assigned_placement_.erase(lost.worker_id);
-      assignment_ids_.erase(lost.worker_id);
-      device_checks_.erase(lost.worker_id);
-      keys_.Forget(lost.worker_id);  // the name is free again
-      if (absl::Status removed = store_->RemoveWorker(lost.worker_id);
-          !removed.ok()) {
-        RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",
-                       lost.worker_id, removed.ToString());
-      }
-      if (lost.run_id.empty()) continue;
-      const std::string reason =
+      LoseWorkerLocked(
+          lost,
           absl::StrCat(lost.role == LEARNER ? "learner " : "actor ",
                        lost.worker_id, " lost (no heartbeat for ",
-                       absl::FormatDuration(options_.lease_ttl), ")");
-      std::optional<Run> failed = WorkerFailedLocked(lost.run_id, reason);
-      if (failed.has_value()) {
-        changed.push_back(*failed);
-      } else if (lost.role == LEARNER) {
-        RequeueLocked(lost.run_id, reason);
-      }
+                       absl::FormatDuration(options_.lease_ttl), ")"),
+          &changed);
     }
     if (options_.clock() - started_ > options_.lease_ttl) {
       for (const std::string& run_id : scheduler_.PlacedRunsWithoutLearners()) {

@@ -145,8 +145,10 @@ class CoordinatorCore {
   std::string WorkerCredential(const std::string& worker_name) const;
 
   // The embedded supervisor saw worker `worker_name`'s process end `how`
-  // ("killed by SIGABRT (signal 6)"): the failure its run is charged when
-  // the worker registers again names it.
+  // ("killed by SIGABRT (signal 6)"): the worker is lost now, as if its
+  // lease had expired. Its run is charged one failure naming `how` (a
+  // learner's run goes back to the queue), and no run is placed on it
+  // until its next process registers.
   void NoteWorkerExit(const std::string& worker_name, const std::string& how)
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -258,12 +260,12 @@ class CoordinatorCore {
       ABSL_GUARDED_BY(mu_);
   // Ends not yet written because the store was full (FinishRunLocked).
   PendingEnds pending_ends_ ABSL_GUARDED_BY(mu_);
-  // How a supervised worker's process last ended, by name, until it
-  // registers again (NoteWorkerExit).
-  // " (its process killed by SIGABRT (signal 6))", once, or "".
-  std::string ExitNoteLocked(const std::string& worker_name)
+  // Forgets `lost` (an expired lease, a process that ended) and charges
+  // its run, if any, one failure for `reason`: a learner's run goes back
+  // to the queue, a run over its budget fails (added to `changed`).
+  void LoseWorkerLocked(const LostWorker& lost, const std::string& reason,
+                        std::vector<Run>* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::map<std::string, std::string> exit_notes_ ABSL_GUARDED_BY(mu_);
   // Workers whose process showed an operator-issued credential: their fatal
   // reports (an env error that would recur anywhere) fail a run at once;
   // anyone else's count as that worker's failure.

@@ -683,6 +683,57 @@ TEST_F(CoordinatorCoreTest, FailuresOutsideTheWindowAreForgotten) {
   EXPECT_THAT(run.failure_reason(), HasSubstr("actor actor-0 restarted"));
 }
 
+// The embedded supervisor saw a local worker's process end: the worker is
+// lost at once (no run is placed on it until its next process registers),
+// its run charged one failure naming how it ended; the gang's late report
+// of the same loss is not charged again.
+TEST_F(CoordinatorCoreTest, AWorkerWhoseProcessEndedIsLostAtOnce) {
+  options_.max_worker_failures = 1;
+  options_.lease_ttl = absl::Hours(1);
+  core_ = Make();
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
+                       core_->SubmitRun(Request()));
+  const std::string id = submitted.run().run_id();
+  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  const int64_t old_assignment = Beat(*core_, "learner-0", l).assignment_id();
+
+  core_->NoteWorkerExit("learner-0", "killed by SIGKILL (signal 9)");
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
+  const ListWorkersResponse workers = core_->ListWorkers();
+  for (const Worker& w : workers.workers()) {
+    EXPECT_NE(w.worker_name(), "learner-0");
+  }
+  core_->Tick();
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
+  // The old process's last report is of a placement that is gone.
+  ReportStatusRequest late;
+  late.set_worker_id("learner-0");
+  late.set_worker_key(keys_["learner-0"]);
+  late.set_assignment_id(old_assignment);
+  late.set_finished(true);
+  late.set_error("gloo: connection reset by peer");
+  late.set_retryable(true);
+  EXPECT_FALSE(core_->ReportStatus(late).ok());
+  // A worker the coordinator does not know: nothing to lose.
+  core_->NoteWorkerExit("learner-9", "exited with 1");
+
+  // Its next process registers and takes the run again: one failure so
+  // far, within the limit of 1.
+  Register(*core_, "learner-0", LEARNER);
+  core_->Tick();
+  ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  core_->NoteWorkerExit("learner-0", "killed by SIGKILL (signal 9)");
+  ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(id));
+  EXPECT_EQ(run.state(), FAILED);
+  EXPECT_THAT(run.failure_reason(),
+              HasSubstr("its workers failed 2 times within 10m (limit 1); "
+                        "last: learner learner-0's process killed by SIGKILL "
+                        "(signal 9)"));
+}
+
 TEST_F(CoordinatorCoreTest, RunsThatEndedLeaveNoBookkeepingBehind) {
   options_.lease_ttl = absl::Hours(1);
   core_ = Make();

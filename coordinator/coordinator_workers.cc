@@ -32,16 +32,19 @@ absl::Status CoordinatorCore::CheckWorkerKeyLocked(
 
 void CoordinatorCore::NoteWorkerExit(const std::string& worker_name,
                                      const std::string& how) {
-  absl::MutexLock lock(&mu_);
-  if (exit_notes_.size() < 4096) exit_notes_[worker_name] = how;
-}
-
-std::string CoordinatorCore::ExitNoteLocked(const std::string& worker_name) {
-  auto it = exit_notes_.find(worker_name);
-  if (it == exit_notes_.end()) return "";
-  std::string note = absl::StrCat(" (its process ", it->second, ")");
-  exit_notes_.erase(it);
-  return note;
+  std::vector<Run> changed;
+  {
+    absl::MutexLock lock(&mu_);
+    // Known gone: a run placed on it now would only fail again when its
+    // next process registers without that run.
+    std::optional<LostWorker> lost = scheduler_.Remove(worker_name);
+    if (!lost.has_value()) return;
+    LoseWorkerLocked(*lost,
+                     absl::StrCat(lost->role == LEARNER ? "learner " : "actor ",
+                                  worker_name, "'s process ", how),
+                     &changed);
+  }
+  for (const Run& run : changed) Notify(run);
 }
 
 absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
@@ -156,8 +159,7 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     // A restarted actor (its process died): a failure of its run.
     restarted = WorkerFailedLocked(
         dropped_actor_run,
-        absl::StrCat("actor ", request.worker_name(), " restarted",
-                     ExitNoteLocked(request.worker_name())));
+        absl::StrCat("actor ", request.worker_name(), " restarted"));
   }
   if (!dropped_run.empty() &&
       scheduler_.worker(request.worker_name())->run_id != dropped_run) {
@@ -165,11 +167,9 @@ absl::StatusOr<RegisterWorkerResponse> CoordinatorCore::RegisterWorker(
     // rather than after a lease period.
     auto changed = RestartGangLocked(
         dropped_run,
-        absl::StrCat("learner ", request.worker_name(), " restarted",
-                     ExitNoteLocked(request.worker_name())));
+        absl::StrCat("learner ", request.worker_name(), " restarted"));
     if (changed.ok()) restarted = *std::move(changed);
   }
-  exit_notes_.erase(request.worker_name());  // said above, or of no run
   if (!recovered_run_gone.empty() && recovered_run_gone != keep_run) {
     if (auto run = store_->GetRun(recovered_run_gone);
         run.ok() && run->state() == RUNNING) {

@@ -90,6 +90,14 @@ std::vector<LostWorker> Scheduler::ExpireLeases() {
   return lost;
 }
 
+std::optional<LostWorker> Scheduler::Remove(const std::string& worker_id) {
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return std::nullopt;
+  LostWorker lost{it->first, it->second.role, it->second.run_id};
+  workers_.erase(it);
+  return lost;
+}
+
 void Scheduler::Enqueue(const std::string& run_id, const RunSpec& spec,
                         int64_t order) {
   if (queued(run_id)) return;

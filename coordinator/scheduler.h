@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,9 @@ class Scheduler {
 
   // Removes every worker whose lease has expired.
   std::vector<LostWorker> ExpireLeases();
+  // Removes worker `worker_id` now, as an expired lease would (its process
+  // is known to have ended); nullopt if it is not registered.
+  std::optional<LostWorker> Remove(const std::string& worker_id);
 
   // Queues run `run_id` (idempotent).
   void Enqueue(const std::string& run_id, const RunSpec& spec, int64_t order);

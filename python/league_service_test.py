@@ -149,7 +149,7 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
                             f"no 9 updates with local-actor-0's league: {run}")
             time.sleep(0.2)
         before = len(line.findall(self.logs("*actor-0*")))
-        os.kill(self.actor_pid("local-actor-0"), signal.SIGKILL)
+        os.kill(self.worker_pid("actor_main", "local-actor-0"), signal.SIGKILL)
         # The coordinator's local workers start it again; it joins the run.
         deadline = time.monotonic() + 300
         while len(line.findall(self.logs("*actor-0*"))) <= before:
@@ -167,21 +167,6 @@ class LeagueServiceTest(test_util.EmbeddedServiceTest):
         self.assertLessEqual(oldest, own - 3)
         self.assertEqual(state_name(c.get(run_id).state), "RUNNING")
         c.cancel(run_id)
-
-    def actor_pid(self, worker_name):
-        """The pid of this test's local worker `worker_name` (actor_main)."""
-        tokens = f"--tokens={self.dir}/runs/auth/tokens"
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    argv = f.read().decode(errors="replace").split("\0")
-            except OSError:
-                continue
-            if (argv[0].endswith("actor_main") and tokens in argv
-                    and f"--worker_name={worker_name}" in argv):
-                return int(pid)
-        self.fail(f"no actor_main process for {worker_name}")
-
 
 if __name__ == "__main__":
     unittest.main()

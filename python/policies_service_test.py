@@ -12,8 +12,10 @@ import glob
 import io
 import os
 import re
+import signal
 import subprocess
 import textwrap
+import time
 import unittest
 
 import onnx
@@ -199,6 +201,56 @@ class GangPerPolicyServiceTest(test_util.EmbeddedServiceTest):
         self.assertTrue(red, os.listdir(run_dir))
         self.assertEqual(red, blue)
 
+    def test_a_member_killed_is_placed_again_and_the_run_goes_on(self):
+        run_file = os.path.join(self.dir, "gangs.yaml")
+        with open(run_file, "w") as f:
+            f.write(RUN_FILE.replace(
+                "resources: {num_actors: 2}",
+                "resources: {num_actors: 2, num_learners: 2, learner_per_policy: true}")
+                    .replace("total_env_steps: 32768", "total_env_steps: 65536"))
+        c = Client(self.address)
+        run_id = c.submit(run_file).run_id
+        run_dir = os.path.join(self.dir, "runs", run_id)
+        # Blue's member 1 made updates and blue has a checkpoint.
+        member_1 = f"training policy blue of run {run_id} for its learner (rank 1)"
+        deadline = time.monotonic() + 600
+        while (not red_and_blue_checkpoints(run_dir)[1]
+               or not self.learner_logs_with(member_1)):
+            run = c.get(run_id)
+            self.assertNotIn(state_name(run.state), ("FAILED", "CANCELLED", "SUCCEEDED"),
+                             run.failure_reason)
+            self.assertLess(time.monotonic(), deadline, "blue's gang never checkpointed:\n" +
+                            self.logs("*learner*")[-3000:])
+            time.sleep(0.2)
+        (victim,) = self.learner_logs_with(member_1)
+        steps_before = c.get(run_id).progress.env_steps
+        os.kill(self.worker_pid("learner_main", victim), signal.SIGKILL)
+        run = c.wait(c.get(run_id), timeout=900)
+        self.assertEqual(state_name(run.state), "SUCCEEDED",
+                         run.failure_reason + "\n" + self.logs("*learner*")[-3000:])
+        self.assertGreaterEqual(run.progress.env_steps, 65536)
+        self.assertLess(steps_before, 65536)
+        # The coordinator counted the lost member and placed the run's four
+        # learners again; blue's gang met a second time, each member
+        # resuming from the run's checkpoint.
+        with open(os.path.join(self.dir, "coordinator.log")) as f:
+            self.assertRegex(f.read(), rf"run {run_id}: worker failure 1 of at most")
+        learners = self.logs("*learner*")
+        for member in (0, 1):
+            self.assertGreaterEqual(len(re.findall(
+                rf"joining learner gang {run_id}/\S+/policy/blue as rank {member} of 2",
+                learners)), 2, learners[-3000:])
+        red, blue = red_and_blue_checkpoints(run_dir)
+        self.assertEqual(red, blue)
+
+    def learner_logs_with(self, text):
+        """The local learners (worker names) whose logs hold `text`."""
+        names = []
+        for path in sorted(glob.glob(os.path.join(self.dir, "logs", "local-learner-*.log"))):
+            with open(path) as f:
+                if text in f.read():
+                    names.append(os.path.basename(path)[:-len(".log")])
+        return names
 
 if __name__ == "__main__":
     unittest.main()

@@ -110,6 +110,21 @@ class EmbeddedServiceTest(unittest.TestCase):
         stop(self.coordinator)
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    def worker_pid(self, binary, worker_name):
+        """The pid of this test's local worker `worker_name` (its `binary`:
+        learner_main or actor_main)."""
+        tokens = f"--tokens={self.dir}/runs/auth/tokens"
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            if (argv[0].endswith(binary) and tokens in argv
+                    and f"--worker_name={worker_name}" in argv):
+                return int(pid)
+        self.fail(f"no {binary} process for {worker_name}")
+
     def logs(self, pattern):
         text = ""
         for path in sorted(glob.glob(os.path.join(self.dir, "logs", pattern))):
