@@ -1,10 +1,13 @@
 #include "telemetry/http_api.h"
 
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "google/protobuf/util/json_util.h"
 #include "telemetry/http_api.pb.h"
@@ -116,9 +119,10 @@ void Query(TelemetryCore* core, const httplib::Request& req,
     return Error(400, "parameter buckets: outside [1, 10000]", response);
   }
   request.set_max_buckets(buckets);
-  const std::string aggregate = req.get_param_value("aggregate");
-  if (!aggregate.empty()) {
-    request.add_aggregate_labels(aggregate);
+  // One label key, or several separated by commas ("actor,rank").
+  for (absl::string_view key : absl::StrSplit(req.get_param_value("aggregate"),
+                                              ',', absl::SkipEmpty())) {
+    request.add_aggregate_labels(std::string(key));
     request.set_aggregation(AGGREGATE_MEAN);
   }
   absl::StatusOr<QueryResponse> result = core->Query(request);

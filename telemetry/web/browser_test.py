@@ -30,6 +30,8 @@ from proto import telemetry_pb2_grpc
 
 RUN = "run-000042"
 OTHER_RUN = "run-000043"
+# A run of two policies, red and blue, older than RUN.
+POLICY_RUN = "run-000041"
 BASE_WALL_NS = 1_763_780_000_000_000_000
 SYSTEM_T0 = 1_763_780_000  # Unix seconds
 # coordinator/queue_wait_seconds is stored with a run's metrics at its
@@ -234,6 +236,17 @@ class BrowserTest(unittest.TestCase):
         # The system run's steps are Unix seconds (coordinator_process.cc).
         census = [point("coordinator/runs_running", SYSTEM_T0 + 5 * i, float(i % 3))
                   for i in range(0, 120)]
+        # Two actors' returns of each policy, 2 apart: their mean is
+        # base + step; the learner's mean return is the first policy's.
+        older = -10**15
+        policies = [telemetry_pb2.MetricPoint(
+            name="actor/episode_return", step=s, wall_time_ns=BASE_WALL_NS + older + s,
+            value=base + s + (2 * a - 1), labels={"actor": str(a), "policy": name})
+            for name, base in (("red", 10.0), ("blue", 50.0)) for a in (0, 1)
+            for s in range(0, 100)]
+        policies += [telemetry_pb2.MetricPoint(
+            name="learner/mean_return", step=s, wall_time_ns=BASE_WALL_NS + older + s,
+            value=10.0 + s, labels={"policy": "red"}) for s in range(0, 100)]
         return [
             (RUN, loss[:500]),
             (RUN, loss[500:] + grad),
@@ -241,6 +254,7 @@ class BrowserTest(unittest.TestCase):
             (RUN, mean_return + speed),
             (OTHER_RUN, other + queue_wait),
             ("system", census),
+            (POLICY_RUN, policies),
         ]
 
     @classmethod
@@ -445,7 +459,7 @@ class BrowserTest(unittest.TestCase):
         ctx = self.context(dom, stderr)
         # Newest first, the system run last; the newest is opened.
         self.assertEqual([e.attrs["data-run"] for e in dom.by_class("run", "li")],
-                         [OTHER_RUN, RUN, "system"], ctx)
+                         [OTHER_RUN, RUN, POLICY_RUN, "system"], ctx)
         selected = [e.attrs["data-run"] for e in dom.by_class("run", "li")
                     if "selected" in e.classes]
         self.assertEqual(selected, [OTHER_RUN], ctx)
@@ -473,7 +487,8 @@ class BrowserTest(unittest.TestCase):
         # step, as when it is selected.
         dom, stderr = self.dump_dom(self.view_url(run=RUN))
         ctx = self.context(dom, stderr)
-        self.assertEqual(dom.run_steps(), {RUN: ["999"], OTHER_RUN: [], "system": []}, ctx)
+        self.assertEqual(dom.run_steps(), {RUN: ["999"], OTHER_RUN: [], POLICY_RUN: ["99"],
+                                           "system": []}, ctx)
         dom, stderr = self.dump_dom(self.view_url(run=OTHER_RUN, metric="learner/policy_loss"))
         ctx = self.context(dom, stderr)
         self.assertEqual(dom.run_steps()[OTHER_RUN], ["19"], ctx)
@@ -527,6 +542,32 @@ class BrowserTest(unittest.TestCase):
         # The main chart still shows the metric asked for.
         self.assertEqual(dom.by_id("chart-title").text.strip(), "learner/policy_loss", ctx)
 
+    def test_a_run_of_several_policies_shows_each_policy_at_a_glance(self):
+        dom, stderr = self.dump_dom(self.view_url(run=POLICY_RUN))
+        ctx = self.context(dom, stderr)
+        cards = dom.by_class("glance", "div")
+        # The actors' returns: a card per policy, each the mean over the
+        # actors; the learner's mean return is red's.
+        self.assertEqual([(c.attrs.get("data-name"), c.attrs.get("data-policy")) for c in cards],
+                         [("learner/mean_return", "red"), ("actor/episode_return", "blue"),
+                          ("actor/episode_return", "red")], ctx)
+        self.assertEqual([e.text.strip() for e in dom.by_class("glance-policy", "div")],
+                         ["policy red", "policy blue", "policy red"], ctx)
+        self.assertEqual([e.text.strip() for e in dom.by_class("glance-value", "div")],
+                         ["109", "149", "109"], ctx)
+        # Merged over the actors by the API, the returns are one series per
+        # policy.
+        status, body = self.api(f"api/query?run={POLICY_RUN}&name=actor/episode_return"
+                                "&buckets=1&aggregate=actor")
+        self.assertEqual(status, 200, body)
+        self.assertEqual(sorted(s["labels"]["policy"] for s in body["series"]),
+                         ["blue", "red"])
+        status, body = self.api(f"api/query?run={POLICY_RUN}&name=actor/episode_return"
+                                "&buckets=1&aggregate=actor,policy")
+        self.assertEqual(status, 200, body)
+        (merged,) = body["series"]
+        self.assertEqual(merged["buckets"][0]["count"], "400")
+
     def test_other_runs_are_overlaid_for_comparison(self):
         dom, stderr = self.dump_dom(self.view_url(
             run=RUN, metric="learner/policy_loss", compare=f"{OTHER_RUN},system"))
@@ -546,7 +587,7 @@ class BrowserTest(unittest.TestCase):
         self.assertNotEqual(dom.body().attrs.get("data-state"), "error", ctx)
         # Each other run offers the compare toggle.
         toggles = {e.attrs["data-run"]: e for e in dom.by_class("overlay-toggle", "input")}
-        self.assertEqual(sorted(toggles), sorted([OTHER_RUN, "system"]), ctx)
+        self.assertEqual(sorted(toggles), sorted([OTHER_RUN, POLICY_RUN, "system"]), ctx)
 
     def test_wall_clock_steps_get_a_time_axis(self):
         dom, stderr = self.dump_dom(

@@ -356,31 +356,41 @@
   }
 
   // The run at a glance: a small curve and the last value of each series
-  // people look for (PREFERRED) that the run has, several at once.
-  let overview = [];  // [{name, points: [[step, mean]], last}]
+  // people look for (PREFERRED) that the run has, several at once. A series
+  // labelled by policy (a run of several policies) gets a card per policy,
+  // the mean over its other labels (actor); any other, one curve: the mean
+  // over its one label key where it has one (actor/episode_return per
+  // actor), else its first label set.
+  let overview = [];  // [{name, policy, points: [[step, mean]], last}]
   async function loadOverview(gen) {
     const entries = seriesRun === view.run ? seriesNames() : [];
     const wanted = PREFERRED.filter((p) => entries.some((n) => n.name === p));
-    // One curve each: the mean over its one label key where it has one
-    // (actor/episode_return per actor), else its first label set.
-    const got = await Promise.all(wanted.map((name) => {
+    const merged = wanted.map((name) => {
       const keys = Array.from(entries.find((n) => n.name === name).labelKeys);
-      return getJSON("api/query?run=" + encodeURIComponent(view.run) + "&name=" +
-                     encodeURIComponent(name) + "&buckets=60" +
-                     (keys.length === 1 ? "&aggregate=" + encodeURIComponent(keys[0]) : ""))
-          .catch(() => null);
-    }));
+      if (keys.includes("policy")) return {byPolicy: true, keys: keys.filter((k) => k !== "policy")};
+      return {byPolicy: false, keys: keys.length === 1 ? keys : []};
+    });
+    const got = await Promise.all(wanted.map((name, i) =>
+      getJSON("api/query?run=" + encodeURIComponent(view.run) + "&name=" +
+              encodeURIComponent(name) + "&buckets=60" +
+              (merged[i].keys.length ? "&aggregate=" + encodeURIComponent(merged[i].keys.join(",")) : ""))
+          .catch(() => null)));
     if (gen !== generation) return;
     overview = [];
     wanted.forEach((name, i) => {
-      const curve = got[i] && Array.isArray(got[i].series) ? got[i].series[0] : null;
-      if (!curve || !Array.isArray(curve.buckets)) return;
-      const buckets = curve.buckets.map((b) =>
-          numbers(b, ["min_step", "max_step", "count", "min", "max", "mean", "last"]));
-      const points = buckets.filter((b) => isNum(b.mean))
-          .map((b) => [(b.min_step + b.max_step) / 2, b.mean]);
-      const lastBucket = buckets[buckets.length - 1];
-      overview.push({name: name, points: points, last: lastBucket ? lastBucket.last : NaN});
+      const all = got[i] && Array.isArray(got[i].series) ? got[i].series : [];
+      const curves = merged[i].byPolicy ? all : all.slice(0, 1);
+      for (const curve of curves) {
+        if (!curve || !Array.isArray(curve.buckets)) continue;
+        const buckets = curve.buckets.map((b) =>
+            numbers(b, ["min_step", "max_step", "count", "min", "max", "mean", "last"]));
+        const points = buckets.filter((b) => isNum(b.mean))
+            .map((b) => [(b.min_step + b.max_step) / 2, b.mean]);
+        const lastBucket = buckets[buckets.length - 1];
+        overview.push({name: name, aggregate: merged[i].keys.length === 1 ? merged[i].keys[0] : "",
+                       policy: merged[i].byPolicy ? String((curve.labels || {}).policy || "") : null,
+                       points: points, last: lastBucket ? lastBucket.last : NaN});
+      }
     });
     renderOverview();
   }
@@ -392,6 +402,10 @@
       const card = el("div", {"class": "glance", "data-name": o.name});
       if (o.name === view.metric) card.classList.add("selected");
       card.appendChild(el("div", {"class": "glance-name"}, o.name));
+      if (o.policy !== null) {
+        card.setAttribute("data-policy", o.policy);
+        card.appendChild(el("div", {"class": "glance-policy"}, "policy " + o.policy));
+      }
       card.appendChild(el("div", {"class": "glance-value"}, fmtNum(o.last)));
       const spark = svg("svg", {viewBox: "0 0 200 40", preserveAspectRatio: "none"});
       if (o.points.length > 0) {
@@ -406,7 +420,7 @@
       }
       card.appendChild(spark);
       card.addEventListener("click", () => {
-        if (o.name !== view.metric) navigate({metric: o.name, aggregate: ""});
+        if (o.name !== view.metric) navigate({metric: o.name, aggregate: o.policy !== null ? o.aggregate : ""});
       });
       box.appendChild(card);
     }
