@@ -269,12 +269,14 @@ void CoordinatorCore::LoseWorkerLocked(const LostWorker& lost,
                    lost.worker_id, removed.ToString());
   }
   if (lost.run_id.empty()) return;
-  std::optional<Run> failed = WorkerFailedLocked(lost.run_id, reason);
-  if (failed.has_value()) {
-    changed->push_back(*failed);
-  } else if (lost.role == LEARNER) {
-    RequeueLocked(lost.run_id, reason);
+  if (lost.role == LEARNER) {
+    // The gang's state went with it: the run's learners are placed again.
+    absl::StatusOr<Run> run = RestartGangLocked(lost.run_id, reason);
+    if (run.ok()) changed->push_back(*std::move(run));
+    return;
   }
+  std::optional<Run> failed = WorkerFailedLocked(lost.run_id, reason);
+  if (failed.has_value()) changed->push_back(*failed);
 }
 
 void CoordinatorCore::Tick() {

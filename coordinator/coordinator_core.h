@@ -241,6 +241,11 @@ class CoordinatorCore {
   // new placement gets a new id. Ids start from the clock (microseconds) so
   // that they stay unique across coordinator restarts.
   std::map<std::string, int64_t> assignment_ids_ ABSL_GUARDED_BY(mu_);
+  // Whether `request`'s worker holds the assignment it reports on, for run
+  // `run_id` (any run where empty).
+  bool HoldsReportedAssignmentLocked(const ReportStatusRequest& request,
+                                     const std::string& run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<std::string, int64_t> assigned_placement_ ABSL_GUARDED_BY(mu_);
   int64_t next_assignment_id_ ABSL_GUARDED_BY(mu_);
   // Assignments stored before a restart: a re-registering worker keeps its
@@ -261,8 +266,9 @@ class CoordinatorCore {
   // Ends not yet written because the store was full (FinishRunLocked).
   PendingEnds pending_ends_ ABSL_GUARDED_BY(mu_);
   // Forgets `lost` (an expired lease, a process that ended) and charges
-  // its run, if any, one failure for `reason`: a learner's run goes back
-  // to the queue, a run over its budget fails (added to `changed`).
+  // its run, if any, one failure for `reason`: a learner's gang restarts
+  // (the run back in the queue), a run over its budget fails; the run,
+  // changed, is added to `changed`.
   void LoseWorkerLocked(const LostWorker& lost, const std::string& reason,
                         std::vector<Run>* changed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -685,30 +685,35 @@ TEST_F(CoordinatorCoreTest, FailuresOutsideTheWindowAreForgotten) {
 
 // The embedded supervisor saw a local worker's process end: the worker is
 // lost at once (no run is placed on it until its next process registers),
-// its run charged one failure naming how it ended; the gang's late report
-// of the same loss is not charged again.
+// its run charged one failure naming how it ended and its gang restarted;
+// the other rank's late report of the same loss is not charged again. An
+// actor's end is charged too; its run goes on.
 TEST_F(CoordinatorCoreTest, AWorkerWhoseProcessEndedIsLostAtOnce) {
-  options_.max_worker_failures = 1;
+  options_.max_worker_failures = 2;
   options_.lease_ttl = absl::Hours(1);
   core_ = Make();
+  SubmitRunRequest gang = Request();
+  gang.mutable_spec()->mutable_resources()->set_num_learners(2);
   ASSERT_OK_AND_ASSIGN(const SubmitRunResponse submitted,
-                       core_->SubmitRun(Request()));
+                       core_->SubmitRun(gang));
   const std::string id = submitted.run().run_id();
-  const int64_t l = Register(*core_, "learner-0", LEARNER);
+  const int64_t l0 = Register(*core_, "learner-0", LEARNER);
+  Register(*core_, "learner-1", LEARNER);
   Register(*core_, "actor-0", ACTOR);
   core_->Tick();
   ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
-  const int64_t old_assignment = Beat(*core_, "learner-0", l).assignment_id();
+  const int64_t old_assignment = Beat(*core_, "learner-0", l0).assignment_id();
 
-  core_->NoteWorkerExit("learner-0", "killed by SIGKILL (signal 9)");
+  core_->NoteWorkerExit("learner-1", "killed by SIGKILL (signal 9)");
   EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
   const ListWorkersResponse workers = core_->ListWorkers();
   for (const Worker& w : workers.workers()) {
-    EXPECT_NE(w.worker_name(), "learner-0");
+    EXPECT_NE(w.worker_name(), "learner-1");
   }
   core_->Tick();
-  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
-  // The old process's last report is of a placement that is gone.
+  EXPECT_EQ(core_->GetRun(id)->state(), PLACING);  // one learner of two
+  // Rank 0 saw the lost peer too: its report is of a placement that is
+  // gone, and charges nothing.
   ReportStatusRequest late;
   late.set_worker_id("learner-0");
   late.set_worker_key(keys_["learner-0"]);
@@ -716,20 +721,28 @@ TEST_F(CoordinatorCoreTest, AWorkerWhoseProcessEndedIsLostAtOnce) {
   late.set_finished(true);
   late.set_error("gloo: connection reset by peer");
   late.set_retryable(true);
-  EXPECT_FALSE(core_->ReportStatus(late).ok());
+  EXPECT_THAT(core_->ReportStatus(late),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is not current")));
   // A worker the coordinator does not know: nothing to lose.
   core_->NoteWorkerExit("learner-9", "exited with 1");
 
-  // Its next process registers and takes the run again: one failure so
-  // far, within the limit of 1.
-  Register(*core_, "learner-0", LEARNER);
+  // Its next process registers and the gang is placed again: one failure
+  // so far. An actor's end is the second; the run goes on.
+  Register(*core_, "learner-1", LEARNER);
   core_->Tick();
   ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  core_->NoteWorkerExit("actor-0", "killed by SIGABRT (signal 6)");
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  const int64_t a = Register(*core_, "actor-0", ACTOR);
+  core_->Tick();
+  EXPECT_EQ(Beat(*core_, "actor-0", a).run_id(), id);  // topped up again
+  // The third is over the limit of 2.
   core_->NoteWorkerExit("learner-0", "killed by SIGKILL (signal 9)");
   ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(id));
   EXPECT_EQ(run.state(), FAILED);
   EXPECT_THAT(run.failure_reason(),
-              HasSubstr("its workers failed 2 times within 10m (limit 1); "
+              HasSubstr("its workers failed 3 times within 10m (limit 2); "
                         "last: learner learner-0's process killed by SIGKILL "
                         "(signal 9)"));
 }

@@ -291,6 +291,16 @@ std::string SuccessReason(const ReportStatusRequest& request, const Run& run) {
 
 }  // namespace
 
+bool CoordinatorCore::HoldsReportedAssignmentLocked(
+    const ReportStatusRequest& request, const std::string& run_id) {
+  const SchedulerWorker* worker = scheduler_.worker(request.worker_id());
+  const auto id = assignment_ids_.find(request.worker_id());
+  return worker != nullptr && !worker->run_id.empty() &&
+         (run_id.empty() || worker->run_id == run_id) &&
+         request.assignment_id() ==
+             (id != assignment_ids_.end() ? id->second : 0);
+}
+
 absl::Status CoordinatorCore::ReportStatus(
     const ReportStatusRequest& untrusted) {
   // What a worker writes is kept and shown to users: cleaned here, once.
@@ -299,6 +309,10 @@ absl::Status CoordinatorCore::ReportStatus(
   std::string run_id;
   WorkerRole role;
   int rank = 0;
+  const auto not_current = [&request] {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "assignment ", request.assignment_id(), " is not current"));
+  };
   {
     absl::MutexLock lock(&mu_);
     RETURN_IF_ERROR(
@@ -308,10 +322,8 @@ absl::Status CoordinatorCore::ReportStatus(
       return absl::NotFoundError(
           absl::StrCat("unknown worker ", request.worker_id()));
     }
-    if (request.assignment_id() != assignment_ids_[request.worker_id()] ||
-        worker->run_id.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "assignment ", request.assignment_id(), " is not current"));
+    if (!HoldsReportedAssignmentLocked(request, "")) {
+      return not_current();
     }
     run_id = worker->run_id;
     role = worker->role;
@@ -345,6 +357,10 @@ absl::Status CoordinatorCore::ReportStatus(
     std::optional<Run> changed;
     {
       absl::MutexLock lock(&mu_);
+      // The lock was let go since the check above: a placement that ended
+      // meanwhile (its worker lost, its gang restarted) is not charged
+      // again.
+      if (!HoldsReportedAssignmentLocked(request, run_id)) return not_current();
       scheduler_.ReleaseWorker(request.worker_id());
       std::string reason =
           absl::StrCat("actor ", request.worker_id(), ": ", request.error());
@@ -378,6 +394,7 @@ absl::Status CoordinatorCore::ReportStatus(
   absl::StatusOr<Run> run;
   {
     absl::MutexLock lock(&mu_);
+    if (!HoldsReportedAssignmentLocked(request, run_id)) return not_current();
     if (request.retryable()) {
       run = RestartGangLocked(run_id, request.error());
     } else if (request.error().empty()) {
