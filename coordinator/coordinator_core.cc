@@ -268,7 +268,9 @@ void CoordinatorCore::LoseWorkerLocked(const LostWorker& lost,
     RL_LOG_WARNING("cannot remove lost worker {} from the store: {}",
                    lost.worker_id, removed.ToString());
   }
-  if (lost.run_id.empty()) return;
+  // Where an earlier loss of the same gang (in this Tick) requeued the run
+  // already, this one is not charged again.
+  if (lost.run_id.empty() || scheduler_.queued(lost.run_id)) return;
   if (lost.role == LEARNER) {
     // The gang's state went with it: the run's learners are placed again.
     absl::StatusOr<Run> run = RestartGangLocked(lost.run_id, reason);

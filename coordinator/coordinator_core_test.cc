@@ -706,10 +706,6 @@ TEST_F(CoordinatorCoreTest, AWorkerWhoseProcessEndedIsLostAtOnce) {
 
   core_->NoteWorkerExit("learner-1", "killed by SIGKILL (signal 9)");
   EXPECT_EQ(core_->GetRun(id)->state(), PLACING);
-  const ListWorkersResponse workers = core_->ListWorkers();
-  for (const Worker& w : workers.workers()) {
-    EXPECT_NE(w.worker_name(), "learner-1");
-  }
   core_->Tick();
   EXPECT_EQ(core_->GetRun(id)->state(), PLACING);  // one learner of two
   // Rank 0 saw the lost peer too: its report is of a placement that is
@@ -726,12 +722,26 @@ TEST_F(CoordinatorCoreTest, AWorkerWhoseProcessEndedIsLostAtOnce) {
                        HasSubstr("is not current")));
   // A worker the coordinator does not know: nothing to lose.
   core_->NoteWorkerExit("learner-9", "exited with 1");
+  ASSERT_EQ(core_->GetRun(id)->state(), PLACING);
 
   // Its next process registers and the gang is placed again: one failure
-  // so far. An actor's end is the second; the run goes on.
+  // so far. Rank 0's report, still of the old placement (no heartbeat
+  // since), is refused as well. An actor's end is the second failure; the
+  // run goes on.
   Register(*core_, "learner-1", LEARNER);
   core_->Tick();
   ASSERT_EQ(core_->GetRun(id)->state(), RUNNING);
+  EXPECT_THAT(core_->ReportStatus(late),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("is not current")));
+  EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
+  // (Listing the workers hands out ids: only after the late reports.)
+  const ListWorkersResponse workers = core_->ListWorkers();
+  int learners = 0;
+  for (const Worker& w : workers.workers()) {
+    learners += w.worker_name().rfind("learner-", 0) == 0;
+  }
+  EXPECT_EQ(learners, 2);
   core_->NoteWorkerExit("actor-0", "killed by SIGABRT (signal 6)");
   EXPECT_EQ(core_->GetRun(id)->state(), RUNNING);
   const int64_t a = Register(*core_, "actor-0", ACTOR);

@@ -293,12 +293,12 @@ std::string SuccessReason(const ReportStatusRequest& request, const Run& run) {
 
 bool CoordinatorCore::HoldsReportedAssignmentLocked(
     const ReportStatusRequest& request, const std::string& run_id) {
+  // The id handed out for the worker's placement now (-1 where it was
+  // placed again and has not heard of it yet: its reports are of the old).
   const SchedulerWorker* worker = scheduler_.worker(request.worker_id());
-  const auto id = assignment_ids_.find(request.worker_id());
   return worker != nullptr && !worker->run_id.empty() &&
          (run_id.empty() || worker->run_id == run_id) &&
-         request.assignment_id() ==
-             (id != assignment_ids_.end() ? id->second : 0);
+         request.assignment_id() == CurrentAssignmentIdLocked(*worker);
 }
 
 absl::Status CoordinatorCore::ReportStatus(
