@@ -2,7 +2,7 @@
 // (and "/index.html"), its script at "/index.js", and the JSON API it reads:
 //   GET /api/runs                      runs with metrics (and their state)
 //   GET /api/series?run=RUN            the run's series (ListSeriesResponse)
-//   GET /api/query?run=RUN&name=NAME[&buckets=200][&aggregate=LABEL]
+//   GET /api/query?run=RUN&name=NAME[&buckets=200][&aggregate=LABEL[,LABEL]]
 //                                      downsampled curves, mean across LABEL
 //                                      (QueryResponse)
 //   GET /api/sweeps                    the coordinator's sweeps with their

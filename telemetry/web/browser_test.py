@@ -567,6 +567,15 @@ class BrowserTest(unittest.TestCase):
         self.assertEqual(status, 200, body)
         (merged,) = body["series"]
         self.assertEqual(merged["buckets"][0]["count"], "400")
+        # What a policy card charts (a click): the returns merged over the
+        # actors, a curve per policy; both policies' cards are selected.
+        dom, stderr = self.dump_dom(self.view_url(
+            run=POLICY_RUN, metric="actor/episode_return", aggregate="actor"))
+        ctx = self.context(dom, stderr)
+        self.assertEqual([c.attrs.get("data-policy") for c in dom.by_class("glance", "div")
+                          if "selected" in c.classes], ["blue", "red"], ctx)
+        self.assertEqual(sorted(e.attrs["data-labels"] for e in dom.by_class("series", "g")),
+                         ["policy=blue", "policy=red"], ctx)
 
     def test_other_runs_are_overlaid_for_comparison(self):
         dom, stderr = self.dump_dom(self.view_url(

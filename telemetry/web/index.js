@@ -361,7 +361,9 @@
   // the mean over its other labels (actor); any other, one curve: the mean
   // over its one label key where it has one (actor/episode_return per
   // actor), else its first label set.
-  let overview = [];  // [{name, policy, points: [[step, mean]], last}]
+  // [{name, aggregate (what a click charts), policy (null: not by policy),
+  //   points: [[step, mean]], last}]
+  let overview = [];
   async function loadOverview(gen) {
     const entries = seriesRun === view.run ? seriesNames() : [];
     const wanted = PREFERRED.filter((p) => entries.some((n) => n.name === p));
@@ -387,7 +389,7 @@
         const points = buckets.filter((b) => isNum(b.mean))
             .map((b) => [(b.min_step + b.max_step) / 2, b.mean]);
         const lastBucket = buckets[buckets.length - 1];
-        overview.push({name: name, aggregate: merged[i].keys.length === 1 ? merged[i].keys[0] : "",
+        overview.push({name: name, aggregate: merged[i].byPolicy ? merged[i].keys.join(",") : "",
                        policy: merged[i].byPolicy ? String((curve.labels || {}).policy || "") : null,
                        points: points, last: lastBucket ? lastBucket.last : NaN});
       }
@@ -400,11 +402,13 @@
     box.textContent = "";
     for (const o of overview) {
       const card = el("div", {"class": "glance", "data-name": o.name});
-      if (o.name === view.metric) card.classList.add("selected");
+      const charted = o.name === view.metric && o.aggregate === view.aggregate;
+      if (charted) card.classList.add("selected");
       card.appendChild(el("div", {"class": "glance-name"}, o.name));
       if (o.policy !== null) {
         card.setAttribute("data-policy", o.policy);
-        card.appendChild(el("div", {"class": "glance-policy"}, "policy " + o.policy));
+        card.appendChild(el("div", {"class": "glance-policy"},
+                            o.policy ? "policy " + o.policy : "no policy label"));
       }
       card.appendChild(el("div", {"class": "glance-value"}, fmtNum(o.last)));
       const spark = svg("svg", {viewBox: "0 0 200 40", preserveAspectRatio: "none"});
@@ -420,7 +424,7 @@
       }
       card.appendChild(spark);
       card.addEventListener("click", () => {
-        if (o.name !== view.metric) navigate({metric: o.name, aggregate: o.policy !== null ? o.aggregate : ""});
+        if (!charted) navigate({metric: o.name, aggregate: o.aggregate});
       });
       box.appendChild(card);
     }
