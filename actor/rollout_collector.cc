@@ -146,10 +146,18 @@ absl::Status RolloutCollector::SetRowPolicies(std::vector<RowPolicy> policies) {
     return absl::InvalidArgumentError(
         "policies: several policies beside a league's opponents");
   }
-  if (policy_state_.defined()) {
-    return absl::InvalidArgumentError(
-        "policies: several policies play only feed-forward networks "
-        "(policy.core none)");
+  // Each carries the run's recurrent state for its rows (every policy the
+  // run's policy.core, in this version).
+  const int64_t state_size =
+      policy_state_.defined() ? policy_state_.size(1) : 0;
+  for (size_t i = 0; i < policies.size(); ++i) {
+    if (policies[i].policy && policies[i].policy->state_size() != state_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row policy ", i, ": a recurrent state of ",
+                       policies[i].policy->state_size(),
+                       " numbers per row, the run's policy.core carries ",
+                       state_size, " (every policy carries the run's core)"));
+    }
   }
   torch::Tensor owner = torch::full({num_envs_}, -1, torch::kInt64);
   for (size_t i = 0; i < policies.size(); ++i) {
@@ -313,16 +321,24 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
                              rollout->log_probs[t], rollout->values[t]);
           continue;
         }
+        // A recurrent policy steps its rows' states.
+        torch::Tensor state = recurrent ? policy_state_.index_select(0, rp.rows)
+                                        : torch::Tensor();
         const PolicyStep step = rp.policy->Act(
             obs_t.index_select(0, rp.rows), generator_, false,
             masked ? rollout->action_masks[t].index_select(0, rp.rows)
-                   : torch::Tensor());
+                   : torch::Tensor(),
+            recurrent ? &state : nullptr);
+        if (recurrent) {
+          policy_state_.index_copy_(0, rp.rows, state.to(torch::kCPU));
+        }
         rollout->actions[t].index_copy_(0, rp.rows,
                                         step.actions.to(torch::kCPU));
         rollout->log_probs[t].index_copy_(0, rp.rows,
                                           step.log_probs.to(torch::kCPU));
         rollout->values[t].index_copy_(0, rp.rows, step.values.to(torch::kCPU));
       }
+      if (recurrent) step_states_[t].copy_(policy_state_);
     } else {
       const PolicyStep step =
           policy->Act(rollout->observations[t], generator_, false,
@@ -398,7 +414,10 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
     for (RowPolicy& rp : row_policies_) {
       rollout->next_values.index_copy_(
           0, rp.rows,
-          rp.policy->Value(rollout->next_observations.index_select(0, rp.rows))
+          rp.policy
+              ->Value(rollout->next_observations.index_select(0, rp.rows),
+                      recurrent ? policy_state_.index_select(0, rp.rows)
+                                : torch::Tensor())
               .to(torch::kCPU));
     }
   } else {
@@ -415,10 +434,14 @@ absl::Status RolloutCollector::CollectSegment(ActorCritic& policy,
       const torch::Tensor mine =
           truncated & row_owner_.eq(static_cast<int64_t>(i)).unsqueeze(0);
       if (!mine.any().item<bool>()) continue;
+      // With a core, each from the state its step left.
       rollout->truncated_values.index_put_(
-          {mine}, row_policies_[i]
-                      .policy->Value(final_observations_.index({mine}))
-                      .to(torch::kCPU));
+          {mine},
+          row_policies_[i]
+              .policy
+              ->Value(final_observations_.index({mine}),
+                      recurrent ? step_states_.index({mine}) : torch::Tensor())
+              .to(torch::kCPU));
     }
   } else if (rows.size(0) > 0 && policy->config().central_value_agents > 1) {
     // A central critic values the truncated rows with their copies (with

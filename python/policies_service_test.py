@@ -118,10 +118,25 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
     LOCAL_WORKERS = "learners=2,actors=2"
 
     def test_each_policy_trains_on_a_learner_of_its_own(self):
-        run_file = os.path.join(self.dir, "per_policy.yaml")
+        self.check_blue_trains_on_its_own_learner("per_policy.yaml", RUN_FILE)
+
+    def test_recurrent_policies_train_on_learners_of_their_own(self):
+        # Every policy carries the run's core: blue's learner decodes its
+        # rows' states from the run's learner's batch.
+        weights = self.check_blue_trains_on_its_own_learner(
+            "recurrent.yaml", RUN_FILE.replace(
+                "policy: {hidden_sizes: [16]}",
+                "policy: {hidden_sizes: [16], core: gru, core_size: 8}"))
+        self.assertTrue(any("gru" in name or "core" in name for name in weights), weights.keys())
+
+    def check_blue_trains_on_its_own_learner(self, name, text):
+        """Runs `text` with resources.learner_per_policy; checks that blue
+        trained on rank 1 (its checkpoints beside red's, its weights
+        moving) and returns the last checkpoint's ONNX initializers."""
+        run_file = os.path.join(self.dir, name)
         with open(run_file, "w") as f:
-            f.write(RUN_FILE.replace("resources: {num_actors: 2}",
-                                     "resources: {num_actors: 2, learner_per_policy: true}"))
+            f.write(text.replace("resources: {num_actors: 2}",
+                                 "resources: {num_actors: 2, learner_per_policy: true}"))
         c = Client(self.address)
         run = c.wait(c.submit(run_file), timeout=600)
         learners = self.logs("*learner*")
@@ -159,6 +174,7 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
                             for t in onnx.load(output).graph.initializer})
         self.assertEqual(weights[0].keys(), weights[1].keys())
         self.assertNotEqual(weights[0], weights[1])
+        return weights[1]
 
 
 class GangPerPolicyServiceTest(test_util.EmbeddedServiceTest):

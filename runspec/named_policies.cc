@@ -109,12 +109,6 @@ std::vector<std::string> NamedPolicyProblems(
         "league: not with several policies in this version (a league "
         "trains one policy against its own past versions)");
   }
-  if (HasRecurrentCore(run.policy())) {
-    out.push_back(FieldProblem("policy.core",
-                               "several policies play only feed-forward "
-                               "networks in this version",
-                               JsonQuote(run.policy().core())));
-  }
   if (run.policy().central_value()) {
     out.push_back(FieldProblem("policy.central_value",
                                "not with several policies in this version",
@@ -123,6 +117,8 @@ std::vector<std::string> NamedPolicyProblems(
   RunSpec base = run;
   base.clear_policies();
   base.clear_league();
+  PolicyConfig run_core = run.policy();
+  ApplyPolicyDefaults(run.env(), run.ppo(), &run_core);
   std::set<std::string> names;
   std::vector<int> owner(agents, -1);
   for (int i = 0; i < run.policies_size(); ++i) {
@@ -163,18 +159,43 @@ std::vector<std::string> NamedPolicyProblems(
                                  "not with several policies in this version",
                                  "true"));
     }
-    if (HasRecurrentCore(own.policy())) {
-      out.push_back(FieldProblem(path + ".policy.core",
-                                 "several policies play only feed-forward "
-                                 "networks in this version",
-                                 JsonQuote(own.policy().core())));
+    // One recurrent state per row, the run's: every policy carries the
+    // run's core (or none with it).
+    if (own.policy().core() != run_core.core() ||
+        RecurrentStateSize(own.policy()) != RecurrentStateSize(run_core)) {
+      out.push_back(FieldProblem(
+          path + ".policy.core",
+          absl::StrCat("every policy carries the run's recurrent core in this "
+                       "version (policy.core ",
+                       JsonQuote(run_core.core()), ", core_size ",
+                       run_core.core_size(),
+                       "): set core and core_size on the run's policy"),
+          absl::StrCat(JsonQuote(own.policy().core()), ", core_size ",
+                       own.policy().core_size())));
+    }
+    // Its update learns from whole sequences of its own agents' rows.
+    const int64_t own_rows =
+        static_cast<int64_t>(run.envs_per_actor()) / agents * p.agents_size();
+    const int own_minibatches = own.ppo().num_minibatches();
+    if (HasRecurrentCore(own.policy()) && p.agents_size() > 0 &&
+        own_minibatches >= 1 && own_rows % own_minibatches != 0) {
+      out.push_back(FieldProblem(
+          path + ".ppo.num_minibatches",
+          absl::StrCat("a recurrent policy learns from whole env sequences: "
+                       "num_minibatches must divide the ",
+                       own_rows,
+                       " rows its agents play in an actor's batch "
+                       "(envs_per_actor / env.agents_per_env x its agents)"),
+          own_minibatches));
     }
     // Its own problems: those of its run that the run's own check does
-    // not already report, named under policies[i].
+    // not already report, named under policies[i] (its run's rule of
+    // whole env sequences counts envs_per_actor, not its rows: above).
     const std::vector<std::string> base_problems = Problems(validate(base));
     for (const std::string& problem : Problems(validate(own))) {
       if (std::find(base_problems.begin(), base_problems.end(), problem) !=
-          base_problems.end()) {
+              base_problems.end() ||
+          absl::StartsWith(problem, kWholeSequencesProblem)) {
         continue;
       }
       out.push_back(absl::StartsWith(problem, "ppo.") ||

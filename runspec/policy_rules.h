@@ -27,6 +27,12 @@ bool HasRecurrentCore(const PolicyConfig& policy);
 // policy's (policies[i].name), a league member's (league.members[i].name).
 bool IsPolicyName(const std::string& name);
 
+// How CoreProblems' rule of whole env sequences (ppo.num_minibatches must
+// divide envs_per_actor) begins: a policies block counts each policy's own
+// rows instead (named_policies.cc).
+inline constexpr char kWholeSequencesProblem[] =
+    "ppo.num_minibatches: a recurrent policy (policy.core ";
+
 // Numbers of the recurrent state a policy carries per env: 2 x core_size
 // for an LSTM (hidden and cell state), core_size for a GRU, else 0 (as
 // policy/actor_critic.h's RecurrentStateSize of its network).

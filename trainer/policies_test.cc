@@ -3,6 +3,7 @@
 // settings, its own series, and checkpoints that bring every one back.
 #include <torch/torch.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -106,13 +107,44 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("policies[1].ppo.gamma: must be the run's "
                                  "ppo.gamma")));
+  // A recurrent core: the run's, carried by every policy; each policy's
+  // minibatches are whole sequences of its own rows (4 of the 8 here).
+  ASSERT_OK(TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1], "
+                        "policy: {hidden_sizes: [8]}}]",
+                        "{num_minibatches: 2}",
+                        "{hidden_sizes: [16], core: lstm, core_size: 8}")
+                .status());
   EXPECT_THAT(
-      TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]",
-                  "{num_minibatches: 2}", "{hidden_sizes: [16], core: lstm}")
+      TwoPolicies("[{name: a, agents: [0], policy: {core: gru}},"
+                  " {name: b, agents: [1], policy: {core_size: 4}}]",
+                  "{num_minibatches: 2}",
+                  "{hidden_sizes: [16], core: lstm, core_size: 8}")
           .status(),
       StatusIs(absl::StatusCode::kInvalidArgument,
-               HasSubstr("policy.core: several policies play only "
-                         "feed-forward networks")));
+               AllOf(HasSubstr("policies[0].policy.core: every policy carries "
+                               "the run's recurrent core in this version "
+                               "(policy.core \"lstm\", core_size 8)"),
+                     HasSubstr("policies[1].policy.core: every policy carries "
+                               "the run's recurrent core"))));
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0], policy: {core: lstm}},"
+                  " {name: b, agents: [1]}]")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("policies[0].policy.core: every policy carries the "
+                         "run's recurrent core in this version (policy.core "
+                         "\"none\"")));
+  // 8 divides envs_per_actor (8) but not a policy's 4 rows.
+  EXPECT_THAT(
+      TwoPolicies("[{name: a, agents: [0]},"
+                  " {name: b, agents: [1], ppo: {num_minibatches: 8}}]",
+                  "{num_minibatches: 2}", "{hidden_sizes: [16], core: gru}")
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("policies[1].ppo.num_minibatches: a recurrent "
+                               "policy learns from whole env sequences: "
+                               "num_minibatches must divide the 4 rows"),
+                     ::testing::Not(HasSubstr("must divide envs_per_actor")))));
   // A central critic reads every agent's rows; a policy acts for some.
   EXPECT_THAT(
       TwoPolicies("[{name: a, agents: [0]}, {name: b, agents: [1]}]",
@@ -227,6 +259,47 @@ TEST(PoliciesTest, EachPolicyTrainsOnItsAgentsAndComesBackFromACheckpoint) {
   EXPECT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.message()),
               HasSubstr("policies/blue/checkpoints"));
+}
+
+// Beside a recurrent core (the run's, every policy carrying it), each
+// policy trains on its rows, and a checkpoint brings every one back with
+// the collector's states. (LightCycles-v0 keeps no state across a resume:
+// its games start again, so the runs part from there.)
+TEST(PoliciesTest, RecurrentPoliciesTrainAndComeBackFromACheckpoint) {
+  ASSERT_OK_AND_ASSIGN(
+      const RunSpec spec,
+      TwoPolicies("[{name: red, agents: [0]},"
+                  " {name: blue, agents: [1], policy: {hidden_sizes: [8]}}]",
+                  "{num_minibatches: 2, num_epochs: 1, learning_rate: 0.001}",
+                  "{hidden_sizes: [16], core: gru, core_size: 8}"));
+  TrainerOptions options;
+  options.run_dir = MakeTestDir("recurrent_policies");
+  ASSERT_OK_AND_ASSIGN(auto trainer, LocalTrainer::Create(spec, options));
+  ASSERT_OK(trainer->Train(nullptr, 3).status());
+  const TrainerProgress& p = trainer->progress();
+  ASSERT_EQ(p.policies.size(), 2u);
+  EXPECT_GT(p.policies[1].episodes, 0);
+  EXPECT_EQ(p.policies[0].episodes, p.policies[1].episodes);
+  EXPECT_TRUE(std::isfinite(p.policies[1].last_update.policy_loss));
+  EXPECT_NE(p.policies[1].last_update.policy_loss, 0);
+  ASSERT_OK_AND_ASSIGN(const std::string red_ckpt,
+                       LatestCheckpoint(options.run_dir + "/checkpoints"));
+  ASSERT_OK_AND_ASSIGN(
+      const std::string blue_ckpt,
+      LatestCheckpoint(options.run_dir + "/policies/blue/checkpoints"));
+  ASSERT_OK_AND_ASSIGN(ActorCritic blue,
+                       ReadRunPolicy(NamedPolicyRun(spec, 1), blue_ckpt));
+  EXPECT_EQ(blue->state_size(), 8);
+
+  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, {}));
+  ASSERT_OK(resumed->Restore(red_ckpt));
+  const auto a = trainer->policy()->named_parameters();
+  for (const auto& item : resumed->policy()->named_parameters()) {
+    EXPECT_TRUE(torch::equal(item.value(), a[item.key()])) << item.key();
+  }
+  ASSERT_OK(resumed->Train(nullptr, 1).status());
+  EXPECT_GT(resumed->progress().policies[1].episodes, p.policies[1].episodes);
+  EXPECT_EQ(resumed->progress().updates, 4);
 }
 
 // rl_local export --policy_name: each policy with its own network from its
