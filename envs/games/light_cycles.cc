@@ -148,6 +148,30 @@ class LightCycles final : public rlenv::MultiAgentEnv {
     Observe(obs);  // after a crash: the last observation of the game
   }
 
+  // For a resume that plays on from the same positions (the helper keeps
+  // the random stream): the board and both cycles.
+  void SaveState(std::string* bytes) const {
+    bytes->assign(taken_.begin(), taken_.end());
+    for (const Cycle& c : cycles_) {
+      for (const int v : {c.row, c.col, c.heading}) {
+        bytes->push_back(static_cast<char>(v));
+      }
+    }
+  }
+  void RestoreState(const std::string& bytes) {
+    if (bytes.size() != taken_.size() + 6) {
+      throw std::invalid_argument(
+          "LightCycles-v0 state: " + std::to_string(bytes.size()) +
+          " bytes; a " + std::to_string(size_) + "x" + std::to_string(size_) +
+          " board's is " + std::to_string(taken_.size() + 6));
+    }
+    std::copy(bytes.begin(), bytes.begin() + taken_.size(), taken_.begin());
+    for (int p = 0; p < 2; ++p) {
+      const char* v = bytes.data() + taken_.size() + 3 * p;
+      cycles_[p] = {v[0], v[1], v[2]};
+    }
+  }
+
  private:
   struct Cycle {
     int row, col, heading;

@@ -125,6 +125,64 @@ void RideStraightToTheEnd(BatchedEnv& env, int rows, std::vector<int>* lengths,
   }
 }
 
+// A batch's saved state (the helper's save_state: the boards, cycles,
+// random streams, counters) restored into another batch plays on exactly
+// as the first: same observations, rewards, ends and returns; a state of
+// another shape is refused, naming both, and changes nothing.
+TEST(LightCyclesTest, ASavedStatePlaysOnExactlyElsewhere) {
+  for (const std::string opponent : {"self", "scripted"}) {
+    SCOPED_TRACE(opponent);
+    const int agents = opponent == "self" ? 2 : 1;
+    const int rows = 4 * agents;
+    auto a = Open(LightCycles(opponent, agents), rows);
+    ASSERT_NE(a, nullptr);
+    Rows ra(rows), rb(rows);
+    ASSERT_OK(a->Reset(ra.obs.data()));
+    uint64_t draw = 7;
+    std::vector<int64_t> actions(rows);
+    auto next_actions = [&] {
+      for (int64_t& x : actions) {
+        draw = draw * 6364136223846793005ull + 1442695040888963407ull;
+        x = static_cast<int64_t>((draw >> 33) % 3);
+      }
+    };
+    for (int t = 0; t < 9; ++t) {
+      next_actions();
+      ASSERT_OK(a->StepDiscrete(actions.data(), ra.Outputs()));
+    }
+    const std::string state = a->SaveState();
+    ASSERT_FALSE(state.empty());
+    EnvOpenOptions other;
+    other.num_envs = rows;
+    other.seed = 99;  // another stream: the state brings the first's
+    ASSERT_OK_AND_ASSIGN(auto b, OpenEnv(LightCycles(opponent, agents), other));
+    ASSERT_OK(b->Reset(rb.obs.data()));
+    ASSERT_OK(b->RestoreState(state));
+    int ended = 0;
+    for (int t = 0; t < 40; ++t) {
+      next_actions();
+      ASSERT_OK(a->StepDiscrete(actions.data(), ra.Outputs()));
+      ASSERT_OK(b->StepDiscrete(actions.data(), rb.Outputs()));
+      ASSERT_EQ(ra.obs, rb.obs) << "step " << t;
+      ASSERT_EQ(ra.rewards, rb.rewards) << "step " << t;
+      ASSERT_EQ(ra.term, rb.term) << "step " << t;
+      ASSERT_EQ(ra.returns, rb.returns) << "step " << t;
+      for (const uint8_t x : ra.term) ended += x;
+    }
+    EXPECT_GT(ended, 0);  // games ended and started again on both
+    // Two games are not four.
+    auto small = Open(LightCycles(opponent, agents), 2 * agents);
+    ASSERT_NE(small, nullptr);
+    Rows rs(2 * agents);
+    ASSERT_OK(small->Reset(rs.obs.data()));
+    EXPECT_THAT(std::string(small->RestoreState(state).message()),
+                HasSubstr("restore_state failed: restore_state: saved from 4 "
+                          "environments"));
+    EXPECT_THAT(std::string(small->RestoreState("not a state").message()),
+                HasSubstr("not a state this helper saved"));
+  }
+}
+
 TEST(LightCyclesTest, RidingStraightBothCrashTogetherAndDraw) {
   auto env = Open(LightCycles("self", 2), 16);
   ASSERT_NE(env, nullptr);

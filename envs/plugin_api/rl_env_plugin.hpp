@@ -32,6 +32,16 @@
 // action actions[k], its result results[k]. The batch's rows are the
 // agents of each copy in turn (rl_env_plugin.h); every agent of a copy
 // ends its episode when any one's does.
+//
+// Resuming exactly: a class that also defines
+//
+//     void SaveState(std::string* bytes) const;    // its own state
+//     void RestoreState(const std::string& bytes);  // throws on bad bytes
+//
+// gets the ABI's save_state and restore_state: the batch keeps each copy's
+// bytes with its random stream, step count, returns and which agents are
+// still in the game, so a run resumed from a checkpoint plays on from the
+// same positions. Without them a resumed run starts new episodes.
 #ifndef RL_ENV_PLUGIN_HPP_
 #define RL_ENV_PLUGIN_HPP_
 
@@ -45,6 +55,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -355,6 +366,17 @@ class BasicMultiAgentEnv {
 using MultiAgentEnv = BasicMultiAgentEnv<float>;
 using MultiAgentByteEnv = BasicMultiAgentEnv<uint8_t>;
 
+// True for a class that saves and restores its own state (see the top of
+// the file).
+template <typename E, typename = void>
+struct SavesState : std::false_type {};
+template <typename E>
+struct SavesState<E, std::void_t<decltype(std::declval<const E&>().SaveState(
+                                     std::declval<std::string*>())),
+                                 decltype(std::declval<E&>().RestoreState(
+                                     std::declval<const std::string&>()))>>
+    : std::true_type {};
+
 // The seed of environment `i` of a batch created with `seed`: splitmix64
 // of (seed, i), so each environment has its own stream and runs repeat.
 inline uint64_t EnvSeed(uint64_t seed, uint64_t i) {
@@ -614,6 +636,76 @@ class Batch {
     }
   }
 
+  // Every copy's state (SavesState<E>): its bytes, random stream, step
+  // count, returns and alive rows, behind a tag and the batch's shape.
+  std::string SaveState() const {
+    std::string out(kStateTag);
+    PutInt(&out, static_cast<int64_t>(envs_.size()));
+    PutInt(&out, agents_);
+    for (size_t c = 0; c < envs_.size(); ++c) {
+      std::ostringstream rng;
+      rng << rngs_[c];
+      PutBytes(&out, rng.str());
+      PutInt(&out, elapsed_[c]);
+      for (int k = 0; k < agents_; ++k) {
+        const size_t i = c * agents_ + k;
+        out.append(reinterpret_cast<const char*>(&returns_[i]), sizeof(double));
+        out.push_back(static_cast<char>(alive_[i]));
+      }
+      std::string own;
+      envs_[c]->SaveState(&own);
+      PutBytes(&out, own);
+    }
+    return out;
+  }
+
+  void RestoreState(const char* bytes, size_t size) {
+    const size_t tag = sizeof(kStateTag) - 1;
+    if (size < tag || std::memcmp(bytes, kStateTag, tag) != 0) {
+      throw std::invalid_argument(
+          "restore_state: not a state this helper saved");
+    }
+    StateReader in{bytes + tag, size - tag};
+    const int64_t copies = in.Int(), agents = in.Int();
+    if (copies != static_cast<int64_t>(envs_.size()) || agents != agents_) {
+      throw std::invalid_argument("restore_state: saved from " +
+                                  std::to_string(copies) + " environments of " +
+                                  std::to_string(agents) + " agents; this " +
+                                  "batch has " + std::to_string(envs_.size()) +
+                                  " of " + std::to_string(agents_));
+    }
+    // Read whole before changing anything: a bad state changes nothing.
+    std::vector<Rng> rngs(envs_.size());
+    std::vector<int32_t> elapsed(envs_.size());
+    std::vector<double> returns(returns_.size());
+    std::vector<uint8_t> alive(alive_.size());
+    std::vector<std::string> own(envs_.size());
+    for (size_t c = 0; c < envs_.size(); ++c) {
+      std::istringstream rng(in.Bytes());
+      rng >> rngs[c];
+      if (rng.fail()) {
+        throw std::invalid_argument("restore_state: a random stream unread");
+      }
+      elapsed[c] = static_cast<int32_t>(in.Int());
+      for (int k = 0; k < agents_; ++k) {
+        const size_t i = c * agents_ + k;
+        std::memcpy(&returns[i], in.Take(sizeof(double)).data(),
+                    sizeof(double));
+        alive[i] = static_cast<uint8_t>(in.Take(1)[0]);
+      }
+      own[c] = in.Bytes();
+    }
+    if (in.size != 0) {
+      throw std::invalid_argument("restore_state: " + std::to_string(in.size) +
+                                  " bytes left over");
+    }
+    for (size_t c = 0; c < envs_.size(); ++c) envs_[c]->RestoreState(own[c]);
+    rngs_ = std::move(rngs);
+    elapsed_ = std::move(elapsed);
+    returns_ = std::move(returns);
+    alive_ = std::move(alive);
+  }
+
   void Step(const void* actions, const rl_env_buffers& out) {
     T* obs = static_cast<T*>(out.observations);
     T* final_obs = static_cast<T*>(out.final_observations);
@@ -701,6 +793,38 @@ class Batch {
   }
 
  private:
+  static constexpr char kStateTag[] = "rlenv-batch-state-1";
+  static void PutInt(std::string* out, int64_t v) {
+    out->append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  static void PutBytes(std::string* out, const std::string& bytes) {
+    PutInt(out, static_cast<int64_t>(bytes.size()));
+    out->append(bytes);
+  }
+  struct StateReader {
+    const char* at;
+    size_t size;
+    std::string Take(size_t n) {
+      if (n > size) {
+        throw std::invalid_argument("restore_state: the state is cut short");
+      }
+      std::string out(at, n);
+      at += n;
+      size -= n;
+      return out;
+    }
+    int64_t Int() {
+      int64_t v;
+      std::memcpy(&v, Take(sizeof(v)).data(), sizeof(v));
+      return v;
+    }
+    std::string Bytes() {
+      const int64_t n = Int();
+      if (n < 0) throw std::invalid_argument("restore_state: a bad length");
+      return Take(static_cast<size_t>(n));
+    }
+  };
+
   Kwargs kwargs_;
   Spaces spaces_;                         // Dicts and Tuples flattened
   Space observation_dict_, action_dict_;  // as declared, where Dicts
@@ -764,6 +888,41 @@ const rl_env_plugin* Table(const char* name) {
       }
       return 1;
     };
+    if constexpr (SavesState<E>::value) {
+      t.save_state = [](rl_env* env, void* bytes, int64_t capacity, char* error,
+                        size_t error_size) -> int64_t {
+        try {
+          const std::string state =
+              reinterpret_cast<Batch<E>*>(env)->SaveState();
+          const int64_t n = static_cast<int64_t>(state.size());
+          if (bytes != nullptr && n <= capacity) {
+            std::memcpy(bytes, state.data(), state.size());
+          }
+          return n;
+        } catch (const std::exception& e) {
+          WriteError(error, error_size, e.what());
+        } catch (...) {
+          WriteError(error, error_size, "unknown exception in save_state");
+        }
+        return -1;
+      };
+      t.restore_state = [](rl_env* env, const void* bytes, int64_t size,
+                           char* error, size_t error_size) -> int {
+        try {
+          if (size < 0) {
+            throw std::invalid_argument("restore_state: a negative size");
+          }
+          reinterpret_cast<Batch<E>*>(env)->RestoreState(
+              static_cast<const char*>(bytes), static_cast<size_t>(size));
+          return 0;
+        } catch (const std::exception& e) {
+          WriteError(error, error_size, e.what());
+        } catch (...) {
+          WriteError(error, error_size, "unknown exception in restore_state");
+        }
+        return 1;
+      };
+    }
     t.space_parts = [](rl_env* env, rl_env_parts* parts, char* error,
                        size_t error_size) -> int {
       (void)error;
