@@ -123,11 +123,10 @@ class LearnerPerPolicyServiceTest(test_util.EmbeddedServiceTest):
     def test_recurrent_policies_train_on_learners_of_their_own(self):
         # Every policy carries the run's core: blue's learner decodes its
         # rows' states from the run's learner's batch.
-        weights = self.check_blue_trains_on_its_own_learner(
+        self.check_blue_trains_on_its_own_learner(
             "recurrent.yaml", RUN_FILE.replace(
                 "policy: {hidden_sizes: [16]}",
                 "policy: {hidden_sizes: [16], core: gru, core_size: 8}"))
-        self.assertTrue(any("gru" in name or "core" in name for name in weights), weights.keys())
 
     def check_blue_trains_on_its_own_learner(self, name, text):
         """Runs `text` with resources.learner_per_policy; checks that blue

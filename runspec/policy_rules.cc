@@ -133,16 +133,17 @@ void CoreProblems(const RunSpec& spec, std::vector<std::string>* out) {
     out->push_back(FieldProblem("policy.core_size", "must be in [1, 4096]",
                                 policy.core_size()));
   }
+  // Several policies: each learns from its own rows, whose rule is theirs
+  // (named_policies.cc); a number that divides every policy's rows divides
+  // envs_per_actor too.
   const int minibatches = spec.ppo().num_minibatches();
   if (HasRecurrentCore(policy) && minibatches >= 1 &&
-      spec.envs_per_actor() % minibatches != 0) {
-    out->push_back(FieldProblem(
-        "ppo.num_minibatches",
-        absl::StrCat("a recurrent policy (policy.core ", policy.core(),
-                     ") learns from whole env sequences: num_minibatches "
-                     "must divide envs_per_actor (",
-                     spec.envs_per_actor(), ")"),
-        minibatches));
+      spec.policies_size() == 0 && spec.envs_per_actor() % minibatches != 0) {
+    out->push_back(absl::StrCat(
+        kWholeSequencesProblem, policy.core(),
+        ") learns from whole env sequences: num_minibatches must divide "
+        "envs_per_actor (",
+        spec.envs_per_actor(), ") (got ", minibatches, ")"));
   }
 }
 

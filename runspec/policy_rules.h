@@ -28,8 +28,8 @@ bool HasRecurrentCore(const PolicyConfig& policy);
 bool IsPolicyName(const std::string& name);
 
 // How CoreProblems' rule of whole env sequences (ppo.num_minibatches must
-// divide envs_per_actor) begins: a policies block counts each policy's own
-// rows instead (named_policies.cc).
+// divide envs_per_actor) begins, and it builds it: a policies block counts
+// each policy's own rows instead (named_policies.cc).
 inline constexpr char kWholeSequencesProblem[] =
     "ppo.num_minibatches: a recurrent policy (policy.core ";
 

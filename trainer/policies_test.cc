@@ -134,6 +134,13 @@ TEST(PoliciesRulesTest, ARunFileNamesWhatIsWrong) {
                HasSubstr("policies[0].policy.core: every policy carries the "
                          "run's recurrent core in this version (policy.core "
                          "\"none\"")));
+  // The run's own num_minibatches (16) divides neither envs_per_actor (8)
+  // nor a policy's rows, but no policy takes it: each divides its own 4.
+  ASSERT_OK(TwoPolicies("[{name: a, agents: [0], ppo: {num_minibatches: 2}},"
+                        " {name: b, agents: [1], ppo: {num_minibatches: 4}}]",
+                        "{num_minibatches: 16}",
+                        "{hidden_sizes: [16], core: gru}")
+                .status());
   // 8 divides envs_per_actor (8) but not a policy's 4 rows.
   EXPECT_THAT(
       TwoPolicies("[{name: a, agents: [0]},"
@@ -263,8 +270,7 @@ TEST(PoliciesTest, EachPolicyTrainsOnItsAgentsAndComesBackFromACheckpoint) {
 
 // Beside a recurrent core (the run's, every policy carrying it), each
 // policy trains on its rows, and a checkpoint brings every one back with
-// the collector's states. (LightCycles-v0 keeps no state across a resume:
-// its games start again, so the runs part from there.)
+// the collector's states: the resumed run goes on as the uninterrupted.
 TEST(PoliciesTest, RecurrentPoliciesTrainAndComeBackFromACheckpoint) {
   ASSERT_OK_AND_ASSIGN(
       const RunSpec spec,
@@ -291,15 +297,50 @@ TEST(PoliciesTest, RecurrentPoliciesTrainAndComeBackFromACheckpoint) {
                        ReadRunPolicy(NamedPolicyRun(spec, 1), blue_ckpt));
   EXPECT_EQ(blue->state_size(), 8);
 
-  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, {}));
+  // Both policies' weights and the collector's states come back: the
+  // resumed run's own checkpoint, written before it trains, holds the
+  // same states as the one it read.
+  TrainerOptions again;
+  again.run_dir = MakeTestDir("recurrent_policies_resumed");
+  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, again));
   ASSERT_OK(resumed->Restore(red_ckpt));
-  const auto a = trainer->policy()->named_parameters();
-  for (const auto& item : resumed->policy()->named_parameters()) {
-    EXPECT_TRUE(torch::equal(item.value(), a[item.key()])) << item.key();
+  for (size_t i = 0; i < 2; ++i) {
+    const auto a = trainer->policy(i)->named_parameters();
+    for (const auto& item : resumed->policy(i)->named_parameters()) {
+      EXPECT_TRUE(torch::equal(item.value(), a[item.key()]))
+          << "policy " << i << " " << item.key();
+    }
   }
+  ASSERT_OK_AND_ASSIGN(const std::string rewritten, resumed->WriteCheckpoint());
+  std::vector<torch::Tensor> states;
+  for (const std::string& dir : {red_ckpt, rewritten}) {
+    ASSERT_OK_AND_ASSIGN(ActorCritic red,
+                         ReadRunPolicy(NamedPolicyRun(spec, 0), dir));
+    TensorMap extra;
+    ASSERT_OK(ReadCheckpoint(dir, red, nullptr, &extra));
+    ASSERT_EQ(extra.count("collector.policy_state"), 1u) << dir;
+    states.push_back(extra.at("collector.policy_state"));
+  }
+  ASSERT_EQ(states[0].sizes(), (std::vector<int64_t>{8, 8}));
+  EXPECT_GT(states[0].abs().sum().item<float>(), 0);
+  EXPECT_TRUE(torch::equal(states[0], states[1]));
+  // And it plays on exactly as a run never interrupted (LightCycles-v0
+  // saves its boards with the checkpoint).
   ASSERT_OK(resumed->Train(nullptr, 1).status());
-  EXPECT_GT(resumed->progress().policies[1].episodes, p.policies[1].episodes);
   EXPECT_EQ(resumed->progress().updates, 4);
+  ASSERT_OK_AND_ASSIGN(auto straight, LocalTrainer::Create(spec, {}));
+  ASSERT_OK(straight->Train(nullptr, 4).status());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(resumed->progress().policies[i].episodes,
+              straight->progress().policies[i].episodes);
+    EXPECT_EQ(resumed->progress().policies[i].last_update.policy_loss,
+              straight->progress().policies[i].last_update.policy_loss);
+    const auto a = straight->policy(i)->named_parameters();
+    for (const auto& item : resumed->policy(i)->named_parameters()) {
+      EXPECT_TRUE(torch::equal(item.value(), a[item.key()]))
+          << "policy " << i << " " << item.key();
+    }
+  }
 }
 
 // rl_local export --policy_name: each policy with its own network from its

@@ -215,6 +215,19 @@ policies:
     }
     ASSERT_OK(collector->SetRowPolicies(acting));
     const Collected c = Collect(spec, *collector, acting[0].policy);
+    // Each policy valued its rows' next observations from their states
+    // (the collector's, where the segment left them).
+    const torch::Tensor state =
+        collector->SaveState().at("collector.policy_state");
+    for (RowPolicy& rp : acting) {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor want =
+          rp.policy->Value(c.second.next_observations.index_select(0, rp.rows),
+                           state.index_select(0, rp.rows));
+      EXPECT_TRUE(torch::allclose(c.second.next_values.index_select(0, rp.rows),
+                                  want, 1e-5, 1e-6))
+          << c.second.next_values << want;
+    }
     // Both policies' rows carried a state into the second segment.
     for (const RowPolicy& rp : acting) {
       EXPECT_GT(c.second.initial_state.index_select(0, rp.rows)
@@ -245,6 +258,34 @@ policies:
                 100 * std::max(std::fabs(stats.approx_kl), 1e-9));
     }
   }
+}
+
+// A policy's minibatches are whole sequences of its own rows: with 3
+// agents split 2 and 1 over one copy (envs_per_actor 3), 2 minibatches fit
+// the first policy's 2 rows though they do not divide envs_per_actor, and
+// 2 do not fit the second's 1 row.
+TEST(RecurrentPpoTest, APolicysMinibatchesDivideItsOwnRows) {
+  const auto run = [](const std::string& b_minibatches) {
+    return LoadRunSpec(absl::StrCat(WalkersEnvYaml(20), R"(
+envs_per_actor: 3
+segment_length: 16
+policy: {core: gru, core_size: 8, hidden_sizes: [8]}
+ppo: {num_minibatches: 1}
+policies:
+  - {name: a, agents: [0, 1], ppo: {num_minibatches: 2}}
+  - {name: b, agents: [2], ppo: {num_minibatches: )",
+                                    b_minibatches, "}}\n"),
+                       RunFileFormat::kYaml);
+  };
+  EXPECT_OK(run("1").status());
+  EXPECT_THAT(run("2").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       testing::AllOf(
+                           testing::HasSubstr(
+                               "policies[1].ppo.num_minibatches: a recurrent "
+                               "policy learns from whole env sequences: "
+                               "num_minibatches must divide the 1 rows"),
+                           testing::Not(testing::HasSubstr("policies[0]")))));
 }
 
 // Minibatches of whole env sequences, several epochs: the update runs, and

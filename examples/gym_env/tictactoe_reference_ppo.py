@@ -2,12 +2,14 @@
 rl_local's self-play against.
 
 The same game (tictactoe_aec.py), rows and settings as
-examples/gym_env/tictactoe_aec.yaml: two rows per game (X and O; the row
-not to move is masked to action 0, which is not played), 32 games x 32
-steps an update, 4 epochs of 4 minibatches, Adam at 1e-3 annealed to 0,
-gamma 0.99, GAE lambda 0.95, clip 0.2, entropy 0.05, value 0.5, gradient
-norm 0.5, a 128 x 128 tanh MLP for the policy and one for the value,
-orthogonal initialisation, advantages normalised per minibatch. Judged as
+examples/gym_env/tictactoe_aec.yaml and rl_local's defaults: 32 rows x 32
+steps an update (in self-play two rows per game, X and O: 16 games; the
+row not to move is masked to action 0, which is not played), 4 epochs of
+4 minibatches, Adam (eps 1e-5) at 1e-3 annealed to 0, gamma 0.99, GAE
+lambda 0.95, clip 0.2 (the value loss clipped too), entropy 0.05, value
+0.5, gradient norm 0.5, a 128 x 128 tanh MLP for the policy and one for
+the value, orthogonal initialisation, advantages normalised per minibatch
+(unbiased std). Judged as
 `rl_local eval` judges: 1,000 games against random moves with
 deterministic actions, moving first every other game.
 
@@ -25,7 +27,7 @@ import numpy as np
 
 from tictactoe_aec import winner
 
-GAMES, STEPS = 32, 32
+ROWS, STEPS = 32, 32
 EPOCHS, MINIBATCHES = 4, 4
 LR, GAMMA, LAMBDA, CLIP = 1e-3, 0.99, 0.95, 0.2
 ENTROPY, VALUE, MAX_NORM = 0.05, 0.5, 0.5
@@ -74,18 +76,19 @@ def orthogonal(rng, rows, cols, std):
 
 
 class Games:
-    """GAMES boards as rows: X and O of each (self), or the agent alone
+    """ROWS rows of boards: X and O of each (self), or the agent alone
     against random moves, moving first every other game (random)."""
 
     def __init__(self, rng, mode):
         self.rng, self.mode = rng, mode
         self.agents = 2 if mode == "self" else 1
-        self.rows = GAMES * self.agents
-        self.boards = np.zeros((GAMES, 9), np.int8)
-        self.mover = np.zeros(GAMES, np.int64)  # self: 0 X, 1 O to move
-        self.mark = np.ones(GAMES, np.int64)    # random: the agent's mark
+        self.rows = ROWS
+        self.games = ROWS // self.agents
+        self.boards = np.zeros((self.games, 9), np.int8)
+        self.mover = np.zeros(self.games, np.int64)  # self: 0 X, 1 O to move
+        self.mark = np.ones(self.games, np.int64)    # random: the agent's mark
         self.played = 0
-        for g in range(GAMES):
+        for g in range(self.games):
             self.reset(g)
 
     def random_move(self, g, mark):
@@ -104,7 +107,7 @@ class Games:
         """Observations (mine, theirs, to move) and masks of every row."""
         obs = np.zeros((self.rows, 19))
         masks = np.zeros((self.rows, 9), bool)
-        for g in range(GAMES):
+        for g in range(self.games):
             for k in range(self.agents):
                 i = g * self.agents + k
                 me = k + 1 if self.mode == "self" else self.mark[g]
@@ -120,7 +123,7 @@ class Games:
 
     def step(self, actions):
         rewards, done = np.zeros(self.rows), np.zeros(self.rows)
-        for g in range(GAMES):
+        for g in range(self.games):
             k = self.mover[g] if self.mode == "self" else 0
             mark = k + 1 if self.mode == "self" else self.mark[g]
             board = self.boards[g]
@@ -188,7 +191,8 @@ def train(seed, total, mode):
             advantages[t] = last
         returns = (advantages + np.array(batch["values"])).reshape(-1)
         advantages = advantages.reshape(-1)
-        flat = {k: np.concatenate(batch[k]) for k in ("obs", "masks", "actions", "logp")}
+        flat = {k: np.concatenate(batch[k])
+                for k in ("obs", "masks", "actions", "logp", "values")}
         rows = np.arange(STEPS * n)
         for _ in range(EPOCHS):
             rng.shuffle(rows)
@@ -198,7 +202,7 @@ def train(seed, total, mode):
                 logp, p = log_probs(actor, flat["obs"][mb], mb_masks)
                 ratio = np.exp(logp[np.arange(size), mb_actions] - flat["logp"][mb])
                 adv = advantages[mb]
-                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                adv = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
                 # max(-adv * ratio, -adv * clip(ratio)): the gradient flows
                 # where the unclipped term is the larger.
                 unclipped = -adv * ratio >= -adv * np.clip(ratio, 1 - CLIP, 1 + CLIP)
@@ -213,8 +217,14 @@ def train(seed, total, mode):
                 d_logits = np.where(mb_masks, d_logits, 0)
                 grads = actor.bwd(d_logits)
                 values = critic.fwd(flat["obs"][mb])[:, 0]
-                # VALUE * 0.5 * mean((v - return)^2)
-                grads += critic.bwd((VALUE * (values - returns[mb]) / size)[:, None])
+                # VALUE * 0.5 * mean(max((v - R)^2, (clipped v - R)^2)),
+                # clipped v = old v + clip(v - old v, -CLIP, CLIP).
+                old, ret = flat["values"][mb], returns[mb]
+                clipped = old + np.clip(values - old, -CLIP, CLIP)
+                inside = np.abs(values - old) < CLIP
+                d_values = np.where((values - ret) ** 2 >= (clipped - ret) ** 2,
+                                    values - ret, (clipped - ret) * inside)
+                grads += critic.bwd((VALUE * d_values / size)[:, None])
                 norm = np.sqrt(sum((g ** 2).sum() for g in grads))
                 scale = min(1.0, MAX_NORM / (norm + 1e-6))
                 adam_steps += 1
