@@ -165,11 +165,25 @@ class LightCycles final : public rlenv::MultiAgentEnv {
           " bytes; a " + std::to_string(size_) + "x" + std::to_string(size_) +
           " board's is " + std::to_string(taken_.size() + 6));
     }
-    std::copy(bytes.begin(), bytes.begin() + taken_.size(), taken_.begin());
+    std::array<Cycle, 2> cycles{};
     for (int p = 0; p < 2; ++p) {
       const char* v = bytes.data() + taken_.size() + 3 * p;
-      cycles_[p] = {v[0], v[1], v[2]};
+      cycles[p] = {v[0], v[1], v[2]};
+      if (!Inside(cycles[p].row, cycles[p].col) || cycles[p].heading < 0 ||
+          cycles[p].heading > 3) {
+        throw std::invalid_argument("LightCycles-v0 state: player_" +
+                                    std::to_string(p) +
+                                    "'s cycle is off the board");
+      }
     }
+    for (size_t i = 0; i < taken_.size(); ++i) {
+      if (bytes[i] != 0 && bytes[i] != 1) {
+        throw std::invalid_argument("LightCycles-v0 state: cell " +
+                                    std::to_string(i) + " is neither 0 nor 1");
+      }
+    }
+    std::copy(bytes.begin(), bytes.begin() + taken_.size(), taken_.begin());
+    cycles_ = cycles;
   }
 
  private:

@@ -180,6 +180,23 @@ TEST(LightCyclesTest, ASavedStatePlaysOnExactlyElsewhere) {
                           "environments"));
     EXPECT_THAT(std::string(small->RestoreState("not a state").message()),
                 HasSubstr("not a state this helper saved"));
+    // A cycle off the board (a damaged checkpoint): refused by the game.
+    std::string off_board = small->SaveState();
+    off_board[off_board.size() - 2] = 99;  // player_1's column
+    EXPECT_THAT(std::string(small->RestoreState(off_board).message()),
+                HasSubstr("player_1's cycle is off the board"));
+    // The refusals changed nothing: it plays on as a twin never touched.
+    auto twin = Open(LightCycles(opponent, agents), 2 * agents);
+    ASSERT_NE(twin, nullptr);
+    Rows rt(2 * agents);
+    ASSERT_OK(twin->Reset(rt.obs.data()));
+    std::vector<int64_t> few(2 * agents, 0);
+    for (int t = 0; t < 12; ++t) {
+      ASSERT_OK(small->StepDiscrete(few.data(), rs.Outputs()));
+      ASSERT_OK(twin->StepDiscrete(few.data(), rt.Outputs()));
+      ASSERT_EQ(rs.obs, rt.obs) << "step " << t;
+      ASSERT_EQ(rs.rewards, rt.rewards) << "step " << t;
+    }
   }
 }
 

@@ -53,6 +53,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <locale>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -367,15 +368,25 @@ using MultiAgentEnv = BasicMultiAgentEnv<float>;
 using MultiAgentByteEnv = BasicMultiAgentEnv<uint8_t>;
 
 // True for a class that saves and restores its own state (see the top of
-// the file).
+// the file); one of the two alone is a mistake the table refuses to build.
 template <typename E, typename = void>
-struct SavesState : std::false_type {};
+struct HasSaveState : std::false_type {};
 template <typename E>
-struct SavesState<E, std::void_t<decltype(std::declval<const E&>().SaveState(
-                                     std::declval<std::string*>())),
-                                 decltype(std::declval<E&>().RestoreState(
-                                     std::declval<const std::string&>()))>>
+struct HasSaveState<E, std::void_t<decltype(std::declval<const E&>().SaveState(
+                           std::declval<std::string*>()))>> : std::true_type {};
+template <typename E, typename = void>
+struct HasRestoreState : std::false_type {};
+template <typename E>
+struct HasRestoreState<E, std::void_t<decltype(std::declval<E&>().RestoreState(
+                              std::declval<const std::string&>()))>>
     : std::true_type {};
+template <typename E>
+struct SavesState
+    : std::bool_constant<HasSaveState<E>::value && HasRestoreState<E>::value> {
+  static_assert(HasSaveState<E>::value == HasRestoreState<E>::value,
+                "define both `void SaveState(std::string*) const` and "
+                "`void RestoreState(const std::string&)`, public, or neither");
+};
 
 // The seed of environment `i` of a batch created with `seed`: splitmix64
 // of (seed, i), so each environment has its own stream and runs repeat.
@@ -644,6 +655,7 @@ class Batch {
     PutInt(&out, agents_);
     for (size_t c = 0; c < envs_.size(); ++c) {
       std::ostringstream rng;
+      rng.imbue(std::locale::classic());
       rng << rngs_[c];
       PutBytes(&out, rng.str());
       PutInt(&out, elapsed_[c]);
@@ -682,6 +694,7 @@ class Batch {
     std::vector<std::string> own(envs_.size());
     for (size_t c = 0; c < envs_.size(); ++c) {
       std::istringstream rng(in.Bytes());
+      rng.imbue(std::locale::classic());
       rng >> rngs[c];
       if (rng.fail()) {
         throw std::invalid_argument("restore_state: a random stream unread");
@@ -699,7 +712,17 @@ class Batch {
       throw std::invalid_argument("restore_state: " + std::to_string(in.size) +
                                   " bytes left over");
     }
-    for (size_t c = 0; c < envs_.size(); ++c) envs_[c]->RestoreState(own[c]);
+    // An instance that refuses its bytes puts the ones before it back.
+    std::vector<std::string> before(envs_.size());
+    for (size_t c = 0; c < envs_.size(); ++c) envs_[c]->SaveState(&before[c]);
+    for (size_t c = 0; c < envs_.size(); ++c) {
+      try {
+        envs_[c]->RestoreState(own[c]);
+      } catch (...) {
+        for (size_t r = 0; r < c; ++r) envs_[r]->RestoreState(before[r]);
+        throw;
+      }
+    }
     rngs_ = std::move(rngs);
     elapsed_ = std::move(elapsed);
     returns_ = std::move(returns);
