@@ -63,6 +63,16 @@ class SpreadWorld {
       landmark_pos_[i] = landmarks_xy[i];
     }
   }
+  // Puts the world where a saved one was: agent positions and velocities,
+  // landmark positions (x, y each, in order).
+  void Restore(const double* agents_xy, const double* agents_velocity,
+               const double* landmarks_xy) {
+    for (int i = 0; i < 2 * n_; ++i) {
+      agent_pos_[i] = agents_xy[i];
+      agent_vel_[i] = agents_velocity[i];
+      landmark_pos_[i] = landmarks_xy[i];
+    }
+  }
   const std::vector<double>& agent_positions() const { return agent_pos_; }
   const std::vector<double>& agent_velocities() const { return agent_vel_; }
   const std::vector<double>& landmark_positions() const {

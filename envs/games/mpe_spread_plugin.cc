@@ -13,6 +13,7 @@
 //   continuous_actions  false only (default false)
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -111,6 +112,45 @@ class SimpleSpread final : public rlenv::MultiAgentEnv {
       results[i].truncated = over;
     }
     world_.Observe(obs);
+  }
+
+  // For a resume that plays on from the same world (the helper keeps the
+  // random stream): positions, velocities and the episode's step.
+  void SaveState(std::string* bytes) const {
+    bytes->clear();
+    for (const std::vector<double>* v :
+         {&world_.agent_positions(), &world_.agent_velocities(),
+          &world_.landmark_positions()}) {
+      bytes->append(reinterpret_cast<const char*>(v->data()),
+                    v->size() * sizeof(double));
+    }
+    bytes->append(reinterpret_cast<const char*>(&steps_), sizeof(steps_));
+  }
+  void RestoreState(const std::string& bytes) {
+    const size_t doubles = 6 * static_cast<size_t>(options_.n);
+    if (bytes.size() != doubles * sizeof(double) + sizeof(steps_)) {
+      throw std::invalid_argument(
+          "SimpleSpread-v3 state: " + std::to_string(bytes.size()) +
+          " bytes; " + std::to_string(options_.n) + " agents' is " +
+          std::to_string(doubles * sizeof(double) + sizeof(steps_)));
+    }
+    std::vector<double> v(doubles);
+    std::memcpy(v.data(), bytes.data(), doubles * sizeof(double));
+    int steps = 0;
+    std::memcpy(&steps, bytes.data() + doubles * sizeof(double), sizeof(steps));
+    for (const double x : v) {
+      if (!std::isfinite(x)) {
+        throw std::invalid_argument("SimpleSpread-v3 state: not finite");
+      }
+    }
+    if (steps < 0 || steps >= options_.max_cycles) {
+      throw std::invalid_argument("SimpleSpread-v3 state: step " +
+                                  std::to_string(steps) + " of " +
+                                  std::to_string(options_.max_cycles));
+    }
+    const int n2 = 2 * options_.n;
+    world_.Restore(v.data(), v.data() + n2, v.data() + 2 * n2);
+    steps_ = steps;
   }
 
  private:

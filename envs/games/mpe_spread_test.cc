@@ -220,6 +220,50 @@ TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   }
 }
 
+// A batch's saved state (worlds, steps, random streams) restored into a
+// batch of another seed plays on exactly as the first, across the resets
+// at max_cycles; a state of another number of agents is refused.
+TEST(SimpleSpreadPluginTest, ASavedStatePlaysOnExactlyElsewhere) {
+  constexpr int kRows = 6;  // 2 environments of 3 agents
+  constexpr int kObs = 18;
+  EnvOpenOptions options;
+  options.num_envs = kRows;
+  options.seed = 3;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> a,
+                       OpenEnv(Spread(3, 3), options));
+  Rows ra(kRows, kObs), rb(kRows, kObs);
+  ASSERT_OK(a->Reset(ra.obs.data()));
+  std::vector<int64_t> moves(kRows);
+  for (int t = 0; t < 7; ++t) {
+    for (int i = 0; i < kRows; ++i) moves[i] = (t + i) % 5;
+    ASSERT_OK(a->StepDiscrete(moves.data(), ra.Outputs()));
+  }
+  const std::string state = a->SaveState();
+  options.seed = 4;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> b,
+                       OpenEnv(Spread(3, 3), options));
+  ASSERT_OK(b->Reset(rb.obs.data()));
+  ASSERT_OK(b->RestoreState(state));
+  int truncated = 0;
+  for (int t = 0; t < 30; ++t) {  // past step 25: both reset alike
+    for (int i = 0; i < kRows; ++i) moves[i] = (3 * t + i) % 5;
+    ASSERT_OK(a->StepDiscrete(moves.data(), ra.Outputs()));
+    ASSERT_OK(b->StepDiscrete(moves.data(), rb.Outputs()));
+    ASSERT_EQ(ra.obs, rb.obs) << "step " << t;
+    ASSERT_EQ(ra.rewards, rb.rewards) << "step " << t;
+    ASSERT_EQ(ra.trunc, rb.trunc) << "step " << t;
+    for (const uint8_t x : ra.trunc) truncated += x;
+  }
+  EXPECT_EQ(truncated, kRows);
+  options.num_envs = 4;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> two,
+                       OpenEnv(Spread(2, 2), options));
+  Rows r2(4, SpreadWorld::ObservationSize(2));
+  ASSERT_OK(two->Reset(r2.obs.data()));
+  EXPECT_THAT(std::string(two->RestoreState(state).message()),
+              HasSubstr("saved from 2 environments of 3 agents"));
+}
+
 TEST(SimpleSpreadPluginTest, TwoAgentsAndTenStepsAreTheKwargs) {
   constexpr int kRows = 4;  // 2 environments of 2 agents
   const int obs_size = SpreadWorld::ObservationSize(2);
