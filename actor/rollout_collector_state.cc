@@ -1,0 +1,119 @@
+// RolloutCollector's checkpoint state (SaveState, RestoreState): the
+// environments' own bytes, the observations, masks and alive flags they
+// left, the sampling stream, a recurrent policy's state and the reward
+// scaler, so that a resumed run continues exactly.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "actor/rollout_collector.h"
+#include "common/status.h"
+
+namespace rl {
+
+std::map<std::string, torch::Tensor> RolloutCollector::SaveState() const {
+  std::map<std::string, torch::Tensor> state;
+  const std::string env_bytes = env_->SaveState();
+  state["collector.env"] =
+      torch::from_blob(const_cast<char*>(env_bytes.data()),
+                       {static_cast<int64_t>(env_bytes.size())}, torch::kUInt8)
+          .clone();
+  state["collector.observations"] = current_observations_.clone();
+  if (current_masks_.defined()) {
+    state["collector.action_masks"] = current_masks_.clone();
+  }
+  if (current_alive_.defined()) {
+    state["collector.alive"] = current_alive_.clone();
+  }
+  state["collector.generator"] = generator_.get_state();
+  if (policy_state_.defined()) {
+    state["collector.policy_state"] = policy_state_.clone();
+  }
+  if (reward_scaler_ != nullptr) {
+    const std::vector<double> scaler = reward_scaler_->SaveState();
+    state["collector.reward_scaler"] =
+        torch::tensor(at::ArrayRef<double>(scaler), torch::kFloat64);
+  }
+  return state;
+}
+
+absl::Status RolloutCollector::RestoreState(
+    const std::map<std::string, torch::Tensor>& state) {
+  auto get = [&](const std::string& key) -> absl::StatusOr<torch::Tensor> {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint state has no ", key));
+    }
+    return it->second.contiguous();
+  };
+  if (state.count("collector.env") == 0 &&
+      state.count("collector.device_env.state") > 0) {
+    return absl::FailedPreconditionError(
+        "the checkpoint's envs stepped on a GPU (resources.actor_device: "
+        "cuda with a built-in env), this collector's step on the host: "
+        "resume it where they can step on the GPU, or start the run afresh");
+  }
+  ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
+  ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
+  if (!obs.sizes().equals(current_observations_.sizes()) ||
+      obs.scalar_type() != current_observations_.scalar_type()) {
+    return absl::InvalidArgumentError(
+        "checkpoint observations do not fit this run's environments (shape "
+        "or dtype)");
+  }
+  if (env_bytes.numel() > 0) {
+    RETURN_IF_ERROR(env_->RestoreState(std::string(
+        static_cast<const char*>(env_bytes.data_ptr()), env_bytes.numel())));
+    current_observations_.copy_(obs);
+    if (current_masks_.defined()) {
+      ASSIGN_OR_RETURN(const torch::Tensor masks,
+                       get("collector.action_masks"));
+      if (!masks.sizes().equals(current_masks_.sizes())) {
+        return absl::InvalidArgumentError(
+            "checkpoint action masks do not fit this run's environments");
+      }
+      current_masks_.copy_(masks);
+    }
+    if (current_alive_.defined()) {
+      ASSIGN_OR_RETURN(const torch::Tensor alive, get("collector.alive"));
+      if (!alive.sizes().equals(current_alive_.sizes()) ||
+          alive.scalar_type() != torch::kUInt8) {
+        return absl::InvalidArgumentError(
+            "checkpoint alive flags do not fit this run's environments");
+      }
+      current_alive_.copy_(alive);
+      env_->RestoreAlive(current_alive_.data_ptr<uint8_t>());
+    }
+  }
+  // Else the environment keeps no state (a plugin without save_state): it
+  // began new episodes when it was created, and their observations stay.
+  if (policy_state_.defined()) {
+    ASSIGN_OR_RETURN(const torch::Tensor policy_state,
+                     get("collector.policy_state"));
+    if (!policy_state.sizes().equals(policy_state_.sizes()) ||
+        policy_state.scalar_type() != torch::kFloat32) {
+      return absl::InvalidArgumentError(
+          "checkpoint policy state does not fit this run's policy.core");
+    }
+    // A copy of its own (the state a segment left may be an inference
+    // tensor, which takes no in-place write out of InferenceMode).
+    policy_state_ = policy_state.clone();
+  }
+  ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
+  generator_.set_state(generator);
+  if (reward_scaler_ != nullptr) {
+    ASSIGN_OR_RETURN(const torch::Tensor scaler,
+                     get("collector.reward_scaler"));
+    const double* p = scaler.data_ptr<double>();
+    if (!reward_scaler_->RestoreState(
+            std::vector<double>(p, p + scaler.numel()))) {
+      return absl::InvalidArgumentError(
+          "checkpoint reward-scaler state does not fit this run");
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rl
