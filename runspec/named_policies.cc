@@ -119,6 +119,7 @@ std::vector<std::string> NamedPolicyProblems(
   base.clear_league();
   PolicyConfig run_core = run.policy();
   ApplyPolicyDefaults(run.env(), run.ppo(), &run_core);
+  const std::vector<std::string> base_problems = Problems(validate(base));
   std::set<std::string> names;
   std::vector<int> owner(agents, -1);
   for (int i = 0; i < run.policies_size(); ++i) {
@@ -191,7 +192,6 @@ std::vector<std::string> NamedPolicyProblems(
     // Its own problems: those of its run that the run's own check does
     // not already report, named under policies[i] (its run's rule of
     // whole env sequences counts envs_per_actor, not its rows: above).
-    const std::vector<std::string> base_problems = Problems(validate(base));
     for (const std::string& problem : Problems(validate(own))) {
       if (std::find(base_problems.begin(), base_problems.end(), problem) !=
               base_problems.end() ||
@@ -221,8 +221,7 @@ std::vector<std::string> NamedPolicyProblems(
           own.ppo().gamma()));
     }
     // Its update learns from its own agents' rows.
-    const int64_t rows = static_cast<int64_t>(run.envs_per_actor()) / agents *
-                         p.agents_size() * run.segment_length();
+    const int64_t rows = own_rows * run.segment_length();
     if (p.agents_size() > 0 && own.ppo().num_minibatches() > rows) {
       out.push_back(
           FieldProblem(path + ".ppo.num_minibatches",

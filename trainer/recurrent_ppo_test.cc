@@ -39,6 +39,22 @@ RunSpec Spec(const std::string& core) {
   return *spec;
 }
 
+// Walkers-v0 (3 agents that leave early, episodes cut at 20 steps): 6
+// rows of 48 steps, a `core` of 16 after [16], one epoch of one minibatch,
+// then `more` (YAML).
+absl::StatusOr<RunSpec> WalkersRun(const std::string& core,
+                                   const std::string& more = "") {
+  return LoadRunSpec(absl::StrCat(WalkersEnvYaml(20), R"(
+envs_per_actor: 6
+segment_length: 48
+policy: {core: )",
+                                  core, R"(, core_size: 16, hidden_sizes: [16]}
+ppo: {num_epochs: 1, num_minibatches: 1}
+)",
+                                  more),
+                     RunFileFormat::kYaml);
+}
+
 // A policy of `spec` whose head is sharp enough for the state to change its
 // action probabilities (a fresh head is near uniform whatever it reads).
 ActorCritic SharpPolicy(const RunSpec& spec, const RolloutCollector& c) {
@@ -142,17 +158,7 @@ TEST(RecurrentPpoTest, TheLearnerRecomputesTheActorsLogProbs) {
 TEST(RecurrentPpoTest, AgentsThatLeaveRestartTheirStateAfterPadding) {
   for (const std::string core : {"lstm", "gru"}) {
     SCOPED_TRACE(core);
-    auto loaded =
-        LoadRunSpec(absl::StrCat(WalkersEnvYaml(20), R"(
-envs_per_actor: 6
-segment_length: 48
-policy: {core: )",
-                                 core, R"(, core_size: 16, hidden_sizes: [16]}
-ppo: {num_epochs: 1, num_minibatches: 1}
-)"),
-                    RunFileFormat::kYaml);
-    ASSERT_OK(loaded.status());
-    const RunSpec spec = *loaded;
+    ASSERT_OK_AND_ASSIGN(const RunSpec spec, WalkersRun(core));
     ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
     ActorCritic policy = SharpPolicy(spec, *collector);
     const Collected c = Collect(spec, *collector, policy);
@@ -190,20 +196,10 @@ ppo: {num_epochs: 1, num_minibatches: 1}
 TEST(RecurrentPpoTest, SeveralPoliciesStepTheirRowsStates) {
   for (const std::string core : {"lstm", "gru"}) {
     SCOPED_TRACE(core);
-    auto loaded =
-        LoadRunSpec(absl::StrCat(WalkersEnvYaml(20), R"(
-envs_per_actor: 6
-segment_length: 48
-policy: {core: )",
-                                 core, R"(, core_size: 16, hidden_sizes: [16]}
-ppo: {num_epochs: 1, num_minibatches: 1}
-policies:
+    ASSERT_OK_AND_ASSIGN(const RunSpec spec, WalkersRun(core, R"(policies:
   - {name: a, agents: [0, 1]}
   - {name: b, agents: [2], policy: {hidden_sizes: [8]}}
-)"),
-                    RunFileFormat::kYaml);
-    ASSERT_OK(loaded.status());
-    const RunSpec spec = *loaded;
+)"));
     ASSERT_OK_AND_ASSIGN(auto collector, RolloutCollector::Create(spec, 3, 1));
     std::vector<RunSpec> own;
     std::vector<RowPolicy> acting;

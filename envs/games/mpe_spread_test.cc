@@ -178,14 +178,20 @@ EnvSpec Spread(int n, int agents_per_env, int max_cycles = 25) {
 // What a batch's step writes, for `rows` rows of `obs_size` floats.
 using Rows = StepRows;
 
+// A batch of `rows` rows of `spec` under `seed`.
+absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenRows(const EnvSpec& spec,
+                                                     int rows, uint64_t seed) {
+  EnvOpenOptions options;
+  options.num_envs = rows;
+  options.seed = seed;
+  return OpenEnv(spec, options);
+}
+
 TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
   constexpr int kRows = 6;  // 2 environments of 3 agents
   constexpr int kObs = 18;
-  EnvOpenOptions options;
-  options.num_envs = kRows;
-  options.seed = 3;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> env,
-                       OpenEnv(Spread(3, 3), options));
+                       OpenRows(Spread(3, 3), kRows, 3));
   Rows r(kRows, kObs);
   const std::vector<float>& obs = r.obs;
   const std::vector<float>& final_obs = r.final_obs;
@@ -226,11 +232,8 @@ TEST(SimpleSpreadPluginTest, AgentsAreRowsTruncatedTogetherAfterMaxCycles) {
 TEST(SimpleSpreadPluginTest, ASavedStatePlaysOnExactlyElsewhere) {
   constexpr int kRows = 6;  // 2 environments of 3 agents
   constexpr int kObs = 18;
-  EnvOpenOptions options;
-  options.num_envs = kRows;
-  options.seed = 3;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> a,
-                       OpenEnv(Spread(3, 3), options));
+                       OpenRows(Spread(3, 3), kRows, 3));
   Rows ra(kRows, kObs), rb(kRows, kObs);
   ASSERT_OK(a->Reset(ra.obs.data()));
   std::vector<int64_t> moves(kRows);
@@ -239,9 +242,8 @@ TEST(SimpleSpreadPluginTest, ASavedStatePlaysOnExactlyElsewhere) {
     ASSERT_OK(a->StepDiscrete(moves.data(), ra.Outputs()));
   }
   const std::string state = a->SaveState();
-  options.seed = 4;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> b,
-                       OpenEnv(Spread(3, 3), options));
+                       OpenRows(Spread(3, 3), kRows, 4));
   ASSERT_OK(b->Reset(rb.obs.data()));
   ASSERT_OK(b->RestoreState(state));
   int truncated = 0;
@@ -255,9 +257,8 @@ TEST(SimpleSpreadPluginTest, ASavedStatePlaysOnExactlyElsewhere) {
     for (const uint8_t x : ra.trunc) truncated += x;
   }
   EXPECT_EQ(truncated, kRows);
-  options.num_envs = 4;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BatchedEnv> two,
-                       OpenEnv(Spread(2, 2), options));
+                       OpenRows(Spread(2, 2), 4, 4));
   Rows r2(4, SpreadWorld::ObservationSize(2));
   ASSERT_OK(two->Reset(r2.obs.data()));
   EXPECT_THAT(std::string(two->RestoreState(state).message()),
