@@ -8,6 +8,37 @@
 #include "runspec/run_spec.h"
 
 namespace rl {
+namespace {
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+bool WorkerNameLess::operator()(const std::string& a,
+                                const std::string& b) const {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (IsDigit(a[i]) && IsDigit(b[j])) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && IsDigit(a[ie])) ++ie;
+      while (je < b.size() && IsDigit(b[je])) ++je;
+      size_t is = i, js = j;  // the numbers without their leading zeros
+      while (is + 1 < ie && a[is] == '0') ++is;
+      while (js + 1 < je && b[js] == '0') ++js;
+      if (ie - is != je - js) return ie - is < je - js;
+      const int c = a.compare(is, ie - is, b, js, je - js);
+      if (c != 0) return c < 0;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return a[i] < b[j];
+      ++i;
+      ++j;
+    }
+  }
+  if (i < a.size() || j < b.size()) return j < b.size();  // a prefix first
+  return a < b;  // equal as numbers ("7" and "07"): still two names
+}
 
 Scheduler::Scheduler(Clock clock, absl::Duration lease_ttl,
                      FootprintEstimator estimate_footprint)

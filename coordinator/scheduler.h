@@ -48,6 +48,14 @@ struct Placement {
   std::vector<std::string> actors;
 };
 
+// Worker names in the order a person counts them: runs of digits compare as
+// numbers ("local-learner-2" before "local-learner-10"), the rest as text.
+// Free workers are taken in this order, so on a pool of local workers rank
+// r of a run placed alone sits on local-learner-r (and GPU r mod G).
+struct WorkerNameLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+
 // A worker that was lost, and the run it was working for (may be empty).
 struct LostWorker {
   std::string worker_id;
@@ -165,8 +173,8 @@ class Scheduler {
   FootprintEstimator estimate_footprint_;
   int64_t next_epoch_ = 0;
   int64_t next_placement_ = 0;
-  std::map<std::string, SchedulerWorker> workers_;
-  std::map<std::string, SchedulerWorker> expected_;  // by name
+  std::map<std::string, SchedulerWorker, WorkerNameLess> workers_;
+  std::map<std::string, SchedulerWorker, WorkerNameLess> expected_;
   std::vector<QueuedRun> queue_;
   std::map<std::string, PlacedRun> placed_;
 };

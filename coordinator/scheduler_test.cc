@@ -2,7 +2,9 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
 
@@ -120,6 +122,36 @@ TEST_F(SchedulerTest, TwoRunsShareThePool) {
   scheduler_.Enqueue("r1", Spec(1, 1), 1);
   scheduler_.Enqueue("r2", Spec(1, 1), 2);
   EXPECT_EQ(scheduler_.Place().size(), 2u);
+}
+
+TEST(WorkerNameLessTest, CountsNumbersAsNumbers) {
+  const WorkerNameLess less;
+  EXPECT_TRUE(less("local-learner-2", "local-learner-10"));
+  EXPECT_FALSE(less("local-learner-10", "local-learner-2"));
+  EXPECT_TRUE(less("local-actor-9", "local-learner-0"));  // text first
+  EXPECT_TRUE(less("gpu1-learner-3", "gpu2-learner-0"));
+  EXPECT_TRUE(less("node", "node-1"));  // a prefix first
+  EXPECT_FALSE(less("node-1", "node"));
+  // Equal as numbers, yet two names: a strict order between them.
+  EXPECT_NE(less("w7", "w07"), less("w07", "w7"));
+  EXPECT_FALSE(less("w7", "w7"));
+}
+
+TEST_F(SchedulerTest, RanksFollowTheWorkersNumbers) {
+  // Registered in no order; a map by plain text would put local-learner-10
+  // and -11 before -2, and rank r would not sit on local-learner-r (the
+  // worker the local pool gives GPU r mod G).
+  for (int i : {7, 11, 0, 10, 3, 1, 9, 2, 5, 8, 4, 6}) {
+    scheduler_.Register(absl::StrCat("local-learner-", i), LEARNER, {}, "");
+  }
+  scheduler_.Register("local-actor-0", ACTOR, {}, "");
+  scheduler_.Enqueue("r1", Spec(12, 1), 1);
+  const std::vector<Placement> placed = scheduler_.Place();
+  ASSERT_EQ(placed.size(), 1u);
+  ASSERT_EQ(placed[0].learners.size(), 12u);
+  for (int r = 0; r < 12; ++r) {
+    EXPECT_EQ(placed[0].learners[r], absl::StrCat("local-learner-", r));
+  }
 }
 
 TEST_F(SchedulerTest, LeasesExpireAndFreeTheRunForRescheduling) {
