@@ -118,6 +118,33 @@ class Probe {
     return "";
   }
 
+  // The batch's state through the table's save_state, or an error.
+  std::string SaveState(std::string* bytes) {
+    char error[kErrorBytes] = "";
+    bytes->assign(4096, '\0');
+    int64_t n = table_->save_state(env_, bytes->data(),
+                                   static_cast<int64_t>(bytes->size()), error,
+                                   sizeof(error));
+    if (n > static_cast<int64_t>(bytes->size())) {  // the size it needs
+      bytes->assign(static_cast<size_t>(n), '\0');
+      n = table_->save_state(env_, bytes->data(), n, error, sizeof(error));
+    }
+    if (n < 0 || n > static_cast<int64_t>(bytes->size())) {
+      return absl::StrCat("save_state failed: ", error);
+    }
+    bytes->resize(static_cast<size_t>(n));
+    return "";
+  }
+  std::string RestoreState(const std::string& bytes) {
+    char error[kErrorBytes] = "";
+    if (table_->restore_state(env_, bytes.data(),
+                              static_cast<int64_t>(bytes.size()), error,
+                              sizeof(error)) != 0) {
+      return absl::StrCat("restore_state failed: ", error);
+    }
+    return "";
+  }
+
   // Element k of the observations.
   float Observation(int64_t k) const {
     if (obs_bytes_) return obs_[k];
@@ -288,7 +315,8 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
   double returns = 0;
   const absl::Time start = absl::Now();
   absl::Duration in_plugin;
-  for (int64_t t = 0; t < options.steps; ++t) {
+  // The next random actions, allowed by `a`'s masks; returns the buffer.
+  auto draw_actions = [&]() -> const void* {
     for (size_t k = 0; k < ints.size(); ++k) {
       const int64_t e = static_cast<int64_t>(k) % SpaceElements(act);
       switch (act.kind) {
@@ -323,8 +351,10 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
         }
       }
     }
-    const void* actions =
-        box ? static_cast<const void*>(floats.data()) : ints.data();
+    return box ? static_cast<const void*>(floats.data()) : ints.data();
+  };
+  for (int64_t t = 0; t < options.steps; ++t) {
+    const void* actions = draw_actions();
     const absl::Time before = absl::Now();
     if (std::string e = a->Step(actions); !e.empty()) {
       return violation(absl::StrCat("at step ", t + 1, ": ", e));
@@ -377,6 +407,67 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
   report.steps_per_second =
       report.steps / std::max(1e-9, absl::ToDoubleSeconds(in_plugin));
   report.mean_return = report.episodes > 0 ? returns / report.episodes : 0;
+  // Resuming exactly: the state saved now, restored into a fresh batch made
+  // as a resumed run makes it (the same options, seed included), plays on
+  // as this one does (rl_env_plugin.h, save_state). A fresh batch's random
+  // streams are where they began, so a stream left out of the state shows.
+  if (plugin.table->save_state == nullptr ||
+      plugin.table->restore_state == nullptr) {
+    report.state = "not saved (a resumed run starts new episodes)";
+    return report;
+  }
+  std::string state;
+  if (std::string e = a->SaveState(&state); !e.empty()) {
+    return violation(absl::StrCat("after step ", options.steps, ": ", e));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Probe> c,
+                   Probe::Create(plugin, spec, options));
+  if (absl::Status allowed =
+          AllowLeaving(plugin.table, c->env(), spec, plugin.origin);
+      !allowed.ok()) {
+    return violation(std::string(allowed.message()));
+  }
+  if (std::string e = c->Reset(); !e.empty()) return violation(e);
+  if (std::string e = c->RestoreState(state); !e.empty()) {
+    return violation(absl::StrCat("the state saved after step ", options.steps,
+                                  " (", state.size(),
+                                  " bytes), restored into a fresh batch: ", e));
+  }
+  const int64_t replay = std::min<int64_t>(options.steps, 200);
+  for (int64_t t = 0; t < replay; ++t) {
+    const void* actions = draw_actions();
+    if (std::string e = a->Step(actions); !e.empty()) {
+      return violation(
+          absl::StrCat("at step ", options.steps + t + 1, ": ", e));
+    }
+    if (std::string e = c->Step(actions); !e.empty()) {
+      return violation(absl::StrCat("restored, at its step ", t + 1, ": ", e));
+    }
+    const char* differs =
+        a->obs_ != c->obs_           ? "observations"
+        : a->rewards_ != c->rewards_ ? "rewards"
+        : a->terminated_ != c->terminated_ || a->truncated_ != c->truncated_
+            ? "flags"
+        : a->returns_ != c->returns_ || a->lengths_ != c->lengths_
+            ? "episode returns or lengths"
+        : a->masks_ != c->masks_ ? "action masks"
+        : a->alive_ != c->alive_ ? "alive rows"
+                                 : nullptr;
+    if (differs != nullptr) {
+      return violation(absl::StrCat(
+          "save_state does not save the whole state: the state saved after "
+          "step ",
+          options.steps, ", restored into a fresh batch, wrote ", differs,
+          " different from the original's at its step ", t + 1,
+          " (with the same actions); a resumed run would not play on as "
+          "the original"));
+    }
+  }
+  report.state =
+      absl::StrCat(state.size(),
+                   " bytes; restored into a fresh batch, it played on as "
+                   "the original for ",
+                   replay, " steps");
   return report;
 }
 
@@ -388,11 +479,13 @@ std::string FormatEnvCheckReport(const EnvCheckReport& r) {
       "agents:      %s\n"
       "rewards:     [%g, %g]\n"
       "stepped:     %d env steps at %.0f steps/s, %d episodes ended "
-      "(random actions: mean return %.3f)\n",
+      "(random actions: mean return %.3f)\n"
+      "state:       %s\n",
       r.origin, r.plugin_name, r.observation, r.action,
       r.action_masks ? " with action masks" : "",
       r.agents.empty() ? "(not read)" : r.agents, r.reward_low, r.reward_high,
-      r.steps, r.steps_per_second, r.episodes, r.mean_return);
+      r.steps, r.steps_per_second, r.episodes, r.mean_return,
+      r.state.empty() ? "(not checked)" : r.state);
   absl::StrAppend(&out, r.violation.empty()
                             ? "no violation found\n"
                             : absl::StrCat("VIOLATION: ", r.violation, "\n"));

@@ -36,6 +36,9 @@ struct EnvCheckReport {
   double steps_per_second = 0;
   int64_t episodes = 0;
   double mean_return = 0;  // of the finished episodes, random actions
+  // Whether a saved state plays on exactly (save_state), or that the env
+  // saves none; empty when the check stopped before it.
+  std::string state;
   // The first violation found; empty when none.
   std::string violation;
 };
@@ -46,7 +49,10 @@ struct EnvCheckReport {
 // reset deterministic under one seed (two batches compared); then every
 // step: observations finite and inside the declared Box bounds, rewards
 // finite and inside the declared range, flags 0 or 1 and never both,
-// masks leaving at least one valid action, steps deterministic too.
+// masks leaving at least one valid action, steps deterministic too; last,
+// where the env saves its state, that state restored into a fresh batch
+// (made as a resumed run makes it) plays on exactly as the original (up to
+// 200 steps).
 absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
                                         const EnvCheckOptions& options);
 

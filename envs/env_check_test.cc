@@ -110,7 +110,73 @@ TEST(EnvCheckTest, BuiltinsPass) {
     ASSERT_OK(ResolveEnvSpec(&spec));
     ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, Options()));
     EXPECT_EQ(r.violation, "") << id;
+    // The built-ins save their state, and it plays on exactly.
+    EXPECT_THAT(r.state, HasSubstr("played on as the original for 200 steps"))
+        << id;
   }
+}
+
+// Where an env saves its state, check-env restores it into a fresh batch
+// and steps both: a state that leaves something out is the
+// violation; an env without save_state says so and passes.
+TEST(EnvCheckTest, ASavedStateMustPlayOnExactly) {
+  auto drifter = [](const std::string& save) {
+    EnvSpec spec;
+    spec.set_id("Drifter-v0");
+    spec.set_plugin("envs/testdata/libstate_plugin.so");
+    spec.set_observation_size(2);
+    spec.set_num_discrete_actions(2);
+    (*spec.mutable_kwargs()->mutable_fields())["save"].set_string_value(save);
+    EXPECT_OK(ResolveEnvSpec(&spec));
+    return spec;
+  };
+  ASSERT_OK_AND_ASSIGN(EnvCheckReport r, CheckEnv(drifter("whole"), Options()));
+  EXPECT_EQ(r.violation, "");
+  // Its bytes and the helper's: random streams, counters.
+  EXPECT_THAT(r.state, HasSubstr(" bytes; restored into a fresh batch, it "
+                                 "played on as the original for 200 steps"));
+  EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("\nstate:       "));
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(drifter("partial"), Options()));
+  EXPECT_THAT(r.violation,
+              HasSubstr("save_state does not save the whole state: the "
+                        "state saved after step 200, restored into a fresh "
+                        "batch, wrote observations different"));
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(drifter("refuse"), Options()));
+  EXPECT_THAT(r.violation, HasSubstr("restored into a fresh batch: "
+                                     "restore_state failed: "));
+  EXPECT_THAT(r.violation, HasSubstr("Drifter-v0 refuses"));
+  // The probe saves nothing: it passes, and the report says so.
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(Probe("ok"), Options()));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_EQ(r.state, "not saved (a resumed run starts new episodes)");
+}
+
+// The examples built with the helper save their state: Chase-v0, and
+// Walkers-v0 with its walkers that leave early (which rows are alive).
+TEST(EnvCheckTest, TheExamplesStatesPlayOnExactly) {
+  EnvSpec chase;
+  chase.set_id("Chase-v0");
+  chase.set_plugin("examples/plugin_env/libchase_env.so");
+  chase.set_observation_size(2);
+  chase.set_num_discrete_actions(3);
+  chase.set_max_episode_steps(50);
+  ASSERT_OK(ResolveEnvSpec(&chase));
+  ASSERT_OK_AND_ASSIGN(EnvCheckReport r, CheckEnv(chase, Options()));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_THAT(r.state, HasSubstr("played on as the original for 200 steps"));
+  EnvSpec walkers;
+  walkers.set_id("Walkers-v0");
+  walkers.set_plugin("examples/multi_agent/libwalkers.so");
+  walkers.set_observation_size(8);
+  walkers.set_num_discrete_actions(2);
+  walkers.set_agents_per_env(3);
+  walkers.set_agents_leave(true);
+  ASSERT_OK(ResolveEnvSpec(&walkers));
+  EnvCheckOptions options = Options();
+  options.num_envs = 6;
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(walkers, options));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_THAT(r.state, HasSubstr("played on as the original for 200 steps"));
 }
 
 TEST(EnvCheckTest, ReportsTheFirstViolation) {

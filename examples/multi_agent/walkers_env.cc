@@ -15,6 +15,7 @@
 // walkers that arrived are padding until the slowest one does.
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "rl_env_plugin.hpp"
@@ -66,6 +67,25 @@ class Walkers final : public rlenv::MultiAgentEnv {
       }
     }
     Observe(obs);
+  }
+
+  // A resumed run plays on from the same cells (the helper keeps which
+  // walkers have left, the random stream and the counters).
+  void SaveState(std::string* bytes) const {
+    bytes->assign(cell_.begin(), cell_.end());  // cells < 64: a byte each
+  }
+  void RestoreState(const std::string& bytes) {
+    if (bytes.size() != cell_.size()) {
+      throw std::invalid_argument(
+          "Walkers-v0 state: " + std::to_string(bytes.size()) +
+          " walkers, not " + std::to_string(cell_.size()));
+    }
+    for (const char c : bytes) {
+      if (c < 0 || c >= length_) {
+        throw std::invalid_argument("Walkers-v0 state: a walker off its track");
+      }
+    }
+    cell_.assign(bytes.begin(), bytes.end());
   }
 
  private:

@@ -11,7 +11,9 @@
 // in a run file (chase.yaml).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "rl_env_plugin.hpp"
 
@@ -47,6 +49,29 @@ class Chase final : public rlenv::Env {
     result.terminated = std::abs(goal_ - x_) <= goal_radius_;
     result.reward = result.terminated ? 1.0f : -0.01f;
     return result;
+  }
+
+  // Optional: a run resumed from a checkpoint plays on from the same
+  // positions (the helper keeps the random stream and the counters).
+  void SaveState(std::string* bytes) const {
+    const double state[2] = {x_, goal_};
+    bytes->assign(reinterpret_cast<const char*>(state), sizeof(state));
+  }
+  void RestoreState(const std::string& bytes) {
+    double state[2];
+    if (bytes.size() != sizeof(state)) {
+      throw std::invalid_argument(
+          "Chase-v0 state: " + std::to_string(bytes.size()) + " bytes, not " +
+          std::to_string(sizeof(state)));
+    }
+    std::memcpy(state, bytes.data(), sizeof(state));
+    for (const double v : state) {
+      if (!(v >= -1.0 && v <= 1.0)) {
+        throw std::invalid_argument("Chase-v0 state: a position off [-1, 1]");
+      }
+    }
+    x_ = state[0];
+    goal_ = state[1];
   }
 
  private:

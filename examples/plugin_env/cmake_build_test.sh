@@ -27,6 +27,7 @@ export RL_ENV_PLUGIN_PATH="$TMP/build"
 RL_LOCAL="$RUNFILES/trainer/rl_local"
 "$RL_LOCAL" check-env --run="$TMP/repo/chase.yaml" --steps=2000 | tee "$TMP/check.txt"
 grep -q "no violation found" "$TMP/check.txt"
+grep -q "^state: .* played on as the original" "$TMP/check.txt"  # resumes exactly
 "$RL_LOCAL" train --run="$TMP/repo/chase.yaml" --run_dir="$TMP/run" \
   --progress=false | tee "$TMP/train.txt"
 grep -q "^solved at" "$TMP/train.txt"
