@@ -130,12 +130,10 @@ absl::StatusOr<std::unique_ptr<Collective>> LearnerWorkload::JoinGang(
 }
 
 absl::Status LearnerWorkload::Start(const Assignment& assignment) {
+  // True once a newer assignment is waiting (a Cancel since the runtime
+  // picked this one): a rendezvous in progress gives up.
+  const std::function<bool()> cancelled = Superseded();
   Stop();
-  // A Cancel after this point means a newer assignment is waiting.
-  const int64_t seen = cancels_.load();
-  const std::function<bool()> cancelled = [this, seen] {
-    return cancels_.load() != seen;
-  };
   if (LearnerRoleOf(assignment.spec(), assignment.rank()).policy > 0) {
     return StartPolicyLearner(assignment, cancelled);
   }

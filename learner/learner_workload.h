@@ -55,8 +55,6 @@ class LearnerWorkload : public Workload {
   }
   WorkloadState Poll() override;
   void Stop() override;
-  // Ends a rendezvous in progress (a new assignment replaced it).
-  void Cancel() override { cancels_.fetch_add(1); }
 
  private:
   void SetCore(std::shared_ptr<LearnerCore> core, std::string run_key = "");
@@ -82,7 +80,6 @@ class LearnerWorkload : public Workload {
   std::shared_ptr<LearnerCore> core_;
   // This rank trains one policy of a run's block (learner_per_policy).
   std::shared_ptr<PolicyLearner> policy_learner_;
-  std::atomic<int64_t> cancels_{0};
 };
 
 }  // namespace rl

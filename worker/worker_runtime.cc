@@ -72,11 +72,14 @@ int64_t WorkerRuntime::assignments_started() const {
 }
 
 void WorkerRuntime::OnAssignment(const Assignment& assignment) {
-  // Cancel before publishing: a Start that picks up this very assignment
-  // must not see the cancel (it would give up its gang's rendezvous with
-  // nothing newer to start, and the worker would sit idle).
-  workload_->Cancel();
+  // The cancel and the assignment are published as one, under the lock the
+  // loop picks assignments with (Workload::Picked): a Start of this very
+  // assignment never sees its cancel (it would give up its gang's
+  // rendezvous with nothing newer to start, and the worker would sit idle),
+  // and a Start of an older one always does, even when the cancel came
+  // while the work before it was stopping.
   absl::MutexLock lock(&mu_);
+  workload_->Cancel();
   desired_ = assignment;
   changed_ = true;
 }
@@ -112,11 +115,22 @@ void WorkerRuntime::Loop() {
         changed = true;
         changed_ = false;
         assignment = desired_;
+        workload_->Picked();
       }
     }
     if (changed) {
       if (running) workload_->Stop();
       running = ended = start_failed = false;
+      {
+        // A newer assignment came while the work stopped (which may take a
+        // while: an update stuck in its collective): start that one.
+        absl::MutexLock lock(&mu_);
+        if (changed_) {
+          RL_LOG_INFO("assignment {} replaced before it started",
+                      assignment.assignment_id());
+          continue;
+        }
+      }
       if (assignment.run_id().empty()) {
         RL_LOG_INFO("assignment ended; idle");
         continue;

@@ -3,10 +3,12 @@
 // the run's record.
 #include "worker/worker_runtime.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "coordinator/coordinator_core.h"
 #include "coordinator/coordinator_service.h"
@@ -29,13 +31,36 @@ using ::testing::HasSubstr;
 class FakeWorkload : public Workload {
  public:
   absl::Status Start(const Assignment& assignment) override {
+    const std::function<bool()> superseded = Superseded();
+    bool waits = false;
+    {
+      absl::MutexLock lock(&mu_);
+      started_.push_back(assignment);
+      waits = assignment.run_id() == waits_for_peers_;
+    }
+    if (waits) {
+      // As a gang's rendezvous: until a newer assignment supersedes this
+      // one, or its deadline.
+      const absl::Time deadline = absl::Now() + absl::Seconds(60);
+      while (!superseded() && absl::Now() < deadline) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      const bool cancelled = superseded();
+      absl::MutexLock lock(&mu_);
+      outcomes_.push_back(absl::StrCat(assignment.run_id(), ": ",
+                                       cancelled ? "cancelled" : "timed out"));
+      if (cancelled) return absl::CancelledError("a newer assignment");
+    }
     absl::MutexLock lock(&mu_);
-    started_.push_back(assignment);
     running_ = true;
     return start_error_;
   }
   WorkloadState Poll() override {
     absl::MutexLock lock(&mu_);
+    in_held_poll_ = hold_polls_;
+    mu_.Await(absl::Condition(
+        +[](bool* hold) { return !*hold; }, &hold_polls_));
+    in_held_poll_ = false;
     ++polls_;
     WorkloadState state;
     state.finished = finished_;
@@ -49,8 +74,43 @@ class FakeWorkload : public Workload {
   }
   void Stop() override {
     absl::MutexLock lock(&mu_);
+    if (running_ && hold_stops_) {
+      // As an update stuck in its collective: until the test lets go.
+      in_held_stop_ = true;
+      mu_.Await(absl::Condition(
+          +[](bool* hold) { return !*hold; }, &hold_stops_));
+      in_held_stop_ = false;
+    }
     if (running_) ++stops_;
     running_ = false;
+  }
+
+  // Poll, or a Stop of running work, waits while held.
+  void HoldPolls(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_polls_ = hold;
+  }
+  void HoldStops(bool hold) {
+    absl::MutexLock lock(&mu_);
+    hold_stops_ = hold;
+  }
+  bool in_held_poll() {
+    absl::MutexLock lock(&mu_);
+    return in_held_poll_;
+  }
+  bool in_held_stop() {
+    absl::MutexLock lock(&mu_);
+    return in_held_stop_;
+  }
+  // A Start of `run_id` waits for peers that never come.
+  void WaitForPeersIn(const std::string& run_id) {
+    absl::MutexLock lock(&mu_);
+    waits_for_peers_ = run_id;
+  }
+  // How each such Start ended: "RUN: cancelled" or "RUN: timed out".
+  std::vector<std::string> outcomes() {
+    absl::MutexLock lock(&mu_);
+    return outcomes_;
   }
 
   void ReportProgress(int64_t steps) {
@@ -92,6 +152,12 @@ class FakeWorkload : public Workload {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status end_status_ ABSL_GUARDED_BY(mu_);
   absl::Status start_error_ ABSL_GUARDED_BY(mu_);
+  bool hold_polls_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_stops_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_held_poll_ ABSL_GUARDED_BY(mu_) = false;
+  bool in_held_stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::string waits_for_peers_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> outcomes_ ABSL_GUARDED_BY(mu_);
 };
 
 class WorkerRuntimeTest : public ::testing::Test {
@@ -241,6 +307,51 @@ TEST_F(WorkerRuntimeTest, StopEndsTheWorkload) {
   runtime->Stop();
   EXPECT_FALSE(learner.running());
   EXPECT_EQ(learner.stops(), 1);
+}
+
+// A newer assignment that arrives while the worker stops its previous work
+// (which can take a while: an update stuck in its collective) supersedes
+// the one the worker took before stopping: that one is not started, or
+// gives up at once, and the newest starts. The newer one's cancel came
+// before that Start began, and was lost: the Start waited for peers who
+// had moved on, up to its rendezvous deadline.
+TEST_F(WorkerRuntimeTest, AnAssignmentReplacedWhileTheWorkStopsIsNotStarted) {
+  StartWorker(LEARNER, "learner-f", &learner);
+  StartWorker(ACTOR, "actor-f", &actor);
+  const std::string run1 = Submit();
+  ASSERT_TRUE(WaitTicking([&] { return learner.running(); }));
+  const std::string run2 = Submit();  // queued behind run1
+  learner.WaitForPeersIn(run2);
+  // The loop waits in Poll while the worker hears of run1's end and then
+  // of run2 (placed by the Tick): it takes run2 once let go.
+  learner.HoldPolls(true);
+  ASSERT_TRUE(
+      WaitFor([&] { return learner.in_held_poll(); }, absl::Seconds(60)));
+  const int64_t heard = learner.cancels();
+  ASSERT_OK(core_->CancelRun(run1, "test").status());
+  ASSERT_TRUE(WaitFor([&] { return learner.cancels() == heard + 1; },
+                      absl::Seconds(60)));  // run1's end (no Tick yet)
+  ASSERT_TRUE(WaitTicking([&] { return learner.cancels() == heard + 2; }));
+  // It takes run2 and stops run1's work, which holds.
+  learner.HoldStops(true);
+  learner.HoldPolls(false);
+  ASSERT_TRUE(
+      WaitFor([&] { return learner.in_held_stop(); }, absl::Seconds(60)));
+  // Meanwhile run2 ends and run3 comes.
+  ASSERT_OK(core_->CancelRun(run2, "test").status());
+  ASSERT_TRUE(WaitFor([&] { return learner.cancels() == heard + 3; },
+                      absl::Seconds(60)));
+  const std::string run3 = Submit();
+  ASSERT_TRUE(WaitTicking([&] { return learner.cancels() == heard + 4; }));
+  learner.HoldStops(false);
+  ASSERT_TRUE(WaitTicking([&] {
+    return !learner.started().empty() &&
+           learner.started().back().run_id() == run3;
+  }));
+  for (const std::string& outcome : learner.outcomes()) {
+    EXPECT_EQ(outcome, run2 + ": cancelled");
+  }
+  EXPECT_TRUE(WaitForState(run3, RUNNING));
 }
 
 // A process's device self-checks ride its heartbeats to ListWorkers
