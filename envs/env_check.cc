@@ -407,67 +407,128 @@ absl::StatusOr<EnvCheckReport> CheckEnv(const EnvSpec& spec,
   report.steps_per_second =
       report.steps / std::max(1e-9, absl::ToDoubleSeconds(in_plugin));
   report.mean_return = report.episodes > 0 ? returns / report.episodes : 0;
-  // Resuming exactly: the state saved now, restored into a fresh batch made
-  // as a resumed run makes it (the same options, seed included), plays on
-  // as this one does (rl_env_plugin.h, save_state). A fresh batch's random
-  // streams are where they began, so a stream left out of the state shows.
+  // Resuming exactly: the state saved now, restored into fresh batches made
+  // as a resumed run makes them (the same options), plays on as this one
+  // does (rl_env_plugin.h, save_state). One batch has the run's seed, one
+  // another seed: the first must play on as the original (a resumed run
+  // recreates its envs with the run's seed); the second shows whether the
+  // state carries the random streams too (a device env's randomness comes
+  // from the seed, so its state need not).
   if (plugin.table->save_state == nullptr ||
       plugin.table->restore_state == nullptr) {
     report.state = "not saved (a resumed run starts new episodes)";
     return report;
   }
+  report.state = "does not play on exactly (the violation below)";
   std::string state;
   if (std::string e = a->SaveState(&state); !e.empty()) {
     return violation(absl::StrCat("after step ", options.steps, ": ", e));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Probe> c,
-                   Probe::Create(plugin, spec, options));
-  if (absl::Status allowed =
-          AllowLeaving(plugin.table, c->env(), spec, plugin.origin);
-      !allowed.ok()) {
-    return violation(std::string(allowed.message()));
+  if (state.empty()) {  // as a resumed run reads it: nothing to restore
+    report.state =
+        "save_state wrote 0 bytes: not saved (a resumed run starts new "
+        "episodes)";
+    return report;
   }
-  if (std::string e = c->Reset(); !e.empty()) return violation(e);
-  if (std::string e = c->RestoreState(state); !e.empty()) {
-    return violation(absl::StrCat("the state saved after step ", options.steps,
-                                  " (", state.size(),
-                                  " bytes), restored into a fresh batch: ", e));
+  std::unique_ptr<Probe> fresh[2];  // the run's seed, another
+  for (int k = 0; k < 2; ++k) {
+    EnvCheckOptions o = options;
+    o.seed = options.seed + k;
+    ASSIGN_OR_RETURN(fresh[k], Probe::Create(plugin, spec, o));
+    if (absl::Status allowed =
+            AllowLeaving(plugin.table, fresh[k]->env(), spec, plugin.origin);
+        !allowed.ok()) {
+      return violation(std::string(allowed.message()));
+    }
+    if (std::string e = fresh[k]->Reset(); !e.empty()) return violation(e);
+    if (std::string e = fresh[k]->RestoreState(state); !e.empty()) {
+      return violation(absl::StrCat(
+          "the state saved after step ", options.steps, " (", state.size(),
+          " bytes), restored into a fresh batch: ", e));
+    }
   }
-  const int64_t replay = std::min<int64_t>(options.steps, 200);
-  for (int64_t t = 0; t < replay; ++t) {
+  // What `c` wrote differently from `a` at a step, or nullptr.
+  const int64_t row_bytes = static_cast<int64_t>(a->obs_.size()) / n;
+  auto differs = [&](const Probe& c) -> const char* {
+    if (a->obs_ != c.obs_) return "observations";
+    if (a->rewards_ != c.rewards_) return "rewards";
+    if (a->terminated_ != c.terminated_ || a->truncated_ != c.truncated_) {
+      return "flags";
+    }
+    if (a->returns_ != c.returns_ || a->lengths_ != c.lengths_) {
+      return "episode returns or lengths";
+    }
+    for (int64_t i = 0; i < n; ++i) {  // where an episode ended
+      if ((a->terminated_[i] || a->truncated_[i]) &&
+          std::memcmp(a->final_obs_.data() + i * row_bytes,
+                      c.final_obs_.data() + i * row_bytes, row_bytes) != 0) {
+        return "final observations";
+      }
+    }
+    if (a->masks_ != c.masks_) return "action masks";
+    if (a->alive_ != c.alive_) return "alive rows";
+    return nullptr;
+  };
+  // 200 steps, and on until an episode has ended (a reset after the
+  // restore), up to 2,000 (and never more than --steps).
+  const int64_t least = std::min<int64_t>(options.steps, 200);
+  const int64_t most = std::min<int64_t>(options.steps, 2000);
+  int64_t replay = 0, ended_in_replay = 0;
+  std::string other_seed_differs;  // where the batch of another seed did
+  for (int64_t t = 0; t < most && (t < least || ended_in_replay == 0); ++t) {
+    replay = t + 1;
     const void* actions = draw_actions();
     if (std::string e = a->Step(actions); !e.empty()) {
       return violation(
           absl::StrCat("at step ", options.steps + t + 1, ": ", e));
     }
-    if (std::string e = c->Step(actions); !e.empty()) {
-      return violation(absl::StrCat("restored, at its step ", t + 1, ": ", e));
+    if (std::string e = CheckOutputs(*a, true); !e.empty()) {
+      return violation(
+          absl::StrCat("at step ", options.steps + t + 1, ": ", e));
     }
-    const char* differs =
-        a->obs_ != c->obs_           ? "observations"
-        : a->rewards_ != c->rewards_ ? "rewards"
-        : a->terminated_ != c->terminated_ || a->truncated_ != c->truncated_
-            ? "flags"
-        : a->returns_ != c->returns_ || a->lengths_ != c->lengths_
-            ? "episode returns or lengths"
-        : a->masks_ != c->masks_ ? "action masks"
-        : a->alive_ != c->alive_ ? "alive rows"
-                                 : nullptr;
-    if (differs != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      ended_in_replay += a->terminated_[i] || a->truncated_[i];
+    }
+    for (int k = 0; k < 2; ++k) {
+      if (k == 1 && !other_seed_differs.empty()) continue;
+      if (std::string e = fresh[k]->Step(actions); !e.empty()) {
+        return violation(
+            absl::StrCat("restored, at its step ", t + 1, ": ", e));
+      }
+      const char* what = differs(*fresh[k]);
+      if (what == nullptr) continue;
+      if (k == 1) {
+        other_seed_differs = absl::StrCat(what, " at step ", t + 1);
+        continue;
+      }
       return violation(absl::StrCat(
           "save_state does not save the whole state: the state saved after "
           "step ",
-          options.steps, ", restored into a fresh batch, wrote ", differs,
+          options.steps,
+          ", restored into a fresh batch of the same seed, wrote ", what,
           " different from the original's at its step ", t + 1,
           " (with the same actions); a resumed run would not play on as "
           "the original"));
     }
   }
-  report.state =
-      absl::StrCat(state.size(),
-                   " bytes; restored into a fresh batch, it played on as "
-                   "the original for ",
-                   replay, " steps");
+  report.state = absl::StrCat(
+      state.size(),
+      " bytes; restored into a fresh batch, it played on as "
+      "the original for ",
+      replay, " steps (", ended_in_replay, " episodes ended in them)");
+  if (!other_seed_differs.empty()) {
+    absl::StrAppend(&report.state,
+                    " with the run's seed; with another seed it wrote other ",
+                    other_seed_differs,
+                    ": the state carries no random stream, the seed does");
+  } else {
+    absl::StrAppend(&report.state, ", with the run's seed or another");
+  }
+  if (ended_in_replay == 0) {
+    absl::StrAppend(&report.state,
+                    "; as no episode ended in them, no reset after the "
+                    "restore was checked");
+  }
   return report;
 }
 

@@ -11,6 +11,7 @@ namespace rl {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 EnvSpec Probe(const std::string& mode) {
   EnvSpec spec;
@@ -132,15 +133,23 @@ TEST(EnvCheckTest, ASavedStateMustPlayOnExactly) {
   };
   ASSERT_OK_AND_ASSIGN(EnvCheckReport r, CheckEnv(drifter("whole"), Options()));
   EXPECT_EQ(r.violation, "");
-  // Its bytes and the helper's: random streams, counters.
+  // Its bytes and the helper's (random streams, counters): it plays on
+  // from a batch of another seed too.
   EXPECT_THAT(r.state, HasSubstr(" bytes; restored into a fresh batch, it "
                                  "played on as the original for 200 steps"));
-  EXPECT_THAT(FormatEnvCheckReport(r), HasSubstr("\nstate:       "));
+  EXPECT_THAT(r.state, HasSubstr(" with the run's seed or another"));
+  EXPECT_THAT(r.state, Not(HasSubstr("no episode ended")));
+  EXPECT_THAT(FormatEnvCheckReport(r),
+              HasSubstr("\nstate:       " + r.state + "\n"));
   ASSERT_OK_AND_ASSIGN(r, CheckEnv(drifter("partial"), Options()));
   EXPECT_THAT(r.violation,
               HasSubstr("save_state does not save the whole state: the "
                         "state saved after step 200, restored into a fresh "
-                        "batch, wrote observations different"));
+                        "batch of the same seed, wrote observations "
+                        "different"));
+  EXPECT_THAT(FormatEnvCheckReport(r),
+              HasSubstr("state:       does not play on exactly (the "
+                        "violation below)"));
   ASSERT_OK_AND_ASSIGN(r, CheckEnv(drifter("refuse"), Options()));
   EXPECT_THAT(r.violation, HasSubstr("restored into a fresh batch: "
                                      "restore_state failed: "));
@@ -149,6 +158,40 @@ TEST(EnvCheckTest, ASavedStateMustPlayOnExactly) {
   ASSERT_OK_AND_ASSIGN(r, CheckEnv(Probe("ok"), Options()));
   EXPECT_EQ(r.violation, "");
   EXPECT_EQ(r.state, "not saved (a resumed run starts new episodes)");
+  // A replay in which no episode ends says that no reset was checked.
+  EnvCheckOptions few = Options();
+  few.steps = 1;
+  ASSERT_OK_AND_ASSIGN(r, CheckEnv(drifter("whole"), few));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_THAT(r.state, HasSubstr("for 1 steps (0 episodes ended in them)"));
+  EXPECT_THAT(r.state, HasSubstr("no reset after the restore was checked"));
+}
+
+// A device env's randomness comes from the run's seed, not its state
+// (rl_device_env.h): its state plays on with the run's seed, and the report
+// says that another seed does not.
+TEST(EnvCheckTest, ADeviceEnvsStatePlaysOnWithTheRunsSeed) {
+  EnvSpec spec;
+  spec.set_id("PixelBreakout-v0");
+  spec.set_plugin("examples/device_env/libpixel_breakout.so");
+  spec.add_observation_shape(2);
+  spec.add_observation_shape(36);
+  spec.add_observation_shape(36);
+  spec.set_observation_dtype("uint8");
+  spec.set_num_discrete_actions(3);
+  spec.set_reward_low(0);
+  spec.set_reward_high(1);
+  spec.set_max_episode_steps(100);
+  ASSERT_OK(ResolveEnvSpec(&spec));
+  EnvCheckOptions options = Options();
+  options.steps = 300;
+  ASSERT_OK_AND_ASSIGN(const EnvCheckReport r, CheckEnv(spec, options));
+  EXPECT_EQ(r.violation, "");
+  EXPECT_THAT(r.state, HasSubstr("played on as the original for 200 steps"));
+  EXPECT_THAT(r.state, HasSubstr("with the run's seed; with another seed it "
+                                 "wrote other "));
+  EXPECT_THAT(r.state, HasSubstr("the state carries no random stream, the "
+                                 "seed does"));
 }
 
 // The examples built with the helper save their state: Chase-v0, and

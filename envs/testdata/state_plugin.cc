@@ -16,7 +16,9 @@ class Drifter final : public rlenv::Env {
       : save_(kwargs.String("save", "whole")) {}
 
   void Reset(rlenv::Rng& rng, float* obs) override {
-    target_ = static_cast<int>(rng() % 9) - 4;
+    // 2 to 4 cells away: no episode ends at the first step.
+    target_ = static_cast<int>(rng() % 3) + 2;
+    if (rng() % 2 == 0) target_ = -target_;
     at_ = 0;
     Observe(obs);
   }
@@ -25,7 +27,7 @@ class Drifter final : public rlenv::Env {
     at_ += action.index() == 1 ? 1 : -1;
     Observe(obs);
     rlenv::StepResult r;
-    r.terminated = at_ == target_ || at_ < -8 || at_ > 8;
+    r.terminated = at_ == target_ || at_ <= -8 || at_ >= 8;
     r.reward = at_ == target_ ? 1.f : 0.f;
     return r;
   }
