@@ -414,9 +414,13 @@ TEST(ActorClientTest, ASegmentRefusedForGoodEndsTheActorWithTheReason) {
   for (const grpc::Status& refusal :
        {grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                      "segment.observations: shape [4, 2, 4], want [4, 2, 5]"),
-        grpc::Status(
-            grpc::StatusCode::RESOURCE_EXHAUSTED,
-            "Received message larger than max (9000000 vs. 4194304)")}) {
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "Received message larger than max (9000000 vs. 4194304)"),
+        // The learner's own limit (learner/learner_service.cc).
+        grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "segment: 9000000 bytes, more than a segment of this run "
+                     "can be (4194304 bytes: envs_per_actor x segment_length "
+                     "x the env's sizes, twice over)")}) {
     FakeLearner learner;
     learner.Publish(1);
     learner.Refuse(/*sequence_number=*/2, /*times=*/1000, refusal);

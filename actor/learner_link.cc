@@ -45,8 +45,12 @@ bool RefusedForGood(const grpc::Status& status) {
   if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
     return !absl::StartsWith(status.error_message(), "segment.run_id");
   }
+  // gRPC's own size limit, or the learner's for a segment of its run
+  // (learner/learner_service.cc: "more than a segment of this run can be").
   return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
-         absl::StrContains(status.error_message(), "larger than max");
+         (absl::StrContains(status.error_message(), "larger than max") ||
+          absl::StrContains(status.error_message(),
+                            "more than a segment of this run can be"));
 }
 
 std::string Describe(const grpc::Status& status) {

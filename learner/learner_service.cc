@@ -49,6 +49,9 @@ class RolloutStreamReactor final
     const int64_t bytes = static_cast<int64_t>(incoming_.Length());
     if (bytes > core_->max_segment_bytes()) {
       incoming_.Clear();
+      // Final for the actor (actor/learner_link.cc, RefusedForGood, matches
+      // "more than a segment of this run can be"): resent, it is refused
+      // again.
       FinishOnce(ToGrpcStatus(
           core_->RejectSegment(absl::ResourceExhaustedError(absl::StrCat(
               "segment: ", bytes,

@@ -35,7 +35,19 @@ void SegmentIntake::CloseStream(int64_t stream_id) {
   streams_.erase(it);
   auto a = actor_stream_.find(actor);
   if (a != actor_stream_.end() && a->second == stream_id) {
-    actor_stream_.erase(a);
+    // The actor's acks go back to its newest stream still open, if any: a
+    // stream refused at its first segment (a replaced process that keeps
+    // reconnecting under the same actor id) took the route on opening, and
+    // must not leave the live stream without acks when it ends.
+    int64_t newest = 0;
+    for (const auto& [id, stream] : streams_) {
+      if (stream.actor_id == actor) newest = std::max(newest, id);
+    }
+    if (newest != 0) {
+      a->second = newest;
+    } else {
+      actor_stream_.erase(a);
+    }
   }
   counts_.connected_actors = static_cast<int>(actor_stream_.size());
 }

@@ -178,6 +178,39 @@ TEST(SegmentIntakeTest, AReplacedProcessIsRefusedAndTheNewOneStartsAfresh) {
   EXPECT_EQ(marks[0].sequence_number(), 1);
 }
 
+// A replaced process that keeps reconnecting under the same actor id opens
+// streams that are refused at their first segment. Each took the actor's
+// ack route on opening; when it ends, the route goes back to the live
+// process's stream, which gets its acks again.
+TEST(SegmentIntakeTest, ARefusedStreamGivesTheAckRouteBack) {
+  SegmentIntake intake(Options());
+  {
+    Actor replaced(intake, 0);  // process 7
+    ASSERT_OK(
+        intake.Submit(replaced.stream, Segment(0, 1, 1, /*incarnation=*/7)));
+    intake.CloseStream(replaced.stream);
+  }
+  Actor live(intake, 0);  // process 8 takes actor 0 over
+  ASSERT_OK(intake.Submit(live.stream, Segment(0, 1, 1, /*incarnation=*/8)));
+  Actor old(intake, 0);  // process 7 reconnects
+  EXPECT_THAT(intake.Submit(old.stream, Segment(0, 2, 1, /*incarnation=*/7)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("was replaced by process 8")));
+  intake.CloseStream(old.stream);  // the refused stream ends
+  EXPECT_EQ(intake.counts().connected_actors, 1);
+  Actor other(intake, 1);
+  ASSERT_OK(intake.Submit(other.stream, Segment(1, 1)));
+  intake.StageNext(absl::ZeroDuration());
+  intake.StageNext(absl::ZeroDuration());
+  intake.AcknowledgeUsed(intake.TakeBatch());
+  ASSERT_EQ(live.acks.size(), 1u);
+  EXPECT_EQ(live.acks[0].acked_sequence_number(), 1);
+  EXPECT_TRUE(old.acks.empty());
+  // The live stream's own end leaves the actor with no route.
+  intake.CloseStream(live.stream);
+  EXPECT_EQ(intake.counts().connected_actors, 1);  // actor 1 only
+}
+
 TEST(SegmentIntakeTest, AFullQueueOrBudgetRefusesWithResourceExhausted) {
   SegmentIntakeOptions o = Options();
   o.queue_capacity = 2;
