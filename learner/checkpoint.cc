@@ -1,6 +1,7 @@
 #include "learner/checkpoint.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <unistd.h>
@@ -223,16 +224,31 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
   RETURN_IF_ERROR(
       WriteFileSynced(tmp_dir / kComplete, absl::StrCat(counter, "\n")));
   RETURN_IF_ERROR(SyncDirectory(tmp_dir));
-  fs::remove_all(final_dir, ec);
-  fs::rename(tmp_dir, final_dir, ec);
-  if (ec && IsComplete(final_dir)) {
-    // Another writer (a learner being replaced) completed this checkpoint
-    // between our remove and rename; its copy is as good as ours.
-    ec.clear();
+  // A checkpoint of this number already there (the same update written
+  // again: periodic, then final; a finished run started again) is swapped
+  // with the new one in one step, and then removed from where the new one
+  // was: a crash leaves one complete copy or the other, never one that
+  // still says COMPLETE with its files half removed.
+  if (::renameat2(AT_FDCWD, tmp_dir.c_str(), AT_FDCWD, final_dir.c_str(),
+                  RENAME_EXCHANGE) != 0) {
+    if (errno != ENOENT) {
+      // No exchange on this file system: the old copy stops being
+      // complete before its files go.
+      fs::remove(final_dir / kComplete, ec);
+      if (!ec) (void)SyncDirectory(final_dir);
+      fs::remove_all(final_dir, ec);
+    }
+    fs::rename(tmp_dir, final_dir, ec);
+    if (ec && IsComplete(final_dir)) {
+      // Another writer (a learner being replaced) completed this
+      // checkpoint between our check and rename; its copy is as good as
+      // ours.
+      ec.clear();
+    }
+    if (ec) return FileError(ec, "rename checkpoint to", final_dir);
   }
-  if (ec) return FileError(ec, "rename checkpoint to", final_dir);
   std::move(remove_tmp).Cancel();
-  fs::remove_all(tmp_dir, ec);  // only there if the other writer won
+  fs::remove_all(tmp_dir, ec);  // the old copy, or the other writer's
   // The rename is durable once the root is synced; a failure here leaves a
   // complete checkpoint that a crash might lose, not a partial one.
   RETURN_IF_ERROR(SyncDirectory(root));

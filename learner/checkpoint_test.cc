@@ -234,6 +234,31 @@ TEST(CheckpointTest, AFullDiskIsAStatusAndKeepsThePreviousCheckpoint) {
   EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
 }
 
+// The same number written again (periodic, then final at one update): the
+// new copy takes the old one's place whole, and nothing else is left.
+TEST(CheckpointTest, TheSameNumberWrittenAgainReplacesItWhole) {
+  const std::string root = MakeTestDir("again");
+  ActorCritic policy(Config(4));
+  torch::optim::Adam adam(policy->parameters());
+  ASSERT_OK_AND_ASSIGN(const std::string first,
+                       WriteCheckpoint(root, 5, policy, adam,
+                                       {{"mark", torch::tensor({1})}}, 1));
+  ASSERT_OK_AND_ASSIGN(const std::string again,
+                       WriteCheckpoint(root, 5, policy, adam,
+                                       {{"mark", torch::tensor({2})}}, 1));
+  EXPECT_EQ(again, first);
+  TensorMap extra;
+  ASSERT_OK(ReadCheckpoint(again, policy, &adam, &extra));
+  EXPECT_EQ(extra.at("mark").item<int64_t>(), 2);
+  int entries = 0;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    (void)entry;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1);  // ckpt-000000000005 alone: no copy left aside
+  EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
+}
+
 // A root that cannot be a directory (a regular file is in the way): a clear
 // Status naming the path, nothing written.
 TEST(CheckpointTest, AnUnusableRootIsAStatusNamingThePath) {
