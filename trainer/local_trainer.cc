@@ -1,11 +1,13 @@
 #include "trainer/local_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <future>
 #include <limits>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -338,6 +340,12 @@ absl::StatusOr<TrainResult> LocalTrainer::Train(
     const std::function<void(const TrainerProgress&)>& on_update,
     int64_t max_updates) {
   const auto start = Clock::now();
+  // A run resumed already done trains no more: its time is the saved one
+  // (the checkpoint written below keeps it).
+  progress_.seconds = std::max(progress_.seconds, seconds_before_resume_);
+  if (progress_.seconds > 0) {
+    progress_.steps_per_second = progress_.env_steps / progress_.seconds;
+  }
   int64_t updates = 0;
   while (!Done() && (max_updates == 0 || updates < max_updates)) {
     RETURN_IF_ERROR(Step());
@@ -377,11 +385,14 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
   state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
   PutTrainingState(state, &extra);
   // The other policies' first: the run's checkpoint, written last, is
-  // what a resume looks for, and theirs must be there by then.
+  // what a resume looks for, and theirs must be there by then. They keep
+  // every one until the run's is written, and then keep what it kept (as
+  // the service's learner does): pruned on their own, a failed write of
+  // the run's would leave theirs without the one a resume falls back to.
   for (OtherPolicy& other : others_) {
     RETURN_IF_ERROR(WritePolicyCheckpoint(
         options_.run_dir, other.name, progress_.updates, other.learner_policy,
-        *other.updater, spec_.keep_checkpoints()));
+        *other.updater, std::numeric_limits<int>::max()));
   }
   for (size_t i = 0; i < policy_windows_.size(); ++i) {
     extra[absl::StrCat("policy.", i, ".returns")] =
@@ -391,12 +402,22 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
     extra[absl::StrCat("policy.", i, ".episodes")] =
         torch::tensor({progress_.policies[i].episodes}, torch::kInt64);
   }
-  ASSIGN_OR_RETURN(
-      last_checkpoint_,
-      rl::WriteCheckpoint(
-          (std::filesystem::path(options_.run_dir) / "checkpoints").string(),
-          progress_.updates, learner_policy_, updater_->optimizer(), extra,
-          spec_.keep_checkpoints()));
+  const std::string root =
+      (std::filesystem::path(options_.run_dir) / "checkpoints").string();
+  absl::StatusOr<std::string> written = rl::WriteCheckpoint(
+      root, progress_.updates, learner_policy_, updater_->optimizer(), extra,
+      spec_.keep_checkpoints());
+  if (!others_.empty()) {
+    // Whether or not the run's was written: those its failure or its
+    // pruning left without a run checkpoint go.
+    ASSIGN_OR_RETURN(const std::set<int64_t> kept, CheckpointCounters(root));
+    for (const OtherPolicy& other : others_) {
+      RETURN_IF_ERROR(PruneCheckpoints(
+          PolicyCheckpointRoot(options_.run_dir, other.name), kept));
+    }
+  }
+  if (!written.ok()) return written.status();
+  last_checkpoint_ = *std::move(written);
   return last_checkpoint_;
 }
 

@@ -9,6 +9,7 @@
 #include "policy/actor_critic.h"
 #include "runspec/run_footprint.h"
 #include "runspec/run_spec.h"
+#include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
 namespace rl {
@@ -126,6 +127,28 @@ TEST(LocalTrainerTest, CountsStepsAndStopsAtTheBudget) {
   EXPECT_EQ(result->progress.env_steps, 256);
   EXPECT_GT(result->time.update, 0);
   EXPECT_GT(result->time.env, 0);
+}
+
+// A finished run started again trains no more and keeps its time: the
+// checkpoint it writes again says what the first run took, not 0 s.
+TEST(LocalTrainerTest, AFinishedRunStartedAgainKeepsItsTime) {
+  RunSpec spec = SmallRun("env: {id: MountainCar-v0}");
+  spec.set_total_env_steps(128);  // 2 updates
+  TrainerOptions options;
+  options.run_dir = MakeTestDir("finished");
+  ASSERT_OK_AND_ASSIGN(auto first, LocalTrainer::Create(spec, options));
+  ASSERT_OK_AND_ASSIGN(const TrainResult done, first->Train());
+  ASSERT_GT(done.progress.seconds, 0);
+  for (int again = 0; again < 2; ++again) {
+    ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, options));
+    ASSERT_OK_AND_ASSIGN(const std::string latest,
+                         LatestCheckpoint(options.run_dir + "/checkpoints"));
+    ASSERT_OK(resumed->Restore(latest));
+    ASSERT_OK_AND_ASSIGN(const TrainResult result, resumed->Train());
+    EXPECT_EQ(result.progress.updates, 2);
+    EXPECT_EQ(result.progress.seconds, done.progress.seconds) << again;
+    EXPECT_GT(result.progress.steps_per_second, 0);
+  }
 }
 
 // Trains the probe plugin's run `yaml` (target 9.5 of 10) in one process:

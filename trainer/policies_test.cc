@@ -1,11 +1,15 @@
 // Several policies in one run (RunSpec.policies): the run file's rules,
 // each policy trained on its own agents' rows with its own network and
 // settings, its own series, and checkpoints that bring every one back.
+#include <sys/resource.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -266,6 +270,59 @@ TEST(PoliciesTest, EachPolicyTrainsOnItsAgentsAndComesBackFromACheckpoint) {
   EXPECT_FALSE(refused.ok());
   EXPECT_THAT(std::string(refused.message()),
               HasSubstr("policies/blue/checkpoints"));
+}
+
+// The other policies' checkpoints are kept for the run's own: a run
+// checkpoint that fails (the disk fills while its largest file is written)
+// leaves every policy with the checkpoint the run falls back to, though
+// keep_checkpoints is 1. Pruned on their own, the policies had kept only
+// the new one the run never got.
+TEST(PoliciesTest, APolicysCheckpointsFollowTheRunsWhenItsWriteFails) {
+  ASSERT_OK_AND_ASSIGN(RunSpec spec, TwoPolicies(kRedBlue));
+  spec.set_keep_checkpoints(1);
+  const std::string dir = MakeTestDir("policies_full");
+  TrainerOptions options;
+  options.run_dir = dir;
+  ASSERT_OK_AND_ASSIGN(auto trainer, LocalTrainer::Create(spec, options));
+  ASSERT_OK(trainer->Train(nullptr, 1).status());  // checkpoint 1
+  const std::string blue_root = dir + "/policies/blue/checkpoints";
+  ASSERT_OK_AND_ASSIGN(std::set<int64_t> blue, CheckpointCounters(blue_root));
+  ASSERT_EQ(blue, (std::set<int64_t>{1}));
+  // A file of the run's (its network is larger) outgrows every one of
+  // blue's.
+  auto largest = [](const std::string& ckpt) {
+    rlim_t most = 0;
+    for (const char* file : {"policy.pt", "optimizer.pt", "state.pt"}) {
+      most = std::max(most, static_cast<rlim_t>(std::filesystem::file_size(
+                                std::filesystem::path(ckpt) / file)));
+    }
+    return most;
+  };
+  const rlim_t blue_largest = largest(blue_root + "/ckpt-000000000001");
+  ASSERT_GT(largest(dir + "/checkpoints/ckpt-000000000001"),
+            blue_largest + 1024);
+  absl::Status failed;
+  {
+    // Files cannot grow past the limit (SIGXFSZ ignored: EFBIG instead).
+    rlimit saved{};
+    getrlimit(RLIMIT_FSIZE, &saved);
+    auto previous = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit limited = saved;
+    limited.rlim_cur = std::min(blue_largest + 512, saved.rlim_max);
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+    failed = trainer->Train(nullptr, 1).status();  // checkpoint 2 fails
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, previous);
+  }
+  EXPECT_FALSE(failed.ok());
+  ASSERT_OK_AND_ASSIGN(const std::set<int64_t> run,
+                       CheckpointCounters(dir + "/checkpoints"));
+  EXPECT_EQ(run, (std::set<int64_t>{1}));
+  ASSERT_OK_AND_ASSIGN(blue, CheckpointCounters(blue_root));
+  EXPECT_EQ(blue, run);
+  // And the run resumes from it, blue included.
+  ASSERT_OK_AND_ASSIGN(auto resumed, LocalTrainer::Create(spec, {}));
+  EXPECT_OK(resumed->Restore(dir + "/checkpoints/ckpt-000000000001"));
 }
 
 // Beside a recurrent core (the run's, every policy carrying it), each
