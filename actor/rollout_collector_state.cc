@@ -2,6 +2,7 @@
 // environments' own bytes, the observations, masks and alive flags they
 // left, the sampling stream, a recurrent policy's state and the reward
 // scaler, so that a resumed run continues exactly.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -63,7 +64,12 @@ absl::Status RolloutCollector::RestoreState(
         "checkpoint observations do not fit this run's environments (shape "
         "or dtype)");
   }
-  if (env_bytes.numel() > 0) {
+  // Whether the saved episodes go on (the env saved its state), or new
+  // ones began (a plugin without save_state, or one whose save failed):
+  // then nothing kept per episode comes back (the policy's state, the
+  // reward scaler's running returns).
+  const bool episodes_go_on = env_bytes.numel() > 0;
+  if (episodes_go_on) {
     RETURN_IF_ERROR(env_->RestoreState(std::string(
         static_cast<const char*>(env_bytes.data_ptr()), env_bytes.numel())));
     current_observations_.copy_(obs);
@@ -99,7 +105,8 @@ absl::Status RolloutCollector::RestoreState(
     }
     // A copy of its own (the state a segment left may be an inference
     // tensor, which takes no in-place write out of InferenceMode).
-    policy_state_ = policy_state.clone();
+    policy_state_ =
+        episodes_go_on ? policy_state.clone() : torch::zeros_like(policy_state);
   }
   ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
   generator_.set_state(generator);
@@ -107,8 +114,13 @@ absl::Status RolloutCollector::RestoreState(
     ASSIGN_OR_RETURN(const torch::Tensor scaler,
                      get("collector.reward_scaler"));
     const double* p = scaler.data_ptr<double>();
-    if (!reward_scaler_->RestoreState(
-            std::vector<double>(p, p + scaler.numel()))) {
+    std::vector<double> state(p, p + scaler.numel());
+    if (!episodes_go_on) {  // returns[E], then the statistics, which stay
+      const size_t returns =
+          std::min(state.size(), static_cast<size_t>(num_envs_));
+      std::fill(state.begin(), state.begin() + returns, 0.0);
+    }
+    if (!reward_scaler_->RestoreState(state)) {
       return absl::InvalidArgumentError(
           "checkpoint reward-scaler state does not fit this run");
     }

@@ -121,6 +121,35 @@ TEST(RolloutCollectorTest, APluginWithoutStateResumesOnFreshEpisodes) {
   EXPECT_EQ(rollout.observations[0][0][0].item<float>(), 0.0f);
 }
 
+// Nor does anything kept per episode come back for the fresh episodes: a
+// recurrent policy's state starts from zeros, the reward scaler's running
+// returns from 0 (its statistics stay).
+TEST(RolloutCollectorTest, FreshEpisodesAfterAResumeStartFromZeroState) {
+  const RunSpec spec = SmallRunSpec(
+      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
+      "      observation_size: 3, num_discrete_actions: 2}\n"
+      "envs_per_actor: 4\nsegment_length: 7\n"
+      "policy: {core: gru, core_size: 4}\n"
+      "ppo: {num_minibatches: 1, normalize_rewards: true}");
+  auto first = RolloutCollector::Create(spec, 3, 1);
+  ASSERT_OK(first);
+  ActorCritic policy(RunNetworkConfig(spec));
+  Rollout rollout = (*first)->AllocateRollout();
+  ASSERT_OK((*first)->Collect(policy, &rollout));
+  const auto saved = (*first)->SaveState();
+  ASSERT_GT(saved.at("collector.policy_state").abs().sum().item<float>(), 0);
+  const torch::Tensor scaler = saved.at("collector.reward_scaler");
+  ASSERT_GT(scaler.slice(0, 0, 4).abs().sum().item<double>(), 0);
+  auto second = RolloutCollector::Create(spec, 3, 1);
+  ASSERT_OK(second);
+  ASSERT_OK((*second)->RestoreState(saved));
+  const auto resumed = (*second)->SaveState();
+  EXPECT_EQ(resumed.at("collector.policy_state").abs().sum().item<float>(), 0);
+  const torch::Tensor kept = resumed.at("collector.reward_scaler");
+  EXPECT_EQ(kept.slice(0, 0, 4).abs().sum().item<double>(), 0);
+  EXPECT_TRUE(torch::equal(kept.slice(0, 4), scaler.slice(0, 4)));
+}
+
 TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {
   const RunSpec spec = SmallRunSpec(
       "env: {id: Pendulum-v1}\nenvs_per_actor: 4\nsegment_length: 64\n"
