@@ -22,6 +22,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
 #include "policy/torch_status.h"
@@ -347,12 +348,48 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
     return absl::NotFoundError(absl::StrCat(
         dir, " is not a complete checkpoint (no COMPLETE marker)"));
   }
-  return LoadTrainingState(
+  // A part that does not read as an archive is the checkpoint's damage,
+  // not a run that does not fit it.
+  std::string damaged;
+  const absl::Status loaded = LoadTrainingState(
       [&](const char* part, torch::serialize::InputArchive& archive) {
-        archive.load_from((fs::path(dir) / absl::StrCat(part, ".pt")).string(),
-                          torch::Device(torch::kCPU));
+        const std::string file = absl::StrCat(part, ".pt");
+        try {
+          archive.load_from((fs::path(dir) / file).string(),
+                            torch::Device(torch::kCPU));
+        } catch (const std::exception& e) {
+          std::string what = e.what();
+          what = what.substr(0, what.find('\n'));  // LibTorch's first line
+          damaged = absl::StrCat(file, " does not read: ", what);
+          throw;
+        }
       },
       absl::StrCat("checkpoint ", dir), policy, optimizer, extra);
+  if (!loaded.ok() && !damaged.empty()) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint ", dir, " is damaged: ", damaged));
+  }
+  return loaded;
+}
+
+absl::StatusOr<std::string> ReadNewestReadable(
+    const std::string& root,
+    const std::function<absl::Status(const std::string&)>& read) {
+  std::vector<fs::path> all = CompleteCheckpoints(root);
+  if (all.empty()) {
+    return absl::NotFoundError(
+        absl::StrCat("no complete checkpoint under ", root));
+  }
+  absl::Status newest;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    const absl::Status status = read(it->string());
+    if (status.ok()) return it->string();
+    if (status.code() != absl::StatusCode::kDataLoss) return status;
+    if (newest.ok()) newest = status;
+    RL_LOG_WARNING("{}; trying the checkpoint before it",
+                   std::string(status.message()));
+  }
+  return newest;
 }
 
 absl::StatusOr<std::string> EncodeTrainingState(

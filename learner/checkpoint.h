@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -59,9 +60,20 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& root);
 
 // Loads a checkpoint directory into `policy` (shapes must match: else
 // INVALID_ARGUMENT), `optimizer` (may be null) and `extra` (may be null).
+// A file that does not read as an archive (missing, cut short: a crash, a
+// damaged disk) is DATA_LOSS naming it.
 absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
                             torch::optim::Optimizer* optimizer,
                             TensorMap* extra);
+
+// Calls `read` on the complete checkpoints under `root`, newest first,
+// until one reads, and returns its directory: one `read` finds damaged
+// (DATA_LOSS) is passed over with a warning, and the one before it tried.
+// NOT_FOUND when there is none; any other error of `read` at once; the
+// newest's DATA_LOSS when every one is damaged.
+absl::StatusOr<std::string> ReadNewestReadable(
+    const std::string& root,
+    const std::function<absl::Status(const std::string&)>& read);
 
 // A fresh network of the run `spec` (its env's sizes, its ppo settings)
 // with the policy of checkpoint `dir` loaded: what an evaluation or a check

@@ -259,6 +259,60 @@ TEST(CheckpointTest, TheSameNumberWrittenAgainReplacesItWhole) {
   EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
 }
 
+// A checkpoint whose file a crash cut short is DATA_LOSS naming the file
+// (not a run that does not fit it), and the newest that reads is found
+// under the damaged one.
+TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
+  const std::string root = MakeTestDir("damaged");
+  ActorCritic policy(Config(4));
+  torch::optim::Adam adam(policy->parameters());
+  for (int i = 1; i <= 3; ++i) {
+    ASSERT_OK(WriteCheckpoint(root, i, policy, adam,
+                              {{"mark", torch::tensor({i})}}, 3)
+                  .status());
+  }
+  const fs::path third = fs::path(root) / "ckpt-000000000003";
+  fs::resize_file(third / "optimizer.pt", 100);
+  EXPECT_THAT(ReadCheckpoint(third.string(), policy, &adam, nullptr),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("is damaged: optimizer.pt does not read")));
+  TensorMap extra;
+  std::vector<std::string> tried;
+  ASSERT_OK_AND_ASSIGN(const std::string read,
+                       ReadNewestReadable(root, [&](const std::string& dir) {
+                         tried.push_back(fs::path(dir).filename().string());
+                         return ReadCheckpoint(dir, policy, &adam, &extra);
+                       }));
+  EXPECT_EQ(fs::path(read).filename(), "ckpt-000000000002");
+  EXPECT_EQ(extra.at("mark").item<int64_t>(), 2);
+  EXPECT_THAT(tried,
+              ::testing::ElementsAre("ckpt-000000000003", "ckpt-000000000002"));
+  // Any other error stops at once; none at all is NOT_FOUND; every one
+  // damaged is the newest's DATA_LOSS.
+  EXPECT_THAT(ReadNewestReadable(root,
+                                 [](const std::string&) {
+                                   return absl::InvalidArgumentError("shape");
+                                 })
+                  .status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(
+      ReadNewestReadable(MakeTestDir("none"),
+                         [](const std::string&) { return absl::OkStatus(); })
+          .status(),
+      StatusIs(absl::StatusCode::kNotFound));
+  for (const char* name : {"ckpt-000000000001", "ckpt-000000000002"}) {
+    fs::remove(fs::path(root) / name / "policy.pt");
+  }
+  EXPECT_THAT(ReadNewestReadable(root,
+                                 [&](const std::string& dir) {
+                                   return ReadCheckpoint(dir, policy, &adam,
+                                                         nullptr);
+                                 })
+                  .status(),
+              StatusIs(absl::StatusCode::kDataLoss,
+                       HasSubstr("ckpt-000000000003 is damaged")));
+}
+
 // A root that cannot be a directory (a regular file is in the way): a clear
 // Status naming the path, nothing written.
 TEST(CheckpointTest, AnUnusableRootIsAStatusNamingThePath) {

@@ -94,15 +94,19 @@ std::pair<int64_t, int64_t> LearnerCore::Impl::VersionAndSteps() const {
 }
 
 absl::Status LearnerCore::Impl::LoadStartState() {
-  auto latest = checkpoints_.Latest();
-  if (latest.ok()) {
-    TensorMap extra;
-    RETURN_IF_ERROR(
-        ReadCheckpoint(*latest, policy_, &updater_->optimizer(), &extra));
-    RETURN_IF_ERROR(others_.Read(*latest));
-    RETURN_IF_ERROR(ApplyState(extra, absl::StrCat("checkpoint ", *latest)));
+  if (checkpoints_.enabled() && checkpoints_.Latest().ok()) {
+    // The newest that reads: one a crash damaged is passed over.
+    absl::StatusOr<std::string> read = ReadNewestReadable(
+        checkpoints_.root(), [&](const std::string& dir) -> absl::Status {
+          TensorMap extra;
+          RETURN_IF_ERROR(
+              ReadCheckpoint(dir, policy_, &updater_->optimizer(), &extra));
+          RETURN_IF_ERROR(others_.Read(dir));
+          return ApplyState(extra, absl::StrCat("checkpoint ", dir));
+        });
+    if (!read.ok()) return read.status();
     const auto [version, steps] = VersionAndSteps();
-    RL_LOG_INFO("resumed from {} at version {}, {} env steps", *latest, version,
+    RL_LOG_INFO("resumed from {} at version {}, {} env steps", *read, version,
                 steps);
     return absl::OkStatus();
   }

@@ -309,12 +309,21 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
     ASSIGN_OR_RETURN(exported, ExportedPolicy::Load(resolved.policy_file));
     checkpoint = resolved.policy_file;
   } else if (resolved.mode == LocalRunOptions::Mode::kTrain) {
-    if (resolved.resume) {
-      auto latest = LatestCheckpoint(resolved.run_dir + "/checkpoints");
-      if (latest.ok()) {
-        RETURN_IF_ERROR(trainer->Restore(*latest));
-        checkpoint = *latest;
-      }
+    const std::string root = resolved.run_dir + "/checkpoints";
+    const bool any = LatestCheckpoint(root).ok();
+    if (resolved.resume && any) {
+      // The newest that reads: one a crash damaged is passed over.
+      ASSIGN_OR_RETURN(checkpoint,
+                       ReadNewestReadable(root, [&](const std::string& dir) {
+                         return trainer->Restore(dir);
+                       }));
+    } else if (any && !resolved.resume) {
+      // A fresh run's checkpoints would be pruned against the old ones
+      // (the newest kept), and its matches file would replace theirs.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--resume=false: ", root,
+          " holds the checkpoints of an earlier run; give this run another "
+          "--run_dir, or remove them first"));
     }
   } else {
     checkpoint =

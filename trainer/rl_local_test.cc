@@ -93,6 +93,35 @@ TEST_F(RlLocalTest, FinishesTheBudgetAndEvaluatesTheCheckpoint) {
   EXPECT_THAT(eval.out, HasSubstr("over 3 episodes"));
 }
 
+// A resume passes over a checkpoint a crash damaged (with a warning) and
+// goes on from the one before; --resume=false refuses a run directory that
+// holds an earlier run's checkpoints (the new run's would be pruned
+// against them).
+TEST_F(RlLocalTest, ResumesPastADamagedCheckpointAndFreshRunsNeedAFreshDir) {
+  const std::string run = WriteRunFile(std::string(kSmallRun) +
+                                       "checkpoint_interval: 1\n"
+                                       "keep_checkpoints: 3\n");
+  const Result first = Run("train --run=" + run + " " + RunDirFlag());
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err;
+  const fs::path checkpoints = dir_ / "run_dir" / "checkpoints";
+  fs::resize_file(checkpoints / "ckpt-000000000002" / "policy.pt", 64);
+  const std::string longer =
+      WriteRunFile(std::string(kSmallRun).replace(
+                       std::string(kSmallRun).find("128"), 3, "192") +
+                   "checkpoint_interval: 1\nkeep_checkpoints: 3\n");
+  const Result resumed = Run("train --run=" + longer + " " + RunDirFlag());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_THAT(resumed.out + resumed.err,
+              HasSubstr("ckpt-000000000002 is damaged: policy.pt does not "
+                        "read"));
+  EXPECT_THAT(resumed.out, HasSubstr("ckpt-000000000001 at 64 steps"));
+  EXPECT_THAT(resumed.out, HasSubstr("finished after 192 steps"));
+  const Result fresh =
+      Run("train --run=" + run + " " + RunDirFlag() + " --resume=false");
+  EXPECT_EQ(fresh.exit_code, 1) << fresh.out << fresh.err;
+  EXPECT_THAT(fresh.err, HasSubstr("holds the checkpoints of an earlier run"));
+}
+
 // --profile=N: a Chrome trace of the first N updates, LibTorch's operators
 // of the collection and the update in it.
 TEST_F(RlLocalTest, ProfileWritesAChromeTraceOfTheFirstUpdates) {
