@@ -4,6 +4,7 @@
 // scaler, so that a resumed run continues exactly.
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ absl::Status RolloutCollector::RestoreState(
         "resume it where they can step on the GPU, or start the run afresh");
   }
   ASSIGN_OR_RETURN(const torch::Tensor env_bytes, get("collector.env"));
+  if (env_bytes.scalar_type() != torch::kUInt8 || env_bytes.dim() != 1) {
+    return absl::InvalidArgumentError(
+        "checkpoint collector.env is not the environments' state bytes");
+  }
   ASSIGN_OR_RETURN(const torch::Tensor obs, get("collector.observations"));
   if (!obs.sizes().equals(current_observations_.sizes()) ||
       obs.scalar_type() != current_observations_.scalar_type()) {
@@ -109,11 +114,23 @@ absl::Status RolloutCollector::RestoreState(
         episodes_go_on ? policy_state.clone() : torch::zeros_like(policy_state);
   }
   ASSIGN_OR_RETURN(const torch::Tensor generator, get("collector.generator"));
-  generator_.set_state(generator);
+  try {  // a damaged checkpoint's bytes: an error, not an abort
+    if (generator.scalar_type() != torch::kUInt8) throw std::runtime_error("");
+    generator_.set_state(generator);
+  } catch (const std::exception&) {
+    return absl::InvalidArgumentError(
+        "checkpoint collector.generator is not a random generator's state");
+  }
   if (reward_scaler_ != nullptr) {
     ASSIGN_OR_RETURN(const torch::Tensor scaler,
                      get("collector.reward_scaler"));
-    const double* p = scaler.data_ptr<double>();
+    if (scaler.scalar_type() != torch::kFloat64 || scaler.dim() != 1) {
+      return absl::InvalidArgumentError(
+          "checkpoint reward-scaler state does not fit this run (float64 "
+          "[envs + 3] expected)");
+    }
+    const torch::Tensor contiguous = scaler.contiguous();
+    const double* p = contiguous.data_ptr<double>();
     std::vector<double> state(p, p + scaler.numel());
     if (!episodes_go_on) {  // returns[E], then the statistics, which stay
       const size_t returns =

@@ -11,6 +11,8 @@
 namespace rl {
 namespace {
 
+using ::testing::HasSubstr;
+
 TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   const RunSpec spec = SmallRunSpec(
       "env: {id: CartPole-v1, max_episode_steps: 20}\n"
@@ -148,6 +150,21 @@ TEST(RolloutCollectorTest, FreshEpisodesAfterAResumeStartFromZeroState) {
   const torch::Tensor kept = resumed.at("collector.reward_scaler");
   EXPECT_EQ(kept.slice(0, 0, 4).abs().sum().item<double>(), 0);
   EXPECT_TRUE(torch::equal(kept.slice(0, 4), scaler.slice(0, 4)));
+  // A damaged state (a tensor of another dtype) is an error naming it, not
+  // an abort.
+  for (const auto& [key, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"collector.reward_scaler", "reward-scaler state does not fit"},
+           {"collector.generator", "is not a random generator's state"},
+           {"collector.env", "is not the environments' state bytes"}}) {
+    auto damaged = saved;
+    damaged[key] = torch::zeros({7}, torch::kFloat32);
+    auto third = RolloutCollector::Create(spec, 3, 1);
+    ASSERT_OK(third);
+    EXPECT_THAT((*third)->RestoreState(damaged),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(says)))
+        << key;
+  }
 }
 
 TEST(RolloutCollectorTest, ContinuousActionsAndRewardScaling) {

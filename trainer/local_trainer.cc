@@ -451,6 +451,14 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
           absl::StrCat("checkpoint ", checkpoint_dir, " has no policy.", i,
                        ".returns: written by a run without these policies?"));
     }
+    if (returns->second.scalar_type() != torch::kFloat32 ||
+        episodes->second.scalar_type() != torch::kInt64 ||
+        episodes->second.numel() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint ", checkpoint_dir, ": policy.", i,
+                       ".returns or .episodes is not what a run writes "
+                       "(float32 returns, one int64 count)"));
+    }
     const torch::Tensor r = returns->second.contiguous();
     policy_windows_[i].Assign(r.data_ptr<float>(),
                               r.data_ptr<float>() + r.numel());
