@@ -361,6 +361,11 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
   if (!checkpoint_.empty()) {
     std::printf("resumed from %s at %lld steps\n", checkpoint_.c_str(),
                 static_cast<long long>(trainer_->progress().env_steps));
+    // Its state goes on under the run file as it is now: say what changed.
+    for (const std::string& change : trainer_->run_file_changes()) {
+      std::printf("run file changed since that checkpoint: %s\n",
+                  change.c_str());
+    }
   }
   std::printf(
       "training %s on %s: %d envs x %d steps per update, budget %lld steps\n",

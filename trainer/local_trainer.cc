@@ -8,15 +8,19 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "actor/collect_metrics.h"
 #include "actor/device_collector.h"
 #include "common/status.h"
 #include "envs/env_agents.h"
 #include "envs/env_plugin.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "learner/checkpoint.h"
 #include "learner/device_self_check.h"
 #include "learner/other_policies.h"
@@ -24,10 +28,37 @@
 #include "learner/update_metrics.h"
 #include "policy/compute_device.h"
 #include "policy/device_act_check.h"
+#include "policy/tensor_bytes.h"
 #include "policy/torch_status.h"
 #include "runspec/named_policies.h"
 
 namespace rl {
+
+namespace {
+
+// The run file a checkpoint was written under, kept beside its state.
+constexpr char kRunSpecKey[] = "run.spec";
+
+// What `now` changes of `before`, a line each, the budget left out.
+std::vector<std::string> RunSpecChanges(const RunSpec& before,
+                                        const RunSpec& now) {
+  std::string report;
+  {
+    google::protobuf::io::StringOutputStream out(&report);
+    google::protobuf::util::MessageDifferencer::StreamReporter reporter(&out);
+    google::protobuf::util::MessageDifferencer differ;
+    differ.ReportDifferencesTo(&reporter);
+    differ.Compare(before, now);
+  }
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(report, '\n')) {
+    if (line.empty() || absl::StrContains(line, "total_env_steps")) continue;
+    lines.emplace_back(line);
+  }
+  return lines;
+}
+
+}  // namespace
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -384,6 +415,7 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
                                       recent_returns_.end());
   state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
   PutTrainingState(state, &extra);
+  extra[kRunSpecKey] = BytesTensor(spec_.SerializeAsString());
   // The other policies' first: the run's checkpoint, written last, is
   // what a resume looks for, and theirs must be there by then. They keep
   // every one until the run's is written, and then keep what it kept (as
@@ -425,6 +457,16 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   TensorMap extra;
   RETURN_IF_ERROR(ReadCheckpoint(checkpoint_dir, learner_policy_,
                                  &updater_->optimizer(), &extra));
+  run_file_changes_.clear();
+  if (auto saved = extra.find(kRunSpecKey); saved != extra.end()) {
+    RunSpec before;
+    if (saved->second.scalar_type() != torch::kUInt8 ||
+        !before.ParseFromString(TensorBytes(saved->second))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint ", checkpoint_dir, ": its run.spec does not read"));
+    }
+    run_file_changes_ = RunSpecChanges(before, spec_);
+  }
   if (learner_policy_.ptr() != policy_.ptr()) {
     RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
   }

@@ -94,6 +94,14 @@ class LocalTrainer {
   // Restores policy, optimizer, counters, episode window and the collector's
   // exact state from a checkpoint directory.
   absl::Status Restore(const std::string& checkpoint_dir);
+  // What the run file changed since the restored checkpoint was written
+  // ("modified: ppo.learning_rate: 0.001 -> 0.0005", one line each; the
+  // budget, total_env_steps, left out: raising it is how a run goes on).
+  // The checkpoint's state goes on under the new settings. Empty when none
+  // changed, or the checkpoint predates this record.
+  const std::vector<std::string>& run_file_changes() const {
+    return run_file_changes_;
+  }
 
   // One segment and one update. A failed update (a rollout with NaN or
   // inf, a diverged loss) is its Status, prefixed with the update's number.
@@ -169,6 +177,7 @@ class LocalTrainer {
   int64_t target_reached_at_ = 0;
   double seconds_before_resume_ = 0;
   std::string last_checkpoint_;
+  std::vector<std::string> run_file_changes_;
 };
 
 // What chooses an evaluation's actions: observations [E, obs], the env's

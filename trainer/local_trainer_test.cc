@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "learner/checkpoint.h"
 #include "policy/actor_critic.h"
@@ -149,6 +150,33 @@ TEST(LocalTrainerTest, AFinishedRunStartedAgainKeepsItsTime) {
     EXPECT_EQ(result.progress.seconds, done.progress.seconds) << again;
     EXPECT_GT(result.progress.steps_per_second, 0);
   }
+}
+
+// A run file changed between a checkpoint and its resume: the state goes
+// on under the new settings, and the trainer says what changed (the budget
+// left out: raising it is how a run goes on).
+TEST(LocalTrainerTest, AResumeSaysWhatTheRunFileChanged) {
+  RunSpec spec = SmallRun("env: {id: MountainCar-v0}");
+  TrainerOptions options;
+  options.run_dir = MakeTestDir("changed");
+  ASSERT_OK_AND_ASSIGN(auto first, LocalTrainer::Create(spec, options));
+  ASSERT_OK(first->Train(nullptr, 1).status());
+  ASSERT_OK_AND_ASSIGN(const std::string latest,
+                       LatestCheckpoint(options.run_dir + "/checkpoints"));
+  ASSERT_OK_AND_ASSIGN(auto same, LocalTrainer::Create(spec, options));
+  ASSERT_OK(same->Restore(latest));
+  EXPECT_TRUE(same->run_file_changes().empty());
+  spec.mutable_ppo()->set_learning_rate(5e-4);
+  spec.set_seed(8);
+  spec.set_total_env_steps(200000);
+  ASSERT_OK_AND_ASSIGN(auto changed, LocalTrainer::Create(spec, options));
+  ASSERT_OK(changed->Restore(latest));
+  const std::vector<std::string>& lines = changed->run_file_changes();
+  ASSERT_EQ(lines.size(), 2u) << ::testing::PrintToString(lines);
+  EXPECT_THAT(lines, ::testing::Contains(
+                         ::testing::HasSubstr("modified: seed: 7 -> 8")));
+  EXPECT_THAT(lines,
+              ::testing::Contains(::testing::HasSubstr("ppo.learning_rate")));
 }
 
 // Trains the probe plugin's run `yaml` (target 9.5 of 10) in one process:
