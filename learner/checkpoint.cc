@@ -381,15 +381,30 @@ absl::StatusOr<std::string> ReadNewestReadable(
         absl::StrCat("no complete checkpoint under ", root));
   }
   absl::Status newest;
+  std::vector<fs::path> damaged;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
     const absl::Status status = read(it->string());
-    if (status.ok()) return it->string();
+    if (status.ok()) {
+      // Set aside (renamed "damaged-ckpt-N"), so that neither the next
+      // resume nor the pruning of the checkpoints to come counts them.
+      for (const fs::path& dir : damaged) {
+        const fs::path aside =
+            dir.parent_path() / ("damaged-" + dir.filename().string());
+        std::error_code ec;
+        fs::remove_all(aside, ec);
+        fs::rename(dir, aside, ec);
+        RL_LOG_WARNING("{} set aside as {}{}", dir.string(), aside.string(),
+                       ec ? absl::StrCat(" failed: ", ec.message()) : "");
+      }
+      return it->string();
+    }
     if (status.code() != absl::StatusCode::kDataLoss) return status;
     if (newest.ok()) newest = status;
+    damaged.push_back(*it);
     RL_LOG_WARNING("{}; trying the checkpoint before it",
                    std::string(status.message()));
   }
-  return newest;
+  return newest;  // every one damaged: all left where they are
 }
 
 absl::StatusOr<std::string> EncodeTrainingState(

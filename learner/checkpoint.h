@@ -68,9 +68,11 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
 
 // Calls `read` on the complete checkpoints under `root`, newest first,
 // until one reads, and returns its directory: one `read` finds damaged
-// (DATA_LOSS) is passed over with a warning, and the one before it tried.
-// NOT_FOUND when there is none; any other error of `read` at once; the
-// newest's DATA_LOSS when every one is damaged.
+// (DATA_LOSS) is passed over with a warning, the one before it tried, and
+// once one reads the damaged are renamed "damaged-ckpt-N" (no longer
+// checkpoints to a resume or a pruning). NOT_FOUND when there is none; any
+// other error of `read` at once; the newest's DATA_LOSS when every one is
+// damaged (all left in place).
 absl::StatusOr<std::string> ReadNewestReadable(
     const std::string& root,
     const std::function<absl::Status(const std::string&)>& read);

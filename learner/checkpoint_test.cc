@@ -287,6 +287,13 @@ TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
   EXPECT_EQ(extra.at("mark").item<int64_t>(), 2);
   EXPECT_THAT(tried,
               ::testing::ElementsAre("ckpt-000000000003", "ckpt-000000000002"));
+  // The damaged one is set aside: no longer a checkpoint to find or prune.
+  EXPECT_TRUE(fs::exists(fs::path(root) / "damaged-ckpt-000000000003"));
+  EXPECT_EQ(fs::path(LatestCheckpoint(root).value_or("")).filename(),
+            "ckpt-000000000002");
+  ASSERT_OK_AND_ASSIGN(const std::set<int64_t> counters,
+                       CheckpointCounters(root));
+  EXPECT_EQ(counters, (std::set<int64_t>{1, 2}));
   // Any other error stops at once; none at all is NOT_FOUND; every one
   // damaged is the newest's DATA_LOSS.
   EXPECT_THAT(ReadNewestReadable(root,
@@ -303,6 +310,7 @@ TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
   for (const char* name : {"ckpt-000000000001", "ckpt-000000000002"}) {
     fs::remove(fs::path(root) / name / "policy.pt");
   }
+  fs::rename(fs::path(root) / "damaged-ckpt-000000000003", third);
   EXPECT_THAT(ReadNewestReadable(root,
                                  [&](const std::string& dir) {
                                    return ReadCheckpoint(dir, policy, &adam,

@@ -320,7 +320,7 @@ absl::StatusOr<std::unique_ptr<LocalRun>> LocalRun::Create(
     } else if (any && !resolved.resume) {
       // A fresh run's checkpoints would be pruned against the old ones
       // (the newest kept), and its matches file would replace theirs.
-      return absl::FailedPreconditionError(absl::StrCat(
+      return absl::InvalidArgumentError(absl::StrCat(
           "--resume=false: ", root,
           " holds the checkpoints of an earlier run; give this run another "
           "--run_dir, or remove them first"));

@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "actor/collect_metrics.h"
 #include "actor/device_collector.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_agents.h"
 #include "envs/env_plugin.h"
@@ -441,11 +443,20 @@ absl::StatusOr<std::string> LocalTrainer::WriteCheckpoint() {
       spec_.keep_checkpoints());
   if (!others_.empty()) {
     // Whether or not the run's was written: those its failure or its
-    // pruning left without a run checkpoint go.
-    ASSIGN_OR_RETURN(const std::set<int64_t> kept, CheckpointCounters(root));
-    for (const OtherPolicy& other : others_) {
-      RETURN_IF_ERROR(PruneCheckpoints(
-          PolicyCheckpointRoot(options_.run_dir, other.name), kept));
+    // pruning left without a run checkpoint go. The write's own error is
+    // the one to return; a pruning error after it is only logged.
+    absl::Status pruned = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(const std::set<int64_t> kept, CheckpointCounters(root));
+      for (const OtherPolicy& other : others_) {
+        RETURN_IF_ERROR(PruneCheckpoints(
+            PolicyCheckpointRoot(options_.run_dir, other.name), kept));
+      }
+      return absl::OkStatus();
+    }();
+    if (!pruned.ok()) {
+      if (written.ok()) return pruned;
+      RL_LOG_WARNING("pruning the policies' checkpoints: {}",
+                     std::string(pruned.message()));
     }
   }
   if (!written.ok()) return written.status();

@@ -118,7 +118,7 @@ TEST_F(RlLocalTest, ResumesPastADamagedCheckpointAndFreshRunsNeedAFreshDir) {
   EXPECT_THAT(resumed.out, HasSubstr("finished after 192 steps"));
   const Result fresh =
       Run("train --run=" + run + " " + RunDirFlag() + " --resume=false");
-  EXPECT_EQ(fresh.exit_code, 1) << fresh.out << fresh.err;
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.out << fresh.err;  // bad input
   EXPECT_THAT(fresh.err, HasSubstr("holds the checkpoints of an earlier run"));
 }
 
