@@ -100,21 +100,37 @@ TEST(RolloutCollectorTest, AgentsThatLeaveEarlyLeavePaddingRows) {
                            torch::tensor({0, 1, 1}, torch::kUInt8)));
 }
 
+// The probe plugin's run (a plugin without save_state), 4 envs x 7 steps,
+// with `more` run-file lines.
+RunSpec ProbeRun(const std::string& more) {
+  return SmallRunSpec(
+      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
+      "      observation_size: 3, num_discrete_actions: 2}\n"
+      "envs_per_actor: 4\nsegment_length: 7\n" +
+      more);
+}
+
+// A collector of `spec` after one segment into `rollout`: its saved state.
+std::map<std::string, torch::Tensor> CollectedOnce(const RunSpec& spec,
+                                                   ActorCritic& policy,
+                                                   Rollout* rollout) {
+  auto first = RolloutCollector::Create(spec, 3, 1);
+  EXPECT_OK(first);
+  if (!first.ok()) return {};
+  *rollout = (*first)->AllocateRollout();
+  EXPECT_OK((*first)->Collect(policy, rollout));
+  return (*first)->SaveState();
+}
+
 // A plugin that saves no state (no save_state): a resumed collector keeps
 // the observations of the episodes its environments began, not the saved
 // ones of environments that are gone.
 TEST(RolloutCollectorTest, APluginWithoutStateResumesOnFreshEpisodes) {
-  const RunSpec spec = SmallRunSpec(
-      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
-      "      observation_size: 3, num_discrete_actions: 2}\n"
-      "envs_per_actor: 4\nsegment_length: 7\nppo: {num_minibatches: 1}");
-  auto first = RolloutCollector::Create(spec, 3, 1);
-  ASSERT_OK(first);
+  const RunSpec spec = ProbeRun("ppo: {num_minibatches: 1}");
   ActorCritic policy(RunNetworkConfig(spec));
-  Rollout rollout = (*first)->AllocateRollout();
-  ASSERT_OK((*first)->Collect(policy, &rollout));
+  Rollout rollout;
+  const auto state = CollectedOnce(spec, policy, &rollout);
   EXPECT_GT(rollout.next_observations[0][0].item<float>(), 0);  // t = 7
-  const auto state = (*first)->SaveState();
   auto second = RolloutCollector::Create(spec, 3, 1);
   ASSERT_OK(second);
   ASSERT_OK((*second)->RestoreState(state));
@@ -127,18 +143,12 @@ TEST(RolloutCollectorTest, APluginWithoutStateResumesOnFreshEpisodes) {
 // recurrent policy's state starts from zeros, the reward scaler's running
 // returns from 0 (its statistics stay).
 TEST(RolloutCollectorTest, FreshEpisodesAfterAResumeStartFromZeroState) {
-  const RunSpec spec = SmallRunSpec(
-      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
-      "      observation_size: 3, num_discrete_actions: 2}\n"
-      "envs_per_actor: 4\nsegment_length: 7\n"
+  const RunSpec spec = ProbeRun(
       "policy: {core: gru, core_size: 4}\n"
       "ppo: {num_minibatches: 1, normalize_rewards: true}");
-  auto first = RolloutCollector::Create(spec, 3, 1);
-  ASSERT_OK(first);
   ActorCritic policy(RunNetworkConfig(spec));
-  Rollout rollout = (*first)->AllocateRollout();
-  ASSERT_OK((*first)->Collect(policy, &rollout));
-  const auto saved = (*first)->SaveState();
+  Rollout rollout;
+  const auto saved = CollectedOnce(spec, policy, &rollout);
   ASSERT_GT(saved.at("collector.policy_state").abs().sum().item<float>(), 0);
   const torch::Tensor scaler = saved.at("collector.reward_scaler");
   ASSERT_GT(scaler.slice(0, 0, 4).abs().sum().item<double>(), 0);
