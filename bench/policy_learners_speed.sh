@@ -30,7 +30,7 @@ done
 weights() {
   local dir="runs/embedded/$1/checkpoints"
   [[ "$2" == red ]] || dir="runs/embedded/$1/policies/$2/checkpoints"
-  echo "$dir/$(ls "$dir" | sort | tail -1)/policy.pt"
+  echo "$dir/$(ls "$dir" | grep '^ckpt-' | sort | tail -1)/policy.pt"
 }
 declare -A RATES
 printf '%-11s %5s %12s  %s\n' run round "steps/s" "run"

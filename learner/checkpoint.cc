@@ -372,6 +372,24 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
   return loaded;
 }
 
+namespace {
+
+// Whether checkpoint `dir`'s three archives load (nothing applied).
+bool FilesRead(const fs::path& dir) {
+  try {
+    for (const char* part : {"policy", "optimizer", "state"}) {
+      torch::serialize::InputArchive archive;
+      archive.load_from((dir / absl::StrCat(part, ".pt")).string(),
+                        torch::Device(torch::kCPU));
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadNewestReadable(
     const std::string& root,
     const std::function<absl::Status(const std::string&)>& read) {
@@ -386,8 +404,15 @@ absl::StatusOr<std::string> ReadNewestReadable(
     const absl::Status status = read(it->string());
     if (status.ok()) {
       // Set aside (renamed "damaged-ckpt-N"), so that neither the next
-      // resume nor the pruning of the checkpoints to come counts them.
+      // resume nor the pruning of the checkpoints to come counts them: each
+      // whose own files still do not read (not one a passing fault or a
+      // writer finishing it made fail, nor a run checkpoint that reads
+      // when a policy's beside it did not).
       for (const fs::path& dir : damaged) {
+        if (FilesRead(dir)) {
+          RL_LOG_WARNING("{} reads now: left in place", dir.string());
+          continue;
+        }
         const fs::path aside =
             dir.parent_path() / ("damaged-" + dir.filename().string());
         std::error_code ec;

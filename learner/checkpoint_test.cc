@@ -319,6 +319,21 @@ TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
                   .status(),
               StatusIs(absl::StatusCode::kDataLoss,
                        HasSubstr("ckpt-000000000003 is damaged")));
+  // Every one damaged: none set aside.
+  ASSERT_OK_AND_ASSIGN(const std::set<int64_t> left, CheckpointCounters(root));
+  EXPECT_EQ(left, (std::set<int64_t>{1, 2, 3}));
+  // One that failed to read but whose files read now (a passing fault, a
+  // policy's checkpoint beside it damaged): left in place.
+  ASSERT_OK(WriteCheckpoint(root, 4, policy, adam, {}, 9).status());
+  ASSERT_OK(WriteCheckpoint(root, 5, policy, adam, {}, 9).status());
+  int reads = 0;
+  ASSERT_OK_AND_ASSIGN(const std::string second,
+                       ReadNewestReadable(root, [&](const std::string&) {
+                         return ++reads == 1 ? absl::DataLossError("passing")
+                                             : absl::OkStatus();
+                       }));
+  EXPECT_EQ(fs::path(second).filename(), "ckpt-000000000004");
+  EXPECT_TRUE(fs::exists(fs::path(root) / "ckpt-000000000005"));
 }
 
 // A root that cannot be a directory (a regular file is in the way): a clear
