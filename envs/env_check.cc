@@ -120,19 +120,9 @@ class Probe {
 
   // The batch's state through the table's save_state, or an error.
   std::string SaveState(std::string* bytes) {
-    char error[kErrorBytes] = "";
-    bytes->assign(4096, '\0');
-    int64_t n = table_->save_state(env_, bytes->data(),
-                                   static_cast<int64_t>(bytes->size()), error,
-                                   sizeof(error));
-    if (n > static_cast<int64_t>(bytes->size())) {  // the size it needs
-      bytes->assign(static_cast<size_t>(n), '\0');
-      n = table_->save_state(env_, bytes->data(), n, error, sizeof(error));
-    }
-    if (n < 0 || n > static_cast<int64_t>(bytes->size())) {
-      return absl::StrCat("save_state failed: ", error);
-    }
-    bytes->resize(static_cast<size_t>(n));
+    absl::StatusOr<std::string> saved = SavePluginState(*table_, env_);
+    if (!saved.ok()) return std::string(saved.status().message());
+    *bytes = *std::move(saved);
     return "";
   }
   std::string RestoreState(const std::string& bytes) {

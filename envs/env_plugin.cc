@@ -159,22 +159,12 @@ class PluginEnv final : public BatchedEnv {
 
   std::string SaveState() const override {
     if (plugin_->save_state == nullptr) return "";
-    char error[kErrorBytes] = "";
-    std::string bytes(4096, '\0');
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      const int64_t n = plugin_->save_state(env_, bytes.data(), bytes.size(),
-                                            error, sizeof(error));
-      if (n < 0) {
-        RL_LOG_WARNING("{}: save_state failed: {}", origin_, error);
-        return "";
-      }
-      if (static_cast<size_t>(n) <= bytes.size()) {
-        bytes.resize(n);
-        return bytes;
-      }
-      bytes.resize(n);
+    absl::StatusOr<std::string> bytes = SavePluginState(*plugin_, env_);
+    if (!bytes.ok()) {
+      RL_LOG_WARNING("{}: {}", origin_, std::string(bytes.status().message()));
+      return "";
     }
-    return "";
+    return *std::move(bytes);
   }
 
   absl::Status RestoreState(const std::string& bytes) override {
@@ -389,6 +379,27 @@ class PluginEnv final : public BatchedEnv {
 };
 
 }  // namespace
+
+absl::StatusOr<std::string> SavePluginState(const rl_env_plugin& table,
+                                            rl_env* env) {
+  char error[kErrorBytes] = "";
+  std::string bytes(4096, '\0');
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int64_t n =
+        table.save_state(env, bytes.data(), static_cast<int64_t>(bytes.size()),
+                         error, sizeof(error));
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat("save_state failed: ", error));
+    }
+    if (static_cast<size_t>(n) <= bytes.size()) {
+      bytes.resize(static_cast<size_t>(n));
+      return bytes;
+    }
+    bytes.resize(static_cast<size_t>(n));  // the size it needs: again
+  }
+  return absl::InternalError(
+      "save_state failed: it asked for more room three times");
+}
 
 absl::StatusOr<std::unique_ptr<BatchedEnv>> OpenEnvWith(
     const rl_env_plugin* plugin, const std::string& origin, const EnvSpec& spec,

@@ -97,6 +97,12 @@ absl::Duration EnvCallTimeout(const EnvSpec& spec);
 // The run file's env.kwargs as the JSON object the plugin is given.
 absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec);
 
+// A batch's state through its table's save_state (rl_env_plugin.h: asked
+// again at the size it says it needs), or INTERNAL "save_state failed:
+// <the plugin's message>". The table must have save_state.
+absl::StatusOr<std::string> SavePluginState(const rl_env_plugin& table,
+                                            rl_env* env);
+
 // What OpenEnv needs besides the spec.
 struct EnvOpenOptions {
   int num_envs = 1;

@@ -341,6 +341,18 @@ absl::Status LoadTrainingState(
 
 }  // namespace
 
+namespace {
+
+// Checkpoint `dir`'s archive `part` ("policy", "optimizer", "state"), onto
+// the CPU; throws as LibTorch does for a file that does not read.
+void LoadPart(const fs::path& dir, const char* part,
+              torch::serialize::InputArchive& archive) {
+  archive.load_from((dir / absl::StrCat(part, ".pt")).string(),
+                    torch::Device(torch::kCPU));
+}
+
+}  // namespace
+
 absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
                             torch::optim::Optimizer* optimizer,
                             TensorMap* extra) {
@@ -353,14 +365,12 @@ absl::Status ReadCheckpoint(const std::string& dir, ActorCritic& policy,
   std::string damaged;
   const absl::Status loaded = LoadTrainingState(
       [&](const char* part, torch::serialize::InputArchive& archive) {
-        const std::string file = absl::StrCat(part, ".pt");
         try {
-          archive.load_from((fs::path(dir) / file).string(),
-                            torch::Device(torch::kCPU));
+          LoadPart(dir, part, archive);
         } catch (const std::exception& e) {
           std::string what = e.what();
           what = what.substr(0, what.find('\n'));  // LibTorch's first line
-          damaged = absl::StrCat(file, " does not read: ", what);
+          damaged = absl::StrCat(part, ".pt does not read: ", what);
           throw;
         }
       },
@@ -379,8 +389,7 @@ bool FilesRead(const fs::path& dir) {
   try {
     for (const char* part : {"policy", "optimizer", "state"}) {
       torch::serialize::InputArchive archive;
-      archive.load_from((dir / absl::StrCat(part, ".pt")).string(),
-                        torch::Device(torch::kCPU));
+      LoadPart(dir, part, archive);
     }
     return true;
   } catch (const std::exception&) {
