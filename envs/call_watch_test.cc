@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "envs/env_plugin.h"
@@ -114,6 +115,47 @@ TEST(CallWatchDeathTest, AHungPluginStepEndsTheProcessNamingTheCall) {
       "environment call step of environment plugin "
       ".*libtest_plugin.so \\(env Probe-v0\\) did not return within 0.5 "
       "s(.|\n)*end handler ran");
+}
+
+// A plugin's save_state and restore_state are watched as its step is: a
+// checkpoint (or a resume) that hangs in a plugin ends the process naming
+// the call, not a run that stops without a word.
+void SaveAndRestoreDrifter(const std::string& save) {
+  EnvSpec spec;
+  spec.set_id("Drifter-v0");
+  spec.set_plugin("envs/testdata/libstate_plugin.so");
+  spec.set_observation_size(2);
+  spec.set_num_discrete_actions(2);
+  spec.set_call_timeout_s(0.5f);
+  (*spec.mutable_kwargs()->mutable_fields())["save"].set_string_value(save);
+  if (!ResolveEnvSpec(&spec).ok()) return;
+  EnvOpenOptions options;
+  options.num_envs = 2;
+  auto env = OpenEnv(spec, options);
+  if (!env.ok()) return;
+  std::vector<float> obs(2 * 2);
+  if (!(*env)->Reset(obs.data()).ok()) return;
+  const std::string bytes = (*env)->SaveState();
+  fprintf(stderr, "saved %zu bytes\n", bytes.size());
+  (void)(*env)->RestoreState(bytes);
+}
+
+TEST(CallWatchDeathTest, AHungSaveOrRestoreEndsTheProcessNamingTheCall) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  for (const char* call : {"save_state", "restore_state"}) {
+    EXPECT_EXIT(
+        {
+          CallWatch::Process().EnableEnd();
+          SaveAndRestoreDrifter(
+              std::string(call) == "save_state" ? "hang_save" : "hang_restore");
+          fprintf(stderr, "the hung call returned\n");
+          _exit(0);
+        },
+        ::testing::ExitedWithCode(kEnvHungExitCode),
+        absl::StrCat("environment call ", call,
+                     " of environment plugin .*libstate_plugin.so \\(env "
+                     "Drifter-v0\\) did not return within 0.5 s"));
+  }
 }
 
 // Issue 46 item 6: a plugin that crashes the process inside a call ends it

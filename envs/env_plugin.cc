@@ -159,7 +159,11 @@ class PluginEnv final : public BatchedEnv {
 
   std::string SaveState() const override {
     if (plugin_->save_state == nullptr) return "";
-    absl::StatusOr<std::string> bytes = SavePluginState(*plugin_, env_);
+    absl::StatusOr<std::string> bytes;
+    {
+      CallWatch::Scope call(watch_, "save_state", timeout_);
+      bytes = SavePluginState(*plugin_, env_);
+    }
     if (!bytes.ok()) {
       RL_LOG_WARNING("{}: {}", origin_, std::string(bytes.status().message()));
       return "";
@@ -174,10 +178,13 @@ class PluginEnv final : public BatchedEnv {
           origin_, " cannot restore a saved state (no restore_state)"));
     }
     char error[kErrorBytes] = "";
-    if (plugin_->restore_state(env_, bytes.data(), bytes.size(), error,
-                               sizeof(error)) != 0) {
-      return Failed("restore_state", error);
+    int failed;
+    {
+      CallWatch::Scope call(watch_, "restore_state", timeout_);
+      failed = plugin_->restore_state(env_, bytes.data(), bytes.size(), error,
+                                      sizeof(error));
     }
+    if (failed != 0) return Failed("restore_state", error);
     return absl::OkStatus();
   }
 

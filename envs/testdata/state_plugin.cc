@@ -1,9 +1,13 @@
 // Drifter-v0, for check-env's check of saved states: a position that
 // drifts toward a target drawn at each reset. kwargs.save: "whole" saves
 // both, "partial" forgets the target (a restored batch plays on with its
-// own, so its observations differ), "refuse" throws on every restore.
+// own, so its observations differ), "refuse" throws on every restore,
+// "hang_save" and "hang_restore" never return from the one or the other
+// (the call watch's test).
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "rl_env_plugin.hpp"
 
@@ -33,11 +37,17 @@ class Drifter final : public rlenv::Env {
   }
 
   void SaveState(std::string* bytes) const {
+    while (save_ == "hang_save") {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     bytes->assign(1, static_cast<char>(at_));
     if (save_ != "partial") bytes->push_back(static_cast<char>(target_));
   }
   void RestoreState(const std::string& bytes) {
     if (save_ == "refuse") throw std::invalid_argument("Drifter-v0 refuses");
+    while (save_ == "hang_restore") {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
     if (bytes.empty()) throw std::invalid_argument("Drifter-v0: no bytes");
     at_ = bytes[0];
     if (bytes.size() > 1) target_ = bytes[1];
