@@ -1,6 +1,7 @@
 #include "learner/checkpoint.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
@@ -121,6 +122,53 @@ std::string SaveToString(torch::serialize::OutputArchive& archive) {
   return out.str();
 }
 
+std::string HostName() {
+  char host[256] = "";
+  if (::gethostname(host, sizeof(host) - 1) != 0) return "unknown-host";
+  return host;
+}
+
+// Where checkpoint `counter` is written before it is complete: unique per
+// process across the hosts that share `root` (a shared file system).
+fs::path TemporaryDir(const std::string& root, int64_t counter) {
+  return fs::path(root) / absl::StrFormat(".tmp-%s-%s-%d",
+                                          CheckpointName(counter), HostName(),
+                                          getpid());
+}
+
+// Removes the temporary directories that writers on this host left when
+// they died mid-write (killed, crashed): those whose name holds this host
+// and a process that no longer exists. Another host's stay, as do a live
+// writer's, and this process's own.
+void RemoveDeadWritersTemporaries(const std::string& root) {
+  const std::string prefix = absl::StrCat(".tmp-", kPrefix);
+  const std::string host = HostName();
+  std::vector<fs::path> dead;
+  std::error_code ec;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!absl::StartsWith(name, prefix)) continue;
+    // ".tmp-ckpt-<12 digits>-<host>-<pid>"
+    const size_t host_at = prefix.size() + 13;
+    const size_t pid_at = name.rfind('-');
+    int pid = 0;
+    if (pid_at == std::string::npos || pid_at <= host_at ||
+        name.compare(host_at, pid_at - host_at, host) != 0 ||
+        pid_at - host_at != host.size() ||
+        !absl::SimpleAtoi(name.substr(pid_at + 1), &pid) || pid <= 0 ||
+        pid == getpid()) {
+      continue;
+    }
+    if (::kill(pid, 0) != 0 && errno == ESRCH) dead.push_back(it->path());
+  }
+  for (const fs::path& path : dead) {
+    fs::remove_all(path, ec);
+    RL_LOG_WARNING("removed {}, left by a writer that died{}", path.string(),
+                   ec ? absl::StrCat(" (failed: ", ec.message(), ")") : "");
+  }
+}
+
 }  // namespace
 
 std::string CheckpointName(int64_t counter) {
@@ -205,9 +253,7 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
 
   const fs::path final_dir = fs::path(root) / CheckpointName(counter);
   // Unique per process, so that a writer never removes another's work.
-  const fs::path tmp_dir =
-      fs::path(root) /
-      absl::StrFormat(".tmp-%s-%d", CheckpointName(counter), getpid());
+  const fs::path tmp_dir = TemporaryDir(root, counter);
   std::error_code ec;
   fs::create_directories(root, ec);
   if (ec) return FileError(ec, "create checkpoint directory", root);
@@ -257,6 +303,7 @@ absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
   for (size_t i = 0; i + std::max(keep, 1) < all.size(); ++i) {
     fs::remove_all(all[i], ec);
   }
+  RemoveDeadWritersTemporaries(root);
   return final_dir.string();
 }
 

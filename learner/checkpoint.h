@@ -48,7 +48,9 @@ absl::Status PruneCheckpoints(const std::string& root,
 // naming the file (a full disk or a file-size limit RESOURCE_EXHAUSTED,
 // others errno's canonical code), never an exception or an abort, and it
 // removes the temporary directory, so the previous checkpoint stays the
-// latest.
+// latest. A successful write also removes the temporary directories of
+// writers on this host that died mid-write (a kill), so they do not fill
+// the disk.
 absl::StatusOr<std::string> WriteCheckpoint(const std::string& root,
                                             int64_t counter,
                                             ActorCritic& policy,

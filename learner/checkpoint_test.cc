@@ -2,7 +2,9 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <torch/optim/adam.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "envs/env_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -262,6 +265,42 @@ TEST(CheckpointTest, TheSameNumberWrittenAgainReplacesItWhole) {
 // A checkpoint whose file a crash cut short is DATA_LOSS naming the file
 // (not a run that does not fit it), and the newest that reads is found
 // under the damaged one.
+// A learner killed mid-write leaves its temporary directory; the next
+// write on the host removes it (its process is gone), and leaves a live
+// process's and another host's alone.
+TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
+  const std::string root = MakeTestDir("dead_writer");
+  char host[256] = "";
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  // A process that has ended, and been reaped: its pid is free.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const auto leftover = [&](const std::string& who, int pid) {
+    const fs::path dir =
+        fs::path(root) /
+        absl::StrCat(".tmp-", CheckpointName(1), "-", who, "-", pid);
+    fs::create_directories(dir);
+    std::ofstream(dir / "policy.pt") << "half a file";
+    return dir;
+  };
+  const fs::path dead = leftover(host, child);
+  const fs::path live = leftover(host, static_cast<int>(::getppid()));
+  const fs::path elsewhere = leftover("another-host", child);
+
+  torch::manual_seed(1);
+  ActorCritic policy(Config(8));
+  torch::optim::Adam adam(policy->parameters(),
+                          torch::optim::AdamOptions(1e-3));
+  ASSERT_OK(WriteCheckpoint(root, 2, policy, adam, {}, 2).status());
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(elsewhere));
+  EXPECT_EQ(*LatestCheckpoint(root),
+            (fs::path(root) / CheckpointName(2)).string());
+}
+
 TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
   const std::string root = MakeTestDir("damaged");
   ActorCritic policy(Config(4));
