@@ -481,20 +481,22 @@ absl::Status LocalTrainer::Restore(const std::string& checkpoint_dir) {
   if (learner_policy_.ptr() != policy_.ptr()) {
     RETURN_IF_ERROR(CopyPolicyWeights(learner_policy_, policy_));
   }
-  RETURN_IF_ERROR(collector_->RestoreState(extra));
-  if (league_ != nullptr) {
-    RETURN_IF_ERROR(league_->RestoreState(extra));
-    progress_.league = league_->Describe();
-  }
   // The other policies from their checkpoints of the same number, beside
   // the run's (<run_dir>/checkpoints/ckpt-N ->
-  // <run_dir>/policies/<name>/checkpoints/ckpt-N).
+  // <run_dir>/policies/<name>/checkpoints/ckpt-N), before the environments'
+  // and the league's state: one that is damaged (the checkpoint before is
+  // tried next) has left nothing of this one's in them.
   for (OtherPolicy& other : others_) {
     RETURN_IF_ERROR(ReadPolicyCheckpoint(checkpoint_dir, other.name,
                                          other.learner_policy, *other.updater));
     if (other.learner_policy.ptr() != other.policy.ptr()) {
       RETURN_IF_ERROR(CopyPolicyWeights(other.learner_policy, other.policy));
     }
+  }
+  RETURN_IF_ERROR(collector_->RestoreState(extra));
+  if (league_ != nullptr) {
+    RETURN_IF_ERROR(league_->RestoreState(extra));
+    progress_.league = league_->Describe();
   }
   for (size_t i = 0; i < policy_windows_.size(); ++i) {
     auto returns = extra.find(absl::StrCat("policy.", i, ".returns"));
