@@ -141,13 +141,15 @@ absl::Status MetricStore::Write(const std::vector<const MetricBatch*>& batches,
 // caller's new-run budgets to charge once the batch is taken (null: none).
 absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
                                             PendingWrite& w,
-                                            RunBudgets* budgets) {
+                                            RunBudgets* budgets,
+                                            bool count_refusal) {
   *budgets = {};
   if (fresh == 0) return absl::OkStatus();
   Catalog& c = *catalog_;
   const int64_t in_run = w.RunSeriesCount(c, b.run_id());
   if (in_run + fresh > options_.max_series_per_run) {
-    refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
+    if (count_refusal)
+      refused_series_per_run_.fetch_add(1, std::memory_order_relaxed);
     return absl::FailedPreconditionError(
         absl::StrCat("batch ", b.sequence_number(), ": run ", b.run_id(),
                      " would have ", in_run + fresh, " series, at most ",
@@ -157,7 +159,8 @@ absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
     const int64_t by_source = series_by_source_[b.source()] +
                               w.created_per_source[b.source()] + fresh;
     if (by_source > options_.max_series_per_source) {
-      refused_series_per_source_.fetch_add(1, std::memory_order_relaxed);
+      if (count_refusal)
+        refused_series_per_source_.fetch_add(1, std::memory_order_relaxed);
       return absl::FailedPreconditionError(absl::StrCat(
           "batch ", b.sequence_number(), ": source ", b.source(),
           " would have created ", by_source, " series, at most ",
@@ -184,7 +187,8 @@ absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
                                                             now - budget.at));
       budget.at = now;
       if (budget.tokens < 1) {
-        refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
+        if (count_refusal)
+          refused_runs_per_source_.fetch_add(1, std::memory_order_relaxed);
         return absl::FailedPreconditionError(
             absl::StrCat("batch ", b.sequence_number(), ": ",
                          absl::StartsWith(key, "caller:")
@@ -200,7 +204,7 @@ absl::Status MetricStore::CheckSeriesLimits(const MetricBatch& b, int64_t fresh,
   }
   if (w.RunCount(c) >= options_.max_runs) {
     *budgets = {};
-    refused_runs_.fetch_add(1, std::memory_order_relaxed);
+    if (count_refusal) refused_runs_.fetch_add(1, std::memory_order_relaxed);
     return absl::FailedPreconditionError(absl::StrCat(
         "batch ", b.sequence_number(), ": run ", b.run_id(),
         " would be a new run beyond the ", options_.max_runs,
@@ -245,21 +249,37 @@ absl::Status MetricStore::AdmitBatch(const MetricBatch& b, size_t index,
   // Per point (and the dropped-points series last): its series, or null
   // until it is created.
   std::vector<SeriesEntry*> entries(b.points_size() + 1, nullptr);
+  // Whether the series is new to the store and to the batch so far.
   auto resolve = [&](int p, const std::string& name, Labels labels) {
     const std::string key = SeriesKey(b.run_id(), name, LabelsKey(labels));
     entries[p] = w.FindSeries(c, key);
     if (entries[p] == nullptr && fresh_keys.insert(key).second) {
       fresh.push_back({key, std::move(labels), name});
+      return true;
     }
+    return false;
   };
   for (int p = 0; p < b.points_size(); ++p) {
     resolve(p, b.points(p).name(), SortedLabels(b.points(p).labels()));
   }
   const Labels dropped_labels = {{"source", b.source()}};
-  if (b.dropped_points() > 0) {
-    resolve(b.points_size(), kDroppedPointsSeries, dropped_labels);
-  }
+  bool record_dropped = b.dropped_points() > 0;
+  const bool dropped_is_new =
+      record_dropped &&
+      resolve(b.points_size(), kDroppedPointsSeries, dropped_labels);
   RunBudgets budgets{};
+  if (dropped_is_new &&
+      !CheckSeriesLimits(b, static_cast<int64_t>(fresh.size()), w, &budgets,
+                         /*count_refusal=*/false)
+           .ok()) {
+    // The source's dropped-points series is new and over a limit: the
+    // batch's own points go in without it (its running total is recorded
+    // by a later batch where there is room). Refusing the batch for it
+    // would drop this batch too, and every one after it, since each
+    // carries a total above 0.
+    fresh.pop_back();
+    record_dropped = false;
+  }
   *refused =
       CheckSeriesLimits(b, static_cast<int64_t>(fresh.size()), w, &budgets);
   if (!refused->ok()) return absl::OkStatus();
@@ -294,7 +314,7 @@ absl::Status MetricStore::AdmitBatch(const MetricBatch& b, size_t index,
     }
     w.Add(e, index, {mp.step(), mp.wall_time_ns(), mp.value()});
   }
-  if (b.dropped_points() > 0) {
+  if (record_dropped) {
     SeriesEntry* e = entries[b.points_size()];
     if (e == nullptr) {
       e = w.FindSeries(c, SeriesKey(b.run_id(), kDroppedPointsSeries,

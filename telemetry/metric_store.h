@@ -146,7 +146,8 @@ class MetricStore {
                           PendingWrite& w, absl::Status* refused,
                           bool* duplicate);
   absl::Status CheckSeriesLimits(const MetricBatch& batch, int64_t fresh,
-                                 PendingWrite& w, RunBudgets* budgets);
+                                 PendingWrite& w, RunBudgets* budgets,
+                                 bool count_refusal = true);
   absl::Status AppendPending(PendingWrite& w);
   absl::Status SaveStreams(PendingWrite& w);
   void PublishWrite(PendingWrite& w);

@@ -1063,6 +1063,35 @@ TEST(MetricStoreTest, DroppedPointsBecomeASeries) {
   EXPECT_EQ(store->ListSeries("run-1", "").size(), 2u);
 }
 
+// A source that has dropped points carries its running total in every
+// batch. At the run's series limit its dropped-points series cannot be
+// created; its points still go in (the total is left out), not the batch
+// refused, and with it every batch after, each carrying a total above 0.
+TEST(MetricStoreTest, AtTheSeriesLimitDroppedPointsDoNotRefuseTheBatch) {
+  MetricStoreOptions options;
+  options.max_series_per_run = 2;
+  auto store = OpenStore(DbPath("dropped_at_limit"), options);
+  ASSERT_NE(store, nullptr);
+  ASSERT_OK(WriteOne(
+      store.get(),
+      Batch("run-1", 1, {Point("x", 1, 1), Point("y", 1, 1)}, "learner/0")));
+  MetricBatch b = Batch("run-1", 2, {Point("x", 2, 2)}, "learner/0");
+  b.set_dropped_points(5);
+  EXPECT_OK(WriteOne(store.get(), b));
+  // A new series of its own is still refused, and counted once.
+  MetricBatch c = Batch("run-1", 3, {Point("z", 3, 3)}, "learner/0");
+  c.set_dropped_points(6);
+  EXPECT_THAT(WriteOne(store.get(), c),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("max_series_per_run")));
+  EXPECT_EQ(store->stats().refused_series_per_run, 1);
+  EXPECT_EQ(store->ListSeries("run-1", "x")[0].num_points(), 2);
+  EXPECT_EQ(store->ListSeries("run-1", "").size(), 2u);
+  EXPECT_EQ(MustQuery(store.get(), Raw("run-1", {kDroppedPointsSeries}))
+                .series_size(),
+            0);
+}
+
 TEST(MetricStoreTest, NonFiniteValuesRoundTrip) {
   auto store = OpenStore(DbPath("nonfinite"));
   ASSERT_NE(store, nullptr);
