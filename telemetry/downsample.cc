@@ -15,10 +15,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 BucketAccumulator::BucketAccumulator(int64_t lo, int64_t hi, int num_buckets)
     : lo_(lo), hi_(std::max(lo, hi)) {
   const int64_t n = std::max(1, num_buckets);
-  // Width rounded up so n buckets cover [lo, hi]; computed without overflow.
+  // Width rounded up so n buckets cover [lo, hi]; computed without overflow
+  // (the whole int64 range in one bucket is a width of 2^64, kept as the
+  // largest uint64, its last step clamped into the bucket).
   const uint64_t span = static_cast<uint64_t>(hi_) - static_cast<uint64_t>(lo_);
-  width_ = static_cast<int64_t>(span / static_cast<uint64_t>(n) + 1);
-  acc_.resize(static_cast<size_t>(span / static_cast<uint64_t>(width_) + 1));
+  width_ = span / static_cast<uint64_t>(n);
+  if (width_ < std::numeric_limits<uint64_t>::max()) ++width_;
+  acc_.resize(static_cast<size_t>(
+      std::min<uint64_t>(static_cast<uint64_t>(n), span / width_ + 1)));
 }
 
 Bucket BucketAccumulator::ToBucket(const Acc& a) {

@@ -9,6 +9,7 @@
 #ifndef RL_TELEMETRY_DOWNSAMPLE_H_
 #define RL_TELEMETRY_DOWNSAMPLE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -33,7 +34,10 @@ class BucketAccumulator {
 
   void Add(const PointRecord& p) {
     if (p.step < lo_ || p.step > hi_) return;
-    Acc& a = acc_[static_cast<size_t>((p.step - lo_) / width_)];
+    // In unsigned steps: a span over 2^63 does not overflow.
+    const uint64_t at =
+        (static_cast<uint64_t>(p.step) - static_cast<uint64_t>(lo_)) / width_;
+    Acc& a = acc_[std::min(static_cast<size_t>(at), acc_.size() - 1)];
     ++a.count;
     if (p.step < a.min_step) a.min_step = p.step;
     if (p.step >= a.max_step) {
@@ -73,7 +77,7 @@ class BucketAccumulator {
 
   int64_t lo_;
   int64_t hi_;
-  int64_t width_;
+  uint64_t width_;
   std::vector<Acc> acc_;
 };
 

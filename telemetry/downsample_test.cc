@@ -75,6 +75,28 @@ TEST(BucketAccumulatorTest, NeverMoreBucketsThanAsked) {
   }
 }
 
+// A query over the whole int64 range (a client's extreme min_step and
+// max_step) divided by zero with one bucket (SIGFPE: the server died) and
+// overflowed a signed step difference with more.
+TEST(BucketAccumulatorTest, TheWholeStepRangeFitsItsBuckets) {
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int n : {1, 2, 3, 1000}) {
+    BucketAccumulator acc(kMin, kMax, n);
+    for (int64_t s :
+         {kMin, kMin + 1, int64_t{-1}, int64_t{0}, kMax - 1, kMax}) {
+      acc.Add({s, 0, 1.0});
+    }
+    const std::vector<Bucket> buckets = acc.Buckets();
+    EXPECT_LE(buckets.size(), static_cast<size_t>(n)) << n;
+    int64_t total = 0;
+    for (const Bucket& b : buckets) total += b.count();
+    EXPECT_EQ(total, 6) << n;
+    EXPECT_EQ(buckets.front().min_step(), kMin) << n;
+    EXPECT_EQ(buckets.back().max_step(), kMax) << n;
+  }
+}
+
 TEST(BucketAccumulatorTest, LastIsValueAtLargestStepWhateverTheOrder) {
   BucketAccumulator acc(0, 9, 1);
   acc.Add({9, 0, 90.0});
