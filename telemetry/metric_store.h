@@ -17,9 +17,10 @@
 // one step are all kept (an actor's episode returns of one segment).
 //
 // Validation rules (ValidateBatch): run_id and source 1..128 bytes, sequence
-// numbers from 1, at most kMaxPointsPerBatch points, names 1..256 printable
-// bytes, at most kMaxLabels labels per point with keys 1..64 and values
-// 0..256 bytes. NaN and infinite values are stored as they are (see
+// numbers from 1, at most kMaxPointsPerBatch points, and the points' names
+// and labels within telemetry/client/metric_limits.h's limits (names
+// 1..256 printable bytes, at most 16 labels with keys 1..64 and values
+// 0..256 printable bytes). NaN and infinite values are stored as they are (see
 // downsample.h for how buckets treat them).
 #ifndef RL_TELEMETRY_METRIC_STORE_H_
 #define RL_TELEMETRY_METRIC_STORE_H_
@@ -37,13 +38,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/telemetry.pb.h"
+#include "telemetry/client/metric_limits.h"
 
 struct sqlite3;
 
 namespace rl {
 
 inline constexpr int kMaxPointsPerBatch = 100000;
-inline constexpr int kMaxLabels = 16;
 // Series written for the drop counts reported by emitters.
 inline constexpr char kDroppedPointsSeries[] = "telemetry/dropped_points";
 

@@ -5,17 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status.h"
+#include "telemetry/client/metric_limits.h"
 #include "telemetry/metric_store.h"
 
 namespace rl {
 namespace {
-
-bool Printable(absl::string_view s) {
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) return false;
-  }
-  return true;
-}
 
 absl::Status CheckText(absl::string_view value, const std::string& field,
                        size_t min_len, size_t max_len) {
@@ -24,7 +18,7 @@ absl::Status CheckText(absl::string_view value, const std::string& field,
         absl::StrCat(field, ": length ", value.size(), " is outside [", min_len,
                      ", ", max_len, "]"));
   }
-  if (!Printable(value)) {
+  if (!PrintableText(value)) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": contains control characters"));
   }
@@ -52,16 +46,18 @@ absl::Status ValidateBatch(const MetricBatch& batch) {
   for (int i = 0; i < batch.points_size(); ++i) {
     const MetricPoint& p = batch.points(i);
     const std::string field = absl::StrCat("batch.points[", i, "]");
-    RETURN_IF_ERROR(CheckText(p.name(), field + ".name", 1, 256));
+    RETURN_IF_ERROR(
+        CheckText(p.name(), field + ".name", 1, kMaxMetricNameBytes));
     if (p.labels_size() > kMaxLabels) {
       return absl::InvalidArgumentError(
           absl::StrCat(field, ".labels: ", p.labels_size(), " labels, at most ",
                        kMaxLabels));
     }
     for (const auto& [k, v] : p.labels()) {
-      RETURN_IF_ERROR(CheckText(k, absl::StrCat(field, ".labels key"), 1, 64));
-      RETURN_IF_ERROR(
-          CheckText(v, absl::StrCat(field, ".labels[", k, "]"), 0, 256));
+      RETURN_IF_ERROR(CheckText(k, absl::StrCat(field, ".labels key"), 1,
+                                kMaxLabelKeyBytes));
+      RETURN_IF_ERROR(CheckText(v, absl::StrCat(field, ".labels[", k, "]"), 0,
+                                kMaxLabelValueBytes));
     }
   }
   return absl::OkStatus();

@@ -9,11 +9,13 @@
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/backoff.h"
 #include "common/logging.h"
 #include "common/thread.h"
+#include "telemetry/client/metric_limits.h"
 
 namespace rl {
 namespace {
@@ -32,6 +34,33 @@ uint64_t RoundUpPowerOfTwo(uint64_t n) {
 
 constexpr char kDefaultRun[] = "system";
 constexpr uint64_t kWakeCheckInterval = 1024;
+// A batch is sealed once its points take about this many bytes: far under
+// gRPC's 4 MiB a message, whatever labels its points carry (each point is
+// at most ~5.5 KiB within metric_limits.h).
+constexpr size_t kBatchBytes = 1 << 20;
+
+// Why the service would refuse a point with `labels` (sorted by key), or
+// empty.
+std::string LabelsProblem(const MetricLabelList& labels) {
+  int distinct = 0;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto& [key, value] = labels[i];
+    if (i > 0 && labels[i - 1].first == key) continue;  // the map keeps one
+    ++distinct;
+    if (key.empty() || key.size() > kMaxLabelKeyBytes || !PrintableText(key)) {
+      return absl::StrCat("label key \"", absl::CEscape(key), "\" is not 1 to ",
+                          kMaxLabelKeyBytes, " printable bytes");
+    }
+    if (value.size() > kMaxLabelValueBytes || !PrintableText(value)) {
+      return absl::StrCat("the value of label ", key, " is not 0 to ",
+                          kMaxLabelValueBytes, " printable bytes");
+    }
+  }
+  if (distinct > kMaxLabels) {
+    return absl::StrCat(distinct, " labels, at most ", kMaxLabels);
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -65,6 +94,11 @@ struct Emitter::State {
   absl::flat_hash_map<std::string, uint32_t> labels_ids ABSL_GUARDED_BY(mu);
   // Index 0: no labels. Entries are never removed (ids stay valid).
   std::deque<MetricLabelList> labels_by_id ABSL_GUARDED_BY(mu);
+  // Per id: why the service would refuse a point with those labels, or
+  // empty (metric_limits.h).
+  std::deque<std::string> labels_problem ABSL_GUARDED_BY(mu);
+  // Whether a point was dropped for its name or labels yet (logged once).
+  bool logged_invalid = false;  // the sender's
   MetricLabelList default_label_list ABSL_GUARDED_BY(mu);
 
   std::deque<std::shared_ptr<const MetricBatch>> unacked ABSL_GUARDED_BY(mu);
@@ -106,6 +140,7 @@ Emitter::Emitter(std::unique_ptr<MetricTransport> transport,
     absl::MutexLock lock(&s.mu);
     s.runs.push_back(kDefaultRun);
     s.labels_by_id.emplace_back();
+    s.labels_problem.emplace_back();
   }
   if (!enabled_) return;
   const uint64_t capacity =
@@ -209,7 +244,10 @@ uint32_t Emitter::InternLabels(const MetricLabelList& labels) {
   absl::MutexLock lock(&s.mu);
   auto [it, inserted] = s.labels_ids.try_emplace(
       key, static_cast<uint32_t>(s.labels_by_id.size()));
-  if (inserted) s.labels_by_id.push_back(std::move(sorted));
+  if (inserted) {
+    s.labels_problem.push_back(LabelsProblem(sorted));
+    s.labels_by_id.push_back(std::move(sorted));
+  }
   return it->second;
 }
 
@@ -354,6 +392,7 @@ void Emitter::SenderLoop() {
   // The batch being filled, per run.
   std::shared_ptr<MetricBatch> open;
   uint32_t open_run = 0;
+  size_t open_bytes = 0;  // about what its points take
   // How long an idle sender sleeps: a wake-up preempts whatever runs on
   // that core (an OpenMP team waits for its slowest thread), so few of them.
   const absl::Duration poll = std::clamp(
@@ -445,28 +484,56 @@ void Emitter::SenderLoop() {
     while (drained < budget) {
       Slot& slot = s.slots[pos & s.mask];
       if (slot.sequence.load(std::memory_order_acquire) != pos + 1) break;
-      if (open && slot.run_index != open_run) seal();
-      if (!open) {
-        open = std::make_shared<MetricBatch>();
-        open_run = slot.run_index;
-        first_pending = now;
-      }
-      MetricPoint* p = open->add_points();
-      p->set_name(slot.name, slot.name_len);
-      p->set_step(slot.step);
-      p->set_wall_time_ns(slot.wall_ns);
-      p->set_value(slot.value);
-      const uint32_t labels_id = slot.labels_id;
+      const std::string name(slot.name, slot.name_len);
+      const int64_t step = slot.step, wall_ns = slot.wall_ns;
+      const double value = slot.value;
+      const uint32_t labels_id = slot.labels_id, run_index = slot.run_index;
       slot.sequence.store(pos + s.mask + 1, std::memory_order_release);
       ++pos;
       ++drained;
-      if (labels_id != 0) {
+      // A point the service would refuse is dropped here, alone: in a batch
+      // it would have the whole batch refused.
+      MetricLabelList labels;
+      std::string problem;
+      if (!PrintableText(name)) {
+        problem = "the name has control characters";
+      } else if (labels_id != 0) {
         absl::MutexLock lock(&s.mu);
-        for (const auto& [k, v] : s.labels_by_id[labels_id]) {
-          (*p->mutable_labels())[k] = v;
-        }
+        problem = s.labels_problem[labels_id];
+        if (problem.empty()) labels = s.labels_by_id[labels_id];
       }
-      if (open->points_size() >= o.batch_max_points) seal();
+      if (!problem.empty()) {
+        s.dropped.fetch_add(1, std::memory_order_relaxed);
+        if (!s.logged_invalid) {
+          s.logged_invalid = true;
+          RL_LOG_WARNING(
+              "telemetry: point {} dropped: {} (such points are dropped and "
+              "counted in telemetry/dropped_points; logged once)",
+              absl::CEscape(name), problem);
+        }
+        continue;
+      }
+      if (open && run_index != open_run) seal();
+      if (!open) {
+        open = std::make_shared<MetricBatch>();
+        open_run = run_index;
+        open_bytes = 0;
+        first_pending = now;
+      }
+      MetricPoint* p = open->add_points();
+      p->set_name(name);
+      p->set_step(step);
+      p->set_wall_time_ns(wall_ns);
+      p->set_value(value);
+      open_bytes += name.size() + 32;
+      for (auto& [k, v] : labels) {
+        open_bytes += k.size() + v.size() + 8;
+        (*p->mutable_labels())[k] = std::move(v);
+      }
+      if (open->points_size() >= o.batch_max_points ||
+          open_bytes >= kBatchBytes) {
+        seal();
+      }
     }
     if (drained > 0) {
       // Published together with pending_points, under the lock: Flush must

@@ -11,6 +11,12 @@
 // service's shared ingest budget) is resent. No gRPC here: the transport is
 // an interface (telemetry/client/grpc_transport.h has the real one).
 //
+// A point the service would refuse (a name with control characters, labels
+// beyond telemetry/client/metric_limits.h) is dropped and counted by the
+// sender, alone, never the batch it would have travelled in; batches are
+// sealed at `batch_max_points` points or about 1 MiB, far under gRPC's
+// 4 MiB a message.
+//
 // Limits, by design of the hot path: names are at most `kMaxNameBytes` bytes
 // (longer ones are dropped and counted as invalid); points with labels pay
 // for a lookup of their label set (~100 ns) where plain points cost a copy

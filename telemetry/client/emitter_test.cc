@@ -606,6 +606,56 @@ TEST(EmitterTest, TooLongNamesAreDroppedAndCounted) {
   EXPECT_EQ(batches.back().dropped_points(), 3);
 }
 
+// A point the service would refuse (its name or labels beyond
+// metric_limits.h) used to travel in a batch, and the service refused the
+// whole batch: up to 4095 good points lost with it. It is dropped alone.
+TEST(EmitterTest, PointsTheServiceWouldRefuseAreDroppedAloneNotTheirBatch) {
+  auto service = std::make_shared<FakeService>();
+  auto emitter = MakeEmitter(service);
+  MetricLabelList seventeen;
+  for (int i = 0; i < 17; ++i) seventeen.push_back({absl::StrCat("k", i), ""});
+  emitter->Emit("good", 1, 1.0, {{"actor", "0"}});
+  emitter->Emit("bad", 1, 1.0, {{"actor", std::string(300, 'v')}});
+  emitter->Emit("tab\tname", 1, 1.0);
+  emitter->Emit("bad", 1, 1.0, seventeen);
+  emitter->Emit("bad", 1, 1.0, {{"", "empty key"}});
+  emitter->Emit("bad", 1, 1.0, {{"actor", "line\nbreak"}});
+  emitter->Emit("good", 2, 2.0, {{"actor", std::string(256, 'v')}});
+  seventeen.pop_back();
+  emitter->Emit("good", 3, 3.0, seventeen);
+  ASSERT_OK(emitter->Flush(kLong));
+  const EmitterStats stats = emitter->stats();
+  EXPECT_EQ(stats.dropped, 5);
+  EXPECT_EQ(stats.rejected_batches, 0);
+  const std::vector<MetricBatch> batches = Unique(service->received());
+  ASSERT_EQ(CountPoints(batches), 3);
+  for (const MetricBatch& b : batches) {
+    for (const MetricPoint& p : b.points()) EXPECT_EQ(p.name(), "good");
+  }
+}
+
+// Points with many long labels: a batch of 4096 of them was ~17 MiB, over
+// gRPC's 4 MiB a message, refused on every resend, and everything behind it
+// waited for ever. Batches are sealed at about 1 MiB.
+TEST(EmitterTest, BatchesStayFarUnderTheMessageLimit) {
+  auto service = std::make_shared<FakeService>();
+  EmitterOptions o = TestOptions();
+  o.batch_interval = absl::Seconds(30);  // sealed by size alone
+  auto emitter = MakeEmitter(service, o);
+  MetricLabelList labels;
+  for (int i = 0; i < 16; ++i) {
+    labels.push_back({absl::StrCat("key", i), std::string(250, 'v')});
+  }
+  for (int i = 0; i < 600; ++i) emitter->Emit("wide", i, i, labels);
+  ASSERT_OK(emitter->Flush(kLong));
+  const std::vector<MetricBatch> batches = Unique(service->received());
+  EXPECT_EQ(CountPoints(batches), 600);
+  EXPECT_GE(batches.size(), 2u);
+  for (const MetricBatch& b : batches) {
+    EXPECT_LT(b.ByteSizeLong(), size_t{3} << 19) << b.sequence_number();
+  }
+}
+
 TEST(EmitterTest, ConcurrentEmittersDeliverEveryAcceptedPointOnce) {
   auto service = std::make_shared<FakeService>();
   EmitterOptions o = TestOptions();
