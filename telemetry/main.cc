@@ -38,7 +38,8 @@ ABSL_FLAG(double, stream_retention_hours,
           "Forget an emitter stream's stored sequence numbers (kept to spot "
           "resends) once it stored nothing for this many hours; 0: never.");
 ABSL_FLAG(int64_t, max_points_per_series, 0,
-          "Keep at most this many points per series (oldest go); 0: all.");
+          "Keep at most this many points per series (the oldest go, 1024 "
+          "at a time); 0: all, else at least 1024.");
 ABSL_FLAG(int, max_series_per_run, 10000, "Series per run, at most.");
 ABSL_FLAG(int, max_series_per_source, 20000,
           "New series one source (process) may create, at most, while any "

@@ -53,7 +53,8 @@ absl::Status ValidateBatch(const MetricBatch& batch);
 
 struct MetricStoreOptions {
   // Oldest chunks of a series are deleted beyond this many points (0: keep
-  // all).
+  // all; else at least kChunkPoints): a series keeps between this many
+  // less a chunk and this many.
   int64_t max_points_per_series = 0;
   // A run none of whose series got a point for this long is deleted by
   // ApplyRetention (zero: keep forever).
@@ -101,6 +102,11 @@ struct RunSummary {
   int64_t last_step = 0;
   int64_t last_wall_time_ns = 0;
 };
+
+// INVALID_ARGUMENT naming each option out of its range (MetricStore::Open
+// checks them): a max_points_per_series under one chunk, negative
+// retentions or limits, max_runs or max_series_per_run under 1.
+absl::Status CheckStoreOptions(const MetricStoreOptions& options);
 
 class MetricStore {
  public:

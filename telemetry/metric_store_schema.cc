@@ -141,6 +141,7 @@ MetricStore::~MetricStore() {
 
 absl::StatusOr<std::unique_ptr<MetricStore>> MetricStore::Open(
     const std::string& path, MetricStoreOptions options) {
+  RETURN_IF_ERROR(CheckStoreOptions(options));
   ASSIGN_OR_RETURN(sqlite3 * writer, OpenDurableDatabase(path));
   if (absl::Status s = ExecSql(writer, kSchema); !s.ok()) {
     sqlite3_close(writer);

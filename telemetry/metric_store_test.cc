@@ -21,6 +21,7 @@
 namespace rl {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -1090,6 +1091,31 @@ TEST(MetricStoreTest, AtTheSeriesLimitDroppedPointsDoNotRefuseTheBatch) {
   EXPECT_EQ(MustQuery(store.get(), Raw("run-1", {kDroppedPointsSeries}))
                 .series_size(),
             0);
+}
+
+// The store lets points go a chunk (1024) at a time: a limit of 100 kept
+// a series at 1024 points, then at 1; a negative retention or max_runs 0
+// were taken. Each is refused when the store opens, naming it.
+TEST(MetricStoreTest, OptionsOutOfRangeAreRefusedNamingEach) {
+  for (int64_t bad : {int64_t{-1}, int64_t{100}, int64_t{1023}}) {
+    MetricStoreOptions options;
+    options.max_points_per_series = bad;
+    EXPECT_THAT(MetricStore::Open(DbPath("bad_points"), options),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("max_points_per_series ", bad,
+                                                ": 0 (keep all) or at least "
+                                                "1024"))));
+  }
+  MetricStoreOptions options;
+  options.run_retention = absl::Hours(-24);
+  options.max_runs = 0;
+  EXPECT_THAT(MetricStore::Open(DbPath("bad_limits"), options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("retention_days"),
+                             HasSubstr("max_runs 0: at least 1"))));
+  options = {};
+  options.max_points_per_series = 1024;
+  EXPECT_OK(MetricStore::Open(DbPath("points_ok"), options).status());
 }
 
 TEST(MetricStoreTest, NonFiniteValuesRoundTrip) {

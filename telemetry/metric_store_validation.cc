@@ -1,8 +1,10 @@
 // ValidateBatch (metric_store.h): what the store takes from an emitter,
 // checked field by field before anything is written.
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/status.h"
 #include "telemetry/client/metric_limits.h"
@@ -61,6 +63,48 @@ absl::Status ValidateBatch(const MetricBatch& batch) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckStoreOptions(const MetricStoreOptions& o) {
+  std::vector<std::string> bad;
+  if (o.max_points_per_series < 0 ||
+      (o.max_points_per_series > 0 &&
+       o.max_points_per_series < MetricStore::kChunkPoints)) {
+    bad.push_back(absl::StrCat("max_points_per_series ",
+                               o.max_points_per_series, ": 0 (keep all) or ",
+                               "at least ", MetricStore::kChunkPoints,
+                               " (points go a chunk of that many at a time)"));
+  }
+  if (o.run_retention < absl::ZeroDuration()) {
+    bad.push_back(absl::StrCat("run retention (retention_days) ",
+                               absl::FormatDuration(o.run_retention),
+                               ": 0 (keep) or more"));
+  }
+  if (o.stream_retention < absl::ZeroDuration()) {
+    bad.push_back(absl::StrCat("stream_retention ",
+                               absl::FormatDuration(o.stream_retention),
+                               ": 0 (never forget) or more"));
+  }
+  if (o.max_series_per_run < 1) {
+    bad.push_back(absl::StrCat("max_series_per_run ", o.max_series_per_run,
+                               ": at least 1"));
+  }
+  if (o.max_series_per_source < 0) {
+    bad.push_back(absl::StrCat("max_series_per_source ",
+                               o.max_series_per_source,
+                               ": 0 (no limit) or more"));
+  }
+  if (o.max_runs < 1) {
+    bad.push_back(absl::StrCat("max_runs ", o.max_runs, ": at least 1"));
+  }
+  if (o.max_new_runs_per_source_per_minute < 0) {
+    bad.push_back(absl::StrCat("max_new_runs_per_source_per_minute ",
+                               o.max_new_runs_per_source_per_minute,
+                               ": 0 (no limit) or more"));
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("telemetry store limits: ", absl::StrJoin(bad, "; ")));
 }
 
 }  // namespace rl
