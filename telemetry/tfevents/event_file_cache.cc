@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status.h"
 
 namespace rl {
@@ -52,8 +53,18 @@ absl::Status EventFileCache::Flush() {
 absl::StatusOr<TfEventsWriter*> EventFileCache::Writer(
     const std::string& dir_name) {
   if (auto it = open_.find(dir_name); it != open_.end()) {
-    recency_.splice(recency_.begin(), recency_, it->second.recency);
-    return it->second.writer.get();
+    if (absl::Now() - it->second.writer->failed_at() <
+        options_.retry_after_error) {
+      // Working (failed_at is in the future), or failed a moment ago: its
+      // calls return the error.
+      recency_.splice(recency_.begin(), recency_, it->second.recency);
+      return it->second.writer.get();
+    }
+    // Failed a while ago: a new file after it (its last record may be
+    // partial, and readers stop there).
+    recency_.erase(it->second.recency);
+    open_.erase(it);
+    ++replaced_after_error_;
   }
   // Close one first, so the open count never passes the bound.
   if (static_cast<int>(open_.size()) >= options_.max_open_files) {

@@ -6,9 +6,10 @@
 // used; if it has none: the least recently used writer is flushed and
 // closed, then the directory's previous file is reopened for append
 // (TfEventsWriter::Reopen), or a new file is created when there is none, it
-// is gone, or its writer had failed. Appending, rather than a new file per
-// reopen, keeps one growing file per run and process, which TensorBoard reads
-// like any file still being written.
+// is gone, or its writer had failed. An open writer that failed is replaced
+// by a new file `retry_after_error` after its error. Appending, rather than a
+// new file per reopen, keeps one growing file per run and process, which
+// TensorBoard reads like any file still being written.
 #ifndef RL_TELEMETRY_TFEVENTS_EVENT_FILE_CACHE_H_
 #define RL_TELEMETRY_TFEVENTS_EVENT_FILE_CACHE_H_
 
@@ -22,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "telemetry/tfevents/tfevents_writer.h"
 
 namespace rl {
@@ -31,6 +33,10 @@ struct EventFileCacheOptions {
   std::string root_dir;
   // Event files open at once, at least 1.
   int max_open_files = 64;
+  // A run's writer that failed (a full disk) refuses everything after its
+  // error; this long after it, the run's next point starts a new file (not
+  // at once: while the disk stays full, not a new empty file a flush).
+  absl::Duration retry_after_error = absl::Seconds(30);
 };
 
 // Not thread-safe: one thread (or the caller's mutex) makes every call.
@@ -65,6 +71,8 @@ class EventFileCache {
   // Files closed to make room for another (each is reopened when its run
   // gets points again).
   int64_t evictions() const { return evictions_; }
+  // Writers that had failed and were replaced by a new file.
+  int64_t replaced_after_error() const { return replaced_after_error_; }
 
  private:
   explicit EventFileCache(EventFileCacheOptions options);
@@ -87,6 +95,7 @@ class EventFileCache {
   // the directory gets points again). A short path per run ever written.
   absl::flat_hash_map<std::string, std::string> closed_;
   int64_t evictions_ = 0;
+  int64_t replaced_after_error_ = 0;
   // From flushing a file as it was closed; reported by the next Flush.
   absl::Status eviction_error_;
 };

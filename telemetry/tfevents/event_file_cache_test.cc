@@ -3,9 +3,11 @@
 // directory.
 #include "telemetry/tfevents/event_file_cache.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -145,6 +147,54 @@ TEST(EventFileCacheTest, FileRemovedWhileClosedStartsANewFile) {
             (std::vector<Scalar>{{"x", 2, 2.0f}}));
   EXPECT_EQ(ReadScalars(fs::path(root) / "b"),
             (std::vector<Scalar>{{"x", 1, 1.0f}}));
+}
+
+// A write error (a full disk, simulated with RLIMIT_FSIZE) stops that
+// writer for good; the cache used to hand the failed writer back until the
+// server restarted, so the run's TensorBoard file took nothing more. After
+// retry_after_error the run's next point starts a new file.
+TEST(EventFileCacheTest, AWriterThatFailedIsReplacedByANewFile) {
+  const std::string root = TestDir();
+  EventFileCacheOptions options;
+  options.root_dir = root;
+  options.retry_after_error = absl::ZeroDuration();
+  auto cache = EventFileCache::Create(options);
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  ASSERT_TRUE((*cache)->AddScalar("run", "x", 0, 0.0, 1.0f).ok());
+  ASSERT_TRUE((*cache)->Flush().ok());
+
+  struct rlimit old_limit;
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit small = old_limit;
+  small.rlim_cur = 10000;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  absl::Status error;
+  const std::string tag(500, 't');
+  for (int step = 1; step < 1000 && error.ok(); ++step) {
+    error = (*cache)->AddScalar("run", tag, step, step, 1.0f);
+    if (error.ok()) error = (*cache)->Flush();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  std::signal(SIGXFSZ, old_handler);
+  ASSERT_FALSE(error.ok()) << "no write error under a 10000-byte limit";
+
+  ASSERT_TRUE((*cache)->AddScalar("run", "y", 7, 7.0, 2.0f).ok());
+  ASSERT_TRUE((*cache)->Flush().ok());
+  EXPECT_EQ((*cache)->replaced_after_error(), 1);
+  const std::vector<fs::path> files = EventFiles(fs::path(root) / "run");
+  ASSERT_EQ(files.size(), 2u);
+  std::ifstream in(files[1], std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  auto records = DecodeTfRecords(bytes.str());
+  ASSERT_TRUE(records.ok()) << records.status();
+  ASSERT_EQ(records->size(), 2u);  // its file version, then the point
+  tensorboard::Event event;
+  ASSERT_TRUE(event.ParseFromString((*records)[1]));
+  EXPECT_EQ(event.step(), 7);
+  ASSERT_EQ(event.summary().value_size(), 1);
+  EXPECT_EQ(event.summary().value(0).tag(), "y");
 }
 
 TEST(EventFileCacheTest, BadOptionsAreRefused) {

@@ -166,6 +166,7 @@ absl::Status TfEventsWriter::AppendRecord(absl::string_view data) {
 }
 
 absl::Status TfEventsWriter::Fail(absl::Status error) {
+  failed_at_ = absl::Now();
   error_ = absl::FailedPreconditionError(absl::StrCat(
       "event file writer stopped after an error: ", error.message()));
   return error;

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "google/protobuf/struct.pb.h"
 
 namespace rl {
@@ -67,6 +68,9 @@ class TfEventsWriter {
   absl::Status Flush();
 
   const std::string& path() const { return path_; }
+  // When the first write failed (the writer refuses everything since);
+  // InfiniteFuture while none has.
+  absl::Time failed_at() const { return failed_at_; }
 
  private:
   TfEventsWriter(std::string path, int fd);
@@ -81,6 +85,7 @@ class TfEventsWriter {
   // retried, so the file holds no bytes after the first error.
   std::string buffer_;
   absl::Status error_;
+  absl::Time failed_at_ = absl::InfiniteFuture();
 };
 
 }  // namespace rl
