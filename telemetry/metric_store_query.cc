@@ -100,6 +100,8 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
                    "max_step >= ? AND min_step <= ? ORDER BY min_step, id;");
   RETURN_IF_ERROR(range.status());
   RETURN_IF_ERROR(chunks.status());
+  // Set by a raw read past max_raw_points: the chunks left are not read.
+  bool too_many = false;
   auto for_each_point = [&](int64_t series_id, auto&& f) -> absl::Status {
     chunks.Reset();
     chunks.Bind(1, series_id);
@@ -107,6 +109,7 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
     chunks.Bind(3, max_step);
     int rc;
     while ((rc = chunks.Step()) == SQLITE_ROW) {
+      if (too_many) return absl::OkStatus();
       ForEachPoint(chunks.BlobView(0), [&](const PointRecord& p) {
         if (p.step < min_step || p.step > max_step || p.wall_ns < min_wall ||
             p.wall_ns > max_wall) {
@@ -162,10 +165,13 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
     for (const SelectedSeries& s : members) {
       parts.emplace_back();
       std::vector<PointRecord>* pts = &parts.back();
-      RETURN_IF_ERROR(for_each_point(
-          s.id, [pts](const PointRecord& p) { pts->push_back(p); }));
-      raw_points += static_cast<int64_t>(pts->size());
-      if (raw_points > options_.max_raw_points) {
+      // Counted as read, so a series far over the limit is not held in
+      // memory whole before the query is refused.
+      RETURN_IF_ERROR(for_each_point(s.id, [&](const PointRecord& p) {
+        if (++raw_points > options_.max_raw_points) too_many = true;
+        if (!too_many) pts->push_back(p);
+      }));
+      if (too_many) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "query matches more than ", options_.max_raw_points,
             " raw points; narrow the step range or set max_buckets"));
