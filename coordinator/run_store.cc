@@ -57,10 +57,6 @@ CREATE TABLE IF NOT EXISTS assignments (
 );
 )sql";
 
-bool IsFinal(RunState s) {
-  return s == SUCCEEDED || s == FAILED || s == CANCELLED;
-}
-
 void SetTime(google::protobuf::Timestamp* ts, absl::Time t) {
   const int64_t ns = absl::ToUnixNanos(t);
   ts->set_seconds(ns / 1000000000);
@@ -76,6 +72,81 @@ absl::StatusOr<Run> ParseRun(const std::string& blob) {
   return run;
 }
 
+absl::StatusOr<Sweep> ParseSweep(const std::string& blob) {
+  Sweep sweep;
+  if (!sweep.ParseFromString(blob)) {
+    return absl::DataLossError("stored sweep does not parse");
+  }
+  return sweep;
+}
+
+// A key names a run (or sweep) among its owner's only: a user who guesses
+// another's (a sweep's trial keys are "<sweep id>/<index>") gets their own.
+// The owner's length first: no two (owner, key) pairs are stored alike.
+std::string OwnersKey(const std::string& owner, const std::string& key) {
+  return absl::StrCat(owner.size(), ":", owner, "/", key);
+}
+
+// As stored: OwnersKey, or NULL for no key.
+void BindOwnersKey(Statement* statement, int i, const std::string& owner,
+                   const std::string& key) {
+  if (key.empty()) {
+    statement->BindNull(i);
+  } else {
+    statement->Bind(i, OwnersKey(owner, key));
+  }
+}
+
+// Files before user_version 1 stored keys bare: each becomes OwnersKey of
+// its row's owner (a row that does not parse, nor can be read, loses it).
+template <typename Stored>
+absl::Status ScopeBareKeys(sqlite3* db, const std::string& table,
+                           const std::string& column) {
+  std::vector<std::pair<int64_t, std::string>> keys;  // seq, scoped key
+  Statement list(
+      db, absl::StrCat("SELECT seq, idempotency_key, ", column, " FROM ", table,
+                       " WHERE idempotency_key IS NOT NULL;")
+              .c_str());
+  RETURN_IF_ERROR(list.status());
+  int rc;
+  while ((rc = list.Step()) == SQLITE_ROW) {
+    Stored stored;
+    if (!stored.ParseFromString(list.Blob(2))) continue;
+    keys.emplace_back(list.Int(0), OwnersKey(stored.owner(), list.Text(1)));
+  }
+  RETURN_IF_ERROR(list.Done(rc));
+  // All cleared first: a bare key may spell another row's scoped one.
+  RETURN_IF_ERROR(ExecSql(
+      db, absl::StrCat("UPDATE ", table, " SET idempotency_key = NULL;")));
+  Statement update(db, absl::StrCat("UPDATE ", table,
+                                    " SET idempotency_key = ? WHERE seq = ?;")
+                           .c_str());
+  RETURN_IF_ERROR(update.status());
+  for (const auto& [seq, key] : keys) {
+    update.Reset();
+    update.Bind(1, key);
+    update.Bind(2, seq);
+    RETURN_IF_ERROR(update.Done(update.Step()));
+  }
+  return absl::OkStatus();
+}
+
+// The file brought to user_version 1, in one transaction.
+absl::Status UpgradeSchema(sqlite3* db) {
+  RETURN_IF_ERROR(ExecSql(db, "BEGIN IMMEDIATE;"));
+  Statement read(db, "PRAGMA user_version;");
+  absl::Status status = read.status();
+  const bool bare = status.ok() && read.Step() == SQLITE_ROW && read.Int(0) < 1;
+  if (status.ok()) read.Reset();
+  if (bare) {
+    status = ScopeBareKeys<Run>(db, "runs", "run");
+    if (status.ok()) status = ScopeBareKeys<Sweep>(db, "sweeps", "sweep");
+    if (status.ok()) status = ExecSql(db, "PRAGMA user_version = 1;");
+  }
+  if (!status.ok()) ExecSql(db, "ROLLBACK;").IgnoreError();
+  return status.ok() ? ExecSql(db, "COMMIT;") : status;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
@@ -84,6 +155,7 @@ absl::StatusOr<std::unique_ptr<RunStore>> RunStore::Open(
   auto store = std::unique_ptr<RunStore>(new RunStore(db));
   absl::MutexLock lock(&store->mu_);
   RETURN_IF_ERROR(store->Exec(kSchema));
+  RETURN_IF_ERROR(UpgradeSchema(db));
   RETURN_IF_ERROR(LimitDatabaseSize(db, max_bytes));
   return store;
 }
@@ -97,8 +169,28 @@ absl::Status RunStore::Exec(const std::string& sql) {
   return ExecSql(db_, sql);
 }
 
+absl::Status RunStore::Rollback(absl::Status status) {
+  Exec("ROLLBACK;").IgnoreError();
+  return status;
+}
+
+absl::Status RunStore::LogEventLocked(const std::string& run_id, RunState from,
+                                      RunState to, const std::string& reason,
+                                      absl::Time time) {
+  Statement event(db_,
+                  "INSERT INTO run_events(run_id, from_state, to_state, "
+                  "reason, time_ns) VALUES(?, ?, ?, ?, ?);");
+  RETURN_IF_ERROR(event.status());
+  event.Bind(1, run_id);
+  event.Bind(2, static_cast<int64_t>(from));
+  event.Bind(3, static_cast<int64_t>(to));
+  event.Bind(4, reason);
+  event.Bind(5, absl::ToUnixNanos(time));
+  return event.Done(event.Step());
+}
+
 bool RunStore::TransitionAllowed(RunState from, RunState to) {
-  if (IsFinal(from)) return false;
+  if (from == SUCCEEDED || from == FAILED || from == CANCELLED) return false;
   if (to == FAILED || to == CANCELLED) return true;
   switch (from) {
     case QUEUED:
@@ -119,14 +211,10 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
                                         const RunRound& round) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
-  auto rollback = [&](absl::Status status) {
-    Exec("ROLLBACK;").IgnoreError();
-    return status;
-  };
   if (!idempotency_key.empty()) {
     Statement find(db_, "SELECT run FROM runs WHERE idempotency_key = ?;");
     RETURN_IF_ERROR(find.status());
-    find.Bind(1, idempotency_key);
+    find.Bind(1, OwnersKey(owner, idempotency_key));
     if (find.Step() == SQLITE_ROW) {
       auto run = ParseRun(find.Blob(0));
       RETURN_IF_ERROR(Exec("COMMIT;"));
@@ -147,7 +235,7 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
       if (run.ok() && run->owner() == owner) ++count;
     }
     if (count >= max_queued_per_owner) {
-      return rollback(absl::ResourceExhaustedError(absl::StrCat(
+      return Rollback(absl::ResourceExhaustedError(absl::StrCat(
           owner, " already has ", count, " runs waiting to start, at most ",
           max_queued_per_owner,
           " (--max_queued_runs_per_user): cancel some or wait for them to "
@@ -159,15 +247,10 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
                    "VALUES(?, ?, x'');");
   RETURN_IF_ERROR(insert.status());
   insert.Bind(1, static_cast<int64_t>(QUEUED));
-  if (idempotency_key.empty()) {
-    insert.BindNull(2);
-  } else {
-    insert.Bind(2, idempotency_key);
-  }
+  BindOwnersKey(&insert, 2, owner, idempotency_key);
   absl::Status status = insert.Done(insert.Step());
-  if (!status.ok()) return rollback(status);
+  if (!status.ok()) return Rollback(status);
   const int64_t seq = sqlite3_last_insert_rowid(db_);
-
   Run run;
   run.set_run_id(absl::StrFormat("run-%06d", seq));
   *run.mutable_spec() = spec;
@@ -180,25 +263,17 @@ absl::StatusOr<Run> RunStore::SubmitRun(const RunSpec& spec,
   run.mutable_progress()->set_mean_return(std::nan(""));
   run.set_start_from_run(round.start_from_run);
   run.set_stop_env_steps(round.stop_env_steps);
-
   Statement update(db_, "UPDATE runs SET run_id = ?, run = ? WHERE seq = ?;");
   RETURN_IF_ERROR(update.status());
   update.Bind(1, run.run_id());
   update.BindBlob(2, run.SerializeAsString());
   update.Bind(3, seq);
   status = update.Done(update.Step());
-  if (!status.ok()) return rollback(status);
+  if (!status.ok()) return Rollback(status);
 
-  Statement event(db_,
-                  "INSERT INTO run_events(run_id, from_state, to_state, "
-                  "reason, time_ns) VALUES(?, ?, ?, 'submitted', ?);");
-  RETURN_IF_ERROR(event.status());
-  event.Bind(1, run.run_id());
-  event.Bind(2, static_cast<int64_t>(RUN_STATE_UNSPECIFIED));
-  event.Bind(3, static_cast<int64_t>(QUEUED));
-  event.Bind(4, absl::ToUnixNanos(now));
-  status = event.Done(event.Step());
-  if (!status.ok()) return rollback(status);
+  status = LogEventLocked(run.run_id(), RUN_STATE_UNSPECIFIED, QUEUED,
+                          "submitted", now);
+  if (!status.ok()) return Rollback(status);
   RETURN_IF_ERROR(Exec("COMMIT;"));
   *created = true;
   return run;
@@ -264,15 +339,11 @@ absl::StatusOr<Run> RunStore::Transition(const std::string& run_id, RunState to,
                                          const std::string& reason) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
-  auto rollback = [&](absl::Status status) {
-    Exec("ROLLBACK;").IgnoreError();
-    return status;
-  };
   auto run = GetRunLocked(run_id);
-  if (!run.ok()) return rollback(run.status());
+  if (!run.ok()) return Rollback(run.status());
   const RunState from = run->state();
   if (!TransitionAllowed(from, to)) {
-    return rollback(absl::FailedPreconditionError(
+    return Rollback(absl::FailedPreconditionError(
         absl::StrCat("run ", run_id, " cannot go from ", RunState_Name(from),
                      " to ", RunState_Name(to))));
   }
@@ -288,18 +359,9 @@ absl::StatusOr<Run> RunStore::Transition(const std::string& run_id, RunState to,
   update.BindBlob(2, run->SerializeAsString());
   update.Bind(3, run_id);
   absl::Status status = update.Done(update.Step());
-  if (!status.ok()) return rollback(status);
-  Statement event(db_,
-                  "INSERT INTO run_events(run_id, from_state, to_state, "
-                  "reason, time_ns) VALUES(?, ?, ?, ?, ?);");
-  RETURN_IF_ERROR(event.status());
-  event.Bind(1, run_id);
-  event.Bind(2, static_cast<int64_t>(from));
-  event.Bind(3, static_cast<int64_t>(to));
-  event.Bind(4, reason);
-  event.Bind(5, absl::ToUnixNanos(now));
-  status = event.Done(event.Step());
-  if (!status.ok()) return rollback(status);
+  if (!status.ok()) return Rollback(status);
+  status = LogEventLocked(run_id, from, to, reason, now);
+  if (!status.ok()) return Rollback(status);
   RETURN_IF_ERROR(Exec("COMMIT;"));
   return *run;
 }
@@ -309,22 +371,17 @@ absl::Status RunStore::UpdateProgress(const std::string& run_id,
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
   auto run = GetRunLocked(run_id);
-  if (!run.ok()) {
-    Exec("ROLLBACK;").IgnoreError();
-    return run.status();
+  absl::Status status = run.status();
+  if (status.ok()) {
+    *run->mutable_progress() = progress;
+    SetTime(run->mutable_update_time(), absl::Now());
+    Statement update(db_, "UPDATE runs SET run = ? WHERE run_id = ?;");
+    update.BindBlob(1, run->SerializeAsString());
+    update.Bind(2, run_id);
+    status =
+        update.status().ok() ? update.Done(update.Step()) : update.status();
   }
-  *run->mutable_progress() = progress;
-  SetTime(run->mutable_update_time(), absl::Now());
-  Statement update(db_, "UPDATE runs SET run = ? WHERE run_id = ?;");
-  RETURN_IF_ERROR(update.status());
-  update.BindBlob(1, run->SerializeAsString());
-  update.Bind(2, run_id);
-  const absl::Status status = update.Done(update.Step());
-  if (!status.ok()) {
-    Exec("ROLLBACK;").IgnoreError();
-    return status;
-  }
-  return Exec("COMMIT;");
+  return status.ok() ? Exec("COMMIT;") : Rollback(status);
 }
 
 absl::Status RunStore::PutWorker(const std::string& worker_id, WorkerRole role,
@@ -375,10 +432,7 @@ absl::Status RunStore::RemoveWorker(const std::string& worker_id) {
       del.Bind(1, worker_id);
       s = del.Done(del.Step());
     }
-    if (!s.ok()) {
-      Exec("ROLLBACK;").IgnoreError();
-      return s;
-    }
+    if (!s.ok()) return Rollback(s);
   }
   return Exec("COMMIT;");
 }
@@ -412,13 +466,9 @@ absl::StatusOr<std::vector<AssignmentRecord>> RunStore::Assignments() {
   RETURN_IF_ERROR(list.status());
   std::vector<AssignmentRecord> all;
   while (list.Step() == SQLITE_ROW) {
-    AssignmentRecord a;
-    a.worker_id = list.Text(0);
-    a.run_id = list.Text(1);
-    a.role = static_cast<WorkerRole>(list.Int(2));
-    a.rank = static_cast<int>(list.Int(3));
-    a.assignment_id = list.Int(4);
-    all.push_back(std::move(a));
+    all.push_back({list.Text(0), list.Text(1),
+                   static_cast<WorkerRole>(list.Int(2)),
+                   static_cast<int>(list.Int(3)), list.Int(4)});
   }
   return all;
 }
@@ -433,15 +483,22 @@ absl::StatusOr<std::vector<RunEventRecord>> RunStore::Events(
   list.Bind(1, run_id);
   std::vector<RunEventRecord> events;
   while (list.Step() == SQLITE_ROW) {
-    RunEventRecord e;
-    e.run_id = run_id;
-    e.from = static_cast<RunState>(list.Int(0));
-    e.to = static_cast<RunState>(list.Int(1));
-    e.reason = list.Text(2);
-    e.time = absl::FromUnixNanos(list.Int(3));
-    events.push_back(std::move(e));
+    events.push_back({run_id, static_cast<RunState>(list.Int(0)),
+                      static_cast<RunState>(list.Int(1)), list.Text(2),
+                      absl::FromUnixNanos(list.Int(3))});
   }
   return events;
+}
+
+absl::StatusOr<Sweep> RunStore::FindSweepByKeyLocked(
+    const std::string& idempotency_key, const std::string& owner) {
+  Statement find(db_, "SELECT sweep FROM sweeps WHERE idempotency_key = ?;");
+  RETURN_IF_ERROR(find.status());
+  find.Bind(1, OwnersKey(owner, idempotency_key));
+  if (find.Step() != SQLITE_ROW) {
+    return absl::NotFoundError("no sweep with that idempotency key");
+  }
+  return ParseSweep(find.Blob(0));
 }
 
 absl::StatusOr<Sweep> RunStore::CreateSweep(Sweep sweep,
@@ -449,36 +506,24 @@ absl::StatusOr<Sweep> RunStore::CreateSweep(Sweep sweep,
                                             bool* created) {
   absl::MutexLock lock(&mu_);
   RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;"));
-  auto rollback = [&](absl::Status status) {
-    Exec("ROLLBACK;").IgnoreError();
-    return status;
-  };
   if (!idempotency_key.empty()) {
-    Statement find(db_, "SELECT sweep FROM sweeps WHERE idempotency_key = ?;");
-    RETURN_IF_ERROR(find.status());
-    find.Bind(1, idempotency_key);
-    if (find.Step() == SQLITE_ROW) {
-      Sweep stored;
-      if (!stored.ParseFromString(find.Blob(0))) {
-        return rollback(absl::DataLossError("stored sweep does not parse"));
-      }
+    absl::StatusOr<Sweep> stored =
+        FindSweepByKeyLocked(idempotency_key, sweep.owner());
+    if (stored.ok()) {
       RETURN_IF_ERROR(Exec("COMMIT;"));
       *created = false;
       return stored;
     }
+    if (!absl::IsNotFound(stored.status())) return Rollback(stored.status());
   }
   Statement insert(db_,
                    "INSERT INTO sweeps(state, idempotency_key, sweep) "
                    "VALUES(?, ?, x'');");
   RETURN_IF_ERROR(insert.status());
   insert.Bind(1, static_cast<int64_t>(sweep.state()));
-  if (idempotency_key.empty()) {
-    insert.BindNull(2);
-  } else {
-    insert.Bind(2, idempotency_key);
-  }
+  BindOwnersKey(&insert, 2, sweep.owner(), idempotency_key);
   absl::Status status = insert.Done(insert.Step());
-  if (!status.ok()) return rollback(status);
+  if (!status.ok()) return Rollback(status);
   const int64_t seq = sqlite3_last_insert_rowid(db_);
   sweep.set_sweep_id(absl::StrFormat("sweep-%06d", seq));
   Statement update(db_,
@@ -488,26 +533,16 @@ absl::StatusOr<Sweep> RunStore::CreateSweep(Sweep sweep,
   update.BindBlob(2, sweep.SerializeAsString());
   update.Bind(3, seq);
   status = update.Done(update.Step());
-  if (!status.ok()) return rollback(status);
+  if (!status.ok()) return Rollback(status);
   RETURN_IF_ERROR(Exec("COMMIT;"));
   *created = true;
   return sweep;
 }
 
 absl::StatusOr<Sweep> RunStore::FindSweepByKey(
-    const std::string& idempotency_key) {
+    const std::string& idempotency_key, const std::string& owner) {
   absl::MutexLock lock(&mu_);
-  Statement find(db_, "SELECT sweep FROM sweeps WHERE idempotency_key = ?;");
-  RETURN_IF_ERROR(find.status());
-  find.Bind(1, idempotency_key);
-  if (find.Step() != SQLITE_ROW) {
-    return absl::NotFoundError("no sweep with that idempotency key");
-  }
-  Sweep sweep;
-  if (!sweep.ParseFromString(find.Blob(0))) {
-    return absl::DataLossError("stored sweep does not parse");
-  }
-  return sweep;
+  return FindSweepByKeyLocked(idempotency_key, owner);
 }
 
 absl::Status RunStore::PutSweep(const Sweep& sweep) {
@@ -534,12 +569,7 @@ absl::StatusOr<Sweep> RunStore::GetSweep(const std::string& sweep_id) {
   if (find.Step() != SQLITE_ROW) {
     return absl::NotFoundError(absl::StrCat("no sweep \"", sweep_id, "\""));
   }
-  Sweep sweep;
-  if (!sweep.ParseFromString(find.Blob(0))) {
-    return absl::DataLossError(
-        absl::StrCat("stored sweep \"", sweep_id, "\" does not parse"));
-  }
-  return sweep;
+  return ParseSweep(find.Blob(0));
 }
 
 absl::StatusOr<std::vector<Sweep>> RunStore::ListSweeps(bool unfinished_only,
@@ -560,10 +590,7 @@ absl::StatusOr<std::vector<Sweep>> RunStore::ListSweeps(bool unfinished_only,
   list.Bind(next, static_cast<int64_t>(limit));
   std::vector<Sweep> sweeps;
   while (list.Step() == SQLITE_ROW) {
-    Sweep sweep;
-    if (!sweep.ParseFromString(list.Blob(0))) {
-      return absl::DataLossError("stored sweep does not parse");
-    }
+    ASSIGN_OR_RETURN(Sweep sweep, ParseSweep(list.Blob(0)));
     sweeps.push_back(std::move(sweep));
   }
   return sweeps;

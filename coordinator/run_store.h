@@ -60,8 +60,9 @@ class RunStore {
   ~RunStore();
 
   // Stores a new QUEUED run of `owner`, or, when `idempotency_key` is
-  // non-empty and already used, returns the run it created (`*created`
-  // false). With `max_queued_per_owner` > 0, RESOURCE_EXHAUSTED (nothing
+  // non-empty and `owner` already used it, returns the run it created
+  // (`*created` false): keys are per owner, another owner's run is never
+  // returned. With `max_queued_per_owner` > 0, RESOURCE_EXHAUSTED (nothing
   // stored) when `owner` already has that many runs QUEUED or PLACING.
   // `round` (if given) sets Run.start_from_run and Run.stop_env_steps.
   absl::StatusOr<Run> SubmitRun(const RunSpec& spec,
@@ -109,13 +110,15 @@ class RunStore {
 
   // Sweeps (coordinator/sweep_manager.h), stored whole. CreateSweep gives
   // `sweep` its id ("sweep-000001"), or, when `idempotency_key` is
-  // non-empty and already used, returns the sweep it made (`*created`
-  // false).
+  // non-empty and `sweep.owner()` already used it, returns the sweep it
+  // made (`*created` false).
   absl::StatusOr<Sweep> CreateSweep(Sweep sweep,
                                     const std::string& idempotency_key,
                                     bool* created);
-  // The sweep CreateSweep made with `idempotency_key` (NOT_FOUND: none).
-  absl::StatusOr<Sweep> FindSweepByKey(const std::string& idempotency_key);
+  // The sweep CreateSweep made for `owner` with `idempotency_key`
+  // (NOT_FOUND: none).
+  absl::StatusOr<Sweep> FindSweepByKey(const std::string& idempotency_key,
+                                       const std::string& owner);
   // Replaces a stored sweep (NOT_FOUND for an unknown id).
   absl::Status PutSweep(const Sweep& sweep);
   absl::StatusOr<Sweep> GetSweep(const std::string& sweep_id);
@@ -130,6 +133,16 @@ class RunStore {
  private:
   explicit RunStore(sqlite3* db) : db_(db) {}
   absl::Status Exec(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rolls the open transaction back; `status` (why) again.
+  absl::Status Rollback(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends a transition to the event log (in the caller's transaction).
+  absl::Status LogEventLocked(const std::string& run_id, RunState from,
+                              RunState to, const std::string& reason,
+                              absl::Time time)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Sweep> FindSweepByKeyLocked(const std::string& idempotency_key,
+                                             const std::string& owner)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<Run> GetRunLocked(const std::string& run_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,6 +67,100 @@ TEST(RunStoreTest, SubmitGetAndIdempotency) {
   EXPECT_EQ((*store)->GetRun(a->run_id())->spec().name(), "a");
   EXPECT_THAT((*store)->GetRun("run-999999"),
               StatusIs(absl::StatusCode::kNotFound));
+}
+
+// Idempotency keys are per owner: a sweep's trial keys ("<sweep id>/<i>")
+// can be guessed, and another owner's run with the same key must not be
+// handed back (a sweep would adopt and later cancel it).
+TEST(RunStoreTest, IdempotencyKeysArePerOwner) {
+  auto store = RunStore::Open(DbPath("keys_per_owner"));
+  ASSERT_OK(store);
+  bool created = false;
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run bobs,
+      (*store)->SubmitRun(Spec("b"), "sweep-000001/1", &created, "bob"));
+  EXPECT_TRUE(created);
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run alices,
+      (*store)->SubmitRun(Spec("a"), "sweep-000001/1", &created, "alice"));
+  EXPECT_TRUE(created);
+  EXPECT_NE(alices.run_id(), bobs.run_id());
+  EXPECT_EQ(alices.owner(), "alice");
+  EXPECT_EQ(alices.spec().name(), "a");
+  ASSERT_OK_AND_ASSIGN(
+      const rl::Run again,
+      (*store)->SubmitRun(Spec("a"), "sweep-000001/1", &created, "alice"));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(again.run_id(), alices.run_id());
+  // Owners and keys that spell the same text together stay apart.
+  ASSERT_OK_AND_ASSIGN(const rl::Run ab,
+                       (*store)->SubmitRun(Spec("x"), "b/k", &created, "a"));
+  ASSERT_OK_AND_ASSIGN(const rl::Run a_b,
+                       (*store)->SubmitRun(Spec("y"), "k", &created, "a/b"));
+  EXPECT_TRUE(created);
+  EXPECT_NE(ab.run_id(), a_b.run_id());
+  // Sweeps' keys too.
+  Sweep sweep;
+  sweep.set_owner("bob");
+  ASSERT_OK_AND_ASSIGN(const Sweep bobs_sweep,
+                       (*store)->CreateSweep(sweep, "s", &created));
+  sweep.set_owner("alice");
+  ASSERT_OK_AND_ASSIGN(const Sweep alices_sweep,
+                       (*store)->CreateSweep(sweep, "s", &created));
+  EXPECT_TRUE(created);
+  EXPECT_NE(alices_sweep.sweep_id(), bobs_sweep.sweep_id());
+  EXPECT_EQ((*store)->FindSweepByKey("s", "bob")->sweep_id(),
+            bobs_sweep.sweep_id());
+  EXPECT_THAT((*store)->FindSweepByKey("s", "carol"),
+              StatusIs(absl::StatusCode::kNotFound));
+}
+
+// Keys stored bare (before they were per owner) stay their owner's: a
+// retry from the owner gets its run, anyone else a run of their own.
+TEST(RunStoreTest, KeysStoredBeforeTheyWerePerOwnerStayTheOwners) {
+  const std::string path = DbPath("bare_keys");
+  std::string run_id, sweep_id;
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunStore> store, RunStore::Open(path));
+    bool created;
+    ASSERT_OK_AND_ASSIGN(const rl::Run run,
+                         store->SubmitRun(Spec("old"), "", &created, "alice"));
+    run_id = run.run_id();
+    Sweep sweep;
+    sweep.set_owner("alice");
+    ASSERT_OK_AND_ASSIGN(const Sweep made,
+                         store->CreateSweep(sweep, "", &created));
+    sweep_id = made.sweep_id();
+  }
+  // As a coordinator before them wrote the file.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE runs SET idempotency_key = 'k'; UPDATE "
+                         "sweeps SET idempotency_key = 'k'; PRAGMA "
+                         "user_version = 0;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RunStore> store, RunStore::Open(path));
+  bool created = true;
+  ASSERT_OK_AND_ASSIGN(const rl::Run same,
+                       store->SubmitRun(Spec("old"), "k", &created, "alice"));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(same.run_id(), run_id);
+  ASSERT_OK_AND_ASSIGN(const rl::Run other,
+                       store->SubmitRun(Spec("new"), "k", &created, "bob"));
+  EXPECT_TRUE(created);
+  EXPECT_NE(other.run_id(), run_id);
+  EXPECT_EQ(store->FindSweepByKey("k", "alice")->sweep_id(), sweep_id);
+  EXPECT_THAT(store->FindSweepByKey("k", "bob"),
+              StatusIs(absl::StatusCode::kNotFound));
+  // Scoped once: opening the file again changes nothing.
+  store.reset();
+  ASSERT_OK_AND_ASSIGN(store, RunStore::Open(path));
+  EXPECT_EQ(store->SubmitRun(Spec("old"), "k", &created, "alice")->run_id(),
+            run_id);
+  EXPECT_FALSE(created);
 }
 
 TEST(RunStoreTest, ListsNewestFirstWithFiltersAndPages) {

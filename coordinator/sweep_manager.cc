@@ -20,6 +20,8 @@ namespace rl {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// Live::scored_version of a trial recovered with points: not known.
+constexpr int64_t kRecoveredVersion = std::numeric_limits<int64_t>::min();
 
 void SetNow(google::protobuf::Timestamp* ts) {
   const int64_t ns = absl::ToUnixNanos(absl::Now());
@@ -76,6 +78,11 @@ absl::Status SweepManager::Recover() {
           absl::StrCat("cannot be recovered: ", rebuilt.message()));
       WriteLocked(&live);
       continue;
+    }
+    for (const Trial& trial : live.sweep.trials()) {
+      if (trial.recent_size() > 0) {
+        live.scored_version[trial.index()] = kRecoveredVersion;
+      }
     }
     RL_LOG_INFO("sweep {} recovered: {} trials", live.sweep.sweep_id(),
                 live.sweep.trials_size());
@@ -216,7 +223,7 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
   // A submit again with a used key gets its sweep, limit or not.
   if (!request.idempotency_key().empty()) {
     absl::StatusOr<Sweep> made =
-        store_->FindSweepByKey(request.idempotency_key());
+        store_->FindSweepByKey(request.idempotency_key(), owner);
     if (made.ok()) return Get(made->sweep_id());
     if (!absl::IsNotFound(made.status())) return made.status();
   }
@@ -401,6 +408,14 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial, Run* read) {
   if (trial->recent_steps_size() != trial->recent_size()) {
     trial->clear_recent();  // stored before points had their steps
     trial->clear_recent_steps();
+  }
+  // Recovered: the report the stored points end with (its env steps and
+  // return) was scored before the restart, and is not a new point.
+  const int last = trial->recent_size() - 1;
+  if (seen != live->scored_version.end() && seen->second == kRecoveredVersion &&
+      last >= 0 && trial->recent_steps(last) == run->progress().env_steps() &&
+      trial->recent(last) == mean_return) {
+    seen->second = version;
   }
   if (!std::isnan(mean_return) &&
       (seen == live->scored_version.end() || seen->second != version)) {

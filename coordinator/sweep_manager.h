@@ -90,7 +90,8 @@ class SweepManager {
     Sweep sweep;
     std::vector<SweepTrial> expanded;
     // The last policy version scored per trial (a progress report counts
-    // as one point once).
+    // as one point once). Not stored: a recovered trial's is unknown until
+    // its run's report is matched with its last stored point.
     std::map<int, int64_t> scored_version;
     std::string stored;  // the sweep as last written
   };

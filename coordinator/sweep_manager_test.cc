@@ -11,125 +11,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/sweep_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "testing/status_matchers.h"
-#include "testing/temp_dir.h"
 
 namespace rl {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-constexpr char kSweep[] = R"(
-name: lr
-base: {env: {id: CartPole-v1}, total_env_steps: 4000, envs_per_actor: 8,
-       segment_length: 32}
-method: grid
-parameters:
-  ppo.learning_rate: {values: [0.001, 0.002, 0.003, 0.004]}
-metric: {series: learner/mean_return, goal: max}
-concurrency: 4
-early_stopping: {kind: asha, first_rung_steps: 1000, reduction_factor: 2,
-                 min_trials_at_rung: 2}
-)";
-
-class SweepManagerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const std::string dir = MakeTestDir();
-    options_.store_path = dir + "/coordinator.db";
-    options_.runs_dir = dir + "/runs";
-    options_.lease_ttl = absl::Hours(1);
-    Start();
-  }
-
-  void Start() {
-    sweeps_.reset();
-    core_.reset();
-    auto core = CoordinatorCore::Create(options_);
-    ASSERT_OK(core);
-    core_ = *std::move(core);
-    auto sweeps = SweepManager::Create(core_.get(), core_->store());
-    ASSERT_OK(sweeps);
-    sweeps_ = *std::move(sweeps);
-  }
-
-  absl::StatusOr<Sweep> Submit(const std::string& text,
-                               const std::string& base = "") {
-    SubmitSweepRequest request;
-    request.set_sweep_file(text);
-    request.set_sweep_file_name("lr.yaml");
-    request.set_base_run_file(base);
-    return sweeps_->Submit(request, "alice");
-  }
-
-  // Learner and actor pairs 0..n-1, registered once.
-  void Workers(int n) {
-    for (int i = 0; i < n; ++i) {
-      for (const WorkerRole role : {LEARNER, ACTOR}) {
-        const std::string name =
-            absl::StrCat(role == LEARNER ? "learner-" : "actor-", i);
-        RegisterWorkerRequest request;
-        request.set_worker_name(name);
-        request.mutable_capabilities()->set_role(role);
-        if (role == LEARNER) request.set_address("127.0.0.1:5000");
-        request.set_worker_key(keys_[name]);  // again after a restart
-        auto response = core_->RegisterWorker(request);
-        ASSERT_OK(response);
-        keys_[name] = response->worker_key();
-        epochs_[name] = response->lease().epoch();
-      }
-    }
-  }
-
-  // Run id -> the learner holding it (from the heartbeats).
-  std::map<std::string, std::pair<std::string, int64_t>> Learners(int n) {
-    std::map<std::string, std::pair<std::string, int64_t>> held;
-    for (int i = 0; i < n; ++i) {
-      const std::string name = absl::StrCat("learner-", i);
-      HeartbeatRequest beat;
-      beat.set_worker_id(name);
-      beat.set_worker_key(keys_[name]);
-      beat.set_lease_epoch(epochs_[name]);
-      auto response = core_->Heartbeat(beat);
-      EXPECT_OK(response);
-      if (response.ok() && !response->assignment().run_id().empty()) {
-        held[response->assignment().run_id()] = {
-            name, response->assignment().assignment_id()};
-        assignments_[response->assignment().run_id()] = response->assignment();
-      }
-    }
-    return held;
-  }
-
-  void Report(const std::pair<std::string, int64_t>& learner, int64_t steps,
-              double mean_return, int64_t version, bool finished = false) {
-    ReportStatusRequest report;
-    report.set_worker_id(learner.first);
-    report.set_worker_key(keys_[learner.first]);
-    report.set_assignment_id(learner.second);
-    report.mutable_progress()->set_env_steps(steps);
-    report.mutable_progress()->set_mean_return(mean_return);
-    report.mutable_progress()->set_policy_version(version);
-    report.set_finished(finished);
-    ASSERT_OK(core_->ReportStatus(report));
-  }
-
-  void Tick() {
-    core_->Tick();
-    sweeps_->Tick();
-  }
-
-  CoordinatorOptions options_;
-  std::unique_ptr<CoordinatorCore> core_;
-  std::unique_ptr<SweepManager> sweeps_;
-  std::map<std::string, std::string> keys_;
-  std::map<std::string, int64_t> epochs_;
-  // Run id -> its learner's last assignment (from Learners).
-  std::map<std::string, Assignment> assignments_;
-};
 
 TEST_F(SweepManagerTest, AshaStopsLosersAtTheirRungAndTheBestTrialWins) {
   Workers(4);
@@ -188,166 +79,6 @@ TEST_F(SweepManagerTest, AshaStopsLosersAtTheirRungAndTheBestTrialWins) {
   EXPECT_EQ(list.sweeps(0).sweep_id(), submitted.sweep_id());
 }
 
-// Method pbt (issue 50): each member's round is a run that starts from
-// the newest checkpoint of its last round's run, or of the better member's
-// it copied, and stops at the round's env steps; the worst member copies
-// the best one and explores; the lineage is kept; a restart between rounds
-// submits nothing twice; the last round runs to the budget.
-TEST_F(SweepManagerTest, PbtRoundsCopyTheBestMembersCheckpoint) {
-  constexpr char kPbt[] = R"(
-name: pbt
-base: {env: {id: CartPole-v1}, total_env_steps: 3000, envs_per_actor: 8,
-       segment_length: 32, seed: 5}
-method: pbt
-max_trials: 4
-seed: 1
-parameters:
-  ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
-metric: {series: learner/mean_return, goal: max, last_points: 3}
-concurrency: 4
-pbt: {interval_steps: 1000, fraction: 0.25, resample_probability: 0}
-)";
-  Workers(4);
-  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kPbt));
-  ASSERT_EQ(submitted.trials_size(), 4);
-  EXPECT_EQ(submitted.pbt_round(), 0);
-  std::vector<std::string> first_runs;
-  for (const Trial& trial : submitted.trials()) {
-    ASSERT_EQ(trial.round_run_ids_size(), 1) << trial.index();
-    EXPECT_EQ(trial.round_run_ids(0), trial.run_id());
-    ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
-    EXPECT_EQ(run.stop_env_steps(), 1000);
-    EXPECT_TRUE(run.start_from_run().empty());
-    first_runs.push_back(trial.run_id());
-  }
-  Tick();
-  auto learners = Learners(4);
-  ASSERT_EQ(learners.size(), 4u);
-  // Round 1 ends: trial k scores 10 (k + 1), so trial 0 (the worst of 4,
-  // fraction 0.25) copies trial 3 (the best).
-  for (const Trial& trial : submitted.trials()) {
-    if (trial.index() == 3) continue;
-    Report(learners.at(trial.run_id()), 1024, 10.0 * (trial.index() + 1), 4,
-           /*finished=*/true);
-  }
-  Tick();
-  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
-  // Those that reached the round's end wait for trial 3: not done.
-  EXPECT_EQ(sweep.pbt_round(), 0);
-  EXPECT_EQ(sweep.trials_ended(), 0);
-  for (int k = 0; k < 3; ++k) {
-    EXPECT_EQ(sweep.trials(k).state(), QUEUED) << k;
-    EXPECT_EQ(sweep.trials(k).rounds_done(), 1) << k;
-    EXPECT_THAT(sweep.trials(k).reason(),
-                HasSubstr("round 1 ended at 1024 env steps; waits for the "
-                          "others"));
-  }
-  EXPECT_EQ(sweep.trials(3).rounds_done(), 0);
-  ASSERT_OK_AND_ASSIGN(
-      const rl::Run ended,
-      core_->GetRun(submitted.trials(0).run_id(), /*with_history=*/true));
-  EXPECT_EQ(ended.state(), SUCCEEDED);
-  ASSERT_GT(ended.history_size(), 0);
-  EXPECT_EQ(ended.history(ended.history_size() - 1).reason(),
-            "its round's end reached (1000 env steps)");
-  Report(learners.at(submitted.trials(3).run_id()), 1024, 40.0, 4,
-         /*finished=*/true);
-  Tick();
-  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
-  EXPECT_EQ(sweep.state(), RUNNING);
-  EXPECT_EQ(sweep.pbt_round(), 1);
-  for (const Trial& trial : sweep.trials()) {
-    ASSERT_EQ(trial.round_run_ids_size(), 2) << trial.index();
-    EXPECT_EQ(trial.round_run_ids(0), first_runs[trial.index()]);
-    EXPECT_EQ(trial.run_id(), trial.round_run_ids(1));
-    EXPECT_NE(trial.state(), SUCCEEDED) << "its round-2 run is not done";
-    ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
-    EXPECT_EQ(run.stop_env_steps(), 2000);
-    EXPECT_EQ(run.spec().seed(),
-              submitted.trials(trial.index()).seed_offset() + 5 + 7919);
-    const std::string from =
-        trial.index() == 0 ? first_runs[3] : first_runs[trial.index()];
-    EXPECT_EQ(trial.start_from_run(), from) << trial.index();
-    EXPECT_EQ(run.start_from_run(), from) << trial.index();
-  }
-  const Trial& copier = sweep.trials(0);
-  ASSERT_EQ(copier.lineage_size(), 1);
-  EXPECT_THAT(copier.lineage(0),
-              AllOf(HasSubstr("trial 0 at 1024 env steps: copied trial 3"),
-                    HasSubstr("ppo.learning_rate")));
-  EXPECT_EQ(copier.score(), 40);  // the donor's window, until its own
-  EXPECT_EQ(copier.round_start_env_steps(), 1024);
-  EXPECT_NE(
-      copier.parameters().at("ppo.learning_rate").number_value(),
-      submitted.trials(0).parameters().at("ppo.learning_rate").number_value());
-  ASSERT_OK_AND_ASSIGN(const rl::Run copier_run,
-                       core_->GetRun(copier.run_id()));
-  EXPECT_FLOAT_EQ(copier_run.spec().ppo().learning_rate(),
-                  copier.parameters().at("ppo.learning_rate").number_value());
-  for (int k = 1; k < 4; ++k) EXPECT_EQ(sweep.trials(k).lineage_size(), 0);
-  // The coordinator restarts between the round's submits and its runs'
-  // placement: nothing is lost or submitted twice.
-  Start();
-  Workers(4);
-  Tick();
-  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
-  EXPECT_EQ(sweep.pbt_round(), 1);
-  EXPECT_EQ(sweep.trials(0).lineage_size(), 1);
-  ListRunsRequest all;
-  EXPECT_EQ(core_->ListRuns(all)->runs_size(), 8);
-  learners.clear();
-  for (int tries = 0; tries < 5 && learners.size() < 4; ++tries) {
-    learners = Learners(4);
-    if (learners.size() < 4) core_->Tick();
-  }
-  ASSERT_EQ(learners.size(), 4u);
-  // Each learner is told where its run starts and stops.
-  for (const Trial& trial : sweep.trials()) {
-    const Assignment& a = assignments_.at(trial.run_id());
-    EXPECT_EQ(a.stop_env_steps(), 2000);
-    EXPECT_EQ(a.start_from(), options_.runs_dir + "/" + trial.start_from_run());
-  }
-  // Round 2: trial 1 now leads; the last round runs to the budget. Trial
-  // 0 scores 20, the worst: the 40 it took over with its copy of trial 3
-  // is not its own (with last_points 3 it would otherwise count).
-  for (const Trial& trial : sweep.trials()) {
-    Report(learners.at(trial.run_id()), 2048,
-           trial.index() == 1 ? 90.0 : 20.0 + trial.index(), 8,
-           /*finished=*/true);
-  }
-  Tick();
-  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
-  EXPECT_EQ(sweep.pbt_round(), 2);
-  for (const Trial& trial : sweep.trials()) {
-    ASSERT_EQ(trial.round_run_ids_size(), 3) << trial.index();
-    ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(trial.run_id()));
-    EXPECT_EQ(run.stop_env_steps(), 0) << "the last round: the budget";
-  }
-  // Trial 0 (worst, 20) copied trial 1: its lineage is trial 1's (none)
-  // and this copy.
-  EXPECT_EQ(sweep.trials(2).score(), 22) << "this round's point only";
-  ASSERT_EQ(sweep.trials(0).lineage_size(), 1);
-  EXPECT_THAT(sweep.trials(0).lineage(0),
-              HasSubstr("trial 0 at 2048 env steps: copied trial 1"));
-  EXPECT_EQ(sweep.trials(0).start_from_run(), sweep.trials(1).round_run_ids(1));
-  core_->Tick();
-  learners = Learners(4);
-  ASSERT_EQ(learners.size(), 4u);
-  for (const Trial& trial : sweep.trials()) {
-    Report(learners.at(trial.run_id()), 3072,
-           trial.index() == 2 ? 150.0 : 100.0, 12, /*finished=*/true);
-  }
-  Tick();
-  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
-  EXPECT_EQ(sweep.state(), SUCCEEDED);
-  EXPECT_EQ(sweep.best_run_id(), sweep.trials(2).run_id());
-  EXPECT_EQ(sweep.best_score(), 150);
-  EXPECT_EQ(core_->ListRuns(all)->runs_size(), 12);
-}
-
-// Issue 46: a rung is scored from the points at or before its env steps;
-// a report that arrives well past it (return 415 at 1900 steps) does not
-// score the rung at 1000 steps (214 at 900 steps does).
 TEST_F(SweepManagerTest, ARungIsScoredFromThePointsAtOrBeforeIt) {
   Workers(4);
   ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kSweep));
@@ -368,11 +99,7 @@ TEST_F(SweepManagerTest, ARungIsScoredFromThePointsAtOrBeforeIt) {
 }
 
 TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
-  const std::string one_at_a_time =
-      absl::StrCat(kSweep, "\nconcurrency: 1\n")
-          .replace(std::string(kSweep).find("concurrency: 4"), 14,
-                   "max_trials: 9");
-  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(one_at_a_time));
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(OneAtATime()));
   ASSERT_EQ(submitted.trials_size(), 4);
   const std::string first = submitted.trials(0).run_id();
   EXPECT_FALSE(first.empty());
@@ -394,6 +121,79 @@ TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
   EXPECT_EQ(sweep.trials(0).state(), SUCCEEDED);
   EXPECT_FALSE(sweep.trials(1).run_id().empty());
   EXPECT_EQ(core_->ListRuns(all)->runs_size(), 2);
+}
+
+// Idempotency keys are per owner: bob's run with the key of alice's next
+// trial ("<sweep>/1", guessable) is not taken as her trial, and her cancel
+// leaves it alone.
+TEST_F(SweepManagerTest, AnotherOwnersRunWithATrialsKeyIsNotTheTrial) {
+  Workers(2);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(OneAtATime()));
+  const std::string first = submitted.trials(0).run_id();
+  SubmitRunRequest guess;
+  guess.mutable_spec()->mutable_env()->set_id("CartPole-v1");
+  guess.mutable_spec()->set_name("bobs");
+  guess.set_idempotency_key(absl::StrCat(submitted.sweep_id(), "/1"));
+  ASSERT_OK_AND_ASSIGN(const SubmitRunResponse bobs,
+                       core_->SubmitRun(guess, "bob"));
+  Tick();  // both placed
+  const auto learners = Learners(2);
+  ASSERT_EQ(learners.size(), 2u);
+  Report(learners.at(first), 4000, 100, 5, /*finished=*/true);
+  Tick();
+  ASSERT_OK_AND_ASSIGN(const Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  const std::string second = sweep.trials(1).run_id();
+  ASSERT_FALSE(second.empty());
+  EXPECT_NE(second, bobs.run().run_id());
+  ASSERT_OK_AND_ASSIGN(const rl::Run trial_run, core_->GetRun(second));
+  EXPECT_EQ(trial_run.owner(), "alice");
+  EXPECT_EQ(trial_run.spec().name(), "lr-1");
+  ASSERT_OK_AND_ASSIGN(const rl::Run before,
+                       core_->GetRun(bobs.run().run_id()));
+  ASSERT_OK(sweeps_->Cancel(submitted.sweep_id(), Requester{"alice", false})
+                .status());
+  EXPECT_EQ(core_->GetRun(second)->state(), CANCELLED);
+  ASSERT_OK_AND_ASSIGN(const rl::Run after, core_->GetRun(bobs.run().run_id()));
+  EXPECT_EQ(after.owner(), "bob");
+  EXPECT_EQ(after.spec().name(), "bobs");
+  EXPECT_EQ(after.state(), before.state());
+  EXPECT_EQ(after.state(), RUNNING);
+}
+
+// A restart does not count a report again: with last_points 3 and reports
+// 100, 20, 25 the score stays 100 (a second 25 would push 100 out).
+TEST_F(SweepManagerTest, ARestartDoesNotScoreAReportTwice) {
+  const std::string three_points = std::string(kSweep).replace(
+      std::string(kSweep).find("goal: max}"), 10, "goal: max, last_points: 3}");
+  Workers(4);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(three_points));
+  Tick();
+  const auto learners = Learners(4);
+  ASSERT_EQ(learners.size(), 4u);
+  const std::string first = submitted.trials(0).run_id();
+  int64_t version = 0;
+  for (const double mean_return : {100.0, 20.0, 25.0}) {
+    ++version;
+    Report(learners.at(first), 100 * version, mean_return, version);
+    Tick();
+  }
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).score(), 100);
+  Start();
+  Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).recent_size(), 3);
+  EXPECT_EQ(sweep.trials(0).score(), 100);
+  // A newer report is a point as before (written as the learner's report
+  // would be: its workers have not registered again).
+  RunProgress newer;
+  newer.set_env_steps(400);
+  newer.set_mean_return(30);
+  newer.set_policy_version(4);
+  ASSERT_OK(core_->store()->UpdateProgress(first, newer));
+  sweeps_->Tick();
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials(0).score(), 30);  // the best of 20, 25, 30
 }
 
 TEST_F(SweepManagerTest, CancellingASweepCancelsItsTrials) {

@@ -31,7 +31,8 @@ bool Same(const Value& a, const Value& b) {
 }
 
 // Fields whose change alters what a checkpoint holds (the normalisers'
-// state), so a copied checkpoint would not fit the member's run.
+// state), so a copied checkpoint would not fit the member's run. `path` is
+// of field names: ResolveSweepSpec rewrote lowerCamelCase ones before.
 bool Structural(const std::string& path) {
   return path == "ppo.normalize_observations" ||
          path == "ppo.normalize_rewards";

@@ -102,6 +102,36 @@ pbt: {fraction: 0.5}
               HasSubstr("max_trials: pbt needs a population of at least 2"));
 }
 
+// A normaliser written with its lowerCamelCase JSON name is the same field:
+// refused as well, named by its field name.
+TEST(PbtTest, RefusesWhatCannotBeCopiedUnderItsJsonNameToo) {
+  for (const char* name :
+       {"ppo.normalizeObservations", "ppo.normalizeRewards"}) {
+    const absl::Status status =
+        Parse(absl::StrCat(kPbt, "  ", name, ": {values: [true, false]}\n"))
+            .status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << name;
+    const std::string snake = name == std::string("ppo.normalizeRewards")
+                                  ? "ppo.normalize_rewards"
+                                  : "ppo.normalize_observations";
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr(absl::StrCat("parameters.", snake,
+                                       ": pbt copies weights, optimiser and "
+                                       "normalisers between members")))
+        << name;
+    EXPECT_THAT(std::string(status.message()),
+                HasSubstr(absl::StrCat("(not ", snake, ")")))
+        << name;
+  }
+  // Every other camelCase name is its field's too: trials carry the name.
+  ASSERT_OK_AND_ASSIGN(
+      const SweepSpec spec,
+      Parse(std::string(kPbt).replace(std::string(kPbt).find("ppo.num_epochs"),
+                                      14, "ppo.numEpochs")));
+  EXPECT_EQ(spec.parameters().count("ppo.num_epochs"), 1u);
+  EXPECT_EQ(spec.parameters().count("ppo.numEpochs"), 0u);
+}
+
 TEST(PbtTest, ExploreStaysInRangeAndMovesEveryKindOfParameter) {
   std::string text(kPbt);
   text += "pbt: {resample_probability: 0}\n";

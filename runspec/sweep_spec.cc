@@ -78,6 +78,34 @@ absl::StatusOr<std::vector<const FieldDescriptor*>> RunFieldPath(
   return fields;
 }
 
+// Each parameter under its path of proto field names (snake_case; a file
+// may write lowerCamelCase JSON names too), so that every later check
+// (pbt's refusals among them), the trials and the stored sweep see one
+// name per field. Two paths of one field are a problem naming both. A path
+// that names no field is kept as written (its problem is reported later).
+void UseFieldNames(SweepSpec* spec, FieldProblems* p) {
+  const std::map<std::string, SweepParameter> written(
+      spec->parameters().begin(), spec->parameters().end());
+  std::map<std::string, std::string> seen;  // field path -> path written
+  spec->mutable_parameters()->clear();
+  for (const auto& [path, parameter] : written) {
+    std::string name = path;
+    if (auto fields = RunFieldPath(path); fields.ok()) {
+      std::vector<std::string> names;
+      for (const FieldDescriptor* f : *fields) names.emplace_back(f->name());
+      name = absl::StrJoin(names, ".");
+    }
+    const auto [first, inserted] = seen.emplace(name, path);
+    if (!inserted) {
+      p->Add(absl::StrCat("parameters.", first->second, " and parameters.",
+                          path, ": both name the run-file field ", name,
+                          "; give it once"));
+      continue;
+    }
+    (*spec->mutable_parameters())[name] = parameter;
+  }
+}
+
 bool IsNumber(const FieldDescriptor* f) {
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
@@ -228,6 +256,7 @@ absl::Status ResolveSweepSpec(SweepSpec* spec) {
     p.Add("parameters", absl::StrCat("at most ", kMaxSweepParameters),
           spec->parameters_size());
   }
+  UseFieldNames(spec, &p);
   const std::map<std::string, SweepParameter> sorted(spec->parameters().begin(),
                                                      spec->parameters().end());
   for (const auto& [path, param] : sorted) {

@@ -145,6 +145,42 @@ max_trials: 1
                                  "valid run")));
 }
 
+// A parameter may be written with its lowerCamelCase JSON names; it is
+// kept (and its trials carry it) under its field names, so one field has
+// one name; two names of one field are refused naming both.
+TEST(SweepSpecTest, ParametersAreKeptUnderTheirFieldNames) {
+  ASSERT_OK_AND_ASSIGN(const SweepSpec spec, Parse(std::string(kBase) + R"(
+method: grid
+parameters:
+  ppo.learningRate: {values: [0.001, 0.002]}
+  policy.hiddenSizes: {values: [[32], [64, 64]]}
+)"));
+  EXPECT_EQ(spec.parameters().count("ppo.learning_rate"), 1u);
+  EXPECT_EQ(spec.parameters().count("policy.hidden_sizes"), 1u);
+  EXPECT_EQ(spec.parameters_size(), 2);
+  ASSERT_OK_AND_ASSIGN(const std::vector<SweepTrial> trials, ExpandSweep(spec));
+  ASSERT_EQ(trials.size(), 4u);
+  EXPECT_EQ(DescribeParameters(trials[3].parameters),
+            "policy.hidden_sizes=[64,64], ppo.learning_rate=0.002");
+  EXPECT_FLOAT_EQ(trials[3].spec.ppo().learning_rate(), 0.002f);
+  EXPECT_THAT(
+      Parse(std::string(kBase) + R"(
+parameters:
+  ppo.learning_rate: {values: [0.001]}
+  ppo.learningRate: {values: [0.002]}
+  envsPerActor: {values: [4]}
+  envs_per_actor: {values: [8]}
+)"),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          AllOf(HasSubstr("parameters.ppo.learningRate and "
+                          "parameters.ppo.learning_rate: both name the "
+                          "run-file field ppo.learning_rate; give it once"),
+                HasSubstr("parameters.envsPerActor and "
+                          "parameters.envs_per_actor: both name the "
+                          "run-file field envs_per_actor"))));
+}
+
 TEST(SweepSpecTest, TheBaseRunFileIsReadBesideTheSweepFile) {
   const std::string dir = MakeTestDir("sweep");
   std::ofstream(dir + "/base.yaml") << "env: {id: Pendulum-v1}\nseed: 3\n";
