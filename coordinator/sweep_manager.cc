@@ -21,7 +21,7 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Live::scored_version of a trial recovered with points: not known.
-constexpr int64_t kRecoveredVersion = std::numeric_limits<int64_t>::min();
+constexpr int64_t kRecovered = std::numeric_limits<int64_t>::min();
 
 void SetNow(google::protobuf::Timestamp* ts) {
   const int64_t ns = absl::ToUnixNanos(absl::Now());
@@ -42,9 +42,8 @@ bool Better(double a, double b, bool maximize) {
 
 // Configurations a sweep holds (each one seeds_per_config trials).
 int ConfigurationsOf(const Sweep& sweep) {
-  return sweep.trials_size() == 0
-             ? 0
-             : sweep.trials(sweep.trials_size() - 1).config() + 1;
+  const int n = sweep.trials_size();
+  return n == 0 ? 0 : sweep.trials(n - 1).config() + 1;
 }
 
 std::string Number(double v) {
@@ -72,17 +71,22 @@ absl::Status SweepManager::Recover() {
     live.stored = live.sweep.SerializeAsString();
     absl::Status rebuilt = RebuildTrials(&live);
     if (!rebuilt.ok()) {
-      // Written by a coordinator whose run files meant something else.
+      // Its run files meant something else; its trials' runs end with it.
       live.sweep.set_state(FAILED);
       live.sweep.set_reason(
           absl::StrCat("cannot be recovered: ", rebuilt.message()));
+      for (Trial& trial : *live.sweep.mutable_trials()) {
+        if (IsFinal(trial.state()) || trial.run_id().empty()) continue;
+        CancelTrialRun(live.sweep, &trial,
+                       absl::StrCat("its sweep ", live.sweep.sweep_id(),
+                                    " cannot be recovered"));
+      }
       WriteLocked(&live);
       continue;
     }
     for (const Trial& trial : live.sweep.trials()) {
-      if (trial.recent_size() > 0) {
-        live.scored_version[trial.index()] = kRecoveredVersion;
-      }
+      if (trial.recent_size() > 0)
+        live.scored_version[trial.index()] = kRecovered;
     }
     RL_LOG_INFO("sweep {} recovered: {} trials", live.sweep.sweep_id(),
                 live.sweep.trials_size());
@@ -90,6 +94,19 @@ absl::Status SweepManager::Recover() {
     live_.emplace(id, std::move(live));
   }
   return absl::OkStatus();
+}
+
+bool SweepManager::CancelTrialRun(const Sweep& sweep, Trial* trial,
+                                  const std::string& reason) {
+  absl::StatusOr<Run> run = core_->CancelRun(trial->run_id(), reason);
+  if (!run.ok()) {
+    RL_LOG_WARNING("sweep {}: cancelling {}: {}", sweep.sweep_id(),
+                   trial->run_id(), run.status().ToString());
+    return false;
+  }
+  trial->set_state(run->state());
+  trial->set_reason(run->failure_reason());
+  return true;
 }
 
 absl::Status SweepManager::RebuildTrials(Live* live) {
@@ -321,16 +338,9 @@ absl::StatusOr<Sweep> SweepManager::Cancel(const std::string& sweep_id,
                            : "between rounds: the sweep was cancelled");
       continue;
     }
-    absl::StatusOr<Run> run = core_->CancelRun(
-        trial.run_id(),
+    CancelTrialRun(
+        live.sweep, &trial,
         absl::StrCat("its sweep ", sweep_id, " was cancelled by ", by.name));
-    if (run.ok()) {
-      trial.set_state(run->state());
-      trial.set_reason(run->failure_reason());
-    } else {
-      RL_LOG_WARNING("sweep {}: cancelling {}: {}", sweep_id, trial.run_id(),
-                     run.status().ToString());
-    }
   }
   live.sweep.set_state(CANCELLED);
   live.sweep.set_reason(absl::StrCat("cancelled by ", by.name));
@@ -412,7 +422,7 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial, Run* read) {
   // Recovered: the report the stored points end with (its env steps and
   // return) was scored before the restart, and is not a new point.
   const int last = trial->recent_size() - 1;
-  if (seen != live->scored_version.end() && seen->second == kRecoveredVersion &&
+  if (seen != live->scored_version.end() && seen->second == kRecovered &&
       last >= 0 && trial->recent_steps(last) == run->progress().env_steps() &&
       trial->recent(last) == mean_return) {
     seen->second = version;
@@ -485,16 +495,10 @@ void SweepManager::FollowTrialLocked(Live* live, Trial* trial, Run* read) {
                            at_rung.size(), " trials that reached it")
             : absl::StrCat(" is worse than the median of the ", at_rung.size(),
                            " trials that reached it"));
-    absl::StatusOr<Run> cancelled = core_->CancelRun(trial->run_id(), reason);
-    if (!cancelled.ok()) {
-      RL_LOG_WARNING("sweep {}: stopping {}: {}", live->sweep.sweep_id(),
-                     trial->run_id(), cancelled.status().ToString());
-      return;
+    if (CancelTrialRun(live->sweep, trial, reason)) {
+      RL_LOG_INFO("sweep {}: trial {} ({}) {}", live->sweep.sweep_id(),
+                  trial->index(), trial->run_id(), reason);
     }
-    RL_LOG_INFO("sweep {}: trial {} ({}) {}", live->sweep.sweep_id(),
-                trial->index(), trial->run_id(), reason);
-    trial->set_state(cancelled->state());
-    trial->set_reason(cancelled->failure_reason());
     return;
   }
 }

@@ -139,6 +139,10 @@ class SweepManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Cancels `trial`'s run for `reason` and takes its end as the trial's;
+  // false (logged, the trial left as it is) when the run cannot be.
+  bool CancelTrialRun(const Sweep& sweep, Trial* trial,
+                      const std::string& reason);
 
   CoordinatorCore* const core_;
   RunStore* const store_;

@@ -123,6 +123,32 @@ TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
   EXPECT_EQ(core_->ListRuns(all)->runs_size(), 2);
 }
 
+// A stored sweep that no longer expands (written by a coordinator whose run
+// files meant something else) fails when the coordinator recovers it; its
+// trial's run used to train on for a sweep that was gone. It is cancelled.
+TEST_F(SweepManagerTest, ASweepThatCannotBeRecoveredEndsItsTrialsRuns) {
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(OneAtATime()));
+  const std::string first = submitted.trials(0).run_id();
+  ASSERT_FALSE(first.empty());
+  ASSERT_OK_AND_ASSIGN(Sweep stored,
+                       core_->store()->GetSweep(submitted.sweep_id()));
+  stored.mutable_spec()->mutable_base()->mutable_env()->set_id("NoSuchEnv-v0");
+  ASSERT_OK(core_->store()->PutSweep(stored));
+  Start();
+  ASSERT_OK_AND_ASSIGN(const Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.state(), FAILED);
+  EXPECT_THAT(sweep.reason(), HasSubstr("cannot be recovered"));
+  EXPECT_EQ(sweep.trials(0).state(), CANCELLED);
+  ListRunsRequest all;
+  ASSERT_OK_AND_ASSIGN(const ListRunsResponse runs, core_->ListRuns(all));
+  ASSERT_EQ(runs.runs_size(), 1);
+  EXPECT_EQ(runs.runs(0).run_id(), first);
+  EXPECT_EQ(runs.runs(0).state(), CANCELLED);
+  EXPECT_THAT(runs.runs(0).failure_reason(),
+              HasSubstr(absl::StrCat("its sweep ", submitted.sweep_id(),
+                                     " cannot be recovered")));
+}
+
 // Idempotency keys are per owner: bob's run with the key of alice's next
 // trial ("<sweep>/1", guessable) is not taken as her trial, and her cancel
 // leaves it alone.
