@@ -1,15 +1,14 @@
 #include "learner/checkpoint_keeper.h"
 
-#include <sys/resource.h>
 #include <torch/optim/adam.h>
 
 #include <algorithm>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/file_size_limit.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -84,16 +83,11 @@ TEST(CheckpointKeeperTest, AFailedFinalCheckpointSaysWhereARestartResumes) {
   ASSERT_OK(keeper.Write(1, 10, m.policy, m.adam, {}));
   // The disk is full (simulated: until the limit is lifted, this process's
   // files cannot grow past 64 bytes; SIGXFSZ is ignored, the write fails).
-  rlimit saved{};
-  getrlimit(RLIMIT_FSIZE, &saved);
-  auto* previous = std::signal(SIGXFSZ, SIG_IGN);
-  rlimit limited = saved;
-  limited.rlim_cur = std::min<rlim_t>(64, saved.rlim_max);
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
-  const absl::Status final_status =
-      keeper.WriteFinal(2, 20, m.policy, m.adam, {});
-  setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, previous);
+  absl::Status final_status;
+  {
+    const FileSizeLimit full_disk(64);
+    final_status = keeper.WriteFinal(2, 20, m.policy, m.adam, {});
+  }
   EXPECT_THAT(final_status,
               StatusIs(absl::StatusCode::kResourceExhausted,
                        AllOf(HasSubstr("the final checkpoint failed"),

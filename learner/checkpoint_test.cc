@@ -1,12 +1,10 @@
 #include "learner/checkpoint.h"
 
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <torch/optim/adam.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -16,6 +14,7 @@
 #include "envs/env_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/file_size_limit.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 
@@ -176,29 +175,6 @@ TEST(CheckpointTest, MismatchedShapesAreRejected) {
   EXPECT_NE(std::string(status.message()).find("does not fit"),
             std::string::npos);
 }
-
-// A full disk, simulated without mounting anything (the tests may run as
-// root, so permissions would not stop a write): while this lives, this
-// process's files cannot grow past `bytes`, and a write beyond fails with
-// EFBIG (SIGXFSZ, which would kill the process, is ignored).
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    getrlimit(RLIMIT_FSIZE, &saved_);
-    previous_handler_ = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limited = saved_;
-    limited.rlim_cur = std::min(bytes, saved_.rlim_max);
-    EXPECT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
-  }
-  ~FileSizeLimit() {
-    setrlimit(RLIMIT_FSIZE, &saved_);
-    std::signal(SIGXFSZ, previous_handler_);
-  }
-
- private:
-  rlimit saved_{};
-  void (*previous_handler_)(int) = nullptr;
-};
 
 std::vector<std::string> TempDirsIn(const std::string& root) {
   std::vector<std::string> found;

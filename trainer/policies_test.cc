@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -19,6 +18,7 @@
 #include "learner/checkpoint.h"
 #include "runspec/named_policies.h"
 #include "runspec/run_spec.h"
+#include "testing/file_size_limit.h"
 #include "testing/status_matchers.h"
 #include "testing/temp_dir.h"
 #include "trainer/local_run.h"
@@ -303,16 +303,8 @@ TEST(PoliciesTest, APolicysCheckpointsFollowTheRunsWhenItsWriteFails) {
             blue_largest + 1024);
   absl::Status failed;
   {
-    // Files cannot grow past the limit (SIGXFSZ ignored: EFBIG instead).
-    rlimit saved{};
-    getrlimit(RLIMIT_FSIZE, &saved);
-    auto previous = std::signal(SIGXFSZ, SIG_IGN);
-    rlimit limited = saved;
-    limited.rlim_cur = std::min(blue_largest + 512, saved.rlim_max);
-    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+    const FileSizeLimit full_disk(blue_largest + 512);
     failed = trainer->Train(nullptr, 1).status();  // checkpoint 2 fails
-    setrlimit(RLIMIT_FSIZE, &saved);
-    std::signal(SIGXFSZ, previous);
   }
   EXPECT_FALSE(failed.ok());
   ASSERT_OK_AND_ASSIGN(const std::set<int64_t> run,

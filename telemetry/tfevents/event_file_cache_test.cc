@@ -3,11 +3,9 @@
 // directory.
 #include "telemetry/tfevents/event_file_cache.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "telemetry/tfevents/event.pb.h"
 #include "telemetry/tfevents/tfrecord.h"
+#include "testing/file_size_limit.h"
 
 namespace rl {
 namespace {
@@ -163,20 +162,15 @@ TEST(EventFileCacheTest, AWriterThatFailedIsReplacedByANewFile) {
   ASSERT_TRUE((*cache)->AddScalar("run", "x", 0, 0.0, 1.0f).ok());
   ASSERT_TRUE((*cache)->Flush().ok());
 
-  struct rlimit old_limit;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 10000;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
   absl::Status error;
-  const std::string tag(500, 't');
-  for (int step = 1; step < 1000 && error.ok(); ++step) {
-    error = (*cache)->AddScalar("run", tag, step, step, 1.0f);
-    if (error.ok()) error = (*cache)->Flush();
+  {
+    const FileSizeLimit full_disk(10000);
+    const std::string tag(500, 't');
+    for (int step = 1; step < 1000 && error.ok(); ++step) {
+      error = (*cache)->AddScalar("run", tag, step, step, 1.0f);
+      if (error.ok()) error = (*cache)->Flush();
+    }
   }
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  std::signal(SIGXFSZ, old_handler);
   ASSERT_FALSE(error.ok()) << "no write error under a 10000-byte limit";
 
   ASSERT_TRUE((*cache)->AddScalar("run", "y", 7, 7.0, 2.0f).ok());

@@ -1,10 +1,8 @@
 #include "telemetry/tfevents/tfevents_writer.h"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
-#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "telemetry/tfevents/event.pb.h"
 #include "telemetry/tfevents/tfrecord.h"
+#include "testing/file_size_limit.h"
 
 namespace rl {
 namespace {
@@ -297,21 +296,15 @@ TEST(TfEventsWriterTest, WriteErrorIsReportedAndSticky) {
   const std::string path = (*writer)->path();
   ASSERT_TRUE((*writer)->Flush().ok());
 
-  struct rlimit old_limit;
-  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit small = old_limit;
-  small.rlim_cur = 10000;
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
-
   absl::Status error;
-  const std::string tag(500, 't');
-  for (int step = 0; step < 1000 && error.ok(); ++step) {
-    error = (*writer)->AddScalar(tag, step, step, 1.0f);
-    if (error.ok()) error = (*writer)->Flush();
+  {
+    const FileSizeLimit full_disk(10000);
+    const std::string tag(500, 't');
+    for (int step = 0; step < 1000 && error.ok(); ++step) {
+      error = (*writer)->AddScalar(tag, step, step, 1.0f);
+      if (error.ok()) error = (*writer)->Flush();
+    }
   }
-  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &old_limit), 0);
-  std::signal(SIGXFSZ, old_handler);
 
   ASSERT_FALSE(error.ok()) << "no write error under a 10000-byte limit";
   EXPECT_NE(error.message().find(path), absl::string_view::npos) << error;
