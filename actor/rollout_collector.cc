@@ -1,5 +1,6 @@
 #include "actor/rollout_collector.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -38,7 +39,11 @@ absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
   EnvOpenOptions options;
   options.num_envs = spec.envs_per_actor();
   options.seed = seed;
-  options.num_threads = env_threads;
+  // The run's resources.actor_threads where it asks for more than one,
+  // else the worker's own (--env_threads).
+  options.num_threads = spec.resources().actor_threads() > 1
+                            ? spec.resources().actor_threads()
+                            : std::max(1, env_threads);
   options.allowed_dirs = plugin_dirs;
   ASSIGN_OR_RETURN(std::unique_ptr<BatchedEnv> env,
                    OpenEnv(spec.env(), options));

@@ -1,5 +1,6 @@
 #include "actor/rollout_collector.h"
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +56,36 @@ TEST(RolloutCollectorTest, FillsTheRolloutConsistently) {
   const torch::Tensor next = rollout.next_observations.clone();
   ASSERT_OK((*collector)->Collect(policy, &rollout));
   EXPECT_TRUE(torch::equal(rollout.observations[0], next));
+}
+
+// This process's threads (/proc/self/task).
+int Threads() {
+  int n = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// resources.actor_threads was accepted and checked, then ignored: the
+// worker's --env_threads alone said how many threads stepped the envs. The
+// run's count steps them where it asks for more than 1; else the worker's.
+TEST(RolloutCollectorTest, TheRunsActorThreadsStepTheEnvs) {
+  const auto threads_with = [](const std::string& resources, int env_threads) {
+    const RunSpec spec = SmallRunSpec(
+        "env: {id: CartPole-v1}\nenvs_per_actor: 8\nsegment_length: 8\n" +
+        resources);
+    const int before = Threads();
+    auto collector = RolloutCollector::Create(spec, 3, env_threads);
+    EXPECT_OK(collector);
+    return Threads() - before;
+  };
+  const int one = threads_with("", 1);
+  EXPECT_EQ(threads_with("resources: {actor_threads: 4}", 1) - one, 3);
+  EXPECT_EQ(threads_with("resources: {actor_threads: 1}", 4) - one, 3);
+  EXPECT_EQ(threads_with("resources: {actor_threads: 2}", 4) - one, 1);
 }
 
 // Agents that leave early (envs/testdata/leaving_plugin.cc: agent k's
