@@ -43,10 +43,16 @@ DevicePluginEnvs::DevicePluginEnvs(const rl_device_env_plugin* table,
       origin_(std::move(origin)),
       spec_(std::move(spec)),
       num_envs_(num_envs),
-      device_(device) {}
+      device_(device),
+      timeout_(EnvCallTimeout(spec_)),
+      watch_(CallWatch::Process().Register(WatchedOrigin(origin_, spec_))) {}
 
 DevicePluginEnvs::~DevicePluginEnvs() {
-  if (env_ != nullptr) table_->destroy(env_);
+  if (env_ != nullptr) {
+    CallWatch::Scope call(watch_, "destroy", timeout_);
+    table_->destroy(env_);
+  }
+  CallWatch::Process().Unregister(watch_);
 }
 
 absl::StatusOr<std::unique_ptr<DevicePluginEnvs>> DevicePluginEnvs::Create(
@@ -88,7 +94,10 @@ absl::StatusOr<std::unique_ptr<DevicePluginEnvs>> DevicePluginEnvs::Create(
   char error[kErrorBytes] = "";
   std::unique_ptr<DevicePluginEnvs> envs(
       new DevicePluginEnvs(table, origin, spec, num_envs, device));
-  envs->env_ = table->create(&o, &info, &layout, error, sizeof(error));
+  {
+    CallWatch::Scope call(envs->watch_, "create", envs->timeout_);
+    envs->env_ = table->create(&o, &info, &layout, error, sizeof(error));
+  }
   if (envs->env_ == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "device environment ", origin,
@@ -149,10 +158,14 @@ absl::Status DevicePluginEnvs::Reset(void* observations) {
   out.observations = observations;
   char error[kErrorBytes] = "";
   const c10::DeviceGuard guard(device_);
-  return Called(
-      table_->reset(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
-                    &rows, &out, error, sizeof(error)),
-      error, "resetting");
+  int failed;
+  {
+    CallWatch::Scope call(watch_, "reset", timeout_);
+    failed =
+        table_->reset(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
+                      &rows, &out, error, sizeof(error));
+  }
+  return Called(failed, error, "resetting");
 }
 
 absl::Status DevicePluginEnvs::Step(const void* actions,
@@ -160,10 +173,17 @@ absl::Status DevicePluginEnvs::Step(const void* actions,
   rl_device_rows rows{pointers_.data(), num_envs_, 0, nullptr};
   char error[kErrorBytes] = "";
   const c10::DeviceGuard guard(device_);
-  return Called(
-      table_->step(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
-                   &rows, actions, &out, error, sizeof(error)),
-      error, "stepping");
+  int failed;
+  {
+    // On a GPU the call launches work and returns; this watches the host's
+    // part (a kernel that never ends is the stream's, seen at the next
+    // synchronisation).
+    CallWatch::Scope call(watch_, "step", timeout_);
+    failed =
+        table_->step(env_, device_.is_cuda() ? RL_DEVICE_CUDA : RL_DEVICE_HOST,
+                     &rows, actions, &out, error, sizeof(error));
+  }
+  return Called(failed, error, "stepping");
 }
 
 std::map<std::string, torch::Tensor> DevicePluginEnvs::SaveState(

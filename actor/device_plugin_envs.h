@@ -18,7 +18,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "actor/device_envs.h"
+#include "envs/call_watch.h"
 #include "envs/plugin_api/rl_device_env.h"
 #include "proto/common.pb.h"
 
@@ -61,6 +63,10 @@ class DevicePluginEnvs final : public DeviceEnvBatch {
   const EnvSpec spec_;
   const int64_t num_envs_;
   const torch::Device device_;
+  // The library's calls are watched as the host's are (env.call_timeout_s:
+  // a call that hangs ends an actor worker, naming it).
+  const absl::Duration timeout_;
+  CallWatch::Slot* const watch_;
   rl_device_env* env_ = nullptr;
   std::vector<std::string> names_;
   std::vector<torch::Tensor> fields_;  // [E, count] each, on the device

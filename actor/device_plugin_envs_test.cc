@@ -6,7 +6,9 @@
 // here) catches a device that steps otherwise.
 #include "actor/device_plugin_envs.h"
 
+#include "absl/time/clock.h"
 #include "actor/device_collector.h"
+#include "envs/call_watch.h"
 #include "envs/device_env_plugin.h"
 #include "envs/env_plugin.h"
 #include "gtest/gtest.h"
@@ -101,6 +103,48 @@ TEST(DevicePluginEnvsTest, TheSelfCheckComparesWithTheHostBuild) {
   EXPECT_EQ(drift.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(drift.message()),
               HasSubstr("episode returns at step"));
+}
+
+// The library's calls were not watched on the device path (the host's
+// were): a step that hung hung the actor for good, env.call_timeout_s or
+// not. A step that outlives its deadline is now an overrun of the process's
+// call watch, which ends an actor worker naming it.
+const rl_device_env_plugin* g_table = nullptr;
+int SlowStep(const rl_device_env* env, rl_device device,
+             const rl_device_rows* rows, const void* actions,
+             const rl_env_buffers* out, char* error, size_t error_size) {
+  // Until the watch has seen the overrun (a deadline, not a sleep).
+  const int64_t before = CallWatch::Process().overruns();
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (CallWatch::Process().overruns() == before && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return g_table->step(env, device, rows, actions, out, error, error_size);
+}
+
+TEST(DevicePluginEnvsTest, AStepOverItsDeadlineIsSeenByTheCallWatch) {
+  RunSpec spec = Spec();
+  spec.mutable_env()->set_call_timeout_s(0.2f);
+  std::string origin;
+  g_table = Table(spec.env(), &origin);
+  ASSERT_NE(g_table, nullptr);
+  rl_device_env_plugin slow = *g_table;
+  slow.step = &SlowStep;
+  ASSERT_OK_AND_ASSIGN(
+      auto envs,
+      DevicePluginEnvs::Create(&slow, origin, spec.env(), 2, 1, torch::kCPU));
+  const int64_t before = CallWatch::Process().overruns();
+  std::vector<int64_t> actions(2, 0);
+  std::vector<uint8_t> observations(2 * 2 * 36 * 36), terminated(2),
+      truncated(2);
+  std::vector<float> rewards(2);
+  rl_env_buffers out{};
+  out.observations = observations.data();
+  out.rewards = rewards.data();
+  out.terminated = terminated.data();
+  out.truncated = truncated.data();
+  ASSERT_OK(envs->Step(actions.data(), out));
+  EXPECT_EQ(CallWatch::Process().overruns(), before + 1);
 }
 
 TEST(DevicePluginEnvsTest, WhatTheDeviceCannotDoIsRefused) {

@@ -41,10 +41,6 @@ bool WatchCalls(const rl_env_plugin* plugin) {
   return plugin != BuiltinEnvPlugin();
 }
 
-std::string WatchedOrigin(const std::string& origin, const EnvSpec& spec) {
-  return absl::StrCat("environment plugin ", origin, " (env ", spec.id(), ")");
-}
-
 // A plugin's failure: it would recur on any actor (common/status.h).
 absl::Status Fatal(const std::string& message) {
   return MarkRunFatal(absl::FailedPreconditionError(message));
@@ -386,6 +382,10 @@ class PluginEnv final : public BatchedEnv {
 };
 
 }  // namespace
+
+std::string WatchedOrigin(const std::string& origin, const EnvSpec& spec) {
+  return absl::StrCat("environment plugin ", origin, " (env ", spec.id(), ")");
+}
 
 absl::StatusOr<std::string> SavePluginState(const rl_env_plugin& table,
                                             rl_env* env) {

@@ -94,6 +94,10 @@ absl::Status CheckPluginInfo(const rl_env_info& info, const EnvSpec& spec,
 // kDefaultEnvCallTimeoutSeconds when 0 (envs/call_watch.h).
 absl::Duration EnvCallTimeout(const EnvSpec& spec);
 
+// How the call watch names a plugin's calls: "environment plugin <origin>
+// (env <id>)".
+std::string WatchedOrigin(const std::string& origin, const EnvSpec& spec);
+
 // The run file's env.kwargs as the JSON object the plugin is given.
 absl::StatusOr<std::string> KwargsJson(const EnvSpec& spec);
 
