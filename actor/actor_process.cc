@@ -225,6 +225,9 @@ class ActorProcess::Impl {
       RegisterActorMetrics(telemetry_->registry(), counters_);
       return absl::OkStatus();
     }
+    // Standalone, a plugin call past env.call_timeout_s ends this process
+    // with kEnvHungExitCode, naming the call (no run to report it to).
+    CallWatch::Process().EnableEnd();
     ActorOptions actor;
     actor.learner_address = options_.learner;
     actor.security = options_.security;

@@ -134,7 +134,7 @@ void CallWatch::End(const std::string& reason, int exit_code) {
   overruns_.fetch_add(1);
   if (!end_enabled_.load()) {
     // Not a worker: say so once per overrun and keep waiting for the call.
-    RL_LOG_ERROR("{} (still waiting: only actor workers end themselves)",
+    RL_LOG_ERROR("{} (still waiting: this process does not end itself)",
                  reason);
     return;
   }

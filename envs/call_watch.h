@@ -17,8 +17,10 @@
 // process exits with kEnvHungExitCode or 128 + the signal, and its
 // supervisor (the embedded coordinator, Kubernetes, Slurm) starts a fresh
 // one. The hung or crashed call's thread never runs again, so a stuck env
-// cannot hold the worker for later runs. Elsewhere (rl_local) an overrun
-// is logged and waited for, and a crash is an ordinary crash.
+// cannot hold the worker for later runs. rl_local and a standalone actor
+// also EnableEnd (no handler: the reason on stderr, then the exit); a
+// process that does not (a test) logs an overrun and waits, and a crash
+// there is an ordinary crash.
 //
 // Entering and leaving a scope is two relaxed atomic stores: one per
 // batched call, not per environment.

@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "common/command_line.h"
+#include "envs/call_watch.h"
 #include "policy/cuda_runtime.h"
 #include "trainer/local_run.h"
 #include "trainer/local_sweep.h"
@@ -69,6 +70,9 @@ int main(int argc, char** argv) {
   // be imported through the Gymnasium bridge, unless the environment says
   // otherwise (workers restrict this: docs/security.md).
   setenv("RL_PYTHON_ENV_MODULES", "*", /*overwrite=*/0);
+  // A plugin call past env.call_timeout_s ends rl_local with
+  // kEnvHungExitCode (75), naming the call, rather than waiting for ever.
+  rl::CallWatch::Process().EnableEnd();
   if (args.size() == 1 && args[0] == "sweep") {
     if (absl::GetFlag(FLAGS_sweep).empty()) {
       std::fprintf(stderr, "error: sweep needs --sweep=SWEEP_FILE\nusage: %s\n",

@@ -124,6 +124,22 @@ TEST_F(RlLocalTest, ResumesPastADamagedCheckpointAndFreshRunsNeedAFreshDir) {
 
 // --profile=N: a Chrome trace of the first N updates, LibTorch's operators
 // of the collection and the update in it.
+// env.call_timeout_s ended only actor workers: rl_local logged the overrun
+// and waited for ever on a plugin whose step hung, though the run file's
+// docs promised exit status 75. It now ends, naming the call.
+TEST_F(RlLocalTest, AHungEnvironmentCallEndsItNamingTheCall) {
+  const std::string run = WriteRunFile(
+      "env: {id: Probe-v0, plugin: envs/testdata/libtest_plugin.so,\n"
+      "      observation_size: 3, num_discrete_actions: 2,\n"
+      "      kwargs: {mode: hang, fail_at: 2}, call_timeout_s: 1}\n"
+      "envs_per_actor: 4\nsegment_length: 8\ntotal_env_steps: 64\n");
+  const Result train = Run("train --run=" + run + " " + RunDirFlag());
+  EXPECT_EQ(train.exit_code, 75) << train.err;
+  EXPECT_THAT(train.err, HasSubstr("environment call step of environment "
+                                   "plugin"));
+  EXPECT_THAT(train.err, HasSubstr("did not return within 1 s"));
+}
+
 TEST_F(RlLocalTest, ProfileWritesAChromeTraceOfTheFirstUpdates) {
   const std::string run = WriteRunFile(kSmallRun);
   const Result train =
