@@ -36,6 +36,33 @@ RunSpec NamedPolicyRun(const RunSpec& run, int index) {
   return own;
 }
 
+std::string PolicySettingField(const RunSpec& run, const std::string& path) {
+  const std::vector<std::string> parts = absl::StrSplit(path, '.');
+  if (parts.size() < 2 || (parts[0] != "ppo" && parts[0] != "policy")) {
+    return "";
+  }
+  for (int i = 0; i < run.policies_size(); ++i) {
+    const google::protobuf::Message* message = &run.policies(i);
+    for (size_t k = 0; k < parts.size() && message != nullptr; ++k) {
+      const google::protobuf::FieldDescriptor* field =
+          message->GetDescriptor()->FindFieldByName(parts[k]);
+      if (field == nullptr) break;  // a field named otherwise: not set here
+      const google::protobuf::Reflection* reflection = message->GetReflection();
+      const bool set = field->is_repeated()
+                           ? reflection->FieldSize(*message, field) > 0
+                           : reflection->HasField(*message, field);
+      if (!set) break;
+      if (k + 1 == parts.size()) {
+        return absl::StrCat("policies[", i, "] (", run.policies(i).name(), ")");
+      }
+      message = field->message_type() == nullptr
+                    ? nullptr
+                    : &reflection->GetMessage(*message, field);
+    }
+  }
+  return "";
+}
+
 std::vector<int> PolicyOfAgent(const RunSpec& run) {
   if (run.policies_size() == 0) return {};
   std::vector<int> out(std::max(1, run.env().agents_per_env()), -1);

@@ -20,6 +20,12 @@ namespace rl {
 // `league` block.
 RunSpec NamedPolicyRun(const RunSpec& run, int index);
 
+// The first of `run`'s policies that sets the run-file field at `path`
+// itself (its own `ppo.*` or `policy.*` value, which goes over the run's),
+// as "policies[i] (name)"; empty when none does. A sweep varying that field
+// would not change it for that policy.
+std::string PolicySettingField(const RunSpec& run, const std::string& path);
+
 // The agent indices -> policy index of `run` ([agents_per_env]); empty
 // without a policies block.
 std::vector<int> PolicyOfAgent(const RunSpec& run);

@@ -145,6 +145,35 @@ max_trials: 1
                                  "valid run")));
 }
 
+// Over a base of several policies, a swept field one of them sets itself
+// was accepted, and every trial trained that policy with its own value: the
+// sweep changed nothing there. It is refused, naming the policy; a field
+// no policy sets is swept for all of them.
+TEST(SweepSpecTest, AFieldAPolicySetsItselfIsNotSwept) {
+  const std::string base = R"(
+base:
+  env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 2,
+        observation_size: 8, num_discrete_actions: 2}
+  envs_per_actor: 4
+  total_env_steps: 100000
+  ppo: {num_minibatches: 1}
+  policies:
+    - {name: red, agents: [0]}
+    - {name: blue, agents: [1], ppo: {learning_rate: 0.0005},
+       policy: {hidden_sizes: [32]}}
+metric: {series: learner/mean_return}
+)";
+  EXPECT_THAT(
+      Parse(base + "parameters: {ppo.learning_rate: {values: [0.001, 0.002]},\n"
+                   "             policy.hidden_sizes: {values: [[64]]}}\n"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("parameters.ppo.learning_rate: policies[1] "
+                               "(blue) sets ppo.learning_rate itself"),
+                     HasSubstr("parameters.policy.hidden_sizes: policies[1] "
+                               "(blue) sets policy.hidden_sizes itself"))));
+  EXPECT_OK(Parse(base + "parameters: {ppo.gamma: {values: [0.9, 0.99]}}\n"));
+}
+
 // A parameter may be written with its lowerCamelCase JSON names; it is
 // kept (and its trials carry it) under its field names, so one field has
 // one name; two names of one field are refused naming both.
