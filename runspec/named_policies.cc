@@ -8,6 +8,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/json_quote.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "runspec/field_problems.h"
 #include "runspec/policy_rules.h"
 
@@ -61,6 +63,50 @@ std::string PolicySettingField(const RunSpec& run, const std::string& path) {
     }
   }
   return "";
+}
+
+absl::Status CheckPolicyDefaultsGiven(const std::string& json) {
+  google::protobuf::Struct root;
+  if (!google::protobuf::util::JsonStringToMessage(json, &root).ok()) {
+    return absl::OkStatus();
+  }
+  const auto policies = root.fields().find("policies");
+  if (policies == root.fields().end() || !policies->second.has_list_value()) {
+    return absl::OkStatus();
+  }
+  const auto is_default = [](const google::protobuf::Value& v) {
+    return (v.has_bool_value() && !v.bool_value()) ||
+           (v.has_number_value() && v.number_value() == 0) ||
+           (v.has_string_value() && v.string_value().empty()) ||
+           (v.has_list_value() && v.list_value().values_size() == 0);
+  };
+  FieldProblems problems;
+  const google::protobuf::ListValue& list = policies->second.list_value();
+  for (int i = 0; i < list.values_size(); ++i) {
+    if (!list.values(i).has_struct_value()) continue;
+    const auto& fields = list.values(i).struct_value().fields();
+    for (const auto& [block, type] :
+         {std::make_pair("ppo", PPOConfig::descriptor()),
+          std::make_pair("policy", PolicyConfig::descriptor())}) {
+      const auto given = fields.find(block);
+      if (given == fields.end() || !given->second.has_struct_value()) continue;
+      for (const auto& [key, value] : given->second.struct_value().fields()) {
+        const google::protobuf::FieldDescriptor* field =
+            type->FindFieldByName(key);
+        if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
+        if (field == nullptr || field->has_presence() || !is_default(value)) {
+          continue;
+        }
+        problems.Add(absl::StrCat(
+            "policies[", i, "].", block, ".", field->name(),
+            ": the field's default, which a policy cannot put over the run's "
+            "(a policy takes the fields it gives other values: it would "
+            "train with the run's ",
+            block, ".", field->name(), "); leave it out"));
+      }
+    }
+  }
+  return problems.ToStatus();
 }
 
 std::vector<int> PolicyOfAgent(const RunSpec& run) {

@@ -174,6 +174,7 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
   ASSIGN_OR_RETURN(const std::string json, RunFileToJson(text, format));
   RETURN_IF_ERROR(CheckMovedFields(json));
   RETURN_IF_ERROR(CheckExplicitCounts(json));
+  RETURN_IF_ERROR(CheckPolicyDefaultsGiven(json));
   RunSpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;

@@ -112,6 +112,41 @@ ppo: {num_minibatches: 1}
 )"));
 }
 
+// A policy's field given at its default (false, 0) was parsed, then lost
+// when the policy was put over the run (only fields other than their
+// default are), so the policy trained with the run's value. Refused,
+// naming each; a field that keeps its presence is seen at any value.
+TEST(RunSpecTest, APolicyCannotGiveAFieldItsDefault) {
+  const std::string run = R"(
+env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 2,
+      observation_size: 8, num_discrete_actions: 2}
+envs_per_actor: 4
+ppo: {num_minibatches: 1, normalize_observations: true}
+policy: {shared_trunk: true}
+)";
+  EXPECT_THAT(
+      LoadYaml(run + R"(policies:
+  - {name: red, agents: [0]}
+  - name: blue
+    agents: [1]
+    ppo: {normalizeObservations: false, target_kl: 0, gae_lambda: 0.9}
+    policy: {shared_trunk: false, hidden_sizes: [32]}
+)"),
+      StatusIs(
+          absl::StatusCode::kInvalidArgument,
+          AllOf(HasSubstr("policies[1].ppo.normalize_observations: the "
+                          "field's default"),
+                HasSubstr("policies[1].ppo.target_kl: the field's "
+                          "default"),
+                HasSubstr("policies[1].policy.shared_trunk: the field's "
+                          "default"),
+                Not(HasSubstr("gae_lambda")), Not(HasSubstr("hidden_sizes")))));
+  EXPECT_OK(LoadYaml(run + R"(policies:
+  - {name: red, agents: [0]}
+  - {name: blue, agents: [1], ppo: {anneal_learning_rate: false}}
+)"));
+}
+
 TEST(RunSpecTest, RangeErrorsAreAllListedWithPaths) {
   const absl::Status status = LoadYaml(R"(
 env: {id: CartPole-v1}
