@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,38 @@
 
 namespace rl {
 namespace {
+
+// What of `spec` only the service uses: rl_local trains with one actor
+// and one learner in this process, collection and update in turn.
+std::vector<std::string> ServiceOnlySettings(const RunSpec& spec) {
+  std::vector<std::string> unused;
+  const Resources& res = spec.resources();
+  if (res.num_actors() > 1) {
+    unused.push_back(absl::StrCat(
+        "resources.num_actors ", res.num_actors(),
+        " (an update here learns from one actor's segment, the service's "
+        "from ",
+        res.num_actors(), ")"));
+  }
+  if (res.num_learners() > 1) {
+    unused.push_back(
+        absl::StrCat("resources.num_learners ", res.num_learners()));
+  }
+  if (res.learner_per_policy()) {
+    unused.push_back(
+        "resources.learner_per_policy (the policies update on threads of "
+        "this process)");
+  }
+  if (spec.sync_mode() == ASYNC) {
+    unused.push_back(absl::StrCat("sync_mode ASYNC, max_policy_lag ",
+                                  spec.max_policy_lag(), " (on-policy here)"));
+  }
+  if (spec.execution().collective_backend() != "auto") {
+    unused.push_back(absl::StrCat("execution.collective_backend ",
+                                  spec.execution().collective_backend()));
+  }
+  return unused;
+}
 
 std::string FormatDuration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -371,6 +405,14 @@ absl::StatusOr<LocalRunOutcome> LocalRun::Train() {
       "training %s on %s: %d envs x %d steps per update, budget %lld steps\n",
       spec_.name().c_str(), spec_.env().id().c_str(), spec_.envs_per_actor(),
       spec_.segment_length(), static_cast<long long>(spec_.total_env_steps()));
+  if (const std::vector<std::string> unused = ServiceOnlySettings(spec_);
+      !unused.empty()) {
+    // Not refused: the same run file trains through the service.
+    std::printf(
+        "rl_local trains with one actor and one learner in this process; "
+        "the service's settings are not used here: %s\n",
+        absl::StrJoin(unused, "; ").c_str());
+  }
   std::fflush(stdout);
   const bool tty = isatty(fileno(stdout));
   double last_print = -1e9;

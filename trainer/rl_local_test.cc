@@ -140,6 +140,23 @@ TEST_F(RlLocalTest, AHungEnvironmentCallEndsItNamingTheCall) {
   EXPECT_THAT(train.err, HasSubstr("did not return within 1 s"));
 }
 
+// rl_local trains with one actor and one learner: the service's settings
+// of a run file (more actors, a gang, ASYNC) were passed over without a
+// word, though an update here learns from a smaller batch. It says so.
+TEST_F(RlLocalTest, SaysWhichOfTheServicesSettingsItDoesNotUse) {
+  const std::string run = WriteRunFile(
+      std::string(kSmallRun) +
+      "resources: {num_actors: 2}\nsync_mode: ASYNC\nmax_policy_lag: 2\n");
+  const Result train = Run("train --run=" + run + " " + RunDirFlag());
+  EXPECT_EQ(train.exit_code, 0) << train.err;
+  EXPECT_THAT(train.out, HasSubstr("the service's settings are not used here: "
+                                   "resources.num_actors 2"));
+  EXPECT_THAT(train.out, HasSubstr("sync_mode ASYNC, max_policy_lag 2"));
+  const Result plain = Run("train --run=" + WriteRunFile(kSmallRun) +
+                           " --run_dir=" + (dir_ / "plain").string());
+  EXPECT_THAT(plain.out, Not(HasSubstr("service's settings")));
+}
+
 TEST_F(RlLocalTest, ProfileWritesAChromeTraceOfTheFirstUpdates) {
   const std::string run = WriteRunFile(kSmallRun);
   const Result train =
