@@ -27,7 +27,9 @@ ABSL_FLAG(std::string, run, "", "Run file, YAML or JSON (required).");
 ABSL_FLAG(std::string, run_id, "",
           "Run id sent to the learner (default: the run file's name).");
 ABSL_FLAG(int, actor_id, 0, "Rank of this actor in the run (>= 0).");
-ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
+ABSL_FLAG(int, env_threads, 1,
+          "Threads stepping the environments; above 1 also the most a run's "
+          "resources.actor_threads may ask for.");
 ABSL_FLAG(std::vector<std::string>, env_plugin_dirs, {},
           "Directories environment plugins may be loaded from (comma-"
           "separated); a run naming a library elsewhere fails. Empty: beside "

@@ -33,17 +33,19 @@ uint64_t SamplingSeed(uint64_t seed) {
   return seed * 0x9E3779B97F4A7C15ull + 17;
 }
 
+int EnvThreads(const RunSpec& spec, int worker_threads) {
+  const int asked = spec.resources().actor_threads();
+  if (asked <= 1) return std::max(1, worker_threads);
+  return worker_threads > 1 ? std::min(asked, worker_threads) : asked;
+}
+
 absl::StatusOr<std::unique_ptr<RolloutCollector>> RolloutCollector::Create(
     const RunSpec& spec, uint64_t seed, int env_threads,
     const std::vector<std::string>& plugin_dirs) {
   EnvOpenOptions options;
   options.num_envs = spec.envs_per_actor();
   options.seed = seed;
-  // The run's resources.actor_threads where it asks for more than one,
-  // else the worker's own (--env_threads).
-  options.num_threads = spec.resources().actor_threads() > 1
-                            ? spec.resources().actor_threads()
-                            : std::max(1, env_threads);
+  options.num_threads = EnvThreads(spec, env_threads);
   options.allowed_dirs = plugin_dirs;
   ASSIGN_OR_RETURN(std::unique_ptr<BatchedEnv> env,
                    OpenEnv(spec.env(), options));

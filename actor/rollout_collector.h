@@ -34,6 +34,12 @@ namespace rl {
 // environments' `seed`.
 uint64_t SamplingSeed(uint64_t seed);
 
+// The threads stepping a run's environments on the host: the run's
+// resources.actor_threads where it asks for more than 1, at most the
+// worker's `worker_threads` (--env_threads, the CPUs Slurm or Kubernetes
+// gave it) where that is above 1; else the worker's.
+int EnvThreads(const RunSpec& spec, int worker_threads);
+
 class RolloutCollector final : public SegmentCollector {
  public:
   // Environments from `spec` (id, envs_per_actor, time limit), seeded with

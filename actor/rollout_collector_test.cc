@@ -71,7 +71,8 @@ int Threads() {
 
 // resources.actor_threads was accepted and checked, then ignored: the
 // worker's --env_threads alone said how many threads stepped the envs. The
-// run's count steps them where it asks for more than 1; else the worker's.
+// run's count steps them where it asks for more than 1 (at most the
+// worker's, where the worker gives one above 1); else the worker's.
 TEST(RolloutCollectorTest, TheRunsActorThreadsStepTheEnvs) {
   const auto threads_with = [](const std::string& resources, int env_threads) {
     const RunSpec spec = SmallRunSpec(
@@ -82,10 +83,13 @@ TEST(RolloutCollectorTest, TheRunsActorThreadsStepTheEnvs) {
     EXPECT_OK(collector);
     return Threads() - before;
   };
+  threads_with("", 1);  // whatever starts once per process, started
   const int one = threads_with("", 1);
   EXPECT_EQ(threads_with("resources: {actor_threads: 4}", 1) - one, 3);
   EXPECT_EQ(threads_with("resources: {actor_threads: 1}", 4) - one, 3);
   EXPECT_EQ(threads_with("resources: {actor_threads: 2}", 4) - one, 1);
+  // A worker's --env_threads above 1 caps what a run asks for.
+  EXPECT_EQ(threads_with("resources: {actor_threads: 8}", 3) - one, 2);
 }
 
 // Agents that leave early (envs/testdata/leaving_plugin.cc: agent k's

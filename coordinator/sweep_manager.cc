@@ -20,8 +20,6 @@ namespace rl {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-// Live::scored_version of a trial recovered with points: not known.
-constexpr int64_t kRecovered = std::numeric_limits<int64_t>::min();
 
 void SetNow(google::protobuf::Timestamp* ts) {
   const int64_t ns = absl::ToUnixNanos(absl::Now());
@@ -60,42 +58,6 @@ absl::StatusOr<std::unique_ptr<SweepManager>> SweepManager::Create(
   return manager;
 }
 
-absl::Status SweepManager::Recover() {
-  ASSIGN_OR_RETURN(std::vector<Sweep> sweeps,
-                   store_->ListSweeps(/*unfinished_only=*/true,
-                                      std::numeric_limits<int>::max()));
-  absl::MutexLock lock(&mu_);
-  for (Sweep& sweep : sweeps) {
-    Live live;
-    live.sweep = std::move(sweep);
-    live.stored = live.sweep.SerializeAsString();
-    absl::Status rebuilt = RebuildTrials(&live);
-    if (!rebuilt.ok()) {
-      // Its run files meant something else; its trials' runs end with it.
-      live.sweep.set_state(FAILED);
-      live.sweep.set_reason(
-          absl::StrCat("cannot be recovered: ", rebuilt.message()));
-      for (Trial& trial : *live.sweep.mutable_trials()) {
-        if (IsFinal(trial.state()) || trial.run_id().empty()) continue;
-        CancelTrialRun(live.sweep, &trial,
-                       absl::StrCat("its sweep ", live.sweep.sweep_id(),
-                                    " cannot be recovered"));
-      }
-      WriteLocked(&live);
-      continue;
-    }
-    for (const Trial& trial : live.sweep.trials()) {
-      if (trial.recent_size() > 0)
-        live.scored_version[trial.index()] = kRecovered;
-    }
-    RL_LOG_INFO("sweep {} recovered: {} trials", live.sweep.sweep_id(),
-                live.sweep.trials_size());
-    const std::string id = live.sweep.sweep_id();
-    live_.emplace(id, std::move(live));
-  }
-  return absl::OkStatus();
-}
-
 bool SweepManager::CancelTrialRun(const Sweep& sweep, Trial* trial,
                                   const std::string& reason) {
   absl::StatusOr<Run> run = core_->CancelRun(trial->run_id(), reason);
@@ -107,20 +69,6 @@ bool SweepManager::CancelTrialRun(const Sweep& sweep, Trial* trial,
   trial->set_state(run->state());
   trial->set_reason(run->failure_reason());
   return true;
-}
-
-absl::Status SweepManager::RebuildTrials(Live* live) {
-  live->expanded.clear();
-  for (const Trial& trial : live->sweep.trials()) {
-    const std::map<std::string, google::protobuf::Value> parameters(
-        trial.parameters().begin(), trial.parameters().end());
-    ASSIGN_OR_RETURN(
-        SweepTrial expanded,
-        MakeSweepTrial(live->sweep.spec(), parameters, trial.index(),
-                       trial.config(), trial.seed_offset()));
-    live->expanded.push_back(std::move(expanded));
-  }
-  return absl::OkStatus();
 }
 
 void SweepManager::AppendTrial(Live* live, const SweepTrial& expanded) {
@@ -163,8 +111,12 @@ absl::StatusOr<Sweep> SweepManager::AddTrial(
         absl::StrCat("sweep ", request.sweep_id(), " has its max_trials (",
                      spec.max_trials(), ") configurations already"));
   }
-  const std::map<std::string, google::protobuf::Value> parameters(
-      request.parameters().begin(), request.parameters().end());
+  // Under the field names the sweep keeps (a driver may write the file's
+  // lowerCamelCase ones).
+  std::map<std::string, google::protobuf::Value> parameters;
+  for (const auto& [path, value] : request.parameters()) {
+    parameters[RunFieldName(path)] = value;
+  }
   RETURN_IF_ERROR(CheckConfiguration(spec, parameters));
   std::vector<SweepTrial> made;
   for (int s = 0; s < spec.seeds_per_config(); ++s) {

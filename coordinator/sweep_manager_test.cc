@@ -125,8 +125,10 @@ TEST_F(SweepManagerTest, ARestartLosesNothingAndSubmitsNothingTwice) {
 
 // A stored sweep that no longer expands (written by a coordinator whose run
 // files meant something else) fails when the coordinator recovers it; its
-// trial's run used to train on for a sweep that was gone. It is cancelled.
-TEST_F(SweepManagerTest, ASweepThatCannotBeRecoveredEndsItsTrialsRuns) {
+// trial's run goes on as a run of its own (not cancelled: a newer build's
+// stricter rules must not end hours of training), and the sweep's reason
+// names it for its owner.
+TEST_F(SweepManagerTest, ASweepThatCannotBeRecoveredNamesItsTrialsRuns) {
   ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(OneAtATime()));
   const std::string first = submitted.trials(0).run_id();
   ASSERT_FALSE(first.empty());
@@ -137,16 +139,16 @@ TEST_F(SweepManagerTest, ASweepThatCannotBeRecoveredEndsItsTrialsRuns) {
   Start();
   ASSERT_OK_AND_ASSIGN(const Sweep sweep, sweeps_->Get(submitted.sweep_id()));
   EXPECT_EQ(sweep.state(), FAILED);
-  EXPECT_THAT(sweep.reason(), HasSubstr("cannot be recovered"));
-  EXPECT_EQ(sweep.trials(0).state(), CANCELLED);
+  EXPECT_THAT(
+      sweep.reason(),
+      AllOf(HasSubstr("cannot be recovered"),
+            HasSubstr(absl::StrCat(
+                "its trials' runs go on as runs of their own: ", first))));
   ListRunsRequest all;
   ASSERT_OK_AND_ASSIGN(const ListRunsResponse runs, core_->ListRuns(all));
   ASSERT_EQ(runs.runs_size(), 1);
   EXPECT_EQ(runs.runs(0).run_id(), first);
-  EXPECT_EQ(runs.runs(0).state(), CANCELLED);
-  EXPECT_THAT(runs.runs(0).failure_reason(),
-              HasSubstr(absl::StrCat("its sweep ", submitted.sweep_id(),
-                                     " cannot be recovered")));
+  EXPECT_EQ(runs.runs(0).state(), QUEUED);
 }
 
 // Idempotency keys are per owner: bob's run with the key of alice's next
@@ -291,7 +293,12 @@ metric: {series: learner/mean_return, goal: max}
   ASSERT_OK_AND_ASSIGN(const rl::Run run, core_->GetRun(first));
   EXPECT_FLOAT_EQ(run.spec().ppo().learning_rate(), 1e-3f);
   EXPECT_EQ(run.spec().policy().activation(), "relu");
-  ASSERT_OK_AND_ASSIGN(sweep, add(2e-3, "tanh"));
+  // A driver may name the parameters in lowerCamelCase, as a file may.
+  AddSweepTrialRequest camel;
+  camel.set_sweep_id(submitted.sweep_id());
+  (*camel.mutable_parameters())["ppo.learningRate"].set_number_value(2e-3);
+  (*camel.mutable_parameters())["policy.activation"].set_string_value("tanh");
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->AddTrial(camel));
   EXPECT_TRUE(sweep.trials(1).run_id().empty());  // concurrency 1
   EXPECT_THAT(add(3e-3, "tanh").status(),
               StatusIs(absl::StatusCode::kFailedPrecondition,

@@ -1,12 +1,20 @@
-// What a sweep's trial is doing, for the sweep manager's two files
-// (sweep_manager.cc, sweep_pbt_rounds.cc): ended, and for population-based
-// training, whether it runs in the sweep's round or waits for its others.
+// What a sweep's trial is doing, for the sweep manager's files
+// (sweep_manager.cc, sweep_pbt_rounds.cc, sweep_recovery.cc): ended, and for
+// population-based training, whether it runs in the sweep's round or waits for
+// its others.
 #ifndef RL_COORDINATOR_SWEEP_TRIAL_STATE_H_
 #define RL_COORDINATOR_SWEEP_TRIAL_STATE_H_
+
+#include <cstdint>
+#include <limits>
 
 #include "proto/coordinator.pb.h"
 
 namespace rl {
+
+// SweepManager::Live::scored_version of a trial recovered with points: not
+// known until its run's report is matched with its last stored point.
+inline constexpr int64_t kRecovered = std::numeric_limits<int64_t>::min();
 
 inline bool IsFinal(RunState s) {
   return s == SUCCEEDED || s == FAILED || s == CANCELLED;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>  // renameat2, RENAME_EXCHANGE (glibc >= 2.28)
+#include <sys/stat.h>
 #include <torch/optim/adam.h>
 #include <torch/serialize.h>
 #include <unistd.h>
@@ -23,6 +24,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "envs/env_registry.h"
@@ -138,8 +141,13 @@ fs::path TemporaryDir(const std::string& root, int64_t counter) {
 
 // Removes the temporary directories that writers on this host left when
 // they died mid-write (killed, crashed): those whose name holds this host
-// and a process that no longer exists. Another host's stay, as do a live
-// writer's, and this process's own.
+// and a process that no longer exists (or this one's pid: a restarted
+// container's process often has its predecessor's), untouched for
+// kLeftAfter. Another host's stay, as do a live writer's, and one written
+// in the last kLeftAfter (a writer in another pid namespace that shares
+// the host's name and the root).
+constexpr absl::Duration kLeftAfter = absl::Minutes(10);
+
 void RemoveDeadWritersTemporaries(const std::string& root) {
   const std::string prefix = absl::StrCat(".tmp-", kPrefix);
   const std::string host = HostName();
@@ -156,11 +164,19 @@ void RemoveDeadWritersTemporaries(const std::string& root) {
     if (pid_at == std::string::npos || pid_at <= host_at ||
         name.compare(host_at, pid_at - host_at, host) != 0 ||
         pid_at - host_at != host.size() ||
-        !absl::SimpleAtoi(name.substr(pid_at + 1), &pid) || pid <= 0 ||
-        pid == getpid()) {
+        !absl::SimpleAtoi(name.substr(pid_at + 1), &pid) || pid <= 0) {
       continue;
     }
-    if (::kill(pid, 0) != 0 && errno == ESRCH) dead.push_back(it->path());
+    struct stat info {};
+    if (::stat(it->path().c_str(), &info) != 0 ||
+        absl::Now() - absl::FromTimeT(info.st_mtime) < kLeftAfter) {
+      continue;
+    }
+    // Our own pid: not ours now (this process writes one at a time, and
+    // has finished), a predecessor's.
+    if (pid == getpid() || (::kill(pid, 0) != 0 && errno == ESRCH)) {
+      dead.push_back(it->path());
+    }
   }
   for (const fs::path& path : dead) {
     fs::remove_all(path, ec);

@@ -5,6 +5,7 @@
 #include <torch/optim/adam.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -238,12 +239,10 @@ TEST(CheckpointTest, TheSameNumberWrittenAgainReplacesItWhole) {
   EXPECT_THAT(TempDirsIn(root), ::testing::IsEmpty());
 }
 
-// A checkpoint whose file a crash cut short is DATA_LOSS naming the file
-// (not a run that does not fit it), and the newest that reads is found
-// under the damaged one.
 // A learner killed mid-write leaves its temporary directory; the next
-// write on the host removes it (its process is gone), and leaves a live
-// process's and another host's alone.
+// write on the host removes it once untouched for 10 minutes (its process
+// is gone, or has its pid), and leaves a live process's, another host's
+// and a recent one alone.
 TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
   const std::string root = MakeTestDir("dead_writer");
   char host[256] = "";
@@ -253,17 +252,27 @@ TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
   ASSERT_GE(child, 0);
   if (child == 0) ::_exit(0);
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
-  const auto leftover = [&](const std::string& who, int pid) {
+  // Untouched for an hour, unless `recent` (a writer's stays 10 minutes
+  // whatever its pid says).
+  const auto leftover = [&](const std::string& who, int pid,
+                            bool recent = false) {
     const fs::path dir =
         fs::path(root) /
         absl::StrCat(".tmp-", CheckpointName(1), "-", who, "-", pid);
     fs::create_directories(dir);
     std::ofstream(dir / "policy.pt") << "half a file";
+    if (!recent) {
+      fs::last_write_time(
+          dir, fs::file_time_type::clock::now() - std::chrono::hours(1));
+    }
     return dir;
   };
   const fs::path dead = leftover(host, child);
+  // This pid's, left by a predecessor (a restarted container's process).
+  const fs::path predecessor = leftover(host, static_cast<int>(::getpid()));
   const fs::path live = leftover(host, static_cast<int>(::getppid()));
   const fs::path elsewhere = leftover("another-host", child);
+  const fs::path recent = leftover(host, child + 1000000, /*recent=*/true);
 
   torch::manual_seed(1);
   ActorCritic policy(Config(8));
@@ -271,12 +280,17 @@ TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
                           torch::optim::AdamOptions(1e-3));
   ASSERT_OK(WriteCheckpoint(root, 2, policy, adam, {}, 2).status());
   EXPECT_FALSE(fs::exists(dead));
+  EXPECT_FALSE(fs::exists(predecessor));
   EXPECT_TRUE(fs::exists(live));
   EXPECT_TRUE(fs::exists(elsewhere));
+  EXPECT_TRUE(fs::exists(recent));
   EXPECT_EQ(*LatestCheckpoint(root),
             (fs::path(root) / CheckpointName(2)).string());
 }
 
+// A checkpoint whose file a crash cut short is DATA_LOSS naming the file
+// (not a run that does not fit it), and the newest that reads is found
+// under the damaged one.
 TEST(CheckpointTest, ADamagedCheckpointIsPassedOverForTheOneBefore) {
   const std::string root = MakeTestDir("damaged");
   ActorCritic policy(Config(4));

@@ -76,7 +76,7 @@ def add_retry_for(parser):
 
 def check_env(run_file, steps):
     """`rl_local check-env`: its output and exit code (0 clean, 1 a violation,
-    2 bad input)."""
+    2 bad input, 75 an environment call past env.call_timeout_s)."""
     try:
         rl_local, _ = locate_rl_local()
     except ClientError as e:

@@ -65,7 +65,8 @@ std::string PolicySettingField(const RunSpec& run, const std::string& path) {
   return "";
 }
 
-absl::Status CheckPolicyDefaultsGiven(const std::string& json) {
+absl::Status CheckPolicyDefaultsGiven(const std::string& json,
+                                      const RunSpec& run) {
   google::protobuf::Struct root;
   if (!google::protobuf::util::JsonStringToMessage(json, &root).ok()) {
     return absl::OkStatus();
@@ -77,7 +78,8 @@ absl::Status CheckPolicyDefaultsGiven(const std::string& json) {
   const auto is_default = [](const google::protobuf::Value& v) {
     return (v.has_bool_value() && !v.bool_value()) ||
            (v.has_number_value() && v.number_value() == 0) ||
-           (v.has_string_value() && v.string_value().empty()) ||
+           (v.has_string_value() &&
+            (v.string_value().empty() || v.string_value() == "0")) ||
            (v.has_list_value() && v.list_value().values_size() == 0);
   };
   FieldProblems problems;
@@ -85,9 +87,13 @@ absl::Status CheckPolicyDefaultsGiven(const std::string& json) {
   for (int i = 0; i < list.values_size(); ++i) {
     if (!list.values(i).has_struct_value()) continue;
     const auto& fields = list.values(i).struct_value().fields();
-    for (const auto& [block, type] :
-         {std::make_pair("ppo", PPOConfig::descriptor()),
-          std::make_pair("policy", PolicyConfig::descriptor())}) {
+    for (const auto& [block, runs] :
+         {std::make_pair(
+              "ppo", static_cast<const google::protobuf::Message*>(&run.ppo())),
+          std::make_pair(
+              "policy",
+              static_cast<const google::protobuf::Message*>(&run.policy()))}) {
+      const google::protobuf::Descriptor* type = runs->GetDescriptor();
       const auto given = fields.find(block);
       if (given == fields.end() || !given->second.has_struct_value()) continue;
       for (const auto& [key, value] : given->second.struct_value().fields()) {
@@ -95,6 +101,12 @@ absl::Status CheckPolicyDefaultsGiven(const std::string& json) {
             type->FindFieldByName(key);
         if (field == nullptr) field = type->FindFieldByCamelcaseName(key);
         if (field == nullptr || field->has_presence() || !is_default(value)) {
+          continue;
+        }
+        // The run's at its default too: the policy's value is what it gets.
+        const google::protobuf::Reflection* reflection = runs->GetReflection();
+        if (field->is_repeated() ? reflection->FieldSize(*runs, field) == 0
+                                 : !reflection->HasField(*runs, field)) {
           continue;
         }
         problems.Add(absl::StrCat(

@@ -26,13 +26,15 @@ RunSpec NamedPolicyRun(const RunSpec& run, int index);
 // would not change it for that policy.
 std::string PolicySettingField(const RunSpec& run, const std::string& path);
 
-// A run file's JSON (RunFileToJson): a policies[i].ppo or .policy field
-// given at its default (false, 0, "" or []) cannot be put over the run's
-// (a policy takes the fields it gives other values), so it would train
-// with the run's value: INVALID_ARGUMENT naming each. Fields that keep
-// their presence (ppo.anneal_learning_rate, gae_lambda, ...) are seen at
-// any value. JSON that does not parse is left to the RunSpec parse.
-absl::Status CheckPolicyDefaultsGiven(const std::string& json);
+// A run file's JSON (RunFileToJson) and its run with the defaults applied:
+// a policies[i].ppo or .policy field given at its default (false, 0, "" or
+// []) cannot be put over the run's (a policy takes the fields it gives
+// other values), so where the run's differs the policy would train with
+// the run's value: INVALID_ARGUMENT naming each. Fields that keep their
+// presence (ppo.anneal_learning_rate, gae_lambda, ...) are seen at any
+// value. JSON that does not parse is left to the RunSpec parse.
+absl::Status CheckPolicyDefaultsGiven(const std::string& json,
+                                      const RunSpec& run);
 
 // The agent indices -> policy index of `run` ([agents_per_env]); empty
 // without a policies block.

@@ -174,7 +174,6 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
   ASSIGN_OR_RETURN(const std::string json, RunFileToJson(text, format));
   RETURN_IF_ERROR(CheckMovedFields(json));
   RETURN_IF_ERROR(CheckExplicitCounts(json));
-  RETURN_IF_ERROR(CheckPolicyDefaultsGiven(json));
   RunSpec spec;
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
@@ -189,6 +188,9 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view text,
     return absl::InvalidArgumentError(
         absl::StrCat("run file: ", absl::StrJoin(words, " ")));
   }
+  RunSpec defaulted = spec;
+  ApplyRunSpecDefaults(&defaulted);
+  RETURN_IF_ERROR(CheckPolicyDefaultsGiven(json, defaulted));
   return spec;
 }
 

@@ -114,14 +114,15 @@ ppo: {num_minibatches: 1}
 
 // A policy's field given at its default (false, 0) was parsed, then lost
 // when the policy was put over the run (only fields other than their
-// default are), so the policy trained with the run's value. Refused,
-// naming each; a field that keeps its presence is seen at any value.
+// default are), so the policy trained with the run's value. Refused where
+// the run's differs, naming each; a field that keeps its presence is seen
+// at any value.
 TEST(RunSpecTest, APolicyCannotGiveAFieldItsDefault) {
   const std::string run = R"(
 env: {id: Walkers-v0, plugin: libwalkers.so, agents_per_env: 2,
       observation_size: 8, num_discrete_actions: 2}
 envs_per_actor: 4
-ppo: {num_minibatches: 1, normalize_observations: true}
+ppo: {num_minibatches: 1, normalize_observations: true, target_kl: 0.02}
 policy: {shared_trunk: true}
 )";
   EXPECT_THAT(
@@ -141,9 +142,13 @@ policy: {shared_trunk: true}
                 HasSubstr("policies[1].policy.shared_trunk: the field's "
                           "default"),
                 Not(HasSubstr("gae_lambda")), Not(HasSubstr("hidden_sizes")))));
+  // The run's at its default too (normalize_rewards is false): the
+  // policy's value is what it gets.
   EXPECT_OK(LoadYaml(run + R"(policies:
   - {name: red, agents: [0]}
-  - {name: blue, agents: [1], ppo: {anneal_learning_rate: false}}
+  - name: blue
+    agents: [1]
+    ppo: {anneal_learning_rate: false, normalize_rewards: false}
 )"));
 }
 

@@ -90,12 +90,7 @@ void UseFieldNames(SweepSpec* spec, FieldProblems* p) {
   std::map<std::string, std::string> seen;  // field path -> path written
   spec->mutable_parameters()->clear();
   for (const auto& [path, parameter] : written) {
-    std::string name = path;
-    if (auto fields = RunFieldPath(path); fields.ok()) {
-      std::vector<std::string> names;
-      for (const FieldDescriptor* f : *fields) names.emplace_back(f->name());
-      name = absl::StrJoin(names, ".");
-    }
+    const std::string name = RunFieldName(path);
     const auto [first, inserted] = seen.emplace(name, path);
     if (!inserted) {
       p->Add(absl::StrCat("parameters.", first->second, " and parameters.",
@@ -179,6 +174,15 @@ int64_t GridSize(const SweepSpec& spec) {
 }
 
 }  // namespace
+
+std::string RunFieldName(const std::string& path) {
+  absl::StatusOr<std::vector<const FieldDescriptor*>> fields =
+      RunFieldPath(path);
+  if (!fields.ok()) return path;
+  std::vector<std::string> names;
+  for (const FieldDescriptor* f : *fields) names.emplace_back(f->name());
+  return absl::StrJoin(names, ".");
+}
 
 absl::Status SetRunField(RunSpec* spec, absl::string_view path,
                          const Value& value) {

@@ -52,6 +52,12 @@ absl::StatusOr<SweepSpec> LoadSweepSpecFile(const std::string& path);
 // "parameters.ppo.learnin_rate: no such run-file field".
 absl::Status ResolveSweepSpec(SweepSpec* spec);
 
+// The run-file field at `path` (dotted; snake_case or lowerCamelCase
+// names) under its field names ("ppo.learningRate" -> "ppo.learning_rate"),
+// as a resolved sweep keeps its parameters; `path` itself where it names
+// no field.
+std::string RunFieldName(const std::string& path);
+
 // Sets the run-file field at `path` (dotted; snake_case or lowerCamelCase
 // names) of `spec` to `value`, as a run file writing that value there
 // would (a list for a repeated field replaces it). INVALID_ARGUMENT naming

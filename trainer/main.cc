@@ -40,7 +40,9 @@ ABSL_FLAG(uint64_t, eval_seed, 1000003, "eval: seed of the environments.");
 ABSL_FLAG(int64_t, seed, -1,
           "train: the run's seed (every random stream), instead of the run "
           "file's `seed`; -1: the file's.");
-ABSL_FLAG(int, env_threads, 1, "Threads stepping the environments.");
+ABSL_FLAG(int, env_threads, 1,
+          "Threads stepping the environments; above 1 also the most a run's "
+          "resources.actor_threads may ask for.");
 ABSL_FLAG(int, torch_threads, 1, "LibTorch intra-op threads.");
 ABSL_FLAG(bool, progress, true, "Show a live progress line.");
 ABSL_FLAG(int, profile, 0,

@@ -122,8 +122,6 @@ TEST_F(RlLocalTest, ResumesPastADamagedCheckpointAndFreshRunsNeedAFreshDir) {
   EXPECT_THAT(fresh.err, HasSubstr("holds the checkpoints of an earlier run"));
 }
 
-// --profile=N: a Chrome trace of the first N updates, LibTorch's operators
-// of the collection and the update in it.
 // env.call_timeout_s ended only actor workers: rl_local logged the overrun
 // and waited for ever on a plugin whose step hung, though the run file's
 // docs promised exit status 75. It now ends, naming the call.
@@ -157,6 +155,8 @@ TEST_F(RlLocalTest, SaysWhichOfTheServicesSettingsItDoesNotUse) {
   EXPECT_THAT(plain.out, Not(HasSubstr("service's settings")));
 }
 
+// --profile=N: a Chrome trace of the first N updates, LibTorch's operators
+// of the collection and the update in it.
 TEST_F(RlLocalTest, ProfileWritesAChromeTraceOfTheFirstUpdates) {
   const std::string run = WriteRunFile(kSmallRun);
   const Result train =

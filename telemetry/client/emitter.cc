@@ -45,8 +45,9 @@ std::string LabelsProblem(const MetricLabelList& labels) {
   int distinct = 0;
   for (size_t i = 0; i < labels.size(); ++i) {
     const auto& [key, value] = labels[i];
-    if (i > 0 && labels[i - 1].first == key) continue;  // the map keeps one
-    ++distinct;
+    // Every one checked (the batch's map keeps the last of a key), each
+    // key counted once.
+    if (i == 0 || labels[i - 1].first != key) ++distinct;
     if (key.empty() || key.size() > kMaxLabelKeyBytes || !PrintableText(key)) {
       return absl::StrCat("label key \"", absl::CEscape(key), "\" is not 1 to ",
                           kMaxLabelKeyBytes, " printable bytes");
