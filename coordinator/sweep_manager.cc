@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -196,17 +197,23 @@ absl::StatusOr<Sweep> SweepManager::Submit(const SubmitSweepRequest& request,
     if (made.ok()) return Get(made->sweep_id());
     if (!absl::IsNotFound(made.status())) return made.status();
   }
-  if (max_unfinished_per_owner_ > 0) {
+  {
     absl::MutexLock lock(&mu_);
-    int running = 0;
+    int running = submitting_[owner];
     for (const auto& [id, live] : live_) running += live.sweep.owner() == owner;
-    if (running >= max_unfinished_per_owner_) {
+    if (max_unfinished_per_owner_ > 0 && running >= max_unfinished_per_owner_) {
       return absl::ResourceExhaustedError(absl::StrCat(
           owner, " has ", running, " sweeps running, at most ",
           max_unfinished_per_owner_,
           " (--max_sweeps_per_user): cancel one or wait for one to end"));
     }
+    ++submitting_[owner];
   }
+  // Counted until it is in live_ (or failed); runs after the lock below.
+  absl::Cleanup submitted = [this, &owner] {
+    absl::MutexLock lock(&mu_);
+    if (--submitting_[owner] == 0) submitting_.erase(owner);
+  };
   absl::StatusOr<std::vector<SweepTrial>> expanded = ExpandSweep(*spec);
   if (!expanded.ok()) {
     return absl::Status(expanded.status().code(),

@@ -149,6 +149,9 @@ class SweepManager {
   const int max_unfinished_per_owner_;
   absl::Mutex mu_;
   std::map<std::string, Live> live_ ABSL_GUARDED_BY(mu_);
+  // Per owner: submits past the limit's check and not yet in live_ (two at
+  // once must not both pass --max_sweeps_per_user).
+  std::map<std::string, int> submitting_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rl
