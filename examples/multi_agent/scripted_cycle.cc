@@ -42,7 +42,24 @@ def forward(self, obs: Tensor):
     return torch.where(ahead_free, torch.zeros_like(turn), turn), torch.zeros([n])
 )";
 
+constexpr char kRandomSource[] = R"(
+def forward(self, obs: Tensor):
+    n = obs.size(0)
+    return torch.randint(0, 3, [n]).long(), torch.zeros([n])
+)";
+
 }  // namespace
+
+absl::StatusOr<torch::jit::Module> RandomCycle() {
+  try {
+    torch::jit::Module module("RandomCycle");
+    module.define(kRandomSource);
+    return module;
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("compiling the random player: ", e.what()));
+  }
+}
 
 absl::StatusOr<torch::jit::Module> ScriptedCycle(int size) {
   if (size < 6 || size > 16) {

@@ -23,6 +23,11 @@ namespace rl {
 // INVALID_ARGUMENT).
 absl::StatusOr<torch::jit::Module> ScriptedCycle(int size);
 
+// A player of uniform random moves (straight, left, right; torch's global
+// generator), the environment's `opponent: random` as a league member:
+// forward(obs [B, D]) -> (actions [B] int64, values [B] zeros).
+absl::StatusOr<torch::jit::Module> RandomCycle();
+
 }  // namespace rl
 
 #endif  // RL_EXAMPLES_MULTI_AGENT_SCRIPTED_CYCLE_H_

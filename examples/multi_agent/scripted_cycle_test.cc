@@ -82,5 +82,13 @@ TEST(ScriptedCycleTest, SavesAFileThatLoadsAndRefusesABadSize) {
                        HasSubstr("size 3: a board side of 6 to 16")));
 }
 
+TEST(ScriptedCycleTest, TheRandomPlayerDrawsEveryMove) {
+  ASSERT_OK_AND_ASSIGN(torch::jit::Module player, RandomCycle());
+  const std::vector<int64_t> actions =
+      Act(player, std::vector<torch::Tensor>(300, Window({})));
+  EXPECT_EQ(std::set<int64_t>(actions.begin(), actions.end()),
+            (std::set<int64_t>{0, 1, 2}));
+}
+
 }  // namespace
 }  // namespace rl
