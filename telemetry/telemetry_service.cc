@@ -8,6 +8,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/grpc_message.h"
 #include "common/grpc_status.h"
 #include "common/log_limiter.h"
@@ -70,6 +72,13 @@ class IngestReactor final
     }
     incoming_.Clear();
     batch->set_caller(caller_);  // the client's own value is not believed
+    // A point without a wall time (0, proto3's unset) takes the time it
+    // arrives: at 0 it made its run look decades old to retention, which
+    // deleted the run on its next pass.
+    const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+    for (MetricPoint& point : *batch->mutable_points()) {
+      if (point.wall_time_ns() <= 0) point.set_wall_time_ns(now_ns);
+    }
     const int64_t seq = batch->sequence_number();
     ++in_flight_;
     absl::Status submitted = core_->Submit(

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/grpc_message.h"
 #include "common/grpc_util.h"
 #include "common/raw_client_stream.h"
@@ -371,6 +373,26 @@ TEST_F(TelemetryServiceTest, ResentBatchesAreStoredOnceAndNaNKept) {
   EXPECT_TRUE(std::isnan(r.series(0).points(2).value()));
   EXPECT_EQ(r.series(0).points(3).value(), -INFINITY);
   EXPECT_EQ(core_->stats().duplicate_batches, 1);
+}
+
+// A point without a wall time once kept its 0, which made its run look
+// decades old to retention: the run was deleted on the next pass.
+TEST_F(TelemetryServiceTest, APointWithoutAWallTimeTakesItsArrival) {
+  MetricBatch b = Batch(1, "run-wall", 2);
+  b.mutable_points(1)->set_wall_time_ns(123456789);
+  const int64_t before = absl::ToUnixNanos(absl::Now());
+  ASSERT_TRUE(IngestOne(b).ok());
+  const int64_t after = absl::ToUnixNanos(absl::Now());
+  QueryRequest q;
+  q.set_run_id("run-wall");
+  QueryResponse r;
+  grpc::ClientContext c;
+  ASSERT_TRUE(stub_->Query(&c, q, &r).ok());
+  ASSERT_EQ(r.series_size(), 1);
+  ASSERT_EQ(r.series(0).points_size(), 2);
+  EXPECT_GE(r.series(0).points(0).wall_time_ns(), before);
+  EXPECT_LE(r.series(0).points(0).wall_time_ns(), after);
+  EXPECT_EQ(r.series(0).points(1).wall_time_ns(), 123456789);
 }
 
 TEST_F(TelemetryServiceTest, WatchTailsNewPoints) {
