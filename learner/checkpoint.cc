@@ -146,7 +146,11 @@ fs::path TemporaryDir(const std::string& root, int64_t counter) {
 // kLeftAfter. Another host's stay, as do a live writer's, and one written
 // in the last kLeftAfter (a writer in another pid namespace that shares
 // the host's name and the root).
+// A name without the host (".tmp-ckpt-<12 digits>-<pid>", written before
+// names held it) may be any host's, so its pid says nothing here: it goes
+// once untouched for kOldFormatLeftAfter, far longer than any write.
 constexpr absl::Duration kLeftAfter = absl::Minutes(10);
+constexpr absl::Duration kOldFormatLeftAfter = absl::Hours(24);
 
 void RemoveDeadWritersTemporaries(const std::string& root) {
   const std::string prefix = absl::StrCat(".tmp-", kPrefix);
@@ -161,13 +165,20 @@ void RemoveDeadWritersTemporaries(const std::string& root) {
     const size_t host_at = prefix.size() + 13;
     const size_t pid_at = name.rfind('-');
     int pid = 0;
+    struct stat info {};
+    if (pid_at + 1 == host_at && absl::SimpleAtoi(name.substr(host_at), &pid)) {
+      if (::stat(it->path().c_str(), &info) == 0 &&
+          absl::Now() - absl::FromTimeT(info.st_mtime) >= kOldFormatLeftAfter) {
+        dead.push_back(it->path());
+      }
+      continue;
+    }
     if (pid_at == std::string::npos || pid_at <= host_at ||
         name.compare(host_at, pid_at - host_at, host) != 0 ||
         pid_at - host_at != host.size() ||
         !absl::SimpleAtoi(name.substr(pid_at + 1), &pid) || pid <= 0) {
       continue;
     }
-    struct stat info {};
     if (::stat(it->path().c_str(), &info) != 0 ||
         absl::Now() - absl::FromTimeT(info.st_mtime) < kLeftAfter) {
       continue;

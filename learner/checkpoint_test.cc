@@ -273,6 +273,18 @@ TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
   const fs::path live = leftover(host, static_cast<int>(::getppid()));
   const fs::path elsewhere = leftover("another-host", child);
   const fs::path recent = leftover(host, child + 1000000, /*recent=*/true);
+  // Names without the host, from before they held it: any host's, so they
+  // go by age alone (a day untouched).
+  const auto old_format = [&](int counter, std::chrono::hours age) {
+    const fs::path dir =
+        fs::path(root) / absl::StrCat(".tmp-", CheckpointName(counter), "-",
+                                      static_cast<int>(::getppid()));
+    fs::create_directories(dir);
+    fs::last_write_time(dir, fs::file_time_type::clock::now() - age);
+    return dir;
+  };
+  const fs::path old_dead = old_format(3, std::chrono::hours(25));
+  const fs::path old_young = old_format(4, std::chrono::hours(1));
 
   torch::manual_seed(1);
   ActorCritic policy(Config(8));
@@ -284,6 +296,8 @@ TEST(CheckpointTest, ADeadWritersTemporaryDirectoryIsRemoved) {
   EXPECT_TRUE(fs::exists(live));
   EXPECT_TRUE(fs::exists(elsewhere));
   EXPECT_TRUE(fs::exists(recent));
+  EXPECT_FALSE(fs::exists(old_dead));
+  EXPECT_TRUE(fs::exists(old_young));
   EXPECT_EQ(*LatestCheckpoint(root),
             (fs::path(root) / CheckpointName(2)).string());
 }
