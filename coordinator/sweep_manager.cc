@@ -129,6 +129,21 @@ absl::StatusOr<Sweep> SweepManager::AddTrial(
     made.push_back(std::move(trial));
   }
   for (const SweepTrial& trial : made) AppendTrial(&live, trial);
+  // Stored before their runs are submitted. Otherwise a restart between
+  // the two lost the configuration, and the next one added took its index,
+  // whose idempotency key (<sweep>/<index>) then returned the lost one's
+  // run, of other parameters.
+  if (absl::Status stored = StoreLocked(&live); !stored.ok()) {
+    const int keep = live.sweep.trials_size() - static_cast<int>(made.size());
+    live.sweep.mutable_trials()->DeleteSubrange(keep, made.size());
+    live.expanded.erase(live.expanded.end() - made.size(), live.expanded.end());
+    live.sweep.set_trials_total(live.sweep.trials_size());
+    return absl::Status(stored.code(),
+                        absl::StrCat("sweep ", request.sweep_id(),
+                                     ": the configuration was not stored "
+                                     "(nothing of it kept; add it again): ",
+                                     stored.message()));
+  }
   return AdvanceOneLocked(request.sweep_id());
 }
 
@@ -530,6 +545,15 @@ void SweepManager::FinishLocked(Live* live) {
 }
 
 void SweepManager::WriteLocked(Live* live) {
+  const absl::Status status = StoreLocked(live);
+  if (!status.ok()) {
+    // Kept in memory (Get sees it); written on a later change.
+    RL_LOG_WARNING("sweep {}: not written: {}", live->sweep.sweep_id(),
+                   status.ToString());
+  }
+}
+
+absl::Status SweepManager::StoreLocked(Live* live) {
   Sweep& sweep = live->sweep;
   sweep.set_trials_total(sweep.trials_size());
   sweep.set_trials_ended(static_cast<int32_t>(
@@ -542,17 +566,12 @@ void SweepManager::WriteLocked(Live* live) {
     }
   }
   std::string now = live->sweep.SerializeAsString();
-  if (now == live->stored) return;
+  if (now == live->stored) return absl::OkStatus();
   SetNow(live->sweep.mutable_update_time());
   now = live->sweep.SerializeAsString();
-  const absl::Status status = store_->PutSweep(live->sweep);
-  if (!status.ok()) {
-    // Kept in memory (Get sees it); written on a later change.
-    RL_LOG_WARNING("sweep {}: not written: {}", live->sweep.sweep_id(),
-                   status.ToString());
-    return;
-  }
+  RETURN_IF_ERROR(store_->PutSweep(live->sweep));
   live->stored = std::move(now);
+  return absl::OkStatus();
 }
 
 }  // namespace rl

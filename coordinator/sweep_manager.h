@@ -139,6 +139,8 @@ class SweepManager {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WriteLocked's write, its failure returned rather than logged.
+  absl::Status StoreLocked(Live* live) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Cancels `trial`'s run for `reason` and takes its end as the trial's;
   // false (logged, the trial left as it is) when the run cannot be.
   bool CancelTrialRun(const Sweep& sweep, Trial* trial,

@@ -14,6 +14,7 @@
 #include "coordinator/sweep_test_fixture.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "testing/file_size_limit.h"
 #include "testing/status_matchers.h"
 
 namespace rl {
@@ -256,6 +257,44 @@ TEST_F(SweepManagerTest, CancellingASweepCancelsItsTrials) {
 // Method external: the caller (the Python client's Optuna sampler) picks
 // each configuration; the coordinator checks it against the sweep's
 // space and runs it like any trial.
+// A configuration is stored before its run is submitted. Before, a
+// restart between the two lost it, and the next configuration took its
+// index, whose key returned the lost one's run (of other parameters). A
+// configuration the store cannot take is refused now, nothing of it kept.
+TEST_F(SweepManagerTest, AConfigurationThatIsNotStoredIsNotRun) {
+  constexpr char kExternal[] = R"(
+name: tpe
+base: {env: {id: CartPole-v1}, total_env_steps: 4000}
+method: external
+max_trials: 2
+parameters:
+  ppo.learning_rate: {distribution: log_uniform, min: 1.0e-4, max: 1.0e-2}
+metric: {series: learner/mean_return, goal: max}
+)";
+  Workers(1);
+  ASSERT_OK_AND_ASSIGN(const Sweep submitted, Submit(kExternal));
+  AddSweepTrialRequest request;
+  request.set_sweep_id(submitted.sweep_id());
+  (*request.mutable_parameters())["ppo.learning_rate"].set_number_value(1e-3);
+  ListRunsRequest all;
+  const int runs = core_->ListRuns(all)->runs_size();
+  absl::Status refused;
+  {
+    FileSizeLimit full(1);  // no file of this process grows: a full disk
+    refused = sweeps_->AddTrial(request).status();
+  }
+  EXPECT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("was not stored"));
+  ASSERT_OK_AND_ASSIGN(Sweep sweep, sweeps_->Get(submitted.sweep_id()));
+  EXPECT_EQ(sweep.trials_size(), 0);
+  EXPECT_EQ(core_->ListRuns(all)->runs_size(), runs);
+  // Added again, it goes in, at index 0.
+  ASSERT_OK_AND_ASSIGN(sweep, sweeps_->AddTrial(request));
+  ASSERT_EQ(sweep.trials_size(), 1);
+  EXPECT_EQ(sweep.trials(0).index(), 0);
+  EXPECT_FALSE(sweep.trials(0).run_id().empty());
+}
+
 TEST_F(SweepManagerTest, AnExternalSweepRunsTheCallersConfigurations) {
   constexpr char kExternal[] = R"(
 name: tpe
