@@ -1,9 +1,15 @@
 #include "telemetry/telemetry_core.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -94,6 +100,13 @@ struct TelemetryCore::Impl {
 
   void WriterLoop();
   void TensorBoardLoop();
+  // Written once a run's HParams are on disk, under the TensorBoard
+  // directory's ".hparams" (no run's directory: readers of a run's files
+  // would meet it, and TensorBoard lists only directories with event files).
+  std::string HParamsMarker(const std::string& run_id) const {
+    return absl::StrCat(options.tensorboard_dir, "/.hparams/",
+                        RunDirName(run_id));
+  }
 };
 
 TelemetryCore::TelemetryCore(std::unique_ptr<Impl> impl)
@@ -332,18 +345,41 @@ void TelemetryCore::Impl::TensorBoardLoop() {
         ++points;
       }
     }
+    // A run's HParams are written once, across restarts too: the marker
+    // beside its event files says they are on disk (the sweep's view sends
+    // every trial's again after a restart, and TensorBoard showed a second
+    // session of the same run).
+    std::vector<std::string> marked;
     for (const RunHParams& h : hparams) {
+      const std::string marker = HParamsMarker(h.run_id);
+      if (std::find(marked.begin(), marked.end(), marker) != marked.end() ||
+          ::access(marker.c_str(), F_OK) == 0) {
+        continue;
+      }
       const absl::Status added = event_files->AddHParams(
           RunDirName(h.run_id), h.hparams, h.group_name,
           absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()));
       if (!added.ok()) {
         ++errors;
         first_error.Update(added);
+      } else {
+        marked.push_back(marker);
       }
     }
     if (absl::Status flushed = event_files->Flush(); !flushed.ok()) {
       ++errors;
       first_error.Update(flushed);
+    } else if (!marked.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(
+          std::filesystem::path(options.tensorboard_dir) / ".hparams", ec);
+      for (const std::string& marker : marked) {
+        if (!std::ofstream(marker).good()) {
+          ++errors;
+          first_error.Update(
+              absl::InternalError(absl::StrCat("cannot write ", marker)));
+        }
+      }
     }
     if (!first_error.ok() && absl::Now() >= next_error_log) {
       next_error_log = absl::Now() + absl::Seconds(10);

@@ -110,6 +110,55 @@ std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
   return scalars;
 }
 
+// How many HParams sessions the event files of `dir` hold.
+int HParamsSessions(const fs::path& dir) {
+  int sessions = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().find("tfevents") ==
+        std::string::npos) {
+      continue;
+    }
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    auto records = DecodeTfRecords(bytes.str());
+    EXPECT_OK(records);
+    if (!records.ok()) continue;
+    for (const std::string& record : *records) {
+      tensorboard::Event event;
+      EXPECT_TRUE(event.ParseFromString(record));
+      for (const auto& v : event.summary().value()) {
+        if (v.tag() == "_hparams_/session_start_info") ++sessions;
+      }
+    }
+  }
+  return sessions;
+}
+
+// A run's HParams are written once, a restart of telemetry included: the
+// sweep's view sends every trial's again after one, and they went into a
+// second event file, a second session of the run in TensorBoard.
+TEST(TelemetryCoreTest, ARunsHParamsAreWrittenOnceAcrossARestart) {
+  const std::string dir = MakeTestDir();
+  TelemetryCoreOptions options;
+  options.store_path = dir + "/telemetry.db";
+  options.tensorboard_dir = dir + "/tb";
+  const fs::path run_dir = fs::path(options.tensorboard_dir) / "trial-1";
+  std::map<std::string, google::protobuf::Value> hparams;
+  hparams["ppo.learning_rate"].set_number_value(1e-3);
+  for (int start = 1; start <= 2; ++start) {
+    ASSERT_OK_AND_ASSIGN(auto core, TelemetryCore::Create(options));
+    core->AddRunHParams("trial-1", hparams, "sweep-1/config-0");
+    core->AddRunHParams("trial-1", hparams, "sweep-1/config-0");
+    // A point after them: once it is written, so are they.
+    ASSERT_OK(Store(core.get(), Batch("trial-1", "s", start, 1, start)));
+    ASSERT_TRUE(WaitFor([&] { return core->stats().tensorboard_points == 1; },
+                        kTimeout));
+    core.reset();  // closes the event files
+    EXPECT_EQ(HParamsSessions(run_dir), 1) << "after start " << start;
+  }
+}
+
 TEST(TelemetryCoreTest, EventFilesStayBoundedOverManyRunsAndLoseNothing) {
   const std::string dir = MakeTestDir();
   TelemetryCoreOptions options;
