@@ -84,9 +84,9 @@ int OpenFilesUnder(const std::string& dir) {
   return n;
 }
 
-// (step, value) of every scalar in the event files of `dir`.
-std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
-  std::vector<std::pair<int64_t, float>> scalars;
+// Every event in the event files of `dir`, file by file in name order.
+std::vector<tensorboard::Event> ReadEvents(const fs::path& dir) {
+  std::vector<tensorboard::Event> events;
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(dir)) {
     files.push_back(entry.path());
@@ -100,11 +100,18 @@ std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
     EXPECT_OK(records);
     if (!records.ok()) continue;
     for (const std::string& record : *records) {
-      tensorboard::Event event;
-      EXPECT_TRUE(event.ParseFromString(record));
-      for (const auto& v : event.summary().value()) {
-        scalars.emplace_back(event.step(), v.simple_value());
-      }
+      EXPECT_TRUE(events.emplace_back().ParseFromString(record));
+    }
+  }
+  return events;
+}
+
+// (step, value) of every scalar in the event files of `dir`.
+std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
+  std::vector<std::pair<int64_t, float>> scalars;
+  for (const tensorboard::Event& event : ReadEvents(dir)) {
+    for (const auto& v : event.summary().value()) {
+      scalars.emplace_back(event.step(), v.simple_value());
     }
   }
   return scalars;
@@ -113,23 +120,9 @@ std::vector<std::pair<int64_t, float>> ReadScalars(const fs::path& dir) {
 // How many HParams sessions the event files of `dir` hold.
 int HParamsSessions(const fs::path& dir) {
   int sessions = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (entry.path().filename().string().find("tfevents") ==
-        std::string::npos) {
-      continue;
-    }
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::ostringstream bytes;
-    bytes << in.rdbuf();
-    auto records = DecodeTfRecords(bytes.str());
-    EXPECT_OK(records);
-    if (!records.ok()) continue;
-    for (const std::string& record : *records) {
-      tensorboard::Event event;
-      EXPECT_TRUE(event.ParseFromString(record));
-      for (const auto& v : event.summary().value()) {
-        if (v.tag() == "_hparams_/session_start_info") ++sessions;
-      }
+  for (const tensorboard::Event& event : ReadEvents(dir)) {
+    for (const auto& v : event.summary().value()) {
+      if (v.tag() == "_hparams_/session_start_info") ++sessions;
     }
   }
   return sessions;
