@@ -170,6 +170,45 @@ TEST_F(HttpApiTest, BadParametersAreErrorsNamingTheProblem) {
   EXPECT_THAT(Parse<web::ApiError>(body).error(), HasSubstr("nope"));
 }
 
+// A merged query holds a bucket array per series it selects: 10,000
+// buckets over 10,000 label sets was about 6.4 GB for one request.
+TEST_F(HttpApiTest, AQueryOfTooManyBucketsIsRefusedNamingThem) {
+  auto batch = std::make_shared<MetricBatch>();
+  batch->set_sequence_number(2);
+  batch->set_run_id(kRun);
+  batch->set_source("test");
+  batch->set_incarnation(1);
+  for (int actor = 0; actor < 101; ++actor) {
+    MetricPoint* p = batch->add_points();
+    p->set_name("actor/steps");
+    p->set_step(1);
+    p->set_wall_time_ns(1'700'000'000'000'000'000);
+    p->set_value(actor);
+    (*p->mutable_labels())["actor"] = std::to_string(actor);
+  }
+  absl::Notification stored;
+  absl::Status outcome;
+  ASSERT_OK(core_->Submit(batch, [&](absl::Status s) {
+    outcome = s;
+    stored.Notify();
+  }));
+  ASSERT_TRUE(stored.WaitForNotificationWithTimeout(absl::Seconds(60)));
+  ASSERT_OK(outcome);
+  const auto [refused, error] =
+      Get(std::string("/api/query?run=") + kRun +
+          "&name=actor/steps&buckets=10000&aggregate=actor");
+  EXPECT_EQ(refused, 400);
+  EXPECT_THAT(Parse<web::ApiError>(error).error(),
+              HasSubstr("query selects 101 series at 10000 buckets each"));
+  const auto [ok, body] = Get(std::string("/api/query?run=") + kRun +
+                              "&name=actor/steps&buckets=100&aggregate=actor");
+  EXPECT_EQ(ok, 200);
+  const QueryResponse merged = Parse<QueryResponse>(body);
+  ASSERT_EQ(merged.series_size(), 1);
+  ASSERT_EQ(merged.series(0).buckets_size(), 1);
+  EXPECT_DOUBLE_EQ(merged.series(0).buckets(0).mean(), 50);
+}
+
 TEST_F(HttpApiTest, PageIsServedAtTheRootAndIndexHtml) {
   for (const char* path : {"/", "/index.html"}) {
     httplib::Result result = client_->Get(path);

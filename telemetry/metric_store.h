@@ -85,6 +85,10 @@ struct MetricStoreOptions {
   int max_new_runs_per_source_per_minute = 120;
   // Raw (not downsampled) queries returning more points are refused.
   int64_t max_raw_points = 200000;
+  // Downsampled queries are refused where the series they select times
+  // max_buckets passes this: a bucket array per series is held at once
+  // (about 64 bytes a bucket), merged or not.
+  int64_t max_bucket_slots = 1000000;
 };
 
 // Batches refused by a limit of MetricStoreOptions, since Open.

@@ -86,6 +86,18 @@ absl::StatusOr<QueryResponse> MetricStore::Query(const QueryRequest& request) {
     }
   }
 
+  if (request.max_buckets() > 0) {
+    int64_t selected = 0;
+    for (const auto& [key, members] : groups) selected += members.size();
+    if (selected * request.max_buckets() > options_.max_bucket_slots) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "query selects ", selected, " series at ", request.max_buckets(),
+          " buckets each (max_buckets): ", selected * request.max_buckets(),
+          " buckets, at most ", options_.max_bucket_slots,
+          "; select fewer series or ask for fewer buckets"));
+    }
+  }
+
   absl::MutexLock lock(&read_mu_);
   RETURN_IF_ERROR(ExecSql(reader_, "BEGIN;"));  // one snapshot for all reads
   struct EndRead {
