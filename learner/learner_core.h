@@ -72,7 +72,8 @@ struct LearnerOptions {
   // skipped: those gradients are not applied, the update is counted and
   // reported ("learner/nonfinite_minibatches", "learner/nonfinite_updates")
   // and training goes on; this many such updates in a row fail the run
-  // (INTERNAL, the updater's message). Values below 1 mean 1.
+  // (INTERNAL, the updater's message), counted across a resume (the count
+  // is in the checkpoint). Values below 1 mean 1.
   int max_nonfinite_updates = 3;
   // A checkpoint that cannot be written (a full disk, a storage outage) is
   // logged, counted ("learner/checkpoint_failures") and tried again at the

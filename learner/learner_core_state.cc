@@ -72,7 +72,10 @@ TensorMap LearnerCore::Impl::StateTensors() {
     for (const AckWatermark& w : MergeWatermarks(known, gathered_, here)) {
       *state.add_acked_segments() = w;
     }
+    state.set_nonfinite_updates(faults_.nonfinite_updates);
   }
+  state.set_consecutive_nonfinite_updates(
+      updater_->consecutive_nonfinite_updates());
   state.set_updater_generator(GeneratorStateBytes(updater_->generator()));
   if (options_.spec.has_league()) {
     // The versions an actor that starts again is sent: a resumed learner
@@ -143,6 +146,10 @@ absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
   if (own_run) {
     intake_->RestoreWatermarks(
         {state.acked_segments().begin(), state.acked_segments().end()});
+    // The run's own streak of skipped updates goes on (another run's, a
+    // start_from, is not this run's: a round starts with none).
+    updater_->set_consecutive_nonfinite_updates(
+        static_cast<int>(state.consecutive_nonfinite_updates()));
   }
   intake_->SetPolicyVersion(state.policy_version());
   if (own_run && options_.spec.has_league()) {
@@ -150,6 +157,11 @@ absl::Status LearnerCore::Impl::ApplyState(const TensorMap& extra,
   }
   absl::MutexLock lock(&mu_);
   progress_.Restore(state);
+  if (own_run) {
+    faults_.nonfinite_updates = state.nonfinite_updates();
+    faults_.consecutive_nonfinite_updates =
+        state.consecutive_nonfinite_updates();
+  }
   checkpoints_.Resumed(progress_.updates());
   return absl::OkStatus();
 }

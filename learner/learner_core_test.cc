@@ -1248,6 +1248,46 @@ TEST(LearnerCoreTest, NonFiniteUpdatesAreSkippedUntilTooManyInARow) {
   EXPECT_EQ(core->LatestPolicy()->version(), 5);
 }
 
+// The streak of skipped updates is in the checkpoint: a learner resumed
+// two skips into it fails at the third, as the one before it would have.
+TEST(LearnerCoreTest, AResumeKeepsTheCountOfNonFiniteUpdatesInARow) {
+  LearnerOptions options;
+  options.spec = Spec("checkpoint_interval: 1");
+  options.run_id = "t";
+  options.run_dir = MakeTestDir();
+  options.max_nonfinite_updates = 3;
+  {
+    ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+    AckLog acks;
+    const int64_t stream = core->OpenStream(0, acks.Callback());
+    for (int64_t v = 1; v <= 2; ++v) {
+      ASSERT_OK(core->SubmitSegment(stream, Segment(0, v, v, kHugeValue)));
+      ASSERT_TRUE(WaitForVersion(*core, v + 1));
+    }
+    ASSERT_TRUE(
+        WaitFor([&] { return core->fault_counts().checkpoints_written >= 2; },
+                absl::Seconds(60)));
+    core->Stop();
+  }
+  ASSERT_OK_AND_ASSIGN(auto core, LearnerCore::Create(options));
+  EXPECT_EQ(core->fault_counts().nonfinite_updates, 2);
+  EXPECT_EQ(core->fault_counts().consecutive_nonfinite_updates, 2);
+  AckLog acks;
+  const int64_t stream = core->OpenStream(0, acks.Callback());
+  ASSERT_OK(core->SubmitSegment(stream, Segment(0, 3, 3, kHugeValue)));
+  // Failed, or (counting from 0 again) skipped and trained on.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return core->WaitUntilDone(absl::ZeroDuration()) ||
+               core->GetStatus().updates() >= 3;
+      },
+      absl::Seconds(60)));
+  EXPECT_THAT(core->final_status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       HasSubstr("3 updates in a row had non-finite "
+                                 "minibatches")));
+}
+
 // Puts a regular file where the checkpoint directory belongs: every
 // checkpoint write fails (as it would on a full disk) until it is removed.
 void BlockCheckpoints(const std::string& run_dir) {

@@ -91,6 +91,14 @@ class PpoUpdater {
   void set_max_nonfinite_updates(int max) {
     max_nonfinite_updates_ = std::max(1, max);
   }
+  // Updates with non-finite minibatches in a row so far; part of a
+  // checkpoint (a resumed run goes on counting its streak).
+  int consecutive_nonfinite_updates() const {
+    return consecutive_nonfinite_updates_;
+  }
+  void set_consecutive_nonfinite_updates(int count) {
+    consecutive_nonfinite_updates_ = std::max(0, count);
+  }
 
   // Whether updates run on the fused CPU path (execution.cpu_kernels); known
   // after the first Update.
