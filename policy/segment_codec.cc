@@ -52,9 +52,11 @@ double Slack(double bound, int direction) {
   return bound + direction * 1e-5 * (1 + std::fabs(bound));
 }
 
-// INVALID_ARGUMENT naming the first element of `t` outside [lo, hi].
+// INVALID_ARGUMENT naming the first element of `t` outside [lo, hi], which
+// the message calls `range`.
 absl::Status CheckRange(const torch::Tensor& t, absl::string_view name,
-                        float lo, float hi) {
+                        float lo, float hi,
+                        absl::string_view range = "the environment's range") {
   if (!std::isfinite(lo) && !std::isfinite(hi)) return absl::OkStatus();
   const double low = Slack(lo, -1), high = Slack(hi, 1);
   ASSIGN_OR_RETURN(const bool inside, CatchTorchErrors(name, [&] {
@@ -70,9 +72,8 @@ absl::Status CheckRange(const torch::Tensor& t, absl::string_view name,
         return absl::StrCat("element ", i, " is ",
                             t.flatten()[i].item<float>());
       }));
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, ": ", where, ", outside the environment's range [",
-                   low, ", ", high, "]"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, ": ", where, ", outside ", range, " [", low, ", ", high, "]"));
 }
 
 // The episodes a segment claims must be the ones its flags end: one entry
@@ -287,9 +288,16 @@ absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& s,
   ASSIGN_OR_RETURN(r.log_probs,
                    Field(s.log_probs(), "log_probs", torch::kFloat32, {T, E}));
   if (!parts.empty()) {
-    // A probability is at most 1.
-    RETURN_IF_ERROR(CheckRange(r.log_probs, "segment.log_probs",
-                               -std::numeric_limits<float>::infinity(), 0));
+    // A probability is at most 1, and a sampled choice's is not 0: at
+    // least e^-745, the smallest a double's exp gives (the Gumbel-max
+    // heads' clamped noise keeps it far above). Lower, with room per part
+    // of the action, the number is no sampler's: refused here, naming the
+    // field, rather than overflowing the update's ratio exp(new - old) and
+    // skipping the whole batch's update.
+    RETURN_IF_ERROR(
+        CheckRange(r.log_probs, "segment.log_probs",
+                   kLowestChoiceLogProb * static_cast<float>(parts.size()), 0,
+                   "a sampled action's range"));
   }
   ASSIGN_OR_RETURN(r.values,
                    Field(s.values(), "values", torch::kFloat32, {T, E}));

@@ -35,6 +35,10 @@ struct SegmentShape {
   bool episodes = true;
 };
 
+// The lowest log-probability a segment may carry for one part of an integer
+// action (a sampled choice's, with room for the log of the choices).
+inline constexpr float kLowestChoiceLogProb = -1000.0f;
+
 // Writes the rollout's tensors into `segment` (identity fields and episode
 // statistics are the caller's). One copy per tensor. INVALID_ARGUMENT naming
 // the tensor for one that is undefined or has no wire dtype.
@@ -43,8 +47,9 @@ absl::Status EncodeSegment(const Rollout& rollout, RolloutSegment* segment);
 // Validates `segment` against `shape` and returns its tensors as a Rollout
 // that aliases the segment's bytes (keep `segment` alive while it is used).
 // INVALID_ARGUMENT naming the field: env mismatch, wrong dtype or shape,
-// non-finite float, discrete action out of range, flag not 0/1, episode
-// statistics of unequal length.
+// non-finite float, discrete action out of range, an integer action's
+// log-probability above 0 or below kLowestChoiceLogProb per part, flag not
+// 0/1, episode statistics of unequal length.
 absl::StatusOr<Rollout> DecodeSegment(const RolloutSegment& segment,
                                       const SegmentShape& shape);
 

@@ -348,6 +348,26 @@ TEST(SegmentCodecTest, EpisodesMustFitTheSegment) {
   EXPECT_THAT(error(impossible), HasSubstr("segment.log_probs: element 3"));
 }
 
+// Finite but absurd: a log-probability no sampler gives (the update's ratio
+// would overflow and skip the whole batch) is refused, naming the field.
+TEST(SegmentCodecTest, ALogProbabilityNoSamplerGivesIsRefused) {
+  Rollout r = Rollout::Allocate(3, 2, 4, 0);
+  r.terminated[1][0] = 1;
+  r.log_probs.fill_(-900.0f);  // unlikely, yet within the bound
+  RolloutSegment s;
+  ASSERT_TRUE(EncodeSegment(r, &s).ok());
+  *s.mutable_env() = Shape().env;
+  s.add_episode_returns(12.0f);
+  s.add_episode_lengths(12);
+  EXPECT_TRUE(DecodeSegment(s, Shape()).ok());
+  r.log_probs[2][0] = -1e30f;
+  RolloutSegment absurd = s;
+  ASSERT_TRUE(EncodeSegment(r, &absurd).ok());
+  EXPECT_THAT(Error(absurd),
+              HasSubstr("segment.log_probs: element 4 is -1e+30, outside a "
+                        "sampled action's range [-1000.01"));
+}
+
 // Rows the run's learner sends on to a policy's learner of its own carry
 // flags but no episodes (the run's learner counted them); any are refused.
 TEST(SegmentCodecTest, RowsSentOnCarryNoEpisodes) {
