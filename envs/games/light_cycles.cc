@@ -26,9 +26,13 @@
 //             straight until the cell ahead is taken, then turns to the free
 //             side with more room (cells it can still reach);
 //             "random": one agent against uniform random moves.
+//   draw_reward  both players' reward for a draw, -1 to 0 (default 0): a
+//             draw made worse than nothing, for training (a game judged
+//             by its returns counts a draw only at 0).
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,12 +65,22 @@ int ParseSize(const rlenv::Kwargs& kwargs) {
   return static_cast<int>(size);
 }
 
+float ParseDrawReward(const rlenv::Kwargs& kwargs) {
+  const double r = kwargs.Number("draw_reward", 0);
+  if (!(r >= -1 && r <= 0)) {
+    std::ostringstream out;
+    out << "kwargs.draw_reward: " << r << "; from -1 to 0";
+    throw std::invalid_argument(out.str());
+  }
+  return static_cast<float>(r);
+}
+
 void RefuseUnknownKwargs(const rlenv::Kwargs& kwargs) {
   for (const std::string& key : kwargs.Keys()) {
-    if (key != "size" && key != "opponent") {
+    if (key != "size" && key != "opponent" && key != "draw_reward") {
       throw std::invalid_argument("kwargs." + key +
-                                  ": unknown (LightCycles-v0 takes size and "
-                                  "opponent)");
+                                  ": unknown (LightCycles-v0 takes size, "
+                                  "opponent and draw_reward)");
     }
   }
 }
@@ -75,6 +89,7 @@ class LightCycles final : public rlenv::MultiAgentEnv {
  public:
   static rlenv::Spaces Declare(const rlenv::Kwargs& kwargs) {
     RefuseUnknownKwargs(kwargs);
+    ParseDrawReward(kwargs);
     const int window = 2 * ParseSize(kwargs) - 1;
     rlenv::Spaces s{rlenv::Space::Box({2 * window * window}, 0, 1),
                     rlenv::Space::Discrete(3)};
@@ -93,6 +108,7 @@ class LightCycles final : public rlenv::MultiAgentEnv {
       : size_(ParseSize(kwargs)),
         window_(2 * size_ - 1),
         opponent_(ParseOpponent(kwargs)),
+        draw_reward_(ParseDrawReward(kwargs)),
         taken_(size_ * size_, 0) {}
 
   void Reset(rlenv::Rng& rng, float* obs) override {
@@ -137,12 +153,13 @@ class LightCycles final : public rlenv::MultiAgentEnv {
       if (Inside(c.row, c.col)) taken_[c.row * size_ + c.col] = 1;
     }
     const bool over = crashed[0] || crashed[1];
+    const bool draw = crashed[0] && crashed[1];
     const float reward0 = crashed[0] == crashed[1] ? 0.f
                           : crashed[1]             ? 1.f
                                                    : -1.f;
     const int agents = opponent_ == Opponent::kSelf ? 2 : 1;
     for (int p = 0; p < agents; ++p) {
-      results[p].reward = p == 0 ? reward0 : -reward0;
+      results[p].reward = draw ? draw_reward_ : p == 0 ? reward0 : -reward0;
       results[p].terminated = over;
     }
     Observe(obs);  // after a crash: the last observation of the game
@@ -265,6 +282,7 @@ class LightCycles final : public rlenv::MultiAgentEnv {
   const int size_;
   const int window_;
   const Opponent opponent_;
+  const float draw_reward_;     // both players' reward for a draw
   std::vector<uint8_t> taken_;  // size_ x size_, row-major: trails and heads
   std::array<Cycle, 2> cycles_{};
 };

@@ -215,6 +215,29 @@ TEST(LightCyclesTest, RidingStraightBothCrashTogetherAndDraw) {
   }
 }
 
+// kwargs.draw_reward: what both players get for a draw (0 by default),
+// from -1 to 0, so that training can make a draw worse than nothing.
+TEST(LightCyclesTest, ADrawPaysBothPlayersTheDrawReward) {
+  EnvSpec spec = LightCycles("self", 2);
+  (*spec.mutable_kwargs()->mutable_fields())["draw_reward"].set_number_value(
+      -0.5);
+  auto env = Open(spec, 16);
+  ASSERT_NE(env, nullptr);
+  std::vector<int> lengths;
+  std::vector<float> returns;
+  RideStraightToTheEnd(*env, 16, &lengths, &returns);
+  for (int row = 0; row < 16; ++row) {
+    EXPECT_EQ(returns[row], -0.5f) << "row " << row;
+  }
+  (*spec.mutable_kwargs()->mutable_fields())["draw_reward"].set_number_value(
+      0.5);
+  EnvOpenOptions options;
+  options.num_envs = 2;
+  EXPECT_THAT(OpenEnv(spec, options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("kwargs.draw_reward: 0.5")));
+}
+
 TEST(LightCyclesTest, OnePlayersCrashIsTheOthersWin) {
   auto env = Open(LightCycles("self", 2), 2);
   ASSERT_NE(env, nullptr);
