@@ -1,7 +1,8 @@
 """rlctl league: OpenSkill ratings of a league's versions from the matches
 a run wrote. The ratings of made-up matches (each version beating every
 older one) rise version by version; draws and losses are counted;
-malformed files are named by line, and rlctl exits 2 on them. (A real
+malformed files are named by line, and rlctl exits 2 on them (and on
+--every below 1). (A real
 rl_local league run rated by rlctl: league_run_test.py.)"""
 
 import contextlib
@@ -74,6 +75,17 @@ class RatingsTest(unittest.TestCase):
             with contextlib.redirect_stderr(err):
                 self.assertEqual(rlctl.main(["league", d]), 2)
             self.assertIn("cannot read the league's matches", err.getvalue())
+
+    def test_every_must_be_at_least_one(self):
+        # --every 0 was shown as --every 1.
+        with tempfile.TemporaryDirectory() as d:
+            for value in ("0", "-3", "x"):
+                err = io.StringIO()
+                with contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+                    rlctl.main(["league", d, "--every", value])
+                self.assertEqual(e.exception.code, 2)
+                self.assertIn(f"argument --every: expected a whole number >= 1, got '{value}'",
+                              err.getvalue())
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
   rlctl cancel RUN_ID
   rlctl watch RUN_ID [--retry-for S]
   rlctl workers
-  rlctl metrics RUN_ID [--name NAME ...] [--prefix P] [--since 10m] [--buckets N] [--csv]
+  rlctl metrics RUN_ID [--name NAME ... | --prefix P] [--since 10m] [--buckets N] [--csv]
   rlctl top [--interval S] [--once]
   rlctl export RUN_ID -o FILE [--checkpoint N] [--sampled] [--policy_name NAME]
   rlctl sweep submit SWEEP_FILE [--watch] [--key KEY] [--interval S] [--retry-for S]
@@ -22,7 +22,9 @@ The coordinator's address comes from --coordinator or $RL_COORDINATOR
 $RL_TELEMETRY (default 127.0.0.1:50052). Exit codes: 0 success (a watched run
 or sweep SUCCEEDED), 1 a watched run or sweep FAILED or was CANCELLED, 2 bad
 input (run or sweep file, arguments), 3 not found (also: a run with no
-metrics), 4 coordinator or telemetry service unreachable, 5 other errors.
+metrics), 4 coordinator or telemetry service unreachable, 5 other errors,
+130 interrupted (Ctrl-C). --timeout and every --interval are seconds > 0,
+at most a day.
 `watch`, `submit --watch` and `sweep watch` reconnect to a coordinator that
 went away (a restart) with backoff, and exit 4 only after --retry-for seconds
 (default 60) without it. Sweeps (docs/sweeps.md) run on the coordinator; a
@@ -31,6 +33,7 @@ with it.
 """
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -56,6 +59,11 @@ from rlctl_sweeps import sweep_command
 from rlctl_top import ACTIVE_STATES, TOP_MAX_WAITING, TOP_METRICS, top, top_frame  # noqa: F401
 
 
+# The longest --timeout or --interval: a day. Longer is a typo, and gRPC
+# turns a deadline of 1e10 s into an instant DEADLINE_EXCEEDED.
+MAX_SECONDS = 86400.0
+
+
 def seconds(text):
     """argparse type: a number of seconds >= 0."""
     try:
@@ -64,6 +72,30 @@ def seconds(text):
         value = float("nan")
     if not value >= 0:
         raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {text!r}")
+    return value
+
+
+def positive_seconds(text):
+    """argparse type: a number of seconds > 0, at most MAX_SECONDS (a
+    day); 0, negative, inf and nan are bad input."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value > 0 and math.isfinite(value) and value <= MAX_SECONDS):
+        raise argparse.ArgumentTypeError(
+            f"expected seconds > 0 and at most {MAX_SECONDS:g} (a day), got {text!r}")
+    return value
+
+
+def positive_int(text):
+    """argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
     return value
 
 
@@ -118,7 +150,7 @@ def league(run_dir, every):
     members = sum(1 for r in ratings if r.version < 0)
     print(f"{len(matches)} matches, {len(ratings) - members} versions"
           + (f", {members} member{'s' if members > 1 else ''}" if members else ""))
-    print(lg.format_ratings(ratings, max(1, every)))
+    print(lg.format_ratings(ratings, every))
     return 0
 
 
@@ -127,7 +159,8 @@ def main(argv=None):
     parser.add_argument("--coordinator", help="host:port (default $RL_COORDINATOR or 127.0.0.1:50051)")
     parser.add_argument("--telemetry",
                         help="telemetry host:port (default $RL_TELEMETRY or 127.0.0.1:50052)")
-    parser.add_argument("--timeout", type=float, default=10.0, help="deadline of each call, seconds")
+    parser.add_argument("--timeout", type=positive_seconds, default=10.0,
+                        help="deadline of each call, seconds (> 0, at most a day)")
     parser.add_argument("--token-file", dest="token_file",
                         help="bearer token (default $RL_TOKEN_FILE, else runs/auth/user.token if present)")
     parser.add_argument("--tls-ca", dest="tls_ca", help="CA certificate: speak TLS (default $RL_TLS_CA)")
@@ -157,8 +190,10 @@ def main(argv=None):
         "series downsampled to --buckets step buckets (default 20; 0: raw points). "
         "--csv: raw points as run,name,labels,step,wall_time,value.")
     p.add_argument("run_id")
-    p.add_argument("--name", action="append", default=[], help="metric name (repeatable)")
-    p.add_argument("--prefix", default="", help="metrics whose name starts with this")
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--name", action="append", default=[], help="metric name (repeatable)")
+    chosen.add_argument("--prefix", default="",
+                        help="metrics whose name starts with this (not with --name)")
     p.add_argument("--since", help="only points of the last DURATION (30s, 10m, 2h, 1d)")
     p.add_argument("--buckets", type=int, help="step buckets per series (0: raw points)")
     p.add_argument("--min-step", dest="min_step", type=int, default=0)
@@ -191,7 +226,8 @@ def main(argv=None):
                    help="a run of several policies (policies:): the one to export, with its "
                    "own network (default: the first)")
     p = sub.add_parser("top", help="live view of the active runs")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between frames")
+    p.add_argument("--interval", type=positive_seconds, default=2.0,
+                   help="seconds between frames")
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     p = sub.add_parser(
         "sweep", help="sweeps run by the coordinator: submit|list|get|cancel|watch",
@@ -200,16 +236,16 @@ def main(argv=None):
         "and sent with it.")
     sweep_sub = p.add_subparsers(dest="sweep_command", required=True,
                                  metavar="{submit,list,get,cancel,watch}")
-    p = sweep_sub.add_parser("submit", help="submit a sweep file")
+    p = sweep_submit = sweep_sub.add_parser("submit", help="submit a sweep file")
     p.add_argument("sweep_file")
     p.add_argument("--watch", action="store_true", help="follow the sweep until it ends")
     p.add_argument("--key", default="", help="idempotency key")
-    p.add_argument("--interval", type=float, default=2.0,
+    p.add_argument("--interval", type=positive_seconds, default=2.0,
                    help="with --watch or --optuna: seconds between polls")
     p.add_argument("--optuna", action="store_true",
                    help="a sweep of method external: Optuna's sampler chooses its trials "
                    "from here until it ends (ask/tell through the coordinator)")
-    p.add_argument("--sampler", choices=["tpe", "random"], default="tpe",
+    p.add_argument("--sampler", choices=["tpe", "random"],
                    help="with --optuna: TPE (default) or random")
     p.add_argument("--seed", type=int, default=None,
                    help="with --optuna: the sampler's seed (default: the sweep file's)")
@@ -221,7 +257,8 @@ def main(argv=None):
         "sweep_id")
     p = sweep_sub.add_parser("watch", help="follow a sweep until it ends")
     p.add_argument("sweep_id")
-    p.add_argument("--interval", type=float, default=2.0, help="seconds between polls")
+    p.add_argument("--interval", type=positive_seconds, default=2.0,
+                   help="seconds between polls")
     add_retry_for(p)
     p = sub.add_parser(
         "league", help="ratings of a league run's versions from its matches",
@@ -229,8 +266,13 @@ def main(argv=None):
         "and rates every version with OpenSkill's Bradley-Terry model, matches in the order "
         "they were played. Reads the directory here: the run's directory on this machine.")
     p.add_argument("run_dir", help="the run's directory (or its matches.csv)")
-    p.add_argument("--every", type=int, default=1, help="show every N-th version (and the last)")
+    p.add_argument("--every", type=positive_int, default=1,
+                   help="show every N-th version (and the last)")
     args = parser.parse_args(argv)
+    if args.command == "sweep" and args.sweep_command == "submit" and not args.optuna:
+        for flag, value in (("--sampler", args.sampler), ("--seed", args.seed)):
+            if value is not None:
+                sweep_submit.error(f"{flag}: only with --optuna")
     if args.command == "check-env":
         return check_env(args.run_file, args.steps)
     if args.command == "league":
@@ -295,6 +337,9 @@ def main(argv=None):
     except ValueError as e:  # e.g. an unknown state name
         print(f"rlctl: error: {text(e)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C in watch, submit --watch, sweep watch
+        print("rlctl: interrupted", file=sys.stderr)
+        return 130
     finally:
         if client is not None:
             client.close()

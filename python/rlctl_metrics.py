@@ -57,23 +57,27 @@ def not_found(message):
 
 
 def metrics_series_table(tclient, args, since):
-    """The run's series: name, labels, points, last step, last value."""
+    """The run's series: name, labels, points (those in the range given by
+    --since, --min-step, --max-step, if any), last step, last value."""
     infos = tclient.list_series(args.run_id)
     if not infos:
         raise not_found(f"run {args.run_id} has no metrics (at {tclient.address})")
+    ranged = since is not None or args.min_step or args.max_step
     last = {}
     for s in tclient.query(args.run_id, since=since, min_step=args.min_step,
                            max_step=args.max_step, buckets=1):
         if s["buckets"]:
             b = s["buckets"][-1]
-            last[(s["name"], fmt_labels(s["labels"]))] = (b["max_step"], b["last"])
+            last[(s["name"], fmt_labels(s["labels"]))] = (
+                b["max_step"], b["last"], sum(piece["count"] for piece in s["buckets"]))
     rows = []
     for info in sorted(infos, key=lambda i: (i["name"], fmt_labels(i["labels"]))):
         key = (info["name"], fmt_labels(info["labels"]))
-        if key not in last and (since is not None or args.min_step or args.max_step):
+        if key not in last and ranged:
             continue  # no points in the asked range
-        step, value = last.get(key, (None, None))
-        rows.append([info["name"], key[1] or "-", str(info["num_points"]),
+        step, value, in_range = last.get(key, (None, None, None))
+        rows.append([info["name"], key[1] or "-",
+                     str(in_range if ranged else info["num_points"]),
                      "-" if step is None else str(step), fmt_value(value)])
     if not rows:
         print(f"run {text(args.run_id)}: no points in the given range")

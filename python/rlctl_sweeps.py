@@ -174,6 +174,11 @@ def _sweep_milestones(sweep):
                   for t in sweep.trials))
 
 
+def print_outage(message):
+    """stderr: a coordinator outage started, or ended."""
+    print(f"rlctl: {text(message)}", file=sys.stderr, flush=True)
+
+
 def watch_sweep(client, sweep_id, retry_for, interval):
     """Reprints the sweep's table (sweep_table) whenever it changed, in place
     on a terminal, until the sweep ends (through coordinator restarts, for
@@ -182,9 +187,6 @@ def watch_sweep(client, sweep_id, retry_for, interval):
         raise ValueError("--interval: must be > 0")
     tty = sys.stdout.isatty()
     shown = [None]
-
-    def outage(message):  # when a coordinator outage starts, and when it ends
-        print(f"rlctl: {text(message)}", file=sys.stderr, flush=True)
 
     def show(sweep):
         if tty:
@@ -197,7 +199,7 @@ def watch_sweep(client, sweep_id, retry_for, interval):
             shown[0] = _sweep_milestones(sweep)
 
     sweep = client.wait_sweep(sweep_id, on_update=show, poll_s=interval, retry_for=retry_for,
-                              on_unavailable=outage, on_reconnect=outage)
+                              on_unavailable=print_outage, on_reconnect=print_outage)
     state = state_name(sweep.state)
     print(f"{text(sweep.sweep_id)} {state}"
           + (f": best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
@@ -208,8 +210,9 @@ def watch_sweep(client, sweep_id, retry_for, interval):
 
 def optuna_sweep(client, args):
     """`rlctl sweep submit FILE --optuna`: Optuna's sampler chooses the
-    trials of the sweep (method: external) from here until it ends, the
-    table printed as `sweep watch` prints it; 0 if it SUCCEEDED."""
+    trials of the sweep (method: external) from here until it ends (through
+    coordinator restarts, for up to --retry-for s of unavailability in a
+    row), the table printed as `sweep watch` prints it; 0 if it SUCCEEDED."""
     from rlservice.sweeps import optuna_search  # Optuna only when asked for
     import optuna
 
@@ -223,12 +226,14 @@ def optuna_sweep(client, args):
             print(sweep_table(sweep), flush=True)
             shown[0] = _sweep_milestones(sweep)
 
-    sweep, study = optuna_search(client, args.sweep_file, sampler=args.sampler,
+    sampler = args.sampler or "tpe"
+    sweep, study = optuna_search(client, args.sweep_file, sampler=sampler,
                                  seed=args.seed, idempotency_key=args.key, on_update=show,
-                                 poll_s=args.interval)
+                                 poll_s=args.interval, retry_for=args.retry_for,
+                                 on_unavailable=print_outage, on_reconnect=print_outage)
     state = state_name(sweep.state)
     done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    print(f"{text(sweep.sweep_id)} {state}: Optuna {args.sampler} told {len(study.trials)} "
+    print(f"{text(sweep.sweep_id)} {state}: Optuna {sampler} told {len(study.trials)} "
           f"configurations ({len(done)} complete)"
           + (f", best run {text(sweep.best_run_id)} (score {best_score_text(sweep)})"
              if sweep.best_run_id else "")

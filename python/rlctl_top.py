@@ -19,6 +19,14 @@ TOP_METRICS = ("learner/steps_per_second", "learner/mean_return", "learner/polic
 TOP_MAX_WAITING = 10  # PLACING/QUEUED runs shown (newest first)
 
 
+def run_figure(values, name):
+    """The run's value of metric `name` in `values` (TelemetryClient.latest):
+    the bare series, else rank 0's (a gang of learners labels each rank's
+    figures {rank=N}); None if neither."""
+    value = values.get(name)
+    return values.get(name + "{rank=0}") if value is None else value
+
+
 def top_frame(client, tclient):
     """One frame of `rlctl top` as text. ClientError if the coordinator fails."""
     runs = client.list(states=ACTIVE_STATES)
@@ -46,13 +54,13 @@ def top_frame(client, tclient):
                     warning = text(" ".join(str(e).split()))
         total = run.spec.total_env_steps
         steps = run.progress.env_steps
-        lag = values.get("learner/policy_lag")
+        sps = run_figure(values, "learner/steps_per_second")
+        lag = run_figure(values, "learner/policy_lag")
         rows.append([
             run.run_id, state_name(run.state), str(steps),
             f"{min(100.0, 100.0 * steps / total):.1f}%" if total > 0 else "-",
-            "-" if values.get("learner/steps_per_second") is None
-            else f"{values['learner/steps_per_second']:.0f}",
-            fmt_return(values.get("learner/mean_return")),
+            "-" if sps is None else f"{sps:.0f}",
+            fmt_return(run_figure(values, "learner/mean_return")),
             "-" if lag is None or math.isnan(lag) else f"{lag:.1f}",
             str(assigned.get(run.run_id, 0)),
             run.spec.name or "-",

@@ -3,7 +3,9 @@
 last, parameters and reasons shown), `sweep list`'s lines, `sweep watch`'s
 exit codes, the sweep file and the base run file it names as SubmitSweep
 sends them (read_sweep_file, and the request submit_sweep builds), and
-wait_sweep's polling through an outage, against a stub stand-in."""
+wait_sweep's polling through an outage, against a stub stand-in; a bad
+--interval, or --sampler/--seed without --optuna, is exit 2 before
+anything is submitted."""
 
 import contextlib
 import io
@@ -13,9 +15,11 @@ import os
 import shutil
 import tempfile
 import unittest
+from unittest import mock
 
 import grpc
 
+import rlctl
 import rlctl_sweeps
 from rlservice import Client, ClientError, Security, read_sweep_file
 from rlservice.protos import common_pb2, coordinator_pb2
@@ -202,6 +206,36 @@ class SweepWatchTest(unittest.TestCase):
     def test_bad_interval_is_bad_input(self):
         with self.assertRaisesRegex(ValueError, "--interval: must be > 0"):
             rlctl_sweeps.watch_sweep(FakeClient(make_sweep([])), "sweep-000003", 60, 0)
+
+
+class SweepArgumentsTest(unittest.TestCase):
+
+    def refused(self, args):
+        """rlctl's stderr for `args`: exit 2 (SystemExit, from argparse)
+        with no client made, so nothing submitted."""
+        err = io.StringIO()
+        with mock.patch.object(rlctl, "Client") as client, \
+                contextlib.redirect_stderr(err), self.assertRaises(SystemExit) as e:
+            rlctl.main(["--coordinator", "127.0.0.1:1", "--insecure", "sweep"] + args)
+        self.assertEqual(e.exception.code, 2, err.getvalue())
+        client.return_value.submit_sweep.assert_not_called()
+        client.assert_not_called()
+        return err.getvalue()
+
+    def test_a_bad_interval_submits_nothing(self):
+        # Before: `sweep submit F --watch --interval 0` submitted, then exited
+        # 2; `--optuna --interval -1` added trials, then died.
+        for args in (["submit", "s.yaml", "--watch", "--interval", "0"],
+                     ["submit", "s.yaml", "--optuna", "--interval", "-1"],
+                     ["submit", "s.yaml", "--watch", "--interval", "inf"],
+                     ["watch", "sweep-000003", "--interval", "nan"]):
+            self.assertIn("argument --interval: expected seconds > 0", self.refused(args), args)
+
+    def test_optuna_flags_without_optuna_are_refused(self):
+        self.assertIn("rlctl sweep submit: error: --sampler: only with --optuna",
+                      self.refused(["submit", "s.yaml", "--sampler", "random"]))
+        self.assertIn("rlctl sweep submit: error: --seed: only with --optuna",
+                      self.refused(["submit", "s.yaml", "--watch", "--seed", "3"]))
 
 
 class ReadSweepFileTest(unittest.TestCase):

@@ -3,7 +3,10 @@ through AddSweepTrial), against the real coordinator with local workers:
 examples/sweeps/cartpole_lr_tpe.yaml to a best trial that solved CartPole,
 Optuna told each configuration's score, and `rlctl sweep get` showing it;
 and population-based training (examples/sweeps/cartpole_pbt.yaml) through
-the Python client, rounds going on from the round before's checkpoints."""
+the Python client, rounds going on from the round before's checkpoints.
+Without a coordinator: the Optuna driver polls through a coordinator
+outage (a restart) as wait_sweep does, and refuses a bad poll interval
+before submitting anything."""
 
 import contextlib
 import io
@@ -13,11 +16,13 @@ import shutil
 import tempfile
 import unittest
 
+import grpc
 import optuna
 
 import rlctl
 import test_util
-from rlservice import Client, ClientError, state_name
+from rlservice import Client, ClientError, Security, state_name
+from rlservice.protos import common_pb2, coordinator_pb2
 from rlservice.sweeps import optuna_search
 
 
@@ -114,6 +119,108 @@ class OptunaSweepTest(unittest.TestCase):
         self.assertIn("population-based training: ended in round", table)
         self.assertIn("lineage:", table)
         self.assertIn("copied trial", table)
+
+
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class OneTrialStub:
+    """RunServiceStub's sweep calls for an external sweep of one
+    configuration: GetSweep is UNAVAILABLE `outages` times first (a
+    coordinator restart); the trial added succeeds, score 7.5, by the next
+    poll."""
+
+    def __init__(self, outages):
+        self.outages = outages
+        self.calls = []
+        self.sweep = coordinator_pb2.Sweep(sweep_id="sweep-000001", state=common_pb2.RUNNING)
+        spec = self.sweep.spec
+        spec.method, spec.max_trials, spec.concurrency, spec.seeds_per_config = (
+            "external", 1, 1, 1)
+        spec.seed, spec.metric.series = 1, "learner/mean_return"
+        spec.parameters["ppo.learning_rate"].distribution = "log_uniform"
+        spec.parameters["ppo.learning_rate"].min = 1e-4
+        spec.parameters["ppo.learning_rate"].max = 1e-2
+
+    def SubmitSweep(self, request, timeout=None):
+        self.calls.append("SubmitSweep")
+        return coordinator_pb2.Sweep(sweep_id=self.sweep.sweep_id, state=self.sweep.state,
+                                     spec=self.sweep.spec)
+
+    def GetSweep(self, request, timeout=None):
+        self.calls.append("GetSweep")
+        if self.outages:
+            self.outages -= 1
+            raise FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused")
+        if self.sweep.trials:
+            for t in self.sweep.trials:
+                t.state, t.score = common_pb2.SUCCEEDED, 7.5
+            self.sweep.state, self.sweep.best_run_id = common_pb2.SUCCEEDED, "run-000001"
+        return coordinator_pb2.Sweep.FromString(self.sweep.SerializeToString())
+
+    def AddSweepTrial(self, request, timeout=None):
+        self.calls.append("AddSweepTrial")
+        n = len(self.sweep.trials)
+        trial = self.sweep.trials.add(index=n, config=n, run_id=f"run-{n + 1:06d}",
+                                      state=common_pb2.QUEUED, score=float("nan"))
+        for path, value in request.parameters.items():
+            trial.parameters[path].CopyFrom(value)
+        return coordinator_pb2.Sweep.FromString(self.sweep.SerializeToString())
+
+
+class OptunaOutageTest(unittest.TestCase):
+
+    def setUp(self):
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.dir = tempfile.mkdtemp(dir=os.environ.get("TEST_TMPDIR"))
+        self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
+        self.sweep_file = os.path.join(self.dir, "s.yaml")
+        with open(self.sweep_file, "w") as f:
+            f.write("method: external\n")  # the stub answers for the coordinator
+
+    def client(self, stub):
+        client = Client("127.0.0.1:1", timeout=1.0, security=Security(insecure=True))
+        self.addCleanup(client.close)
+        client._stub = stub
+        return client
+
+    def test_the_search_carries_on_through_a_coordinator_outage(self):
+        stub = OneTrialStub(outages=1)
+        events = []
+        sweep, study = optuna_search(self.client(stub), self.sweep_file, poll_s=0.001,
+                                     on_unavailable=events.append,
+                                     on_reconnect=events.append)
+        self.assertEqual(state_name(sweep.state), "SUCCEEDED")
+        self.assertEqual(stub.calls, ["SubmitSweep", "GetSweep", "GetSweep", "AddSweepTrial",
+                                      "GetSweep"])
+        self.assertEqual([(t.state, t.value) for t in study.trials],
+                         [(optuna.trial.TrialState.COMPLETE, 7.5)])
+        self.assertEqual(len(events), 2)
+        self.assertIn("unavailable (connection refused), retrying for up to 60 s", events[0])
+        self.assertIn("reconnected", events[1])
+
+    def test_an_outage_past_retry_for_ends_it_unavailable(self):
+        stub = OneTrialStub(outages=1000)
+        with self.assertRaises(ClientError) as e:
+            optuna_search(self.client(stub), self.sweep_file, poll_s=0.001, retry_for=0)
+        self.assertEqual(e.exception.code, grpc.StatusCode.UNAVAILABLE)
+        self.assertIn("unreachable for 0 s (waiting for sweep-000001)", str(e.exception))
+
+    def test_a_bad_interval_submits_nothing(self):
+        stub = OneTrialStub(outages=0)
+        for poll_s in (0, -1, float("inf"), float("nan")):
+            with self.assertRaisesRegex(ValueError, "poll_s: must be > 0"):
+                optuna_search(self.client(stub), self.sweep_file, poll_s=poll_s)
+        self.assertEqual(stub.calls, [])
 
 
 if __name__ == "__main__":

@@ -312,29 +312,23 @@ class Client:
                 json_format.ParseDict(value, request.parameters[path])
         return self._call(self._stub.AddSweepTrial, request)
 
-    def wait_sweep(self, sweep, timeout=None, on_update=None, poll_s=1.0, *,
-                   retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None, on_reconnect=None):
-        """Asks for the sweep (a Sweep or its id) every `poll_s` seconds until
-        it reaches a final state, and returns it: `c.wait_sweep(c.submit_sweep(
-        "examples/sweeps/cartpole_lr.yaml"))`. `on_update(sweep)` sees it
-        first, then whenever it changed.
+    def poll_sweep(self, sweep, poll_s=1.0, timeout=None, *, retry_for=DEFAULT_RETRY_FOR_S,
+                   on_unavailable=None, on_reconnect=None):
+        """Yields the sweep (a Sweep or its id) as the coordinator has it,
+        asking every `poll_s` seconds for as long as the caller iterates
+        (wait_sweep, and the Optuna driver, which adds trials between polls).
 
-        Sweeps are polled, not watched: the coordinator has no sweep stream.
         A coordinator that went away (a restart) is asked again at the next
-        poll, as wait() does: `on_unavailable(message)` is called when an
-        outage starts, `on_reconnect(message)` when it ends. ClientError
-        UNAVAILABLE once it has been unreachable for `retry_for` seconds in a
-        row (0: no retries), DEADLINE_EXCEEDED when the sweep has not ended
-        after `timeout` seconds (None: no limit).
+        poll: `on_unavailable(message)` is called when an outage starts,
+        `on_reconnect(message)` when it ends. ClientError UNAVAILABLE once it
+        has been unreachable for `retry_for` seconds in a row (0: no
+        retries), DEADLINE_EXCEEDED after `timeout` seconds (None: no limit);
+        ValueError for a `poll_s` that is not finite and > 0.
         """
-        if not poll_s > 0:
-            raise ValueError(f"poll_s: must be > 0 (got {poll_s})")
-        if not retry_for >= 0:
-            raise ValueError(f"retry_for: must be >= 0 (got {retry_for})")
+        check_poll(poll_s, retry_for)
         sweep_id = _sweep_id(sweep)
         deadline = None if timeout is None else time.monotonic() + timeout
         request = coordinator_pb2.GetSweepRequest(sweep_id=sweep_id)
-        last = None
         outage_since = None
         while True:
             call_timeout = self.timeout
@@ -366,12 +360,7 @@ class Client:
                     on_reconnect(f"reconnected to the coordinator at {self.address} "
                                  f"after {time.monotonic() - outage_since:.1f} s")
                 outage_since = None
-                if current != last:
-                    last = current
-                    if on_update:
-                        on_update(current)
-                if state_name(current.state) in TERMINAL_STATES:
-                    return current
+                yield current
             pause = poll_s
             if deadline is not None:
                 remaining = deadline - time.monotonic()
@@ -380,6 +369,36 @@ class Client:
                                       grpc.StatusCode.DEADLINE_EXCEEDED)
                 pause = min(pause, remaining)
             time.sleep(pause)
+
+    def wait_sweep(self, sweep, timeout=None, on_update=None, poll_s=1.0, *,
+                   retry_for=DEFAULT_RETRY_FOR_S, on_unavailable=None, on_reconnect=None):
+        """Asks for the sweep (a Sweep or its id) every `poll_s` seconds until
+        it reaches a final state, and returns it: `c.wait_sweep(c.submit_sweep(
+        "examples/sweeps/cartpole_lr.yaml"))`. `on_update(sweep)` sees it
+        first, then whenever it changed.
+
+        Sweeps are polled, not watched: the coordinator has no sweep stream.
+        Coordinator outages, `retry_for` and `timeout` as poll_sweep has them.
+        """
+        last = None
+        for current in self.poll_sweep(sweep, poll_s, timeout, retry_for=retry_for,
+                                       on_unavailable=on_unavailable,
+                                       on_reconnect=on_reconnect):
+            if current != last:
+                last = current
+                if on_update:
+                    on_update(current)
+            if state_name(current.state) in TERMINAL_STATES:
+                return current
+
+
+def check_poll(poll_s, retry_for):
+    """ValueError unless `poll_s` is finite and > 0 and `retry_for` >= 0
+    (before anything is sent)."""
+    if not (poll_s > 0 and math.isfinite(poll_s)):
+        raise ValueError(f"poll_s: must be > 0 and finite (got {poll_s})")
+    if not retry_for >= 0:
+        raise ValueError(f"retry_for: must be >= 0 (got {retry_for})")
 
 
 def mean_return(run):

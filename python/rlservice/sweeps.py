@@ -11,17 +11,17 @@ soon as the sweep's `concurrency` allows, and is told back with its score
 (the mean over its seeds' succeeded trials) once its trials ended. A
 configuration the coordinator's early stopping cut is told PRUNED, one that
 failed FAIL. The coordinator keeps the sweep (a restart of it loses
-nothing); the study lives in this process.
+nothing; the driver polls through it as wait_sweep does); the study lives
+in this process.
 """
 
 import json
 import math
-import time
 
 import optuna
 from google.protobuf import json_format, struct_pb2
 
-from rlservice.client import ClientError, state_name
+from rlservice.client import DEFAULT_RETRY_FOR_S, ClientError, check_poll, state_name
 
 _FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -84,13 +84,19 @@ def make_sampler(sampler, seed):
 
 
 def optuna_search(client, sweep_file, sampler=None, seed=None, idempotency_key="",
-                  on_update=None, poll_s=1.0, timeout=None):
+                  on_update=None, poll_s=1.0, timeout=None, *, retry_for=DEFAULT_RETRY_FOR_S,
+                  on_unavailable=None, on_reconnect=None):
     """Submits `sweep_file` (method: external) and drives it with Optuna
     until it ends: `sampler` an Optuna sampler, or "tpe" (the default) or
     "random" seeded with `seed` (default: the sweep file's seed).
     Returns (the ended Sweep, the optuna Study). `on_update(sweep, study)`
-    is called after each poll that changed something. ClientError for a
-    sweep file that is not external, or a coordinator error."""
+    is called after each poll that changed something. The sweep is polled
+    every `poll_s` seconds through coordinator restarts, as wait_sweep
+    does (`retry_for`, `on_unavailable`, `on_reconnect`). ClientError for a
+    sweep file that is not external, or a coordinator error (DEADLINE_EXCEEDED
+    after `timeout` seconds); ValueError for a bad `poll_s` or `retry_for`,
+    before anything is sent."""
+    check_poll(poll_s, retry_for)
     sweep = client.submit_sweep(sweep_file, idempotency_key)
     spec = sweep.spec
     if spec.method != "external":
@@ -107,10 +113,9 @@ def optuna_search(client, sweep_file, sampler=None, seed=None, idempotency_key="
     space = search_space(spec)
     asked = {}    # configuration -> optuna trial
     told = set()
-    deadline = None if timeout is None else time.monotonic() + timeout
     seen = None
-    while True:
-        sweep = client.get_sweep(sweep.sweep_id)
+    for sweep in client.poll_sweep(sweep.sweep_id, poll_s, timeout, retry_for=retry_for,
+                                   on_unavailable=on_unavailable, on_reconnect=on_reconnect):
         by_config = {}
         for t in sweep.trials:
             by_config.setdefault(t.config, []).append(t)
@@ -142,6 +147,3 @@ def optuna_search(client, sweep_file, sampler=None, seed=None, idempotency_key="
         if on_update is not None and now != seen:
             on_update(sweep, study)
         seen = now
-        if deadline is not None and time.monotonic() > deadline:
-            raise ClientError(f"sweep {sweep.sweep_id} not finished after {timeout} s")
-        time.sleep(poll_s)
